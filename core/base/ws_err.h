@@ -1,0 +1,50 @@
+/*
+ * walship error model.
+ *
+ * Every fallible function returns int: 0 on success or a negative error.
+ * System errors are negative errno values, exactly as io_uring's cqe->res
+ * reports them. walship's own errors live in a reserved range below
+ * WS_ERR_BASE so they never collide with errno (LMDB does the same).
+ *
+ * Each failing call also records a human-readable detail in a thread-local
+ * slot (ws_errmsg()): the tenant, the object key and the cause. The code is
+ * for programs, the message is for the person being paged.
+ */
+#ifndef WS_ERR_H
+#define WS_ERR_H
+
+#include <stdarg.h>
+
+#define WS_MUST_CHECK __attribute__((warn_unused_result))
+#define WS_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+enum {
+	WS_ERR_BASE = -30800,
+	WS_ECORRUPT = WS_ERR_BASE,      /* bytes failed a checksum or hash */
+	WS_EFORMAT = WS_ERR_BASE - 1,   /* malformed or foreign object / input */
+	WS_ENOTWAL = WS_ERR_BASE - 2,   /* file is not a SQLite WAL */
+	WS_EPRECOND = WS_ERR_BASE - 3,  /* create-once or compare-and-swap lost */
+	WS_EFENCED = WS_ERR_BASE - 4,   /* a newer owner holds the stream */
+	WS_EINCOMPLETE = WS_ERR_BASE - 5, /* a chain is missing a link */
+	WS_ECONFIG = WS_ERR_BASE - 6,   /* bad configuration or argument */
+	WS_ETOOBIG = WS_ERR_BASE - 7,   /* a configured maximum was reached */
+	WS_ENOTFOUND = WS_ERR_BASE - 8, /* object or tenant absent */
+	WS_ERANGE_ = WS_ERR_BASE - 9,   /* requested point is outside what is stored */
+	WS_ERR_LAST = WS_ERR_BASE - 9,
+};
+
+/* Static description of a code (negative errno or WS_E*). Never NULL. */
+const char *ws_strerror(int err);
+
+/* Record detail for the current thread and return err, for `return ws_fail(...)`. */
+int ws_fail(int err, const char *fmt, ...) WS_PRINTF(2, 3);
+int ws_failv(int err, const char *fmt, va_list ap) WS_PRINTF(2, 0);
+
+/* Prefix the current detail with more context ("tenant orders: " + detail). */
+int ws_fail_wrap(int err, const char *fmt, ...) WS_PRINTF(2, 3);
+
+/* Detail of the last failure on this thread; ws_strerror(err) if none recorded. */
+const char *ws_errmsg(void);
+void ws_errclear(void);
+
+#endif

@@ -1,0 +1,19 @@
+/* Hashes used for verification: XXH3-64 for bulk bytes, SHA-256 for content addressing. */
+#ifndef WS_HASH_H
+#define WS_HASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define WS_SHA256_LEN 32
+#define WS_SHA256_HEX_LEN 64
+
+uint64_t ws_xxh64(const void *data, size_t len);
+/* XXH3-64 over the concatenation of the iovecs (streaming, no copy). */
+uint64_t ws_xxh64v(const struct iovec *iov, int iovcnt);
+void ws_sha256(const void *data, size_t len, uint8_t out[WS_SHA256_LEN]);
+/* Lower-case hex of n bytes into out (2n+1 bytes). */
+void ws_hex(const uint8_t *in, size_t n, char *out);
+
+#endif

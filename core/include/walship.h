@@ -1,0 +1,210 @@
+/*
+ * walship: continuous shipping of SQLite write-ahead logs to object storage,
+ * and exact restore.
+ *
+ * Conventions: functions return 0 or a negative error (negative errno, or a
+ * WS_E* code from ws_err.h); ws_errmsg() gives the detail of the last failure
+ * on the calling thread, naming the tenant, the object and the cause.
+ * Constructors return NULL and put the error in *err.
+ */
+#ifndef WALSHIP_H
+#define WALSHIP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ws_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WS_TENANT_MAX 128        /* bytes, including NUL */
+#define WS_GEN_KEY_MAX 512
+
+const char *ws_version(void);
+
+/* ---- sinks ---------------------------------------------------------- */
+
+struct ws_sink;
+
+/* "file:///abs/dir". Errors: WS_ECONFIG, I/O errors. */
+struct ws_sink *ws_sink_open(const char *url, int *err);
+void ws_sink_close(struct ws_sink *sink);
+
+/* Object-store requests made through this sink so far (for metrics and tests). */
+struct ws_sink_stats {
+	uint64_t puts, gets, heads, lists, deletes;
+	uint64_t bytes_put, bytes_got;
+};
+void ws_sink_get_stats(const struct ws_sink *sink, struct ws_sink_stats *out);
+
+/* ---- the seed's types ----------------------------------------------- */
+
+/* One incarnation of a -wal file: checkpoint sequence and salt pair. */
+struct ws_wal_generation {
+	uint32_t checkpoint_seq;
+	bool has_salt;              /* false: watermark predates salts (format v1) */
+	uint32_t salt1, salt2;
+};
+
+enum ws_policy {
+	WS_POLICY_BLOCK = 0,
+	WS_POLICY_THROTTLE = 1,
+	WS_POLICY_SHED = 2,
+};
+const char *ws_policy_name(enum ws_policy p);
+
+struct ws_backpressure_report {
+	enum ws_policy policy;
+	uint64_t spill_high_water;  /* high-water spill occupancy in this call, bytes */
+	uint64_t frames_shed;
+	uint64_t throttle_retries;
+};
+
+struct ws_rpo_status {
+	uint64_t watermark_age_ms;  /* now - time the watermark was made durable */
+	bool has_watermark;         /* false: nothing durable yet (age counts from stream open) */
+};
+
+struct ws_watermark {
+	uint64_t epoch;
+	uint64_t pointer_generation;
+	struct ws_wal_generation generation;
+	uint64_t last_frame;        /* last committed WAL frame durable at the sink */
+	uint64_t seq;               /* bumps on every watermark write */
+	int64_t time_ms;            /* wall clock when written */
+	char manifest_key[WS_GEN_KEY_MAX];
+};
+
+enum ws_outcome_kind {
+	WS_OUTCOME_EMPTY = 0,
+	WS_OUTCOME_STREAMED,
+	WS_OUTCOME_RESTARTED,
+	WS_OUTCOME_SHED,
+	WS_OUTCOME_FENCED,
+};
+const char *ws_outcome_name(enum ws_outcome_kind k); /* "empty", "streamed", ... */
+
+/* What one tail_frames call did: a tagged union, as the seed's StreamOutcome. */
+struct ws_outcome {
+	enum ws_outcome_kind kind;
+	union {
+		struct {
+			struct ws_watermark watermark;
+			struct ws_rpo_status rpo;
+		} empty;
+		struct {
+			char generation_key[WS_GEN_KEY_MAX];
+			uint64_t first_frame, last_frame;
+			uint32_t checkpoint_seq;
+			uint64_t frame_count;
+			struct ws_backpressure_report backpressure;
+			struct ws_rpo_status rpo;
+		} streamed;
+		struct {
+			char generation_key[WS_GEN_KEY_MAX];
+			struct ws_wal_generation previous_generation;
+			struct ws_wal_generation new_generation;
+			uint64_t first_frame, last_frame;
+			uint64_t frame_count;
+			struct ws_backpressure_report backpressure;
+			struct ws_rpo_status rpo;
+		} restarted;
+		struct {
+			uint32_t checkpoint_seq;
+			uint64_t first_frame, last_frame;
+			struct ws_backpressure_report backpressure;
+			struct ws_rpo_status rpo;
+		} shed;
+		struct {
+			uint64_t current_epoch, our_epoch;
+			uint64_t current_pointer_generation, our_pointer_generation;
+		} fenced;
+	} u;
+};
+
+/* This call's RPO snapshot; NULL for Fenced (a stale owner's view is not the stream's RPO). */
+const struct ws_rpo_status *ws_outcome_rpo(const struct ws_outcome *o);
+/* This call's backpressure activity; NULL for Empty and Fenced (never reached the drain loop). */
+const struct ws_backpressure_report *ws_outcome_backpressure(const struct ws_outcome *o);
+
+/* ---- streams -------------------------------------------------------- */
+
+struct ws_stream_config {
+	const char *tenant;          /* [A-Za-z0-9._-], 1..WS_TENANT_MAX-1 bytes */
+	const char *db_path;         /* the SQLite database; its WAL is db_path + "-wal" */
+	uint64_t epoch;
+	uint64_t pointer_generation;
+	enum ws_policy policy;
+	size_t batch_bytes_max;      /* 0 = 4 MiB; also the read buffer size */
+	unsigned reader_flags;       /* WS_READER_* from io (0 = io_uring with fallback) */
+};
+
+struct ws_stream;
+
+/*
+ * Open a stream: validates the config and opens the database read-only
+ * (holding a read transaction while shipping, see docs/DESIGN-checkpoints).
+ * Does not touch the sink. Errors: WS_ECONFIG, -ENOENT (database missing), I/O.
+ */
+struct ws_stream *ws_stream_open(struct ws_sink *sink, const struct ws_stream_config *cfg, int *err);
+void ws_stream_close(struct ws_stream *st);
+const char *ws_stream_tenant(const struct ws_stream *st);
+/* "io_uring" or "pread": the WAL read path in use. */
+const char *ws_stream_read_path(const struct ws_stream *st);
+
+/*
+ * Ship every newly committed frame, durably, then advance the watermark.
+ * On success (0) *out says what happened. Errors: WS_ENOTWAL (the -wal file
+ * is not a WAL: nothing uploaded), WS_ECORRUPT/WS_EFORMAT (sink objects fail
+ * verification), I/O errors; the watermark is unchanged on every error.
+ */
+int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out) WS_MUST_CHECK;
+
+/* ---- restore, inspection -------------------------------------------- */
+
+struct ws_restore_opts {
+	uint64_t frame;             /* 0 = latest; else last commit <= frame of the newest generation */
+	int64_t time_ms;            /* 0 = latest; else last shipped state observed at or before */
+	bool force;                 /* overwrite out_path if it exists */
+};
+
+/*
+ * Rebuild tenant's database at out_path. Verifies every object and chain
+ * first; on any failure writes nothing at out_path. Errors: WS_ENOTFOUND,
+ * WS_EINCOMPLETE, WS_ECORRUPT, WS_EFORMAT, WS_ERANGE_, -EEXIST (no force), I/O.
+ */
+int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore_opts *opts,
+	       const char *out_path) WS_MUST_CHECK;
+
+struct ws_tenant_info {
+	char tenant[WS_TENANT_MAX];
+	bool has_watermark;
+	struct ws_watermark watermark;
+	uint32_t page_size;
+	uint64_t manifests;         /* manifests in the chain (filled by verify) */
+	uint64_t objects;           /* objects under the tenant's prefix */
+	uint64_t bytes;
+};
+
+/* Calls fn for each tenant (or just `tenant` if non-NULL), in name order. */
+typedef int (*ws_tenant_fn)(const struct ws_tenant_info *info, void *arg);
+int ws_list_tenants(struct ws_sink *sink, const char *tenant, ws_tenant_fn fn, void *arg) WS_MUST_CHECK;
+
+/* One problem found by verify. */
+typedef void (*ws_problem_fn)(const char *tenant, const char *key, int err, const char *detail, void *arg);
+/*
+ * Verify every object of the chain the watermark names, down to its base:
+ * hashes, lengths, SQLite's checksum chain, continuity. Returns 0 only when
+ * everything verifies; otherwise the first error, with every problem reported
+ * through fn.
+ */
+int ws_verify(struct ws_sink *sink, const char *tenant, ws_problem_fn fn, void *arg) WS_MUST_CHECK;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

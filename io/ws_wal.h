@@ -1,0 +1,128 @@
+/*
+ * SQLite WAL format: parsing and verification (no I/O here; see ws_reader.h).
+ *
+ * The byte-level specification lives at the top of wal.c. In short: a 32-byte
+ * big-endian header (magic 0x377f0682 = checksums over little-endian words,
+ * 0x377f0683 = big-endian words; version 3007000; page size, 1 meaning 65536;
+ * checkpoint sequence; salt-1; salt-2; checksum of the first 24 bytes), then
+ * frames of a 24-byte header (page number, database size in pages after a
+ * commit or 0, salt-1, salt-2, cumulative checksum-1, checksum-2) and one page.
+ * A frame is valid only if its salts equal the header's and its checksum equals
+ * the running checksum over (frame header bytes 0..7, page) seeded by the
+ * previous frame's checksum (or the header's for frame 1). The first invalid
+ * frame ends the WAL: everything from it on is a torn or stale tail.
+ */
+#ifndef WS_WAL_H
+#define WS_WAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ws_err.h"
+
+#define WS_WAL_HDR_SIZE 32u
+#define WS_WAL_FRAME_HDR_SIZE 24u
+#define WS_WAL_MAGIC_LE 0x377f0682u
+#define WS_WAL_MAGIC_BE 0x377f0683u
+#define WS_WAL_VERSION 3007000u
+#define WS_WAL_PAGE_MIN 512u
+#define WS_WAL_PAGE_MAX 65536u
+
+struct ws_wal_hdr {
+	uint32_t magic;          /* WS_WAL_MAGIC_LE or WS_WAL_MAGIC_BE */
+	uint32_t version;
+	uint32_t page_size;      /* decoded: 512..65536, power of two */
+	uint32_t checkpoint_seq;
+	uint32_t salt1;
+	uint32_t salt2;
+	uint32_t cksum1;         /* header checksum = seed for frame 1 */
+	uint32_t cksum2;
+};
+
+struct ws_wal_frame_hdr {
+	uint32_t pgno;
+	uint32_t db_size;        /* pages after commit; 0 = not a commit frame */
+	uint32_t salt1;
+	uint32_t salt2;
+	uint32_t cksum1;
+	uint32_t cksum2;
+};
+
+/*
+ * Parse and validate a WAL header.
+ * Errors: WS_ENOTWAL (wrong magic, version, page size or header checksum;
+ * the detail says which).
+ */
+int ws_wal_hdr_parse(const uint8_t buf[WS_WAL_HDR_SIZE], struct ws_wal_hdr *out) WS_MUST_CHECK;
+
+/* Encode a header (computing its checksum). Used by tests and tools. */
+void ws_wal_hdr_encode(struct ws_wal_hdr *hdr, uint8_t buf[WS_WAL_HDR_SIZE]);
+
+/* Decode the 24-byte frame header (no validation). */
+void ws_wal_frame_hdr_decode(const uint8_t buf[WS_WAL_FRAME_HDR_SIZE], struct ws_wal_frame_hdr *out);
+
+/*
+ * SQLite's cumulative checksum over `len` bytes (a multiple of 8) seeded by
+ * s[0], s[1]; big_endian selects the word byte order (magic 0x377f0683).
+ */
+void ws_wal_checksum(bool big_endian, const uint8_t *data, size_t len, uint32_t s[2]);
+
+static inline uint32_t ws_wal_frame_size(uint32_t page_size)
+{
+	return WS_WAL_FRAME_HDR_SIZE + page_size;
+}
+
+/*
+ * A cursor verifies frames in order. It carries the running checksum, so a
+ * scan can resume at any frame whose predecessor's checksum is known (for
+ * instance one recorded in a watermark) without re-reading from frame 1.
+ */
+struct ws_wal_cursor {
+	bool big_endian;
+	uint32_t page_size;
+	uint32_t salt1, salt2;
+	uint32_t cksum[2];        /* checksum of the last accepted frame */
+	uint64_t next_frame;      /* 1-based index of the next frame expected */
+	uint64_t last_commit;     /* index of the last accepted commit frame, 0 = none */
+	uint32_t commit_cksum[2]; /* running checksum at last_commit */
+	uint32_t commit_db_size;  /* db_size of last_commit */
+};
+
+/* Start at frame 1 of the WAL whose header is hdr. */
+void ws_wal_cursor_init(struct ws_wal_cursor *c, const struct ws_wal_hdr *hdr);
+
+/*
+ * Resume at frame `next_frame` (> 1) with the checksum of frame next_frame-1.
+ * last_commit is set to next_frame-1 (resumption points are commit frames).
+ */
+void ws_wal_cursor_resume(struct ws_wal_cursor *c, const struct ws_wal_hdr *hdr,
+			  uint64_t next_frame, const uint32_t cksum[2]);
+
+/*
+ * Check one frame (ws_wal_frame_size(page_size) bytes) as the next in order.
+ * Returns 1 and advances the cursor when the frame is valid; returns 0 and
+ * leaves the cursor unchanged when the frame ends the WAL (salt mismatch or
+ * checksum mismatch: a torn tail, a stale frame of an older generation, or
+ * foreign bytes). Never fails otherwise. *out (if non-NULL) gets the header.
+ */
+int ws_wal_cursor_step(struct ws_wal_cursor *c, const uint8_t *frame, struct ws_wal_frame_hdr *out);
+
+/* Byte offset of frame n (1-based) in a WAL with this page size. */
+static inline uint64_t ws_wal_frame_offset(uint32_t page_size, uint64_t n)
+{
+	return WS_WAL_HDR_SIZE + (n - 1) * (uint64_t)ws_wal_frame_size(page_size);
+}
+
+/* Big-endian helpers shared by the format code. */
+static inline uint32_t ws_get_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+static inline void ws_put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+
+#endif

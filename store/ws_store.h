@@ -1,0 +1,140 @@
+/*
+ * Object store interface: a small table of function pointers, one per
+ * backend (file:// here, s3:// later). Keys are relative paths made of
+ * [A-Za-z0-9._-] segments separated by '/', at most WS_KEY_MAX-1 bytes, no
+ * empty, "." or ".." segment, no leading or trailing '/'. Backends reject
+ * anything else with -EINVAL.
+ *
+ * Conditional writes are how walship decides ownership:
+ *   WS_PUT_CREATE  succeeds only if the key does not exist  (If-None-Match: *)
+ *   WS_PUT_CAS     succeeds only if the key's etag == expect (If-Match)
+ * Both return WS_EPRECOND when the condition fails. Both hold between
+ * processes (and, for s3, between hosts).
+ */
+#ifndef WS_STORE_H
+#define WS_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "ws_err.h"
+
+#define WS_KEY_MAX 512
+#define WS_ETAG_MAX 80
+#define WS_LIST_PAGE_MAX 1000u
+
+/* Growable byte buffer with a hard maximum; a write past max sets a sticky error. */
+struct ws_buf {
+	uint8_t *data;
+	size_t len;
+	size_t cap;
+	size_t max;   /* 0 = WS_BUF_DEFAULT_MAX */
+	int err;      /* sticky: first failure (-ENOMEM, WS_ETOOBIG) */
+};
+#define WS_BUF_DEFAULT_MAX ((size_t)1 << 31)
+
+void ws_buf_init(struct ws_buf *b, size_t max);
+int ws_buf_reserve(struct ws_buf *b, size_t extra) WS_MUST_CHECK;
+int ws_buf_append(struct ws_buf *b, const void *p, size_t n);
+void ws_buf_reset(struct ws_buf *b);
+void ws_buf_free(struct ws_buf *b);
+
+struct ws_etag {
+	char s[WS_ETAG_MAX];   /* opaque, NUL-terminated, "" = none */
+};
+
+enum ws_put_mode {
+	WS_PUT_OVERWRITE = 0,
+	WS_PUT_CREATE = 1,
+	WS_PUT_CAS = 2,
+};
+
+struct ws_obj_info {
+	uint64_t size_bytes;
+	int64_t mtime_ms;
+	struct ws_etag etag;
+};
+
+struct ws_list_page {
+	char **keys;          /* sorted ascending (byte order) */
+	size_t count;
+	bool truncated;       /* more keys follow: pass next_token */
+	char next_token[WS_KEY_MAX];
+};
+void ws_list_page_free(struct ws_list_page *p);
+
+/* Operation counters per store, for metrics and the idle-tenant benchmark. */
+struct ws_store_stats {
+	uint64_t puts, gets, heads, lists, deletes;
+	uint64_t bytes_put, bytes_got;
+	uint64_t precond_failed;
+};
+
+struct ws_store;
+
+struct ws_store_ops {
+	/*
+	 * Write the concatenation of iov as the object's whole content, durably:
+	 * when put returns 0 the object survives a crash and is visible whole
+	 * to every reader; readers never see a partial object.
+	 * mode/expect as above; out_etag (may be NULL) gets the new etag.
+	 * Errors: WS_EPRECOND, -EINVAL (bad key), -EIO/-ENOSPC/... (I/O).
+	 */
+	int (*put)(struct ws_store *s, const char *key, const struct iovec *iov, int iovcnt,
+		   enum ws_put_mode mode, const struct ws_etag *expect, struct ws_etag *out_etag);
+	/*
+	 * Read len bytes at off (len == UINT64_MAX: to the end) appended to out.
+	 * A range past the end returns what exists (possibly nothing).
+	 * info (may be NULL) gets size and etag of the whole object.
+	 * Errors: WS_ENOTFOUND, -EINVAL, WS_ETOOBIG (out->max), I/O errors.
+	 */
+	int (*get)(struct ws_store *s, const char *key, uint64_t off, uint64_t len,
+		   struct ws_buf *out, struct ws_obj_info *info);
+	/* Errors: WS_ENOTFOUND, -EINVAL, I/O errors. */
+	int (*head)(struct ws_store *s, const char *key, struct ws_obj_info *info);
+	/*
+	 * One page of keys starting with prefix, strictly after token (NULL or ""
+	 * = from the start), at most max_keys (1..WS_LIST_PAGE_MAX).
+	 * out must be zeroed or freed; caller frees with ws_list_page_free.
+	 */
+	int (*list)(struct ws_store *s, const char *prefix, const char *token, unsigned max_keys,
+		    struct ws_list_page *out);
+	/* Deleting a missing key succeeds (idempotent). Errors: -EINVAL, I/O. */
+	int (*del)(struct ws_store *s, const char *key);
+	void (*close)(struct ws_store *s);
+};
+
+struct ws_store {
+	const struct ws_store_ops *ops;
+	char url[1024];
+	struct ws_store_stats stats;
+};
+
+/* Thin wrappers that count operations in s->stats. */
+int ws_store_put(struct ws_store *s, const char *key, const void *data, size_t len,
+		 enum ws_put_mode mode, const struct ws_etag *expect, struct ws_etag *out_etag) WS_MUST_CHECK;
+int ws_store_putv(struct ws_store *s, const char *key, const struct iovec *iov, int iovcnt,
+		  enum ws_put_mode mode, const struct ws_etag *expect, struct ws_etag *out_etag) WS_MUST_CHECK;
+int ws_store_get(struct ws_store *s, const char *key, uint64_t off, uint64_t len,
+		 struct ws_buf *out, struct ws_obj_info *info) WS_MUST_CHECK;
+int ws_store_head(struct ws_store *s, const char *key, struct ws_obj_info *info) WS_MUST_CHECK;
+int ws_store_list(struct ws_store *s, const char *prefix, const char *token, unsigned max_keys,
+		  struct ws_list_page *out) WS_MUST_CHECK;
+int ws_store_del(struct ws_store *s, const char *key) WS_MUST_CHECK;
+void ws_store_close(struct ws_store *s);
+
+/* True when key is well-formed as described above. */
+bool ws_key_valid(const char *key);
+
+/*
+ * Open a sink by URL. "file:///absolute/dir" creates the directory if needed.
+ * Errors: WS_ECONFIG (unknown scheme, relative path, malformed URL), I/O errors.
+ */
+struct ws_store *ws_store_open(const char *url, int *err);
+
+/* The file backend directly (root must be absolute). */
+struct ws_store *ws_store_file_open(const char *root, int *err);
+
+#endif
