@@ -3,14 +3,16 @@
  *
  * The byte-level specification lives at the top of wal.c. In short: a 32-byte
  * big-endian header (magic 0x377f0682 = checksums over little-endian words,
- * 0x377f0683 = big-endian words; version 3007000; page size, 1 meaning 65536;
- * checkpoint sequence; salt-1; salt-2; checksum of the first 24 bytes), then
- * frames of a 24-byte header (page number, database size in pages after a
- * commit or 0, salt-1, salt-2, cumulative checksum-1, checksum-2) and one page.
- * A frame is valid only if its salts equal the header's and its checksum equals
- * the running checksum over (frame header bytes 0..7, page) seeded by the
- * previous frame's checksum (or the header's for frame 1). The first invalid
- * frame ends the WAL: everything from it on is a torn or stale tail.
+ * 0x377f0683 = big-endian words; version 3007000; page size as the plain value
+ * 512..65536, SQLite writing 65536 as 0x00010000 (the "1 means 65536" encoding
+ * is the database header's, not the WAL's); checkpoint sequence; salt-1;
+ * salt-2; checksum of the first 24 bytes), then frames of a 24-byte header
+ * (page number, database size in pages after a commit or 0, salt-1, salt-2,
+ * cumulative checksum-1, checksum-2) and one page. A frame is valid only if
+ * its salts equal the header's, its page number is not 0, and its checksum
+ * equals the running checksum over (frame header bytes 0..7, page) seeded by
+ * the previous frame's checksum (or the header's for frame 1). The first
+ * invalid frame ends the WAL: everything from it on is a torn or stale tail.
  */
 #ifndef WS_WAL_H
 #define WS_WAL_H
@@ -107,6 +109,17 @@ void ws_wal_cursor_resume(struct ws_wal_cursor *c, const struct ws_wal_hdr *hdr,
  * foreign bytes). Never fails otherwise. *out (if non-NULL) gets the header.
  */
 int ws_wal_cursor_step(struct ws_wal_cursor *c, const uint8_t *frame, struct ws_wal_frame_hdr *out);
+
+/*
+ * Parse the header of a whole in-memory WAL of len bytes and verify its frames
+ * in order. *c ends as a cursor past the last valid frame (c->last_commit is
+ * the database's end). A partial frame at the end is a torn tail, not an error.
+ * Errors: WS_ENOTWAL (len < 32, including 0, or a bad header; see
+ * ws_wal_hdr_parse). SQLite reads a 0-byte WAL as an empty one; callers that
+ * mirror it check len == 0 first.
+ */
+int ws_wal_scan(const uint8_t *buf, size_t len, struct ws_wal_hdr *hdr,
+		struct ws_wal_cursor *c) WS_MUST_CHECK;
 
 /* Byte offset of frame n (1-based) in a WAL with this page size. */
 static inline uint64_t ws_wal_frame_offset(uint32_t page_size, uint64_t n)
