@@ -1,1 +1,270 @@
-/* placeholder: being written */
+/*
+ * Backend-independent half of the store layer: the bounded byte buffer, key
+ * validation, the counting wrappers around a backend's ops table, and the
+ * URL dispatch that picks a backend.
+ */
+#include "ws_store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- ws_buf ------------------------------------------------------------ */
+
+void ws_buf_init(struct ws_buf *b, size_t max)
+{
+	memset(b, 0, sizeof(*b));
+	b->max = max ? max : WS_BUF_DEFAULT_MAX;
+}
+
+static size_t buf_max(const struct ws_buf *b)
+{
+	/* A zeroed struct that skipped ws_buf_init still gets a bound. */
+	return b->max ? b->max : WS_BUF_DEFAULT_MAX;
+}
+
+int ws_buf_reserve(struct ws_buf *b, size_t extra)
+{
+	size_t need, cap, max = buf_max(b);
+	uint8_t *p;
+
+	if (b->err)
+		return b->err;
+	if (extra > max || b->len > max - extra) {
+		b->err = WS_ETOOBIG;
+		return ws_fail(WS_ETOOBIG, "buffer would grow past its maximum of %zu bytes "
+			       "(holds %zu, asked for %zu more)", max, b->len, extra);
+	}
+	need = b->len + extra;
+	if (need <= b->cap)
+		return 0;
+	/* Doubling keeps appends amortised O(1); the clamp keeps the bound exact. */
+	cap = b->cap ? b->cap : 256;
+	while (cap < need)
+		cap = cap > max / 2 ? max : cap * 2;
+	if (cap > max)
+		cap = max;
+	p = realloc(b->data, cap);
+	if (!p) {
+		b->err = -ENOMEM;
+		return ws_fail(-ENOMEM, "buffer: cannot grow to %zu bytes", cap);
+	}
+	b->data = p;
+	b->cap = cap;
+	return 0;
+}
+
+int ws_buf_append(struct ws_buf *b, const void *p, size_t n)
+{
+	int rc = ws_buf_reserve(b, n);
+
+	if (rc)
+		return rc;
+	if (n)
+		memcpy(b->data + b->len, p, n);
+	b->len += n;
+	return 0;
+}
+
+/* Keeps the memory for the next object; a new object starts without an error. */
+void ws_buf_reset(struct ws_buf *b)
+{
+	b->len = 0;
+	b->err = 0;
+}
+
+void ws_buf_free(struct ws_buf *b)
+{
+	size_t max = b->max;
+
+	free(b->data);
+	memset(b, 0, sizeof(*b));
+	b->max = max;
+}
+
+/* ---- listing, keys ------------------------------------------------------ */
+
+void ws_list_page_free(struct ws_list_page *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->count; i++)
+		free(p->keys[i]);
+	free(p->keys);
+	memset(p, 0, sizeof(*p));
+}
+
+static bool key_char_ok(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '.' || c == '_' || c == '-';
+}
+
+bool ws_key_valid(const char *key)
+{
+	size_t len, seg = 0;
+
+	if (!key)
+		return false;
+	len = strnlen(key, WS_KEY_MAX);
+	if (len == 0 || len >= WS_KEY_MAX)
+		return false;
+	for (size_t i = 0; i <= len; i++) {
+		if (i == len || key[i] == '/') {
+			/* Covers a leading '/', a trailing '/' and "//" alike. */
+			if (seg == 0)
+				return false;
+			if ((seg == 1 && key[i - 1] == '.') ||
+			    (seg == 2 && key[i - 1] == '.' && key[i - 2] == '.'))
+				return false;
+			seg = 0;
+			continue;
+		}
+		if (!key_char_ok(key[i]))
+			return false;
+		seg++;
+	}
+	return true;
+}
+
+/* ---- counting wrappers --------------------------------------------------- */
+
+/*
+ * Counters are relaxed atomics: a store may be shared by threads, and the
+ * counts are read only as statistics, so they pair with no other operation.
+ */
+static void stat_add(uint64_t *ctr, uint64_t n)
+{
+	__atomic_fetch_add(ctr, n, __ATOMIC_RELAXED);
+}
+
+int ws_store_putv(struct ws_store *s, const char *key, const struct iovec *iov, int iovcnt,
+		  enum ws_put_mode mode, const struct ws_etag *expect, struct ws_etag *out_etag)
+{
+	uint64_t bytes = 0;
+	int rc;
+
+	stat_add(&s->stats.puts, 1);
+	rc = s->ops->put(s, key, iov, iovcnt, mode, expect, out_etag);
+	if (rc == WS_EPRECOND)
+		stat_add(&s->stats.precond_failed, 1);
+	if (rc == 0) {
+		for (int i = 0; i < iovcnt; i++)
+			bytes += iov[i].iov_len;
+		stat_add(&s->stats.bytes_put, bytes);
+	}
+	return rc;
+}
+
+int ws_store_put(struct ws_store *s, const char *key, const void *data, size_t len,
+		 enum ws_put_mode mode, const struct ws_etag *expect, struct ws_etag *out_etag)
+{
+	struct iovec iov = { .iov_base = (void *)(uintptr_t)data, .iov_len = len };
+
+	return ws_store_putv(s, key, &iov, len ? 1 : 0, mode, expect, out_etag);
+}
+
+int ws_store_get(struct ws_store *s, const char *key, uint64_t off, uint64_t len,
+		 struct ws_buf *out, struct ws_obj_info *info)
+{
+	size_t before = out->len;
+	int rc;
+
+	stat_add(&s->stats.gets, 1);
+	rc = s->ops->get(s, key, off, len, out, info);
+	if (rc == 0 && out->len > before)
+		stat_add(&s->stats.bytes_got, out->len - before);
+	return rc;
+}
+
+int ws_store_head(struct ws_store *s, const char *key, struct ws_obj_info *info)
+{
+	stat_add(&s->stats.heads, 1);
+	return s->ops->head(s, key, info);
+}
+
+int ws_store_list(struct ws_store *s, const char *prefix, const char *token, unsigned max_keys,
+		  struct ws_list_page *out)
+{
+	stat_add(&s->stats.lists, 1);
+	return s->ops->list(s, prefix, token, max_keys, out);
+}
+
+int ws_store_del(struct ws_store *s, const char *key)
+{
+	stat_add(&s->stats.deletes, 1);
+	return s->ops->del(s, key);
+}
+
+void ws_store_close(struct ws_store *s)
+{
+	if (s)
+		s->ops->close(s);
+}
+
+/* ---- URL dispatch -------------------------------------------------------- */
+
+struct ws_store *ws_store_open(const char *url, int *err)
+{
+	struct ws_store *s = NULL;
+	const char *path;
+	int rc;
+
+	if (!url || !*url) {
+		rc = ws_fail(WS_ECONFIG, "sink URL is empty; expected file:///absolute/dir");
+		goto fail;
+	}
+	if (strnlen(url, sizeof(s->url)) >= sizeof(s->url)) {
+		rc = ws_fail(WS_ECONFIG, "sink URL is longer than %zu bytes", sizeof(s->url) - 1);
+		goto fail;
+	}
+	if (strncasecmp(url, "s3://", 5) == 0) {
+		rc = ws_fail(WS_ECONFIG, "sink %s: s3 sinks are not built into this version", url);
+		goto fail;
+	}
+	if (strncasecmp(url, "file:", 5) != 0) {
+		rc = ws_fail(WS_ECONFIG, "sink %s: unknown scheme; expected file:///absolute/dir", url);
+		goto fail;
+	}
+	if (strncmp(url + 5, "//", 2) != 0) {
+		rc = ws_fail(WS_ECONFIG, "sink %s: a file URL is file:///absolute/dir", url);
+		goto fail;
+	}
+	path = url + 7;
+	if (!*path) {
+		rc = ws_fail(WS_ECONFIG, "sink %s: the URL names no directory", url);
+		goto fail;
+	}
+	if (path[0] != '/') {
+		/* file://host/dir or file://relative: neither names a local absolute path. */
+		rc = ws_fail(WS_ECONFIG, "sink %s: the path must be absolute (file:///dir); "
+			     "a host part or relative path is not supported", url);
+		goto fail;
+	}
+	if (strpbrk(path, "?#")) {
+		rc = ws_fail(WS_ECONFIG, "sink %s: a file URL takes no query or fragment", url);
+		goto fail;
+	}
+	if (strchr(path, '%')) {
+		/* Taking "%20" literally would silently pick a different directory. */
+		rc = ws_fail(WS_ECONFIG, "sink %s: percent-encoded file paths are not supported", url);
+		goto fail;
+	}
+	if (path[strspn(path, "/")] == '\0') {
+		rc = ws_fail(WS_ECONFIG, "sink %s: refusing the filesystem root as a sink", url);
+		goto fail;
+	}
+	s = ws_store_file_open(path, &rc);
+	if (!s)
+		goto fail;
+	snprintf(s->url, sizeof(s->url), "%s", url);
+	if (err)
+		*err = 0;
+	return s;
+fail:
+	if (err)
+		*err = rc;
+	return NULL;
+}

@@ -1,1 +1,1115 @@
-/* placeholder: being written */
+/*
+ * file:// backend: one regular file per key under a root directory, keys'
+ * '/' separators becoming subdirectories.
+ *
+ * On-disk layout and durability rules:
+ *   <root>/<key>              a published object, never modified in place
+ *   <dir>/.tmp.<pid>.<seq>    an object being written by process <pid>; a
+ *                             crash between write and publish leaves one,
+ *                             removed by the next open once <pid> is dead
+ *   <dir>/.lock.<xx>          flock() stripe (xx = hash(name) mod 64) that
+ *                             every publish or delete of a key in <dir>
+ *                             holds, so CREATE, CAS, overwrite and delete
+ *                             are atomic with respect to each other, between
+ *                             threads and processes
+ * A put writes the temp file, fdatasync()s it, then publishes it with
+ * rename() (OVERWRITE, CAS) or link() (CREATE, atomic EEXIST), then fsync()s
+ * the directory, all before returning: a reader sees the old object or the
+ * whole new one, and a returned put survives a crash. Directories for nested
+ * keys are created with their parent fsync()ed before any object goes in.
+ * Key segments starting with ".tmp." or ".lock." are reserved here and are
+ * rejected with -EINVAL; list never shows those entries. So are segments
+ * longer than NAME_MAX (255 bytes), which no file name can hold.
+ *
+ * Etag: "<xxh3-64 of content, 16 lowercase hex>-<size in bytes>".
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* renameat2, O_DIRECTORY, struct dirent d_type */
+#endif
+#include "ws_store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ws_fault.h"
+#include "ws_hash.h"
+#include "ws_log.h"
+
+#define TMP_PREFIX ".tmp."
+#define LOCK_PREFIX ".lock."
+#define LOCK_STRIPES 64u
+#define IOV_WINDOW 64
+/* Directories this handle already made durable; cleared when 3/4 full. */
+#define DIR_CACHE_SLOTS 1024u
+/* A key has at most WS_KEY_MAX/2 segments, so no real tree is deeper. */
+#define WALK_DEPTH_MAX (WS_KEY_MAX / 2)
+#define TMP_NAME_MAX 64
+#define TMP_TRIES_MAX 100
+
+struct file_store {
+	struct ws_store base; /* first: ops get &base back */
+	int root_fd;
+	char *root;           /* absolute, no trailing '/' */
+	pthread_mutex_t dir_mu;
+	uint64_t dir_known[DIR_CACHE_SLOTS]; /* hashes of relative dir paths; 0 = empty */
+	unsigned dir_known_count;
+};
+
+/* Temp names must differ between threads of one process; the pid separates processes. */
+static atomic_ulong tmp_seq;
+
+static struct file_store *fs_of(struct ws_store *s)
+{
+	return (struct file_store *)s;
+}
+
+WS_PRINTF(5, 6)
+static int fail_key(int err, const struct file_store *fs, const char *op, const char *key,
+		    const char *fmt, ...)
+{
+	char what[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return ws_fail(err, "file store: %s %s (%s/%s): %s", op, key, fs->root, key, what);
+}
+
+static int64_t mtime_ms_of(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000 + (int64_t)st->st_mtim.tv_nsec / 1000000;
+}
+
+static void etag_make(uint64_t h, uint64_t size, struct ws_etag *out)
+{
+	snprintf(out->s, sizeof(out->s), "%016" PRIx64 "-%" PRIu64, h, size);
+}
+
+/* Etag of an open, published (hence immutable) file of the given size. */
+static int etag_of_fd(int fd, uint64_t size, struct ws_etag *out)
+{
+	void *p;
+
+	if (size == 0) {
+		etag_make(ws_xxh64("", 0), 0, out);
+		return 0;
+	}
+	if (size > SIZE_MAX)
+		return -EFBIG;
+	/* Published files are never rewritten in place, so a mapping sees one version. */
+	p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	etag_make(ws_xxh64(p, (size_t)size), size, out);
+	munmap(p, (size_t)size);
+	return 0;
+}
+
+static bool reserved_segment(const char *seg)
+{
+	return strncmp(seg, TMP_PREFIX, strlen(TMP_PREFIX)) == 0 ||
+	       strncmp(seg, LOCK_PREFIX, strlen(LOCK_PREFIX)) == 0;
+}
+
+static int check_key(const struct file_store *fs, const char *op, const char *key)
+{
+	if (!key)
+		return ws_fail(-EINVAL, "file store %s: %s: key is NULL", fs->root, op);
+	if (!ws_key_valid(key))
+		return ws_fail(-EINVAL, "file store %s: %s: invalid key \"%.*s\"", fs->root, op,
+			       WS_KEY_MAX, key);
+	for (const char *p = key; p; p = strchr(p, '/'), p = p ? p + 1 : NULL) {
+		size_t seg_len = strcspn(p, "/");
+		if (reserved_segment(p))
+			return ws_fail(-EINVAL, "file store %s: %s: key \"%s\" uses a segment prefix "
+				       "reserved by the file backend (.tmp., .lock.)", fs->root, op, key);
+		/* Valid for object stores, but no file system takes such a file name. */
+		if (seg_len > NAME_MAX)
+			return ws_fail(-EINVAL, "file store %s: %s: key \"%s\" has a %zu-byte segment; "
+				       "the file backend allows at most %d", fs->root, op, key, seg_len,
+				       NAME_MAX);
+	}
+	return 0;
+}
+
+/* Splits a valid key into its directory part ("" at the root) and its last segment. */
+static const char *split_key(const char *key, char dir[WS_KEY_MAX])
+{
+	const char *slash = strrchr(key, '/');
+
+	if (!slash) {
+		dir[0] = '\0';
+		return key;
+	}
+	memcpy(dir, key, (size_t)(slash - key));
+	dir[slash - key] = '\0';
+	return slash + 1;
+}
+
+static int open_dir_at(int at_fd, const char *rel)
+{
+	return openat(at_fd, rel[0] ? rel : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+static int fsync_dir_at(int at_fd, const char *rel)
+{
+	int fd = open_dir_at(at_fd, rel), rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* ---- which directories are already durable ------------------------------- */
+
+static uint64_t dir_hash(const char *rel, size_t len)
+{
+	uint64_t h = ws_xxh64(rel, len);
+
+	return h ? h : 1;
+}
+
+static bool dir_known(struct file_store *fs, uint64_t h)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&fs->dir_mu);
+	for (unsigned i = 0; i < DIR_CACHE_SLOTS; i++) {
+		unsigned slot = (unsigned)((h + i) % DIR_CACHE_SLOTS);
+		if (fs->dir_known[slot] == 0)
+			break;
+		if (fs->dir_known[slot] == h) {
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&fs->dir_mu);
+	return found;
+}
+
+static void dir_remember(struct file_store *fs, uint64_t h)
+{
+	pthread_mutex_lock(&fs->dir_mu);
+	if (fs->dir_known_count >= DIR_CACHE_SLOTS / 4 * 3) {
+		/* Forgetting only costs an extra fsync of a parent later. */
+		memset(fs->dir_known, 0, sizeof(fs->dir_known));
+		fs->dir_known_count = 0;
+	}
+	for (unsigned i = 0; i < DIR_CACHE_SLOTS; i++) {
+		unsigned slot = (unsigned)((h + i) % DIR_CACHE_SLOTS);
+		if (fs->dir_known[slot] == h)
+			break;
+		if (fs->dir_known[slot] == 0) {
+			fs->dir_known[slot] = h;
+			fs->dir_known_count++;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&fs->dir_mu);
+}
+
+static void dir_forget_all(struct file_store *fs)
+{
+	pthread_mutex_lock(&fs->dir_mu);
+	memset(fs->dir_known, 0, sizeof(fs->dir_known));
+	fs->dir_known_count = 0;
+	pthread_mutex_unlock(&fs->dir_mu);
+}
+
+/*
+ * Make every directory of key's path exist durably. Each one's entry in its
+ * parent is fsync()ed even when another process created it: that process may
+ * not have synced it yet, and our object would vanish with it in a crash.
+ */
+static int ensure_dirs(struct file_store *fs, const char *key, const char *dir)
+{
+	char rel[WS_KEY_MAX];
+	size_t dir_len = strlen(dir);
+	int rc;
+
+	for (size_t i = 1; i <= dir_len; i++) {
+		uint64_t h;
+
+		if (i < dir_len && dir[i] != '/')
+			continue;
+		memcpy(rel, dir, i);
+		rel[i] = '\0';
+		h = dir_hash(rel, i);
+		if (dir_known(fs, h))
+			continue;
+		if (mkdirat(fs->root_fd, rel, 0755) < 0 && errno != EEXIST)
+			return fail_key(-errno, fs, "put", key, "cannot create directory %s: %s", rel,
+					strerror(errno));
+		{
+			char *slash = strrchr(rel, '/');
+			if (slash)
+				*slash = '\0';
+			else
+				rel[0] = '\0';
+		}
+		rc = fsync_dir_at(fs->root_fd, rel);
+		if (rc)
+			return fail_key(rc, fs, "put", key, "cannot fsync directory \"%s\"", rel);
+		dir_remember(fs, h);
+	}
+	return 0;
+}
+
+/* ---- locking, temp files -------------------------------------------------- */
+
+static int lock_key(int dir_fd, const char *name, int *out_fd)
+{
+	char lname[32];
+	int fd;
+
+	snprintf(lname, sizeof(lname), LOCK_PREFIX "%02x",
+		 (unsigned)(ws_xxh64(name, strlen(name)) % LOCK_STRIPES));
+	fd = openat(dir_fd, lname, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	while (flock(fd, LOCK_EX) < 0) {
+		if (errno != EINTR) {
+			int rc = -errno;
+			close(fd);
+			return rc;
+		}
+	}
+	*out_fd = fd;
+	return 0;
+}
+
+static void unlock_key(int fd)
+{
+	/* Closing the only descriptor of this open file description drops the flock. */
+	if (fd >= 0)
+		close(fd);
+}
+
+static int create_tmp(int dir_fd, char name[TMP_NAME_MAX], int *out_fd)
+{
+	for (int i = 0; i < TMP_TRIES_MAX; i++) {
+		unsigned long seq = atomic_fetch_add_explicit(&tmp_seq, 1, memory_order_relaxed);
+		int fd;
+
+		snprintf(name, TMP_NAME_MAX, TMP_PREFIX "%ld.%lu", (long)getpid(), seq);
+		fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			*out_fd = fd;
+			return 0;
+		}
+		/* EEXIST: a crashed process with our recycled pid left this name behind. */
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
+/* Writes all of iov at offset 0, surviving short writes and IOV_MAX. */
+static int write_all(int fd, const struct iovec *iov, int iovcnt)
+{
+	struct iovec win[IOV_WINDOW];
+	int idx = 0;
+	size_t skip = 0;
+	off_t off = 0;
+
+	for (;;) {
+		ssize_t w;
+		size_t left;
+		int n = 0;
+
+		for (int i = idx; i < iovcnt && n < IOV_WINDOW; i++) {
+			size_t from = i == idx ? skip : 0;
+			if (iov[i].iov_len == from)
+				continue;
+			win[n].iov_base = (char *)iov[i].iov_base + from;
+			win[n].iov_len = iov[i].iov_len - from;
+			n++;
+		}
+		if (n == 0)
+			return 0;
+		w = pwritev(fd, win, n, off);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (w == 0)
+			return -EIO;
+		off += w;
+		left = (size_t)w;
+		while (left && idx < iovcnt) {
+			size_t avail = iov[idx].iov_len - skip;
+			if (left < avail) {
+				skip += left;
+				left = 0;
+			} else {
+				left -= avail;
+				idx++;
+				skip = 0;
+			}
+		}
+	}
+}
+
+/*
+ * The CREATE / CAS condition against what is in dir_fd/name now. Without the
+ * key's lock this is only a fast path; with it, it is the decision.
+ */
+static int check_precond(const struct file_store *fs, int dir_fd, const char *name, const char *key,
+			 enum ws_put_mode mode, const struct ws_etag *expect)
+{
+	struct ws_etag cur;
+	struct stat st;
+	int fd, rc;
+
+	fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		if (errno != ENOENT)
+			return fail_key(-errno, fs, "put", key, "cannot open current object: %s",
+					strerror(errno));
+		if (mode == WS_PUT_CAS)
+			return fail_key(WS_EPRECOND, fs, "put", key, "CAS expected etag %s but the "
+					"object does not exist", expect->s);
+		return 0;
+	}
+	if (mode == WS_PUT_CREATE) {
+		close(fd);
+		return fail_key(WS_EPRECOND, fs, "put", key, "create-once but the object exists");
+	}
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = fail_key(-EISDIR, fs, "put", key, "a directory holds the key's name");
+		goto fail;
+	}
+	rc = etag_of_fd(fd, (uint64_t)st.st_size, &cur);
+	if (rc) {
+		rc = fail_key(rc, fs, "put", key, "cannot hash current object");
+		goto fail;
+	}
+	if (strcmp(cur.s, expect->s) != 0)
+		rc = fail_key(WS_EPRECOND, fs, "put", key, "CAS expected etag %s, object has %s",
+			      expect->s, cur.s);
+fail:
+	close(fd);
+	return rc;
+}
+
+/* ---- ops ------------------------------------------------------------------ */
+
+static int file_put(struct ws_store *s, const char *key, const struct iovec *iov, int iovcnt,
+		    enum ws_put_mode mode, const struct ws_etag *expect, struct ws_etag *out_etag)
+{
+	struct file_store *fs = fs_of(s);
+	char dir[WS_KEY_MAX], tmp[TMP_NAME_MAX];
+	const char *name;
+	struct ws_etag etag;
+	uint64_t size = 0;
+	int dir_fd = -1, fd = -1, lock_fd = -1, rc;
+	bool tmp_exists = false;
+
+	rc = check_key(fs, "put", key);
+	if (rc)
+		return rc;
+	if (iovcnt < 0 || (iovcnt > 0 && !iov))
+		return fail_key(-EINVAL, fs, "put", key, "bad iovec array (%d entries)", iovcnt);
+	if (mode != WS_PUT_OVERWRITE && mode != WS_PUT_CREATE && mode != WS_PUT_CAS)
+		return fail_key(-EINVAL, fs, "put", key, "unknown put mode %d", (int)mode);
+	if (mode == WS_PUT_CAS && !expect)
+		return fail_key(-EINVAL, fs, "put", key, "CAS without an expected etag");
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len > UINT64_MAX - size)
+			return fail_key(-EINVAL, fs, "put", key, "iovec sizes overflow");
+		size += iov[i].iov_len;
+	}
+	etag_make(ws_xxh64v(iov, iovcnt), size, &etag);
+	name = split_key(key, dir);
+
+	rc = ensure_dirs(fs, key, dir);
+	if (rc)
+		goto fail;
+	dir_fd = open_dir_at(fs->root_fd, dir);
+	if (dir_fd < 0 && errno == ENOENT) {
+		/* Someone removed a directory we had made durable; redo it once. */
+		dir_forget_all(fs);
+		rc = ensure_dirs(fs, key, dir);
+		if (rc)
+			goto fail;
+		dir_fd = open_dir_at(fs->root_fd, dir);
+	}
+	if (dir_fd < 0) {
+		rc = fail_key(-errno, fs, "put", key, "cannot open directory: %s", strerror(errno));
+		goto fail;
+	}
+	/* A lost CREATE/CAS is common (retries, contention): skip the write+fsync then. */
+	if (mode != WS_PUT_OVERWRITE) {
+		rc = check_precond(fs, dir_fd, name, key, mode, expect);
+		if (rc)
+			goto fail;
+	}
+
+	rc = create_tmp(dir_fd, tmp, &fd);
+	if (rc) {
+		rc = fail_key(rc, fs, "put", key, "cannot create temp file: %s", strerror(-rc));
+		goto fail;
+	}
+	tmp_exists = true;
+	rc = write_all(fd, iov, iovcnt);
+	if (rc) {
+		rc = fail_key(rc, fs, "put", key, "write of %" PRIu64 " bytes to %s failed: %s", size,
+			      tmp, strerror(-rc));
+		goto fail;
+	}
+	rc = WS_FAULT("file.put.after_write");
+	if (rc) {
+		rc = fail_key(rc, fs, "put", key, "fault injected after write");
+		goto fail;
+	}
+	if (fdatasync(fd) < 0) {
+		rc = fail_key(-errno, fs, "put", key, "fdatasync of %s failed: %s", tmp, strerror(errno));
+		goto fail;
+	}
+	rc = close(fd) < 0 ? -errno : 0;
+	fd = -1;
+	if (rc) {
+		rc = fail_key(rc, fs, "put", key, "close of %s failed: %s", tmp, strerror(-rc));
+		goto fail;
+	}
+	rc = WS_FAULT("file.put.before_publish");
+	if (rc) {
+		rc = fail_key(rc, fs, "put", key, "fault injected before publish");
+		goto fail;
+	}
+
+	rc = lock_key(dir_fd, name, &lock_fd);
+	if (rc) {
+		rc = fail_key(rc, fs, "put", key, "cannot lock: %s", strerror(-rc));
+		goto fail;
+	}
+	if (mode == WS_PUT_CAS) {
+		rc = check_precond(fs, dir_fd, name, key, mode, expect);
+		if (rc)
+			goto fail;
+	}
+	if (mode == WS_PUT_CREATE) {
+		/* link() fails with EEXIST atomically, even against writers that skip our lock. */
+		if (linkat(dir_fd, tmp, dir_fd, name, 0) == 0) {
+			if (unlinkat(dir_fd, tmp, 0) < 0)
+				ws_warn("file store %s: cannot remove %s after publishing %s: %s",
+					fs->root, tmp, key, strerror(errno));
+			tmp_exists = false;
+		} else if (errno == EPERM || errno == EOPNOTSUPP || errno == EMLINK) {
+			/* No hard links here (some FUSE, vfat): same atomicity via rename. */
+			if (renameat2(dir_fd, tmp, dir_fd, name, RENAME_NOREPLACE) == 0)
+				tmp_exists = false;
+		}
+		if (tmp_exists) {
+			if (errno == EEXIST)
+				rc = fail_key(WS_EPRECOND, fs, "put", key,
+					      "create-once but the object exists");
+			else
+				rc = fail_key(-errno, fs, "put", key, "cannot publish %s: %s", tmp,
+					      strerror(errno));
+			goto fail;
+		}
+	} else {
+		if (renameat(dir_fd, tmp, dir_fd, name) < 0) {
+			rc = fail_key(-errno, fs, "put", key, "cannot rename %s into place: %s", tmp,
+				      strerror(errno));
+			goto fail;
+		}
+		tmp_exists = false;
+	}
+	rc = WS_FAULT("file.put.after_publish");
+	if (rc) {
+		rc = fail_key(rc, fs, "put", key, "fault injected after publish");
+		goto fail;
+	}
+	/* Still under the lock: nobody may act on this version before it is durable. */
+	if (fsync(dir_fd) < 0) {
+		rc = fail_key(-errno, fs, "put", key, "fsync of directory failed: %s", strerror(errno));
+		goto fail;
+	}
+	unlock_key(lock_fd);
+	close(dir_fd);
+	if (out_etag)
+		*out_etag = etag;
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	if (tmp_exists)
+		unlinkat(dir_fd, tmp, 0);
+	unlock_key(lock_fd);
+	if (dir_fd >= 0)
+		close(dir_fd);
+	return rc;
+}
+
+/* Opens a published object; WS_ENOTFOUND when there is none (or a directory has the name). */
+static int open_obj(const struct file_store *fs, const char *op, const char *key, int *out_fd,
+		    struct stat *st)
+{
+	int fd, rc;
+
+	fd = openat(fs->root_fd, key, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return fail_key(WS_ENOTFOUND, fs, op, key, "no such object");
+		return fail_key(-errno, fs, op, key, "cannot open: %s", strerror(errno));
+	}
+	if (fstat(fd, st) < 0) {
+		rc = fail_key(-errno, fs, op, key, "cannot stat: %s", strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		rc = fail_key(WS_ENOTFOUND, fs, op, key, "no such object (not a regular file)");
+		goto fail;
+	}
+	*out_fd = fd;
+	return 0;
+fail:
+	close(fd);
+	return rc;
+}
+
+static int file_get(struct ws_store *s, const char *key, uint64_t off, uint64_t len,
+		    struct ws_buf *out, struct ws_obj_info *info)
+{
+	struct file_store *fs = fs_of(s);
+	struct stat st;
+	uint64_t size, n = 0, got = 0;
+	uint8_t *dst;
+	int fd = -1, rc;
+
+	rc = check_key(fs, "get", key);
+	if (rc)
+		return rc;
+	if (!out)
+		return fail_key(-EINVAL, fs, "get", key, "no output buffer");
+	rc = open_obj(fs, "get", key, &fd, &st);
+	if (rc)
+		return rc;
+	size = (uint64_t)st.st_size;
+	if (off < size)
+		n = len < size - off ? len : size - off;
+	if (n > SIZE_MAX) {
+		rc = fail_key(WS_ETOOBIG, fs, "get", key, "range of %" PRIu64 " bytes", n);
+		goto fail;
+	}
+	rc = ws_buf_reserve(out, (size_t)n);
+	if (rc) {
+		rc = fail_key(rc, fs, "get", key, "cannot hold %" PRIu64 " bytes at offset %" PRIu64
+			      " (buffer max %zu)", n, off, out->max);
+		goto fail;
+	}
+	dst = n ? out->data + out->len : NULL;
+	while (got < n) {
+		ssize_t r = pread(fd, dst + got, (size_t)(n - got), (off_t)(off + got));
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = fail_key(-errno, fs, "get", key, "read failed: %s", strerror(errno));
+			goto fail;
+		}
+		if (r == 0) {
+			/* Published objects never shrink; something outside walship truncated it. */
+			rc = fail_key(-EIO, fs, "get", key, "object shrank while reading "
+				      "(%" PRIu64 " of %" PRIu64 " bytes)", got, n);
+			goto fail;
+		}
+		got += (uint64_t)r;
+	}
+	if (info) {
+		info->size_bytes = size;
+		info->mtime_ms = mtime_ms_of(&st);
+		if (off == 0 && n == size && n > 0)
+			etag_make(ws_xxh64(dst, (size_t)n), size, &info->etag);
+		else if ((rc = etag_of_fd(fd, size, &info->etag)) != 0) {
+			rc = fail_key(rc, fs, "get", key, "cannot hash object: %s", strerror(-rc));
+			goto fail;
+		}
+	}
+	out->len += (size_t)n;
+	close(fd);
+	return 0;
+fail:
+	close(fd);
+	return rc;
+}
+
+static int file_head(struct ws_store *s, const char *key, struct ws_obj_info *info)
+{
+	struct file_store *fs = fs_of(s);
+	struct stat st;
+	int fd = -1, rc;
+
+	rc = check_key(fs, "head", key);
+	if (rc)
+		return rc;
+	rc = open_obj(fs, "head", key, &fd, &st);
+	if (rc)
+		return rc;
+	if (info) {
+		info->size_bytes = (uint64_t)st.st_size;
+		info->mtime_ms = mtime_ms_of(&st);
+		rc = etag_of_fd(fd, (uint64_t)st.st_size, &info->etag);
+		if (rc)
+			rc = fail_key(rc, fs, "head", key, "cannot hash object: %s", strerror(-rc));
+	}
+	close(fd);
+	return rc;
+}
+
+static int file_del(struct ws_store *s, const char *key)
+{
+	struct file_store *fs = fs_of(s);
+	char dir[WS_KEY_MAX];
+	const char *name;
+	int dir_fd = -1, lock_fd = -1, rc;
+
+	rc = check_key(fs, "delete", key);
+	if (rc)
+		return rc;
+	name = split_key(key, dir);
+	dir_fd = open_dir_at(fs->root_fd, dir);
+	if (dir_fd < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 0;
+		return fail_key(-errno, fs, "delete", key, "cannot open directory: %s", strerror(errno));
+	}
+	/* The lock keeps a delete from landing between a CAS's compare and its rename. */
+	rc = lock_key(dir_fd, name, &lock_fd);
+	if (rc) {
+		rc = fail_key(rc, fs, "delete", key, "cannot lock: %s", strerror(-rc));
+		goto fail;
+	}
+	if (unlinkat(dir_fd, name, 0) < 0) {
+		/*
+		 * Missing: an earlier delete ran under this lock through its fsync, so
+		 * the absence is durable. EISDIR: the name is a directory, not an object.
+		 */
+		if (errno == ENOENT || errno == EISDIR)
+			goto done;
+		rc = fail_key(-errno, fs, "delete", key, "unlink failed: %s", strerror(errno));
+		goto fail;
+	}
+	if (fsync(dir_fd) < 0) {
+		rc = fail_key(-errno, fs, "delete", key, "fsync of directory failed: %s",
+			      strerror(errno));
+		goto fail;
+	}
+done:
+	rc = 0;
+fail:
+	unlock_key(lock_fd);
+	close(dir_fd);
+	return rc;
+}
+
+/* ---- list ----------------------------------------------------------------- */
+
+struct list_ctx {
+	const struct file_store *fs;
+	const char *prefix;
+	size_t prefix_len;
+	const char *token;
+	size_t want;       /* max_keys + 1: the extra one proves truncation */
+	char **keys;
+	size_t count;
+	char path[WS_KEY_MAX + 1]; /* relative path of the directory being walked, with '/' */
+};
+
+/* Entry names; a directory's carries a trailing '/' so byte order matches its keys'. */
+struct name_vec {
+	char **v;
+	size_t count, cap;
+};
+
+static void name_vec_free(struct name_vec *nv)
+{
+	for (size_t i = 0; i < nv->count; i++)
+		free(nv->v[i]);
+	free(nv->v);
+	memset(nv, 0, sizeof(*nv));
+}
+
+static int name_vec_push(struct name_vec *nv, const char *name, bool is_dir)
+{
+	size_t len = strlen(name);
+	char *p;
+
+	if (nv->count == nv->cap) {
+		size_t cap = nv->cap ? nv->cap * 2 : 64;
+		char **v = realloc(nv->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		nv->v = v;
+		nv->cap = cap;
+	}
+	p = malloc(len + 2);
+	if (!p)
+		return -ENOMEM;
+	memcpy(p, name, len);
+	p[len] = is_dir ? '/' : '\0';
+	p[len + 1] = '\0';
+	nv->v[nv->count++] = p;
+	return 0;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Reads dir_fd's visible entries (regular files and directories), sorted. */
+static int read_sorted(int dir_fd, struct name_vec *nv)
+{
+	struct dirent *de;
+	DIR *d;
+	int fd, rc = 0;
+
+	/* A fresh open file description: a dup would share its offset with other threads. */
+	fd = open_dir_at(dir_fd, "");
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	while ((errno = 0, de = readdir(d)) != NULL) {
+		bool is_dir;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+		    reserved_segment(de->d_name))
+			continue;
+		if (de->d_type == DT_DIR || de->d_type == DT_REG) {
+			is_dir = de->d_type == DT_DIR;
+		} else if (de->d_type == DT_UNKNOWN) {
+			struct stat st;
+			if (fstatat(dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+				continue;
+			if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+				continue;
+			is_dir = S_ISDIR(st.st_mode);
+		} else {
+			continue;
+		}
+		rc = name_vec_push(nv, de->d_name, is_dir);
+		if (rc)
+			goto out;
+	}
+	if (errno)
+		rc = -errno;
+	qsort(nv->v, nv->count, sizeof(*nv->v), cmp_names);
+out:
+	closedir(d);
+	return rc;
+}
+
+static int list_walk(struct list_ctx *c, int dir_fd, size_t path_len, unsigned depth)
+{
+	struct name_vec nv = { 0 };
+	int rc;
+
+	if (depth > WALK_DEPTH_MAX)
+		return 0;
+	rc = read_sorted(dir_fd, &nv);
+	if (rc) {
+		rc = ws_fail(rc, "file store %s: list: cannot read directory \"%.*s\": %s",
+			     c->fs->root, (int)path_len, c->path, strerror(-rc));
+		goto out;
+	}
+	/* Entries in order, subtrees whole, so keys come out in global byte order. */
+	for (size_t i = 0; i < nv.count && c->count < c->want; i++) {
+		const char *e = nv.v[i];
+		size_t elen = strlen(e), full_len = path_len + elen;
+		bool is_dir = e[elen - 1] == '/';
+		size_t cmp_len;
+
+		if (full_len >= sizeof(c->path))
+			continue; /* cannot be (or contain) a valid key */
+		memcpy(c->path + path_len, e, elen + 1);
+		cmp_len = full_len < c->prefix_len ? full_len : c->prefix_len;
+		if (strncmp(c->path, c->prefix, cmp_len) != 0)
+			continue;
+		if (is_dir) {
+			int sub;
+			/* All keys below start with path; below token unless token is inside. */
+			if (strcmp(c->path, c->token) < 0 && strncmp(c->token, c->path, full_len) != 0)
+				continue;
+			c->path[full_len - 1] = '\0';
+			sub = openat(dir_fd, c->path + path_len, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+				     O_NOFOLLOW);
+			c->path[full_len - 1] = '/';
+			if (sub < 0) {
+				if (errno == ENOENT)
+					continue; /* removed since readdir */
+				rc = ws_fail(-errno, "file store %s: list: cannot open %s: %s",
+					     c->fs->root, c->path, strerror(errno));
+				goto out;
+			}
+			rc = list_walk(c, sub, full_len, depth + 1);
+			close(sub);
+			if (rc)
+				goto out;
+			continue;
+		}
+		if (full_len < c->prefix_len || strcmp(c->path, c->token) <= 0 ||
+		    !ws_key_valid(c->path))
+			continue;
+		{
+			char *k = strdup(c->path);
+			if (!k) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			c->keys[c->count++] = k;
+		}
+	}
+out:
+	name_vec_free(&nv);
+	return rc;
+}
+
+static int file_list(struct ws_store *s, const char *prefix, const char *token, unsigned max_keys,
+		     struct ws_list_page *out)
+{
+	struct file_store *fs = fs_of(s);
+	struct list_ctx c;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (!prefix)
+		prefix = "";
+	if (!token)
+		token = "";
+	if (max_keys == 0 || max_keys > WS_LIST_PAGE_MAX)
+		return ws_fail(-EINVAL, "file store %s: list: max_keys %u outside 1..%u", fs->root,
+			       max_keys, WS_LIST_PAGE_MAX);
+	if (strnlen(prefix, WS_KEY_MAX) >= WS_KEY_MAX || strnlen(token, WS_KEY_MAX) >= WS_KEY_MAX)
+		return ws_fail(-EINVAL, "file store %s: list: prefix or token longer than %d bytes",
+			       fs->root, WS_KEY_MAX - 1);
+	memset(&c, 0, sizeof(c));
+	c.fs = fs;
+	c.prefix = prefix;
+	c.prefix_len = strlen(prefix);
+	c.token = token;
+	c.want = (size_t)max_keys + 1;
+	c.keys = calloc(c.want, sizeof(*c.keys));
+	if (!c.keys)
+		return ws_fail(-ENOMEM, "file store %s: list: out of memory", fs->root);
+	rc = list_walk(&c, fs->root_fd, 0, 0);
+	if (rc) {
+		if (rc == -ENOMEM)
+			ws_fail(rc, "file store %s: list %s: out of memory", fs->root, prefix);
+		goto fail;
+	}
+	if (c.count > max_keys) {
+		free(c.keys[max_keys]);
+		c.count = max_keys;
+		out->truncated = true;
+		snprintf(out->next_token, sizeof(out->next_token), "%s", c.keys[max_keys - 1]);
+	}
+	out->keys = c.keys;
+	out->count = c.count;
+	return 0;
+fail:
+	for (size_t i = 0; i < c.count; i++)
+		free(c.keys[i]);
+	free(c.keys);
+	return rc;
+}
+
+/* ---- open, close ------------------------------------------------------------ */
+
+static void file_close(struct ws_store *s)
+{
+	struct file_store *fs = fs_of(s);
+
+	if (fs->root_fd >= 0)
+		close(fs->root_fd);
+	pthread_mutex_destroy(&fs->dir_mu);
+	free(fs->root);
+	free(fs);
+}
+
+static const struct ws_store_ops file_ops = {
+	.put = file_put,
+	.get = file_get,
+	.head = file_head,
+	.list = file_list,
+	.del = file_del,
+	.close = file_close,
+};
+
+/* Pid of a ".tmp.<pid>.<seq>" name, or 0 when the name is not one of ours. */
+static pid_t tmp_owner(const char *name)
+{
+	const char *p = name + strlen(TMP_PREFIX);
+	char *end;
+	long pid;
+
+	if (strncmp(name, TMP_PREFIX, strlen(TMP_PREFIX)) != 0 || *p < '0' || *p > '9')
+		return 0;
+	errno = 0;
+	pid = strtol(p, &end, 10);
+	if (errno || *end != '.' || pid <= 0 || pid > INT_MAX)
+		return 0;
+	return (pid_t)pid;
+}
+
+/*
+ * Removes temp files whose writer is dead: leftovers of a crash between write
+ * and publish. A live pid (possibly recycled) keeps its files; they are
+ * invisible to readers and cost only space. Best effort: problems are logged.
+ */
+static void clean_stale(const struct file_store *fs, int dir_fd, unsigned depth)
+{
+	struct dirent *de;
+	DIR *d;
+	int fd;
+
+	if (depth > WALK_DEPTH_MAX)
+		return;
+	fd = open_dir_at(dir_fd, "");
+	if (fd < 0)
+		return;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		pid_t pid;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		pid = tmp_owner(de->d_name);
+		if (pid > 0) {
+			if (kill(pid, 0) < 0 && errno == ESRCH) {
+				if (unlinkat(dir_fd, de->d_name, 0) == 0)
+					ws_info("file store %s: removed %s left by dead process %ld",
+						fs->root, de->d_name, (long)pid);
+				else if (errno != ENOENT)
+					ws_warn("file store %s: cannot remove stale %s: %s", fs->root,
+						de->d_name, strerror(errno));
+			}
+			continue;
+		}
+		if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) {
+			int sub = openat(dir_fd, de->d_name,
+					 O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+			if (sub >= 0) {
+				clean_stale(fs, sub, depth + 1);
+				close(sub);
+			}
+		}
+	}
+	closedir(d);
+}
+
+/* mkdir -p, fsyncing the parent of every directory it creates. */
+static int mkdir_durable(const char *root)
+{
+	char path[PATH_MAX];
+	size_t len = strlen(root);
+	int rc;
+
+	memcpy(path, root, len + 1);
+	for (size_t i = 1; i <= len; i++) {
+		if (i < len && path[i] != '/')
+			continue;
+		path[i] = '\0';
+		if (mkdir(path, 0755) == 0) {
+			char *slash = strrchr(path, '/');
+			char save = slash[1];
+			slash[1] = '\0';
+			rc = fsync_dir_at(AT_FDCWD, path);
+			slash[1] = save;
+			if (rc)
+				return ws_fail(rc, "file store %s: cannot fsync parent of %s", root, path);
+		} else if (errno != EEXIST) {
+			rc = -errno;
+			return ws_fail(rc, "file store %s: cannot create directory %s: %s", root, path,
+				       strerror(errno));
+		}
+		if (i < len)
+			path[i] = '/';
+	}
+	return 0;
+}
+
+struct ws_store *ws_store_file_open(const char *root, int *err)
+{
+	struct file_store *fs = NULL;
+	size_t len;
+	int rc;
+
+	if (!root || root[0] != '/') {
+		rc = ws_fail(WS_ECONFIG, "file store root \"%s\" is not an absolute path",
+			     root ? root : "(null)");
+		goto fail;
+	}
+	len = strlen(root);
+	while (len > 1 && root[len - 1] == '/')
+		len--;
+	if (len + 1 + WS_KEY_MAX + TMP_NAME_MAX >= PATH_MAX) {
+		rc = ws_fail(WS_ECONFIG, "file store root \"%s\" is too long", root);
+		goto fail;
+	}
+	fs = calloc(1, sizeof(*fs));
+	if (!fs) {
+		rc = ws_fail(-ENOMEM, "file store %s: out of memory", root);
+		goto fail;
+	}
+	fs->root_fd = -1;
+	fs->base.ops = &file_ops;
+	pthread_mutex_init(&fs->dir_mu, NULL);
+	fs->root = strndup(root, len);
+	if (!fs->root) {
+		rc = ws_fail(-ENOMEM, "file store %s: out of memory", root);
+		goto fail;
+	}
+	snprintf(fs->base.url, sizeof(fs->base.url), "file://%s", fs->root);
+	rc = mkdir_durable(fs->root);
+	if (rc)
+		goto fail;
+	fs->root_fd = open(fs->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fs->root_fd < 0) {
+		rc = ws_fail(-errno, "file store %s: cannot open root: %s", fs->root, strerror(errno));
+		goto fail;
+	}
+	clean_stale(fs, fs->root_fd, 0);
+	if (err)
+		*err = 0;
+	return &fs->base;
+fail:
+	if (fs)
+		file_close(&fs->base);
+	if (err)
+		*err = rc;
+	return NULL;
+}
