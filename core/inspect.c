@@ -1,1 +1,160 @@
-/* placeholder: being written */
+/* ls and verify: read-only views of a sink. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core_internal.h"
+#include "replay.h"
+
+/* Walk every key once (paged), calling fn per tenant name in order. Keys of
+ * one tenant are contiguous, so after the first key of a tenant the listing
+ * jumps past all of them with start-after "<tenant>/~" ('~' sorts after every
+ * key character). */
+typedef int (*name_fn)(const char *tenant, void *arg);
+
+static int for_each_tenant(struct ws_store *s, name_fn fn, void *arg)
+{
+	char token[WS_KEY_MAX] = "";
+	int rc;
+	for (;;) {
+		struct ws_list_page page;
+		char name[WS_TENANT_MAX] = "";
+		memset(&page, 0, sizeof(page));
+		rc = ws_store_list(s, "", token, 1, &page);
+		if (rc)
+			return ws_fail_wrap(rc, "list %s", s->url);
+		if (page.count == 0) {
+			ws_list_page_free(&page);
+			return 0;
+		}
+		const char *slash = strchr(page.keys[0], '/');
+		size_t n = slash ? (size_t)(slash - page.keys[0]) : strlen(page.keys[0]);
+		if (n < sizeof(name)) {
+			memcpy(name, page.keys[0], n);
+			name[n] = '\0';
+		}
+		ws_list_page_free(&page);
+		snprintf(token, sizeof(token), "%s/~", name);
+		if (name[0] && ws_tenant_name_valid(name)) {
+			rc = fn(name, arg);
+			if (rc)
+				return rc;
+		}
+	}
+}
+
+struct ls_ctx {
+	struct ws_store *s;
+	ws_tenant_fn fn;
+	void *arg;
+};
+
+static int ls_one(const char *tenant, void *arg)
+{
+	struct ls_ctx *x = arg;
+	struct ws_tenant_info info;
+	struct ws_fmt_watermark wm;
+	char token[WS_KEY_MAX] = "";
+	char prefix[WS_KEY_MAX];
+	int rc;
+
+	memset(&info, 0, sizeof(info));
+	snprintf(info.tenant, sizeof(info.tenant), "%s", tenant);
+	rc = ws_wm_load(x->s, tenant, &wm, NULL);
+	if (rc && rc != WS_ENOTFOUND)
+		return rc;
+	if (rc == 0) {
+		info.has_watermark = true;
+		info.watermark.epoch = wm.epoch;
+		info.watermark.pointer_generation = wm.pointer_generation;
+		ws_gen_from_fmt(&wm, &info.watermark.generation);
+		info.watermark.last_frame = wm.last_frame;
+		info.watermark.seq = wm.seq;
+		info.watermark.time_ms = wm.time_ms;
+		snprintf(info.watermark.manifest_key, sizeof(info.watermark.manifest_key), "%s",
+			 wm.manifest_key);
+		info.page_size = wm.gen.page_size;
+	}
+	snprintf(prefix, sizeof(prefix), "%s/", tenant);
+	for (;;) {
+		struct ws_list_page page;
+		memset(&page, 0, sizeof(page));
+		rc = ws_store_list(x->s, prefix, token, WS_LIST_PAGE_MAX, &page);
+		if (rc)
+			return ws_fail_wrap(rc, "list %s", prefix);
+		info.objects += page.count;
+		for (size_t i = 0; i < page.count; i++) {
+			struct ws_obj_info oi;
+			if (ws_store_head(x->s, page.keys[i], &oi) == 0)
+				info.bytes += oi.size_bytes;
+		}
+		bool more = page.truncated;
+		if (more)
+			snprintf(token, sizeof(token), "%s", page.next_token);
+		ws_list_page_free(&page);
+		if (!more)
+			break;
+	}
+	return x->fn(&info, x->arg);
+}
+
+int ws_list_tenants(struct ws_sink *sink, const char *tenant, ws_tenant_fn fn, void *arg)
+{
+	struct ls_ctx x = { sink->store, fn, arg };
+	if (tenant) {
+		if (!ws_tenant_name_valid(tenant))
+			return ws_fail(WS_ECONFIG, "tenant name '%s' is invalid", tenant);
+		return ls_one(tenant, &x);
+	}
+	return for_each_tenant(sink->store, ls_one, &x);
+}
+
+struct verify_ctx {
+	struct ws_store *s;
+	ws_problem_fn fn;
+	void *arg;
+	int first_err;
+	unsigned tenants;
+};
+
+static int verify_one(const char *tenant, void *arg)
+{
+	struct verify_ctx *x = arg;
+	struct ws_fmt_watermark wm;
+	struct ws_chain c;
+	struct ws_replay_result res;
+	int rc;
+
+	x->tenants++;
+	rc = ws_wm_load(x->s, tenant, &wm, NULL);
+	if (rc == 0)
+		rc = ws_chain_load(x->s, tenant, &wm, &c);
+	if (rc == 0) {
+		rc = ws_replay(x->s, tenant, &c, c.count - 1, c.m[c.count - 1].last_frame, -1, &res);
+		ws_chain_free(&c);
+	}
+	if (rc) {
+		if (x->fn)
+			x->fn(tenant, NULL, rc, ws_errmsg(), x->arg);
+		if (!x->first_err)
+			x->first_err = rc;
+	}
+	return 0; /* keep going: report every tenant */
+}
+
+int ws_verify(struct ws_sink *sink, const char *tenant, ws_problem_fn fn, void *arg)
+{
+	struct verify_ctx x = { sink->store, fn, arg, 0, 0 };
+	int rc;
+	if (tenant) {
+		if (!ws_tenant_name_valid(tenant))
+			return ws_fail(WS_ECONFIG, "tenant name '%s' is invalid", tenant);
+		verify_one(tenant, &x);
+	} else {
+		rc = for_each_tenant(sink->store, verify_one, &x);
+		if (rc)
+			return rc;
+	}
+	return x.first_err;
+}

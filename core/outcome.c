@@ -1,1 +1,55 @@
-/* placeholder: being written */
+#include "core_internal.h"
+
+const char *ws_policy_name(enum ws_policy p)
+{
+	switch (p) {
+	case WS_POLICY_BLOCK: return "block";
+	case WS_POLICY_THROTTLE: return "throttle";
+	case WS_POLICY_SHED: return "shed";
+	}
+	return "unknown";
+}
+
+const char *ws_outcome_name(enum ws_outcome_kind k)
+{
+	switch (k) {
+	case WS_OUTCOME_EMPTY: return "empty";
+	case WS_OUTCOME_STREAMED: return "streamed";
+	case WS_OUTCOME_RESTARTED: return "restarted";
+	case WS_OUTCOME_SHED: return "shed";
+	case WS_OUTCOME_FENCED: return "fenced";
+	}
+	return "unknown";
+}
+
+const struct ws_rpo_status *ws_outcome_rpo(const struct ws_outcome *o)
+{
+	switch (o->kind) {
+	case WS_OUTCOME_EMPTY: return &o->u.empty.rpo;
+	case WS_OUTCOME_STREAMED: return &o->u.streamed.rpo;
+	case WS_OUTCOME_RESTARTED: return &o->u.restarted.rpo;
+	case WS_OUTCOME_SHED: return &o->u.shed.rpo;
+	case WS_OUTCOME_FENCED: return NULL;
+	}
+	return NULL;
+}
+
+const struct ws_backpressure_report *ws_outcome_backpressure(const struct ws_outcome *o)
+{
+	switch (o->kind) {
+	case WS_OUTCOME_STREAMED: return &o->u.streamed.backpressure;
+	case WS_OUTCOME_RESTARTED: return &o->u.restarted.backpressure;
+	case WS_OUTCOME_SHED: return &o->u.shed.backpressure;
+	case WS_OUTCOME_EMPTY:
+	case WS_OUTCOME_FENCED: return NULL;
+	}
+	return NULL;
+}
+
+void ws_gen_from_fmt(const struct ws_fmt_watermark *wm, struct ws_wal_generation *out)
+{
+	out->checkpoint_seq = wm->gen.checkpoint_seq;
+	out->has_salt = wm->version >= 2 && wm->gen.wal_magic != 0;
+	out->salt1 = out->has_salt ? wm->gen.salt1 : 0;
+	out->salt2 = out->has_salt ? wm->gen.salt2 : 0;
+}

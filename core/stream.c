@@ -1,1 +1,958 @@
-/* placeholder: being written */
+/*
+ * One tenant stream and tail_frames.
+ *
+ * WAL checkpoints (docs/DESIGN.md of this repo, "WAL checkpoints"): the
+ * stream holds a SQLite read transaction on the tenant's database at all
+ * times while it is open, handing it over between two connections so there
+ * is never a moment without one (the new one is taken before the old one is
+ * let go). While a reader holds a WAL read mark, no checkpoint can copy
+ * frames past that mark into the database and no writer can restart the
+ * WAL; a reader on read mark 0 only exists when every frame was already
+ * backfilled, which the handover proves were all shipped. So while the
+ * stream stays open, a WAL generation can end only at a frame that is
+ * already durable at the sink, and the next generation's frames continue
+ * the stream (manifest kind NEXT_GEN) with no gap.
+ *
+ * When continuity cannot be proven (first contact, the process restarted,
+ * another owner's watermark, a watermark without salts), the stream re-bases:
+ * it uploads the raw database file read under the read transaction plus
+ * every committed frame of the live WAL generation (kind REBASE). Pages a
+ * checkpoint may be writing into the file during that read all come from
+ * frames at or below our read mark, which the frames overlay, so the image
+ * is exact at the last shipped commit.
+ *
+ * tail_frames order of effects, each step durable before the next:
+ * batches and snapshot parts, then the manifest, then the watermark by
+ * compare-and-swap. The fencing check is a read of the watermark before the
+ * first upload: a stale owner writes nothing.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core_internal.h"
+#include "ws_clock.h"
+#include "ws_fault.h"
+#include "ws_log.h"
+#include "ws_reader.h"
+#include "ws_wal.h"
+
+#define BATCH_BYTES_DEFAULT ((size_t)4 << 20)
+#define BATCH_BYTES_MIN ((size_t)WS_WAL_PAGE_MAX + WS_WAL_FRAME_HDR_SIZE)
+#define MAX_REFS 4096u
+#define WAL_CKPT_DEFAULT ((uint64_t)4 << 20)
+#define WRITE_LOCK_WAIT_MS 200
+
+struct ws_stream {
+	struct ws_sink *sink;
+	char tenant[WS_TENANT_MAX];
+	char *db_path;
+	char *wal_path;
+	uint64_t epoch, pg;
+	enum ws_policy policy;
+	size_t batch_bytes_max;
+
+	/* Read-transaction handover (see top of file). */
+	sqlite3 *conn[2];
+	int held;             /* index of the connection holding a read txn, -1 none */
+	bool continuous;      /* held without a gap since our own last watermark write */
+
+	struct ws_reader *reader;
+	int wal_fd, wal_slot;
+	int db_fd, db_slot;
+
+	bool wm_loaded;       /* wm/wm_etag reflect the sink (have_wm says if one exists) */
+	bool have_wm;
+	struct ws_fmt_watermark wm;
+	struct ws_etag wm_etag;
+	int64_t opened_ms;
+
+	struct ws_buf scratch;
+	struct ws_fmt_objref *batches;
+	struct ws_fmt_objref *snaps;
+	uint32_t batch_count, snap_count;
+	uint64_t high_water;
+	uint64_t wal_checkpoint_bytes;
+	uint64_t wal_checkpoints;
+};
+
+/* ---- SQLite read transaction ------------------------------------------ */
+
+static int conn_open(struct ws_stream *st, sqlite3 **out)
+{
+	sqlite3 *db = NULL;
+	int rc = sqlite3_open_v2(st->db_path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		rc = ws_fail(rc == SQLITE_CANTOPEN ? -ENOENT : -EIO, "tenant %s: cannot open database %s: %s",
+			     st->tenant, st->db_path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+		sqlite3_close(db);
+		return rc;
+	}
+	/* Our connection must never checkpoint or delete the WAL on close: the
+	 * application owns those decisions, we only pin read marks. */
+	sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
+	sqlite3_busy_timeout(db, 5000);
+	*out = db;
+	return 0;
+}
+
+static int conn_begin_read(struct ws_stream *st, int i)
+{
+	char *msg = NULL;
+	int rc;
+	if (!st->conn[i] && (rc = conn_open(st, &st->conn[i])) != 0)
+		return rc;
+	/* A deferred transaction takes its read mark at the first read and keeps
+	 * it until COMMIT. */
+	rc = sqlite3_exec(st->conn[i], "BEGIN; SELECT count(*) FROM sqlite_master;", NULL, NULL, &msg);
+	if (rc != SQLITE_OK) {
+		rc = ws_fail(-EIO, "tenant %s: cannot begin read transaction on %s: %s", st->tenant,
+			     st->db_path, msg ? msg : sqlite3_errstr(rc));
+		sqlite3_free(msg);
+		sqlite3_exec(st->conn[i], "ROLLBACK", NULL, NULL, NULL);
+		return rc;
+	}
+	return 0;
+}
+
+static void conn_end_read(struct ws_stream *st, int i)
+{
+	if (st->conn[i])
+		sqlite3_exec(st->conn[i], "COMMIT", NULL, NULL, NULL);
+}
+
+/* Make sure a read transaction is held; taking a fresh one breaks continuity. */
+static int hold_read(struct ws_stream *st)
+{
+	int rc;
+	if (st->held >= 0)
+		return 0;
+	rc = conn_begin_read(st, 0);
+	if (rc)
+		return rc;
+	st->held = 0;
+	st->continuous = false;
+	return 0;
+}
+
+/* Take the other connection's read transaction, then release the old one. */
+static void handover_read(struct ws_stream *st)
+{
+	int next = st->held < 0 ? 0 : 1 - st->held;
+	if (conn_begin_read(st, next) != 0) {
+		/* Keep the old one: still gap-free, just an older mark. */
+		ws_warn("%s", ws_errmsg());
+		return;
+	}
+	if (st->held >= 0)
+		conn_end_read(st, st->held);
+	st->held = next;
+}
+
+/*
+ * Let the WAL restart once everything in it is shipped. Our read mark would
+ * otherwise keep every writer's checkpoint from ever completing, and the WAL
+ * would grow without bound while we run (Litestream has the same shape).
+ *
+ * When the WAL has grown past wal_checkpoint_bytes, tail_frames first takes
+ * the database's write lock on the spare connection (briefly waiting for the
+ * application's writer), so nothing can commit while it ships the rest of
+ * the WAL. Then, with everything shipped, wal_checkpoint_locked drops the old
+ * read mark, runs a PASSIVE checkpoint and takes a fresh read mark (read mark
+ * 0 when fully backfilled, which does not block a restart) before letting
+ * writers go. The spare connection's own read mark covers the whole
+ * sequence, so there is no gap: a restart can only come after a frame that
+ * is already durable at the sink.
+ */
+/* Poll every millisecond: SQLite's default handler backs off to 100 ms
+ * sleeps and keeps missing a busy writer's short gaps between commits. */
+static int busy_poll_1ms(void *arg, int count)
+{
+	(void)arg;
+	if (count >= WRITE_LOCK_WAIT_MS)
+		return 0;
+	usleep(1000);
+	return 1;
+}
+
+static bool write_lock_try(struct ws_stream *st)
+{
+	int spare = st->held < 0 ? 1 : 1 - st->held;
+	int rc;
+	if (!st->conn[spare] && conn_open(st, &st->conn[spare]) != 0)
+		return false;
+	sqlite3_busy_handler(st->conn[spare], busy_poll_1ms, NULL);
+	rc = sqlite3_exec(st->conn[spare], "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	sqlite3_busy_timeout(st->conn[spare], 5000);
+	if (rc != SQLITE_OK)
+		ws_debug("tenant %s: write lock busy; WAL checkpoint deferred", st->tenant);
+	return rc == SQLITE_OK;
+}
+
+static void write_lock_release(struct ws_stream *st)
+{
+	int spare = 1 - st->held;
+	sqlite3_exec(st->conn[spare], "ROLLBACK", NULL, NULL, NULL);
+}
+
+static void wal_checkpoint_locked(struct ws_stream *st)
+{
+	int log_frames = 0, ckpt_frames = 0;
+	conn_end_read(st, st->held);
+	sqlite3_wal_checkpoint_v2(st->conn[st->held], NULL, SQLITE_CHECKPOINT_PASSIVE, &log_frames,
+				  &ckpt_frames);
+	if (conn_begin_read(st, st->held) != 0) {
+		/* Keep the spare's read mark instead: still no gap. */
+		int spare = 1 - st->held;
+		ws_warn("%s", ws_errmsg());
+		sqlite3_exec(st->conn[spare], "ROLLBACK; BEGIN; SELECT count(*) FROM sqlite_master;", NULL,
+			     NULL, NULL);
+		st->held = spare;
+		return;
+	}
+	st->wal_checkpoints++;
+	ws_debug("tenant %s: WAL checkpoint: %d of %d frames backfilled", st->tenant, ckpt_frames, log_frames);
+}
+
+/* ---- files ------------------------------------------------------------ */
+
+static void file_close(struct ws_stream *st, int *fd, int *slot)
+{
+	if (*slot >= 0)
+		ws_reader_detach(st->reader, *slot);
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+	*slot = -1;
+}
+
+/* (Re)open path if it is not open or was replaced; -ENOENT leaves it closed. */
+static int file_refresh(struct ws_stream *st, const char *path, int *fd, int *slot)
+{
+	struct stat a, b;
+	int nfd;
+	if (*fd >= 0 && stat(path, &a) == 0 && fstat(*fd, &b) == 0 && a.st_ino == b.st_ino &&
+	    a.st_dev == b.st_dev)
+		return 0;
+	file_close(st, fd, slot);
+	nfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (nfd < 0)
+		return errno == ENOENT ? -ENOENT : ws_fail(-errno, "tenant %s: open %s", st->tenant, path);
+	*fd = nfd;
+	*slot = ws_reader_attach(st->reader, nfd);
+	if (*slot < 0) {
+		int rc = *slot;
+		*slot = -1;
+		file_close(st, fd, slot);
+		return ws_fail(rc, "tenant %s: cannot register %s with the reader", st->tenant, path);
+	}
+	return 0;
+}
+
+static uint64_t file_size(int fd)
+{
+	struct stat sb;
+	return fd >= 0 && fstat(fd, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+/* ---- open / close ----------------------------------------------------- */
+
+struct ws_stream *ws_stream_open(struct ws_sink *sink, const struct ws_stream_config *cfg, int *err)
+{
+	struct ws_stream *st = NULL;
+	int rc;
+
+	if (!sink || !cfg || !cfg->db_path || !ws_tenant_name_valid(cfg->tenant)) {
+		rc = ws_fail(WS_ECONFIG, "tenant name '%s' invalid: use 1..127 of [A-Za-z0-9._-], not "
+			     "starting with '.' or '_'", cfg && cfg->tenant ? cfg->tenant : "");
+		goto fail;
+	}
+	if (cfg->batch_bytes_max && cfg->batch_bytes_max < BATCH_BYTES_MIN) {
+		rc = ws_fail(WS_ECONFIG, "tenant %s: batch_bytes_max %zu is below one 64 KiB frame (%zu)",
+			     cfg->tenant, cfg->batch_bytes_max, BATCH_BYTES_MIN);
+		goto fail;
+	}
+	st = calloc(1, sizeof(*st));
+	if (!st) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	st->sink = sink;
+	snprintf(st->tenant, sizeof(st->tenant), "%s", cfg->tenant);
+	st->epoch = cfg->epoch;
+	st->pg = cfg->pointer_generation;
+	st->policy = cfg->policy;
+	st->batch_bytes_max = cfg->batch_bytes_max ? cfg->batch_bytes_max : BATCH_BYTES_DEFAULT;
+	st->held = -1;
+	st->wal_checkpoint_bytes = cfg->wal_checkpoint_bytes ? cfg->wal_checkpoint_bytes : WAL_CKPT_DEFAULT;
+	st->wal_fd = st->wal_slot = st->db_fd = st->db_slot = -1;
+	st->opened_ms = ws_wall_ms();
+	ws_buf_init(&st->scratch, 64u << 20);
+	if (asprintf(&st->db_path, "%s", cfg->db_path) < 0 ||
+	    asprintf(&st->wal_path, "%s-wal", cfg->db_path) < 0) {
+		st->db_path = st->wal_path = NULL;
+		rc = -ENOMEM;
+		goto fail;
+	}
+	if (access(st->db_path, F_OK) != 0) {
+		rc = ws_fail(-ENOENT, "tenant %s: database %s does not exist", st->tenant, st->db_path);
+		goto fail;
+	}
+	st->batches = calloc(MAX_REFS, sizeof(*st->batches));
+	st->snaps = calloc(MAX_REFS, sizeof(*st->snaps));
+	if (!st->batches || !st->snaps) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	st->reader = ws_reader_open(st->batch_bytes_max, 2, cfg->reader_flags, &rc);
+	if (!st->reader)
+		goto fail;
+	*err = 0;
+	return st;
+fail:
+	ws_stream_close(st);
+	*err = rc;
+	return NULL;
+}
+
+void ws_stream_close(struct ws_stream *st)
+{
+	if (!st)
+		return;
+	for (int i = 0; i < 2; i++) {
+		if (st->conn[i]) {
+			conn_end_read(st, i);
+			sqlite3_close(st->conn[i]);
+		}
+	}
+	if (st->reader) {
+		file_close(st, &st->wal_fd, &st->wal_slot);
+		file_close(st, &st->db_fd, &st->db_slot);
+		ws_reader_close(st->reader);
+	}
+	ws_buf_free(&st->scratch);
+	free(st->batches);
+	free(st->snaps);
+	free(st->db_path);
+	free(st->wal_path);
+	free(st);
+}
+
+const char *ws_stream_tenant(const struct ws_stream *st) { return st->tenant; }
+const char *ws_stream_read_path(const struct ws_stream *st) { return ws_reader_backend_name(st->reader); }
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static bool gen_equal(const struct ws_fmt_gen *a, const struct ws_fmt_gen *b)
+{
+	return a->wal_magic == b->wal_magic && a->checkpoint_seq == b->checkpoint_seq &&
+	       a->salt1 == b->salt1 && a->salt2 == b->salt2 && a->page_size == b->page_size;
+}
+
+static void to_wal_generation(const struct ws_fmt_gen *g, bool salted, struct ws_wal_generation *out)
+{
+	out->checkpoint_seq = g->checkpoint_seq;
+	out->has_salt = salted && g->wal_magic != 0;
+	out->salt1 = out->has_salt ? g->salt1 : 0;
+	out->salt2 = out->has_salt ? g->salt2 : 0;
+}
+
+static void fill_rpo(const struct ws_stream *st, struct ws_rpo_status *rpo)
+{
+	int64_t now = ws_wall_ms();
+	int64_t since = st->have_wm ? st->wm.time_ms : st->opened_ms;
+	rpo->has_watermark = st->have_wm;
+	rpo->watermark_age_ms = now > since ? (uint64_t)(now - since) : 0;
+}
+
+static void fill_bp(const struct ws_stream *st, struct ws_backpressure_report *bp)
+{
+	memset(bp, 0, sizeof(*bp));
+	bp->policy = st->policy;
+	bp->spill_high_water = st->high_water;
+}
+
+static void wm_to_public(const struct ws_fmt_watermark *w, struct ws_watermark *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->epoch = w->epoch;
+	out->pointer_generation = w->pointer_generation;
+	ws_gen_from_fmt(w, &out->generation);
+	out->last_frame = w->last_frame;
+	out->seq = w->seq;
+	out->time_ms = w->time_ms;
+	snprintf(out->manifest_key, sizeof(out->manifest_key), "%s", w->manifest_key);
+}
+
+static int refresh_wm(struct ws_stream *st)
+{
+	int rc = ws_wm_load(st->sink->store, st->tenant, &st->wm, &st->wm_etag);
+	if (rc == WS_ENOTFOUND) {
+		st->have_wm = false;
+		st->wm_etag.s[0] = '\0';
+		st->wm_loaded = true;
+		return 0;
+	}
+	if (rc)
+		return rc;
+	st->have_wm = true;
+	st->wm_loaded = true;
+	return 0;
+}
+
+static bool fenced_by(const struct ws_stream *st, const struct ws_fmt_watermark *w)
+{
+	return w->epoch > st->epoch || w->pointer_generation > st->pg;
+}
+
+static void fill_fenced(const struct ws_stream *st, struct ws_outcome *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->kind = WS_OUTCOME_FENCED;
+	out->u.fenced.current_epoch = st->wm.epoch;
+	out->u.fenced.our_epoch = st->epoch;
+	out->u.fenced.current_pointer_generation = st->wm.pointer_generation;
+	out->u.fenced.our_pointer_generation = st->pg;
+}
+
+/* Upload one immutable object under a key that embeds its hash: an existing
+ * object with that key is this same content from an earlier attempt. */
+static int put_immutable(struct ws_stream *st, const char *key, const struct iovec *iov, int iovcnt)
+{
+	int rc = ws_store_putv(st->sink->store, key, iov, iovcnt, WS_PUT_CREATE, NULL, NULL);
+	if (rc == WS_EPRECOND)
+		return 0;
+	if (rc)
+		return ws_fail_wrap(rc, "tenant %s: upload %s", st->tenant, key);
+	return 0;
+}
+
+/* ---- the scan --------------------------------------------------------- */
+
+struct scan {
+	struct ws_fmt_gen gen;
+	char prefix[WS_KEY_MAX];
+	struct ws_wal_cursor cur;
+	uint64_t first_frame;     /* first frame this call uploads */
+	uint32_t seed[2];
+	int64_t read_ms;
+};
+
+/*
+ * Read frames from sc->cur.next_frame on, verify them, and upload them in
+ * batches of at most batch_bytes_max. Stops at the end of the valid chain.
+ * Frames past the last commit are uploaded only when a batch fills up
+ * before the chain ends (a transaction larger than a batch); the manifest
+ * never names them as committed.
+ */
+static int scan_and_upload(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes)
+{
+	const uint32_t fsz = ws_wal_frame_size(sc->gen.page_size);
+	const size_t per_chunk = ws_reader_buf_bytes(st->reader) / fsz;
+	uint8_t *buf = ws_reader_buf(st->reader);
+
+	for (;;) {
+		uint64_t first = sc->cur.next_frame;
+		uint64_t off = ws_wal_frame_offset(sc->gen.page_size, first);
+		size_t want, valid = 0;
+		uint32_t seed[2] = { sc->cur.cksum[0], sc->cur.cksum[1] };
+		ssize_t got;
+
+		if (off + fsz > wal_bytes)
+			break;
+		want = per_chunk;
+		if ((wal_bytes - off) / fsz < want)
+			want = (size_t)((wal_bytes - off) / fsz);
+		got = ws_reader_read(st->reader, st->wal_slot, off, 0, want * fsz);
+		if (got < 0)
+			return ws_fail(-EIO, "tenant %s: read %s at %" PRIu64 ": %s", st->tenant, st->wal_path,
+				       off, ws_strerror((int)got));
+		want = (size_t)got / fsz;
+		while (valid < want && ws_wal_cursor_step(&sc->cur, buf + valid * fsz, NULL) == 1)
+			valid++;
+		if (valid * fsz > st->high_water)
+			st->high_water = valid * fsz;
+		/* Ship the whole chunk if it is full and valid (the transaction may
+		 * continue); otherwise only up to the last commit. */
+		size_t ship = valid;
+		bool chain_ended = valid < want || want < per_chunk;
+		if (chain_ended) {
+			ship = sc->cur.last_commit >= first ? (size_t)(sc->cur.last_commit - first + 1) : 0;
+		}
+		if (ship > 0) {
+			struct ws_fmt_batch b = { .gen = sc->gen, .first_frame = first, .frame_count = ship };
+			struct ws_fmt_objref *ref;
+			uint8_t hdr[WS_BATCH_HDR_SIZE];
+			struct iovec iov[2];
+			const uint8_t *last = buf + (ship - 1) * fsz;
+			int rc;
+
+			if (st->batch_count >= MAX_REFS)
+				return ws_fail(WS_ETOOBIG, "tenant %s: more than %u batches in one call", st->tenant,
+					       MAX_REFS);
+			b.seed_cksum[0] = seed[0];
+			b.seed_cksum[1] = seed[1];
+			b.end_cksum[0] = ws_get_be32(last + 16);
+			b.end_cksum[1] = ws_get_be32(last + 20);
+			b.payload_xxh = ws_xxh64(buf, ship * fsz);
+			ws_fmt_batch_encode_hdr(&b, hdr);
+			iov[0].iov_base = hdr;
+			iov[0].iov_len = sizeof(hdr);
+			iov[1].iov_base = buf;
+			iov[1].iov_len = ship * fsz;
+			ref = &st->batches[st->batch_count];
+			memset(ref, 0, sizeof(*ref));
+			ref->first = first;
+			ref->count = ship;
+			ref->xxh = ws_xxh64v(iov, 2);
+			ref->length = sizeof(hdr) + ship * fsz;
+			if (snprintf(ref->key, sizeof(ref->key), "%s/b%016" PRIx64 "-%08zx-%016" PRIx64,
+				     sc->prefix, first, ship, ref->xxh) >= (int)sizeof(ref->key))
+				return ws_fail(WS_ETOOBIG, "tenant %s: batch key too long", st->tenant);
+			rc = WS_FAULT("stream.before_batch_put");
+			if (rc)
+				return ws_fail(rc, "tenant %s: injected fault before batch upload", st->tenant);
+			rc = put_immutable(st, ref->key, iov, 2);
+			if (rc)
+				return rc;
+			st->batch_count++;
+		}
+		if (chain_ended)
+			break;
+	}
+	/* Batches that extend past the last commit stay unnamed by the manifest;
+	 * drop trailing batches that contain no committed frame at all. */
+	while (st->batch_count > 0 && st->batches[st->batch_count - 1].first > sc->cur.last_commit)
+		st->batch_count--;
+	return 0;
+}
+
+/* Upload the raw database file as snapshot parts (REBASE); db_pages at the cut. */
+static int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pages)
+{
+	const uint32_t ps = sc->gen.page_size;
+	const size_t per_part = ws_reader_buf_bytes(st->reader) / ps;
+	uint8_t *buf = ws_reader_buf(st->reader);
+	uint64_t file_pages = file_size(st->db_fd) / ps;
+	uint64_t pages = file_pages < db_pages ? file_pages : db_pages;
+
+	for (uint64_t p = 0; p < pages;) {
+		size_t n = per_part;
+		ssize_t got;
+		struct ws_fmt_snap s;
+		struct ws_fmt_objref *ref;
+		uint8_t hdr[WS_SNAP_HDR_SIZE];
+		struct iovec iov[2];
+		int rc;
+
+		if (pages - p < n)
+			n = (size_t)(pages - p);
+		got = ws_reader_read(st->reader, st->db_slot, p * ps, 0, n * ps);
+		if (got < 0)
+			return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->db_path);
+		n = (size_t)got / ps;
+		if (n == 0)
+			break; /* the file shrank under us; frames carry the rest */
+		if (st->snap_count >= MAX_REFS)
+			return ws_fail(WS_ETOOBIG, "tenant %s: snapshot needs more than %u parts", st->tenant,
+				       MAX_REFS);
+		s.page_size = ps;
+		s.first_page = (uint32_t)(p + 1);
+		s.page_count = (uint32_t)n;
+		s.payload_xxh = ws_xxh64(buf, n * ps);
+		ws_fmt_snap_encode_hdr(&s, hdr);
+		iov[0].iov_base = hdr;
+		iov[0].iov_len = sizeof(hdr);
+		iov[1].iov_base = buf;
+		iov[1].iov_len = n * ps;
+		ref = &st->snaps[st->snap_count];
+		memset(ref, 0, sizeof(*ref));
+		ref->first = p + 1;
+		ref->count = n;
+		ref->xxh = ws_xxh64v(iov, 2);
+		ref->length = sizeof(hdr) + n * ps;
+		if (snprintf(ref->key, sizeof(ref->key), "%s/s%016" PRIx64 "/%08" PRIx64 "-%016" PRIx64,
+			     sc->prefix, sc->cur.last_commit, p + 1, ref->xxh) >= (int)sizeof(ref->key))
+			return ws_fail(WS_ETOOBIG, "tenant %s: snapshot key too long", st->tenant);
+		rc = put_immutable(st, ref->key, iov, 2);
+		if (rc)
+			return rc;
+		st->snap_count++;
+		p += n;
+	}
+	return 0;
+}
+
+/* Database geometry from the file header (used when the WAL has no frames). */
+static int db_header(struct ws_stream *st, uint32_t *page_size, uint32_t *pages)
+{
+	uint8_t *buf = ws_reader_buf(st->reader);
+	ssize_t got = ws_reader_read(st->reader, st->db_slot, 0, 0, 100);
+	uint32_t ps;
+	if (got < 0)
+		return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->db_path);
+	if (got == 0) {
+		*page_size = 4096;
+		*pages = 0;
+		return 0;
+	}
+	if (got < 100 || memcmp(buf, "SQLite format 3", 16) != 0)
+		return ws_fail(WS_EFORMAT, "tenant %s: %s is not a SQLite database", st->tenant, st->db_path);
+	if (buf[18] != 2 || buf[19] != 2)
+		return ws_fail(WS_ECONFIG, "tenant %s: %s is not in WAL mode (PRAGMA journal_mode=WAL)",
+			       st->tenant, st->db_path);
+	ps = (uint32_t)buf[16] << 8 | buf[17];
+	if (ps == 1)
+		ps = 65536;
+	if (ps < 512 || (ps & (ps - 1)))
+		return ws_fail(WS_EFORMAT, "tenant %s: %s has page size %u", st->tenant, st->db_path, ps);
+	*page_size = ps;
+	/* The in-header size is valid when the version-valid-for number matches
+	 * the change counter (SQLite >= 3.7.0 always writes both). */
+	if (ws_get_be32(buf + 92) == ws_get_be32(buf + 24) && ws_get_be32(buf + 28) != 0)
+		*pages = ws_get_be32(buf + 28);
+	else
+		*pages = (uint32_t)(file_size(st->db_fd) / ps);
+	return 0;
+}
+
+/* ---- tail_frames ------------------------------------------------------ */
+
+static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
+{
+	struct scan sc;
+	struct ws_wal_hdr wh;
+	uint64_t wal_bytes = 0;
+	uint32_t kind;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	memset(&sc, 0, sizeof(sc));
+	st->batch_count = st->snap_count = 0;
+	st->high_water = 0;
+
+	rc = file_refresh(st, st->db_path, &st->db_fd, &st->db_slot);
+	if (rc)
+		return rc == -ENOENT ? ws_fail(rc, "tenant %s: database %s vanished", st->tenant, st->db_path)
+				     : rc;
+	rc = file_refresh(st, st->wal_path, &st->wal_fd, &st->wal_slot);
+	if (rc && rc != -ENOENT)
+		return rc;
+	wal_bytes = file_size(st->wal_fd);
+
+	/* The live generation. An empty or absent WAL is generation "none". */
+	if (wal_bytes == 0) {
+		uint32_t ps, pages;
+		rc = db_header(st, &ps, &pages);
+		if (rc)
+			return rc;
+		sc.gen.page_size = ps;
+	} else {
+		uint8_t *buf = ws_reader_buf(st->reader);
+		ssize_t got = ws_reader_read(st->reader, st->wal_slot, 0, 0, WS_WAL_HDR_SIZE);
+		if (got < 0)
+			return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->wal_path);
+		if (got < (ssize_t)WS_WAL_HDR_SIZE)
+			return ws_fail(WS_ENOTWAL, "tenant %s: %s is %zd bytes, shorter than a WAL header; "
+				       "nothing uploaded", st->tenant, st->wal_path, got);
+		rc = ws_wal_hdr_parse(buf, &wh);
+		if (rc)
+			return ws_fail_wrap(rc, "tenant %s: %s (nothing uploaded)", st->tenant, st->wal_path);
+		sc.gen.wal_magic = wh.magic;
+		sc.gen.checkpoint_seq = wh.checkpoint_seq;
+		sc.gen.salt1 = wh.salt1;
+		sc.gen.salt2 = wh.salt2;
+		sc.gen.page_size = wh.page_size;
+		ws_wal_cursor_init(&sc.cur, &wh);
+	}
+
+	if (!st->wm_loaded && (rc = refresh_wm(st)) != 0)
+		return rc;
+
+	/* Decide how this call continues the stream. */
+	bool same_gen = st->have_wm && st->wm.version >= 2 && gen_equal(&st->wm.gen, &sc.gen);
+	if (same_gen && sc.gen.wal_magic != 0 && st->wm.last_frame > 0) {
+		/* Prove the live WAL still holds the frame we stopped at. */
+		uint8_t *buf = ws_reader_buf(st->reader);
+		uint64_t off = ws_wal_frame_offset(sc.gen.page_size, st->wm.last_frame);
+		ssize_t got = ws_reader_read(st->reader, st->wal_slot, off, 0, WS_WAL_FRAME_HDR_SIZE);
+		if (got < 0)
+			return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->wal_path);
+		if (got != (ssize_t)WS_WAL_FRAME_HDR_SIZE || ws_get_be32(buf + 16) != st->wm.end_cksum[0] ||
+		    ws_get_be32(buf + 20) != st->wm.end_cksum[1])
+			same_gen = false;
+	}
+
+	if (same_gen) {
+		kind = WS_MANIFEST_CONTINUE;
+		if (sc.gen.wal_magic != 0 && st->wm.last_frame > 0)
+			ws_wal_cursor_resume(&sc.cur, &wh, st->wm.last_frame + 1, st->wm.end_cksum);
+	} else if (st->have_wm && st->continuous) {
+		kind = WS_MANIFEST_NEXT_GEN;
+	} else {
+		kind = WS_MANIFEST_REBASE;
+	}
+	sc.first_frame = sc.cur.next_frame ? sc.cur.next_frame : 1;
+	sc.seed[0] = sc.cur.cksum[0];
+	sc.seed[1] = sc.cur.cksum[1];
+	sc.read_ms = ws_wall_ms();
+
+	/* Nothing new? Decide without a single store request. */
+	if (kind != WS_MANIFEST_REBASE) {
+		bool any = false;
+		if (sc.gen.wal_magic != 0) {
+			uint64_t off = ws_wal_frame_offset(sc.gen.page_size, sc.cur.next_frame);
+			const uint32_t fsz = ws_wal_frame_size(sc.gen.page_size);
+			if (off + fsz <= wal_bytes) {
+				struct ws_wal_cursor probe = sc.cur;
+				ssize_t got = ws_reader_read(st->reader, st->wal_slot, off, 0, fsz);
+				any = got == (ssize_t)fsz && ws_wal_cursor_step(&probe, ws_reader_buf(st->reader), NULL) == 1;
+			}
+		}
+		if (!any) {
+			out->kind = WS_OUTCOME_EMPTY;
+			if (st->have_wm)
+				wm_to_public(&st->wm, &out->u.empty.watermark);
+			fill_rpo(st, &out->u.empty.rpo);
+			return 0;
+		}
+	}
+
+	/* Fencing: a pure read before the first upload. */
+	rc = refresh_wm(st);
+	if (rc)
+		return rc;
+	if (st->have_wm && fenced_by(st, &st->wm)) {
+		fill_fenced(st, out);
+		return 0;
+	}
+	/* The watermark may have moved since we decided (another writer of our
+	 * own epoch, or a takeover at a lower level): decide again from it. */
+	if (kind != WS_MANIFEST_REBASE) {
+		bool still = st->have_wm && ((kind == WS_MANIFEST_CONTINUE && gen_equal(&st->wm.gen, &sc.gen) &&
+					       st->wm.last_frame + 1 == sc.first_frame) ||
+					      (kind == WS_MANIFEST_NEXT_GEN && st->continuous &&
+					       st->wm.epoch == st->epoch && st->wm.pointer_generation == st->pg));
+		if (!still) {
+			kind = WS_MANIFEST_REBASE;
+			if (sc.gen.wal_magic != 0) {
+				ws_wal_cursor_init(&sc.cur, &wh);
+				sc.first_frame = 1;
+				sc.seed[0] = sc.cur.cksum[0];
+				sc.seed[1] = sc.cur.cksum[1];
+			}
+		}
+	}
+	if (kind == WS_MANIFEST_NEXT_GEN && sc.gen.wal_magic == 0) {
+		/* The WAL was reset and nothing new written yet: the database file
+		 * is exactly the last shipped state. */
+		out->kind = WS_OUTCOME_EMPTY;
+		wm_to_public(&st->wm, &out->u.empty.watermark);
+		fill_rpo(st, &out->u.empty.rpo);
+		return 0;
+	}
+
+	rc = ws_key_gen_prefix(sc.prefix, sizeof(sc.prefix), st->tenant, st->epoch, st->pg, &sc.gen);
+	if (rc)
+		return ws_fail(rc, "tenant %s: key too long", st->tenant);
+
+	if (sc.gen.wal_magic != 0) {
+		rc = scan_and_upload(st, &sc, wal_bytes);
+		if (rc)
+			return rc;
+	}
+	uint64_t last = sc.gen.wal_magic ? sc.cur.last_commit : 0;
+	if (kind != WS_MANIFEST_REBASE && last < sc.first_frame) {
+		/* Only an uncommitted transaction was there. */
+		out->kind = WS_OUTCOME_EMPTY;
+		if (st->have_wm)
+			wm_to_public(&st->wm, &out->u.empty.watermark);
+		fill_rpo(st, &out->u.empty.rpo);
+		return 0;
+	}
+
+	uint32_t db_pages;
+	if (last > 0) {
+		db_pages = sc.cur.commit_db_size;
+	} else {
+		uint32_t ps;
+		rc = db_header(st, &ps, &db_pages);
+		if (rc)
+			return rc;
+		if (sc.gen.wal_magic == 0)
+			sc.gen.page_size = ps;
+	}
+	if (kind == WS_MANIFEST_REBASE) {
+		rc = upload_snapshot(st, &sc, db_pages);
+		if (rc)
+			return rc;
+	}
+
+	/* Manifest. */
+	struct ws_fmt_manifest m;
+	memset(&m, 0, sizeof(m));
+	snprintf(m.tenant, sizeof(m.tenant), "%s", st->tenant);
+	m.epoch = st->epoch;
+	m.pointer_generation = st->pg;
+	m.wm_seq = (st->have_wm ? st->wm.seq : 0) + 1;
+	m.time_ms = sc.read_ms;
+	m.gen = sc.gen;
+	m.kind = kind;
+	m.first_frame = sc.first_frame;
+	m.last_frame = last;
+	m.valid_from_frame = kind == WS_MANIFEST_REBASE ? last : sc.first_frame;
+	m.seed_cksum[0] = sc.seed[0];
+	m.seed_cksum[1] = sc.seed[1];
+	m.end_cksum[0] = last ? sc.cur.commit_cksum[0] : sc.seed[0];
+	m.end_cksum[1] = last ? sc.cur.commit_cksum[1] : sc.seed[1];
+	m.db_pages = db_pages;
+	if (st->have_wm && kind != WS_MANIFEST_REBASE) {
+		snprintf(m.prev_key, sizeof(m.prev_key), "%s", st->wm.manifest_key);
+		memcpy(m.prev_sha, st->wm.manifest_sha, WS_SHA256_LEN);
+		m.prev_length = st->wm.manifest_length;
+	}
+	m.batch_count = st->batch_count;
+	m.batches = st->batches;
+	m.snap_count = st->snap_count;
+	m.snaps = st->snaps;
+	rc = ws_fmt_manifest_encode(&m, &st->scratch);
+	if (rc)
+		return ws_fail(rc, "tenant %s: cannot encode manifest", st->tenant);
+
+	uint8_t sha[WS_SHA256_LEN];
+	char shahex[WS_SHA256_HEX_LEN + 1];
+	char mkey[WS_KEY_MAX];
+	uint64_t mlen = st->scratch.len;
+	ws_sha256(st->scratch.data, st->scratch.len, sha);
+	ws_hex(sha, 8, shahex);
+	if (snprintf(mkey, sizeof(mkey), "%s/m%016" PRIx64 "-%s", sc.prefix, m.wm_seq, shahex) >=
+	    (int)sizeof(mkey))
+		return ws_fail(WS_ETOOBIG, "tenant %s: manifest key too long", st->tenant);
+	rc = WS_FAULT("stream.before_manifest_put");
+	if (rc)
+		return ws_fail(rc, "tenant %s: injected fault before manifest upload", st->tenant);
+	{
+		struct iovec iov = { st->scratch.data, st->scratch.len };
+		rc = put_immutable(st, mkey, &iov, 1);
+		if (rc)
+			return rc;
+	}
+
+	/* Watermark, last: it names only what is now durable. */
+	struct ws_fmt_watermark nw;
+	struct ws_etag new_etag;
+	char wmkey[WS_KEY_MAX];
+	memset(&nw, 0, sizeof(nw));
+	nw.version = 2;
+	snprintf(nw.tenant, sizeof(nw.tenant), "%s", st->tenant);
+	nw.epoch = st->epoch;
+	nw.pointer_generation = st->pg;
+	nw.seq = m.wm_seq;
+	nw.time_ms = ws_wall_ms();
+	nw.gen = sc.gen;
+	nw.last_frame = last;
+	nw.end_cksum[0] = m.end_cksum[0];
+	nw.end_cksum[1] = m.end_cksum[1];
+	snprintf(nw.manifest_key, sizeof(nw.manifest_key), "%s", mkey);
+	memcpy(nw.manifest_sha, sha, WS_SHA256_LEN);
+	nw.manifest_length = mlen;
+	rc = ws_fmt_watermark_encode(&nw, &st->scratch);
+	if (rc)
+		return ws_fail(rc, "tenant %s: cannot encode watermark", st->tenant);
+	rc = ws_key_watermark(wmkey, sizeof(wmkey), st->tenant);
+	if (rc)
+		return rc;
+	rc = WS_FAULT("stream.before_watermark_put");
+	if (rc)
+		return ws_fail(rc, "tenant %s: injected fault before watermark write", st->tenant);
+	rc = ws_store_put(st->sink->store, wmkey, st->scratch.data, st->scratch.len,
+			  st->have_wm ? WS_PUT_CAS : WS_PUT_CREATE, st->have_wm ? &st->wm_etag : NULL, &new_etag);
+	if (rc == WS_EPRECOND) {
+		/* Someone wrote the watermark since our fencing read. */
+		int rc2 = refresh_wm(st);
+		if (rc2)
+			return rc2;
+		if (st->have_wm && fenced_by(st, &st->wm)) {
+			fill_fenced(st, out);
+			return 0;
+		}
+		st->wm_loaded = false;
+		return ws_fail(WS_EPRECOND, "tenant %s: watermark %s changed concurrently (another writer "
+			       "with epoch %llu?); nothing acknowledged", st->tenant, wmkey,
+			       (unsigned long long)st->epoch);
+	}
+	if (rc) {
+		st->wm_loaded = false; /* ambiguous: re-read before the next decision */
+		return ws_fail_wrap(rc, "tenant %s: write watermark %s", st->tenant, wmkey);
+	}
+	rc = WS_FAULT("stream.after_watermark_put");
+	if (rc)
+		return ws_fail(rc, "tenant %s: injected fault after watermark write", st->tenant);
+
+	struct ws_fmt_watermark prev = st->wm;
+	bool had = st->have_wm;
+	st->wm = nw;
+	st->wm_etag = new_etag;
+	st->have_wm = true;
+	st->wm_loaded = true;
+
+	/* Keep a read mark without a gap; from here on a new generation is
+	 * provably the continuation of what we just shipped. */
+	if (!locked)
+		handover_read(st);
+	st->continuous = true;
+
+	struct ws_backpressure_report bp;
+	fill_bp(st, &bp);
+	if (kind == WS_MANIFEST_CONTINUE || !had) {
+		out->kind = WS_OUTCOME_STREAMED;
+		snprintf(out->u.streamed.generation_key, WS_GEN_KEY_MAX, "%s", mkey);
+		out->u.streamed.first_frame = last ? sc.first_frame : 0;
+		out->u.streamed.last_frame = last;
+		out->u.streamed.checkpoint_seq = sc.gen.checkpoint_seq;
+		out->u.streamed.frame_count = last ? last - sc.first_frame + 1 : 0;
+		out->u.streamed.backpressure = bp;
+		fill_rpo(st, &out->u.streamed.rpo);
+	} else {
+		out->kind = WS_OUTCOME_RESTARTED;
+		snprintf(out->u.restarted.generation_key, WS_GEN_KEY_MAX, "%s", mkey);
+		to_wal_generation(&prev.gen, prev.version >= 2, &out->u.restarted.previous_generation);
+		to_wal_generation(&sc.gen, true, &out->u.restarted.new_generation);
+		out->u.restarted.first_frame = last ? 1 : 0;
+		out->u.restarted.last_frame = last;
+		out->u.restarted.frame_count = last;
+		out->u.restarted.backpressure = bp;
+		fill_rpo(st, &out->u.restarted.rpo);
+	}
+	return 0;
+}
+
+int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
+{
+	bool locked = false;
+	int rc = hold_read(st);
+	if (rc)
+		return rc;
+	/* The WAL in use (not the file, which SQLite reuses from the top
+	 * without shrinking) is what must stay bounded. */
+	if (st->have_wm && st->wm.gen.wal_magic != 0 &&
+	    st->wm.last_frame * ws_wal_frame_size(st->wm.gen.page_size) >= st->wal_checkpoint_bytes)
+		locked = write_lock_try(st);
+	rc = tail_inner(st, out, locked);
+	if (locked) {
+		/* Nothing could commit since the scan began: on success every
+		 * committed frame in the WAL is durable at the sink. */
+		if (rc == 0 && out->kind != WS_OUTCOME_FENCED && st->continuous)
+			wal_checkpoint_locked(st);
+		write_lock_release(st);
+	}
+	return rc;
+}
+
+uint64_t ws_stream_wal_checkpoints(const struct ws_stream *st) { return st->wal_checkpoints; }

@@ -1,1 +1,535 @@
-/* placeholder: being written */
+/*
+ * Durable object formats. The byte-level specification is docs/FORMAT.md;
+ * this file must match it field for field. All integers are little-endian.
+ *
+ * Batch (".wsb"), header 96 bytes, then frames verbatim from the WAL:
+ *   0  8  magic "WSBATCH1"        8  4  version (1)       12 4  header size (96)
+ *   16 4  page size               20 4  WAL magic          24 4  checkpoint seq
+ *   28 4  salt-1                  32 4  salt-2             36 4  reserved (0)
+ *   40 8  first frame             48 8  frame count
+ *   56 4  seed checksum-1         60 4  seed checksum-2
+ *   64 4  end checksum-1          68 4  end checksum-2
+ *   72 8  XXH3-64 of the frames   80 8  reserved (0)       88 8  XXH3-64 of bytes 0..87
+ *   Object length must equal 96 + count * (24 + page size).
+ *
+ * Snapshot part (".wss"), header 64 bytes, then pages:
+ *   0 8 magic "WSSNAPP1"  8 4 version (1)  12 4 header size (64)  16 4 page size
+ *   20 4 first page (1-based)  24 4 page count  28 4 reserved  32 8 XXH3-64 of pages
+ *   40 16 reserved (0)  56 8 XXH3-64 of bytes 0..55
+ *
+ * Manifest (".wsm") and watermark are a fixed head, variable records and a
+ * trailing XXH3-64 of everything before it; see docs/FORMAT.md. A reader that
+ * finds any length, count or hash out of place rejects the whole object.
+ */
+#include "ws_format.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BATCH_MAGIC "WSBATCH1"
+#define SNAP_MAGIC "WSSNAPP1"
+#define MANIFEST_MAGIC "WSMANIF1"
+#define WM_MAGIC "WSWMARK1"
+#define MANIFEST_VERSION 1u
+#define WM_VERSION_CURRENT 2u
+
+static bool wal_magic_ok(uint32_t m, bool allow_zero)
+{
+	return m == 0x377f0682u || m == 0x377f0683u || (allow_zero && m == 0);
+}
+
+static bool page_size_ok(uint32_t ps)
+{
+	return ps >= 512 && ps <= 65536 && (ps & (ps - 1)) == 0;
+}
+
+bool ws_tenant_name_valid(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+	if (n == 0 || n >= WS_TENANT_NAME_MAX || name[0] == '.' || name[0] == '_')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return strcmp(name, "..") != 0;
+}
+
+/* ---- batch ------------------------------------------------------------ */
+
+void ws_fmt_batch_encode_hdr(const struct ws_fmt_batch *b, uint8_t h[WS_BATCH_HDR_SIZE])
+{
+	memset(h, 0, WS_BATCH_HDR_SIZE);
+	memcpy(h, BATCH_MAGIC, 8);
+	ws_put_le32(h + 8, 1);
+	ws_put_le32(h + 12, WS_BATCH_HDR_SIZE);
+	ws_put_le32(h + 16, b->gen.page_size);
+	ws_put_le32(h + 20, b->gen.wal_magic);
+	ws_put_le32(h + 24, b->gen.checkpoint_seq);
+	ws_put_le32(h + 28, b->gen.salt1);
+	ws_put_le32(h + 32, b->gen.salt2);
+	ws_put_le64(h + 40, b->first_frame);
+	ws_put_le64(h + 48, b->frame_count);
+	ws_put_le32(h + 56, b->seed_cksum[0]);
+	ws_put_le32(h + 60, b->seed_cksum[1]);
+	ws_put_le32(h + 64, b->end_cksum[0]);
+	ws_put_le32(h + 68, b->end_cksum[1]);
+	ws_put_le64(h + 72, b->payload_xxh);
+	ws_put_le64(h + 88, ws_xxh64(h, 88));
+}
+
+int ws_fmt_batch_decode(const uint8_t *obj, size_t len, struct ws_fmt_batch *b, const uint8_t **frames)
+{
+	uint64_t want;
+	if (len < WS_BATCH_HDR_SIZE || memcmp(obj, BATCH_MAGIC, 8) != 0)
+		return ws_fail(WS_EFORMAT, "not a walship batch (bad magic or %zu bytes)", len);
+	if (ws_get_le64(obj + 88) != ws_xxh64(obj, 88))
+		return ws_fail(WS_ECORRUPT, "batch header hash mismatch");
+	if (ws_get_le32(obj + 8) != 1 || ws_get_le32(obj + 12) != WS_BATCH_HDR_SIZE)
+		return ws_fail(WS_EFORMAT, "unsupported batch version %u", ws_get_le32(obj + 8));
+	memset(b, 0, sizeof(*b));
+	b->gen.page_size = ws_get_le32(obj + 16);
+	b->gen.wal_magic = ws_get_le32(obj + 20);
+	b->gen.checkpoint_seq = ws_get_le32(obj + 24);
+	b->gen.salt1 = ws_get_le32(obj + 28);
+	b->gen.salt2 = ws_get_le32(obj + 32);
+	b->first_frame = ws_get_le64(obj + 40);
+	b->frame_count = ws_get_le64(obj + 48);
+	b->seed_cksum[0] = ws_get_le32(obj + 56);
+	b->seed_cksum[1] = ws_get_le32(obj + 60);
+	b->end_cksum[0] = ws_get_le32(obj + 64);
+	b->end_cksum[1] = ws_get_le32(obj + 68);
+	b->payload_xxh = ws_get_le64(obj + 72);
+	if (!page_size_ok(b->gen.page_size) || !wal_magic_ok(b->gen.wal_magic, false))
+		return ws_fail(WS_EFORMAT, "batch has page size %u / WAL magic %#x", b->gen.page_size,
+			       b->gen.wal_magic);
+	if (b->first_frame == 0 || b->frame_count == 0 || b->frame_count > (1u << 26))
+		return ws_fail(WS_EFORMAT, "batch frame range %llu+%llu invalid",
+			       (unsigned long long)b->first_frame, (unsigned long long)b->frame_count);
+	want = WS_BATCH_HDR_SIZE + b->frame_count * (24u + (uint64_t)b->gen.page_size);
+	if (want != len)
+		return ws_fail(WS_EFORMAT, "batch is %zu bytes, header says %llu (truncated or padded)", len,
+			       (unsigned long long)want);
+	if (ws_xxh64(obj + WS_BATCH_HDR_SIZE, len - WS_BATCH_HDR_SIZE) != b->payload_xxh)
+		return ws_fail(WS_ECORRUPT, "batch payload hash mismatch");
+	if (frames)
+		*frames = obj + WS_BATCH_HDR_SIZE;
+	return 0;
+}
+
+/* ---- snapshot part ---------------------------------------------------- */
+
+void ws_fmt_snap_encode_hdr(const struct ws_fmt_snap *s, uint8_t h[WS_SNAP_HDR_SIZE])
+{
+	memset(h, 0, WS_SNAP_HDR_SIZE);
+	memcpy(h, SNAP_MAGIC, 8);
+	ws_put_le32(h + 8, 1);
+	ws_put_le32(h + 12, WS_SNAP_HDR_SIZE);
+	ws_put_le32(h + 16, s->page_size);
+	ws_put_le32(h + 20, s->first_page);
+	ws_put_le32(h + 24, s->page_count);
+	ws_put_le64(h + 32, s->payload_xxh);
+	ws_put_le64(h + 56, ws_xxh64(h, 56));
+}
+
+int ws_fmt_snap_decode(const uint8_t *obj, size_t len, struct ws_fmt_snap *s, const uint8_t **pages)
+{
+	uint64_t want;
+	if (len < WS_SNAP_HDR_SIZE || memcmp(obj, SNAP_MAGIC, 8) != 0)
+		return ws_fail(WS_EFORMAT, "not a walship snapshot part (bad magic or %zu bytes)", len);
+	if (ws_get_le64(obj + 56) != ws_xxh64(obj, 56))
+		return ws_fail(WS_ECORRUPT, "snapshot header hash mismatch");
+	if (ws_get_le32(obj + 8) != 1 || ws_get_le32(obj + 12) != WS_SNAP_HDR_SIZE)
+		return ws_fail(WS_EFORMAT, "unsupported snapshot version %u", ws_get_le32(obj + 8));
+	s->page_size = ws_get_le32(obj + 16);
+	s->first_page = ws_get_le32(obj + 20);
+	s->page_count = ws_get_le32(obj + 24);
+	s->payload_xxh = ws_get_le64(obj + 32);
+	if (!page_size_ok(s->page_size) || s->first_page == 0 || s->page_count == 0)
+		return ws_fail(WS_EFORMAT, "snapshot part geometry invalid (page size %u, pages %u+%u)",
+			       s->page_size, s->first_page, s->page_count);
+	want = WS_SNAP_HDR_SIZE + (uint64_t)s->page_count * s->page_size;
+	if (want != len)
+		return ws_fail(WS_EFORMAT, "snapshot part is %zu bytes, header says %llu", len,
+			       (unsigned long long)want);
+	if (ws_xxh64(obj + WS_SNAP_HDR_SIZE, len - WS_SNAP_HDR_SIZE) != s->payload_xxh)
+		return ws_fail(WS_ECORRUPT, "snapshot payload hash mismatch");
+	if (pages)
+		*pages = obj + WS_SNAP_HDR_SIZE;
+	return 0;
+}
+
+/* ---- variable-length records: a tiny writer and a bounds-checked reader - */
+
+static void w_bytes(struct ws_buf *b, const void *p, size_t n) { ws_buf_append(b, p, n); }
+static void w32(struct ws_buf *b, uint32_t v) { uint8_t t[4]; ws_put_le32(t, v); w_bytes(b, t, 4); }
+static void w64(struct ws_buf *b, uint64_t v) { uint8_t t[8]; ws_put_le64(t, v); w_bytes(b, t, 8); }
+static void wstr(struct ws_buf *b, const char *s)
+{
+	size_t n = strlen(s);
+	uint8_t t[2] = { (uint8_t)n, (uint8_t)(n >> 8) };
+	w_bytes(b, t, 2);
+	w_bytes(b, s, n);
+}
+
+struct rd {
+	const uint8_t *p;
+	size_t left;
+	int err;
+	const char *what;
+};
+
+static const uint8_t *r_take(struct rd *r, size_t n, const char *what)
+{
+	const uint8_t *p;
+	if (r->err)
+		return NULL;
+	if (n > r->left) {
+		r->err = WS_EFORMAT;
+		r->what = what;
+		return NULL;
+	}
+	p = r->p;
+	r->p += n;
+	r->left -= n;
+	return p;
+}
+static uint32_t r32(struct rd *r, const char *what)
+{
+	const uint8_t *p = r_take(r, 4, what);
+	return p ? ws_get_le32(p) : 0;
+}
+static uint64_t r64(struct rd *r, const char *what)
+{
+	const uint8_t *p = r_take(r, 8, what);
+	return p ? ws_get_le64(p) : 0;
+}
+static void rstr(struct rd *r, char *dst, size_t cap, const char *what)
+{
+	const uint8_t *p = r_take(r, 2, what);
+	size_t n;
+	dst[0] = '\0';
+	if (!p)
+		return;
+	n = (size_t)p[0] | (size_t)p[1] << 8;
+	if (n >= cap) {
+		r->err = WS_EFORMAT;
+		r->what = what;
+		return;
+	}
+	p = r_take(r, n, what);
+	if (!p)
+		return;
+	memcpy(dst, p, n);
+	dst[n] = '\0';
+	if (memchr(dst, '\0', n)) {
+		r->err = WS_EFORMAT;
+		r->what = what;
+	}
+}
+
+/* Common framing: magic(8) version(4) length(4) ... xxh3(8). */
+static int open_framed(const uint8_t *obj, size_t len, const char *magic, const char *name,
+		       struct rd *r, uint32_t *version)
+{
+	if (len < 24 || memcmp(obj, magic, 8) != 0)
+		return ws_fail(WS_EFORMAT, "not a walship %s (bad magic or %zu bytes)", name, len);
+	if (ws_get_le32(obj + 12) != len)
+		return ws_fail(WS_EFORMAT, "%s is %zu bytes, header says %u (truncated or padded)", name,
+			       len, ws_get_le32(obj + 12));
+	if (ws_get_le64(obj + len - 8) != ws_xxh64(obj, len - 8))
+		return ws_fail(WS_ECORRUPT, "%s hash mismatch", name);
+	*version = ws_get_le32(obj + 8);
+	r->p = obj + 16;
+	r->left = len - 24;
+	r->err = 0;
+	r->what = NULL;
+	return 0;
+}
+
+static int close_framed(struct rd *r, const char *name)
+{
+	if (r->err)
+		return ws_fail(r->err, "%s field '%s' out of bounds or malformed", name, r->what);
+	if (r->left != 0)
+		return ws_fail(WS_EFORMAT, "%s has %zu trailing bytes", name, r->left);
+	return 0;
+}
+
+static void begin_framed(struct ws_buf *b, const char *magic, uint32_t version)
+{
+	w_bytes(b, magic, 8);
+	w32(b, version);
+	w32(b, 0); /* length, patched in finish_framed */
+}
+
+static int finish_framed(struct ws_buf *b)
+{
+	if (b->err)
+		return b->err;
+	if (b->len > UINT32_MAX - 8)
+		return WS_ETOOBIG;
+	ws_put_le32(b->data + 12, (uint32_t)(b->len + 8));
+	w64(b, ws_xxh64(b->data, b->len));
+	return b->err;
+}
+
+static void w_gen(struct ws_buf *b, const struct ws_fmt_gen *g)
+{
+	w32(b, g->wal_magic);
+	w32(b, g->checkpoint_seq);
+	w32(b, g->salt1);
+	w32(b, g->salt2);
+	w32(b, g->page_size);
+}
+
+static void r_gen(struct rd *r, struct ws_fmt_gen *g)
+{
+	g->wal_magic = r32(r, "wal_magic");
+	g->checkpoint_seq = r32(r, "checkpoint_seq");
+	g->salt1 = r32(r, "salt1");
+	g->salt2 = r32(r, "salt2");
+	g->page_size = r32(r, "page_size");
+}
+
+/* ---- manifest --------------------------------------------------------- */
+
+static void w_refs(struct ws_buf *b, const struct ws_fmt_objref *refs, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		wstr(b, refs[i].key);
+		w64(b, refs[i].first);
+		w64(b, refs[i].count);
+		w64(b, refs[i].xxh);
+		w64(b, refs[i].length);
+	}
+}
+
+int ws_fmt_manifest_encode(const struct ws_fmt_manifest *m, struct ws_buf *b)
+{
+	ws_buf_reset(b);
+	begin_framed(b, MANIFEST_MAGIC, MANIFEST_VERSION);
+	wstr(b, m->tenant);
+	w64(b, m->epoch);
+	w64(b, m->pointer_generation);
+	w64(b, m->wm_seq);
+	w64(b, (uint64_t)m->time_ms);
+	w_gen(b, &m->gen);
+	w32(b, m->kind);
+	w64(b, m->first_frame);
+	w64(b, m->last_frame);
+	w64(b, m->valid_from_frame);
+	w32(b, m->seed_cksum[0]);
+	w32(b, m->seed_cksum[1]);
+	w32(b, m->end_cksum[0]);
+	w32(b, m->end_cksum[1]);
+	w32(b, m->db_pages);
+	wstr(b, m->prev_key);
+	w_bytes(b, m->prev_sha, WS_SHA256_LEN);
+	w64(b, m->prev_length);
+	w32(b, m->snap_count);
+	w32(b, m->batch_count);
+	w_refs(b, m->snaps, m->snap_count);
+	w_refs(b, m->batches, m->batch_count);
+	return finish_framed(b);
+}
+
+static int r_refs(struct rd *r, uint32_t n, struct ws_fmt_objref **out)
+{
+	struct ws_fmt_objref *refs;
+	*out = NULL;
+	if (n == 0)
+		return 0;
+	/* Each record is at least 34 bytes: refuse counts the object cannot hold
+	 * before allocating for them. */
+	if (n > WS_MANIFEST_ITEMS_MAX || (size_t)n * 34 > r->left) {
+		r->err = WS_EFORMAT;
+		r->what = "object count";
+		return WS_EFORMAT;
+	}
+	refs = calloc(n, sizeof(*refs));
+	if (!refs)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		rstr(r, refs[i].key, sizeof(refs[i].key), "object key");
+		refs[i].first = r64(r, "object first");
+		refs[i].count = r64(r, "object count");
+		refs[i].xxh = r64(r, "object hash");
+		refs[i].length = r64(r, "object length");
+		if (!r->err && (!ws_key_valid(refs[i].key) || refs[i].count == 0)) {
+			r->err = WS_EFORMAT;
+			r->what = "object reference";
+		}
+	}
+	*out = refs;
+	return 0;
+}
+
+int ws_fmt_manifest_decode(const uint8_t *obj, size_t len, struct ws_fmt_manifest *m)
+{
+	struct rd r;
+	uint32_t version;
+	int rc;
+	const uint8_t *p;
+
+	memset(m, 0, sizeof(*m));
+	rc = open_framed(obj, len, MANIFEST_MAGIC, "manifest", &r, &version);
+	if (rc)
+		return rc;
+	if (version != MANIFEST_VERSION)
+		return ws_fail(WS_EFORMAT, "unsupported manifest version %u", version);
+	rstr(&r, m->tenant, sizeof(m->tenant), "tenant");
+	m->epoch = r64(&r, "epoch");
+	m->pointer_generation = r64(&r, "pointer_generation");
+	m->wm_seq = r64(&r, "wm_seq");
+	m->time_ms = (int64_t)r64(&r, "time_ms");
+	r_gen(&r, &m->gen);
+	m->kind = r32(&r, "kind");
+	m->first_frame = r64(&r, "first_frame");
+	m->last_frame = r64(&r, "last_frame");
+	m->valid_from_frame = r64(&r, "valid_from_frame");
+	m->seed_cksum[0] = r32(&r, "seed_cksum");
+	m->seed_cksum[1] = r32(&r, "seed_cksum");
+	m->end_cksum[0] = r32(&r, "end_cksum");
+	m->end_cksum[1] = r32(&r, "end_cksum");
+	m->db_pages = r32(&r, "db_pages");
+	rstr(&r, m->prev_key, sizeof(m->prev_key), "prev_key");
+	p = r_take(&r, WS_SHA256_LEN, "prev_sha");
+	if (p)
+		memcpy(m->prev_sha, p, WS_SHA256_LEN);
+	m->prev_length = r64(&r, "prev_length");
+	m->snap_count = r32(&r, "snap_count");
+	m->batch_count = r32(&r, "batch_count");
+	if (!r.err && (rc = r_refs(&r, m->snap_count, &m->snaps)) == -ENOMEM)
+		goto fail;
+	if (!r.err && (rc = r_refs(&r, m->batch_count, &m->batches)) == -ENOMEM)
+		goto fail;
+	rc = close_framed(&r, "manifest");
+	if (rc)
+		goto fail;
+	/* Semantic invariants a well-formed manifest always satisfies. */
+	if (!ws_tenant_name_valid(m->tenant)) {
+		rc = ws_fail(WS_EFORMAT, "manifest tenant name invalid");
+		goto fail;
+	}
+	if (m->kind > WS_MANIFEST_REBASE || !page_size_ok(m->gen.page_size) ||
+	    !wal_magic_ok(m->gen.wal_magic, m->kind == WS_MANIFEST_REBASE)) {
+		rc = ws_fail(WS_EFORMAT, "manifest kind %u / page size %u / WAL magic %#x invalid", m->kind,
+			     m->gen.page_size, m->gen.wal_magic);
+		goto fail;
+	}
+	if (m->kind != WS_MANIFEST_REBASE && (m->prev_key[0] == '\0' || m->batch_count == 0)) {
+		rc = ws_fail(WS_EFORMAT, "manifest of kind %u lacks a predecessor or batches", m->kind);
+		goto fail;
+	}
+	if (m->kind == WS_MANIFEST_REBASE && m->snap_count == 0 && m->db_pages != 0) {
+		rc = ws_fail(WS_EFORMAT, "rebase manifest of %u pages has no snapshot", m->db_pages);
+		goto fail;
+	}
+	if (m->last_frame < m->valid_from_frame || (m->batch_count && m->last_frame < m->first_frame) ||
+	    m->first_frame == 0) {
+		rc = ws_fail(WS_EFORMAT, "manifest frame range %llu..%llu (valid from %llu) invalid",
+			     (unsigned long long)m->first_frame, (unsigned long long)m->last_frame,
+			     (unsigned long long)m->valid_from_frame);
+		goto fail;
+	}
+	{
+		/* Batches must tile first_frame..(>= last_frame) with no gap or overlap. */
+		uint64_t next = m->first_frame;
+		for (uint32_t i = 0; i < m->batch_count; i++) {
+			if (m->batches[i].first != next) {
+				rc = ws_fail(WS_EFORMAT, "manifest batch %u starts at frame %llu, expected %llu", i,
+					     (unsigned long long)m->batches[i].first, (unsigned long long)next);
+				goto fail;
+			}
+			next += m->batches[i].count;
+		}
+		if (m->batch_count && next - 1 < m->last_frame) {
+			rc = ws_fail(WS_EFORMAT, "manifest batches end at frame %llu before last frame %llu",
+				     (unsigned long long)(next - 1), (unsigned long long)m->last_frame);
+			goto fail;
+		}
+		if (m->batch_count == 0 && m->last_frame != 0) {
+			rc = ws_fail(WS_EFORMAT, "manifest names frames but no batches");
+			goto fail;
+		}
+	}
+	return 0;
+fail:
+	ws_fmt_manifest_free(m);
+	return rc;
+}
+
+void ws_fmt_manifest_free(struct ws_fmt_manifest *m)
+{
+	free(m->snaps);
+	free(m->batches);
+	m->snaps = NULL;
+	m->batches = NULL;
+}
+
+/* ---- watermark -------------------------------------------------------- */
+
+int ws_fmt_watermark_encode(const struct ws_fmt_watermark *w, struct ws_buf *b)
+{
+	uint32_t version = w->version ? w->version : WM_VERSION_CURRENT;
+	struct ws_fmt_gen g = w->gen;
+
+	if (version < 2)
+		g.salt1 = g.salt2 = 0;
+	ws_buf_reset(b);
+	begin_framed(b, WM_MAGIC, version);
+	wstr(b, w->tenant);
+	w64(b, w->epoch);
+	w64(b, w->pointer_generation);
+	w64(b, w->seq);
+	w64(b, (uint64_t)w->time_ms);
+	w_gen(b, &g);
+	w64(b, w->last_frame);
+	w32(b, w->end_cksum[0]);
+	w32(b, w->end_cksum[1]);
+	wstr(b, w->manifest_key);
+	w_bytes(b, w->manifest_sha, WS_SHA256_LEN);
+	w64(b, w->manifest_length);
+	return finish_framed(b);
+}
+
+int ws_fmt_watermark_decode(const uint8_t *obj, size_t len, struct ws_fmt_watermark *w)
+{
+	struct rd r;
+	const uint8_t *p;
+	int rc;
+
+	memset(w, 0, sizeof(*w));
+	rc = open_framed(obj, len, WM_MAGIC, "watermark", &r, &w->version);
+	if (rc)
+		return rc;
+	if (w->version < 1 || w->version > WM_VERSION_CURRENT)
+		return ws_fail(WS_EFORMAT, "unsupported watermark version %u", w->version);
+	rstr(&r, w->tenant, sizeof(w->tenant), "tenant");
+	w->epoch = r64(&r, "epoch");
+	w->pointer_generation = r64(&r, "pointer_generation");
+	w->seq = r64(&r, "seq");
+	w->time_ms = (int64_t)r64(&r, "time_ms");
+	r_gen(&r, &w->gen);
+	w->last_frame = r64(&r, "last_frame");
+	w->end_cksum[0] = r32(&r, "end_cksum");
+	w->end_cksum[1] = r32(&r, "end_cksum");
+	rstr(&r, w->manifest_key, sizeof(w->manifest_key), "manifest_key");
+	p = r_take(&r, WS_SHA256_LEN, "manifest_sha");
+	if (p)
+		memcpy(w->manifest_sha, p, WS_SHA256_LEN);
+	w->manifest_length = r64(&r, "manifest_length");
+	rc = close_framed(&r, "watermark");
+	if (rc)
+		return rc;
+	if (!ws_tenant_name_valid(w->tenant) || !ws_key_valid(w->manifest_key) || w->seq == 0 ||
+	    !page_size_ok(w->gen.page_size) || !wal_magic_ok(w->gen.wal_magic, true))
+		return ws_fail(WS_EFORMAT, "watermark fields invalid (tenant, manifest key, seq or page size)");
+	if (w->version < 2)
+		w->gen.salt1 = w->gen.salt2 = 0;
+	return 0;
+}

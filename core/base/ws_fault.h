@@ -12,9 +12,9 @@
 #ifndef WS_FAULT_H
 #define WS_FAULT_H
 
-#ifdef WS_FAULTS
 /* Returns 0 normally; a negative error (-EIO) when the armed site fires. */
 int ws_fault_hit(const char *site);
+#ifdef WS_FAULTS
 #define WS_FAULT(site) ws_fault_hit(site)
 #else
 #define WS_FAULT(site) 0

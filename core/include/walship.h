@@ -140,7 +140,16 @@ struct ws_stream_config {
 	enum ws_policy policy;
 	size_t batch_bytes_max;      /* 0 = 4 MiB; also the read buffer size */
 	unsigned reader_flags;       /* WS_READER_* from io (0 = io_uring with fallback) */
+	/*
+	 * Once the WAL file is at least this large and fully shipped, run a
+	 * PASSIVE WAL checkpoint so the application's next write restarts it.
+	 * 0 = the default (4 MiB); UINT64_MAX = never (the WAL then grows while
+	 * the stream holds its read mark, unless the application's own
+	 * checkpoints happen to catch every frame backfilled).
+	 */
+	uint64_t wal_checkpoint_bytes;
 };
+
 
 struct ws_stream;
 
@@ -154,6 +163,8 @@ void ws_stream_close(struct ws_stream *st);
 const char *ws_stream_tenant(const struct ws_stream *st);
 /* "io_uring" or "pread": the WAL read path in use. */
 const char *ws_stream_read_path(const struct ws_stream *st);
+/* WAL checkpoints this stream ran (see wal_checkpoint_bytes). */
+uint64_t ws_stream_wal_checkpoints(const struct ws_stream *st);
 
 /*
  * Ship every newly committed frame, durably, then advance the watermark.

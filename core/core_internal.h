@@ -1,0 +1,52 @@
+/* Engine internals shared by the core sources; not part of the public API. */
+#ifndef WS_CORE_INTERNAL_H
+#define WS_CORE_INTERNAL_H
+
+#include "walship.h"
+#include "ws_format.h"
+#include "ws_store.h"
+
+struct ws_sink {
+	struct ws_store *store;
+};
+
+/* Key layout (docs/FORMAT.md "Keys"). */
+#define WS_WM_NAME "wm"
+int ws_key_watermark(char *out, size_t cap, const char *tenant);
+/* "<tenant>/e<epoch>-p<pg>/g<seq>-<salt1><salt2>" (or ".../g-none"). */
+int ws_key_gen_prefix(char *out, size_t cap, const char *tenant, uint64_t epoch, uint64_t pg,
+		      const struct ws_fmt_gen *gen);
+
+/* Load a tenant's watermark. Returns WS_ENOTFOUND when the tenant has none. */
+int ws_wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm,
+	       struct ws_etag *etag) WS_MUST_CHECK;
+
+/* Fetch and verify one object against a reference (length, XXH3-64). */
+int ws_obj_fetch(struct ws_store *s, const struct ws_fmt_objref *ref, struct ws_buf *out) WS_MUST_CHECK;
+
+/* A verified manifest chain, oldest (the base) first. */
+struct ws_chain {
+	struct ws_fmt_manifest *m;
+	char (*keys)[WS_KEY_MAX];
+	size_t count;
+};
+
+/*
+ * Load the chain from the manifest the watermark names back to its REBASE
+ * base, verifying each manifest's SHA-256, length and links (generation,
+ * frame and checksum continuity). stop_before_time_ms > 0 is not used here.
+ * Errors name the object: WS_ENOTFOUND/WS_EINCOMPLETE (missing link),
+ * WS_ECORRUPT, WS_EFORMAT, I/O.
+ */
+int ws_chain_load(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm,
+		  struct ws_chain *out) WS_MUST_CHECK;
+void ws_chain_free(struct ws_chain *c);
+
+/* Verify one batch object fully, including SQLite's checksum chain. */
+int ws_batch_verify(const uint8_t *obj, size_t len, const struct ws_fmt_manifest *m,
+		    const struct ws_fmt_objref *ref, const uint32_t seed[2], uint32_t end[2],
+		    struct ws_fmt_batch *hdr, const uint8_t **frames) WS_MUST_CHECK;
+
+void ws_gen_from_fmt(const struct ws_fmt_watermark *wm, struct ws_wal_generation *out);
+
+#endif

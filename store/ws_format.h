@@ -1,0 +1,153 @@
+/*
+ * walship's durable object formats: batch, snapshot part, manifest, watermark.
+ * docs/FORMAT.md is the byte-level specification; format.c implements it.
+ *
+ * Decoders trust nothing: every length, count, magic, version and hash is
+ * checked, and a mismatch is WS_EFORMAT (malformed/foreign) or WS_ECORRUPT
+ * (hash mismatch) with a detail saying which field. Callers add the key.
+ * Verification of SQLite's own checksum chain inside a batch is done by the
+ * caller (core), which owns the WAL rules; this layer checks xxHash and SHA.
+ */
+#ifndef WS_FORMAT_H
+#define WS_FORMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "ws_err.h"
+#include "ws_hash.h"
+#include "ws_store.h"
+
+#define WS_BATCH_HDR_SIZE 96u
+#define WS_SNAP_HDR_SIZE 64u
+#define WS_TENANT_NAME_MAX 128u   /* including NUL */
+#define WS_MANIFEST_ITEMS_MAX 65536u
+
+/* Identity of a WAL generation as stored: sequence, salts, checksum order. */
+struct ws_fmt_gen {
+	uint32_t wal_magic;        /* 0x377f0682 or 0x377f0683; 0 = no WAL (db file only) */
+	uint32_t checkpoint_seq;
+	uint32_t salt1, salt2;
+	uint32_t page_size;
+};
+
+/* ---- batch: a contiguous run of WAL frames, verbatim ------------------- */
+
+struct ws_fmt_batch {
+	struct ws_fmt_gen gen;
+	uint64_t first_frame;
+	uint64_t frame_count;
+	uint32_t seed_cksum[2];    /* running checksum before first_frame */
+	uint32_t end_cksum[2];     /* checksum of the last frame */
+	uint64_t payload_xxh;      /* XXH3-64 of the frames */
+};
+
+/* Encode the header; frames follow it unchanged (sent from the caller's buffer). */
+void ws_fmt_batch_encode_hdr(const struct ws_fmt_batch *b, uint8_t hdr[WS_BATCH_HDR_SIZE]);
+/*
+ * Decode and check a whole batch object: header hash, exact length, payload
+ * hash. *frames points into obj. Errors: WS_EFORMAT, WS_ECORRUPT.
+ */
+int ws_fmt_batch_decode(const uint8_t *obj, size_t len, struct ws_fmt_batch *out,
+			const uint8_t **frames) WS_MUST_CHECK;
+
+/* ---- snapshot part: a run of database pages --------------------------- */
+
+struct ws_fmt_snap {
+	uint32_t page_size;
+	uint32_t first_page;       /* 1-based page number of the first page */
+	uint32_t page_count;
+	uint64_t payload_xxh;
+};
+void ws_fmt_snap_encode_hdr(const struct ws_fmt_snap *s, uint8_t hdr[WS_SNAP_HDR_SIZE]);
+int ws_fmt_snap_decode(const uint8_t *obj, size_t len, struct ws_fmt_snap *out,
+		       const uint8_t **pages) WS_MUST_CHECK;
+
+/* ---- manifest: makes a range of batches part of the stream ------------ */
+
+enum ws_manifest_kind {
+	WS_MANIFEST_CONTINUE = 0,  /* same generation, continues prev */
+	WS_MANIFEST_NEXT_GEN = 1,  /* new generation on top of prev's final state (proven) */
+	WS_MANIFEST_REBASE = 2,    /* new base: snapshot parts + frames 1..last of this generation */
+};
+
+struct ws_fmt_objref {
+	char key[WS_KEY_MAX];
+	uint64_t first;            /* batch: first frame; snapshot: first page */
+	uint64_t count;            /* batch: frames;     snapshot: pages */
+	uint64_t xxh;              /* XXH3-64 of the whole object */
+	uint64_t length;           /* object length in bytes */
+};
+
+struct ws_fmt_manifest {
+	char tenant[WS_TENANT_NAME_MAX];
+	uint64_t epoch, pointer_generation;
+	uint64_t wm_seq;           /* watermark seq this manifest was written for */
+	int64_t time_ms;           /* when the frames were read from the WAL */
+	struct ws_fmt_gen gen;
+	uint32_t kind;             /* enum ws_manifest_kind */
+	uint64_t first_frame;      /* first frame of the batches (1 for NEXT_GEN/REBASE) */
+	uint64_t last_frame;       /* a commit frame, or 0 (REBASE of an empty WAL) */
+	uint64_t valid_from_frame; /* restore points in this manifest start here */
+	uint32_t seed_cksum[2];
+	uint32_t end_cksum[2];
+	uint32_t db_pages;         /* database size in pages at last_frame */
+	char prev_key[WS_KEY_MAX]; /* "" = none */
+	uint8_t prev_sha[WS_SHA256_LEN];
+	uint64_t prev_length;
+	uint32_t snap_count;
+	uint32_t batch_count;
+	struct ws_fmt_objref *snaps;   /* snap_count entries (owned; ws_fmt_manifest_free) */
+	struct ws_fmt_objref *batches; /* batch_count entries */
+};
+
+int ws_fmt_manifest_encode(const struct ws_fmt_manifest *m, struct ws_buf *out) WS_MUST_CHECK;
+/* Errors: WS_EFORMAT, WS_ECORRUPT (trailer hash), -ENOMEM. Free with ws_fmt_manifest_free. */
+int ws_fmt_manifest_decode(const uint8_t *obj, size_t len, struct ws_fmt_manifest *out) WS_MUST_CHECK;
+void ws_fmt_manifest_free(struct ws_fmt_manifest *m);
+
+/* ---- watermark: what is durably at the sink, and who owns it ---------- */
+
+struct ws_fmt_watermark {
+	uint32_t version;          /* 1 = legacy, no salts; 2 = current */
+	char tenant[WS_TENANT_NAME_MAX];
+	uint64_t epoch, pointer_generation;
+	uint64_t seq;
+	int64_t time_ms;
+	struct ws_fmt_gen gen;     /* salts meaningful only when version >= 2 */
+	uint64_t last_frame;
+	uint32_t end_cksum[2];
+	char manifest_key[WS_KEY_MAX];
+	uint8_t manifest_sha[WS_SHA256_LEN];
+	uint64_t manifest_length;
+};
+
+int ws_fmt_watermark_encode(const struct ws_fmt_watermark *w, struct ws_buf *out) WS_MUST_CHECK;
+int ws_fmt_watermark_decode(const uint8_t *obj, size_t len, struct ws_fmt_watermark *out) WS_MUST_CHECK;
+
+/* Tenant names: 1..127 bytes of [A-Za-z0-9._-], not starting with '.' or '_'. */
+bool ws_tenant_name_valid(const char *name);
+
+/* Little-endian helpers. */
+static inline void ws_put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void ws_put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint32_t ws_get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t ws_get_le64(const uint8_t *p)
+{
+	return (uint64_t)ws_get_le32(p) | (uint64_t)ws_get_le32(p + 4) << 32;
+}
+
+#endif
