@@ -13,8 +13,11 @@
  * already durable at the sink, and the next generation's frames continue
  * the stream (manifest kind NEXT_GEN) with no gap.
  *
- * When continuity cannot be proven (first contact, the process restarted,
- * another owner's watermark, a watermark without salts), the stream re-bases:
+ * A watermark whose generation is still the live WAL's (same salts, and the
+ * frame it stops at still carries the checksum it recorded) is continued
+ * from, whoever wrote it. Otherwise, when continuity cannot be proven (first
+ * contact, the process restarted, another owner's watermark, a watermark
+ * without salts, no WAL on either side), the stream re-bases:
  * it uploads the raw database file read under the read transaction plus
  * every committed frame of the live WAL generation (kind REBASE). Pages a
  * checkpoint may be writing into the file during that read all come from
@@ -65,7 +68,6 @@ struct ws_stream {
 
 	struct ws_reader *reader;
 	int wal_fd, wal_slot;
-	int db_fd, db_slot;
 
 	bool wm_loaded;       /* wm/wm_etag reflect the sink (have_wm says if one exists) */
 	bool have_wm;
@@ -261,6 +263,55 @@ static uint64_t file_size(int fd)
 	return fd >= 0 && fstat(fd, &sb) == 0 ? (uint64_t)sb.st_size : 0;
 }
 
+/*
+ * The database file is read only through SQLite's own open file (its VFS),
+ * never through a descriptor of ours: closing any descriptor of a file drops
+ * every POSIX lock this process holds on it, SQLite's included, and a host
+ * process that also writes the database would then lose its locks and, on
+ * its next close, checkpoint and delete a WAL that is still in use. The WAL
+ * file has no POSIX locks, so it is read with io_uring through our own fd.
+ */
+static sqlite3_file *db_file(struct ws_stream *st)
+{
+	sqlite3_file *f = NULL;
+	if (st->held < 0 ||
+	    sqlite3_file_control(st->conn[st->held], "main", SQLITE_FCNTL_FILE_POINTER, &f) != SQLITE_OK ||
+	    !f || !f->pMethods)
+		return NULL;
+	return f;
+}
+
+static int db_size(struct ws_stream *st, uint64_t *size)
+{
+	sqlite3_file *f = db_file(st);
+	sqlite3_int64 n = 0;
+	if (!f || f->pMethods->xFileSize(f, &n) != SQLITE_OK || n < 0)
+		return ws_fail(-EIO, "tenant %s: cannot size %s", st->tenant, st->db_path);
+	*size = (uint64_t)n;
+	return 0;
+}
+
+/* Read up to len bytes at off into the reader's buffer; returns bytes read. */
+static ssize_t db_read(struct ws_stream *st, uint64_t off, size_t len)
+{
+	sqlite3_file *f = db_file(st);
+	uint64_t size;
+	int rc = db_size(st, &size);
+	if (rc)
+		return rc;
+	if (off >= size)
+		return 0;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	if (len > ws_reader_buf_bytes(st->reader) || len > INT32_MAX)
+		return -EINVAL;
+	rc = f->pMethods->xRead(f, ws_reader_buf(st->reader), (int)len, (sqlite3_int64)off);
+	if (rc != SQLITE_OK)
+		return ws_fail(-EIO, "tenant %s: read %s at %" PRIu64 ": SQLite I/O error %d", st->tenant,
+			       st->db_path, off, rc);
+	return (ssize_t)len;
+}
+
 /* ---- open / close ----------------------------------------------------- */
 
 struct ws_stream *ws_stream_open(struct ws_sink *sink, const struct ws_stream_config *cfg, int *err)
@@ -291,7 +342,7 @@ struct ws_stream *ws_stream_open(struct ws_sink *sink, const struct ws_stream_co
 	st->batch_bytes_max = cfg->batch_bytes_max ? cfg->batch_bytes_max : BATCH_BYTES_DEFAULT;
 	st->held = -1;
 	st->wal_checkpoint_bytes = cfg->wal_checkpoint_bytes ? cfg->wal_checkpoint_bytes : WAL_CKPT_DEFAULT;
-	st->wal_fd = st->wal_slot = st->db_fd = st->db_slot = -1;
+	st->wal_fd = st->wal_slot = -1;
 	st->opened_ms = ws_wall_ms();
 	ws_buf_init(&st->scratch, 64u << 20);
 	if (asprintf(&st->db_path, "%s", cfg->db_path) < 0 ||
@@ -333,7 +384,6 @@ void ws_stream_close(struct ws_stream *st)
 	}
 	if (st->reader) {
 		file_close(st, &st->wal_fd, &st->wal_slot);
-		file_close(st, &st->db_fd, &st->db_slot);
 		ws_reader_close(st->reader);
 	}
 	ws_buf_free(&st->scratch);
@@ -539,8 +589,12 @@ static int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t
 	const uint32_t ps = sc->gen.page_size;
 	const size_t per_part = ws_reader_buf_bytes(st->reader) / ps;
 	uint8_t *buf = ws_reader_buf(st->reader);
-	uint64_t file_pages = file_size(st->db_fd) / ps;
-	uint64_t pages = file_pages < db_pages ? file_pages : db_pages;
+	uint64_t file_bytes, file_pages, pages;
+	int rc0 = db_size(st, &file_bytes);
+	if (rc0)
+		return rc0;
+	file_pages = file_bytes / ps;
+	pages = file_pages < db_pages ? file_pages : db_pages;
 
 	for (uint64_t p = 0; p < pages;) {
 		size_t n = per_part;
@@ -553,7 +607,7 @@ static int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t
 
 		if (pages - p < n)
 			n = (size_t)(pages - p);
-		got = ws_reader_read(st->reader, st->db_slot, p * ps, 0, n * ps);
+		got = db_read(st, p * ps, n * ps);
 		if (got < 0)
 			return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->db_path);
 		n = (size_t)got / ps;
@@ -593,7 +647,7 @@ static int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t
 static int db_header(struct ws_stream *st, uint32_t *page_size, uint32_t *pages)
 {
 	uint8_t *buf = ws_reader_buf(st->reader);
-	ssize_t got = ws_reader_read(st->reader, st->db_slot, 0, 0, 100);
+	ssize_t got = db_read(st, 0, 100);
 	uint32_t ps;
 	if (got < 0)
 		return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->db_path);
@@ -617,8 +671,13 @@ static int db_header(struct ws_stream *st, uint32_t *page_size, uint32_t *pages)
 	 * the change counter (SQLite >= 3.7.0 always writes both). */
 	if (ws_get_be32(buf + 92) == ws_get_be32(buf + 24) && ws_get_be32(buf + 28) != 0)
 		*pages = ws_get_be32(buf + 28);
-	else
-		*pages = (uint32_t)(file_size(st->db_fd) / ps);
+	else {
+		uint64_t bytes;
+		int rc = db_size(st, &bytes);
+		if (rc)
+			return rc;
+		*pages = (uint32_t)(bytes / ps);
+	}
 	return 0;
 }
 
@@ -637,10 +696,8 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	st->batch_count = st->snap_count = 0;
 	st->high_water = 0;
 
-	rc = file_refresh(st, st->db_path, &st->db_fd, &st->db_slot);
-	if (rc)
-		return rc == -ENOENT ? ws_fail(rc, "tenant %s: database %s vanished", st->tenant, st->db_path)
-				     : rc;
+	if (access(st->db_path, F_OK) != 0)
+		return ws_fail(-ENOENT, "tenant %s: database %s vanished", st->tenant, st->db_path);
 	rc = file_refresh(st, st->wal_path, &st->wal_fd, &st->wal_slot);
 	if (rc && rc != -ENOENT)
 		return rc;
@@ -672,11 +729,26 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 		ws_wal_cursor_init(&sc.cur, &wh);
 	}
 
-	if (!st->wm_loaded && (rc = refresh_wm(st)) != 0)
+	bool fresh = !st->wm_loaded;
+	if (fresh && (rc = refresh_wm(st)) != 0)
 		return rc;
+	/* A watermark we hold that fences us: say so before anything else,
+	 * re-reading it (unless just read) so the outcome names the current
+	 * owner. A takeover after our last read is found by the fencing read
+	 * that comes before any upload; an idle stale owner makes no request. */
+	if (st->have_wm && fenced_by(st, &st->wm)) {
+		if (!fresh && (rc = refresh_wm(st)) != 0)
+			return rc;
+		fill_fenced(st, out);
+		return 0;
+	}
 
 	/* Decide how this call continues the stream. */
-	bool same_gen = st->have_wm && st->wm.version >= 2 && gen_equal(&st->wm.gen, &sc.gen);
+	/* With no WAL on either side, only the held read mark proves the
+	 * database file unchanged: without it, writes may have come and been
+	 * checkpointed away (a TRUNCATE, or the last connection closing). */
+	bool same_gen = st->have_wm && st->wm.version >= 2 && gen_equal(&st->wm.gen, &sc.gen) &&
+			(sc.gen.wal_magic != 0 || st->continuous);
 	if (same_gen && sc.gen.wal_magic != 0 && st->wm.last_frame > 0) {
 		/* Prove the live WAL still holds the frame we stopped at. */
 		uint8_t *buf = ws_reader_buf(st->reader);
@@ -693,7 +765,9 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 		kind = WS_MANIFEST_CONTINUE;
 		if (sc.gen.wal_magic != 0 && st->wm.last_frame > 0)
 			ws_wal_cursor_resume(&sc.cur, &wh, st->wm.last_frame + 1, st->wm.end_cksum);
-	} else if (st->have_wm && st->continuous) {
+	} else if (st->have_wm && st->continuous && !gen_equal(&st->wm.gen, &sc.gen)) {
+		/* A different generation is all the handover proves; the same
+		 * salts with different frames would be a WAL we cannot explain. */
 		kind = WS_MANIFEST_NEXT_GEN;
 	} else {
 		kind = WS_MANIFEST_REBASE;
@@ -701,7 +775,6 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	sc.first_frame = sc.cur.next_frame ? sc.cur.next_frame : 1;
 	sc.seed[0] = sc.cur.cksum[0];
 	sc.seed[1] = sc.cur.cksum[1];
-	sc.read_ms = ws_wall_ms();
 
 	/* Nothing new? Decide without a single store request. */
 	if (kind != WS_MANIFEST_REBASE) {
@@ -801,6 +874,10 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	m.epoch = st->epoch;
 	m.pointer_generation = st->pg;
 	m.wm_seq = (st->have_wm ? st->wm.seq : 0) + 1;
+	/* Stamped after the scan, not before it: a reused WAL file lets the
+	 * scan meet commits made while it ran, and restore by time must never
+	 * yield a commit made after the time it was asked for. */
+	sc.read_ms = ws_wall_ms();
 	m.time_ms = sc.read_ms;
 	m.gen = sc.gen;
 	m.kind = kind;
