@@ -7,13 +7,18 @@
 
 struct ws_sink *ws_sink_open(const char *url, int *err)
 {
+	return ws_sink_open_flags(url, 0, err);
+}
+
+struct ws_sink *ws_sink_open_flags(const char *url, unsigned flags, int *err)
+{
 	struct ws_sink *sink = calloc(1, sizeof(*sink));
 	int rc = 0;
 	if (!sink) {
 		rc = ws_fail(-ENOMEM, "out of memory opening sink");
 		goto fail;
 	}
-	sink->store = ws_store_open(url, &rc);
+	sink->store = ws_store_open_flags(url, (flags & WS_SINK_EXISTING) ? WS_STORE_EXISTING : 0, &rc);
 	if (!sink->store)
 		goto fail;
 	*err = 0;

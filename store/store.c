@@ -208,6 +208,11 @@ void ws_store_close(struct ws_store *s)
 
 struct ws_store *ws_store_open(const char *url, int *err)
 {
+	return ws_store_open_flags(url, 0, err);
+}
+
+struct ws_store *ws_store_open_flags(const char *url, unsigned flags, int *err)
+{
 	struct ws_store *s = NULL;
 	const char *path;
 	int rc;
@@ -256,7 +261,7 @@ struct ws_store *ws_store_open(const char *url, int *err)
 		rc = ws_fail(WS_ECONFIG, "sink %s: refusing the filesystem root as a sink", url);
 		goto fail;
 	}
-	s = ws_store_file_open(path, &rc);
+	s = ws_store_file_open_flags(path, flags, &rc);
 	if (!s)
 		goto fail;
 	snprintf(s->url, sizeof(s->url), "%s", url);

@@ -823,7 +823,8 @@ static int read_sorted(int dir_fd, struct name_vec *nv)
 	}
 	if (errno)
 		rc = -errno;
-	qsort(nv->v, nv->count, sizeof(*nv->v), cmp_names);
+	if (nv->count > 1)
+		qsort(nv->v, nv->count, sizeof(*nv->v), cmp_names);
 out:
 	closedir(d);
 	return rc;
@@ -1064,6 +1065,11 @@ static int mkdir_durable(const char *root)
 
 struct ws_store *ws_store_file_open(const char *root, int *err)
 {
+	return ws_store_file_open_flags(root, 0, err);
+}
+
+struct ws_store *ws_store_file_open_flags(const char *root, unsigned flags, int *err)
+{
 	struct file_store *fs = NULL;
 	size_t len;
 	int rc;
@@ -1094,15 +1100,25 @@ struct ws_store *ws_store_file_open(const char *root, int *err)
 		goto fail;
 	}
 	snprintf(fs->base.url, sizeof(fs->base.url), "file://%s", fs->root);
-	rc = mkdir_durable(fs->root);
-	if (rc)
-		goto fail;
+	if (flags & WS_STORE_EXISTING) {
+		struct stat sb;
+		if (stat(fs->root, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+			rc = ws_fail(WS_ENOTFOUND, "file store %s: no such directory", fs->root);
+			goto fail;
+		}
+	} else {
+		rc = mkdir_durable(fs->root);
+		if (rc)
+			goto fail;
+	}
 	fs->root_fd = open(fs->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fs->root_fd < 0) {
 		rc = ws_fail(-errno, "file store %s: cannot open root: %s", fs->root, strerror(errno));
 		goto fail;
 	}
-	clean_stale(fs, fs->root_fd, 0);
+	/* Readers leave writers' temp files alone; only a writer pays for the walk. */
+	if (!(flags & WS_STORE_EXISTING))
+		clean_stale(fs, fs->root_fd, 0);
 	if (err)
 		*err = 0;
 	return &fs->base;

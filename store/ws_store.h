@@ -137,4 +137,13 @@ struct ws_store *ws_store_open(const char *url, int *err);
 /* The file backend directly (root must be absolute). */
 struct ws_store *ws_store_file_open(const char *root, int *err);
 
+/*
+ * Open flags. WS_STORE_EXISTING: the sink must already exist (WS_ENOTFOUND
+ * otherwise); nothing is created or cleaned up. For read-only commands, so a
+ * mistyped URL is an error rather than a new empty sink.
+ */
+#define WS_STORE_EXISTING 1u
+struct ws_store *ws_store_open_flags(const char *url, unsigned flags, int *err);
+struct ws_store *ws_store_file_open_flags(const char *root, unsigned flags, int *err);
+
 #endif

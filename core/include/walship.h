@@ -31,6 +31,9 @@ struct ws_sink;
 
 /* "file:///abs/dir". Errors: WS_ECONFIG, I/O errors. */
 struct ws_sink *ws_sink_open(const char *url, int *err);
+/* WS_SINK_EXISTING: fail with WS_ENOTFOUND rather than create the sink. */
+#define WS_SINK_EXISTING 1u
+struct ws_sink *ws_sink_open_flags(const char *url, unsigned flags, int *err);
 void ws_sink_close(struct ws_sink *sink);
 
 /* Object-store requests made through this sink so far (for metrics and tests). */
