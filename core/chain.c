@@ -117,6 +117,16 @@ static bool gen_eq(const struct ws_fmt_gen *a, const struct ws_fmt_gen *b)
 	       a->salt1 == b->salt1 && a->salt2 == b->salt2 && a->page_size == b->page_size;
 }
 
+/* A version-1 watermark carries no salts (decode zeroes them); its manifest
+ * is still bound to it by SHA-256 and length, salts included. */
+static bool wm_gen_eq(const struct ws_fmt_watermark *wm, const struct ws_fmt_gen *g)
+{
+	if (wm->version < 2)
+		return g->wal_magic == wm->gen.wal_magic && g->checkpoint_seq == wm->gen.checkpoint_seq &&
+		       g->page_size == wm->gen.page_size;
+	return gen_eq(g, &wm->gen);
+}
+
 void ws_chain_free(struct ws_chain *c)
 {
 	for (size_t i = 0; i < c->count; i++)
@@ -208,7 +218,7 @@ int ws_chain_load(struct ws_store *s, const char *tenant, const struct ws_fmt_wa
 					     tenant, key, out->keys[out->count - 1], why);
 				goto fail;
 			}
-		} else if (m.wm_seq != wm->seq || m.last_frame != wm->last_frame || !gen_eq(&m.gen, &wm->gen)) {
+		} else if (m.wm_seq != wm->seq || m.last_frame != wm->last_frame || !wm_gen_eq(wm, &m.gen)) {
 			ws_fmt_manifest_free(&m);
 			rc = ws_fail(WS_EINCOMPLETE, "tenant %s: manifest %s does not match its watermark", tenant,
 				     key);

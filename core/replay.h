@@ -7,10 +7,19 @@ struct ws_replay_result {
 	uint32_t page_size;
 	uint32_t db_pages;        /* database size at commit_frame */
 	uint64_t commit_frame;    /* last commit applied (in the last generation) */
+	size_t commit_manifest;   /* index of the manifest commit_frame belongs to */
 	int64_t commit_time_ms;
 	uint64_t frames_applied;
 	size_t manifest_index;
 	struct ws_fmt_gen generation;
+};
+
+/* Verify mode: report every bad object through fn and keep going. */
+struct ws_replay_report {
+	ws_problem_fn fn;
+	void *arg;
+	unsigned problems;
+	int first_err;
 };
 
 /*
@@ -19,6 +28,7 @@ struct ws_replay_result {
  * last manifest nor past any manifest's last commit.
  */
 int ws_replay(struct ws_store *s, const char *tenant, const struct ws_chain *c, size_t upto,
-	      uint64_t target_frame, int fd, struct ws_replay_result *res) WS_MUST_CHECK;
+	      uint64_t target_frame, int fd, struct ws_replay_result *res,
+	      struct ws_replay_report *rep) WS_MUST_CHECK;
 
 #endif

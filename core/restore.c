@@ -40,11 +40,25 @@ static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
 	return 0;
 }
 
+/* In verify mode, report a bad object and go on; otherwise stop. */
+static bool keep_going(struct ws_replay_report *rep, const char *tenant, const char *key, int rc)
+{
+	if (!rep)
+		return false;
+	rep->problems++;
+	if (!rep->first_err)
+		rep->first_err = rc;
+	if (rep->fn)
+		rep->fn(tenant, key, rc, ws_errmsg(), rep->arg);
+	return true;
+}
+
 int ws_replay(struct ws_store *s, const char *tenant, const struct ws_chain *c, size_t upto,
-	      uint64_t target_frame, int fd, struct ws_replay_result *res)
+	      uint64_t target_frame, int fd, struct ws_replay_result *res, struct ws_replay_report *rep)
 {
 	struct ws_buf b;
 	uint32_t run[2] = { 0, 0 };
+	bool resync = false;
 	int rc = 0;
 
 	memset(res, 0, sizeof(*res));
@@ -67,6 +81,8 @@ int ws_replay(struct ws_store *s, const char *tenant, const struct ws_chain *c, 
 					rc = ws_fail(WS_EFORMAT, "snapshot part does not match its manifest entry");
 				if (rc) {
 					ws_fail_wrap(rc, "tenant %s: snapshot %s", tenant, m->snaps[k].key);
+					if (keep_going(rep, tenant, m->snaps[k].key, rc))
+						continue;
 					goto out;
 				}
 				if (fd >= 0 && (rc = pwrite_all(fd, pages, (size_t)sh.page_count * ps,
@@ -78,6 +94,7 @@ int ws_replay(struct ws_store *s, const char *tenant, const struct ws_chain *c, 
 			res->db_pages = m->db_pages;
 			res->page_size = ps;
 			res->commit_frame = m->last_frame;
+			res->commit_manifest = i;
 		}
 		run[0] = m->seed_cksum[0];
 		run[1] = m->seed_cksum[1];
@@ -86,15 +103,22 @@ int ws_replay(struct ws_store *s, const char *tenant, const struct ws_chain *c, 
 			const uint8_t *frames;
 			uint32_t end[2];
 			rc = ws_obj_fetch(s, &m->batches[k], &b);
+			if (!rc && resync && ws_fmt_batch_decode(b.data, b.len, &bh, NULL) == 0) {
+				/* After a bad batch, check the rest on their own. */
+				run[0] = bh.seed_cksum[0];
+				run[1] = bh.seed_cksum[1];
+			}
+			if (!rc)
+				rc = ws_batch_verify(b.data, b.len, m, &m->batches[k], run, end, &bh, &frames);
 			if (rc) {
 				ws_fail_wrap(rc, "tenant %s", tenant);
+				if (keep_going(rep, tenant, m->batches[k].key, rc)) {
+					resync = true;
+					continue;
+				}
 				goto out;
 			}
-			rc = ws_batch_verify(b.data, b.len, m, &m->batches[k], run, end, &bh, &frames);
-			if (rc) {
-				ws_fail_wrap(rc, "tenant %s", tenant);
-				goto out;
-			}
+			resync = false;
 			for (uint64_t f = 0; f < bh.frame_count; f++) {
 				uint64_t no = bh.first_frame + f;
 				const uint8_t *fr = frames + f * fsz;
@@ -117,6 +141,7 @@ int ws_replay(struct ws_store *s, const char *tenant, const struct ws_chain *c, 
 				if (dbsz) {
 					res->db_pages = dbsz;
 					res->commit_frame = no;
+					res->commit_manifest = i;
 					res->commit_time_ms = m->time_ms;
 				}
 				res->frames_applied++;
@@ -124,7 +149,7 @@ int ws_replay(struct ws_store *s, const char *tenant, const struct ws_chain *c, 
 			run[0] = end[0];
 			run[1] = end[1];
 		}
-		if (m->batch_count && !last_manifest && res->commit_frame != m->last_frame) {
+		if (m->batch_count && !last_manifest && res->commit_frame != m->last_frame && !rep) {
 			rc = ws_fail(WS_EINCOMPLETE, "tenant %s: manifest %s ends without its commit frame %" PRIu64,
 				     tenant, c->keys[i], m->last_frame);
 			goto out;
@@ -139,6 +164,8 @@ int ws_replay(struct ws_store *s, const char *tenant, const struct ws_chain *c, 
 	}
 out:
 	ws_buf_free(&b);
+	if (!rc && rep && rep->first_err)
+		rc = rep->first_err;
 	return rc;
 }
 
@@ -260,16 +287,21 @@ int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore
 	if (opts->frame && frame < c.m[idx].last_frame) {
 		/* A frame inside a manifest: find the last commit at or before it
 		 * first (a dry replay), so no uncommitted frame is applied. */
-		rc = ws_replay(sink->store, tenant, &c, idx, frame, -1, &res);
+		rc = ws_replay(sink->store, tenant, &c, idx, frame, -1, &res, NULL);
 		if (rc)
 			goto out;
-		frame = res.commit_frame;
-		if (c.m[idx].kind == WS_MANIFEST_REBASE || frame < c.m[idx].first_frame) {
-			if (frame < c.m[idx].valid_from_frame || (idx == 0 && frame == 0)) {
-				rc = ws_fail(WS_ERANGE_, "tenant %s: no restorable commit at or before frame %" PRIu64,
-					     tenant, opts->frame);
-				goto out;
-			}
+		if (res.commit_manifest == idx && res.commit_frame >= c.m[idx].valid_from_frame) {
+			frame = res.commit_frame;
+		} else if (idx > 0 && c.m[idx].kind != WS_MANIFEST_REBASE) {
+			/* No commit of this manifest at or before the frame: the
+			 * state is where its predecessor ended. Compare manifests,
+			 * not frame numbers: they restart in a new generation. */
+			idx--;
+			frame = c.m[idx].last_frame;
+		} else {
+			rc = ws_fail(WS_ERANGE_, "tenant %s: no restorable commit at or before frame %" PRIu64,
+				     tenant, opts->frame);
+			goto out;
 		}
 	}
 	if (asprintf(&tmp, "%s.walship-restore.%d", out_path, (int)getpid()) < 0) {
@@ -282,7 +314,7 @@ int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore
 		rc = ws_fail(-errno, "cannot create %s", tmp);
 		goto out;
 	}
-	rc = ws_replay(sink->store, tenant, &c, idx, frame, fd, &res);
+	rc = ws_replay(sink->store, tenant, &c, idx, frame, fd, &res, NULL);
 	if (rc)
 		goto out;
 	if (res.db_pages == 0) {
