@@ -1,0 +1,909 @@
+/*
+ * Bad input gets a clear error and loses nothing (DESIGN invariants 6, 8):
+ * a -wal file that is not a WAL uploads nothing; every kind of damage to a
+ * shipped sink (flipped, truncated, missing or swapped objects, a garbage
+ * watermark, a foreign tenant's object) makes verify name the object and
+ * restore refuse without leaving anything at or next to the output path;
+ * bad tenant names and missing databases are refused up front.
+ *
+ * Each sink-damage case works on a fresh `cp -a` copy of one good sink.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "walship.h"
+#include "ws_format.h"
+#include "ws_store.h"
+
+#define TENANT "ledger"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static void exec_ok(sqlite3 *db, const char *sql)
+{
+	char *msg = NULL;
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+		fail_msg("sqlite: %s: %s", sql, msg ? msg : "?");
+}
+
+static int first_col_cb(void *arg, int n, char **vals, char **names)
+{
+	(void)names;
+	if (n > 0 && vals[0])
+		snprintf(arg, 64, "%s", vals[0]);
+	return 0;
+}
+
+static void query1(sqlite3 *db, const char *sql, char out[64])
+{
+	char *msg = NULL;
+	out[0] = '\0';
+	if (sqlite3_exec(db, sql, first_col_cb, out, &msg) != SQLITE_OK)
+		fail_msg("sqlite: %s: %s", sql, msg ? msg : "?");
+}
+
+static sqlite3 *writer_open(const char *path)
+{
+	sqlite3 *db = NULL;
+	char res[64];
+	if (sqlite3_open(path, &db) != SQLITE_OK)
+		fail_msg("open %s: %s", path, sqlite3_errmsg(db));
+	sqlite3_busy_timeout(db, 5000);
+	query1(db, "PRAGMA journal_mode=WAL", res);
+	assert_string_equal(res, "wal");
+	exec_ok(db, "PRAGMA wal_autocheckpoint=0");
+	exec_ok(db, "CREATE TABLE IF NOT EXISTS t(k INTEGER PRIMARY KEY, v BLOB)");
+	return db;
+}
+
+static void write_txn(sqlite3 *db, int rows, int bytes)
+{
+	sqlite3_stmt *s = NULL;
+	exec_ok(db, "BEGIN");
+	assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO t(v) VALUES(randomblob(?))", -1, &s, NULL),
+			 SQLITE_OK);
+	for (int i = 0; i < rows; i++) {
+		sqlite3_bind_int(s, 1, bytes);
+		if (sqlite3_step(s) != SQLITE_DONE)
+			fail_msg("insert: %s", sqlite3_errmsg(db));
+		sqlite3_reset(s);
+	}
+	sqlite3_finalize(s);
+	exec_ok(db, "COMMIT");
+}
+
+static void fnv(uint64_t *h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < n; i++) {
+		*h ^= b[i];
+		*h *= 1099511628211ull;
+	}
+}
+
+static uint64_t content_hash(sqlite3 *db)
+{
+	sqlite3_stmt *s = NULL;
+	uint64_t h = 1469598103934665603ull;
+	int rc;
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT k, v FROM t ORDER BY 1", -1, &s, NULL), SQLITE_OK);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		int64_t k = sqlite3_column_int64(s, 0);
+		int n = sqlite3_column_bytes(s, 1);
+		fnv(&h, &k, sizeof(k));
+		fnv(&h, &n, sizeof(n));
+		if (n > 0)
+			fnv(&h, sqlite3_column_blob(s, 1), (size_t)n);
+	}
+	assert_int_equal(rc, SQLITE_DONE);
+	sqlite3_finalize(s);
+	return h;
+}
+
+static uint64_t file_hash(const char *path)
+{
+	sqlite3 *db = NULL;
+	char res[64];
+	uint64_t h;
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+		fail_msg("open %s: %s", path, sqlite3_errmsg(db));
+	query1(db, "PRAGMA integrity_check", res);
+	assert_string_equal(res, "ok");
+	h = content_hash(db);
+	sqlite3_close(db);
+	return h;
+}
+
+/* Names, types, sizes, modes and SHA-256 of every entry under dir. */
+static char *dir_digest(const char *dir)
+{
+	char *tmp, *out;
+	size_t len = 0;
+	assert_int_not_equal(asprintf(&tmp, "%s.digest", dir), -1);
+	assert_int_equal(wt_sh("cd '%s' && { find . -printf '%%p %%y %%s %%m\\n' | LC_ALL=C sort; "
+			       "find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum; } > '%s'",
+			       dir, tmp),
+			 0);
+	out = (char *)wt_read_file(tmp, &len);
+	assert_non_null(out);
+	out[len] = '\0';
+	unlink(tmp);
+	free(tmp);
+	return out;
+}
+
+static bool dir_empty(const char *dir)
+{
+	char *tmp;
+	size_t len = 0;
+	uint8_t *b;
+	bool empty;
+	assert_int_not_equal(asprintf(&tmp, "%s.ls", dir), -1);
+	assert_int_equal(wt_sh("ls -A '%s' > '%s'", dir, tmp), 0);
+	b = wt_read_file(tmp, &len);
+	empty = len == 0;
+	if (!empty)
+		fprintf(stderr, "left in %s: %.*s\n", dir, (int)len, (const char *)b);
+	free(b);
+	unlink(tmp);
+	free(tmp);
+	return empty;
+}
+
+/* Relative keys of the sink's objects whose find(1) predicate matches, sorted. */
+static size_t find_keys(const char *sink_dir, const char *pred, char keys[][WS_KEY_MAX], size_t max)
+{
+	char *tmp;
+	size_t len = 0, n = 0;
+	char *b, *line, *save = NULL;
+	assert_int_not_equal(asprintf(&tmp, "%s.keys", sink_dir), -1);
+	assert_int_equal(wt_sh("cd '%s' && find . -type f ! -name '.*' %s | sed 's|^\\./||' | LC_ALL=C sort > '%s'",
+			       sink_dir, pred, tmp),
+			 0);
+	b = (char *)wt_read_file(tmp, &len);
+	assert_non_null(b);
+	b[len] = '\0';
+	for (line = strtok_r(b, "\n", &save); line && n < max; line = strtok_r(NULL, "\n", &save))
+		snprintf(keys[n++], WS_KEY_MAX, "%s", line);
+	free(b);
+	unlink(tmp);
+	free(tmp);
+	return n;
+}
+
+struct src {
+	char *dir, *db, *wal, *sink_dir, *sink_url;
+	struct ws_sink *sink;
+	sqlite3 *w;
+};
+
+static void src_init(struct src *s, const char *tag)
+{
+	int err = 0;
+	memset(s, 0, sizeof(*s));
+	s->dir = wt_tmpdir(tag);
+	assert_non_null(s->dir);
+	s->db = wt_path(s->dir, "src.db");
+	assert_int_not_equal(asprintf(&s->wal, "%s-wal", s->db), -1);
+	s->sink_dir = wt_path(s->dir, "sink");
+	assert_int_not_equal(asprintf(&s->sink_url, "file://%s", s->sink_dir), -1);
+	s->sink = ws_sink_open(s->sink_url, &err);
+	assert_int_equal(err, 0);
+	s->w = writer_open(s->db);
+}
+
+static void src_free(struct src *s)
+{
+	if (s->w)
+		sqlite3_close(s->w);
+	ws_sink_close(s->sink);
+	wt_rmrf(s->dir);
+	free(s->dir);
+	free(s->db);
+	free(s->wal);
+	free(s->sink_dir);
+	free(s->sink_url);
+}
+
+static struct ws_stream *stream_for(struct ws_sink *sink, const char *tenant, const char *db, int *err)
+{
+	struct ws_stream_config c;
+	memset(&c, 0, sizeof(c));
+	c.tenant = tenant;
+	c.db_path = db;
+	c.epoch = 1;
+	c.pointer_generation = 1;
+	c.batch_bytes_max = 128u << 10;
+	c.wal_checkpoint_bytes = UINT64_MAX;
+	return ws_stream_open(sink, &c, err);
+}
+
+static void tail_ok(struct ws_stream *st)
+{
+	struct ws_outcome o;
+	int rc = ws_stream_tail_frames(st, &o);
+	if (rc)
+		fail_msg("tail_frames: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_true(o.kind == WS_OUTCOME_STREAMED || o.kind == WS_OUTCOME_RESTARTED);
+}
+
+/* Problems reported by verify. */
+struct problems {
+	unsigned count;
+	char detail[16][1024];
+	char key[16][WS_KEY_MAX];
+	char tenant[16][WS_TENANT_MAX];
+	int err[16];
+};
+
+static void problem_cb(const char *tenant, const char *key, int err, const char *detail, void *arg)
+{
+	struct problems *p = arg;
+	if (p->count < 16) {
+		snprintf(p->tenant[p->count], WS_TENANT_MAX, "%s", tenant ? tenant : "");
+		snprintf(p->key[p->count], WS_KEY_MAX, "%s", key ? key : "");
+		snprintf(p->detail[p->count], sizeof(p->detail[0]), "%s", detail ? detail : "");
+		p->err[p->count] = err;
+	}
+	p->count++;
+}
+
+/* ---- garbage WAL ---------------------------------------------------------- */
+
+static void garbage_wal_case(size_t wal_len, bool shipped_before)
+{
+	struct src s;
+	struct ws_stream *st;
+	struct ws_outcome o;
+	uint8_t *junk = malloc(wal_len);
+	uint8_t *after;
+	size_t after_len = 0;
+	uint64_t rng = 0x5eed + wal_len;
+	uint64_t h_shipped = 0;
+	char *before, *now;
+	int err = 0, rc;
+
+	src_init(&s, "bad_wal");
+	write_txn(s.w, 20, 500);
+	if (shipped_before) {
+		st = stream_for(s.sink, TENANT, s.db, &err);
+		assert_non_null(st);
+		tail_ok(st);
+		ws_stream_close(st);
+		h_shipped = content_hash(s.w);
+	}
+	sqlite3_close(s.w); /* WAL checkpointed and deleted */
+	s.w = NULL;
+	assert_int_equal(access(s.wal, F_OK), -1);
+	for (size_t i = 0; i < wal_len; i++)
+		junk[i] = (uint8_t)wt_rand(&rng);
+	assert_int_equal(wt_write_file(s.wal, junk, wal_len), 0);
+
+	before = dir_digest(s.sink_dir);
+	st = stream_for(s.sink, TENANT, s.db, &err);
+	assert_non_null(st);
+	for (int i = 0; i < 2; i++) {
+		rc = ws_stream_tail_frames(st, &o);
+		assert_int_equal(rc, WS_ENOTWAL);
+		assert_non_null(strstr(ws_errmsg(), TENANT));
+		assert_non_null(strstr(ws_errmsg(), s.wal));
+	}
+	ws_stream_close(st);
+	now = dir_digest(s.sink_dir);
+	assert_string_equal(before, now);
+	/* The file is still the garbage we wrote: the test saw what it meant to. */
+	after = wt_read_file(s.wal, &after_len);
+	assert_int_equal(after_len, wal_len);
+	assert_memory_equal(after, junk, wal_len);
+	if (shipped_before) {
+		char *out = wt_path(s.dir, "r.db");
+		assert_int_equal(ws_restore(s.sink, TENANT, NULL, out), 0);
+		assert_true(file_hash(out) == h_shipped);
+		free(out);
+	}
+	free(after);
+	free(before);
+	free(now);
+	free(junk);
+	src_free(&s);
+}
+
+static void test_garbage_wal(void **state)
+{
+	(void)state;
+	garbage_wal_case(4096 + 32, false);
+	garbage_wal_case(32, false);
+	garbage_wal_case(10, false);   /* shorter than a header */
+	garbage_wal_case(70000, true); /* after a good ship: the sink keeps it */
+}
+
+/* A database that is not in WAL mode, and a file that is no database. */
+static void test_not_wal_database(void **state)
+{
+	struct src s;
+	struct ws_stream *st;
+	struct ws_outcome o;
+	char *before, *now;
+	char res[64];
+	int err = 0, rc;
+	(void)state;
+
+	src_init(&s, "bad_mode");
+	query1(s.w, "PRAGMA journal_mode=DELETE", res);
+	assert_string_equal(res, "delete");
+	write_txn(s.w, 5, 100);
+	before = dir_digest(s.sink_dir);
+	st = stream_for(s.sink, TENANT, s.db, &err);
+	assert_non_null(st);
+	rc = ws_stream_tail_frames(st, &o);
+	assert_int_equal(rc, WS_ECONFIG);
+	assert_non_null(strstr(ws_errmsg(), "WAL"));
+	ws_stream_close(st);
+	now = dir_digest(s.sink_dir);
+	assert_string_equal(before, now);
+	free(now);
+
+	sqlite3_close(s.w);
+	s.w = NULL;
+	{
+		char junk[8192];
+		memset(junk, 'x', sizeof(junk));
+		assert_int_equal(wt_write_file(s.db, junk, sizeof(junk)), 0);
+	}
+	st = stream_for(s.sink, TENANT, s.db, &err);
+	assert_non_null(st);
+	rc = ws_stream_tail_frames(st, &o);
+	assert_int_not_equal(rc, 0);
+	assert_non_null(strstr(ws_errmsg(), TENANT));
+	ws_stream_close(st);
+	now = dir_digest(s.sink_dir);
+	assert_string_equal(before, now);
+	free(now);
+	free(before);
+	src_free(&s);
+}
+
+/* ---- a damaged sink ---------------------------------------------------------- */
+
+struct good {
+	struct src s;
+	uint64_t h;
+	char *out_dir;
+	unsigned copies;
+};
+
+/* A sink with a snapshot base (several parts) and three manifests of
+ * several batches each. */
+static void good_init(struct good *g)
+{
+	struct ws_stream *st;
+	char res[64];
+	int err = 0;
+
+	src_init(&g->s, "bad_sink");
+	write_txn(g->s.w, 120, 3000);
+	query1(g->s.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+	assert_string_equal(res, "0");
+	write_txn(g->s.w, 60, 3000);
+	st = stream_for(g->s.sink, TENANT, g->s.db, &err);
+	assert_non_null(st);
+	tail_ok(st);
+	for (int i = 0; i < 2; i++) {
+		write_txn(g->s.w, 70, 3000);
+		tail_ok(st);
+	}
+	ws_stream_close(st);
+	g->h = content_hash(g->s.w);
+	g->out_dir = wt_path(g->s.dir, "out");
+	assert_int_equal(mkdir(g->out_dir, 0755), 0);
+	assert_int_equal(ws_verify(g->s.sink, TENANT, NULL, NULL), 0);
+	{
+		char *out = wt_path(g->out_dir, "good.db");
+		assert_int_equal(ws_restore(g->s.sink, TENANT, NULL, out), 0);
+		assert_true(file_hash(out) == g->h);
+		unlink(out);
+		free(out);
+	}
+}
+
+static void good_free(struct good *g)
+{
+	free(g->out_dir);
+	src_free(&g->s);
+}
+
+/* A fresh copy of the good sink. */
+static char *good_copy(struct good *g)
+{
+	char name[32];
+	char *dir;
+	snprintf(name, sizeof(name), "copy%u", g->copies++);
+	dir = wt_path(g->s.dir, name);
+	assert_int_equal(wt_sh("cp -a '%s' '%s'", g->s.sink_dir, dir), 0);
+	return dir;
+}
+
+static char *obj_path(const char *dir, const char *key)
+{
+	return wt_path(dir, key);
+}
+
+enum damage { FLIP, TRUNCATE, DELETE, RANDOM, EMPTY, HEADER_FLIP };
+
+static void damage(const char *dir, const char *key, enum damage d)
+{
+	char *p = obj_path(dir, key);
+	size_t len = 0;
+	uint8_t *b = wt_read_file(p, &len);
+	uint64_t rng = 42;
+	assert_non_null(b);
+	assert_true(len > 8);
+	/* Published objects may be hard links shared with the original sink
+	 * copy's source: replace, never modify in place. */
+	assert_int_equal(unlink(p), 0);
+	switch (d) {
+	case FLIP:
+		b[len / 2] ^= 0x01;
+		assert_int_equal(wt_write_file(p, b, len), 0);
+		break;
+	case HEADER_FLIP:
+		b[20] ^= 0x80;
+		assert_int_equal(wt_write_file(p, b, len), 0);
+		break;
+	case TRUNCATE:
+		assert_int_equal(wt_write_file(p, b, len / 2), 0);
+		break;
+	case RANDOM:
+		for (size_t i = 0; i < len; i++)
+			b[i] = (uint8_t)wt_rand(&rng);
+		assert_int_equal(wt_write_file(p, b, len), 0);
+		break;
+	case EMPTY:
+		assert_int_equal(wt_write_file(p, b, 0), 0);
+		break;
+	case DELETE:
+		break;
+	}
+	free(b);
+	free(p);
+}
+
+/* verify names `key` and fails with one of `errs`; restore refuses cleanly. */
+static void expect_refused(struct good *g, const char *dir, const char *key, const int *errs, size_t nerrs)
+{
+	char *url;
+	struct ws_sink *sink;
+	struct problems p;
+	char *out = wt_path(g->out_dir, "restored.db");
+	int err = 0, rc;
+	bool named = false, code_ok = false;
+
+	assert_int_not_equal(asprintf(&url, "file://%s", dir), -1);
+	sink = ws_sink_open(url, &err);
+	assert_non_null(sink);
+
+	memset(&p, 0, sizeof(p));
+	rc = ws_verify(sink, TENANT, problem_cb, &p);
+	assert_int_not_equal(rc, 0);
+	assert_true(p.count >= 1);
+	for (unsigned i = 0; i < p.count && i < 16; i++) {
+		if (strstr(p.detail[i], key) || strcmp(p.key[i], key) == 0)
+			named = true;
+		assert_string_equal(p.tenant[i], TENANT);
+	}
+	for (size_t i = 0; i < nerrs; i++)
+		code_ok |= rc == errs[i];
+	if (!named || !code_ok)
+		fail_msg("damage to %s: verify returned %s, problem: %s", key, ws_strerror(rc), p.detail[0]);
+	/* Verify of the whole sink reports it too. */
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(ws_verify(sink, NULL, problem_cb, &p), rc);
+	assert_int_equal(p.count, 1);
+
+	rc = ws_restore(sink, TENANT, NULL, out);
+	assert_int_not_equal(rc, 0);
+	code_ok = false;
+	for (size_t i = 0; i < nerrs; i++)
+		code_ok |= rc == errs[i];
+	if (!code_ok)
+		fail_msg("damage to %s: restore returned %s (%s)", key, ws_strerror(rc), ws_errmsg());
+	assert_non_null(strstr(ws_errmsg(), key));
+	assert_int_equal(access(out, F_OK), -1);
+	assert_true(dir_empty(g->out_dir));
+
+	/* With force too, and over an existing file: that file is untouched. */
+	{
+		struct ws_restore_opts o = { .force = true };
+		static const char keep[] = "precious";
+		size_t len = 0;
+		uint8_t *b;
+		assert_int_equal(wt_write_file(out, keep, sizeof(keep)), 0);
+		assert_int_not_equal(ws_restore(sink, TENANT, &o, out), 0);
+		b = wt_read_file(out, &len);
+		assert_int_equal(len, sizeof(keep));
+		assert_memory_equal(b, keep, len);
+		free(b);
+		unlink(out);
+		assert_true(dir_empty(g->out_dir));
+	}
+	ws_sink_close(sink);
+	free(url);
+	free(out);
+}
+
+static const int E_CORRUPT[] = { WS_ECORRUPT };
+static const int E_MISSING[] = { WS_EINCOMPLETE };
+static const int E_BADWM[] = { WS_EFORMAT, WS_ECORRUPT };
+
+static void damage_case(struct good *g, const char *key, enum damage d, const int *errs, size_t nerrs)
+{
+	char *dir = good_copy(g);
+	damage(dir, key, d);
+	expect_refused(g, dir, key, errs, nerrs);
+	wt_rmrf(dir);
+	free(dir);
+}
+
+#define NKEYS 256
+
+static void test_damaged_sink(void **state)
+{
+	struct good g;
+	char (*batches)[WS_KEY_MAX] = calloc(NKEYS, WS_KEY_MAX);
+	char (*manifests)[WS_KEY_MAX] = calloc(NKEYS, WS_KEY_MAX);
+	char (*snaps)[WS_KEY_MAX] = calloc(NKEYS, WS_KEY_MAX);
+	size_t nb, nm, ns;
+	(void)state;
+
+	memset(&g, 0, sizeof(g));
+	good_init(&g);
+	nb = find_keys(g.s.sink_dir, "-name 'b*'", batches, NKEYS);
+	nm = find_keys(g.s.sink_dir, "-name 'm*'", manifests, NKEYS);
+	ns = find_keys(g.s.sink_dir, "-path '*/s*/*'", snaps, NKEYS);
+	assert_true(nb >= 6);
+	assert_int_equal(nm, 3);
+	assert_true(ns >= 3);
+
+	/* Batches: first, a middle one, the last. */
+	size_t pick[3] = { 0, nb / 2, nb - 1 };
+	for (int i = 0; i < 3; i++) {
+		const char *k = batches[pick[i]];
+		damage_case(&g, k, FLIP, E_CORRUPT, 1);
+		damage_case(&g, k, HEADER_FLIP, E_CORRUPT, 1);
+		damage_case(&g, k, TRUNCATE, E_CORRUPT, 1);
+		damage_case(&g, k, DELETE, E_MISSING, 1);
+	}
+	/* A batch replaced by another valid batch. */
+	{
+		char *dir = good_copy(&g);
+		char *src = obj_path(dir, batches[1]);
+		char *dst = obj_path(dir, batches[0]);
+		assert_int_equal(unlink(dst), 0);
+		assert_int_equal(wt_sh("cp '%s' '%s'", src, dst), 0);
+		expect_refused(&g, dir, batches[0], E_CORRUPT, 1);
+		wt_rmrf(dir);
+		free(dir);
+		free(src);
+		free(dst);
+	}
+	/* Manifests: each of the chain. */
+	for (size_t i = 0; i < nm; i++) {
+		damage_case(&g, manifests[i], FLIP, E_CORRUPT, 1);
+		damage_case(&g, manifests[i], TRUNCATE, E_CORRUPT, 1);
+		damage_case(&g, manifests[i], DELETE, E_MISSING, 1);
+	}
+	/* Snapshot parts. */
+	damage_case(&g, snaps[0], FLIP, E_CORRUPT, 1);
+	damage_case(&g, snaps[ns - 1], TRUNCATE, E_CORRUPT, 1);
+	damage_case(&g, snaps[ns / 2], DELETE, E_MISSING, 1);
+	/* The watermark. */
+	damage_case(&g, TENANT "/wm", TRUNCATE, E_BADWM, 2);
+	damage_case(&g, TENANT "/wm", RANDOM, E_BADWM, 2);
+	damage_case(&g, TENANT "/wm", FLIP, E_BADWM, 2);
+	damage_case(&g, TENANT "/wm", EMPTY, E_BADWM, 2);
+
+	/* The original is still good: the cases really worked on copies. */
+	assert_int_equal(ws_verify(g.s.sink, TENANT, NULL, NULL), 0);
+	free(batches);
+	free(manifests);
+	free(snaps);
+	good_free(&g);
+}
+
+/* A corrupt watermark stops the stream: an error, and nothing written over it. */
+static void test_stream_refuses_bad_watermark(void **state)
+{
+	struct good g;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	char *before, *now;
+	int err = 0, rc;
+	(void)state;
+
+	memset(&g, 0, sizeof(g));
+	good_init(&g);
+	damage(g.s.sink_dir, TENANT "/wm", RANDOM);
+	write_txn(g.s.w, 3, 100);
+	before = dir_digest(g.s.sink_dir);
+	st = stream_for(g.s.sink, TENANT, g.s.db, &err);
+	assert_non_null(st);
+	for (int i = 0; i < 2; i++) {
+		rc = ws_stream_tail_frames(st, &o);
+		assert_true(rc == WS_EFORMAT || rc == WS_ECORRUPT);
+		assert_non_null(strstr(ws_errmsg(), TENANT "/wm"));
+	}
+	ws_stream_close(st);
+	now = dir_digest(g.s.sink_dir);
+	assert_string_equal(before, now);
+	free(before);
+	free(now);
+	good_free(&g);
+}
+
+/* ---- foreign objects ---------------------------------------------------------- */
+
+static void test_foreign_objects(void **state)
+{
+	struct src a, b;
+	struct ws_stream *st;
+	struct ws_outcome o;
+	struct problems p;
+	char *wm_a, *wm_b, *out, *before, *now;
+	int err = 0, rc;
+	(void)state;
+
+	src_init(&a, "foreign");
+	write_txn(a.w, 10, 700);
+	st = stream_for(a.sink, "alpha", a.db, &err);
+	assert_non_null(st);
+	tail_ok(st);
+	ws_stream_close(st);
+
+	/* Tenant beta ships its own database into the same sink. */
+	memset(&b, 0, sizeof(b));
+	b.db = wt_path(a.dir, "beta.db");
+	b.w = writer_open(b.db);
+	write_txn(b.w, 4, 300);
+	st = stream_for(a.sink, "beta", b.db, &err);
+	assert_non_null(st);
+	tail_ok(st);
+	ws_stream_close(st);
+	assert_int_equal(ws_verify(a.sink, NULL, NULL, NULL), 0);
+
+	/* Alpha's watermark under beta's key. */
+	wm_a = wt_path(a.sink_dir, "alpha/wm");
+	wm_b = wt_path(a.sink_dir, "beta/wm");
+	assert_int_equal(unlink(wm_b), 0);
+	assert_int_equal(wt_sh("cp '%s' '%s'", wm_a, wm_b), 0);
+
+	memset(&p, 0, sizeof(p));
+	rc = ws_verify(a.sink, "beta", problem_cb, &p);
+	assert_int_equal(rc, WS_EFORMAT);
+	assert_int_equal(p.count, 1);
+	assert_non_null(strstr(p.detail[0], "beta/wm"));
+	assert_non_null(strstr(p.detail[0], "alpha"));
+	/* The whole sink: only beta is reported. */
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(ws_verify(a.sink, NULL, problem_cb, &p), WS_EFORMAT);
+	assert_int_equal(p.count, 1);
+	assert_string_equal(p.tenant[0], "beta");
+	assert_int_equal(ws_verify(a.sink, "alpha", NULL, NULL), 0);
+
+	out = wt_path(a.dir, "beta-restored.db");
+	assert_int_equal(ws_restore(a.sink, "beta", NULL, out), WS_EFORMAT);
+	assert_int_equal(access(out, F_OK), -1);
+
+	/* Beta's stream refuses to build on it, and writes nothing. */
+	write_txn(b.w, 2, 300);
+	before = dir_digest(a.sink_dir);
+	st = stream_for(a.sink, "beta", b.db, &err);
+	assert_non_null(st);
+	rc = ws_stream_tail_frames(st, &o);
+	assert_int_equal(rc, WS_EFORMAT);
+	ws_stream_close(st);
+	now = dir_digest(a.sink_dir);
+	assert_string_equal(before, now);
+	free(before);
+	free(now);
+
+	/* A well-formed beta watermark naming alpha's manifest (with its true
+	 * hash): the manifest itself says whose it is. */
+	{
+		int e2 = 0;
+		struct ws_store *s = ws_store_file_open(a.sink_dir, &e2);
+		struct ws_buf buf;
+		struct ws_fmt_watermark wm;
+		assert_non_null(s);
+		ws_buf_init(&buf, 0);
+		assert_int_equal(ws_store_get(s, "alpha/wm", 0, UINT64_MAX, &buf, NULL), 0);
+		assert_int_equal(ws_fmt_watermark_decode(buf.data, buf.len, &wm), 0);
+		snprintf(wm.tenant, sizeof(wm.tenant), "beta");
+		assert_int_equal(ws_fmt_watermark_encode(&wm, &buf), 0);
+		assert_int_equal(ws_store_put(s, "beta/wm", buf.data, buf.len, WS_PUT_OVERWRITE, NULL, NULL), 0);
+		ws_buf_free(&buf);
+		ws_store_close(s);
+	}
+	memset(&p, 0, sizeof(p));
+	rc = ws_verify(a.sink, "beta", problem_cb, &p);
+	assert_int_equal(rc, WS_EFORMAT);
+	assert_non_null(strstr(p.detail[0], "alpha/"));
+	assert_int_equal(ws_restore(a.sink, "beta", NULL, out), WS_EFORMAT);
+	assert_int_equal(access(out, F_OK), -1);
+
+	/* Alpha is untouched by all of it. */
+	assert_int_equal(ws_restore(a.sink, "alpha", NULL, out), 0);
+	assert_true(file_hash(out) == content_hash(a.w));
+
+	free(out);
+	free(wm_a);
+	free(wm_b);
+	sqlite3_close(b.w);
+	free(b.db);
+	src_free(&a);
+}
+
+/* ---- configuration ---------------------------------------------------------------- */
+
+static void test_bad_tenant_names(void **state)
+{
+	struct src s;
+	char long_name[200];
+	char max_name[WS_TENANT_MAX];
+	const char *bad[] = { "", ".", "..", ".hidden", "_private", "a/b", "a b", "a\\b", "tab\t",
+			      "caf\xc3\xa9", "star*", "q?", "new\nline", long_name };
+	char *out;
+	int err, rc;
+	(void)state;
+
+	memset(long_name, 'a', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	memset(max_name, 'z', sizeof(max_name) - 1);
+	max_name[sizeof(max_name) - 1] = '\0';
+	src_init(&s, "bad_names");
+	out = wt_path(s.dir, "r.db");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct ws_stream *st;
+		err = 0;
+		st = stream_for(s.sink, bad[i], s.db, &err);
+		assert_null(st);
+		assert_int_equal(err, WS_ECONFIG);
+		assert_int_equal(ws_restore(s.sink, bad[i], NULL, out), WS_ECONFIG);
+		assert_int_equal(ws_verify(s.sink, bad[i], NULL, NULL), WS_ECONFIG);
+		rc = ws_list_tenants(s.sink, bad[i], NULL, NULL);
+		assert_int_equal(rc, WS_ECONFIG);
+	}
+	{
+		struct ws_stream *st;
+		err = 0;
+		st = stream_for(s.sink, NULL, s.db, &err);
+		assert_null(st);
+		assert_int_equal(err, WS_ECONFIG);
+		assert_int_equal(ws_restore(s.sink, NULL, NULL, out), WS_ECONFIG);
+	}
+	assert_int_equal(access(out, F_OK), -1);
+	{
+		/* The longest legal name works end to end. */
+		struct ws_stream *st = stream_for(s.sink, max_name, s.db, &err);
+		assert_non_null(st);
+		write_txn(s.w, 2, 10);
+		tail_ok(st);
+		ws_stream_close(st);
+		assert_int_equal(ws_restore(s.sink, max_name, NULL, out), 0);
+		assert_true(file_hash(out) == content_hash(s.w));
+	}
+	/* Nothing but the legal tenant was ever written. */
+	assert_int_equal(wt_sh("test \"$(ls -A '%s')\" = '%s'", s.sink_dir, max_name), 0);
+
+	/* Other bad configuration. */
+	{
+		struct ws_stream_config c;
+		struct ws_stream *st;
+		memset(&c, 0, sizeof(c));
+		c.tenant = TENANT;
+		c.db_path = s.db;
+		c.batch_bytes_max = 4096;
+		err = 0;
+		st = ws_stream_open(s.sink, &c, &err);
+		assert_null(st);
+		assert_int_equal(err, WS_ECONFIG);
+		c.batch_bytes_max = 0;
+		c.db_path = NULL;
+		st = ws_stream_open(s.sink, &c, &err);
+		assert_null(st);
+		assert_int_equal(err, WS_ECONFIG);
+	}
+	{
+		const char *urls[] = { "", "file://", "file://relative/dir", "ftp://host/x", "/abs/no/scheme" };
+		for (size_t i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
+			struct ws_sink *k;
+			err = 0;
+			k = ws_sink_open(urls[i], &err);
+			assert_null(k);
+			assert_int_equal(err, WS_ECONFIG);
+		}
+	}
+	free(out);
+	src_free(&s);
+}
+
+static void test_missing_database(void **state)
+{
+	struct src s;
+	struct ws_stream *st;
+	char *missing, *in_missing_dir, *out;
+	int err;
+	(void)state;
+
+	src_init(&s, "bad_missing");
+	missing = wt_path(s.dir, "nope.db");
+	in_missing_dir = wt_path(s.dir, "no/such/dir/x.db");
+	err = 0;
+	st = stream_for(s.sink, TENANT, missing, &err);
+	assert_null(st);
+	assert_int_equal(err, -ENOENT);
+	assert_non_null(strstr(ws_errmsg(), missing));
+	assert_non_null(strstr(ws_errmsg(), TENANT));
+	err = 0;
+	st = stream_for(s.sink, TENANT, in_missing_dir, &err);
+	assert_null(st);
+	assert_int_equal(err, -ENOENT);
+	/* Opening did not create it. */
+	assert_int_equal(access(missing, F_OK), -1);
+
+	/* A database that vanishes after the stream opened. */
+	{
+		char *gone = wt_path(s.dir, "gone.db");
+		sqlite3 *w = writer_open(gone);
+		struct ws_outcome o;
+		char *before;
+		char *now;
+		sqlite3_close(w);
+		st = stream_for(s.sink, TENANT, gone, &err);
+		assert_non_null(st);
+		assert_int_equal(unlink(gone), 0);
+		before = dir_digest(s.sink_dir);
+		assert_int_not_equal(ws_stream_tail_frames(st, &o), 0);
+		now = dir_digest(s.sink_dir);
+		assert_string_equal(before, now);
+		ws_stream_close(st);
+		free(before);
+		free(now);
+		free(gone);
+	}
+
+	/* Restore of a tenant that was never shipped. */
+	out = wt_path(s.dir, "r.db");
+	assert_int_equal(ws_restore(s.sink, "never", NULL, out), WS_ENOTFOUND);
+	assert_int_equal(access(out, F_OK), -1);
+	free(out);
+	free(missing);
+	free(in_missing_dir);
+	src_free(&s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_garbage_wal),
+		cmocka_unit_test(test_not_wal_database),
+		cmocka_unit_test(test_damaged_sink),
+		cmocka_unit_test(test_stream_refuses_bad_watermark),
+		cmocka_unit_test(test_foreign_objects),
+		cmocka_unit_test(test_bad_tenant_names),
+		cmocka_unit_test(test_missing_database),
+	};
+	const char *filter = getenv("WS_TEST_FILTER");
+	if (filter)
+		cmocka_set_test_filter(filter);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

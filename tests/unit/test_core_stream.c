@@ -1,0 +1,1511 @@
+/*
+ * tail_frames, outcome by outcome, against a real SQLite writer and a
+ * file:// sink, and restore checked against the source database's content.
+ *
+ * Every test writes through libsqlite3 (journal_mode=WAL), ships with
+ * ws_stream_tail_frames, and compares the restored file to the source by
+ * content (schema + every row of t, hashed) plus PRAGMA integrity_check.
+ * Expected frame numbers come from the -wal file itself (its size, with
+ * autocheckpoint off and no restart, is header + committed frames), never
+ * from the engine under test.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "walship.h"
+#include "ws_clock.h"
+#include "ws_format.h"
+#include "ws_store.h"
+
+#define TENANT "orders"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+struct env {
+	char *dir;
+	char *db;
+	char *wal;
+	char *sink_dir;
+	char *sink_url;
+	char *out_dir;
+	struct ws_sink *sink;
+	sqlite3 *w;
+	unsigned page_size;
+	unsigned restores;
+};
+
+static void exec_ok(sqlite3 *db, const char *sql)
+{
+	char *msg = NULL;
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+		fail_msg("sqlite: %s: %s", sql, msg ? msg : "?");
+}
+
+static int first_col_cb(void *arg, int n, char **vals, char **names)
+{
+	(void)names;
+	if (n > 0 && vals[0])
+		snprintf(arg, 64, "%s", vals[0]);
+	return 0;
+}
+
+static void query1(sqlite3 *db, const char *sql, char out[64])
+{
+	char *msg = NULL;
+	out[0] = '\0';
+	if (sqlite3_exec(db, sql, first_col_cb, out, &msg) != SQLITE_OK)
+		fail_msg("sqlite: %s: %s", sql, msg ? msg : "?");
+}
+
+static sqlite3 *writer_open(const char *path, unsigned page_size)
+{
+	sqlite3 *db = NULL;
+	char sql[64], res[64];
+	if (sqlite3_open(path, &db) != SQLITE_OK)
+		fail_msg("open %s: %s", path, sqlite3_errmsg(db));
+	sqlite3_busy_timeout(db, 5000);
+	if (page_size) {
+		snprintf(sql, sizeof(sql), "PRAGMA page_size=%u", page_size);
+		exec_ok(db, sql);
+	}
+	query1(db, "PRAGMA journal_mode=WAL", res);
+	assert_string_equal(res, "wal");
+	/* Frame numbers stay predictable: only tests that want WAL
+	 * checkpoints run them. */
+	exec_ok(db, "PRAGMA wal_autocheckpoint=0");
+	exec_ok(db, "CREATE TABLE IF NOT EXISTS t(k INTEGER PRIMARY KEY, v BLOB)");
+	return db;
+}
+
+/* One transaction of `rows` inserts of `bytes` random bytes each. */
+static void write_txn(sqlite3 *db, int rows, int bytes)
+{
+	sqlite3_stmt *s = NULL;
+	exec_ok(db, "BEGIN");
+	assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO t(v) VALUES(randomblob(?))", -1, &s, NULL),
+			 SQLITE_OK);
+	for (int i = 0; i < rows; i++) {
+		sqlite3_bind_int(s, 1, bytes);
+		if (sqlite3_step(s) != SQLITE_DONE)
+			fail_msg("insert: %s", sqlite3_errmsg(db));
+		sqlite3_reset(s);
+	}
+	sqlite3_finalize(s);
+	exec_ok(db, "COMMIT");
+}
+
+static void fnv(uint64_t *h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < n; i++) {
+		*h ^= b[i];
+		*h *= 1099511628211ull;
+	}
+}
+
+/* Schema and every row of t, in key order. */
+static uint64_t content_hash(sqlite3 *db, int64_t *rows_out)
+{
+	static const char *const q[] = { "SELECT type, name, sql FROM sqlite_master ORDER BY name",
+					  "SELECT * FROM t ORDER BY 1" };
+	uint64_t h = 1469598103934665603ull;
+	int64_t rows = 0;
+	for (size_t qi = 0; qi < 2; qi++) {
+		sqlite3_stmt *s = NULL;
+		int rc;
+		if (sqlite3_prepare_v2(db, q[qi], -1, &s, NULL) != SQLITE_OK)
+			fail_msg("prepare %s: %s", q[qi], sqlite3_errmsg(db));
+		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+			int n = sqlite3_column_count(s);
+			for (int c = 0; c < n; c++) {
+				int type = sqlite3_column_type(s, c);
+				uint8_t t8 = (uint8_t)type;
+				fnv(&h, &t8, 1);
+				if (type == SQLITE_INTEGER) {
+					int64_t v = sqlite3_column_int64(s, c);
+					fnv(&h, &v, sizeof(v));
+				} else if (type != SQLITE_NULL) {
+					const void *p = type == SQLITE_BLOB ? sqlite3_column_blob(s, c)
+									    : (const void *)sqlite3_column_text(s, c);
+					uint64_t len = (uint64_t)sqlite3_column_bytes(s, c);
+					fnv(&h, &len, sizeof(len));
+					if (len)
+						fnv(&h, p, (size_t)len);
+				}
+			}
+			if (qi == 1)
+				rows++;
+		}
+		if (rc != SQLITE_DONE)
+			fail_msg("step %s: %s", q[qi], sqlite3_errmsg(db));
+		sqlite3_finalize(s);
+	}
+	if (rows_out)
+		*rows_out = rows;
+	return h;
+}
+
+/* Open a restored file read-only: integrity_check must be ok; returns its hash. */
+static uint64_t file_hash(const char *path, int64_t *rows)
+{
+	sqlite3 *db = NULL;
+	char res[64];
+	uint64_t h;
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+		fail_msg("open %s: %s", path, sqlite3_errmsg(db));
+	query1(db, "PRAGMA integrity_check", res);
+	if (strcmp(res, "ok") != 0)
+		fail_msg("%s: integrity_check: %s", path, res);
+	h = content_hash(db, rows);
+	sqlite3_close(db);
+	return h;
+}
+
+static uint64_t wal_size(const struct env *e)
+{
+	struct stat sb;
+	return stat(e->wal, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+/* Frames in the WAL, by size (valid with autocheckpoint off, no restart, no
+ * uncommitted spill): every frame is then committed. */
+static uint64_t wal_frames(const struct env *e)
+{
+	uint64_t n = wal_size(e);
+	return n < 32 ? 0 : (n - 32) / (24u + e->page_size);
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+struct walhdr {
+	uint32_t seq, salt1, salt2;
+};
+
+static struct walhdr wal_header(const struct env *e)
+{
+	size_t len = 0;
+	uint8_t *b = wt_read_file(e->wal, &len);
+	struct walhdr h;
+	assert_non_null(b);
+	assert_true(len >= 32);
+	h.seq = be32(b + 12);
+	h.salt1 = be32(b + 16);
+	h.salt2 = be32(b + 20);
+	free(b);
+	return h;
+}
+
+static void env_init(struct env *e, const char *tag, unsigned page_size)
+{
+	int err = 0;
+	memset(e, 0, sizeof(*e));
+	e->dir = wt_tmpdir(tag);
+	assert_non_null(e->dir);
+	e->db = wt_path(e->dir, "src.db");
+	assert_int_not_equal(asprintf(&e->wal, "%s-wal", e->db), -1);
+	e->sink_dir = wt_path(e->dir, "sink");
+	e->out_dir = wt_path(e->dir, "out");
+	assert_int_equal(mkdir(e->out_dir, 0755), 0);
+	assert_int_not_equal(asprintf(&e->sink_url, "file://%s", e->sink_dir), -1);
+	e->sink = ws_sink_open(e->sink_url, &err);
+	assert_int_equal(err, 0);
+	assert_non_null(e->sink);
+	e->page_size = page_size ? page_size : 4096;
+	e->w = writer_open(e->db, page_size);
+}
+
+static void env_free(struct env *e)
+{
+	if (e->w)
+		sqlite3_close(e->w);
+	ws_sink_close(e->sink);
+	wt_rmrf(e->dir);
+	free(e->dir);
+	free(e->db);
+	free(e->wal);
+	free(e->sink_dir);
+	free(e->sink_url);
+	free(e->out_dir);
+}
+
+static struct ws_stream *stream_open_cfg(struct env *e, struct ws_sink *sink, const struct ws_stream_config *cfg)
+{
+	int err = -1;
+	struct ws_stream *st = ws_stream_open(sink ? sink : e->sink, cfg, &err);
+	if (!st)
+		fail_msg("ws_stream_open: %s (%s)", ws_strerror(err), ws_errmsg());
+	assert_int_equal(err, 0);
+	return st;
+}
+
+static struct ws_stream_config cfg_default(const struct env *e)
+{
+	struct ws_stream_config c;
+	memset(&c, 0, sizeof(c));
+	c.tenant = TENANT;
+	c.db_path = e->db;
+	c.epoch = 1;
+	c.pointer_generation = 1;
+	c.policy = WS_POLICY_THROTTLE; /* not the zero value: the report must copy it */
+	c.wal_checkpoint_bytes = UINT64_MAX;
+	return c;
+}
+
+static struct ws_stream *stream_open(struct env *e)
+{
+	struct ws_stream_config c = cfg_default(e);
+	return stream_open_cfg(e, NULL, &c);
+}
+
+static void tail_ok(struct ws_stream *st, struct ws_outcome *o)
+{
+	int rc = ws_stream_tail_frames(st, o);
+	if (rc)
+		fail_msg("tail_frames: %s (%s)", ws_strerror(rc), ws_errmsg());
+}
+
+static void tail_expect(struct ws_stream *st, struct ws_outcome *o, enum ws_outcome_kind k)
+{
+	tail_ok(st, o);
+	if (o->kind != k)
+		fail_msg("tail_frames: outcome %s, expected %s", ws_outcome_name(o->kind), ws_outcome_name(k));
+}
+
+/* Restore into a fresh file of out_dir; returns the content hash. */
+static uint64_t restore_hash_opts(struct env *e, const struct ws_restore_opts *o, int64_t *rows)
+{
+	char name[64];
+	char *out;
+	uint64_t h;
+	int rc;
+	snprintf(name, sizeof(name), "r%u.db", e->restores++);
+	out = wt_path(e->out_dir, name);
+	rc = ws_restore(e->sink, TENANT, o, out);
+	if (rc)
+		fail_msg("restore: %s (%s)", ws_strerror(rc), ws_errmsg());
+	h = file_hash(out, rows);
+	unlink(out);
+	free(out);
+	return h;
+}
+
+static void restore_equals_source_at(struct env *e, int line)
+{
+	int64_t rs = 0, rr = 0;
+	uint64_t hs = content_hash(e->w, &rs);
+	uint64_t hr = restore_hash_opts(e, NULL, &rr);
+	if (rr != rs || hs != hr)
+		fail_msg("line %d: restored %" PRId64 " rows (hash %016" PRIx64 "), source has %" PRId64
+			 " (hash %016" PRIx64 ")", line, rr, hr, rs, hs);
+}
+#define assert_restore_equals_source(e) restore_equals_source_at((e), __LINE__)
+
+static void stats(struct ws_sink *s, struct ws_sink_stats *o)
+{
+	ws_sink_get_stats(s, o);
+}
+
+static void assert_stats_equal(const struct ws_sink_stats *a, const struct ws_sink_stats *b)
+{
+	assert_int_equal(a->puts, b->puts);
+	assert_int_equal(a->gets, b->gets);
+	assert_int_equal(a->heads, b->heads);
+	assert_int_equal(a->lists, b->lists);
+	assert_int_equal(a->deletes, b->deletes);
+	assert_int_equal(a->bytes_put, b->bytes_put);
+	assert_int_equal(a->bytes_got, b->bytes_got);
+}
+
+/* Names, types, sizes, modes and SHA-256 of every entry under dir. */
+static char *dir_digest(const char *dir)
+{
+	char *tmp, *out;
+	size_t len = 0;
+	assert_int_not_equal(asprintf(&tmp, "%s.digest", dir), -1);
+	assert_int_equal(wt_sh("cd '%s' && { find . -printf '%%p %%y %%s %%m\\n' | LC_ALL=C sort; "
+			       "find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum; } > '%s'",
+			       dir, tmp),
+			 0);
+	out = (char *)wt_read_file(tmp, &len);
+	assert_non_null(out);
+	out[len] = '\0';
+	unlink(tmp);
+	free(tmp);
+	return out;
+}
+
+/* Files under dir matching a find(1) predicate. */
+static unsigned count_objects(const char *dir, const char *pred)
+{
+	char *tmp;
+	size_t len = 0;
+	uint8_t *b;
+	unsigned n;
+	assert_int_not_equal(asprintf(&tmp, "%s.count", dir), -1);
+	assert_int_equal(wt_sh("find '%s' -type f %s | wc -l > '%s'", dir, pred, tmp), 0);
+	b = wt_read_file(tmp, &len);
+	assert_non_null(b);
+	b[len] = '\0';
+	n = (unsigned)strtoul((char *)b, NULL, 10);
+	free(b);
+	unlink(tmp);
+	free(tmp);
+	return n;
+}
+
+static void check_rpo_bp_present(const struct ws_outcome *o, const struct ws_backpressure_report *bp_field,
+				 const struct ws_rpo_status *rpo_field)
+{
+	const struct ws_rpo_status *rpo = ws_outcome_rpo(o);
+	const struct ws_backpressure_report *bp = ws_outcome_backpressure(o);
+	assert_ptr_equal(rpo, rpo_field);
+	assert_ptr_equal(bp, bp_field);
+	assert_true(rpo->has_watermark);
+	assert_true(rpo->watermark_age_ms < 60000);
+	assert_int_equal(bp->policy, WS_POLICY_THROTTLE);
+	assert_int_equal(bp->frames_shed, 0);
+}
+
+static bool has_prefix(const char *s, const char *p)
+{
+	return strncmp(s, p, strlen(p)) == 0;
+}
+
+static bool key_exists(const struct env *e, const char *key)
+{
+	char *p = wt_path(e->sink_dir, key);
+	struct stat sb;
+	bool ok = stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+	free(p);
+	return ok;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	usleep(ms * 1000u);
+}
+
+/* ---- Streamed, Empty ------------------------------------------------------ */
+
+/* A database with no WAL at all: the first tail ships the file (frame 0). */
+static void test_fresh_db_without_wal(void **state)
+{
+	struct env e;
+	struct ws_outcome o, o2;
+	struct ws_sink_stats a, b;
+	struct ws_stream *st;
+	(void)state;
+
+	env_init(&e, "stream_fresh", 0);
+	write_txn(e.w, 10, 100);
+	sqlite3_close(e.w); /* last close: checkpoint and delete the WAL */
+	e.w = NULL;
+	assert_int_equal(access(e.wal, F_OK), -1);
+
+	st = stream_open(&e);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	assert_int_equal(o.u.streamed.first_frame, 0);
+	assert_int_equal(o.u.streamed.last_frame, 0);
+	assert_int_equal(o.u.streamed.frame_count, 0);
+	assert_true(has_prefix(o.u.streamed.generation_key, TENANT "/e1-p1/g-none/m"));
+	assert_true(key_exists(&e, o.u.streamed.generation_key));
+	check_rpo_bp_present(&o, &o.u.streamed.backpressure, &o.u.streamed.rpo);
+
+	stats(e.sink, &a);
+	tail_expect(st, &o2, WS_OUTCOME_EMPTY);
+	stats(e.sink, &b);
+	assert_stats_equal(&a, &b);
+	assert_null(ws_outcome_backpressure(&o2));
+	assert_ptr_equal(ws_outcome_rpo(&o2), &o2.u.empty.rpo);
+	assert_true(o2.u.empty.rpo.has_watermark);
+	assert_string_equal(o2.u.empty.watermark.manifest_key, o.u.streamed.generation_key);
+
+	e.w = writer_open(e.db, 0);
+	{
+		int64_t rs, rr;
+		uint64_t hs = content_hash(e.w, &rs);
+		uint64_t hr = restore_hash_opts(&e, NULL, &rr);
+		assert_int_equal(rs, 10);
+		assert_int_equal(rr, 10);
+		assert_true(hs == hr);
+	}
+	/* A WAL appears while the stream holds its read mark: frames 1..N of
+	 * it are shipped on top of the file image. */
+	write_txn(e.w, 4, 2000);
+	tail_expect(st, &o, WS_OUTCOME_RESTARTED);
+	assert_int_equal(o.u.restarted.first_frame, 1);
+	assert_int_equal(o.u.restarted.last_frame, wal_frames(&e));
+	assert_int_equal(o.u.restarted.frame_count, wal_frames(&e));
+	assert_true(o.u.restarted.new_generation.has_salt);
+	assert_int_equal(o.u.restarted.new_generation.salt1, wal_header(&e).salt1);
+	assert_restore_equals_source(&e);
+	ws_stream_close(st);
+	env_free(&e);
+}
+
+static void test_streamed_then_empty(void **state)
+{
+	struct env e;
+	struct ws_outcome o;
+	struct ws_sink_stats a, b;
+	struct ws_stream *st;
+	uint64_t prev_last;
+	(void)state;
+
+	env_init(&e, "stream_basic", 0);
+	write_txn(e.w, 5, 300);
+	st = stream_open(&e);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	assert_int_equal(o.u.streamed.first_frame, 1);
+	assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
+	assert_int_equal(o.u.streamed.frame_count, wal_frames(&e));
+	assert_int_equal(o.u.streamed.checkpoint_seq, wal_header(&e).seq);
+	assert_true(has_prefix(o.u.streamed.generation_key, TENANT "/e1-p1/g"));
+	assert_true(key_exists(&e, o.u.streamed.generation_key));
+	check_rpo_bp_present(&o, &o.u.streamed.backpressure, &o.u.streamed.rpo);
+	assert_true(o.u.streamed.backpressure.spill_high_water > 0);
+	prev_last = o.u.streamed.last_frame;
+
+	/* Nothing new: Empty, decided without a single store request, twice. */
+	for (int i = 0; i < 2; i++) {
+		stats(e.sink, &a);
+		tail_expect(st, &o, WS_OUTCOME_EMPTY);
+		stats(e.sink, &b);
+		assert_stats_equal(&a, &b);
+		assert_null(ws_outcome_backpressure(&o));
+		assert_ptr_equal(ws_outcome_rpo(&o), &o.u.empty.rpo);
+		assert_true(o.u.empty.rpo.has_watermark);
+		assert_int_equal(o.u.empty.watermark.last_frame, prev_last);
+		assert_int_equal(o.u.empty.watermark.epoch, 1);
+		assert_int_equal(o.u.empty.watermark.pointer_generation, 1);
+		assert_true(o.u.empty.watermark.generation.has_salt);
+		assert_int_equal(o.u.empty.watermark.generation.salt1, wal_header(&e).salt1);
+		assert_int_equal(o.u.empty.watermark.generation.salt2, wal_header(&e).salt2);
+	}
+
+	/* Rounds of writes: each tail continues exactly where the last ended. */
+	for (int round = 0; round < 6; round++) {
+		for (int t = 0; t <= round % 3; t++)
+			write_txn(e.w, 1 + round, 200 + 700 * round);
+		sleep_ms(2);
+		stats(e.sink, &a);
+		tail_expect(st, &o, WS_OUTCOME_STREAMED);
+		stats(e.sink, &b);
+		assert_true(b.puts > a.puts);
+		assert_int_equal(o.u.streamed.first_frame, prev_last + 1);
+		assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
+		assert_int_equal(o.u.streamed.frame_count, o.u.streamed.last_frame - o.u.streamed.first_frame + 1);
+		assert_int_equal(o.u.streamed.checkpoint_seq, wal_header(&e).seq);
+		assert_true(key_exists(&e, o.u.streamed.generation_key));
+		check_rpo_bp_present(&o, &o.u.streamed.backpressure, &o.u.streamed.rpo);
+		assert_true(o.u.streamed.backpressure.spill_high_water > 0);
+		assert_true(o.u.streamed.backpressure.spill_high_water <= 4u << 20);
+		/* The RPO is measured from the previous watermark: now fresh. */
+		assert_true(o.u.streamed.rpo.watermark_age_ms < 1000);
+		prev_last = o.u.streamed.last_frame;
+
+		/* ls agrees with the outcome. */
+		{
+			struct ws_outcome oe;
+			tail_expect(st, &oe, WS_OUTCOME_EMPTY);
+			assert_int_equal(oe.u.empty.watermark.last_frame, prev_last);
+			assert_string_equal(oe.u.empty.watermark.manifest_key, o.u.streamed.generation_key);
+		}
+	}
+	assert_restore_equals_source(&e);
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+
+	/* A reopened stream (fresh process) proves the WAL is the same
+	 * generation and continues it: Streamed, not Restarted. */
+	ws_stream_close(st);
+	st = stream_open(&e);
+	tail_expect(st, &o, WS_OUTCOME_EMPTY);
+	write_txn(e.w, 3, 500);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	assert_int_equal(o.u.streamed.first_frame, prev_last + 1);
+	assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
+	assert_restore_equals_source(&e);
+	ws_stream_close(st);
+	env_free(&e);
+}
+
+/* The RPO age grows while nothing is written (Empty keeps reporting it). */
+static void test_empty_rpo_ages(void **state)
+{
+	struct env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	(void)state;
+
+	env_init(&e, "stream_rpo", 0);
+	write_txn(e.w, 1, 10);
+	st = stream_open(&e);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	sleep_ms(60);
+	tail_expect(st, &o, WS_OUTCOME_EMPTY);
+	assert_true(o.u.empty.rpo.has_watermark);
+	assert_true(o.u.empty.rpo.watermark_age_ms >= 50);
+	ws_stream_close(st);
+	env_free(&e);
+}
+
+/* ---- Restarted -------------------------------------------------------------- */
+
+/* A writer restart: sequence 0 -> 0, only the salt moved. */
+static void test_restarted_salt_only(void **state)
+{
+	struct env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct walhdr h1, h2;
+	(void)state;
+
+	env_init(&e, "stream_salt", 0);
+	write_txn(e.w, 4, 1000);
+	h1 = wal_header(&e);
+	assert_int_equal(h1.seq, 0);
+	st = stream_open(&e);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	ws_stream_close(st);
+
+	sqlite3_close(e.w); /* last connection: WAL checkpointed and deleted */
+	assert_int_equal(access(e.wal, F_OK), -1);
+	e.w = writer_open(e.db, 0);
+	write_txn(e.w, 3, 800);
+	h2 = wal_header(&e);
+	assert_int_equal(h2.seq, 0);
+	assert_true(h1.salt1 != h2.salt1 || h1.salt2 != h2.salt2);
+
+	st = stream_open(&e);
+	tail_expect(st, &o, WS_OUTCOME_RESTARTED);
+	assert_true(o.u.restarted.previous_generation.has_salt);
+	assert_int_equal(o.u.restarted.previous_generation.checkpoint_seq, 0);
+	assert_int_equal(o.u.restarted.previous_generation.salt1, h1.salt1);
+	assert_int_equal(o.u.restarted.previous_generation.salt2, h1.salt2);
+	assert_true(o.u.restarted.new_generation.has_salt);
+	assert_int_equal(o.u.restarted.new_generation.checkpoint_seq, 0);
+	assert_int_equal(o.u.restarted.new_generation.salt1, h2.salt1);
+	assert_int_equal(o.u.restarted.new_generation.salt2, h2.salt2);
+	assert_int_equal(o.u.restarted.first_frame, 1);
+	assert_int_equal(o.u.restarted.last_frame, wal_frames(&e));
+	assert_int_equal(o.u.restarted.frame_count, wal_frames(&e));
+	assert_true(key_exists(&e, o.u.restarted.generation_key));
+	check_rpo_bp_present(&o, &o.u.restarted.backpressure, &o.u.restarted.rpo);
+	assert_restore_equals_source(&e);
+
+	/* And the new generation continues normally. */
+	write_txn(e.w, 2, 100);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
+	assert_restore_equals_source(&e);
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	ws_stream_close(st);
+	env_free(&e);
+}
+
+/* The application checkpointed and restarted the WAL while no stream ran:
+ * the sequence advanced, and nothing proves the frames in between. */
+static void test_restarted_seq_advanced(void **state)
+{
+	struct env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct walhdr h1, h2;
+	char res[64];
+	(void)state;
+
+	env_init(&e, "stream_seq", 0);
+	write_txn(e.w, 4, 1000);
+	h1 = wal_header(&e);
+	st = stream_open(&e);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	ws_stream_close(st);
+
+	write_txn(e.w, 5, 1000); /* never shipped as frames */
+	query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+	assert_string_equal(res, "0");
+	write_txn(e.w, 2, 1000);
+	h2 = wal_header(&e);
+	assert_int_equal(h2.seq, h1.seq + 1);
+
+	st = stream_open(&e);
+	tail_expect(st, &o, WS_OUTCOME_RESTARTED);
+	assert_int_equal(o.u.restarted.previous_generation.checkpoint_seq, h1.seq);
+	assert_true(o.u.restarted.previous_generation.has_salt);
+	assert_int_equal(o.u.restarted.new_generation.checkpoint_seq, h2.seq);
+	assert_int_equal(o.u.restarted.first_frame, 1);
+	assert_int_equal(o.u.restarted.last_frame, wal_frames(&e));
+	assert_restore_equals_source(&e);
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	ws_stream_close(st);
+	env_free(&e);
+}
+
+static void rewrite_wm_legacy(struct env *e)
+{
+	int err = 0;
+	struct ws_store *s = ws_store_file_open(e->sink_dir, &err);
+	struct ws_buf b;
+	struct ws_fmt_watermark wm;
+	assert_non_null(s);
+	ws_buf_init(&b, 0);
+	assert_int_equal(ws_store_get(s, TENANT "/wm", 0, UINT64_MAX, &b, NULL), 0);
+	assert_int_equal(ws_fmt_watermark_decode(b.data, b.len, &wm), 0);
+	assert_int_equal(wm.version, 2);
+	wm.version = 1;
+	assert_int_equal(ws_fmt_watermark_encode(&wm, &b), 0);
+	assert_int_equal(ws_store_put(s, TENANT "/wm", b.data, b.len, WS_PUT_OVERWRITE, NULL, NULL), 0);
+	ws_buf_free(&b);
+	ws_store_close(s);
+}
+
+static int ls_cb(const struct ws_tenant_info *info, void *arg)
+{
+	*(struct ws_tenant_info *)arg = *info;
+	return 0;
+}
+
+/* A watermark from before salts: restarted because it cannot be checked. */
+static void test_restarted_legacy_watermark(void **state)
+{
+	struct env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_tenant_info info;
+	struct walhdr h;
+	(void)state;
+
+	env_init(&e, "stream_legacy", 0);
+	write_txn(e.w, 4, 1000);
+	st = stream_open(&e);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	write_txn(e.w, 2, 1000);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	ws_stream_close(st);
+	h = wal_header(&e);
+
+	rewrite_wm_legacy(&e);
+	memset(&info, 0, sizeof(info));
+	assert_int_equal(ws_list_tenants(e.sink, TENANT, ls_cb, &info), 0);
+	assert_true(info.has_watermark);
+	assert_false(info.watermark.generation.has_salt);
+	/* What a legacy watermark acknowledged is still restorable. */
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	assert_restore_equals_source(&e);
+
+	/* Same live WAL, same sequence: only the missing salt forces a restart. */
+	write_txn(e.w, 1, 50);
+	st = stream_open(&e);
+	tail_expect(st, &o, WS_OUTCOME_RESTARTED);
+	assert_false(o.u.restarted.previous_generation.has_salt);
+	assert_int_equal(o.u.restarted.previous_generation.salt1, 0);
+	assert_int_equal(o.u.restarted.previous_generation.salt2, 0);
+	assert_int_equal(o.u.restarted.previous_generation.checkpoint_seq, h.seq);
+	assert_true(o.u.restarted.new_generation.has_salt);
+	assert_int_equal(o.u.restarted.new_generation.checkpoint_seq, h.seq);
+	assert_int_equal(o.u.restarted.new_generation.salt1, h.salt1);
+	assert_int_equal(o.u.restarted.new_generation.salt2, h.salt2);
+	assert_int_equal(o.u.restarted.first_frame, 1);
+	assert_int_equal(o.u.restarted.last_frame, wal_frames(&e));
+	check_rpo_bp_present(&o, &o.u.restarted.backpressure, &o.u.restarted.rpo);
+	assert_restore_equals_source(&e);
+	assert_int_equal(ws_list_tenants(e.sink, TENANT, ls_cb, &info), 0);
+	assert_true(info.watermark.generation.has_salt);
+	ws_stream_close(st);
+	env_free(&e);
+}
+
+/* With the stream open, the engine's WAL checkpoint lets the writer restart
+ * the WAL; the next generation continues the stream (NEXT_GEN). */
+static void test_restarted_next_gen_open_stream(void **state)
+{
+	struct env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_stream_config c;
+	struct walhdr h1, h2;
+	char res[64];
+	(void)state;
+
+	env_init(&e, "stream_nextgen", 0);
+	write_txn(e.w, 6, 1500);
+	c = cfg_default(&e);
+	c.wal_checkpoint_bytes = 1;
+	st = stream_open_cfg(&e, NULL, &c);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	h1 = wal_header(&e);
+	assert_int_equal(ws_stream_wal_checkpoints(st), 0);
+
+	/* Everything is shipped and the WAL is over 1 byte: the engine runs a
+	 * WAL checkpoint on this call. */
+	tail_expect(st, &o, WS_OUTCOME_EMPTY);
+	assert_int_equal(ws_stream_wal_checkpoints(st), 1);
+
+	/* The application's own TRUNCATE now completes. */
+	query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+	assert_string_equal(res, "0"); /* not busy */
+	assert_int_equal(wal_size(&e), 0);
+	tail_expect(st, &o, WS_OUTCOME_EMPTY);
+
+	write_txn(e.w, 3, 700);
+	h2 = wal_header(&e);
+	assert_int_equal(h2.seq, h1.seq + 1);
+	tail_expect(st, &o, WS_OUTCOME_RESTARTED);
+	assert_true(o.u.restarted.previous_generation.has_salt);
+	assert_int_equal(o.u.restarted.previous_generation.checkpoint_seq, h1.seq);
+	assert_int_equal(o.u.restarted.previous_generation.salt1, h1.salt1);
+	assert_int_equal(o.u.restarted.previous_generation.salt2, h1.salt2);
+	assert_int_equal(o.u.restarted.new_generation.checkpoint_seq, h2.seq);
+	assert_int_equal(o.u.restarted.new_generation.salt1, h2.salt1);
+	assert_int_equal(o.u.restarted.new_generation.salt2, h2.salt2);
+	assert_int_equal(o.u.restarted.first_frame, 1);
+	assert_int_equal(o.u.restarted.last_frame, wal_frames(&e));
+	assert_int_equal(o.u.restarted.frame_count, wal_frames(&e));
+	check_rpo_bp_present(&o, &o.u.restarted.backpressure, &o.u.restarted.rpo);
+	assert_restore_equals_source(&e);
+
+	/* More rounds without the application's TRUNCATE: the engine's
+	 * checkpoint alone lets the writer's next write restart the WAL. */
+	for (int round = 0; round < 4; round++) {
+		struct walhdr before = wal_header(&e);
+		int64_t rows_before;
+		uint64_t h_before = content_hash(e.w, &rows_before);
+		tail_expect(st, &o, WS_OUTCOME_EMPTY); /* checkpoints */
+		write_txn(e.w, 2 + round, 3000); /* one commit, several frames */
+		h2 = wal_header(&e);
+		assert_int_equal(h2.seq, before.seq + 1);
+		tail_expect(st, &o, WS_OUTCOME_RESTARTED);
+		assert_int_equal(o.u.restarted.previous_generation.checkpoint_seq, before.seq);
+		assert_int_equal(o.u.restarted.new_generation.checkpoint_seq, h2.seq);
+		assert_int_equal(o.u.restarted.first_frame, 1);
+		assert_restore_equals_source(&e);
+		/* A point inside the newest generation. */
+		{
+			struct ws_restore_opts ro = { .frame = o.u.restarted.last_frame };
+			int64_t rs, rr;
+			uint64_t hs = content_hash(e.w, &rs);
+			assert_true(restore_hash_opts(&e, &ro, &rr) == hs);
+			assert_int_equal(rr, rs);
+			/* Frame 1 of the new generation is not a commit: the
+			 * state is the one the generation started from, never a
+			 * later one. */
+			assert_true(o.u.restarted.last_frame > 1);
+			ro.frame = 1;
+			assert_true(restore_hash_opts(&e, &ro, &rr) == h_before);
+			assert_int_equal(rr, rows_before);
+		}
+	}
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	ws_stream_close(st);
+	env_free(&e);
+}
+
+/* An application TRUNCATE while the stream holds its mark cannot discard
+ * unshipped frames: it reports busy, and everything is shipped next tail. */
+static void test_app_truncate_cannot_skip_frames(void **state)
+{
+	struct env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	uint64_t seed = 7;
+	(void)state;
+
+	env_init(&e, "stream_trunc", 0);
+	exec_ok(e.w, "PRAGMA wal_autocheckpoint=20");
+	sqlite3_busy_timeout(e.w, 50);
+	write_txn(e.w, 2, 100);
+	st = stream_open(&e);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	for (int i = 0; i < 40; i++) {
+		uint64_t r = wt_rand(&seed);
+		write_txn(e.w, 1 + (int)(r % 5), 100 + (int)(r % 3000));
+		if (r % 4 == 0) {
+			/* Busy or partial is fine; losing frames is not. */
+			sqlite3_exec(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+		}
+		if (r % 3 == 0) {
+			tail_ok(st, &o);
+			assert_true(o.kind == WS_OUTCOME_STREAMED || o.kind == WS_OUTCOME_RESTARTED ||
+				    o.kind == WS_OUTCOME_EMPTY);
+		}
+	}
+	tail_ok(st, &o);
+	assert_restore_equals_source(&e);
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	ws_stream_close(st);
+	env_free(&e);
+}
+
+/* ---- Fenced ----------------------------------------------------------------- */
+
+static struct ws_stream *owner(struct env *e, struct ws_sink *sink, uint64_t epoch, uint64_t pg)
+{
+	struct ws_stream_config c = cfg_default(e);
+	c.epoch = epoch;
+	c.pointer_generation = pg;
+	return stream_open_cfg(e, sink, &c);
+}
+
+static void expect_fenced(struct env *e, struct ws_stream *st, struct ws_sink *sink, uint64_t cur_e,
+			  uint64_t our_e, uint64_t cur_pg, uint64_t our_pg)
+{
+	struct ws_outcome o;
+	struct ws_sink_stats a, b;
+	char *before = dir_digest(e->sink_dir);
+	char *after;
+	stats(sink, &a);
+	tail_expect(st, &o, WS_OUTCOME_FENCED);
+	stats(sink, &b);
+	after = dir_digest(e->sink_dir);
+	assert_string_equal(before, after);
+	assert_int_equal(b.puts, a.puts);
+	assert_int_equal(b.deletes, a.deletes);
+	assert_int_equal(o.u.fenced.current_epoch, cur_e);
+	assert_int_equal(o.u.fenced.our_epoch, our_e);
+	assert_int_equal(o.u.fenced.current_pointer_generation, cur_pg);
+	assert_int_equal(o.u.fenced.our_pointer_generation, our_pg);
+	assert_null(ws_outcome_rpo(&o));
+	assert_null(ws_outcome_backpressure(&o));
+	free(before);
+	free(after);
+}
+
+static void test_fenced(void **state)
+{
+	struct env e;
+	struct ws_outcome o;
+	struct ws_stream *a, *b, *c, *d, *x;
+	struct ws_sink *sb;
+	struct ws_tenant_info info;
+	int err = 0;
+	(void)state;
+
+	env_init(&e, "stream_fenced", 0);
+	sb = ws_sink_open(e.sink_url, &err);
+	assert_non_null(sb);
+	write_txn(e.w, 5, 500);
+	a = owner(&e, NULL, 2, 1);
+	tail_expect(a, &o, WS_OUTCOME_STREAMED);
+	uint64_t a_last = o.u.streamed.last_frame;
+	write_txn(e.w, 3, 500); /* new frames: a stale owner would have work to do */
+
+	/* A lower epoch, same pointer generation. */
+	b = owner(&e, sb, 1, 1);
+	expect_fenced(&e, b, sb, 2, 1, 1, 1);
+	expect_fenced(&e, b, sb, 2, 1, 1, 1); /* and again: still a pure read */
+
+	/* Same epoch, lower pointer generation. */
+	c = owner(&e, sb, 2, 0);
+	expect_fenced(&e, c, sb, 2, 2, 1, 0);
+
+	/* A higher epoch with a lower pointer generation still bounces. */
+	x = owner(&e, sb, 9, 0);
+	expect_fenced(&e, x, sb, 2, 9, 1, 0);
+	ws_stream_close(x);
+
+	/* A higher epoch takes over. The live WAL proves itself to be the
+	 * generation the old owner's watermark names (sequence, salts and the
+	 * checksum of its last frame), so the new owner continues it. */
+	d = owner(&e, sb, 3, 1);
+	tail_expect(d, &o, WS_OUTCOME_STREAMED);
+	assert_true(has_prefix(o.u.streamed.generation_key, TENANT "/e3-p1/"));
+	assert_int_equal(o.u.streamed.first_frame, a_last + 1);
+	assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
+	assert_restore_equals_source(&e);
+	memset(&info, 0, sizeof(info));
+	assert_int_equal(ws_list_tenants(e.sink, TENANT, ls_cb, &info), 0);
+	assert_int_equal(info.watermark.epoch, 3);
+	assert_int_equal(info.watermark.pointer_generation, 1);
+
+	/* The old owner, still open with its cached watermark, finds out on
+	 * its next tail that has anything to send. */
+	write_txn(e.w, 2, 500);
+	expect_fenced(&e, a, e.sink, 3, 2, 1, 1);
+	expect_fenced(&e, b, sb, 3, 1, 1, 1);
+
+	/* The new owner keeps streaming. */
+	tail_expect(d, &o, WS_OUTCOME_STREAMED);
+	assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
+	assert_restore_equals_source(&e);
+
+	/* A move to another cell: same epoch, higher pointer generation. */
+	x = owner(&e, sb, 3, 2);
+	write_txn(e.w, 1, 100);
+	tail_expect(x, &o, WS_OUTCOME_STREAMED);
+	assert_true(has_prefix(o.u.streamed.generation_key, TENANT "/e3-p2/"));
+	write_txn(e.w, 1, 100);
+	expect_fenced(&e, d, e.sink, 3, 3, 2, 1);
+	tail_expect(x, &o, WS_OUTCOME_STREAMED);
+	assert_restore_equals_source(&e);
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+
+	ws_stream_close(x);
+	ws_stream_close(a);
+	ws_stream_close(b);
+	ws_stream_close(c);
+	ws_stream_close(d);
+	ws_sink_close(sb);
+	env_free(&e);
+}
+
+/* ---- Shed and the accessors --------------------------------------------------- */
+
+static void test_outcome_accessors(void **state)
+{
+	struct ws_outcome o;
+	(void)state;
+
+	memset(&o, 0, sizeof(o));
+	o.kind = WS_OUTCOME_SHED;
+	o.u.shed.checkpoint_seq = 3;
+	o.u.shed.first_frame = 10;
+	o.u.shed.last_frame = 20;
+	o.u.shed.backpressure.policy = WS_POLICY_SHED;
+	o.u.shed.backpressure.frames_shed = 11;
+	o.u.shed.rpo.watermark_age_ms = 1234;
+	o.u.shed.rpo.has_watermark = true;
+	assert_ptr_equal(ws_outcome_rpo(&o), &o.u.shed.rpo);
+	assert_ptr_equal(ws_outcome_backpressure(&o), &o.u.shed.backpressure);
+	assert_int_equal(ws_outcome_backpressure(&o)->frames_shed, 11);
+	assert_int_equal(ws_outcome_rpo(&o)->watermark_age_ms, 1234);
+	assert_string_equal(ws_outcome_name(WS_OUTCOME_SHED), "shed");
+
+	o.kind = WS_OUTCOME_EMPTY;
+	assert_ptr_equal(ws_outcome_rpo(&o), &o.u.empty.rpo);
+	assert_null(ws_outcome_backpressure(&o));
+	o.kind = WS_OUTCOME_STREAMED;
+	assert_ptr_equal(ws_outcome_rpo(&o), &o.u.streamed.rpo);
+	assert_ptr_equal(ws_outcome_backpressure(&o), &o.u.streamed.backpressure);
+	o.kind = WS_OUTCOME_RESTARTED;
+	assert_ptr_equal(ws_outcome_rpo(&o), &o.u.restarted.rpo);
+	assert_ptr_equal(ws_outcome_backpressure(&o), &o.u.restarted.backpressure);
+	o.kind = WS_OUTCOME_FENCED;
+	assert_null(ws_outcome_rpo(&o));
+	assert_null(ws_outcome_backpressure(&o));
+
+	assert_string_equal(ws_outcome_name(WS_OUTCOME_EMPTY), "empty");
+	assert_string_equal(ws_outcome_name(WS_OUTCOME_STREAMED), "streamed");
+	assert_string_equal(ws_outcome_name(WS_OUTCOME_RESTARTED), "restarted");
+	assert_string_equal(ws_outcome_name(WS_OUTCOME_FENCED), "fenced");
+	assert_string_equal(ws_policy_name(WS_POLICY_BLOCK), "block");
+	assert_string_equal(ws_policy_name(WS_POLICY_THROTTLE), "throttle");
+	assert_string_equal(ws_policy_name(WS_POLICY_SHED), "shed");
+}
+
+/* ---- point in time -------------------------------------------------------------- */
+
+#define PIT_TXNS 24
+
+static void test_point_in_time(void **state)
+{
+	struct env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_restore_opts ro;
+	uint64_t frame_at[PIT_TXNS], hash_at[PIT_TXNS];
+	int64_t rows_at[PIT_TXNS];
+	int tail_txn[8];       /* last transaction shipped by tail k */
+	int64_t after_ms[8];   /* a time after tail k, before tail k+1 reads */
+	int64_t first_read_ms;
+	uint64_t first_restorable;
+	int tails = 0;
+	char *out;
+	int rc;
+	(void)state;
+
+	env_init(&e, "stream_pit", 0);
+	/* Some history before the stream exists: not restorable by frame. */
+	write_txn(e.w, 3, 3000);
+	write_txn(e.w, 2, 3000);
+	uint64_t pre_frames = wal_frames(&e);
+	st = stream_open(&e);
+	sleep_ms(3);
+	first_read_ms = ws_wall_ms();
+	sleep_ms(3);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	first_restorable = o.u.streamed.last_frame;
+	assert_int_equal(first_restorable, pre_frames);
+	sleep_ms(3);
+	after_ms[tails] = ws_wall_ms();
+	tail_txn[tails++] = -1;
+	uint64_t h_first = content_hash(e.w, NULL);
+
+	for (int i = 0; i < PIT_TXNS; i++) {
+		/* Multi-frame transactions so frames between commits exist. */
+		write_txn(e.w, 1 + i % 4, 2500);
+		frame_at[i] = wal_frames(&e);
+		hash_at[i] = content_hash(e.w, &rows_at[i]);
+		if (i % 5 == 4 || i == PIT_TXNS - 1) {
+			sleep_ms(3);
+			tail_expect(st, &o, WS_OUTCOME_STREAMED);
+			assert_int_equal(o.u.streamed.last_frame, frame_at[i]);
+			sleep_ms(3);
+			after_ms[tails] = ws_wall_ms();
+			tail_txn[tails++] = i;
+		}
+	}
+
+	/* Every commit frame of the generation. */
+	for (int i = 0; i < PIT_TXNS; i++) {
+		int64_t rows;
+		memset(&ro, 0, sizeof(ro));
+		ro.frame = frame_at[i];
+		assert_true(restore_hash_opts(&e, &ro, &rows) == hash_at[i]);
+		assert_int_equal(rows, rows_at[i]);
+		/* A frame inside the next transaction: the commit before it. */
+		if (i + 1 < PIT_TXNS && frame_at[i + 1] > frame_at[i] + 1) {
+			ro.frame = frame_at[i] + 1;
+			assert_true(restore_hash_opts(&e, &ro, NULL) == hash_at[i]);
+			ro.frame = frame_at[i + 1] - 1;
+			assert_true(restore_hash_opts(&e, &ro, NULL) == hash_at[i]);
+		}
+	}
+	/* The first restorable frame is the base's last frame. */
+	memset(&ro, 0, sizeof(ro));
+	ro.frame = first_restorable;
+	assert_true(restore_hash_opts(&e, &ro, NULL) == h_first);
+
+	/* Before it: out of range, and nothing written. */
+	out = wt_path(e.out_dir, "range.db");
+	for (uint64_t f = 1; f < first_restorable; f++) {
+		ro.frame = f;
+		rc = ws_restore(e.sink, TENANT, &ro, out);
+		assert_int_equal(rc, WS_ERANGE_);
+		assert_int_equal(access(out, F_OK), -1);
+	}
+
+	/* By time: the state of the tail just before it. */
+	for (int k = 0; k < tails; k++) {
+		memset(&ro, 0, sizeof(ro));
+		ro.time_ms = after_ms[k];
+		uint64_t want = tail_txn[k] < 0 ? h_first : hash_at[tail_txn[k]];
+		assert_true(restore_hash_opts(&e, &ro, NULL) == want);
+	}
+	memset(&ro, 0, sizeof(ro));
+	ro.time_ms = first_read_ms;
+	rc = ws_restore(e.sink, TENANT, &ro, out);
+	assert_int_equal(rc, WS_ERANGE_);
+	assert_int_equal(access(out, F_OK), -1);
+
+	/* Never overwrite without force; overwrite with it. */
+	memset(&ro, 0, sizeof(ro));
+	ro.frame = frame_at[0];
+	assert_int_equal(ws_restore(e.sink, TENANT, &ro, out), 0);
+	assert_true(file_hash(out, NULL) == hash_at[0]);
+	memset(&ro, 0, sizeof(ro));
+	rc = ws_restore(e.sink, TENANT, &ro, out);
+	assert_int_equal(rc, -EEXIST);
+	assert_true(file_hash(out, NULL) == hash_at[0]);
+	ro.force = true;
+	assert_int_equal(ws_restore(e.sink, TENANT, &ro, out), 0);
+	assert_true(file_hash(out, NULL) == hash_at[PIT_TXNS - 1]);
+	{
+		/* Only the published file is left behind. */
+		char *listing;
+		size_t len = 0;
+		char *tmp = wt_path(e.dir, "ls.txt");
+		assert_int_equal(wt_sh("ls -A '%s' > '%s'", e.out_dir, tmp), 0);
+		listing = (char *)wt_read_file(tmp, &len);
+		listing[len] = '\0';
+		assert_string_equal(listing, "range.db\n");
+		free(listing);
+		free(tmp);
+	}
+	free(out);
+	ws_stream_close(st);
+	env_free(&e);
+}
+
+/*
+ * Restore by time must never yield a commit made after the requested time.
+ * A writer thread commits continuously (each transaction stamped with the
+ * wall clock before it begins) while tails run; the WAL file is reused from
+ * the top after the engine's WAL checkpoints, so a scan can meet commits made
+ * after the tail started. After each tail, the state restored at its
+ * manifest's time may contain only transactions begun at or before it.
+ */
+#define RACE_TXNS_MAX 200000
+
+struct racer {
+	const char *db;
+	volatile int stop;
+	int64_t *begin_ms;
+	int count;
+};
+
+static void *racer_main(void *arg)
+{
+	struct racer *r = arg;
+	sqlite3 *db = NULL;
+	sqlite3_stmt *s = NULL;
+	if (sqlite3_open(r->db, &db) != SQLITE_OK)
+		return NULL;
+	sqlite3_busy_timeout(db, 5000);
+	sqlite3_exec(db, "PRAGMA wal_autocheckpoint=0", NULL, NULL, NULL);
+	if (sqlite3_prepare_v2(db, "INSERT INTO t(k, v) VALUES(?, randomblob(64))", -1, &s, NULL) != SQLITE_OK)
+		goto out;
+	while (!r->stop && r->count < RACE_TXNS_MAX) {
+		r->begin_ms[r->count] = ws_wall_ms();
+		sqlite3_bind_int64(s, 1, 1000000 + r->count);
+		if (sqlite3_step(s) != SQLITE_DONE) {
+			sqlite3_reset(s);
+			continue; /* busy while the engine holds the write lock: retry */
+		}
+		sqlite3_reset(s);
+		__atomic_store_n(&r->count, r->count + 1, __ATOMIC_RELEASE);
+	}
+out:
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return NULL;
+}
+
+static int64_t manifest_time_ms(const struct env *e, const char *key)
+{
+	int err = 0;
+	struct ws_store *s = ws_store_file_open(e->sink_dir, &err);
+	struct ws_buf b;
+	struct ws_fmt_manifest m;
+	int64_t t;
+	assert_non_null(s);
+	ws_buf_init(&b, 0);
+	assert_int_equal(ws_store_get(s, key, 0, UINT64_MAX, &b, NULL), 0);
+	assert_int_equal(ws_fmt_manifest_decode(b.data, b.len, &m), 0);
+	t = m.time_ms;
+	ws_fmt_manifest_free(&m);
+	ws_buf_free(&b);
+	ws_store_close(s);
+	return t;
+}
+
+static void test_time_never_after_commit(void **state)
+{
+	struct env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_stream_config c;
+	struct racer r;
+	pthread_t th;
+	unsigned checked = 0;
+	(void)state;
+
+	env_init(&e, "stream_race", 0);
+	write_txn(e.w, 300, 3000);
+	c = cfg_default(&e);
+	c.wal_checkpoint_bytes = 256u << 10;
+	c.batch_bytes_max = 128u << 10; /* an fsynced upload every 31 frames: a long scan */
+	st = stream_open_cfg(&e, NULL, &c);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	tail_expect(st, &o, WS_OUTCOME_EMPTY); /* engine WAL checkpoint */
+	assert_int_equal(ws_stream_wal_checkpoints(st), 1);
+
+	memset(&r, 0, sizeof(r));
+	r.db = e.db;
+	r.begin_ms = calloc(RACE_TXNS_MAX, sizeof(*r.begin_ms));
+	assert_non_null(r.begin_ms);
+	assert_int_equal(pthread_create(&th, NULL, racer_main, &r), 0);
+	for (int i = 0; i < 16; i++) {
+		sleep_ms(1 + (unsigned)i % 3);
+		tail_ok(st, &o);
+		if (o.kind != WS_OUTCOME_STREAMED && o.kind != WS_OUTCOME_RESTARTED)
+			continue;
+		const char *key = o.kind == WS_OUTCOME_STREAMED ? o.u.streamed.generation_key
+							       : o.u.restarted.generation_key;
+		int64_t t = manifest_time_ms(&e, key);
+		struct ws_restore_opts ro = { .time_ms = t };
+		char *out = wt_path(e.out_dir, "race.db");
+		sqlite3 *db;
+		char res[64];
+		assert_int_equal(ws_restore(e.sink, TENANT, &ro, out), 0);
+		assert_int_equal(sqlite3_open_v2(out, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+		query1(db, "SELECT coalesce(max(k), 0) FROM t WHERE k >= 1000000", res);
+		sqlite3_close(db);
+		unlink(out);
+		free(out);
+		long long k = strtoll(res, NULL, 10);
+		if (k >= 1000000) {
+			int64_t began = r.begin_ms[k - 1000000];
+			if (began > t)
+				fail_msg("tail %d: restore at %lld ms contains a transaction begun at %lld ms",
+					 i, (long long)t, (long long)began);
+			checked++;
+			if (getenv("WS_TEST_VERBOSE"))
+				fprintf(stderr, "tail %d %s k=%lld began-t=%lld wal=%llu count=%d\n", i,
+					ws_outcome_name(o.kind), k - 1000000, (long long)(began - t),
+					(unsigned long long)wal_size(&e), r.count);
+		}
+	}
+	r.stop = 1;
+	pthread_join(th, NULL);
+	assert_true(checked >= 8);
+	tail_ok(st, &o);
+	assert_restore_equals_source(&e);
+	free(r.begin_ms);
+	ws_stream_close(st);
+	env_free(&e);
+}
+
+/* ---- large and uncommitted transactions -------------------------------------------- */
+
+static void test_large_transactions(void **state)
+{
+	struct env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_stream_config c;
+	char res[64];
+	(void)state;
+
+	env_init(&e, "stream_large", 0);
+	/* A database file bigger than one read buffer: several snapshot parts. */
+	write_txn(e.w, 500, 3000);
+	query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+	assert_string_equal(res, "0");
+	write_txn(e.w, 1, 10);
+	c = cfg_default(&e);
+	c.batch_bytes_max = 128u << 10;
+	st = stream_open_cfg(&e, NULL, &c);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	assert_true(count_objects(e.sink_dir, "-path '*/s*/*'") >= 8); /* snapshot parts */
+	assert_restore_equals_source(&e);
+
+	/* A 2 MB transaction: one commit spread over many batches. */
+	unsigned batches_before = count_objects(e.sink_dir, "-name 'b*'");
+	uint64_t prev_last = o.u.streamed.last_frame;
+	write_txn(e.w, 700, 3000);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	assert_int_equal(o.u.streamed.first_frame, prev_last + 1);
+	assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
+	assert_true(o.u.streamed.frame_count > 500);
+	assert_true(o.u.streamed.backpressure.spill_high_water <= c.batch_bytes_max);
+	assert_true(count_objects(e.sink_dir, "-name 'b*'") >= batches_before + 16);
+	assert_restore_equals_source(&e);
+
+	/* Two more, shipped together. */
+	write_txn(e.w, 300, 3000);
+	write_txn(e.w, 400, 2000);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
+	assert_restore_equals_source(&e);
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+
+	/* The database shrinks: the restored file has exactly the pages the
+	 * last commit says, as SQLite would leave it. */
+	exec_ok(e.w, "DELETE FROM t WHERE k > 50");
+	exec_ok(e.w, "VACUUM");
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
+	assert_restore_equals_source(&e);
+	{
+		char *out = wt_path(e.out_dir, "vac.db");
+		struct stat sb;
+		query1(e.w, "PRAGMA page_count", res);
+		assert_int_equal(ws_restore(e.sink, TENANT, NULL, out), 0);
+		assert_int_equal(stat(out, &sb), 0);
+		assert_int_equal((uint64_t)sb.st_size, strtoull(res, NULL, 10) * 4096u);
+		unlink(out);
+		free(out);
+	}
+	ws_stream_close(st);
+	env_free(&e);
+}
+
+static void test_uncommitted_not_shipped(void **state)
+{
+	struct env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_stream_config c;
+	sqlite3 *w2;
+	uint64_t committed_frames, h_committed;
+	int64_t rows_committed;
+	(void)state;
+
+	env_init(&e, "stream_uncommitted", 0);
+	write_txn(e.w, 5, 1000);
+	c = cfg_default(&e);
+	c.batch_bytes_max = 128u << 10;
+	st = stream_open_cfg(&e, NULL, &c);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+
+	write_txn(e.w, 3, 1000); /* committed, not shipped yet */
+	committed_frames = wal_frames(&e);
+	h_committed = content_hash(e.w, &rows_committed);
+
+	/* A second writer with a tiny cache spills its open transaction into
+	 * the WAL as uncommitted frames. */
+	assert_int_equal(sqlite3_open(e.db, &w2), SQLITE_OK);
+	exec_ok(w2, "PRAGMA cache_size=5");
+	exec_ok(w2, "BEGIN");
+	for (int i = 0; i < 300; i++)
+		exec_ok(w2, "INSERT INTO t(v) VALUES(randomblob(3000))");
+	assert_true(wal_frames(&e) > committed_frames + 60); /* the spill is really there */
+
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	assert_int_equal(o.u.streamed.last_frame, committed_frames);
+	{
+		int64_t rr;
+		uint64_t hr = restore_hash_opts(&e, NULL, &rr);
+		assert_int_equal(rr, rows_committed);
+		assert_true(hr == h_committed);
+	}
+	/* Only the uncommitted frames are there: nothing new to name. */
+	tail_ok(st, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_EMPTY);
+	assert_int_equal(o.u.empty.watermark.last_frame, committed_frames);
+
+	exec_ok(w2, "ROLLBACK");
+	sqlite3_close(w2);
+	tail_ok(st, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_EMPTY);
+	{
+		int64_t rr;
+		assert_true(restore_hash_opts(&e, NULL, &rr) == h_committed);
+		assert_int_equal(rr, rows_committed);
+	}
+
+	/* The writer overwrites the rolled-back frames; the stream follows. */
+	write_txn(e.w, 2, 1000);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	assert_int_equal(o.u.streamed.first_frame, committed_frames + 1);
+	assert_restore_equals_source(&e);
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	ws_stream_close(st);
+	env_free(&e);
+}
+
+/* First contact with a WAL that holds only another connection's spilled,
+ * uncommitted frames: the base is the database file, no frame of it. */
+static void test_uncommitted_on_first_contact(void **state)
+{
+	struct env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	sqlite3 *w2;
+	char res[64];
+	uint64_t h;
+	int64_t rows, rr;
+	(void)state;
+
+	env_init(&e, "stream_uncommitted0", 0);
+	write_txn(e.w, 20, 1000);
+	query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+	assert_string_equal(res, "0");
+	assert_int_equal(wal_size(&e), 0);
+	h = content_hash(e.w, &rows);
+
+	assert_int_equal(sqlite3_open(e.db, &w2), SQLITE_OK);
+	exec_ok(w2, "PRAGMA cache_size=5");
+	exec_ok(w2, "BEGIN");
+	for (int i = 0; i < 200; i++)
+		exec_ok(w2, "INSERT INTO t(v) VALUES(randomblob(3000))");
+	assert_true(wal_frames(&e) > 50);
+
+	st = stream_open(&e);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	assert_int_equal(o.u.streamed.last_frame, 0);
+	assert_int_equal(o.u.streamed.frame_count, 0);
+	assert_true(restore_hash_opts(&e, NULL, &rr) == h);
+	assert_int_equal(rr, rows);
+
+	exec_ok(w2, "ROLLBACK");
+	sqlite3_close(w2);
+	tail_ok(st, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_EMPTY);
+	write_txn(e.w, 3, 1000);
+	tail_ok(st, &o);
+	assert_true(o.kind == WS_OUTCOME_STREAMED || o.kind == WS_OUTCOME_RESTARTED);
+	assert_restore_equals_source(&e);
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	ws_stream_close(st);
+	env_free(&e);
+}
+
+/* ---- page sizes ------------------------------------------------------------------- */
+
+static void test_page_sizes(void **state)
+{
+	(void)state;
+	for (unsigned ps = 512; ps <= 65536; ps *= 2) {
+		struct env e;
+		struct ws_outcome o;
+		struct ws_stream *st;
+		char res[64];
+		struct ws_tenant_info info;
+
+		env_init(&e, "stream_ps", ps);
+		query1(e.w, "PRAGMA page_size", res);
+		assert_int_equal(strtoul(res, NULL, 10), (unsigned long)ps);
+		/* Part in the database file (snapshot), part in the WAL. */
+		write_txn(e.w, 40, 700);
+		query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+		assert_string_equal(res, "0");
+		write_txn(e.w, 30, 900);
+		st = stream_open(&e);
+		tail_expect(st, &o, WS_OUTCOME_STREAMED);
+		assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
+		write_txn(e.w, 20, (int)ps + 100); /* overflow pages */
+		write_txn(e.w, 1, 1);
+		exec_ok(e.w, "DELETE FROM t WHERE k % 3 = 0");
+		tail_expect(st, &o, WS_OUTCOME_STREAMED);
+		assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
+		memset(&info, 0, sizeof(info));
+		assert_int_equal(ws_list_tenants(e.sink, TENANT, ls_cb, &info), 0);
+		assert_int_equal(info.page_size, ps);
+		assert_restore_equals_source(&e);
+		{
+			/* The restored file keeps the page size. */
+			char *out = wt_path(e.out_dir, "ps.db");
+			sqlite3 *db;
+			assert_int_equal(ws_restore(e.sink, TENANT, NULL, out), 0);
+			assert_int_equal(sqlite3_open_v2(out, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+			query1(db, "PRAGMA page_size", res);
+			assert_int_equal(strtoul(res, NULL, 10), (unsigned long)ps);
+			sqlite3_close(db);
+			free(out);
+		}
+		assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+		ws_stream_close(st);
+		env_free(&e);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fresh_db_without_wal),
+		cmocka_unit_test(test_streamed_then_empty),
+		cmocka_unit_test(test_empty_rpo_ages),
+		cmocka_unit_test(test_restarted_salt_only),
+		cmocka_unit_test(test_restarted_seq_advanced),
+		cmocka_unit_test(test_restarted_legacy_watermark),
+		cmocka_unit_test(test_restarted_next_gen_open_stream),
+		cmocka_unit_test(test_app_truncate_cannot_skip_frames),
+		cmocka_unit_test(test_fenced),
+		cmocka_unit_test(test_outcome_accessors),
+		cmocka_unit_test(test_point_in_time),
+		cmocka_unit_test(test_time_never_after_commit),
+		cmocka_unit_test(test_large_transactions),
+		cmocka_unit_test(test_uncommitted_not_shipped),
+		cmocka_unit_test(test_uncommitted_on_first_contact),
+		cmocka_unit_test(test_page_sizes),
+	};
+	const char *filter = getenv("WS_TEST_FILTER");
+	if (filter)
+		cmocka_set_test_filter(filter);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

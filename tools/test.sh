@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# walship's single test command (CI runs it through .ci/run).
+#
+#   bash tools/test.sh                    install packages (Debian 12, as root), then build and test
+#   WS_SKIP_INSTALL=1 bash tools/test.sh  skip apt-get (packages already there)
+#
+# Sections, each with a header:
+#   1. packages      tools/install-deps.sh: apt-get update + install of what is
+#                    missing (skipped with WS_SKIP_INSTALL=1)
+#   2. build-ci      -DWS_WERROR=ON, every ctest test
+#   3. build-asan    ASan+UBSan (-DWS_SANITIZE=address), every ctest test
+#   4. build-tsan    TSan (-DWS_SANITIZE=thread), the concurrent tests
+#                    (ctest -R 'test_store|test_io')
+#   5. bench smoke   bench_e2e at a tiny size and bench_wal briefly, from
+#                    build-ci: fails only if a benchmark crashes or errors,
+#                    never on a ratio
+# Every section runs even when an earlier one failed (a failed build skips
+# its own tests); the summary lists failures and the exit status is non-zero
+# if any section failed.
+#
+# Env: WS_JOBS (parallel build jobs, default 2), WS_SKIP_INSTALL=1,
+#      WS_TSAN_TESTS (ctest -R regex for the TSan build),
+#      WS_BENCH_MB (bench smoke size in MiB, default 8).
+set -euo pipefail
+
+cd "$(dirname "$(readlink -f "$0")")/.."
+JOBS="${WS_JOBS:-2}"
+TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io}"
+BENCH_MB="${WS_BENCH_MB:-8}"
+START=$(date +%s)
+
+
+failed=()
+section() {
+	printf '\n==================== %s  [+%ss] ====================\n' "$*" $(($(date +%s) - START))
+}
+note_fail() {
+	failed+=("$1")
+	printf '\n!!!!! FAILED: %s\n' "$1"
+}
+
+# ---- 1. packages ------------------------------------------------------------
+section "packages (tools/install-deps.sh; WS_SKIP_INSTALL=1 skips)"
+bash tools/install-deps.sh
+
+for tool in cmake ctest cc c++ pkg-config sqlite3 python3; do
+	command -v "$tool" >/dev/null || { echo "missing tool: $tool"; exit 1; }
+done
+
+# build_and_test NAME DIR CTEST_ARGS -- CMAKE_ARGS...
+build_and_test() {
+	local name=$1 dir=$2 ctest_args=$3
+	shift 3
+	[ "${1:-}" = -- ] && shift
+	section "$name: configure + build ($dir, $*)"
+	if ! cmake -S . -B "$dir" "$@" || ! cmake --build "$dir" -j"$JOBS"; then
+		note_fail "$name: build"
+		return 0
+	fi
+	section "$name: ctest $ctest_args"
+	# The tests' scratch directory is per build; start it empty.
+	rm -rf "$dir/testtmp"
+	mkdir -p "$dir/testtmp"
+	# shellcheck disable=SC2086
+	if ! (cd "$dir" && ${CTEST_WRAP:-} ctest --output-on-failure $ctest_args); then
+		note_fail "$name: tests"
+	fi
+}
+
+# ---- 2. warnings as errors ----------------------------------------------------
+build_and_test build-ci build-ci "" -- -DWS_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+# ---- 3. ASan + UBSan ------------------------------------------------------------
+export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1:strict_string_checks=1:check_initialization_order=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+build_and_test build-asan build-asan "" -- -DWS_SANITIZE=address -DWS_WERROR=ON -DCMAKE_BUILD_TYPE=Debug \
+	-DWS_BUILD_BENCH=OFF
+
+# ---- 4. TSan ------------------------------------------------------------------------
+# TSan (gcc 12) cannot map its shadow with the high ASLR entropy of newer
+# kernels ("unexpected memory mapping"): run it with ASLR off when possible.
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+CTEST_WRAP=
+if command -v setarch >/dev/null && setarch "$(uname -m)" -R true 2>/dev/null; then
+	CTEST_WRAP="setarch $(uname -m) -R"
+fi
+build_and_test build-tsan build-tsan "-R $TSAN_TESTS" -- -DWS_SANITIZE=thread \
+	-DCMAKE_BUILD_TYPE=Debug -DWS_BUILD_BENCH=OFF
+
+# ---- 5. bench smoke --------------------------------------------------------------------
+section "bench smoke: bench_e2e --mb $BENCH_MB, bench_wal (build-ci; ratios are reported, not enforced)"
+if [ -x build-ci/bench/bench_e2e ]; then
+	mkdir -p build-ci/testtmp
+	if ! build-ci/bench/bench_e2e --mb "$BENCH_MB" --reps 1 --dir "$PWD/build-ci/testtmp"; then
+		note_fail "bench smoke: bench_e2e"
+	fi
+else
+	note_fail "bench smoke: build-ci/bench/bench_e2e was not built"
+fi
+if [ -x build-ci/bench/bench_wal ]; then
+	if ! build-ci/bench/bench_wal --benchmark_min_time=0.01; then
+		note_fail "bench smoke: bench_wal"
+	fi
+else
+	echo "bench_wal not built (Google Benchmark absent): skipped"
+fi
+
+# ---- summary ------------------------------------------------------------------------------
+section "summary"
+if [ ${#failed[@]} -eq 0 ]; then
+	echo "ALL PASSED in $(($(date +%s) - START)) s"
+	exit 0
+fi
+echo "FAILED sections:"
+printf '  - %s\n' "${failed[@]}"
+exit 1
