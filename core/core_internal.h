@@ -21,8 +21,10 @@ int ws_key_gen_prefix(char *out, size_t cap, const char *tenant, uint64_t epoch,
 int ws_wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm,
 	       struct ws_etag *etag) WS_MUST_CHECK;
 
-/* Fetch and verify one object against a reference (length, XXH3-64). */
-int ws_obj_fetch(struct ws_store *s, const struct ws_fmt_objref *ref, struct ws_buf *out) WS_MUST_CHECK;
+/* Fetch one object and check it is the one referenced: length, and the
+ * header hash at hash_off. The caller's decoder then checks every hash. */
+int ws_obj_fetch(struct ws_store *s, const struct ws_fmt_objref *ref, size_t hash_off,
+		 struct ws_buf *out) WS_MUST_CHECK;
 
 /* A verified manifest chain, oldest (the base) first. */
 struct ws_chain {

@@ -73,7 +73,7 @@ int ws_replay(struct ws_store *s, const char *tenant, const struct ws_chain *c, 
 			for (uint32_t k = 0; k < m->snap_count; k++) {
 				struct ws_fmt_snap sh;
 				const uint8_t *pages;
-				rc = ws_obj_fetch(s, &m->snaps[k], &b);
+				rc = ws_obj_fetch(s, &m->snaps[k], WS_SNAP_HDR_HASH_OFF, &b);
 				if (!rc)
 					rc = ws_fmt_snap_decode(b.data, b.len, &sh, &pages);
 				if (!rc && (sh.first_page != m->snaps[k].first || sh.page_count != m->snaps[k].count ||
@@ -102,7 +102,7 @@ int ws_replay(struct ws_store *s, const char *tenant, const struct ws_chain *c, 
 			struct ws_fmt_batch bh;
 			const uint8_t *frames;
 			uint32_t end[2];
-			rc = ws_obj_fetch(s, &m->batches[k], &b);
+			rc = ws_obj_fetch(s, &m->batches[k], WS_BATCH_HDR_HASH_OFF, &b);
 			if (!rc && resync && ws_fmt_batch_decode(b.data, b.len, &bh, NULL) == 0) {
 				/* After a bad batch, check the rest on their own. */
 				run[0] = bh.seed_cksum[0];

@@ -22,6 +22,10 @@
 
 #define WS_BATCH_HDR_SIZE 96u
 #define WS_SNAP_HDR_SIZE 64u
+/* Offsets of the header hash (XXH3-64 of the header before it, which
+ * includes the payload hash): an object's identity in keys and references. */
+#define WS_BATCH_HDR_HASH_OFF 88u
+#define WS_SNAP_HDR_HASH_OFF 56u
 #define WS_TENANT_NAME_MAX 128u   /* including NUL */
 #define WS_MANIFEST_ITEMS_MAX 65536u
 
@@ -77,7 +81,7 @@ struct ws_fmt_objref {
 	char key[WS_KEY_MAX];
 	uint64_t first;            /* batch: first frame; snapshot: first page */
 	uint64_t count;            /* batch: frames;     snapshot: pages */
-	uint64_t xxh;              /* XXH3-64 of the whole object */
+	uint64_t xxh;              /* the object's header hash (covers its payload hash) */
 	uint64_t length;           /* object length in bytes */
 };
 
