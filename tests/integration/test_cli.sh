@@ -10,60 +10,9 @@
 # check that tests exactly that.
 set -euo pipefail
 
-: "${WS_BIN:?WS_BIN must name the walship binary}"
-command -v sqlite3 >/dev/null || { echo "sqlite3 CLI not found"; exit 1; }
-command -v python3 >/dev/null || { echo "python3 not found"; exit 1; }
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
 
-ROOT="${WS_TEST_TMP:-/tmp}/test_cli.$$"
-rm -rf "$ROOT"
-mkdir -p "$ROOT"
-cd "$ROOT"
-cleanup() {
-	local p
-	for p in $(jobs -p); do kill "$p" 2>/dev/null || true; done
-	if [ "${fail:-1}" = 0 ]; then rm -rf "$ROOT"; fi
-}
-trap cleanup EXIT
-
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $1"; }
-bad() {
-	fail=$((fail + 1))
-	echo "FAIL - $1"
-	if [ -s "$ROOT/out" ]; then sed 's/^/    stdout: /' "$ROOT/out" | head -20; fi
-	if [ -s "$ROOT/err" ]; then sed 's/^/    stderr: /' "$ROOT/err" | head -20; fi
-}
-# check DESC CMD...: CMD's exit status decides.
-check() {
-	local desc=$1
-	shift
-	if "$@"; then ok "$desc"; else bad "$desc"; fi
-}
-
-# ws ARGS...: run walship, stdout -> out, stderr -> err, status -> $rc.
-rc=0
-ws() {
-	set +e
-	"$WS_BIN" "$@" >"$ROOT/out" 2>"$ROOT/err"
-	rc=$?
-	set -e
-	no_sanitizer_report "$ROOT/err" "walship $*"
-}
-# A sanitizer build may exit 1 on a report, which some checks expect anyway.
-no_sanitizer_report() {
-	if grep -qE 'ERROR: (Address|Leak|Thread|Memory)Sanitizer|WARNING: ThreadSanitizer|runtime error:' "$1"; then
-		bad "sanitizer report from: $2"
-		sed 's/^/    /' "$1" | head -40
-	fi
-}
-
-# sq DB SQL...: the writer. Never checkpoints on close.
-sq() {
-	sqlite3 -batch -bail -cmd ".dbconfig no_ckpt_on_close on" "$@" | sed '/^ *no_ckpt_on_close on$/d'
-}
-dump() { sq "$1" .dump; }
-same_dump() { [ "$(dump "$1")" = "$(dump "$2")" ] && [ -n "$(dump "$1")" ]; }
 rows() { sq "$1" "SELECT group_concat(x, ',') FROM (SELECT x FROM t ORDER BY x);"; }
 newdb() { rm -f "$1" "$1-wal" "$1-shm"; sq "$1" "PRAGMA journal_mode=WAL; CREATE TABLE t(x);" >/dev/null; }
 sink_files() { (cd "$1" && find . -type f -not -name '.lock*' | sort); }
@@ -328,12 +277,8 @@ for sig in TERM INT; do
 	sleep 0.3
 	check "SIG$sig: replicate is still running before the signal" kill -0 $pid
 	kill -$sig $pid
-	set +e
-	wait $pid
-	src=$?
-	set -e
-	no_sanitizer_report sig.err "replicate until SIG$sig"
-	check "SIG$sig: replicate exits 0" [ "$src" = 0 ]
+	reap $pid sig.err "replicate until SIG$sig"
+	check "SIG$sig: replicate exits 0" [ "$reaped" = 0 ]
 	check "SIG$sig: the last tail shipped the late rows (two JSON lines)" \
 		eval '[ "$(grep -c . sig.out)" = 2 ] && [ "$(tail -1 sig.out | python3 -c "import json,sys; print(json.load(sys.stdin)[\"outcome\"])")" = streamed ]'
 	rm -f sigr.db

@@ -9,55 +9,9 @@
 # Prints "N passed, M failed" last; exits non-zero on any failure.
 set -euo pipefail
 
-: "${WS_BIN:?WS_BIN must name the walship binary}"
-command -v sqlite3 >/dev/null || { echo "sqlite3 CLI not found"; exit 1; }
-command -v python3 >/dev/null || { echo "python3 not found"; exit 1; }
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
 
-ROOT="${WS_TEST_TMP:-/tmp}/test_fencing.$$"
-rm -rf "$ROOT"
-mkdir -p "$ROOT"
-cd "$ROOT"
-cleanup() {
-	local p
-	for p in $(jobs -p); do kill "$p" 2>/dev/null || true; done
-	if [ "${fail:-1}" = 0 ]; then rm -rf "$ROOT"; fi
-}
-trap cleanup EXIT
-
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $1"; }
-bad() {
-	fail=$((fail + 1))
-	echo "FAIL - $1"
-	if [ -s "$ROOT/out" ]; then sed 's/^/    stdout: /' "$ROOT/out" | head -20; fi
-	if [ -s "$ROOT/err" ]; then sed 's/^/    stderr: /' "$ROOT/err" | head -20; fi
-}
-check() {
-	local desc=$1
-	shift
-	if "$@"; then ok "$desc"; else bad "$desc"; fi
-}
-rc=0
-ws() {
-	set +e
-	"$WS_BIN" "$@" >"$ROOT/out" 2>"$ROOT/err"
-	rc=$?
-	set -e
-	no_sanitizer_report "$ROOT/err" "walship $*"
-}
-# A sanitizer build may exit 1 on a report, which some checks expect anyway.
-no_sanitizer_report() {
-	if grep -qE 'ERROR: (Address|Leak|Thread|Memory)Sanitizer|WARNING: ThreadSanitizer|runtime error:' "$1"; then
-		bad "sanitizer report from: $2"
-		sed 's/^/    /' "$1" | head -40
-	fi
-}
-sq() {
-	sqlite3 -batch -bail -cmd ".dbconfig no_ckpt_on_close on" "$@" | sed '/^ *no_ckpt_on_close on$/d'
-}
-dump() { sq "$1" .dump; }
-same_dump() { [ "$(dump "$1")" = "$(dump "$2")" ] && [ -n "$(dump "$1")" ]; }
 # The sink's every file (lock files included) with its checksum.
 snapshot() { (cd "$SINK" && find . -type f | sort | xargs -r sha256sum); }
 # outcome FILE: the outcome of the single JSON line in FILE.
@@ -164,11 +118,9 @@ write 2 # something new for epoch 1's next tail
 set +e
 for _ in $(seq 100); do kill -0 $old 2>/dev/null || break; sleep 0.1; done
 kill -0 $old 2>/dev/null && { kill $old; echo "epoch 1 did not stop; killed"; }
-wait $old
-old_rc=$?
 set -e
-no_sanitizer_report old.err "continuous epoch 1"
-check "epoch 1 (continuous) exits 3 after the takeover" [ "$old_rc" = 3 ]
+reap $old old.err "continuous epoch 1"
+check "epoch 1 (continuous) exits 3 after the takeover" [ "$reaped" = 3 ]
 check "epoch 1's last JSON line is fenced by epoch 2" \
 	python3 -c '
 import json
@@ -198,12 +150,8 @@ write 3
 sleep 1
 check "epoch 2 is still running" kill -0 $new
 kill -TERM $new
-set +e
-wait $new
-new_rc=$?
-set -e
-no_sanitizer_report new.err "continuous epoch 2"
-check "epoch 2 exits 0 on SIGTERM" [ "$new_rc" = 0 ]
+reap $new new.err "continuous epoch 2"
+check "epoch 2 exits 0 on SIGTERM" [ "$reaped" = 0 ]
 check "epoch 2 was never fenced" eval '! grep -q fenced new.out'
 ws restore --sink "$URL" --tenant db -o r3.db
 check "restore equals the source at the end" eval '[ "$rc" = 0 ] && same_dump db.db r3.db'

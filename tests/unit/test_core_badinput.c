@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "testutil.h"
+#include "coreutil.h"
 #include "walship.h"
 #include "ws_format.h"
 #include "ws_store.h"
@@ -28,68 +28,6 @@
 #define TENANT "ledger"
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static void exec_ok(sqlite3 *db, const char *sql)
-{
-	char *msg = NULL;
-	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
-		fail_msg("sqlite: %s: %s", sql, msg ? msg : "?");
-}
-
-static int first_col_cb(void *arg, int n, char **vals, char **names)
-{
-	(void)names;
-	if (n > 0 && vals[0])
-		snprintf(arg, 64, "%s", vals[0]);
-	return 0;
-}
-
-static void query1(sqlite3 *db, const char *sql, char out[64])
-{
-	char *msg = NULL;
-	out[0] = '\0';
-	if (sqlite3_exec(db, sql, first_col_cb, out, &msg) != SQLITE_OK)
-		fail_msg("sqlite: %s: %s", sql, msg ? msg : "?");
-}
-
-static sqlite3 *writer_open(const char *path)
-{
-	sqlite3 *db = NULL;
-	char res[64];
-	if (sqlite3_open(path, &db) != SQLITE_OK)
-		fail_msg("open %s: %s", path, sqlite3_errmsg(db));
-	sqlite3_busy_timeout(db, 5000);
-	query1(db, "PRAGMA journal_mode=WAL", res);
-	assert_string_equal(res, "wal");
-	exec_ok(db, "PRAGMA wal_autocheckpoint=0");
-	exec_ok(db, "CREATE TABLE IF NOT EXISTS t(k INTEGER PRIMARY KEY, v BLOB)");
-	return db;
-}
-
-static void write_txn(sqlite3 *db, int rows, int bytes)
-{
-	sqlite3_stmt *s = NULL;
-	exec_ok(db, "BEGIN");
-	assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO t(v) VALUES(randomblob(?))", -1, &s, NULL),
-			 SQLITE_OK);
-	for (int i = 0; i < rows; i++) {
-		sqlite3_bind_int(s, 1, bytes);
-		if (sqlite3_step(s) != SQLITE_DONE)
-			fail_msg("insert: %s", sqlite3_errmsg(db));
-		sqlite3_reset(s);
-	}
-	sqlite3_finalize(s);
-	exec_ok(db, "COMMIT");
-}
-
-static void fnv(uint64_t *h, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	for (size_t i = 0; i < n; i++) {
-		*h ^= b[i];
-		*h *= 1099511628211ull;
-	}
-}
 
 static uint64_t content_hash(sqlite3 *db)
 {
@@ -100,10 +38,10 @@ static uint64_t content_hash(sqlite3 *db)
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		int64_t k = sqlite3_column_int64(s, 0);
 		int n = sqlite3_column_bytes(s, 1);
-		fnv(&h, &k, sizeof(k));
-		fnv(&h, &n, sizeof(n));
+		wt_fnv(&h, &k, sizeof(k));
+		wt_fnv(&h, &n, sizeof(n));
 		if (n > 0)
-			fnv(&h, sqlite3_column_blob(s, 1), (size_t)n);
+			wt_fnv(&h, sqlite3_column_blob(s, 1), (size_t)n);
 	}
 	assert_int_equal(rc, SQLITE_DONE);
 	sqlite3_finalize(s);
@@ -112,34 +50,10 @@ static uint64_t content_hash(sqlite3 *db)
 
 static uint64_t file_hash(const char *path)
 {
-	sqlite3 *db = NULL;
-	char res[64];
-	uint64_t h;
-	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
-		fail_msg("open %s: %s", path, sqlite3_errmsg(db));
-	query1(db, "PRAGMA integrity_check", res);
-	assert_string_equal(res, "ok");
-	h = content_hash(db);
+	sqlite3 *db = wt_open_checked(path);
+	uint64_t h = content_hash(db);
 	sqlite3_close(db);
 	return h;
-}
-
-/* Names, types, sizes, modes and SHA-256 of every entry under dir. */
-static char *dir_digest(const char *dir)
-{
-	char *tmp, *out;
-	size_t len = 0;
-	assert_int_not_equal(asprintf(&tmp, "%s.digest", dir), -1);
-	assert_int_equal(wt_sh("cd '%s' && { find . -printf '%%p %%y %%s %%m\\n' | LC_ALL=C sort; "
-			       "find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum; } > '%s'",
-			       dir, tmp),
-			 0);
-	out = (char *)wt_read_file(tmp, &len);
-	assert_non_null(out);
-	out[len] = '\0';
-	unlink(tmp);
-	free(tmp);
-	return out;
 }
 
 static bool dir_empty(const char *dir)
@@ -181,40 +95,6 @@ static size_t find_keys(const char *sink_dir, const char *pred, char keys[][WS_K
 	return n;
 }
 
-struct src {
-	char *dir, *db, *wal, *sink_dir, *sink_url;
-	struct ws_sink *sink;
-	sqlite3 *w;
-};
-
-static void src_init(struct src *s, const char *tag)
-{
-	int err = 0;
-	memset(s, 0, sizeof(*s));
-	s->dir = wt_tmpdir(tag);
-	assert_non_null(s->dir);
-	s->db = wt_path(s->dir, "src.db");
-	assert_int_not_equal(asprintf(&s->wal, "%s-wal", s->db), -1);
-	s->sink_dir = wt_path(s->dir, "sink");
-	assert_int_not_equal(asprintf(&s->sink_url, "file://%s", s->sink_dir), -1);
-	s->sink = ws_sink_open(s->sink_url, &err);
-	assert_int_equal(err, 0);
-	s->w = writer_open(s->db);
-}
-
-static void src_free(struct src *s)
-{
-	if (s->w)
-		sqlite3_close(s->w);
-	ws_sink_close(s->sink);
-	wt_rmrf(s->dir);
-	free(s->dir);
-	free(s->db);
-	free(s->wal);
-	free(s->sink_dir);
-	free(s->sink_url);
-}
-
 static struct ws_stream *stream_for(struct ws_sink *sink, const char *tenant, const char *db, int *err)
 {
 	struct ws_stream_config c;
@@ -231,9 +111,7 @@ static struct ws_stream *stream_for(struct ws_sink *sink, const char *tenant, co
 static void tail_ok(struct ws_stream *st)
 {
 	struct ws_outcome o;
-	int rc = ws_stream_tail_frames(st, &o);
-	if (rc)
-		fail_msg("tail_frames: %s (%s)", ws_strerror(rc), ws_errmsg());
+	wt_tail_ok(st, &o);
 	assert_true(o.kind == WS_OUTCOME_STREAMED || o.kind == WS_OUTCOME_RESTARTED);
 }
 
@@ -262,7 +140,7 @@ static void problem_cb(const char *tenant, const char *key, int err, const char 
 
 static void garbage_wal_case(size_t wal_len, bool shipped_before)
 {
-	struct src s;
+	struct wt_env s;
 	struct ws_stream *st;
 	struct ws_outcome o;
 	uint8_t *junk = malloc(wal_len);
@@ -273,8 +151,8 @@ static void garbage_wal_case(size_t wal_len, bool shipped_before)
 	char *before, *now;
 	int err = 0, rc;
 
-	src_init(&s, "bad_wal");
-	write_txn(s.w, 20, 500);
+	wt_env_init(&s, "bad_wal", 0);
+	wt_write_txn(s.w, 20, 500);
 	if (shipped_before) {
 		st = stream_for(s.sink, TENANT, s.db, &err);
 		assert_non_null(st);
@@ -289,7 +167,7 @@ static void garbage_wal_case(size_t wal_len, bool shipped_before)
 		junk[i] = (uint8_t)wt_rand(&rng);
 	assert_int_equal(wt_write_file(s.wal, junk, wal_len), 0);
 
-	before = dir_digest(s.sink_dir);
+	before = wt_dir_digest(s.sink_dir);
 	st = stream_for(s.sink, TENANT, s.db, &err);
 	assert_non_null(st);
 	for (int i = 0; i < 2; i++) {
@@ -299,7 +177,7 @@ static void garbage_wal_case(size_t wal_len, bool shipped_before)
 		assert_non_null(strstr(ws_errmsg(), s.wal));
 	}
 	ws_stream_close(st);
-	now = dir_digest(s.sink_dir);
+	now = wt_dir_digest(s.sink_dir);
 	assert_string_equal(before, now);
 	/* The file is still the garbage we wrote: the test saw what it meant to. */
 	after = wt_read_file(s.wal, &after_len);
@@ -315,7 +193,7 @@ static void garbage_wal_case(size_t wal_len, bool shipped_before)
 	free(before);
 	free(now);
 	free(junk);
-	src_free(&s);
+	wt_env_free(&s);
 }
 
 static void test_garbage_wal(void **state)
@@ -330,7 +208,7 @@ static void test_garbage_wal(void **state)
 /* A database that is not in WAL mode, and a file that is no database. */
 static void test_not_wal_database(void **state)
 {
-	struct src s;
+	struct wt_env s;
 	struct ws_stream *st;
 	struct ws_outcome o;
 	char *before, *now;
@@ -338,18 +216,18 @@ static void test_not_wal_database(void **state)
 	int err = 0, rc;
 	(void)state;
 
-	src_init(&s, "bad_mode");
-	query1(s.w, "PRAGMA journal_mode=DELETE", res);
+	wt_env_init(&s, "bad_mode", 0);
+	wt_query1(s.w, "PRAGMA journal_mode=DELETE", res);
 	assert_string_equal(res, "delete");
-	write_txn(s.w, 5, 100);
-	before = dir_digest(s.sink_dir);
+	wt_write_txn(s.w, 5, 100);
+	before = wt_dir_digest(s.sink_dir);
 	st = stream_for(s.sink, TENANT, s.db, &err);
 	assert_non_null(st);
 	rc = ws_stream_tail_frames(st, &o);
 	assert_int_equal(rc, WS_ECONFIG);
 	assert_non_null(strstr(ws_errmsg(), "WAL"));
 	ws_stream_close(st);
-	now = dir_digest(s.sink_dir);
+	now = wt_dir_digest(s.sink_dir);
 	assert_string_equal(before, now);
 	free(now);
 
@@ -366,19 +244,18 @@ static void test_not_wal_database(void **state)
 	assert_int_not_equal(rc, 0);
 	assert_non_null(strstr(ws_errmsg(), TENANT));
 	ws_stream_close(st);
-	now = dir_digest(s.sink_dir);
+	now = wt_dir_digest(s.sink_dir);
 	assert_string_equal(before, now);
 	free(now);
 	free(before);
-	src_free(&s);
+	wt_env_free(&s);
 }
 
 /* ---- a damaged sink ---------------------------------------------------------- */
 
 struct good {
-	struct src s;
+	struct wt_env s;
 	uint64_t h;
-	char *out_dir;
 	unsigned copies;
 };
 
@@ -390,25 +267,23 @@ static void good_init(struct good *g)
 	char res[64];
 	int err = 0;
 
-	src_init(&g->s, "bad_sink");
-	write_txn(g->s.w, 120, 3000);
-	query1(g->s.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+	wt_env_init(&g->s, "bad_sink", 0);
+	wt_write_txn(g->s.w, 120, 3000);
+	wt_query1(g->s.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
 	assert_string_equal(res, "0");
-	write_txn(g->s.w, 60, 3000);
+	wt_write_txn(g->s.w, 60, 3000);
 	st = stream_for(g->s.sink, TENANT, g->s.db, &err);
 	assert_non_null(st);
 	tail_ok(st);
 	for (int i = 0; i < 2; i++) {
-		write_txn(g->s.w, 70, 3000);
+		wt_write_txn(g->s.w, 70, 3000);
 		tail_ok(st);
 	}
 	ws_stream_close(st);
 	g->h = content_hash(g->s.w);
-	g->out_dir = wt_path(g->s.dir, "out");
-	assert_int_equal(mkdir(g->out_dir, 0755), 0);
 	assert_int_equal(ws_verify(g->s.sink, TENANT, NULL, NULL), 0);
 	{
-		char *out = wt_path(g->out_dir, "good.db");
+		char *out = wt_path(g->s.out_dir, "good.db");
 		assert_int_equal(ws_restore(g->s.sink, TENANT, NULL, out), 0);
 		assert_true(file_hash(out) == g->h);
 		unlink(out);
@@ -418,8 +293,7 @@ static void good_init(struct good *g)
 
 static void good_free(struct good *g)
 {
-	free(g->out_dir);
-	src_free(&g->s);
+	wt_env_free(&g->s);
 }
 
 /* A fresh copy of the good sink. */
@@ -484,7 +358,7 @@ static void expect_refused(struct good *g, const char *dir, const char *key, con
 	char *url;
 	struct ws_sink *sink;
 	struct problems p;
-	char *out = wt_path(g->out_dir, "restored.db");
+	char *out = wt_path(g->s.out_dir, "restored.db");
 	int err = 0, rc;
 	bool named = false, code_ok = false;
 
@@ -519,7 +393,7 @@ static void expect_refused(struct good *g, const char *dir, const char *key, con
 		fail_msg("damage to %s: restore returned %s (%s)", key, ws_strerror(rc), ws_errmsg());
 	assert_non_null(strstr(ws_errmsg(), key));
 	assert_int_equal(access(out, F_OK), -1);
-	assert_true(dir_empty(g->out_dir));
+	assert_true(dir_empty(g->s.out_dir));
 
 	/* With force too, and over an existing file: that file is untouched. */
 	{
@@ -534,7 +408,7 @@ static void expect_refused(struct good *g, const char *dir, const char *key, con
 		assert_memory_equal(b, keep, len);
 		free(b);
 		unlink(out);
-		assert_true(dir_empty(g->out_dir));
+		assert_true(dir_empty(g->s.out_dir));
 	}
 	ws_sink_close(sink);
 	free(url);
@@ -633,8 +507,8 @@ static void test_stream_refuses_bad_watermark(void **state)
 	memset(&g, 0, sizeof(g));
 	good_init(&g);
 	damage(g.s.sink_dir, TENANT "/wm", RANDOM);
-	write_txn(g.s.w, 3, 100);
-	before = dir_digest(g.s.sink_dir);
+	wt_write_txn(g.s.w, 3, 100);
+	before = wt_dir_digest(g.s.sink_dir);
 	st = stream_for(g.s.sink, TENANT, g.s.db, &err);
 	assert_non_null(st);
 	for (int i = 0; i < 2; i++) {
@@ -643,7 +517,7 @@ static void test_stream_refuses_bad_watermark(void **state)
 		assert_non_null(strstr(ws_errmsg(), TENANT "/wm"));
 	}
 	ws_stream_close(st);
-	now = dir_digest(g.s.sink_dir);
+	now = wt_dir_digest(g.s.sink_dir);
 	assert_string_equal(before, now);
 	free(before);
 	free(now);
@@ -654,7 +528,7 @@ static void test_stream_refuses_bad_watermark(void **state)
 
 static void test_foreign_objects(void **state)
 {
-	struct src a, b;
+	struct wt_env a, b;
 	struct ws_stream *st;
 	struct ws_outcome o;
 	struct problems p;
@@ -662,8 +536,8 @@ static void test_foreign_objects(void **state)
 	int err = 0, rc;
 	(void)state;
 
-	src_init(&a, "foreign");
-	write_txn(a.w, 10, 700);
+	wt_env_init(&a, "foreign", 0);
+	wt_write_txn(a.w, 10, 700);
 	st = stream_for(a.sink, "alpha", a.db, &err);
 	assert_non_null(st);
 	tail_ok(st);
@@ -672,8 +546,8 @@ static void test_foreign_objects(void **state)
 	/* Tenant beta ships its own database into the same sink. */
 	memset(&b, 0, sizeof(b));
 	b.db = wt_path(a.dir, "beta.db");
-	b.w = writer_open(b.db);
-	write_txn(b.w, 4, 300);
+	b.w = wt_writer_open(b.db, 0);
+	wt_write_txn(b.w, 4, 300);
 	st = stream_for(a.sink, "beta", b.db, &err);
 	assert_non_null(st);
 	tail_ok(st);
@@ -704,14 +578,14 @@ static void test_foreign_objects(void **state)
 	assert_int_equal(access(out, F_OK), -1);
 
 	/* Beta's stream refuses to build on it, and writes nothing. */
-	write_txn(b.w, 2, 300);
-	before = dir_digest(a.sink_dir);
+	wt_write_txn(b.w, 2, 300);
+	before = wt_dir_digest(a.sink_dir);
 	st = stream_for(a.sink, "beta", b.db, &err);
 	assert_non_null(st);
 	rc = ws_stream_tail_frames(st, &o);
 	assert_int_equal(rc, WS_EFORMAT);
 	ws_stream_close(st);
-	now = dir_digest(a.sink_dir);
+	now = wt_dir_digest(a.sink_dir);
 	assert_string_equal(before, now);
 	free(before);
 	free(now);
@@ -749,14 +623,14 @@ static void test_foreign_objects(void **state)
 	free(wm_b);
 	sqlite3_close(b.w);
 	free(b.db);
-	src_free(&a);
+	wt_env_free(&a);
 }
 
 /* ---- configuration ---------------------------------------------------------------- */
 
 static void test_bad_tenant_names(void **state)
 {
-	struct src s;
+	struct wt_env s;
 	char long_name[200];
 	char max_name[WS_TENANT_MAX];
 	const char *bad[] = { "", ".", "..", ".hidden", "_private", "a/b", "a b", "a\\b", "tab\t",
@@ -769,7 +643,7 @@ static void test_bad_tenant_names(void **state)
 	long_name[sizeof(long_name) - 1] = '\0';
 	memset(max_name, 'z', sizeof(max_name) - 1);
 	max_name[sizeof(max_name) - 1] = '\0';
-	src_init(&s, "bad_names");
+	wt_env_init(&s, "bad_names", 0);
 	out = wt_path(s.dir, "r.db");
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct ws_stream *st;
@@ -795,7 +669,7 @@ static void test_bad_tenant_names(void **state)
 		/* The longest legal name works end to end. */
 		struct ws_stream *st = stream_for(s.sink, max_name, s.db, &err);
 		assert_non_null(st);
-		write_txn(s.w, 2, 10);
+		wt_write_txn(s.w, 2, 10);
 		tail_ok(st);
 		ws_stream_close(st);
 		assert_int_equal(ws_restore(s.sink, max_name, NULL, out), 0);
@@ -833,18 +707,18 @@ static void test_bad_tenant_names(void **state)
 		}
 	}
 	free(out);
-	src_free(&s);
+	wt_env_free(&s);
 }
 
 static void test_missing_database(void **state)
 {
-	struct src s;
+	struct wt_env s;
 	struct ws_stream *st;
 	char *missing, *in_missing_dir, *out;
 	int err;
 	(void)state;
 
-	src_init(&s, "bad_missing");
+	wt_env_init(&s, "bad_missing", 0);
 	missing = wt_path(s.dir, "nope.db");
 	in_missing_dir = wt_path(s.dir, "no/such/dir/x.db");
 	err = 0;
@@ -863,7 +737,7 @@ static void test_missing_database(void **state)
 	/* A database that vanishes after the stream opened. */
 	{
 		char *gone = wt_path(s.dir, "gone.db");
-		sqlite3 *w = writer_open(gone);
+		sqlite3 *w = wt_writer_open(gone, 0);
 		struct ws_outcome o;
 		char *before;
 		char *now;
@@ -871,9 +745,9 @@ static void test_missing_database(void **state)
 		st = stream_for(s.sink, TENANT, gone, &err);
 		assert_non_null(st);
 		assert_int_equal(unlink(gone), 0);
-		before = dir_digest(s.sink_dir);
+		before = wt_dir_digest(s.sink_dir);
 		assert_int_not_equal(ws_stream_tail_frames(st, &o), 0);
-		now = dir_digest(s.sink_dir);
+		now = wt_dir_digest(s.sink_dir);
 		assert_string_equal(before, now);
 		ws_stream_close(st);
 		free(before);
@@ -888,7 +762,7 @@ static void test_missing_database(void **state)
 	free(out);
 	free(missing);
 	free(in_missing_dir);
-	src_free(&s);
+	wt_env_free(&s);
 }
 
 int main(void)

@@ -46,48 +46,33 @@
 
 /* ---- state fingerprints ------------------------------------------------ */
 
-static void fnv_add(uint64_t *h, const void *p, size_t n)
+/* Fold one row into the hash at arg, column types and bytes included. */
+static void hash_row(sqlite3_stmt *st, void *arg)
 {
-	const uint8_t *b = p;
-	for (size_t i = 0; i < n; i++) {
-		*h ^= b[i];
-		*h *= 0x100000001b3ull;
-	}
-}
-
-static int hash_query(sqlite3 *db, const char *sql, uint64_t *h)
-{
-	sqlite3_stmt *st = NULL;
-	int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-	if (rc != SQLITE_OK)
-		return rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		int n = sqlite3_column_count(st);
-		fnv_add(h, "R", 1);
-		for (int i = 0; i < n; i++) {
-			int t = sqlite3_column_type(st, i);
-			int64_t v;
-			size_t len;
-			fnv_add(h, &t, sizeof(t));
-			switch (t) {
-			case SQLITE_INTEGER:
-				v = sqlite3_column_int64(st, i);
-				fnv_add(h, &v, sizeof(v));
-				break;
-			case SQLITE_TEXT:
-			case SQLITE_BLOB:
-				len = (size_t)sqlite3_column_bytes(st, i);
-				fnv_add(h, &len, sizeof(len));
-				if (len)
-					fnv_add(h, sqlite3_column_blob(st, i), len);
-				break;
-			default:
-				break;
-			}
+	uint64_t *h = arg;
+	int n = sqlite3_column_count(st);
+	wt_fnv(h, "R", 1);
+	for (int i = 0; i < n; i++) {
+		int t = sqlite3_column_type(st, i);
+		int64_t v;
+		size_t len;
+		wt_fnv(h, &t, sizeof(t));
+		switch (t) {
+		case SQLITE_INTEGER:
+			v = sqlite3_column_int64(st, i);
+			wt_fnv(h, &v, sizeof(v));
+			break;
+		case SQLITE_TEXT:
+		case SQLITE_BLOB:
+			len = (size_t)sqlite3_column_bytes(st, i);
+			wt_fnv(h, &len, sizeof(len));
+			if (len)
+				wt_fnv(h, sqlite3_column_blob(st, i), len);
+			break;
+		default:
+			break;
 		}
 	}
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
 /* Content hash of the whole database; -1 on a query error. */
@@ -101,7 +86,7 @@ static int db_state(sqlite3 *db, int64_t *n, uint64_t *hash)
 	sqlite3_stmt *st = NULL;
 	uint64_t h = 0xcbf29ce484222325ull;
 	for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++)
-		if (hash_query(db, q[i], &h) != SQLITE_OK)
+		if (wt_each_row(db, q[i], hash_row, &h) != SQLITE_OK)
 			return -1;
 	if (sqlite3_prepare_v2(db, "SELECT n FROM meta", -1, &st, NULL) != SQLITE_OK)
 		return -1;
@@ -113,26 +98,6 @@ static int db_state(sqlite3 *db, int64_t *n, uint64_t *hash)
 	sqlite3_finalize(st);
 	*hash = h;
 	return 0;
-}
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-static uint64_t env_u64(const char *name, uint64_t dflt)
-{
-	const char *v = getenv(name);
-	return v && *v ? strtoull(v, NULL, 0) : dflt;
 }
 
 /* ---- the test's world -------------------------------------------------- */
@@ -155,13 +120,6 @@ struct world {
 static bool trace_on;
 
 static uint64_t rnd(struct world *wd, uint64_t n) { return n ? wt_rand(&wd->rng) % n : 0; }
-
-static void must_exec(sqlite3 *db, const char *sql)
-{
-	char *msg = NULL;
-	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
-		fail_msg("sqlite: '%s': %s", sql, msg ? msg : sqlite3_errmsg(db));
-}
 
 static sqlite3 *writer_open_path(const char *path, int busy_ms)
 {
@@ -310,16 +268,16 @@ static pid_t spawn(char *const argv[], const char *out, const char *err, const c
 /* Wait up to ms for pid; returns true and *status if it ended. */
 static bool wait_for(pid_t pid, int ms, int *status)
 {
-	int64_t deadline = mono_ms() + ms;
+	int64_t deadline = wt_now_ms() + ms;
 	for (;;) {
 		pid_t r = waitpid(pid, status, WNOHANG);
 		if (r == pid)
 			return true;
 		if (r < 0)
 			fail_msg("waitpid: %s", strerror(errno));
-		if (mono_ms() >= deadline)
+		if (wt_now_ms() >= deadline)
 			return false;
-		sleep_ms(1);
+		wt_sleep_ms(1);
 	}
 }
 
@@ -575,12 +533,12 @@ static void world_init(struct world *wd, const char *tag, uint64_t seed)
 	assert_non_null(wd->states);
 	wd->acked = -1;
 	wd->latest = -1;
-	trace_on = env_u64("WS_CRASH_TRACE", 0) != 0;
+	trace_on = wt_env_u64("WS_CRASH_TRACE", 0) != 0;
 	assert_int_equal(mkdir(wd->sink_dir, 0755), 0);
 
 	wd->w = writer_open_path(wd->src, 0);
 	assert_non_null(wd->w);
-	must_exec(wd->w, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);"
+	wt_exec(wd->w, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);"
 			 "CREATE TABLE meta(n INTEGER NOT NULL);"
 			 "INSERT INTO meta VALUES(0);");
 	{
@@ -619,7 +577,7 @@ static void print_stats(const struct world *wd, const char *name, unsigned iters
 	       "concurrent runs %u; app checkpoints ok %u busy %u; verify without watermark %u; %.1f s\n",
 	       name, wd->seed, iters, wd->latest + 1, wd->killed_by_test, wd->killed_by_fault, wd->once_ok,
 	       wd->json_acked, wd->restore_latest, wd->restore_older, wd->restore_none, wd->concurrent, wd->ckpt_ok,
-	       wd->ckpt_busy, wd->verify_no_wm, (double)(mono_ms() - t0) / 1000.0);
+	       wd->ckpt_busy, wd->verify_no_wm, (double)(wt_now_ms() - t0) / 1000.0);
 	fflush(stdout);
 }
 
@@ -710,9 +668,9 @@ static void test_crash_sequential(void **state)
 {
 	(void)state;
 	struct world wd;
-	unsigned iters = (unsigned)env_u64("WS_CRASH_ITERS", 40);
-	uint64_t seed = env_u64("WS_CRASH_SEED", 0xc0ffee01);
-	int64_t t0 = mono_ms();
+	unsigned iters = (unsigned)wt_env_u64("WS_CRASH_ITERS", 40);
+	uint64_t seed = wt_env_u64("WS_CRASH_SEED", 0xc0ffee01);
+	int64_t t0 = wt_now_ms();
 
 	world_init(&wd, "core_crash_seq", seed);
 	printf("[ crash ] sequential: seed=%" PRIu64 " (WS_CRASH_SEED) iters=%u dir=%s\n", seed, iters, wd.dir);
@@ -730,12 +688,12 @@ static void test_crash_sequential(void **state)
 static void writer_child(const char *src, const char *log_path, uint64_t seed, int64_t max_id, unsigned run_ms)
 {
 	uint64_t rng = seed;
-	int64_t deadline = mono_ms() + run_ms;
+	int64_t deadline = wt_now_ms() + run_ms;
 	int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
 	sqlite3 *db = writer_open_path(src, 2000);
 	if (fd < 0 || !db)
 		_exit(1);
-	while (mono_ms() < deadline) {
+	while (wt_now_ms() < deadline) {
 		int64_t n;
 		uint64_t h;
 		char line[64];
@@ -770,7 +728,7 @@ static void writer_child(const char *src, const char *log_path, uint64_t seed, i
 			break;
 		default:
 			if (wt_rand(&rng) % 2)
-				sleep_ms((unsigned)(wt_rand(&rng) % 3));
+				wt_sleep_ms((unsigned)(wt_rand(&rng) % 3));
 		}
 	}
 	if (fsync(fd) != 0 || sqlite3_close(db) != SQLITE_OK)
@@ -850,9 +808,9 @@ static void test_crash_concurrent(void **state)
 {
 	(void)state;
 	struct world wd;
-	unsigned iters = (unsigned)env_u64("WS_CRASH_ITERS", 40) / 2;
-	uint64_t seed = env_u64("WS_CRASH_SEED", 0xc0ffee01) + 1;
-	int64_t t0 = mono_ms();
+	unsigned iters = (unsigned)wt_env_u64("WS_CRASH_ITERS", 40) / 2;
+	uint64_t seed = wt_env_u64("WS_CRASH_SEED", 0xc0ffee01) + 1;
+	int64_t t0 = wt_now_ms();
 
 	if (iters == 0)
 		iters = 1;

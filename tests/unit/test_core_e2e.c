@@ -39,60 +39,46 @@
 
 /* ---- hashing a database's logical content ------------------------------ */
 
+/* A content hash being built: the FNV-1a state and the rows folded in. */
 struct fnv {
 	uint64_t h;
+	uint64_t rows;
 };
 
-static void fnv_add(struct fnv *f, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	for (size_t i = 0; i < n; i++) {
-		f->h ^= b[i];
-		f->h *= 0x100000001b3ull;
-	}
-}
+static void fnv_u64(struct fnv *f, uint64_t v) { wt_fnv(&f->h, &v, sizeof(v)); }
 
-static void fnv_u64(struct fnv *f, uint64_t v) { fnv_add(f, &v, sizeof(v)); }
-
-/* Hash every row of a query, column types and bytes included. */
-static int hash_query(sqlite3 *db, const char *sql, struct fnv *f, uint64_t *rows)
+/* Fold one row into the hash at arg, column types and bytes included. */
+static void hash_row(sqlite3_stmt *st, void *arg)
 {
-	sqlite3_stmt *st = NULL;
-	int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-	if (rc != SQLITE_OK)
-		return rc;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		int n = sqlite3_column_count(st);
-		(*rows)++;
-		fnv_u64(f, 0x524f57u); /* row separator */
-		for (int i = 0; i < n; i++) {
-			int t = sqlite3_column_type(st, i);
-			fnv_u64(f, (uint64_t)t);
-			switch (t) {
-			case SQLITE_INTEGER:
-				fnv_u64(f, (uint64_t)sqlite3_column_int64(st, i));
-				break;
-			case SQLITE_FLOAT: {
-				double d = sqlite3_column_double(st, i);
-				fnv_add(f, &d, sizeof(d));
-				break;
-			}
-			case SQLITE_TEXT:
-			case SQLITE_BLOB: {
-				const void *p = sqlite3_column_blob(st, i);
-				size_t len = (size_t)sqlite3_column_bytes(st, i);
-				fnv_u64(f, len);
-				if (len)
-					fnv_add(f, p, len);
-				break;
-			}
-			default:
-				break;
-			}
+	struct fnv *f = arg;
+	int n = sqlite3_column_count(st);
+	f->rows++;
+	fnv_u64(f, 0x524f57u); /* row separator */
+	for (int i = 0; i < n; i++) {
+		int t = sqlite3_column_type(st, i);
+		fnv_u64(f, (uint64_t)t);
+		switch (t) {
+		case SQLITE_INTEGER:
+			fnv_u64(f, (uint64_t)sqlite3_column_int64(st, i));
+			break;
+		case SQLITE_FLOAT: {
+			double d = sqlite3_column_double(st, i);
+			wt_fnv(&f->h, &d, sizeof(d));
+			break;
+		}
+		case SQLITE_TEXT:
+		case SQLITE_BLOB: {
+			const void *p = sqlite3_column_blob(st, i);
+			size_t len = (size_t)sqlite3_column_bytes(st, i);
+			fnv_u64(f, len);
+			if (len)
+				wt_fnv(&f->h, p, len);
+			break;
+		}
+		default:
+			break;
 		}
 	}
-	sqlite3_finalize(st);
-	return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
 /* Schema, header fields and every row of every table, in a fixed order. */
@@ -105,43 +91,21 @@ static uint64_t db_hash(sqlite3 *db, uint64_t *rows_out)
 		"SELECT * FROM kv ORDER BY key",
 		"SELECT * FROM big ORDER BY id",
 	};
-	struct fnv f = { 0xcbf29ce484222325ull };
-	uint64_t rows = 0;
+	struct fnv f = { 0xcbf29ce484222325ull, 0 };
 	for (size_t i = 0; i < sizeof(queries) / sizeof(queries[0]); i++) {
-		int rc = hash_query(db, queries[i], &f, &rows);
+		int rc = wt_each_row(db, queries[i], hash_row, &f);
 		if (rc != SQLITE_OK)
 			fail_msg("hash query '%s': %s", queries[i], sqlite3_errmsg(db));
 	}
 	if (rows_out)
-		*rows_out = rows;
+		*rows_out = f.rows;
 	return f.h;
-}
-
-static void must_exec(sqlite3 *db, const char *sql)
-{
-	char *msg = NULL;
-	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		fail_msg("sqlite: '%s': %s", sql, msg ? msg : sqlite3_errmsg(db));
-	}
 }
 
 static uint64_t file_bytes(const char *path)
 {
 	struct stat sb;
 	return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t env_u64(const char *name, uint64_t dflt)
-{
-	const char *v = getenv(name);
-	return v && *v ? strtoull(v, NULL, 0) : dflt;
 }
 
 /* ---- one run ------------------------------------------------------------ */
@@ -207,11 +171,11 @@ static void writer_open(struct run *r)
 	assert_int_equal(sqlite3_open_v2(r->src, &r->w, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
 			 SQLITE_OK);
 	snprintf(sql, sizeof(sql), "PRAGMA page_size=%u", r->cfg.page_size);
-	must_exec(r->w, sql);
-	must_exec(r->w, "PRAGMA journal_mode=WAL");
-	must_exec(r->w, "PRAGMA synchronous=NORMAL");
+	wt_exec(r->w, sql);
+	wt_exec(r->w, "PRAGMA journal_mode=WAL");
+	wt_exec(r->w, "PRAGMA synchronous=NORMAL");
 	snprintf(sql, sizeof(sql), "PRAGMA wal_autocheckpoint=%d", r->cfg.autockpt ? 1000 : 0);
-	must_exec(r->w, sql);
+	wt_exec(r->w, sql);
 	/* No busy handler: a RESTART/TRUNCATE checkpoint blocked by the
 	 * stream's read mark must come back SQLITE_BUSY at once, not wait. */
 	sqlite3_busy_timeout(r->w, 0);
@@ -249,6 +213,45 @@ static void stream_close(struct run *r)
 		ws_stream_close(r->st);
 		r->st = NULL;
 	}
+}
+
+/* A run's temp dir, source database (no tables yet) with its writer open, and
+ * blob buffer; the sink's URL is set, opening the sink is the caller's. */
+static void run_init(struct run *r, const struct run_cfg *cfg, const char *tag)
+{
+	memset(r, 0, sizeof(*r));
+	r->cfg = *cfg;
+	r->rng = cfg->seed;
+	r->dir = wt_tmpdir(tag);
+	assert_non_null(r->dir);
+	r->src = wt_path(r->dir, "src.db");
+	assert_true(asprintf(&r->wal, "%s-wal", r->src) > 0);
+	assert_true(asprintf(&r->sink_url, "file://%s/sink", r->dir) > 0);
+	r->blob = malloc(BLOB_MAX);
+	assert_non_null(r->blob);
+	writer_open(r);
+}
+
+/* The tables random_txn and big_txn write; t_k_index adds an index on t(k). */
+static void create_tables(struct run *r, bool t_k_index)
+{
+	wt_exec(r->w, "CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v BLOB)");
+	if (t_k_index)
+		wt_exec(r->w, "CREATE INDEX t_k ON t(k)");
+	wt_exec(r->w, "CREATE TABLE kv(key TEXT PRIMARY KEY, val BLOB) WITHOUT ROWID");
+	wt_exec(r->w, "CREATE TABLE big(id INTEGER PRIMARY KEY, v BLOB)");
+}
+
+static void run_free(struct run *r)
+{
+	writer_close(r);
+	ws_sink_close(r->sink);
+	wt_rmrf(r->dir);
+	free(r->blob);
+	free(r->src);
+	free(r->wal);
+	free(r->sink_url);
+	free(r->dir);
 }
 
 static void bind_blob(struct run *r, sqlite3_stmt *s, int col, size_t n)
@@ -296,7 +299,7 @@ static void random_txn(struct run *r)
 	unsigned ops = 1 + (unsigned)rnd(r, 40);
 	char key[32];
 
-	must_exec(r->w, "BEGIN");
+	wt_exec(r->w, "BEGIN");
 	for (unsigned i = 0; i < ops; i++) {
 		uint64_t p = rnd(r, 100);
 		if (p < 45) {
@@ -326,10 +329,10 @@ static void random_txn(struct run *r)
 		} else {
 			char sql[64];
 			snprintf(sql, sizeof(sql), "PRAGMA user_version=%u", (unsigned)rnd(r, 1u << 30));
-			must_exec(r->w, sql);
+			wt_exec(r->w, sql);
 		}
 	}
-	must_exec(r->w, "COMMIT");
+	wt_exec(r->w, "COMMIT");
 	trace("  txn %u ops, max_id %" PRId64 ", wal %" PRIu64 "\n", ops, r->max_id, file_bytes(r->wal));
 	sqlite3_finalize(ins);
 	sqlite3_finalize(upd);
@@ -345,15 +348,15 @@ static void big_txn(struct run *r)
 {
 	sqlite3_stmt *ins = prep(r->w, "INSERT INTO big(v) VALUES(?)");
 	size_t total = ((size_t)2 << 20) + (size_t)rnd(r, (uint64_t)5 << 20);
-	must_exec(r->w, "BEGIN");
-	must_exec(r->w, "DELETE FROM big");
+	wt_exec(r->w, "BEGIN");
+	wt_exec(r->w, "DELETE FROM big");
 	for (size_t done = 0; done < total;) {
 		size_t n = 32768 + (size_t)rnd(r, 64 * 1024);
 		bind_blob(r, ins, 1, n);
 		step_sql(ins);
 		done += n;
 	}
-	must_exec(r->w, "COMMIT");
+	wt_exec(r->w, "COMMIT");
 	trace("  big txn %zu bytes, wal %" PRIu64 "\n", total, file_bytes(r->wal));
 	sqlite3_finalize(ins);
 	r->big_txns++;
@@ -471,28 +474,14 @@ static void run_one(const struct run_cfg *cfg)
 {
 	struct run r;
 	int err = 0;
-	int64_t t0 = now_ms();
+	int64_t t0 = wt_now_ms();
 
-	memset(&r, 0, sizeof(r));
-	r.cfg = *cfg;
-	r.rng = cfg->seed;
 	printf("[ e2e ] seed=%" PRIu64 " (0x%" PRIx64 ") steps=%u autocheckpoint=%s page_size=%u stream_wal_checkpoint=%" PRIu64
 	       "\n", cfg->seed, cfg->seed, cfg->steps, cfg->autockpt ? "on" : "off", cfg->page_size,
 	       cfg->wal_checkpoint_bytes);
 	fflush(stdout);
-	r.dir = wt_tmpdir("core_e2e");
-	assert_non_null(r.dir);
-	r.src = wt_path(r.dir, "src.db");
-	assert_true(asprintf(&r.wal, "%s-wal", r.src) > 0);
-	assert_true(asprintf(&r.sink_url, "file://%s/sink", r.dir) > 0);
-	r.blob = malloc(BLOB_MAX);
-	assert_non_null(r.blob);
-
-	writer_open(&r);
-	must_exec(r.w, "CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v BLOB);"
-		       "CREATE INDEX t_k ON t(k);"
-		       "CREATE TABLE kv(key TEXT PRIMARY KEY, val BLOB) WITHOUT ROWID;"
-		       "CREATE TABLE big(id INTEGER PRIMARY KEY, v BLOB);");
+	run_init(&r, cfg, "core_e2e");
+	create_tables(&r, true);
 	r.sink = ws_sink_open(r.sink_url, &err);
 	if (!r.sink)
 		fail_msg("ws_sink_open %s: %s", r.sink_url, ws_errmsg());
@@ -566,7 +555,7 @@ static void run_one(const struct run_cfg *cfg)
 	       cfg->seed, r.txns, r.big_txns, r.writer_restarts, r.stream_restarts, r.outcomes[WS_OUTCOME_EMPTY],
 	       r.outcomes[WS_OUTCOME_STREAMED], r.outcomes[WS_OUTCOME_RESTARTED], r.compares, r.dumps, r.ckpt_ok[0],
 	       r.ckpt_busy[0], r.ckpt_ok[1], r.ckpt_busy[1], r.ckpt_ok[2], r.ckpt_busy[2], r.ckpt_ok[3],
-	       r.ckpt_busy[3], r.stream_ckpts, (double)r.wal_max / (1 << 20), (double)(now_ms() - t0) / 1000.0);
+	       r.ckpt_busy[3], r.stream_ckpts, (double)r.wal_max / (1 << 20), (double)(wt_now_ms() - t0) / 1000.0);
 	fflush(stdout);
 
 	if (r.wal_max >= WAL_BOUND_BYTES)
@@ -577,14 +566,7 @@ static void run_one(const struct run_cfg *cfg)
 	assert_true(r.outcomes[WS_OUTCOME_STREAMED] > 0);
 	assert_true(r.outcomes[WS_OUTCOME_RESTARTED] > 0);
 
-	writer_close(&r);
-	ws_sink_close(r.sink);
-	wt_rmrf(r.dir);
-	free(r.blob);
-	free(r.src);
-	free(r.wal);
-	free(r.sink_url);
-	free(r.dir);
+	run_free(&r);
 }
 
 /* ---- tests -------------------------------------------------------------- */
@@ -602,10 +584,10 @@ static const struct run_cfg base_runs[] = {
 static void test_random_writer(void **state)
 {
 	(void)state;
-	uint64_t seed = env_u64("WS_E2E_SEED", 0);
-	unsigned steps = (unsigned)env_u64("WS_E2E_STEPS", 0);
-	unsigned runs = (unsigned)env_u64("WS_E2E_RUNS", 1);
-	trace_on = env_u64("WS_E2E_TRACE", 0) != 0;
+	uint64_t seed = wt_env_u64("WS_E2E_SEED", 0);
+	unsigned steps = (unsigned)wt_env_u64("WS_E2E_STEPS", 0);
+	unsigned runs = (unsigned)wt_env_u64("WS_E2E_RUNS", 1);
+	trace_on = wt_env_u64("WS_E2E_TRACE", 0) != 0;
 
 	for (unsigned k = 0; k < runs; k++) {
 		for (size_t i = 0; i < sizeof(base_runs) / sizeof(base_runs[0]); i++) {
@@ -630,23 +612,10 @@ static void test_wal_bounded_without_app_checkpoints(void **state)
 	(void)state;
 	struct run r;
 	int err = 0;
-	trace_on = env_u64("WS_E2E_TRACE", 0) != 0;
+	trace_on = wt_env_u64("WS_E2E_TRACE", 0) != 0;
 
-	memset(&r, 0, sizeof(r));
-	r.cfg = (struct run_cfg){ 0x5eed00aa, 0, false, 4096, 512 << 10 };
-	r.rng = r.cfg.seed;
-	r.dir = wt_tmpdir("core_e2e_bound");
-	assert_non_null(r.dir);
-	r.src = wt_path(r.dir, "src.db");
-	assert_true(asprintf(&r.wal, "%s-wal", r.src) > 0);
-	assert_true(asprintf(&r.sink_url, "file://%s/sink", r.dir) > 0);
-	r.blob = malloc(BLOB_MAX);
-	assert_non_null(r.blob);
-	writer_open(&r);
-	must_exec(r.w, "CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v BLOB);"
-		       "CREATE INDEX t_k ON t(k);"
-		       "CREATE TABLE kv(key TEXT PRIMARY KEY, val BLOB) WITHOUT ROWID;"
-		       "CREATE TABLE big(id INTEGER PRIMARY KEY, v BLOB);");
+	run_init(&r, &(struct run_cfg){ 0x5eed00aa, 0, false, 4096, 512 << 10 }, "core_e2e_bound");
+	create_tables(&r, true);
 	r.sink = ws_sink_open(r.sink_url, &err);
 	assert_non_null(r.sink);
 	stream_open(&r);
@@ -676,14 +645,7 @@ static void test_wal_bounded_without_app_checkpoints(void **state)
 	if (r.wal_max > (8u << 20))
 		fail_msg("WAL grew to %" PRIu64 " bytes although the stream checkpoints at 512 KiB", r.wal_max);
 
-	writer_close(&r);
-	ws_sink_close(r.sink);
-	wt_rmrf(r.dir);
-	free(r.blob);
-	free(r.src);
-	free(r.wal);
-	free(r.sink_url);
-	free(r.dir);
+	run_free(&r);
 }
 
 /*
@@ -704,21 +666,9 @@ static void test_stream_close_keeps_app_locks(void **state)
 	char *cnt = NULL;
 	size_t len = 0;
 
-	memset(&r, 0, sizeof(r));
-	r.cfg = (struct run_cfg){ 0x5eed00bb, 0, false, 4096, 0 };
-	r.rng = r.cfg.seed;
-	r.dir = wt_tmpdir("core_e2e_locks");
-	assert_non_null(r.dir);
-	r.src = wt_path(r.dir, "src.db");
-	assert_true(asprintf(&r.wal, "%s-wal", r.src) > 0);
-	assert_true(asprintf(&r.sink_url, "file://%s/sink", r.dir) > 0);
-	r.blob = malloc(BLOB_MAX);
-	assert_non_null(r.blob);
-	writer_open(&r);
-	must_exec(r.w, "CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v BLOB);"
-		       "CREATE TABLE kv(key TEXT PRIMARY KEY, val BLOB) WITHOUT ROWID;"
-		       "CREATE TABLE big(id INTEGER PRIMARY KEY, v BLOB);"
-		       "INSERT INTO t(k, v) VALUES(1, x'01');");
+	run_init(&r, &(struct run_cfg){ 0x5eed00bb, 0, false, 4096, 0 }, "core_e2e_locks");
+	create_tables(&r, false);
+	wt_exec(r.w, "INSERT INTO t(k, v) VALUES(1, x'01')");
 	r.sink = ws_sink_open(r.sink_url, &err);
 	assert_non_null(r.sink);
 	stream_open(&r);
@@ -732,7 +682,7 @@ static void test_stream_close_keeps_app_locks(void **state)
 			 "process's writer was still open: closing the stream dropped the writer's POSIX lock on "
 			 "the database file (core/stream.c file_close on db_fd)", r.src);
 	/* And the writer's next commit is visible to other processes. */
-	must_exec(r.w, "INSERT INTO t(k, v) VALUES(2, x'02')");
+	wt_exec(r.w, "INSERT INTO t(k, v) VALUES(2, x'02')");
 	{
 		char *outp = wt_path(r.dir, "count.txt");
 		assert_int_equal(wt_sh("sqlite3 '%s' 'SELECT count(*) FROM t' > '%s'", r.src, outp), 0);
@@ -745,14 +695,7 @@ static void test_stream_close_keeps_app_locks(void **state)
 		free(outp);
 		free(cnt);
 	}
-	writer_close(&r);
-	ws_sink_close(r.sink);
-	wt_rmrf(r.dir);
-	free(r.blob);
-	free(r.src);
-	free(r.wal);
-	free(r.sink_url);
-	free(r.dir);
+	run_free(&r);
 }
 
 /*
@@ -771,20 +714,8 @@ static void test_reopen_after_truncate_twice(void **state)
 	struct ws_outcome oc;
 	int err = 0;
 
-	memset(&r, 0, sizeof(r));
-	r.cfg = (struct run_cfg){ 0x5eed00cc, 0, false, 4096, 0 };
-	r.rng = r.cfg.seed;
-	r.dir = wt_tmpdir("core_e2e_gnone");
-	assert_non_null(r.dir);
-	r.src = wt_path(r.dir, "src.db");
-	assert_true(asprintf(&r.wal, "%s-wal", r.src) > 0);
-	assert_true(asprintf(&r.sink_url, "file://%s/sink", r.dir) > 0);
-	r.blob = malloc(BLOB_MAX);
-	assert_non_null(r.blob);
-	writer_open(&r);
-	must_exec(r.w, "CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v BLOB);"
-		       "CREATE TABLE kv(key TEXT PRIMARY KEY, val BLOB) WITHOUT ROWID;"
-		       "CREATE TABLE big(id INTEGER PRIMARY KEY, v BLOB);");
+	run_init(&r, &(struct run_cfg){ 0x5eed00cc, 0, false, 4096, 0 }, "core_e2e_gnone");
+	create_tables(&r, false);
 	random_txn(&r);
 	assert_int_equal(sqlite3_wal_checkpoint_v2(r.w, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL), SQLITE_OK);
 	assert_int_equal(file_bytes(r.wal), 0);
@@ -811,14 +742,7 @@ static void test_reopen_after_truncate_twice(void **state)
 	restore_and_compare(&r, 1, false);
 	stream_close(&r);
 
-	writer_close(&r);
-	ws_sink_close(r.sink);
-	wt_rmrf(r.dir);
-	free(r.blob);
-	free(r.src);
-	free(r.wal);
-	free(r.sink_url);
-	free(r.dir);
+	run_free(&r);
 }
 
 int main(void)

@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "testutil.h"
+#include "coreutil.h"
 #include "walship.h"
 #include "ws_clock.h"
 #include "ws_format.h"
@@ -31,88 +31,6 @@
 #define TENANT "orders"
 
 /* ---- helpers ------------------------------------------------------------ */
-
-struct env {
-	char *dir;
-	char *db;
-	char *wal;
-	char *sink_dir;
-	char *sink_url;
-	char *out_dir;
-	struct ws_sink *sink;
-	sqlite3 *w;
-	unsigned page_size;
-	unsigned restores;
-};
-
-static void exec_ok(sqlite3 *db, const char *sql)
-{
-	char *msg = NULL;
-	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
-		fail_msg("sqlite: %s: %s", sql, msg ? msg : "?");
-}
-
-static int first_col_cb(void *arg, int n, char **vals, char **names)
-{
-	(void)names;
-	if (n > 0 && vals[0])
-		snprintf(arg, 64, "%s", vals[0]);
-	return 0;
-}
-
-static void query1(sqlite3 *db, const char *sql, char out[64])
-{
-	char *msg = NULL;
-	out[0] = '\0';
-	if (sqlite3_exec(db, sql, first_col_cb, out, &msg) != SQLITE_OK)
-		fail_msg("sqlite: %s: %s", sql, msg ? msg : "?");
-}
-
-static sqlite3 *writer_open(const char *path, unsigned page_size)
-{
-	sqlite3 *db = NULL;
-	char sql[64], res[64];
-	if (sqlite3_open(path, &db) != SQLITE_OK)
-		fail_msg("open %s: %s", path, sqlite3_errmsg(db));
-	sqlite3_busy_timeout(db, 5000);
-	if (page_size) {
-		snprintf(sql, sizeof(sql), "PRAGMA page_size=%u", page_size);
-		exec_ok(db, sql);
-	}
-	query1(db, "PRAGMA journal_mode=WAL", res);
-	assert_string_equal(res, "wal");
-	/* Frame numbers stay predictable: only tests that want WAL
-	 * checkpoints run them. */
-	exec_ok(db, "PRAGMA wal_autocheckpoint=0");
-	exec_ok(db, "CREATE TABLE IF NOT EXISTS t(k INTEGER PRIMARY KEY, v BLOB)");
-	return db;
-}
-
-/* One transaction of `rows` inserts of `bytes` random bytes each. */
-static void write_txn(sqlite3 *db, int rows, int bytes)
-{
-	sqlite3_stmt *s = NULL;
-	exec_ok(db, "BEGIN");
-	assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO t(v) VALUES(randomblob(?))", -1, &s, NULL),
-			 SQLITE_OK);
-	for (int i = 0; i < rows; i++) {
-		sqlite3_bind_int(s, 1, bytes);
-		if (sqlite3_step(s) != SQLITE_DONE)
-			fail_msg("insert: %s", sqlite3_errmsg(db));
-		sqlite3_reset(s);
-	}
-	sqlite3_finalize(s);
-	exec_ok(db, "COMMIT");
-}
-
-static void fnv(uint64_t *h, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	for (size_t i = 0; i < n; i++) {
-		*h ^= b[i];
-		*h *= 1099511628211ull;
-	}
-}
 
 /* Schema and every row of t, in key order. */
 static uint64_t content_hash(sqlite3 *db, int64_t *rows_out)
@@ -131,17 +49,17 @@ static uint64_t content_hash(sqlite3 *db, int64_t *rows_out)
 			for (int c = 0; c < n; c++) {
 				int type = sqlite3_column_type(s, c);
 				uint8_t t8 = (uint8_t)type;
-				fnv(&h, &t8, 1);
+				wt_fnv(&h, &t8, 1);
 				if (type == SQLITE_INTEGER) {
 					int64_t v = sqlite3_column_int64(s, c);
-					fnv(&h, &v, sizeof(v));
+					wt_fnv(&h, &v, sizeof(v));
 				} else if (type != SQLITE_NULL) {
 					const void *p = type == SQLITE_BLOB ? sqlite3_column_blob(s, c)
 									    : (const void *)sqlite3_column_text(s, c);
 					uint64_t len = (uint64_t)sqlite3_column_bytes(s, c);
-					fnv(&h, &len, sizeof(len));
+					wt_fnv(&h, &len, sizeof(len));
 					if (len)
-						fnv(&h, p, (size_t)len);
+						wt_fnv(&h, p, (size_t)len);
 				}
 			}
 			if (qi == 1)
@@ -159,20 +77,13 @@ static uint64_t content_hash(sqlite3 *db, int64_t *rows_out)
 /* Open a restored file read-only: integrity_check must be ok; returns its hash. */
 static uint64_t file_hash(const char *path, int64_t *rows)
 {
-	sqlite3 *db = NULL;
-	char res[64];
-	uint64_t h;
-	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
-		fail_msg("open %s: %s", path, sqlite3_errmsg(db));
-	query1(db, "PRAGMA integrity_check", res);
-	if (strcmp(res, "ok") != 0)
-		fail_msg("%s: integrity_check: %s", path, res);
-	h = content_hash(db, rows);
+	sqlite3 *db = wt_open_checked(path);
+	uint64_t h = content_hash(db, rows);
 	sqlite3_close(db);
 	return h;
 }
 
-static uint64_t wal_size(const struct env *e)
+static uint64_t wal_size(const struct wt_env *e)
 {
 	struct stat sb;
 	return stat(e->wal, &sb) == 0 ? (uint64_t)sb.st_size : 0;
@@ -180,7 +91,7 @@ static uint64_t wal_size(const struct env *e)
 
 /* Frames in the WAL, by size (valid with autocheckpoint off, no restart, no
  * uncommitted spill): every frame is then committed. */
-static uint64_t wal_frames(const struct env *e)
+static uint64_t wal_frames(const struct wt_env *e)
 {
 	uint64_t n = wal_size(e);
 	return n < 32 ? 0 : (n - 32) / (24u + e->page_size);
@@ -195,7 +106,7 @@ struct walhdr {
 	uint32_t seq, salt1, salt2;
 };
 
-static struct walhdr wal_header(const struct env *e)
+static struct walhdr wal_header(const struct wt_env *e)
 {
 	size_t len = 0;
 	uint8_t *b = wt_read_file(e->wal, &len);
@@ -209,40 +120,7 @@ static struct walhdr wal_header(const struct env *e)
 	return h;
 }
 
-static void env_init(struct env *e, const char *tag, unsigned page_size)
-{
-	int err = 0;
-	memset(e, 0, sizeof(*e));
-	e->dir = wt_tmpdir(tag);
-	assert_non_null(e->dir);
-	e->db = wt_path(e->dir, "src.db");
-	assert_int_not_equal(asprintf(&e->wal, "%s-wal", e->db), -1);
-	e->sink_dir = wt_path(e->dir, "sink");
-	e->out_dir = wt_path(e->dir, "out");
-	assert_int_equal(mkdir(e->out_dir, 0755), 0);
-	assert_int_not_equal(asprintf(&e->sink_url, "file://%s", e->sink_dir), -1);
-	e->sink = ws_sink_open(e->sink_url, &err);
-	assert_int_equal(err, 0);
-	assert_non_null(e->sink);
-	e->page_size = page_size ? page_size : 4096;
-	e->w = writer_open(e->db, page_size);
-}
-
-static void env_free(struct env *e)
-{
-	if (e->w)
-		sqlite3_close(e->w);
-	ws_sink_close(e->sink);
-	wt_rmrf(e->dir);
-	free(e->dir);
-	free(e->db);
-	free(e->wal);
-	free(e->sink_dir);
-	free(e->sink_url);
-	free(e->out_dir);
-}
-
-static struct ws_stream *stream_open_cfg(struct env *e, struct ws_sink *sink, const struct ws_stream_config *cfg)
+static struct ws_stream *stream_open_cfg(struct wt_env *e, struct ws_sink *sink, const struct ws_stream_config *cfg)
 {
 	int err = -1;
 	struct ws_stream *st = ws_stream_open(sink ? sink : e->sink, cfg, &err);
@@ -252,7 +130,7 @@ static struct ws_stream *stream_open_cfg(struct env *e, struct ws_sink *sink, co
 	return st;
 }
 
-static struct ws_stream_config cfg_default(const struct env *e)
+static struct ws_stream_config cfg_default(const struct wt_env *e)
 {
 	struct ws_stream_config c;
 	memset(&c, 0, sizeof(c));
@@ -265,28 +143,21 @@ static struct ws_stream_config cfg_default(const struct env *e)
 	return c;
 }
 
-static struct ws_stream *stream_open(struct env *e)
+static struct ws_stream *stream_open(struct wt_env *e)
 {
 	struct ws_stream_config c = cfg_default(e);
 	return stream_open_cfg(e, NULL, &c);
 }
 
-static void tail_ok(struct ws_stream *st, struct ws_outcome *o)
-{
-	int rc = ws_stream_tail_frames(st, o);
-	if (rc)
-		fail_msg("tail_frames: %s (%s)", ws_strerror(rc), ws_errmsg());
-}
-
 static void tail_expect(struct ws_stream *st, struct ws_outcome *o, enum ws_outcome_kind k)
 {
-	tail_ok(st, o);
+	wt_tail_ok(st, o);
 	if (o->kind != k)
 		fail_msg("tail_frames: outcome %s, expected %s", ws_outcome_name(o->kind), ws_outcome_name(k));
 }
 
 /* Restore into a fresh file of out_dir; returns the content hash. */
-static uint64_t restore_hash_opts(struct env *e, const struct ws_restore_opts *o, int64_t *rows)
+static uint64_t restore_hash_opts(struct wt_env *e, const struct ws_restore_opts *o, int64_t *rows)
 {
 	char name[64];
 	char *out;
@@ -303,7 +174,7 @@ static uint64_t restore_hash_opts(struct env *e, const struct ws_restore_opts *o
 	return h;
 }
 
-static void restore_equals_source_at(struct env *e, int line)
+static void restore_equals_source_at(struct wt_env *e, int line)
 {
 	int64_t rs = 0, rr = 0;
 	uint64_t hs = content_hash(e->w, &rs);
@@ -328,24 +199,6 @@ static void assert_stats_equal(const struct ws_sink_stats *a, const struct ws_si
 	assert_int_equal(a->deletes, b->deletes);
 	assert_int_equal(a->bytes_put, b->bytes_put);
 	assert_int_equal(a->bytes_got, b->bytes_got);
-}
-
-/* Names, types, sizes, modes and SHA-256 of every entry under dir. */
-static char *dir_digest(const char *dir)
-{
-	char *tmp, *out;
-	size_t len = 0;
-	assert_int_not_equal(asprintf(&tmp, "%s.digest", dir), -1);
-	assert_int_equal(wt_sh("cd '%s' && { find . -printf '%%p %%y %%s %%m\\n' | LC_ALL=C sort; "
-			       "find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum; } > '%s'",
-			       dir, tmp),
-			 0);
-	out = (char *)wt_read_file(tmp, &len);
-	assert_non_null(out);
-	out[len] = '\0';
-	unlink(tmp);
-	free(tmp);
-	return out;
 }
 
 /* Files under dir matching a find(1) predicate. */
@@ -385,7 +238,7 @@ static bool has_prefix(const char *s, const char *p)
 	return strncmp(s, p, strlen(p)) == 0;
 }
 
-static bool key_exists(const struct env *e, const char *key)
+static bool key_exists(const struct wt_env *e, const char *key)
 {
 	char *p = wt_path(e->sink_dir, key);
 	struct stat sb;
@@ -394,24 +247,19 @@ static bool key_exists(const struct env *e, const char *key)
 	return ok;
 }
 
-static void sleep_ms(unsigned ms)
-{
-	usleep(ms * 1000u);
-}
-
 /* ---- Streamed, Empty ------------------------------------------------------ */
 
 /* A database with no WAL at all: the first tail ships the file (frame 0). */
 static void test_fresh_db_without_wal(void **state)
 {
-	struct env e;
+	struct wt_env e;
 	struct ws_outcome o, o2;
 	struct ws_sink_stats a, b;
 	struct ws_stream *st;
 	(void)state;
 
-	env_init(&e, "stream_fresh", 0);
-	write_txn(e.w, 10, 100);
+	wt_env_init(&e, "stream_fresh", 0);
+	wt_write_txn(e.w, 10, 100);
 	sqlite3_close(e.w); /* last close: checkpoint and delete the WAL */
 	e.w = NULL;
 	assert_int_equal(access(e.wal, F_OK), -1);
@@ -434,7 +282,7 @@ static void test_fresh_db_without_wal(void **state)
 	assert_true(o2.u.empty.rpo.has_watermark);
 	assert_string_equal(o2.u.empty.watermark.manifest_key, o.u.streamed.generation_key);
 
-	e.w = writer_open(e.db, 0);
+	e.w = wt_writer_open(e.db, 0);
 	{
 		int64_t rs, rr;
 		uint64_t hs = content_hash(e.w, &rs);
@@ -445,7 +293,7 @@ static void test_fresh_db_without_wal(void **state)
 	}
 	/* A WAL appears while the stream holds its read mark: frames 1..N of
 	 * it are shipped on top of the file image. */
-	write_txn(e.w, 4, 2000);
+	wt_write_txn(e.w, 4, 2000);
 	tail_expect(st, &o, WS_OUTCOME_RESTARTED);
 	assert_int_equal(o.u.restarted.first_frame, 1);
 	assert_int_equal(o.u.restarted.last_frame, wal_frames(&e));
@@ -454,20 +302,20 @@ static void test_fresh_db_without_wal(void **state)
 	assert_int_equal(o.u.restarted.new_generation.salt1, wal_header(&e).salt1);
 	assert_restore_equals_source(&e);
 	ws_stream_close(st);
-	env_free(&e);
+	wt_env_free(&e);
 }
 
 static void test_streamed_then_empty(void **state)
 {
-	struct env e;
+	struct wt_env e;
 	struct ws_outcome o;
 	struct ws_sink_stats a, b;
 	struct ws_stream *st;
 	uint64_t prev_last;
 	(void)state;
 
-	env_init(&e, "stream_basic", 0);
-	write_txn(e.w, 5, 300);
+	wt_env_init(&e, "stream_basic", 0);
+	wt_write_txn(e.w, 5, 300);
 	st = stream_open(&e);
 	tail_expect(st, &o, WS_OUTCOME_STREAMED);
 	assert_int_equal(o.u.streamed.first_frame, 1);
@@ -500,8 +348,8 @@ static void test_streamed_then_empty(void **state)
 	/* Rounds of writes: each tail continues exactly where the last ended. */
 	for (int round = 0; round < 6; round++) {
 		for (int t = 0; t <= round % 3; t++)
-			write_txn(e.w, 1 + round, 200 + 700 * round);
-		sleep_ms(2);
+			wt_write_txn(e.w, 1 + round, 200 + 700 * round);
+		wt_sleep_ms(2);
 		stats(e.sink, &a);
 		tail_expect(st, &o, WS_OUTCOME_STREAMED);
 		stats(e.sink, &b);
@@ -534,33 +382,33 @@ static void test_streamed_then_empty(void **state)
 	ws_stream_close(st);
 	st = stream_open(&e);
 	tail_expect(st, &o, WS_OUTCOME_EMPTY);
-	write_txn(e.w, 3, 500);
+	wt_write_txn(e.w, 3, 500);
 	tail_expect(st, &o, WS_OUTCOME_STREAMED);
 	assert_int_equal(o.u.streamed.first_frame, prev_last + 1);
 	assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
 	assert_restore_equals_source(&e);
 	ws_stream_close(st);
-	env_free(&e);
+	wt_env_free(&e);
 }
 
 /* The RPO age grows while nothing is written (Empty keeps reporting it). */
 static void test_empty_rpo_ages(void **state)
 {
-	struct env e;
+	struct wt_env e;
 	struct ws_outcome o;
 	struct ws_stream *st;
 	(void)state;
 
-	env_init(&e, "stream_rpo", 0);
-	write_txn(e.w, 1, 10);
+	wt_env_init(&e, "stream_rpo", 0);
+	wt_write_txn(e.w, 1, 10);
 	st = stream_open(&e);
 	tail_expect(st, &o, WS_OUTCOME_STREAMED);
-	sleep_ms(60);
+	wt_sleep_ms(60);
 	tail_expect(st, &o, WS_OUTCOME_EMPTY);
 	assert_true(o.u.empty.rpo.has_watermark);
 	assert_true(o.u.empty.rpo.watermark_age_ms >= 50);
 	ws_stream_close(st);
-	env_free(&e);
+	wt_env_free(&e);
 }
 
 /* ---- Restarted -------------------------------------------------------------- */
@@ -568,14 +416,14 @@ static void test_empty_rpo_ages(void **state)
 /* A writer restart: sequence 0 -> 0, only the salt moved. */
 static void test_restarted_salt_only(void **state)
 {
-	struct env e;
+	struct wt_env e;
 	struct ws_outcome o;
 	struct ws_stream *st;
 	struct walhdr h1, h2;
 	(void)state;
 
-	env_init(&e, "stream_salt", 0);
-	write_txn(e.w, 4, 1000);
+	wt_env_init(&e, "stream_salt", 0);
+	wt_write_txn(e.w, 4, 1000);
 	h1 = wal_header(&e);
 	assert_int_equal(h1.seq, 0);
 	st = stream_open(&e);
@@ -584,8 +432,8 @@ static void test_restarted_salt_only(void **state)
 
 	sqlite3_close(e.w); /* last connection: WAL checkpointed and deleted */
 	assert_int_equal(access(e.wal, F_OK), -1);
-	e.w = writer_open(e.db, 0);
-	write_txn(e.w, 3, 800);
+	e.w = wt_writer_open(e.db, 0);
+	wt_write_txn(e.w, 3, 800);
 	h2 = wal_header(&e);
 	assert_int_equal(h2.seq, 0);
 	assert_true(h1.salt1 != h2.salt1 || h1.salt2 != h2.salt2);
@@ -608,37 +456,37 @@ static void test_restarted_salt_only(void **state)
 	assert_restore_equals_source(&e);
 
 	/* And the new generation continues normally. */
-	write_txn(e.w, 2, 100);
+	wt_write_txn(e.w, 2, 100);
 	tail_expect(st, &o, WS_OUTCOME_STREAMED);
 	assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
 	assert_restore_equals_source(&e);
 	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
 	ws_stream_close(st);
-	env_free(&e);
+	wt_env_free(&e);
 }
 
 /* The application checkpointed and restarted the WAL while no stream ran:
  * the sequence advanced, and nothing proves the frames in between. */
 static void test_restarted_seq_advanced(void **state)
 {
-	struct env e;
+	struct wt_env e;
 	struct ws_outcome o;
 	struct ws_stream *st;
 	struct walhdr h1, h2;
 	char res[64];
 	(void)state;
 
-	env_init(&e, "stream_seq", 0);
-	write_txn(e.w, 4, 1000);
+	wt_env_init(&e, "stream_seq", 0);
+	wt_write_txn(e.w, 4, 1000);
 	h1 = wal_header(&e);
 	st = stream_open(&e);
 	tail_expect(st, &o, WS_OUTCOME_STREAMED);
 	ws_stream_close(st);
 
-	write_txn(e.w, 5, 1000); /* never shipped as frames */
-	query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+	wt_write_txn(e.w, 5, 1000); /* never shipped as frames */
+	wt_query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
 	assert_string_equal(res, "0");
-	write_txn(e.w, 2, 1000);
+	wt_write_txn(e.w, 2, 1000);
 	h2 = wal_header(&e);
 	assert_int_equal(h2.seq, h1.seq + 1);
 
@@ -652,10 +500,10 @@ static void test_restarted_seq_advanced(void **state)
 	assert_restore_equals_source(&e);
 	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
 	ws_stream_close(st);
-	env_free(&e);
+	wt_env_free(&e);
 }
 
-static void rewrite_wm_legacy(struct env *e)
+static void rewrite_wm_legacy(struct wt_env *e)
 {
 	int err = 0;
 	struct ws_store *s = ws_store_file_open(e->sink_dir, &err);
@@ -682,18 +530,18 @@ static int ls_cb(const struct ws_tenant_info *info, void *arg)
 /* A watermark from before salts: restarted because it cannot be checked. */
 static void test_restarted_legacy_watermark(void **state)
 {
-	struct env e;
+	struct wt_env e;
 	struct ws_outcome o;
 	struct ws_stream *st;
 	struct ws_tenant_info info;
 	struct walhdr h;
 	(void)state;
 
-	env_init(&e, "stream_legacy", 0);
-	write_txn(e.w, 4, 1000);
+	wt_env_init(&e, "stream_legacy", 0);
+	wt_write_txn(e.w, 4, 1000);
 	st = stream_open(&e);
 	tail_expect(st, &o, WS_OUTCOME_STREAMED);
-	write_txn(e.w, 2, 1000);
+	wt_write_txn(e.w, 2, 1000);
 	tail_expect(st, &o, WS_OUTCOME_STREAMED);
 	ws_stream_close(st);
 	h = wal_header(&e);
@@ -708,7 +556,7 @@ static void test_restarted_legacy_watermark(void **state)
 	assert_restore_equals_source(&e);
 
 	/* Same live WAL, same sequence: only the missing salt forces a restart. */
-	write_txn(e.w, 1, 50);
+	wt_write_txn(e.w, 1, 50);
 	st = stream_open(&e);
 	tail_expect(st, &o, WS_OUTCOME_RESTARTED);
 	assert_false(o.u.restarted.previous_generation.has_salt);
@@ -726,14 +574,14 @@ static void test_restarted_legacy_watermark(void **state)
 	assert_int_equal(ws_list_tenants(e.sink, TENANT, ls_cb, &info), 0);
 	assert_true(info.watermark.generation.has_salt);
 	ws_stream_close(st);
-	env_free(&e);
+	wt_env_free(&e);
 }
 
 /* With the stream open, the engine's WAL checkpoint lets the writer restart
  * the WAL; the next generation continues the stream (NEXT_GEN). */
 static void test_restarted_next_gen_open_stream(void **state)
 {
-	struct env e;
+	struct wt_env e;
 	struct ws_outcome o;
 	struct ws_stream *st;
 	struct ws_stream_config c;
@@ -741,8 +589,8 @@ static void test_restarted_next_gen_open_stream(void **state)
 	char res[64];
 	(void)state;
 
-	env_init(&e, "stream_nextgen", 0);
-	write_txn(e.w, 6, 1500);
+	wt_env_init(&e, "stream_nextgen", 0);
+	wt_write_txn(e.w, 6, 1500);
 	c = cfg_default(&e);
 	c.wal_checkpoint_bytes = 1;
 	st = stream_open_cfg(&e, NULL, &c);
@@ -756,12 +604,12 @@ static void test_restarted_next_gen_open_stream(void **state)
 	assert_int_equal(ws_stream_wal_checkpoints(st), 1);
 
 	/* The application's own TRUNCATE now completes. */
-	query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+	wt_query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
 	assert_string_equal(res, "0"); /* not busy */
 	assert_int_equal(wal_size(&e), 0);
 	tail_expect(st, &o, WS_OUTCOME_EMPTY);
 
-	write_txn(e.w, 3, 700);
+	wt_write_txn(e.w, 3, 700);
 	h2 = wal_header(&e);
 	assert_int_equal(h2.seq, h1.seq + 1);
 	tail_expect(st, &o, WS_OUTCOME_RESTARTED);
@@ -785,7 +633,7 @@ static void test_restarted_next_gen_open_stream(void **state)
 		int64_t rows_before;
 		uint64_t h_before = content_hash(e.w, &rows_before);
 		tail_expect(st, &o, WS_OUTCOME_EMPTY); /* checkpoints */
-		write_txn(e.w, 2 + round, 3000); /* one commit, several frames */
+		wt_write_txn(e.w, 2 + round, 3000); /* one commit, several frames */
 		h2 = wal_header(&e);
 		assert_int_equal(h2.seq, before.seq + 1);
 		tail_expect(st, &o, WS_OUTCOME_RESTARTED);
@@ -811,48 +659,48 @@ static void test_restarted_next_gen_open_stream(void **state)
 	}
 	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
 	ws_stream_close(st);
-	env_free(&e);
+	wt_env_free(&e);
 }
 
 /* An application TRUNCATE while the stream holds its mark cannot discard
  * unshipped frames: it reports busy, and everything is shipped next tail. */
 static void test_app_truncate_cannot_skip_frames(void **state)
 {
-	struct env e;
+	struct wt_env e;
 	struct ws_outcome o;
 	struct ws_stream *st;
 	uint64_t seed = 7;
 	(void)state;
 
-	env_init(&e, "stream_trunc", 0);
-	exec_ok(e.w, "PRAGMA wal_autocheckpoint=20");
+	wt_env_init(&e, "stream_trunc", 0);
+	wt_exec(e.w, "PRAGMA wal_autocheckpoint=20");
 	sqlite3_busy_timeout(e.w, 50);
-	write_txn(e.w, 2, 100);
+	wt_write_txn(e.w, 2, 100);
 	st = stream_open(&e);
 	tail_expect(st, &o, WS_OUTCOME_STREAMED);
 	for (int i = 0; i < 40; i++) {
 		uint64_t r = wt_rand(&seed);
-		write_txn(e.w, 1 + (int)(r % 5), 100 + (int)(r % 3000));
+		wt_write_txn(e.w, 1 + (int)(r % 5), 100 + (int)(r % 3000));
 		if (r % 4 == 0) {
 			/* Busy or partial is fine; losing frames is not. */
 			sqlite3_exec(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
 		}
 		if (r % 3 == 0) {
-			tail_ok(st, &o);
+			wt_tail_ok(st, &o);
 			assert_true(o.kind == WS_OUTCOME_STREAMED || o.kind == WS_OUTCOME_RESTARTED ||
 				    o.kind == WS_OUTCOME_EMPTY);
 		}
 	}
-	tail_ok(st, &o);
+	wt_tail_ok(st, &o);
 	assert_restore_equals_source(&e);
 	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
 	ws_stream_close(st);
-	env_free(&e);
+	wt_env_free(&e);
 }
 
 /* ---- Fenced ----------------------------------------------------------------- */
 
-static struct ws_stream *owner(struct env *e, struct ws_sink *sink, uint64_t epoch, uint64_t pg)
+static struct ws_stream *owner(struct wt_env *e, struct ws_sink *sink, uint64_t epoch, uint64_t pg)
 {
 	struct ws_stream_config c = cfg_default(e);
 	c.epoch = epoch;
@@ -860,17 +708,17 @@ static struct ws_stream *owner(struct env *e, struct ws_sink *sink, uint64_t epo
 	return stream_open_cfg(e, sink, &c);
 }
 
-static void expect_fenced(struct env *e, struct ws_stream *st, struct ws_sink *sink, uint64_t cur_e,
+static void expect_fenced(struct wt_env *e, struct ws_stream *st, struct ws_sink *sink, uint64_t cur_e,
 			  uint64_t our_e, uint64_t cur_pg, uint64_t our_pg)
 {
 	struct ws_outcome o;
 	struct ws_sink_stats a, b;
-	char *before = dir_digest(e->sink_dir);
+	char *before = wt_dir_digest(e->sink_dir);
 	char *after;
 	stats(sink, &a);
 	tail_expect(st, &o, WS_OUTCOME_FENCED);
 	stats(sink, &b);
-	after = dir_digest(e->sink_dir);
+	after = wt_dir_digest(e->sink_dir);
 	assert_string_equal(before, after);
 	assert_int_equal(b.puts, a.puts);
 	assert_int_equal(b.deletes, a.deletes);
@@ -886,7 +734,7 @@ static void expect_fenced(struct env *e, struct ws_stream *st, struct ws_sink *s
 
 static void test_fenced(void **state)
 {
-	struct env e;
+	struct wt_env e;
 	struct ws_outcome o;
 	struct ws_stream *a, *b, *c, *d, *x;
 	struct ws_sink *sb;
@@ -894,14 +742,14 @@ static void test_fenced(void **state)
 	int err = 0;
 	(void)state;
 
-	env_init(&e, "stream_fenced", 0);
+	wt_env_init(&e, "stream_fenced", 0);
 	sb = ws_sink_open(e.sink_url, &err);
 	assert_non_null(sb);
-	write_txn(e.w, 5, 500);
+	wt_write_txn(e.w, 5, 500);
 	a = owner(&e, NULL, 2, 1);
 	tail_expect(a, &o, WS_OUTCOME_STREAMED);
 	uint64_t a_last = o.u.streamed.last_frame;
-	write_txn(e.w, 3, 500); /* new frames: a stale owner would have work to do */
+	wt_write_txn(e.w, 3, 500); /* new frames: a stale owner would have work to do */
 
 	/* A lower epoch, same pointer generation. */
 	b = owner(&e, sb, 1, 1);
@@ -933,7 +781,7 @@ static void test_fenced(void **state)
 
 	/* The old owner, still open with its cached watermark, finds out on
 	 * its next tail that has anything to send. */
-	write_txn(e.w, 2, 500);
+	wt_write_txn(e.w, 2, 500);
 	expect_fenced(&e, a, e.sink, 3, 2, 1, 1);
 	expect_fenced(&e, b, sb, 3, 1, 1, 1);
 
@@ -944,10 +792,10 @@ static void test_fenced(void **state)
 
 	/* A move to another cell: same epoch, higher pointer generation. */
 	x = owner(&e, sb, 3, 2);
-	write_txn(e.w, 1, 100);
+	wt_write_txn(e.w, 1, 100);
 	tail_expect(x, &o, WS_OUTCOME_STREAMED);
 	assert_true(has_prefix(o.u.streamed.generation_key, TENANT "/e3-p2/"));
-	write_txn(e.w, 1, 100);
+	wt_write_txn(e.w, 1, 100);
 	expect_fenced(&e, d, e.sink, 3, 3, 2, 1);
 	tail_expect(x, &o, WS_OUTCOME_STREAMED);
 	assert_restore_equals_source(&e);
@@ -959,7 +807,7 @@ static void test_fenced(void **state)
 	ws_stream_close(c);
 	ws_stream_close(d);
 	ws_sink_close(sb);
-	env_free(&e);
+	wt_env_free(&e);
 }
 
 /* ---- Shed and the accessors --------------------------------------------------- */
@@ -1012,7 +860,7 @@ static void test_outcome_accessors(void **state)
 
 static void test_point_in_time(void **state)
 {
-	struct env e;
+	struct wt_env e;
 	struct ws_outcome o;
 	struct ws_stream *st;
 	struct ws_restore_opts ro;
@@ -1027,33 +875,33 @@ static void test_point_in_time(void **state)
 	int rc;
 	(void)state;
 
-	env_init(&e, "stream_pit", 0);
+	wt_env_init(&e, "stream_pit", 0);
 	/* Some history before the stream exists: not restorable by frame. */
-	write_txn(e.w, 3, 3000);
-	write_txn(e.w, 2, 3000);
+	wt_write_txn(e.w, 3, 3000);
+	wt_write_txn(e.w, 2, 3000);
 	uint64_t pre_frames = wal_frames(&e);
 	st = stream_open(&e);
-	sleep_ms(3);
+	wt_sleep_ms(3);
 	first_read_ms = ws_wall_ms();
-	sleep_ms(3);
+	wt_sleep_ms(3);
 	tail_expect(st, &o, WS_OUTCOME_STREAMED);
 	first_restorable = o.u.streamed.last_frame;
 	assert_int_equal(first_restorable, pre_frames);
-	sleep_ms(3);
+	wt_sleep_ms(3);
 	after_ms[tails] = ws_wall_ms();
 	tail_txn[tails++] = -1;
 	uint64_t h_first = content_hash(e.w, NULL);
 
 	for (int i = 0; i < PIT_TXNS; i++) {
 		/* Multi-frame transactions so frames between commits exist. */
-		write_txn(e.w, 1 + i % 4, 2500);
+		wt_write_txn(e.w, 1 + i % 4, 2500);
 		frame_at[i] = wal_frames(&e);
 		hash_at[i] = content_hash(e.w, &rows_at[i]);
 		if (i % 5 == 4 || i == PIT_TXNS - 1) {
-			sleep_ms(3);
+			wt_sleep_ms(3);
 			tail_expect(st, &o, WS_OUTCOME_STREAMED);
 			assert_int_equal(o.u.streamed.last_frame, frame_at[i]);
-			sleep_ms(3);
+			wt_sleep_ms(3);
 			after_ms[tails] = ws_wall_ms();
 			tail_txn[tails++] = i;
 		}
@@ -1127,7 +975,7 @@ static void test_point_in_time(void **state)
 	}
 	free(out);
 	ws_stream_close(st);
-	env_free(&e);
+	wt_env_free(&e);
 }
 
 /*
@@ -1174,7 +1022,7 @@ out:
 	return NULL;
 }
 
-static int64_t manifest_time_ms(const struct env *e, const char *key)
+static int64_t manifest_time_ms(const struct wt_env *e, const char *key)
 {
 	int err = 0;
 	struct ws_store *s = ws_store_file_open(e->sink_dir, &err);
@@ -1194,7 +1042,7 @@ static int64_t manifest_time_ms(const struct env *e, const char *key)
 
 static void test_time_never_after_commit(void **state)
 {
-	struct env e;
+	struct wt_env e;
 	struct ws_outcome o;
 	struct ws_stream *st;
 	struct ws_stream_config c;
@@ -1203,8 +1051,8 @@ static void test_time_never_after_commit(void **state)
 	unsigned checked = 0;
 	(void)state;
 
-	env_init(&e, "stream_race", 0);
-	write_txn(e.w, 300, 3000);
+	wt_env_init(&e, "stream_race", 0);
+	wt_write_txn(e.w, 300, 3000);
 	c = cfg_default(&e);
 	c.wal_checkpoint_bytes = 256u << 10;
 	c.batch_bytes_max = 128u << 10; /* an fsynced upload every 31 frames: a long scan */
@@ -1219,8 +1067,8 @@ static void test_time_never_after_commit(void **state)
 	assert_non_null(r.begin_ms);
 	assert_int_equal(pthread_create(&th, NULL, racer_main, &r), 0);
 	for (int i = 0; i < 16; i++) {
-		sleep_ms(1 + (unsigned)i % 3);
-		tail_ok(st, &o);
+		wt_sleep_ms(1 + (unsigned)i % 3);
+		wt_tail_ok(st, &o);
 		if (o.kind != WS_OUTCOME_STREAMED && o.kind != WS_OUTCOME_RESTARTED)
 			continue;
 		const char *key = o.kind == WS_OUTCOME_STREAMED ? o.u.streamed.generation_key
@@ -1232,7 +1080,7 @@ static void test_time_never_after_commit(void **state)
 		char res[64];
 		assert_int_equal(ws_restore(e.sink, TENANT, &ro, out), 0);
 		assert_int_equal(sqlite3_open_v2(out, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-		query1(db, "SELECT coalesce(max(k), 0) FROM t WHERE k >= 1000000", res);
+		wt_query1(db, "SELECT coalesce(max(k), 0) FROM t WHERE k >= 1000000", res);
 		sqlite3_close(db);
 		unlink(out);
 		free(out);
@@ -1252,30 +1100,30 @@ static void test_time_never_after_commit(void **state)
 	r.stop = 1;
 	pthread_join(th, NULL);
 	assert_true(checked >= 8);
-	tail_ok(st, &o);
+	wt_tail_ok(st, &o);
 	assert_restore_equals_source(&e);
 	free(r.begin_ms);
 	ws_stream_close(st);
-	env_free(&e);
+	wt_env_free(&e);
 }
 
 /* ---- large and uncommitted transactions -------------------------------------------- */
 
 static void test_large_transactions(void **state)
 {
-	struct env e;
+	struct wt_env e;
 	struct ws_outcome o;
 	struct ws_stream *st;
 	struct ws_stream_config c;
 	char res[64];
 	(void)state;
 
-	env_init(&e, "stream_large", 0);
+	wt_env_init(&e, "stream_large", 0);
 	/* A database file bigger than one read buffer: several snapshot parts. */
-	write_txn(e.w, 500, 3000);
-	query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+	wt_write_txn(e.w, 500, 3000);
+	wt_query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
 	assert_string_equal(res, "0");
-	write_txn(e.w, 1, 10);
+	wt_write_txn(e.w, 1, 10);
 	c = cfg_default(&e);
 	c.batch_bytes_max = 128u << 10;
 	st = stream_open_cfg(&e, NULL, &c);
@@ -1286,7 +1134,7 @@ static void test_large_transactions(void **state)
 	/* A 2 MB transaction: one commit spread over many batches. */
 	unsigned batches_before = count_objects(e.sink_dir, "-name 'b*'");
 	uint64_t prev_last = o.u.streamed.last_frame;
-	write_txn(e.w, 700, 3000);
+	wt_write_txn(e.w, 700, 3000);
 	tail_expect(st, &o, WS_OUTCOME_STREAMED);
 	assert_int_equal(o.u.streamed.first_frame, prev_last + 1);
 	assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
@@ -1296,8 +1144,8 @@ static void test_large_transactions(void **state)
 	assert_restore_equals_source(&e);
 
 	/* Two more, shipped together. */
-	write_txn(e.w, 300, 3000);
-	write_txn(e.w, 400, 2000);
+	wt_write_txn(e.w, 300, 3000);
+	wt_write_txn(e.w, 400, 2000);
 	tail_expect(st, &o, WS_OUTCOME_STREAMED);
 	assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
 	assert_restore_equals_source(&e);
@@ -1305,15 +1153,15 @@ static void test_large_transactions(void **state)
 
 	/* The database shrinks: the restored file has exactly the pages the
 	 * last commit says, as SQLite would leave it. */
-	exec_ok(e.w, "DELETE FROM t WHERE k > 50");
-	exec_ok(e.w, "VACUUM");
+	wt_exec(e.w, "DELETE FROM t WHERE k > 50");
+	wt_exec(e.w, "VACUUM");
 	tail_expect(st, &o, WS_OUTCOME_STREAMED);
 	assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
 	assert_restore_equals_source(&e);
 	{
 		char *out = wt_path(e.out_dir, "vac.db");
 		struct stat sb;
-		query1(e.w, "PRAGMA page_count", res);
+		wt_query1(e.w, "PRAGMA page_count", res);
 		assert_int_equal(ws_restore(e.sink, TENANT, NULL, out), 0);
 		assert_int_equal(stat(out, &sb), 0);
 		assert_int_equal((uint64_t)sb.st_size, strtoull(res, NULL, 10) * 4096u);
@@ -1321,12 +1169,12 @@ static void test_large_transactions(void **state)
 		free(out);
 	}
 	ws_stream_close(st);
-	env_free(&e);
+	wt_env_free(&e);
 }
 
 static void test_uncommitted_not_shipped(void **state)
 {
-	struct env e;
+	struct wt_env e;
 	struct ws_outcome o;
 	struct ws_stream *st;
 	struct ws_stream_config c;
@@ -1335,24 +1183,24 @@ static void test_uncommitted_not_shipped(void **state)
 	int64_t rows_committed;
 	(void)state;
 
-	env_init(&e, "stream_uncommitted", 0);
-	write_txn(e.w, 5, 1000);
+	wt_env_init(&e, "stream_uncommitted", 0);
+	wt_write_txn(e.w, 5, 1000);
 	c = cfg_default(&e);
 	c.batch_bytes_max = 128u << 10;
 	st = stream_open_cfg(&e, NULL, &c);
 	tail_expect(st, &o, WS_OUTCOME_STREAMED);
 
-	write_txn(e.w, 3, 1000); /* committed, not shipped yet */
+	wt_write_txn(e.w, 3, 1000); /* committed, not shipped yet */
 	committed_frames = wal_frames(&e);
 	h_committed = content_hash(e.w, &rows_committed);
 
 	/* A second writer with a tiny cache spills its open transaction into
 	 * the WAL as uncommitted frames. */
 	assert_int_equal(sqlite3_open(e.db, &w2), SQLITE_OK);
-	exec_ok(w2, "PRAGMA cache_size=5");
-	exec_ok(w2, "BEGIN");
+	wt_exec(w2, "PRAGMA cache_size=5");
+	wt_exec(w2, "BEGIN");
 	for (int i = 0; i < 300; i++)
-		exec_ok(w2, "INSERT INTO t(v) VALUES(randomblob(3000))");
+		wt_exec(w2, "INSERT INTO t(v) VALUES(randomblob(3000))");
 	assert_true(wal_frames(&e) > committed_frames + 60); /* the spill is really there */
 
 	tail_expect(st, &o, WS_OUTCOME_STREAMED);
@@ -1364,13 +1212,13 @@ static void test_uncommitted_not_shipped(void **state)
 		assert_true(hr == h_committed);
 	}
 	/* Only the uncommitted frames are there: nothing new to name. */
-	tail_ok(st, &o);
+	wt_tail_ok(st, &o);
 	assert_int_equal(o.kind, WS_OUTCOME_EMPTY);
 	assert_int_equal(o.u.empty.watermark.last_frame, committed_frames);
 
-	exec_ok(w2, "ROLLBACK");
+	wt_exec(w2, "ROLLBACK");
 	sqlite3_close(w2);
-	tail_ok(st, &o);
+	wt_tail_ok(st, &o);
 	assert_int_equal(o.kind, WS_OUTCOME_EMPTY);
 	{
 		int64_t rr;
@@ -1379,20 +1227,20 @@ static void test_uncommitted_not_shipped(void **state)
 	}
 
 	/* The writer overwrites the rolled-back frames; the stream follows. */
-	write_txn(e.w, 2, 1000);
+	wt_write_txn(e.w, 2, 1000);
 	tail_expect(st, &o, WS_OUTCOME_STREAMED);
 	assert_int_equal(o.u.streamed.first_frame, committed_frames + 1);
 	assert_restore_equals_source(&e);
 	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
 	ws_stream_close(st);
-	env_free(&e);
+	wt_env_free(&e);
 }
 
 /* First contact with a WAL that holds only another connection's spilled,
  * uncommitted frames: the base is the database file, no frame of it. */
 static void test_uncommitted_on_first_contact(void **state)
 {
-	struct env e;
+	struct wt_env e;
 	struct ws_outcome o;
 	struct ws_stream *st;
 	sqlite3 *w2;
@@ -1401,18 +1249,18 @@ static void test_uncommitted_on_first_contact(void **state)
 	int64_t rows, rr;
 	(void)state;
 
-	env_init(&e, "stream_uncommitted0", 0);
-	write_txn(e.w, 20, 1000);
-	query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+	wt_env_init(&e, "stream_uncommitted0", 0);
+	wt_write_txn(e.w, 20, 1000);
+	wt_query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
 	assert_string_equal(res, "0");
 	assert_int_equal(wal_size(&e), 0);
 	h = content_hash(e.w, &rows);
 
 	assert_int_equal(sqlite3_open(e.db, &w2), SQLITE_OK);
-	exec_ok(w2, "PRAGMA cache_size=5");
-	exec_ok(w2, "BEGIN");
+	wt_exec(w2, "PRAGMA cache_size=5");
+	wt_exec(w2, "BEGIN");
 	for (int i = 0; i < 200; i++)
-		exec_ok(w2, "INSERT INTO t(v) VALUES(randomblob(3000))");
+		wt_exec(w2, "INSERT INTO t(v) VALUES(randomblob(3000))");
 	assert_true(wal_frames(&e) > 50);
 
 	st = stream_open(&e);
@@ -1422,17 +1270,17 @@ static void test_uncommitted_on_first_contact(void **state)
 	assert_true(restore_hash_opts(&e, NULL, &rr) == h);
 	assert_int_equal(rr, rows);
 
-	exec_ok(w2, "ROLLBACK");
+	wt_exec(w2, "ROLLBACK");
 	sqlite3_close(w2);
-	tail_ok(st, &o);
+	wt_tail_ok(st, &o);
 	assert_int_equal(o.kind, WS_OUTCOME_EMPTY);
-	write_txn(e.w, 3, 1000);
-	tail_ok(st, &o);
+	wt_write_txn(e.w, 3, 1000);
+	wt_tail_ok(st, &o);
 	assert_true(o.kind == WS_OUTCOME_STREAMED || o.kind == WS_OUTCOME_RESTARTED);
 	assert_restore_equals_source(&e);
 	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
 	ws_stream_close(st);
-	env_free(&e);
+	wt_env_free(&e);
 }
 
 /* ---- page sizes ------------------------------------------------------------------- */
@@ -1441,26 +1289,26 @@ static void test_page_sizes(void **state)
 {
 	(void)state;
 	for (unsigned ps = 512; ps <= 65536; ps *= 2) {
-		struct env e;
+		struct wt_env e;
 		struct ws_outcome o;
 		struct ws_stream *st;
 		char res[64];
 		struct ws_tenant_info info;
 
-		env_init(&e, "stream_ps", ps);
-		query1(e.w, "PRAGMA page_size", res);
+		wt_env_init(&e, "stream_ps", ps);
+		wt_query1(e.w, "PRAGMA page_size", res);
 		assert_int_equal(strtoul(res, NULL, 10), (unsigned long)ps);
 		/* Part in the database file (snapshot), part in the WAL. */
-		write_txn(e.w, 40, 700);
-		query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+		wt_write_txn(e.w, 40, 700);
+		wt_query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
 		assert_string_equal(res, "0");
-		write_txn(e.w, 30, 900);
+		wt_write_txn(e.w, 30, 900);
 		st = stream_open(&e);
 		tail_expect(st, &o, WS_OUTCOME_STREAMED);
 		assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
-		write_txn(e.w, 20, (int)ps + 100); /* overflow pages */
-		write_txn(e.w, 1, 1);
-		exec_ok(e.w, "DELETE FROM t WHERE k % 3 = 0");
+		wt_write_txn(e.w, 20, (int)ps + 100); /* overflow pages */
+		wt_write_txn(e.w, 1, 1);
+		wt_exec(e.w, "DELETE FROM t WHERE k % 3 = 0");
 		tail_expect(st, &o, WS_OUTCOME_STREAMED);
 		assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
 		memset(&info, 0, sizeof(info));
@@ -1473,14 +1321,14 @@ static void test_page_sizes(void **state)
 			sqlite3 *db;
 			assert_int_equal(ws_restore(e.sink, TENANT, NULL, out), 0);
 			assert_int_equal(sqlite3_open_v2(out, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-			query1(db, "PRAGMA page_size", res);
+			wt_query1(db, "PRAGMA page_size", res);
 			assert_int_equal(strtoul(res, NULL, 10), (unsigned long)ps);
 			sqlite3_close(db);
 			free(out);
 		}
 		assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
 		ws_stream_close(st);
-		env_free(&e);
+		wt_env_free(&e);
 	}
 }
 

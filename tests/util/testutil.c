@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 char *wt_tmpdir(const char *tag)
@@ -93,4 +94,133 @@ uint64_t wt_rand(uint64_t *state)
 	x ^= x >> 27;
 	*state = x;
 	return x * 0x2545f4914f6cdd1dull;
+}
+
+char *wt_dir_digest(const char *dir)
+{
+	char *tmp, *out;
+	size_t len = 0;
+	assert_int_not_equal(asprintf(&tmp, "%s.digest", dir), -1);
+	assert_int_equal(wt_sh("cd '%s' && { find . -printf '%%p %%y %%s %%m\\n' | LC_ALL=C sort; "
+			       "find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum; } > '%s'",
+			       dir, tmp),
+			 0);
+	out = (char *)wt_read_file(tmp, &len);
+	assert_non_null(out);
+	out[len] = '\0';
+	unlink(tmp);
+	free(tmp);
+	return out;
+}
+
+uint64_t wt_env_u64(const char *name, uint64_t dflt)
+{
+	const char *v = getenv(name);
+	return v && *v ? strtoull(v, NULL, 0) : dflt;
+}
+
+int64_t wt_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void wt_sleep_ms(unsigned ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+void wt_fnv(uint64_t *h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < n; i++) {
+		*h ^= b[i];
+		*h *= 0x100000001b3ull;
+	}
+}
+
+void wt_exec(sqlite3 *db, const char *sql)
+{
+	char *msg = NULL;
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+		fail_msg("sqlite: '%s': %s", sql, msg ? msg : sqlite3_errmsg(db));
+}
+
+static int first_col_cb(void *arg, int n, char **vals, char **names)
+{
+	(void)names;
+	if (n > 0 && vals[0])
+		snprintf(arg, 64, "%s", vals[0]);
+	return 0;
+}
+
+void wt_query1(sqlite3 *db, const char *sql, char out[64])
+{
+	char *msg = NULL;
+	out[0] = '\0';
+	if (sqlite3_exec(db, sql, first_col_cb, out, &msg) != SQLITE_OK)
+		fail_msg("sqlite: '%s': %s", sql, msg ? msg : sqlite3_errmsg(db));
+}
+
+int wt_each_row(sqlite3 *db, const char *sql, void (*row)(sqlite3_stmt *st, void *arg), void *arg)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		row(st, arg);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+sqlite3 *wt_writer_open(const char *path, unsigned page_size)
+{
+	sqlite3 *db = NULL;
+	char sql[64], res[64];
+	if (sqlite3_open(path, &db) != SQLITE_OK)
+		fail_msg("open %s: %s", path, sqlite3_errmsg(db));
+	sqlite3_busy_timeout(db, 5000);
+	if (page_size) {
+		snprintf(sql, sizeof(sql), "PRAGMA page_size=%u", page_size);
+		wt_exec(db, sql);
+	}
+	wt_query1(db, "PRAGMA journal_mode=WAL", res);
+	assert_string_equal(res, "wal");
+	/* Frame numbers stay predictable: only tests that want WAL
+	 * checkpoints run them. */
+	wt_exec(db, "PRAGMA wal_autocheckpoint=0");
+	wt_exec(db, "CREATE TABLE IF NOT EXISTS t(k INTEGER PRIMARY KEY, v BLOB)");
+	return db;
+}
+
+void wt_write_txn(sqlite3 *db, int rows, int bytes)
+{
+	sqlite3_stmt *s = NULL;
+	wt_exec(db, "BEGIN");
+	assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO t(v) VALUES(randomblob(?))", -1, &s, NULL),
+			 SQLITE_OK);
+	for (int i = 0; i < rows; i++) {
+		sqlite3_bind_int(s, 1, bytes);
+		if (sqlite3_step(s) != SQLITE_DONE)
+			fail_msg("insert: %s", sqlite3_errmsg(db));
+		sqlite3_reset(s);
+	}
+	sqlite3_finalize(s);
+	wt_exec(db, "COMMIT");
+}
+
+sqlite3 *wt_open_checked(const char *path)
+{
+	sqlite3 *db = NULL;
+	char res[64];
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+		fail_msg("open %s: %s", path, sqlite3_errmsg(db));
+	wt_query1(db, "PRAGMA integrity_check", res);
+	if (strcmp(res, "ok") != 0)
+		fail_msg("%s: integrity_check: %s", path, res);
+	return db;
 }

@@ -3,10 +3,12 @@
 #define WS_TESTUTIL_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include <sqlite3.h>
 
 /* A fresh empty directory under $WS_TEST_TMP (or /tmp); caller frees. */
 char *wt_tmpdir(const char *tag);
@@ -21,5 +23,34 @@ char *wt_path(const char *dir, const char *name);
 int wt_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Deterministic PRNG (xorshift64*) for reproducible random tests. */
 uint64_t wt_rand(uint64_t *state);
+/* Names, types, sizes, modes and SHA-256 of every entry under dir; caller frees. */
+char *wt_dir_digest(const char *dir);
+
+/* A numeric environment variable (strtoull, any base), or dflt if unset/empty. */
+uint64_t wt_env_u64(const char *name, uint64_t dflt);
+/* CLOCK_MONOTONIC in milliseconds. */
+int64_t wt_now_ms(void);
+/* Sleep at least ms milliseconds (resumed after signals). */
+void wt_sleep_ms(unsigned ms);
+
+/* FNV-1a step: fold n bytes at p into *h (the caller picks the seed). */
+void wt_fnv(uint64_t *h, const void *p, size_t n);
+
+/* ---- SQLite --------------------------------------------------------------- */
+
+/* sqlite3_exec that must succeed (fails the test with SQLite's message). */
+void wt_exec(sqlite3 *db, const char *sql);
+/* The first column of the first row of sql into out ("" if none); must succeed. */
+void wt_query1(sqlite3 *db, const char *sql, char out[64]);
+/* Calls row() for every row of sql; SQLITE_OK, or the prepare/step error. */
+int wt_each_row(sqlite3 *db, const char *sql, void (*row)(sqlite3_stmt *st, void *arg), void *arg);
+/* The test writer: opens (creates) path with a 5 s busy timeout, journal_mode
+ * WAL, wal_autocheckpoint off and table t(k INTEGER PRIMARY KEY, v BLOB);
+ * page_size 0 keeps SQLite's default. */
+sqlite3 *wt_writer_open(const char *path, unsigned page_size);
+/* One transaction of `rows` inserts into t of `bytes` random bytes each. */
+void wt_write_txn(sqlite3 *db, int rows, int bytes);
+/* Open path read-only; PRAGMA integrity_check must say ok. Caller closes. */
+sqlite3 *wt_open_checked(const char *path);
 
 #endif

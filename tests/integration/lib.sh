@@ -1,0 +1,77 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # rc and reaped are read by the scripts that source this file
+# Harness shared by the integration tests, sourced by each test_*.sh after
+# `set -euo pipefail`:
+#   . "$(dirname "$0")/lib.sh"
+# Checks the tools, makes a fresh scratch dir $ROOT (named after the script,
+# kept on failure) and cd's into it, and defines the pass/fail counters and
+# the helpers below. A script ends with:
+#   echo "$pass passed, $fail failed"
+#   [ "$fail" = 0 ]
+#
+# Env: WS_BIN (the walship binary), WS_TEST_TMP (scratch dir).
+
+: "${WS_BIN:?WS_BIN must name the walship binary}"
+command -v sqlite3 >/dev/null || { echo "sqlite3 CLI not found"; exit 1; }
+command -v python3 >/dev/null || { echo "python3 not found"; exit 1; }
+
+ROOT="${WS_TEST_TMP:-/tmp}/$(basename "$0" .sh).$$"
+rm -rf "$ROOT"
+mkdir -p "$ROOT"
+cd "$ROOT"
+cleanup() {
+	local p
+	for p in $(jobs -p); do kill "$p" 2>/dev/null || true; done
+	if [ "${fail:-1}" = 0 ]; then rm -rf "$ROOT"; fi
+}
+trap cleanup EXIT
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   - $1"; }
+bad() {
+	fail=$((fail + 1))
+	echo "FAIL - $1"
+	if [ -s "$ROOT/out" ]; then sed 's/^/    stdout: /' "$ROOT/out" | head -20; fi
+	if [ -s "$ROOT/err" ]; then sed 's/^/    stderr: /' "$ROOT/err" | head -20; fi
+}
+# check DESC CMD...: CMD's exit status decides.
+check() {
+	local desc=$1
+	shift
+	if "$@"; then ok "$desc"; else bad "$desc"; fi
+}
+
+# ws ARGS...: run walship, stdout -> out, stderr -> err, status -> $rc.
+rc=0
+ws() {
+	set +e
+	"$WS_BIN" "$@" >"$ROOT/out" 2>"$ROOT/err"
+	rc=$?
+	set -e
+	no_sanitizer_report "$ROOT/err" "walship $*"
+}
+# reap PID ERRFILE WHAT: wait for the background walship PID; its exit status
+# -> $reaped. A sanitizer report in ERRFILE fails, as WHAT.
+reaped=0
+reap() {
+	set +e
+	wait "$1"
+	reaped=$?
+	set -e
+	no_sanitizer_report "$2" "$3"
+}
+# A sanitizer build may exit 1 on a report, which some checks expect anyway.
+no_sanitizer_report() {
+	if grep -qE 'ERROR: (Address|Leak|Thread|Memory)Sanitizer|WARNING: ThreadSanitizer|runtime error:' "$1"; then
+		bad "sanitizer report from: $2"
+		sed 's/^/    /' "$1" | head -40
+	fi
+}
+
+# sq DB SQL...: the writer. Never checkpoints on close.
+sq() {
+	sqlite3 -batch -bail -cmd ".dbconfig no_ckpt_on_close on" "$@" | sed '/^ *no_ckpt_on_close on$/d'
+}
+dump() { sq "$1" .dump; }
+same_dump() { [ "$(dump "$1")" = "$(dump "$2")" ] && [ -n "$(dump "$1")" ]; }
