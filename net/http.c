@@ -1,0 +1,563 @@
+/*
+ * HTTP client over the libcurl multi interface (libcurl 7.88).
+ *
+ * Layout: one CURLM per ws_http holds the connection cache; a fixed pool of
+ * max_in_flight easy handles ("slots") is created at open and reused for
+ * every request (curl_easy_reset between uses), so a running shard
+ * allocates nothing here beyond what curl itself does per request (the
+ * header list). The multi handle caps total and per-host connections at
+ * max_in_flight, and never more than max_in_flight transfers are added at
+ * once, so the server never sees more than that many connections from us.
+ *
+ * Request bodies: CURLOPT_READFUNCTION walks the caller's iovecs and copies
+ * straight into curl's send buffer; CURLOPT_SEEKFUNCTION rewinds them when
+ * curl must resend (a reused connection the server had already closed).
+ *
+ * Errors: each request gets its own err (negative errno, or the sink's own
+ * error when it refused the body); ws_http_perform fails as a whole only when
+ * curl's multi machinery does.
+ */
+#include "ws_http.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+
+#include "ws_fault.h"
+#include "ws_log.h"
+
+#define HTTP_IN_FLIGHT_MAX 256
+#define HTTP_POLL_MS 1000
+
+struct slot {
+	CURL *easy;
+	struct ws_http_req *req;      /* NULL when the slot is free */
+	struct curl_slist *hdrs;
+	const struct iovec *iov;      /* request body cursor */
+	int iovcnt, iov_idx;
+	size_t iov_off;
+	int sink_err;                 /* set when on_body refused bytes */
+	bool nobody;
+	char errbuf[CURL_ERROR_SIZE];
+};
+
+struct ws_http {
+	CURLM *multi;
+	struct slot *slots;
+	unsigned slot_count;
+	long connect_timeout_ms, timeout_ms, low_speed_bytes, low_speed_time_s;
+	char *ca_file;
+	bool insecure;
+	struct ws_http_stats stats;
+};
+
+/* ---- one-time libcurl initialisation ---- */
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+static CURLcode global_rc = CURLE_FAILED_INIT;
+
+static void global_init(void)
+{
+	/* Never paired with curl_global_cleanup: other ws_http may outlive any one of them. */
+	global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* ---- callbacks ---- */
+
+static size_t on_read(char *buf, size_t size, size_t nitems, void *arg)
+{
+	struct slot *s = arg;
+	size_t room = size * nitems, done = 0;
+
+	while (done < room && s->iov_idx < s->iovcnt) {
+		const struct iovec *v = &s->iov[s->iov_idx];
+		size_t left = v->iov_len - s->iov_off;
+		size_t n = left < room - done ? left : room - done;
+		if (n)
+			memcpy(buf + done, (const char *)v->iov_base + s->iov_off, n);
+		done += n;
+		s->iov_off += n;
+		if (s->iov_off == v->iov_len) {
+			s->iov_idx++;
+			s->iov_off = 0;
+		}
+	}
+	return done;
+}
+
+static int on_seek(void *arg, curl_off_t offset, int origin)
+{
+	struct slot *s = arg;
+
+	if (origin != SEEK_SET || offset < 0)
+		return CURL_SEEKFUNC_CANTSEEK;
+	s->iov_idx = 0;
+	s->iov_off = 0;
+	while (s->iov_idx < s->iovcnt && (size_t)offset >= s->iov[s->iov_idx].iov_len) {
+		offset -= (curl_off_t)s->iov[s->iov_idx].iov_len;
+		s->iov_idx++;
+	}
+	if (s->iov_idx == s->iovcnt)
+		return offset == 0 ? CURL_SEEKFUNC_OK : CURL_SEEKFUNC_FAIL;
+	s->iov_off = (size_t)offset;
+	return CURL_SEEKFUNC_OK;
+}
+
+static size_t on_write(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct slot *s = arg;
+	struct ws_http_req *r = s->req;
+	size_t len = size * nmemb;
+
+	if (r->on_body && len) {
+		int rc = r->on_body(r->on_body_arg, data, len);
+		if (rc) {
+			s->sink_err = rc < 0 ? rc : -EIO;
+			return 0; /* anything but len aborts with CURLE_WRITE_ERROR */
+		}
+	}
+	r->body_bytes += len;
+	return len;
+}
+
+/* Copy at most cap-1 bytes of [p, p+n) into dst, NUL-terminated. */
+static void copy_trunc(char *dst, size_t cap, const char *p, size_t n)
+{
+	if (n > cap - 1)
+		n = cap - 1;
+	memcpy(dst, p, n);
+	dst[n] = '\0';
+}
+
+static size_t on_header(char *line, size_t size, size_t nitems, void *arg)
+{
+	struct slot *s = arg;
+	struct ws_http_req *r = s->req;
+	size_t len = size * nitems, name_len;
+	const char *colon, *v, *end;
+	struct ws_http_header *h;
+
+	/* A new status line starts a new response (after 100 Continue, say): keep only the last. */
+	if (len >= 5 && memcmp(line, "HTTP/", 5) == 0) {
+		r->hdr_count = 0;
+		return len;
+	}
+	colon = memchr(line, ':', len);
+	/* Blank line, folded continuation or garbage: nothing to keep. */
+	if (!colon || colon == line || line[0] == ' ' || line[0] == '\t')
+		return len;
+	name_len = (size_t)(colon - line);
+	/* A truncated name would be a different header; drop it instead. */
+	if (name_len >= sizeof(h->name) || r->hdr_count >= WS_HTTP_HDR_MAX)
+		return len;
+	h = &r->hdrs[r->hdr_count++];
+	for (size_t i = 0; i < name_len; i++)
+		h->name[i] = (char)tolower((unsigned char)line[i]);
+	h->name[name_len] = '\0';
+	v = colon + 1;
+	end = line + len;
+	while (v < end && (*v == ' ' || *v == '\t'))
+		v++;
+	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	copy_trunc(h->value, sizeof(h->value), v, (size_t)(end - v));
+	return len;
+}
+
+/* ---- open / close ---- */
+
+struct ws_http *ws_http_open(const struct ws_http_opts *opts, int *err)
+{
+	struct ws_http *h = NULL;
+	struct ws_http_opts def = { 0 };
+	int rc = 0;
+
+	if (!opts)
+		opts = &def;
+	if (opts->max_in_flight > HTTP_IN_FLIGHT_MAX || opts->connect_timeout_ms < 0 ||
+	    opts->timeout_ms < 0 || opts->low_speed_bytes < 0 || opts->low_speed_time_s < 0) {
+		rc = ws_fail(-EINVAL, "http: bad options (max_in_flight 1..%d, timeouts >= 0)",
+			     HTTP_IN_FLIGHT_MAX);
+		goto fail;
+	}
+	pthread_once(&global_once, global_init);
+	if (global_rc != CURLE_OK) {
+		rc = ws_fail(-EIO, "http: curl_global_init: %s", curl_easy_strerror(global_rc));
+		goto fail;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		rc = ws_fail(-ENOMEM, "http: client");
+		goto fail;
+	}
+	h->slot_count = opts->max_in_flight ? opts->max_in_flight : 8;
+	h->connect_timeout_ms = opts->connect_timeout_ms ? opts->connect_timeout_ms : 5000;
+	h->timeout_ms = opts->timeout_ms ? opts->timeout_ms : 30000;
+	h->low_speed_bytes = opts->low_speed_bytes;
+	h->low_speed_time_s = opts->low_speed_time_s;
+	h->insecure = opts->insecure;
+	if (opts->ca_file && !(h->ca_file = strdup(opts->ca_file))) {
+		rc = ws_fail(-ENOMEM, "http: ca_file");
+		goto fail;
+	}
+	h->slots = calloc(h->slot_count, sizeof(*h->slots));
+	h->multi = curl_multi_init();
+	if (!h->slots || !h->multi) {
+		rc = ws_fail(-ENOMEM, "http: multi handle or slots");
+		goto fail;
+	}
+	for (unsigned i = 0; i < h->slot_count; i++) {
+		if (!(h->slots[i].easy = curl_easy_init())) {
+			rc = ws_fail(-ENOMEM, "http: easy handle %u", i);
+			goto fail;
+		}
+	}
+	/* The cache keeps as many idle connections as may ever be busy at once. */
+	if (curl_multi_setopt(h->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)h->slot_count) ||
+	    curl_multi_setopt(h->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)h->slot_count) ||
+	    curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)h->slot_count) ||
+	    curl_multi_setopt(h->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING)) {
+		rc = ws_fail(-EIO, "http: curl_multi_setopt");
+		goto fail;
+	}
+	if (h->insecure)
+		ws_warn("http: TLS certificate verification is OFF (insecure); for tests only");
+	if (err)
+		*err = 0;
+	return h;
+
+fail:
+	ws_http_close(h);
+	if (err)
+		*err = rc;
+	return NULL;
+}
+
+void ws_http_close(struct ws_http *h)
+{
+	if (!h)
+		return;
+	if (h->slots) {
+		for (unsigned i = 0; i < h->slot_count; i++) {
+			struct slot *s = &h->slots[i];
+			if (s->req && h->multi)
+				curl_multi_remove_handle(h->multi, s->easy);
+			curl_slist_free_all(s->hdrs);
+			if (s->easy)
+				curl_easy_cleanup(s->easy);
+		}
+	}
+	/* After the easy handles: the multi owns the connection cache they used. */
+	if (h->multi)
+		curl_multi_cleanup(h->multi);
+	free(h->slots);
+	free(h->ca_file);
+	free(h);
+}
+
+/* ---- one request ---- */
+
+static void reset_out(struct ws_http_req *r)
+{
+	r->err = 0;
+	r->err_detail[0] = '\0';
+	r->status = 0;
+	r->body_bytes = 0;
+	r->content_length = -1;
+	r->truncated = false;
+	r->hdr_count = 0;
+}
+
+static void req_fail(struct ws_http_req *r, int err, const char *detail)
+{
+	r->err = err;
+	snprintf(r->err_detail, sizeof(r->err_detail), "%s", detail);
+}
+
+/* Set an option; any failure is remembered (curl_easy_setopt is variadic, hence the macro). */
+#define SETOPT(s, opt, val)                                          \
+	do {                                                         \
+		if (curl_easy_setopt((s)->easy, (opt), (val)) != CURLE_OK) \
+			bad = true;                                  \
+	} while (0)
+
+/*
+ * Configure slot s for r. Returns 0, or a negative error that belongs to
+ * the request (bad input, no memory); the slot stays free in that case.
+ */
+static int slot_setup(struct ws_http *h, struct slot *s, struct ws_http_req *r)
+{
+	size_t body_len = 0, nhdr;
+	bool bad = false, has_body = r->body && r->body_iovcnt > 0;
+	const char *m = r->method;
+
+	if (!r->method || !r->method[0] || !r->url || !r->url[0] || r->body_iovcnt < 0 ||
+	    (r->body_iovcnt > 0 && !r->body)) {
+		req_fail(r, -EINVAL, "http: request needs a method and a URL (and iovecs for its body count)");
+		return -EINVAL;
+	}
+	for (int i = 0; has_body && i < r->body_iovcnt; i++)
+		body_len += r->body[i].iov_len;
+
+	curl_easy_reset(s->easy);
+	s->req = NULL;
+	s->iov = has_body ? r->body : NULL;
+	s->iovcnt = has_body ? r->body_iovcnt : 0;
+	s->iov_idx = 0;
+	s->iov_off = 0;
+	s->sink_err = 0;
+	s->nobody = false;
+	s->errbuf[0] = '\0';
+	curl_slist_free_all(s->hdrs);
+	s->hdrs = NULL;
+
+	/* header_count wins; with 0, the list runs to its NULL. */
+	nhdr = r->header_count;
+	if (!nhdr && r->headers)
+		while (r->headers[nhdr])
+			nhdr++;
+	for (size_t i = 0; i <= nhdr; i++) {
+		/* Last: an empty "Expect:" stops curl waiting a second for 100 Continue on PUT/POST. */
+		const char *line = i < nhdr ? r->headers[i] : "Expect:";
+		struct curl_slist *n;
+		if (!line)
+			continue;
+		if (!(n = curl_slist_append(s->hdrs, line))) {
+			req_fail(r, -ENOMEM, "http: header list");
+			return -ENOMEM;
+		}
+		s->hdrs = n;
+	}
+
+	SETOPT(s, CURLOPT_URL, r->url);
+	SETOPT(s, CURLOPT_PRIVATE, (void *)s);
+	SETOPT(s, CURLOPT_ERRORBUFFER, s->errbuf);
+	SETOPT(s, CURLOPT_NOSIGNAL, 1L);
+	SETOPT(s, CURLOPT_TCP_NODELAY, 1L);
+	SETOPT(s, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	SETOPT(s, CURLOPT_PROTOCOLS_STR, "http,https");
+	SETOPT(s, CURLOPT_CONNECTTIMEOUT_MS, h->connect_timeout_ms);
+	SETOPT(s, CURLOPT_TIMEOUT_MS, h->timeout_ms);
+	if (h->low_speed_bytes > 0 && h->low_speed_time_s > 0) {
+		SETOPT(s, CURLOPT_LOW_SPEED_LIMIT, h->low_speed_bytes);
+		SETOPT(s, CURLOPT_LOW_SPEED_TIME, h->low_speed_time_s);
+	}
+	if (h->ca_file)
+		SETOPT(s, CURLOPT_CAINFO, h->ca_file);
+	if (h->insecure) {
+		SETOPT(s, CURLOPT_SSL_VERIFYPEER, 0L);
+		SETOPT(s, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	SETOPT(s, CURLOPT_HTTPHEADER, s->hdrs);
+	SETOPT(s, CURLOPT_HEADERFUNCTION, on_header);
+	SETOPT(s, CURLOPT_HEADERDATA, (void *)s);
+	SETOPT(s, CURLOPT_WRITEFUNCTION, on_write);
+	SETOPT(s, CURLOPT_WRITEDATA, (void *)s);
+
+	if (strcmp(m, "HEAD") == 0) {
+		SETOPT(s, CURLOPT_NOBODY, 1L);
+		s->nobody = true;
+	} else if (strcmp(m, "POST") == 0) {
+		/* POSTFIELDSIZE with no POSTFIELDS: curl pulls the body through the read callback. */
+		SETOPT(s, CURLOPT_POST, 1L);
+		SETOPT(s, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+	} else if (strcmp(m, "PUT") == 0 || has_body) {
+		SETOPT(s, CURLOPT_UPLOAD, 1L);
+		SETOPT(s, CURLOPT_INFILESIZE_LARGE, (curl_off_t)body_len);
+		if (strcmp(m, "PUT") != 0)
+			SETOPT(s, CURLOPT_CUSTOMREQUEST, m);
+	} else if (strcmp(m, "GET") != 0) {
+		SETOPT(s, CURLOPT_CUSTOMREQUEST, m);
+	}
+	if (strcmp(m, "POST") == 0 || strcmp(m, "PUT") == 0 || has_body) {
+		SETOPT(s, CURLOPT_READFUNCTION, on_read);
+		SETOPT(s, CURLOPT_READDATA, (void *)s);
+		SETOPT(s, CURLOPT_SEEKFUNCTION, on_seek);
+		SETOPT(s, CURLOPT_SEEKDATA, (void *)s);
+	}
+	if (bad) {
+		req_fail(r, -EIO, "http: curl_easy_setopt refused an option");
+		return -EIO;
+	}
+	s->req = r;
+	return 0;
+}
+
+static int map_curl(CURLcode c)
+{
+	switch (c) {
+	case CURLE_OK: return 0;
+	case CURLE_OPERATION_TIMEDOUT: return -ETIMEDOUT;
+	case CURLE_COULDNT_CONNECT: return -ECONNREFUSED;
+	case CURLE_RECV_ERROR:
+	case CURLE_SEND_ERROR:
+	case CURLE_GOT_NOTHING: return -ECONNRESET;
+	case CURLE_OUT_OF_MEMORY: return -ENOMEM;
+	default: return -EIO;
+	}
+}
+
+/* Fill r's results from a finished transfer and free the slot. */
+static void slot_finish(struct ws_http *h, struct slot *s, CURLcode result)
+{
+	struct ws_http_req *r = s->req;
+	long status = 0, connects = 0;
+	curl_off_t cl = -1, up = 0, down = 0;
+
+	curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_getinfo(s->easy, CURLINFO_NUM_CONNECTS, &connects);
+	curl_easy_getinfo(s->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+	curl_easy_getinfo(s->easy, CURLINFO_SIZE_UPLOAD_T, &up);
+	curl_easy_getinfo(s->easy, CURLINFO_SIZE_DOWNLOAD_T, &down);
+	r->status = status;
+	r->content_length = cl >= 0 ? (int64_t)cl : -1;
+	r->truncated = result == CURLE_PARTIAL_FILE ||
+		       (!s->nobody && cl >= 0 && r->body_bytes < (uint64_t)cl);
+	if (result == CURLE_WRITE_ERROR && s->sink_err) {
+		r->err = s->sink_err;
+		snprintf(r->err_detail, sizeof(r->err_detail),
+			 "response body refused by the sink after %llu bytes",
+			 (unsigned long long)r->body_bytes);
+	} else if (result != CURLE_OK) {
+		r->err = map_curl(result);
+		snprintf(r->err_detail, sizeof(r->err_detail), "%s",
+			 s->errbuf[0] ? s->errbuf : curl_easy_strerror(result));
+	}
+	h->stats.connects += connects > 0 ? (uint64_t)connects : 0;
+	h->stats.bytes_sent += up > 0 ? (uint64_t)up : 0;
+	h->stats.bytes_received += down > 0 ? (uint64_t)down : 0;
+
+	curl_multi_remove_handle(h->multi, s->easy);
+	curl_slist_free_all(s->hdrs);
+	s->hdrs = NULL;
+	s->req = NULL;
+}
+
+static struct slot *free_slot(struct ws_http *h)
+{
+	for (unsigned i = 0; i < h->slot_count; i++)
+		if (!h->slots[i].req)
+			return &h->slots[i];
+	return NULL;
+}
+
+/* Abandon every active transfer (the multi handle failed); each gets err. */
+static void abort_all(struct ws_http *h, int err, const char *why)
+{
+	for (unsigned i = 0; i < h->slot_count; i++) {
+		struct slot *s = &h->slots[i];
+		if (!s->req)
+			continue;
+		curl_multi_remove_handle(h->multi, s->easy);
+		req_fail(s->req, err, why);
+		curl_slist_free_all(s->hdrs);
+		s->hdrs = NULL;
+		s->req = NULL;
+	}
+}
+
+int ws_http_perform(struct ws_http *h, struct ws_http_req *reqs, size_t n)
+{
+	size_t next = 0;
+	unsigned active = 0;
+	int rc = 0;
+
+	if (!h || (n && !reqs))
+		return ws_fail(-EINVAL, "http: perform without a client or requests");
+	for (size_t i = 0; i < n; i++)
+		reset_out(&reqs[i]);
+	if ((rc = WS_FAULT("http.perform"))) {
+		rc = ws_fail(rc, "http: fault injected at http.perform");
+		goto fail;
+	}
+
+	for (;;) {
+		int running = 0;
+		CURLMsg *msg;
+		CURLMcode mc;
+
+		while (active < h->slot_count && next < n) {
+			struct ws_http_req *r = &reqs[next++];
+			struct slot *s = free_slot(h);
+			/* A fault here looks like a connection that died before any reply. */
+			if (WS_FAULT("http.request")) {
+				req_fail(r, -ECONNRESET, "http: fault injected at http.request");
+				continue;
+			}
+			if (slot_setup(h, s, r))
+				continue;
+			if ((mc = curl_multi_add_handle(h->multi, s->easy)) != CURLM_OK) {
+				s->req = NULL;
+				req_fail(r, -EIO, curl_multi_strerror(mc));
+				rc = ws_fail(-EIO, "http: curl_multi_add_handle: %s", curl_multi_strerror(mc));
+				goto fail;
+			}
+			h->stats.requests++;
+			active++;
+		}
+		if (active == 0 && next == n)
+			break;
+
+		if ((mc = curl_multi_perform(h->multi, &running)) != CURLM_OK) {
+			rc = ws_fail(-EIO, "http: curl_multi_perform: %s", curl_multi_strerror(mc));
+			goto fail;
+		}
+		bool freed = false;
+		int left;
+		while ((msg = curl_multi_info_read(h->multi, &left))) {
+			char *priv = NULL;
+			struct slot *s;
+			if (msg->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
+			s = (struct slot *)(void *)priv;
+			if (!s || !s->req)
+				continue;
+			slot_finish(h, s, msg->data.result);
+			active--;
+			freed = true;
+		}
+		/* A slot came free: start the next request before waiting on sockets. */
+		if ((freed && next < n) || active == 0)
+			continue;
+		if ((mc = curl_multi_poll(h->multi, NULL, 0, HTTP_POLL_MS, NULL)) != CURLM_OK) {
+			rc = ws_fail(-EIO, "http: curl_multi_poll: %s", curl_multi_strerror(mc));
+			goto fail;
+		}
+	}
+	return 0;
+
+fail:
+	abort_all(h, rc, "http: client failed before this request completed");
+	/* Requests never started carry the client's error too, so none reads as success. */
+	for (; next < n; next++)
+		req_fail(&reqs[next], rc, "http: client failed before this request started");
+	return rc;
+}
+
+const char *ws_http_header(const struct ws_http_req *r, const char *name)
+{
+	if (!r || !name)
+		return NULL;
+	for (size_t i = 0; i < r->hdr_count && i < WS_HTTP_HDR_MAX; i++)
+		if (strcasecmp(r->hdrs[i].name, name) == 0)
+			return r->hdrs[i].value;
+	return NULL;
+}
+
+void ws_http_get_stats(const struct ws_http *h, struct ws_http_stats *out)
+{
+	if (!out)
+		return;
+	if (!h) {
+		memset(out, 0, sizeof(*out));
+		return;
+	}
+	*out = h->stats;
+}
