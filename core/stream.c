@@ -80,6 +80,7 @@ struct ws_stream {
 	struct ws_fmt_objref *snaps;
 	uint32_t batch_count, snap_count;
 	uint64_t high_water;
+	uint64_t throttle_at_start;   /* store's throttle_retries when this call began */
 	uint64_t wal_checkpoint_bytes;
 	uint64_t wal_checkpoints;
 };
@@ -426,6 +427,8 @@ static void fill_bp(const struct ws_stream *st, struct ws_backpressure_report *b
 	memset(bp, 0, sizeof(*bp));
 	bp->policy = st->policy;
 	bp->spill_high_water = st->high_water;
+	bp->throttle_retries = __atomic_load_n(&st->sink->store->stats.throttle_retries, __ATOMIC_RELAXED) -
+			       st->throttle_at_start;
 }
 
 static void wm_to_public(const struct ws_fmt_watermark *w, struct ws_watermark *out)
@@ -698,6 +701,7 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	memset(&sc, 0, sizeof(sc));
 	st->batch_count = st->snap_count = 0;
 	st->high_water = 0;
+	st->throttle_at_start = __atomic_load_n(&st->sink->store->stats.throttle_retries, __ATOMIC_RELAXED);
 
 	if (access(st->db_path, F_OK) != 0)
 		return ws_fail(-ENOENT, "tenant %s: database %s vanished", st->tenant, st->db_path);

@@ -226,8 +226,12 @@ struct ws_store *ws_store_open_flags(const char *url, unsigned flags, int *err)
 		goto fail;
 	}
 	if (strncasecmp(url, "s3://", 5) == 0) {
-		rc = ws_fail(WS_ECONFIG, "sink %s: s3 sinks are not built into this version", url);
-		goto fail;
+		s = ws_store_s3_open(url, flags, &rc);
+		if (!s)
+			goto fail;
+		if (err)
+			*err = 0;
+		return s;
 	}
 	if (strncasecmp(url, "file:", 5) != 0) {
 		rc = ws_fail(WS_ECONFIG, "sink %s: unknown scheme; expected file:///absolute/dir", url);

@@ -70,6 +70,8 @@ struct ws_store_stats {
 	uint64_t puts, gets, heads, lists, deletes;
 	uint64_t bytes_put, bytes_got;
 	uint64_t precond_failed;
+	uint64_t retries;            /* requests retried (any cause) */
+	uint64_t throttle_retries;   /* of which: the store said slow down (503 SlowDown, 429) */
 };
 
 struct ws_store;
@@ -145,5 +147,14 @@ struct ws_store *ws_store_file_open(const char *root, int *err);
 #define WS_STORE_EXISTING 1u
 struct ws_store *ws_store_open_flags(const char *url, unsigned flags, int *err);
 struct ws_store *ws_store_file_open_flags(const char *root, unsigned flags, int *err);
+
+/*
+ * The s3:// backend (store_s3.c documents the URL and its parameters).
+ * Errors: WS_ECONFIG (URL, credentials, a store that ignores conditional
+ * writes), I/O errors from the probe.
+ */
+struct ws_store *ws_store_s3_open(const char *url, unsigned flags, int *err);
+/* Create the sink's bucket; an existing bucket of ours is success. */
+int ws_store_s3_create_bucket(struct ws_store *s) WS_MUST_CHECK;
 
 #endif

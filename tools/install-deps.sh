@@ -7,7 +7,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config
   liburing-dev libcurl4-openssl-dev libssl-dev libxxhash-dev
-  libsqlite3-dev sqlite3 libinih-dev libjansson-dev
+  libsqlite3-dev sqlite3 libinih-dev libjansson-dev libexpat1-dev
   libcmocka-dev libbenchmark-dev python3
 )
 missing=()

@@ -1,0 +1,975 @@
+/*
+ * The s3:// backend: S3-compatible object storage (AWS S3, R2, Ceph RGW)
+ * over net/ (libcurl multi, SigV4 signed here, never by libcurl).
+ *
+ * URL: s3://BUCKET[/PREFIX][?endpoint=http://127.0.0.1:7480&region=us-east-1
+ *      &etag_quotes=0&conditional_writes=off&ca_file=/path&insecure=1
+ *      &retry_attempts_max=10&retry_deadline_ms=30000&max_in_flight=8]
+ * A custom endpoint is addressed path-style (endpoint/BUCKET/KEY); without
+ * one, AWS virtual-hosted style (https://BUCKET.s3.REGION.amazonaws.com/KEY).
+ * Credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+ * AWS_REGION. They never appear in logs or error details.
+ *
+ * Conditional writes: create-once is If-None-Match: *, compare-and-swap is
+ * If-Match: ETAG (quoted unless etag_quotes=0: radosgw wants it bare). 412
+ * is a clean precondition failure; 409 ConditionalRequestConflict is
+ * retried. Every PUT carries a random attempt token in x-amz-meta-ws-attempt:
+ * when a retried conditional PUT gets 412, a HEAD tells our own earlier
+ * success (same token) from someone else's write.
+ *
+ * Retries: exponential backoff with full jitter (50 ms base, 5 s cap),
+ * Retry-After honoured, bounded by attempts and a deadline; on 500, 502,
+ * 503, 504, 429, 408, transport errors and truncated bodies; never on other
+ * 4xx. 503 and 429 count as throttling (stats.throttle_retries).
+ *
+ * Before the sink is trusted for fencing, open probes once that the store
+ * enforces create-once (a second create of the same key must get 412); a
+ * store that ignores it is refused unless conditional_writes=off, logged.
+ */
+#include <errno.h>
+#include <expat.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ws_clock.h"
+#include "ws_hash.h"
+#include "ws_http.h"
+#include "ws_log.h"
+#include "ws_sigv4.h"
+#include "ws_store.h"
+
+#define URL_MAX 2048
+#define BACKOFF_BASE_MS 50
+#define BACKOFF_CAP_MS 5000
+
+struct s3_store {
+	struct ws_store base;
+	struct ws_http *http;
+	struct ws_sigv4_creds creds;
+	char bucket[64];
+	char prefix[WS_KEY_MAX];     /* "" or "dir/sub" without slashes at the ends */
+	char endpoint[512];          /* "http://127.0.0.1:7480", no trailing slash */
+	char host[512];              /* Host header */
+	bool path_style;
+	bool etag_quotes;
+	bool conditional_writes;
+	unsigned attempts_max;
+	uint64_t deadline_ms;
+	uint64_t rng;
+};
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static uint64_t rnd64(struct s3_store *s)
+{
+	/* xorshift64*: only for jitter and attempt tokens, seeded from getrandom. */
+	uint64_t x = s->rng;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	s->rng = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+static void strip_quotes(const char *in, struct ws_etag *out)
+{
+	size_t n = strlen(in);
+	if (n >= 2 && in[0] == '"' && in[n - 1] == '"') {
+		in++;
+		n -= 2;
+	}
+	if (n >= sizeof(out->s))
+		n = sizeof(out->s) - 1;
+	memcpy(out->s, in, n);
+	out->s[n] = '\0';
+}
+
+/* Object path for key ("" for the bucket itself), URI-encoded. */
+static int object_path(struct s3_store *s, const char *key, char *out, size_t cap)
+{
+	char full[WS_KEY_MAX * 2];
+	char enc[WS_KEY_MAX * 6];
+	int n;
+	if (!key[0]) {
+		/* The bucket itself. */
+		n = snprintf(out, cap, "%s%s", s->path_style ? "/" : "/", s->path_style ? s->bucket : "");
+		return n < 0 || (size_t)n >= cap ? WS_ETOOBIG : 0;
+	}
+	n = snprintf(full, sizeof(full), "%s%s%s", s->prefix, s->prefix[0] ? "/" : "", key);
+	if (n < 0 || (size_t)n >= sizeof(full))
+		return WS_ETOOBIG;
+	if (ws_uri_encode(full, strlen(full), true, enc, sizeof(enc)) != 0)
+		return WS_ETOOBIG;
+	if (s->path_style)
+		n = snprintf(out, cap, "/%s/%s", s->bucket, enc);
+	else
+		n = snprintf(out, cap, "/%s", enc);
+	return n < 0 || (size_t)n >= cap ? WS_ETOOBIG : 0;
+}
+
+struct body_ctx {
+	struct ws_buf *buf;
+};
+
+static int body_append(void *arg, const void *data, size_t len)
+{
+	struct body_ctx *c = arg;
+	return ws_buf_append(c->buf, data, len);
+}
+
+/* ---- one signed request, with retries ----------------------------------- */
+
+struct s3_call {
+	const char *method;
+	const char *key;             /* object key, or "" for the bucket */
+	const char *query;           /* raw, without '?', or NULL */
+	const char *extra[6];        /* extra "Name: value" headers (signed) */
+	size_t extra_count;
+	const struct iovec *body;
+	int body_iovcnt;
+	struct ws_buf *resp;         /* response body, may be NULL */
+	bool conditional;            /* 409 ConditionalRequestConflict is retried */
+	/* out */
+	struct ws_http_req req;
+	unsigned attempts;
+	bool ambiguous;              /* an earlier attempt may have reached the store */
+};
+
+static bool retryable_status(long st)
+{
+	return st == 500 || st == 502 || st == 503 || st == 504 || st == 429 || st == 408;
+}
+
+static void backoff_sleep(struct s3_store *s, unsigned attempt, const struct ws_http_req *r,
+			  uint64_t deadline)
+{
+	uint64_t cap = BACKOFF_BASE_MS << (attempt < 16 ? attempt : 16);
+	uint64_t ms, now = ws_mono_ms();
+	const char *ra = ws_http_header(r, "retry-after");
+	if (cap > BACKOFF_CAP_MS)
+		cap = BACKOFF_CAP_MS;
+	ms = rnd64(s) % (cap + 1); /* full jitter */
+	if (ra) {
+		char *end;
+		unsigned long v = strtoul(ra, &end, 10);
+		if (end != ra && *end == '\0' && v <= 60 && v * 1000 > ms)
+			ms = v * 1000;
+	}
+	if (now + ms > deadline)
+		ms = deadline > now ? deadline - now : 0;
+	if (ms)
+		usleep((useconds_t)(ms * 1000));
+}
+
+static int sign_and_send(struct s3_store *s, struct s3_call *c, const char *payload_hash)
+{
+	char path[WS_KEY_MAX * 7];
+	char url[URL_MAX + WS_KEY_MAX * 7];
+	char amz_date[17];
+	char h_date[64], h_sha[128], h_auth[WS_SIGV4_AUTH_MAX + 32], h_token[4200];
+	const char *lines[16];
+	struct ws_sigv4_header sh[8];
+	size_t nl = 0, nh = 0;
+	struct ws_sigv4_out *sig;
+	int rc;
+
+	rc = object_path(s, c->key, path, sizeof(path));
+	if (rc)
+		return ws_fail(rc, "s3 %s: key %s too long", s->base.url, c->key);
+	snprintf(url, sizeof(url), "%s%s%s%s", s->endpoint, path, c->query ? "?" : "", c->query ? c->query : "");
+	ws_sigv4_amz_date(time(NULL), amz_date);
+	char names[6][64];
+	for (size_t i = 0; i < c->extra_count && nh < 6; i++) {
+		/* "Name: value" -> a signed header */
+		const char *colon = strchr(c->extra[i], ':');
+		size_t n = colon ? (size_t)(colon - c->extra[i]) : 0;
+		if (!colon || n >= sizeof(names[0]))
+			return -EINVAL;
+		memcpy(names[nh], c->extra[i], n);
+		names[nh][n] = '\0';
+		sh[nh].name = names[nh];
+		sh[nh].value = colon + 1 + strspn(colon + 1, " ");
+		nh++;
+	}
+	sig = malloc(sizeof(*sig));
+	if (!sig)
+		return -ENOMEM;
+	struct ws_sigv4_request sr = {
+		.method = c->method,
+		.host = s->host,
+		.path = path,
+		.query = c->query,
+		.headers = sh,
+		.header_count = nh,
+		.payload_sha256_hex = payload_hash,
+		.amz_date = amz_date,
+		.s3 = true,
+		.sign_content_sha256 = true,
+	};
+	rc = ws_sigv4_sign(&s->creds, &sr, sig);
+	if (rc) {
+		free(sig);
+		return ws_fail_wrap(rc, "s3 %s: cannot sign %s %s", s->base.url, c->method, c->key);
+	}
+	snprintf(h_date, sizeof(h_date), "x-amz-date: %s", amz_date);
+	snprintf(h_sha, sizeof(h_sha), "x-amz-content-sha256: %s", payload_hash);
+	snprintf(h_auth, sizeof(h_auth), "Authorization: %s", sig->authorization);
+	free(sig);
+	lines[nl++] = h_date;
+	lines[nl++] = h_sha;
+	lines[nl++] = h_auth;
+	if (s->creds.session_token[0]) {
+		snprintf(h_token, sizeof(h_token), "x-amz-security-token: %s", s->creds.session_token);
+		lines[nl++] = h_token;
+	}
+	for (size_t i = 0; i < c->extra_count; i++)
+		lines[nl++] = c->extra[i];
+
+	struct body_ctx bc = { c->resp };
+	memset(&c->req, 0, sizeof(c->req));
+	c->req.method = c->method;
+	c->req.url = url;
+	c->req.headers = lines;
+	c->req.header_count = nl;
+	c->req.body = c->body;
+	c->req.body_iovcnt = c->body_iovcnt;
+	c->req.on_body = c->resp ? body_append : NULL;
+	c->req.on_body_arg = &bc;
+	rc = ws_http_perform(s->http, &c->req, 1);
+	c->req.url = NULL;
+	c->req.headers = NULL;
+	return rc;
+}
+
+/*
+ * Run a call with retries. Returns 0 with c->req.status set to the final
+ * HTTP status (any non-retryable status, 2xx or 4xx), or a negative error
+ * when retries ran out (the detail names the last cause).
+ */
+static int s3_call(struct s3_store *s, struct s3_call *c)
+{
+	char payload_hash[65];
+	uint64_t deadline = ws_mono_ms() + s->deadline_ms;
+	size_t resp_len0 = c->resp ? c->resp->len : 0;
+	int rc;
+
+	if (c->body && c->body_iovcnt > 0) {
+		/* SHA-256 of the payload, streamed over the iovecs. */
+		uint8_t md[WS_SHA256_LEN];
+		ws_sha256v(c->body, c->body_iovcnt, md);
+		ws_hex(md, WS_SHA256_LEN, payload_hash);
+	} else {
+		ws_sha256_hex("", 0, payload_hash);
+	}
+	for (c->attempts = 1;; c->attempts++) {
+		bool retry = false, throttled = false;
+		if (c->resp) {
+			/* A retried GET starts its body again. */
+			c->resp->len = resp_len0;
+			c->resp->err = 0;
+		}
+		rc = sign_and_send(s, c, payload_hash);
+		if (rc)
+			return rc;
+		if (c->req.err) {
+			retry = c->req.err != WS_ETOOBIG;
+			if (!retry)
+				return ws_fail(c->req.err, "s3 %s: %s %s: response too large", s->base.url, c->method,
+					       c->key);
+			c->ambiguous = true;
+		} else if (c->req.truncated) {
+			retry = true;
+		} else if (retryable_status(c->req.status)) {
+			retry = true;
+			throttled = c->req.status == 503 || c->req.status == 429;
+			c->ambiguous = true;
+		} else if (c->req.status == 409 && c->conditional) {
+			retry = true; /* ConditionalRequestConflict: a concurrent conditional write */
+		}
+		if (!retry)
+			return 0;
+		if (c->attempts >= s->attempts_max || ws_mono_ms() >= deadline) {
+			if (c->req.err)
+				return ws_fail(c->req.err, "s3 %s: %s %s failed after %u attempts: %s", s->base.url,
+					       c->method, c->key, c->attempts, c->req.err_detail);
+			return ws_fail(-EIO, "s3 %s: %s %s failed after %u attempts: HTTP %ld%s", s->base.url,
+				       c->method, c->key, c->attempts, c->req.status,
+				       c->req.truncated ? " (truncated body)" : "");
+		}
+		__atomic_fetch_add(&s->base.stats.retries, 1, __ATOMIC_RELAXED);
+		if (throttled)
+			__atomic_fetch_add(&s->base.stats.throttle_retries, 1, __ATOMIC_RELAXED);
+		ws_debug("s3 %s: %s %s: retry %u after %s %ld", s->base.url, c->method, c->key, c->attempts,
+			 c->req.err ? c->req.err_detail : "HTTP", c->req.status);
+		backoff_sleep(s, c->attempts, &c->req, deadline);
+	}
+}
+
+/* An S3 error body's <Code>, for messages. */
+static void error_code(const struct ws_buf *b, char *out, size_t cap)
+{
+	const char *p, *e;
+	out[0] = '\0';
+	if (!b || !b->data || b->len == 0)
+		return;
+	p = memmem(b->data, b->len, "<Code>", 6);
+	if (!p)
+		return;
+	p += 6;
+	e = memmem(p, b->len - (size_t)(p - (const char *)b->data), "</Code>", 7);
+	if (!e || (size_t)(e - p) >= cap)
+		return;
+	memcpy(out, p, (size_t)(e - p));
+	out[e - p] = '\0';
+}
+
+static int status_error(struct s3_store *s, const struct s3_call *c, const struct ws_buf *body)
+{
+	char code[64];
+	error_code(body, code, sizeof(code));
+	if (c->req.status == 404)
+		return ws_fail(WS_ENOTFOUND, "s3 %s: %s: no such object", s->base.url, c->key);
+	if (c->req.status == 403)
+		return ws_fail(-EACCES, "s3 %s: %s %s: access denied (HTTP 403 %s): check credentials and "
+			       "clock", s->base.url, c->method, c->key, code);
+	return ws_fail(-EIO, "s3 %s: %s %s: HTTP %ld %s", s->base.url, c->method, c->key, c->req.status,
+		       code);
+}
+
+/* ---- ops ----------------------------------------------------------------- */
+
+static int s3_head_raw(struct s3_store *s, const char *key, struct ws_obj_info *info, char *attempt,
+		       size_t attempt_cap)
+{
+	struct s3_call c = { .method = "HEAD", .key = key };
+	int rc = s3_call(s, &c);
+	const char *v;
+	if (rc)
+		return rc;
+	if (c.req.status == 404)
+		return WS_ENOTFOUND;
+	if (c.req.status != 200)
+		return status_error(s, &c, NULL);
+	if (info) {
+		memset(info, 0, sizeof(*info));
+		info->size_bytes = c.req.content_length >= 0 ? (uint64_t)c.req.content_length : 0;
+		if ((v = ws_http_header(&c.req, "etag")))
+			strip_quotes(v, &info->etag);
+		if ((v = ws_http_header(&c.req, "last-modified"))) {
+			struct tm tm;
+			memset(&tm, 0, sizeof(tm));
+			if (strptime(v, "%a, %d %b %Y %H:%M:%S GMT", &tm))
+				info->mtime_ms = (int64_t)timegm(&tm) * 1000;
+		}
+	}
+	if (attempt) {
+		v = ws_http_header(&c.req, "x-amz-meta-ws-attempt");
+		snprintf(attempt, attempt_cap, "%s", v ? v : "");
+	}
+	return 0;
+}
+
+static int s3_head(struct ws_store *base, const char *key, struct ws_obj_info *info)
+{
+	struct s3_store *s = (struct s3_store *)base;
+	if (!ws_key_valid(key))
+		return ws_fail(-EINVAL, "s3 %s: invalid key \"%s\"", base->url, key);
+	int rc = s3_head_raw(s, key, info, NULL, 0);
+	if (rc == WS_ENOTFOUND)
+		return ws_fail(rc, "s3 %s: %s: no such object", base->url, key);
+	return rc;
+}
+
+static int s3_put(struct ws_store *base, const char *key, const struct iovec *iov, int iovcnt,
+		  enum ws_put_mode mode, const struct ws_etag *expect, struct ws_etag *out_etag)
+{
+	struct s3_store *s = (struct s3_store *)base;
+	char h_len[64], h_cond[WS_ETAG_MAX + 32], h_attempt[64], token[33];
+	struct s3_call c = { .method = "PUT", .key = key, .body = iov, .body_iovcnt = iovcnt };
+	struct ws_buf err_body;
+	uint64_t len = 0;
+	int rc;
+
+	if (!ws_key_valid(key))
+		return ws_fail(-EINVAL, "s3 %s: invalid key \"%s\"", base->url, key);
+	if (mode == WS_PUT_CAS && (!expect || !expect->s[0]))
+		return expect ? WS_EPRECOND : ws_fail(-EINVAL, "s3 %s: compare-and-swap without an etag", base->url);
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	snprintf(token, sizeof(token), "%016" PRIx64 "%016" PRIx64, rnd64(s), rnd64(s));
+	snprintf(h_len, sizeof(h_len), "Content-Length: %" PRIu64, len);
+	snprintf(h_attempt, sizeof(h_attempt), "x-amz-meta-ws-attempt: %s", token);
+	c.extra[c.extra_count++] = h_len;
+	c.extra[c.extra_count++] = h_attempt;
+	if (mode == WS_PUT_CREATE && s->conditional_writes) {
+		snprintf(h_cond, sizeof(h_cond), "If-None-Match: *");
+		c.extra[c.extra_count++] = h_cond;
+		c.conditional = true;
+	} else if (mode == WS_PUT_CAS && s->conditional_writes) {
+		snprintf(h_cond, sizeof(h_cond), s->etag_quotes ? "If-Match: \"%s\"" : "If-Match: %s", expect->s);
+		c.extra[c.extra_count++] = h_cond;
+		c.conditional = true;
+	}
+	ws_buf_init(&err_body, 64u << 10);
+	c.resp = &err_body;
+	rc = s3_call(s, &c);
+	if (rc)
+		goto out;
+	if (c.req.status == 200) {
+		const char *v = ws_http_header(&c.req, "etag");
+		if (out_etag) {
+			memset(out_etag, 0, sizeof(*out_etag));
+			if (v)
+				strip_quotes(v, out_etag);
+		}
+		rc = 0;
+		goto out;
+	}
+	if (c.req.status == 412 && c.conditional) {
+		/* Ours, from an earlier attempt whose reply was lost? */
+		if (c.ambiguous) {
+			char attempt[64];
+			struct ws_obj_info info;
+			if (s3_head_raw(s, key, &info, attempt, sizeof(attempt)) == 0 && !strcmp(attempt, token)) {
+				if (out_etag)
+					*out_etag = info.etag;
+				rc = 0;
+				goto out;
+			}
+		}
+		rc = ws_fail(WS_EPRECOND, "s3 %s: %s: %s", base->url, key,
+			     mode == WS_PUT_CREATE ? "already exists" : "changed since it was read");
+		goto out;
+	}
+	rc = status_error(s, &c, &err_body);
+out:
+	ws_buf_free(&err_body);
+	return rc;
+}
+
+static int s3_get(struct ws_store *base, const char *key, uint64_t off, uint64_t len, struct ws_buf *out,
+		  struct ws_obj_info *info)
+{
+	struct s3_store *s = (struct s3_store *)base;
+	char h_range[96];
+	struct s3_call c = { .method = "GET", .key = key, .resp = out };
+	size_t len0 = out->len;
+	int rc;
+
+	if (!ws_key_valid(key))
+		return ws_fail(-EINVAL, "s3 %s: invalid key \"%s\"", base->url, key);
+	if (len == 0) {
+		/* Nothing to read: a HEAD says whether it exists. */
+		return s3_head(base, key, info);
+	}
+	if (off > 0 || len != UINT64_MAX) {
+		if (len == UINT64_MAX || off + len < off)
+			snprintf(h_range, sizeof(h_range), "Range: bytes=%" PRIu64 "-", off);
+		else
+			snprintf(h_range, sizeof(h_range), "Range: bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1);
+		c.extra[c.extra_count++] = h_range;
+	}
+	rc = s3_call(s, &c);
+	if (rc)
+		return rc;
+	if (c.req.status == 416) {
+		/* The range starts past the end: nothing there, like the file store. */
+		out->len = len0;
+		if (info)
+			return s3_head(base, key, info);
+		return 0;
+	}
+	if (c.req.status != 200 && c.req.status != 206) {
+		struct ws_buf tmp = *out;
+		tmp.data += len0;
+		tmp.len -= len0;
+		rc = status_error(s, &c, &tmp);
+		out->len = len0;
+		return rc;
+	}
+	if (c.req.content_length >= 0 && out->len - len0 != (uint64_t)c.req.content_length) {
+		out->len = len0;
+		return ws_fail(-EIO, "s3 %s: %s: body is %zu bytes, Content-Length says %" PRId64, base->url,
+			       key, out->len - len0, c.req.content_length);
+	}
+	if (info) {
+		const char *v;
+		memset(info, 0, sizeof(*info));
+		if ((v = ws_http_header(&c.req, "etag")))
+			strip_quotes(v, &info->etag);
+		v = ws_http_header(&c.req, "content-range");
+		const char *slash = v ? strrchr(v, '/') : NULL;
+		if (slash && slash[1] != '*')
+			info->size_bytes = strtoull(slash + 1, NULL, 10);
+		else
+			info->size_bytes = out->len - len0;
+	}
+	return 0;
+}
+
+static int s3_del(struct ws_store *base, const char *key)
+{
+	struct s3_store *s = (struct s3_store *)base;
+	struct s3_call c = { .method = "DELETE", .key = key };
+	int rc;
+	if (!ws_key_valid(key))
+		return ws_fail(-EINVAL, "s3 %s: invalid key \"%s\"", base->url, key);
+	rc = s3_call(s, &c);
+	if (rc)
+		return rc;
+	if (c.req.status == 204 || c.req.status == 200 || c.req.status == 404)
+		return 0;
+	return status_error(s, &c, NULL);
+}
+
+/* ---- ListObjectsV2 -------------------------------------------------------- */
+
+struct list_parse {
+	struct ws_list_page *page;
+	size_t strip;               /* bytes of prefix + '/' to strip from keys */
+	size_t cap;
+	int depth;
+	bool in_contents;
+	char path_tag[64];
+	char text[WS_KEY_MAX * 2];
+	size_t text_len;
+	bool text_overflow;
+	bool truncated;
+	char next[WS_KEY_MAX * 2];
+	int err;
+};
+
+static void XMLCALL xml_start(void *arg, const XML_Char *name, const XML_Char **attrs)
+{
+	struct list_parse *p = arg;
+	(void)attrs;
+	p->depth++;
+	if (p->depth == 2 && !strcmp(name, "Contents"))
+		p->in_contents = true;
+	snprintf(p->path_tag, sizeof(p->path_tag), "%s", name);
+	p->text_len = 0;
+	p->text_overflow = false;
+}
+
+static void XMLCALL xml_text(void *arg, const XML_Char *s, int len)
+{
+	struct list_parse *p = arg;
+	if (len < 0 || p->text_len + (size_t)len >= sizeof(p->text)) {
+		p->text_overflow = true;
+		return;
+	}
+	memcpy(p->text + p->text_len, s, (size_t)len);
+	p->text_len += (size_t)len;
+}
+
+static void XMLCALL xml_end(void *arg, const XML_Char *name)
+{
+	struct list_parse *p = arg;
+	p->text[p->text_len] = '\0';
+	if (p->in_contents && p->depth == 3 && !strcmp(name, "Key")) {
+		if (p->text_overflow || p->text_len < p->strip) {
+			p->err = WS_EFORMAT;
+		} else if (p->page->count < p->cap) {
+			char *k = strdup(p->text + p->strip);
+			if (!k)
+				p->err = -ENOMEM;
+			else
+				p->page->keys[p->page->count++] = k;
+		}
+	} else if (p->depth == 2 && !strcmp(name, "IsTruncated")) {
+		p->truncated = !strcmp(p->text, "true");
+	} else if (p->depth == 2 && !strcmp(name, "Contents")) {
+		p->in_contents = false;
+	}
+	p->depth--;
+	p->text_len = 0;
+}
+
+static void append_param(char *q, size_t cap, const char *name, const char *value)
+{
+	char enc[WS_KEY_MAX * 6];
+	size_t n = strlen(q);
+	if (ws_uri_encode(value, strlen(value), false, enc, sizeof(enc)) != 0)
+		enc[0] = '\0';
+	snprintf(q + n, cap - n, "%s%s=%s", n ? "&" : "", name, enc);
+}
+
+static int s3_list(struct ws_store *base, const char *prefix, const char *token, unsigned max_keys,
+		   struct ws_list_page *out)
+{
+	struct s3_store *s = (struct s3_store *)base;
+	char query[WS_KEY_MAX * 14] = "";
+	char full_prefix[WS_KEY_MAX * 2], after[WS_KEY_MAX * 2], num[16];
+	struct ws_buf body;
+	struct s3_call c = { .method = "GET", .key = "" };
+	struct list_parse lp;
+	XML_Parser xp = NULL;
+	int rc;
+
+	if (max_keys == 0 || max_keys > WS_LIST_PAGE_MAX)
+		return ws_fail(-EINVAL, "s3 %s: list of %u keys (1..%u)", base->url, max_keys, WS_LIST_PAGE_MAX);
+	memset(out, 0, sizeof(*out));
+	out->keys = calloc(max_keys, sizeof(*out->keys));
+	if (!out->keys)
+		return -ENOMEM;
+	snprintf(full_prefix, sizeof(full_prefix), "%s%s%s", s->prefix, s->prefix[0] ? "/" : "", prefix);
+	/* Query parameters in any order: the signer sorts its canonical copy. */
+	append_param(query, sizeof(query), "list-type", "2");
+	snprintf(num, sizeof(num), "%u", max_keys);
+	append_param(query, sizeof(query), "max-keys", num);
+	append_param(query, sizeof(query), "prefix", full_prefix);
+	if (token && token[0]) {
+		snprintf(after, sizeof(after), "%s%s%s", s->prefix, s->prefix[0] ? "/" : "", token);
+		append_param(query, sizeof(query), "start-after", after);
+	}
+	c.query = query;
+	ws_buf_init(&body, 16u << 20);
+	c.resp = &body;
+	rc = s3_call(s, &c);
+	if (rc)
+		goto fail;
+	if (c.req.status != 200) {
+		rc = status_error(s, &c, &body);
+		goto fail;
+	}
+	memset(&lp, 0, sizeof(lp));
+	lp.page = out;
+	lp.cap = max_keys;
+	lp.strip = s->prefix[0] ? strlen(s->prefix) + 1 : 0;
+	xp = XML_ParserCreate(NULL);
+	if (!xp) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	XML_SetUserData(xp, &lp);
+	XML_SetElementHandler(xp, xml_start, xml_end);
+	XML_SetCharacterDataHandler(xp, xml_text);
+	if (body.len > INT32_MAX || XML_Parse(xp, (const char *)body.data, (int)body.len, 1) != XML_STATUS_OK) {
+		rc = ws_fail(WS_EFORMAT, "s3 %s: ListObjectsV2 response is not well-formed XML: %s", base->url,
+			     XML_ErrorString(XML_GetErrorCode(xp)));
+		goto fail;
+	}
+	if (lp.err) {
+		rc = ws_fail(lp.err, "s3 %s: ListObjectsV2 response has a malformed key", base->url);
+		goto fail;
+	}
+	/* Keys must come sorted, within the prefix and after the token: a
+	 * response that breaks this is not trusted. */
+	for (size_t i = 0; i < out->count; i++) {
+		if (strncmp(out->keys[i], prefix, strlen(prefix)) != 0 ||
+		    (token && token[0] && strcmp(out->keys[i], token) <= 0) ||
+		    (i > 0 && strcmp(out->keys[i - 1], out->keys[i]) >= 0)) {
+			rc = ws_fail(WS_EFORMAT, "s3 %s: ListObjectsV2 returned key \"%s\" out of order or "
+				     "outside the prefix", base->url, out->keys[i]);
+			goto fail;
+		}
+	}
+	out->truncated = lp.truncated && out->count > 0;
+	if (out->truncated)
+		snprintf(out->next_token, sizeof(out->next_token), "%s", out->keys[out->count - 1]);
+	XML_ParserFree(xp);
+	ws_buf_free(&body);
+	return 0;
+fail:
+	if (xp)
+		XML_ParserFree(xp);
+	ws_buf_free(&body);
+	ws_list_page_free(out);
+	return rc;
+}
+
+static void s3_close(struct ws_store *base)
+{
+	struct s3_store *s = (struct s3_store *)base;
+	ws_http_close(s->http);
+	explicit_bzero(&s->creds, sizeof(s->creds));
+	free(s);
+}
+
+static const struct ws_store_ops s3_ops = {
+	.put = s3_put,
+	.get = s3_get,
+	.head = s3_head,
+	.list = s3_list,
+	.del = s3_del,
+	.close = s3_close,
+};
+
+/* ---- open ---------------------------------------------------------------- */
+
+static int parse_bool(const char *v, bool *out)
+{
+	if (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true"))
+		*out = true;
+	else if (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false"))
+		*out = false;
+	else
+		return -1;
+	return 0;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Percent-decode n bytes of a query value. */
+static int url_decode(const char *in, size_t n, char *out, size_t cap)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		int ch = (unsigned char)in[i];
+		if (ch == '%') {
+			if (i + 2 >= n)
+				return -1;
+			int h = hexval(in[i + 1]), l = hexval(in[i + 2]);
+			if (h < 0 || l < 0)
+				return -1;
+			ch = h * 16 + l;
+			i += 2;
+		}
+		if (ch == 0 || o + 1 >= cap)
+			return -1;
+		out[o++] = (char)ch;
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+/* Create-once must be enforced before fencing can rely on it. */
+static int probe_conditional(struct s3_store *s)
+{
+	char key[96];
+	struct iovec iov = { (void *)(uintptr_t)"probe", 5 };
+	int rc;
+	snprintf(key, sizeof(key), "_walship/probe-%016" PRIx64, rnd64(s));
+	rc = s3_put(&s->base, key, &iov, 1, WS_PUT_CREATE, NULL, NULL);
+	if (rc)
+		return ws_fail_wrap(rc, "s3 %s: conditional-write probe", s->base.url);
+	rc = s3_put(&s->base, key, &iov, 1, WS_PUT_CREATE, NULL, NULL);
+	(void)s3_del(&s->base, key);
+	if (rc == WS_EPRECOND)
+		return 0;
+	if (rc == 0)
+		return ws_fail(WS_ECONFIG, "s3 %s: the store ignores If-None-Match (a second create-once of "
+			       "%s succeeded): it cannot fence owners; refusing it (conditional_writes=off "
+			       "overrides)", s->base.url, key);
+	return ws_fail_wrap(rc, "s3 %s: conditional-write probe", s->base.url);
+}
+
+struct ws_store *ws_store_s3_open(const char *url, unsigned flags, int *err)
+{
+	struct s3_store *s = NULL;
+	struct ws_http_opts ho = { 0 };
+	const char *p, *q, *slash;
+	char ca_file[512] = "";
+	bool insecure = false;
+	int rc;
+
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	s->base.ops = &s3_ops;
+	snprintf(s->base.url, sizeof(s->base.url), "%s", url);
+	s->etag_quotes = true;
+	s->conditional_writes = true;
+	s->attempts_max = 10;
+	s->deadline_ms = 30000;
+	if (getrandom(&s->rng, sizeof(s->rng), 0) != sizeof(s->rng) || s->rng == 0)
+		s->rng = ws_mono_ns() | 1;
+
+	p = url + 5; /* after "s3://" */
+	q = strchr(p, '?');
+	slash = strchr(p, '/');
+	if (slash && q && slash > q)
+		slash = NULL;
+	size_t blen = (size_t)((slash ? slash : q ? q : p + strlen(p)) - p);
+	if (blen < 3 || blen >= sizeof(s->bucket)) {
+		rc = ws_fail(WS_ECONFIG, "sink %s: bucket name must be 3..63 characters", url);
+		goto fail;
+	}
+	memcpy(s->bucket, p, blen);
+	s->bucket[blen] = '\0';
+	for (size_t i = 0; i < blen; i++) {
+		char ch = s->bucket[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '.')) {
+			rc = ws_fail(WS_ECONFIG, "sink %s: bucket name has '%c' (use a-z 0-9 . -)", url, ch);
+			goto fail;
+		}
+	}
+	if (slash) {
+		const char *pe = q ? q : slash + strlen(slash);
+		const char *ps = slash + 1;
+		while (pe > ps && pe[-1] == '/')
+			pe--;
+		if ((size_t)(pe - ps) >= sizeof(s->prefix) / 2) {
+			rc = ws_fail(WS_ECONFIG, "sink %s: prefix too long", url);
+			goto fail;
+		}
+		memcpy(s->prefix, ps, (size_t)(pe - ps));
+		s->prefix[pe - ps] = '\0';
+		if (s->prefix[0] && !ws_key_valid(s->prefix)) {
+			rc = ws_fail(WS_ECONFIG, "sink %s: prefix \"%s\" is not a valid key path", url, s->prefix);
+			goto fail;
+		}
+	}
+	rc = ws_sigv4_creds_from_env(&s->creds);
+	if (rc) {
+		ws_fail_wrap(rc, "sink %s", url);
+		goto fail;
+	}
+	while (q && *q) {
+		char name[64], value[1024];
+		const char *amp, *eq;
+		q++;
+		amp = strchr(q, '&');
+		if (!amp)
+			amp = q + strlen(q);
+		eq = memchr(q, '=', (size_t)(amp - q));
+		if (!eq || (size_t)(eq - q) >= sizeof(name) ||
+		    url_decode(eq + 1, (size_t)(amp - eq - 1), value, sizeof(value)) != 0) {
+			rc = ws_fail(WS_ECONFIG, "sink %s: malformed query parameter near \"%.*s\"", url,
+				     (int)(amp - q), q);
+			goto fail;
+		}
+		memcpy(name, q, (size_t)(eq - q));
+		name[eq - q] = '\0';
+		if (!strcmp(name, "endpoint")) {
+			size_t n = strlen(value);
+			while (n > 0 && value[n - 1] == '/')
+				value[--n] = '\0';
+			if ((strncmp(value, "http://", 7) && strncmp(value, "https://", 8)) || n >= sizeof(s->endpoint)) {
+				rc = ws_fail(WS_ECONFIG, "sink %s: endpoint must be an http:// or https:// URL", url);
+				goto fail;
+			}
+			memcpy(s->endpoint, value, n + 1);
+		} else if (!strcmp(name, "region")) {
+			if (!value[0] || strlen(value) >= sizeof(s->creds.region)) {
+				rc = ws_fail(WS_ECONFIG, "sink %s: region must be 1..%zu characters", url,
+					     sizeof(s->creds.region) - 1);
+				goto fail;
+			}
+			memcpy(s->creds.region, value, strlen(value) + 1);
+		} else if (!strcmp(name, "etag_quotes")) {
+			if (parse_bool(value, &s->etag_quotes)) {
+				rc = ws_fail(WS_ECONFIG, "sink %s: etag_quotes=%s is not 0 or 1", url, value);
+				goto fail;
+			}
+		} else if (!strcmp(name, "conditional_writes")) {
+			if (parse_bool(value, &s->conditional_writes)) {
+				rc = ws_fail(WS_ECONFIG, "sink %s: conditional_writes=%s is not on or off", url, value);
+				goto fail;
+			}
+		} else if (!strcmp(name, "insecure")) {
+			if (parse_bool(value, &insecure)) {
+				rc = ws_fail(WS_ECONFIG, "sink %s: insecure=%s is not 0 or 1", url, value);
+				goto fail;
+			}
+		} else if (!strcmp(name, "ca_file")) {
+			if (strlen(value) >= sizeof(ca_file)) {
+				rc = ws_fail(WS_ECONFIG, "sink %s: ca_file path too long", url);
+				goto fail;
+			}
+			memcpy(ca_file, value, strlen(value) + 1);
+		} else if (!strcmp(name, "retry_attempts_max") || !strcmp(name, "retry_deadline_ms") ||
+			   !strcmp(name, "max_in_flight")) {
+			char *end;
+			unsigned long long v = strtoull(value, &end, 10);
+			if (!value[0] || *end || v == 0 || v > 86400000) {
+				rc = ws_fail(WS_ECONFIG, "sink %s: %s=%s is not a positive integer", url, name, value);
+				goto fail;
+			}
+			if (!strcmp(name, "retry_attempts_max"))
+				s->attempts_max = (unsigned)(v > 1000 ? 1000 : v);
+			else if (!strcmp(name, "retry_deadline_ms"))
+				s->deadline_ms = v;
+			else
+				ho.max_in_flight = (unsigned)(v > 256 ? 256 : v);
+		} else {
+			rc = ws_fail(WS_ECONFIG, "sink %s: unknown parameter \"%s\"", url, name);
+			goto fail;
+		}
+		q = amp;
+	}
+	if (s->endpoint[0]) {
+		/* The Host header as curl sends it: without a default port. */
+		bool tls = !strncmp(s->endpoint, "https://", 8);
+		const char *h = strstr(s->endpoint, "://") + 3;
+		size_t hn = strcspn(h, "/");
+		if (hn >= sizeof(s->host)) {
+			rc = ws_fail(WS_ECONFIG, "sink %s: endpoint host too long", url);
+			goto fail;
+		}
+		memcpy(s->host, h, hn);
+		s->host[hn] = '\0';
+		if (h[hn]) {
+			rc = ws_fail(WS_ECONFIG, "sink %s: endpoint must not have a path", url);
+			goto fail;
+		}
+		size_t l = strlen(s->host);
+		if (!tls && l > 3 && !strcmp(s->host + l - 3, ":80"))
+			s->host[l - 3] = '\0';
+		else if (tls && l > 4 && !strcmp(s->host + l - 4, ":443"))
+			s->host[l - 4] = '\0';
+		s->path_style = true;
+	} else {
+		snprintf(s->endpoint, sizeof(s->endpoint), "https://%s.s3.%s.amazonaws.com", s->bucket,
+			 s->creds.region);
+		snprintf(s->host, sizeof(s->host), "%s.s3.%s.amazonaws.com", s->bucket, s->creds.region);
+	}
+	ho.ca_file = ca_file[0] ? ca_file : NULL;
+	ho.insecure = insecure;
+	s->http = ws_http_open(&ho, &rc);
+	if (!s->http)
+		goto fail;
+	if (!s->conditional_writes)
+		ws_warn("sink %s: conditional_writes=off: create-once and compare-and-swap are NOT enforced "
+			"by the store; two owners of one stream will not be fenced", url);
+	else if (!(flags & WS_STORE_EXISTING) && (rc = probe_conditional(s)) != 0)
+		goto fail;
+	*err = 0;
+	return &s->base;
+fail:
+	if (s) {
+		if (s->http)
+			ws_http_close(s->http);
+		explicit_bzero(&s->creds, sizeof(s->creds));
+		free(s);
+	}
+	*err = rc;
+	return NULL;
+}
+
+/* Create the bucket (tests and first-time setup). 409 "already owned by you" is success. */
+int ws_store_s3_create_bucket(struct ws_store *base)
+{
+	struct s3_store *s = (struct s3_store *)base;
+	struct s3_call c = { .method = "PUT", .key = "" };
+	struct ws_buf body;
+	char code[64];
+	int rc;
+	ws_buf_init(&body, 64u << 10);
+	c.resp = &body;
+	rc = s3_call(s, &c);
+	if (rc == 0 && c.req.status != 200) {
+		error_code(&body, code, sizeof(code));
+		if (!(c.req.status == 409 && !strcmp(code, "BucketAlreadyOwnedByYou")))
+			rc = status_error(s, &c, &body);
+	}
+	ws_buf_free(&body);
+	return rc;
+}
