@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Deterministic HTTP fault-injection proxy for walship's S3 tests.
+
+Sits between walship and the real S3 server (radosgw) on 127.0.0.1 and
+injects the faults object stores produce on their own: 503 SlowDown, 429,
+added latency, a connection reset mid-body, a truncated response body. It
+never fakes a successful answer: every request that is not faulted goes to
+the real server and its real response comes back.
+
+    faultproxy.py --upstream 127.0.0.1:7480 --port-file P --control C [--stats S]
+
+The control file is JSON, re-read whenever it changes:
+
+    {"mode": "slowdown", "count": 3, "methods": ["PUT"], "latency_ms": 0,
+     "retry_after": 0}
+
+mode: pass | slowdown (503 SlowDown) | throttle (429) | error500 | reset
+(reset the client connection mid-body) | truncate (send a short body and
+close) | latency (delay every request by latency_ms). count: how many
+matching requests get the fault before the proxy passes everything again
+(latency ignores it). methods: which methods match (default all). The stats
+file gets {"requests": N, "faulted": M} after every request.
+"""
+import argparse
+import asyncio
+import json
+import os
+import socket
+import struct
+import sys
+
+
+class Control:
+    def __init__(self, path):
+        self.path = path
+        self.mtime = None
+        self.conf = {"mode": "pass"}
+        self.remaining = 0
+
+    def refresh(self):
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if key == self.mtime:
+            return
+        self.mtime = key
+        try:
+            with open(self.path) as f:
+                self.conf = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"faultproxy: bad control file: {e}", file=sys.stderr)
+            self.conf = {"mode": "pass"}
+        self.remaining = int(self.conf.get("count", 1))
+
+    def pick(self, method):
+        """The fault for this request, consuming one from count."""
+        self.refresh()
+        mode = self.conf.get("mode", "pass")
+        methods = self.conf.get("methods")
+        if mode == "pass" or (methods and method not in methods):
+            return "pass"
+        if mode == "latency":
+            return mode
+        if self.remaining <= 0:
+            return "pass"
+        self.remaining -= 1
+        return mode
+
+
+STATS = {"requests": 0, "faulted": 0}
+
+
+async def read_head(reader):
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = []
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            headers.append((name.strip(), value.strip()))
+    return head, lines[0], headers
+
+
+def header(headers, name):
+    for n, v in headers:
+        if n.lower() == name:
+            return v
+    return None
+
+
+async def read_body(reader, headers, no_body):
+    if no_body:
+        return b""
+    te = header(headers, "transfer-encoding")
+    if te and "chunked" in te.lower():
+        out = b""
+        while True:
+            line = await reader.readuntil(b"\r\n")
+            size = int(line.split(b";")[0], 16)
+            chunk = await reader.readexactly(size + 2)
+            out += line + chunk
+            if size == 0:
+                return out
+    n = header(headers, "content-length")
+    return await reader.readexactly(int(n)) if n else b""
+
+
+def s3_error(status, reason, code, retry_after):
+    body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
+            f"<Message>injected by faultproxy</Message></Error>").encode()
+    extra = f"Retry-After: {retry_after}\r\n" if retry_after else ""
+    return (f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/xml\r\n{extra}"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def hard_reset(writer):
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
+async def handle(reader, writer, upstream, control, stats_path):
+    up_r = up_w = None
+    try:
+        while True:
+            try:
+                head, reqline, headers = await read_head(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            method = reqline.split(" ", 1)[0]
+            body = await read_body(reader, headers, False)
+            STATS["requests"] += 1
+            fault = control.pick(method)
+            if fault != "pass":
+                STATS["faulted"] += 1
+            if stats_path:
+                with open(stats_path + ".tmp", "w") as f:
+                    json.dump(STATS, f)
+                os.replace(stats_path + ".tmp", stats_path)
+            if fault == "latency":
+                await asyncio.sleep(int(control.conf.get("latency_ms", 100)) / 1000)
+            ra = int(control.conf.get("retry_after", 0))
+            if fault == "slowdown":
+                writer.write(s3_error(503, "Slow Down", "SlowDown", ra))
+                await writer.drain()
+                continue
+            if fault == "throttle":
+                writer.write(s3_error(429, "Too Many Requests", "TooManyRequests", ra))
+                await writer.drain()
+                continue
+            if fault == "error500":
+                writer.write(s3_error(500, "Internal Server Error", "InternalError", 0))
+                await writer.drain()
+                continue
+            if up_w is None:
+                host, port = upstream
+                up_r, up_w = await asyncio.open_connection(host, port)
+                up_w.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            up_w.write(head + body)
+            await up_w.drain()
+            rhead, status_line, rheaders = await read_head(up_r)
+            status = int(status_line.split(" ")[1])
+            rbody = await read_body(up_r, rheaders, method == "HEAD" or status in (204, 304))
+            if fault == "reset" and len(rbody) > 1:
+                writer.write(rhead + rbody[: len(rbody) // 2])
+                await writer.drain()
+                hard_reset(writer)
+                return
+            if fault == "truncate" and len(rbody) > 1:
+                writer.write(rhead + rbody[: len(rbody) // 2])
+                await writer.drain()
+                writer.close()
+                return
+            writer.write(rhead + rbody)
+            await writer.drain()
+    except (ConnectionError, asyncio.IncompleteReadError):
+        pass
+    finally:
+        if up_w is not None:
+            up_w.close()
+        try:
+            writer.close()
+        except Exception:
+            pass
+
+
+async def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--listen", default="127.0.0.1:0")
+    ap.add_argument("--upstream", required=True)
+    ap.add_argument("--port-file", required=True)
+    ap.add_argument("--control", required=True)
+    ap.add_argument("--stats")
+    a = ap.parse_args()
+    lh, lp = a.listen.rsplit(":", 1)
+    uh, up = a.upstream.rsplit(":", 1)
+    if not lh.startswith("127.") or not uh.startswith("127."):
+        sys.exit("faultproxy: loopback addresses only")
+    control = Control(a.control)
+    server = await asyncio.start_server(
+        lambda r, w: handle(r, w, (uh, int(up)), control, a.stats), lh, int(lp))
+    port = server.sockets[0].getsockname()[1]
+    with open(a.port_file + ".tmp", "w") as f:
+        f.write(str(port))
+    os.replace(a.port_file + ".tmp", a.port_file)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
