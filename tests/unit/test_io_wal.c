@@ -534,14 +534,6 @@ static void test_resume_equals_full_scan(void **state)
 
 /* ---- real SQLite ---- */
 
-static void exec_ok(sqlite3 *db, const char *sql)
-{
-	char *err = NULL;
-
-	if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK)
-		fail_msg("%s: %s", sql, err ? err : "?");
-}
-
 static int64_t query_int(sqlite3 *db, const char *sql)
 {
 	sqlite3_stmt *st;
@@ -564,9 +556,9 @@ static sqlite3 *open_wal_db(const char *dir, const char *name, uint32_t page_siz
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
 	free(path);
 	snprintf(sql, sizeof(sql), "PRAGMA page_size=%u", page_size);
-	exec_ok(db, sql);
-	exec_ok(db, "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0;");
-	exec_ok(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)");
+	wt_exec(db, sql);
+	wt_exec(db, "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0;");
+	wt_exec(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)");
 	return db;
 }
 
@@ -597,9 +589,9 @@ static void test_sqlite_real_wal(void **state)
 				 "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i<%d) "
 				 "INSERT INTO t(v) SELECT randomblob(%d) FROM n",
 				 1 + t, 300 + 97 * t);
-			exec_ok(db, sql);
+			wt_exec(db, sql);
 		}
-		exec_ok(db, "UPDATE t SET v = randomblob(50) WHERE id % 3 = 0");
+		wt_exec(db, "UPDATE t SET v = randomblob(50) WHERE id % 3 = 0");
 
 		/* The connection is open, so the -wal file is still there. */
 		snprintf(name, sizeof(name), "real%u.db-wal", sizes[i]);
@@ -652,9 +644,9 @@ static void test_sqlite_wal_reset_stale_tail(void **state)
 	(void)state;
 	assert_non_null(dir);
 	db = open_wal_db(dir, "reset.db", 1024);
-	exec_ok(db, "PRAGMA journal_size_limit=-1");
+	wt_exec(db, "PRAGMA journal_size_limit=-1");
 	for (int t = 0; t < 10; t++)
-		exec_ok(db, "INSERT INTO t(v) VALUES (randomblob(2500))");
+		wt_exec(db, "INSERT INTO t(v) VALUES (randomblob(2500))");
 	walpath = wt_path(dir, "reset.db-wal");
 	wal = wt_read_file(walpath, &len1);
 	assert_non_null(wal);
@@ -662,8 +654,8 @@ static void test_sqlite_wal_reset_stale_tail(void **state)
 	assert_int_equal(c1.last_commit, c1.next_frame - 1);
 	free(wal);
 
-	exec_ok(db, "PRAGMA wal_checkpoint(RESTART)");
-	exec_ok(db, "INSERT INTO t(v) VALUES (1)");
+	wt_exec(db, "PRAGMA wal_checkpoint(RESTART)");
+	wt_exec(db, "INSERT INTO t(v) VALUES (1)");
 	wal = wt_read_file(walpath, &len2);
 	assert_non_null(wal);
 	assert_int_equal(len2, len1); /* not truncated: the old frames are still there */
