@@ -85,11 +85,8 @@ static int ls_one(const char *tenant, void *arg)
 		if (rc)
 			return ws_fail_wrap(rc, "list %s", prefix);
 		info.objects += page.count;
-		for (size_t i = 0; i < page.count; i++) {
-			struct ws_obj_info oi;
-			if (ws_store_head(x->s, page.keys[i], &oi) == 0)
-				info.bytes += oi.size_bytes;
-		}
+		for (size_t i = 0; i < page.count; i++)
+			info.bytes += page.sizes ? page.sizes[i] : 0;
 		bool more = page.truncated;
 		if (more)
 			snprintf(token, sizeof(token), "%s", page.next_token);

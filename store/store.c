@@ -93,6 +93,7 @@ void ws_list_page_free(struct ws_list_page *p)
 	for (size_t i = 0; i < p->count; i++)
 		free(p->keys[i]);
 	free(p->keys);
+	free(p->sizes);
 	memset(p, 0, sizeof(*p));
 }
 

@@ -736,6 +736,7 @@ struct list_ctx {
 	const char *token;
 	size_t want;       /* max_keys + 1: the extra one proves truncation */
 	char **keys;
+	uint64_t *sizes;
 	size_t count;
 	char path[WS_KEY_MAX + 1]; /* relative path of the directory being walked, with '/' */
 };
@@ -882,11 +883,21 @@ static int list_walk(struct list_ctx *c, int dir_fd, size_t path_len, unsigned d
 		    !ws_key_valid(c->path))
 			continue;
 		{
-			char *k = strdup(c->path);
+			struct stat sb;
+			char *k;
+			if (fstatat(dir_fd, e, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+				if (errno == ENOENT)
+					continue; /* removed since readdir */
+				rc = ws_fail(-errno, "file store %s: list: cannot stat %s: %s", c->fs->root,
+					     c->path, strerror(errno));
+				goto out;
+			}
+			k = strdup(c->path);
 			if (!k) {
 				rc = -ENOMEM;
 				goto out;
 			}
+			c->sizes[c->count] = (uint64_t)sb.st_size;
 			c->keys[c->count++] = k;
 		}
 	}
@@ -920,8 +931,12 @@ static int file_list(struct ws_store *s, const char *prefix, const char *token, 
 	c.token = token;
 	c.want = (size_t)max_keys + 1;
 	c.keys = calloc(c.want, sizeof(*c.keys));
-	if (!c.keys)
+	c.sizes = calloc(c.want, sizeof(*c.sizes));
+	if (!c.keys || !c.sizes) {
+		free(c.keys);
+		free(c.sizes);
 		return ws_fail(-ENOMEM, "file store %s: list: out of memory", fs->root);
+	}
 	rc = list_walk(&c, fs->root_fd, 0, 0);
 	if (rc) {
 		if (rc == -ENOMEM)
@@ -935,12 +950,14 @@ static int file_list(struct ws_store *s, const char *prefix, const char *token, 
 		snprintf(out->next_token, sizeof(out->next_token), "%s", c.keys[max_keys - 1]);
 	}
 	out->keys = c.keys;
+	out->sizes = c.sizes;
 	out->count = c.count;
 	return 0;
 fail:
 	for (size_t i = 0; i < c.count; i++)
 		free(c.keys[i]);
 	free(c.keys);
+	free(c.sizes);
 	return rc;
 }
 

@@ -59,6 +59,7 @@ struct ws_obj_info {
 
 struct ws_list_page {
 	char **keys;          /* sorted ascending (byte order) */
+	uint64_t *sizes;      /* object sizes in bytes, parallel to keys */
 	size_t count;
 	bool truncated;       /* more keys follow: pass next_token */
 	char next_token[WS_KEY_MAX];

@@ -111,8 +111,15 @@ for _ in $(seq 20); do
 done
 check "epoch 2 --once takes over (ships)" [ "$took" = 1 ]
 # A tail of epoch 1 that passed its fencing read just before the takeover may
-# still be uploading (its watermark CAS then fails): let it finish first.
-sleep 0.5
+# still be uploading (its watermark CAS then fails, leaving unreferenced
+# objects): wait until epoch 1 has finished a tail that began after the
+# takeover (one more JSON line, or it has exited) before taking the snapshot.
+lines0=$(wc -l <old.out)
+for _ in $(seq 200); do
+	[ "$(wc -l <old.out)" -gt "$((lines0 + 1))" ] && break
+	kill -0 $old 2>/dev/null || break
+	sleep 0.05
+done
 snap_takeover=$(snapshot)
 write 2 # something new for epoch 1's next tail
 set +e
