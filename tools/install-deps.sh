@@ -8,7 +8,8 @@ PKGS=(
   build-essential cmake pkg-config
   liburing-dev libcurl4-openssl-dev libssl-dev libxxhash-dev
   libsqlite3-dev sqlite3 libinih-dev libjansson-dev libexpat1-dev
-  libcmocka-dev libbenchmark-dev python3
+  libcmocka-dev libbenchmark-dev python3 curl
+  ceph-mon ceph-osd radosgw
 )
 missing=()
 for p in "${PKGS[@]}"; do

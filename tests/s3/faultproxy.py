@@ -15,8 +15,12 @@ The control file is JSON, re-read whenever it changes:
      "retry_after": 0}
 
 mode: pass | slowdown (503 SlowDown) | throttle (429) | error500 | reset
-(reset the client connection mid-body) | truncate (send a short body and
-close) | latency (delay every request by latency_ms). count: how many
+(forward the request, then reset the client connection mid-body, or before
+any reply when the body is empty: the store did the work, the client never
+heard) | truncate (send a short body and close) | latency (delay every
+request by latency_ms) | ignore_conditional (a store that ignores
+If-None-Match/If-Match: a 412 from the server is answered 200; radosgw
+cannot be made to do this, so the proxy fakes that one fault). count: how many
 matching requests get the fault before the proxy passes everything again
 (latency ignores it). methods: which methods match (default all). The stats
 file gets {"requests": N, "faulted": M} after every request.
@@ -164,11 +168,16 @@ async def handle(reader, writer, upstream, control, stats_path):
             rhead, status_line, rheaders = await read_head(up_r)
             status = int(status_line.split(" ")[1])
             rbody = await read_body(up_r, rheaders, method == "HEAD" or status in (204, 304))
-            if fault == "reset" and len(rbody) > 1:
-                writer.write(rhead + rbody[: len(rbody) // 2])
-                await writer.drain()
+            if fault == "reset":
+                if len(rbody) > 1:
+                    writer.write(rhead + rbody[: len(rbody) // 2])
+                    await writer.drain()
                 hard_reset(writer)
                 return
+            if fault == "ignore_conditional" and status == 412:
+                writer.write(b"HTTP/1.1 200 OK\r\nETag: \"0\"\r\nContent-Length: 0\r\n\r\n")
+                await writer.drain()
+                continue
             if fault == "truncate" and len(rbody) > 1:
                 writer.write(rhead + rbody[: len(rbody) // 2])
                 await writer.drain()
