@@ -536,6 +536,7 @@ struct list_parse {
 	size_t cap;
 	int depth;
 	bool in_contents;
+	bool key_taken;             /* this <Contents>' key went into the page */
 	char path_tag[64];
 	char text[WS_KEY_MAX * 2];
 	size_t text_len;
@@ -581,7 +582,18 @@ static void XMLCALL xml_end(void *arg, const XML_Char *name)
 				p->err = -ENOMEM;
 			else
 				p->page->keys[p->page->count++] = k;
+			p->key_taken = k != NULL;
+		} else {
+			p->key_taken = false;
 		}
+	} else if (p->in_contents && p->depth == 3 && !strcmp(name, "Size") && p->key_taken) {
+		/* <Size> follows <Key> in each <Contents>. */
+		char *end;
+		unsigned long long v = strtoull(p->text, &end, 10);
+		if (p->page->count == 0 || *end || !p->text[0])
+			p->err = WS_EFORMAT;
+		else
+			p->page->sizes[p->page->count - 1] = v;
 	} else if (p->depth == 2 && !strcmp(name, "IsTruncated")) {
 		p->truncated = !strcmp(p->text, "true");
 	} else if (p->depth == 2 && !strcmp(name, "Contents")) {
@@ -616,8 +628,11 @@ static int s3_list(struct ws_store *base, const char *prefix, const char *token,
 		return ws_fail(-EINVAL, "s3 %s: list of %u keys (1..%u)", base->url, max_keys, WS_LIST_PAGE_MAX);
 	memset(out, 0, sizeof(*out));
 	out->keys = calloc(max_keys, sizeof(*out->keys));
-	if (!out->keys)
+	out->sizes = calloc(max_keys, sizeof(*out->sizes));
+	if (!out->keys || !out->sizes) {
+		ws_list_page_free(out);
 		return -ENOMEM;
+	}
 	snprintf(full_prefix, sizeof(full_prefix), "%s%s%s", s->prefix, s->prefix[0] ? "/" : "", prefix);
 	/* Query parameters in any order: the signer sorts its canonical copy. */
 	append_param(query, sizeof(query), "list-type", "2");
