@@ -138,7 +138,6 @@ struct s3_call {
 	/* out */
 	struct ws_http_req req;
 	unsigned attempts;
-	bool ambiguous;              /* an earlier attempt may have reached the store */
 };
 
 static bool retryable_status(long st)
@@ -282,19 +281,20 @@ static int s3_call(struct s3_store *s, struct s3_call *c)
 			if (!retry)
 				return ws_fail(c->req.err, "s3 %s: %s %s: response too large", s->base.url, c->method,
 					       c->key);
-			c->ambiguous = true;
 		} else if (c->req.truncated) {
 			retry = true;
 		} else if (retryable_status(c->req.status)) {
 			retry = true;
 			throttled = c->req.status == 503 || c->req.status == 429;
-			c->ambiguous = true;
 		} else if (c->req.status == 409 && c->conditional) {
 			retry = true; /* ConditionalRequestConflict: a concurrent conditional write */
 		}
 		if (!retry)
 			return 0;
 		if (c->attempts >= s->attempts_max || ws_mono_ms() >= deadline) {
+			/* The caller's buffer gets nothing of a failed call. */
+			if (c->resp)
+				c->resp->len = resp_len0;
 			if (c->req.err)
 				return ws_fail(c->req.err, "s3 %s: %s %s failed after %u attempts: %s", s->base.url,
 					       c->method, c->key, c->attempts, c->req.err_detail);
@@ -432,8 +432,11 @@ static int s3_put(struct ws_store *base, const char *key, const struct iovec *io
 		goto out;
 	}
 	if (c.req.status == 412 && c.conditional) {
-		/* Ours, from an earlier attempt whose reply was lost? */
-		if (c.ambiguous) {
+		/* Ours, from an earlier attempt whose reply was lost? Checked on
+		 * every 412, not only after a retry we saw: libcurl itself resends
+		 * a request whose reused connection died before any reply, so the
+		 * first 412 we see may already answer our own second send. */
+		{
 			char attempt[64];
 			struct ws_obj_info info;
 			if (s3_head_raw(s, key, &info, attempt, sizeof(attempt)) == 0 && !strcmp(attempt, token)) {

@@ -1,0 +1,1314 @@
+/*
+ * s3:// store backend against a real radosgw (started by the ctest "s3"
+ * fixture, found through $WS_S3_DIR/env): every operation, listing past one
+ * page, create-once and compare-and-swap raced by 20 processes, the signer
+ * (a wrong secret is refused and never leaked), and the faults object stores
+ * produce (503 SlowDown, 429, 500, latency, resets, truncated bodies, a store
+ * that ignores conditional writes) injected by tests/s3/faultproxy.py.
+ *
+ * Without $WS_S3_DIR the test FAILS: it must never pass without a server.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "ws_log.h"
+#include "ws_store.h"
+
+static char g_endpoint[256];
+static char g_bucket[64];
+static char g_secret[256];
+static char *g_tmp;
+
+/* ---- setup ---------------------------------------------------------------- */
+
+static int load_env(void)
+{
+	const char *dir = getenv("WS_S3_DIR");
+	char path[1024], line[1024];
+	FILE *f;
+
+	if (!dir || !*dir) {
+		fprintf(stderr, "test_store_s3: FAIL: WS_S3_DIR is not set. This test needs a real S3 "
+				"server: run it through ctest (its \"s3\" fixture starts radosgw), or start "
+				"one with tests/s3/radosgw.sh start DIR and set WS_S3_DIR=DIR.\n");
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/env", dir);
+	f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "test_store_s3: FAIL: cannot read %s: %s (did radosgw.sh start fail?)\n", path,
+			strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *eq = strchr(line, '=');
+		line[strcspn(line, "\r\n")] = '\0';
+		if (!eq)
+			continue;
+		*eq = '\0';
+		if (setenv(line, eq + 1, 1) != 0) {
+			fclose(f);
+			return -1;
+		}
+	}
+	fclose(f);
+	const char *ep = getenv("WS_S3_ENDPOINT"), *sec = getenv("AWS_SECRET_ACCESS_KEY");
+	if (!ep || strncmp(ep, "http://127.0.0.1:", 17) != 0 || !sec || !*sec || !getenv("AWS_ACCESS_KEY_ID")) {
+		fprintf(stderr, "test_store_s3: FAIL: %s lacks WS_S3_ENDPOINT/AWS_* settings\n", path);
+		return -1;
+	}
+	snprintf(g_endpoint, sizeof(g_endpoint), "%s", ep);
+	snprintf(g_secret, sizeof(g_secret), "%s", sec);
+	return 0;
+}
+
+/* "s3://BUCKET[/prefix]?endpoint=E&etag_quotes=0[&extra]" */
+static void sink_url(char *out, size_t cap, const char *endpoint, const char *prefix, const char *extra)
+{
+	snprintf(out, cap, "s3://%s%s%s?endpoint=%s&etag_quotes=0%s%s", g_bucket, prefix ? "/" : "",
+		 prefix ? prefix : "", endpoint ? endpoint : g_endpoint, extra ? "&" : "", extra ? extra : "");
+}
+
+static struct ws_store *open_url(const char *url)
+{
+	int err = 0;
+	struct ws_store *s = ws_store_open(url, &err);
+	if (!s)
+		fail_msg("open %s: %s (%s)", url, ws_errmsg(), ws_strerror(err));
+	assert_int_equal(err, 0);
+	return s;
+}
+
+static struct ws_store *open_sink(const char *prefix, const char *extra)
+{
+	char url[1024];
+	sink_url(url, sizeof(url), NULL, prefix, extra);
+	return open_url(url);
+}
+
+static int group_setup(void **state)
+{
+	char url[1024];
+	int err = 0;
+	struct ws_store *s;
+	(void)state;
+
+	snprintf(g_bucket, sizeof(g_bucket), "ws-ut-%ld-%lld", (long)getpid(), (long long)time(NULL));
+	sink_url(url, sizeof(url), NULL, NULL, NULL);
+	/* The bucket does not exist yet: open without the probe, create it. */
+	s = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
+	if (!s) {
+		fprintf(stderr, "test_store_s3: open %s: %s\n", url, ws_errmsg());
+		return -1;
+	}
+	err = ws_store_s3_create_bucket(s);
+	if (err == 0)
+		err = ws_store_s3_create_bucket(s); /* an existing bucket of ours is success */
+	ws_store_close(s);
+	if (err) {
+		fprintf(stderr, "test_store_s3: create bucket %s at %s: %s\n", g_bucket, g_endpoint, ws_errmsg());
+		return -1;
+	}
+	g_tmp = wt_tmpdir("store_s3");
+	return g_tmp ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	wt_rmrf(g_tmp);
+	free(g_tmp);
+	return 0;
+}
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static void put_bytes(struct ws_store *s, const char *key, const void *p, size_t n, struct ws_etag *etag)
+{
+	int rc = ws_store_put(s, key, p, n, WS_PUT_OVERWRITE, NULL, etag);
+	if (rc)
+		fail_msg("put %s: %s", key, ws_errmsg());
+}
+
+static void put_str(struct ws_store *s, const char *key, const char *v, struct ws_etag *etag)
+{
+	put_bytes(s, key, v, strlen(v), etag);
+}
+
+/* Whole object as a NUL-terminated malloc'd string, or NULL with *rc set. */
+static char *get_str(struct ws_store *s, const char *key, int *rc, struct ws_obj_info *info)
+{
+	struct ws_buf b;
+	char *out = NULL;
+	ws_buf_init(&b, 0);
+	*rc = ws_store_get(s, key, 0, UINT64_MAX, &b, info);
+	if (*rc == 0) {
+		out = malloc(b.len + 1);
+		assert_non_null(out);
+		if (b.len)
+			memcpy(out, b.data, b.len);
+		out[b.len] = '\0';
+	}
+	ws_buf_free(&b);
+	return out;
+}
+
+static void assert_content(struct ws_store *s, const char *key, const char *want)
+{
+	int rc;
+	char *got = get_str(s, key, &rc, NULL);
+	if (rc)
+		fail_msg("get %s: %s", key, ws_errmsg());
+	assert_string_equal(got, want);
+	free(got);
+}
+
+static void fill_random(uint8_t *p, size_t n, uint64_t seed)
+{
+	uint64_t st = seed | 1;
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(wt_rand(&st) >> 24);
+}
+
+/* Run fn(i, arg) in n forked children; each returns its exit code into codes[i]. */
+typedef int (*child_fn)(int i, void *arg);
+
+static void run_children(int n, child_fn fn, void *arg, int *codes)
+{
+	pid_t pids[64];
+	assert_true(n <= 64);
+	fflush(NULL);
+	for (int i = 0; i < n; i++) {
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0)
+			_exit(fn(i, arg));
+	}
+	for (int i = 0; i < n; i++) {
+		int st = 0;
+		assert_int_equal(waitpid(pids[i], &st, 0), pids[i]);
+		codes[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	}
+}
+
+/* A store for a child process (no cmocka there): NULL on failure, reported. */
+static struct ws_store *child_open(const char *url)
+{
+	int err = 0;
+	struct ws_store *s = ws_store_open(url, &err);
+	if (!s)
+		fprintf(stderr, "child %d: open: %s\n", (int)getpid(), ws_errmsg());
+	return s;
+}
+
+/* ---- 1. every operation ------------------------------------------------------ */
+
+static void test_roundtrip(void **state)
+{
+	struct ws_store *s = open_sink(NULL, NULL);
+	struct ws_etag e1, e2, e3;
+	struct ws_obj_info info;
+	struct ws_buf b;
+	uint8_t data[1000], data2[777];
+	const char *key = "ops/a/obj-1.bin";
+	int rc;
+	(void)state;
+
+	fill_random(data, sizeof(data), 1);
+	fill_random(data2, sizeof(data2), 2);
+	put_bytes(s, key, data, sizeof(data), &e1);
+	assert_true(e1.s[0] != '\0');
+	assert_null(strchr(e1.s, '"'));
+
+	/* Whole object, with info. */
+	ws_buf_init(&b, 0);
+	memset(&info, 0, sizeof(info));
+	rc = ws_store_get(s, key, 0, UINT64_MAX, &b, &info);
+	assert_int_equal(rc, 0);
+	assert_int_equal(b.len, sizeof(data));
+	assert_memory_equal(b.data, data, sizeof(data));
+	assert_int_equal(info.size_bytes, sizeof(data));
+	assert_string_equal(info.etag.s, e1.s);
+
+	/* Head. */
+	memset(&info, 0, sizeof(info));
+	assert_int_equal(ws_store_head(s, key, &info), 0);
+	assert_int_equal(info.size_bytes, sizeof(data));
+	assert_string_equal(info.etag.s, e1.s);
+	assert_true(info.mtime_ms > (int64_t)(time(NULL) - 3600) * 1000);
+
+	/* Ranges: inside, at the edges, straddling the end, past the end. */
+	static const struct {
+		uint64_t off, len, want_len;
+	} ranges[] = {
+		{ 0, 10, 10 },        { 1, 1, 1 },        { 100, 50, 50 },        { 999, 1, 1 },
+		{ 990, 100, 10 },     { 0, 1000, 1000 },  { 0, 5000, 1000 },      { 500, UINT64_MAX, 500 },
+		{ 1000, 10, 0 },      { 1000, UINT64_MAX, 0 }, { 5000, 10, 0 },   { 123, 0, 0 },
+	};
+	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
+		b.len = 3; /* appended after what is there */
+		memcpy(b.data, "abc", 3);
+		memset(&info, 0, sizeof(info));
+		rc = ws_store_get(s, key, ranges[i].off, ranges[i].len, &b, &info);
+		if (rc)
+			fail_msg("range %" PRIu64 "+%" PRIu64 ": %s", ranges[i].off, ranges[i].len, ws_errmsg());
+		assert_int_equal(b.len - 3, ranges[i].want_len);
+		assert_memory_equal(b.data, "abc", 3);
+		if (ranges[i].want_len)
+			assert_memory_equal(b.data + 3, data + ranges[i].off, ranges[i].want_len);
+		assert_int_equal(info.size_bytes, sizeof(data));
+		assert_string_equal(info.etag.s, e1.s);
+	}
+
+	/* Overwrite: new content, new etag. */
+	put_bytes(s, key, data2, sizeof(data2), &e2);
+	assert_string_not_equal(e1.s, e2.s);
+	b.len = 0;
+	assert_int_equal(ws_store_get(s, key, 0, UINT64_MAX, &b, &info), 0);
+	assert_int_equal(b.len, sizeof(data2));
+	assert_memory_equal(b.data, data2, sizeof(data2));
+	assert_string_equal(info.etag.s, e2.s);
+
+	/* Create-once on an existing key, CAS with a stale etag: precondition. */
+	uint64_t pf0 = s->stats.precond_failed;
+	assert_int_equal(ws_store_put(s, key, "x", 1, WS_PUT_CREATE, NULL, NULL), WS_EPRECOND);
+	assert_int_equal(ws_store_put(s, key, "x", 1, WS_PUT_CAS, &e1, NULL), WS_EPRECOND);
+	assert_int_equal(s->stats.precond_failed, pf0 + 2);
+	/* CAS with the current etag succeeds and changes it. */
+	assert_int_equal(ws_store_put(s, key, "cas", 3, WS_PUT_CAS, &e2, &e3), 0);
+	assert_string_not_equal(e3.s, e2.s);
+	assert_content(s, key, "cas");
+	/* CAS on a missing key, create-once on a new key. */
+	assert_int_equal(ws_store_put(s, "ops/a/none", "x", 1, WS_PUT_CAS, &e3, NULL), WS_EPRECOND);
+	assert_int_equal(ws_store_put(s, "ops/a/new", "new", 3, WS_PUT_CREATE, NULL, &e1), 0);
+	assert_true(e1.s[0] != '\0');
+	assert_content(s, "ops/a/new", "new");
+
+	/* An empty object. */
+	put_bytes(s, "ops/empty", "", 0, NULL);
+	b.len = 0;
+	assert_int_equal(ws_store_get(s, "ops/empty", 0, UINT64_MAX, &b, &info), 0);
+	assert_int_equal(b.len, 0);
+	assert_int_equal(info.size_bytes, 0);
+	assert_int_equal(ws_store_head(s, "ops/empty", &info), 0);
+	assert_int_equal(info.size_bytes, 0);
+
+	/* Delete; a missing key: get/head say WS_ENOTFOUND, del succeeds. */
+	assert_int_equal(ws_store_del(s, key), 0);
+	b.len = 0;
+	rc = ws_store_get(s, key, 0, UINT64_MAX, &b, NULL);
+	assert_int_equal(rc, WS_ENOTFOUND);
+	assert_non_null(strstr(ws_errmsg(), key));
+	assert_int_equal(b.len, 0);
+	assert_int_equal(ws_store_get(s, key, 10, 10, &b, NULL), WS_ENOTFOUND);
+	assert_int_equal(ws_store_head(s, key, &info), WS_ENOTFOUND);
+	assert_int_equal(ws_store_del(s, key), 0);
+	assert_int_equal(ws_store_del(s, "ops/never/existed"), 0);
+	assert_int_equal(ws_store_get(s, "ops/never/existed", 0, UINT64_MAX, &b, NULL), WS_ENOTFOUND);
+
+	/* Invalid keys: -EINVAL from every operation, nothing sent. */
+	char longkey[WS_KEY_MAX + 8];
+	memset(longkey, 'k', sizeof(longkey) - 1);
+	longkey[sizeof(longkey) - 1] = '\0';
+	static const char *const bad[] = { "", "/a", "a/", "a//b", ".", "..", "a/./b", "a/../b", "a b",
+					   "a?b", "a%2fb", "a\\b", "\xc3\xa9", "a\nb", NULL };
+	for (int i = 0; bad[i]; i++) {
+		const char *k = bad[i];
+		assert_int_equal(ws_store_put(s, k, "x", 1, WS_PUT_OVERWRITE, NULL, NULL), -EINVAL);
+		assert_int_equal(ws_store_put(s, k, "x", 1, WS_PUT_CREATE, NULL, NULL), -EINVAL);
+		assert_int_equal(ws_store_get(s, k, 0, UINT64_MAX, &b, NULL), -EINVAL);
+		assert_int_equal(ws_store_head(s, k, &info), -EINVAL);
+		assert_int_equal(ws_store_del(s, k), -EINVAL);
+	}
+	assert_int_equal(ws_store_put(s, longkey, "x", 1, WS_PUT_OVERWRITE, NULL, NULL), -EINVAL);
+	assert_int_equal(ws_store_get(s, longkey, 0, UINT64_MAX, &b, NULL), -EINVAL);
+	/* The longest valid key works. */
+	longkey[WS_KEY_MAX - 1] = '\0';
+	memcpy(longkey, "ops/", 4);
+	put_str(s, longkey, "long", NULL);
+	assert_content(s, longkey, "long");
+	assert_int_equal(ws_store_del(s, longkey), 0);
+	/* Keys with every allowed character class. */
+	put_str(s, "ops/A-z_0.9/x..y", "chars", NULL);
+	assert_content(s, "ops/A-z_0.9/x..y", "chars");
+
+	assert_true(s->stats.puts >= 8);
+	assert_true(s->stats.gets >= 10);
+	assert_int_equal(s->stats.retries, 0);
+	ws_buf_free(&b);
+	ws_store_close(s);
+}
+
+/* ---- listing ---------------------------------------------------------------- */
+
+#define LIST_N 1100
+#define LIST_WRITERS 10
+
+static int list_writer(int i, void *arg)
+{
+	char url[1024], key[64], val[64];
+	struct ws_store *s;
+	(void)arg;
+	sink_url(url, sizeof(url), NULL, NULL, NULL);
+	if (!(s = child_open(url)))
+		return 2;
+	for (int k = i; k < LIST_N; k += LIST_WRITERS) {
+		snprintf(key, sizeof(key), "list/k%05d", k);
+		snprintf(val, sizeof(val), "v%d", k);
+		if (ws_store_put(s, key, val, strlen(val), WS_PUT_OVERWRITE, NULL, NULL) != 0) {
+			fprintf(stderr, "list writer %d: %s\n", i, ws_errmsg());
+			ws_store_close(s);
+			return 3;
+		}
+	}
+	ws_store_close(s);
+	return 0;
+}
+
+/* Page through prefix with max_keys; every key k[first..first+n) exactly once, in order. */
+static void check_paging(struct ws_store *s, const char *prefix, unsigned max_keys, int first, int n)
+{
+	char token[WS_KEY_MAX] = "", want[64];
+	int next = first, pages = 0;
+	for (;;) {
+		struct ws_list_page p;
+		memset(&p, 0, sizeof(p));
+		int rc = ws_store_list(s, prefix, token, max_keys, &p);
+		if (rc)
+			fail_msg("list %s after \"%s\" max %u: %s", prefix, token, max_keys, ws_errmsg());
+		assert_true(p.count <= max_keys);
+		for (size_t i = 0; i < p.count; i++) {
+			snprintf(want, sizeof(want), "list/k%05d", next);
+			if (next >= first + n || strcmp(p.keys[i], want) != 0)
+				fail_msg("list max %u page %d: got \"%s\", want \"%s\"", max_keys, pages, p.keys[i],
+					 next < first + n ? want : "(end)");
+			next++;
+		}
+		pages++;
+		if (!p.truncated) {
+			ws_list_page_free(&p);
+			break;
+		}
+		/* A truncated page is full and its token is its last key. */
+		assert_int_equal(p.count, max_keys);
+		assert_string_equal(p.next_token, p.keys[p.count - 1]);
+		snprintf(token, sizeof(token), "%s", p.next_token);
+		ws_list_page_free(&p);
+		assert_true(pages < 2000);
+	}
+	assert_int_equal(next, first + n);
+	/* Pages: ceil(n / max), or one more (empty) when the store could not know it ended. */
+	int want_pages = n == 0 ? 1 : (n + (int)max_keys - 1) / (int)max_keys;
+	assert_true(pages == want_pages || (n % (int)max_keys == 0 && pages == want_pages + 1));
+}
+
+static void test_list_paging(void **state)
+{
+	struct ws_store *s = open_sink(NULL, NULL);
+	struct ws_list_page p;
+	int codes[LIST_WRITERS];
+	int64_t t0 = wt_now_ms();
+	(void)state;
+
+	run_children(LIST_WRITERS, list_writer, NULL, codes);
+	for (int i = 0; i < LIST_WRITERS; i++)
+		assert_int_equal(codes[i], 0);
+	/* Neighbours that a prefix match must not include. */
+	put_str(s, "lisu", "x", NULL);
+	put_str(s, "list-other/k00001", "x", NULL);
+	put_str(s, "lis/t", "x", NULL);
+	print_message("  wrote %d objects with %d processes in %lld ms\n", LIST_N, LIST_WRITERS,
+		      (long long)(wt_now_ms() - t0));
+
+	check_paging(s, "list/", 1000, 0, LIST_N);
+	check_paging(s, "list/", 333, 0, LIST_N);
+	check_paging(s, "list/", 97, 0, LIST_N);
+	check_paging(s, "list/k", 1000, 0, LIST_N);
+	check_paging(s, "list/k00", 1000, 0, 1000); /* exactly one full page */
+	check_paging(s, "list/k0109", 3, 1090, 10);
+	check_paging(s, "list/k01", 1, 1000, 100);
+
+	/* The first page at 1000 is truncated and ends at k00999. */
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(ws_store_list(s, "list/", NULL, 1000, &p), 0);
+	assert_int_equal(p.count, 1000);
+	assert_true(p.truncated);
+	assert_string_equal(p.next_token, "list/k00999");
+	ws_list_page_free(&p);
+
+	/* A token that is not a key: strictly after it. */
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(ws_store_list(s, "list/", "list/k00500x", 2, &p), 0);
+	assert_int_equal(p.count, 2);
+	assert_string_equal(p.keys[0], "list/k00501");
+	assert_string_equal(p.keys[1], "list/k00502");
+	ws_list_page_free(&p);
+	/* Past the last key: empty, not truncated. */
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(ws_store_list(s, "list/", "list/k01099", 10, &p), 0);
+	assert_int_equal(p.count, 0);
+	assert_false(p.truncated);
+	ws_list_page_free(&p);
+	/* A prefix with nothing under it. */
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(ws_store_list(s, "nothing/here/", NULL, 1000, &p), 0);
+	assert_int_equal(p.count, 0);
+	assert_false(p.truncated);
+	ws_list_page_free(&p);
+	/* "lis" sees all neighbours and the 1100, sorted. */
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(ws_store_list(s, "lis", NULL, 2, &p), 0);
+	assert_int_equal(p.count, 2);
+	assert_string_equal(p.keys[0], "lis/t");
+	assert_string_equal(p.keys[1], "list-other/k00001");
+	assert_true(p.truncated);
+	ws_list_page_free(&p);
+	/* max_keys out of range. */
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(ws_store_list(s, "list/", NULL, 0, &p), -EINVAL);
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(ws_store_list(s, "list/", NULL, WS_LIST_PAGE_MAX + 1, &p), -EINVAL);
+	ws_store_close(s);
+}
+
+/* A sink URL with a prefix: keys are stored under it and listed relative to it. */
+static void test_prefix(void **state)
+{
+	struct ws_store *root = open_sink(NULL, NULL);
+	struct ws_store *a = open_sink("some/prefix", NULL);
+	struct ws_store *a2 = open_sink("some/prefix/", NULL);
+	struct ws_store *other = open_sink("some/prefix2", NULL);
+	struct ws_list_page p;
+	char key[64];
+	(void)state;
+
+	for (int i = 0; i < 5; i++) {
+		snprintf(key, sizeof(key), "x/%d", i);
+		put_str(a, key, key, NULL);
+	}
+	put_str(a, "y", "y", NULL);
+	put_str(other, "x/9", "other", NULL);
+
+	/* Stored under the prefix. */
+	assert_content(root, "some/prefix/x/3", "x/3");
+	assert_content(a2, "x/3", "x/3");
+	assert_content(other, "x/9", "other");
+	int rc;
+	char *v = get_str(a, "x/9", &rc, NULL);
+	assert_null(v);
+	assert_int_equal(rc, WS_ENOTFOUND);
+
+	/* Listed relative to it, paging with tokens relative to it too. */
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(ws_store_list(a, "", NULL, 1000, &p), 0);
+	assert_int_equal(p.count, 6);
+	assert_false(p.truncated);
+	for (int i = 0; i < 5; i++) {
+		snprintf(key, sizeof(key), "x/%d", i);
+		assert_string_equal(p.keys[i], key);
+	}
+	assert_string_equal(p.keys[5], "y");
+	ws_list_page_free(&p);
+
+	char token[WS_KEY_MAX] = "";
+	int seen = 0;
+	do {
+		memset(&p, 0, sizeof(p));
+		assert_int_equal(ws_store_list(a, "x/", token, 2, &p), 0);
+		for (size_t i = 0; i < p.count; i++) {
+			snprintf(key, sizeof(key), "x/%d", seen++);
+			assert_string_equal(p.keys[i], key);
+		}
+		snprintf(token, sizeof(token), "%s", p.next_token);
+		if (!p.truncated) {
+			ws_list_page_free(&p);
+			break;
+		}
+		ws_list_page_free(&p);
+	} while (seen < 100);
+	assert_int_equal(seen, 5);
+
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(ws_store_list(root, "some/prefix/", NULL, 1000, &p), 0);
+	assert_int_equal(p.count, 6);
+	assert_string_equal(p.keys[0], "some/prefix/x/0");
+	ws_list_page_free(&p);
+	/* "some/prefix" must not see "some/prefix2". */
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(ws_store_list(a, "x/", NULL, 1000, &p), 0);
+	assert_int_equal(p.count, 5);
+	ws_list_page_free(&p);
+
+	assert_int_equal(ws_store_del(a, "y"), 0);
+	assert_int_equal(ws_store_head(root, "some/prefix/y", NULL), WS_ENOTFOUND);
+	ws_store_close(root);
+	ws_store_close(a);
+	ws_store_close(a2);
+	ws_store_close(other);
+}
+
+/* ---- 2. races between processes ------------------------------------------------ */
+
+#define RACERS 20
+#define RACE_KEYS 5
+#define CAS_INCREMENTS 5
+
+struct race {
+	int ready;                           /* children that opened their store */
+	int result[RACERS][RACE_KEYS];       /* 0 won, 1 WS_EPRECOND, 2 other */
+	int cas_attempts[RACERS];
+};
+
+static struct race *g_race;
+static int g_go[2];
+
+/* Open, report ready, block until the parent closes the go pipe. */
+static struct ws_store *racer_start(void)
+{
+	char url[1024], c;
+	struct ws_store *s;
+	close(g_go[1]);
+	sink_url(url, sizeof(url), NULL, NULL, NULL);
+	s = child_open(url);
+	__atomic_fetch_add(&g_race->ready, 1, __ATOMIC_SEQ_CST);
+	while (read(g_go[0], &c, 1) < 0 && errno == EINTR)
+		;
+	return s;
+}
+
+static int create_racer(int i, void *arg)
+{
+	char key[64], val[64];
+	(void)arg;
+	struct ws_store *s = racer_start();
+	if (!s)
+		return 2;
+	for (int k = 0; k < RACE_KEYS; k++) {
+		snprintf(key, sizeof(key), "race/create-%d", k);
+		snprintf(val, sizeof(val), "writer %d of key %d", i, k);
+		int rc = ws_store_put(s, key, val, strlen(val), WS_PUT_CREATE, NULL, NULL);
+		g_race->result[i][k] = rc == 0 ? 0 : rc == WS_EPRECOND ? 1 : 2;
+		if (rc && rc != WS_EPRECOND)
+			fprintf(stderr, "create racer %d: %s\n", i, ws_errmsg());
+	}
+	ws_store_close(s);
+	return 0;
+}
+
+static int cas_racer(int i, void *arg)
+{
+	(void)arg;
+	struct ws_store *s = racer_start();
+	struct ws_buf b;
+	int done = 0, attempts = 0, rc = 0;
+	if (!s)
+		return 2;
+	ws_buf_init(&b, 4096);
+	while (done < CAS_INCREMENTS && attempts < 10000) {
+		struct ws_obj_info info;
+		char val[32];
+		b.len = 0;
+		attempts++;
+		rc = ws_store_get(s, "race/counter", 0, UINT64_MAX, &b, &info);
+		if (rc || b.len == 0 || b.len >= sizeof(val)) {
+			fprintf(stderr, "cas racer %d: get: %s\n", i, ws_errmsg());
+			rc = 3;
+			break;
+		}
+		memcpy(val, b.data, b.len);
+		val[b.len] = '\0';
+		snprintf(val, sizeof(val), "%ld", strtol(val, NULL, 10) + 1);
+		rc = ws_store_put(s, "race/counter", val, strlen(val), WS_PUT_CAS, &info.etag, NULL);
+		if (rc == 0)
+			done++;
+		else if (rc != WS_EPRECOND) {
+			fprintf(stderr, "cas racer %d: put: %s\n", i, ws_errmsg());
+			rc = 4;
+			break;
+		}
+		rc = 0;
+	}
+	g_race->cas_attempts[i] = attempts;
+	ws_buf_free(&b);
+	ws_store_close(s);
+	return rc ? rc : done == CAS_INCREMENTS ? 0 : 5;
+}
+
+static void race(child_fn fn, int *codes)
+{
+	g_race = mmap(NULL, sizeof(*g_race), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(g_race != MAP_FAILED);
+	memset(g_race, 0, sizeof(*g_race));
+	assert_int_equal(pipe(g_go), 0);
+	pid_t pids[RACERS];
+	fflush(NULL);
+	for (int i = 0; i < RACERS; i++) {
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0)
+			_exit(fn(i, NULL));
+	}
+	close(g_go[0]);
+	int64_t end = wt_now_ms() + 30000;
+	while (__atomic_load_n(&g_race->ready, __ATOMIC_SEQ_CST) < RACERS && wt_now_ms() < end)
+		wt_sleep_ms(5);
+	close(g_go[1]); /* go */
+	for (int i = 0; i < RACERS; i++) {
+		int st = 0;
+		assert_int_equal(waitpid(pids[i], &st, 0), pids[i]);
+		codes[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	}
+}
+
+static void test_race_create(void **state)
+{
+	struct ws_store *s = open_sink(NULL, NULL);
+	int codes[RACERS];
+	char want[64], key[64];
+	(void)state;
+
+	race(create_racer, codes);
+	for (int i = 0; i < RACERS; i++)
+		assert_int_equal(codes[i], 0);
+	for (int k = 0; k < RACE_KEYS; k++) {
+		int winners = 0, winner = -1, lost = 0;
+		for (int i = 0; i < RACERS; i++) {
+			if (g_race->result[i][k] == 0) {
+				winners++;
+				winner = i;
+			} else if (g_race->result[i][k] == 1) {
+				lost++;
+			}
+		}
+		if (winners != 1 || lost != RACERS - 1)
+			fail_msg("key %d: %d winners, %d WS_EPRECOND, %d errors", k, winners, lost,
+				 RACERS - winners - lost);
+		snprintf(key, sizeof(key), "race/create-%d", k);
+		snprintf(want, sizeof(want), "writer %d of key %d", winner, k);
+		assert_content(s, key, want);
+	}
+	munmap(g_race, sizeof(*g_race));
+	ws_store_close(s);
+}
+
+static void test_race_cas(void **state)
+{
+	struct ws_store *s = open_sink(NULL, NULL);
+	int codes[RACERS], attempts = 0;
+	char want[32];
+	(void)state;
+
+	put_str(s, "race/counter", "0", NULL);
+	int64_t t0 = wt_now_ms();
+	race(cas_racer, codes);
+	for (int i = 0; i < RACERS; i++) {
+		assert_int_equal(codes[i], 0);
+		attempts += g_race->cas_attempts[i];
+	}
+	print_message("  %d CAS increments by %d processes: %d attempts, %lld ms\n", RACERS * CAS_INCREMENTS,
+		      RACERS, attempts, (long long)(wt_now_ms() - t0));
+	snprintf(want, sizeof(want), "%d", RACERS * CAS_INCREMENTS);
+	assert_content(s, "race/counter", want);
+	/* Contention really happened (else the race proved nothing). */
+	assert_true(attempts > RACERS * CAS_INCREMENTS);
+	munmap(g_race, sizeof(*g_race));
+	ws_store_close(s);
+}
+
+/* ---- 3. the signer ------------------------------------------------------------ */
+
+struct logcap {
+	char text[16384];
+	size_t len;
+	int warnings;
+};
+
+static void log_capture(enum ws_log_level level, const char *msg, void *arg)
+{
+	struct logcap *c = arg;
+	size_t n = strlen(msg);
+	if (level <= WS_LOG_WARN)
+		c->warnings++;
+	if (c->len + n + 2 < sizeof(c->text)) {
+		memcpy(c->text + c->len, msg, n);
+		c->len += n;
+		c->text[c->len++] = '\n';
+		c->text[c->len] = '\0';
+	}
+}
+
+static void assert_no_secret(const char *text, const char *secret)
+{
+	if (strstr(text, secret) || strstr(text, "Signature=") || strstr(text, g_secret))
+		fail_msg("secret material in: %s", text);
+}
+
+static void test_wrong_secret(void **state)
+{
+	const char *wrong = "WRONGsecretWRONGsecretWRONGsecret0123456";
+	struct logcap cap;
+	char url[1024];
+	int err = 0;
+	struct ws_store *s;
+	(void)state;
+
+	memset(&cap, 0, sizeof(cap));
+	ws_log_set_sink(log_capture, &cap);
+	ws_log_set_level(WS_LOG_DEBUG);
+	assert_int_equal(setenv("AWS_SECRET_ACCESS_KEY", wrong, 1), 0);
+	sink_url(url, sizeof(url), NULL, NULL, NULL);
+
+	/* The open's probe is refused. */
+	s = ws_store_open(url, &err);
+	const char *msg = ws_errmsg();
+	print_message("  wrong secret: %s\n", msg);
+	assert_null(s);
+	assert_int_equal(err, -EACCES);
+	assert_non_null(strstr(msg, "403"));
+	assert_no_secret(msg, wrong);
+
+	/* Without the probe: the first request is refused the same way. */
+	s = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
+	assert_non_null(s);
+	struct ws_buf b;
+	ws_buf_init(&b, 0);
+	assert_int_equal(ws_store_get(s, "ops/a/new", 0, UINT64_MAX, &b, NULL), -EACCES);
+	assert_no_secret(ws_errmsg(), wrong);
+	assert_int_equal(ws_store_put(s, "ops/denied", "x", 1, WS_PUT_OVERWRITE, NULL, NULL), -EACCES);
+	assert_no_secret(ws_errmsg(), wrong);
+	assert_int_equal(s->stats.retries, 0); /* 403 is never retried */
+	ws_buf_free(&b);
+	ws_store_close(s);
+
+	/* An unknown access key. */
+	char *saved_id = strdup(getenv("AWS_ACCESS_KEY_ID"));
+	assert_int_equal(setenv("AWS_SECRET_ACCESS_KEY", g_secret, 1), 0);
+	assert_int_equal(setenv("AWS_ACCESS_KEY_ID", "NOSUCHACCESSKEY00000", 1), 0);
+	s = ws_store_open(url, &err);
+	assert_null(s);
+	assert_int_equal(err, -EACCES);
+	assert_no_secret(ws_errmsg(), wrong);
+	assert_int_equal(setenv("AWS_ACCESS_KEY_ID", saved_id, 1), 0);
+	free(saved_id);
+
+	ws_log_set_level(WS_LOG_WARN);
+	ws_log_set_sink(NULL, NULL);
+	assert_no_secret(cap.text, wrong);
+
+	/* Right credentials again: it opens, and nothing was written by the refused ones. */
+	s = open_url(url);
+	assert_int_equal(ws_store_head(s, "ops/denied", NULL), WS_ENOTFOUND);
+	ws_store_close(s);
+}
+
+/* ---- 4. faults through the proxy ------------------------------------------------ */
+
+struct proxy {
+	pid_t pid;
+	char endpoint[128];
+	char control[512], stats[512], portfile[512];
+};
+static struct proxy g_px;
+
+static void proxy_control(const char *json)
+{
+	char tmp[600];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", g_px.control);
+	assert_int_equal(wt_write_file(tmp, json, strlen(json)), 0);
+	assert_int_equal(rename(tmp, g_px.control), 0);
+}
+
+/* Requests the proxy has faulted so far. */
+static long proxy_faulted(void)
+{
+	size_t n;
+	uint8_t *d = wt_read_file(g_px.stats, &n);
+	long v = -1;
+	if (!d)
+		return 0;
+	char *txt = calloc(1, n + 1);
+	assert_non_null(txt);
+	memcpy(txt, d, n);
+	char *p = strstr(txt, "\"faulted\":");
+	if (p)
+		v = strtol(p + 10, NULL, 10);
+	free(txt);
+	free(d);
+	assert_true(v >= 0);
+	return v;
+}
+
+static int proxy_start(void **state)
+{
+	const char *fp = getenv("WS_FAULTPROXY");
+	char upstream[256];
+	(void)state;
+	if (!fp || !*fp) {
+		fprintf(stderr, "test_store_s3: WS_FAULTPROXY is not set (path to tests/s3/faultproxy.py)\n");
+		return -1;
+	}
+	memset(&g_px, 0, sizeof(g_px));
+	snprintf(upstream, sizeof(upstream), "%s", g_endpoint + strlen("http://"));
+	snprintf(g_px.control, sizeof(g_px.control), "%s/control.json", g_tmp);
+	snprintf(g_px.stats, sizeof(g_px.stats), "%s/stats.json", g_tmp);
+	snprintf(g_px.portfile, sizeof(g_px.portfile), "%s/port", g_tmp);
+	unlink(g_px.portfile);
+	unlink(g_px.stats);
+	if (wt_write_file(g_px.control, "{\"mode\": \"pass\"}", 16) != 0)
+		return -1;
+	fflush(NULL);
+	g_px.pid = fork();
+	if (g_px.pid < 0)
+		return -1;
+	if (g_px.pid == 0) {
+		execlp("python3", "python3", fp, "--upstream", upstream, "--port-file", g_px.portfile, "--control",
+		       g_px.control, "--stats", g_px.stats, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 1000; i++) {
+		size_t n;
+		uint8_t *d = wt_read_file(g_px.portfile, &n);
+		if (d) {
+			snprintf(g_px.endpoint, sizeof(g_px.endpoint), "http://127.0.0.1:%.*s", (int)n, (char *)d);
+			free(d);
+			return 0;
+		}
+		int st;
+		if (waitpid(g_px.pid, &st, WNOHANG) == g_px.pid) {
+			fprintf(stderr, "test_store_s3: faultproxy exited (status %d)\n", st);
+			g_px.pid = 0;
+			return -1;
+		}
+		wt_sleep_ms(10);
+	}
+	fprintf(stderr, "test_store_s3: faultproxy wrote no port file in 10 s\n");
+	return -1;
+}
+
+static int proxy_stop(void **state)
+{
+	(void)state;
+	if (g_px.pid > 0) {
+		kill(g_px.pid, SIGTERM);
+		waitpid(g_px.pid, NULL, 0);
+		g_px.pid = 0;
+	}
+	return 0;
+}
+
+static struct ws_store *open_proxied(const char *extra)
+{
+	char url[1024];
+	sink_url(url, sizeof(url), g_px.endpoint, NULL, extra);
+	return open_url(url);
+}
+
+struct snap {
+	uint64_t retries, throttle;
+	long faulted;
+};
+
+static struct snap snap(struct ws_store *s)
+{
+	struct snap x = { s->stats.retries, s->stats.throttle_retries, proxy_faulted() };
+	return x;
+}
+
+/* stats and proxy deltas since a, each within [min, max] */
+static void assert_delta_range(struct ws_store *s, struct snap a, uint64_t rmin, uint64_t rmax, uint64_t throttle,
+			       long fmin, long fmax)
+{
+	struct snap b = snap(s);
+	uint64_t r = b.retries - a.retries;
+	long f = b.faulted - a.faulted;
+	if (r < rmin || r > rmax || b.throttle - a.throttle != throttle || f < fmin || f > fmax)
+		fail_msg("retries %" PRIu64 " (want %" PRIu64 "..%" PRIu64 "), throttle_retries %" PRIu64
+			 " (want %" PRIu64 "), proxy faulted %ld (want %ld..%ld)",
+			 r, rmin, rmax, b.throttle - a.throttle, throttle, f, fmin, fmax);
+}
+
+static void assert_delta(struct ws_store *s, struct snap a, uint64_t retries, uint64_t throttle, long faulted)
+{
+	assert_delta_range(s, a, retries, retries, throttle, faulted, faulted);
+}
+
+/*
+ * A reset PUT: libcurl resends a request on its own when a reused connection
+ * dies before any reply (net/ does not stop it), so the store may see no
+ * failure at all and count no retry. Only the proxy sees both sends.
+ */
+static void assert_delta_put_reset(struct ws_store *s, struct snap a)
+{
+	assert_delta_range(s, a, 0, 1, 0, 1, 1);
+}
+
+static void test_fault_throttling(void **state)
+{
+	struct ws_store *s = open_proxied(NULL);
+	struct snap a;
+	(void)state;
+
+	/* 503 SlowDown three times, then the PUT goes through. */
+	proxy_control("{\"mode\": \"slowdown\", \"count\": 3, \"methods\": [\"PUT\"]}");
+	a = snap(s);
+	put_str(s, "fault/slowdown", "after three SlowDowns", NULL);
+	assert_delta(s, a, 3, 3, 3);
+	proxy_control("{\"mode\": \"pass\"}");
+	assert_content(s, "fault/slowdown", "after three SlowDowns");
+
+	/* 429 twice on GET. */
+	proxy_control("{\"mode\": \"throttle\", \"count\": 2, \"methods\": [\"GET\"]}");
+	a = snap(s);
+	assert_content(s, "fault/slowdown", "after three SlowDowns");
+	assert_delta(s, a, 2, 2, 2);
+
+	/* 500 twice: retried, but not throttling. */
+	proxy_control("{\"mode\": \"error500\", \"count\": 2, \"methods\": [\"PUT\"]}");
+	a = snap(s);
+	put_str(s, "fault/err500", "after two 500s", NULL);
+	assert_delta(s, a, 2, 0, 2);
+	proxy_control("{\"mode\": \"error500\", \"count\": 2, \"methods\": [\"HEAD\"]}");
+	a = snap(s);
+	struct ws_obj_info info;
+	assert_int_equal(ws_store_head(s, "fault/err500", &info), 0);
+	assert_int_equal(info.size_bytes, strlen("after two 500s"));
+	assert_delta(s, a, 2, 0, 2);
+	proxy_control("{\"mode\": \"pass\"}");
+	assert_content(s, "fault/err500", "after two 500s");
+
+	/* Retry-After: 1 is honoured. */
+	proxy_control("{\"mode\": \"slowdown\", \"count\": 1, \"methods\": [\"GET\"], \"retry_after\": 1}");
+	a = snap(s);
+	int64_t t0 = wt_now_ms();
+	assert_content(s, "fault/err500", "after two 500s");
+	assert_true(wt_now_ms() - t0 >= 990);
+	assert_delta(s, a, 1, 1, 1);
+
+	/* Throttled listing and delete. */
+	proxy_control("{\"mode\": \"slowdown\", \"count\": 2, \"methods\": [\"GET\", \"DELETE\"]}");
+	a = snap(s);
+	struct ws_list_page p;
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(ws_store_list(s, "fault/", NULL, 10, &p), 0);
+	assert_int_equal(p.count, 2);
+	ws_list_page_free(&p);
+	assert_int_equal(ws_store_del(s, "fault/err500"), 0);
+	assert_delta(s, a, 2, 2, 2);
+	proxy_control("{\"mode\": \"slowdown\", \"count\": 1, \"methods\": [\"DELETE\"]}");
+	assert_int_equal(ws_store_del(s, "fault/err500"), 0);
+	proxy_control("{\"mode\": \"pass\"}");
+	assert_int_equal(ws_store_head(s, "fault/err500", NULL), WS_ENOTFOUND);
+	ws_store_close(s);
+}
+
+static void test_fault_latency(void **state)
+{
+	struct ws_store *s = open_proxied(NULL);
+	struct snap a;
+	(void)state;
+	put_str(s, "fault/latency", "slow but fine", NULL);
+	proxy_control("{\"mode\": \"latency\", \"latency_ms\": 200}");
+	a = snap(s);
+	int64_t t0 = wt_now_ms();
+	assert_content(s, "fault/latency", "slow but fine");
+	put_str(s, "fault/latency", "slow but fine 2", NULL);
+	int64_t dt = wt_now_ms() - t0;
+	proxy_control("{\"mode\": \"pass\"}");
+	assert_true(dt >= 400);
+	assert_true(dt < 5000);
+	assert_delta(s, a, 0, 0, 2);
+	assert_content(s, "fault/latency", "slow but fine 2");
+	ws_store_close(s);
+}
+
+static void test_fault_get_reset_truncate(void **state)
+{
+	struct ws_store *s = open_proxied(NULL);
+	size_t n = 256 << 10;
+	uint8_t *data = malloc(n);
+	struct ws_buf b;
+	struct snap a;
+	(void)state;
+
+	assert_non_null(data);
+	fill_random(data, n, 7);
+	put_bytes(s, "fault/big", data, n, NULL);
+	ws_buf_init(&b, 0);
+	static const char *const faults[] = {
+		"{\"mode\": \"reset\", \"count\": 1, \"methods\": [\"GET\"]}",
+		"{\"mode\": \"truncate\", \"count\": 1, \"methods\": [\"GET\"]}",
+		"{\"mode\": \"reset\", \"count\": 2, \"methods\": [\"GET\"]}",
+		"{\"mode\": \"truncate\", \"count\": 3, \"methods\": [\"GET\"]}",
+	};
+	for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
+		long count = strtol(strstr(faults[i], "count") + 8, NULL, 10);
+		proxy_control(faults[i]);
+		a = snap(s);
+		b.len = 0;
+		int rc = ws_store_get(s, "fault/big", 0, UINT64_MAX, &b, NULL);
+		if (rc)
+			fail_msg("%s: %s", faults[i], ws_errmsg());
+		assert_int_equal(b.len, n);
+		assert_memory_equal(b.data, data, n);
+		assert_delta(s, a, (uint64_t)count, 0, count);
+		/* A range GET through the same fault. */
+		proxy_control("{\"mode\": \"pass\"}");
+		proxy_control(faults[i]);
+		a = snap(s);
+		b.len = 0;
+		rc = ws_store_get(s, "fault/big", 1000, 100000, &b, NULL);
+		if (rc)
+			fail_msg("range %s: %s", faults[i], ws_errmsg());
+		assert_int_equal(b.len, 100000);
+		assert_memory_equal(b.data, data + 1000, 100000);
+		assert_delta(s, a, (uint64_t)count, 0, count);
+		proxy_control("{\"mode\": \"pass\"}");
+	}
+	/* A reset list response. */
+	proxy_control("{\"mode\": \"truncate\", \"count\": 1, \"methods\": [\"GET\"]}");
+	a = snap(s);
+	struct ws_list_page p;
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(ws_store_list(s, "fault/", NULL, 10, &p), 0);
+	assert_true(p.count >= 1);
+	ws_list_page_free(&p);
+	assert_delta(s, a, 1, 0, 1);
+	proxy_control("{\"mode\": \"pass\"}");
+	ws_buf_free(&b);
+	free(data);
+	ws_store_close(s);
+}
+
+/* The server applied the PUT, the client never heard: a retried conditional
+ * PUT gets 412 and must recognise its own write by the attempt token. */
+static void test_fault_put_reset(void **state)
+{
+	struct ws_store *s = open_proxied(NULL);
+	struct ws_store *direct = open_sink(NULL, NULL);
+	struct ws_etag e, e2;
+	struct ws_obj_info info;
+	struct snap a;
+	int rc;
+	(void)state;
+
+	/* Create-once: ours. */
+	proxy_control("{\"mode\": \"reset\", \"count\": 1, \"methods\": [\"PUT\"]}");
+	a = snap(s);
+	uint64_t pf0 = s->stats.precond_failed;
+	memset(&e, 0, sizeof(e));
+	rc = ws_store_put(s, "fault/create-reset", "mine", 4, WS_PUT_CREATE, NULL, &e);
+	if (rc)
+		fail_msg("create-once after a reset: %s (%s)", ws_errmsg(), ws_strerror(rc));
+	assert_delta_put_reset(s, a);
+	assert_int_equal(s->stats.precond_failed, pf0);
+	proxy_control("{\"mode\": \"pass\"}");
+	assert_content(direct, "fault/create-reset", "mine");
+	assert_int_equal(ws_store_head(direct, "fault/create-reset", &info), 0);
+	assert_string_equal(e.s, info.etag.s);
+
+	/* Create-once: someone else's key stays theirs. */
+	put_str(direct, "fault/create-theirs", "theirs", NULL);
+	proxy_control("{\"mode\": \"reset\", \"count\": 1, \"methods\": [\"PUT\"]}");
+	a = snap(s);
+	rc = ws_store_put(s, "fault/create-theirs", "mine", 4, WS_PUT_CREATE, NULL, NULL);
+	assert_int_equal(rc, WS_EPRECOND);
+	assert_delta_put_reset(s, a);
+	proxy_control("{\"mode\": \"pass\"}");
+	assert_content(direct, "fault/create-theirs", "theirs");
+
+	/* Compare-and-swap: ours. */
+	assert_int_equal(ws_store_head(s, "fault/create-reset", &info), 0);
+	proxy_control("{\"mode\": \"reset\", \"count\": 1, \"methods\": [\"PUT\"]}");
+	a = snap(s);
+	rc = ws_store_put(s, "fault/create-reset", "mine 2", 6, WS_PUT_CAS, &info.etag, &e2);
+	if (rc)
+		fail_msg("CAS after a reset: %s (%s)", ws_errmsg(), ws_strerror(rc));
+	assert_delta_put_reset(s, a);
+	proxy_control("{\"mode\": \"pass\"}");
+	assert_content(direct, "fault/create-reset", "mine 2");
+	assert_int_equal(ws_store_head(direct, "fault/create-reset", &info), 0);
+	assert_string_equal(e2.s, info.etag.s);
+
+	/* Compare-and-swap: someone else changed it in between. */
+	struct ws_etag stale = info.etag;
+	put_str(direct, "fault/create-reset", "theirs 3", NULL);
+	proxy_control("{\"mode\": \"reset\", \"count\": 1, \"methods\": [\"PUT\"]}");
+	a = snap(s);
+	rc = ws_store_put(s, "fault/create-reset", "mine 3", 6, WS_PUT_CAS, &stale, NULL);
+	assert_int_equal(rc, WS_EPRECOND);
+	assert_delta_put_reset(s, a);
+	proxy_control("{\"mode\": \"pass\"}");
+	assert_content(direct, "fault/create-reset", "theirs 3");
+
+	/* A plain overwrite reset: retried, applied once, content exact. */
+	proxy_control("{\"mode\": \"reset\", \"count\": 1, \"methods\": [\"PUT\"]}");
+	a = snap(s);
+	put_str(s, "fault/overwrite-reset", "overwritten", NULL);
+	assert_delta_put_reset(s, a);
+	proxy_control("{\"mode\": \"pass\"}");
+	assert_content(direct, "fault/overwrite-reset", "overwritten");
+	ws_store_close(direct);
+	ws_store_close(s);
+}
+
+/* More faults than retry_attempts_max (or the deadline): a clear error that
+ * names the key, and nothing half-written. */
+static void test_fault_exhausted(void **state)
+{
+	struct ws_store *s = open_proxied("retry_attempts_max=3");
+	struct ws_store *d = open_proxied("retry_deadline_ms=300");
+	struct ws_buf b;
+	struct snap a;
+	int rc;
+	(void)state;
+
+	ws_buf_init(&b, 0);
+	put_str(s, "fault/exhaust-old", "old content", NULL);
+	static const char *const modes[] = { "slowdown", "throttle", "error500", "reset", NULL };
+	for (int m = 0; modes[m]; m++) {
+		char ctl[256];
+		snprintf(ctl, sizeof(ctl), "{\"mode\": \"%s\", \"count\": 5, \"methods\": [\"PUT\"]}", modes[m]);
+		/* A new key. */
+		proxy_control(ctl);
+		a = snap(s);
+		rc = ws_store_put(s, "fault/exhaust-new", "half?", 5, WS_PUT_CREATE, NULL, NULL);
+		print_message("  %s x5, 3 attempts: %s\n", modes[m], ws_errmsg());
+		assert_true(rc < 0);
+		assert_int_not_equal(rc, WS_EPRECOND);
+		assert_non_null(strstr(ws_errmsg(), "fault/exhaust-new"));
+		assert_non_null(strstr(ws_errmsg(), "3 attempts"));
+		if (strcmp(modes[m], "reset") != 0)
+			assert_delta(s, a, 2, m < 2 ? 2 : 0, 3);
+		else /* plus libcurl's own resend of the first */
+			assert_delta_range(s, a, 2, 2, 0, 3, 4);
+		proxy_control("{\"mode\": \"pass\"}");
+		if (strcmp(modes[m], "reset") != 0) {
+			/* The store never saw it. */
+			assert_int_equal(ws_store_get(s, "fault/exhaust-new", 0, UINT64_MAX, &b, NULL), WS_ENOTFOUND);
+		} else {
+			/* The store applied it whole; the client was told it failed. */
+			char *v = get_str(s, "fault/exhaust-new", &rc, NULL);
+			assert_int_equal(rc, 0);
+			assert_string_equal(v, "half?");
+			free(v);
+			assert_int_equal(ws_store_del(s, "fault/exhaust-new"), 0);
+		}
+		/* An overwrite: the old content stays. */
+		proxy_control(ctl);
+		rc = ws_store_put(s, "fault/exhaust-old", "new content", 11, WS_PUT_OVERWRITE, NULL, NULL);
+		assert_true(rc < 0);
+		assert_non_null(strstr(ws_errmsg(), "fault/exhaust-old"));
+		proxy_control("{\"mode\": \"pass\"}");
+		if (strcmp(modes[m], "reset") != 0)
+			assert_content(s, "fault/exhaust-old", "old content");
+		else
+			put_str(s, "fault/exhaust-old", "old content", NULL);
+	}
+	/* A GET that runs out. */
+	proxy_control("{\"mode\": \"slowdown\", \"count\": 5, \"methods\": [\"GET\"]}");
+	b.len = 0;
+	rc = ws_store_get(s, "fault/exhaust-old", 0, UINT64_MAX, &b, NULL);
+	assert_int_equal(rc, -EIO);
+	assert_int_equal(b.len, 0);
+	assert_non_null(strstr(ws_errmsg(), "fault/exhaust-old"));
+	assert_non_null(strstr(ws_errmsg(), "503"));
+
+	/* The deadline bounds it too (attempts_max is 10 there). */
+	proxy_control("{\"mode\": \"slowdown\", \"count\": 1000, \"methods\": [\"PUT\"]}");
+	int64_t t0 = wt_now_ms();
+	rc = ws_store_put(d, "fault/deadline", "x", 1, WS_PUT_OVERWRITE, NULL, NULL);
+	int64_t dt = wt_now_ms() - t0;
+	print_message("  deadline 300 ms: %lld ms: %s\n", (long long)dt, ws_errmsg());
+	assert_int_equal(rc, -EIO);
+	assert_non_null(strstr(ws_errmsg(), "fault/deadline"));
+	assert_true(dt < 2000);
+	proxy_control("{\"mode\": \"pass\"}");
+	assert_int_equal(ws_store_head(s, "fault/deadline", NULL), WS_ENOTFOUND);
+	ws_buf_free(&b);
+	ws_store_close(d);
+	ws_store_close(s);
+}
+
+static void test_fault_ignore_conditional(void **state)
+{
+	char url[1024];
+	struct logcap cap;
+	int err = 0;
+	struct ws_store *s;
+	(void)state;
+
+	proxy_control("{\"mode\": \"ignore_conditional\", \"count\": 1000}");
+	sink_url(url, sizeof(url), g_px.endpoint, NULL, NULL);
+	s = ws_store_open(url, &err);
+	print_message("  %s\n", ws_errmsg());
+	assert_null(s);
+	assert_int_equal(err, WS_ECONFIG);
+	assert_non_null(strstr(ws_errmsg(), "If-None-Match"));
+	assert_non_null(strstr(ws_errmsg(), "conditional_writes=off"));
+
+	/* conditional_writes=off: opens, with a warning. */
+	memset(&cap, 0, sizeof(cap));
+	ws_log_set_sink(log_capture, &cap);
+	sink_url(url, sizeof(url), g_px.endpoint, NULL, "conditional_writes=off");
+	s = ws_store_open(url, &err);
+	ws_log_set_sink(NULL, NULL);
+	assert_non_null(s);
+	assert_int_equal(err, 0);
+	assert_int_equal(cap.warnings, 1);
+	assert_non_null(strstr(cap.text, "conditional_writes=off"));
+	put_str(s, "fault/nocond", "a", NULL);
+	assert_content(s, "fault/nocond", "a");
+	ws_store_close(s);
+
+	/* A read-only open (WS_STORE_EXISTING) does not probe. */
+	sink_url(url, sizeof(url), g_px.endpoint, NULL, NULL);
+	s = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
+	assert_non_null(s);
+	assert_content(s, "fault/nocond", "a");
+	ws_store_close(s);
+	proxy_control("{\"mode\": \"pass\"}");
+
+	/* The probe left nothing behind. */
+	struct ws_store *root = open_sink(NULL, NULL);
+	struct ws_list_page p;
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(ws_store_list(root, "_walship/", NULL, 1000, &p), 0);
+	assert_int_equal(p.count, 0);
+	ws_list_page_free(&p);
+	ws_store_close(root);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_list_paging),
+		cmocka_unit_test(test_prefix),
+		cmocka_unit_test(test_race_create),
+		cmocka_unit_test(test_race_cas),
+		cmocka_unit_test(test_wrong_secret),
+		cmocka_unit_test_setup_teardown(test_fault_throttling, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_fault_latency, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_fault_get_reset_truncate, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_fault_put_reset, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_fault_exhausted, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_fault_ignore_conditional, proxy_start, proxy_stop),
+	};
+	if (load_env() != 0)
+		return 1;
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
