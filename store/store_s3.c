@@ -331,15 +331,24 @@ static void error_code(const struct ws_buf *b, char *out, size_t cap)
 
 static int status_error(struct s3_store *s, const struct s3_call *c, const struct ws_buf *body)
 {
-	char code[64];
+	char code[64], what[WS_KEY_MAX + 96];
 	error_code(body, code, sizeof(code));
+	/* Name what was asked: the object, or the bucket for bucket-level calls. */
+	if (c->key[0])
+		snprintf(what, sizeof(what), "%s %s", c->method, c->key);
+	else if (c->query)
+		snprintf(what, sizeof(what), "list bucket %s", s->bucket);
+	else
+		snprintf(what, sizeof(what), "%s bucket %s", c->method, s->bucket);
+	if (!strcmp(code, "NoSuchBucket") || (c->req.status == 404 && !c->key[0]))
+		return ws_fail(WS_ENOTFOUND, "s3 %s: bucket %s does not exist (%s)", s->base.url, s->bucket,
+			       code[0] ? code : "HTTP 404");
 	if (c->req.status == 404)
 		return ws_fail(WS_ENOTFOUND, "s3 %s: %s: no such object", s->base.url, c->key);
 	if (c->req.status == 403)
-		return ws_fail(-EACCES, "s3 %s: %s %s: access denied (HTTP 403 %s): check credentials and "
-			       "clock", s->base.url, c->method, c->key, code);
-	return ws_fail(-EIO, "s3 %s: %s %s: HTTP %ld %s", s->base.url, c->method, c->key, c->req.status,
-		       code);
+		return ws_fail(-EACCES, "s3 %s: %s: access denied (HTTP 403 %s): check credentials and "
+			       "clock", s->base.url, what, code);
+	return ws_fail(-EIO, "s3 %s: %s: HTTP %ld %s", s->base.url, what, c->req.status, code);
 }
 
 /* ---- ops ----------------------------------------------------------------- */
@@ -775,7 +784,7 @@ static int probe_conditional(struct s3_store *s)
 	snprintf(key, sizeof(key), "_walship/probe-%016" PRIx64, rnd64(s));
 	rc = s3_put(&s->base, key, &iov, 1, WS_PUT_CREATE, NULL, NULL);
 	if (rc)
-		return ws_fail_wrap(rc, "s3 %s: conditional-write probe", s->base.url);
+		return ws_fail_wrap(rc, "conditional-write probe");
 	rc = s3_put(&s->base, key, &iov, 1, WS_PUT_CREATE, NULL, NULL);
 	(void)s3_del(&s->base, key);
 	if (rc == WS_EPRECOND)
@@ -784,7 +793,7 @@ static int probe_conditional(struct s3_store *s)
 		return ws_fail(WS_ECONFIG, "s3 %s: the store ignores If-None-Match (a second create-once of "
 			       "%s succeeded): it cannot fence owners; refusing it (conditional_writes=off "
 			       "overrides)", s->base.url, key);
-	return ws_fail_wrap(rc, "s3 %s: conditional-write probe", s->base.url);
+	return ws_fail_wrap(rc, "conditional-write probe");
 }
 
 struct ws_store *ws_store_s3_open(const char *url, unsigned flags, int *err)

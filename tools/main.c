@@ -533,7 +533,7 @@ static int cmd_replicate(int argc, char **argv)
 		ws_log_set_level(WS_LOG_INFO);
 	sink = ws_sink_open(sink_url, &rc);
 	if (!sink) {
-		fprintf(stderr, "walship: sink %s: %s\n", sink_url, ws_errmsg());
+		fprintf(stderr, "walship: %s\n", ws_errmsg());
 		exit_code = rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
 		goto out;
 	}
@@ -645,7 +645,7 @@ static int cmd_restore(int argc, char **argv)
 		return usage_error("restore: --frame and --time exclude each other");
 	sink = ws_sink_open_flags(sink_url, WS_SINK_EXISTING, &rc);
 	if (!sink) {
-		fprintf(stderr, "walship: sink %s: %s\n", sink_url, ws_errmsg());
+		fprintf(stderr, "walship: %s\n", ws_errmsg());
 		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
 	}
 	rc = ws_restore(sink, tenant, &ro, out);
@@ -713,7 +713,7 @@ static int cmd_ls(int argc, char **argv)
 		return usage_error("ls: --sink URL is required");
 	sink = ws_sink_open_flags(sink_url, WS_SINK_EXISTING, &rc);
 	if (!sink) {
-		fprintf(stderr, "walship: sink %s: %s\n", sink_url, ws_errmsg());
+		fprintf(stderr, "walship: %s\n", ws_errmsg());
 		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
 	}
 	rc = ws_list_tenants(sink, tenant, ls_cb, &p);
@@ -760,7 +760,7 @@ static int cmd_verify(int argc, char **argv)
 		return usage_error("verify: --sink URL is required");
 	sink = ws_sink_open_flags(sink_url, WS_SINK_EXISTING, &rc);
 	if (!sink) {
-		fprintf(stderr, "walship: sink %s: %s\n", sink_url, ws_errmsg());
+		fprintf(stderr, "walship: %s\n", ws_errmsg());
 		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
 	}
 	rc = ws_verify(sink, tenant, verify_problem, &problems);
