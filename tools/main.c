@@ -266,6 +266,25 @@ static int cfg_handler(void *user, const char *section, const char *key, const c
 		}
 		return 1;
 	}
+	if (!strcmp(section, "s3")) {
+		/* Credentials for s3:// sinks. The environment wins over the file,
+		 * as with AWS's own tools; the store reads them from there. */
+		static const char *const keys[][2] = {
+			{ "access_key_id", "AWS_ACCESS_KEY_ID" },
+			{ "secret_access_key", "AWS_SECRET_ACCESS_KEY" },
+			{ "session_token", "AWS_SESSION_TOKEN" },
+			{ "region", "AWS_REGION" },
+		};
+		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+			if (!strcmp(key, keys[i][0])) {
+				if (!*value)
+					return cfg_fail(c, line, "[s3] %s is empty", key);
+				setenv(keys[i][1], value, 0);
+				return 1;
+			}
+		}
+		return cfg_fail(c, line, "[s3]: unknown key '%s'", key);
+	}
 	if (!strncmp(section, "tenant.", 7)) {
 		const char *name = section + 7;
 		struct tenant_cfg *t;
@@ -320,7 +339,7 @@ static int config_sections(struct config *c, const char *file)
 			continue; /* inih reports the syntax error */
 		*end = '\0';
 		p++;
-		if (!strcmp(p, "engine"))
+		if (!strcmp(p, "engine") || !strcmp(p, "s3"))
 			continue;
 		if (!strncmp(p, "tenant.", 7) && p[7]) {
 			struct tenant_cfg *t = tenant_get(c, p + 7);
@@ -329,7 +348,7 @@ static int config_sections(struct config *c, const char *file)
 			continue;
 		}
 		fclose(f);
-		return usage_error("config %s:%d: unknown section [%s] (expected [engine] or [tenant.NAME])",
+		return usage_error("config %s:%d: unknown section [%s] (expected [engine], [s3] or [tenant.NAME])",
 				   file, line, p);
 	}
 	fclose(f);
