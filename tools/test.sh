@@ -10,7 +10,7 @@
 #   2. build-ci      -DWS_WERROR=ON, every ctest test
 #   3. build-asan    ASan+UBSan (-DWS_SANITIZE=address), every ctest test
 #   4. build-tsan    TSan (-DWS_SANITIZE=thread), the concurrent tests
-#                    (ctest -R 'test_store|test_io')
+#                    (ctest -R 'test_store|test_io|test_net|test_core_stream')
 #   5. bench smoke   bench_e2e at a tiny size and bench_wal briefly, from
 #                    build-ci: fails only if a benchmark crashes or errors,
 #                    never on a ratio
@@ -25,7 +25,7 @@ set -euo pipefail
 
 cd "$(dirname "$(readlink -f "$0")")/.."
 JOBS="${WS_JOBS:-2}"
-TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io}"
+TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io|test_net|test_core_stream}"
 BENCH_MB="${WS_BENCH_MB:-8}"
 START=$(date +%s)
 

@@ -29,7 +29,7 @@ const char *ws_version(void);
 
 struct ws_sink;
 
-/* "file:///abs/dir". Errors: WS_ECONFIG, I/O errors. */
+/* "file:///abs/dir" or "s3://bucket/prefix?..." (README). Errors: WS_ECONFIG, I/O errors. */
 struct ws_sink *ws_sink_open(const char *url, int *err);
 /* WS_SINK_EXISTING: fail with WS_ENOTFOUND rather than create the sink. */
 #define WS_SINK_EXISTING 1u
@@ -157,8 +157,8 @@ struct ws_stream_config {
 struct ws_stream;
 
 /*
- * Open a stream: validates the config and opens the database read-only
- * (holding a read transaction while shipping, see docs/DESIGN-checkpoints).
+ * Open a stream: validates the config and opens the database (it never writes it)
+ * (holding a read transaction while shipping: README, "WAL checkpoints").
  * Does not touch the sink. Errors: WS_ECONFIG, -ENOENT (database missing), I/O.
  */
 struct ws_stream *ws_stream_open(struct ws_sink *sink, const struct ws_stream_config *cfg, int *err);

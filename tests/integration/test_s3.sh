@@ -344,11 +344,20 @@ usage "bucket name too short (s3://ab)" replicate --once --sink "s3://ab/bad?end
 check "... the message names the bucket rule" grep -qi bucket err
 usage "bucket name too short (restore)" restore --sink "s3://ab?endpoint=$E" --tenant u -o x.db
 usage "bucket name with upper case" ls --sink "s3://Walship/bad?endpoint=$E"
+KEY_SAVED=$AWS_ACCESS_KEY_ID
 (
 	unset AWS_ACCESS_KEY_ID
 	usage "no AWS_ACCESS_KEY_ID (replicate)" replicate --once --sink "$(url bad)" u.db
 	check "... the message names AWS_ACCESS_KEY_ID" grep -q AWS_ACCESS_KEY_ID err
 	usage "no AWS_ACCESS_KEY_ID (ls)" ls --sink "$(url bad)"
+	# The same credentials from the config file's [s3] section work.
+	printf '[s3]\naccess_key_id = %s\nsecret_access_key = %s\n' "$KEY_SAVED" "$AWS_SECRET_ACCESS_KEY" >creds.ini
+	unset AWS_SECRET_ACCESS_KEY
+	ws replicate --once --config creds.ini --sink "$(url cfgcreds)" u.db
+	check "credentials from [s3] in --config: replicate exit 0" [ "$rc" = 0 ]
+	printf '[s3]\naccess_key = x\n' >badcreds.ini
+	usage "unknown [s3] key" replicate --once --config badcreds.ini --sink "$(url bad)" u.db
+	check "... the message names file, line and key" grep -q 'badcreds.ini:2:.*access_key' err
 	echo "$pass $fail" >"$ROOT/sub.counts"
 )
 read -r pass fail <"$ROOT/sub.counts"

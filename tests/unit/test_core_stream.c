@@ -990,7 +990,7 @@ static void test_point_in_time(void **state)
 
 struct racer {
 	const char *db;
-	volatile int stop;
+	int stop;          /* __atomic: set by the test thread, read by the racer */
 	int64_t *begin_ms;
 	int count;
 };
@@ -1006,7 +1006,7 @@ static void *racer_main(void *arg)
 	sqlite3_exec(db, "PRAGMA wal_autocheckpoint=0", NULL, NULL, NULL);
 	if (sqlite3_prepare_v2(db, "INSERT INTO t(k, v) VALUES(?, randomblob(64))", -1, &s, NULL) != SQLITE_OK)
 		goto out;
-	while (!r->stop && r->count < RACE_TXNS_MAX) {
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE) && r->count < RACE_TXNS_MAX) {
 		r->begin_ms[r->count] = ws_wall_ms();
 		sqlite3_bind_int64(s, 1, 1000000 + r->count);
 		if (sqlite3_step(s) != SQLITE_DONE) {
@@ -1097,7 +1097,7 @@ static void test_time_never_after_commit(void **state)
 					(unsigned long long)wal_size(&e), r.count);
 		}
 	}
-	r.stop = 1;
+	__atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE); /* pairs with the racer's acquire load */
 	pthread_join(th, NULL);
 	assert_true(checked >= 8);
 	wt_tail_ok(st, &o);
