@@ -199,6 +199,28 @@ int ws_store_del(struct ws_store *s, const char *key)
 	return s->ops->del(s, key);
 }
 
+int ws_store_del_many(struct ws_store *s, const char *const *keys, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		size_t chunk = n - i < WS_DEL_MANY_MAX ? n - i : WS_DEL_MANY_MAX;
+		int rc;
+		if (s->ops->del_many) {
+			rc = s->ops->del_many(s, keys + i, chunk);
+			if (rc)
+				return rc;
+			stat_add(&s->stats.deletes, chunk);
+		} else {
+			for (size_t k = 0; k < chunk; k++) {
+				rc = ws_store_del(s, keys[i + k]);
+				if (rc)
+					return rc;
+			}
+		}
+		i += chunk;
+	}
+	return 0;
+}
+
 void ws_store_close(struct ws_store *s)
 {
 	if (s)

@@ -28,6 +28,7 @@
  */
 #include <errno.h>
 #include <expat.h>
+#include <openssl/evp.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -711,6 +712,143 @@ fail:
 	return rc;
 }
 
+/* DeleteObjects' reply in quiet mode lists only failures: keep the first. */
+struct del_parse {
+	int depth;
+	bool in_error;
+	char tag[32];
+	char text[WS_KEY_MAX * 2];
+	size_t text_len;
+	char key[WS_KEY_MAX * 2];
+	char code[64];
+	unsigned errors;
+};
+
+static void XMLCALL del_start(void *arg, const XML_Char *name, const XML_Char **attrs)
+{
+	struct del_parse *p = arg;
+	(void)attrs;
+	p->depth++;
+	if (p->depth == 2 && !strcmp(name, "Error"))
+		p->in_error = true;
+	p->text_len = 0;
+}
+
+static void XMLCALL del_text(void *arg, const XML_Char *s, int len)
+{
+	struct del_parse *p = arg;
+	if (len > 0 && p->text_len + (size_t)len < sizeof(p->text)) {
+		memcpy(p->text + p->text_len, s, (size_t)len);
+		p->text_len += (size_t)len;
+	}
+}
+
+static void XMLCALL del_end(void *arg, const XML_Char *name)
+{
+	struct del_parse *p = arg;
+	p->text[p->text_len] = '\0';
+	if (p->in_error && p->depth == 3 && p->errors == 0) {
+		if (!strcmp(name, "Key"))
+			snprintf(p->key, sizeof(p->key), "%s", p->text);
+		else if (!strcmp(name, "Code"))
+			snprintf(p->code, sizeof(p->code), "%.63s", p->text);
+	} else if (p->depth == 2 && !strcmp(name, "Error")) {
+		p->in_error = false;
+		/* A key that is already gone is what delete asked for. */
+		if (strcmp(p->code, "NoSuchKey") != 0)
+			p->errors++;
+		else
+			p->key[0] = p->code[0] = '\0';
+	}
+	p->depth--;
+	p->text_len = 0;
+}
+
+static int s3_del_many(struct ws_store *base, const char *const *keys, size_t n)
+{
+	struct s3_store *s = (struct s3_store *)base;
+	struct ws_buf body, resp;
+	struct s3_call c = { .method = "POST", .key = "", .query = "delete" };
+	char h_len[64], h_md5[64], b64[32];
+	unsigned char md5[16];
+	unsigned int md5_len = 0;
+	struct del_parse dp;
+	XML_Parser xp = NULL;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if (n > WS_DEL_MANY_MAX)
+		return ws_fail(-EINVAL, "s3 %s: DeleteObjects of %zu keys (at most %u)", base->url, n,
+			       WS_DEL_MANY_MAX);
+	ws_buf_init(&body, (size_t)n * (WS_KEY_MAX * 2 + 32) + 256);
+	ws_buf_init(&resp, 16u << 20);
+	{
+		static const char head[] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Delete><Quiet>true</Quiet>";
+		ws_buf_append(&body, head, sizeof(head) - 1);
+	}
+	for (size_t i = 0; i < n; i++) {
+		char full[WS_KEY_MAX * 2];
+		/* Valid keys hold no XML metacharacters: nothing to escape. */
+		if (!ws_key_valid(keys[i])) {
+			rc = ws_fail(-EINVAL, "s3 %s: invalid key \"%s\"", base->url, keys[i]);
+			goto out;
+		}
+		snprintf(full, sizeof(full), "%s%s%s", s->prefix, s->prefix[0] ? "/" : "", keys[i]);
+		ws_buf_append(&body, "<Object><Key>", 13);
+		ws_buf_append(&body, full, strlen(full));
+		ws_buf_append(&body, "</Key></Object>", 15);
+	}
+	ws_buf_append(&body, "</Delete>", 9);
+	if (body.err) {
+		rc = body.err;
+		goto out;
+	}
+	/* DeleteObjects requires Content-MD5 of the body. */
+	if (EVP_Digest(body.data, body.len, md5, &md5_len, EVP_md5(), NULL) != 1) {
+		rc = ws_fail(-EIO, "s3 %s: MD5 failed", base->url);
+		goto out;
+	}
+	EVP_EncodeBlock((unsigned char *)b64, md5, (int)md5_len);
+	snprintf(h_len, sizeof(h_len), "Content-Length: %zu", body.len);
+	snprintf(h_md5, sizeof(h_md5), "Content-MD5: %s", b64);
+	c.extra[c.extra_count++] = h_len;
+	c.extra[c.extra_count++] = h_md5;
+	struct iovec iov = { body.data, body.len };
+	c.body = &iov;
+	c.body_iovcnt = 1;
+	c.resp = &resp;
+	rc = s3_call(s, &c);
+	if (rc)
+		goto out;
+	if (c.req.status != 200) {
+		rc = status_error(s, &c, &resp);
+		goto out;
+	}
+	memset(&dp, 0, sizeof(dp));
+	xp = XML_ParserCreate(NULL);
+	if (!xp) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	XML_SetUserData(xp, &dp);
+	XML_SetElementHandler(xp, del_start, del_end);
+	XML_SetCharacterDataHandler(xp, del_text);
+	if (resp.len > INT32_MAX || XML_Parse(xp, (const char *)resp.data, (int)resp.len, 1) != XML_STATUS_OK) {
+		rc = ws_fail(WS_EFORMAT, "s3 %s: DeleteObjects response is not well-formed XML", base->url);
+		goto out;
+	}
+	if (dp.errors)
+		rc = ws_fail(-EIO, "s3 %s: DeleteObjects: %u key%s not deleted, first %s (%s)", base->url,
+			     dp.errors, dp.errors == 1 ? "" : "s", dp.key, dp.code);
+out:
+	if (xp)
+		XML_ParserFree(xp);
+	ws_buf_free(&body);
+	ws_buf_free(&resp);
+	return rc;
+}
+
 static void s3_close(struct ws_store *base)
 {
 	struct s3_store *s = (struct s3_store *)base;
@@ -725,6 +863,7 @@ static const struct ws_store_ops s3_ops = {
 	.head = s3_head,
 	.list = s3_list,
 	.del = s3_del,
+	.del_many = s3_del_many,
 	.close = s3_close,
 };
 

@@ -106,6 +106,13 @@ struct ws_store_ops {
 		    struct ws_list_page *out);
 	/* Deleting a missing key succeeds (idempotent). Errors: -EINVAL, I/O. */
 	int (*del)(struct ws_store *s, const char *key);
+	/*
+	 * Delete up to WS_DEL_MANY_MAX keys in one request where the backend can
+	 * (S3 DeleteObjects). NULL: the wrapper deletes one by one. Missing keys
+	 * succeed. Errors: -EINVAL, I/O (the detail names the first key that
+	 * failed; the others may be gone).
+	 */
+	int (*del_many)(struct ws_store *s, const char *const *keys, size_t n);
 	void (*close)(struct ws_store *s);
 };
 
@@ -126,6 +133,9 @@ int ws_store_head(struct ws_store *s, const char *key, struct ws_obj_info *info)
 int ws_store_list(struct ws_store *s, const char *prefix, const char *token, unsigned max_keys,
 		  struct ws_list_page *out) WS_MUST_CHECK;
 int ws_store_del(struct ws_store *s, const char *key) WS_MUST_CHECK;
+#define WS_DEL_MANY_MAX 1000u
+/* Delete n keys (any n), in requests of at most WS_DEL_MANY_MAX. */
+int ws_store_del_many(struct ws_store *s, const char *const *keys, size_t n) WS_MUST_CHECK;
 void ws_store_close(struct ws_store *s);
 
 /* True when key is well-formed as described above. */

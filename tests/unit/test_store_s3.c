@@ -416,6 +416,78 @@ static void check_paging(struct ws_store *s, const char *prefix, unsigned max_ke
 	assert_true(pages == want_pages || (n % (int)max_keys == 0 && pages == want_pages + 1));
 }
 
+/* DeleteObjects: 1,100 keys (two requests), one missing key, sizes in listings. */
+#define DEL_N 1100
+
+static int del_writer(int i, void *arg)
+{
+	char url[1024], key[64], val[64];
+	struct ws_store *s;
+	(void)arg;
+	sink_url(url, sizeof(url), NULL, NULL, NULL);
+	if (!(s = child_open(url)))
+		return 2;
+	for (int k = i; k < DEL_N; k += LIST_WRITERS) {
+		snprintf(key, sizeof(key), "delm/k%05d", k);
+		snprintf(val, sizeof(val), "value-%d", k);
+		if (ws_store_put(s, key, val, strlen(val), WS_PUT_OVERWRITE, NULL, NULL) != 0) {
+			ws_store_close(s);
+			return 3;
+		}
+	}
+	ws_store_close(s);
+	return 0;
+}
+
+static void test_delete_many(void **state)
+{
+	int codes[LIST_WRITERS];
+	char **keys = calloc(DEL_N + 1, sizeof(*keys));
+	char token[WS_KEY_MAX] = "";
+	size_t n = 0;
+	struct ws_store *s = open_sink(NULL, NULL);
+	(void)state;
+	assert_non_null(keys);
+	run_children(LIST_WRITERS, del_writer, NULL, codes);
+	for (int i = 0; i < LIST_WRITERS; i++)
+		assert_int_equal(codes[i], 0);
+	for (;;) {
+		struct ws_list_page p;
+		memset(&p, 0, sizeof(p));
+		assert_int_equal(ws_store_list(s, "delm/", token, 1000, &p), 0);
+		assert_non_null(p.sizes);
+		for (size_t i = 0; i < p.count; i++) {
+			char want[64];
+			snprintf(want, sizeof(want), "value-%d", atoi(p.keys[i] + 6));
+			assert_int_equal(p.sizes[i], strlen(want)); /* sizes come with the listing */
+			keys[n++] = strdup(p.keys[i]);
+		}
+		bool more = p.truncated;
+		snprintf(token, sizeof(token), "%s", p.next_token);
+		ws_list_page_free(&p);
+		if (!more)
+			break;
+	}
+	assert_int_equal(n, DEL_N);
+	keys[n++] = strdup("delm/never-existed");
+	uint64_t before = s->stats.deletes;
+	if (ws_store_del_many(s, (const char *const *)keys, n) != 0)
+		fail_msg("del_many: %s", ws_errmsg());
+	assert_int_equal(s->stats.deletes - before, n);
+	struct ws_list_page p;
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(ws_store_list(s, "delm/", NULL, 1000, &p), 0);
+	assert_int_equal(p.count, 0); /* every one gone */
+	ws_list_page_free(&p);
+	/* A bad key is refused before any request. */
+	const char *bad[] = { "delm/ok", "../escape" };
+	assert_int_equal(ws_store_del_many(s, bad, 2), -EINVAL);
+	for (size_t i = 0; i < n; i++)
+		free(keys[i]);
+	free(keys);
+	ws_store_close(s);
+}
+
 static void test_list_paging(void **state)
 {
 	struct ws_store *s = open_sink(NULL, NULL);
@@ -1297,6 +1369,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_list_paging),
+		cmocka_unit_test(test_delete_many),
 		cmocka_unit_test(test_prefix),
 		cmocka_unit_test(test_race_create),
 		cmocka_unit_test(test_race_cas),
