@@ -407,17 +407,6 @@ struct s3_target {
 	const char *access_key, *secret_key;
 };
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* The parts of the store URL that the curl runs need. */
 static void parse_s3_url(const char *url, struct s3_target *t)
 {
@@ -450,8 +439,8 @@ static void parse_s3_url(const char *url, struct s3_target *t)
 	n = 0;
 	while (*e && *e != '&' && n + 1 < sizeof(t->endpoint)) {
 		int ch = (unsigned char)*e++;
-		if (ch == '%' && hexval(e[0]) >= 0 && hexval(e[1]) >= 0) {
-			ch = hexval(e[0]) * 16 + hexval(e[1]);
+		if (ch == '%' && ws_hexval((char)e[0]) >= 0 && ws_hexval((char)e[1]) >= 0) {
+			ch = ws_hexval((char)e[0]) * 16 + ws_hexval((char)e[1]);
 			e += 2;
 		}
 		t->endpoint[n++] = (char)ch;

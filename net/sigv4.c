@@ -128,17 +128,6 @@ void ws_sigv4_amz_date(time_t t, char out[17])
 		memcpy(out, "19700101T000000Z", 17);
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /*
  * Decode %XX escapes into out (at least len bytes). A '%' not followed by
  * two hex digits stays literal, so it re-encodes as %25: the server sees
@@ -149,7 +138,7 @@ static size_t pct_decode(const char *in, size_t len, char *out)
 	size_t o = 0;
 	for (size_t i = 0; i < len; i++) {
 		int hi, lo;
-		if (in[i] == '%' && i + 2 < len && (hi = hexval(in[i + 1])) >= 0 && (lo = hexval(in[i + 2])) >= 0) {
+		if (in[i] == '%' && i + 2 < len && (hi = ws_hexval(in[i + 1])) >= 0 && (lo = ws_hexval(in[i + 2])) >= 0) {
 			out[o++] = (char)(hi << 4 | lo);
 			i += 2;
 		} else {

@@ -880,17 +880,6 @@ static int parse_bool(const char *v, bool *out)
 	return 0;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Percent-decode n bytes of a query value. */
 static int url_decode(const char *in, size_t n, char *out, size_t cap)
 {
@@ -900,7 +889,7 @@ static int url_decode(const char *in, size_t n, char *out, size_t cap)
 		if (ch == '%') {
 			if (i + 2 >= n)
 				return -1;
-			int h = hexval(in[i + 1]), l = hexval(in[i + 2]);
+			int h = ws_hexval(in[i + 1]), l = ws_hexval(in[i + 2]);
 			if (h < 0 || l < 0)
 				return -1;
 			ch = h * 16 + l;

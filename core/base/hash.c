@@ -43,6 +43,17 @@ void ws_sha256v(const struct iovec *iov, int iovcnt, uint8_t out[WS_SHA256_LEN])
 	EVP_MD_CTX_free(ctx);
 }
 
+int ws_hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 void ws_hex(const uint8_t *in, size_t n, char *out)
 {
 	static const char digits[] = "0123456789abcdef";

@@ -15,6 +15,8 @@ uint64_t ws_xxh64v(const struct iovec *iov, int iovcnt);
 void ws_sha256(const void *data, size_t len, uint8_t out[WS_SHA256_LEN]);
 /* SHA-256 over the concatenation of the iovecs (streaming, no copy). */
 void ws_sha256v(const struct iovec *iov, int iovcnt, uint8_t out[WS_SHA256_LEN]);
+/* Value of one hex digit (either case), or -1. */
+int ws_hexval(char c);
 /* Lower-case hex of n bytes into out (2n+1 bytes). */
 void ws_hex(const uint8_t *in, size_t n, char *out);
 
