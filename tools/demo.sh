@@ -6,12 +6,12 @@
 #   bash tools/demo.sh            (installs what is missing, builds, runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/install-deps.sh
+bash tools/install-deps.sh --core
 
 echo "== build"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j"$(nproc)" --target walship >/dev/null
-W=$PWD/build/tools/walship
+cmake -S . -B build-demo -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWS_BUILD_TESTS=OFF -DWS_BUILD_BENCH=OFF >/dev/null
+cmake --build build-demo -j"$(nproc)" --target walship >/dev/null
+W=$PWD/build-demo/tools/walship
 
 DIR=${WS_DEMO_DIR:-/tmp/walship-demo}
 rm -rf "$DIR"
@@ -29,7 +29,7 @@ REPL=$!
 trap 'kill $REPL 2>/dev/null || true' EXIT
 
 for i in $(seq 1 40); do
-  sqlite3 "$DB" "BEGIN;
+  sqlite3 -cmd ".timeout 5000" "$DB" "BEGIN;
     INSERT INTO orders(customer, amount, note)
       SELECT 'customer-' || abs(random() % 1000), abs(random() % 100000), randomblob(abs(random() % 2000))
       FROM generate_series(1, 50);
@@ -37,8 +37,8 @@ for i in $(seq 1 40); do
     DELETE FROM orders WHERE id % 101 = $((i % 101));
     COMMIT;" >/dev/null
   case $((i % 10)) in
-    3) sqlite3 "$DB" "PRAGMA wal_checkpoint(PASSIVE);" >/dev/null ;;
-    7) sqlite3 "$DB" "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null ;;
+    3) sqlite3 -cmd ".timeout 5000" "$DB" "PRAGMA wal_checkpoint(PASSIVE);" >/dev/null ;;
+    7) sqlite3 -cmd ".timeout 300" "$DB" "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null ;;
   esac
   sleep 0.05
 done

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # Install walship's build and test dependencies from Debian's archive.
-# Idempotent; skipped entirely when WS_SKIP_INSTALL=1.
+# Idempotent; skipped entirely when WS_SKIP_INSTALL=1. --core: only what
+# building and running walship needs (no test servers).
 set -euo pipefail
 [ "${WS_SKIP_INSTALL:-0}" = "1" ] && exit 0
 
+# Build and run: what the library, the CLI and the demo need.
 PKGS=(
   build-essential cmake pkg-config
   liburing-dev libcurl4-openssl-dev libssl-dev libxxhash-dev
   libsqlite3-dev sqlite3 libinih-dev libjansson-dev libexpat1-dev
-  libcmocka-dev libbenchmark-dev python3 curl
-  ceph-mon ceph-osd radosgw
 )
+# Tests and benchmarks also need these (radosgw: the real S3 server of the
+# S3 tests); `install-deps.sh --core` skips them.
+if [ "${1:-}" != "--core" ]; then
+  PKGS+=(libcmocka-dev libbenchmark-dev python3 curl ceph-mon ceph-osd radosgw)
+fi
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
