@@ -15,7 +15,6 @@
 #include "ws_wal.h"
 
 #define CHAIN_MAX (1u << 20)
-#define OBJ_MAX ((size_t)1 << 30)
 
 int ws_wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm, struct ws_etag *etag)
 {
@@ -114,12 +113,6 @@ int ws_batch_verify(const uint8_t *obj, size_t len, const struct ws_fmt_manifest
 	return 0;
 }
 
-static bool gen_eq(const struct ws_fmt_gen *a, const struct ws_fmt_gen *b)
-{
-	return a->wal_magic == b->wal_magic && a->checkpoint_seq == b->checkpoint_seq &&
-	       a->salt1 == b->salt1 && a->salt2 == b->salt2 && a->page_size == b->page_size;
-}
-
 /* A version-1 watermark carries no salts (decode zeroes them); its manifest
  * is still bound to it by SHA-256 and length, salts included. */
 static bool wm_gen_eq(const struct ws_fmt_watermark *wm, const struct ws_fmt_gen *g)
@@ -127,7 +120,7 @@ static bool wm_gen_eq(const struct ws_fmt_watermark *wm, const struct ws_fmt_gen
 	if (wm->version < 2)
 		return g->wal_magic == wm->gen.wal_magic && g->checkpoint_seq == wm->gen.checkpoint_seq &&
 		       g->page_size == wm->gen.page_size;
-	return gen_eq(g, &wm->gen);
+	return ws_fmt_gen_equal(g, &wm->gen);
 }
 
 void ws_chain_free(struct ws_chain *c)
@@ -210,10 +203,10 @@ int ws_chain_load(struct ws_store *s, const char *tenant, const struct ws_fmt_wa
 			if (m.wm_seq + 1 != n->wm_seq)
 				why = "watermark sequence gap";
 			else if (n->kind == WS_MANIFEST_CONTINUE &&
-				 (!gen_eq(&m.gen, &n->gen) || m.last_frame + 1 != n->first_frame ||
+				 (!ws_fmt_gen_equal(&m.gen, &n->gen) || m.last_frame + 1 != n->first_frame ||
 				  m.end_cksum[0] != n->seed_cksum[0] || m.end_cksum[1] != n->seed_cksum[1]))
 				why = "frame range or checksum does not continue";
-			else if (n->kind == WS_MANIFEST_NEXT_GEN && (gen_eq(&m.gen, &n->gen) || n->first_frame != 1))
+			else if (n->kind == WS_MANIFEST_NEXT_GEN && (ws_fmt_gen_equal(&m.gen, &n->gen) || n->first_frame != 1))
 				why = "next generation does not start a new WAL";
 			if (why) {
 				ws_fmt_manifest_free(&m);

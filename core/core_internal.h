@@ -36,7 +36,7 @@ struct ws_chain {
 /*
  * Load the chain from the manifest the watermark names back to its REBASE
  * base, verifying each manifest's SHA-256, length and links (generation,
- * frame and checksum continuity). stop_before_time_ms > 0 is not used here.
+ * frame and checksum continuity).
  * Errors name the object: WS_ENOTFOUND/WS_EINCOMPLETE (missing link),
  * WS_ECORRUPT, WS_EFORMAT, I/O.
  */
@@ -49,6 +49,8 @@ int ws_batch_verify(const uint8_t *obj, size_t len, const struct ws_fmt_manifest
 		    const struct ws_fmt_objref *ref, const uint32_t seed[2], uint32_t end[2],
 		    struct ws_fmt_batch *hdr, const uint8_t **frames) WS_MUST_CHECK;
 
+/* A stored generation as the seed's WalGeneration; salted=false: salts unknown. */
+void ws_gen_to_public(const struct ws_fmt_gen *g, bool salted, struct ws_wal_generation *out);
 void ws_gen_from_fmt(const struct ws_fmt_watermark *wm, struct ws_wal_generation *out);
 
 #endif

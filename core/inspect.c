@@ -113,7 +113,6 @@ struct verify_ctx {
 	ws_problem_fn fn;
 	void *arg;
 	int first_err;
-	unsigned tenants;
 	bool explicit_tenant;
 };
 
@@ -125,7 +124,6 @@ static int verify_one(const char *tenant, void *arg)
 	struct ws_replay_result res;
 	int rc;
 
-	x->tenants++;
 	rc = ws_wm_load(x->s, tenant, &wm, NULL);
 	if (rc == WS_ENOTFOUND && !x->explicit_tenant) {
 		/* Objects without a watermark: what a crash before the first
@@ -159,7 +157,7 @@ static int verify_one(const char *tenant, void *arg)
 
 int ws_verify(struct ws_sink *sink, const char *tenant, ws_problem_fn fn, void *arg)
 {
-	struct verify_ctx x = { sink->store, fn, arg, 0, 0, tenant != NULL };
+	struct verify_ctx x = { sink->store, fn, arg, 0, tenant != NULL };
 	int rc;
 	if (tenant) {
 		if (!ws_tenant_name_valid(tenant))

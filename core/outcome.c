@@ -46,10 +46,15 @@ const struct ws_backpressure_report *ws_outcome_backpressure(const struct ws_out
 	return NULL;
 }
 
+void ws_gen_to_public(const struct ws_fmt_gen *g, bool salted, struct ws_wal_generation *out)
+{
+	out->checkpoint_seq = g->checkpoint_seq;
+	out->has_salt = salted && g->wal_magic != 0;
+	out->salt1 = out->has_salt ? g->salt1 : 0;
+	out->salt2 = out->has_salt ? g->salt2 : 0;
+}
+
 void ws_gen_from_fmt(const struct ws_fmt_watermark *wm, struct ws_wal_generation *out)
 {
-	out->checkpoint_seq = wm->gen.checkpoint_seq;
-	out->has_salt = wm->version >= 2 && wm->gen.wal_magic != 0;
-	out->salt1 = out->has_salt ? wm->gen.salt1 : 0;
-	out->salt2 = out->has_salt ? wm->gen.salt2 : 0;
+	ws_gen_to_public(&wm->gen, wm->version >= 2, out);
 }

@@ -8,10 +8,6 @@ struct ws_replay_result {
 	uint32_t db_pages;        /* database size at commit_frame */
 	uint64_t commit_frame;    /* last commit applied (in the last generation) */
 	size_t commit_manifest;   /* index of the manifest commit_frame belongs to */
-	int64_t commit_time_ms;
-	uint64_t frames_applied;
-	size_t manifest_index;
-	struct ws_fmt_gen generation;
 };
 
 /* Verify mode: report every bad object through fn and keep going. */

@@ -142,9 +142,7 @@ int ws_replay(struct ws_store *s, const char *tenant, const struct ws_chain *c, 
 					res->db_pages = dbsz;
 					res->commit_frame = no;
 					res->commit_manifest = i;
-					res->commit_time_ms = m->time_ms;
 				}
-				res->frames_applied++;
 			}
 			run[0] = end[0];
 			run[1] = end[1];
@@ -155,12 +153,6 @@ int ws_replay(struct ws_store *s, const char *tenant, const struct ws_chain *c, 
 			goto out;
 		}
 		res->page_size = ps;
-		res->generation = m->gen;
-		res->manifest_index = i;
-		if (m->kind != WS_MANIFEST_REBASE && m->batch_count == 0)
-			res->db_pages = m->db_pages;
-		if (!m->batch_count)
-			res->commit_time_ms = m->time_ms;
 	}
 out:
 	ws_buf_free(&b);

@@ -400,20 +400,6 @@ const char *ws_stream_read_path(const struct ws_stream *st) { return ws_reader_b
 
 /* ---- helpers ---------------------------------------------------------- */
 
-static bool gen_equal(const struct ws_fmt_gen *a, const struct ws_fmt_gen *b)
-{
-	return a->wal_magic == b->wal_magic && a->checkpoint_seq == b->checkpoint_seq &&
-	       a->salt1 == b->salt1 && a->salt2 == b->salt2 && a->page_size == b->page_size;
-}
-
-static void to_wal_generation(const struct ws_fmt_gen *g, bool salted, struct ws_wal_generation *out)
-{
-	out->checkpoint_seq = g->checkpoint_seq;
-	out->has_salt = salted && g->wal_magic != 0;
-	out->salt1 = out->has_salt ? g->salt1 : 0;
-	out->salt2 = out->has_salt ? g->salt2 : 0;
-}
-
 static void fill_rpo(const struct ws_stream *st, struct ws_rpo_status *rpo)
 {
 	int64_t now = ws_wall_ms();
@@ -754,7 +740,7 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	/* With no WAL on either side, only the held read mark proves the
 	 * database file unchanged: without it, writes may have come and been
 	 * checkpointed away (a TRUNCATE, or the last connection closing). */
-	bool same_gen = st->have_wm && st->wm.version >= 2 && gen_equal(&st->wm.gen, &sc.gen) &&
+	bool same_gen = st->have_wm && st->wm.version >= 2 && ws_fmt_gen_equal(&st->wm.gen, &sc.gen) &&
 			(sc.gen.wal_magic != 0 || st->continuous);
 	if (same_gen && sc.gen.wal_magic != 0 && st->wm.last_frame > 0) {
 		/* Prove the live WAL still holds the frame we stopped at. */
@@ -772,7 +758,7 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 		kind = WS_MANIFEST_CONTINUE;
 		if (sc.gen.wal_magic != 0 && st->wm.last_frame > 0)
 			ws_wal_cursor_resume(&sc.cur, &wh, st->wm.last_frame + 1, st->wm.end_cksum);
-	} else if (st->have_wm && st->continuous && !gen_equal(&st->wm.gen, &sc.gen)) {
+	} else if (st->have_wm && st->continuous && !ws_fmt_gen_equal(&st->wm.gen, &sc.gen)) {
 		/* A different generation is all the handover proves; the same
 		 * salts with different frames would be a WAL we cannot explain. */
 		kind = WS_MANIFEST_NEXT_GEN;
@@ -815,7 +801,7 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	/* The watermark may have moved since we decided (another writer of our
 	 * own epoch, or a takeover at a lower level): decide again from it. */
 	if (kind != WS_MANIFEST_REBASE) {
-		bool still = st->have_wm && ((kind == WS_MANIFEST_CONTINUE && gen_equal(&st->wm.gen, &sc.gen) &&
+		bool still = st->have_wm && ((kind == WS_MANIFEST_CONTINUE && ws_fmt_gen_equal(&st->wm.gen, &sc.gen) &&
 					       st->wm.last_frame + 1 == sc.first_frame) ||
 					      (kind == WS_MANIFEST_NEXT_GEN && st->continuous &&
 					       st->wm.epoch == st->epoch && st->wm.pointer_generation == st->pg));
@@ -1006,8 +992,8 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	} else {
 		out->kind = WS_OUTCOME_RESTARTED;
 		snprintf(out->u.restarted.generation_key, WS_GEN_KEY_MAX, "%s", mkey);
-		to_wal_generation(&prev.gen, prev.version >= 2, &out->u.restarted.previous_generation);
-		to_wal_generation(&sc.gen, true, &out->u.restarted.new_generation);
+		ws_gen_to_public(&prev.gen, prev.version >= 2, &out->u.restarted.previous_generation);
+		ws_gen_to_public(&sc.gen, true, &out->u.restarted.new_generation);
 		out->u.restarted.first_frame = last ? 1 : 0;
 		out->u.restarted.last_frame = last;
 		out->u.restarted.frame_count = last;

@@ -99,7 +99,7 @@ static int object_path(struct s3_store *s, const char *key, char *out, size_t ca
 	int n;
 	if (!key[0]) {
 		/* The bucket itself. */
-		n = snprintf(out, cap, "%s%s", s->path_style ? "/" : "/", s->path_style ? s->bucket : "");
+		n = snprintf(out, cap, "/%s", s->path_style ? s->bucket : "");
 		return n < 0 || (size_t)n >= cap ? WS_ETOOBIG : 0;
 	}
 	n = snprintf(full, sizeof(full), "%s%s%s", s->prefix, s->prefix[0] ? "/" : "", key);
@@ -550,7 +550,6 @@ struct list_parse {
 	int depth;
 	bool in_contents;
 	bool key_taken;             /* this <Contents>' key went into the page */
-	char path_tag[64];
 	char text[WS_KEY_MAX * 2];
 	size_t text_len;
 	bool text_overflow;
@@ -566,7 +565,6 @@ static void XMLCALL xml_start(void *arg, const XML_Char *name, const XML_Char **
 	p->depth++;
 	if (p->depth == 2 && !strcmp(name, "Contents"))
 		p->in_contents = true;
-	snprintf(p->path_tag, sizeof(p->path_tag), "%s", name);
 	p->text_len = 0;
 	p->text_overflow = false;
 }

@@ -37,6 +37,12 @@ struct ws_fmt_gen {
 	uint32_t page_size;
 };
 
+static inline bool ws_fmt_gen_equal(const struct ws_fmt_gen *a, const struct ws_fmt_gen *b)
+{
+	return a->wal_magic == b->wal_magic && a->checkpoint_seq == b->checkpoint_seq &&
+	       a->salt1 == b->salt1 && a->salt2 == b->salt2 && a->page_size == b->page_size;
+}
+
 /* ---- batch: a contiguous run of WAL frames, verbatim ------------------- */
 
 struct ws_fmt_batch {
