@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "storeutil.h"
 #include "testutil.h"
 #include "ws_fault.h"
 #include "ws_store.h"
@@ -52,43 +53,6 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void put_str(struct ws_store *s, const char *key, const char *val, struct ws_etag *etag)
-{
-	int rc = ws_store_put(s, key, val, strlen(val), WS_PUT_OVERWRITE, NULL, etag);
-	if (rc)
-		fail_msg("put %s: %s", key, ws_errmsg());
-}
-
-/* Whole object as a NUL-terminated string, or NULL with *rc set. */
-static char *get_str(struct ws_store *s, const char *key, int *rc, struct ws_obj_info *info)
-{
-	struct ws_buf b;
-	char *out = NULL;
-
-	ws_buf_init(&b, 0);
-	*rc = ws_store_get(s, key, 0, UINT64_MAX, &b, info);
-	if (*rc == 0) {
-		out = malloc(b.len + 1);
-		assert_non_null(out);
-		if (b.len)
-			memcpy(out, b.data, b.len);
-		out[b.len] = '\0';
-	}
-	ws_buf_free(&b);
-	return out;
-}
-
-static void assert_content(struct ws_store *s, const char *key, const char *want)
-{
-	int rc;
-	char *got = get_str(s, key, &rc, NULL);
-
-	if (rc)
-		fail_msg("get %s: %s", key, ws_errmsg());
-	assert_string_equal(got, want);
-	free(got);
-}
-
 static int count_tmp(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -115,7 +79,7 @@ static void test_delete_many(void **state)
 	for (int i = 0; i < 2100; i++) {
 		char k[64];
 		snprintf(k, sizeof(k), "dm/%c/k%04d", 'a' + i % 3, i);
-		put_str(f->s, k, i % 2 ? "odd" : "even!", NULL);
+		wt_put_str(f->s, k, i % 2 ? "odd" : "even!", NULL);
 		keys[n++] = strdup(k);
 	}
 	struct ws_list_page p;
@@ -149,7 +113,7 @@ static void test_roundtrip(void **state)
 	struct ws_buf b;
 	int rc;
 
-	put_str(f->s, "a/b/c.txt", "hello", &etag);
+	wt_put_str(f->s, "a/b/c.txt", "hello", &etag);
 	assert_true(etag.s[0] != '\0');
 
 	ws_buf_init(&b, 0);
@@ -179,7 +143,7 @@ static void test_roundtrip(void **state)
 	assert_string_equal(info.etag.s, etag.s);
 
 	assert_int_equal(ws_store_del(f->s, "a/b/c.txt"), 0);
-	assert_null(get_str(f->s, "a/b/c.txt", &rc, NULL));
+	assert_null(wt_get_str(f->s, "a/b/c.txt", &rc, NULL));
 	assert_int_equal(rc, WS_ENOTFOUND);
 	assert_int_equal(ws_store_head(f->s, "a/b/c.txt", &info), WS_ENOTFOUND);
 	/* Deleting again, or a key whose directory never existed, succeeds. */
@@ -207,7 +171,7 @@ static void test_empty_and_iovecs(void **state)
 
 	/* Empty object. */
 	assert_int_equal(ws_store_put(f->s, "empty", NULL, 0, WS_PUT_OVERWRITE, NULL, &e0), 0);
-	got = get_str(f->s, "empty", &rc, &info);
+	got = wt_get_str(f->s, "empty", &rc, &info);
 	assert_int_equal(rc, 0);
 	assert_string_equal(got, "");
 	assert_int_equal(info.size_bytes, 0);
@@ -228,7 +192,7 @@ static void test_empty_and_iovecs(void **state)
 	assert_int_equal(ws_store_putv(f->s, "vec", iov, 200, WS_PUT_OVERWRITE, NULL, &e1), 0);
 	assert_int_equal(ws_store_put(f->s, "flat", flat, total, WS_PUT_OVERWRITE, NULL, &e2), 0);
 	assert_string_equal(e1.s, e2.s);
-	assert_content(f->s, "vec", flat);
+	wt_assert_content(f->s, "vec", flat);
 	assert_int_equal(ws_store_head(f->s, "vec", &info), 0);
 	assert_int_equal(info.size_bytes, total);
 	assert_string_equal(info.etag.s, e1.s);
@@ -275,12 +239,12 @@ static void test_overwrite(void **state)
 	struct fixture *f = *state;
 	struct ws_etag e1, e2, e3;
 
-	put_str(f->s, "k", "version-1", &e1);
-	put_str(f->s, "k", "version-2", &e2);
-	assert_content(f->s, "k", "version-2");
+	wt_put_str(f->s, "k", "version-1", &e1);
+	wt_put_str(f->s, "k", "version-2", &e2);
+	wt_assert_content(f->s, "k", "version-2");
 	/* Same size, different bytes: the etag must still change. */
 	assert_string_not_equal(e1.s, e2.s);
-	put_str(f->s, "k", "version-2", &e3);
+	wt_put_str(f->s, "k", "version-2", &e3);
 	assert_string_equal(e2.s, e3.s);
 	assert_int_equal(count_tmp(f->dir), 0);
 }
@@ -296,13 +260,13 @@ static void test_create_once(void **state)
 			 WS_EPRECOND);
 	assert_string_equal(e2.s, "untouched");
 	assert_non_null(strstr(ws_errmsg(), "once/x"));
-	assert_content(f->s, "once/x", "first");
+	wt_assert_content(f->s, "once/x", "first");
 	assert_int_equal(f->s->stats.precond_failed, 1);
 
 	/* Once deleted it can be created again. */
 	assert_int_equal(ws_store_del(f->s, "once/x"), 0);
 	assert_int_equal(ws_store_put(f->s, "once/x", "third", 5, WS_PUT_CREATE, NULL, NULL), 0);
-	assert_content(f->s, "once/x", "third");
+	wt_assert_content(f->s, "once/x", "third");
 
 	char *sub = wt_path(f->dir, "once");
 	assert_int_equal(count_tmp(sub), 0);
@@ -315,12 +279,12 @@ static void test_cas(void **state)
 	struct ws_etag e1, e2, e3, none;
 	struct ws_obj_info info;
 
-	put_str(f->s, "cas/c", "1", &e1);
+	wt_put_str(f->s, "cas/c", "1", &e1);
 	assert_int_equal(ws_store_put(f->s, "cas/c", "2", 1, WS_PUT_CAS, &e1, &e2), 0);
-	assert_content(f->s, "cas/c", "2");
+	wt_assert_content(f->s, "cas/c", "2");
 	/* The old etag no longer matches. */
 	assert_int_equal(ws_store_put(f->s, "cas/c", "3", 1, WS_PUT_CAS, &e1, &e3), WS_EPRECOND);
-	assert_content(f->s, "cas/c", "2");
+	wt_assert_content(f->s, "cas/c", "2");
 	assert_int_equal(ws_store_head(f->s, "cas/c", &info), 0);
 	assert_string_equal(info.etag.s, e2.s);
 
@@ -334,7 +298,7 @@ static void test_cas(void **state)
 	assert_int_equal(ws_store_put(f->s, "cas/c", "x", 1, WS_PUT_CAS, &none, NULL), WS_EPRECOND);
 	assert_int_equal(ws_store_put(f->s, "cas/c", "x", 1, WS_PUT_CAS, NULL, NULL), -EINVAL);
 	assert_int_equal(f->s->stats.precond_failed, 4);
-	assert_content(f->s, "cas/c", "2");
+	wt_assert_content(f->s, "cas/c", "2");
 }
 
 /* ---- listing ----------------------------------------------------------------- */
@@ -432,8 +396,8 @@ static void test_list_paging(void **state)
 			raw_put(f->dir, keys[i]);
 	}
 	/* Outside the prefix: must never show up. */
-	put_str(f->s, "other/k", "x", NULL);
-	put_str(f->s, "l-top", "x", NULL);
+	wt_put_str(f->s, "other/k", "x", NULL);
+	wt_put_str(f->s, "l-top", "x", NULL);
 	qsort(keys, n, sizeof(*keys), cmp_str);
 
 	check_listing(f->s, "l/", 1000, keys, n);
@@ -490,18 +454,18 @@ static void test_nested_and_conflicts(void **state)
 	struct ws_list_page page = { 0 };
 	int rc;
 
-	put_str(f->s, "t/1/2/3/4/5/6/leaf", "deep", NULL);
-	assert_content(f->s, "t/1/2/3/4/5/6/leaf", "deep");
+	wt_put_str(f->s, "t/1/2/3/4/5/6/leaf", "deep", NULL);
+	wt_assert_content(f->s, "t/1/2/3/4/5/6/leaf", "deep");
 	/* "t/1" is a directory: not an object, cannot be written over, deleting is a no-op. */
-	assert_null(get_str(f->s, "t/1", &rc, NULL));
+	assert_null(wt_get_str(f->s, "t/1", &rc, NULL));
 	assert_int_equal(rc, WS_ENOTFOUND);
 	assert_int_equal(ws_store_head(f->s, "t/1", NULL), WS_ENOTFOUND);
 	assert_true(ws_store_put(f->s, "t/1", "x", 1, WS_PUT_OVERWRITE, NULL, NULL) < 0);
 	assert_int_equal(ws_store_del(f->s, "t/1"), 0);
 	/* A file where a directory would go. */
-	put_str(f->s, "u", "file", NULL);
+	wt_put_str(f->s, "u", "file", NULL);
 	assert_true(ws_store_put(f->s, "u/v", "x", 1, WS_PUT_OVERWRITE, NULL, NULL) < 0);
-	assert_null(get_str(f->s, "u/v", &rc, NULL));
+	assert_null(wt_get_str(f->s, "u/v", &rc, NULL));
 	assert_int_equal(rc, WS_ENOTFOUND);
 
 	assert_int_equal(ws_store_list(f->s, "t/", NULL, 10, &page), 0);
@@ -551,8 +515,8 @@ static void test_invalid_keys(void **state)
 	assert_false(ws_key_valid(longkey));
 	longkey[WS_KEY_MAX - 1] = '\0';
 	assert_true(ws_key_valid(longkey));
-	put_str(f->s, longkey, "longest", NULL);
-	assert_content(f->s, longkey, "longest");
+	wt_put_str(f->s, longkey, "longest", NULL);
+	wt_assert_content(f->s, longkey, "longest");
 	/* A valid key whose segment is longer than a file name can be: a clear error. */
 	memset(longkey, 'k', 300);
 	longkey[300] = '\0';
@@ -638,7 +602,7 @@ static void test_open_urls(void **state)
 	assert_int_equal(err, 0);
 	assert_non_null(s);
 	assert_string_equal(s->url, url);
-	put_str(s, "k", "v", NULL);
+	wt_put_str(s, "k", "v", NULL);
 	ws_store_close(s);
 	char *p = wt_path(f->dir, "new/sub/k");
 	size_t len;
@@ -741,7 +705,7 @@ static void test_race_create(void **state)
 			fail_msg("round %d: %d winners", i, wins[i]);
 		snprintf(key, sizeof(key), "race/r%03d", i);
 		snprintf(val, sizeof(val), "child-%d-round-%d", winner[i], i);
-		assert_content(f->s, key, val);
+		wt_assert_content(f->s, key, val);
 	}
 	char *sub = wt_path(f->dir, "race");
 	assert_int_equal(count_tmp(sub), 0);
@@ -790,13 +754,13 @@ static void test_race_cas(void **state)
 	char want[32];
 	int go;
 
-	put_str(f->s, "cas/counter", "0", NULL);
+	wt_put_str(f->s, "cas/counter", "0", NULL);
 	go = spawn_children(CAS_CHILDREN, pids, cas_incrementer, f->dir);
 	close(go);
 	wait_children(CAS_CHILDREN, pids);
 	/* Every child made exactly CAS_INCREMENTS successful CAS writes: none may be lost. */
 	snprintf(want, sizeof(want), "%d", CAS_CHILDREN * CAS_INCREMENTS);
-	assert_content(f->s, "cas/counter", want);
+	wt_assert_content(f->s, "cas/counter", want);
 }
 
 /* ---- crash between write and publish -------------------------------------------------- */
@@ -838,21 +802,21 @@ static void test_crash_before_publish(void **state)
 	skip();
 #endif
 	sub = wt_path(f->dir, "crash");
-	put_str(f->s, "crash/old", "old content", NULL);
+	wt_put_str(f->s, "crash/old", "old content", NULL);
 
 	/* New key: the writer dies after fsync, before rename. */
 	expect_killed(crash_child(f->dir, "file.put.before_publish", "crash/new", "new content"));
-	assert_null(get_str(f->s, "crash/new", &rc, NULL));
+	assert_null(wt_get_str(f->s, "crash/new", &rc, NULL));
 	assert_int_equal(rc, WS_ENOTFOUND);
 	assert_int_equal(count_tmp(sub), 1);
 
 	/* Overwrite: readers still see the old object whole. */
 	expect_killed(crash_child(f->dir, "file.put.before_publish", "crash/old", "replacement"));
-	assert_content(f->s, "crash/old", "old content");
+	wt_assert_content(f->s, "crash/old", "old content");
 	assert_int_equal(count_tmp(sub), 1);
 	/* And a death before the data is even synced. */
 	expect_killed(crash_child(f->dir, "file.put.after_write", "crash/old", "replacement 2"));
-	assert_content(f->s, "crash/old", "old content");
+	wt_assert_content(f->s, "crash/old", "old content");
 	/* Each child's open removed the temp file of the child killed before it. */
 	assert_int_equal(count_tmp(sub), 1);
 
@@ -866,7 +830,7 @@ static void test_crash_before_publish(void **state)
 	f->s = ws_store_file_open(f->dir, &err);
 	assert_non_null(f->s);
 	assert_int_equal(count_tmp(sub), 0);
-	assert_content(f->s, "crash/old", "old content");
+	wt_assert_content(f->s, "crash/old", "old content");
 	/* The key is usable afterwards. */
 	assert_int_equal(ws_store_put(f->s, "crash/new", "n", 1, WS_PUT_CREATE, NULL, NULL), 0);
 	free(sub);
@@ -900,19 +864,19 @@ static void test_fault_fail_paths(void **state)
 #ifndef WS_FAULTS
 	skip();
 #endif
-	put_str(f->s, "ff/k", "before", NULL);
+	wt_put_str(f->s, "ff/k", "before", NULL);
 	ws_fault_arm("file.put.after_write", 1, 0);
 	assert_int_equal(ws_store_put(f->s, "ff/k", "after", 5, WS_PUT_OVERWRITE, NULL, NULL), -EIO);
 	assert_non_null(strstr(ws_errmsg(), "ff/k"));
 	ws_fault_arm("file.put.before_publish", 1, 0);
 	assert_int_equal(ws_store_put(f->s, "ff/n", "new", 3, WS_PUT_CREATE, NULL, NULL), -EIO);
-	assert_null(get_str(f->s, "ff/n", &rc, NULL));
+	assert_null(wt_get_str(f->s, "ff/n", &rc, NULL));
 	assert_int_equal(rc, WS_ENOTFOUND);
 	/* Failing after publish is an ambiguous failure: the object may be there. */
 	ws_fault_arm("file.put.after_publish", 1, 0);
 	assert_int_equal(ws_store_put(f->s, "ff/k", "after", 5, WS_PUT_OVERWRITE, NULL, NULL), -EIO);
 	ws_fault_disarm();
-	assert_content(f->s, "ff/k", "after");
+	wt_assert_content(f->s, "ff/k", "after");
 	char *sub = wt_path(f->dir, "ff");
 	assert_int_equal(count_tmp(sub), 0);
 	free(sub);

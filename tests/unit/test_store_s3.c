@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "storeutil.h"
 #include "testutil.h"
 #include "ws_log.h"
 #include "ws_store.h"
@@ -137,46 +138,6 @@ static int group_teardown(void **state)
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static void put_bytes(struct ws_store *s, const char *key, const void *p, size_t n, struct ws_etag *etag)
-{
-	int rc = ws_store_put(s, key, p, n, WS_PUT_OVERWRITE, NULL, etag);
-	if (rc)
-		fail_msg("put %s: %s", key, ws_errmsg());
-}
-
-static void put_str(struct ws_store *s, const char *key, const char *v, struct ws_etag *etag)
-{
-	put_bytes(s, key, v, strlen(v), etag);
-}
-
-/* Whole object as a NUL-terminated malloc'd string, or NULL with *rc set. */
-static char *get_str(struct ws_store *s, const char *key, int *rc, struct ws_obj_info *info)
-{
-	struct ws_buf b;
-	char *out = NULL;
-	ws_buf_init(&b, 0);
-	*rc = ws_store_get(s, key, 0, UINT64_MAX, &b, info);
-	if (*rc == 0) {
-		out = malloc(b.len + 1);
-		assert_non_null(out);
-		if (b.len)
-			memcpy(out, b.data, b.len);
-		out[b.len] = '\0';
-	}
-	ws_buf_free(&b);
-	return out;
-}
-
-static void assert_content(struct ws_store *s, const char *key, const char *want)
-{
-	int rc;
-	char *got = get_str(s, key, &rc, NULL);
-	if (rc)
-		fail_msg("get %s: %s", key, ws_errmsg());
-	assert_string_equal(got, want);
-	free(got);
-}
-
 static void fill_random(uint8_t *p, size_t n, uint64_t seed)
 {
 	uint64_t st = seed | 1;
@@ -230,7 +191,7 @@ static void test_roundtrip(void **state)
 
 	fill_random(data, sizeof(data), 1);
 	fill_random(data2, sizeof(data2), 2);
-	put_bytes(s, key, data, sizeof(data), &e1);
+	wt_put_bytes(s, key, data, sizeof(data), &e1);
 	assert_true(e1.s[0] != '\0');
 	assert_null(strchr(e1.s, '"'));
 
@@ -275,7 +236,7 @@ static void test_roundtrip(void **state)
 	}
 
 	/* Overwrite: new content, new etag. */
-	put_bytes(s, key, data2, sizeof(data2), &e2);
+	wt_put_bytes(s, key, data2, sizeof(data2), &e2);
 	assert_string_not_equal(e1.s, e2.s);
 	b.len = 0;
 	assert_int_equal(ws_store_get(s, key, 0, UINT64_MAX, &b, &info), 0);
@@ -291,15 +252,15 @@ static void test_roundtrip(void **state)
 	/* CAS with the current etag succeeds and changes it. */
 	assert_int_equal(ws_store_put(s, key, "cas", 3, WS_PUT_CAS, &e2, &e3), 0);
 	assert_string_not_equal(e3.s, e2.s);
-	assert_content(s, key, "cas");
+	wt_assert_content(s, key, "cas");
 	/* CAS on a missing key, create-once on a new key. */
 	assert_int_equal(ws_store_put(s, "ops/a/none", "x", 1, WS_PUT_CAS, &e3, NULL), WS_EPRECOND);
 	assert_int_equal(ws_store_put(s, "ops/a/new", "new", 3, WS_PUT_CREATE, NULL, &e1), 0);
 	assert_true(e1.s[0] != '\0');
-	assert_content(s, "ops/a/new", "new");
+	wt_assert_content(s, "ops/a/new", "new");
 
 	/* An empty object. */
-	put_bytes(s, "ops/empty", "", 0, NULL);
+	wt_put_bytes(s, "ops/empty", "", 0, NULL);
 	b.len = 0;
 	assert_int_equal(ws_store_get(s, "ops/empty", 0, UINT64_MAX, &b, &info), 0);
 	assert_int_equal(b.len, 0);
@@ -339,12 +300,12 @@ static void test_roundtrip(void **state)
 	/* The longest valid key works. */
 	longkey[WS_KEY_MAX - 1] = '\0';
 	memcpy(longkey, "ops/", 4);
-	put_str(s, longkey, "long", NULL);
-	assert_content(s, longkey, "long");
+	wt_put_str(s, longkey, "long", NULL);
+	wt_assert_content(s, longkey, "long");
 	assert_int_equal(ws_store_del(s, longkey), 0);
 	/* Keys with every allowed character class. */
-	put_str(s, "ops/A-z_0.9/x..y", "chars", NULL);
-	assert_content(s, "ops/A-z_0.9/x..y", "chars");
+	wt_put_str(s, "ops/A-z_0.9/x..y", "chars", NULL);
+	wt_assert_content(s, "ops/A-z_0.9/x..y", "chars");
 
 	assert_true(s->stats.puts >= 8);
 	assert_true(s->stats.gets >= 10);
@@ -358,19 +319,27 @@ static void test_roundtrip(void **state)
 #define LIST_N 1100
 #define LIST_WRITERS 10
 
-static int list_writer(int i, void *arg)
+/* Objects "<prefix>/k%05d" = "<value_prefix><k>" for k < n, written by
+ * LIST_WRITERS child processes (child i takes every LIST_WRITERS-th key). */
+struct bulk {
+	const char *prefix;
+	const char *value_prefix;
+	int n;
+};
+
+static int bulk_writer(int i, void *arg)
 {
+	const struct bulk *w = arg;
 	char url[1024], key[64], val[64];
 	struct ws_store *s;
-	(void)arg;
 	sink_url(url, sizeof(url), NULL, NULL, NULL);
 	if (!(s = child_open(url)))
 		return 2;
-	for (int k = i; k < LIST_N; k += LIST_WRITERS) {
-		snprintf(key, sizeof(key), "list/k%05d", k);
-		snprintf(val, sizeof(val), "v%d", k);
+	for (int k = i; k < w->n; k += LIST_WRITERS) {
+		snprintf(key, sizeof(key), "%s/k%05d", w->prefix, k);
+		snprintf(val, sizeof(val), "%s%d", w->value_prefix, k);
 		if (ws_store_put(s, key, val, strlen(val), WS_PUT_OVERWRITE, NULL, NULL) != 0) {
-			fprintf(stderr, "list writer %d: %s\n", i, ws_errmsg());
+			fprintf(stderr, "writer %d: %s\n", i, ws_errmsg());
 			ws_store_close(s);
 			return 3;
 		}
@@ -419,26 +388,6 @@ static void check_paging(struct ws_store *s, const char *prefix, unsigned max_ke
 /* DeleteObjects: 1,100 keys (two requests), one missing key, sizes in listings. */
 #define DEL_N 1100
 
-static int del_writer(int i, void *arg)
-{
-	char url[1024], key[64], val[64];
-	struct ws_store *s;
-	(void)arg;
-	sink_url(url, sizeof(url), NULL, NULL, NULL);
-	if (!(s = child_open(url)))
-		return 2;
-	for (int k = i; k < DEL_N; k += LIST_WRITERS) {
-		snprintf(key, sizeof(key), "delm/k%05d", k);
-		snprintf(val, sizeof(val), "value-%d", k);
-		if (ws_store_put(s, key, val, strlen(val), WS_PUT_OVERWRITE, NULL, NULL) != 0) {
-			ws_store_close(s);
-			return 3;
-		}
-	}
-	ws_store_close(s);
-	return 0;
-}
-
 static void test_delete_many(void **state)
 {
 	int codes[LIST_WRITERS];
@@ -448,7 +397,8 @@ static void test_delete_many(void **state)
 	struct ws_store *s = open_sink(NULL, NULL);
 	(void)state;
 	assert_non_null(keys);
-	run_children(LIST_WRITERS, del_writer, NULL, codes);
+	struct bulk w = { "delm", "value-", DEL_N };
+	run_children(LIST_WRITERS, bulk_writer, &w, codes);
 	for (int i = 0; i < LIST_WRITERS; i++)
 		assert_int_equal(codes[i], 0);
 	for (;;) {
@@ -496,13 +446,14 @@ static void test_list_paging(void **state)
 	int64_t t0 = wt_now_ms();
 	(void)state;
 
-	run_children(LIST_WRITERS, list_writer, NULL, codes);
+	struct bulk w = { "list", "v", LIST_N };
+	run_children(LIST_WRITERS, bulk_writer, &w, codes);
 	for (int i = 0; i < LIST_WRITERS; i++)
 		assert_int_equal(codes[i], 0);
 	/* Neighbours that a prefix match must not include. */
-	put_str(s, "lisu", "x", NULL);
-	put_str(s, "list-other/k00001", "x", NULL);
-	put_str(s, "lis/t", "x", NULL);
+	wt_put_str(s, "lisu", "x", NULL);
+	wt_put_str(s, "list-other/k00001", "x", NULL);
+	wt_put_str(s, "lis/t", "x", NULL);
 	print_message("  wrote %d objects with %d processes in %lld ms\n", LIST_N, LIST_WRITERS,
 		      (long long)(wt_now_ms() - t0));
 
@@ -570,17 +521,17 @@ static void test_prefix(void **state)
 
 	for (int i = 0; i < 5; i++) {
 		snprintf(key, sizeof(key), "x/%d", i);
-		put_str(a, key, key, NULL);
+		wt_put_str(a, key, key, NULL);
 	}
-	put_str(a, "y", "y", NULL);
-	put_str(other, "x/9", "other", NULL);
+	wt_put_str(a, "y", "y", NULL);
+	wt_put_str(other, "x/9", "other", NULL);
 
 	/* Stored under the prefix. */
-	assert_content(root, "some/prefix/x/3", "x/3");
-	assert_content(a2, "x/3", "x/3");
-	assert_content(other, "x/9", "other");
+	wt_assert_content(root, "some/prefix/x/3", "x/3");
+	wt_assert_content(a2, "x/3", "x/3");
+	wt_assert_content(other, "x/9", "other");
 	int rc;
-	char *v = get_str(a, "x/9", &rc, NULL);
+	char *v = wt_get_str(a, "x/9", &rc, NULL);
 	assert_null(v);
 	assert_int_equal(rc, WS_ENOTFOUND);
 
@@ -771,7 +722,7 @@ static void test_race_create(void **state)
 				 RACERS - winners - lost);
 		snprintf(key, sizeof(key), "race/create-%d", k);
 		snprintf(want, sizeof(want), "writer %d of key %d", winner, k);
-		assert_content(s, key, want);
+		wt_assert_content(s, key, want);
 	}
 	munmap(g_race, sizeof(*g_race));
 	ws_store_close(s);
@@ -784,7 +735,7 @@ static void test_race_cas(void **state)
 	char want[32];
 	(void)state;
 
-	put_str(s, "race/counter", "0", NULL);
+	wt_put_str(s, "race/counter", "0", NULL);
 	int64_t t0 = wt_now_ms();
 	race(cas_racer, codes);
 	for (int i = 0; i < RACERS; i++) {
@@ -794,7 +745,7 @@ static void test_race_cas(void **state)
 	print_message("  %d CAS increments by %d processes: %d attempts, %lld ms\n", RACERS * CAS_INCREMENTS,
 		      RACERS, attempts, (long long)(wt_now_ms() - t0));
 	snprintf(want, sizeof(want), "%d", RACERS * CAS_INCREMENTS);
-	assert_content(s, "race/counter", want);
+	wt_assert_content(s, "race/counter", want);
 	/* Contention really happened (else the race proved nothing). */
 	assert_true(attempts > RACERS * CAS_INCREMENTS);
 	munmap(g_race, sizeof(*g_race));
@@ -1037,21 +988,21 @@ static void test_fault_throttling(void **state)
 	/* 503 SlowDown three times, then the PUT goes through. */
 	proxy_control("{\"mode\": \"slowdown\", \"count\": 3, \"methods\": [\"PUT\"]}");
 	a = snap(s);
-	put_str(s, "fault/slowdown", "after three SlowDowns", NULL);
+	wt_put_str(s, "fault/slowdown", "after three SlowDowns", NULL);
 	assert_delta(s, a, 3, 3, 3);
 	proxy_control("{\"mode\": \"pass\"}");
-	assert_content(s, "fault/slowdown", "after three SlowDowns");
+	wt_assert_content(s, "fault/slowdown", "after three SlowDowns");
 
 	/* 429 twice on GET. */
 	proxy_control("{\"mode\": \"throttle\", \"count\": 2, \"methods\": [\"GET\"]}");
 	a = snap(s);
-	assert_content(s, "fault/slowdown", "after three SlowDowns");
+	wt_assert_content(s, "fault/slowdown", "after three SlowDowns");
 	assert_delta(s, a, 2, 2, 2);
 
 	/* 500 twice: retried, but not throttling. */
 	proxy_control("{\"mode\": \"error500\", \"count\": 2, \"methods\": [\"PUT\"]}");
 	a = snap(s);
-	put_str(s, "fault/err500", "after two 500s", NULL);
+	wt_put_str(s, "fault/err500", "after two 500s", NULL);
 	assert_delta(s, a, 2, 0, 2);
 	proxy_control("{\"mode\": \"error500\", \"count\": 2, \"methods\": [\"HEAD\"]}");
 	a = snap(s);
@@ -1060,13 +1011,13 @@ static void test_fault_throttling(void **state)
 	assert_int_equal(info.size_bytes, strlen("after two 500s"));
 	assert_delta(s, a, 2, 0, 2);
 	proxy_control("{\"mode\": \"pass\"}");
-	assert_content(s, "fault/err500", "after two 500s");
+	wt_assert_content(s, "fault/err500", "after two 500s");
 
 	/* Retry-After: 1 is honoured. */
 	proxy_control("{\"mode\": \"slowdown\", \"count\": 1, \"methods\": [\"GET\"], \"retry_after\": 1}");
 	a = snap(s);
 	int64_t t0 = wt_now_ms();
-	assert_content(s, "fault/err500", "after two 500s");
+	wt_assert_content(s, "fault/err500", "after two 500s");
 	assert_true(wt_now_ms() - t0 >= 990);
 	assert_delta(s, a, 1, 1, 1);
 
@@ -1092,18 +1043,18 @@ static void test_fault_latency(void **state)
 	struct ws_store *s = open_proxied(NULL);
 	struct snap a;
 	(void)state;
-	put_str(s, "fault/latency", "slow but fine", NULL);
+	wt_put_str(s, "fault/latency", "slow but fine", NULL);
 	proxy_control("{\"mode\": \"latency\", \"latency_ms\": 200}");
 	a = snap(s);
 	int64_t t0 = wt_now_ms();
-	assert_content(s, "fault/latency", "slow but fine");
-	put_str(s, "fault/latency", "slow but fine 2", NULL);
+	wt_assert_content(s, "fault/latency", "slow but fine");
+	wt_put_str(s, "fault/latency", "slow but fine 2", NULL);
 	int64_t dt = wt_now_ms() - t0;
 	proxy_control("{\"mode\": \"pass\"}");
 	assert_true(dt >= 400);
 	assert_true(dt < 5000);
 	assert_delta(s, a, 0, 0, 2);
-	assert_content(s, "fault/latency", "slow but fine 2");
+	wt_assert_content(s, "fault/latency", "slow but fine 2");
 	ws_store_close(s);
 }
 
@@ -1118,7 +1069,7 @@ static void test_fault_get_reset_truncate(void **state)
 
 	assert_non_null(data);
 	fill_random(data, n, 7);
-	put_bytes(s, "fault/big", data, n, NULL);
+	wt_put_bytes(s, "fault/big", data, n, NULL);
 	ws_buf_init(&b, 0);
 	static const char *const faults[] = {
 		"{\"mode\": \"reset\", \"count\": 1, \"methods\": [\"GET\"]}",
@@ -1188,19 +1139,19 @@ static void test_fault_put_reset(void **state)
 	assert_delta_put_reset(s, a);
 	assert_int_equal(s->stats.precond_failed, pf0);
 	proxy_control("{\"mode\": \"pass\"}");
-	assert_content(direct, "fault/create-reset", "mine");
+	wt_assert_content(direct, "fault/create-reset", "mine");
 	assert_int_equal(ws_store_head(direct, "fault/create-reset", &info), 0);
 	assert_string_equal(e.s, info.etag.s);
 
 	/* Create-once: someone else's key stays theirs. */
-	put_str(direct, "fault/create-theirs", "theirs", NULL);
+	wt_put_str(direct, "fault/create-theirs", "theirs", NULL);
 	proxy_control("{\"mode\": \"reset\", \"count\": 1, \"methods\": [\"PUT\"]}");
 	a = snap(s);
 	rc = ws_store_put(s, "fault/create-theirs", "mine", 4, WS_PUT_CREATE, NULL, NULL);
 	assert_int_equal(rc, WS_EPRECOND);
 	assert_delta_put_reset(s, a);
 	proxy_control("{\"mode\": \"pass\"}");
-	assert_content(direct, "fault/create-theirs", "theirs");
+	wt_assert_content(direct, "fault/create-theirs", "theirs");
 
 	/* Compare-and-swap: ours. */
 	assert_int_equal(ws_store_head(s, "fault/create-reset", &info), 0);
@@ -1211,28 +1162,28 @@ static void test_fault_put_reset(void **state)
 		fail_msg("CAS after a reset: %s (%s)", ws_errmsg(), ws_strerror(rc));
 	assert_delta_put_reset(s, a);
 	proxy_control("{\"mode\": \"pass\"}");
-	assert_content(direct, "fault/create-reset", "mine 2");
+	wt_assert_content(direct, "fault/create-reset", "mine 2");
 	assert_int_equal(ws_store_head(direct, "fault/create-reset", &info), 0);
 	assert_string_equal(e2.s, info.etag.s);
 
 	/* Compare-and-swap: someone else changed it in between. */
 	struct ws_etag stale = info.etag;
-	put_str(direct, "fault/create-reset", "theirs 3", NULL);
+	wt_put_str(direct, "fault/create-reset", "theirs 3", NULL);
 	proxy_control("{\"mode\": \"reset\", \"count\": 1, \"methods\": [\"PUT\"]}");
 	a = snap(s);
 	rc = ws_store_put(s, "fault/create-reset", "mine 3", 6, WS_PUT_CAS, &stale, NULL);
 	assert_int_equal(rc, WS_EPRECOND);
 	assert_delta_put_reset(s, a);
 	proxy_control("{\"mode\": \"pass\"}");
-	assert_content(direct, "fault/create-reset", "theirs 3");
+	wt_assert_content(direct, "fault/create-reset", "theirs 3");
 
 	/* A plain overwrite reset: retried, applied once, content exact. */
 	proxy_control("{\"mode\": \"reset\", \"count\": 1, \"methods\": [\"PUT\"]}");
 	a = snap(s);
-	put_str(s, "fault/overwrite-reset", "overwritten", NULL);
+	wt_put_str(s, "fault/overwrite-reset", "overwritten", NULL);
 	assert_delta_put_reset(s, a);
 	proxy_control("{\"mode\": \"pass\"}");
-	assert_content(direct, "fault/overwrite-reset", "overwritten");
+	wt_assert_content(direct, "fault/overwrite-reset", "overwritten");
 	ws_store_close(direct);
 	ws_store_close(s);
 }
@@ -1249,7 +1200,7 @@ static void test_fault_exhausted(void **state)
 	(void)state;
 
 	ws_buf_init(&b, 0);
-	put_str(s, "fault/exhaust-old", "old content", NULL);
+	wt_put_str(s, "fault/exhaust-old", "old content", NULL);
 	static const char *const modes[] = { "slowdown", "throttle", "error500", "reset", NULL };
 	for (int m = 0; modes[m]; m++) {
 		char ctl[256];
@@ -1273,7 +1224,7 @@ static void test_fault_exhausted(void **state)
 			assert_int_equal(ws_store_get(s, "fault/exhaust-new", 0, UINT64_MAX, &b, NULL), WS_ENOTFOUND);
 		} else {
 			/* The store applied it whole; the client was told it failed. */
-			char *v = get_str(s, "fault/exhaust-new", &rc, NULL);
+			char *v = wt_get_str(s, "fault/exhaust-new", &rc, NULL);
 			assert_int_equal(rc, 0);
 			assert_string_equal(v, "half?");
 			free(v);
@@ -1286,9 +1237,9 @@ static void test_fault_exhausted(void **state)
 		assert_non_null(strstr(ws_errmsg(), "fault/exhaust-old"));
 		proxy_control("{\"mode\": \"pass\"}");
 		if (strcmp(modes[m], "reset") != 0)
-			assert_content(s, "fault/exhaust-old", "old content");
+			wt_assert_content(s, "fault/exhaust-old", "old content");
 		else
-			put_str(s, "fault/exhaust-old", "old content", NULL);
+			wt_put_str(s, "fault/exhaust-old", "old content", NULL);
 	}
 	/* A GET that runs out. */
 	proxy_control("{\"mode\": \"slowdown\", \"count\": 5, \"methods\": [\"GET\"]}");
@@ -1342,15 +1293,15 @@ static void test_fault_ignore_conditional(void **state)
 	assert_int_equal(err, 0);
 	assert_int_equal(cap.warnings, 1);
 	assert_non_null(strstr(cap.text, "conditional_writes=off"));
-	put_str(s, "fault/nocond", "a", NULL);
-	assert_content(s, "fault/nocond", "a");
+	wt_put_str(s, "fault/nocond", "a", NULL);
+	wt_assert_content(s, "fault/nocond", "a");
 	ws_store_close(s);
 
 	/* A read-only open (WS_STORE_EXISTING) does not probe. */
 	sink_url(url, sizeof(url), g_px.endpoint, NULL, NULL);
 	s = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
 	assert_non_null(s);
-	assert_content(s, "fault/nocond", "a");
+	wt_assert_content(s, "fault/nocond", "a");
 	ws_store_close(s);
 	proxy_control("{\"mode\": \"pass\"}");
 
