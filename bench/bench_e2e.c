@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "walship.h"
 
 #define REPS_MAX 99
@@ -55,38 +56,6 @@ struct opts {
 	const char *dir;
 	bool keep;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-	fputs("bench_e2e: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static uint64_t parse_num(const char *flag, const char *s, uint64_t min, uint64_t max)
-{
-	char *end;
-	unsigned long long v;
-	if (!s || !*s || *s == '-')
-		die("%s needs a number", flag);
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v < min || v > max)
-		die("%s: '%s' must be %" PRIu64 "..%" PRIu64, flag, s, min, max);
-	return v;
-}
 
 static void usage(void)
 {
@@ -114,22 +83,22 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--mb")) {
-			o->wal_mib = parse_num(a, v, 1, 1u << 20);
+			o->wal_mib = bench_parse_num(a, v, 1, 1u << 20);
 			i++;
 		} else if (!strcmp(a, "--batch-bytes")) {
-			o->batch_bytes = parse_num(a, v, 65560, (uint64_t)1 << 30);
+			o->batch_bytes = bench_parse_num(a, v, 65560, (uint64_t)1 << 30);
 			i++;
 		} else if (!strcmp(a, "--reps")) {
-			o->reps = (unsigned)parse_num(a, v, 1, REPS_MAX);
+			o->reps = (unsigned)bench_parse_num(a, v, 1, REPS_MAX);
 			i++;
 		} else if (!strcmp(a, "--page-size")) {
-			o->page_size = (unsigned)parse_num(a, v, 512, 65536);
+			o->page_size = (unsigned)bench_parse_num(a, v, 512, 65536);
 			if (o->page_size & (o->page_size - 1))
-				die("--page-size must be a power of two");
+				bench_die("--page-size must be a power of two");
 			i++;
 		} else if (!strcmp(a, "--dir")) {
 			if (!v)
-				die("--dir needs a directory");
+				bench_die("--dir needs a directory");
 			o->dir = v;
 			i++;
 		} else if (!strcmp(a, "--keep")) {
@@ -139,7 +108,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			exit(0);
 		} else {
 			usage();
-			die("unknown argument '%s'", a);
+			bench_die("unknown argument '%s'", a);
 		}
 	}
 }
@@ -164,7 +133,7 @@ static char *path_join(const char *a, const char *b)
 	size_t n = strlen(a) + strlen(b) + 2;
 	char *p = malloc(n);
 	if (!p)
-		die("out of memory");
+		bench_die("out of memory");
 	snprintf(p, n, "%s/%s", a, b);
 	return p;
 }
@@ -181,7 +150,7 @@ static void sql(sqlite3 *db, const char *s)
 {
 	char *msg = NULL;
 	if (sqlite3_exec(db, s, NULL, NULL, &msg) != SQLITE_OK)
-		die("sqlite: %s: %s", s, msg ? msg : sqlite3_errmsg(db));
+		bench_die("sqlite: %s: %s", s, msg ? msg : sqlite3_errmsg(db));
 }
 
 /* Write committed WAL until it holds at least wal_mib MiB; returns the open writer. */
@@ -193,7 +162,7 @@ static sqlite3 *make_wal(const struct opts *o, const char *db_path, const char *
 	const uint64_t want = o->wal_mib << 20;
 
 	if (sqlite3_open(db_path, &db) != SQLITE_OK)
-		die("sqlite: open %s: %s", db_path, db ? sqlite3_errmsg(db) : "out of memory");
+		bench_die("sqlite: open %s: %s", db_path, db ? sqlite3_errmsg(db) : "out of memory");
 	/* Closing must leave the WAL alone (the bench deletes it anyway). */
 	sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
 	snprintf(pragma, sizeof(pragma), "PRAGMA page_size=%u;", o->page_size);
@@ -207,10 +176,10 @@ static sqlite3 *make_wal(const struct opts *o, const char *db_path, const char *
 			       "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 1200) "
 			       "INSERT INTO t(v) SELECT randomblob(800) FROM c;",
 			       -1, &ins, NULL) != SQLITE_OK)
-		die("sqlite: prepare: %s", sqlite3_errmsg(db));
+		bench_die("sqlite: prepare: %s", sqlite3_errmsg(db));
 	while (file_bytes(wal_path) < want) {
 		if (sqlite3_step(ins) != SQLITE_DONE)
-			die("sqlite: insert: %s", sqlite3_errmsg(db));
+			bench_die("sqlite: insert: %s", sqlite3_errmsg(db));
 		sqlite3_reset(ins);
 	}
 	sqlite3_finalize(ins);
@@ -222,7 +191,7 @@ static void warm(const char *path, uint8_t *buf, size_t buf_bytes)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		die("open %s: %s", path, strerror(errno));
+		bench_die("open %s: %s", path, strerror(errno));
 	while (read(fd, buf, buf_bytes) > 0)
 		;
 	close(fd);
@@ -234,14 +203,14 @@ static void mkdir_durable(const char *path)
 	char *slash;
 	int fd;
 	if (mkdir(path, 0755) < 0)
-		die("mkdir %s: %s", path, strerror(errno));
+		bench_die("mkdir %s: %s", path, strerror(errno));
 	snprintf(parent, sizeof(parent), "%s", path);
 	slash = strrchr(parent, '/');
 	if (slash && slash != parent)
 		*slash = '\0';
 	fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 || fsync(fd) < 0)
-		die("fsync %s: %s", parent, strerror(errno));
+		bench_die("fsync %s: %s", parent, strerror(errno));
 	close(fd);
 }
 
@@ -266,7 +235,7 @@ static struct result run_walship(const struct opts *o, const char *db_path, cons
 	snprintf(url, sizeof(url), "file://%s", sink_dir);
 	sink = ws_sink_open(url, &err);
 	if (!sink)
-		die("ws_sink_open %s: %s", url, ws_errmsg());
+		bench_die("ws_sink_open %s: %s", url, ws_errmsg());
 	struct ws_stream_config sc = {
 		.tenant = "bench",
 		.db_path = db_path,
@@ -279,17 +248,17 @@ static struct result run_walship(const struct opts *o, const char *db_path, cons
 	};
 	st = ws_stream_open(sink, &sc, &err);
 	if (!st)
-		die("ws_stream_open: %s", ws_errmsg());
+		bench_die("ws_stream_open: %s", ws_errmsg());
 
-	t0 = now_s();
+	t0 = bench_now_s();
 	rc = ws_stream_tail_frames(st, &oc);
-	r.seconds = now_s() - t0;
+	r.seconds = bench_now_s() - t0;
 	if (rc)
-		die("ws_stream_tail_frames: %s", ws_errmsg());
+		bench_die("ws_stream_tail_frames: %s", ws_errmsg());
 	if (oc.kind != WS_OUTCOME_STREAMED)
-		die("ws_stream_tail_frames: outcome %s, want streamed", ws_outcome_name(oc.kind));
+		bench_die("ws_stream_tail_frames: outcome %s, want streamed", ws_outcome_name(oc.kind));
 	if (oc.u.streamed.last_frame != frames)
-		die("shipped through frame %" PRIu64 ", the WAL has %" PRIu64, oc.u.streamed.last_frame, frames);
+		bench_die("shipped through frame %" PRIu64 ", the WAL has %" PRIu64, oc.u.streamed.last_frame, frames);
 	ws_sink_get_stats(sink, &stats);
 	r.objects = stats.puts;
 	ws_stream_close(st);
@@ -309,9 +278,9 @@ static struct result run_baseline(const char *wal_path, uint64_t wal_bytes, size
 	wal_fd = open(wal_path, O_RDONLY | O_CLOEXEC);
 	dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (wal_fd < 0 || dir_fd < 0)
-		die("open %s / %s: %s", wal_path, dir, strerror(errno));
+		bench_die("open %s / %s: %s", wal_path, dir, strerror(errno));
 
-	t0 = now_s();
+	t0 = bench_now_s();
 	for (uint64_t off = 0; off < wal_bytes; off += chunk_bytes) {
 		size_t n = wal_bytes - off < chunk_bytes ? (size_t)(wal_bytes - off) : chunk_bytes;
 		char tmp[64], name[64];
@@ -321,47 +290,33 @@ static struct result run_baseline(const char *wal_path, uint64_t wal_bytes, size
 		while (done < n) {
 			ssize_t got = pread(wal_fd, buf + done, n - done, (off_t)(off + done));
 			if (got <= 0)
-				die("pread %s: %s", wal_path, got < 0 ? strerror(errno) : "short file");
+				bench_die("pread %s: %s", wal_path, got < 0 ? strerror(errno) : "short file");
 			done += (size_t)got;
 		}
 		snprintf(tmp, sizeof(tmp), ".tmp.%" PRIu64, r.objects);
 		snprintf(name, sizeof(name), "b%016" PRIu64, r.objects);
 		fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		if (fd < 0)
-			die("create %s/%s: %s", dir, tmp, strerror(errno));
+			bench_die("create %s/%s: %s", dir, tmp, strerror(errno));
 		for (done = 0; done < n;) {
 			ssize_t put = write(fd, buf + done, n - done);
 			if (put < 0)
-				die("write %s/%s: %s", dir, tmp, strerror(errno));
+				bench_die("write %s/%s: %s", dir, tmp, strerror(errno));
 			done += (size_t)put;
 		}
 		if (fdatasync(fd) < 0)
-			die("fdatasync %s/%s: %s", dir, tmp, strerror(errno));
+			bench_die("fdatasync %s/%s: %s", dir, tmp, strerror(errno));
 		close(fd);
 		if (renameat(dir_fd, tmp, dir_fd, name) < 0)
-			die("rename %s/%s: %s", dir, tmp, strerror(errno));
+			bench_die("rename %s/%s: %s", dir, tmp, strerror(errno));
 		if (fsync(dir_fd) < 0)
-			die("fsync %s: %s", dir, strerror(errno));
+			bench_die("fsync %s: %s", dir, strerror(errno));
 		r.objects++;
 	}
-	r.seconds = now_s() - t0;
+	r.seconds = bench_now_s() - t0;
 	close(dir_fd);
 	close(wal_fd);
 	return r;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double median(const double *v, unsigned n)
-{
-	double s[REPS_MAX];
-	memcpy(s, v, n * sizeof(*v));
-	qsort(s, n, sizeof(*s), cmp_double);
-	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
 static const char *fs_name(const char *path)
@@ -394,29 +349,29 @@ int main(int argc, char **argv)
 	snprintf(tmpl, sizeof(tmpl), "%s/ws-bench-e2e.XXXXXX", o.dir);
 	work = mkdtemp(tmpl);
 	if (!work)
-		die("mkdtemp %s: %s", tmpl, strerror(errno));
+		bench_die("mkdtemp %s: %s", tmpl, strerror(errno));
 	db_path = path_join(work, "bench.db");
 	wal_path = path_join(work, "bench.db-wal");
 
 	frame_bytes = FRAME_HDR_BYTES + o.page_size;
 	if (o.batch_bytes < frame_bytes)
-		die("--batch-bytes %" PRIu64 " is below one frame (%zu)", o.batch_bytes, frame_bytes);
+		bench_die("--batch-bytes %" PRIu64 " is below one frame (%zu)", o.batch_bytes, frame_bytes);
 	/* walship's batches hold whole frames: the baseline's files match them. */
 	chunk_bytes = (size_t)(o.batch_bytes / frame_bytes * frame_bytes);
 	buf = malloc(chunk_bytes);
 	if (!buf)
-		die("out of memory");
+		bench_die("out of memory");
 
-	double t0 = now_s();
+	double t0 = bench_now_s();
 	writer = make_wal(&o, db_path, wal_path);
 	wal_bytes = file_bytes(wal_path);
 	if (wal_bytes < WAL_HDR_BYTES + frame_bytes || (wal_bytes - WAL_HDR_BYTES) % frame_bytes)
-		die("%s: unexpected size %" PRIu64, wal_path, wal_bytes);
+		bench_die("%s: unexpected size %" PRIu64, wal_path, wal_bytes);
 	frames = (wal_bytes - WAL_HDR_BYTES) / frame_bytes;
 	warm(wal_path, buf, chunk_bytes);
 	printf("bench_e2e: WAL %.1f MiB (%" PRIu64 " frames, page %u) written in %.1f s; batch %zu bytes; "
 	       "dir %s (%s); %u reps, interleaved\n",
-	       (double)wal_bytes / 1048576.0, frames, o.page_size, now_s() - t0, chunk_bytes, work,
+	       (double)wal_bytes / 1048576.0, frames, o.page_size, bench_now_s() - t0, chunk_bytes, work,
 	       fs_name(work), o.reps);
 	fflush(stdout);
 
@@ -448,7 +403,7 @@ int main(int argc, char **argv)
 		free(base_dir);
 	}
 
-	double mw = median(ws_mbs, o.reps), mb = median(base_mbs, o.reps);
+	double mw = bench_median(ws_mbs, o.reps), mb = bench_median(base_mbs, o.reps);
 	printf("median: walship %.1f MB/s, baseline (write+fdatasync+rename+dir fsync) %.1f MB/s, "
 	       "ratio walship/baseline %.2f (target >= 0.80)\n",
 	       mw, mb, mw / mb);

@@ -61,6 +61,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "ws_hash.h"
 #include "ws_http.h"
 #include "ws_store.h"
@@ -94,30 +95,11 @@ struct objs {
 	char **files;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-	fputs("bench_s3: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
 static void *xmalloc(size_t n)
 {
 	void *p = malloc(n ? n : 1);
 	if (!p)
-		die("out of memory (%zu bytes)", n);
+		bench_die("out of memory (%zu bytes)", n);
 	return p;
 }
 
@@ -128,22 +110,9 @@ static char *xasprintf(const char *fmt, ...)
 	char *s = NULL;
 	va_start(ap, fmt);
 	if (vasprintf(&s, fmt, ap) < 0)
-		die("out of memory");
+		bench_die("out of memory");
 	va_end(ap);
 	return s;
-}
-
-static uint64_t parse_num(const char *flag, const char *s, uint64_t min, uint64_t max)
-{
-	char *end;
-	unsigned long long v;
-	if (!s || !*s || *s == '-')
-		die("%s needs a number", flag);
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v < min || v > max)
-		die("%s: '%s' must be %" PRIu64 "..%" PRIu64, flag, s, min, max);
-	return v;
 }
 
 static void usage(void)
@@ -188,38 +157,38 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		}
 		if (!v) {
 			usage();
-			die("%s needs a value", a);
+			bench_die("%s needs a value", a);
 		}
 		if (!strcmp(a, "--s3"))
 			o->s3_url = v;
 		else if (!strcmp(a, "--http"))
 			o->http_url = v;
 		else if (!strcmp(a, "--n64"))
-			o->n[0] = (unsigned)parse_num(a, v, 1, 100000);
+			o->n[0] = (unsigned)bench_parse_num(a, v, 1, 100000);
 		else if (!strcmp(a, "--n1m"))
-			o->n[1] = (unsigned)parse_num(a, v, 1, 10000);
+			o->n[1] = (unsigned)bench_parse_num(a, v, 1, 10000);
 		else if (!strcmp(a, "--http-n64"))
-			o->hn[0] = (unsigned)parse_num(a, v, 1, 1000000);
+			o->hn[0] = (unsigned)bench_parse_num(a, v, 1, 1000000);
 		else if (!strcmp(a, "--http-n1m"))
-			o->hn[1] = (unsigned)parse_num(a, v, 1, 100000);
+			o->hn[1] = (unsigned)bench_parse_num(a, v, 1, 100000);
 		else if (!strcmp(a, "--reps"))
-			o->reps = (unsigned)parse_num(a, v, 1, REPS_MAX);
+			o->reps = (unsigned)bench_parse_num(a, v, 1, REPS_MAX);
 		else if (!strcmp(a, "--http-reps"))
-			o->http_reps = (unsigned)parse_num(a, v, 1, REPS_MAX);
+			o->http_reps = (unsigned)bench_parse_num(a, v, 1, REPS_MAX);
 		else if (!strcmp(a, "--inflight"))
-			o->inflight = (unsigned)parse_num(a, v, 1, 256);
+			o->inflight = (unsigned)bench_parse_num(a, v, 1, 256);
 		else if (!strcmp(a, "--curl"))
 			o->curl = v;
 		else if (!strcmp(a, "--dir"))
 			o->dir = v;
 		else {
 			usage();
-			die("unknown argument '%s'", a);
+			bench_die("unknown argument '%s'", a);
 		}
 	}
 	if (!o->s3_url && !o->http_url) {
 		usage();
-		die("nothing to do: give --s3 and/or --http");
+		bench_die("nothing to do: give --s3 and/or --http");
 	}
 }
 
@@ -230,20 +199,6 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 	(void)ftw;
 	remove(path);
 	return 0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-static double median(const double *v, unsigned n)
-{
-	double s[REPS_MAX];
-	memcpy(s, v, n * sizeof(*v));
-	qsort(s, n, sizeof(*s), cmp_double);
-	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
 /* ---- objects ------------------------------------------------------------ */
@@ -264,11 +219,11 @@ static void write_file(const char *path, const void *p, size_t n)
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	size_t done = 0;
 	if (fd < 0)
-		die("create %s: %s", path, strerror(errno));
+		bench_die("create %s: %s", path, strerror(errno));
 	while (done < n) {
 		ssize_t w = write(fd, (const char *)p + done, n - done);
 		if (w < 0)
-			die("write %s: %s", path, strerror(errno));
+			bench_die("write %s: %s", path, strerror(errno));
 		done += (size_t)w;
 	}
 	close(fd);
@@ -370,7 +325,7 @@ static double paired_ratio(const struct table *t, int z, int var, int base, doub
 		*lo = r[i] < *lo ? r[i] : *lo;
 		*hi = r[i] > *hi ? r[i] : *hi;
 	}
-	return median(r, t->reps);
+	return bench_median(r, t->reps);
 }
 
 static void print_rates(const struct table *t, int z, const struct objs *o, const char *unit)
@@ -378,7 +333,7 @@ static void print_rates(const struct table *t, int z, const struct objs *o, cons
 	printf("%-6s %-28s %10s %9s %10s %14s\n", "size", "variant (medians)", unit, "MB/s", "ms/each",
 	       "client CPU ms");
 	for (int v = 0; v < t->nvar; v++) {
-		double m = median(t->secs[z][v], t->reps), c = median(t->cpu[z][v], t->reps);
+		double m = bench_median(t->secs[z][v], t->reps), c = bench_median(t->cpu[z][v], t->reps);
 		printf("%-6s %-28s %10.1f %9.1f %10.3f", size_names[z], t->names[v], o->n / m,
 		       (double)o->n * (double)o->size / m / 1e6, m * 1e3 / o->n);
 		if (c > 0)
@@ -414,27 +369,27 @@ static void parse_s3_url(const char *url, struct s3_target *t)
 	size_t n;
 	memset(t, 0, sizeof(*t));
 	if (strncmp(url, "s3://", 5))
-		die("--s3 %s: not an s3:// URL", url);
+		bench_die("--s3 %s: not an s3:// URL", url);
 	p = url + 5;
 	q = strchr(p, '?');
 	if (!q)
-		die("--s3 %s: needs ?endpoint=http://HOST:PORT", url);
+		bench_die("--s3 %s: needs ?endpoint=http://HOST:PORT", url);
 	slash = memchr(p, '/', (size_t)(q - p));
 	n = (size_t)((slash ? slash : q) - p);
 	if (n == 0 || n >= sizeof(t->bucket))
-		die("--s3 %s: bad bucket", url);
+		bench_die("--s3 %s: bad bucket", url);
 	memcpy(t->bucket, p, n);
 	if (slash) {
 		const char *ps = slash + 1, *pe = q;
 		while (pe > ps && pe[-1] == '/')
 			pe--;
 		if ((size_t)(pe - ps) >= sizeof(t->prefix))
-			die("--s3 %s: prefix too long", url);
+			bench_die("--s3 %s: prefix too long", url);
 		memcpy(t->prefix, ps, (size_t)(pe - ps));
 	}
 	e = strstr(q, "endpoint=");
 	if (!e || (e[-1] != '?' && e[-1] != '&'))
-		die("--s3 %s: needs ?endpoint=http://HOST:PORT", url);
+		bench_die("--s3 %s: needs ?endpoint=http://HOST:PORT", url);
 	e += 9;
 	n = 0;
 	while (*e && *e != '&' && n + 1 < sizeof(t->endpoint)) {
@@ -450,7 +405,7 @@ static void parse_s3_url(const char *url, struct s3_target *t)
 	t->access_key = getenv("AWS_ACCESS_KEY_ID");
 	t->secret_key = getenv("AWS_SECRET_ACCESS_KEY");
 	if (!t->access_key || !t->secret_key)
-		die("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set");
+		bench_die("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set");
 	snprintf(t->region, sizeof(t->region), "%s", getenv("AWS_REGION") ? getenv("AWS_REGION") : "us-east-1");
 }
 
@@ -468,13 +423,13 @@ static struct run_result run_ws_s3(struct ws_store *st, const struct objs *o, co
 	struct run_result r = { 0, 0, 0, 0, 0 };
 	uint64_t retries0 = st->stats.retries;
 	char key[WS_KEY_MAX];
-	double c0 = cpu_self_s(), t0 = now_s();
+	double c0 = cpu_self_s(), t0 = bench_now_s();
 	for (unsigned i = 0; i < o->n; i++) {
 		obj_key(key, sizeof(key), tag, rep, o->size, i);
 		if (ws_store_put(st, key, obj(o, i), o->size, WS_PUT_OVERWRITE, NULL, NULL) != 0)
-			die("walship put %s: %s", key, ws_errmsg());
+			bench_die("walship put %s: %s", key, ws_errmsg());
 	}
-	r.seconds = now_s() - t0;
+	r.seconds = bench_now_s() - t0;
 	r.cpu_s = cpu_self_s() - c0;
 	r.retries = st->stats.retries - retries0;
 	return r;
@@ -488,7 +443,7 @@ static void write_curl_cfg(const char *path, const struct s3_target *t, const st
 	char key[WS_KEY_MAX];
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600); /* holds the secret */
 	if (fd < 0 || !(f = fdopen(fd, "w")))
-		die("create %s: %s", path, strerror(errno));
+		bench_die("create %s: %s", path, strerror(errno));
 	for (unsigned i = 0; i < o->n; i++) {
 		obj_key(key, sizeof(key), tag, rep, o->size, i);
 		if (i)
@@ -506,7 +461,7 @@ static void write_curl_cfg(const char *path, const struct s3_target *t, const st
 			o->files[i], t->endpoint, t->bucket, t->prefix, t->prefix[0] ? "/" : "", key);
 	}
 	if (fclose(f) != 0)
-		die("write %s: %s", path, strerror(errno));
+		bench_die("write %s: %s", path, strerror(errno));
 }
 
 /* Run `curl -q -K cfg`, timed from spawn to exit; its CPU time from wait4. */
@@ -527,34 +482,34 @@ static struct run_result run_curl_cfg(const char *curl, const char *cfg, const c
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	t0 = now_s();
+	t0 = bench_now_s();
 	rc = posix_spawnp(&pid, curl, &fa, NULL, argv, environ);
 	if (rc)
-		die("spawn %s: %s", curl, strerror(rc));
+		bench_die("spawn %s: %s", curl, strerror(rc));
 	while (wait4(pid, &status, 0, &ru) < 0)
 		if (errno != EINTR)
-			die("wait4: %s", strerror(errno));
-	r.seconds = now_s() - t0;
+			bench_die("wait4: %s", strerror(errno));
+	r.seconds = bench_now_s() - t0;
 	r.cpu_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
 		  (double)ru.ru_stime.tv_usec / 1e6;
 	posix_spawn_file_actions_destroy(&fa);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		die("%s -K %s: exit status %d", curl, cfg, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		bench_die("%s -K %s: exit status %d", curl, cfg, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 	if (!(f = fopen(out_path, "r")))
-		die("open %s: %s", out_path, strerror(errno));
+		bench_die("open %s: %s", out_path, strerror(errno));
 	while (fgets(line, sizeof(line), f)) {
 		int code;
 		unsigned conn;
 		double tt;
 		if (sscanf(line, "%d %u %lf", &code, &conn, &tt) != 3 || code != 200)
-			die("curl upload %u: got '%.40s', want HTTP 200", lines + 1, line);
+			bench_die("curl upload %u: got '%.40s', want HTTP 200", lines + 1, line);
 		r.connects += conn;
 		r.curl_transfer_s += tt;
 		lines++;
 	}
 	fclose(f);
 	if (lines != n)
-		die("curl reported %u uploads, want %u", lines, n);
+		bench_die("curl reported %u uploads, want %u", lines, n);
 	return r;
 }
 
@@ -571,13 +526,13 @@ static void part_s3(const struct opts *o, struct objs *set, const char *work)
 	/* WS_STORE_EXISTING: no probe before the bucket exists; create it, then reopen normally. */
 	st = ws_store_s3_open(o->s3_url, WS_STORE_EXISTING, &err);
 	if (!st)
-		die("open %s: %s", o->s3_url, ws_errmsg());
+		bench_die("open %s: %s", o->s3_url, ws_errmsg());
 	if (ws_store_s3_create_bucket(st) != 0)
-		die("create bucket %s: %s", t.bucket, ws_errmsg());
+		bench_die("create bucket %s: %s", t.bucket, ws_errmsg());
 	ws_store_close(st);
 	st = ws_store_s3_open(o->s3_url, 0, &err); /* the conditional-write probe runs here */
 	if (!st)
-		die("open %s: %s", o->s3_url, ws_errmsg());
+		bench_die("open %s: %s", o->s3_url, ws_errmsg());
 
 	memset(&tab, 0, sizeof(tab));
 	tab.reps = o->reps;
@@ -616,13 +571,13 @@ static void part_s3(const struct opts *o, struct objs *set, const char *work)
 		for (int z = 0; z < NSIZES; z++) {
 			const struct objs *s = &set[z];
 			struct run_result res[S3_NVAR];
-			double t0 = now_s();
+			double t0 = bench_now_s();
 			for (unsigned i = 0; i < s->n; i++) {
 				struct iovec v = { (void *)(uintptr_t)obj(s, i), s->size };
 				uint8_t md[WS_SHA256_LEN];
 				ws_sha256v(&v, 1, md); /* what s3_call does before signing */
 			}
-			sha_s[z][rep] = now_s() - t0;
+			sha_s[z][rep] = bench_now_s() - t0;
 			for (int k = 0; k < S3_NVAR; k++) {
 				int var = (int)(((unsigned)k + rep) % S3_NVAR); /* rotate the order */
 				if (var == S3_WS) {
@@ -654,7 +609,7 @@ static void part_s3(const struct opts *o, struct objs *set, const char *work)
 
 	for (int z = 0; z < NSIZES; z++) {
 		const struct objs *s = &set[z];
-		double mws = median(tab.secs[z][S3_WS], o->reps), msha = median(sha_s[z], o->reps);
+		double mws = bench_median(tab.secs[z][S3_WS], o->reps), msha = bench_median(sha_s[z], o->reps);
 		putchar('\n');
 		print_rates(&tab, z, s, "objects/s");
 		print_ratio(&tab, z, S3_WS, S3_CURL, "ratio walship/curl (UNSIGNED-PAYLOAD)", 1.0);
@@ -665,8 +620,8 @@ static void part_s3(const struct opts *o, struct objs *set, const char *work)
 		       "%-6s   radosgw verifying a real hash %+.3f (curl-sha - curl); curl process start + exit "
 		       "%.3f (medians of per-rep differences)\n",
 		       size_names[z], msha * 1e3 / s->n, 100.0 * msha / mws,
-		       (double)s->n * (double)s->size / msha / 1e6, "", median(verify[z], o->reps) * 1e3 / s->n,
-		       median(start[z], o->reps) * 1e3 / s->n);
+		       (double)s->n * (double)s->size / msha / 1e6, "", bench_median(verify[z], o->reps) * 1e3 / s->n,
+		       bench_median(start[z], o->reps) * 1e3 / s->n);
 	}
 	ws_store_close(st);
 	free(cfg);
@@ -710,7 +665,7 @@ static void fill_http_req(struct http_req_mem *m, struct ws_http_req *r, const c
 static void check_http(const struct ws_http_req *r, unsigned i)
 {
 	if (r->err || r->status != 200)
-		die("ws_http PUT %u: err %d (%s), HTTP %ld", i, r->err, r->err_detail, r->status);
+		bench_die("ws_http PUT %u: err %d (%s), HTTP %ld", i, r->err, r->err_detail, r->status);
 }
 
 /* (a1) one ws_http_perform per request; (a2) all at once, up to max_in_flight. */
@@ -722,23 +677,23 @@ static struct run_result run_ws_http(struct ws_http *h, bool batch, const char *
 	double t0, c0;
 	ws_http_get_stats(h, &s0);
 	c0 = cpu_self_s();
-	t0 = now_s();
+	t0 = bench_now_s();
 	if (batch) {
 		for (unsigned i = 0; i < o->n; i++)
 			fill_http_req(&mem[i], &reqs[i], base, o, i);
 		if (ws_http_perform(h, reqs, o->n) != 0)
-			die("ws_http_perform: %s", ws_errmsg());
+			bench_die("ws_http_perform: %s", ws_errmsg());
 		for (unsigned i = 0; i < o->n; i++)
 			check_http(&reqs[i], i);
 	} else {
 		for (unsigned i = 0; i < o->n; i++) {
 			fill_http_req(&mem[0], &reqs[0], base, o, i);
 			if (ws_http_perform(h, &reqs[0], 1) != 0)
-				die("ws_http_perform: %s", ws_errmsg());
+				bench_die("ws_http_perform: %s", ws_errmsg());
 			check_http(&reqs[0], i);
 		}
 	}
-	r.seconds = now_s() - t0;
+	r.seconds = bench_now_s() - t0;
 	r.cpu_s = cpu_self_s() - c0;
 	ws_http_get_stats(h, &s1);
 	r.connects = (unsigned)(s1.connects - s0.connects);
@@ -776,7 +731,7 @@ static void bare_init(struct bare_xfer *b)
 {
 	memset(b, 0, sizeof(*b));
 	if (!(b->e = curl_easy_init()))
-		die("curl_easy_init failed");
+		bench_die("curl_easy_init failed");
 	curl_easy_setopt(b->e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(b->e, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(b->e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
@@ -800,7 +755,7 @@ static void bare_setup(struct bare_xfer *b, const char *base, const struct objs 
 	if (b->hl)
 		b->hl = curl_slist_append(b->hl, "Expect:");
 	if (!b->hl)
-		die("out of memory");
+		bench_die("out of memory");
 	b->p = obj(o, i);
 	b->left = o->size;
 	b->idx = i;
@@ -817,7 +772,7 @@ static unsigned bare_done(struct bare_xfer *b, CURLcode cc)
 	curl_slist_free_all(b->hl);
 	b->hl = NULL;
 	if (cc != CURLE_OK || status != 200)
-		die("bare libcurl PUT %u: %s, HTTP %ld", b->idx, curl_easy_strerror(cc), status);
+		bench_die("bare libcurl PUT %u: %s, HTTP %ld", b->idx, curl_easy_strerror(cc), status);
 	return (unsigned)conn;
 }
 
@@ -825,12 +780,12 @@ static unsigned bare_done(struct bare_xfer *b, CURLcode cc)
 static struct run_result run_bare(struct bare_xfer *b, const char *base, const struct objs *o)
 {
 	struct run_result r = { 0, 0, 0, 0, 0 };
-	double c0 = cpu_self_s(), t0 = now_s();
+	double c0 = cpu_self_s(), t0 = bench_now_s();
 	for (unsigned i = 0; i < o->n; i++) {
 		bare_setup(b, base, o, i);
 		r.connects += bare_done(b, curl_easy_perform(b->e));
 	}
-	r.seconds = now_s() - t0;
+	r.seconds = bench_now_s() - t0;
 	r.cpu_s = cpu_self_s() - c0;
 	return r;
 }
@@ -843,7 +798,7 @@ static struct run_result run_bare_multi(CURLM *m, struct bare_xfer *bx, unsigned
 	unsigned next = 0, active = 0;
 	struct bare_xfer *idle[256];
 	unsigned nidle = 0;
-	double c0 = cpu_self_s(), t0 = now_s();
+	double c0 = cpu_self_s(), t0 = bench_now_s();
 	for (unsigned j = 0; j < k; j++)
 		idle[nidle++] = &bx[j];
 	while (next < o->n || active) {
@@ -853,11 +808,11 @@ static struct run_result run_bare_multi(CURLM *m, struct bare_xfer *bx, unsigned
 			struct bare_xfer *b = idle[--nidle];
 			bare_setup(b, base, o, next++);
 			if (curl_multi_add_handle(m, b->e) != CURLM_OK)
-				die("curl_multi_add_handle failed");
+				bench_die("curl_multi_add_handle failed");
 			active++;
 		}
 		if (curl_multi_perform(m, &running) != CURLM_OK)
-			die("curl_multi_perform failed");
+			bench_die("curl_multi_perform failed");
 		while ((msg = curl_multi_info_read(m, &left))) {
 			char *priv = NULL;
 			struct bare_xfer *b;
@@ -873,9 +828,9 @@ static struct run_result run_bare_multi(CURLM *m, struct bare_xfer *bx, unsigned
 		if (nidle && next < o->n)
 			continue;
 		if (active && curl_multi_poll(m, NULL, 0, 1000, NULL) != CURLM_OK)
-			die("curl_multi_poll failed");
+			bench_die("curl_multi_poll failed");
 	}
-	r.seconds = now_s() - t0;
+	r.seconds = bench_now_s() - t0;
 	r.cpu_s = cpu_self_s() - c0;
 	return r;
 }
@@ -913,13 +868,13 @@ static void part_http(const struct opts *o, struct objs *set)
 	h1 = ws_http_open(&ho1, &err);
 	hk = ws_http_open(&hok, &err);
 	if (!h1 || !hk)
-		die("ws_http_open: %s", ws_errmsg());
+		bench_die("ws_http_open: %s", ws_errmsg());
 	bare_init(&bare);
 	barek = xmalloc(sizeof(*barek) * o->inflight);
 	for (unsigned j = 0; j < o->inflight; j++)
 		bare_init(&barek[j]);
 	if (!(multi = curl_multi_init()))
-		die("curl_multi_init failed");
+		bench_die("curl_multi_init failed");
 	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)o->inflight);
 	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long)o->inflight);
 
@@ -972,9 +927,9 @@ static void part_http(const struct opts *o, struct objs *set)
 		snprintf(lab, sizeof(lab), "ratio ws_http(%u in flight)/bare multi(%u)", o->inflight, o->inflight);
 		print_ratio(&tab, z, H_WSK, H_BAREK, lab, 0);
 		printf("%-6s client CPU per request: ws_http/1 %.1f us vs bare easy %.1f us (ratio %.2f)\n",
-		       size_names[z], median(tab.cpu[z][H_WS1], o->http_reps) * 1e6 / set[z].n,
-		       median(tab.cpu[z][H_BARE], o->http_reps) * 1e6 / set[z].n,
-		       median(tab.cpu[z][H_BARE], o->http_reps) / median(tab.cpu[z][H_WS1], o->http_reps));
+		       size_names[z], bench_median(tab.cpu[z][H_WS1], o->http_reps) * 1e6 / set[z].n,
+		       bench_median(tab.cpu[z][H_BARE], o->http_reps) * 1e6 / set[z].n,
+		       bench_median(tab.cpu[z][H_BARE], o->http_reps) / bench_median(tab.cpu[z][H_WS1], o->http_reps));
 	}
 	curl_multi_cleanup(multi); /* before the handles it may still hold connections for */
 	for (unsigned j = 0; j < o->inflight; j++)
@@ -1000,9 +955,9 @@ int main(int argc, char **argv)
 	snprintf(tmpl, sizeof(tmpl), "%s/ws-bench-s3.XXXXXX", o.dir);
 	work = mkdtemp(tmpl);
 	if (!work)
-		die("mkdtemp %s: %s", tmpl, strerror(errno));
+		bench_die("mkdtemp %s: %s", tmpl, strerror(errno));
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-		die("curl_global_init failed");
+		bench_die("curl_global_init failed");
 	cv = curl_version_info(CURLVERSION_NOW);
 	printf("bench_s3: libcurl %s, %ld CPUs online, load average %s; MB = 10^6 bytes; ratios are median "
 	       "per-rep time ratios, > 1 means walship is faster\n",
