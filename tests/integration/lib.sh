@@ -69,9 +69,11 @@ no_sanitizer_report() {
 	fi
 }
 
-# sq DB SQL...: the writer. Never checkpoints on close.
+# sq DB SQL...: the writer. Waits for locks like an application must (walship
+# holds the write lock while it ships before its own WAL checkpoint); never
+# checkpoints on close.
 sq() {
-	sqlite3 -batch -bail -cmd ".dbconfig no_ckpt_on_close on" "$@" | sed '/^ *no_ckpt_on_close on$/d'
+	sqlite3 -batch -bail -cmd ".timeout 5000" -cmd ".dbconfig no_ckpt_on_close on" "$@" | sed '/^ *no_ckpt_on_close on$/d'
 }
 dump() { sq "$1" .dump; }
 same_dump() { [ "$(dump "$1")" = "$(dump "$2")" ] && [ -n "$(dump "$1")" ]; }
