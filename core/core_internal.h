@@ -53,4 +53,58 @@ int ws_batch_verify(const uint8_t *obj, size_t len, const struct ws_fmt_manifest
 void ws_gen_to_public(const struct ws_fmt_gen *g, bool salted, struct ws_wal_generation *out);
 void ws_gen_from_fmt(const struct ws_fmt_watermark *wm, struct ws_wal_generation *out);
 
+/* ---- streams inside an engine (engine.c) ------------------------------- */
+
+struct ws_pipe;
+struct ws_reader;
+
+/* One object uploaded through the pipe by a tail, in publish order. */
+struct ws_part {
+	bool snap;                   /* snapshot part, else batch */
+	bool done;
+	uint32_t ref;                /* index into batches or snaps */
+	int rc;
+	uint64_t last_commit;        /* batch: the cursor's last commit after it */
+	uint32_t commit_cksum[2];
+	uint32_t commit_db_size;
+};
+
+/* Per-call arrays; a shard's tails run one at a time and share one. */
+struct ws_tail_work {
+	struct ws_fmt_objref *batches;
+	struct ws_fmt_objref *snaps;
+	struct ws_part *parts;
+	struct ws_buf scratch;
+};
+int ws_tail_work_init(struct ws_tail_work *w) WS_MUST_CHECK;
+void ws_tail_work_free(struct ws_tail_work *w);
+
+/* What the stream's reader buffer and pipe look like inside a shard. */
+struct ws_stream_shared {
+	struct ws_reader *reader;
+	size_t small_off, small_bytes; /* header/probe reads land here */
+	size_t ring_off;               /* the pipe's slot memory in the reader buffer */
+	struct ws_pipe *pipe;
+	struct ws_tail_work *work;
+};
+struct ws_stream *ws_stream_open_shared(struct ws_sink *sink, const struct ws_stream_config *cfg,
+					const struct ws_stream_shared *sh, int *err);
+
+/* Release the stream's SQLite connections and WAL descriptor (an idle
+ * tenant); the next tail reopens them and re-proves continuity. */
+void ws_stream_park(struct ws_stream *st);
+bool ws_stream_parked(const struct ws_stream *st);
+
+/* What the last tail_frames call cost, for metrics. */
+struct ws_stream_call {
+	uint64_t puts;               /* objects written (parts, manifest, watermark) */
+	uint64_t bytes;              /* bytes of them */
+	uint64_t throttle_retries;
+	uint64_t frames_shed;
+	uint64_t spill_high_water;
+};
+void ws_stream_last_call(const struct ws_stream *st, struct ws_stream_call *out);
+uint64_t ws_stream_wm_last_frame(const struct ws_stream *st);
+void ws_stream_rpo(const struct ws_stream *st, struct ws_rpo_status *out);
+
 #endif

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "core_internal.h"
+#include "pipe.h"
 #include "ws_clock.h"
 #include "ws_fault.h"
 #include "ws_log.h"
@@ -49,6 +50,7 @@
 #define BATCH_BYTES_DEFAULT ((size_t)4 << 20)
 #define BATCH_BYTES_MIN ((size_t)WS_WAL_PAGE_MAX + WS_WAL_FRAME_HDR_SIZE)
 #define MAX_REFS 4096u
+#define MAX_PARTS (2 * MAX_REFS)
 #define WAL_CKPT_DEFAULT ((uint64_t)4 << 20)
 #define WRITE_LOCK_WAIT_MS 200
 
@@ -68,6 +70,15 @@ struct ws_stream {
 
 	struct ws_reader *reader;
 	int wal_fd, wal_slot;
+	bool own_reader;       /* reader, pipe and work are this stream's own (no engine) */
+	size_t small_off;      /* reader buffer offset for header and probe reads */
+	size_t small_bytes;
+	size_t ring_off;       /* reader buffer offset of the pipe's slots */
+	struct ws_pipe *pipe;  /* where batches and snapshot parts go */
+	struct ws_pipe own_pipe;
+	struct ws_tail_work *work;
+	struct ws_tail_work own_work;
+	uint32_t batch_frames_max;
 
 	bool wm_loaded;       /* wm/wm_etag reflect the sink (have_wm says if one exists) */
 	bool have_wm;
@@ -75,10 +86,16 @@ struct ws_stream {
 	struct ws_etag wm_etag;
 	int64_t opened_ms;
 
-	struct ws_buf scratch;
 	struct ws_fmt_objref *batches;
 	struct ws_fmt_objref *snaps;
-	uint32_t batch_count, snap_count;
+	struct ws_part *parts;
+	uint32_t batch_count, snap_count, part_count;
+	uint32_t part_base;          /* ring index of parts[0] in this call */
+	uint64_t call_throttle;      /* throttle retries of this call's parts */
+	uint64_t frames_shed;        /* this call */
+	bool shed_stop;              /* shed: the ring was full, reading stopped */
+	bool shed_nowait;            /* this call sheds at a full ring */
+	struct ws_stream_call call;
 	uint64_t high_water;
 	uint64_t throttle_at_start;   /* store's throttle_retries when this call began */
 	uint64_t wal_checkpoint_bytes;
@@ -292,8 +309,8 @@ static int db_size(struct ws_stream *st, uint64_t *size)
 	return 0;
 }
 
-/* Read up to len bytes at off into the reader's buffer; returns bytes read. */
-static ssize_t db_read(struct ws_stream *st, uint64_t off, size_t len)
+/* Read up to len bytes at off into dst; returns bytes read. */
+static ssize_t db_read(struct ws_stream *st, uint64_t off, size_t len, uint8_t *dst)
 {
 	sqlite3_file *f = db_file(st);
 	uint64_t size;
@@ -304,9 +321,9 @@ static ssize_t db_read(struct ws_stream *st, uint64_t off, size_t len)
 		return 0;
 	if (len > size - off)
 		len = (size_t)(size - off);
-	if (len > ws_reader_buf_bytes(st->reader) || len > INT32_MAX)
+	if (len > INT32_MAX)
 		return -EINVAL;
-	rc = f->pMethods->xRead(f, ws_reader_buf(st->reader), (int)len, (sqlite3_int64)off);
+	rc = f->pMethods->xRead(f, dst, (int)len, (sqlite3_int64)off);
 	if (rc != SQLITE_OK)
 		return ws_fail(-EIO, "tenant %s: read %s at %" PRIu64 ": SQLite I/O error %d", st->tenant,
 			       st->db_path, off, rc);
@@ -315,7 +332,39 @@ static ssize_t db_read(struct ws_stream *st, uint64_t off, size_t len)
 
 /* ---- open / close ----------------------------------------------------- */
 
-struct ws_stream *ws_stream_open(struct ws_sink *sink, const struct ws_stream_config *cfg, int *err)
+int ws_tail_work_init(struct ws_tail_work *w)
+{
+	memset(w, 0, sizeof(*w));
+	ws_buf_init(&w->scratch, 64u << 20);
+	w->batches = calloc(MAX_REFS, sizeof(*w->batches));
+	w->snaps = calloc(MAX_REFS, sizeof(*w->snaps));
+	w->parts = calloc(MAX_PARTS, sizeof(*w->parts));
+	if (!w->batches || !w->snaps || !w->parts) {
+		ws_tail_work_free(w);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void ws_tail_work_free(struct ws_tail_work *w)
+{
+	ws_buf_free(&w->scratch);
+	free(w->batches);
+	free(w->snaps);
+	free(w->parts);
+	memset(w, 0, sizeof(*w));
+}
+
+static void use_work(struct ws_stream *st, struct ws_tail_work *w)
+{
+	st->work = w;
+	st->batches = w->batches;
+	st->snaps = w->snaps;
+	st->parts = w->parts;
+}
+
+/* Validate the config and make the stream; no reader, pipe or SQLite yet. */
+static struct ws_stream *stream_new(struct ws_sink *sink, const struct ws_stream_config *cfg, int *err)
 {
 	struct ws_stream *st = NULL;
 	int rc;
@@ -330,6 +379,10 @@ struct ws_stream *ws_stream_open(struct ws_sink *sink, const struct ws_stream_co
 			     cfg->tenant, cfg->batch_bytes_max, BATCH_BYTES_MIN);
 		goto fail;
 	}
+	if (cfg->policy != WS_POLICY_BLOCK && cfg->policy != WS_POLICY_THROTTLE && cfg->policy != WS_POLICY_SHED) {
+		rc = ws_fail(WS_ECONFIG, "tenant %s: unknown backpressure policy %d", cfg->tenant, (int)cfg->policy);
+		goto fail;
+	}
 	st = calloc(1, sizeof(*st));
 	if (!st) {
 		rc = -ENOMEM;
@@ -341,11 +394,11 @@ struct ws_stream *ws_stream_open(struct ws_sink *sink, const struct ws_stream_co
 	st->pg = cfg->pointer_generation;
 	st->policy = cfg->policy;
 	st->batch_bytes_max = cfg->batch_bytes_max ? cfg->batch_bytes_max : BATCH_BYTES_DEFAULT;
+	st->batch_frames_max = cfg->batch_frames_max;
 	st->held = -1;
 	st->wal_checkpoint_bytes = cfg->wal_checkpoint_bytes ? cfg->wal_checkpoint_bytes : WAL_CKPT_DEFAULT;
 	st->wal_fd = st->wal_slot = -1;
 	st->opened_ms = ws_wall_ms();
-	ws_buf_init(&st->scratch, 64u << 20);
 	if (asprintf(&st->db_path, "%s", cfg->db_path) < 0 ||
 	    asprintf(&st->wal_path, "%s-wal", cfg->db_path) < 0) {
 		st->db_path = st->wal_path = NULL;
@@ -356,15 +409,6 @@ struct ws_stream *ws_stream_open(struct ws_sink *sink, const struct ws_stream_co
 		rc = ws_fail(-ENOENT, "tenant %s: database %s does not exist", st->tenant, st->db_path);
 		goto fail;
 	}
-	st->batches = calloc(MAX_REFS, sizeof(*st->batches));
-	st->snaps = calloc(MAX_REFS, sizeof(*st->snaps));
-	if (!st->batches || !st->snaps) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	st->reader = ws_reader_open(st->batch_bytes_max, 2, cfg->reader_flags, &rc);
-	if (!st->reader)
-		goto fail;
 	*err = 0;
 	return st;
 fail:
@@ -373,32 +417,102 @@ fail:
 	return NULL;
 }
 
-void ws_stream_close(struct ws_stream *st)
+struct ws_stream *ws_stream_open(struct ws_sink *sink, const struct ws_stream_config *cfg, int *err)
 {
+	struct ws_stream *st = stream_new(sink, cfg, err);
+	int rc;
 	if (!st)
-		return;
+		return NULL;
+	st->own_reader = true;
+	rc = ws_tail_work_init(&st->own_work);
+	if (rc)
+		goto fail;
+	use_work(st, &st->own_work);
+	st->reader = ws_reader_open(st->batch_bytes_max, 2, cfg->reader_flags, &rc);
+	if (!st->reader)
+		goto fail;
+	/* One slot over the whole buffer, uploaded on our thread at publish:
+	 * header reads and the slot share the buffer, never at once. */
+	st->small_off = 0;
+	st->small_bytes = ws_reader_buf_bytes(st->reader);
+	st->ring_off = 0;
+	rc = ws_pipe_init(&st->own_pipe, ws_reader_buf(st->reader), ws_reader_buf_bytes(st->reader), 1,
+			  sink->store, 1, false);
+	if (rc)
+		goto fail;
+	st->pipe = &st->own_pipe;
+	*err = 0;
+	return st;
+fail:
+	ws_stream_close(st);
+	*err = rc;
+	return NULL;
+}
+
+struct ws_stream *ws_stream_open_shared(struct ws_sink *sink, const struct ws_stream_config *cfg,
+					const struct ws_stream_shared *sh, int *err)
+{
+	struct ws_stream *st = stream_new(sink, cfg, err);
+	if (!st)
+		return NULL;
+	st->reader = sh->reader;
+	st->small_off = sh->small_off;
+	st->small_bytes = sh->small_bytes;
+	st->ring_off = sh->ring_off;
+	st->pipe = sh->pipe;
+	st->batch_bytes_max = sh->pipe->ring.slot_bytes;
+	use_work(st, sh->work);
+	return st;
+}
+
+void ws_stream_park(struct ws_stream *st)
+{
 	for (int i = 0; i < 2; i++) {
 		if (st->conn[i]) {
 			conn_end_read(st, i);
 			sqlite3_close(st->conn[i]);
+			st->conn[i] = NULL;
 		}
 	}
-	if (st->reader) {
+	st->held = -1;
+	st->continuous = false;
+	if (st->reader)
 		file_close(st, &st->wal_fd, &st->wal_slot);
+}
+
+bool ws_stream_parked(const struct ws_stream *st) { return st->held < 0 && !st->conn[0] && !st->conn[1]; }
+
+void ws_stream_close(struct ws_stream *st)
+{
+	if (!st)
+		return;
+	ws_stream_park(st);
+	if (st->own_reader) {
+		if (st->pipe)
+			ws_pipe_destroy(st->pipe);
 		ws_reader_close(st->reader);
+		ws_tail_work_free(&st->own_work);
 	}
-	ws_buf_free(&st->scratch);
-	free(st->batches);
-	free(st->snaps);
 	free(st->db_path);
 	free(st->wal_path);
 	free(st);
 }
 
+void ws_stream_last_call(const struct ws_stream *st, struct ws_stream_call *out) { *out = st->call; }
+uint64_t ws_stream_wm_last_frame(const struct ws_stream *st) { return st->have_wm ? st->wm.last_frame : 0; }
+
 const char *ws_stream_tenant(const struct ws_stream *st) { return st->tenant; }
 const char *ws_stream_read_path(const struct ws_stream *st) { return ws_reader_backend_name(st->reader); }
 
 /* ---- helpers ---------------------------------------------------------- */
+
+void ws_stream_rpo(const struct ws_stream *st, struct ws_rpo_status *out)
+{
+	int64_t now = ws_wall_ms();
+	int64_t since = st->have_wm ? st->wm.time_ms : st->opened_ms;
+	out->has_watermark = st->have_wm;
+	out->watermark_age_ms = now > since ? (uint64_t)(now - since) : 0;
+}
 
 static void fill_rpo(const struct ws_stream *st, struct ws_rpo_status *rpo)
 {
@@ -408,13 +522,22 @@ static void fill_rpo(const struct ws_stream *st, struct ws_rpo_status *rpo)
 	rpo->watermark_age_ms = now > since ? (uint64_t)(now - since) : 0;
 }
 
+/* Throttle retries of this call: the sink's own requests (manifest,
+ * watermark, reads) plus the parts, when an uploader's store sent them. */
+static uint64_t call_throttle(const struct ws_stream *st)
+{
+	uint64_t own = __atomic_load_n(&st->sink->store->stats.throttle_retries, __ATOMIC_RELAXED) -
+		       st->throttle_at_start;
+	return own + (st->pipe->store == st->sink->store ? 0 : st->call_throttle);
+}
+
 static void fill_bp(const struct ws_stream *st, struct ws_backpressure_report *bp)
 {
 	memset(bp, 0, sizeof(*bp));
 	bp->policy = st->policy;
 	bp->spill_high_water = st->high_water;
-	bp->throttle_retries = __atomic_load_n(&st->sink->store->stats.throttle_retries, __ATOMIC_RELAXED) -
-			       st->throttle_at_start;
+	bp->throttle_retries = call_throttle(st);
+	bp->frames_shed = st->frames_shed;
 }
 
 static void wm_to_public(const struct ws_fmt_watermark *w, struct ws_watermark *out)
@@ -472,20 +595,69 @@ static int put_immutable(struct ws_stream *st, const char *key, const struct iov
 	return 0;
 }
 
+/* The pipe's result for one of this call's parts (collected in order). */
+static void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d)
+{
+	struct ws_stream *st = arg;
+	uint32_t i = idx - st->part_base;
+	if (i >= st->part_count)
+		return;
+	st->parts[i].done = true;
+	st->parts[i].rc = d->rc;
+	st->call_throttle += d->throttle_retries;
+	if (d->rc == 0) {
+		st->call.puts++;
+		st->call.bytes += d->hdr_len + d->payload_len;
+	}
+}
+
+static size_t slot_off(const struct ws_stream *st, uint32_t idx)
+{
+	return st->ring_off + (size_t)(idx % st->pipe->ring.nslots) * st->pipe->ring.slot_bytes;
+}
+
 /*
- * Upload a batch or snapshot part: its header, then its payload straight
- * from the read buffer. The object is named and referenced by its header
+ * A free ring slot for the next part. Under `shed` a full ring is the sink
+ * not keeping up: no wait, -EAGAIN. Otherwise wait (block and throttle):
+ * the uploader frees slots as the sink takes them, or as their bounded
+ * retries run out.
+ */
+static int reserve_slot(struct ws_stream *st, uint32_t *idx)
+{
+	if (st->part_count >= MAX_PARTS)
+		return ws_fail(WS_ETOOBIG, "tenant %s: more than %u objects in one call", st->tenant, MAX_PARTS);
+	return ws_pipe_reserve(st->pipe, st->shed_nowait ? 0 : -1, idx);
+}
+
+/*
+ * Publish a batch or snapshot part whose payload is already in ring slot
+ * idx: its header travels in the descriptor, the payload goes to the sink
+ * straight from the slot. The object is named and referenced by its header
  * hash, which covers the payload hash: the payload is hashed once.
  */
-static int put_part(struct ws_stream *st, const struct ws_fmt_objref *ref, const uint8_t *hdr,
-		    size_t hdr_len, const uint8_t *payload, size_t payload_len, const char *fault_site)
+static int publish_part(struct ws_stream *st, uint32_t idx, const struct ws_fmt_objref *ref, const uint8_t *hdr,
+			size_t hdr_len, size_t payload_len, const struct ws_part *info, const char *fault_site)
 {
-	/* iovec is not const-correct; the store only reads through it. */
-	struct iovec iov[2] = { { (void *)(uintptr_t)hdr, hdr_len }, { (void *)(uintptr_t)payload, payload_len } };
+	struct ws_pipe_desc *d = ws_pipe_desc(st->pipe, idx);
+	uint64_t used;
 	int rc = WS_FAULT(fault_site);
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault before uploading %s", st->tenant, ref->key);
-	return put_immutable(st, ref->key, iov, 2);
+	snprintf(d->key, sizeof(d->key), "%s", ref->key);
+	memcpy(d->hdr, hdr, hdr_len);
+	d->hdr_len = (uint32_t)hdr_len;
+	d->payload_len = payload_len;
+	d->policy = st->policy;
+	d->rc = 0;
+	d->throttle_retries = 0;
+	st->parts[st->part_count] = *info;
+	st->parts[st->part_count].done = false;
+	st->part_count++;
+	used = st->pipe->outstanding + payload_len;
+	if (used > st->high_water)
+		st->high_water = used;
+	ws_pipe_publish(st->pipe);
+	return 0;
 }
 
 /* ---- the scan --------------------------------------------------------- */
@@ -500,8 +672,9 @@ struct scan {
 };
 
 /*
- * Read frames from sc->cur.next_frame on, verify them, and upload them in
- * batches of at most batch_bytes_max. Stops at the end of the valid chain.
+ * Read frames from sc->cur.next_frame on into ring slots, verify them, and
+ * publish them in batches of at most one slot (and batch_frames_max).
+ * Stops at the end of the valid chain, or (shed) when the ring is full.
  * Frames past the last commit are uploaded only when a batch fills up
  * before the chain ends (a transaction larger than a batch); the manifest
  * never names them as committed.
@@ -509,30 +682,40 @@ struct scan {
 static int scan_and_upload(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes)
 {
 	const uint32_t fsz = ws_wal_frame_size(sc->gen.page_size);
-	const size_t per_chunk = ws_reader_buf_bytes(st->reader) / fsz;
-	uint8_t *buf = ws_reader_buf(st->reader);
+	size_t per_chunk = st->pipe->ring.slot_bytes / fsz;
 
+	if (st->batch_frames_max && st->batch_frames_max < per_chunk)
+		per_chunk = st->batch_frames_max;
 	for (;;) {
 		uint64_t first = sc->cur.next_frame;
 		uint64_t off = ws_wal_frame_offset(sc->gen.page_size, first);
 		size_t want, valid = 0;
 		uint32_t seed[2] = { sc->cur.cksum[0], sc->cur.cksum[1] };
+		uint32_t idx;
+		uint8_t *buf;
 		ssize_t got;
+		int rc;
 
 		if (off + fsz > wal_bytes)
 			break;
 		want = per_chunk;
 		if ((wal_bytes - off) / fsz < want)
 			want = (size_t)((wal_bytes - off) / fsz);
-		got = ws_reader_read(st->reader, st->wal_slot, off, 0, want * fsz);
+		rc = reserve_slot(st, &idx);
+		if (rc == -EAGAIN) {
+			st->shed_stop = true;
+			break;
+		}
+		if (rc)
+			return rc;
+		buf = ws_pipe_slot(st->pipe, idx);
+		got = ws_reader_read(st->reader, st->wal_slot, off, slot_off(st, idx), want * fsz);
 		if (got < 0)
 			return ws_fail(-EIO, "tenant %s: read %s at %" PRIu64 ": %s", st->tenant, st->wal_path,
 				       off, ws_strerror((int)got));
 		want = (size_t)got / fsz;
 		while (valid < want && ws_wal_cursor_step(&sc->cur, buf + valid * fsz, NULL) == 1)
 			valid++;
-		if (valid * fsz > st->high_water)
-			st->high_water = valid * fsz;
 		/* Ship the whole chunk if it is full and valid (the transaction may
 		 * continue); otherwise only up to the last commit. */
 		size_t ship = valid;
@@ -543,9 +726,9 @@ static int scan_and_upload(struct ws_stream *st, struct scan *sc, uint64_t wal_b
 		if (ship > 0) {
 			struct ws_fmt_batch b = { .gen = sc->gen, .first_frame = first, .frame_count = ship };
 			struct ws_fmt_objref *ref;
+			struct ws_part part;
 			uint8_t hdr[WS_BATCH_HDR_SIZE];
 			const uint8_t *last = buf + (ship - 1) * fsz;
-			int rc;
 
 			if (st->batch_count >= MAX_REFS)
 				return ws_fail(WS_ETOOBIG, "tenant %s: more than %u batches in one call", st->tenant,
@@ -565,27 +748,59 @@ static int scan_and_upload(struct ws_stream *st, struct scan *sc, uint64_t wal_b
 			if (snprintf(ref->key, sizeof(ref->key), "%s/b%016" PRIx64 "-%08zx-%016" PRIx64,
 				     sc->prefix, first, ship, ref->xxh) >= (int)sizeof(ref->key))
 				return ws_fail(WS_ETOOBIG, "tenant %s: batch key too long", st->tenant);
-			rc = put_part(st, ref, hdr, sizeof(hdr), buf, ship * fsz, "stream.before_batch_put");
+			memset(&part, 0, sizeof(part));
+			part.ref = st->batch_count;
+			part.last_commit = sc->cur.last_commit;
+			part.commit_cksum[0] = sc->cur.commit_cksum[0];
+			part.commit_cksum[1] = sc->cur.commit_cksum[1];
+			part.commit_db_size = sc->cur.commit_db_size;
+			st->batch_count++;
+			rc = publish_part(st, idx, ref, hdr, sizeof(hdr), ship * fsz, &part, "stream.before_batch_put");
 			if (rc)
 				return rc;
-			st->batch_count++;
 		}
 		if (chain_ended)
 			break;
 	}
-	/* Batches that extend past the last commit stay unnamed by the manifest;
-	 * drop trailing batches that contain no committed frame at all. */
-	while (st->batch_count > 0 && st->batches[st->batch_count - 1].first > sc->cur.last_commit)
-		st->batch_count--;
 	return 0;
+}
+
+/*
+ * After a shed stop: walk the rest of the chain (reading into the small
+ * area, uploading nothing) to learn the last committed frame this call
+ * dropped, so the outcome names the range exactly.
+ */
+static int scan_rest(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes)
+{
+	const uint32_t fsz = ws_wal_frame_size(sc->gen.page_size);
+	const size_t per_chunk = st->small_bytes / fsz;
+	uint8_t *buf = ws_reader_buf(st->reader) + st->small_off;
+
+	for (;;) {
+		uint64_t off = ws_wal_frame_offset(sc->gen.page_size, sc->cur.next_frame);
+		size_t want = per_chunk, valid = 0;
+		ssize_t got;
+		if (off + fsz > wal_bytes)
+			return 0;
+		if ((wal_bytes - off) / fsz < want)
+			want = (size_t)((wal_bytes - off) / fsz);
+		got = ws_reader_read(st->reader, st->wal_slot, off, st->small_off, want * fsz);
+		if (got < 0)
+			return ws_fail(-EIO, "tenant %s: read %s at %" PRIu64 ": %s", st->tenant, st->wal_path,
+				       off, ws_strerror((int)got));
+		want = (size_t)got / fsz;
+		while (valid < want && ws_wal_cursor_step(&sc->cur, buf + valid * fsz, NULL) == 1)
+			valid++;
+		if (valid < want || want < per_chunk)
+			return 0;
+	}
 }
 
 /* Upload the raw database file as snapshot parts (REBASE); db_pages at the cut. */
 static int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pages)
 {
 	const uint32_t ps = sc->gen.page_size;
-	const size_t per_part = ws_reader_buf_bytes(st->reader) / ps;
-	uint8_t *buf = ws_reader_buf(st->reader);
+	const size_t per_part = st->pipe->ring.slot_bytes / ps;
 	uint64_t file_bytes, file_pages, pages;
 	int rc0 = db_size(st, &file_bytes);
 	if (rc0)
@@ -598,12 +813,23 @@ static int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t
 		ssize_t got;
 		struct ws_fmt_snap s;
 		struct ws_fmt_objref *ref;
+		struct ws_part part;
 		uint8_t hdr[WS_SNAP_HDR_SIZE];
+		uint8_t *buf;
+		uint32_t idx;
 		int rc;
 
 		if (pages - p < n)
 			n = (size_t)(pages - p);
-		got = db_read(st, p * ps, n * ps);
+		rc = reserve_slot(st, &idx);
+		if (rc == -EAGAIN) {
+			st->shed_stop = true;
+			return 0;
+		}
+		if (rc)
+			return rc;
+		buf = ws_pipe_slot(st->pipe, idx);
+		got = db_read(st, p * ps, n * ps, buf);
 		if (got < 0)
 			return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->db_path);
 		n = (size_t)got / ps;
@@ -626,10 +852,13 @@ static int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t
 		if (snprintf(ref->key, sizeof(ref->key), "%s/s%016" PRIx64 "/%08" PRIx64 "-%016" PRIx64,
 			     sc->prefix, sc->cur.last_commit, p + 1, ref->xxh) >= (int)sizeof(ref->key))
 			return ws_fail(WS_ETOOBIG, "tenant %s: snapshot key too long", st->tenant);
-		rc = put_part(st, ref, hdr, sizeof(hdr), buf, n * ps, "stream.before_snapshot_put");
+		memset(&part, 0, sizeof(part));
+		part.snap = true;
+		part.ref = st->snap_count;
+		st->snap_count++;
+		rc = publish_part(st, idx, ref, hdr, sizeof(hdr), n * ps, &part, "stream.before_snapshot_put");
 		if (rc)
 			return rc;
-		st->snap_count++;
 		p += n;
 	}
 	return 0;
@@ -638,8 +867,8 @@ static int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t
 /* Database geometry from the file header (used when the WAL has no frames). */
 static int db_header(struct ws_stream *st, uint32_t *page_size, uint32_t *pages)
 {
-	uint8_t *buf = ws_reader_buf(st->reader);
-	ssize_t got = db_read(st, 0, 100);
+	uint8_t *buf = ws_reader_buf(st->reader) + st->small_off;
+	ssize_t got = db_read(st, 0, 100, buf);
 	uint32_t ps;
 	if (got < 0)
 		return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->db_path);
@@ -673,6 +902,76 @@ static int db_header(struct ws_stream *st, uint32_t *page_size, uint32_t *pages)
 	return 0;
 }
 
+/* Failures that mean the sink cannot keep up, which `shed` drops. */
+static bool sheddable(int rc)
+{
+	return rc == WS_ETHROTTLED || rc == -EIO || rc == -ETIMEDOUT || rc == -ECONNRESET ||
+	       rc == -ECONNREFUSED || rc == -EAGAIN;
+}
+
+/*
+ * After the drain: what of this call is durable. Returns 0 to go on with
+ * the manifest (*last and *db_pages possibly cut back to the persisted
+ * prefix), 1 for Shed (nothing usable persisted; *last is the range
+ * dropped), or an error.
+ */
+static int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t *last, uint32_t *db_pages)
+{
+	const struct ws_part *keep = NULL;
+	const char *bad_key = NULL;
+	bool broken = false, snap_bad = false;
+	uint32_t prefix = 0;
+	int first_err = 0;
+
+	for (uint32_t i = 0; i < st->part_count; i++) {
+		const struct ws_part *pt = &st->parts[i];
+		int r = pt->done ? pt->rc : -EIO;
+		if (r && !first_err) {
+			first_err = r;
+			bad_key = pt->snap ? st->snaps[pt->ref].key : st->batches[pt->ref].key;
+		}
+		if (pt->snap) {
+			snap_bad |= r != 0;
+			continue;
+		}
+		if (!broken && r == 0) {
+			prefix = pt->ref + 1;
+			keep = pt;
+		} else {
+			broken = true;
+		}
+	}
+	if (first_err && (st->policy != WS_POLICY_SHED || !sheddable(first_err)))
+		return ws_fail(first_err, "tenant %s: upload %s: %s (policy %s; nothing acknowledged)", st->tenant,
+			       bad_key, ws_strerror(first_err), ws_policy_name(st->policy));
+	if (first_err || st->shed_stop) {
+		uint64_t range_last = *last;
+		uint64_t kept = keep ? keep->last_commit : 0;
+		if (kind == WS_MANIFEST_REBASE || snap_bad || kept < sc->first_frame) {
+			/* Nothing usable persisted: no manifest, no watermark. */
+			st->frames_shed = range_last >= sc->first_frame ? range_last - sc->first_frame + 1 : 0;
+			ws_info("tenant %s: shed frames %" PRIu64 "..%" PRIu64 " (%s)", st->tenant, sc->first_frame,
+				range_last, first_err ? ws_strerror(first_err) : "spill ring full");
+			return 1;
+		}
+		st->frames_shed = range_last - kept;
+		st->batch_count = prefix;
+		sc->cur.last_commit = kept;
+		sc->cur.commit_cksum[0] = keep->commit_cksum[0];
+		sc->cur.commit_cksum[1] = keep->commit_cksum[1];
+		sc->cur.commit_db_size = keep->commit_db_size;
+		*last = kept;
+		*db_pages = keep->commit_db_size;
+		ws_info("tenant %s: shipped frames %" PRIu64 "..%" PRIu64 ", shed %" PRIu64 " (%s)", st->tenant,
+			sc->first_frame, kept, st->frames_shed, first_err ? ws_strerror(first_err) : "spill ring full");
+	}
+	/* Batches that extend past the last commit stay unnamed by the manifest;
+	 * drop trailing batches that contain no committed frame at all. */
+	while (st->batch_count > 0 && st->batches[st->batch_count - 1].first > *last)
+		st->batch_count--;
+	return 0;
+}
+
 /* ---- tail_frames ------------------------------------------------------ */
 
 static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
@@ -687,7 +986,6 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	memset(&sc, 0, sizeof(sc));
 	st->batch_count = st->snap_count = 0;
 	st->high_water = 0;
-	st->throttle_at_start = __atomic_load_n(&st->sink->store->stats.throttle_retries, __ATOMIC_RELAXED);
 
 	if (access(st->db_path, F_OK) != 0)
 		return ws_fail(-ENOENT, "tenant %s: database %s vanished", st->tenant, st->db_path);
@@ -704,8 +1002,8 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 			return rc;
 		sc.gen.page_size = ps;
 	} else {
-		uint8_t *buf = ws_reader_buf(st->reader);
-		ssize_t got = ws_reader_read(st->reader, st->wal_slot, 0, 0, WS_WAL_HDR_SIZE);
+		uint8_t *buf = ws_reader_buf(st->reader) + st->small_off;
+		ssize_t got = ws_reader_read(st->reader, st->wal_slot, 0, st->small_off, WS_WAL_HDR_SIZE);
 		if (got < 0)
 			return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->wal_path);
 		if (got < (ssize_t)WS_WAL_HDR_SIZE)
@@ -744,9 +1042,9 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 			(sc.gen.wal_magic != 0 || st->continuous);
 	if (same_gen && sc.gen.wal_magic != 0 && st->wm.last_frame > 0) {
 		/* Prove the live WAL still holds the frame we stopped at. */
-		uint8_t *buf = ws_reader_buf(st->reader);
+		uint8_t *buf = ws_reader_buf(st->reader) + st->small_off;
 		uint64_t off = ws_wal_frame_offset(sc.gen.page_size, st->wm.last_frame);
-		ssize_t got = ws_reader_read(st->reader, st->wal_slot, off, 0, WS_WAL_FRAME_HDR_SIZE);
+		ssize_t got = ws_reader_read(st->reader, st->wal_slot, off, st->small_off, WS_WAL_FRAME_HDR_SIZE);
 		if (got < 0)
 			return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->wal_path);
 		if (got != (ssize_t)WS_WAL_FRAME_HDR_SIZE || ws_get_be32(buf + 16) != st->wm.end_cksum[0] ||
@@ -777,8 +1075,9 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 			const uint32_t fsz = ws_wal_frame_size(sc.gen.page_size);
 			if (off + fsz <= wal_bytes) {
 				struct ws_wal_cursor probe = sc.cur;
-				ssize_t got = ws_reader_read(st->reader, st->wal_slot, off, 0, fsz);
-				any = got == (ssize_t)fsz && ws_wal_cursor_step(&probe, ws_reader_buf(st->reader), NULL) == 1;
+				ssize_t got = ws_reader_read(st->reader, st->wal_slot, off, st->small_off, fsz);
+				any = got == (ssize_t)fsz &&
+				      ws_wal_cursor_step(&probe, ws_reader_buf(st->reader) + st->small_off, NULL) == 1;
 			}
 		}
 		if (!any) {
@@ -828,9 +1127,15 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	if (rc)
 		return ws_fail(rc, "tenant %s: key too long", st->tenant);
 
+	/* Shed stops reading at a full ring, except while re-basing: the
+	 * snapshot must be whole, and a database larger than the ring would
+	 * otherwise never re-base at all. */
+	st->shed_nowait = st->policy == WS_POLICY_SHED && kind != WS_MANIFEST_REBASE;
 	if (sc.gen.wal_magic != 0) {
 		rc = scan_and_upload(st, &sc, wal_bytes);
 		if (rc)
+			return rc;
+		if (st->shed_stop && (rc = scan_rest(st, &sc, wal_bytes)) != 0)
 			return rc;
 	}
 	uint64_t last = sc.gen.wal_magic ? sc.cur.last_commit : 0;
@@ -858,6 +1163,20 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 		rc = upload_snapshot(st, &sc, db_pages);
 		if (rc)
 			return rc;
+	}
+	/* Everything this call publishes must be durable before the manifest. */
+	ws_pipe_drain(st->pipe);
+	rc = settle(st, &sc, kind, &last, &db_pages);
+	if (rc < 0)
+		return rc;
+	if (rc == 1) {
+		out->kind = WS_OUTCOME_SHED;
+		out->u.shed.checkpoint_seq = sc.gen.checkpoint_seq;
+		out->u.shed.first_frame = sc.first_frame;
+		out->u.shed.last_frame = last;
+		fill_bp(st, &out->u.shed.backpressure);
+		fill_rpo(st, &out->u.shed.rpo);
+		return 0;
 	}
 
 	/* Manifest. */
@@ -891,15 +1210,15 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	m.batches = st->batches;
 	m.snap_count = st->snap_count;
 	m.snaps = st->snaps;
-	rc = ws_fmt_manifest_encode(&m, &st->scratch);
+	rc = ws_fmt_manifest_encode(&m, &st->work->scratch);
 	if (rc)
 		return ws_fail(rc, "tenant %s: cannot encode manifest", st->tenant);
 
 	uint8_t sha[WS_SHA256_LEN];
 	char shahex[WS_SHA256_HEX_LEN + 1];
 	char mkey[WS_KEY_MAX];
-	uint64_t mlen = st->scratch.len;
-	ws_sha256(st->scratch.data, st->scratch.len, sha);
+	uint64_t mlen = st->work->scratch.len;
+	ws_sha256(st->work->scratch.data, st->work->scratch.len, sha);
 	ws_hex(sha, 8, shahex);
 	if (snprintf(mkey, sizeof(mkey), "%s/m%016" PRIx64 "-%s", sc.prefix, m.wm_seq, shahex) >=
 	    (int)sizeof(mkey))
@@ -908,10 +1227,12 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault before manifest upload", st->tenant);
 	{
-		struct iovec iov = { st->scratch.data, st->scratch.len };
+		struct iovec iov = { st->work->scratch.data, st->work->scratch.len };
 		rc = put_immutable(st, mkey, &iov, 1);
 		if (rc)
 			return rc;
+		st->call.puts++;
+		st->call.bytes += iov.iov_len;
 	}
 
 	/* Watermark, last: it names only what is now durable. */
@@ -932,7 +1253,7 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	snprintf(nw.manifest_key, sizeof(nw.manifest_key), "%s", mkey);
 	memcpy(nw.manifest_sha, sha, WS_SHA256_LEN);
 	nw.manifest_length = mlen;
-	rc = ws_fmt_watermark_encode(&nw, &st->scratch);
+	rc = ws_fmt_watermark_encode(&nw, &st->work->scratch);
 	if (rc)
 		return ws_fail(rc, "tenant %s: cannot encode watermark", st->tenant);
 	rc = ws_key_watermark(wmkey, sizeof(wmkey), st->tenant);
@@ -941,7 +1262,7 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	rc = WS_FAULT("stream.before_watermark_put");
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault before watermark write", st->tenant);
-	rc = ws_store_put(st->sink->store, wmkey, st->scratch.data, st->scratch.len,
+	rc = ws_store_put(st->sink->store, wmkey, st->work->scratch.data, st->work->scratch.len,
 			  st->have_wm ? WS_PUT_CAS : WS_PUT_CREATE, st->have_wm ? &st->wm_etag : NULL, &new_etag);
 	if (rc == WS_EPRECOND) {
 		/* Someone wrote the watermark since our fencing read. */
@@ -961,6 +1282,8 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 		st->wm_loaded = false; /* ambiguous: re-read before the next decision */
 		return ws_fail_wrap(rc, "tenant %s: write watermark %s", st->tenant, wmkey);
 	}
+	st->call.puts++;
+	st->call.bytes += st->work->scratch.len;
 	rc = WS_FAULT("stream.after_watermark_put");
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault after watermark write", st->tenant);
@@ -973,8 +1296,10 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	st->wm_loaded = true;
 
 	/* Keep a read mark without a gap; from here on a new generation is
-	 * provably the continuation of what we just shipped. */
-	if (!locked)
+	 * provably the continuation of what we just shipped. After a partial
+	 * ship (shed) the old mark stays: frames between what shipped and it
+	 * must not be checkpointed away. */
+	if (!locked && st->frames_shed == 0)
 		handover_read(st);
 	st->continuous = true;
 
@@ -1006,7 +1331,17 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 {
 	bool locked = false;
-	int rc = hold_read(st);
+	int rc;
+
+	memset(&st->call, 0, sizeof(st->call));
+	st->part_count = 0;
+	st->part_base = st->pipe->ring.head;
+	st->call_throttle = 0;
+	st->frames_shed = 0;
+	st->shed_stop = false;
+	st->shed_nowait = false;
+	st->throttle_at_start = __atomic_load_n(&st->sink->store->stats.throttle_retries, __ATOMIC_RELAXED);
+	rc = hold_read(st);
 	if (rc)
 		return rc;
 	/* The WAL in use (not the file, which SQLite reuses from the top
@@ -1014,11 +1349,21 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 	if (st->have_wm && st->wm.gen.wal_magic != 0 &&
 	    st->wm.last_frame * ws_wal_frame_size(st->wm.gen.page_size) >= st->wal_checkpoint_bytes)
 		locked = write_lock_try(st);
+	st->pipe->on_done = part_done;
+	st->pipe->arg = st;
 	rc = tail_inner(st, out, locked);
+	/* A failed call may leave parts in flight: none outlives it. */
+	ws_pipe_drain(st->pipe);
+	st->pipe->on_done = NULL;
+	st->pipe->arg = NULL;
+	st->call.throttle_retries = call_throttle(st);
+	st->call.frames_shed = st->frames_shed;
+	st->call.spill_high_water = st->high_water;
 	if (locked) {
 		/* Nothing could commit since the scan began: on success every
 		 * committed frame in the WAL is durable at the sink. */
-		if (rc == 0 && out->kind != WS_OUTCOME_FENCED && st->continuous)
+		if (rc == 0 && out->kind != WS_OUTCOME_FENCED && out->kind != WS_OUTCOME_SHED &&
+		    st->frames_shed == 0 && st->continuous)
 			wal_checkpoint_locked(st);
 		write_lock_release(st);
 	}

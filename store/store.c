@@ -159,6 +159,38 @@ int ws_store_putv(struct ws_store *s, const char *key, const struct iovec *iov, 
 	return rc;
 }
 
+int ws_store_putv_many(struct ws_store *s, struct ws_put_req *reqs, size_t n)
+{
+	if (n == 0)
+		return 0;
+	if (!reqs)
+		return ws_fail(-EINVAL, "store %s: put_many without requests", s->url);
+	if (s->ops->put_many) {
+		int rc;
+		stat_add(&s->stats.puts, n);
+		rc = s->ops->put_many(s, reqs, n);
+		if (rc)
+			return rc;
+		for (size_t i = 0; i < n; i++) {
+			if (reqs[i].rc == WS_EPRECOND)
+				stat_add(&s->stats.precond_failed, 1);
+			if (reqs[i].rc == 0)
+				for (int j = 0; j < reqs[i].iovcnt; j++)
+					stat_add(&s->stats.bytes_put, reqs[i].iov[j].iov_len);
+		}
+		return 0;
+	}
+	/* One by one; a store instance is used by one thread, so the counter's
+	 * movement during a request is that request's. */
+	for (size_t i = 0; i < n; i++) {
+		uint64_t t0 = __atomic_load_n(&s->stats.throttle_retries, __ATOMIC_RELAXED);
+		reqs[i].rc = ws_store_putv(s, reqs[i].key, reqs[i].iov, reqs[i].iovcnt, reqs[i].mode, NULL, NULL);
+		reqs[i].throttle_retries =
+			(uint32_t)(__atomic_load_n(&s->stats.throttle_retries, __ATOMIC_RELAXED) - t0);
+	}
+	return 0;
+}
+
 int ws_store_put(struct ws_store *s, const char *key, const void *data, size_t len,
 		 enum ws_put_mode mode, const struct ws_etag *expect, struct ws_etag *out_etag)
 {

@@ -73,9 +73,21 @@ struct ws_store_stats {
 	uint64_t precond_failed;
 	uint64_t retries;            /* requests retried (any cause) */
 	uint64_t throttle_retries;   /* of which: the store said slow down (503 SlowDown, 429) */
+	uint64_t resends;            /* requests the HTTP library sent again on its own after a
+					reused connection died with no reply (not in retries) */
 };
 
 struct ws_store;
+
+/* One request of ws_store_putv_many. */
+struct ws_put_req {
+	const char *key;
+	const struct iovec *iov;
+	int iovcnt;
+	enum ws_put_mode mode;       /* WS_PUT_OVERWRITE or WS_PUT_CREATE */
+	int rc;                      /* out: 0, WS_EPRECOND, WS_ETHROTTLED, other errors */
+	uint32_t throttle_retries;   /* out: retries of this request caused by throttling */
+};
 
 struct ws_store_ops {
 	/*
@@ -113,6 +125,12 @@ struct ws_store_ops {
 	 * failed; the others may be gone).
 	 */
 	int (*del_many)(struct ws_store *s, const char *const *keys, size_t n);
+	/*
+	 * Run n independent PUTs concurrently where the backend can (S3: up to
+	 * its max_in_flight on one connection pool). Each request gets its own
+	 * rc and retries. NULL: the wrapper runs them one by one.
+	 */
+	int (*put_many)(struct ws_store *s, struct ws_put_req *reqs, size_t n);
 	void (*close)(struct ws_store *s);
 };
 
@@ -133,6 +151,12 @@ int ws_store_head(struct ws_store *s, const char *key, struct ws_obj_info *info)
 int ws_store_list(struct ws_store *s, const char *prefix, const char *token, unsigned max_keys,
 		  struct ws_list_page *out) WS_MUST_CHECK;
 int ws_store_del(struct ws_store *s, const char *key) WS_MUST_CHECK;
+/*
+ * n PUTs, concurrently where the backend can. Returns 0 when every request
+ * ran (each has its own rc; the detail of a failed one is not kept, so the
+ * caller names it), negative when the call itself failed.
+ */
+int ws_store_putv_many(struct ws_store *s, struct ws_put_req *reqs, size_t n) WS_MUST_CHECK;
 #define WS_DEL_MANY_MAX 1000u
 /* Delete n keys (any n), in requests of at most WS_DEL_MANY_MAX. */
 int ws_store_del_many(struct ws_store *s, const char *const *keys, size_t n) WS_MUST_CHECK;

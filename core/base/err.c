@@ -19,6 +19,8 @@ const char *ws_strerror(int err)
 	case WS_ETOOBIG: return "configured limit exceeded";
 	case WS_ENOTFOUND: return "not found";
 	case WS_ERANGE_: return "requested point not in stored range";
+	case WS_ETHROTTLED: return "object store throttled until retries ran out";
+	case WS_ESHED: return "dropped by the shed backpressure policy";
 	default: break;
 	}
 	if (err < 0 && err > WS_ERR_BASE)

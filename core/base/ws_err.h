@@ -30,7 +30,9 @@ enum {
 	WS_ETOOBIG = WS_ERR_BASE - 7,   /* a configured maximum was reached */
 	WS_ENOTFOUND = WS_ERR_BASE - 8, /* object or tenant absent */
 	WS_ERANGE_ = WS_ERR_BASE - 9,   /* requested point is outside what is stored */
-	WS_ERR_LAST = WS_ERR_BASE - 9,
+	WS_ETHROTTLED = WS_ERR_BASE - 10, /* the store kept throttling until retries ran out */
+	WS_ESHED = WS_ERR_BASE - 11,    /* dropped by the shed backpressure policy */
+	WS_ERR_LAST = WS_ERR_BASE - 11,
 };
 
 /* Static description of a code (negative errno or WS_E*). Never NULL. */

@@ -1,0 +1,84 @@
+/*
+ * The upload pipeline of a shard: the spill ring (ring.h) plus the thread
+ * that sends published slots to the sink, up to in_flight at once. The
+ * producer (a tail on the shard thread) reserves a slot, reads WAL frames
+ * into it, fills the slot's descriptor (key, object header, payload
+ * length, policy) and publishes it; it collects each slot's result, in
+ * order, before the slot is used again, and drains the pipeline before it
+ * writes a manifest.
+ *
+ * Inline pipelines (a stream opened on its own, outside an engine) have one
+ * slot and upload on the caller's thread at publish time.
+ *
+ * Policy on the upload side: a slot published under `block` is retried
+ * until it lands or the pipeline stops (the sink's own retries first, then
+ * a capped backoff, for ever): memory stays bounded, RPO grows. Under
+ * `throttle` and `shed` a failure after the store's bounded retries is the
+ * slot's result, and the tail decides (fail the call, or shed).
+ */
+#ifndef WS_PIPE_H
+#define WS_PIPE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ring.h"
+#include "walship.h"
+#include "ws_store.h"
+
+#define WS_PIPE_HDR_MAX 128
+
+struct ws_pipe_desc {
+	char key[WS_KEY_MAX];
+	uint8_t hdr[WS_PIPE_HDR_MAX];
+	uint32_t hdr_len;
+	uint64_t payload_len;     /* bytes of the slot sent after hdr */
+	enum ws_policy policy;
+	int rc;                   /* result, written by the uploader */
+	uint32_t throttle_retries;
+};
+
+/* Called by the producer for each finished slot, in publish order. */
+typedef void (*ws_pipe_done_fn)(void *arg, uint32_t idx, const struct ws_pipe_desc *d);
+
+struct ws_pipe {
+	struct ws_ring ring;
+	struct ws_store *store;   /* where slots go (the uploader's own instance when threaded) */
+	bool threaded;
+	bool started;
+	pthread_t thread;
+	unsigned in_flight;
+	uint32_t collected;       /* producer: results delivered up to here */
+	uint64_t outstanding;     /* producer: payload bytes published, not collected */
+	ws_pipe_done_fn on_done;  /* producer: set per tail */
+	void *arg;
+	/* Counters (the uploader writes, anyone reads). */
+	uint64_t puts, bytes, throttle_retries, block_retries;
+};
+
+/*
+ * mem holds nslots * slot_bytes (the caller's registered memory).
+ * threaded: start the upload thread (it owns store for its lifetime).
+ */
+int ws_pipe_init(struct ws_pipe *p, uint8_t *mem, size_t slot_bytes, uint32_t nslots, struct ws_store *store,
+		 unsigned in_flight, bool threaded) WS_MUST_CHECK;
+/* Stops the upload thread after what is published has been taken. */
+void ws_pipe_destroy(struct ws_pipe *p);
+
+/* Producer: a free slot, collecting finished ones first; wait as
+ * ws_ring_reserve (0 = do not wait, -1 = for ever). 0 or -EAGAIN. */
+int ws_pipe_reserve(struct ws_pipe *p, int timeout_ms, uint32_t *idx) WS_MUST_CHECK;
+static inline uint8_t *ws_pipe_slot(struct ws_pipe *p, uint32_t idx) { return ws_ring_slot(&p->ring, idx); }
+static inline struct ws_pipe_desc *ws_pipe_desc(struct ws_pipe *p, uint32_t idx)
+{
+	return (struct ws_pipe_desc *)ws_ring_desc(&p->ring, idx);
+}
+/* Producer: publish the reserved slot (inline: upload it now). */
+void ws_pipe_publish(struct ws_pipe *p);
+/* Producer: wait for every published slot and deliver its result. */
+void ws_pipe_drain(struct ws_pipe *p);
+/* Slots published and not yet finished. */
+static inline uint32_t ws_pipe_used(const struct ws_pipe *p) { return ws_ring_used(&p->ring); }
+
+#endif

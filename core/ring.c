@@ -1,0 +1,163 @@
+#include "ring.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ws_clock.h"
+
+static void futex_wait(uint32_t *addr, uint32_t val, int timeout_ms)
+{
+	struct timespec ts, *tp = NULL;
+	if (timeout_ms >= 0) {
+		ts.tv_sec = timeout_ms / 1000;
+		ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
+		tp = &ts;
+	}
+	syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, tp, NULL, 0);
+}
+
+static void futex_wake(uint32_t *addr)
+{
+	syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+int ws_ring_init(struct ws_ring *r, uint8_t *mem, size_t slot_bytes, uint32_t nslots, size_t desc_bytes)
+{
+	memset(r, 0, sizeof(*r));
+	if (!mem || slot_bytes == 0 || nslots == 0 || nslots > (1u << 20) || desc_bytes == 0)
+		return -EINVAL;
+	r->desc = calloc(nslots, desc_bytes);
+	if (!r->desc)
+		return -ENOMEM;
+	r->mem = mem;
+	r->slot_bytes = slot_bytes;
+	r->nslots = nslots;
+	r->desc_bytes = desc_bytes;
+	return 0;
+}
+
+void ws_ring_destroy(struct ws_ring *r)
+{
+	free(r->desc);
+	r->desc = NULL;
+}
+
+uint32_t ws_ring_used(const struct ws_ring *r)
+{
+	return __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) - __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+}
+
+uint32_t ws_ring_tail(const struct ws_ring *r)
+{
+	return __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Sleep while *word == seen. The waiting flag is raised before the final
+ * check, both sequentially consistent, and a waker moves the word before it
+ * reads the flag: either we see the new value, or the waker sees the flag
+ * and wakes us. No lost wake-up; no system call when nobody waits.
+ */
+static void sleep_on(uint32_t *word, uint32_t *flag, uint32_t seen, int timeout_ms)
+{
+	__atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(word, __ATOMIC_SEQ_CST) == seen)
+		futex_wait(word, seen, timeout_ms);
+	__atomic_store_n(flag, 0, __ATOMIC_SEQ_CST);
+}
+
+static void wake(uint32_t *word, uint32_t *flag)
+{
+	if (__atomic_load_n(flag, __ATOMIC_SEQ_CST))
+		futex_wake(word);
+}
+
+static int remaining_ms(uint64_t deadline)
+{
+	uint64_t now = ws_mono_ms();
+	return now >= deadline ? 0 : (int)(deadline - now);
+}
+
+int ws_ring_reserve(struct ws_ring *r, int timeout_ms, uint32_t *idx)
+{
+	uint32_t head = r->head; /* only we write it */
+	uint64_t deadline = timeout_ms > 0 ? ws_mono_ms() + (uint64_t)timeout_ms : 0;
+
+	for (;;) {
+		uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&r->closed, __ATOMIC_ACQUIRE))
+			return -EPIPE;
+		if (head - tail < r->nslots) {
+			*idx = head;
+			return 0;
+		}
+		if (timeout_ms == 0)
+			return -EAGAIN;
+		if (timeout_ms > 0) {
+			int left = remaining_ms(deadline);
+			if (left == 0)
+				return -EAGAIN;
+			sleep_on(&r->tail, &r->prod_waiting, tail, left);
+		} else {
+			sleep_on(&r->tail, &r->prod_waiting, tail, -1);
+		}
+	}
+}
+
+void ws_ring_publish(struct ws_ring *r)
+{
+	__atomic_store_n(&r->head, r->head + 1, __ATOMIC_SEQ_CST);
+	wake(&r->head, &r->cons_waiting);
+}
+
+int ws_ring_wait_tail(struct ws_ring *r, uint32_t want, int timeout_ms)
+{
+	uint64_t deadline = timeout_ms > 0 ? ws_mono_ms() + (uint64_t)timeout_ms : 0;
+	for (;;) {
+		uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		if ((int32_t)(tail - want) >= 0)
+			return 0;
+		if (timeout_ms == 0)
+			return -EAGAIN;
+		if (timeout_ms > 0) {
+			int left = remaining_ms(deadline);
+			if (left == 0)
+				return -EAGAIN;
+			sleep_on(&r->tail, &r->prod_waiting, tail, left);
+		} else {
+			sleep_on(&r->tail, &r->prod_waiting, tail, -1);
+		}
+	}
+}
+
+uint32_t ws_ring_wait_head(struct ws_ring *r, uint32_t from)
+{
+	for (;;) {
+		uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+		if (head != from)
+			return head;
+		if (__atomic_load_n(&r->closed, __ATOMIC_ACQUIRE))
+			return from;
+		sleep_on(&r->head, &r->cons_waiting, head, 100);
+	}
+}
+
+void ws_ring_release(struct ws_ring *r, uint32_t new_tail)
+{
+	__atomic_store_n(&r->tail, new_tail, __ATOMIC_SEQ_CST);
+	wake(&r->tail, &r->prod_waiting);
+}
+
+void ws_ring_close(struct ws_ring *r)
+{
+	__atomic_store_n(&r->closed, 1, __ATOMIC_SEQ_CST);
+	/* The consumer sleeps on head with a timeout; wake it now. */
+	futex_wake(&r->head);
+	futex_wake(&r->tail);
+}

@@ -1,0 +1,82 @@
+/*
+ * The spill ring: a single-producer, single-consumer ring of fixed-size
+ * slots in one contiguous region of memory that the shard registers with
+ * its io_uring. The shard thread (producer) reads WAL frames into a slot
+ * with a fixed-buffer read and publishes it; the upload thread (consumer)
+ * sends the slot's bytes to the sink from the same memory and releases it.
+ * Nothing is copied between reading and sending, and the ring never grows:
+ * when every slot is taken the producer waits or gives up (the policy's
+ * choice), it never allocates.
+ *
+ * Indices are free-running 32-bit counters (head: published, tail:
+ * released); slot i is desc[i % nslots]. Only the producer writes head,
+ * only the consumer writes tail; each side reads the other's counter with
+ * acquire and writes its own with release, so a slot's bytes and
+ * descriptor are visible to the side that takes it over. A side that must
+ * wait sleeps on the other's counter with a futex, announced through a
+ * waiting flag so the fast path makes no system call.
+ */
+#ifndef WS_RING_H
+#define WS_RING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ws_err.h"
+
+struct ws_ring {
+	uint8_t *mem;            /* nslots * slot_bytes, page aligned (not owned) */
+	size_t slot_bytes;
+	uint32_t nslots;
+	void *desc;              /* nslots descriptors of desc_bytes each (owned) */
+	size_t desc_bytes;
+
+	_Alignas(64) uint32_t head;      /* written by the producer */
+	uint32_t cons_waiting;           /* consumer sleeps on head */
+	_Alignas(64) uint32_t tail;      /* written by the consumer */
+	uint32_t prod_waiting;           /* producer sleeps on tail */
+	_Alignas(64) uint32_t closed;    /* set once: wakes and stops the consumer */
+};
+
+/* mem must hold nslots * slot_bytes. Errors: -EINVAL, -ENOMEM. */
+int ws_ring_init(struct ws_ring *r, uint8_t *mem, size_t slot_bytes, uint32_t nslots, size_t desc_bytes) WS_MUST_CHECK;
+void ws_ring_destroy(struct ws_ring *r);
+
+static inline uint8_t *ws_ring_slot(const struct ws_ring *r, uint32_t i)
+{
+	return r->mem + (size_t)(i % r->nslots) * r->slot_bytes;
+}
+static inline void *ws_ring_desc(const struct ws_ring *r, uint32_t i)
+{
+	return (uint8_t *)r->desc + (size_t)(i % r->nslots) * r->desc_bytes;
+}
+
+/* Slots published and not yet released (either side may ask). */
+uint32_t ws_ring_used(const struct ws_ring *r);
+
+/*
+ * Producer: the index of the next free slot, waiting up to timeout_ms for
+ * one (0: do not wait; -1: wait for ever). Returns 0 with *idx set, or
+ * -EAGAIN when the ring stayed full, -EPIPE when closed.
+ */
+int ws_ring_reserve(struct ws_ring *r, int timeout_ms, uint32_t *idx) WS_MUST_CHECK;
+/* Producer: hand slot head (the one reserve returned) to the consumer. */
+void ws_ring_publish(struct ws_ring *r);
+/* Producer: the consumer's release count, to collect finished slots. */
+uint32_t ws_ring_tail(const struct ws_ring *r);
+/* Producer: wait until tail reaches want (or timeout_ms). 0 or -EAGAIN. */
+int ws_ring_wait_tail(struct ws_ring *r, uint32_t want, int timeout_ms);
+
+/*
+ * Consumer: wait until at least one slot past `from` is published; returns
+ * the producer's head (> from), or from itself when closed and drained.
+ */
+uint32_t ws_ring_wait_head(struct ws_ring *r, uint32_t from);
+/* Consumer: release slots up to (not including) new_tail. */
+void ws_ring_release(struct ws_ring *r, uint32_t new_tail);
+
+/* Stop: the consumer's wait returns once everything published was taken. */
+void ws_ring_close(struct ws_ring *r);
+
+#endif
