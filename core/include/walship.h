@@ -151,6 +151,7 @@ struct ws_stream_config {
 	 * checkpoints happen to catch every frame backfilled).
 	 */
 	uint64_t wal_checkpoint_bytes;
+	uint32_t batch_frames_max;   /* 0 = as many as batch_bytes_max holds */
 };
 
 
@@ -176,6 +177,111 @@ uint64_t ws_stream_wal_checkpoints(const struct ws_stream *st);
  * verification), I/O errors; the watermark is unchanged on every error.
  */
 int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out) WS_MUST_CHECK;
+
+/* ---- engine: shards and tenants --------------------------------------- */
+
+/*
+ * An engine runs N shards, each one thread pinned to a core with its own
+ * io_uring, its own spill ring (registered memory, WAL reads land there and
+ * uploads send from there) and its own tenants. A shard wakes on change
+ * (inotify on each tenant's directory), never by polling: an idle tenant
+ * costs no object-store request and no CPU. README "Engine" and
+ * "Configuration file" describe every setting.
+ */
+#define WS_SHARDS_MAX 256
+
+struct ws_shard_config {
+	int core;                    /* CPU to pin the shard to; -1 = not pinned */
+	uint64_t ring_bytes;         /* spill ring size; fixed, never grows */
+	uint64_t batch_bytes_max;    /* one batch object (one ring slot) at most */
+	uint32_t batch_frames_max;   /* frames per batch at most */
+	uint32_t batch_age_ms_max;   /* ship a change at most this long after it is seen */
+	enum ws_policy policy;       /* default for the shard's tenants */
+	uint32_t uploads_in_flight;  /* batch PUTs outstanding at once */
+	uint32_t retry_attempts_max; /* per request, on throttling and transient errors */
+	uint32_t retry_deadline_ms;  /* per request */
+	bool sqpoll;                 /* io_uring SQ polling thread */
+};
+/* The defaults: core -1, 64 MiB ring, 4 MiB / 4096-frame batches, 1000 ms,
+ * block, 8 uploads in flight, 10 attempts, 30000 ms, no SQPOLL. */
+void ws_shard_config_default(struct ws_shard_config *c);
+
+/* Called on the shard's thread after every tail of a tenant (err != 0: the
+ * tail failed, o is zeroed, ws_errmsg() has the detail). Must not block long. */
+typedef void (*ws_outcome_fn)(const char *tenant, const struct ws_outcome *o, int err, void *arg);
+
+struct ws_engine_config {
+	const char *sink_url;        /* each shard opens its own connection to it */
+	unsigned shards;             /* 1..WS_SHARDS_MAX */
+	const struct ws_shard_config *shard; /* shards entries */
+	uint64_t epoch;              /* fencing token of every stream */
+	uint64_t pointer_generation;
+	uint64_t wal_checkpoint_bytes; /* as ws_stream_config; 0 = default */
+	unsigned reader_flags;       /* WS_READER_* (tests: force pread) */
+	ws_outcome_fn on_outcome;    /* may be NULL */
+	void *arg;
+};
+
+struct ws_tenant_config {
+	const char *name;
+	const char *db_path;
+	int shard;                   /* -1: a stable hash of the name picks it */
+	bool has_policy;             /* override the shard's policy */
+	enum ws_policy policy;
+};
+
+struct ws_engine;
+
+/* Starts the shard threads. Errors: WS_ECONFIG (naming the field), sink errors. */
+struct ws_engine *ws_engine_create(const struct ws_engine_config *cfg, int *err);
+/* Register a tenant while shards run; it is tailed at once. Errors:
+ * WS_ECONFIG (bad name, shard out of range, duplicate), -ENOENT (no database). */
+int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *t) WS_MUST_CHECK;
+/* Ship what the tenant has committed, then stop streaming it. WS_ENOTFOUND if unknown. */
+int ws_engine_remove_tenant(struct ws_engine *e, const char *name) WS_MUST_CHECK;
+/* Tail every tenant now and wait until each tail has finished; returns the
+ * first tail error (0 when all succeeded; Fenced and Shed are not errors). */
+int ws_engine_flush(struct ws_engine *e) WS_MUST_CHECK;
+/* Drain: a last tail of every tenant, every shard stopped. Returns the first
+ * error of the final tails. Idempotent. */
+int ws_engine_stop(struct ws_engine *e) WS_MUST_CHECK;
+/* Stops (if needed) and frees. */
+void ws_engine_destroy(struct ws_engine *e);
+unsigned ws_engine_shard_of(const struct ws_engine *e, const char *name); /* the stable hash choice */
+
+struct ws_tenant_metrics {
+	char tenant[WS_TENANT_MAX];
+	unsigned shard;
+	enum ws_policy policy;
+	struct ws_rpo_status rpo;    /* watermark age now */
+	uint64_t tails, errors;
+	uint64_t frames_shipped, bytes_shipped, puts;
+	uint64_t throttle_retries, frames_shed, sheds;
+	uint64_t last_frame;         /* of the watermark */
+	enum ws_outcome_kind last_outcome;
+	bool fenced;                 /* the last tail was Fenced */
+};
+
+struct ws_shard_metrics {
+	unsigned shard;
+	int core;
+	enum ws_policy policy;
+	unsigned tenants;
+	uint64_t ring_bytes, ring_used, ring_high_water;
+	uint64_t tails, wakeups, errors;
+	uint64_t frames_shipped, bytes_shipped, puts;
+	uint64_t throttle_retries, frames_shed;
+	const char *read_path;       /* "io_uring" or "pread" */
+};
+
+int ws_engine_shard_metrics(struct ws_engine *e, unsigned shard, struct ws_shard_metrics *out) WS_MUST_CHECK;
+int ws_engine_tenant_metrics(struct ws_engine *e, const char *name, struct ws_tenant_metrics *out) WS_MUST_CHECK;
+typedef int (*ws_tenant_metrics_fn)(const struct ws_tenant_metrics *m, void *arg);
+/* Every tenant, in registration order; stops at fn's first non-zero return. */
+int ws_engine_foreach_tenant(struct ws_engine *e, ws_tenant_metrics_fn fn, void *arg);
+unsigned ws_engine_shards(const struct ws_engine *e);
+/* All metrics in Prometheus text exposition format; *out is malloc'd. */
+int ws_engine_metrics_text(struct ws_engine *e, char **out, size_t *len) WS_MUST_CHECK;
 
 /* ---- restore, inspection -------------------------------------------- */
 
