@@ -13,6 +13,9 @@
  *       after the other, through one s3 store (open, bucket and warm-up
  *       outside the timer). walship signs the real SHA-256 of each payload,
  *       which radosgw then verifies.
+ *   (a') walship: one ws_store_putv_many of the same N objects through a
+ *       store opened with max_in_flight=--inflight (default 8): the PUTs
+ *       run concurrently, each hashed, signed and retried on its own.
  *   (b) the curl command line tool: one process uploads the same N files
  *       (from the page cache) to N distinct keys over one reused connection
  *       (a -K config with one `next` section per file), with
@@ -22,6 +25,8 @@
  *       transfers only (no process start, no config parsing, no file opens).
  *   (c) the same curl run with the real hex SHA-256 of each file (computed
  *       outside the timer): radosgw verifies it, as for walship.
+ *   (d), (e) (b) and (c) with `--parallel --parallel-immediate --parallel-max
+ *       --inflight`: curl's own concurrent uploads, the fair baseline for (a').
  *   Profile: walship's SHA-256 of the same payloads is timed on its own, and
  *   client CPU (getrusage; wait4 for curl) is reported per object.
  *
@@ -128,7 +133,8 @@ static void usage(void)
 	      "  --http-n1m N    1 MiB requests per HTTP rep (default 300)\n"
 	      "  --reps N        S3 measurements of each variant, interleaved; medians reported (default 5)\n"
 	      "  --http-reps N   the same for the HTTP part (default 7; it is quick)\n"
-	      "  --inflight N    max_in_flight of the concurrent ws_http variant (default 4)\n"
+	      "  --inflight N    requests in flight for put_many, curl --parallel-max and the concurrent\n"
+	      "                  ws_http variant (default 8)\n"
 	      "  --curl PATH     the curl command line tool (default curl)\n"
 	      "  --dir DIR       where the object files go (default $WS_TEST_TMP or /tmp)\n",
 	      stderr);
@@ -143,7 +149,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	o->hn[1] = 300;
 	o->reps = 5;
 	o->http_reps = 7;
-	o->inflight = 4;
+	o->inflight = 8;
 	o->curl = "curl";
 	o->dir = getenv("WS_TEST_TMP");
 	if (!o->dir || !*o->dir)
@@ -281,7 +287,7 @@ static const uint8_t *obj(const struct objs *o, unsigned i)
 
 /* ---- measurement and reporting ---------------------------------------------- */
 
-#define VAR_MAX 4
+#define VAR_MAX 8
 
 struct run_result {
 	double seconds;
@@ -330,11 +336,11 @@ static double paired_ratio(const struct table *t, int z, int var, int base, doub
 
 static void print_rates(const struct table *t, int z, const struct objs *o, const char *unit)
 {
-	printf("%-6s %-28s %10s %9s %10s %14s\n", "size", "variant (medians)", unit, "MB/s", "ms/each",
+	printf("%-6s %-32s %10s %9s %10s %14s\n", "size", "variant (medians)", unit, "MB/s", "ms/each",
 	       "client CPU ms");
 	for (int v = 0; v < t->nvar; v++) {
 		double m = bench_median(t->secs[z][v], t->reps), c = bench_median(t->cpu[z][v], t->reps);
-		printf("%-6s %-28s %10.1f %9.1f %10.3f", size_names[z], t->names[v], o->n / m,
+		printf("%-6s %-32s %10.1f %9.1f %10.3f", size_names[z], t->names[v], o->n / m,
 		       (double)o->n * (double)o->size / m / 1e6, m * 1e3 / o->n);
 		if (c > 0)
 			printf(" %14.3f\n", c * 1e3 / o->n);
@@ -409,8 +415,8 @@ static void parse_s3_url(const char *url, struct s3_target *t)
 	snprintf(t->region, sizeof(t->region), "%s", getenv("AWS_REGION") ? getenv("AWS_REGION") : "us-east-1");
 }
 
-enum { S3_WS, S3_CURL, S3_CURL_SHA, S3_NVAR, S3_CURL_XFER = S3_NVAR };
-static const char *const s3_var_tags[S3_NVAR] = { "ws", "curl", "curlsha" };
+enum { S3_WS, S3_WSM, S3_CURL, S3_CURL_SHA, S3_CURLP, S3_CURLP_SHA, S3_NVAR, S3_CURL_XFER = S3_NVAR };
+static const char *const s3_var_tags[S3_NVAR] = { "ws", "wsmany", "curl", "curlsha", "curlpar", "curlparsha" };
 
 /* Key of object i (without the URL's prefix). */
 static void obj_key(char *out, size_t cap, const char *tag, unsigned rep, size_t size, unsigned i)
@@ -435,15 +441,48 @@ static struct run_result run_ws_s3(struct ws_store *st, const struct objs *o, co
 	return r;
 }
 
-/* A curl config: one `next` section per object, all in one process. */
+/* (a') all n objects in one ws_store_putv_many (st opened with max_in_flight). */
+static struct run_result run_ws_s3_many(struct ws_store *st, const struct objs *o, const char *tag, unsigned rep)
+{
+	struct run_result r = { 0, 0, 0, 0, 0 };
+	uint64_t retries0 = st->stats.retries;
+	struct ws_put_req *reqs = xmalloc(sizeof(*reqs) * o->n);
+	struct iovec *iov = xmalloc(sizeof(*iov) * o->n);
+	char (*keys)[96] = xmalloc(sizeof(*keys) * o->n);
+	double c0, t0;
+	for (unsigned i = 0; i < o->n; i++) {
+		obj_key(keys[i], sizeof(keys[i]), tag, rep, o->size, i);
+		iov[i].iov_base = (void *)(uintptr_t)obj(o, i);
+		iov[i].iov_len = o->size;
+		reqs[i] = (struct ws_put_req){ .key = keys[i], .iov = &iov[i], .iovcnt = 1, .mode = WS_PUT_OVERWRITE };
+	}
+	c0 = cpu_self_s();
+	t0 = bench_now_s();
+	if (ws_store_putv_many(st, reqs, o->n) != 0)
+		bench_die("walship put_many: %s", ws_errmsg());
+	r.seconds = bench_now_s() - t0;
+	r.cpu_s = cpu_self_s() - c0;
+	for (unsigned i = 0; i < o->n; i++)
+		if (reqs[i].rc)
+			bench_die("walship put_many %s: %s", keys[i], ws_strerror(reqs[i].rc));
+	r.retries = st->stats.retries - retries0;
+	free(reqs);
+	free(iov);
+	free(keys);
+	return r;
+}
+
+/* A curl config: one `next` section per object, all in one process; parallel > 0: --parallel-max. */
 static void write_curl_cfg(const char *path, const struct s3_target *t, const struct objs *o, const char *tag,
-			   unsigned rep, bool real_sha)
+			   unsigned rep, bool real_sha, unsigned parallel)
 {
 	FILE *f;
 	char key[WS_KEY_MAX];
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600); /* holds the secret */
 	if (fd < 0 || !(f = fdopen(fd, "w")))
 		bench_die("create %s: %s", path, strerror(errno));
+	if (parallel) /* global options: they hold for every `next` section */
+		fprintf(f, "parallel\nparallel-immediate\nparallel-max = %u\n", parallel);
 	for (unsigned i = 0; i < o->n; i++) {
 		obj_key(key, sizeof(key), tag, rep, o->size, i);
 		if (i)
@@ -479,8 +518,11 @@ static struct run_result run_curl_cfg(const char *curl, const char *cfg, const c
 	char line[256];
 	unsigned lines = 0;
 
+	char *err_path = xasprintf("%s.err", out_path);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	/* stderr too: --parallel draws a progress meter there whatever `silent` says (curl 7.88). */
+	posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	t0 = bench_now_s();
 	rc = posix_spawnp(&pid, curl, &fa, NULL, argv, environ);
@@ -494,7 +536,10 @@ static struct run_result run_curl_cfg(const char *curl, const char *cfg, const c
 		  (double)ru.ru_stime.tv_usec / 1e6;
 	posix_spawn_file_actions_destroy(&fa);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		bench_die("%s -K %s: exit status %d", curl, cfg, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		bench_die("%s -K %s: exit status %d (its stderr: %s)", curl, cfg,
+			  WIFEXITED(status) ? WEXITSTATUS(status) : -1, err_path);
+	unlink(err_path);
+	free(err_path);
 	if (!(f = fopen(out_path, "r")))
 		bench_die("open %s: %s", out_path, strerror(errno));
 	while (fgets(line, sizeof(line), f)) {
@@ -516,9 +561,10 @@ static struct run_result run_curl_cfg(const char *curl, const char *cfg, const c
 static void part_s3(const struct opts *o, struct objs *set, const char *work)
 {
 	struct s3_target t;
-	struct ws_store *st;
+	struct ws_store *st, *stm;
 	int err = 0;
 	static struct table tab;
+	char *many_url = xasprintf("%s&max_in_flight=%u", o->s3_url, o->inflight);
 	double sha_s[NSIZES][REPS_MAX], verify[NSIZES][REPS_MAX], start[NSIZES][REPS_MAX];
 	char *cfg = xasprintf("%s/curl.cfg", work), *out = xasprintf("%s/curl.out", work);
 
@@ -533,18 +579,28 @@ static void part_s3(const struct opts *o, struct objs *set, const char *work)
 	st = ws_store_s3_open(o->s3_url, 0, &err); /* the conditional-write probe runs here */
 	if (!st)
 		bench_die("open %s: %s", o->s3_url, ws_errmsg());
+	stm = ws_store_s3_open(many_url, 0, &err);
+	if (!stm)
+		bench_die("open %s: %s", many_url, ws_errmsg());
 
 	memset(&tab, 0, sizeof(tab));
 	tab.reps = o->reps;
 	tab.nvar = S3_NVAR + 1;
+	char name_wsm[64], name_cp[64], name_cps[64], lab[128];
+	snprintf(name_wsm, sizeof(name_wsm), "walship put_many, %u in fl.", o->inflight);
+	snprintf(name_cp, sizeof(name_cp), "curl --parallel-max %u, UNSIGN.", o->inflight);
+	snprintf(name_cps, sizeof(name_cps), "curl --parallel-max %u, SHA", o->inflight);
 	tab.names[S3_WS] = "walship ws_store_put";
+	tab.names[S3_WSM] = name_wsm;
 	tab.names[S3_CURL] = "curl, UNSIGNED-PAYLOAD";
 	tab.names[S3_CURL_SHA] = "curl, real SHA-256";
+	tab.names[S3_CURLP] = name_cp;
+	tab.names[S3_CURLP_SHA] = name_cps;
 	tab.names[S3_CURL_XFER] = "curl, its time_total sum";
 
-	printf("\n== Part 1: S3 PUT to radosgw %s, bucket %s; sequential PUTs over one reused connection; "
-	       "%u reps, interleaved, order rotated ==\n",
-	       t.endpoint, t.bucket, o->reps);
+	printf("\n== Part 1: S3 PUT to radosgw %s, bucket %s; sequential PUTs over one reused connection, and "
+	       "%u in flight; %u reps, interleaved, order rotated ==\n",
+	       t.endpoint, t.bucket, o->inflight, o->reps);
 	printf("   walship: ws_store_put(WS_PUT_OVERWRITE), distinct keys; signs the real SHA-256 of each "
 	       "payload, which radosgw verifies\n"
 	       "   curl:    one `%s -q -K cfg` process, one `next` section per file (read from the page cache),\n"
@@ -555,15 +611,22 @@ static void part_s3(const struct opts *o, struct objs *set, const char *work)
 	       "            header, which radosgw then refuses, so it cannot be turned off); wall time includes "
 	       "process start\n"
 	       "   curl-sha: the same with the real SHA-256 of each file (hashed outside the timer): the "
-	       "server does walship's work\n",
-	       o->curl);
+	       "server does walship's work\n"
+	       "   in flight: walship ws_store_putv_many (max_in_flight=%u) vs the same curl runs with "
+	       "--parallel --parallel-immediate --parallel-max %u\n",
+	       o->curl, o->inflight, o->inflight);
 
 	/* Warm-up, untimed: connections, the bucket index, curl's binary in the page cache. */
 	for (int z = 0; z < NSIZES; z++) {
 		struct objs w = set[z];
 		w.n = w.n < 5 ? w.n : 5;
 		(void)run_ws_s3(st, &w, "warm-ws", 0);
-		write_curl_cfg(cfg, &t, &w, "warm-curl", 0, false);
+		w.n = set[z].n < 16 ? set[z].n : 16;
+		(void)run_ws_s3_many(stm, &w, "warm-wsm", 0);
+		w.n = set[z].n < 5 ? set[z].n : 5;
+		write_curl_cfg(cfg, &t, &w, "warm-curl", 0, false, 0);
+		(void)run_curl_cfg(o->curl, cfg, out, w.n);
+		write_curl_cfg(cfg, &t, &w, "warm-curlp", 0, false, o->inflight);
 		(void)run_curl_cfg(o->curl, cfg, out, w.n);
 	}
 
@@ -582,8 +645,12 @@ static void part_s3(const struct opts *o, struct objs *set, const char *work)
 				int var = (int)(((unsigned)k + rep) % S3_NVAR); /* rotate the order */
 				if (var == S3_WS) {
 					res[var] = run_ws_s3(st, s, s3_var_tags[var], rep);
+				} else if (var == S3_WSM) {
+					res[var] = run_ws_s3_many(stm, s, s3_var_tags[var], rep);
 				} else {
-					write_curl_cfg(cfg, &t, s, s3_var_tags[var], rep, var == S3_CURL_SHA);
+					bool sha = var == S3_CURL_SHA || var == S3_CURLP_SHA;
+					bool par = var == S3_CURLP || var == S3_CURLP_SHA;
+					write_curl_cfg(cfg, &t, s, s3_var_tags[var], rep, sha, par ? o->inflight : 0);
 					res[var] = run_curl_cfg(o->curl, cfg, out, s->n);
 				}
 				table_put(&tab, z, var, rep, &res[var]);
@@ -598,10 +665,14 @@ static void part_s3(const struct opts *o, struct objs *set, const char *work)
 			verify[z][rep] = res[S3_CURL_SHA].seconds - res[S3_CURL].seconds;
 			start[z][rep] = res[S3_CURL].seconds - res[S3_CURL].curl_transfer_s;
 			printf("rep %u %-5s x%-4u walship %6.3f s (%" PRIu64 " retries) | curl %6.3f s (%.3f s in "
-			       "transfers, %u connects) | curl-sha %6.3f s (%u connects)\n",
+			       "transfers, %u connects) | curl-sha %6.3f s (%u connects)\n"
+			       "      in flight: walship put_many %6.3f s (%" PRIu64 " retries) | curl --parallel "
+			       "%6.3f s (%u connects) | curl --parallel sha %6.3f s\n",
 			       rep + 1, size_names[z], s->n, res[S3_WS].seconds, res[S3_WS].retries,
 			       res[S3_CURL].seconds, res[S3_CURL].curl_transfer_s, res[S3_CURL].connects,
-			       res[S3_CURL_SHA].seconds, res[S3_CURL_SHA].connects);
+			       res[S3_CURL_SHA].seconds, res[S3_CURL_SHA].connects, res[S3_WSM].seconds,
+			       res[S3_WSM].retries, res[S3_CURLP].seconds, res[S3_CURLP].connects,
+			       res[S3_CURLP_SHA].seconds);
 		}
 	}
 	unlink(cfg); /* it holds the secret */
@@ -615,6 +686,12 @@ static void part_s3(const struct opts *o, struct objs *set, const char *work)
 		print_ratio(&tab, z, S3_WS, S3_CURL, "ratio walship/curl (UNSIGNED-PAYLOAD)", 1.0);
 		print_ratio(&tab, z, S3_WS, S3_CURL_SHA, "ratio walship/curl-sha (same server work)", 0);
 		print_ratio(&tab, z, S3_WS, S3_CURL_XFER, "ratio walship/curl time_total sum (transfers only)", 0);
+		snprintf(lab, sizeof(lab), "ratio walship put_many(%u)/curl (sequential)", o->inflight);
+		print_ratio(&tab, z, S3_WSM, S3_CURL, lab, 1.0);
+		snprintf(lab, sizeof(lab), "ratio walship put_many(%u)/curl --parallel(%u)", o->inflight, o->inflight);
+		print_ratio(&tab, z, S3_WSM, S3_CURLP, lab, 1.0);
+		snprintf(lab, sizeof(lab), "ratio walship put_many(%u)/curl-sha --parallel", o->inflight);
+		print_ratio(&tab, z, S3_WSM, S3_CURLP_SHA, lab, 0);
 		printf("%-6s profile (ms/object): walship's SHA-256 of the payload %.3f (%.1f%% of its PUT time, "
 		       "%.0f MB/s), done before sending;\n"
 		       "%-6s   radosgw verifying a real hash %+.3f (curl-sha - curl); curl process start + exit "
@@ -624,6 +701,8 @@ static void part_s3(const struct opts *o, struct objs *set, const char *work)
 		       bench_median(start[z], o->reps) * 1e3 / s->n);
 	}
 	ws_store_close(st);
+	ws_store_close(stm);
+	free(many_url);
 	free(cfg);
 	free(out);
 }

@@ -13,6 +13,20 @@
  * straight into curl's send buffer; CURLOPT_SEEKFUNCTION rewinds them when
  * curl must resend (a reused connection the server had already closed).
  *
+ * Silent resends: when a request on a reused connection gets no byte of a
+ * reply (the server closed or reset the connection, perhaps after it had
+ * acted on the request), libcurl sends the same request again on a fresh
+ * connection, up to 5 times, and reports only the last outcome. libcurl 7.88
+ * has no option to stop this (CURLOPT_FORBID_RETRY_ON_REUSE came in 8.16).
+ * It cannot be told from a normal transfer by CURLINFO_NUM_CONNECTS (a
+ * transfer that found no idle connection also makes one), so each easy
+ * handle counts its CURLOPT_PREREQFUNCTION calls: libcurl calls it once per
+ * request it puts on a connection, and we follow no redirects, so every call
+ * after the first is a resend. They are counted per request (resends) and per
+ * client (stats.resends). Callers that write conditionally must still treat
+ * a reply as possibly answering a resend (store_s3.c checks its attempt
+ * token on every 412).
+ *
  * Errors: each request gets its own err (negative errno, or the sink's own
  * error when it refused the body); ws_http_perform fails as a whole only when
  * curl's multi machinery does.
@@ -43,6 +57,7 @@ struct slot {
 	int iovcnt, iov_idx;
 	size_t iov_off;
 	int sink_err;                 /* set when on_body refused bytes */
+	unsigned sends;               /* CURLOPT_PREREQFUNCTION calls: requests put on a connection */
 	bool nobody;
 	char errbuf[CURL_ERROR_SIZE];
 };
@@ -107,6 +122,19 @@ static int on_seek(void *arg, curl_off_t offset, int origin)
 		return offset == 0 ? CURL_SEEKFUNC_OK : CURL_SEEKFUNC_FAIL;
 	s->iov_off = (size_t)offset;
 	return CURL_SEEKFUNC_OK;
+}
+
+/* libcurl is about to send the request on a connection (once per send, resends included). */
+static int on_prereq(void *arg, char *primary_ip, char *local_ip, int primary_port, int local_port)
+{
+	struct slot *s = arg;
+
+	(void)primary_ip;
+	(void)local_ip;
+	(void)primary_port;
+	(void)local_port;
+	s->sends++;
+	return CURL_PREREQFUNC_OK;
 }
 
 static size_t on_write(char *data, size_t size, size_t nmemb, void *arg)
@@ -272,6 +300,7 @@ static void reset_out(struct ws_http_req *r)
 	r->content_length = -1;
 	r->truncated = false;
 	r->hdr_count = 0;
+	r->resends = 0;
 }
 
 static void req_fail(struct ws_http_req *r, int err, const char *detail)
@@ -312,6 +341,7 @@ static int slot_setup(struct ws_http *h, struct slot *s, struct ws_http_req *r)
 	s->iov_idx = 0;
 	s->iov_off = 0;
 	s->sink_err = 0;
+	s->sends = 0;
 	s->nobody = false;
 	s->errbuf[0] = '\0';
 	curl_slist_free_all(s->hdrs);
@@ -359,6 +389,8 @@ static int slot_setup(struct ws_http *h, struct slot *s, struct ws_http_req *r)
 	SETOPT(s, CURLOPT_HEADERDATA, (void *)s);
 	SETOPT(s, CURLOPT_WRITEFUNCTION, on_write);
 	SETOPT(s, CURLOPT_WRITEDATA, (void *)s);
+	SETOPT(s, CURLOPT_PREREQFUNCTION, on_prereq);
+	SETOPT(s, CURLOPT_PREREQDATA, (void *)s);
 
 	if (strcmp(m, "HEAD") == 0) {
 		SETOPT(s, CURLOPT_NOBODY, 1L);
@@ -429,6 +461,8 @@ static void slot_finish(struct ws_http *h, struct slot *s, CURLcode result)
 		snprintf(r->err_detail, sizeof(r->err_detail), "%s",
 			 s->errbuf[0] ? s->errbuf : curl_easy_strerror(result));
 	}
+	r->resends = s->sends > 1 ? s->sends - 1 : 0;
+	h->stats.resends += r->resends;
 	h->stats.connects += connects > 0 ? (uint64_t)connects : 0;
 	h->stats.bytes_sent += up > 0 ? (uint64_t)up : 0;
 	h->stats.bytes_received += down > 0 ? (uint64_t)down : 0;
@@ -462,16 +496,26 @@ static void abort_all(struct ws_http *h, int err, const char *why)
 	}
 }
 
-int ws_http_perform(struct ws_http *h, struct ws_http_req *reqs, size_t n)
+/* Request i of a perform call: from the array, or through the pointer array. */
+static struct ws_http_req *req_at(struct ws_http_req *arr, struct ws_http_req *const *ptrs, size_t i)
+{
+	return ptrs ? ptrs[i] : &arr[i];
+}
+
+static int perform(struct ws_http *h, struct ws_http_req *reqs, struct ws_http_req *const *ptrs, size_t n)
 {
 	size_t next = 0;
 	unsigned active = 0;
 	int rc = 0;
 
-	if (!h || (n && !reqs))
+	if (!h || (n && !reqs && !ptrs))
 		return ws_fail(-EINVAL, "http: perform without a client or requests");
+	for (size_t i = 0; i < n; i++) {
+		if (!req_at(reqs, ptrs, i))
+			return ws_fail(-EINVAL, "http: perform: request %zu is NULL", i);
+	}
 	for (size_t i = 0; i < n; i++)
-		reset_out(&reqs[i]);
+		reset_out(req_at(reqs, ptrs, i));
 	if ((rc = WS_FAULT("http.perform"))) {
 		rc = ws_fail(rc, "http: fault injected at http.perform");
 		goto fail;
@@ -483,7 +527,7 @@ int ws_http_perform(struct ws_http *h, struct ws_http_req *reqs, size_t n)
 		CURLMcode mc;
 
 		while (active < h->slot_count && next < n) {
-			struct ws_http_req *r = &reqs[next++];
+			struct ws_http_req *r = req_at(reqs, ptrs, next++);
 			struct slot *s = free_slot(h);
 			/* A fault here looks like a connection that died before any reply. */
 			if (WS_FAULT("http.request")) {
@@ -537,8 +581,20 @@ fail:
 	abort_all(h, rc, "http: client failed before this request completed");
 	/* Requests never started carry the client's error too, so none reads as success. */
 	for (; next < n; next++)
-		req_fail(&reqs[next], rc, "http: client failed before this request started");
+		req_fail(req_at(reqs, ptrs, next), rc, "http: client failed before this request started");
 	return rc;
+}
+
+int ws_http_perform(struct ws_http *h, struct ws_http_req *reqs, size_t n)
+{
+	return perform(h, reqs, NULL, n);
+}
+
+int ws_http_perform_each(struct ws_http *h, struct ws_http_req *const *reqs, size_t n)
+{
+	if (n && !reqs)
+		return ws_fail(-EINVAL, "http: perform without a client or requests");
+	return perform(h, NULL, reqs, n);
 }
 
 const char *ws_http_header(const struct ws_http_req *r, const char *name)

@@ -78,12 +78,25 @@ struct ws_http_req {
 							WS_HTTP_HDR_MAX are dropped, values
 							truncated to fit */
 	size_t hdr_count;
+	unsigned resends;            /* times libcurl sent this request again on its own after a
+					reused connection died with no reply (see ws_http_stats);
+					the outcome above is the last send's */
 };
 
 struct ws_http_stats {
 	uint64_t requests;
 	uint64_t connects;           /* new connections made (reuse = requests - connects) */
 	uint64_t bytes_sent, bytes_received; /* body bytes, headers not counted */
+	/*
+	 * Requests libcurl re-sent on its own: a request on a reused connection
+	 * that got no byte of a reply (the server closed or reset it, maybe
+	 * after acting on the request) is sent again on a fresh connection,
+	 * silently, up to 5 times; libcurl 7.88 cannot be told not to. Each such
+	 * resend counts here (and in the request's resends). The server may
+	 * have applied the request more than once: conditional writes must be
+	 * reconciled by their caller. Not counted in requests.
+	 */
+	uint64_t resends;
 };
 
 struct ws_http;
@@ -100,6 +113,8 @@ void ws_http_close(struct ws_http *h);
  * carries that error too.
  */
 int ws_http_perform(struct ws_http *h, struct ws_http_req *reqs, size_t n) WS_MUST_CHECK;
+/* The same over an array of pointers (requests that do not lie side by side). */
+int ws_http_perform_each(struct ws_http *h, struct ws_http_req *const *reqs, size_t n) WS_MUST_CHECK;
 
 /* First response header with this (lower-case) name, or NULL. */
 const char *ws_http_header(const struct ws_http_req *r, const char *name);

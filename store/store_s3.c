@@ -20,7 +20,15 @@
  * Retries: exponential backoff with full jitter (50 ms base, 5 s cap),
  * Retry-After honoured, bounded by attempts and a deadline; on 500, 502,
  * 503, 504, 429, 408, transport errors and truncated bodies; never on other
- * 4xx. 503 and 429 count as throttling (stats.throttle_retries).
+ * 4xx. 503 and 429 count as throttling (stats.throttle_retries); when
+ * retries run out and the last failure was throttling, the error is
+ * WS_ETHROTTLED (backpressure policies tell it from other failures).
+ * libcurl's own silent resends on a dead reused connection are not retries:
+ * they count in stats.resends (net/ws_http.h says when they happen).
+ *
+ * put_many: the PUTs run concurrently over the store's one ws_http (up to
+ * max_in_flight at once), each signed, hashed and retried on its own, in
+ * rounds (s3_put_many). Overwrite and create-once only.
  *
  * Before the sink is trusted for fencing, open probes once that the store
  * enforces create-once (a second create of the same key must get 412); a
@@ -136,9 +144,19 @@ struct s3_call {
 	int body_iovcnt;
 	struct ws_buf *resp;         /* response body, may be NULL */
 	bool conditional;            /* 409 ConditionalRequestConflict is retried */
+	/* state across attempts (call_begin) */
+	char payload_hash[65];
+	uint64_t deadline_ms;        /* monotonic */
+	size_t resp_len0;
+	struct body_ctx bc;
+	/* the signed request of the current attempt: req points into these */
+	char url[URL_MAX + WS_KEY_MAX * 7];
+	char h_date[64], h_sha[128], h_auth[WS_SIGV4_AUTH_MAX + 32], h_token[4200];
+	const char *lines[16];
 	/* out */
 	struct ws_http_req req;
 	unsigned attempts;
+	unsigned throttle_retries;   /* retries of this call caused by throttling */
 };
 
 static bool retryable_status(long st)
@@ -146,12 +164,18 @@ static bool retryable_status(long st)
 	return st == 500 || st == 502 || st == 503 || st == 504 || st == 429 || st == 408;
 }
 
-static void backoff_sleep(struct s3_store *s, unsigned attempt, const struct ws_http_req *r,
-			  uint64_t deadline)
+static bool throttle_status(long st)
 {
+	return st == 503 || st == 429;
+}
+
+/* How long to wait before the next attempt of c: full jitter, Retry-After, the deadline. */
+static uint64_t backoff_ms(struct s3_store *s, const struct s3_call *c)
+{
+	unsigned attempt = c->attempts;
 	uint64_t cap = BACKOFF_BASE_MS << (attempt < 16 ? attempt : 16);
 	uint64_t ms, now = ws_mono_ms();
-	const char *ra = ws_http_header(r, "retry-after");
+	const char *ra = ws_http_header(&c->req, "retry-after");
 	if (cap > BACKOFF_CAP_MS)
 		cap = BACKOFF_CAP_MS;
 	ms = rnd64(s) % (cap + 1); /* full jitter */
@@ -161,36 +185,56 @@ static void backoff_sleep(struct s3_store *s, unsigned attempt, const struct ws_
 		if (end != ra && *end == '\0' && v <= 60 && v * 1000 > ms)
 			ms = v * 1000;
 	}
-	if (now + ms > deadline)
-		ms = deadline > now ? deadline - now : 0;
-	if (ms)
-		usleep((useconds_t)(ms * 1000));
+	if (now + ms > c->deadline_ms)
+		ms = c->deadline_ms > now ? c->deadline_ms - now : 0;
+	return ms;
 }
 
-static int sign_and_send(struct s3_store *s, struct s3_call *c, const char *payload_hash)
+/* Before the first attempt: the payload hash (SHA-256, streamed over the iovecs) and the deadline. */
+static void call_begin(struct s3_store *s, struct s3_call *c)
+{
+	if (c->body && c->body_iovcnt > 0) {
+		uint8_t md[WS_SHA256_LEN];
+		ws_sha256v(c->body, c->body_iovcnt, md);
+		ws_hex(md, WS_SHA256_LEN, c->payload_hash);
+	} else {
+		ws_sha256_hex("", 0, c->payload_hash);
+	}
+	c->deadline_ms = ws_mono_ms() + s->deadline_ms;
+	c->resp_len0 = c->resp ? c->resp->len : 0;
+	c->attempts = 0;
+	c->throttle_retries = 0;
+}
+
+/* Sign the next attempt of c (a fresh date and signature each time) and fill c->req. */
+static int call_sign(struct s3_store *s, struct s3_call *c)
 {
 	char path[WS_KEY_MAX * 7];
-	char url[URL_MAX + WS_KEY_MAX * 7];
 	char amz_date[17];
-	char h_date[64], h_sha[128], h_auth[WS_SIGV4_AUTH_MAX + 32], h_token[4200];
-	const char *lines[16];
 	struct ws_sigv4_header sh[8];
+	char names[6][64];
 	size_t nl = 0, nh = 0;
 	struct ws_sigv4_out *sig;
 	int rc;
 
+	c->attempts++;
+	if (c->resp) {
+		/* A retried GET starts its body again. */
+		c->resp->len = c->resp_len0;
+		c->resp->err = 0;
+	}
 	rc = object_path(s, c->key, path, sizeof(path));
 	if (rc)
 		return ws_fail(rc, "s3 %s: key %s too long", s->base.url, c->key);
-	snprintf(url, sizeof(url), "%s%s%s%s", s->endpoint, path, c->query ? "?" : "", c->query ? c->query : "");
+	snprintf(c->url, sizeof(c->url), "%s%s%s%s", s->endpoint, path, c->query ? "?" : "",
+		 c->query ? c->query : "");
 	ws_sigv4_amz_date(time(NULL), amz_date);
-	char names[6][64];
 	for (size_t i = 0; i < c->extra_count && nh < 6; i++) {
 		/* "Name: value" -> a signed header */
 		const char *colon = strchr(c->extra[i], ':');
 		size_t n = colon ? (size_t)(colon - c->extra[i]) : 0;
 		if (!colon || n >= sizeof(names[0]))
-			return -EINVAL;
+			return ws_fail(-EINVAL, "s3 %s: malformed header for %s", s->base.url, c->key);
 		memcpy(names[nh], c->extra[i], n);
 		names[nh][n] = '\0';
 		sh[nh].name = names[nh];
@@ -199,7 +243,7 @@ static int sign_and_send(struct s3_store *s, struct s3_call *c, const char *payl
 	}
 	sig = malloc(sizeof(*sig));
 	if (!sig)
-		return -ENOMEM;
+		return ws_fail(-ENOMEM, "s3 %s: signature for %s", s->base.url, c->key);
 	struct ws_sigv4_request sr = {
 		.method = c->method,
 		.host = s->host,
@@ -207,7 +251,7 @@ static int sign_and_send(struct s3_store *s, struct s3_call *c, const char *payl
 		.query = c->query,
 		.headers = sh,
 		.header_count = nh,
-		.payload_sha256_hex = payload_hash,
+		.payload_sha256_hex = c->payload_hash,
 		.amz_date = amz_date,
 		.s3 = true,
 		.sign_content_sha256 = true,
@@ -217,98 +261,111 @@ static int sign_and_send(struct s3_store *s, struct s3_call *c, const char *payl
 		free(sig);
 		return ws_fail_wrap(rc, "s3 %s: cannot sign %s %s", s->base.url, c->method, c->key);
 	}
-	snprintf(h_date, sizeof(h_date), "x-amz-date: %s", amz_date);
-	snprintf(h_sha, sizeof(h_sha), "x-amz-content-sha256: %s", payload_hash);
-	snprintf(h_auth, sizeof(h_auth), "Authorization: %s", sig->authorization);
+	snprintf(c->h_date, sizeof(c->h_date), "x-amz-date: %s", amz_date);
+	snprintf(c->h_sha, sizeof(c->h_sha), "x-amz-content-sha256: %s", c->payload_hash);
+	snprintf(c->h_auth, sizeof(c->h_auth), "Authorization: %s", sig->authorization);
+	explicit_bzero(sig, sizeof(*sig));
 	free(sig);
-	lines[nl++] = h_date;
-	lines[nl++] = h_sha;
-	lines[nl++] = h_auth;
+	c->lines[nl++] = c->h_date;
+	c->lines[nl++] = c->h_sha;
+	c->lines[nl++] = c->h_auth;
 	if (s->creds.session_token[0]) {
-		snprintf(h_token, sizeof(h_token), "x-amz-security-token: %s", s->creds.session_token);
-		lines[nl++] = h_token;
+		snprintf(c->h_token, sizeof(c->h_token), "x-amz-security-token: %s", s->creds.session_token);
+		c->lines[nl++] = c->h_token;
 	}
 	for (size_t i = 0; i < c->extra_count; i++)
-		lines[nl++] = c->extra[i];
+		c->lines[nl++] = c->extra[i];
 
-	struct body_ctx bc = { c->resp };
+	c->bc.buf = c->resp;
 	memset(&c->req, 0, sizeof(c->req));
 	c->req.method = c->method;
-	c->req.url = url;
-	c->req.headers = lines;
+	c->req.url = c->url;
+	c->req.headers = c->lines;
 	c->req.header_count = nl;
 	c->req.body = c->body;
 	c->req.body_iovcnt = c->body_iovcnt;
 	c->req.on_body = c->resp ? body_append : NULL;
-	c->req.on_body_arg = &bc;
-	rc = ws_http_perform(s->http, &c->req, 1);
+	c->req.on_body_arg = &c->bc;
+	return 0;
+}
+
+/*
+ * After an attempt of c has run: 0 when it is final (c->req.status holds any
+ * non-retryable status, 2xx or 4xx), 1 when it should be retried after
+ * backoff_ms (counted in the store's stats), or a negative error when
+ * retries ran out: WS_ETHROTTLED when the last failure was throttling (503,
+ * 429), else the transport error or -EIO; the detail names the object.
+ */
+static int call_judge(struct s3_store *s, struct s3_call *c)
+{
+	bool retry = false, throttled = false;
+
+	/* The authorization header must not outlive the request. */
+	explicit_bzero(c->h_auth, sizeof(c->h_auth));
 	c->req.url = NULL;
 	c->req.headers = NULL;
-	return rc;
+	if (c->req.resends)
+		__atomic_fetch_add(&s->base.stats.resends, c->req.resends, __ATOMIC_RELAXED);
+	if (c->req.err) {
+		if (c->req.err == WS_ETOOBIG)
+			return ws_fail(c->req.err, "s3 %s: %s %s: response too large", s->base.url, c->method, c->key);
+		retry = true;
+	} else if (c->req.truncated) {
+		retry = true;
+	} else if (retryable_status(c->req.status)) {
+		retry = true;
+		throttled = throttle_status(c->req.status);
+	} else if (c->req.status == 409 && c->conditional) {
+		retry = true; /* ConditionalRequestConflict: a concurrent conditional write */
+	}
+	if (!retry)
+		return 0;
+	if (c->attempts >= s->attempts_max || ws_mono_ms() >= c->deadline_ms) {
+		/* The caller's buffer gets nothing of a failed call. */
+		if (c->resp)
+			c->resp->len = c->resp_len0;
+		if (c->req.err)
+			return ws_fail(c->req.err, "s3 %s: %s %s failed after %u attempts: %s", s->base.url, c->method,
+				       c->key, c->attempts, c->req.err_detail);
+		if (throttled)
+			return ws_fail(WS_ETHROTTLED, "s3 %s: %s %s throttled (HTTP %ld) through %u attempts: "
+				       "retries ran out", s->base.url, c->method, c->key, c->req.status, c->attempts);
+		return ws_fail(-EIO, "s3 %s: %s %s failed after %u attempts: HTTP %ld%s", s->base.url, c->method,
+			       c->key, c->attempts, c->req.status, c->req.truncated ? " (truncated body)" : "");
+	}
+	__atomic_fetch_add(&s->base.stats.retries, 1, __ATOMIC_RELAXED);
+	if (throttled) {
+		__atomic_fetch_add(&s->base.stats.throttle_retries, 1, __ATOMIC_RELAXED);
+		c->throttle_retries++;
+	}
+	ws_debug("s3 %s: %s %s: retry %u after %s %ld", s->base.url, c->method, c->key, c->attempts,
+		 c->req.err ? c->req.err_detail : "HTTP", c->req.status);
+	return 1;
 }
 
 /*
  * Run a call with retries. Returns 0 with c->req.status set to the final
  * HTTP status (any non-retryable status, 2xx or 4xx), or a negative error
- * when retries ran out (the detail names the last cause).
+ * when retries ran out (the detail names the last cause; call_judge).
  */
 static int s3_call(struct s3_store *s, struct s3_call *c)
 {
-	char payload_hash[65];
-	uint64_t deadline = ws_mono_ms() + s->deadline_ms;
-	size_t resp_len0 = c->resp ? c->resp->len : 0;
 	int rc;
 
-	if (c->body && c->body_iovcnt > 0) {
-		/* SHA-256 of the payload, streamed over the iovecs. */
-		uint8_t md[WS_SHA256_LEN];
-		ws_sha256v(c->body, c->body_iovcnt, md);
-		ws_hex(md, WS_SHA256_LEN, payload_hash);
-	} else {
-		ws_sha256_hex("", 0, payload_hash);
-	}
-	for (c->attempts = 1;; c->attempts++) {
-		bool retry = false, throttled = false;
-		if (c->resp) {
-			/* A retried GET starts its body again. */
-			c->resp->len = resp_len0;
-			c->resp->err = 0;
-		}
-		rc = sign_and_send(s, c, payload_hash);
+	call_begin(s, c);
+	for (;;) {
+		rc = call_sign(s, c);
 		if (rc)
 			return rc;
-		if (c->req.err) {
-			retry = c->req.err != WS_ETOOBIG;
-			if (!retry)
-				return ws_fail(c->req.err, "s3 %s: %s %s: response too large", s->base.url, c->method,
-					       c->key);
-		} else if (c->req.truncated) {
-			retry = true;
-		} else if (retryable_status(c->req.status)) {
-			retry = true;
-			throttled = c->req.status == 503 || c->req.status == 429;
-		} else if (c->req.status == 409 && c->conditional) {
-			retry = true; /* ConditionalRequestConflict: a concurrent conditional write */
-		}
-		if (!retry)
-			return 0;
-		if (c->attempts >= s->attempts_max || ws_mono_ms() >= deadline) {
-			/* The caller's buffer gets nothing of a failed call. */
-			if (c->resp)
-				c->resp->len = resp_len0;
-			if (c->req.err)
-				return ws_fail(c->req.err, "s3 %s: %s %s failed after %u attempts: %s", s->base.url,
-					       c->method, c->key, c->attempts, c->req.err_detail);
-			return ws_fail(-EIO, "s3 %s: %s %s failed after %u attempts: HTTP %ld%s", s->base.url,
-				       c->method, c->key, c->attempts, c->req.status,
-				       c->req.truncated ? " (truncated body)" : "");
-		}
-		__atomic_fetch_add(&s->base.stats.retries, 1, __ATOMIC_RELAXED);
-		if (throttled)
-			__atomic_fetch_add(&s->base.stats.throttle_retries, 1, __ATOMIC_RELAXED);
-		ws_debug("s3 %s: %s %s: retry %u after %s %ld", s->base.url, c->method, c->key, c->attempts,
-			 c->req.err ? c->req.err_detail : "HTTP", c->req.status);
-		backoff_sleep(s, c->attempts, &c->req, deadline);
+		rc = ws_http_perform(s->http, &c->req, 1);
+		if (rc)
+			return rc;
+		rc = call_judge(s, c);
+		if (rc <= 0)
+			return rc;
+		uint64_t ms = backoff_ms(s, c);
+		if (ms)
+			usleep((useconds_t)(ms * 1000));
 	}
 }
 
@@ -396,73 +453,184 @@ static int s3_head(struct ws_store *base, const char *key, struct ws_obj_info *i
 	return rc;
 }
 
-static int s3_put(struct ws_store *base, const char *key, const struct iovec *iov, int iovcnt,
-		  enum ws_put_mode mode, const struct ws_etag *expect, struct ws_etag *out_etag)
-{
-	struct s3_store *s = (struct s3_store *)base;
+/* One PUT: its call, and what all its attempts share (headers, attempt token). */
+struct s3_put_op {
+	struct s3_call c;
+	enum ws_put_mode mode;
 	char h_len[64], h_cond[WS_ETAG_MAX + 32], h_attempt[64], token[33];
-	struct s3_call c = { .method = "PUT", .key = key, .body = iov, .body_iovcnt = iovcnt };
 	struct ws_buf err_body;
-	uint64_t len = 0;
-	int rc;
+};
 
+/*
+ * Check a PUT and set op up for s3_call (nothing is sent). op->err_body is
+ * always safe to free afterwards. Errors: -EINVAL (bad key, CAS without an
+ * etag), WS_EPRECOND (CAS against an empty etag).
+ */
+static int put_begin(struct s3_store *s, struct s3_put_op *op, const char *key, const struct iovec *iov,
+		     int iovcnt, enum ws_put_mode mode, const struct ws_etag *expect)
+{
+	struct s3_call *c = &op->c;
+	uint64_t len = 0;
+
+	memset(op, 0, sizeof(*op));
 	if (!ws_key_valid(key))
-		return ws_fail(-EINVAL, "s3 %s: invalid key \"%s\"", base->url, key);
+		return ws_fail(-EINVAL, "s3 %s: invalid key \"%s\"", s->base.url, key ? key : "(null)");
 	if (mode == WS_PUT_CAS && (!expect || !expect->s[0]))
-		return expect ? WS_EPRECOND : ws_fail(-EINVAL, "s3 %s: compare-and-swap without an etag", base->url);
+		return expect ? WS_EPRECOND : ws_fail(-EINVAL, "s3 %s: compare-and-swap without an etag", s->base.url);
 	for (int i = 0; i < iovcnt; i++)
 		len += iov[i].iov_len;
-	snprintf(token, sizeof(token), "%016" PRIx64 "%016" PRIx64, rnd64(s), rnd64(s));
-	snprintf(h_len, sizeof(h_len), "Content-Length: %" PRIu64, len);
-	snprintf(h_attempt, sizeof(h_attempt), "x-amz-meta-ws-attempt: %s", token);
-	c.extra[c.extra_count++] = h_len;
-	c.extra[c.extra_count++] = h_attempt;
+	c->method = "PUT";
+	c->key = key;
+	c->body = iov;
+	c->body_iovcnt = iovcnt;
+	op->mode = mode;
+	snprintf(op->token, sizeof(op->token), "%016" PRIx64 "%016" PRIx64, rnd64(s), rnd64(s));
+	snprintf(op->h_len, sizeof(op->h_len), "Content-Length: %" PRIu64, len);
+	snprintf(op->h_attempt, sizeof(op->h_attempt), "x-amz-meta-ws-attempt: %s", op->token);
+	c->extra[c->extra_count++] = op->h_len;
+	c->extra[c->extra_count++] = op->h_attempt;
 	if (mode == WS_PUT_CREATE && s->conditional_writes) {
-		snprintf(h_cond, sizeof(h_cond), "If-None-Match: *");
-		c.extra[c.extra_count++] = h_cond;
-		c.conditional = true;
+		snprintf(op->h_cond, sizeof(op->h_cond), "If-None-Match: *");
+		c->extra[c->extra_count++] = op->h_cond;
+		c->conditional = true;
 	} else if (mode == WS_PUT_CAS && s->conditional_writes) {
-		snprintf(h_cond, sizeof(h_cond), s->etag_quotes ? "If-Match: \"%s\"" : "If-Match: %s", expect->s);
-		c.extra[c.extra_count++] = h_cond;
-		c.conditional = true;
+		snprintf(op->h_cond, sizeof(op->h_cond), s->etag_quotes ? "If-Match: \"%s\"" : "If-Match: %s",
+			 expect->s);
+		c->extra[c->extra_count++] = op->h_cond;
+		c->conditional = true;
 	}
-	ws_buf_init(&err_body, 64u << 10);
-	c.resp = &err_body;
-	rc = s3_call(s, &c);
-	if (rc)
-		goto out;
-	if (c.req.status == 200) {
-		const char *v = ws_http_header(&c.req, "etag");
+	ws_buf_init(&op->err_body, 64u << 10);
+	c->resp = &op->err_body;
+	return 0;
+}
+
+/* The outcome of a PUT whose call ended with a final status (s3_call returned 0). */
+static int put_end(struct s3_store *s, struct s3_put_op *op, struct ws_etag *out_etag)
+{
+	const struct s3_call *c = &op->c;
+
+	if (c->req.status == 200) {
+		const char *v = ws_http_header(&c->req, "etag");
 		if (out_etag) {
 			memset(out_etag, 0, sizeof(*out_etag));
 			if (v)
 				strip_quotes(v, out_etag);
 		}
-		rc = 0;
-		goto out;
+		return 0;
 	}
-	if (c.req.status == 412 && c.conditional) {
+	if (c->req.status == 412 && c->conditional) {
 		/* Ours, from an earlier attempt whose reply was lost? Checked on
 		 * every 412, not only after a retry we saw: libcurl itself resends
 		 * a request whose reused connection died before any reply, so the
 		 * first 412 we see may already answer our own second send. */
-		{
-			char attempt[64];
-			struct ws_obj_info info;
-			if (s3_head_raw(s, key, &info, attempt, sizeof(attempt)) == 0 && !strcmp(attempt, token)) {
-				if (out_etag)
-					*out_etag = info.etag;
-				rc = 0;
-				goto out;
-			}
+		char attempt[64];
+		struct ws_obj_info info;
+		if (s3_head_raw(s, c->key, &info, attempt, sizeof(attempt)) == 0 && !strcmp(attempt, op->token)) {
+			if (out_etag)
+				*out_etag = info.etag;
+			return 0;
 		}
-		rc = ws_fail(WS_EPRECOND, "s3 %s: %s: %s", base->url, key,
-			     mode == WS_PUT_CREATE ? "already exists" : "changed since it was read");
+		return ws_fail(WS_EPRECOND, "s3 %s: %s: %s", s->base.url, c->key,
+			       op->mode == WS_PUT_CREATE ? "already exists" : "changed since it was read");
+	}
+	return status_error(s, c, &op->err_body);
+}
+
+static int s3_put(struct ws_store *base, const char *key, const struct iovec *iov, int iovcnt,
+		  enum ws_put_mode mode, const struct ws_etag *expect, struct ws_etag *out_etag)
+{
+	struct s3_store *s = (struct s3_store *)base;
+	struct s3_put_op op;
+	int rc = put_begin(s, &op, key, iov, iovcnt, mode, expect);
+
+	if (rc == 0)
+		rc = s3_call(s, &op.c);
+	if (rc == 0)
+		rc = put_end(s, &op, out_etag);
+	ws_buf_free(&op.err_body);
+	return rc;
+}
+
+/*
+ * n PUTs at once. Each runs s3_call's attempt loop (call_sign, call_judge,
+ * backoff_ms), but in rounds: every request still pending is signed afresh
+ * and all of them go into one ws_http_perform (at most max_in_flight on the
+ * wire at a time); those that need a retry wait for the largest backoff of
+ * the round, then go again together. Backoff, Retry-After, attempts and
+ * deadline are each request's own, as for single PUTs, and a 412 of a
+ * create-once is reconciled by its attempt token (put_end).
+ * Returns 0 with every reqs[i].rc set, or a negative error when the HTTP
+ * client itself failed (then every request not yet finished carries it).
+ */
+static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
+{
+	struct s3_store *s = (struct s3_store *)base;
+	struct s3_put_op *ops = calloc(n, sizeof(*ops));
+	struct ws_http_req **round = calloc(n, sizeof(*round));
+	size_t *idx = calloc(n, sizeof(*idx)); /* the requests still pending */
+	size_t pending = 0;
+	uint64_t due_ms = 0;
+	int rc = 0;
+
+	if (!ops || !round || !idx) {
+		rc = ws_fail(-ENOMEM, "s3 %s: put_many of %zu objects", base->url, n);
 		goto out;
 	}
-	rc = status_error(s, &c, &err_body);
+	for (size_t i = 0; i < n; i++) {
+		struct ws_put_req *r = &reqs[i];
+		r->throttle_retries = 0;
+		if (r->mode != WS_PUT_OVERWRITE && r->mode != WS_PUT_CREATE)
+			r->rc = ws_fail(-EINVAL, "s3 %s: %s: put_many takes overwrite or create-once only", base->url,
+					r->key ? r->key : "(null)");
+		else
+			r->rc = put_begin(s, &ops[i], r->key, r->iov, r->iovcnt, r->mode, NULL);
+		if (r->rc == 0) {
+			call_begin(s, &ops[i].c);
+			idx[pending++] = i;
+		}
+	}
+	while (pending) {
+		size_t m = 0;
+		uint64_t now = ws_mono_ms();
+		if (due_ms > now)
+			usleep((useconds_t)((due_ms - now) * 1000));
+		for (size_t j = 0; j < pending; j++) {
+			size_t i = idx[j];
+			int r = call_sign(s, &ops[i].c);
+			if (r) {
+				reqs[i].rc = r;
+				continue;
+			}
+			idx[m] = i;
+			round[m++] = &ops[i].c.req;
+		}
+		rc = ws_http_perform_each(s->http, round, m);
+		if (rc) {
+			for (size_t j = 0; j < m; j++)
+				reqs[idx[j]].rc = rc;
+			goto out;
+		}
+		pending = 0;
+		due_ms = 0;
+		for (size_t j = 0; j < m; j++) {
+			size_t i = idx[j];
+			int r = call_judge(s, &ops[i].c);
+			reqs[i].throttle_retries = ops[i].c.throttle_retries;
+			if (r == 1) {
+				uint64_t due = ws_mono_ms() + backoff_ms(s, &ops[i].c);
+				due_ms = due > due_ms ? due : due_ms;
+				idx[pending++] = i;
+				continue;
+			}
+			reqs[i].rc = r == 0 ? put_end(s, &ops[i], NULL) : r;
+		}
+	}
 out:
-	ws_buf_free(&err_body);
+	for (size_t i = 0; ops && i < n; i++)
+		ws_buf_free(&ops[i].err_body);
+	free(ops);
+	free(round);
+	free(idx);
 	return rc;
 }
 
@@ -862,6 +1030,7 @@ static const struct ws_store_ops s3_ops = {
 	.list = s3_list,
 	.del = s3_del,
 	.del_many = s3_del_many,
+	.put_many = s3_put_many,
 	.close = s3_close,
 };
 

@@ -17,7 +17,9 @@ The control file is JSON, re-read whenever it changes:
 mode: pass | slowdown (503 SlowDown) | throttle (429) | error500 | reset
 (forward the request, then reset the client connection mid-body, or before
 any reply when the body is empty: the store did the work, the client never
-heard) | truncate (send a short body and close) | latency (delay every
+heard) | reset_body (read the request head and half its body, then reset the
+client connection: the upload dies mid-body and the store never sees it) |
+truncate (send a short body and close) | latency (delay every
 request by latency_ms) | ignore_conditional (a store that ignores
 If-None-Match/If-Match: a 412 from the server is answered 200; radosgw
 cannot be made to do this, so the proxy fakes that one fault). count: how many
@@ -119,6 +121,13 @@ def s3_error(status, reason, code, retry_after):
             f"Content-Length: {len(body)}\r\n\r\n").encode() + body
 
 
+def write_stats(stats_path):
+    if stats_path:
+        with open(stats_path + ".tmp", "w") as f:
+            json.dump(STATS, f)
+        os.replace(stats_path + ".tmp", stats_path)
+
+
 def hard_reset(writer):
     sock = writer.get_extra_info("socket")
     if sock is not None:
@@ -135,15 +144,22 @@ async def handle(reader, writer, upstream, control, stats_path):
             except (asyncio.IncompleteReadError, ConnectionError):
                 return
             method = reqline.split(" ", 1)[0]
+            fault = control.pick(method)
+            n = header(headers, "content-length")
+            if fault == "reset_body" and n and int(n) > 1:
+                await reader.readexactly(int(n) // 2)
+                STATS["requests"] += 1
+                STATS["faulted"] += 1
+                write_stats(stats_path)
+                hard_reset(writer)
+                return
+            if fault == "reset_body":
+                fault = "pass"  # nothing to cut in half: not a fault
             body = await read_body(reader, headers, False)
             STATS["requests"] += 1
-            fault = control.pick(method)
             if fault != "pass":
                 STATS["faulted"] += 1
-            if stats_path:
-                with open(stats_path + ".tmp", "w") as f:
-                    json.dump(STATS, f)
-                os.replace(stats_path + ".tmp", stats_path)
+            write_stats(stats_path)
             if fault == "latency":
                 await asyncio.sleep(int(control.conf.get("latency_ms", 100)) / 1000)
             ra = int(control.conf.get("retry_after", 0))

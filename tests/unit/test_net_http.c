@@ -8,7 +8,10 @@
  * connection reset mid-body (SO_LINGER 0), /slow a reply later than the
  * client's timeout, /hold a 100 ms reply that counts concurrent requests,
  * /headers many, long and mixed-case headers, /big 64 KiB, /drop a reply
- * after which the server closes the idle connection. It counts connections
+ * after which the server closes the idle connection, /vanish the first time
+ * it is asked: the whole request read, then the connection closed with no
+ * reply (a server that died after acting on it), later times an /echo reply.
+ * It counts connections
  * (open now, most at once, total) so reuse and the in-flight bound are
  * measured from the server's side, not taken from the client's word.
  */
@@ -47,6 +50,7 @@ struct srv {
 	int nconn;
 	int conns_open, conns_max, conns_total;
 	int active, active_max;
+	int vanish_seen;                  /* /vanish requests received */
 	bool stopping;
 };
 
@@ -150,6 +154,16 @@ static bool serve(struct srv *s, int fd, const char *method, const char *path, c
 		b[65536] = '\0';
 		reply(fd, 200, "OK", NULL, b);
 		free(b);
+	} else if (strcmp(path, "/vanish") == 0) {
+		char hash[65];
+		pthread_mutex_lock(&s->mu);
+		int seen = s->vanish_seen++;
+		pthread_mutex_unlock(&s->mu);
+		if (seen == 0)
+			return false;
+		ws_sha256_hex(body, body_len, hash);
+		snprintf(extra, sizeof(extra), "X-Body-Sha256: %s\r\n", hash);
+		reply(fd, 200, "OK", extra, "after vanishing");
 	} else if (strcmp(path, "/drop") == 0) {
 		reply(fd, 200, "OK", NULL, "bye");
 		return false; /* no "Connection: close": the client finds out on reuse */
@@ -623,27 +637,109 @@ static void test_keepalive_reuse(void **state)
 	assert_int_equal(srv_counts(f->srv).conns_total, 2);
 }
 
+/*
+ * GET first (leaving its connection idle in the cache), wait pause_ms, then
+ * PUT 20,000 bytes to put_path on the same client; the PUT must succeed with
+ * its body arriving whole (the server echoes its SHA-256). Returns the PUT.
+ */
+static struct ws_http_req get_then_put(struct fixture *f, struct ws_http *h, const char *first,
+				       const char *put_path, unsigned pause_ms)
+{
+	static char body[20000];
+	char want[65];
+	struct iovec iov = { body, sizeof(body) };
+
+	memset(body, 'p', sizeof(body));
+	ws_sha256_hex(body, sizeof(body), want);
+	struct ws_http_req d = { .method = "GET", .url = url(f, first) };
+	perform(h, &d, 1);
+	assert_int_equal(d.status, 200);
+	assert_int_equal(d.resends, 0);
+	usleep(pause_ms * 1000);
+	struct ws_http_req p = { .method = "PUT", .url = url(f, put_path), .body = &iov, .body_iovcnt = 1 };
+	perform(h, &p, 1);
+	assert_int_equal(p.err, 0);
+	assert_int_equal(p.status, 200);
+	assert_string_equal(ws_http_header(&p, "x-body-sha256"), want);
+	p.body = NULL;
+	p.body_iovcnt = 0;
+	return p;
+}
+
 /* The server closes an idle kept-alive connection: the next PUT still arrives whole. */
 static void test_server_drops_idle(void **state)
 {
 	struct fixture *f = *state;
 	struct ws_http *h = open_client(1, 0);
-	char body[5000], want[65];
+	struct ws_http_stats st;
+
+	struct ws_http_req p = get_then_put(f, h, "/drop", "/echo", 50);
+	/* libcurl saw the close while the connection sat idle: a new one, not a resend. */
+	assert_int_equal(p.resends, 0);
+	ws_http_get_stats(h, &st);
+	assert_int_equal(st.connects, 2);
+	ws_http_close(h);
+}
+
+/*
+ * libcurl's silent resend: a request on a reused connection that dies with
+ * no reply is sent again on a fresh connection; the caller sees only the
+ * second reply, so ws_http counts it (resends), and the body is whole again.
+ * On a fresh connection the same death is an error, not a resend.
+ */
+static void test_silent_resend_counted(void **state)
+{
+	struct fixture *f = *state;
+	struct ws_http *h = open_client(1, 0);
+	char body[100];
 	struct iovec iov = { body, sizeof(body) };
 	struct ws_http_stats st;
 
-	memset(body, 'p', sizeof(body));
-	ws_sha256_hex(body, sizeof(body), want);
-	struct ws_http_req d = { .method = "GET", .url = url(f, "/drop") };
-	perform(h, &d, 1);
-	assert_int_equal(d.status, 200);
-	usleep(50 * 1000);
-	struct ws_http_req p = { .method = "PUT", .url = url(f, "/echo"), .body = &iov, .body_iovcnt = 1 };
-	perform(h, &p, 1);
-	assert_int_equal(p.err, 0);
-	assert_string_equal(ws_http_header(&p, "x-body-sha256"), want);
+	memset(body, 'v', sizeof(body));
+	struct ws_http_req p = get_then_put(f, h, "/hello", "/vanish", 0);
+	assert_int_equal(p.resends, 1);
 	ws_http_get_stats(h, &st);
+	assert_int_equal(st.requests, 2);
+	assert_int_equal(st.resends, 1);
 	assert_int_equal(st.connects, 2);
+	assert_int_equal(f->srv->vanish_seen, 2); /* the server saw it twice */
+	ws_http_close(h);
+
+	/* First request of a fresh client: no connection to reuse, so no resend. */
+	pthread_mutex_lock(&f->srv->mu);
+	f->srv->vanish_seen = 0;
+	pthread_mutex_unlock(&f->srv->mu);
+	h = open_client(1, 0);
+	struct ws_http_req q = { .method = "PUT", .url = url(f, "/vanish"), .body = &iov, .body_iovcnt = 1 };
+	perform(h, &q, 1);
+	assert_int_equal(q.err, -ECONNRESET);
+	assert_int_equal(q.resends, 0);
+	ws_http_get_stats(h, &st);
+	assert_int_equal(st.resends, 0);
+	ws_http_close(h);
+}
+
+/* ws_http_perform_each: requests that do not lie side by side, run together. */
+static void test_perform_each(void **state)
+{
+	struct fixture *f = *state;
+	struct ws_http *h = open_client(4, 0);
+	struct ws_http_req a = { .method = "GET", .url = url(f, "/hold") };
+	struct ws_http_req b = { .method = "GET", .url = url(f, "/hold") };
+	struct ws_http_req c = { .method = "GET", .url = url(f, "/hello") };
+	struct ws_http_req *ptrs[3] = { &a, &b, &c };
+	uint64_t t0 = ws_mono_ms();
+
+	assert_int_equal(ws_http_perform_each(h, ptrs, 3), 0);
+	assert_int_equal(a.status, 200);
+	assert_int_equal(b.status, 200);
+	assert_int_equal(c.status, 200);
+	assert_int_equal(c.body_bytes, 12);
+	assert_true(ws_mono_ms() - t0 < 190); /* the two 100 ms holds ran at once */
+	ptrs[1] = NULL;
+	assert_int_equal(ws_http_perform_each(h, ptrs, 3), -EINVAL);
+	assert_int_equal(ws_http_perform_each(h, NULL, 1), -EINVAL);
+	assert_int_equal(ws_http_perform_each(h, NULL, 0), 0);
 	ws_http_close(h);
 }
 
@@ -826,6 +922,8 @@ int main(void)
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test_setup_teardown(test_keepalive_reuse, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_server_drops_idle, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_silent_resend_counted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_perform_each, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_max_in_flight, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_response_headers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sink_error, setup, teardown),

@@ -4,7 +4,9 @@
  * page, create-once and compare-and-swap raced by 20 processes, the signer
  * (a wrong secret is refused and never leaked), and the faults object stores
  * produce (503 SlowDown, 429, 500, latency, resets, truncated bodies, a store
- * that ignores conditional writes) injected by tests/s3/faultproxy.py.
+ * that ignores conditional writes) injected by tests/s3/faultproxy.py, and
+ * put_many (concurrent PUTs, each with its own retries, WS_ETHROTTLED when
+ * throttling outlasts them, create-once per request, uploads cut mid-body).
  *
  * Without $WS_S3_DIR the test FAILS: it must never pass without a server.
  */
@@ -941,13 +943,13 @@ static struct ws_store *open_proxied(const char *extra)
 }
 
 struct snap {
-	uint64_t retries, throttle;
+	uint64_t retries, throttle, resends;
 	long faulted;
 };
 
 static struct snap snap(struct ws_store *s)
 {
-	struct snap x = { s->stats.retries, s->stats.throttle_retries, proxy_faulted() };
+	struct snap x = { s->stats.retries, s->stats.throttle_retries, s->stats.resends, proxy_faulted() };
 	return x;
 }
 
@@ -971,12 +973,14 @@ static void assert_delta(struct ws_store *s, struct snap a, uint64_t retries, ui
 
 /*
  * A reset PUT: libcurl resends a request on its own when a reused connection
- * dies before any reply (net/ does not stop it), so the store may see no
- * failure at all and count no retry. Only the proxy sees both sends.
+ * dies before any reply (libcurl 7.88 cannot be told not to), so the store
+ * may see no failure and count no retry; net/ counts that resend instead.
+ * Either way each reset is answered exactly once: a retry or a resend.
  */
 static void assert_delta_put_reset(struct ws_store *s, struct snap a)
 {
 	assert_delta_range(s, a, 0, 1, 0, 1, 1);
+	assert_int_equal((s->stats.retries - a.retries) + (s->stats.resends - a.resends), 1);
 }
 
 static void test_fault_throttling(void **state)
@@ -1214,6 +1218,13 @@ static void test_fault_exhausted(void **state)
 		assert_int_not_equal(rc, WS_EPRECOND);
 		assert_non_null(strstr(ws_errmsg(), "fault/exhaust-new"));
 		assert_non_null(strstr(ws_errmsg(), "3 attempts"));
+		/* Throttling that outlasts the retries is told apart from other failures. */
+		if (m < 2) {
+			assert_int_equal(rc, WS_ETHROTTLED);
+			assert_non_null(strstr(ws_errmsg(), "throttled"));
+		} else {
+			assert_int_not_equal(rc, WS_ETHROTTLED);
+		}
 		if (strcmp(modes[m], "reset") != 0)
 			assert_delta(s, a, 2, m < 2 ? 2 : 0, 3);
 		else /* plus libcurl's own resend of the first */
@@ -1234,6 +1245,7 @@ static void test_fault_exhausted(void **state)
 		proxy_control(ctl);
 		rc = ws_store_put(s, "fault/exhaust-old", "new content", 11, WS_PUT_OVERWRITE, NULL, NULL);
 		assert_true(rc < 0);
+		assert_true(m < 2 ? rc == WS_ETHROTTLED : rc != WS_ETHROTTLED);
 		assert_non_null(strstr(ws_errmsg(), "fault/exhaust-old"));
 		proxy_control("{\"mode\": \"pass\"}");
 		if (strcmp(modes[m], "reset") != 0)
@@ -1245,7 +1257,7 @@ static void test_fault_exhausted(void **state)
 	proxy_control("{\"mode\": \"slowdown\", \"count\": 5, \"methods\": [\"GET\"]}");
 	b.len = 0;
 	rc = ws_store_get(s, "fault/exhaust-old", 0, UINT64_MAX, &b, NULL);
-	assert_int_equal(rc, -EIO);
+	assert_int_equal(rc, WS_ETHROTTLED);
 	assert_int_equal(b.len, 0);
 	assert_non_null(strstr(ws_errmsg(), "fault/exhaust-old"));
 	assert_non_null(strstr(ws_errmsg(), "503"));
@@ -1256,7 +1268,8 @@ static void test_fault_exhausted(void **state)
 	rc = ws_store_put(d, "fault/deadline", "x", 1, WS_PUT_OVERWRITE, NULL, NULL);
 	int64_t dt = wt_now_ms() - t0;
 	print_message("  deadline 300 ms: %lld ms: %s\n", (long long)dt, ws_errmsg());
-	assert_int_equal(rc, -EIO);
+	assert_int_equal(rc, WS_ETHROTTLED);
+	assert_non_null(strstr(ws_errmsg(), "throttled"));
 	assert_non_null(strstr(ws_errmsg(), "fault/deadline"));
 	assert_true(dt < 2000);
 	proxy_control("{\"mode\": \"pass\"}");
@@ -1315,6 +1328,258 @@ static void test_fault_ignore_conditional(void **state)
 	ws_store_close(root);
 }
 
+
+/* ---- 5. put_many: concurrent PUTs, each with its own retries ------------------- */
+
+#define PM_N 32
+
+struct pm_set {
+	size_t n;
+	char keys[PM_N][64];
+	uint8_t *data[PM_N];
+	size_t len[PM_N];
+	struct iovec iov[PM_N][2];
+	struct ws_put_req reqs[PM_N];
+};
+
+/* n objects "<dir>/o%02d", sizes varied (size_min to size_max), each as two iovecs. */
+static void pm_make(struct pm_set *p, size_t n, const char *dir, size_t size_min, size_t size_max,
+		    enum ws_put_mode mode, uint64_t seed)
+{
+	memset(p, 0, sizeof(*p));
+	assert_true(n <= PM_N);
+	p->n = n;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(p->keys[i], sizeof(p->keys[i]), "%s/o%02zu", dir, i);
+		p->len[i] = i == 0 ? size_min
+			  : i == 1 ? size_max
+				   : size_min + (size_t)((seed * 7919 + i * 104729) % (size_max - size_min));
+		p->data[i] = malloc(p->len[i] + 1);
+		assert_non_null(p->data[i]);
+		fill_random(p->data[i], p->len[i], seed + i);
+		size_t half = p->len[i] / 3;
+		p->iov[i][0] = (struct iovec){ p->data[i], half };
+		p->iov[i][1] = (struct iovec){ p->data[i] + half, p->len[i] - half };
+		p->reqs[i] = (struct ws_put_req){ .key = p->keys[i], .iov = p->iov[i], .iovcnt = 2, .mode = mode,
+						  .rc = 12345, .throttle_retries = 777 };
+	}
+}
+
+static void pm_free(struct pm_set *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		free(p->data[i]);
+}
+
+static void pm_check_content(struct ws_store *s, const struct pm_set *p, size_t i)
+{
+	struct ws_buf b;
+	ws_buf_init(&b, 0);
+	int rc = ws_store_get(s, p->keys[i], 0, UINT64_MAX, &b, NULL);
+	if (rc)
+		fail_msg("get %s: %s", p->keys[i], ws_errmsg());
+	assert_int_equal(b.len, p->len[i]);
+	if (p->len[i])
+		assert_memory_equal(b.data, p->data[i], p->len[i]);
+	ws_buf_free(&b);
+}
+
+static void pm_run(struct ws_store *s, struct pm_set *p)
+{
+	int rc = ws_store_putv_many(s, p->reqs, p->n);
+	if (rc)
+		fail_msg("put_many: %s", ws_errmsg());
+}
+
+static void pm_assert_all_ok(struct ws_store *s, struct pm_set *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		if (p->reqs[i].rc)
+			fail_msg("put_many %s: rc %d (%s)", p->keys[i], p->reqs[i].rc, ws_strerror(p->reqs[i].rc));
+		pm_check_content(s, p, i);
+	}
+}
+
+static void test_put_many(void **state)
+{
+	struct ws_store *s = open_sink(NULL, NULL);
+	struct pm_set p;
+	uint64_t total = 0;
+	(void)state;
+
+	pm_make(&p, PM_N, "pm/all", 0, 1u << 20, WS_PUT_OVERWRITE, 11);
+	for (size_t i = 0; i < p.n; i++)
+		total += p.len[i];
+	struct ws_store_stats st0 = s->stats;
+	int64_t t0 = wt_now_ms();
+	pm_run(s, &p);
+	print_message("  put_many of %d objects (%.1f MB): %lld ms\n", PM_N, (double)total / 1e6,
+		      (long long)(wt_now_ms() - t0));
+	for (size_t i = 0; i < p.n; i++)
+		assert_int_equal(p.reqs[i].throttle_retries, 0);
+	assert_int_equal(s->stats.puts - st0.puts, PM_N);
+	assert_int_equal(s->stats.bytes_put - st0.bytes_put, total);
+	assert_int_equal(s->stats.retries, st0.retries);
+	pm_assert_all_ok(s, &p);
+
+	/* Again over the same keys: overwritten with new content. */
+	pm_free(&p);
+	pm_make(&p, PM_N, "pm/all", 0, 100000, WS_PUT_OVERWRITE, 12);
+	pm_run(s, &p);
+	pm_assert_all_ok(s, &p);
+	pm_free(&p);
+
+	/* Nothing to do; a bad key or a CAS fails alone, the others land. */
+	assert_int_equal(ws_store_putv_many(s, NULL, 0), 0);
+	pm_make(&p, 4, "pm/bad", 0, 1000, WS_PUT_OVERWRITE, 13);
+	snprintf(p.keys[1], sizeof(p.keys[1]), "pm/../escape");
+	p.reqs[2].mode = WS_PUT_CAS;
+	pm_run(s, &p);
+	assert_int_equal(p.reqs[0].rc, 0);
+	assert_int_equal(p.reqs[1].rc, -EINVAL);
+	assert_int_equal(p.reqs[2].rc, -EINVAL);
+	assert_int_equal(p.reqs[3].rc, 0);
+	pm_check_content(s, &p, 0);
+	pm_check_content(s, &p, 3);
+	assert_int_equal(ws_store_head(s, "pm/bad/o02", NULL), WS_ENOTFOUND);
+	pm_free(&p);
+	ws_store_close(s);
+}
+
+/* Create-once in a batch where some keys exist: WS_EPRECOND for exactly those. */
+static void test_put_many_create(void **state)
+{
+	struct ws_store *s = open_sink(NULL, NULL);
+	struct pm_set p;
+	static const bool exists[12] = { 1, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 1 };
+	(void)state;
+
+	pm_make(&p, 12, "pm/create", 0, 5000, WS_PUT_CREATE, 21);
+	for (size_t i = 0; i < p.n; i++)
+		if (exists[i])
+			wt_put_str(s, p.keys[i], "theirs", NULL);
+	uint64_t pf0 = s->stats.precond_failed;
+	pm_run(s, &p);
+	for (size_t i = 0; i < p.n; i++) {
+		if (exists[i]) {
+			assert_int_equal(p.reqs[i].rc, WS_EPRECOND);
+			wt_assert_content(s, p.keys[i], "theirs");
+		} else {
+			assert_int_equal(p.reqs[i].rc, 0);
+			pm_check_content(s, &p, i);
+		}
+	}
+	assert_int_equal(s->stats.precond_failed - pf0, 4);
+	/* The same batch again: every key exists now. */
+	pm_run(s, &p);
+	for (size_t i = 0; i < p.n; i++)
+		assert_int_equal(p.reqs[i].rc, WS_EPRECOND);
+	pm_free(&p);
+	ws_store_close(s);
+}
+
+/* 503 SlowDown (then 429) for every request of the first rounds: all land, each counted. */
+static void test_put_many_throttled(void **state)
+{
+	struct ws_store *s = open_proxied(NULL);
+	struct pm_set p;
+	struct snap a;
+	(void)state;
+
+	/* Each round sends every pending request: 2 x PM_N faults = two 503s each. */
+	pm_make(&p, PM_N, "pm/slow", 0, 200000, WS_PUT_OVERWRITE, 31);
+	proxy_control("{\"mode\": \"slowdown\", \"count\": 64, \"methods\": [\"PUT\"]}");
+	a = snap(s);
+	pm_run(s, &p);
+	assert_delta(s, a, 2 * PM_N, 2 * PM_N, 2 * PM_N);
+	for (size_t i = 0; i < p.n; i++)
+		assert_int_equal(p.reqs[i].throttle_retries, 2);
+	proxy_control("{\"mode\": \"pass\"}");
+	pm_assert_all_ok(s, &p);
+	pm_free(&p);
+
+	pm_make(&p, 8, "pm/429", 0, 70000, WS_PUT_CREATE, 32);
+	proxy_control("{\"mode\": \"throttle\", \"count\": 8, \"methods\": [\"PUT\"]}");
+	a = snap(s);
+	pm_run(s, &p);
+	assert_delta(s, a, 8, 8, 8);
+	for (size_t i = 0; i < p.n; i++)
+		assert_int_equal(p.reqs[i].throttle_retries, 1);
+	proxy_control("{\"mode\": \"pass\"}");
+	pm_assert_all_ok(s, &p);
+	pm_free(&p);
+	ws_store_close(s);
+}
+
+/* Throttling that never stops: every request WS_ETHROTTLED within the deadline, nothing written. */
+static void test_put_many_throttled_out(void **state)
+{
+	struct ws_store *s = open_proxied("retry_deadline_ms=600");
+	struct pm_set p;
+	(void)state;
+
+	pm_make(&p, 8, "pm/never", 0, 10000, WS_PUT_OVERWRITE, 41);
+	proxy_control("{\"mode\": \"slowdown\", \"count\": 100000, \"methods\": [\"PUT\"]}");
+	uint64_t tr0 = s->stats.throttle_retries;
+	int64_t t0 = wt_now_ms();
+	pm_run(s, &p);
+	int64_t dt = wt_now_ms() - t0;
+	print_message("  persistent SlowDown, deadline 600 ms: %lld ms: %s\n", (long long)dt, ws_errmsg());
+	assert_true(dt < 3000);
+	assert_non_null(strstr(ws_errmsg(), "throttled"));
+	uint64_t sum = 0;
+	for (size_t i = 0; i < p.n; i++) {
+		assert_int_equal(p.reqs[i].rc, WS_ETHROTTLED);
+		assert_true(p.reqs[i].throttle_retries >= 1);
+		sum += p.reqs[i].throttle_retries;
+	}
+	assert_int_equal(s->stats.throttle_retries - tr0, sum);
+	/* A single PUT the same way. */
+	int rc = ws_store_put(s, "pm/never/single", "x", 1, WS_PUT_CREATE, NULL, NULL);
+	assert_int_equal(rc, WS_ETHROTTLED);
+	assert_non_null(strstr(ws_errmsg(), "pm/never/single"));
+	assert_non_null(strstr(ws_errmsg(), "throttled"));
+	proxy_control("{\"mode\": \"pass\"}");
+	for (size_t i = 0; i < p.n; i++)
+		assert_int_equal(ws_store_head(s, p.keys[i], NULL), WS_ENOTFOUND);
+	pm_free(&p);
+	ws_store_close(s);
+}
+
+/* Uploads cut off mid-body (the store never sees them): retried or re-sent, each lands whole once. */
+static void test_put_many_reset(void **state)
+{
+	struct ws_store *s = open_proxied(NULL);
+	struct pm_set p;
+	struct snap a;
+	(void)state;
+
+	pm_make(&p, 8, "pm/reset", 100000, 600000, WS_PUT_CREATE, 51); /* bodies to cut in half */
+	/* Warm the connections first, so some faults land on reused ones (libcurl resends). */
+	wt_put_str(s, "pm/reset/warm", "w", NULL);
+	proxy_control("{\"mode\": \"reset_body\", \"count\": 5, \"methods\": [\"PUT\"]}");
+	a = snap(s);
+	pm_run(s, &p);
+	struct snap b = snap(s);
+	print_message("  5 uploads reset mid-body: %" PRIu64 " retries, %" PRIu64 " libcurl resends\n",
+		      b.retries - a.retries, b.resends - a.resends);
+	assert_int_equal(b.faulted - a.faulted, 5);
+	assert_int_equal((b.retries - a.retries) + (b.resends - a.resends), 5);
+	assert_int_equal(b.throttle - a.throttle, 0);
+	proxy_control("{\"mode\": \"pass\"}");
+	pm_assert_all_ok(s, &p);
+	pm_free(&p);
+
+	/* The single PUT path through the same fault. */
+	proxy_control("{\"mode\": \"reset_body\", \"count\": 1, \"methods\": [\"PUT\"]}");
+	a = snap(s);
+	wt_put_str(s, "pm/reset/single", "cut off once, then whole", NULL);
+	assert_delta_put_reset(s, a);
+	proxy_control("{\"mode\": \"pass\"}");
+	wt_assert_content(s, "pm/reset/single", "cut off once, then whole");
+	ws_store_close(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1331,6 +1596,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fault_put_reset, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_fault_exhausted, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_fault_ignore_conditional, proxy_start, proxy_stop),
+		cmocka_unit_test(test_put_many),
+		cmocka_unit_test(test_put_many_create),
+		cmocka_unit_test_setup_teardown(test_put_many_throttled, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_put_many_throttled_out, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_put_many_reset, proxy_start, proxy_stop),
 	};
 	if (load_env() != 0)
 		return 1;
