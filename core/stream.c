@@ -371,7 +371,7 @@ static struct ws_stream *stream_new(struct ws_sink *sink, const struct ws_stream
 
 	if (!sink || !cfg || !cfg->db_path || !ws_tenant_name_valid(cfg->tenant)) {
 		rc = ws_fail(WS_ECONFIG, "tenant name '%s' invalid: use 1..127 of [A-Za-z0-9._-], not "
-			     "starting with '.' or '_'", cfg && cfg->tenant ? cfg->tenant : "");
+			     "starting with '.' or '_', not \"checkpoints\"", cfg && cfg->tenant ? cfg->tenant : "");
 		goto fail;
 	}
 	if (cfg->batch_bytes_max && cfg->batch_bytes_max < BATCH_BYTES_MIN) {

@@ -55,7 +55,8 @@ bool ws_tenant_name_valid(const char *name)
 		      c == '.' || c == '_' || c == '-'))
 			return false;
 	}
-	return strcmp(name, "..") != 0;
+	/* "checkpoints" holds the checkpoint decision store (docs/CHECKPOINTS.md). */
+	return strcmp(name, "..") != 0 && strcmp(name, "checkpoints") != 0;
 }
 
 /* ---- batch ------------------------------------------------------------ */

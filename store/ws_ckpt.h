@@ -1,0 +1,344 @@
+/*
+ * Checkpoint decision store: durable, CAS-decided checkpoint metadata on an
+ * object store (the C port of the seed CheckpointDecisionStore). The durable
+ * objects, byte by byte, and the convergence rules are docs/CHECKPOINTS.md.
+ *
+ * Every object lives under "checkpoints/" at the root of the sink, so
+ * "checkpoints" is a reserved name that no tenant may take. Every object is
+ * canonical JSON (keys sorted, no whitespace) with a "format" field naming
+ * it and its version and a "deployment" field naming the namespace's
+ * incarnation; anything else is WS_EFORMAT naming the key.
+ *
+ * Two authorities:
+ *   shared (ws_ckpt_open_shared)  any ws_store with native conditional
+ *       writes (s3, or file between processes); IDs advance one at a time by
+ *       compare-and-swap. A store that ignores conditions is refused.
+ *   local (ws_ckpt_open_local)    a certified single writer over a local
+ *       directory, holding an exclusive flock lease for its lifetime; IDs are
+ *       reserved durably WS_CKPT_LOCAL_ID_RANGE at a time and the unused rest
+ *       of a range is burned by the next open, so no ID is handed out twice.
+ *
+ * Errors: every function returns 0 or a negative code (ws_err.h) and records
+ * a detail (ws_errmsg()). Because many distinct protocol outcomes share a
+ * code, every call also sets a per-thread kind, ws_ckpt_last_kind(), which
+ * tells them apart (a different active attempt, a reused terminal attempt, a
+ * conflicting body, a stale epoch, a forked predecessor, ...). Results that
+ * are not errors (an identical retry converging, a durable winner returned)
+ * carry their kind in the result struct as well.
+ *
+ * A handle is not thread-safe; use one per thread (or lock around it).
+ */
+#ifndef WS_CKPT_H
+#define WS_CKPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ws_err.h"
+#include "ws_hash.h"
+#include "ws_store.h"
+
+#define WS_CKPT_PREFIX "checkpoints"
+#define WS_CKPT_DEPLOYMENT_LEN 32        /* hex chars of a deployment id */
+#define WS_CKPT_LOCAL_ID_RANGE 64u       /* IDs the local writer reserves per CAS */
+#define WS_CKPT_ID_MAX (UINT64_MAX - 1)  /* the allocator's durable next must fit a u64 */
+#define WS_CKPT_NAME_MAX 128u            /* pipeline identity / sink name, incl. NUL */
+#define WS_CKPT_SINKS_MAX 256u
+#define WS_CKPT_TENANTS_MAX 1000000u
+#define WS_CKPT_ARTIFACTS_MAX 1000000u
+#define WS_CKPT_INDEX_BYTES_MAX ((size_t)256 << 20)
+#define WS_CKPT_SINGLETON_BYTES_MAX ((size_t)1 << 20)
+
+/* What happened, per call. Errors map to codes as listed. */
+enum ws_ckpt_kind {
+	WS_CKPT_OK = 0,                  /* applied */
+	WS_CKPT_CONVERGED,               /* an identical retry: the durable state already matched */
+	WS_CKPT_STALE_EPOCH,             /* record_outcome: rc 0, winner returned */
+	WS_CKPT_CONFLICTING_OUTCOME,     /* record_outcome: rc 0, winner returned */
+	WS_CKPT_STALE_CHECKPOINT,        /* record_outcome: rc 0, a later id already decided */
+	WS_CKPT_ACTIVE_ATTEMPT,          /* WS_EPRECOND: a different attempt is active */
+	WS_CKPT_TERMINAL_ATTEMPT_REUSED, /* WS_EPRECOND: the attempt already ended */
+	WS_CKPT_CONFLICTING_BODY,        /* WS_EPRECOND: the path holds other content */
+	WS_CKPT_SEALED,                  /* WS_EPRECOND: the candidate path holds an abort seal */
+	WS_CKPT_FORKED_PREDECESSOR,      /* WS_EPRECOND: Commit does not extend the latest Commit */
+	WS_CKPT_STALE_CUT,               /* WS_EPRECOND: retention for a cut that is not the latest Commit */
+	WS_CKPT_STATE_MISMATCH,          /* WS_EPRECOND: durable state differs from the expected one */
+	WS_CKPT_CLUSTER_AUTHORITY,       /* WS_ECONFIG: cluster scope needs a cluster authority */
+	WS_CKPT_INVALID_INPUT,           /* WS_ECONFIG: the caller's argument breaks an invariant */
+	WS_CKPT_FOREIGN,                 /* WS_EFORMAT: another deployment's or authority's object */
+	WS_CKPT_MALFORMED,               /* WS_EFORMAT/WS_ECORRUPT: not a valid object of ours */
+	WS_CKPT_REF_MISMATCH,            /* WS_ECORRUPT: length or hash differs from the reference */
+	WS_CKPT_MISSING,                 /* WS_ENOTFOUND */
+	WS_CKPT_EXHAUSTED,               /* WS_ETOOBIG: the u64 ID space is used up */
+	WS_CKPT_NO_CONDITIONAL,          /* WS_ECONFIG: the shared store ignores conditional writes */
+	WS_CKPT_LEASE_HELD,              /* WS_EFENCED: another local writer holds the lease */
+	WS_CKPT_IO,                      /* anything the object store returned */
+};
+
+/* The kind of the last ws_ckpt_* call on this thread. */
+enum ws_ckpt_kind ws_ckpt_last_kind(void);
+const char *ws_ckpt_kind_name(enum ws_ckpt_kind k);
+
+enum ws_ckpt_scope { WS_CKPT_SCOPE_LOCAL = 0, WS_CKPT_SCOPE_CLUSTER = 1 };
+enum ws_ckpt_verdict { WS_CKPT_ABORT = 0, WS_CKPT_COMMIT = 1 };
+
+/* Proofs a cluster-scope decision needs; this store decides local scope only. */
+struct ws_ckpt_leader_proof {
+	uint64_t term;
+	uint64_t leader_id;
+};
+struct ws_ckpt_assignment_fence {
+	uint64_t epoch;
+	uint64_t assignment_generation;
+};
+
+/* The exact address of one committed index. */
+struct ws_ckpt_ref {
+	uint64_t id;
+	uint64_t length;
+	char sha256[WS_SHA256_HEX_LEN + 1];   /* lower-case hex */
+	char key[WS_KEY_MAX];                 /* checkpoints/committed/<id16hex>-<sha>.json */
+};
+
+struct ws_ckpt_tenant_entry {
+	char tenant[128];                     /* ws_tenant_name_valid, never "checkpoints" */
+	uint64_t wal_generation;
+	uint64_t last_frame;
+	char manifest_key[WS_KEY_MAX];
+	char manifest_sha256[WS_SHA256_HEX_LEN + 1];
+	uint64_t manifest_length;
+};
+
+struct ws_ckpt_artifact {
+	char key[WS_KEY_MAX];
+	uint64_t length;
+	char sha256[WS_SHA256_HEX_LEN + 1];
+};
+
+/*
+ * A committed checkpoint index. Invariants: deployment is this store's,
+ * 1 <= checkpoint_id <= WS_CKPT_ID_MAX, tenants strictly sorted by name,
+ * artifacts strictly sorted by key, every key valid, predecessor (if any)
+ * has a smaller id.
+ */
+struct ws_ckpt_index {
+	char deployment[WS_CKPT_DEPLOYMENT_LEN + 1];
+	uint64_t checkpoint_id;
+	uint64_t epoch;
+	size_t tenant_count;
+	struct ws_ckpt_tenant_entry *tenants;
+	size_t artifact_count;
+	struct ws_ckpt_artifact *artifacts;
+	bool has_predecessor;
+	struct ws_ckpt_ref predecessor;
+};
+/* Frees what ws_ckpt_load_committed allocated inside idx. */
+void ws_ckpt_index_free(struct ws_ckpt_index *idx);
+
+struct ws_ckpt_outcome {
+	uint64_t checkpoint_id;
+	uint64_t epoch;
+	enum ws_ckpt_scope scope;
+	enum ws_ckpt_verdict verdict;
+	bool has_committed;                   /* verdict == COMMIT */
+	struct ws_ckpt_ref committed;
+};
+
+/* The singleton checkpoints/head. */
+struct ws_ckpt_head {
+	uint64_t epoch;                       /* highest epoch that decided */
+	uint64_t decisions;                   /* CAS generation: decisions recorded */
+	struct ws_ckpt_outcome latest_terminal;
+	bool has_commit;
+	struct ws_ckpt_outcome latest_commit;
+};
+
+struct ws_ckpt_record_result {
+	enum ws_ckpt_kind kind;               /* OK, CONVERGED, STALE_EPOCH, CONFLICTING_OUTCOME, STALE_CHECKPOINT */
+	struct ws_ckpt_outcome winner;        /* the durable latest terminal outcome */
+};
+
+struct ws_ckpt_attempt {
+	uint64_t checkpoint_id;
+	uint64_t epoch;
+	uint64_t token;                       /* unique per attempt, non-zero */
+};
+
+/* One local attempt's artifacts, admitted before any is written. */
+struct ws_ckpt_inventory {
+	char deployment[WS_CKPT_DEPLOYMENT_LEN + 1];
+	enum ws_ckpt_scope scope;
+	struct ws_ckpt_attempt attempt;
+	size_t key_count;
+	char (*keys)[WS_KEY_MAX];             /* strictly sorted, valid keys */
+};
+
+struct ws_ckpt_inventory_result {
+	enum ws_ckpt_kind kind;               /* OK or CONVERGED */
+	bool active;                          /* the durable inventory now holds an attempt */
+	struct ws_ckpt_attempt attempt;       /* the active or the last completed attempt */
+};
+
+enum ws_ckpt_retention_phase {
+	WS_CKPT_RET_IDLE = 0,                 /* no run in flight */
+	WS_CKPT_RET_SWEEP_ARTIFACTS = 1,      /* deleting artifacts not reachable from the cut */
+	WS_CKPT_RET_SWEEP_INDEXES = 2,        /* deleting committed indexes older than the cut */
+};
+
+struct ws_ckpt_retention {
+	enum ws_ckpt_retention_phase phase;
+	uint64_t generation;                  /* bumps on every transition */
+	struct ws_ckpt_ref protected_ref;     /* the cut being kept */
+};
+
+struct ws_ckpt_retention_result {
+	enum ws_ckpt_kind kind;               /* OK or CONVERGED */
+	struct ws_ckpt_retention state;       /* the durable state after the call */
+};
+
+enum ws_ckpt_witness_state { WS_CKPT_WITNESS_OPEN = 0, WS_CKPT_WITNESS_CLOSED = 1 };
+
+struct ws_ckpt_witness {
+	enum ws_ckpt_witness_state state;
+	uint64_t sequence;                    /* bumps on every open */
+	char pipeline[WS_CKPT_NAME_MAX];      /* pipeline identity */
+	uint64_t participant_id;
+	struct ws_ckpt_attempt attempt;
+	size_t sink_count;
+	char sinks[WS_CKPT_SINKS_MAX][WS_CKPT_NAME_MAX];
+};
+
+struct ws_ckpt;
+
+/*
+ * Wrap shared storage. s stays the caller's and must outlive the handle.
+ * Unless flags has WS_CKPT_TRUST_CONDITIONAL, a probe proves the store honours
+ * create-once and compare-and-swap (two creates of one probe key, a CAS with
+ * a wrong etag; both must lose) and removes the probe key.
+ * Errors: WS_ECONFIG (NO_CONDITIONAL), -ENOMEM, store I/O.
+ */
+#define WS_CKPT_TRUST_CONDITIONAL 1u
+struct ws_ckpt *ws_ckpt_open_shared(struct ws_store *s, unsigned flags, int *err);
+
+/*
+ * Open crash-durable metadata in a caller-owned local directory (created if
+ * needed) for a certified single writer: takes an exclusive flock lease on
+ * <root>/.lock.ckpt-lease, held until ws_ckpt_close.
+ * Errors: WS_EFENCED (LEASE_HELD), WS_ECONFIG (relative root), I/O errors.
+ */
+struct ws_ckpt *ws_ckpt_open_local(const char *root, int *err);
+
+/* Releases the lease (local) and closes the store only if the handle opened it. */
+void ws_ckpt_close(struct ws_ckpt *c);
+
+/* The store the handle writes through (for tests and tools). */
+struct ws_store *ws_ckpt_store(struct ws_ckpt *c);
+
+/*
+ * Load the create-once deployment incarnation, creating it when absent; out
+ * gets WS_CKPT_DEPLOYMENT_LEN hex chars and a NUL. Concurrent creators
+ * converge on the winner. Errors: WS_EFORMAT (MALFORMED, FOREIGN: the other
+ * authority's namespace), store I/O.
+ */
+int ws_ckpt_deployment_id(struct ws_ckpt *c, char out[WS_CKPT_DEPLOYMENT_LEN + 1]) WS_MUST_CHECK;
+
+/*
+ * The next globally ordered ID >= minimum (ID 0 is never handed out).
+ * Errors: WS_ETOOBIG (EXHAUSTED), WS_EFORMAT, store I/O.
+ */
+int ws_ckpt_allocate_id_at_least(struct ws_ckpt *c, uint64_t minimum, uint64_t *out) WS_MUST_CHECK;
+
+/*
+ * Create the canonical content-addressed body of idx; ref gets its address.
+ * Identical retries converge. Errors: WS_ECONFIG (INVALID_INPUT), WS_EFORMAT
+ * (FOREIGN: idx->deployment), WS_EPRECOND (SEALED, CONFLICTING_BODY), I/O.
+ */
+int ws_ckpt_create_committed(struct ws_ckpt *c, const struct ws_ckpt_index *idx,
+			     struct ws_ckpt_ref *ref) WS_MUST_CHECK;
+
+/*
+ * Load and verify the exact index ref names (path, recorded and observed
+ * length, canonical bytes, SHA-256, deployment, invariants); free with
+ * ws_ckpt_index_free. Errors: WS_ENOTFOUND (MISSING), WS_EPRECOND (SEALED),
+ * WS_ECORRUPT (REF_MISMATCH), WS_EFORMAT (MALFORMED, FOREIGN), I/O.
+ */
+int ws_ckpt_load_committed(struct ws_ckpt *c, const struct ws_ckpt_ref *ref,
+			   struct ws_ckpt_index *out) WS_MUST_CHECK;
+
+/*
+ * Replace (or pre-empt) the candidate body of an aborted attempt with a
+ * permanent seal at the same path. Identical retries converge.
+ * Errors: WS_ECONFIG, WS_EFORMAT (FOREIGN), WS_EPRECOND (CONFLICTING_BODY), I/O.
+ */
+int ws_ckpt_seal_aborted_candidate(struct ws_ckpt *c, const struct ws_ckpt_index *idx) WS_MUST_CHECK;
+
+/*
+ * Delete the exact committed index (or its seal) ref names, after validating
+ * any body there. A missing object is success.
+ * Errors: WS_ECONFIG, WS_ECORRUPT/WS_EFORMAT (the body is not ref's), I/O.
+ */
+int ws_ckpt_delete_committed(struct ws_ckpt *c, const struct ws_ckpt_ref *ref) WS_MUST_CHECK;
+
+/*
+ * Durably admit one local attempt before any of its artifacts is written.
+ * Errors: WS_EPRECOND (ACTIVE_ATTEMPT, TERMINAL_ATTEMPT_REUSED), WS_ECONFIG
+ * (CLUSTER_AUTHORITY, INVALID_INPUT), WS_EFORMAT (FOREIGN, MALFORMED), I/O.
+ */
+int ws_ckpt_begin_inventory(struct ws_ckpt *c, const struct ws_ckpt_inventory *inv,
+			    struct ws_ckpt_inventory_result *res) WS_MUST_CHECK;
+/* Clear exactly expected once its Abort paths are sealed. Errors as above, plus STATE_MISMATCH. */
+int ws_ckpt_complete_inventory(struct ws_ckpt *c, const struct ws_ckpt_inventory *expected,
+			       struct ws_ckpt_inventory_result *res) WS_MUST_CHECK;
+
+/*
+ * Publish the terminal outcome of checkpoint_id: the CAS of checkpoints/head
+ * is the decision. Equal retries converge (CONVERGED); a stale epoch, an
+ * older checkpoint or a conflicting outcome return rc 0 with the durable
+ * winner and their kind in res. committed must be given exactly for COMMIT;
+ * its index is loaded and verified, must carry epoch and id, and must name
+ * the latest Commit as predecessor.
+ * Errors: WS_ECONFIG (CLUSTER_AUTHORITY, INVALID_INPUT), WS_EPRECOND
+ * (FORKED_PREDECESSOR), the errors of ws_ckpt_load_committed, WS_EFORMAT, I/O.
+ */
+int ws_ckpt_record_outcome(struct ws_ckpt *c, uint64_t epoch, uint64_t checkpoint_id,
+			   enum ws_ckpt_scope scope, const struct ws_ckpt_assignment_fence *fence,
+			   const struct ws_ckpt_leader_proof *proof, enum ws_ckpt_verdict verdict,
+			   const struct ws_ckpt_ref *committed,
+			   struct ws_ckpt_record_result *res) WS_MUST_CHECK;
+
+/* One GET of checkpoints/head, never a listing. *found false: nothing decided yet. */
+int ws_ckpt_decision_head(struct ws_ckpt *c, struct ws_ckpt_head *out, bool *found) WS_MUST_CHECK;
+int ws_ckpt_latest_terminal(struct ws_ckpt *c, struct ws_ckpt_outcome *out, bool *found) WS_MUST_CHECK;
+int ws_ckpt_latest_commit(struct ws_ckpt *c, struct ws_ckpt_outcome *out, bool *found) WS_MUST_CHECK;
+
+/*
+ * Start (or resume) retention protecting the latest Commit.
+ * Errors: WS_EPRECOND (STALE_CUT, STATE_MISMATCH: another run in flight), the
+ * errors of ws_ckpt_load_committed (the cut's chain), WS_EFORMAT, I/O.
+ */
+int ws_ckpt_begin_retention(struct ws_ckpt *c, const struct ws_ckpt_ref *protected_ref,
+			    struct ws_ckpt_retention_result *res) WS_MUST_CHECK;
+/* Advance one phase by CAS from exactly expected. Errors: WS_ECONFIG (idle or invalid), WS_EPRECOND, I/O. */
+int ws_ckpt_advance_retention(struct ws_ckpt *c, const struct ws_ckpt_retention *expected,
+			      struct ws_ckpt_retention_result *res) WS_MUST_CHECK;
+int ws_ckpt_retention_state(struct ws_ckpt *c, struct ws_ckpt_retention *out, bool *found) WS_MUST_CHECK;
+
+/* The singleton sink-open witness (open or closed tombstone). */
+int ws_ckpt_sink_open_witness(struct ws_ckpt *c, struct ws_ckpt_witness *out, bool *found) WS_MUST_CHECK;
+/*
+ * Open the witness before any committable sink begins. sinks: strictly
+ * sorted, unique, non-empty names. Identical retries converge.
+ * Errors: WS_ECONFIG (INVALID_INPUT), WS_EPRECOND (ACTIVE_ATTEMPT: another
+ * live witness; TERMINAL_ATTEMPT_REUSED: this one was closed), WS_EFORMAT, I/O.
+ */
+int ws_ckpt_create_sink_open_witness(struct ws_ckpt *c, const char *pipeline, uint64_t participant_id,
+				     const struct ws_ckpt_attempt *attempt, const char *const *sinks,
+				     size_t sink_count, struct ws_ckpt_witness *out) WS_MUST_CHECK;
+/* Close exactly expected into a tombstone. Errors: WS_EPRECOND (STATE_MISMATCH), WS_ENOTFOUND, WS_EFORMAT, I/O. */
+int ws_ckpt_clear_sink_open_witness(struct ws_ckpt *c, const struct ws_ckpt_witness *expected) WS_MUST_CHECK;
+
+/* The committed index key for (id, sha256 hex) into out (WS_KEY_MAX). */
+void ws_ckpt_committed_key(uint64_t id, const char *sha256_hex, char *out);
+
+#endif
