@@ -105,6 +105,16 @@ struct ws_stream_call {
 };
 void ws_stream_last_call(const struct ws_stream *st, struct ws_stream_call *out);
 uint64_t ws_stream_wm_last_frame(const struct ws_stream *st);
+
+/*
+ * Test hook: when set, every store an engine opens comes from here (one for
+ * each shard's own requests, one for its upload thread), so tests can put a
+ * fault-injecting store in front of the real one. Not for production use.
+ */
+typedef struct ws_store *(*ws_engine_store_fn)(const char *url, unsigned shard, bool uploader, void *arg,
+					       int *err);
+extern ws_engine_store_fn ws_engine_open_store_hook;
+extern void *ws_engine_open_store_arg;
 void ws_stream_rpo(const struct ws_stream *st, struct ws_rpo_status *out);
 
 #endif

@@ -32,57 +32,6 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-/* Schema and every row of t, in key order. */
-static uint64_t content_hash(sqlite3 *db, int64_t *rows_out)
-{
-	static const char *const q[] = { "SELECT type, name, sql FROM sqlite_master ORDER BY name",
-					  "SELECT * FROM t ORDER BY 1" };
-	uint64_t h = 1469598103934665603ull;
-	int64_t rows = 0;
-	for (size_t qi = 0; qi < 2; qi++) {
-		sqlite3_stmt *s = NULL;
-		int rc;
-		if (sqlite3_prepare_v2(db, q[qi], -1, &s, NULL) != SQLITE_OK)
-			fail_msg("prepare %s: %s", q[qi], sqlite3_errmsg(db));
-		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-			int n = sqlite3_column_count(s);
-			for (int c = 0; c < n; c++) {
-				int type = sqlite3_column_type(s, c);
-				uint8_t t8 = (uint8_t)type;
-				wt_fnv(&h, &t8, 1);
-				if (type == SQLITE_INTEGER) {
-					int64_t v = sqlite3_column_int64(s, c);
-					wt_fnv(&h, &v, sizeof(v));
-				} else if (type != SQLITE_NULL) {
-					const void *p = type == SQLITE_BLOB ? sqlite3_column_blob(s, c)
-									    : (const void *)sqlite3_column_text(s, c);
-					uint64_t len = (uint64_t)sqlite3_column_bytes(s, c);
-					wt_fnv(&h, &len, sizeof(len));
-					if (len)
-						wt_fnv(&h, p, (size_t)len);
-				}
-			}
-			if (qi == 1)
-				rows++;
-		}
-		if (rc != SQLITE_DONE)
-			fail_msg("step %s: %s", q[qi], sqlite3_errmsg(db));
-		sqlite3_finalize(s);
-	}
-	if (rows_out)
-		*rows_out = rows;
-	return h;
-}
-
-/* Open a restored file read-only: integrity_check must be ok; returns its hash. */
-static uint64_t file_hash(const char *path, int64_t *rows)
-{
-	sqlite3 *db = wt_open_checked(path);
-	uint64_t h = content_hash(db, rows);
-	sqlite3_close(db);
-	return h;
-}
-
 static uint64_t wal_size(const struct wt_env *e)
 {
 	struct stat sb;
@@ -168,7 +117,7 @@ static uint64_t restore_hash_opts(struct wt_env *e, const struct ws_restore_opts
 	rc = ws_restore(e->sink, TENANT, o, out);
 	if (rc)
 		fail_msg("restore: %s (%s)", ws_strerror(rc), ws_errmsg());
-	h = file_hash(out, rows);
+	h = wt_file_hash(out, rows);
 	unlink(out);
 	free(out);
 	return h;
@@ -177,7 +126,7 @@ static uint64_t restore_hash_opts(struct wt_env *e, const struct ws_restore_opts
 static void restore_equals_source_at(struct wt_env *e, int line)
 {
 	int64_t rs = 0, rr = 0;
-	uint64_t hs = content_hash(e->w, &rs);
+	uint64_t hs = wt_content_hash(e->w, &rs);
 	uint64_t hr = restore_hash_opts(e, NULL, &rr);
 	if (rr != rs || hs != hr)
 		fail_msg("line %d: restored %" PRId64 " rows (hash %016" PRIx64 "), source has %" PRId64
@@ -285,7 +234,7 @@ static void test_fresh_db_without_wal(void **state)
 	e.w = wt_writer_open(e.db, 0);
 	{
 		int64_t rs, rr;
-		uint64_t hs = content_hash(e.w, &rs);
+		uint64_t hs = wt_content_hash(e.w, &rs);
 		uint64_t hr = restore_hash_opts(&e, NULL, &rr);
 		assert_int_equal(rs, 10);
 		assert_int_equal(rr, 10);
@@ -631,7 +580,7 @@ static void test_restarted_next_gen_open_stream(void **state)
 	for (int round = 0; round < 4; round++) {
 		struct walhdr before = wal_header(&e);
 		int64_t rows_before;
-		uint64_t h_before = content_hash(e.w, &rows_before);
+		uint64_t h_before = wt_content_hash(e.w, &rows_before);
 		tail_expect(st, &o, WS_OUTCOME_EMPTY); /* checkpoints */
 		wt_write_txn(e.w, 2 + round, 3000); /* one commit, several frames */
 		h2 = wal_header(&e);
@@ -645,7 +594,7 @@ static void test_restarted_next_gen_open_stream(void **state)
 		{
 			struct ws_restore_opts ro = { .frame = o.u.restarted.last_frame };
 			int64_t rs, rr;
-			uint64_t hs = content_hash(e.w, &rs);
+			uint64_t hs = wt_content_hash(e.w, &rs);
 			assert_true(restore_hash_opts(&e, &ro, &rr) == hs);
 			assert_int_equal(rr, rs);
 			/* Frame 1 of the new generation is not a commit: the
@@ -890,13 +839,13 @@ static void test_point_in_time(void **state)
 	wt_sleep_ms(3);
 	after_ms[tails] = ws_wall_ms();
 	tail_txn[tails++] = -1;
-	uint64_t h_first = content_hash(e.w, NULL);
+	uint64_t h_first = wt_content_hash(e.w, NULL);
 
 	for (int i = 0; i < PIT_TXNS; i++) {
 		/* Multi-frame transactions so frames between commits exist. */
 		wt_write_txn(e.w, 1 + i % 4, 2500);
 		frame_at[i] = wal_frames(&e);
-		hash_at[i] = content_hash(e.w, &rows_at[i]);
+		hash_at[i] = wt_content_hash(e.w, &rows_at[i]);
 		if (i % 5 == 4 || i == PIT_TXNS - 1) {
 			wt_sleep_ms(3);
 			tail_expect(st, &o, WS_OUTCOME_STREAMED);
@@ -953,14 +902,14 @@ static void test_point_in_time(void **state)
 	memset(&ro, 0, sizeof(ro));
 	ro.frame = frame_at[0];
 	assert_int_equal(ws_restore(e.sink, TENANT, &ro, out), 0);
-	assert_true(file_hash(out, NULL) == hash_at[0]);
+	assert_true(wt_file_hash(out, NULL) == hash_at[0]);
 	memset(&ro, 0, sizeof(ro));
 	rc = ws_restore(e.sink, TENANT, &ro, out);
 	assert_int_equal(rc, -EEXIST);
-	assert_true(file_hash(out, NULL) == hash_at[0]);
+	assert_true(wt_file_hash(out, NULL) == hash_at[0]);
 	ro.force = true;
 	assert_int_equal(ws_restore(e.sink, TENANT, &ro, out), 0);
-	assert_true(file_hash(out, NULL) == hash_at[PIT_TXNS - 1]);
+	assert_true(wt_file_hash(out, NULL) == hash_at[PIT_TXNS - 1]);
 	{
 		/* Only the published file is left behind. */
 		char *listing;
@@ -1192,7 +1141,7 @@ static void test_uncommitted_not_shipped(void **state)
 
 	wt_write_txn(e.w, 3, 1000); /* committed, not shipped yet */
 	committed_frames = wal_frames(&e);
-	h_committed = content_hash(e.w, &rows_committed);
+	h_committed = wt_content_hash(e.w, &rows_committed);
 
 	/* A second writer with a tiny cache spills its open transaction into
 	 * the WAL as uncommitted frames. */
@@ -1254,7 +1203,7 @@ static void test_uncommitted_on_first_contact(void **state)
 	wt_query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
 	assert_string_equal(res, "0");
 	assert_int_equal(wal_size(&e), 0);
-	h = content_hash(e.w, &rows);
+	h = wt_content_hash(e.w, &rows);
 
 	assert_int_equal(sqlite3_open(e.db, &w2), SQLITE_OK);
 	wt_exec(w2, "PRAGMA cache_size=5");

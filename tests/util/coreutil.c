@@ -44,3 +44,54 @@ void wt_tail_ok(struct ws_stream *st, struct ws_outcome *o)
 	if (rc)
 		fail_msg("tail_frames: %s (%s)", ws_strerror(rc), ws_errmsg());
 }
+
+/* Schema and every row of t, in key order. */
+uint64_t wt_content_hash(sqlite3 *db, int64_t *rows_out)
+{
+	static const char *const q[] = { "SELECT type, name, sql FROM sqlite_master ORDER BY name",
+					  "SELECT * FROM t ORDER BY 1" };
+	uint64_t h = 1469598103934665603ull;
+	int64_t rows = 0;
+	for (size_t qi = 0; qi < 2; qi++) {
+		sqlite3_stmt *s = NULL;
+		int rc;
+		if (sqlite3_prepare_v2(db, q[qi], -1, &s, NULL) != SQLITE_OK)
+			fail_msg("prepare %s: %s", q[qi], sqlite3_errmsg(db));
+		while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+			int n = sqlite3_column_count(s);
+			for (int c = 0; c < n; c++) {
+				int type = sqlite3_column_type(s, c);
+				uint8_t t8 = (uint8_t)type;
+				wt_fnv(&h, &t8, 1);
+				if (type == SQLITE_INTEGER) {
+					int64_t v = sqlite3_column_int64(s, c);
+					wt_fnv(&h, &v, sizeof(v));
+				} else if (type != SQLITE_NULL) {
+					const void *p = type == SQLITE_BLOB ? sqlite3_column_blob(s, c)
+									    : (const void *)sqlite3_column_text(s, c);
+					uint64_t len = (uint64_t)sqlite3_column_bytes(s, c);
+					wt_fnv(&h, &len, sizeof(len));
+					if (len)
+						wt_fnv(&h, p, (size_t)len);
+				}
+			}
+			if (qi == 1)
+				rows++;
+		}
+		if (rc != SQLITE_DONE)
+			fail_msg("step %s: %s", q[qi], sqlite3_errmsg(db));
+		sqlite3_finalize(s);
+	}
+	if (rows_out)
+		*rows_out = rows;
+	return h;
+}
+
+/* Open a restored file read-only: integrity_check must be ok; returns its hash. */
+uint64_t wt_file_hash(const char *path, int64_t *rows)
+{
+	sqlite3 *db = wt_open_checked(path);
+	uint64_t h = wt_content_hash(db, rows);
+	sqlite3_close(db);
+	return h;
+}

@@ -27,4 +27,9 @@ void wt_env_free(struct wt_env *e);
 /* ws_stream_tail_frames that must succeed (fails with ws_errmsg()). */
 void wt_tail_ok(struct ws_stream *st, struct ws_outcome *o);
 
+/* Schema and every row of table t, in key order (rows_out may be NULL). */
+uint64_t wt_content_hash(sqlite3 *db, int64_t *rows_out);
+/* Open a restored file read-only: integrity_check must be ok; returns its hash. */
+uint64_t wt_file_hash(const char *path, int64_t *rows);
+
 #endif

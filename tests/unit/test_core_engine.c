@@ -1,0 +1,779 @@
+/*
+ * The engine (core/engine.c): shards, the spill ring under each
+ * backpressure policy, thousands of tenants, tenants coming and going while
+ * shards run, and a kill -9 in the middle of shipping.
+ *
+ * Throttling comes from tests/util/throttlestore (a fake in front of the
+ * real file store, for the one fault the file store cannot produce).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core_internal.h"
+#include "coreutil.h"
+#include "throttlestore.h"
+
+#define MAX_STORES 16
+
+/* ---- fixtures ------------------------------------------------------------- */
+
+struct hook {
+	struct ws_store *stores[MAX_STORES];   /* throttle stores the engine opened */
+	bool uploader[MAX_STORES];
+	unsigned n;
+	uint32_t attempts_max;
+	pthread_mutex_t mu;
+};
+static struct hook hook = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static struct ws_store *open_throttled(const char *url, unsigned shard, bool uploader, void *arg, int *err)
+{
+	struct ws_store *inner = ws_store_open_flags(url, uploader || shard ? WS_STORE_EXISTING : 0, err);
+	struct ws_store *s;
+	(void)arg;
+	if (!inner)
+		return NULL;
+	s = wt_throttle_store_open(inner, hook.attempts_max, 1);
+	pthread_mutex_lock(&hook.mu);
+	assert_true(hook.n < MAX_STORES);
+	hook.uploader[hook.n] = uploader;
+	hook.stores[hook.n++] = s;
+	pthread_mutex_unlock(&hook.mu);
+	return s;
+}
+
+static void hook_on(uint32_t attempts_max)
+{
+	hook.n = 0;
+	hook.attempts_max = attempts_max;
+	ws_engine_open_store_hook = open_throttled;
+}
+
+static void hook_off(void) { ws_engine_open_store_hook = NULL; }
+
+/* Apply to every upload-side store (batches and snapshot parts go there). */
+static void throttle_uploads(const char *match, int64_t pass, int64_t attempts)
+{
+	for (unsigned i = 0; i < hook.n; i++)
+		if (hook.uploader[i])
+			wt_throttle_set(hook.stores[i], match, pass, attempts);
+}
+
+static void slow_uploads(uint32_t ms)
+{
+	for (unsigned i = 0; i < hook.n; i++)
+		if (hook.uploader[i])
+			wt_throttle_slow(hook.stores[i], ms);
+}
+
+/* Outcomes seen through the callback. */
+struct seen {
+	pthread_mutex_t mu;
+	unsigned n[8];
+	unsigned errors;
+	uint64_t frames_shed;
+	uint64_t throttle_retries;
+	uint64_t high_water;
+	int last_err;
+	struct ws_outcome last;
+};
+static struct seen seen = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static void on_outcome(const char *tenant, const struct ws_outcome *o, int err, void *arg)
+{
+	const struct ws_backpressure_report *bp = ws_outcome_backpressure(o);
+	(void)tenant;
+	(void)arg;
+	pthread_mutex_lock(&seen.mu);
+	if (err) {
+		seen.errors++;
+		seen.last_err = err;
+	} else {
+		seen.n[o->kind]++;
+		seen.last = *o;
+		if (bp) {
+			seen.frames_shed += bp->frames_shed;
+			seen.throttle_retries += bp->throttle_retries;
+			if (bp->spill_high_water > seen.high_water)
+				seen.high_water = bp->spill_high_water;
+		}
+	}
+	pthread_mutex_unlock(&seen.mu);
+}
+
+static void seen_reset(void)
+{
+	pthread_mutex_lock(&seen.mu);
+	memset(seen.n, 0, sizeof(seen.n));
+	seen.errors = 0;
+	seen.frames_shed = seen.throttle_retries = seen.high_water = 0;
+	seen.last_err = 0;
+	memset(&seen.last, 0, sizeof(seen.last));
+	pthread_mutex_unlock(&seen.mu);
+}
+
+static struct ws_shard_config shard_cfg(enum ws_policy p, uint64_t ring, uint64_t batch)
+{
+	struct ws_shard_config c;
+	ws_shard_config_default(&c);
+	c.policy = p;
+	c.ring_bytes = ring;
+	c.batch_bytes_max = batch;
+	c.batch_age_ms_max = 5;
+	c.uploads_in_flight = 2;
+	return c;
+}
+
+static struct ws_engine *engine_new(const char *sink_url, unsigned shards, const struct ws_shard_config *sc)
+{
+	struct ws_shard_config cfgs[4];
+	struct ws_engine_config ec;
+	struct ws_engine *e;
+	int err = 0;
+	assert_true(shards <= 4);
+	for (unsigned i = 0; i < shards; i++)
+		cfgs[i] = *sc;
+	memset(&ec, 0, sizeof(ec));
+	ec.sink_url = sink_url;
+	ec.shards = shards;
+	ec.shard = cfgs;
+	ec.epoch = 1;
+	ec.pointer_generation = 1;
+	ec.wal_checkpoint_bytes = UINT64_MAX;
+	ec.on_outcome = on_outcome;
+	e = ws_engine_create(&ec, &err);
+	if (!e)
+		fail_msg("engine: %s (%s)", ws_strerror(err), ws_errmsg());
+	return e;
+}
+
+static void add_tenant(struct ws_engine *e, const char *name, const char *path, int shard)
+{
+	struct ws_tenant_config t = { .name = name, .db_path = path, .shard = shard };
+	int rc = ws_engine_add_tenant(e, &t);
+	if (rc)
+		fail_msg("add %s: %s (%s)", name, ws_strerror(rc), ws_errmsg());
+}
+
+static void flush_ok(struct ws_engine *e)
+{
+	int rc = ws_engine_flush(e);
+	if (rc)
+		fail_msg("flush: %s (%s)", ws_strerror(rc), ws_errmsg());
+}
+
+static void restore_equals(struct ws_sink *sink, const char *tenant, sqlite3 *src, const char *out_dir)
+{
+	char name[WS_TENANT_MAX + 8];
+	int64_t rs = 0, rr = 0;
+	uint64_t hs, hr;
+	char *out;
+	int rc;
+	snprintf(name, sizeof(name), "%s.db", tenant);
+	out = wt_path(out_dir, name);
+	unlink(out);
+	rc = ws_restore(sink, tenant, NULL, out);
+	if (rc)
+		fail_msg("restore %s: %s (%s)", tenant, ws_strerror(rc), ws_errmsg());
+	hs = wt_content_hash(src, &rs);
+	hr = wt_file_hash(out, &rr);
+	if (hs != hr || rs != rr)
+		fail_msg("tenant %s: restored %" PRId64 " rows, source %" PRId64, tenant, rr, rs);
+	unlink(out);
+	free(out);
+}
+
+static void verify_ok(struct ws_sink *sink, const char *tenant)
+{
+	int rc = ws_verify(sink, tenant, NULL, NULL);
+	if (rc)
+		fail_msg("verify %s: %s (%s)", tenant, ws_strerror(rc), ws_errmsg());
+}
+
+/* ---- basics ------------------------------------------------------------- */
+
+static void test_two_shards_wake_on_change(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 1u << 20, 256u << 10);
+	struct ws_engine *e;
+	struct ws_shard_metrics m0, m1;
+	struct ws_tenant_metrics tm;
+	char *db2;
+	sqlite3 *w2;
+	(void)state;
+
+	wt_env_init(&env, "engine_basic", 0);
+	db2 = wt_path(env.dir, "two.db");
+	w2 = wt_writer_open(db2, 0);
+	wt_write_txn(env.w, 50, 1000);
+	wt_write_txn(w2, 20, 500);
+	seen_reset();
+	e = engine_new(env.sink_url, 2, &sc);
+	add_tenant(e, "one", env.db, 0);
+	add_tenant(e, "two", db2, 1);
+	flush_ok(e);
+	restore_equals(env.sink, "one", env.w, env.out_dir);
+	restore_equals(env.sink, "two", w2, env.out_dir);
+
+	/* A commit is shipped without any flush: the shard wakes on the change. */
+	wt_write_txn(env.w, 10, 100);
+	assert_int_equal(ws_engine_tenant_metrics(e, "one", &tm), 0);
+	uint64_t before = tm.frames_shipped;
+	for (int i = 0; i < 200; i++) {
+		assert_int_equal(ws_engine_tenant_metrics(e, "one", &tm), 0);
+		if (tm.frames_shipped > before)
+			break;
+		wt_sleep_ms(10);
+	}
+	assert_true(tm.frames_shipped > before);
+	assert_true(tm.rpo.has_watermark);
+	restore_equals(env.sink, "one", env.w, env.out_dir);
+
+	assert_int_equal(ws_engine_shard_metrics(e, 0, &m0), 0);
+	assert_int_equal(ws_engine_shard_metrics(e, 1, &m1), 0);
+	assert_int_equal(m0.tenants, 1);
+	assert_int_equal(m1.tenants, 1);
+	assert_true(m0.ring_high_water <= m0.ring_bytes);
+	assert_true(m0.puts > 0 && m1.puts > 0);
+
+	char *text = NULL;
+	size_t len = 0;
+	assert_int_equal(ws_engine_metrics_text(e, &text, &len), 0);
+	assert_non_null(strstr(text, "walship_tenant_frames_shipped_total{tenant=\"one\",shard=\"0\"}"));
+	assert_non_null(strstr(text, "walship_shard_ring_bytes{shard=\"1\",policy=\"block\"} 1048576"));
+	assert_non_null(strstr(text, "# TYPE walship_tenant_watermark_age_seconds gauge"));
+	free(text);
+
+	/* Bad registrations. */
+	struct ws_tenant_config bad = { .name = "one", .db_path = env.db, .shard = 0 };
+	assert_int_equal(ws_engine_add_tenant(e, &bad), WS_ECONFIG); /* duplicate */
+	bad.name = "three";
+	bad.shard = 2;
+	assert_int_equal(ws_engine_add_tenant(e, &bad), WS_ECONFIG); /* no such shard */
+	bad.shard = -1;
+	bad.db_path = "/nonexistent/x.db";
+	assert_int_equal(ws_engine_add_tenant(e, &bad), -ENOENT);
+	bad.name = "../evil";
+	assert_int_equal(ws_engine_add_tenant(e, &bad), WS_ECONFIG);
+	assert_int_equal(ws_engine_remove_tenant(e, "nobody"), WS_ENOTFOUND);
+
+	assert_int_equal(ws_engine_stop(e), 0);
+	assert_int_equal(ws_engine_stop(e), 0); /* idempotent */
+	ws_engine_destroy(e);
+	sqlite3_close(w2);
+	free(db2);
+	wt_env_free(&env);
+}
+
+static void test_bad_engine_config(void **state)
+{
+	struct ws_shard_config sc;
+	struct ws_engine_config ec;
+	int err = 0;
+	(void)state;
+	memset(&ec, 0, sizeof(ec));
+	ws_shard_config_default(&sc);
+	ec.sink_url = "file:///tmp/walship-never-created";
+	ec.shards = 0;
+	ec.shard = &sc;
+	assert_null(ws_engine_create(&ec, &err));
+	assert_int_equal(err, WS_ECONFIG);
+	ec.shards = 1;
+	sc.ring_bytes = sc.batch_bytes_max; /* one batch only */
+	assert_null(ws_engine_create(&ec, &err));
+	assert_int_equal(err, WS_ECONFIG);
+	assert_non_null(strstr(ws_errmsg(), "ring_bytes"));
+	ws_shard_config_default(&sc);
+	sc.batch_bytes_max = 1000;
+	assert_null(ws_engine_create(&ec, &err));
+	assert_int_equal(err, WS_ECONFIG);
+	ws_shard_config_default(&sc);
+	sc.core = 100000;
+	assert_null(ws_engine_create(&ec, &err));
+	assert_int_equal(err, WS_ECONFIG);
+	ws_shard_config_default(&sc);
+	sc.uploads_in_flight = 0;
+	assert_null(ws_engine_create(&ec, &err));
+	assert_int_equal(err, WS_ECONFIG);
+	ws_shard_config_default(&sc);
+	ec.sink_url = "gopher://x";
+	assert_null(ws_engine_create(&ec, &err));
+	assert_int_equal(err, WS_ECONFIG);
+}
+
+/* ---- policies ------------------------------------------------------------ */
+
+/* Enough WAL for many ring slots: rows x ~1 KiB in 4 KiB pages. */
+static void backlog(sqlite3 *w, int txns)
+{
+	for (int i = 0; i < txns; i++)
+		wt_write_txn(w, 40, 1000);
+}
+
+static void test_block_holds_memory_loses_nothing(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 2 * 80u << 10, 80u << 10);
+	struct ws_engine *e;
+	struct ws_shard_metrics m;
+	(void)state;
+
+	wt_env_init(&env, "engine_block", 0);
+	backlog(env.w, 20);
+	seen_reset();
+	hook_on(3);
+	e = engine_new(env.sink_url, 1, &sc);
+	/* Every batch upload is throttled for 40 attempts: far more than one
+	 * request's bound (3), so only the block policy's own waiting gets the
+	 * data through. */
+	throttle_uploads("/b", 0, 40);
+	add_tenant(e, "blk", env.db, 0);
+	flush_ok(e);
+	assert_int_equal(seen.errors, 0);
+	assert_true(seen.n[WS_OUTCOME_STREAMED] + seen.n[WS_OUTCOME_RESTARTED] >= 1);
+	assert_int_equal(seen.n[WS_OUTCOME_SHED], 0);
+	assert_int_equal(seen.frames_shed, 0);
+	assert_true(seen.throttle_retries > 0);
+	assert_int_equal(ws_engine_shard_metrics(e, 0, &m), 0);
+	assert_true(m.ring_high_water > 0);
+	assert_true(m.ring_high_water <= m.ring_bytes);
+	assert_true(m.throttle_retries > 0);
+	restore_equals(env.sink, "blk", env.w, env.out_dir);
+	verify_ok(env.sink, "blk");
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	hook_off();
+	wt_env_free(&env);
+}
+
+static void test_throttle_counts_and_fails_bounded(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_THROTTLE, 4 * 80u << 10, 80u << 10);
+	struct ws_engine *e;
+	struct ws_tenant_metrics tm;
+	int rc;
+	(void)state;
+
+	wt_env_init(&env, "engine_throttle", 0);
+	backlog(env.w, 5);
+	seen_reset();
+	hook_on(4);
+	e = engine_new(env.sink_url, 1, &sc);
+	throttle_uploads("/", 0, -1); /* the sink says slow down to every upload */
+	add_tenant(e, "thr", env.db, 0);
+	rc = ws_engine_flush(e);
+	assert_int_equal(rc, WS_ETHROTTLED);
+	assert_non_null(strstr(ws_errmsg(), "thr"));
+	assert_true(seen.errors >= 1);
+	assert_int_equal(ws_engine_tenant_metrics(e, "thr", &tm), 0);
+	assert_false(tm.rpo.has_watermark); /* nothing acknowledged */
+	assert_true(tm.throttle_retries >= 3); /* 3 retries per request before giving up */
+	assert_int_equal(tm.frames_shed, 0);
+
+	/* The store recovers: the same range ships, counting what it took. */
+	throttle_uploads("/", 0, 2);
+	seen_reset();
+	flush_ok(e);
+	assert_true(seen.n[WS_OUTCOME_STREAMED] + seen.n[WS_OUTCOME_RESTARTED] >= 1);
+	assert_true(seen.throttle_retries >= 2);
+	restore_equals(env.sink, "thr", env.w, env.out_dir);
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	hook_off();
+	wt_env_free(&env);
+}
+
+static uint64_t wm_seq(struct ws_sink *sink, const char *tenant)
+{
+	struct ws_fmt_watermark wm;
+	struct ws_etag etag;
+	int rc = ws_wm_load(sink->store, tenant, &wm, &etag);
+	return rc ? 0 : wm.seq;
+}
+
+static void test_shed_nothing_persisted_is_shed(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_SHED, 4 * 80u << 10, 80u << 10);
+	struct ws_engine *e;
+	struct ws_tenant_metrics tm;
+	(void)state;
+
+	sc.batch_age_ms_max = 600000; /* only flushes tail: the test sets the stage first */
+	wt_env_init(&env, "engine_shed", 0);
+	wt_write_txn(env.w, 10, 100);
+	seen_reset();
+	hook_on(2);
+	e = engine_new(env.sink_url, 1, &sc);
+	add_tenant(e, "shd", env.db, 0);
+	flush_ok(e); /* the first contact ships (re-base) */
+	uint64_t seq0 = wm_seq(env.sink, "shd");
+	assert_true(seq0 > 0);
+	assert_int_equal(ws_engine_tenant_metrics(e, "shd", &tm), 0);
+	uint64_t last0 = tm.last_frame;
+
+	/* New frames; every batch upload is throttled past its bound. */
+	throttle_uploads("/b", 0, -1);
+	backlog(env.w, 3);
+	seen_reset();
+	flush_ok(e); /* Shed is an outcome, not an error */
+	assert_true(seen.n[WS_OUTCOME_SHED] >= 1);
+	assert_int_equal(seen.last.kind, WS_OUTCOME_SHED);
+	assert_int_equal(seen.last.u.shed.first_frame, last0 + 1);
+	assert_true(seen.last.u.shed.last_frame > last0);
+	assert_int_equal(seen.last.u.shed.backpressure.policy, WS_POLICY_SHED);
+	assert_int_equal(seen.last.u.shed.backpressure.frames_shed,
+			 seen.last.u.shed.last_frame - seen.last.u.shed.first_frame + 1);
+	assert_true(seen.last.u.shed.backpressure.throttle_retries >= 1);
+	assert_non_null(ws_outcome_rpo(&seen.last));
+	/* No manifest, no watermark. */
+	assert_int_equal(wm_seq(env.sink, "shd"), seq0);
+
+	/* Throttling stops: the same range ships from the unchanged watermark. */
+	throttle_uploads(NULL, 0, 0);
+	seen_reset();
+	flush_ok(e);
+	assert_int_equal(seen.last.kind, WS_OUTCOME_STREAMED);
+	assert_int_equal(seen.last.u.streamed.first_frame, last0 + 1);
+	assert_int_equal(seen.last.u.streamed.backpressure.frames_shed, 0);
+	restore_equals(env.sink, "shd", env.w, env.out_dir);
+	verify_ok(env.sink, "shd");
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	hook_off();
+	wt_env_free(&env);
+}
+
+static void test_shed_prefix_is_streamed_with_frames_shed(void **state)
+{
+	struct wt_env env;
+	/* One frame per batch and uploads one at a time: the order of what
+	 * lands is the order of the WAL. */
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_SHED, 8 * 80u << 10, 80u << 10);
+	struct ws_engine *e;
+	struct ws_tenant_metrics tm;
+	(void)state;
+
+	sc.batch_frames_max = 1;
+	sc.uploads_in_flight = 1;
+	sc.batch_age_ms_max = 600000;
+	wt_env_init(&env, "engine_shedpfx", 0);
+	wt_write_txn(env.w, 10, 100);
+	seen_reset();
+	hook_on(2);
+	e = engine_new(env.sink_url, 1, &sc);
+	add_tenant(e, "pfx", env.db, 0);
+	flush_ok(e);
+	assert_int_equal(ws_engine_tenant_metrics(e, "pfx", &tm), 0);
+	uint64_t last0 = tm.last_frame;
+
+	/* Six one-page transactions (a frame each, plus the btree's), then the
+	 * sink gives out after 3 batch uploads. */
+	throttle_uploads("/b", 3, -1);
+	for (int i = 0; i < 6; i++)
+		wt_write_txn(env.w, 1, 100);
+	seen_reset();
+	flush_ok(e);
+	assert_int_equal(seen.last.kind, WS_OUTCOME_STREAMED);
+	assert_int_equal(seen.last.u.streamed.first_frame, last0 + 1);
+	assert_true(seen.last.u.streamed.backpressure.frames_shed > 0);
+	uint64_t shipped_to = seen.last.u.streamed.last_frame;
+	assert_true(shipped_to > last0 && shipped_to < last0 + 6 * 2);
+	/* What restore sees is a committed prefix: verify passes. */
+	verify_ok(env.sink, "pfx");
+
+	throttle_uploads(NULL, 0, 0);
+	seen_reset();
+	flush_ok(e);
+	assert_int_equal(seen.last.kind, WS_OUTCOME_STREAMED);
+	assert_int_equal(seen.last.u.streamed.first_frame, shipped_to + 1); /* no gap */
+	restore_equals(env.sink, "pfx", env.w, env.out_dir);
+	verify_ok(env.sink, "pfx");
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	hook_off();
+	wt_env_free(&env);
+}
+
+static void test_shed_full_ring_drops_rest(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_SHED, 2 * 80u << 10, 80u << 10);
+	struct ws_engine *e;
+	(void)state;
+
+	sc.batch_age_ms_max = 600000;
+	wt_env_init(&env, "engine_shedring", 0);
+	wt_write_txn(env.w, 10, 100);
+	seen_reset();
+	hook_on(2);
+	e = engine_new(env.sink_url, 1, &sc);
+	add_tenant(e, "ring", env.db, 0);
+	flush_ok(e);
+	/* A backlog of many slots and a slow (not failing) sink: the two-slot
+	 * ring fills and shed stops reading rather than wait. */
+	backlog(env.w, 20);
+	slow_uploads(30);
+	seen_reset();
+	flush_ok(e);
+	assert_int_equal(seen.last.kind, WS_OUTCOME_STREAMED);
+	assert_true(seen.last.u.streamed.backpressure.frames_shed > 0);
+	assert_true(seen.last.u.streamed.backpressure.spill_high_water <= sc.ring_bytes);
+	/* Later calls catch up, a ring's worth at a time, with no gap. */
+	slow_uploads(0);
+	for (int i = 0; i < 100; i++) {
+		seen_reset();
+		flush_ok(e);
+		if (seen.last.kind == WS_OUTCOME_EMPTY)
+			break;
+	}
+	assert_int_equal(seen.last.kind, WS_OUTCOME_EMPTY);
+	restore_equals(env.sink, "ring", env.w, env.out_dir);
+	verify_ok(env.sink, "ring");
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	hook_off();
+	wt_env_free(&env);
+}
+
+/* ---- many tenants -------------------------------------------------------- */
+
+static void make_db(const char *path, int rows)
+{
+	sqlite3 *db = wt_writer_open(path, 0);
+	wt_exec(db, "PRAGMA synchronous=OFF");
+	if (rows)
+		wt_write_txn(db, rows, 64);
+	sqlite3_close(db);
+}
+
+static void test_thousand_tenants_two_shards(void **state)
+{
+	const unsigned n = (unsigned)wt_env_u64("WS_ENGINE_TENANTS", 1000);
+	const unsigned writers = 16;
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 4u << 20, 1u << 20);
+	struct ws_engine *e;
+	sqlite3 **w;
+	char name[32], file[64];
+	(void)state;
+
+	wt_env_init(&env, "engine_many", 0);
+	w = calloc(writers, sizeof(*w));
+	assert_non_null(w);
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(file, sizeof(file), "t%04u.db", i);
+		char *p = wt_path(env.dir, file);
+		make_db(p, (int)(i % 7));
+		free(p);
+	}
+	seen_reset();
+	e = engine_new(env.sink_url, 2, &sc);
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "t%04u", i);
+		snprintf(file, sizeof(file), "t%04u.db", i);
+		char *p = wt_path(env.dir, file);
+		add_tenant(e, name, p, -1);
+		free(p);
+	}
+	/* A real writer on a subset while the shards run. */
+	for (unsigned i = 0; i < writers; i++) {
+		snprintf(file, sizeof(file), "t%04u.db", i * (n / writers));
+		char *p = wt_path(env.dir, file);
+		w[i] = wt_writer_open(p, 0);
+		free(p);
+	}
+	for (int round = 0; round < 5; round++)
+		for (unsigned i = 0; i < writers; i++)
+			wt_write_txn(w[i], 20, 200);
+	flush_ok(e);
+	struct ws_shard_metrics m0, m1;
+	assert_int_equal(ws_engine_shard_metrics(e, 0, &m0), 0);
+	assert_int_equal(ws_engine_shard_metrics(e, 1, &m1), 0);
+	assert_int_equal(m0.tenants + m1.tenants, n);
+	assert_true(m0.tenants > n / 4 && m1.tenants > n / 4); /* the hash spreads them */
+	assert_int_equal(seen.errors, 0);
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+
+	/* Every tenant restores equal to its source. */
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "t%04u", i);
+		snprintf(file, sizeof(file), "t%04u.db", i);
+		char *p = wt_path(env.dir, file);
+		sqlite3 *src = wt_open_checked(p);
+		restore_equals(env.sink, name, src, env.out_dir);
+		sqlite3_close(src);
+		free(p);
+	}
+	for (unsigned i = 0; i < writers; i++)
+		sqlite3_close(w[i]);
+	free(w);
+	wt_env_free(&env);
+}
+
+/* ---- tenants come and go -------------------------------------------------- */
+
+static void test_register_unregister_while_running(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 1u << 20, 256u << 10);
+	struct ws_engine *e;
+	char name[32], file[64];
+	sqlite3 *w[8];
+	(void)state;
+
+	wt_env_init(&env, "engine_churn", 0);
+	for (int i = 0; i < 8; i++) {
+		snprintf(file, sizeof(file), "c%d.db", i);
+		char *p = wt_path(env.dir, file);
+		w[i] = wt_writer_open(p, 0);
+		free(p);
+	}
+	seen_reset();
+	e = engine_new(env.sink_url, 2, &sc);
+	for (int round = 0; round < 6; round++) {
+		for (int i = 0; i < 8; i++) {
+			snprintf(name, sizeof(name), "c%d", i);
+			snprintf(file, sizeof(file), "c%d.db", i);
+			char *p = wt_path(env.dir, file);
+			wt_write_txn(w[i], 5, 300);
+			if ((i + round) % 2 == 0) {
+				add_tenant(e, name, p, -1);
+			} else {
+				int rc = ws_engine_remove_tenant(e, name);
+				assert_true(rc == 0 || rc == WS_ENOTFOUND);
+			}
+			free(p);
+		}
+		/* Removal ships what was committed: those restore equal now. */
+		for (int i = 0; i < 8; i++) {
+			snprintf(name, sizeof(name), "c%d", i);
+			struct ws_tenant_metrics tm;
+			if (ws_engine_tenant_metrics(e, name, &tm) == WS_ENOTFOUND && round > 0)
+				restore_equals(env.sink, name, w[i], env.out_dir);
+		}
+	}
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "c%d", i);
+		restore_equals(env.sink, name, w[i], env.out_dir);
+		sqlite3_close(w[i]);
+	}
+	assert_int_equal(seen.errors, 0);
+	wt_env_free(&env);
+}
+
+/* ---- kill -9 mid-stream ---------------------------------------------------- */
+
+/*
+ * The child writes and ships; after each successful flush it records the
+ * row count it had committed before the flush (acknowledged). The parent
+ * kills it at a random moment, then restores the sink as the crash left it:
+ * at least every acknowledged row must be there. A restarted engine then
+ * ships the rest and restore equals the source.
+ */
+static void child_run(const char *sink_url, const char *db, const char *ack_path)
+{
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 1u << 20, 128u << 10);
+	struct ws_engine *e = engine_new(sink_url, 2, &sc);
+	sqlite3 *w = wt_writer_open(db, 0);
+	add_tenant(e, "k", db, -1);
+	for (int64_t rows = 0;; ) {
+		wt_write_txn(w, 7, 700);
+		rows += 7;
+		if (ws_engine_flush(e) == 0) {
+			char buf[32];
+			int n = snprintf(buf, sizeof(buf), "%" PRId64 "\n", rows);
+			FILE *f = fopen(ack_path, "w");
+			if (f) {
+				fwrite(buf, 1, (size_t)n, f);
+				fflush(f);
+				fsync(fileno(f));
+				fclose(f);
+			}
+		}
+	}
+}
+
+static void test_kill9_and_restart(void **state)
+{
+	struct wt_env env;
+	uint64_t rng = 99;
+	(void)state;
+	wt_env_init(&env, "engine_kill", 0);
+	sqlite3_close(env.w);
+	env.w = NULL;
+	char *ack = wt_path(env.dir, "ack");
+	for (int iter = 0; iter < 3; iter++) {
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			child_run(env.sink_url, env.db, ack);
+			_exit(0);
+		}
+		wt_sleep_ms(300 + (unsigned)(wt_rand(&rng) % 700));
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+
+		size_t len = 0;
+		uint8_t *a = wt_read_file(ack, &len);
+		int64_t acked = a ? strtoll((char *)a, NULL, 10) : 0;
+		free(a);
+		if (acked > 0) {
+			char *out = wt_path(env.out_dir, "crash.db");
+			unlink(out);
+			int rc = ws_restore(env.sink, "k", NULL, out);
+			if (rc)
+				fail_msg("restore after kill: %s (%s)", ws_strerror(rc), ws_errmsg());
+			int64_t rows = 0;
+			(void)wt_file_hash(out, &rows);
+			if (rows < acked)
+				fail_msg("after kill -9: %" PRId64 " rows restored, %" PRId64 " acknowledged", rows, acked);
+			unlink(out);
+			free(out);
+		}
+		verify_ok(env.sink, "k");
+	}
+	/* Restart: everything committed ships, restore equals the source. */
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 1u << 20, 128u << 10);
+	seen_reset();
+	struct ws_engine *e = engine_new(env.sink_url, 2, &sc);
+	add_tenant(e, "k", env.db, -1);
+	flush_ok(e);
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	sqlite3 *src = wt_open_checked(env.db);
+	restore_equals(env.sink, "k", src, env.out_dir);
+	sqlite3_close(src);
+	free(ack);
+	wt_env_free(&env);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bad_engine_config),
+		cmocka_unit_test(test_two_shards_wake_on_change),
+		cmocka_unit_test(test_block_holds_memory_loses_nothing),
+		cmocka_unit_test(test_throttle_counts_and_fails_bounded),
+		cmocka_unit_test(test_shed_nothing_persisted_is_shed),
+		cmocka_unit_test(test_shed_prefix_is_streamed_with_frames_shed),
+		cmocka_unit_test(test_shed_full_ring_drops_rest),
+		cmocka_unit_test(test_register_unregister_while_running),
+		cmocka_unit_test(test_kill9_and_restart),
+		cmocka_unit_test(test_thousand_tenants_two_shards),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,29 @@
+/*
+ * A store that throttles on demand, in front of a real one (the file
+ * store). The file store cannot be made to answer "slow down", so the
+ * engine's backpressure tests use this fake for exactly that fault and
+ * nothing else: every request it lets through goes to the real store.
+ *
+ * Throttling mimics the S3 backend: each throttled attempt counts in
+ * stats.retries and stats.throttle_retries and sleeps delay_ms, up to
+ * attempts_max attempts, then the put fails with WS_ETHROTTLED.
+ */
+#ifndef WT_THROTTLESTORE_H
+#define WT_THROTTLESTORE_H
+
+#include <stdint.h>
+
+#include "ws_store.h"
+
+struct ws_store *wt_throttle_store_open(struct ws_store *inner, uint32_t attempts_max, uint32_t delay_ms);
+/*
+ * Throttle puts whose key contains `match` (NULL: every put): after the
+ * next `pass` matching puts succeed, throttle `attempts` attempts (-1: until
+ * changed; 0: stop throttling).
+ */
+void wt_throttle_set(struct ws_store *s, const char *match, int64_t pass, int64_t attempts);
+/* Make every put take at least ms (a slow sink, not a failing one). */
+void wt_throttle_slow(struct ws_store *s, uint32_t ms);
+uint64_t wt_throttle_count(struct ws_store *s); /* attempts throttled so far */
+
+#endif
