@@ -5,14 +5,15 @@
 set -euo pipefail
 [ "${WS_SKIP_INSTALL:-0}" = "1" ] && exit 0
 
-# Build and run: what the library, the CLI and the demo need.
+# Build and run: what the library, the CLI and the demo need (the CLI: libinih
+# for its INI config, Jansson for --json, libmicrohttpd for --metrics-addr).
 PKGS=(
   build-essential cmake pkg-config
   liburing-dev libcurl4-openssl-dev libssl-dev libxxhash-dev
-  libsqlite3-dev sqlite3 libinih-dev libjansson-dev libexpat1-dev
+  libsqlite3-dev sqlite3 libinih-dev libjansson-dev libexpat1-dev libmicrohttpd-dev
 )
 # Tests and benchmarks also need these (radosgw: the real S3 server of the
-# S3 tests); `install-deps.sh --core` skips them.
+# S3 tests; curl: the metrics test's scrapes); `install-deps.sh --core` skips them.
 if [ "${1:-}" != "--core" ]; then
   PKGS+=(libcmocka-dev libbenchmark-dev python3 curl ceph-mon ceph-osd radosgw)
 fi

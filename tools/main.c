@@ -1,8 +1,9 @@
 /*
  * walship command line tool. The only place that parses argv.
  *
- *   walship replicate --sink URL [--config FILE] [--epoch N] [--pointer-generation N]
- *                     [--interval-ms N] [--once] [--json] [NAME=]DB_PATH...
+ *   walship replicate [--sink URL] [--config FILE] [--shards N] [--policy P] [--metrics-addr HOST:PORT]
+ *                     [--epoch N] [--pointer-generation N] [--interval-ms N] [--once] [--json]
+ *                     [NAME=]DB_PATH...
  *   walship restore   --sink URL --tenant NAME [--frame N | --time RFC3339] [--force] -o OUT_DB
  *   walship ls        --sink URL [--tenant NAME] [--json]
  *   walship verify    --sink URL [--tenant NAME]
@@ -11,100 +12,52 @@
  * fenced; 1 anything else. Errors go to stderr naming tenant, object, cause.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
-#include <ini.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "config.h"
+#include "metrics_http.h"
 #include "walship.h"
 #include "ws_log.h"
 
 #define EXIT_OK 0
 #define EXIT_FAIL 1
-#define EXIT_USAGE 2
+#define EXIT_USAGE WS_CLI_EXIT_USAGE
 #define EXIT_FENCED 3
-#define TENANTS_MAX 100000
-
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop_requested = 1;
-}
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage_error(const char *fmt, ...)
 {
 	va_list ap;
-	fputs("walship: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	ws_cli_verror(NULL, 0, "run 'walship help' for usage", fmt, ap);
 	va_end(ap);
-	fputs("\nrun 'walship help' for usage\n", stderr);
 	return EXIT_USAGE;
 }
 
 static void print_usage(FILE *f)
 {
 	fputs("usage:\n"
-	      "  walship replicate --sink URL [--config FILE] [--epoch N] [--pointer-generation N]\n"
-	      "                    [--interval-ms N] [--once] [--json] [NAME=]DB_PATH...\n"
+	      "  walship replicate [--sink URL] [--config FILE] [--shards N] [--policy block|throttle|shed]\n"
+	      "                    [--metrics-addr HOST:PORT] [--epoch N] [--pointer-generation N]\n"
+	      "                    [--interval-ms N] [--once] [--json] [--quiet|--verbose] [NAME=]DB_PATH...\n"
 	      "  walship restore   --sink URL --tenant NAME [--frame N | --time RFC3339] [--force] -o OUT_DB\n"
 	      "  walship ls        --sink URL [--tenant NAME] [--json]\n"
 	      "  walship verify    --sink URL [--tenant NAME]\n"
-	      "URL: file:///absolute/dir\n",
+	      "URL: file:///absolute/dir or s3://BUCKET[/PREFIX][?PARAMS]\n",
 	      f);
-}
-
-/* Strict unsigned parse: digits only, no overflow. */
-static int parse_u64(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	if (!s || !*s || *s == '-' || *s == '+')
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-/* "4MiB", "512KiB", "1GiB", "4096" */
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	uint64_t mul = 1;
-	if (!s || !*s || *s == '-')
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -1;
-	if (*end) {
-		if (!strcmp(end, "KiB") || !strcmp(end, "K"))
-			mul = 1ull << 10;
-		else if (!strcmp(end, "MiB") || !strcmp(end, "M"))
-			mul = 1ull << 20;
-		else if (!strcmp(end, "GiB") || !strcmp(end, "G"))
-			mul = 1ull << 30;
-		else
-			return -1;
-	}
-	if (v > UINT64_MAX / mul)
-		return -1;
-	*out = v * mul;
-	return 0;
 }
 
 /* RFC 3339: 2026-11-30T12:34:56[.123][Z|+hh:mm|-hh:mm] -> ms since epoch. */
@@ -159,314 +112,262 @@ static int parse_rfc3339(const char *s, int64_t *out_ms)
 	return 0;
 }
 
-/* ---- configuration ---------------------------------------------------- */
-
-struct tenant_cfg {
-	char *name;
-	char *path;
-	enum ws_policy policy;
-	int line;     /* of its [tenant.NAME] header, 0 = from the command line */
-};
-
-struct config {
-	char *sink;
-	uint64_t epoch, pg;
-	uint64_t interval_ms;
-	uint64_t batch_bytes_max;
-	uint64_t wal_checkpoint_bytes;
-	struct tenant_cfg *tenants;
-	size_t tenant_count;
-	/* parse error */
-	const char *file;
-	int err_line;
-	char err[256];
-};
-
-static struct tenant_cfg *tenant_get(struct config *c, const char *name)
-{
-	for (size_t i = 0; i < c->tenant_count; i++)
-		if (!strcmp(c->tenants[i].name, name))
-			return &c->tenants[i];
-	if (c->tenant_count >= TENANTS_MAX)
-		return NULL;
-	struct tenant_cfg *n = realloc(c->tenants, (c->tenant_count + 1) * sizeof(*n));
-	if (!n)
-		return NULL;
-	c->tenants = n;
-	n = &c->tenants[c->tenant_count++];
-	memset(n, 0, sizeof(*n));
-	n->name = strdup(name);
-	return n->name ? n : NULL;
-}
-
-static int parse_policy(const char *v, enum ws_policy *p)
-{
-	if (!strcmp(v, "block"))
-		*p = WS_POLICY_BLOCK;
-	else if (!strcmp(v, "throttle"))
-		*p = WS_POLICY_THROTTLE;
-	else if (!strcmp(v, "shed"))
-		*p = WS_POLICY_SHED;
-	else
-		return -1;
-	return 0;
-}
-
-static int cfg_fail(struct config *c, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int cfg_fail(struct config *c, int line, const char *fmt, ...)
-{
-	va_list ap;
-	if (!c->err[0]) {
-		c->err_line = line;
-		va_start(ap, fmt);
-		vsnprintf(c->err, sizeof(c->err), fmt, ap);
-		va_end(ap);
-	}
-	return 0;
-}
-
-static int cfg_handler(void *user, const char *section, const char *key, const char *value)
-{
-	const int line = 0; /* inih reports the line: ini_parse returns the first failing one */
-	struct config *c = user;
-	uint64_t v;
-
-	if (!key) /* a section header on its own */
-		return 1;
-	if (!strcmp(section, "engine")) {
-		if (!strcmp(key, "sink")) {
-			free(c->sink);
-			c->sink = strdup(value);
-		} else if (!strcmp(key, "epoch") || !strcmp(key, "pointer_generation") ||
-			   !strcmp(key, "interval_ms")) {
-			if (parse_u64(value, &v))
-				return cfg_fail(c, line, "[engine] %s: '%s' is not a non-negative integer", key, value);
-			if (!strcmp(key, "epoch"))
-				c->epoch = v;
-			else if (!strcmp(key, "pointer_generation"))
-				c->pg = v;
-			else if (v == 0 || v > 86400000)
-				return cfg_fail(c, line, "[engine] interval_ms: '%s' must be 1..86400000", value);
-			else
-				c->interval_ms = v;
-		} else if (!strcmp(key, "batch_bytes_max")) {
-			if (parse_size(value, &v) || v < 65560 || v > (1ull << 30))
-				return cfg_fail(c, line, "[engine] batch_bytes_max: '%s' must be a size between 65560 "
-						"and 1GiB (e.g. 4MiB)", value);
-			c->batch_bytes_max = v;
-		} else if (!strcmp(key, "wal_checkpoint_bytes")) {
-			if (!strcmp(value, "off"))
-				v = UINT64_MAX;
-			else if (parse_size(value, &v) || v == 0)
-				return cfg_fail(c, line, "[engine] wal_checkpoint_bytes: '%s' must be a positive size "
-						"(e.g. 4MiB) or off", value);
-			c->wal_checkpoint_bytes = v;
-		} else {
-			return cfg_fail(c, line, "[engine]: unknown key '%s'", key);
-		}
-		return 1;
-	}
-	if (!strcmp(section, "s3")) {
-		/* Credentials for s3:// sinks. The environment wins over the file,
-		 * as with AWS's own tools; the store reads them from there. */
-		static const char *const keys[][2] = {
-			{ "access_key_id", "AWS_ACCESS_KEY_ID" },
-			{ "secret_access_key", "AWS_SECRET_ACCESS_KEY" },
-			{ "session_token", "AWS_SESSION_TOKEN" },
-			{ "region", "AWS_REGION" },
-		};
-		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-			if (!strcmp(key, keys[i][0])) {
-				if (!*value)
-					return cfg_fail(c, line, "[s3] %s is empty", key);
-				setenv(keys[i][1], value, 0);
-				return 1;
-			}
-		}
-		return cfg_fail(c, line, "[s3]: unknown key '%s'", key);
-	}
-	if (!strncmp(section, "tenant.", 7)) {
-		const char *name = section + 7;
-		struct tenant_cfg *t;
-		if (!*name)
-			return cfg_fail(c, line, "[tenant.]: empty tenant name");
-		t = tenant_get(c, name);
-		if (!t)
-			return cfg_fail(c, line, "[%s]: too many tenants or out of memory", section);
-		if (!strcmp(key, "path")) {
-			free(t->path);
-			t->path = strdup(value);
-		} else if (!strcmp(key, "policy")) {
-			if (parse_policy(value, &t->policy))
-				return cfg_fail(c, line, "[%s] policy: '%s' is not block, throttle or shed", section,
-						value);
-		} else {
-			return cfg_fail(c, line, "[%s]: unknown key '%s'", section, key);
-		}
-		return 1;
-	}
-	return cfg_fail(c, line, "unknown section [%s]", section);
-}
-
-static int syntax_only(void *user, const char *section, const char *key, const char *value)
-{
-	(void)user;
-	(void)section;
-	(void)key;
-	(void)value;
-	return 1;
-}
-
-/* Sections are checked here, with their line numbers: inih never reports a
- * section that has no keys, and a tenant without a path is named by the line
- * of its header. */
-static int config_sections(struct config *c, const char *file)
-{
-	FILE *f = fopen(file, "r");
-	char buf[1024];
-	int line = 0;
-	if (!f)
-		return usage_error("config %s: cannot open: %s", file, strerror(errno));
-	while (fgets(buf, sizeof(buf), f)) {
-		char *p = buf, *end;
-		line++;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (*p != '[')
-			continue;
-		end = strchr(p, ']');
-		if (!end)
-			continue; /* inih reports the syntax error */
-		*end = '\0';
-		p++;
-		if (!strcmp(p, "engine") || !strcmp(p, "s3"))
-			continue;
-		if (!strncmp(p, "tenant.", 7) && p[7]) {
-			struct tenant_cfg *t = tenant_get(c, p + 7);
-			if (t && !t->line)
-				t->line = line;
-			continue;
-		}
-		fclose(f);
-		return usage_error("config %s:%d: unknown section [%s] (expected [engine], [s3] or [tenant.NAME])",
-				   file, line, p);
-	}
-	fclose(f);
-	return 0;
-}
-
-static int config_load(struct config *c, const char *file)
-{
-	int rc;
-	c->file = file;
-	rc = config_sections(c, file);
-	if (rc)
-		return rc;
-	/* First pass accepts every key, so its error line is a syntax error. */
-	rc = ini_parse(file, syntax_only, NULL);
-	if (rc == -1)
-		return usage_error("config %s: cannot open: %s", file, strerror(errno));
-	if (rc == -2)
-		return usage_error("config %s: out of memory", file);
-	if (rc > 0)
-		return usage_error("config %s:%d: syntax error (expected [section] or key = value)", file, rc);
-	rc = ini_parse(file, cfg_handler, c);
-	if (rc != 0 || c->err[0])
-		return usage_error("config %s:%d: %s", file, rc, c->err[0] ? c->err : "invalid");
-	for (size_t i = 0; i < c->tenant_count; i++)
-		if (!c->tenants[i].path)
-			return usage_error("config %s:%d: [tenant.%s] has no path", file, c->tenants[i].line,
-					   c->tenants[i].name);
-	return 0;
-}
-
-static void config_free(struct config *c)
-{
-	for (size_t i = 0; i < c->tenant_count; i++) {
-		free(c->tenants[i].name);
-		free(c->tenants[i].path);
-	}
-	free(c->tenants);
-	free(c->sink);
-}
-
-/* NAME defaults to the file name without its extension. */
-static int add_cli_tenant(struct config *c, const char *arg)
-{
-	const char *eq = strchr(arg, '=');
-	char name[WS_TENANT_MAX];
-	const char *path;
-	struct tenant_cfg *t;
-
-	if (eq && eq != arg && !memchr(arg, '/', (size_t)(eq - arg))) {
-		size_t n = (size_t)(eq - arg);
-		if (n >= sizeof(name))
-			return usage_error("tenant name in '%s' is too long", arg);
-		memcpy(name, arg, n);
-		name[n] = '\0';
-		path = eq + 1;
-	} else {
-		const char *base = strrchr(arg, '/');
-		const char *dot;
-		size_t n;
-		base = base ? base + 1 : arg;
-		dot = strrchr(base, '.');
-		n = dot && dot != base ? (size_t)(dot - base) : strlen(base);
-		if (n == 0 || n >= sizeof(name))
-			return usage_error("cannot derive a tenant name from '%s'; use NAME=PATH", arg);
-		memcpy(name, base, n);
-		name[n] = '\0';
-		path = arg;
-	}
-	if (!*path)
-		return usage_error("empty database path in '%s'", arg);
-	for (size_t i = 0; i < c->tenant_count; i++)
-		if (!strcmp(c->tenants[i].name, name) && c->tenants[i].path && strcmp(c->tenants[i].path, path))
-			return usage_error("tenant '%s' given twice with different paths", name);
-	t = tenant_get(c, name);
-	if (!t)
-		return usage_error("too many tenants");
-	free(t->path);
-	t->path = strdup(path);
-	return 0;
-}
-
 /* ---- replicate -------------------------------------------------------- */
 
 enum {
 	OPT_SINK = 1000, OPT_CONFIG, OPT_EPOCH, OPT_PG, OPT_INTERVAL, OPT_ONCE, OPT_JSON,
 	OPT_TENANT, OPT_FRAME, OPT_TIME, OPT_FORCE, OPT_FORCE_PREAD, OPT_QUIET, OPT_VERBOSE,
+	OPT_SHARDS, OPT_POLICY, OPT_METRICS_ADDR,
 };
 
-static int tail_all(struct ws_stream **streams, size_t n, bool *fenced, bool json, size_t *fenced_count,
-		    size_t *errors)
+/* What the outcome callback knows of one tenant. */
+struct tenant_state {
+	bool reported;               /* some tail of it has finished */
+	bool fenced;                 /* its last tail was Fenced */
+	bool failed;                 /* its last tail failed */
+	char *error;                 /* the failure last printed for it */
+};
+
+/* Shared by the shards' threads (on_outcome) and the main thread: all under mu. */
+struct run {
+	pthread_mutex_t mu;
+	const struct ws_cli_config *cfg;
+	struct tenant_state *tenant; /* cfg->tenants' order */
+	size_t fenced_count, failed_count;
+	uint64_t errors;             /* failed tails reported */
+	bool json;
+	int wake_fd;                 /* written once every tenant is fenced; -1 with --once */
+};
+
+/* Most of the engine's messages name the tenant already; say it where not. */
+static void print_tenant_error(const char *tenant, const char *msg)
 {
-	*errors = 0;
-	for (size_t i = 0; i < n; i++) {
-		struct ws_outcome oc;
-		int rc;
-		if (fenced[i])
-			continue;
-		rc = ws_stream_tail_frames(streams[i], &oc);
-		if (rc) {
-			fprintf(stderr, "walship: error: %s\n", ws_errmsg());
-			(*errors)++;
-			continue;
+	char needle[WS_TENANT_MAX + 8];
+	snprintf(needle, sizeof(needle), "tenant %s", tenant);
+	if (strstr(msg, needle))
+		fprintf(stderr, "walship: error: %s\n", msg);
+	else
+		fprintf(stderr, "walship: error: tenant %s: %s\n", tenant, msg);
+}
+
+/*
+ * The engine calls this on a shard's thread after every tail. It prints what
+ * the old one-pass-per-interval loop printed: every outcome that did
+ * something, a tenant's first outcome even when Empty (so --once says one
+ * line per tenant), Fenced once per tenant, and a failure once until it
+ * changes or clears; the engine's extra tails (flush, the final drain) that
+ * found nothing stay quiet.
+ */
+static void on_outcome(const char *tenant, const struct ws_outcome *o, int err, void *arg)
+{
+	struct run *r = arg;
+	const char *msg = err ? ws_errmsg() : NULL; /* thread-local: read on this thread */
+	long i = ws_cli_config_tenant_index(r->cfg, tenant);
+	struct tenant_state *t;
+
+	if (i < 0)
+		return; /* not registered by this run: cannot happen */
+	pthread_mutex_lock(&r->mu);
+	t = &r->tenant[i];
+	if (err) {
+		r->errors++;
+		if (!t->failed || !t->error || strcmp(t->error, msg)) {
+			print_tenant_error(tenant, msg);
+			free(t->error);
+			t->error = strdup(msg);
 		}
-		if (json)
-			ws_cli_print_outcome_json(ws_stream_tenant(streams[i]), &oc);
-		if (oc.kind == WS_OUTCOME_FENCED) {
-			fprintf(stderr,
-				"walship: tenant %s: fenced: the sink is owned by epoch %" PRIu64
-				" / pointer generation %" PRIu64 " (ours %" PRIu64 " / %" PRIu64 "); stopped\n",
-				ws_stream_tenant(streams[i]), oc.u.fenced.current_epoch,
-				oc.u.fenced.current_pointer_generation, oc.u.fenced.our_epoch,
-				oc.u.fenced.our_pointer_generation);
-			fenced[i] = true;
-			(*fenced_count)++;
+		if (!t->failed)
+			r->failed_count++;
+		t->failed = true;
+		if (t->fenced)
+			r->fenced_count--;
+		t->fenced = false;
+	} else {
+		if (t->failed)
+			r->failed_count--;
+		t->failed = false;
+		free(t->error);
+		t->error = NULL;
+		if (o->kind == WS_OUTCOME_FENCED) {
+			if (!t->fenced) {
+				if (r->json)
+					ws_cli_print_outcome_json(tenant, o);
+				fprintf(stderr,
+					"walship: tenant %s: fenced: the sink is owned by epoch %" PRIu64
+					" / pointer generation %" PRIu64 " (ours %" PRIu64 " / %" PRIu64 "); stopped\n",
+					tenant, o->u.fenced.current_epoch, o->u.fenced.current_pointer_generation,
+					o->u.fenced.our_epoch, o->u.fenced.our_pointer_generation);
+				t->fenced = true;
+				r->fenced_count++;
+				if (r->fenced_count == r->cfg->tenant_count && r->wake_fd >= 0)
+					(void)!write(r->wake_fd, "f", 1);
+			}
+		} else {
+			if (t->fenced)
+				r->fenced_count--;
+			t->fenced = false;
+			if (r->json && (o->kind != WS_OUTCOME_EMPTY || !t->reported))
+				ws_cli_print_outcome_json(tenant, o);
 		}
 	}
-	return 0;
+	t->reported = true;
+	pthread_mutex_unlock(&r->mu);
+}
+
+struct run_opts {
+	bool once, json, quiet;
+	unsigned reader_flags;
+};
+
+/* "walship: tenant NAME: PATH -> SINK (shard N, WAL read path: P)" */
+static void print_registered(struct ws_engine *e, const struct ws_cli_config *cfg, const struct ws_cli_tenant *t)
+{
+	struct ws_tenant_metrics tm;
+	struct ws_shard_metrics sm;
+	unsigned shard = t->shard >= 0 ? (unsigned)t->shard : ws_engine_shard_of(e, t->name);
+	const char *path = "unknown";
+
+	if (ws_engine_tenant_metrics(e, t->name, &tm) == 0)
+		shard = tm.shard;
+	if (ws_engine_shard_metrics(e, shard, &sm) == 0 && sm.read_path)
+		path = sm.read_path;
+	fprintf(stderr, "walship: tenant %s: %s -> %s (shard %u, WAL read path: %s)\n", t->name, t->path, cfg->sink,
+		shard, path);
+}
+
+/* Until SIGINT or SIGTERM (read from sig_fd), or every tenant is fenced (wake_fd). */
+static void wait_for_stop(int sig_fd, int wake_fd)
+{
+	struct pollfd pf[2] = { { .fd = sig_fd, .events = POLLIN }, { .fd = wake_fd, .events = POLLIN } };
+	for (;;) {
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			fprintf(stderr, "walship: poll: %s; stopping\n", strerror(errno));
+			return;
+		}
+		if (pf[0].revents || pf[1].revents)
+			return;
+	}
+}
+
+static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts *ro)
+{
+	struct run r;
+	struct ws_engine_config ec;
+	struct ws_engine *e = NULL;
+	struct ws_metrics_http *mh = NULL;
+	int pipe_fds[2] = { -1, -1 }, sig_fd = -1;
+	int exit_code = EXIT_FAIL, err = 0, flush_rc = 0, stop_rc = 0, rc;
+	sigset_t sigs;
+
+	memset(&r, 0, sizeof(r));
+	pthread_mutex_init(&r.mu, NULL);
+	r.cfg = cfg;
+	r.json = ro->json;
+	r.wake_fd = -1;
+	r.tenant = calloc(cfg->tenant_count, sizeof(*r.tenant));
+	if (!r.tenant) {
+		fprintf(stderr, "walship: out of memory\n");
+		goto out;
+	}
+	if (!ro->once) {
+		/* SIGINT and SIGTERM are read from a signalfd on this thread. Blocked
+		 * before any thread starts, so the shards' and MHD's threads inherit
+		 * the mask and none of them takes the signal. (With --once they keep
+		 * their default action: the run is crash-safe at any instant.) */
+		sigemptyset(&sigs);
+		sigaddset(&sigs, SIGINT);
+		sigaddset(&sigs, SIGTERM);
+		if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) || (sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC)) < 0 ||
+		    pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK)) {
+			fprintf(stderr, "walship: signals: %s\n", strerror(errno));
+			goto out;
+		}
+		r.wake_fd = pipe_fds[1];
+	}
+
+	memset(&ec, 0, sizeof(ec));
+	ec.sink_url = cfg->sink;
+	ec.shards = cfg->shards;
+	ec.shard = cfg->shard;
+	ec.epoch = cfg->epoch;
+	ec.pointer_generation = cfg->pointer_generation;
+	ec.wal_checkpoint_bytes = cfg->wal_checkpoint_bytes;
+	ec.reader_flags = ro->reader_flags;
+	ec.on_outcome = on_outcome;
+	ec.arg = &r;
+	e = ws_engine_create(&ec, &err);
+	if (!e) {
+		fprintf(stderr, "walship: %s\n", ws_errmsg());
+		exit_code = err == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
+		goto out;
+	}
+	if (cfg->metrics_addr) {
+		char why[320];
+		mh = ws_metrics_http_start(cfg->metrics_addr, e, why, sizeof(why));
+		if (!mh) {
+			fprintf(stderr, "walship: %s\n", why);
+			goto out;
+		}
+		if (!ro->quiet)
+			fprintf(stderr, "walship: metrics at %s\n", ws_metrics_http_url(mh));
+	}
+	for (size_t i = 0; i < cfg->tenant_count; i++) {
+		const struct ws_cli_tenant *t = &cfg->tenants[i];
+		struct ws_tenant_config tc = {
+			.name = t->name,
+			.db_path = t->path,
+			.shard = t->shard,
+			.has_policy = t->has_policy,
+			.policy = t->policy,
+		};
+		rc = ws_engine_add_tenant(e, &tc);
+		if (rc) {
+			print_tenant_error(t->name, ws_errmsg());
+			exit_code = rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
+			goto out;
+		}
+		if (!ro->quiet)
+			print_registered(e, cfg, t);
+	}
+
+	if (ro->once)
+		flush_rc = ws_engine_flush(e);
+	else
+		wait_for_stop(sig_fd, pipe_fds[0]);
+	ws_metrics_http_stop(mh);
+	mh = NULL;
+	stop_rc = ws_engine_stop(e); /* the last tail of every tenant, made durable */
+
+	pthread_mutex_lock(&r.mu);
+	if (r.fenced_count == cfg->tenant_count) {
+		exit_code = EXIT_FENCED;
+	} else if (r.failed_count) {
+		exit_code = EXIT_FAIL;
+	} else if ((flush_rc || stop_rc) && !r.errors) {
+		/* A failure no tail reported (the callback saw none). */
+		fprintf(stderr, "walship: error: %s\n", ws_errmsg());
+		exit_code = EXIT_FAIL;
+	} else {
+		exit_code = EXIT_OK;
+	}
+	pthread_mutex_unlock(&r.mu);
+out:
+	ws_metrics_http_stop(mh);
+	if (e)
+		ws_engine_destroy(e);
+	if (sig_fd >= 0)
+		close(sig_fd);
+	for (int i = 0; i < 2; i++)
+		if (pipe_fds[i] >= 0)
+			close(pipe_fds[i]);
+	if (r.tenant)
+		for (size_t i = 0; i < cfg->tenant_count; i++)
+			free(r.tenant[i].error);
+	free(r.tenant);
+	pthread_mutex_destroy(&r.mu);
+	return exit_code;
 }
 
 static int cmd_replicate(int argc, char **argv)
@@ -474,6 +375,9 @@ static int cmd_replicate(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "sink", required_argument, NULL, OPT_SINK },
 		{ "config", required_argument, NULL, OPT_CONFIG },
+		{ "shards", required_argument, NULL, OPT_SHARDS },
+		{ "policy", required_argument, NULL, OPT_POLICY },
+		{ "metrics-addr", required_argument, NULL, OPT_METRICS_ADDR },
 		{ "epoch", required_argument, NULL, OPT_EPOCH },
 		{ "pointer-generation", required_argument, NULL, OPT_PG },
 		{ "interval-ms", required_argument, NULL, OPT_INTERVAL },
@@ -484,138 +388,88 @@ static int cmd_replicate(int argc, char **argv)
 		{ "verbose", no_argument, NULL, OPT_VERBOSE },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct config cfg;
-	const char *sink_url = NULL, *config_file = NULL;
-	uint64_t epoch = 0, pg = 0, interval = 1000;
-	bool have_epoch = false, have_pg = false, have_interval = false;
-	bool once = false, json = false, quiet = false, verbose = false;
-	unsigned reader_flags = 0;
-	struct ws_sink *sink = NULL;
-	struct ws_stream **streams = NULL;
-	bool *fenced = NULL;
-	size_t fenced_count = 0, errors = 0;
-	int rc, c, exit_code = EXIT_FAIL;
+	struct ws_cli_config cfg;
+	struct ws_cli_overrides ov;
+	struct run_opts ro = { false, false, false, 0 };
+	const char *config_file = NULL;
+	bool verbose = false;
+	uint64_t v;
+	char why[160];
+	int rc, c;
 
 	memset(&cfg, 0, sizeof(cfg));
+	memset(&ov, 0, sizeof(ov));
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
-		case OPT_SINK: sink_url = optarg; break;
+		case OPT_SINK: ov.sink = optarg; break;
 		case OPT_CONFIG: config_file = optarg; break;
+		case OPT_SHARDS:
+			if (ws_cli_parse_u64(optarg, &v) || v < 1 || v > WS_SHARDS_MAX)
+				return usage_error("--shards: '%s' must be 1..%d", optarg, WS_SHARDS_MAX);
+			ov.shards = (unsigned)v;
+			ov.has_shards = true;
+			break;
+		case OPT_POLICY:
+			if (ws_cli_parse_policy(optarg, &ov.policy))
+				return usage_error("--policy: '%s' is not block, throttle or shed", optarg);
+			ov.has_policy = true;
+			break;
+		case OPT_METRICS_ADDR:
+			if (ws_metrics_addr_check(optarg, why, sizeof(why)))
+				return usage_error("--metrics-addr: '%s': %s", optarg, why);
+			ov.metrics_addr = optarg;
+			break;
 		case OPT_EPOCH:
-			if (parse_u64(optarg, &epoch))
+			if (ws_cli_parse_u64(optarg, &ov.epoch))
 				return usage_error("--epoch: '%s' is not a non-negative integer", optarg);
-			have_epoch = true;
+			ov.has_epoch = true;
 			break;
 		case OPT_PG:
-			if (parse_u64(optarg, &pg))
+			if (ws_cli_parse_u64(optarg, &ov.pointer_generation))
 				return usage_error("--pointer-generation: '%s' is not a non-negative integer", optarg);
-			have_pg = true;
+			ov.has_pointer_generation = true;
 			break;
 		case OPT_INTERVAL:
-			if (parse_u64(optarg, &interval) || interval == 0 || interval > 86400000)
+			if (ws_cli_parse_u64(optarg, &v) || v == 0 || v > 86400000)
 				return usage_error("--interval-ms: '%s' must be 1..86400000", optarg);
-			have_interval = true;
+			ov.interval_ms = (uint32_t)v;
+			ov.has_interval = true;
 			break;
-		case OPT_ONCE: once = true; break;
-		case OPT_JSON: json = true; break;
-		case OPT_FORCE_PREAD: reader_flags |= 1u; break;
-		case OPT_QUIET: quiet = true; break;
+		case OPT_ONCE: ro.once = true; break;
+		case OPT_JSON: ro.json = true; break;
+		case OPT_FORCE_PREAD: ro.reader_flags |= 1u; break;
+		case OPT_QUIET: ro.quiet = true; break;
 		case OPT_VERBOSE: verbose = true; break;
 		default: return usage_error("replicate: unknown or incomplete option");
 		}
 	}
-	if (config_file && (rc = config_load(&cfg, config_file)) != 0)
-		goto out_usage;
+	if (config_file && (rc = ws_cli_config_load(&cfg, config_file)) != 0)
+		goto out;
 	for (int i = optind; i < argc; i++)
-		if ((rc = add_cli_tenant(&cfg, argv[i])) != 0)
-			goto out_usage;
-	if (!sink_url)
-		sink_url = cfg.sink;
-	if (!sink_url) {
+		if ((rc = ws_cli_config_add_tenant_arg(&cfg, argv[i])) != 0)
+			goto out;
+	rc = ws_cli_config_finish(&cfg, &ov);
+	if (rc == -ENOMEM) {
+		fprintf(stderr, "walship: out of memory\n");
+		rc = EXIT_FAIL;
+	}
+	if (rc)
+		goto out;
+	if (!cfg.sink) {
 		rc = usage_error("replicate: --sink URL is required (or [engine] sink in --config)");
-		goto out_usage;
+		goto out;
 	}
 	if (cfg.tenant_count == 0) {
 		rc = usage_error("replicate: no databases given");
-		goto out_usage;
+		goto out;
 	}
-	if (!have_epoch)
-		epoch = cfg.epoch;
-	if (!have_pg)
-		pg = cfg.pg;
-	if (!have_interval && cfg.interval_ms)
-		interval = cfg.interval_ms;
-
 	if (verbose)
 		ws_log_set_level(WS_LOG_DEBUG);
-	else if (!quiet)
+	else if (!ro.quiet)
 		ws_log_set_level(WS_LOG_INFO);
-	sink = ws_sink_open(sink_url, &rc);
-	if (!sink) {
-		fprintf(stderr, "walship: %s\n", ws_errmsg());
-		exit_code = rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
-		goto out;
-	}
-	streams = calloc(cfg.tenant_count, sizeof(*streams));
-	fenced = calloc(cfg.tenant_count, sizeof(*fenced));
-	if (!streams || !fenced) {
-		fprintf(stderr, "walship: out of memory\n");
-		goto out;
-	}
-	for (size_t i = 0; i < cfg.tenant_count; i++) {
-		struct ws_stream_config sc = {
-			.tenant = cfg.tenants[i].name,
-			.db_path = cfg.tenants[i].path,
-			.epoch = epoch,
-			.pointer_generation = pg,
-			.policy = cfg.tenants[i].policy,
-			.batch_bytes_max = cfg.batch_bytes_max,
-			.reader_flags = reader_flags,
-			.wal_checkpoint_bytes = cfg.wal_checkpoint_bytes,
-		};
-		streams[i] = ws_stream_open(sink, &sc, &rc);
-		if (!streams[i]) {
-			fprintf(stderr, "walship: tenant %s: %s\n", cfg.tenants[i].name, ws_errmsg());
-			exit_code = rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
-			goto out;
-		}
-		if (!quiet)
-			fprintf(stderr, "walship: tenant %s: %s -> %s (WAL read path: %s)\n", cfg.tenants[i].name,
-				cfg.tenants[i].path, sink_url, ws_stream_read_path(streams[i]));
-	}
-
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	for (;;) {
-		tail_all(streams, cfg.tenant_count, fenced, json, &fenced_count, &errors);
-		if (once || stop_requested || fenced_count == cfg.tenant_count)
-			break;
-		/* Sleep in small steps so a signal is honoured promptly. */
-		for (uint64_t slept = 0; slept < interval && !stop_requested; slept += 50) {
-			struct timespec ts = { 0, (long)((interval - slept < 50 ? interval - slept : 50) * 1000000) };
-			nanosleep(&ts, NULL);
-		}
-		if (stop_requested) {
-			/* One last pass so everything committed is durable on exit. */
-			tail_all(streams, cfg.tenant_count, fenced, json, &fenced_count, &errors);
-			break;
-		}
-	}
-	if (fenced_count == cfg.tenant_count)
-		exit_code = EXIT_FENCED;
-	else
-		exit_code = errors ? EXIT_FAIL : EXIT_OK;
+	rc = replicate_run(&cfg, &ro);
 out:
-	if (streams)
-		for (size_t i = 0; i < cfg.tenant_count; i++)
-			ws_stream_close(streams[i]);
-	free(streams);
-	free(fenced);
-	ws_sink_close(sink);
-	config_free(&cfg);
-	return exit_code;
-out_usage:
-	config_free(&cfg);
+	ws_cli_config_free(&cfg);
 	return rc;
 }
 
@@ -642,7 +496,7 @@ static int cmd_restore(int argc, char **argv)
 		case OPT_SINK: sink_url = optarg; break;
 		case OPT_TENANT: tenant = optarg; break;
 		case OPT_FRAME:
-			if (parse_u64(optarg, &ro.frame) || ro.frame == 0)
+			if (ws_cli_parse_u64(optarg, &ro.frame) || ro.frame == 0)
 				return usage_error("--frame: '%s' must be a positive integer", optarg);
 			break;
 		case OPT_TIME:
