@@ -360,7 +360,7 @@ static int watch_dir(struct shard *sh, struct tenant *t)
 			return 0;
 		}
 	}
-	int wd = inotify_add_watch(sh->ifd, t->dir, IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE);
+	int wd = inotify_add_watch(sh->ifd, t->dir, IN_MODIFY | IN_CREATE | IN_MOVED_TO);
 	if (wd < 0)
 		return ws_fail(-errno, "tenant %s: cannot watch %s: %s%s", t->name, t->dir, strerror(errno),
 			       errno == ENOSPC ? " (fs.inotify.max_user_watches)" : "");
@@ -527,7 +527,13 @@ static void read_events(struct shard *sh)
 				struct tenant *t = sh->tenants[i];
 				if (sh->dirs[t->dir_idx].wd != ev->wd)
 					continue;
-				if (strcmp(ev->name, t->wal_base) && strcmp(ev->name, t->db_base))
+				/* Writes to the WAL are commits to ship; a database file
+				 * created or renamed into place is a new database. Writes
+				 * to the database file itself are WAL checkpoints (ours
+				 * too): nothing to ship. Closes are not watched: parking a
+				 * stream closes files, and must not wake it again. */
+				if (strcmp(ev->name, t->wal_base) &&
+				    (strcmp(ev->name, t->db_base) || !(ev->mask & (IN_CREATE | IN_MOVED_TO))))
 					continue;
 				mark_due(t, now + sh->cfg.batch_age_ms_max);
 			}

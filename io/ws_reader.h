@@ -67,4 +67,17 @@ void ws_reader_detach(struct ws_reader *r, int slot);
  */
 ssize_t ws_reader_read(struct ws_reader *r, int slot, uint64_t off, size_t buf_off, size_t len) WS_MUST_CHECK;
 
+/*
+ * Start reading len bytes at off into buf_off without waiting for them, so
+ * the kernel's SQ poller copies the next piece while the caller verifies
+ * this one. Only with SQPOLL (else -ENOTSUP: without a poller the read
+ * would finish inside the submit anyway). At most one read is started
+ * ahead; a later ws_reader_read of exactly this range collects it, any
+ * other read or a detach first waits for it. The caller must not touch
+ * buf_off..+len until then, or call ws_reader_drain.
+ */
+int ws_reader_prefetch(struct ws_reader *r, int slot, uint64_t off, size_t buf_off, size_t len);
+/* Wait for a read started ahead, if any (its bytes then belong to the caller again). */
+void ws_reader_drain(struct ws_reader *r);
+
 #endif

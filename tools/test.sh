@@ -10,7 +10,8 @@
 #   2. build-ci      -DWS_WERROR=ON, every ctest test
 #   3. build-asan    ASan+UBSan (-DWS_SANITIZE=address), every ctest test
 #   4. build-tsan    TSan (-DWS_SANITIZE=thread), the concurrent tests
-#                    (ctest -R 'test_store|test_io|test_net|test_core_stream')
+#                    (ctest -R 'test_store|test_io|test_net|test_core_stream|test_core_ring|
+#                    test_core_engine'; the engine's many-tenant test at 300 tenants there)
 #   5. bench smoke   bench_e2e at a tiny size and bench_wal briefly, from
 #                    build-ci: fails only if a benchmark crashes or errors,
 #                    never on a ratio
@@ -25,7 +26,7 @@ set -euo pipefail
 
 cd "$(dirname "$(readlink -f "$0")")/.."
 JOBS="${WS_JOBS:-2}"
-TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io|test_net|test_core_stream}"
+TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io|test_net|test_core_stream|test_core_ring|test_core_engine}"
 BENCH_MB="${WS_BENCH_MB:-8}"
 START=$(date +%s)
 
@@ -84,7 +85,7 @@ CTEST_WRAP=
 if command -v setarch >/dev/null && setarch "$(uname -m)" -R true 2>/dev/null; then
 	CTEST_WRAP="setarch $(uname -m) -R"
 fi
-build_and_test build-tsan build-tsan "-R $TSAN_TESTS" -- -DWS_SANITIZE=thread \
+WS_ENGINE_TENANTS=300 build_and_test build-tsan build-tsan "-R $TSAN_TESTS" -- -DWS_SANITIZE=thread \
 	-DCMAKE_BUILD_TYPE=Debug -DWS_BUILD_BENCH=OFF
 
 # ---- 5. bench smoke --------------------------------------------------------------------
