@@ -298,6 +298,7 @@ static double bare_read(char **wals, unsigned n, uint64_t *bytes_out)
 /* ---- (b), (c) the engine ----------------------------------------------------- */
 
 static bool sqpoll;
+static uint64_t ring_opt = (uint64_t)64 << 20, batch_opt = (uint64_t)4 << 20;
 
 static struct ws_engine *engine(unsigned shards, uint64_t ring)
 {
@@ -311,6 +312,7 @@ static struct ws_engine *engine(unsigned shards, uint64_t ring)
 		sc[i].ring_bytes = ring;
 		sc[i].batch_age_ms_max = 3600000; /* only the flush tails: the timer measures work */
 		sc[i].sqpoll = sqpoll;
+		sc[i].batch_bytes_max = batch_opt;
 	}
 	memset(&ec, 0, sizeof(ec));
 	ec.sink_url = "bench://discard";
@@ -406,16 +408,33 @@ static void idle(const char *dir, unsigned n, unsigned secs)
 	struct timespec settle = { 2, 0 };
 	nanosleep(&settle, NULL);
 	uint64_t req0 = __atomic_load_n(&d_requests, __ATOMIC_RELAXED);
+	uint64_t wake0 = 0, tails0 = 0, wake1 = 0, tails1 = 0;
+	for (unsigned s = 0; s < 2; s++) {
+		struct ws_shard_metrics m;
+		if (ws_engine_shard_metrics(e, s, &m) == 0) {
+			wake0 += m.wakeups;
+			tails0 += m.tails;
+		}
+	}
+	fprintf(stderr, "bench_engine: idle window of %u s begins\n", secs);
 	double c0 = cpu_s(), w0 = bench_now_s();
 	struct timespec ts = { secs, 0 };
 	nanosleep(&ts, NULL);
 	double c1 = cpu_s(), w1 = bench_now_s();
 	uint64_t req1 = __atomic_load_n(&d_requests, __ATOMIC_RELAXED);
+	for (unsigned s = 0; s < 2; s++) {
+		struct ws_shard_metrics m;
+		if (ws_engine_shard_metrics(e, s, &m) == 0) {
+			wake1 += m.wakeups;
+			tails1 += m.tails;
+		}
+	}
 	double cpu_pct = (c1 - c0) / (w1 - w0) * 100.0;
 	double per_hour = (double)(req1 - req0) * 3600.0 / (w1 - w0);
 	printf("idle tenants: %u registered (2 shards; registration + first ship %.1f s)\n", n, t_reg);
 	printf("  CPU over %.1f s idle: %.3f%% of one core (target < 2%%)\n", w1 - w0, cpu_pct);
 	printf("  object-store requests while idle: %" PRIu64 " (%.0f per hour; target 0)\n", req1 - req0, per_hour);
+	printf("  shard wake-ups while idle: %" PRIu64 ", tails: %" PRIu64 "\n", wake1 - wake0, tails1 - tails0);
 	if (ws_engine_stop(e))
 		bench_die("stop: %s", ws_errmsg());
 	ws_engine_destroy(e);
@@ -444,13 +463,17 @@ int main(int argc, char **argv)
 			idle_s = bench_parse_num(a, v, 1, 3600), i++;
 		} else if (!strcmp(a, "--reps") && v) {
 			reps = bench_parse_num(a, v, 1, 99), i++;
+		} else if (!strcmp(a, "--ring-mb") && v) {
+			ring_opt = bench_parse_num(a, v, 1, 4096) << 20, i++;
+		} else if (!strcmp(a, "--batch-kb") && v) {
+			batch_opt = bench_parse_num(a, v, 65, 1u << 20) << 10, i++;
 		} else if (!strcmp(a, "--sqpoll")) {
 			sqpoll = true;
 		} else if (!strcmp(a, "--dir") && v) {
 			base = v, i++;
 		} else {
 			bench_die("usage: bench_engine [--mb N] [--tenants N] [--idle N] [--idle-s S] [--reps N] "
-				  "[--dir DIR] [--sqpoll] [--tiny]");
+				  "[--dir DIR] [--ring-mb N] [--batch-kb N] [--sqpoll] [--tiny]");
 		}
 	}
 	snprintf(dir, sizeof(dir), "%s/bench-engine-XXXXXX", base ? base : "/tmp");
@@ -487,7 +510,7 @@ int main(int argc, char **argv)
 	}
 
 	double a[99], b1[99], b2[99];
-	struct ws_engine *e1 = engine(1, (uint64_t)64 << 20), *e2 = engine(2, (uint64_t)64 << 20);
+	struct ws_engine *e1 = engine(1, ring_opt), *e2 = engine(2, ring_opt);
 	uint64_t warm;
 	/* One pass each first: ring memory is touched once, as in any engine
 	 * that has run for a moment. */
@@ -495,8 +518,14 @@ int main(int argc, char **argv)
 	(void)ship(e2, dbs, (unsigned)ntenants, 0, &warm);
 	for (unsigned r = 0; r < reps; r++) {
 		uint64_t bytes, f1, f2;
+		/* Let SQ pollers of the other measurements go to sleep first
+		 * (they spin 100 ms after their last request). */
+		struct timespec calm = { 0, 300 * 1000000L };
+		nanosleep(&calm, NULL);
 		double ta = bare_read(wals, (unsigned)ntenants, &bytes);
+		nanosleep(&calm, NULL);
 		double t1 = ship(e1, dbs, (unsigned)ntenants, r + 1, &f1);
+		nanosleep(&calm, NULL);
 		double t2 = ship(e2, dbs, (unsigned)ntenants, r + 1, &f2);
 		if (f1 != frames_total || f2 != frames_total)
 			bench_die("shipped %" PRIu64 " / %" PRIu64 " frames, expected %" PRIu64, f1, f2, frames_total);

@@ -110,10 +110,18 @@ int ws_ring_reserve(struct ws_ring *r, int timeout_ms, uint32_t *idx)
 	}
 }
 
+/* Ring the consumer's doorbell if it sleeps (or is about to). */
+static void ring_bell(struct ws_ring *r)
+{
+	__atomic_fetch_add(&r->doorbell, 1, __ATOMIC_SEQ_CST);
+	futex_wake(&r->doorbell);
+}
+
 void ws_ring_publish(struct ws_ring *r)
 {
 	__atomic_store_n(&r->head, r->head + 1, __ATOMIC_SEQ_CST);
-	wake(&r->head, &r->cons_waiting);
+	if (__atomic_load_n(&r->cons_waiting, __ATOMIC_SEQ_CST))
+		ring_bell(r);
 }
 
 int ws_ring_wait_tail(struct ws_ring *r, uint32_t want, int timeout_ms)
@@ -136,15 +144,26 @@ int ws_ring_wait_tail(struct ws_ring *r, uint32_t want, int timeout_ms)
 	}
 }
 
+/*
+ * The consumer sleeps on a doorbell rather than on head, so that close can
+ * wake it too, and with no timeout: an idle shard's upload thread makes no
+ * system call at all. The bell's value is read before the final checks; a
+ * publish or close after them bumps it, so the futex wait returns at once.
+ */
 uint32_t ws_ring_wait_head(struct ws_ring *r, uint32_t from)
 {
 	for (;;) {
-		uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+		uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE), bell;
 		if (head != from)
 			return head;
 		if (__atomic_load_n(&r->closed, __ATOMIC_ACQUIRE))
 			return from;
-		sleep_on(&r->head, &r->cons_waiting, head, 100);
+		bell = __atomic_load_n(&r->doorbell, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&r->cons_waiting, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&r->head, __ATOMIC_SEQ_CST) == from &&
+		    !__atomic_load_n(&r->closed, __ATOMIC_SEQ_CST))
+			futex_wait(&r->doorbell, bell, -1);
+		__atomic_store_n(&r->cons_waiting, 0, __ATOMIC_SEQ_CST);
 	}
 }
 
@@ -157,7 +176,6 @@ void ws_ring_release(struct ws_ring *r, uint32_t new_tail)
 void ws_ring_close(struct ws_ring *r)
 {
 	__atomic_store_n(&r->closed, 1, __ATOMIC_SEQ_CST);
-	/* The consumer sleeps on head with a timeout; wake it now. */
-	futex_wake(&r->head);
+	ring_bell(r);
 	futex_wake(&r->tail);
 }

@@ -33,7 +33,8 @@ struct ws_ring {
 	size_t desc_bytes;
 
 	_Alignas(64) uint32_t head;      /* written by the producer */
-	uint32_t cons_waiting;           /* consumer sleeps on head */
+	uint32_t cons_waiting;           /* consumer sleeps on doorbell */
+	uint32_t doorbell;               /* bumped to wake a sleeping consumer (publish, close) */
 	_Alignas(64) uint32_t tail;      /* written by the consumer */
 	uint32_t prod_waiting;           /* producer sleeps on tail */
 	_Alignas(64) uint32_t closed;    /* set once: wakes and stops the consumer */
