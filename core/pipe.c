@@ -1,11 +1,15 @@
 #include "pipe.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "ws_clock.h"
+#include "ws_hash.h"
 #include "ws_log.h"
+#include "ws_wal.h"
 
 #define BLOCK_BACKOFF_MIN_MS 10
 #define BLOCK_BACKOFF_MAX_MS 1000
@@ -25,16 +29,52 @@ static void sleep_ms(unsigned ms)
 
 static void count(uint64_t *c, uint64_t n) { __atomic_fetch_add(c, n, __ATOMIC_RELAXED); }
 
+/*
+ * Verify, hash, encode and name a batch the tail only split. Verifying here,
+ * on the upload side, takes SQLite's checksum chain and the payload hash off
+ * the shard thread (each frame's stored checksum seeds the next, so a batch
+ * verifies on its own). A frame that fails means the chain ends earlier
+ * than the frame headers said: WS_ECORRUPT, and the tail starts over
+ * checking every frame itself.
+ */
+static int finish_batch(struct ws_pipe *p, uint32_t idx, struct ws_pipe_desc *d)
+{
+	struct ws_fmt_batch *b = &d->batch;
+	const uint8_t *frames = ws_pipe_slot(p, idx);
+	const uint32_t fsz = ws_wal_frame_size(b->gen.page_size);
+	size_t ok = ws_wal_verify_frames(d->big_endian, b->gen.page_size, frames, (size_t)b->frame_count,
+					 b->seed_cksum);
+	const uint8_t *last;
+
+	if (ok < b->frame_count) {
+		d->bad_frame = b->first_frame + ok;
+		return WS_ECORRUPT;
+	}
+	last = frames + (size_t)(b->frame_count - 1) * fsz;
+	b->end_cksum[0] = ws_get_be32(last + 16);
+	b->end_cksum[1] = ws_get_be32(last + 20);
+	b->payload_xxh = ws_xxh64(frames, d->payload_len);
+	ws_fmt_batch_encode_hdr(b, d->hdr);
+	d->hdr_len = WS_BATCH_HDR_SIZE;
+	d->hdr_xxh = ws_get_le64(d->hdr + WS_BATCH_HDR_HASH_OFF);
+	if (snprintf(d->key, sizeof(d->key), "%s/b%016" PRIx64 "-%08" PRIx64 "-%016" PRIx64, d->key_prefix,
+		     b->first_frame, b->frame_count, d->hdr_xxh) >= (int)sizeof(d->key))
+		return WS_ETOOBIG;
+	return 0;
+}
+
 /* Upload slots [from, to) (at most in_flight of them). */
 static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 {
 	struct ws_put_req reqs[64];
 	struct iovec iov[64][2];
+	bool run[64];
 	uint32_t n = to - from, backoff = BLOCK_BACKOFF_MIN_MS;
 	bool again;
 
 	for (uint32_t i = 0; i < n; i++) {
 		struct ws_pipe_desc *d = ws_pipe_desc(p, from + i);
+		int frc = d->finish ? finish_batch(p, from + i, d) : 0;
 		iov[i][0].iov_base = d->hdr;
 		iov[i][0].iov_len = d->hdr_len;
 		iov[i][1].iov_base = ws_pipe_slot(p, from + i);
@@ -45,7 +85,8 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 		reqs[i].iovcnt = 2;
 		/* Immutable objects named by their hash: an existing one is ours. */
 		reqs[i].mode = WS_PUT_CREATE;
-		reqs[i].rc = 1; /* not run yet */
+		reqs[i].rc = frc ? frc : 1; /* 1: not run yet */
+		run[i] = frc == 0;
 		d->throttle_retries = 0;
 	}
 	do {
@@ -55,7 +96,7 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 		int rc;
 
 		for (uint32_t i = 0; i < n; i++)
-			if (reqs[i].rc != 0)
+			if (run[i] && reqs[i].rc != 0)
 				todo[m++] = &reqs[i];
 		for (uint32_t i = 0; i < m; i++) {
 			batch[i] = *todo[i];
@@ -79,7 +120,8 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 		again = false;
 		for (uint32_t i = 0; i < n; i++) {
 			struct ws_pipe_desc *d = ws_pipe_desc(p, from + i);
-			if (reqs[i].rc != 0 && p->threaded && d->policy == WS_POLICY_BLOCK && transient(reqs[i].rc) &&
+			if (run[i] && reqs[i].rc != 0 && p->threaded && d->policy == WS_POLICY_BLOCK &&
+			    transient(reqs[i].rc) &&
 			    !__atomic_load_n(&p->ring.closed, __ATOMIC_ACQUIRE))
 				again = true;
 		}

@@ -25,6 +25,7 @@
 
 #include "ring.h"
 #include "walship.h"
+#include "ws_format.h"
 #include "ws_store.h"
 
 #define WS_PIPE_HDR_MAX 128
@@ -35,6 +36,18 @@ struct ws_pipe_desc {
 	uint32_t hdr_len;
 	uint64_t payload_len;     /* bytes of the slot sent after hdr */
 	enum ws_policy policy;
+	/*
+	 * A batch the upload side finishes: it verifies the frames against
+	 * SQLite's checksum chain from batch.seed_cksum, hashes them, encodes
+	 * the header into hdr and names the object key_prefix/b... (key, and
+	 * hdr_xxh for the reference). The tail only read and split the WAL.
+	 */
+	bool finish;
+	bool big_endian;
+	struct ws_fmt_batch batch;
+	char key_prefix[WS_KEY_MAX];
+	uint64_t hdr_xxh;         /* out */
+	uint64_t bad_frame;       /* out, rc WS_ECORRUPT: the first frame that failed */
 	int rc;                   /* result, written by the uploader */
 	uint32_t throttle_retries;
 };

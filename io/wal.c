@@ -334,6 +334,46 @@ int ws_wal_cursor_step(struct ws_wal_cursor *c, const uint8_t *frame, struct ws_
 	return 1;
 }
 
+int ws_wal_cursor_step_hdr(struct ws_wal_cursor *c, const uint8_t *frame)
+{
+	struct ws_wal_frame_hdr h;
+
+	ws_wal_frame_hdr_decode(frame, &h);
+	if (h.salt1 != c->salt1 || h.salt2 != c->salt2 || h.pgno == 0)
+		return 0;
+	/* The stored checksum stands in for the computed one until
+	 * ws_wal_verify_frames has checked it. */
+	c->cksum[0] = h.cksum1;
+	c->cksum[1] = h.cksum2;
+	if (h.db_size != 0) {
+		c->last_commit = c->next_frame;
+		c->commit_cksum[0] = h.cksum1;
+		c->commit_cksum[1] = h.cksum2;
+		c->commit_db_size = h.db_size;
+	}
+	c->next_frame++;
+	return 1;
+}
+
+size_t ws_wal_verify_frames(bool big_endian, uint32_t page_size, const uint8_t *frames, size_t n,
+			    const uint32_t seed[2])
+{
+	const uint32_t fsz = ws_wal_frame_size(page_size);
+	uint32_t prev[2] = { seed[0], seed[1] };
+
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *f = frames + i * fsz;
+		uint32_t s[2] = { prev[0], prev[1] };
+		ws_wal_checksum(big_endian, f, 8, s);
+		ws_wal_checksum(big_endian, f + WS_WAL_FRAME_HDR_SIZE, page_size, s);
+		prev[0] = ws_get_be32(f + 16);
+		prev[1] = ws_get_be32(f + 20);
+		if (s[0] != prev[0] || s[1] != prev[1])
+			return i;
+	}
+	return n;
+}
+
 int ws_wal_scan(const uint8_t *buf, size_t len, struct ws_wal_hdr *hdr, struct ws_wal_cursor *c)
 {
 	size_t frame_bytes, off;
