@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core_internal.h"
+#include "replay.h"
 #include "ws_wal.h"
 
 #define CHAIN_MAX (1u << 20)
@@ -132,8 +133,18 @@ void ws_chain_free(struct ws_chain *c)
 	memset(c, 0, sizeof(*c));
 }
 
-int ws_chain_load(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm,
-		  struct ws_chain *out)
+/*
+ * Walk back from the manifest (start_key, start_sha, start_len). wm (may be
+ * NULL) is the watermark the head must match. stop (may be NULL): a manifest
+ * at which to end the walk early, included as the oldest entry (a
+ * checkpoint's cut: its state comes from the checkpoint's artifact). With
+ * WS_CHAIN_UPTO_MISSING a missing predecessor ends the walk instead of
+ * failing (retention resuming over a chain it already shortened).
+ */
+static int chain_walk(struct ws_store *s, const char *tenant, const char *start_key,
+		      const uint8_t start_sha[WS_SHA256_LEN], uint64_t start_len,
+		      const struct ws_fmt_watermark *wm, const struct ws_chain_stop *stop, unsigned flags,
+		      struct ws_chain *out, bool *stopped)
 {
 	struct ws_buf b;
 	char key[WS_KEY_MAX];
@@ -143,10 +154,12 @@ int ws_chain_load(struct ws_store *s, const char *tenant, const struct ws_fmt_wa
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
+	if (stopped)
+		*stopped = false;
 	ws_buf_init(&b, 256u << 20);
-	snprintf(key, sizeof(key), "%s", wm->manifest_key);
-	memcpy(want_sha, wm->manifest_sha, WS_SHA256_LEN);
-	want_len = wm->manifest_length;
+	snprintf(key, sizeof(key), "%s", start_key);
+	memcpy(want_sha, start_sha, WS_SHA256_LEN);
+	want_len = start_len;
 
 	for (;;) {
 		struct ws_fmt_manifest m;
@@ -158,6 +171,10 @@ int ws_chain_load(struct ws_store *s, const char *tenant, const struct ws_fmt_wa
 		}
 		ws_buf_reset(&b);
 		rc = ws_store_get(s, key, 0, UINT64_MAX, &b, NULL);
+		if (rc == WS_ENOTFOUND && out->count > 0 && (flags & WS_CHAIN_UPTO_MISSING)) {
+			rc = 0;
+			break;
+		}
 		if (rc == WS_ENOTFOUND) {
 			rc = ws_fail(WS_EINCOMPLETE, "tenant %s: manifest %s is missing", tenant, key);
 			goto fail;
@@ -214,7 +231,7 @@ int ws_chain_load(struct ws_store *s, const char *tenant, const struct ws_fmt_wa
 					     tenant, key, out->keys[out->count - 1], why);
 				goto fail;
 			}
-		} else if (m.wm_seq != wm->seq || m.last_frame != wm->last_frame || !wm_gen_eq(wm, &m.gen)) {
+		} else if (wm && (m.wm_seq != wm->seq || m.last_frame != wm->last_frame || !wm_gen_eq(wm, &m.gen))) {
 			ws_fmt_manifest_free(&m);
 			rc = ws_fail(WS_EINCOMPLETE, "tenant %s: manifest %s does not match its watermark", tenant,
 				     key);
@@ -223,6 +240,12 @@ int ws_chain_load(struct ws_store *s, const char *tenant, const struct ws_fmt_wa
 		out->m[out->count] = m;
 		snprintf(out->keys[out->count], WS_KEY_MAX, "%s", key);
 		out->count++;
+		if (stop && strcmp(key, stop->key) == 0 && memcmp(sha, stop->sha, WS_SHA256_LEN) == 0 &&
+		    b.len == stop->length) {
+			if (stopped)
+				*stopped = true;
+			break;
+		}
 		if (m.kind == WS_MANIFEST_REBASE)
 			break;
 		snprintf(key, sizeof(key), "%s", m.prev_key);
@@ -245,4 +268,24 @@ fail:
 	ws_buf_free(&b);
 	ws_chain_free(out);
 	return rc;
+}
+
+int ws_chain_load(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm,
+		  struct ws_chain *out)
+{
+	return chain_walk(s, tenant, wm->manifest_key, wm->manifest_sha, wm->manifest_length, wm, NULL, 0,
+			  out, NULL);
+}
+
+int ws_chain_load_stop(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm,
+		       const struct ws_chain_stop *stop, struct ws_chain *out, bool *stopped)
+{
+	return chain_walk(s, tenant, wm->manifest_key, wm->manifest_sha, wm->manifest_length, wm, stop, 0,
+			  out, stopped);
+}
+
+int ws_chain_load_from(struct ws_store *s, const char *tenant, const struct ws_chain_stop *head,
+		       const struct ws_chain_stop *stop, unsigned flags, struct ws_chain *out, bool *stopped)
+{
+	return chain_walk(s, tenant, head->key, head->sha, head->length, NULL, stop, flags, out, stopped);
 }

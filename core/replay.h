@@ -27,4 +27,82 @@ int ws_replay(struct ws_store *s, const char *tenant, const struct ws_chain *c, 
 	      uint64_t target_frame, int fd, struct ws_replay_result *res,
 	      struct ws_replay_report *rep) WS_MUST_CHECK;
 
+/* A manifest named exactly: key, SHA-256 and length. */
+struct ws_chain_stop {
+	char key[WS_KEY_MAX];
+	uint8_t sha[WS_SHA256_LEN];
+	uint64_t length;
+};
+
+/*
+ * ws_chain_load, but the walk also ends at stop (when the chain passes
+ * through it, *stopped = true and stop is c->m[0]).
+ */
+int ws_chain_load_stop(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm,
+		       const struct ws_chain_stop *stop, struct ws_chain *out, bool *stopped) WS_MUST_CHECK;
+
+/* A missing predecessor ends the walk (the chain so far is returned). */
+#define WS_CHAIN_UPTO_MISSING 1u
+/*
+ * The chain from the manifest head names (no watermark check) back to its
+ * REBASE base or to stop (may be NULL). Errors as ws_chain_load.
+ */
+int ws_chain_load_from(struct ws_store *s, const char *tenant, const struct ws_chain_stop *head,
+		       const struct ws_chain_stop *stop, unsigned flags, struct ws_chain *out,
+		       bool *stopped) WS_MUST_CHECK;
+
+/*
+ * ws_replay over c->m[from..upto] only: the state at the end of c->m[from-1]
+ * is already in fd (a checkpoint artifact), so res starts from that
+ * manifest's database size and last frame. from == 0 is ws_replay.
+ */
+int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain *c, size_t from,
+		   size_t upto, uint64_t target_frame, int fd, struct ws_replay_result *res,
+		   struct ws_replay_report *rep) WS_MUST_CHECK;
+
+/* Checks before a restore writes anything: a valid tenant name, and
+ * out_path absent unless force. Errors: WS_ECONFIG, -EEXIST. */
+int ws_restore_prepare(const char *tenant, const char *out_path, bool force) WS_MUST_CHECK;
+/* Create the temporary image next to out_path (*tmp malloc'd, *fd open). */
+int ws_restore_tmp_open(const char *out_path, char **tmp, int *fd) WS_MUST_CHECK;
+
+/*
+ * End a restore: close fd; when rc is 0 publish tmp at out_path
+ * (ws_restore_publish); unlink tmp unless published; free it. Returns rc or
+ * the publish error (wrapped with the tenant).
+ */
+int ws_restore_end(int fd, char *tmp, const char *out_path, bool force, const char *tenant, int rc) WS_MUST_CHECK;
+
+/*
+ * Publish a finished image: integrity check, then rename (force) or link
+ * to out_path, fsync its directory. Used by restore and checkpoint restore.
+ */
+int ws_restore_publish(const char *tmp, const char *out_path, bool force) WS_MUST_CHECK;
+
+/*
+ * Build the tenant's database exactly at the state of the manifest head
+ * names into path (created or truncated, a rollback-journal file), from
+ * the base artifact (when the chain passes through base->cut; may be NULL)
+ * or from the chain's REBASE base. *used_base tells which.
+ */
+struct ws_restore_base {
+	struct ws_chain_stop cut;            /* the checkpoint's cut manifest for the tenant */
+	char artifact_key[WS_KEY_MAX];       /* its database image */
+	uint64_t artifact_length;
+	char artifact_sha256[WS_SHA256_HEX_LEN + 1];
+};
+int ws_restore_image(struct ws_store *s, const char *tenant, const struct ws_chain_stop *head,
+		     const struct ws_restore_base *base, const char *path, bool *used_base) WS_MUST_CHECK;
+
+/*
+ * The latest Commit's base for tenant (checkpoint.c): its cut manifest and
+ * artifact. WS_ENOTFOUND when there is no Commit or it does not name the
+ * tenant; other errors when the metadata cannot be read.
+ */
+int ws_checkpoint_base_for(struct ws_sink *sink, const char *tenant, struct ws_restore_base *out) WS_MUST_CHECK;
+
+/* Fetch the artifact base names, verify its length and SHA-256, write it to fd. */
+int ws_artifact_fetch(struct ws_store *s, const char *key, uint64_t length, const char *sha256_hex,
+		      int fd) WS_MUST_CHECK;
+
 #endif

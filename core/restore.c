@@ -56,14 +56,29 @@ static bool keep_going(struct ws_replay_report *rep, const char *tenant, const c
 int ws_replay(struct ws_store *s, const char *tenant, const struct ws_chain *c, size_t upto,
 	      uint64_t target_frame, int fd, struct ws_replay_result *res, struct ws_replay_report *rep)
 {
+	return ws_replay_from(s, tenant, c, 0, upto, target_frame, fd, res, rep);
+}
+
+int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain *c, size_t from,
+		   size_t upto, uint64_t target_frame, int fd, struct ws_replay_result *res,
+		   struct ws_replay_report *rep)
+{
 	struct ws_buf b;
 	uint32_t run[2] = { 0, 0 };
 	bool resync = false;
 	int rc = 0;
 
 	memset(res, 0, sizeof(*res));
+	if (from > 0 && from <= c->count) {
+		/* The state at the end of m[from-1] is already in fd. */
+		const struct ws_fmt_manifest *base = &c->m[from - 1];
+		res->db_pages = base->db_pages;
+		res->page_size = base->gen.page_size;
+		res->commit_frame = base->last_frame;
+		res->commit_manifest = from - 1;
+	}
 	ws_buf_init(&b, (size_t)1 << 30);
-	for (size_t i = 0; i <= upto && i < c->count; i++) {
+	for (size_t i = from; i <= upto && i < c->count; i++) {
 		const struct ws_fmt_manifest *m = &c->m[i];
 		const uint32_t ps = m->gen.page_size;
 		const uint32_t fsz = ws_wal_frame_size(ps);
@@ -245,6 +260,144 @@ static int fsync_dir_of(const char *path)
 	return rc;
 }
 
+/* Make fd (holding res's state) a standalone database file, durably. */
+static int image_finish(int fd, const char *path, const char *tenant, const struct ws_replay_result *res)
+{
+	/* A standalone file: switch the header from WAL to rollback-journal
+	 * mode (bytes 18-19), as PRAGMA journal_mode=DELETE would. */
+	static const uint8_t legacy[2] = { 1, 1 };
+	int rc;
+
+	if (res->db_pages == 0)
+		return ws_fail(WS_EINCOMPLETE, "tenant %s: the chosen state has an empty database", tenant);
+	if (ftruncate(fd, (off_t)res->db_pages * res->page_size) != 0)
+		return ws_fail(-errno, "truncate %s", path);
+	if ((rc = pwrite_all(fd, legacy, 2, 18)) != 0)
+		return ws_fail(rc, "write %s", path);
+	if (fsync(fd) != 0)
+		return ws_fail(-errno, "fsync %s", path);
+	return 0;
+}
+
+int ws_restore_publish(const char *tmp, const char *out_path, bool force)
+{
+	int rc = integrity_check(tmp);
+	if (rc)
+		return rc;
+	if (force) {
+		if (rename(tmp, out_path) != 0)
+			return ws_fail(-errno, "rename %s to %s", tmp, out_path);
+	} else {
+		/* link() refuses to replace a file that appeared meanwhile. */
+		if (link(tmp, out_path) != 0)
+			return ws_fail(-errno, "publish %s", out_path);
+		unlink(tmp);
+	}
+	rc = fsync_dir_of(out_path);
+	if (rc)
+		ws_fail(rc, "fsync directory of %s", out_path);
+	return rc;
+}
+
+int ws_artifact_fetch(struct ws_store *s, const char *key, uint64_t length, const char *sha256_hex, int fd)
+{
+	struct ws_buf b;
+	uint8_t sha[WS_SHA256_LEN];
+	char hex[WS_SHA256_HEX_LEN + 1];
+	int rc;
+
+	ws_buf_init(&b, WS_BUF_DEFAULT_MAX);
+	rc = ws_store_get(s, key, 0, UINT64_MAX, &b, NULL);
+	if (rc == WS_ENOTFOUND) {
+		rc = ws_fail(WS_EINCOMPLETE, "checkpoint artifact %s is missing", key);
+		goto out;
+	}
+	if (rc) {
+		ws_fail_wrap(rc, "read checkpoint artifact %s", key);
+		goto out;
+	}
+	ws_sha256(b.data, b.len, sha);
+	ws_hex(sha, sizeof(sha), hex);
+	if (b.len != length || strcmp(hex, sha256_hex) != 0) {
+		rc = ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %zu bytes with SHA-256 %s; its index "
+			     "records %" PRIu64 " bytes and %s", key, b.len, hex, length, sha256_hex);
+		goto out;
+	}
+	rc = pwrite_all(fd, b.data, b.len, 0);
+	if (rc)
+		ws_fail(rc, "write checkpoint artifact %s", key);
+out:
+	ws_buf_free(&b);
+	return rc;
+}
+
+/*
+ * The chain c is loaded; stopped: c->m[0] is base's cut, whose state is the
+ * artifact. Apply everything up to (idx, frame) to fd.
+ */
+static int image_apply(struct ws_store *s, const char *tenant, const struct ws_chain *c, bool stopped,
+		       const struct ws_restore_base *base, size_t idx, uint64_t frame, int fd,
+		       struct ws_replay_result *res)
+{
+	int rc;
+	if (!stopped)
+		return ws_replay(s, tenant, c, idx, frame, fd, res, NULL);
+	rc = ws_artifact_fetch(s, base->artifact_key, base->artifact_length, base->artifact_sha256, fd);
+	if (rc)
+		return ws_fail_wrap(rc, "tenant %s", tenant);
+	return ws_replay_from(s, tenant, c, 1, idx, frame, fd, res, NULL);
+}
+
+int ws_restore_image(struct ws_store *s, const char *tenant, const struct ws_chain_stop *head,
+		     const struct ws_restore_base *base, const char *path, bool *used_base)
+{
+	struct ws_chain c;
+	struct ws_replay_result res;
+	bool stopped = false;
+	int fd = -1, rc;
+
+	*used_base = false;
+	rc = ws_chain_load_from(s, tenant, head, base ? &base->cut : NULL, 0, &c, &stopped);
+	if (rc)
+		return rc;
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		rc = ws_fail(-errno, "cannot create %s", path);
+		goto out;
+	}
+	rc = image_apply(s, tenant, &c, stopped, base, c.count - 1, c.m[c.count - 1].last_frame, fd, &res);
+	if (!rc)
+		rc = image_finish(fd, path, tenant, &res);
+	*used_base = stopped;
+out:
+	if (fd >= 0)
+		close(fd);
+	ws_chain_free(&c);
+	return rc;
+}
+
+int ws_restore_prepare(const char *tenant, const char *out_path, bool force)
+{
+	if (!ws_tenant_name_valid(tenant))
+		return ws_fail(WS_ECONFIG, "tenant name '%s' is invalid", tenant ? tenant : "");
+	if (!force && access(out_path, F_OK) == 0)
+		return ws_fail(-EEXIST, "%s exists; pass --force to overwrite it", out_path);
+	return 0;
+}
+
+int ws_restore_tmp_open(const char *out_path, char **tmp, int *fd)
+{
+	*fd = -1;
+	if (asprintf(tmp, "%s.walship-restore.%d", out_path, (int)getpid()) < 0) {
+		*tmp = NULL;
+		return -ENOMEM;
+	}
+	*fd = open(*tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (*fd < 0)
+		return ws_fail(-errno, "cannot create %s", *tmp);
+	return 0;
+}
+
 int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore_opts *opts,
 	       const char *out_path)
 {
@@ -252,6 +405,8 @@ int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore
 	struct ws_fmt_watermark wm;
 	struct ws_chain c;
 	struct ws_replay_result res;
+	struct ws_restore_base base;
+	bool have_base = false, stopped = false;
 	char *tmp = NULL;
 	size_t idx = 0;
 	uint64_t frame = 0;
@@ -260,17 +415,22 @@ int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore
 	if (!opts)
 		opts = &none;
 	memset(&c, 0, sizeof(c));
-	if (!ws_tenant_name_valid(tenant))
-		return ws_fail(WS_ECONFIG, "tenant name '%s' is invalid", tenant ? tenant : "");
-	if (!opts->force && access(out_path, F_OK) == 0)
-		return ws_fail(-EEXIST, "%s exists; pass --force to overwrite it", out_path);
+	if ((rc = ws_restore_prepare(tenant, out_path, opts->force)) != 0)
+		return rc;
 	rc = ws_wm_load(sink->store, tenant, &wm, NULL);
 	if (rc == WS_ENOTFOUND)
 		return ws_fail(WS_ENOTFOUND, "tenant %s has no watermark at %s: nothing was shipped",
 			       tenant, sink->store->url);
 	if (rc)
 		return rc;
-	rc = ws_chain_load(sink->store, tenant, &wm, &c);
+	/* The latest state can start from the latest Commit's artifact when the
+	 * live chain passes through its cut: after retention, the manifests
+	 * before the cut are gone. Any failure to read the checkpoint metadata
+	 * falls back to the full chain. */
+	if (!opts->frame && !opts->time_ms)
+		have_base = ws_checkpoint_base_for(sink, tenant, &base) == 0;
+	rc = have_base ? ws_chain_load_stop(sink->store, tenant, &wm, &base.cut, &c, &stopped)
+		       : ws_chain_load(sink->store, tenant, &wm, &c);
 	if (rc)
 		return rc;
 	rc = choose_target(tenant, &c, opts, &idx, &frame);
@@ -296,72 +456,27 @@ int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore
 			goto out;
 		}
 	}
-	if (asprintf(&tmp, "%s.walship-restore.%d", out_path, (int)getpid()) < 0) {
-		tmp = NULL;
-		rc = -ENOMEM;
+	if ((rc = ws_restore_tmp_open(out_path, &tmp, &fd)) != 0)
 		goto out;
-	}
-	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rc = ws_fail(-errno, "cannot create %s", tmp);
-		goto out;
-	}
-	rc = ws_replay(sink->store, tenant, &c, idx, frame, fd, &res, NULL);
-	if (rc)
-		goto out;
-	if (res.db_pages == 0) {
-		rc = ws_fail(WS_EINCOMPLETE, "tenant %s: the chosen state has an empty database", tenant);
-		goto out;
-	}
-	if (ftruncate(fd, (off_t)res.db_pages * res.page_size) != 0) {
-		rc = ws_fail(-errno, "truncate %s", tmp);
-		goto out;
-	}
-	{
-		/* A standalone file: switch the header from WAL to rollback-journal
-		 * mode (bytes 18-19), as PRAGMA journal_mode=DELETE would. */
-		static const uint8_t legacy[2] = { 1, 1 };
-		if ((rc = pwrite_all(fd, legacy, 2, 18)) != 0) {
-			ws_fail(rc, "write %s", tmp);
-			goto out;
-		}
-	}
-	if (fsync(fd) != 0) {
-		rc = ws_fail(-errno, "fsync %s", tmp);
-		goto out;
-	}
-	close(fd);
-	fd = -1;
-	rc = integrity_check(tmp);
-	if (rc) {
-		ws_fail_wrap(rc, "tenant %s", tenant);
-		goto out;
-	}
-	if (opts->force) {
-		if (rename(tmp, out_path) != 0) {
-			rc = ws_fail(-errno, "rename %s to %s", tmp, out_path);
-			goto out;
-		}
-	} else {
-		/* link() refuses to replace a file that appeared meanwhile. */
-		if (link(tmp, out_path) != 0) {
-			rc = ws_fail(-errno, "publish %s", out_path);
-			goto out;
-		}
-		unlink(tmp);
-	}
-	free(tmp);
-	tmp = NULL;
-	rc = fsync_dir_of(out_path);
-	if (rc)
-		ws_fail(rc, "fsync directory of %s", out_path);
+	rc = image_apply(sink->store, tenant, &c, stopped, &base, idx, frame, fd, &res);
+	if (!rc)
+		rc = image_finish(fd, tmp, tenant, &res);
 out:
+	rc = ws_restore_end(fd, tmp, out_path, opts->force, tenant, rc);
+	ws_chain_free(&c);
+	return rc;
+}
+
+int ws_restore_end(int fd, char *tmp, const char *out_path, bool force, const char *tenant, int rc)
+{
 	if (fd >= 0)
 		close(fd);
+	if (!rc && tmp && (rc = ws_restore_publish(tmp, out_path, force)) != 0)
+		ws_fail_wrap(rc, "tenant %s", tenant);
 	if (tmp) {
-		unlink(tmp);
+		if (rc)
+			unlink(tmp);
 		free(tmp);
 	}
-	ws_chain_free(&c);
 	return rc;
 }

@@ -2,11 +2,14 @@
  * walship command line tool. The only place that parses argv.
  *
  *   walship replicate [--sink URL] [--config FILE] [--shards N] [--policy P] [--metrics-addr HOST:PORT]
- *                     [--epoch N] [--pointer-generation N] [--interval-ms N] [--once] [--json]
- *                     [NAME=]DB_PATH...
- *   walship restore   --sink URL --tenant NAME [--frame N | --time RFC3339] [--force] -o OUT_DB
- *   walship ls        --sink URL [--tenant NAME] [--json]
+ *                     [--epoch N] [--pointer-generation N] [--interval-ms N] [--checkpoint-interval-s N]
+ *                     [--once] [--json] [NAME=]DB_PATH...
+ *   walship restore   --sink URL --tenant NAME [--frame N | --time RFC3339 | --checkpoint ID|latest]
+ *                     [--force] -o OUT_DB
+ *   walship ls        --sink URL [--tenant NAME | --checkpoints] [--json]
  *   walship verify    --sink URL [--tenant NAME]
+ *   walship checkpoint --sink URL [--config FILE]
+ *   walship retention --sink URL [--dry-run] [--json]
  *
  * Exit status: 0 success; 2 usage or configuration error; 3 every tenant was
  * fenced; 1 anything else. Errors go to stderr naming tenant, object, cause.
@@ -27,6 +30,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cmd_checkpoint.h"
 #include "config.h"
 #include "metrics_http.h"
 #include "walship.h"
@@ -52,10 +56,15 @@ static void print_usage(FILE *f)
 	fputs("usage:\n"
 	      "  walship replicate [--sink URL] [--config FILE] [--shards N] [--policy block|throttle|shed]\n"
 	      "                    [--metrics-addr HOST:PORT] [--epoch N] [--pointer-generation N]\n"
-	      "                    [--interval-ms N] [--once] [--json] [--quiet|--verbose] [NAME=]DB_PATH...\n"
+	      "                    [--interval-ms N] [--checkpoint-interval-s N] [--once] [--json]\n"
+	      "                    [--quiet|--verbose] [NAME=]DB_PATH...\n"
 	      "  walship restore   --sink URL --tenant NAME [--frame N | --time RFC3339] [--force] -o OUT_DB\n"
 	      "  walship ls        --sink URL [--tenant NAME] [--json]\n"
 	      "  walship verify    --sink URL [--tenant NAME]\n"
+	      "  walship checkpoint --sink URL [--config FILE] [--epoch N]\n"
+	      "  walship retention --sink URL [--config FILE] [--dry-run] [--json]\n"
+	      "  walship restore   --sink URL --tenant NAME --checkpoint ID|latest [--force] -o OUT_DB\n"
+	      "  walship ls        --sink URL --checkpoints [--json]\n"
 	      "URL: file:///absolute/dir or s3://BUCKET[/PREFIX][?PARAMS]\n",
 	      f);
 }
@@ -116,7 +125,7 @@ static int parse_rfc3339(const char *s, int64_t *out_ms)
 
 enum {
 	OPT_SINK = 1000, OPT_CONFIG, OPT_EPOCH, OPT_PG, OPT_INTERVAL, OPT_ONCE, OPT_JSON,
-	OPT_TENANT, OPT_FRAME, OPT_TIME, OPT_FORCE, OPT_FORCE_PREAD, OPT_QUIET, OPT_VERBOSE,
+	OPT_TENANT, OPT_FRAME, OPT_TIME, OPT_FORCE, OPT_CHECKPOINT, OPT_CHECKPOINTS, OPT_CKPT_INTERVAL, OPT_FORCE_PREAD, OPT_QUIET, OPT_VERBOSE,
 	OPT_SHARDS, OPT_POLICY, OPT_METRICS_ADDR,
 };
 
@@ -217,6 +226,7 @@ static void on_outcome(const char *tenant, const struct ws_outcome *o, int err, 
 struct run_opts {
 	bool once, json, quiet;
 	unsigned reader_flags;
+	uint64_t checkpoint_interval_s;  /* 0 = none */
 };
 
 /* "walship: tenant NAME: PATH -> SINK (shard N, WAL read path: P)" */
@@ -236,11 +246,56 @@ static void print_registered(struct ws_engine *e, const struct ws_cli_config *cf
 }
 
 /* Until SIGINT or SIGTERM (read from sig_fd), or every tenant is fenced (wake_fd). */
-static void wait_for_stop(int sig_fd, int wake_fd)
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Every interval: everything committed so far shipped, then a checkpoint. */
+static void take_checkpoint(struct ws_engine *e, struct ws_sink *sink, bool json)
+{
+	struct ws_checkpoint_opts co;
+	struct ws_checkpoint_info ci;
+	int rc = ws_engine_flush(e);
+	if (rc) {
+		fprintf(stderr, "walship: checkpoint skipped: a tail failed: %s\n", ws_errmsg());
+		return;
+	}
+	memset(&co, 0, sizeof(co));
+	rc = ws_checkpoint_take(sink, &co, &ci);
+	if (rc) {
+		fprintf(stderr, "walship: checkpoint failed: %s\n", ws_errmsg());
+		return;
+	}
+	if (json) {
+		printf("{\"checkpoint\":%" PRIu64 ",\"committed\":%s,\"reference\":\"%s\"}\n", ci.id,
+		       ci.committed ? "true" : "false", ci.ref_key);
+		fflush(stdout);
+	}
+	fprintf(stderr, "walship: checkpoint %" PRIu64 " %s (%s)\n", ci.id, ci.committed ? "committed" : "aborted",
+		ci.ref_key);
+}
+
+static void wait_for_stop(int sig_fd, int wake_fd, struct ws_engine *e, struct ws_sink *ck_sink,
+			  const struct run_opts *ro)
 {
 	struct pollfd pf[2] = { { .fd = sig_fd, .events = POLLIN }, { .fd = wake_fd, .events = POLLIN } };
+	uint64_t period = ro->checkpoint_interval_s * 1000, next = period ? mono_ms() + period : 0;
 	for (;;) {
-		if (poll(pf, 2, -1) < 0) {
+		int timeout = -1, n;
+		if (period) {
+			uint64_t now = mono_ms();
+			if (now >= next) {
+				take_checkpoint(e, ck_sink, ro->json);
+				next = mono_ms() + period;
+				continue;
+			}
+			timeout = (int)(next - now);
+		}
+		n = poll(pf, 2, timeout);
+		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			fprintf(stderr, "walship: poll: %s; stopping\n", strerror(errno));
@@ -257,6 +312,7 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 	struct ws_engine_config ec;
 	struct ws_engine *e = NULL;
 	struct ws_metrics_http *mh = NULL;
+	struct ws_sink *ck_sink = NULL;
 	int pipe_fds[2] = { -1, -1 }, sig_fd = -1;
 	int exit_code = EXIT_FAIL, err = 0, flush_rc = 0, stop_rc = 0, rc;
 	sigset_t sigs;
@@ -332,10 +388,17 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 			print_registered(e, cfg, t);
 	}
 
+	if (ro->checkpoint_interval_s && !ro->once) {
+		ck_sink = ws_sink_open(cfg->sink, &err);
+		if (!ck_sink) {
+			fprintf(stderr, "walship: %s\n", ws_errmsg());
+			goto out;
+		}
+	}
 	if (ro->once)
 		flush_rc = ws_engine_flush(e);
 	else
-		wait_for_stop(sig_fd, pipe_fds[0]);
+		wait_for_stop(sig_fd, pipe_fds[0], e, ck_sink, ro);
 	ws_metrics_http_stop(mh);
 	mh = NULL;
 	stop_rc = ws_engine_stop(e); /* the last tail of every tenant, made durable */
@@ -357,6 +420,7 @@ out:
 	ws_metrics_http_stop(mh);
 	if (e)
 		ws_engine_destroy(e);
+	ws_sink_close(ck_sink);
 	if (sig_fd >= 0)
 		close(sig_fd);
 	for (int i = 0; i < 2; i++)
@@ -386,11 +450,12 @@ static int cmd_replicate(int argc, char **argv)
 		{ "force-pread", no_argument, NULL, OPT_FORCE_PREAD },
 		{ "quiet", no_argument, NULL, OPT_QUIET },
 		{ "verbose", no_argument, NULL, OPT_VERBOSE },
+		{ "checkpoint-interval-s", required_argument, NULL, OPT_CKPT_INTERVAL },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct ws_cli_config cfg;
 	struct ws_cli_overrides ov;
-	struct run_opts ro = { false, false, false, 0 };
+	struct run_opts ro = { false, false, false, 0, 0 };
 	const char *config_file = NULL;
 	bool verbose = false;
 	uint64_t v;
@@ -434,6 +499,11 @@ static int cmd_replicate(int argc, char **argv)
 				return usage_error("--interval-ms: '%s' must be 1..86400000", optarg);
 			ov.interval_ms = (uint32_t)v;
 			ov.has_interval = true;
+			break;
+		case OPT_CKPT_INTERVAL:
+			if (ws_cli_parse_u64(optarg, &v) || v == 0 || v > 31u * 86400)
+				return usage_error("--checkpoint-interval-s: '%s' must be 1..2678400", optarg);
+			ro.checkpoint_interval_s = v;
 			break;
 		case OPT_ONCE: ro.once = true; break;
 		case OPT_JSON: ro.json = true; break;
@@ -483,10 +553,11 @@ static int cmd_restore(int argc, char **argv)
 		{ "frame", required_argument, NULL, OPT_FRAME },
 		{ "time", required_argument, NULL, OPT_TIME },
 		{ "force", no_argument, NULL, OPT_FORCE },
+		{ "checkpoint", required_argument, NULL, OPT_CHECKPOINT },
 		{ "output", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *sink_url = NULL, *tenant = NULL, *out = NULL;
+	const char *sink_url = NULL, *tenant = NULL, *out = NULL, *checkpoint = NULL;
 	struct ws_restore_opts ro = { 0 };
 	struct ws_sink *sink;
 	int c, rc;
@@ -506,6 +577,7 @@ static int cmd_restore(int argc, char **argv)
 				return usage_error("--time: '%s' is not after 1970-01-01T00:00:00Z", optarg);
 			break;
 		case OPT_FORCE: ro.force = true; break;
+		case OPT_CHECKPOINT: checkpoint = optarg; break;
 		case 'o': out = optarg; break;
 		default: return usage_error("restore: unknown or incomplete option");
 		}
@@ -516,6 +588,10 @@ static int cmd_restore(int argc, char **argv)
 		return usage_error("restore: --sink, --tenant and -o are required");
 	if (ro.frame && ro.time_ms)
 		return usage_error("restore: --frame and --time exclude each other");
+	if (checkpoint && (ro.frame || ro.time_ms))
+		return usage_error("restore: --checkpoint excludes --frame and --time");
+	if (checkpoint)
+		return cmd_restore_checkpoint(sink_url, tenant, checkpoint, out, ro.force);
 	sink = ws_sink_open_flags(sink_url, WS_SINK_EXISTING, &rc);
 	if (!sink) {
 		fprintf(stderr, "walship: %s\n", ws_errmsg());
@@ -565,10 +641,12 @@ static int cmd_ls(int argc, char **argv)
 		{ "sink", required_argument, NULL, OPT_SINK },
 		{ "tenant", required_argument, NULL, OPT_TENANT },
 		{ "json", no_argument, NULL, OPT_JSON },
+		{ "checkpoints", no_argument, NULL, OPT_CHECKPOINTS },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sink_url = NULL, *tenant = NULL;
 	struct ls_print p = { false };
+	bool checkpoints = false;
 	struct ws_sink *sink;
 	int c, rc;
 
@@ -577,6 +655,7 @@ static int cmd_ls(int argc, char **argv)
 		case OPT_SINK: sink_url = optarg; break;
 		case OPT_TENANT: tenant = optarg; break;
 		case OPT_JSON: p.json = true; break;
+		case OPT_CHECKPOINTS: checkpoints = true; break;
 		default: return usage_error("ls: unknown or incomplete option");
 		}
 	}
@@ -584,6 +663,10 @@ static int cmd_ls(int argc, char **argv)
 		return usage_error("ls: unexpected argument '%s'", argv[optind]);
 	if (!sink_url)
 		return usage_error("ls: --sink URL is required");
+	if (checkpoints && tenant)
+		return usage_error("ls: --checkpoints lists the whole sink; drop --tenant");
+	if (checkpoints)
+		return cmd_ls_checkpoints(sink_url, p.json);
 	sink = ws_sink_open_flags(sink_url, WS_SINK_EXISTING, &rc);
 	if (!sink) {
 		fprintf(stderr, "walship: %s\n", ws_errmsg());
@@ -674,5 +757,9 @@ int main(int argc, char **argv)
 		return cmd_ls(argc - 1, argv + 1);
 	if (!strcmp(cmd, "verify"))
 		return cmd_verify(argc - 1, argv + 1);
+	if (!strcmp(cmd, "checkpoint"))
+		return cmd_checkpoint(argc - 1, argv + 1);
+	if (!strcmp(cmd, "retention"))
+		return cmd_retention(argc - 1, argv + 1);
 	return usage_error("unknown command '%s'", cmd);
 }

@@ -323,6 +323,96 @@ typedef void (*ws_problem_fn)(const char *tenant, const char *key, int err, cons
  */
 int ws_verify(struct ws_sink *sink, const char *tenant, ws_problem_fn fn, void *arg) WS_MUST_CHECK;
 
+/* ---- checkpoints and retention (docs/CHECKPOINTS.md) ------------------- */
+
+/*
+ * A checkpoint is a consistent cut across every tenant of a sink (each
+ * tenant's watermark: WAL generation, last frame, manifest), decided
+ * durably (Commit or Abort) in the sink's checkpoint decision store, with
+ * one artifact per tenant: its whole database at the cut. An s3:// sink
+ * decides through conditional writes on the bucket; a file:// sink through
+ * a single-writer lease on the sink directory.
+ */
+struct ws_checkpoint_opts {
+	uint64_t epoch;              /* decision epoch; 0 = 1 */
+	const char *pipeline;        /* witness pipeline identity; NULL = "walship" */
+	uint64_t participant;        /* witness participant id; 0 = 1 */
+	const char *tmp_dir;         /* where images are built; NULL = $TMPDIR or /tmp */
+	uint32_t wait_ms;            /* wait for a file sink's lease; 0 = 5000 */
+	uint32_t peer_wait_ms;       /* wait for another writer's attempt to end; 0 = 30000 */
+	bool recover;                /* shared sinks: first abort an attempt left open (crashed) */
+};
+
+struct ws_checkpoint_info {
+	uint64_t id;
+	uint64_t epoch;
+	bool committed;              /* the decision is Commit (take: false = the winner aborted) */
+	bool own;                    /* take: this call's attempt; false = another writer's durable winner */
+	bool cleanup_pending;        /* take: committed, clean-up left for the next call */
+	char ref_key[512];           /* checkpoints/committed/<id>-<sha>.json */
+	char ref_sha256[65];
+	uint64_t ref_length;
+	uint64_t tenants, artifacts;
+	uint64_t artifact_bytes;
+	uint64_t incremental;        /* take: images built from the previous checkpoint's artifact */
+	bool has_predecessor;
+	uint64_t predecessor_id;
+};
+
+/*
+ * Take one checkpoint of every tenant of the sink now (protocol in
+ * docs/CHECKPOINTS.md). On an error the attempt is aborted: Abort recorded,
+ * its candidate sealed, its artifacts deleted; a crash leaves that to the
+ * next call (or ws_checkpoint_recover).
+ * Errors: WS_EFENCED (another process holds a file sink's lease),
+ * WS_EPRECOND (another writer's attempt did not end in peer_wait_ms), the
+ * decision store's errors (ws_ckpt_last_kind), restore errors naming the
+ * tenant whose image could not be built, I/O.
+ */
+int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *opts,
+		       struct ws_checkpoint_info *out) WS_MUST_CHECK;
+
+/* Finish an attempt a crash left open (abort it, or finish its clean-up). */
+int ws_checkpoint_recover(struct ws_sink *sink, bool *recovered) WS_MUST_CHECK;
+
+/* Every stored committed checkpoint, newest first; stops at fn's non-zero return. */
+typedef int (*ws_checkpoint_fn)(const struct ws_checkpoint_info *info, void *arg);
+int ws_checkpoint_list(struct ws_sink *sink, ws_checkpoint_fn fn, void *arg) WS_MUST_CHECK;
+
+#define WS_CHECKPOINT_LATEST 0
+/*
+ * Restore tenant exactly as it was at checkpoint_id's cut (or the latest
+ * Commit's): its artifact, verified by length and SHA-256, then PRAGMA
+ * integrity_check. Errors: WS_ENOTFOUND (no such checkpoint or tenant),
+ * WS_ECORRUPT, WS_EINCOMPLETE (artifact missing), -EEXIST, I/O.
+ * (ws_restore of the latest state also starts from the latest Commit's
+ * artifact when the tenant's chain passes through its cut.)
+ */
+int ws_restore_checkpoint(struct ws_sink *sink, const char *tenant, uint64_t checkpoint_id,
+			  const char *out_path, bool force) WS_MUST_CHECK;
+
+/* One key retention deletes (or, dry run, would delete). */
+typedef void (*ws_retention_fn)(const char *key, void *arg);
+
+struct ws_retention_report {
+	bool ran;                    /* false: no Commit yet, nothing to protect */
+	uint64_t protected_id;       /* the latest Commit, kept with everything newer */
+	uint64_t deleted;            /* keys deleted (dry run: that would be) */
+	uint64_t checkpoints_deleted;
+	bool resumed;                /* finished a run a crash had left in flight first */
+};
+
+/*
+ * Retention: protect the latest Commit and everything newer; delete older
+ * checkpoints (artifacts, then committed indexes) and every tenant's
+ * manifests, batches and snapshot parts strictly older than the protected
+ * cut's manifest. Phases advance by compare-and-swap; after a crash the
+ * next run resumes from the durable phase. Errors: the decision store's,
+ * I/O (the run stays in its phase and resumes).
+ */
+int ws_retention_run(struct ws_sink *sink, bool dry_run, ws_retention_fn fn, void *arg,
+		     struct ws_retention_report *rep) WS_MUST_CHECK;
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,1380 @@
+/*
+ * Checkpoints of a sink, restore by checkpoint, and retention, on top of the
+ * checkpoint decision store (store/ws_ckpt.h, docs/CHECKPOINTS.md).
+ *
+ * A checkpoint is a consistent cut across every tenant of one sink: for
+ * each tenant the watermark at the cut (WAL generation, last frame, and the
+ * manifest by key, SHA-256 and length), plus one artifact per tenant: the
+ * tenant's whole database at the cut, as one standalone SQLite file
+ * (rollback-journal header, exactly what `restore` writes), stored at
+ *
+ *     checkpoints/artifacts/<id:016x>/<tenant>
+ *
+ * and named in the committed index by length and SHA-256. The key carries
+ * the checkpoint ID, which the store hands out once, so every artifact is
+ * written create-once and no two attempts share one. Artifacts are built
+ * incrementally: the image at the new cut starts from the previous Commit's
+ * artifact when the tenant's chain passes through that Commit's cut, so a
+ * checkpoint reads only the frames shipped since the last one.
+ *
+ * Protocol (docs/CHECKPOINTS.md "Taking a checkpoint"):
+ *   0. recover an attempt a crash left behind (its witness open or its
+ *      inventory active);
+ *   1. allocate an ID;                        ws_ckpt_allocate_id_at_least
+ *   2. read the cut: every tenant's watermark;
+ *   3. open the sink-open witness;            ws_ckpt_create_sink_open_witness
+ *   4. admit the artifact inventory;          ws_ckpt_begin_inventory
+ *   5. write the artifacts;                   create-once PUTs
+ *   6. create the committed index;            ws_ckpt_create_committed
+ *   7. record Commit: the decision;           ws_ckpt_record_outcome
+ *   8. clean up: complete the inventory, close the witness.
+ * An error between 3 and 7 aborts: record Abort (unless the head shows the
+ * Commit won), seal the candidate, delete every inventoried artifact,
+ * complete the inventory, close the witness. A crash anywhere leaves the
+ * witness open or the inventory active; the next checkpoint (or
+ * ws_checkpoint_recover) finishes the same abort from the durable state.
+ *
+ * Backends: an s3:// sink decides through the shared authority on the
+ * sink's own store (conditional writes, probed); a file:// sink through the
+ * local single-writer authority on the sink directory (an exclusive lease,
+ * held only for one call here, so readers wait for it briefly).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core_internal.h"
+#include "replay.h"
+#include "ws_ckpt.h"
+#include "ws_fault.h"
+
+#define ART_PREFIX WS_CKPT_PREFIX "/artifacts"
+#define INVENTORY_KEY WS_CKPT_PREFIX "/inventory"
+#define HEAD_KEY WS_CKPT_PREFIX "/head"
+#define LEASE_WAIT_MS_DEFAULT 5000u
+#define PEER_WAIT_MS_DEFAULT 30000u
+#define PREDECESSORS_MAX 1000000u
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static bool sink_is_file(const struct ws_sink *sink)
+{
+	return strncmp(sink->store->url, "file://", 7) == 0;
+}
+
+/*
+ * The decision store of the sink. A file:// sink's local lease is held by
+ * one call at a time; wait up to wait_ms for it.
+ */
+static int ckpt_open(struct ws_sink *sink, bool writer, unsigned wait_ms, struct ws_ckpt **out)
+{
+	int err = 0;
+	unsigned waited = 0;
+
+	*out = NULL;
+	if (!sink_is_file(sink)) {
+		*out = ws_ckpt_open_shared(sink->store, writer ? 0 : WS_CKPT_TRUST_CONDITIONAL, &err);
+		return *out ? 0 : err;
+	}
+	for (;;) {
+		*out = ws_ckpt_open_local(sink->store->url + 7, &err);
+		if (*out)
+			return 0;
+		if (err != WS_EFENCED || waited >= wait_ms)
+			return err;
+		sleep_ms(10);
+		waited += 10;
+	}
+}
+
+static bool ckpt_attempt_same(const struct ws_ckpt_attempt *a, const struct ws_ckpt_attempt *b)
+{
+	return a->checkpoint_id == b->checkpoint_id && a->epoch == b->epoch && a->token == b->token;
+}
+
+static void hex_of(const uint8_t *sha, char out[WS_SHA256_HEX_LEN + 1])
+{
+	ws_hex(sha, WS_SHA256_LEN, out);
+}
+
+static bool hex_to_sha(const char *hex, uint8_t out[WS_SHA256_LEN])
+{
+	for (size_t i = 0; i < WS_SHA256_LEN; i++) {
+		int hi = ws_hexval(hex[2 * i]), lo = hi < 0 ? -1 : ws_hexval(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return false;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return hex[2 * WS_SHA256_LEN] == '\0';
+}
+
+static void artifact_key(char out[WS_KEY_MAX], uint64_t id, const char *tenant)
+{
+	snprintf(out, WS_KEY_MAX, ART_PREFIX "/%016" PRIx64 "/%s", id, tenant);
+}
+
+static int tenant_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ws_ckpt_tenant_entry *)a)->tenant,
+		      ((const struct ws_ckpt_tenant_entry *)b)->tenant);
+}
+
+static int artifact_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ws_ckpt_artifact *)a)->key, ((const struct ws_ckpt_artifact *)b)->key);
+}
+
+static const struct ws_ckpt_tenant_entry *index_tenant(const struct ws_ckpt_index *idx, const char *tenant)
+{
+	struct ws_ckpt_tenant_entry k;
+	snprintf(k.tenant, sizeof(k.tenant), "%s", tenant);
+	return bsearch(&k, idx->tenants, idx->tenant_count, sizeof(k), tenant_cmp);
+}
+
+static const struct ws_ckpt_artifact *index_artifact(const struct ws_ckpt_index *idx, const char *key)
+{
+	struct ws_ckpt_artifact k;
+	snprintf(k.key, sizeof(k.key), "%s", key);
+	return bsearch(&k, idx->artifacts, idx->artifact_count, sizeof(k), artifact_cmp);
+}
+
+/* The base restore needs for tenant from a loaded index: its cut and artifact. */
+static int base_from_index(const struct ws_ckpt_index *idx, const char *tenant, struct ws_restore_base *out)
+{
+	const struct ws_ckpt_tenant_entry *t = index_tenant(idx, tenant);
+	const struct ws_ckpt_artifact *a;
+	char key[WS_KEY_MAX];
+
+	if (!t)
+		return ws_fail(WS_ENOTFOUND, "checkpoint %" PRIu64 " does not include tenant %s",
+			       idx->checkpoint_id, tenant);
+	artifact_key(key, idx->checkpoint_id, tenant);
+	a = index_artifact(idx, key);
+	if (!a)
+		return ws_fail(WS_EFORMAT, "checkpoint %" PRIu64 " names tenant %s but no artifact %s",
+			       idx->checkpoint_id, tenant, key);
+	memset(out, 0, sizeof(*out));
+	snprintf(out->cut.key, sizeof(out->cut.key), "%s", t->manifest_key);
+	if (!hex_to_sha(t->manifest_sha256, out->cut.sha))
+		return ws_fail(WS_EFORMAT, "checkpoint %" PRIu64 ": tenant %s manifest hash is not hex",
+			       idx->checkpoint_id, tenant);
+	out->cut.length = t->manifest_length;
+	snprintf(out->artifact_key, sizeof(out->artifact_key), "%s", a->key);
+	out->artifact_length = a->length;
+	snprintf(out->artifact_sha256, sizeof(out->artifact_sha256), "%s", a->sha256);
+	return 0;
+}
+
+static void info_from(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, bool own,
+		      struct ws_checkpoint_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->id = ref->id;
+	out->own = own;
+	out->committed = true;
+	out->ref_length = ref->length;
+	snprintf(out->ref_key, sizeof(out->ref_key), "%s", ref->key);
+	snprintf(out->ref_sha256, sizeof(out->ref_sha256), "%s", ref->sha256);
+	if (!idx)
+		return;
+	out->epoch = idx->epoch;
+	out->tenants = idx->tenant_count;
+	out->artifacts = idx->artifact_count;
+	for (size_t i = 0; i < idx->artifact_count; i++)
+		out->artifact_bytes += idx->artifacts[i].length;
+	out->has_predecessor = idx->has_predecessor;
+	out->predecessor_id = idx->has_predecessor ? idx->predecessor.id : 0;
+}
+
+/* ---- the cut -------------------------------------------------------------------- */
+
+struct cut {
+	struct ws_ckpt_tenant_entry *t;
+	size_t count, cap;
+};
+
+static int cut_add(struct ws_store *s, const char *tenant, struct cut *cut)
+{
+	struct ws_fmt_watermark wm;
+	struct ws_ckpt_tenant_entry *e;
+	int rc = ws_wm_load(s, tenant, &wm, NULL);
+
+	if (rc == WS_ENOTFOUND)
+		return 0; /* objects but no watermark yet: nothing durable to cut */
+	if (rc)
+		return rc;
+	if (wm.manifest_key[0] == '\0')
+		return 0;
+	if (cut->count >= WS_CKPT_TENANTS_MAX)
+		return ws_fail(WS_ETOOBIG, "checkpoint: more than %u tenants", WS_CKPT_TENANTS_MAX);
+	if (cut->count == cut->cap) {
+		size_t ncap = cut->cap ? cut->cap * 2 : 64;
+		void *n = realloc(cut->t, ncap * sizeof(*cut->t));
+		if (!n)
+			return -ENOMEM;
+		cut->t = n;
+		cut->cap = ncap;
+	}
+	e = &cut->t[cut->count++];
+	memset(e, 0, sizeof(*e));
+	snprintf(e->tenant, sizeof(e->tenant), "%s", tenant);
+	e->wal_generation = wm.gen.checkpoint_seq;
+	e->last_frame = wm.last_frame;
+	snprintf(e->manifest_key, sizeof(e->manifest_key), "%s", wm.manifest_key);
+	hex_of(wm.manifest_sha, e->manifest_sha256);
+	e->manifest_length = wm.manifest_length;
+	return 0;
+}
+
+/*
+ * Every tenant's watermark, in name order. One LIST per tenant: after a
+ * tenant's first key, the listing resumes after "<tenant>/~" ('~' sorts
+ * after every key character), skipping the rest of its objects.
+ */
+static int cut_read(struct ws_store *s, struct cut *cut)
+{
+	char after[WS_KEY_MAX] = "";
+	int rc;
+
+	memset(cut, 0, sizeof(*cut));
+	for (;;) {
+		struct ws_list_page page;
+		char tenant[WS_TENANT_MAX];
+		size_t n;
+
+		memset(&page, 0, sizeof(page));
+		rc = ws_store_list(s, "", after, 1, &page);
+		if (rc)
+			return ws_fail_wrap(rc, "checkpoint: list %s", s->url);
+		if (page.count == 0) {
+			ws_list_page_free(&page);
+			return 0;
+		}
+		n = strcspn(page.keys[0], "/");
+		tenant[0] = '\0';
+		if (n < sizeof(tenant)) {
+			memcpy(tenant, page.keys[0], n);
+			tenant[n] = '\0';
+		}
+		ws_list_page_free(&page);
+		snprintf(after, sizeof(after), "%s/~", tenant);
+		if (tenant[0] && ws_tenant_name_valid(tenant) && (rc = cut_add(s, tenant, cut)) != 0)
+			return ws_fail_wrap(rc, "checkpoint: tenant %s", tenant);
+	}
+}
+
+/* ---- reading the active inventory ------------------------------------------------ */
+
+/*
+ * The store's API has no reader for checkpoints/inventory, and recovery
+ * needs the exact active attempt and keys. The object is canonical JSON
+ * (docs/CHECKPOINTS.md), so its layout is fixed; anything this scan gets
+ * wrong is caught by ws_ckpt_complete_inventory, which compares exactly.
+ */
+static bool scan_u64(const char **p, const char *field, uint64_t *out)
+{
+	char pat[64];
+	const char *q;
+	char *end;
+	snprintf(pat, sizeof(pat), "\"%s\":\"", field);
+	q = strstr(*p, pat);
+	if (!q)
+		return false;
+	q += strlen(pat);
+	errno = 0;
+	*out = strtoull(q, &end, 10);
+	if (errno || *end != '"')
+		return false;
+	*p = end + 1;
+	return true;
+}
+
+static void inventory_free(struct ws_ckpt_inventory *inv)
+{
+	free(inv->keys);
+	inv->keys = NULL;
+	inv->key_count = 0;
+}
+
+static int inventory_read_active(struct ws_ckpt *c, struct ws_ckpt_inventory *inv, bool *active)
+{
+	struct ws_buf b;
+	const char *p, *q;
+	int rc;
+
+	memset(inv, 0, sizeof(*inv));
+	*active = false;
+	ws_buf_init(&b, (size_t)WS_CKPT_INDEX_BYTES_MAX);
+	rc = ws_store_get(ws_ckpt_store(c), INVENTORY_KEY, 0, UINT64_MAX, &b, NULL);
+	if (rc == WS_ENOTFOUND) {
+		rc = 0;
+		goto out;
+	}
+	if (rc)
+		goto out;
+	if (ws_buf_append(&b, "", 1) != 0) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	p = (const char *)b.data;
+	if (strncmp(p, "{\"active\":null", 14) == 0)
+		goto out;
+	if (strncmp(p, "{\"active\":{\"attempt\":{", 22) != 0 ||
+	    !scan_u64(&p, "checkpoint_id", &inv->attempt.checkpoint_id) ||
+	    !scan_u64(&p, "epoch", &inv->attempt.epoch) || !scan_u64(&p, "token", &inv->attempt.token) ||
+	    strncmp(p, "},\"keys\":[", 10) != 0) {
+		rc = ws_fail(WS_EFORMAT, "checkpoint object %s: unexpected layout", INVENTORY_KEY);
+		goto out;
+	}
+	p += 10;
+	while (*p == '"') {
+		size_t n;
+		q = strchr(p + 1, '"');
+		if (!q || (n = (size_t)(q - p - 1)) >= WS_KEY_MAX) {
+			rc = ws_fail(WS_EFORMAT, "checkpoint object %s: bad key", INVENTORY_KEY);
+			goto out;
+		}
+		void *nk = realloc(inv->keys, (inv->key_count + 1) * sizeof(*inv->keys));
+		if (!nk) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		inv->keys = nk;
+		memcpy(inv->keys[inv->key_count], p + 1, n);
+		inv->keys[inv->key_count][n] = '\0';
+		inv->key_count++;
+		p = q + 1;
+		if (*p == ',')
+			p++;
+	}
+	inv->scope = WS_CKPT_SCOPE_LOCAL;
+	if ((rc = ws_ckpt_deployment_id(c, inv->deployment)) != 0)
+		goto out;
+	*active = true;
+out:
+	if (rc)
+		inventory_free(inv);
+	ws_buf_free(&b);
+	return rc;
+}
+
+/* ---- aborting an attempt ---------------------------------------------------------- */
+
+/* Seal every candidate index of checkpoint id at checkpoints/committed/<id>-*. */
+static int seal_candidates(struct ws_ckpt *c, uint64_t id)
+{
+	char prefix[WS_KEY_MAX], token[WS_KEY_MAX] = "";
+	struct ws_store *s = ws_ckpt_store(c);
+	int rc = 0;
+
+	snprintf(prefix, sizeof(prefix), WS_CKPT_PREFIX "/committed/%016" PRIx64 "-", id);
+	for (;;) {
+		struct ws_list_page page;
+		bool more;
+		memset(&page, 0, sizeof(page));
+		rc = ws_store_list(s, prefix, token, WS_LIST_PAGE_MAX, &page);
+		if (rc)
+			return ws_fail_wrap(rc, "checkpoint %" PRIu64 ": list candidates", id);
+		for (size_t i = 0; i < page.count && !rc; i++) {
+			struct ws_ckpt_ref ref;
+			struct ws_ckpt_index idx;
+			const char *sha = page.keys[i] + strlen(prefix);
+			memset(&ref, 0, sizeof(ref));
+			ref.id = id;
+			ref.length = page.sizes ? page.sizes[i] : 0;
+			snprintf(ref.sha256, sizeof(ref.sha256), "%.64s", sha);
+			snprintf(ref.key, sizeof(ref.key), "%s", page.keys[i]);
+			rc = ws_ckpt_load_committed(c, &ref, &idx);
+			if (rc == WS_EPRECOND || rc == WS_ENOTFOUND || rc == WS_ECORRUPT) {
+				rc = 0; /* sealed already (or not ours to seal) */
+				continue;
+			}
+			if (rc)
+				break;
+			rc = ws_ckpt_seal_aborted_candidate(c, &idx);
+			ws_ckpt_index_free(&idx);
+		}
+		more = page.truncated;
+		if (more)
+			snprintf(token, sizeof(token), "%s", page.next_token);
+		ws_list_page_free(&page);
+		if (rc || !more)
+			return rc;
+	}
+}
+
+/* Is checkpoint id decided, and as a Commit? */
+static int decided(struct ws_ckpt *c, uint64_t id, bool *is_decided, bool *is_commit)
+{
+	struct ws_ckpt_head h;
+	bool found;
+	int rc = ws_ckpt_decision_head(c, &h, &found);
+	*is_decided = *is_commit = false;
+	if (rc || !found)
+		return rc;
+	*is_decided = h.latest_terminal.checkpoint_id >= id;
+	*is_commit = h.has_commit && h.latest_commit.checkpoint_id == id;
+	return 0;
+}
+
+/*
+ * Finish attempt a: if the head committed it, keep everything; otherwise
+ * decide Abort, seal its candidate, delete its artifacts. Then complete
+ * inventory (when it is a's) and close the witness (when it is a's).
+ */
+static int finish_attempt(struct ws_ckpt *c, const struct ws_ckpt_attempt *a, const struct ws_ckpt_inventory *inv,
+			  const struct ws_ckpt_witness *wit)
+{
+	struct ws_ckpt_inventory_result ir;
+	bool is_decided, is_commit;
+	int rc = decided(c, a->checkpoint_id, &is_decided, &is_commit);
+
+	if (rc)
+		return rc;
+	if (!is_decided) {
+		struct ws_ckpt_record_result rr;
+		rc = ws_ckpt_record_outcome(c, a->epoch, a->checkpoint_id, WS_CKPT_SCOPE_LOCAL, NULL, NULL,
+					    WS_CKPT_ABORT, NULL, &rr);
+		if (rc)
+			return ws_fail_wrap(rc, "checkpoint %" PRIu64 ": record Abort", a->checkpoint_id);
+		is_commit = rr.winner.checkpoint_id == a->checkpoint_id && rr.winner.verdict == WS_CKPT_COMMIT;
+	}
+	if (!is_commit) {
+		if ((rc = seal_candidates(c, a->checkpoint_id)) != 0)
+			return rc;
+		if (inv && inv->key_count) {
+			const char **keys = malloc(inv->key_count * sizeof(*keys));
+			if (!keys)
+				return -ENOMEM;
+			for (size_t i = 0; i < inv->key_count; i++)
+				keys[i] = inv->keys[i];
+			if ((rc = WS_FAULT("checkpoint.abort.before_delete")) == 0)
+				rc = ws_store_del_many(ws_ckpt_store(c), keys, inv->key_count);
+			free(keys);
+			if (rc)
+				return ws_fail_wrap(rc, "checkpoint %" PRIu64 ": delete artifacts", a->checkpoint_id);
+		}
+	}
+	if (inv && (rc = ws_ckpt_complete_inventory(c, inv, &ir)) != 0)
+		return ws_fail_wrap(rc, "checkpoint %" PRIu64 ": complete inventory", a->checkpoint_id);
+	if (wit && (rc = ws_ckpt_clear_sink_open_witness(c, wit)) != 0)
+		return ws_fail_wrap(rc, "checkpoint %" PRIu64 ": close witness", a->checkpoint_id);
+	return 0;
+}
+
+/* Recover whatever attempt a crash left: its witness open or its inventory active. */
+static int recover_locked(struct ws_ckpt *c, bool *recovered)
+{
+	struct ws_ckpt_witness wit;
+	struct ws_ckpt_inventory inv;
+	bool wfound, wopen, iactive;
+	int rc;
+
+	*recovered = false;
+	if ((rc = ws_ckpt_sink_open_witness(c, &wit, &wfound)) != 0)
+		return rc;
+	wopen = wfound && wit.state == WS_CKPT_WITNESS_OPEN;
+	if ((rc = inventory_read_active(c, &inv, &iactive)) != 0)
+		return rc;
+	if (iactive)
+		rc = finish_attempt(c, &inv.attempt, &inv,
+				    wopen && ckpt_attempt_same(&wit.attempt, &inv.attempt) ? &wit : NULL);
+	if (!rc && wopen && (!iactive || !ckpt_attempt_same(&wit.attempt, &inv.attempt)))
+		rc = finish_attempt(c, &wit.attempt, NULL, &wit);
+	*recovered = !rc && (iactive || wopen);
+	inventory_free(&inv);
+	return rc;
+}
+
+int ws_checkpoint_recover(struct ws_sink *sink, bool *recovered)
+{
+	struct ws_ckpt *c;
+	bool r = false;
+	int rc = ckpt_open(sink, true, LEASE_WAIT_MS_DEFAULT, &c);
+	if (rc)
+		return rc;
+	rc = recover_locked(c, &r);
+	ws_ckpt_close(c);
+	if (recovered)
+		*recovered = r;
+	return rc;
+}
+
+/* ---- taking a checkpoint ------------------------------------------------------------ */
+
+/* The name this sink takes part in a checkpoint under: its URL, or a hash of it. */
+static void sink_name(const struct ws_sink *sink, char out[WS_CKPT_NAME_MAX])
+{
+	const char *url = sink->store->url;
+	bool ok = strlen(url) < WS_CKPT_NAME_MAX;
+	for (const char *p = url; ok && *p; p++)
+		ok = *p > ' ' && *p < 127;
+	if (ok) {
+		snprintf(out, WS_CKPT_NAME_MAX, "%s", url);
+	} else {
+		uint8_t sha[WS_SHA256_LEN];
+		char hex[WS_SHA256_HEX_LEN + 1];
+		ws_sha256(url, strlen(url), sha);
+		hex_of(sha, hex);
+		snprintf(out, WS_CKPT_NAME_MAX, "sink-%.32s", hex);
+	}
+}
+
+static int read_file(const char *path, struct ws_buf *b)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+	if (fd < 0)
+		return ws_fail(-errno, "open %s", path);
+	if (fstat(fd, &st) != 0) {
+		rc = ws_fail(-errno, "stat %s", path);
+		goto out;
+	}
+	ws_buf_reset(b);
+	if ((rc = ws_buf_reserve(b, (size_t)st.st_size)) != 0)
+		goto out;
+	while (b->len < (size_t)st.st_size) {
+		ssize_t n = read(fd, b->data + b->len, (size_t)st.st_size - b->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = ws_fail(n < 0 ? -errno : -EIO, "read %s", path);
+			goto out;
+		}
+		b->len += (size_t)n;
+	}
+out:
+	close(fd);
+	return rc;
+}
+
+/*
+ * Build, hash and upload one tenant's artifact at its cut (create-once).
+ * prev: the previous Commit's index, whose artifact is the base when the
+ * tenant's chain passes through its cut.
+ */
+static int artifact_write(struct ws_store *s, const struct ws_ckpt_tenant_entry *t, const char *key,
+			  const struct ws_ckpt_index *prev, const char *tmp, struct ws_buf *b,
+			  struct ws_ckpt_artifact *out, struct ws_checkpoint_info *info)
+{
+	struct ws_chain_stop head;
+	struct ws_restore_base base;
+	bool have_base = prev && base_from_index(prev, t->tenant, &base) == 0, used = false;
+	uint8_t sha[WS_SHA256_LEN];
+	int rc;
+
+	memset(&head, 0, sizeof(head));
+	snprintf(head.key, sizeof(head.key), "%s", t->manifest_key);
+	if (!hex_to_sha(t->manifest_sha256, head.sha))
+		return ws_fail(WS_EFORMAT, "tenant %s: bad manifest hash", t->tenant);
+	head.length = t->manifest_length;
+	rc = ws_restore_image(s, t->tenant, &head, have_base ? &base : NULL, tmp, &used);
+	if (rc)
+		return ws_fail_wrap(rc, "checkpoint: build the image of tenant %s", t->tenant);
+	if (used)
+		info->incremental++;
+	rc = read_file(tmp, b);
+	unlink(tmp);
+	if (rc)
+		return rc;
+	ws_sha256(b->data, b->len, sha);
+	memset(out, 0, sizeof(*out));
+	snprintf(out->key, sizeof(out->key), "%s", key);
+	out->length = b->len;
+	hex_of(sha, out->sha256);
+	if ((rc = WS_FAULT("checkpoint.artifact.before_put")) != 0)
+		return ws_fail(rc, "fault checkpoint.artifact.before_put");
+	rc = ws_store_put(s, key, b->data, b->len, WS_PUT_CREATE, NULL, NULL);
+	if (rc)
+		return ws_fail_wrap(rc, "checkpoint: write artifact %s", key);
+	if ((rc = WS_FAULT("checkpoint.artifact.after_put")) != 0)
+		return ws_fail(rc, "fault checkpoint.artifact.after_put");
+	info->artifact_bytes += b->len;
+	return 0;
+}
+
+static uint64_t random_token(void)
+{
+	uint64_t t = 0;
+	while (t == 0) {
+		if (getrandom(&t, sizeof(t), 0) != (ssize_t)sizeof(t))
+			t = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	}
+	return t;
+}
+
+/*
+ * Another attempt holds the witness: wait until it is terminal and return
+ * the durable winner (the latest terminal outcome) as not our own.
+ */
+static int wait_for_peer(struct ws_ckpt *c, uint64_t peer_id, unsigned wait_ms, struct ws_checkpoint_info *out)
+{
+	unsigned waited = 0;
+	for (;;) {
+		struct ws_ckpt_head h;
+		bool found;
+		int rc = ws_ckpt_decision_head(c, &h, &found);
+		if (rc)
+			return rc;
+		if (found && h.latest_terminal.checkpoint_id >= peer_id) {
+			struct ws_ckpt_index idx;
+			const struct ws_ckpt_outcome *w = &h.latest_terminal;
+			memset(out, 0, sizeof(*out));
+			out->id = w->checkpoint_id;
+			out->own = false;
+			out->committed = w->verdict == WS_CKPT_COMMIT;
+			if (out->committed && ws_ckpt_load_committed(c, &w->committed, &idx) == 0) {
+				info_from(&w->committed, &idx, false, out);
+				ws_ckpt_index_free(&idx);
+			}
+			return 0;
+		}
+		if (waited >= wait_ms)
+			return ws_fail(WS_EPRECOND, "checkpoint: attempt %" PRIu64 " of another writer is "
+				       "still active after %u ms", peer_id, wait_ms);
+		sleep_ms(20);
+		waited += 20;
+	}
+}
+
+int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *opts, struct ws_checkpoint_info *out)
+{
+	struct ws_checkpoint_opts none = { 0 };
+	struct ws_ckpt *c = NULL;
+	struct ws_ckpt_attempt a;
+	struct ws_ckpt_witness wit;
+	struct ws_ckpt_inventory inv;
+	struct ws_ckpt_index idx, prev;
+	struct ws_ckpt_outcome latest;
+	struct ws_ckpt_ref ref;
+	struct ws_ckpt_record_result rr;
+	struct ws_ckpt_inventory_result ir;
+	struct cut cut;
+	struct ws_buf b;
+	char name[WS_CKPT_NAME_MAX], tmp[4096];
+	const char *sinks[1] = { name };
+	const char *tmpdir;
+	bool have_prev = false, have_latest = false, wit_open = false, inv_active = false, created = false;
+	bool recovered, inv_tried = false;
+	int rc;
+
+	if (!opts)
+		opts = &none;
+	memset(out, 0, sizeof(*out));
+	memset(&cut, 0, sizeof(cut));
+	memset(&inv, 0, sizeof(inv));
+	memset(&idx, 0, sizeof(idx));
+	memset(&prev, 0, sizeof(prev));
+	memset(&ref, 0, sizeof(ref));
+	memset(&a, 0, sizeof(a));
+	memset(&wit, 0, sizeof(wit));
+	ws_buf_init(&b, WS_BUF_DEFAULT_MAX);
+	sink_name(sink, name);
+	tmpdir = opts->tmp_dir ? opts->tmp_dir : getenv("TMPDIR");
+	if (!tmpdir || !*tmpdir)
+		tmpdir = "/tmp";
+
+	rc = ckpt_open(sink, true, opts->wait_ms ? opts->wait_ms : LEASE_WAIT_MS_DEFAULT, &c);
+	if (rc)
+		goto done;
+	/* 0. A local writer holds the lease: an open witness or an active
+	 * inventory can only be a crashed attempt. A shared writer recovers
+	 * only when asked (another writer may be mid-attempt). */
+	if ((sink_is_file(sink) || opts->recover) && (rc = recover_locked(c, &recovered)) != 0)
+		goto done;
+	/* 1. ID and attempt. */
+	memset(&a, 0, sizeof(a));
+	a.epoch = opts->epoch ? opts->epoch : 1;
+	a.token = random_token();
+	if ((rc = ws_ckpt_allocate_id_at_least(c, 1, &a.checkpoint_id)) != 0)
+		goto done;
+	out->id = a.checkpoint_id;
+	out->epoch = a.epoch;
+	/* 2. The cut, and the Commit it extends. */
+	if ((rc = ws_ckpt_latest_commit(c, &latest, &have_latest)) != 0)
+		goto done;
+	if (have_latest) {
+		if ((rc = ws_ckpt_load_committed(c, &latest.committed, &prev)) != 0)
+			goto done;
+		have_prev = true;
+	}
+	if ((rc = cut_read(sink->store, &cut)) != 0)
+		goto done;
+	/* 3. The witness, before the sink begins taking part. */
+	rc = ws_ckpt_create_sink_open_witness(c, opts->pipeline ? opts->pipeline : "walship",
+					      opts->participant ? opts->participant : 1, &a, sinks, 1, &wit);
+	if (rc == WS_EPRECOND && ws_ckpt_last_kind() == WS_CKPT_ACTIVE_ATTEMPT) {
+		struct ws_ckpt_witness peer;
+		bool found;
+		if ((rc = ws_ckpt_sink_open_witness(c, &peer, &found)) != 0)
+			goto done;
+		rc = wait_for_peer(c, found ? peer.attempt.checkpoint_id : a.checkpoint_id,
+				   opts->peer_wait_ms ? opts->peer_wait_ms : PEER_WAIT_MS_DEFAULT, out);
+		goto done;
+	}
+	if (rc)
+		goto done;
+	wit_open = true;
+	/* 4. Admit the inventory: every artifact key, before any is written. */
+	inv.scope = WS_CKPT_SCOPE_LOCAL;
+	inv.attempt = a;
+	inv.key_count = cut.count;
+	if (cut.count && !(inv.keys = calloc(cut.count, sizeof(*inv.keys)))) {
+		rc = -ENOMEM;
+		goto abort;
+	}
+	for (size_t i = 0; i < cut.count; i++)
+		artifact_key(inv.keys[i], a.checkpoint_id, cut.t[i].tenant);
+	if ((rc = ws_ckpt_deployment_id(c, inv.deployment)) != 0)
+		goto abort;
+	inv_tried = true;
+	rc = ws_ckpt_begin_inventory(c, &inv, &ir);
+	if (rc)
+		goto abort;
+	inv_active = true;
+	/* 5. The artifacts. */
+	memset(&idx, 0, sizeof(idx));
+	memcpy(idx.deployment, inv.deployment, sizeof(idx.deployment));
+	idx.checkpoint_id = a.checkpoint_id;
+	idx.epoch = a.epoch;
+	idx.tenant_count = cut.count;
+	idx.tenants = cut.t;
+	idx.artifact_count = cut.count;
+	if (cut.count && !(idx.artifacts = calloc(cut.count, sizeof(*idx.artifacts)))) {
+		rc = -ENOMEM;
+		goto abort;
+	}
+	if (have_latest) {
+		idx.has_predecessor = true;
+		idx.predecessor = latest.committed;
+	}
+	snprintf(tmp, sizeof(tmp), "%s/walship-ckpt-%d-%" PRIx64 ".db", tmpdir, (int)getpid(), a.token);
+	for (size_t i = 0; i < cut.count; i++) {
+		rc = artifact_write(sink->store, &cut.t[i], inv.keys[i], have_prev ? &prev : NULL, tmp, &b,
+				    &idx.artifacts[i], out);
+		if (rc)
+			goto abort;
+	}
+	/* 6. The committed index, content-addressed. */
+	rc = ws_ckpt_create_committed(c, &idx, &ref);
+	if (rc)
+		goto abort;
+	created = true;
+	/* 7. The decision. */
+	rc = ws_ckpt_record_outcome(c, a.epoch, a.checkpoint_id, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_COMMIT,
+				    &ref, &rr);
+	if (rc)
+		goto abort;
+	if (rr.kind != WS_CKPT_OK && rr.kind != WS_CKPT_CONVERGED) {
+		/* Another outcome won: ours is not the decision; the durable
+		 * winner is the result, and our attempt is cleaned up. */
+		rc = finish_attempt(c, &a, &inv, &wit);
+		memset(out, 0, sizeof(*out));
+		out->id = rr.winner.checkpoint_id;
+		out->committed = rr.winner.verdict == WS_CKPT_COMMIT;
+		if (out->committed)
+			info_from(&rr.winner.committed, NULL, false, out);
+		goto done;
+	}
+	/* 8. Clean up. The checkpoint is committed whatever happens now: a
+	 * failed clean-up is finished by the next call (recovery). */
+	{
+		uint64_t bytes = out->artifact_bytes, incr = out->incremental;
+		info_from(&ref, &idx, true, out);
+		out->artifact_bytes = bytes;
+		out->incremental = incr;
+	}
+	if (ws_ckpt_complete_inventory(c, &inv, &ir) != 0 || ws_ckpt_clear_sink_open_witness(c, &wit) != 0)
+		out->cleanup_pending = true;
+	rc = 0;
+	goto done;
+abort:
+	{
+		/* Keep the failure's detail; the clean-up may fail too (then the
+		 * next call recovers from the durable state). */
+		int crc;
+		char detail[512];
+		struct ws_ckpt_inventory durable;
+		bool dactive = false;
+		snprintf(detail, sizeof(detail), "%s", ws_errmsg());
+		(void)created;
+		memset(&durable, 0, sizeof(durable));
+		/* begin_inventory failed: did its write land anyway? */
+		if (inv_tried && !inv_active && inventory_read_active(c, &durable, &dactive) == 0 && dactive &&
+		    ckpt_attempt_same(&durable.attempt, &a))
+			inv_active = true;
+		inventory_free(&durable);
+		crc = finish_attempt(c, &a, inv_active ? &inv : NULL, wit_open ? &wit : NULL);
+		if (crc == 0) {
+			/* Committed after all (the decision landed before the error)? */
+			bool is_decided, is_commit;
+			struct ws_ckpt_outcome term;
+			bool tfound;
+			if (decided(c, a.checkpoint_id, &is_decided, &is_commit) == 0 && is_commit) {
+				info_from(&ref, &idx, true, out);
+				rc = 0;
+				goto done;
+			}
+			/* Another writer decided a later checkpoint while ours ran (its
+			 * ID made ours terminal): that durable winner is the result. */
+			if (ws_ckpt_latest_terminal(c, &term, &tfound) == 0 && tfound &&
+			    term.checkpoint_id > a.checkpoint_id) {
+				rc = wait_for_peer(c, term.checkpoint_id, 0, out);
+				goto done;
+			}
+		}
+		ws_fail(rc, "checkpoint %" PRIu64 " aborted: %s%s", a.checkpoint_id, detail,
+			crc ? " (clean-up left for recovery)" : "");
+	}
+done:
+	if (idx.artifacts)
+		free(idx.artifacts);
+	if (have_prev)
+		ws_ckpt_index_free(&prev);
+	free(cut.t);
+	free(inv.keys);
+	ws_buf_free(&b);
+	ws_ckpt_close(c);
+	return rc;
+}
+
+/* ---- reading checkpoints -------------------------------------------------------------- */
+
+/* The ref of checkpoint id (0: the latest Commit), walking predecessors. */
+static int find_ref(struct ws_ckpt *c, uint64_t id, struct ws_ckpt_ref *ref, struct ws_ckpt_index *idx)
+{
+	struct ws_ckpt_outcome latest;
+	bool found;
+	int rc = ws_ckpt_latest_commit(c, &latest, &found);
+	if (rc)
+		return rc;
+	if (!found)
+		return ws_fail(WS_ENOTFOUND, "no committed checkpoint at this sink");
+	*ref = latest.committed;
+	for (unsigned n = 0; n < PREDECESSORS_MAX; n++) {
+		rc = ws_ckpt_load_committed(c, ref, idx);
+		if (rc == WS_ENOTFOUND && id)
+			return ws_fail(WS_ENOTFOUND, "checkpoint %" PRIu64 " is not stored (retention removed "
+				       "it, or it was never committed)", id);
+		if (rc)
+			return rc;
+		if (!id || idx->checkpoint_id == id)
+			return 0;
+		if (idx->checkpoint_id < id || !idx->has_predecessor) {
+			ws_ckpt_index_free(idx);
+			return ws_fail(WS_ENOTFOUND, "checkpoint %" PRIu64 " is not a committed checkpoint", id);
+		}
+		*ref = idx->predecessor;
+		ws_ckpt_index_free(idx);
+	}
+	return ws_fail(WS_ETOOBIG, "checkpoint chain longer than %u", PREDECESSORS_MAX);
+}
+
+int ws_checkpoint_base_for(struct ws_sink *sink, const char *tenant, struct ws_restore_base *out)
+{
+	struct ws_ckpt *c;
+	struct ws_ckpt_ref ref;
+	struct ws_ckpt_index idx;
+	struct ws_obj_info info;
+	int rc = ws_store_head(sink->store, HEAD_KEY, &info);
+
+	if (rc)
+		return rc; /* WS_ENOTFOUND: nothing decided, the common case */
+	if ((rc = ckpt_open(sink, false, LEASE_WAIT_MS_DEFAULT, &c)) != 0)
+		return rc;
+	rc = find_ref(c, 0, &ref, &idx);
+	if (rc == 0) {
+		rc = base_from_index(&idx, tenant, out);
+		ws_ckpt_index_free(&idx);
+	}
+	ws_ckpt_close(c);
+	return rc;
+}
+
+int ws_checkpoint_list(struct ws_sink *sink, ws_checkpoint_fn fn, void *arg)
+{
+	struct ws_ckpt *c;
+	struct ws_ckpt_outcome latest;
+	struct ws_ckpt_ref ref;
+	bool found;
+	int rc = ckpt_open(sink, false, LEASE_WAIT_MS_DEFAULT, &c);
+
+	if (rc)
+		return rc;
+	rc = ws_ckpt_latest_commit(c, &latest, &found);
+	if (rc || !found)
+		goto out;
+	ref = latest.committed;
+	for (unsigned n = 0; n < PREDECESSORS_MAX; n++) {
+		struct ws_ckpt_index idx;
+		struct ws_checkpoint_info info;
+		bool more;
+		rc = ws_ckpt_load_committed(c, &ref, &idx);
+		if (rc == WS_ENOTFOUND && n > 0) {
+			rc = 0; /* older ones were removed by retention */
+			break;
+		}
+		if (rc)
+			break;
+		info_from(&ref, &idx, true, &info);
+		more = idx.has_predecessor;
+		if (more)
+			ref = idx.predecessor;
+		ws_ckpt_index_free(&idx);
+		if ((rc = fn(&info, arg)) != 0 || !more)
+			break;
+	}
+out:
+	ws_ckpt_close(c);
+	return rc;
+}
+
+int ws_restore_checkpoint(struct ws_sink *sink, const char *tenant, uint64_t checkpoint_id, const char *out_path,
+			  bool force)
+{
+	struct ws_ckpt *c = NULL;
+	struct ws_ckpt_ref ref;
+	struct ws_ckpt_index idx;
+	struct ws_restore_base base;
+	char *tmp = NULL;
+	int fd = -1, rc;
+
+	if ((rc = ws_restore_prepare(tenant, out_path, force)) != 0)
+		return rc;
+	if ((rc = ckpt_open(sink, false, LEASE_WAIT_MS_DEFAULT, &c)) != 0)
+		return rc;
+	rc = find_ref(c, checkpoint_id, &ref, &idx);
+	if (rc)
+		goto out;
+	rc = base_from_index(&idx, tenant, &base);
+	ws_ckpt_index_free(&idx);
+	if (rc)
+		goto out;
+	if ((rc = ws_restore_tmp_open(out_path, &tmp, &fd)) != 0)
+		goto out;
+	rc = ws_artifact_fetch(sink->store, base.artifact_key, base.artifact_length, base.artifact_sha256, fd);
+	if (!rc && fsync(fd) != 0)
+		rc = ws_fail(-errno, "fsync %s", tmp);
+out:
+	rc = ws_restore_end(fd, tmp, out_path, force, tenant, rc);
+	ws_ckpt_close(c);
+	return rc;
+}
+
+/* ---- retention ---------------------------------------------------------------------------- */
+
+struct ret_ctx {
+	struct ws_ckpt *c;
+	struct ws_store *s;
+	bool dry;
+	ws_retention_fn fn;
+	void *arg;
+	struct ws_retention_report *rep;
+	/* Dry run: keys already reported (nothing is deleted, so walks that
+	 * a real run finds already swept would name them again). */
+	char **seen;
+	size_t seen_count, seen_cap;   /* open addressing; cap a power of two */
+};
+
+static uint64_t key_hash(const char *k)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *k; k++)
+		h = (h ^ (uint8_t)*k) * 1099511628211ull;
+	return h;
+}
+
+/* Insert key; 1 if it was new, 0 if seen, -ENOMEM. */
+static int seen_add(struct ret_ctx *x, const char *key)
+{
+	size_t i;
+	if (2 * (x->seen_count + 1) > x->seen_cap) {
+		size_t ncap = x->seen_cap ? x->seen_cap * 2 : 1024;
+		char **n = calloc(ncap, sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		for (size_t j = 0; j < x->seen_cap; j++) {
+			if (!x->seen[j])
+				continue;
+			for (i = key_hash(x->seen[j]) & (ncap - 1); n[i]; i = (i + 1) & (ncap - 1))
+				;
+			n[i] = x->seen[j];
+		}
+		free(x->seen);
+		x->seen = n;
+		x->seen_cap = ncap;
+	}
+	for (i = key_hash(key) & (x->seen_cap - 1); x->seen[i]; i = (i + 1) & (x->seen_cap - 1))
+		if (strcmp(x->seen[i], key) == 0)
+			return 0;
+	if (!(x->seen[i] = strdup(key)))
+		return -ENOMEM;
+	x->seen_count++;
+	return 1;
+}
+
+static void seen_free(struct ret_ctx *x)
+{
+	for (size_t i = 0; i < x->seen_cap; i++)
+		free(x->seen[i]);
+	free(x->seen);
+}
+
+static int ret_delete(struct ret_ctx *x, const char *key)
+{
+	int rc;
+	if (x->dry && (rc = seen_add(x, key)) <= 0)
+		return rc;
+	if (x->fn)
+		x->fn(key, x->arg);
+	x->rep->deleted++;
+	if (x->dry)
+		return 0;
+	if ((rc = WS_FAULT("retention.before_delete")) != 0)
+		return ws_fail(rc, "fault retention.before_delete at %s", key);
+	rc = ws_store_del(x->s, key);
+	if (rc)
+		return ws_fail_wrap(rc, "retention: delete %s", key);
+	if ((rc = WS_FAULT("retention.after_delete")) != 0)
+		return ws_fail(rc, "fault retention.after_delete at %s", key);
+	return 0;
+}
+
+/* A sorted set of keys: what a tenant's live stream and protected cut need. */
+struct keyset {
+	char (*k)[WS_KEY_MAX];
+	size_t n, cap;
+};
+
+static int keyset_add(struct keyset *ks, const char *key)
+{
+	if (ks->n == ks->cap) {
+		size_t ncap = ks->cap ? ks->cap * 2 : 64;
+		void *n = realloc(ks->k, ncap * sizeof(*ks->k));
+		if (!n)
+			return -ENOMEM;
+		ks->k = n;
+		ks->cap = ncap;
+	}
+	snprintf(ks->k[ks->n++], WS_KEY_MAX, "%s", key);
+	return 0;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+static bool keyset_has(const struct keyset *ks, const char *key)
+{
+	return ks->n && bsearch(key, ks->k, ks->n, sizeof(*ks->k), key_cmp) != NULL;
+}
+
+static int keyset_add_chain(struct keyset *ks, const struct ws_chain *c)
+{
+	int rc = 0;
+	for (size_t i = 0; i < c->count && !rc; i++) {
+		const struct ws_fmt_manifest *m = &c->m[i];
+		rc = keyset_add(ks, c->keys[i]);
+		for (uint32_t k = 0; k < m->snap_count && !rc; k++)
+			rc = keyset_add(ks, m->snaps[k].key);
+		for (uint32_t k = 0; k < m->batch_count && !rc; k++)
+			rc = keyset_add(ks, m->batches[k].key);
+	}
+	return rc;
+}
+
+static void cut_of(const struct ws_ckpt_tenant_entry *t, struct ws_chain_stop *out)
+{
+	memset(out, 0, sizeof(*out));
+	snprintf(out->key, sizeof(out->key), "%s", t->manifest_key);
+	if (!hex_to_sha(t->manifest_sha256, out->sha))
+		memset(out->sha, 0, sizeof(out->sha)); /* never matches: nothing is taken for the cut */
+	out->length = t->manifest_length;
+}
+
+/*
+ * What must stay for tenant t: every object of the live chain (from the
+ * watermark back to the protected cut, or to its REBASE base when it no
+ * longer passes through the cut) and the cut manifest with its objects.
+ * Objects are content-keyed, so a re-based chain may share keys with an
+ * old one: deletions are always checked against this set.
+ */
+static int keep_set(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, struct keyset *ks)
+{
+	struct ws_fmt_watermark wm;
+	struct ws_chain_stop cut;
+	struct ws_chain c;
+	bool stopped;
+	int rc;
+
+	memset(ks, 0, sizeof(*ks));
+	cut_of(t, &cut);
+	rc = ws_wm_load(x->s, t->tenant, &wm, NULL);
+	if (rc && rc != WS_ENOTFOUND)
+		return rc;
+	if (rc == 0) {
+		if ((rc = ws_chain_load_stop(x->s, t->tenant, &wm, &cut, &c, &stopped)) != 0)
+			return ws_fail_wrap(rc, "retention: tenant %s: live chain", t->tenant);
+		rc = keyset_add_chain(ks, &c);
+		ws_chain_free(&c);
+		if (rc)
+			return rc;
+	}
+	rc = ws_chain_load_from(x->s, t->tenant, &cut, &cut, 0, &c, &stopped);
+	if (rc == 0) {
+		rc = keyset_add_chain(ks, &c);
+		ws_chain_free(&c);
+	} else if (rc == WS_EINCOMPLETE) {
+		rc = 0; /* the cut manifest is gone: the tenant was removed */
+	}
+	if (!rc && ks->n)
+		qsort(ks->k, ks->n, sizeof(*ks->k), key_cmp);
+	return rc;
+}
+
+/*
+ * Delete the chain from head back (manifests and the batches and snapshot
+ * parts they name), oldest first and each manifest after its objects,
+ * sparing every key in keep: a crash leaves a chain from head back to the
+ * oldest manifest still there and nothing unreachable from it, so the next
+ * run finishes the job.
+ */
+static int sweep_chain(struct ret_ctx *x, const char *tenant, const struct ws_chain_stop *head,
+		       const struct keyset *keep)
+{
+	struct ws_chain c;
+	int rc = ws_chain_load_from(x->s, tenant, head, NULL, WS_CHAIN_UPTO_MISSING, &c, NULL);
+
+	if (rc == WS_EINCOMPLETE && c.count == 0)
+		return 0; /* head itself is gone: swept already */
+	if (rc)
+		return ws_fail_wrap(rc, "retention: tenant %s", tenant);
+	for (size_t i = 0; i < c.count && !rc; i++) {
+		const struct ws_fmt_manifest *m = &c.m[i];
+		for (uint32_t k = 0; k < m->snap_count && !rc; k++)
+			if (!keyset_has(keep, m->snaps[k].key))
+				rc = ret_delete(x, m->snaps[k].key);
+		for (uint32_t k = 0; k < m->batch_count && !rc; k++)
+			if (!keyset_has(keep, m->batches[k].key))
+				rc = ret_delete(x, m->batches[k].key);
+		if (!rc && !keyset_has(keep, c.keys[i]))
+			rc = ret_delete(x, c.keys[i]);
+	}
+	ws_chain_free(&c);
+	return rc;
+}
+
+/* The refs of the checkpoints older than p that are still stored, newest first. */
+static int older_refs(struct ret_ctx *x, const struct ws_ckpt_index *p, struct ws_ckpt_ref **out, size_t *count)
+{
+	struct ws_ckpt_ref ref;
+	size_t cap = 0;
+	bool more = p->has_predecessor;
+	int rc = 0;
+
+	*out = NULL;
+	*count = 0;
+	if (more)
+		ref = p->predecessor;
+	while (more && *count < PREDECESSORS_MAX) {
+		struct ws_ckpt_index idx;
+		rc = ws_ckpt_load_committed(x->c, &ref, &idx);
+		if (rc == WS_ENOTFOUND) {
+			rc = 0;
+			break;
+		}
+		if (rc)
+			break;
+		if (*count == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			void *n = realloc(*out, ncap * sizeof(**out));
+			if (!n) {
+				ws_ckpt_index_free(&idx);
+				rc = -ENOMEM;
+				break;
+			}
+			*out = n;
+			cap = ncap;
+		}
+		(*out)[(*count)++] = ref;
+		more = idx.has_predecessor;
+		if (more)
+			ref = idx.predecessor;
+		ws_ckpt_index_free(&idx);
+	}
+	if (rc) {
+		free(*out);
+		*out = NULL;
+		*count = 0;
+	}
+	return rc;
+}
+
+/*
+ * Phase SWEEP_ARTIFACTS: the artifacts of older checkpoints; each tenant's
+ * stream before the protected cut; and the chains behind older checkpoints'
+ * cuts that a REBASE has since cut off from the live stream.
+ */
+static int sweep_artifacts(struct ret_ctx *x, const struct ws_ckpt_index *p)
+{
+	struct ws_ckpt_ref *refs;
+	size_t n;
+	int rc = older_refs(x, p, &refs, &n);
+
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct ws_ckpt_index idx;
+		rc = ws_ckpt_load_committed(x->c, &refs[i], &idx);
+		if (rc)
+			break;
+		for (size_t k = 0; k < idx.artifact_count && !rc; k++)
+			if (!index_artifact(p, idx.artifacts[k].key))
+				rc = ret_delete(x, idx.artifacts[k].key);
+		ws_ckpt_index_free(&idx);
+	}
+	for (size_t i = 0; i < p->tenant_count && !rc; i++) {
+		const struct ws_ckpt_tenant_entry *t = &p->tenants[i];
+		struct ws_chain_stop head;
+		struct keyset keep;
+		if ((rc = keep_set(x, t, &keep)) != 0)
+			break;
+		cut_of(t, &head);
+		rc = sweep_chain(x, t->tenant, &head, &keep);
+		/* Older cuts of this tenant: usually already gone with the sweep
+		 * above (they are the cut's ancestors), else a superseded chain. */
+		for (size_t r = 0; r < n && !rc; r++) {
+			struct ws_ckpt_index idx;
+			const struct ws_ckpt_tenant_entry *ot;
+			if ((rc = ws_ckpt_load_committed(x->c, &refs[r], &idx)) != 0)
+				break;
+			ot = index_tenant(&idx, t->tenant);
+			if (ot && strcmp(ot->manifest_key, t->manifest_key) != 0) {
+				cut_of(ot, &head);
+				rc = sweep_chain(x, t->tenant, &head, &keep);
+			}
+			ws_ckpt_index_free(&idx);
+		}
+		free(keep.k);
+	}
+	free(refs);
+	return rc;
+}
+
+/* Phase SWEEP_INDEXES: older committed indexes, oldest first (the chain stays walkable). */
+static int sweep_indexes(struct ret_ctx *x, const struct ws_ckpt_index *p)
+{
+	struct ws_ckpt_ref *refs;
+	size_t n;
+	int rc = older_refs(x, p, &refs, &n);
+
+	for (size_t i = n; i > 0 && !rc; i--) {
+		if (x->fn)
+			x->fn(refs[i - 1].key, x->arg);
+		x->rep->deleted++;
+		x->rep->checkpoints_deleted++;
+		if (x->dry)
+			continue;
+		if ((rc = WS_FAULT("retention.before_delete")) != 0) {
+			ws_fail(rc, "fault retention.before_delete at %s", refs[i - 1].key);
+			break;
+		}
+		rc = ws_ckpt_delete_committed(x->c, &refs[i - 1]);
+		if (!rc && (rc = WS_FAULT("retention.after_delete")) != 0)
+			ws_fail(rc, "fault retention.after_delete at %s", refs[i - 1].key);
+	}
+	free(refs);
+	return rc;
+}
+
+static int run_phase(struct ret_ctx *x, const struct ws_ckpt_ref *protected_ref,
+		     enum ws_ckpt_retention_phase phase)
+{
+	struct ws_ckpt_index p;
+	int rc = ws_ckpt_load_committed(x->c, protected_ref, &p);
+	if (rc)
+		return ws_fail_wrap(rc, "retention: protected checkpoint %" PRIu64, protected_ref->id);
+	rc = phase == WS_CKPT_RET_SWEEP_ARTIFACTS ? sweep_artifacts(x, &p) : sweep_indexes(x, &p);
+	ws_ckpt_index_free(&p);
+	return rc;
+}
+
+/* Run st's phases to IDLE, each advanced by an exact CAS. */
+static int run_phases(struct ret_ctx *x, struct ws_ckpt_retention st)
+{
+	while (st.phase != WS_CKPT_RET_IDLE) {
+		struct ws_ckpt_retention_result res;
+		int rc = run_phase(x, &st.protected_ref, st.phase);
+		if (rc)
+			return rc;
+		if ((rc = ws_ckpt_advance_retention(x->c, &st, &res)) != 0)
+			return ws_fail_wrap(rc, "retention: advance");
+		st = res.state;
+	}
+	return 0;
+}
+
+int ws_retention_run(struct ws_sink *sink, bool dry_run, ws_retention_fn fn, void *arg,
+		     struct ws_retention_report *rep)
+{
+	struct ws_retention_report none;
+	struct ret_ctx x;
+	struct ws_ckpt_outcome latest;
+	struct ws_ckpt_retention st;
+	struct ws_ckpt_retention_result res;
+	bool found, sfound;
+	int rc;
+
+	if (!rep)
+		rep = &none;
+	memset(rep, 0, sizeof(*rep));
+	memset(&x, 0, sizeof(x));
+	x.s = sink->store;
+	x.dry = dry_run;
+	x.fn = fn;
+	x.arg = arg;
+	x.rep = rep;
+	if ((rc = ckpt_open(sink, true, LEASE_WAIT_MS_DEFAULT, &x.c)) != 0)
+		return rc;
+	if ((rc = ws_ckpt_latest_commit(x.c, &latest, &found)) != 0 || !found)
+		goto out;
+	rep->ran = true;
+	rep->protected_id = latest.checkpoint_id;
+	if (dry_run) {
+		rc = run_phase(&x, &latest.committed, WS_CKPT_RET_SWEEP_ARTIFACTS);
+		if (!rc)
+			rc = run_phase(&x, &latest.committed, WS_CKPT_RET_SWEEP_INDEXES);
+		goto out;
+	}
+	/* A run a crash left in flight for an older cut finishes first. */
+	if ((rc = ws_ckpt_retention_state(x.c, &st, &sfound)) != 0)
+		goto out;
+	if (sfound && st.phase != WS_CKPT_RET_IDLE && strcmp(st.protected_ref.key, latest.committed.key) != 0) {
+		rep->resumed = true;
+		if ((rc = run_phases(&x, st)) != 0)
+			goto out;
+	}
+	if ((rc = ws_ckpt_begin_retention(x.c, &latest.committed, &res)) != 0)
+		goto out;
+	if (res.kind == WS_CKPT_CONVERGED && res.state.phase != WS_CKPT_RET_IDLE)
+		rep->resumed = true;
+	rc = run_phases(&x, res.state);
+out:
+	seen_free(&x);
+	ws_ckpt_close(x.c);
+	return rc;
+}

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Checkpoints and retention through the CLI, on a file:// sink with a real
+# SQLite writer: checkpoint, ls --checkpoints, restore --checkpoint ID|latest,
+# retention (--dry-run first), replicate --checkpoint-interval-s, and bad
+# arguments (exit 2).
+#
+# Env: WS_BIN (the walship binary), WS_TEST_TMP (scratch dir).
+# Prints "N passed, M failed" last; exits non-zero on any failure.
+set -euo pipefail
+
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+SINK="$ROOT/sink"
+URL="file://$SINK"
+sq db.db "PRAGMA journal_mode=WAL; CREATE TABLE t(x INTEGER PRIMARY KEY, v TEXT);" >/dev/null
+n=0
+write() {
+	local _
+	for _ in $(seq "$1"); do
+		n=$((n + 1))
+		sq db.db "INSERT INTO t VALUES ($n, hex(randomblob(300)));"
+	done
+}
+json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$@"; }
+
+echo "# take and restore"
+write 20
+ws replicate --sink "$URL" --once db.db
+check "replicate --once: exit 0" [ "$rc" = 0 ]
+ws checkpoint --sink "$URL"
+check "checkpoint: exit 0" [ "$rc" = 0 ]
+id1=$(json_field out id)
+check "checkpoint prints an id and a reference" eval '[ -n "$id1" ] && grep -q "\"reference\"" out'
+sq db.db .dump >at1.dump
+write 20
+ws replicate --sink "$URL" --once db.db
+ws checkpoint --sink "$URL"
+id2=$(json_field out id)
+check "a second checkpoint has a larger id" [ "$id2" -gt "$id1" ]
+ws ls --sink "$URL" --checkpoints --json
+check "ls --checkpoints lists both" eval '[ "$rc" = 0 ] && grep -q "$id1" out && grep -q "$id2" out'
+ws restore --sink "$URL" --tenant db --checkpoint "$id1" -o c1.db
+check "restore --checkpoint ID: the state at that cut" eval '[ "$rc" = 0 ] && [ "$(sq c1.db .dump)" = "$(cat at1.dump)" ]'
+ws restore --sink "$URL" --tenant db --checkpoint latest -o c2.db
+check "restore --checkpoint latest equals the source" eval '[ "$rc" = 0 ] && same_dump db.db c2.db'
+
+echo "# retention"
+write 10
+ws replicate --sink "$URL" --once db.db
+ws checkpoint --sink "$URL"
+id3=$(json_field out id)
+before=$(cd "$SINK" && find . -type f | sort)
+ws retention --sink "$URL" --dry-run
+check "retention --dry-run: exit 0, names what it would delete" eval '[ "$rc" = 0 ] && [ -s out ]'
+check "retention --dry-run deletes nothing" [ "$before" = "$(cd "$SINK" && find . -type f | sort)" ]
+cp out dry.txt
+ws retention --sink "$URL"
+check "retention: exit 0, deletes what the dry run named" eval '[ "$rc" = 0 ] && diff -q <(sort out) <(sort dry.txt) >/dev/null'
+gone=0
+while read -r key; do [ -e "$SINK/$key" ] && gone=1; done <out
+check "every key retention printed is gone" [ "$gone" = 0 ]
+ws restore --sink "$URL" --tenant db --checkpoint "$id1" -o old.db
+check "an older checkpoint is gone after retention: exit 1" [ "$rc" = 1 ]
+ws restore --sink "$URL" --tenant db --checkpoint "$id3" -o c3.db
+check "the latest Commit still restores" eval '[ "$rc" = 0 ] && same_dump db.db c3.db'
+write 5
+ws replicate --sink "$URL" --once db.db
+ws restore --sink "$URL" --tenant db -o live.db
+check "the live stream still restores (checkpoint + frames after it)" eval '[ "$rc" = 0 ] && same_dump db.db live.db'
+
+echo "# periodic checkpoints while replicating"
+"$WS_BIN" replicate --sink "$URL" --checkpoint-interval-s 1 --json db.db >rep.out 2>rep.err &
+rep=$!
+write 5
+for _ in $(seq 100); do [ "$(grep -c '"checkpoint"' rep.out 2>/dev/null || true)" -ge 2 ] && break; sleep 0.1; done
+check "replicate --checkpoint-interval-s takes checkpoints" [ "$(grep -c '"checkpoint"' rep.out)" -ge 2 ]
+kill -TERM $rep
+reap $rep rep.err "replicate with checkpoints"
+check "replicate with checkpoints exits 0 on SIGTERM" [ "$reaped" = 0 ]
+ws restore --sink "$URL" --tenant db --checkpoint latest -o c4.db
+check "the latest periodic checkpoint equals the source" eval '[ "$rc" = 0 ] && same_dump db.db c4.db'
+
+echo "# bad arguments"
+ws restore --sink "$URL" --tenant db --checkpoint banana -o x.db
+check "restore --checkpoint banana: exit 2" [ "$rc" = 2 ]
+ws restore --sink "$URL" --tenant db --checkpoint 1 --frame 3 -o x.db
+check "restore --checkpoint with --frame: exit 2" [ "$rc" = 2 ]
+ws checkpoint
+check "checkpoint without --sink: exit 2" [ "$rc" = 2 ]
+ws retention --sink "gopher://x"
+check "retention with a bad URL: exit 2" [ "$rc" = 2 ]
+ws replicate --sink "$URL" --checkpoint-interval-s 0 db.db
+check "--checkpoint-interval-s 0: exit 2" [ "$rc" = 2 ]
+ws ls --sink "$URL" --checkpoints --tenant db
+check "ls --checkpoints with --tenant: exit 2" [ "$rc" = 2 ]
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

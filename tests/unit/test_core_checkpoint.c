@@ -1,0 +1,696 @@
+/*
+ * Checkpoints of a sink, restore by checkpoint and retention
+ * (core/checkpoint.c), against a real SQLite writer and a file:// sink
+ * (the local single-writer authority).
+ *
+ * Expected states come from the source database itself (wt_content_hash
+ * right after a tail, with no write in between), never from the engine.
+ * Crash tests fork a child that takes a checkpoint (or runs retention) with
+ * one fault site armed to SIGKILL it, for every site of the protocol, then
+ * recover in the parent and check the durable state: the decision head
+ * holds one outcome per decided ID (a Commit is never re-decided), every
+ * committed checkpoint has every object it names, no artifact, candidate
+ * index, active inventory or open witness is left behind by an aborted
+ * attempt, and restore (by checkpoint and of the live stream) still equals
+ * the source.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "coreutil.h"
+#include "walship.h"
+#include "ws_ckpt.h"
+#include "ws_fault.h"
+#include "ws_store.h"
+
+#define TENANT "orders"
+#define TENANT2 "users"
+
+struct cpenv {
+	struct wt_env e;
+	sqlite3 *w2;            /* second tenant's writer */
+	char *db2;
+	struct ws_stream *st, *st2;
+};
+
+static struct ws_stream *open_stream(struct ws_sink *sink, const char *tenant, const char *db)
+{
+	struct ws_stream_config cfg;
+	struct ws_stream *st;
+	int err = -1;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.tenant = tenant;
+	cfg.db_path = db;
+	cfg.epoch = 1;
+	cfg.pointer_generation = 1;
+	cfg.wal_checkpoint_bytes = 1; /* a WAL checkpoint once all is shipped, so TRUNCATE completes */
+	st = ws_stream_open(sink, &cfg, &err);
+	if (!st)
+		fail_msg("ws_stream_open: %s (%s)", ws_strerror(err), ws_errmsg());
+	return st;
+}
+
+static void cp_init(struct cpenv *c, const char *tag)
+{
+	memset(c, 0, sizeof(*c));
+	wt_env_init(&c->e, tag, 0);
+	c->db2 = wt_path(c->e.dir, "src2.db");
+	c->w2 = wt_writer_open(c->db2, 0);
+	wt_write_txn(c->e.w, 20, 300);
+	wt_write_txn(c->w2, 10, 200);
+	c->st = open_stream(c->e.sink, TENANT, c->e.db);
+	c->st2 = open_stream(c->e.sink, TENANT2, c->db2);
+}
+
+static void cp_free(struct cpenv *c)
+{
+	ws_stream_close(c->st);
+	ws_stream_close(c->st2);
+	sqlite3_close(c->w2);
+	free(c->db2);
+	wt_env_free(&c->e);
+}
+
+/* Write n transactions to both tenants, with a TRUNCATE WAL checkpoint
+ * after every other one (a new WAL generation), shipping each. */
+static void cp_write(struct cpenv *c, int n)
+{
+	struct ws_outcome o;
+	for (int i = 0; i < n; i++) {
+		wt_write_txn(c->e.w, 5 + i, 400);
+		wt_write_txn(c->w2, 3, 100);
+		wt_tail_ok(c->st, &o);
+		wt_tail_ok(c->st2, &o);
+		if (i % 2 == 1) {
+			char res[64];
+			wt_tail_ok(c->st, &o);
+			wt_tail_ok(c->st2, &o);
+			wt_query1(c->e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+			assert_string_equal(res, "0"); /* not busy: a new WAL generation follows */
+			wt_query1(c->w2, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+			assert_string_equal(res, "0");
+		}
+	}
+	wt_tail_ok(c->st, &o);
+	wt_tail_ok(c->st2, &o);
+}
+
+static void take_ok(struct cpenv *c, struct ws_checkpoint_info *info)
+{
+	int rc = ws_checkpoint_take(c->e.sink, NULL, info);
+	if (rc)
+		fail_msg("checkpoint: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_true(info->committed);
+	assert_true(info->own);
+}
+
+static char *out_path(struct cpenv *c)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "r%u.db", ++c->e.restores);
+	return wt_path(c->e.out_dir, name);
+}
+
+static uint64_t restore_ckpt_hash(struct cpenv *c, const char *tenant, uint64_t id)
+{
+	char *p = out_path(c);
+	uint64_t h;
+	int rc = ws_restore_checkpoint(c->e.sink, tenant, id, p, false);
+	if (rc)
+		fail_msg("restore --checkpoint %" PRIu64 ": %s (%s)", id, ws_strerror(rc), ws_errmsg());
+	h = wt_file_hash(p, NULL);
+	free(p);
+	return h;
+}
+
+static uint64_t restore_live_hash(struct cpenv *c, const char *tenant)
+{
+	char *p = out_path(c);
+	uint64_t h;
+	int rc = ws_restore(c->e.sink, tenant, NULL, p);
+	if (rc)
+		fail_msg("restore: %s (%s)", ws_strerror(rc), ws_errmsg());
+	h = wt_file_hash(p, NULL);
+	free(p);
+	return h;
+}
+
+/* ---- the durable state after recovery ---------------------------------------------- */
+
+struct ids {
+	uint64_t id[256];
+	size_t n;
+};
+
+static int collect(const struct ws_checkpoint_info *info, void *arg)
+{
+	struct ids *x = arg;
+	if (x->n < 256)
+		x->id[x->n++] = info->id;
+	return 0;
+}
+
+static bool has_id(const struct ids *x, uint64_t id)
+{
+	for (size_t i = 0; i < x->n; i++)
+		if (x->id[i] == id)
+			return true;
+	return false;
+}
+
+static void list_prefix(struct ws_store *s, const char *prefix, void (*fn)(const char *key, void *arg), void *arg)
+{
+	char token[WS_KEY_MAX] = "";
+	for (;;) {
+		struct ws_list_page page;
+		bool more;
+		memset(&page, 0, sizeof(page));
+		assert_int_equal(ws_store_list(s, prefix, token, WS_LIST_PAGE_MAX, &page), 0);
+		for (size_t i = 0; i < page.count; i++)
+			fn(page.keys[i], arg);
+		more = page.truncated;
+		if (more)
+			snprintf(token, sizeof(token), "%s", page.next_token);
+		ws_list_page_free(&page);
+		if (!more)
+			return;
+	}
+}
+
+struct scan {
+	struct ws_store *s;
+	const struct ids *committed;
+	unsigned bad;
+};
+
+static void check_artifact(const char *key, void *arg)
+{
+	struct scan *x = arg;
+	uint64_t id = strtoull(key + strlen("checkpoints/artifacts/"), NULL, 16);
+	if (!has_id(x->committed, id)) {
+		fprintf(stderr, "orphan artifact %s\n", key);
+		x->bad++;
+	}
+}
+
+static void check_index(const char *key, void *arg)
+{
+	struct scan *x = arg;
+	uint64_t id = strtoull(key + strlen("checkpoints/committed/"), NULL, 16);
+	struct ws_buf b;
+	ws_buf_init(&b, 1u << 26);
+	assert_int_equal(ws_store_get(x->s, key, 0, UINT64_MAX, &b, NULL), 0);
+	assert_int_equal(ws_buf_append(&b, "", 1), 0);
+	if (!has_id(x->committed, id) && !strstr((const char *)b.data, "walship.ckpt.sealed.v1")) {
+		fprintf(stderr, "unsealed candidate %s of an undecided or aborted checkpoint\n", key);
+		x->bad++;
+	}
+	ws_buf_free(&b);
+}
+
+static void get_text(struct ws_store *s, const char *key, char *out, size_t cap)
+{
+	struct ws_buf b;
+	ws_buf_init(&b, 1u << 20);
+	out[0] = '\0';
+	if (ws_store_get(s, key, 0, UINT64_MAX, &b, NULL) == 0)
+		snprintf(out, cap, "%.*s", (int)b.len, (const char *)b.data);
+	ws_buf_free(&b);
+}
+
+/*
+ * After recovery: inventory idle, witness closed, every committed
+ * checkpoint verifies with all its artifacts, no orphan artifact, every
+ * index of an uncommitted ID sealed, and the latest Commit cannot be
+ * re-decided (its ID has exactly one decision).
+ */
+static void check_durable(struct cpenv *c, struct ids *committed)
+{
+	struct ws_store *s = NULL;
+	struct scan x;
+	char text[1 << 14];
+	int rc;
+
+	memset(committed, 0, sizeof(*committed));
+	rc = ws_checkpoint_list(c->e.sink, collect, committed);
+	if (rc)
+		fail_msg("list: %s (%s)", ws_strerror(rc), ws_errmsg());
+	{
+		int err = 0;
+		s = ws_store_file_open(c->e.sink_dir, &err);
+		assert_non_null(s);
+	}
+	get_text(s, "checkpoints/inventory", text, sizeof(text));
+	if (text[0] && !strstr(text, "\"active\":null"))
+		fail_msg("inventory still active: %s", text);
+	get_text(s, "checkpoints/witness", text, sizeof(text));
+	if (text[0] && !strstr(text, "\"state\":\"closed\""))
+		fail_msg("witness still open: %s", text);
+	memset(&x, 0, sizeof(x));
+	x.s = s;
+	x.committed = committed;
+	list_prefix(s, "checkpoints/artifacts/", check_artifact, &x);
+	list_prefix(s, "checkpoints/committed/", check_index, &x);
+	assert_int_equal(x.bad, 0);
+	/* Every committed checkpoint restores both tenants from its artifacts. */
+	for (size_t i = 0; i < committed->n; i++) {
+		(void)restore_ckpt_hash(c, TENANT, committed->id[i]);
+		(void)restore_ckpt_hash(c, TENANT2, committed->id[i]);
+	}
+	/* One decision per ID: re-deciding the latest Commit as Abort returns
+	 * the durable winner and changes nothing. */
+	if (committed->n) {
+		int err = 0;
+		struct ws_ckpt *k = ws_ckpt_open_local(c->e.sink_dir, &err);
+		struct ws_ckpt_record_result rr;
+		struct ws_ckpt_head h1, h2;
+		bool found;
+		assert_non_null(k);
+		assert_int_equal(ws_ckpt_decision_head(k, &h1, &found), 0);
+		assert_true(found && h1.has_commit);
+		assert_int_equal(h1.latest_commit.checkpoint_id, committed->id[0]);
+		assert_int_equal(ws_ckpt_record_outcome(k, h1.epoch, committed->id[0], WS_CKPT_SCOPE_LOCAL, NULL,
+							NULL, WS_CKPT_ABORT, NULL, &rr), 0);
+		assert_int_not_equal(rr.kind, WS_CKPT_OK);
+		assert_int_equal(ws_ckpt_decision_head(k, &h2, &found), 0);
+		assert_int_equal(h2.decisions, h1.decisions);
+		ws_ckpt_close(k);
+	}
+	ws_store_close(s);
+}
+
+/* ---- tests ---------------------------------------------------------------------------- */
+
+static void test_take_and_restore(void **state)
+{
+	struct cpenv c;
+	struct ws_checkpoint_info i1, i2;
+	uint64_t h1, h2, h3, g1, g3;
+	(void)state;
+
+	cp_init(&c, "ckpt-take");
+	cp_write(&c, 4);
+	h1 = wt_content_hash(c.e.w, NULL);
+	g1 = wt_content_hash(c.w2, NULL);
+	take_ok(&c, &i1);
+	assert_int_equal(i1.tenants, 2);
+	assert_int_equal(i1.artifacts, 2);
+	assert_false(i1.has_predecessor);
+	assert_int_equal(i1.incremental, 0);
+
+	cp_write(&c, 5);
+	h2 = wt_content_hash(c.e.w, NULL);
+	take_ok(&c, &i2);
+	assert_true(i2.id > i1.id);
+	assert_true(i2.has_predecessor);
+	assert_int_equal(i2.predecessor_id, i1.id);
+	/* Both images were built from checkpoint 1's artifacts plus the frames after its cut. */
+	assert_int_equal(i2.incremental, 2);
+
+	cp_write(&c, 3);
+	h3 = wt_content_hash(c.e.w, NULL);
+	g3 = wt_content_hash(c.w2, NULL);
+
+	assert_int_equal(restore_ckpt_hash(&c, TENANT, i1.id), h1);
+	assert_int_equal(restore_ckpt_hash(&c, TENANT2, i1.id), g1);
+	assert_int_equal(restore_ckpt_hash(&c, TENANT, i2.id), h2);
+	assert_int_equal(restore_ckpt_hash(&c, TENANT, WS_CHECKPOINT_LATEST), h2);
+	/* Latest: the checkpoint's artifact plus the frames after its cut. */
+	assert_int_equal(restore_live_hash(&c, TENANT), h3);
+	assert_int_equal(restore_live_hash(&c, TENANT2), g3);
+
+	{
+		char *p = out_path(&c);
+		assert_int_equal(ws_restore_checkpoint(c.e.sink, TENANT, i2.id + 1000, p, false), WS_ENOTFOUND);
+		assert_int_equal(ws_restore_checkpoint(c.e.sink, "nosuch", i2.id, p, false), WS_ENOTFOUND);
+		free(p);
+	}
+	cp_free(&c);
+}
+
+struct keys {
+	char (*k)[WS_KEY_MAX];
+	size_t n;
+};
+
+static void on_delete(const char *key, void *arg)
+{
+	struct keys *x = arg;
+	x->k = realloc(x->k, (x->n + 1) * sizeof(*x->k));
+	assert_non_null(x->k);
+	snprintf(x->k[x->n++], WS_KEY_MAX, "%s", key);
+}
+
+static void test_retention(void **state)
+{
+	struct cpenv c;
+	struct ws_checkpoint_info i1, i2, i3;
+	struct ws_retention_report rep, dry;
+	struct keys dk = { 0 }, rk = { 0 };
+	uint64_t h2, h3, hl;
+	int rc;
+	(void)state;
+
+	cp_init(&c, "ckpt-ret");
+	/* No Commit yet: nothing protected, nothing deleted. */
+	assert_int_equal(ws_retention_run(c.e.sink, false, NULL, NULL, &rep), 0);
+	assert_false(rep.ran);
+
+	cp_write(&c, 3);
+	take_ok(&c, &i1);
+	cp_write(&c, 3);
+	h2 = wt_content_hash(c.e.w, NULL);
+	take_ok(&c, &i2);
+	cp_write(&c, 3);
+	h3 = wt_content_hash(c.e.w, NULL);
+	take_ok(&c, &i3);
+	cp_write(&c, 2);
+	hl = wt_content_hash(c.e.w, NULL);
+
+	assert_int_equal(ws_retention_run(c.e.sink, true, on_delete, &dk, &dry), 0);
+	assert_true(dry.ran);
+	assert_int_equal(dry.protected_id, i3.id);
+	assert_true(dk.n > 0);
+	rc = ws_retention_run(c.e.sink, false, on_delete, &rk, &rep);
+	if (rc)
+		fail_msg("retention: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_int_equal(rep.protected_id, i3.id);
+	assert_int_equal(rep.checkpoints_deleted, 2);
+	/* The dry run named exactly what the run deleted: older checkpoints'
+	 * artifacts and indexes, and each tenant's manifests before the cut. */
+	assert_int_equal(dk.n, rk.n);
+	{
+		unsigned manifests = 0, artifacts = 0, indexes = 0;
+		for (size_t i = 0; i < rk.n; i++) {
+			manifests += strncmp(rk.k[i], TENANT "/", strlen(TENANT) + 1) == 0 && strstr(rk.k[i], "/m");
+			artifacts += strncmp(rk.k[i], "checkpoints/artifacts/", 22) == 0;
+			indexes += strncmp(rk.k[i], "checkpoints/committed/", 22) == 0;
+		}
+		assert_true(manifests > 0);
+		assert_int_equal(artifacts, 4);
+		assert_int_equal(indexes, 2);
+	}
+	for (size_t i = 0; i < rk.n; i++) {
+		struct ws_obj_info info;
+		int err = 0;
+		struct ws_store *s = ws_store_file_open(c.e.sink_dir, &err);
+		assert_string_equal(dk.k[i], rk.k[i]);
+		assert_int_equal(ws_store_head(s, rk.k[i], &info), WS_ENOTFOUND);
+		ws_store_close(s);
+	}
+	/* What retention keeps still restores. */
+	assert_int_equal(restore_ckpt_hash(&c, TENANT, i3.id), h3);
+	assert_int_equal(restore_live_hash(&c, TENANT), hl);
+	{
+		char *p = out_path(&c);
+		assert_int_equal(ws_restore_checkpoint(c.e.sink, TENANT, i1.id, p, false), WS_ENOTFOUND);
+		assert_int_equal(ws_restore_checkpoint(c.e.sink, TENANT, i2.id, p, false), WS_ENOTFOUND);
+		free(p);
+	}
+	(void)h2;
+	/* The stream keeps going after retention, and checkpoints build on. */
+	cp_write(&c, 3);
+	hl = wt_content_hash(c.e.w, NULL);
+	{
+		struct ws_checkpoint_info i4;
+		take_ok(&c, &i4);
+		assert_int_equal(i4.incremental, 2);
+		assert_int_equal(restore_ckpt_hash(&c, TENANT, i4.id), hl);
+	}
+	assert_int_equal(restore_live_hash(&c, TENANT), hl);
+	/* Idempotent: a second run for the same cut deletes nothing more. */
+	{
+		struct keys again = { 0 };
+		assert_int_equal(ws_retention_run(c.e.sink, false, on_delete, &again, &rep), 0);
+		assert_int_equal(restore_live_hash(&c, TENANT), hl);
+		free(again.k);
+	}
+	free(dk.k);
+	free(rk.k);
+	cp_free(&c);
+}
+
+static int grab_wm(const struct ws_tenant_info *t, void *arg)
+{
+	snprintf(arg, WS_KEY_MAX, "%s", t->watermark.manifest_key);
+	return 0;
+}
+
+static int count_objects(const struct ws_tenant_info *t, void *arg)
+{
+	*(uint64_t *)arg = t->objects;
+	return 0;
+}
+
+/*
+ * A REBASE after a checkpoint cuts the old chain off the live stream:
+ * retention removes that superseded chain too (it is behind an older cut),
+ * but nothing the re-based live chain shares with it by content.
+ */
+static void test_retention_after_rebase(void **state)
+{
+	struct cpenv c;
+	struct ws_checkpoint_info a, b;
+	struct ws_retention_report rep;
+	struct ws_outcome o;
+	struct ws_obj_info info;
+	struct ws_store *s;
+	char old_manifest[WS_KEY_MAX], res[64];
+	uint64_t hb, hl, before = 0, after = 0;
+	int err = 0;
+	(void)state;
+
+	ws_fault_disarm();
+	cp_init(&c, "ckpt-rebase");
+	cp_write(&c, 3);
+	take_ok(&c, &a);
+	assert_int_equal(ws_list_tenants(c.e.sink, TENANT, grab_wm, old_manifest), 0);
+	/* The stream stops; the application writes and resets its WAL
+	 * unshipped; the next stream must re-base with a snapshot. */
+	ws_stream_close(c.st);
+	wt_write_txn(c.e.w, 7, 300);
+	wt_query1(c.e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+	assert_string_equal(res, "0");
+	wt_write_txn(c.e.w, 4, 300);
+	c.st = open_stream(c.e.sink, TENANT, c.e.db);
+	wt_tail_ok(c.st, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_RESTARTED);
+	cp_write(&c, 2);
+	hb = wt_content_hash(c.e.w, NULL);
+	take_ok(&c, &b);
+	cp_write(&c, 1);
+	hl = wt_content_hash(c.e.w, NULL);
+	assert_int_equal(ws_list_tenants(c.e.sink, TENANT, count_objects, &before), 0);
+	assert_int_equal(ws_retention_run(c.e.sink, false, NULL, NULL, &rep), 0);
+	assert_int_equal(ws_list_tenants(c.e.sink, TENANT, count_objects, &after), 0);
+	assert_true(after < before);
+	s = ws_store_file_open(c.e.sink_dir, &err);
+	assert_non_null(s);
+	assert_int_equal(ws_store_head(s, old_manifest, &info), WS_ENOTFOUND);
+	ws_store_close(s);
+	assert_int_equal(restore_ckpt_hash(&c, TENANT, b.id), hb);
+	assert_int_equal(restore_live_hash(&c, TENANT), hl);
+	cp_free(&c);
+}
+
+/* Run fn in a child with site armed to kill it; true if the site fired. */
+static bool crash_child(struct cpenv *c, const char *site, unsigned nth, bool retention)
+{
+	pid_t pid = fork();
+	int status = 0;
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct ws_checkpoint_info info;
+		int rc;
+		ws_fault_arm(site, nth, 1);
+		if (retention)
+			rc = ws_retention_run(c->e.sink, false, NULL, NULL, NULL);
+		else
+			rc = ws_checkpoint_take(c->e.sink, NULL, &info);
+		_exit(rc == 0 ? 0 : 3);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+}
+
+static const char *const take_sites[] = {
+	"ckpt.deployment.before_create", "ckpt.deployment.after_create",
+	"ckpt.alloc.before_cas",         "ckpt.alloc.after_cas",
+	"ckpt.witness.before_open",      "ckpt.witness.after_open",
+	"ckpt.inventory.before_begin",   "ckpt.inventory.after_begin",
+	"checkpoint.artifact.before_put", "checkpoint.artifact.after_put",
+	"ckpt.create.before_put",        "ckpt.create.after_put",
+	"ckpt.record.before_cas",        "ckpt.record.after_cas",
+	"ckpt.inventory.before_complete", "ckpt.inventory.after_complete",
+	"ckpt.witness.before_close",     "ckpt.witness.after_close",
+};
+
+static void test_take_crash_every_step(void **state)
+{
+	struct cpenv c;
+	struct ids committed;
+	unsigned fired = 0;
+	(void)state;
+
+	ws_fault_disarm();
+	cp_init(&c, "ckpt-crash");
+	for (size_t i = 0; i < sizeof(take_sites) / sizeof(take_sites[0]); i++) {
+		for (unsigned nth = 1; nth <= 2; nth++) {
+			struct ws_checkpoint_info info;
+			uint64_t h, g;
+			bool f;
+			cp_write(&c, 1);
+			h = wt_content_hash(c.e.w, NULL);
+			g = wt_content_hash(c.w2, NULL);
+			f = crash_child(&c, take_sites[i], nth, false);
+			fired += f;
+			/* Recovery is the next checkpoint. */
+			take_ok(&c, &info);
+			check_durable(&c, &committed);
+			assert_int_equal(committed.id[0], info.id);
+			assert_int_equal(restore_ckpt_hash(&c, TENANT, info.id), h);
+			assert_int_equal(restore_ckpt_hash(&c, TENANT2, info.id), g);
+			assert_int_equal(restore_live_hash(&c, TENANT), h);
+		}
+	}
+	/* Each site fires at least once (the nth=2 hits of one-shot sites may not). */
+	assert_true(fired >= sizeof(take_sites) / sizeof(take_sites[0]));
+	cp_free(&c);
+}
+
+/* The same sites failing (not crashing): the call's own abort path cleans up. */
+static void test_take_fail_every_step(void **state)
+{
+	static const char *const abort_sites[] = { "ckpt.seal.before_put", "ckpt.seal.after_put",
+						   "checkpoint.abort.before_delete" };
+	struct cpenv c;
+	struct ids committed;
+	(void)state;
+
+	ws_fault_disarm();
+	cp_init(&c, "ckpt-fail");
+	for (size_t i = 0; i < sizeof(take_sites) / sizeof(take_sites[0]); i++) {
+		struct ws_checkpoint_info info;
+		uint64_t h;
+		int rc;
+		cp_write(&c, 1);
+		h = wt_content_hash(c.e.w, NULL);
+		ws_fault_arm(take_sites[i], 1, 0);
+		rc = ws_checkpoint_take(c.e.sink, NULL, &info);
+		ws_fault_disarm();
+		if (rc == 0)
+			assert_true(info.committed);
+		take_ok(&c, &info);
+		check_durable(&c, &committed);
+		assert_int_equal(restore_ckpt_hash(&c, TENANT, info.id), h);
+	}
+	/* A failure during an abort leaves the rest to recovery. */
+	for (size_t i = 0; i < sizeof(abort_sites) / sizeof(abort_sites[0]); i++) {
+		struct ws_checkpoint_info info;
+		cp_write(&c, 1);
+		/* A crash leaves a candidate index and artifacts of an undecided attempt. */
+		assert_true(crash_child(&c, "ckpt.create.after_put", 1, false));
+		ws_fault_arm(abort_sites[i], 1, 0);
+		if (ws_checkpoint_recover(c.e.sink, NULL) == 0)
+			fail_msg("recovery with %s armed succeeded", abort_sites[i]);
+		ws_fault_disarm();
+		take_ok(&c, &info);
+		check_durable(&c, &committed);
+	}
+	cp_free(&c);
+}
+
+static const char *const ret_sites[] = {
+	"ckpt.retention.before_begin",   "ckpt.retention.after_begin",
+	"ckpt.retention.before_advance", "ckpt.retention.after_advance",
+	"retention.before_delete",       "retention.after_delete",
+	"ckpt.delete.before_del",
+};
+
+static void test_retention_crash_every_step(void **state)
+{
+	struct cpenv c;
+	struct ids committed;
+	(void)state;
+
+	ws_fault_disarm();
+	cp_init(&c, "ckpt-rcrash");
+	for (size_t i = 0; i < sizeof(ret_sites) / sizeof(ret_sites[0]); i++) {
+		for (unsigned nth = 1; nth <= 3; nth += 2) {
+			struct ws_checkpoint_info a, b;
+			struct ws_retention_report rep;
+			uint64_t hb, hl;
+			int rc;
+			cp_write(&c, 2);
+			take_ok(&c, &a);
+			cp_write(&c, 2);
+			hb = wt_content_hash(c.e.w, NULL);
+			take_ok(&c, &b);
+			cp_write(&c, 1);
+			hl = wt_content_hash(c.e.w, NULL);
+			(void)crash_child(&c, ret_sites[i], nth, true);
+			/* Whatever the crash left, restore still works... */
+			assert_int_equal(restore_ckpt_hash(&c, TENANT, b.id), hb);
+			assert_int_equal(restore_live_hash(&c, TENANT), hl);
+			/* ...and the next run resumes and finishes. */
+			rc = ws_retention_run(c.e.sink, false, NULL, NULL, &rep);
+			if (rc)
+				fail_msg("retention after crash at %s: %s (%s)", ret_sites[i], ws_strerror(rc),
+					 ws_errmsg());
+			check_durable(&c, &committed);
+			assert_int_equal(committed.n, 1);
+			assert_int_equal(committed.id[0], b.id);
+			(void)a;
+			assert_int_equal(restore_ckpt_hash(&c, TENANT, b.id), hb);
+			assert_int_equal(restore_live_hash(&c, TENANT), hl);
+			assert_int_equal(restore_live_hash(&c, TENANT2), wt_content_hash(c.w2, NULL));
+		}
+	}
+	cp_free(&c);
+}
+
+/* A second local writer is refused while the lease is held. */
+static void test_lease(void **state)
+{
+	struct cpenv c;
+	struct ws_checkpoint_opts o;
+	struct ws_checkpoint_info info;
+	struct ws_ckpt *k;
+	int err = 0;
+	(void)state;
+
+	cp_init(&c, "ckpt-lease");
+	cp_write(&c, 1);
+	k = ws_ckpt_open_local(c.e.sink_dir, &err);
+	assert_non_null(k);
+	memset(&o, 0, sizeof(o));
+	o.wait_ms = 50;
+	assert_int_equal(ws_checkpoint_take(c.e.sink, &o, &info), WS_EFENCED);
+	ws_ckpt_close(k);
+	take_ok(&c, &info);
+	cp_free(&c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_take_and_restore),
+		cmocka_unit_test(test_retention),
+		cmocka_unit_test(test_retention_after_rebase),
+		cmocka_unit_test(test_lease),
+		cmocka_unit_test(test_take_fail_every_step),
+		cmocka_unit_test(test_take_crash_every_step),
+		cmocka_unit_test(test_retention_crash_every_step),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

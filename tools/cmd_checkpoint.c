@@ -1,0 +1,290 @@
+/*
+ * The checkpoint commands of the CLI: take a checkpoint, run retention,
+ * list checkpoints, restore a tenant at a checkpoint. JSON via jansson,
+ * one object per line.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd_checkpoint.h"
+#include "config.h"
+#include "walship.h"
+
+#define EXIT_OK 0
+#define EXIT_FAIL 1
+#define EXIT_USAGE WS_CLI_EXIT_USAGE
+
+enum { OPT_SINK = 1000, OPT_CONFIG, OPT_EPOCH, OPT_DRY_RUN, OPT_JSON };
+
+static int usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "walship: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\nwalship: run 'walship help' for usage\n");
+	va_end(ap);
+	return EXIT_USAGE;
+}
+
+static json_t *u64(uint64_t v)
+{
+	return json_integer((json_int_t)v);
+}
+
+static void emit(json_t *o)
+{
+	char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (s) {
+		puts(s);
+		free(s);
+	}
+	json_decref(o);
+	fflush(stdout);
+}
+
+static json_t *info_json(const struct ws_checkpoint_info *i)
+{
+	json_t *o = json_object(), *ref = json_object();
+	json_object_set_new(o, "id", u64(i->id));
+	json_object_set_new(ref, "id", u64(i->id));
+	json_object_set_new(ref, "key", json_string(i->ref_key));
+	json_object_set_new(ref, "length", u64(i->ref_length));
+	json_object_set_new(ref, "sha256", json_string(i->ref_sha256));
+	json_object_set_new(o, "reference", i->committed ? ref : json_null());
+	if (!i->committed)
+		json_decref(ref);
+	json_object_set_new(o, "committed", json_boolean(i->committed));
+	json_object_set_new(o, "epoch", u64(i->epoch));
+	json_object_set_new(o, "tenants", u64(i->tenants));
+	json_object_set_new(o, "artifacts", u64(i->artifacts));
+	json_object_set_new(o, "artifact_bytes", u64(i->artifact_bytes));
+	json_object_set_new(o, "predecessor", i->has_predecessor ? u64(i->predecessor_id) : json_null());
+	return o;
+}
+
+/* The sink URL from --sink, else from --config's [engine] sink. */
+static int resolve_sink(const char *sink_url, const char *config, struct ws_cli_config *cfg, const char **out)
+{
+	struct ws_cli_overrides o;
+	int rc;
+
+	memset(cfg, 0, sizeof(*cfg));
+	*out = sink_url;
+	if (!config)
+		return sink_url ? EXIT_OK : usage("--sink URL (or --config FILE naming a sink) is required");
+	if ((rc = ws_cli_config_load(cfg, config)) != 0)
+		return EXIT_USAGE;
+	memset(&o, 0, sizeof(o));
+	o.sink = sink_url;
+	if ((rc = ws_cli_config_finish(cfg, &o)) != 0)
+		return EXIT_USAGE;
+	*out = cfg->sink;
+	if (!*out)
+		return usage("--sink URL (or --config FILE naming a sink) is required");
+	return EXIT_OK;
+}
+
+static struct ws_sink *open_sink(const char *url, int *exit_code);
+
+/* The sink --sink or --config names, opened; NULL with *exit_code set. */
+static struct ws_sink *sink_from_args(const char *sink_url, const char *config, int *exit_code)
+{
+	struct ws_cli_config cfg;
+	struct ws_sink *sink = NULL;
+	const char *url;
+
+	*exit_code = resolve_sink(sink_url, config, &cfg, &url);
+	if (*exit_code == EXIT_OK)
+		sink = open_sink(url, exit_code);
+	ws_cli_config_free(&cfg);
+	return sink;
+}
+
+static struct ws_sink *open_sink(const char *url, int *exit_code)
+{
+	int rc = 0;
+	struct ws_sink *sink = ws_sink_open_flags(url, WS_SINK_EXISTING, &rc);
+	if (!sink) {
+		fprintf(stderr, "walship: %s\n", ws_errmsg());
+		*exit_code = rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
+	}
+	return sink;
+}
+
+int cmd_checkpoint(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "sink", required_argument, NULL, OPT_SINK },
+		{ "config", required_argument, NULL, OPT_CONFIG },
+		{ "epoch", required_argument, NULL, OPT_EPOCH },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *sink_url = NULL, *config = NULL;
+	struct ws_checkpoint_opts co;
+	struct ws_checkpoint_info info;
+	struct ws_sink *sink;
+	int c, rc, code;
+
+	memset(&co, 0, sizeof(co));
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_SINK: sink_url = optarg; break;
+		case OPT_CONFIG: config = optarg; break;
+		case OPT_EPOCH:
+			if (ws_cli_parse_u64(optarg, &co.epoch) || co.epoch == 0)
+				return usage("--epoch: '%s' must be a positive integer", optarg);
+			break;
+		default: return usage("checkpoint: unknown or incomplete option");
+		}
+	}
+	if (optind < argc)
+		return usage("checkpoint: unexpected argument '%s'", argv[optind]);
+	if (!(sink = sink_from_args(sink_url, config, &code)))
+		return code;
+	rc = ws_checkpoint_take(sink, &co, &info);
+	ws_sink_close(sink);
+	if (rc) {
+		fprintf(stderr, "walship: checkpoint failed: %s\n", ws_errmsg());
+		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
+	}
+	emit(info_json(&info));
+	if (!info.own)
+		fprintf(stderr, "walship: another writer's checkpoint %" PRIu64 " was decided first (%s)\n", info.id,
+			info.committed ? "commit" : "abort");
+	return info.committed ? EXIT_OK : EXIT_FAIL;
+}
+
+struct ret_print {
+	bool json;
+	json_t *keys;
+};
+
+static void on_delete(const char *key, void *arg)
+{
+	struct ret_print *p = arg;
+	if (p->json)
+		json_array_append_new(p->keys, json_string(key));
+	else
+		printf("%s\n", key);
+}
+
+int cmd_retention(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "sink", required_argument, NULL, OPT_SINK },
+		{ "config", required_argument, NULL, OPT_CONFIG },
+		{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *sink_url = NULL, *config = NULL;
+	struct ret_print p = { false, NULL };
+	struct ws_retention_report rep;
+	struct ws_sink *sink;
+	bool dry = false;
+	int c, rc, code;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_SINK: sink_url = optarg; break;
+		case OPT_CONFIG: config = optarg; break;
+		case OPT_DRY_RUN: dry = true; break;
+		case OPT_JSON: p.json = true; break;
+		default: return usage("retention: unknown or incomplete option");
+		}
+	}
+	if (optind < argc)
+		return usage("retention: unexpected argument '%s'", argv[optind]);
+	if (!(sink = sink_from_args(sink_url, config, &code)))
+		return code;
+	if (p.json)
+		p.keys = json_array();
+	rc = ws_retention_run(sink, dry, on_delete, &p, &rep);
+	ws_sink_close(sink);
+	if (p.json) {
+		json_t *o = json_object();
+		json_object_set_new(o, "dry_run", json_boolean(dry));
+		json_object_set_new(o, "protected", rep.ran ? u64(rep.protected_id) : json_null());
+		json_object_set_new(o, "ok", json_boolean(rc == 0));
+		json_object_set_new(o, "deleted", p.keys);
+		emit(o);
+	}
+	if (rc) {
+		fprintf(stderr, "walship: retention failed (it resumes on the next run): %s\n", ws_errmsg());
+		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
+	}
+	if (!rep.ran)
+		fprintf(stderr, "walship: retention: no committed checkpoint yet; nothing deleted\n");
+	else
+		fprintf(stderr, "walship: retention: protected checkpoint %" PRIu64 "; %s %" PRIu64 " objects (%" PRIu64
+			" older checkpoints)\n", rep.protected_id, dry ? "would delete" : "deleted", rep.deleted,
+			rep.checkpoints_deleted);
+	return EXIT_OK;
+}
+
+struct ls_print {
+	bool json;
+};
+
+static int ls_cb(const struct ws_checkpoint_info *i, void *arg)
+{
+	struct ls_print *p = arg;
+	if (p->json) {
+		emit(info_json(i));
+		return 0;
+	}
+	printf("checkpoint %-8" PRIu64 " epoch=%" PRIu64 " tenants=%" PRIu64 " artifact_bytes=%" PRIu64 " index=%s\n",
+	       i->id, i->epoch, i->tenants, i->artifact_bytes, i->ref_key);
+	return 0;
+}
+
+int cmd_ls_checkpoints(const char *sink_url, bool json)
+{
+	struct ls_print p = { json };
+	struct ws_sink *sink;
+	int rc, code;
+
+	if (!sink_url)
+		return usage("ls: --sink URL is required");
+	if (!(sink = open_sink(sink_url, &code)))
+		return code;
+	rc = ws_checkpoint_list(sink, ls_cb, &p);
+	ws_sink_close(sink);
+	if (rc) {
+		fprintf(stderr, "walship: ls --checkpoints: %s\n", ws_errmsg());
+		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
+int cmd_restore_checkpoint(const char *sink_url, const char *tenant, const char *checkpoint, const char *out,
+			   bool force)
+{
+	uint64_t id = WS_CHECKPOINT_LATEST;
+	struct ws_sink *sink;
+	int rc, code;
+
+	if (!sink_url || !tenant || !out)
+		return usage("restore: --sink, --tenant and -o are required");
+	if (strcmp(checkpoint, "latest") != 0 && (ws_cli_parse_u64(checkpoint, &id) || id == 0))
+		return usage("--checkpoint: '%s' must be a checkpoint ID or 'latest'", checkpoint);
+	if (!(sink = open_sink(sink_url, &code)))
+		return code;
+	rc = ws_restore_checkpoint(sink, tenant, id, out, force);
+	ws_sink_close(sink);
+	if (rc) {
+		fprintf(stderr, "walship: restore refused: %s\n", ws_errmsg());
+		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
+	}
+	fprintf(stderr, "walship: tenant %s restored to %s at checkpoint %s\n", tenant, out, checkpoint);
+	return EXIT_OK;
+}
