@@ -12,7 +12,8 @@
 #   4. build-tsan    TSan (-DWS_SANITIZE=thread), the concurrent tests
 #                    (ctest -R 'test_store|test_io|test_net|test_core_stream|test_core_ring|
 #                    test_core_engine'; the engine's many-tenant test at 300 tenants there)
-#   5. bench smoke   bench_e2e at a tiny size and bench_wal briefly, from
+#   5. bench smoke   bench_e2e, bench_engine and bench_checkpoint at a tiny
+#                    size and bench_wal briefly, from
 #                    build-ci: fails only if a benchmark crashes or errors,
 #                    never on a ratio
 # Every section runs even when an earlier one failed (a failed build skips
@@ -89,7 +90,7 @@ WS_ENGINE_TENANTS=300 build_and_test build-tsan build-tsan "-R $TSAN_TESTS" -- -
 	-DCMAKE_BUILD_TYPE=Debug -DWS_BUILD_BENCH=OFF
 
 # ---- 5. bench smoke --------------------------------------------------------------------
-section "bench smoke: bench_e2e --mb $BENCH_MB, bench_wal (build-ci; ratios are reported, not enforced)"
+section "bench smoke: bench_e2e --mb $BENCH_MB, bench_engine/bench_checkpoint --tiny, bench_wal (build-ci; ratios are reported, not enforced)"
 if [ -x build-ci/bench/bench_e2e ]; then
 	mkdir -p build-ci/testtmp
 	if ! build-ci/bench/bench_e2e --mb "$BENCH_MB" --reps 1 --dir "$PWD/build-ci/testtmp"; then
@@ -98,6 +99,15 @@ if [ -x build-ci/bench/bench_e2e ]; then
 else
 	note_fail "bench smoke: build-ci/bench/bench_e2e was not built"
 fi
+for b in bench_engine bench_checkpoint; do
+	if [ -x "build-ci/bench/$b" ]; then
+		if ! "build-ci/bench/$b" --tiny --dir "$PWD/build-ci/testtmp"; then
+			note_fail "bench smoke: $b"
+		fi
+	else
+		note_fail "bench smoke: build-ci/bench/$b was not built"
+	fi
+done
 if [ -x build-ci/bench/bench_wal ]; then
 	if ! build-ci/bench/bench_wal --benchmark_min_time=0.01; then
 		note_fail "bench smoke: bench_wal"
