@@ -525,7 +525,7 @@ static void sink_name(const struct ws_sink *sink, char out[WS_CKPT_NAME_MAX])
 	for (const char *p = url; ok && *p; p++)
 		ok = *p > ' ' && *p < 127;
 	if (ok) {
-		snprintf(out, WS_CKPT_NAME_MAX, "%s", url);
+		memcpy(out, url, strlen(url) + 1); /* fits: checked above */
 	} else {
 		uint8_t sha[WS_SHA256_LEN];
 		char hex[WS_SHA256_HEX_LEN + 1];
