@@ -811,6 +811,8 @@ abort:
 		char detail[512];
 		struct ws_ckpt_inventory durable;
 		bool dactive = false;
+		/* Taken before the clean-up's own calls overwrite it. */
+		bool forked = ws_ckpt_last_kind() == WS_CKPT_FORKED_PREDECESSOR;
 		snprintf(detail, sizeof(detail), "%s", ws_errmsg());
 		(void)created;
 		memset(&durable, 0, sizeof(durable));
@@ -832,8 +834,12 @@ abort:
 			}
 			/* Another writer decided a later checkpoint while ours ran (its
 			 * ID made ours terminal): that durable winner is the result. */
+			/* Or decided an earlier one after we read the latest Commit: our
+			 * Commit then names a stale predecessor (a fork), and theirs is
+			 * the decision. */
 			if (ws_ckpt_latest_terminal(c, &term, &tfound) == 0 && tfound &&
-			    term.checkpoint_id > a.checkpoint_id) {
+			    (term.checkpoint_id > a.checkpoint_id ||
+			     (forked && term.checkpoint_id != a.checkpoint_id))) {
 				rc = wait_for_peer(c, term.checkpoint_id, 0, out);
 				goto done;
 			}

@@ -729,7 +729,10 @@ static void test_kill9_and_restart(void **state)
 
 		size_t len = 0;
 		uint8_t *a = wt_read_file(ack, &len);
-		int64_t acked = a ? strtoll((char *)a, NULL, 10) : 0;
+		char num[32] = "";
+		if (a)
+			memcpy(num, a, len < sizeof(num) - 1 ? len : sizeof(num) - 1);
+		int64_t acked = strtoll(num, NULL, 10);
 		free(a);
 		if (acked > 0) {
 			char *out = wt_path(env.out_dir, "crash.db");
