@@ -11,11 +11,14 @@
  * from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_REGION):
  *   (a) walship: ws_store_put(WS_PUT_OVERWRITE) of N distinct objects, one
  *       after the other, through one s3 store (open, bucket and warm-up
- *       outside the timer). walship signs the real SHA-256 of each payload,
- *       which radosgw then verifies.
+ *       outside the timer), opened with payload_signing=signed: walship
+ *       signs the real SHA-256 of each payload, which radosgw then verifies.
+ *   (a-u) the same with payload_signing=unsigned: x-amz-content-sha256:
+ *       UNSIGNED-PAYLOAD, nothing hashed on either side, as curl in (b).
  *   (a') walship: one ws_store_putv_many of the same N objects through a
  *       store opened with max_in_flight=--inflight (default 8): the PUTs
  *       run concurrently, each hashed, signed and retried on its own.
+ *   (a'-u) (a') with payload_signing=unsigned, the fair match for (d).
  *   (b) the curl command line tool: one process uploads the same N files
  *       (from the page cache) to N distinct keys over one reused connection
  *       (a -K config with one `next` section per file), with
@@ -125,7 +128,8 @@ static void usage(void)
 	fputs("usage: bench_s3 [--s3 URL] [--http URL] [--n64 N] [--n1m N] [--http-n64 N] [--http-n1m N]\n"
 	      "                [--reps N] [--http-reps N] [--inflight N] [--curl PATH] [--dir DIR]\n"
 	      "  --s3 URL        s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT[&etag_quotes=0...]\n"
-	      "                  (AWS_* credentials from the environment); part 1 is skipped without it\n"
+	      "                  (AWS_* credentials from the environment); part 1 is skipped without it;\n"
+	      "                  walship runs with &payload_signing=signed and =unsigned appended\n"
 	      "  --http URL      http://HOST:PORT of a server answering 200 to PUT; part 2 is skipped without it\n"
 	      "  --n64 N         64 KiB objects per S3 rep (default 200)\n"
 	      "  --n1m N         1 MiB objects per S3 rep (default 60)\n"
@@ -287,7 +291,7 @@ static const uint8_t *obj(const struct objs *o, unsigned i)
 
 /* ---- measurement and reporting ---------------------------------------------- */
 
-#define VAR_MAX 8
+#define VAR_MAX 10
 
 struct run_result {
 	double seconds;
@@ -415,8 +419,12 @@ static void parse_s3_url(const char *url, struct s3_target *t)
 	snprintf(t->region, sizeof(t->region), "%s", getenv("AWS_REGION") ? getenv("AWS_REGION") : "us-east-1");
 }
 
-enum { S3_WS, S3_WSM, S3_CURL, S3_CURL_SHA, S3_CURLP, S3_CURLP_SHA, S3_NVAR, S3_CURL_XFER = S3_NVAR };
-static const char *const s3_var_tags[S3_NVAR] = { "ws", "wsmany", "curl", "curlsha", "curlpar", "curlparsha" };
+enum {
+	S3_WS, S3_WSU, S3_WSM, S3_WSMU, S3_CURL, S3_CURL_SHA, S3_CURLP, S3_CURLP_SHA, S3_NVAR,
+	S3_CURL_XFER = S3_NVAR
+};
+static const char *const s3_var_tags[S3_NVAR] = { "ws",   "wsu",     "wsmany",  "wsmanyu",
+						  "curl", "curlsha", "curlpar", "curlparsha" };
 
 /* Key of object i (without the URL's prefix). */
 static void obj_key(char *out, size_t cap, const char *tag, unsigned rep, size_t size, unsigned i)
@@ -561,10 +569,14 @@ static struct run_result run_curl_cfg(const char *curl, const char *cfg, const c
 static void part_s3(const struct opts *o, struct objs *set, const char *work)
 {
 	struct s3_target t;
-	struct ws_store *st, *stm;
+	struct ws_store *st, *stu, *stm, *stmu;
 	int err = 0;
 	static struct table tab;
-	char *many_url = xasprintf("%s&max_in_flight=%u", o->s3_url, o->inflight);
+	/* Later parameters win: these override any payload_signing in --s3. */
+	char *signed_url = xasprintf("%s&payload_signing=signed", o->s3_url);
+	char *unsigned_url = xasprintf("%s&payload_signing=unsigned", o->s3_url);
+	char *many_url = xasprintf("%s&max_in_flight=%u", signed_url, o->inflight);
+	char *many_unsigned_url = xasprintf("%s&max_in_flight=%u", unsigned_url, o->inflight);
 	double sha_s[NSIZES][REPS_MAX], verify[NSIZES][REPS_MAX], start[NSIZES][REPS_MAX];
 	char *cfg = xasprintf("%s/curl.cfg", work), *out = xasprintf("%s/curl.out", work);
 
@@ -576,22 +588,31 @@ static void part_s3(const struct opts *o, struct objs *set, const char *work)
 	if (ws_store_s3_create_bucket(st) != 0)
 		bench_die("create bucket %s: %s", t.bucket, ws_errmsg());
 	ws_store_close(st);
-	st = ws_store_s3_open(o->s3_url, 0, &err); /* the conditional-write probe runs here */
+	st = ws_store_s3_open(signed_url, 0, &err); /* the conditional-write probe runs here */
 	if (!st)
-		bench_die("open %s: %s", o->s3_url, ws_errmsg());
+		bench_die("open %s: %s", signed_url, ws_errmsg());
+	stu = ws_store_s3_open(unsigned_url, 0, &err);
+	if (!stu)
+		bench_die("open %s: %s", unsigned_url, ws_errmsg());
 	stm = ws_store_s3_open(many_url, 0, &err);
 	if (!stm)
 		bench_die("open %s: %s", many_url, ws_errmsg());
+	stmu = ws_store_s3_open(many_unsigned_url, 0, &err);
+	if (!stmu)
+		bench_die("open %s: %s", many_unsigned_url, ws_errmsg());
 
 	memset(&tab, 0, sizeof(tab));
 	tab.reps = o->reps;
 	tab.nvar = S3_NVAR + 1;
-	char name_wsm[64], name_cp[64], name_cps[64], lab[128];
+	char name_wsm[64], name_wsmu[64], name_cp[64], name_cps[64], lab[128];
 	snprintf(name_wsm, sizeof(name_wsm), "walship put_many, %u in fl.", o->inflight);
+	snprintf(name_wsmu, sizeof(name_wsmu), "walship put_many %u, UNSIGN.", o->inflight);
 	snprintf(name_cp, sizeof(name_cp), "curl --parallel-max %u, UNSIGN.", o->inflight);
 	snprintf(name_cps, sizeof(name_cps), "curl --parallel-max %u, SHA", o->inflight);
 	tab.names[S3_WS] = "walship ws_store_put";
+	tab.names[S3_WSU] = "walship put, UNSIGNED-PAYLOAD";
 	tab.names[S3_WSM] = name_wsm;
+	tab.names[S3_WSMU] = name_wsmu;
 	tab.names[S3_CURL] = "curl, UNSIGNED-PAYLOAD";
 	tab.names[S3_CURL_SHA] = "curl, real SHA-256";
 	tab.names[S3_CURLP] = name_cp;
@@ -601,8 +622,10 @@ static void part_s3(const struct opts *o, struct objs *set, const char *work)
 	printf("\n== Part 1: S3 PUT to radosgw %s, bucket %s; sequential PUTs over one reused connection, and "
 	       "%u in flight; %u reps, interleaved, order rotated ==\n",
 	       t.endpoint, t.bucket, o->inflight, o->reps);
-	printf("   walship: ws_store_put(WS_PUT_OVERWRITE), distinct keys; signs the real SHA-256 of each "
-	       "payload, which radosgw verifies\n"
+	printf("   walship: ws_store_put(WS_PUT_OVERWRITE), distinct keys; payload_signing=signed: signs the "
+	       "real SHA-256 of each payload, which radosgw verifies\n"
+	       "   walship UNSIGNED: the same with payload_signing=unsigned (UNSIGNED-PAYLOAD, as curl: the "
+	       "same work on both sides)\n"
 	       "   curl:    one `%s -q -K cfg` process, one `next` section per file (read from the page cache),\n"
 	       "            --aws-sigv4 with x-amz-content-sha256: UNSIGNED-PAYLOAD: no payload hash on either "
 	       "side.\n"
@@ -612,8 +635,8 @@ static void part_s3(const struct opts *o, struct objs *set, const char *work)
 	       "process start\n"
 	       "   curl-sha: the same with the real SHA-256 of each file (hashed outside the timer): the "
 	       "server does walship's work\n"
-	       "   in flight: walship ws_store_putv_many (max_in_flight=%u) vs the same curl runs with "
-	       "--parallel --parallel-immediate --parallel-max %u\n",
+	       "   in flight: walship ws_store_putv_many (max_in_flight=%u; signed and unsigned) vs the same "
+	       "curl runs with --parallel --parallel-immediate --parallel-max %u\n",
 	       o->curl, o->inflight, o->inflight);
 
 	/* Warm-up, untimed: connections, the bucket index, curl's binary in the page cache. */
@@ -621,8 +644,10 @@ static void part_s3(const struct opts *o, struct objs *set, const char *work)
 		struct objs w = set[z];
 		w.n = w.n < 5 ? w.n : 5;
 		(void)run_ws_s3(st, &w, "warm-ws", 0);
+		(void)run_ws_s3(stu, &w, "warm-wsu", 0);
 		w.n = set[z].n < 16 ? set[z].n : 16;
 		(void)run_ws_s3_many(stm, &w, "warm-wsm", 0);
+		(void)run_ws_s3_many(stmu, &w, "warm-wsmu", 0);
 		w.n = set[z].n < 5 ? set[z].n : 5;
 		write_curl_cfg(cfg, &t, &w, "warm-curl", 0, false, 0);
 		(void)run_curl_cfg(o->curl, cfg, out, w.n);
@@ -643,10 +668,10 @@ static void part_s3(const struct opts *o, struct objs *set, const char *work)
 			sha_s[z][rep] = bench_now_s() - t0;
 			for (int k = 0; k < S3_NVAR; k++) {
 				int var = (int)(((unsigned)k + rep) % S3_NVAR); /* rotate the order */
-				if (var == S3_WS) {
-					res[var] = run_ws_s3(st, s, s3_var_tags[var], rep);
-				} else if (var == S3_WSM) {
-					res[var] = run_ws_s3_many(stm, s, s3_var_tags[var], rep);
+				if (var == S3_WS || var == S3_WSU) {
+					res[var] = run_ws_s3(var == S3_WS ? st : stu, s, s3_var_tags[var], rep);
+				} else if (var == S3_WSM || var == S3_WSMU) {
+					res[var] = run_ws_s3_many(var == S3_WSM ? stm : stmu, s, s3_var_tags[var], rep);
 				} else {
 					bool sha = var == S3_CURL_SHA || var == S3_CURLP_SHA;
 					bool par = var == S3_CURLP || var == S3_CURLP_SHA;
@@ -664,14 +689,16 @@ static void part_s3(const struct opts *o, struct objs *set, const char *work)
 			}
 			verify[z][rep] = res[S3_CURL_SHA].seconds - res[S3_CURL].seconds;
 			start[z][rep] = res[S3_CURL].seconds - res[S3_CURL].curl_transfer_s;
-			printf("rep %u %-5s x%-4u walship %6.3f s (%" PRIu64 " retries) | curl %6.3f s (%.3f s in "
-			       "transfers, %u connects) | curl-sha %6.3f s (%u connects)\n"
-			       "      in flight: walship put_many %6.3f s (%" PRIu64 " retries) | curl --parallel "
-			       "%6.3f s (%u connects) | curl --parallel sha %6.3f s\n",
+			printf("rep %u %-5s x%-4u walship %6.3f s (%" PRIu64 " retries), unsigned %6.3f s (%" PRIu64
+			       " retries) | curl %6.3f s (%.3f s in transfers, %u connects) | curl-sha %6.3f s (%u "
+			       "connects)\n"
+			       "      in flight: walship put_many %6.3f s (%" PRIu64 " retries), unsigned %6.3f s (%" PRIu64
+			       " retries) | curl --parallel %6.3f s (%u connects) | curl --parallel sha %6.3f s\n",
 			       rep + 1, size_names[z], s->n, res[S3_WS].seconds, res[S3_WS].retries,
-			       res[S3_CURL].seconds, res[S3_CURL].curl_transfer_s, res[S3_CURL].connects,
-			       res[S3_CURL_SHA].seconds, res[S3_CURL_SHA].connects, res[S3_WSM].seconds,
-			       res[S3_WSM].retries, res[S3_CURLP].seconds, res[S3_CURLP].connects,
+			       res[S3_WSU].seconds, res[S3_WSU].retries, res[S3_CURL].seconds,
+			       res[S3_CURL].curl_transfer_s, res[S3_CURL].connects, res[S3_CURL_SHA].seconds,
+			       res[S3_CURL_SHA].connects, res[S3_WSM].seconds, res[S3_WSM].retries, res[S3_WSMU].seconds,
+			       res[S3_WSMU].retries, res[S3_CURLP].seconds, res[S3_CURLP].connects,
 			       res[S3_CURLP_SHA].seconds);
 		}
 	}
@@ -683,14 +710,18 @@ static void part_s3(const struct opts *o, struct objs *set, const char *work)
 		double mws = bench_median(tab.secs[z][S3_WS], o->reps), msha = bench_median(sha_s[z], o->reps);
 		putchar('\n');
 		print_rates(&tab, z, s, "objects/s");
-		print_ratio(&tab, z, S3_WS, S3_CURL, "ratio walship/curl (UNSIGNED-PAYLOAD)", 1.0);
-		print_ratio(&tab, z, S3_WS, S3_CURL_SHA, "ratio walship/curl-sha (same server work)", 0);
-		print_ratio(&tab, z, S3_WS, S3_CURL_XFER, "ratio walship/curl time_total sum (transfers only)", 0);
-		snprintf(lab, sizeof(lab), "ratio walship put_many(%u)/curl (sequential)", o->inflight);
+		print_ratio(&tab, z, S3_WSU, S3_CURL, "ratio walship-unsigned/curl (both UNSIGNED)", 1.0);
+		print_ratio(&tab, z, S3_WS, S3_CURL, "ratio walship-signed/curl (UNSIGNED-PAYLOAD)", 0);
+		print_ratio(&tab, z, S3_WS, S3_CURL_SHA, "ratio walship-signed/curl-sha (same work)", 0);
+		print_ratio(&tab, z, S3_WS, S3_CURL_XFER, "ratio walship-signed/curl time_total (transfers)", 0);
+		snprintf(lab, sizeof(lab), "ratio put_many(%u)-signed/curl (sequential)", o->inflight);
 		print_ratio(&tab, z, S3_WSM, S3_CURL, lab, 1.0);
-		snprintf(lab, sizeof(lab), "ratio walship put_many(%u)/curl --parallel(%u)", o->inflight, o->inflight);
-		print_ratio(&tab, z, S3_WSM, S3_CURLP, lab, 1.0);
-		snprintf(lab, sizeof(lab), "ratio walship put_many(%u)/curl-sha --parallel", o->inflight);
+		snprintf(lab, sizeof(lab), "ratio put_many(%u)-unsigned/curl --par(%u)", o->inflight,
+			 o->inflight);
+		print_ratio(&tab, z, S3_WSMU, S3_CURLP, lab, 1.0);
+		snprintf(lab, sizeof(lab), "ratio put_many(%u)-signed/curl --par(%u)", o->inflight, o->inflight);
+		print_ratio(&tab, z, S3_WSM, S3_CURLP, lab, 0);
+		snprintf(lab, sizeof(lab), "ratio put_many(%u)-signed/curl-sha --par", o->inflight);
 		print_ratio(&tab, z, S3_WSM, S3_CURLP_SHA, lab, 0);
 		printf("%-6s profile (ms/object): walship's SHA-256 of the payload %.3f (%.1f%% of its PUT time, "
 		       "%.0f MB/s), done before sending;\n"
@@ -701,8 +732,13 @@ static void part_s3(const struct opts *o, struct objs *set, const char *work)
 		       bench_median(start[z], o->reps) * 1e3 / s->n);
 	}
 	ws_store_close(st);
+	ws_store_close(stu);
 	ws_store_close(stm);
+	ws_store_close(stmu);
+	free(signed_url);
+	free(unsigned_url);
 	free(many_url);
+	free(many_unsigned_url);
 	free(cfg);
 	free(out);
 }

@@ -5,13 +5,19 @@
 #   - starts a throwaway radosgw (tests/s3/radosgw.sh) and a minimal nginx
 #     answering 200 to any PUT on 127.0.0.1, both under a temp dir,
 #   - creates the bucket, runs bench_s3, stops everything (trap), and
-#     prints the results (also saved to build-bench/bench_s3-last.txt).
+#     prints the results (also saved to build-bench/bench_s3-last.txt),
+#     then the ratios again on their own. walship runs both signed
+#     (payload_signing=signed: the real SHA-256, verified by radosgw) and
+#     unsigned (UNSIGNED-PAYLOAD, as curl: the same work on both sides).
 #
 #   bench/run_s3_bench.sh [--tiny] [--no-install] [-- bench_s3 args...]
 #     --tiny        a quick smoke: a few objects, one rep
 #     --no-install  do not apt-get anything (fail if something is missing)
 # Anything after -- goes to bench_s3 (e.g. -- --reps 5 --inflight 8).
-# Environment: WS_BENCH_BUILD (default build-bench), WS_TEST_TMP (temp dirs).
+# Environment: WS_BENCH_BUILD (default build-bench), WS_TEST_TMP (temp dirs),
+# WS_RGW_MEM_BYTES (radosgw's memstore; default 8 GiB, only used as written:
+# each S3 rep writes about 0.6 GB of distinct objects, and a full store makes
+# radosgw stop answering rather than fail).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -91,6 +97,7 @@ free_port() {
     die "no free port"
 }
 
+export WS_RGW_MEM_BYTES=${WS_RGW_MEM_BYTES:-8589934592}
 "$ROOT/tests/s3/radosgw.sh" start "$T/rgw" >&2
 set -a
 # shellcheck disable=SC1091
@@ -167,3 +174,6 @@ fi
 ARGS+=("${EXTRA[@]}")
 say "$BENCH ${ARGS[*]}"
 "$BENCH" "${ARGS[@]}" | tee "$BUILD/bench_s3-last.txt"
+echo
+echo "== ratios (> 1: walship faster; walship-unsigned vs curl is the like-for-like pair) =="
+grep -E '^(64KiB|1MiB) +ratio' "$BUILD/bench_s3-last.txt" || true

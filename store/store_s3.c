@@ -4,11 +4,21 @@
  *
  * URL: s3://BUCKET[/PREFIX][?endpoint=http://127.0.0.1:7480&region=us-east-1
  *      &etag_quotes=0&conditional_writes=off&ca_file=/path&insecure=1
- *      &retry_attempts_max=10&retry_deadline_ms=30000&max_in_flight=8]
+ *      &retry_attempts_max=10&retry_deadline_ms=30000&max_in_flight=8
+ *      &payload_signing=signed|unsigned]
  * A custom endpoint is addressed path-style (endpoint/BUCKET/KEY); without
  * one, AWS virtual-hosted style (https://BUCKET.s3.REGION.amazonaws.com/KEY).
  * Credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
  * AWS_REGION. They never appear in logs or error details.
+ *
+ * Payload signing: x-amz-content-sha256 carries the SHA-256 of a PUT's body
+ * (signed: the server verifies it) or the literal UNSIGNED-PAYLOAD (the
+ * headers are still signed; the body is then neither hashed here nor
+ * verified by the server). Default: unsigned over https, where TLS protects
+ * the body in transit (what the AWS SDKs do for PutObject), signed over
+ * plain http. walship checks every object by its own hashes on read-back
+ * either way. Requests without a body sign the empty payload's hash, and
+ * DeleteObjects (a POST with an XML body) always signs its body.
  *
  * Conditional writes: create-once is If-None-Match: *, compare-and-swap is
  * If-Match: ETAG (quoted unless etag_quotes=0: radosgw wants it bare). 412
@@ -27,13 +37,15 @@
  * they count in stats.resends (net/ws_http.h says when they happen).
  *
  * put_many: the PUTs run concurrently over the store's one ws_http (up to
- * max_in_flight at once), each signed, hashed and retried on its own, in
- * rounds (s3_put_many). Overwrite and create-once only.
+ * max_in_flight at once), each signed (and hashed, when payloads are
+ * signed) and retried on its own, in rounds (s3_put_many). Overwrite and
+ * create-once only.
  *
  * Before the sink is trusted for fencing, open probes once that the store
  * enforces create-once (a second create of the same key must get 412); a
  * store that ignores it is refused unless conditional_writes=off, logged.
  */
+#include <assert.h>
 #include <errno.h>
 #include <expat.h>
 #include <openssl/evp.h>
@@ -68,6 +80,7 @@ struct s3_store {
 	bool path_style;
 	bool etag_quotes;
 	bool conditional_writes;
+	bool payload_unsigned;       /* PUT bodies as UNSIGNED-PAYLOAD (payload_signing=unsigned) */
 	unsigned attempts_max;
 	uint64_t deadline_ms;
 	uint64_t rng;
@@ -144,6 +157,7 @@ struct s3_call {
 	int body_iovcnt;
 	struct ws_buf *resp;         /* response body, may be NULL */
 	bool conditional;            /* 409 ConditionalRequestConflict is retried */
+	bool unsigned_payload;       /* body sent as UNSIGNED-PAYLOAD: never hashed */
 	/* state across attempts (call_begin) */
 	char payload_hash[65];
 	uint64_t deadline_ms;        /* monotonic */
@@ -190,10 +204,17 @@ static uint64_t backoff_ms(struct s3_store *s, const struct s3_call *c)
 	return ms;
 }
 
-/* Before the first attempt: the payload hash (SHA-256, streamed over the iovecs) and the deadline. */
+/*
+ * Before the first attempt: the payload hash (SHA-256, streamed over the
+ * iovecs, or UNSIGNED-PAYLOAD without reading the body) and the deadline.
+ */
 static void call_begin(struct s3_store *s, struct s3_call *c)
 {
-	if (c->body && c->body_iovcnt > 0) {
+	if (c->unsigned_payload) {
+		static const char unsigned_payload[] = "UNSIGNED-PAYLOAD";
+		static_assert(sizeof(unsigned_payload) <= sizeof(c->payload_hash), "payload_hash holds it");
+		memcpy(c->payload_hash, unsigned_payload, sizeof(unsigned_payload));
+	} else if (c->body && c->body_iovcnt > 0) {
 		uint8_t md[WS_SHA256_LEN];
 		ws_sha256v(c->body, c->body_iovcnt, md);
 		ws_hex(md, WS_SHA256_LEN, c->payload_hash);
@@ -483,6 +504,7 @@ static int put_begin(struct s3_store *s, struct s3_put_op *op, const char *key, 
 	c->key = key;
 	c->body = iov;
 	c->body_iovcnt = iovcnt;
+	c->unsigned_payload = s->payload_unsigned;
 	op->mode = mode;
 	snprintf(op->token, sizeof(op->token), "%016" PRIx64 "%016" PRIx64, rnd64(s), rnd64(s));
 	snprintf(op->h_len, sizeof(op->h_len), "Content-Length: %" PRIu64, len);
@@ -1098,6 +1120,8 @@ struct ws_store *ws_store_s3_open(const char *url, unsigned flags, int *err)
 	const char *p, *q, *slash;
 	char ca_file[512] = "";
 	bool insecure = false;
+	int payload_signing = -1; /* -1: by the endpoint's scheme, 0: unsigned, 1: signed */
+	bool tls = true;          /* AWS's own endpoints are https */
 	int rc;
 
 	s = calloc(1, sizeof(*s));
@@ -1201,6 +1225,13 @@ struct ws_store *ws_store_s3_open(const char *url, unsigned flags, int *err)
 				rc = ws_fail(WS_ECONFIG, "sink %s: insecure=%s is not 0 or 1", url, value);
 				goto fail;
 			}
+		} else if (!strcmp(name, "payload_signing")) {
+			if (strcmp(value, "signed") && strcmp(value, "unsigned")) {
+				rc = ws_fail(WS_ECONFIG, "sink %s: payload_signing=%s is not signed or unsigned", url,
+					     value);
+				goto fail;
+			}
+			payload_signing = !strcmp(value, "signed");
 		} else if (!strcmp(name, "ca_file")) {
 			if (strlen(value) >= sizeof(ca_file)) {
 				rc = ws_fail(WS_ECONFIG, "sink %s: ca_file path too long", url);
@@ -1229,7 +1260,7 @@ struct ws_store *ws_store_s3_open(const char *url, unsigned flags, int *err)
 	}
 	if (s->endpoint[0]) {
 		/* The Host header as curl sends it: without a default port. */
-		bool tls = !strncmp(s->endpoint, "https://", 8);
+		tls = !strncmp(s->endpoint, "https://", 8);
 		const char *h = strstr(s->endpoint, "://") + 3;
 		size_t hn = strcspn(h, "/");
 		if (hn >= sizeof(s->host)) {
@@ -1253,6 +1284,12 @@ struct ws_store *ws_store_s3_open(const char *url, unsigned flags, int *err)
 			 s->creds.region);
 		snprintf(s->host, sizeof(s->host), "%s.s3.%s.amazonaws.com", s->bucket, s->creds.region);
 	}
+	s->payload_unsigned = payload_signing < 0 ? tls : payload_signing == 0;
+	if (s->payload_unsigned && !tls)
+		ws_info("sink %s: payload signing: unsigned over plain http: PUT bodies are not covered by "
+			"the signature (x-amz-content-sha256: UNSIGNED-PAYLOAD)", url);
+	else
+		ws_debug("sink %s: payload signing: %s", url, s->payload_unsigned ? "unsigned" : "signed");
 	ho.ca_file = ca_file[0] ? ca_file : NULL;
 	ho.insecure = insecure;
 	s->http = ws_http_open(&ho, &rc);

@@ -6,7 +6,9 @@
  * produce (503 SlowDown, 429, 500, latency, resets, truncated bodies, a store
  * that ignores conditional writes) injected by tests/s3/faultproxy.py, and
  * put_many (concurrent PUTs, each with its own retries, WS_ETHROTTLED when
- * throttling outlasts them, create-once per request, uploads cut mid-body).
+ * throttling outlasts them, create-once per request, uploads cut mid-body),
+ * and payload_signing (UNSIGNED-PAYLOAD against radosgw; the header each
+ * mode sends, seen by a one-connection capture server).
  *
  * Without $WS_S3_DIR the test FAILS: it must never pass without a server.
  */
@@ -20,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -28,6 +32,7 @@
 
 #include "storeutil.h"
 #include "testutil.h"
+#include "ws_hash.h"
 #include "ws_log.h"
 #include "ws_store.h"
 
@@ -1580,6 +1585,292 @@ static void test_put_many_reset(void **state)
 	ws_store_close(s);
 }
 
+/* ---- 6. payload_signing ---------------------------------------------------------- */
+
+/*
+ * payload_signing=unsigned against radosgw: every write path (the open's
+ * probe, put, create-once, CAS, put_many) works with UNSIGNED-PAYLOAD and
+ * reads back equal; GET/HEAD/LIST/DeleteObjects still sign their own hashes.
+ */
+static void test_unsigned_payload(void **state)
+{
+	struct ws_store *s = open_sink("unsigned", "payload_signing=unsigned"); /* probe: create-once twice */
+	struct ws_etag e1, e2, e3;
+	struct ws_buf b;
+	struct pm_set p;
+	size_t n = 300000;
+	uint8_t *data = malloc(n);
+	(void)state;
+
+	assert_non_null(data);
+	fill_random(data, n, 61);
+	wt_put_bytes(s, "u/obj", data, n, &e1);
+	ws_buf_init(&b, 0);
+	assert_int_equal(ws_store_get(s, "u/obj", 0, UINT64_MAX, &b, NULL), 0);
+	assert_int_equal(b.len, n);
+	assert_memory_equal(b.data, data, n);
+	b.len = 0;
+	assert_int_equal(ws_store_get(s, "u/obj", 1000, 10, &b, NULL), 0);
+	assert_int_equal(b.len, 10);
+	assert_memory_equal(b.data, data + 1000, 10);
+	ws_buf_free(&b);
+
+	/* Create-once: new key wins, existing key is a precondition failure. */
+	assert_int_equal(ws_store_put(s, "u/once", "first", 5, WS_PUT_CREATE, NULL, &e2), 0);
+	assert_int_equal(ws_store_put(s, "u/once", "second", 6, WS_PUT_CREATE, NULL, NULL), WS_EPRECOND);
+	wt_assert_content(s, "u/once", "first");
+	/* CAS: the current etag wins, a stale one fails. */
+	assert_int_equal(ws_store_put(s, "u/once", "third", 5, WS_PUT_CAS, &e2, &e3), 0);
+	assert_int_equal(ws_store_put(s, "u/once", "fourth", 6, WS_PUT_CAS, &e2, NULL), WS_EPRECOND);
+	wt_assert_content(s, "u/once", "third");
+
+	/* put_many, overwrite then create-once over the same keys. */
+	pm_make(&p, 8, "u/pm", 0, 1u << 20, WS_PUT_OVERWRITE, 62);
+	pm_run(s, &p);
+	pm_assert_all_ok(s, &p);
+	pm_free(&p);
+	pm_make(&p, 8, "u/pm", 1, 5000, WS_PUT_CREATE, 63);
+	pm_run(s, &p);
+	for (size_t i = 0; i < p.n; i++)
+		assert_int_equal(p.reqs[i].rc, WS_EPRECOND);
+	pm_free(&p);
+	pm_make(&p, 8, "u/pmc", 1, 5000, WS_PUT_CREATE, 64);
+	pm_run(s, &p);
+	pm_assert_all_ok(s, &p);
+	pm_free(&p);
+
+	/* Body-less requests and DeleteObjects still go through. */
+	struct ws_list_page lp;
+	memset(&lp, 0, sizeof(lp));
+	assert_int_equal(ws_store_list(s, "u/pmc/", NULL, 1000, &lp), 0);
+	assert_int_equal(lp.count, 8);
+	ws_list_page_free(&lp);
+	const char *del[] = { "u/obj", "u/once" };
+	assert_int_equal(ws_store_del_many(s, del, 2), 0);
+	assert_int_equal(ws_store_head(s, "u/obj", NULL), WS_ENOTFOUND);
+	assert_int_equal(ws_store_del(s, "u/pmc/o00"), 0);
+	assert_int_equal(ws_store_head(s, "u/pmc/o00", NULL), WS_ENOTFOUND);
+	assert_int_equal(s->stats.retries, 0);
+	free(data);
+	ws_store_close(s);
+}
+
+/* A wrong secret is still refused (403) when the payload is unsigned: the headers are signed. */
+static void test_unsigned_wrong_secret(void **state)
+{
+	const char *wrong = "WRONGsecretWRONGsecretWRONGsecret0123456";
+	char url[1024];
+	int err = 0;
+	struct ws_store *s;
+	(void)state;
+
+	assert_int_equal(setenv("AWS_SECRET_ACCESS_KEY", wrong, 1), 0);
+	sink_url(url, sizeof(url), NULL, "unsigned", "payload_signing=unsigned");
+	s = ws_store_open(url, &err); /* the probe's PUT */
+	assert_null(s);
+	assert_int_equal(err, -EACCES);
+	assert_no_secret(ws_errmsg(), wrong);
+	s = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
+	assert_non_null(s);
+	assert_int_equal(ws_store_put(s, "u/denied", "x", 1, WS_PUT_OVERWRITE, NULL, NULL), -EACCES);
+	assert_no_secret(ws_errmsg(), wrong);
+	struct iovec iov = { (void *)(uintptr_t)"y", 1 };
+	struct ws_put_req r = { .key = "u/denied-many", .iov = &iov, .iovcnt = 1, .mode = WS_PUT_OVERWRITE };
+	assert_int_equal(ws_store_putv_many(s, &r, 1), 0);
+	assert_int_equal(r.rc, -EACCES);
+	ws_store_close(s);
+	assert_int_equal(setenv("AWS_SECRET_ACCESS_KEY", g_secret, 1), 0);
+	s = open_sink("unsigned", "payload_signing=unsigned");
+	assert_int_equal(ws_store_head(s, "u/denied", NULL), WS_ENOTFOUND);
+	assert_int_equal(ws_store_head(s, "u/denied-many", NULL), WS_ENOTFOUND);
+	ws_store_close(s);
+}
+
+/* A bad value names the parameter; the mode each endpoint gets by default. */
+static void test_payload_signing_config(void **state)
+{
+	static const char *const bad[] = { "payload_signing=yes", "payload_signing=", "payload_signing=SIGNED",
+					   "payload_signing=unsigned-payload" };
+	static const struct {
+		const char *url, *want;
+	} modes[] = {
+		{ "s3://ws-mode?endpoint=https://127.0.0.1:1", "payload signing: unsigned" },
+		{ "s3://ws-mode", "payload signing: unsigned" }, /* AWS: https */
+		{ "s3://ws-mode?endpoint=http://127.0.0.1:1", "payload signing: signed" },
+		{ "s3://ws-mode?endpoint=https://127.0.0.1:1&payload_signing=signed", "payload signing: signed" },
+		{ "s3://ws-mode?endpoint=http://127.0.0.1:1&payload_signing=unsigned",
+		  "payload signing: unsigned over plain http" },
+	};
+	char url[1024];
+	int err = 0;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		sink_url(url, sizeof(url), NULL, NULL, bad[i]);
+		assert_null(ws_store_open_flags(url, WS_STORE_EXISTING, &err));
+		assert_int_equal(err, WS_ECONFIG);
+		assert_non_null(strstr(ws_errmsg(), "payload_signing"));
+	}
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		struct logcap cap;
+		memset(&cap, 0, sizeof(cap));
+		ws_log_set_sink(log_capture, &cap);
+		ws_log_set_level(i == 4 ? WS_LOG_INFO : WS_LOG_DEBUG); /* http + unsigned: logged at info */
+		struct ws_store *s = ws_store_open_flags(modes[i].url, WS_STORE_EXISTING, &err);
+		ws_log_set_level(WS_LOG_WARN);
+		ws_log_set_sink(NULL, NULL);
+		if (!s)
+			fail_msg("open %s: %s", modes[i].url, ws_errmsg());
+		ws_store_close(s);
+		if (!strstr(cap.text, modes[i].want) ||
+		    (strcmp(modes[i].want, "payload signing: signed") && strstr(cap.text, "payload signing: signed")))
+			fail_msg("%s: logged \"%s\", want \"%s\"", modes[i].url, cap.text, modes[i].want);
+		assert_int_equal(cap.warnings, 0);
+	}
+}
+
+/*
+ * What goes on the wire: a capture server on 127.0.0.1 answers every request
+ * (PUT 200 with an etag, anything else 404) on one connection and writes the
+ * request heads to a file. Returns the server's pid; *port is its port.
+ */
+static pid_t capture_start(const char *path, int *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(ls >= 0);
+	assert_int_equal(bind(ls, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(ls, 4), 0);
+	assert_int_equal(getsockname(ls, (struct sockaddr *)&a, &al), 0);
+	*port = ntohs(a.sin_port);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid > 0) {
+		close(ls);
+		return pid;
+	}
+	FILE *out = fopen(path, "w");
+	int c = accept(ls, NULL, NULL);
+	static char buf[1 << 16];
+	size_t have = 0;
+	if (!out || c < 0)
+		_exit(2);
+	for (;;) {
+		char *end;
+		ssize_t r;
+		while (!(end = memmem(buf, have, "\r\n\r\n", 4))) {
+			if (have == sizeof(buf) || (r = read(c, buf + have, sizeof(buf) - have)) <= 0)
+				_exit(fclose(out) == 0 ? 0 : 3);
+			have += (size_t)r;
+		}
+		size_t head = (size_t)(end - buf) + 4, body = 0;
+		fwrite(buf, 1, head, out);
+		fflush(out);
+		for (char *h = buf; h < end; h = strstr(h, "\r\n") + 2)
+			if (!strncasecmp(h, "content-length:", 15))
+				body = strtoul(h + 15, NULL, 10);
+		int put = !strncmp(buf, "PUT ", 4);
+		if (memmem(buf, head, "100-continue", 12)) {
+			static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+			if (write(c, cont, sizeof(cont) - 1) < 0)
+				_exit(4);
+		}
+		/* Drop the head and the body (which may still be arriving). */
+		memmove(buf, buf + head, have - head);
+		have -= head;
+		while (have < body) {
+			r = read(c, buf + have, sizeof(buf) - have < body - have ? sizeof(buf) - have : body - have);
+			if (r <= 0)
+				_exit(5);
+			have += (size_t)r;
+			if (have == sizeof(buf)) {
+				body -= have;
+				have = 0;
+			}
+		}
+		memmove(buf, buf + body, have - body);
+		have -= body;
+		const char *reply = put ? "HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nContent-Length: 0\r\n\r\n"
+					: "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+		if (write(c, reply, strlen(reply)) < 0)
+			_exit(6);
+	}
+}
+
+/* The x-amz-content-sha256 of the request heads in the capture file, in order ('|' between them). */
+static void captured_hashes(const char *path, char *out, size_t cap)
+{
+	size_t n;
+	uint8_t *d = wt_read_file(path, &n);
+	char *txt = calloc(1, n + 1);
+	assert_non_null(d);
+	assert_non_null(txt);
+	memcpy(txt, d, n);
+	out[0] = '\0';
+	for (char *p = txt; (p = strcasestr(p, "\r\nx-amz-content-sha256:")); p += 2) {
+		char *v = p + 23;
+		v += strspn(v, " ");
+		size_t len = strcspn(v, "\r");
+		size_t o = strlen(out);
+		snprintf(out + o, cap - o, "%s%.*s", o ? "|" : "", (int)len, v);
+	}
+	free(txt);
+	free(d);
+}
+
+static void capture_one(const char *mode_param, char *hashes, size_t cap, const struct iovec *iov, int iovcnt)
+{
+	char path[600], url[1024];
+	int port, err = 0, st;
+	snprintf(path, sizeof(path), "%s/capture.txt", g_tmp);
+	pid_t pid = capture_start(path, &port);
+	snprintf(url, sizeof(url), "s3://%s?endpoint=http://127.0.0.1:%d&etag_quotes=0%s%s", g_bucket, port,
+		 mode_param ? "&" : "", mode_param ? mode_param : "");
+	struct ws_store *s = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
+	if (!s)
+		fail_msg("open %s: %s", url, ws_errmsg());
+	struct ws_buf b;
+	ws_buf_init(&b, 0);
+	assert_int_equal(ws_store_putv(s, "cap/a", iov, iovcnt, WS_PUT_OVERWRITE, NULL, NULL), 0);
+	struct ws_put_req r = { .key = "cap/b", .iov = iov, .iovcnt = iovcnt, .mode = WS_PUT_CREATE };
+	assert_int_equal(ws_store_putv_many(s, &r, 1), 0);
+	assert_int_equal(r.rc, 0);
+	assert_int_equal(ws_store_get(s, "cap/a", 0, UINT64_MAX, &b, NULL), WS_ENOTFOUND);
+	ws_buf_free(&b);
+	ws_store_close(s);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	captured_hashes(path, hashes, cap);
+}
+
+/* Signed mode sends the body's real SHA-256 (radosgw verifies it); unsigned sends UNSIGNED-PAYLOAD. */
+static void test_payload_signing_wire(void **state)
+{
+	static const char empty[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+	uint8_t body[5000], md[WS_SHA256_LEN];
+	char real[65], want[400], got[400];
+	struct iovec iov[2];
+	(void)state;
+
+	fill_random(body, sizeof(body), 71);
+	iov[0] = (struct iovec){ body, 1234 };
+	iov[1] = (struct iovec){ body + 1234, sizeof(body) - 1234 };
+	ws_sha256v(iov, 2, md);
+	ws_hex(md, WS_SHA256_LEN, real);
+
+	/* put, put_many, then a GET (no body: the empty payload's hash). */
+	snprintf(want, sizeof(want), "%s|%s|%s", real, real, empty);
+	capture_one("payload_signing=signed", got, sizeof(got), iov, 2);
+	assert_string_equal(got, want);
+	capture_one(NULL, got, sizeof(got), iov, 2); /* http: signed by default */
+	assert_string_equal(got, want);
+	snprintf(want, sizeof(want), "UNSIGNED-PAYLOAD|UNSIGNED-PAYLOAD|%s", empty);
+	capture_one("payload_signing=unsigned", got, sizeof(got), iov, 2);
+	assert_string_equal(got, want);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1601,6 +1892,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_put_many_throttled, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_put_many_throttled_out, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_put_many_reset, proxy_start, proxy_stop),
+		cmocka_unit_test(test_unsigned_payload),
+		cmocka_unit_test(test_unsigned_wrong_secret),
+		cmocka_unit_test(test_payload_signing_config),
+		cmocka_unit_test(test_payload_signing_wire),
 	};
 	if (load_env() != 0)
 		return 1;
