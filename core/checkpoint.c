@@ -834,13 +834,25 @@ abort:
 			}
 			/* Another writer decided a later checkpoint while ours ran (its
 			 * ID made ours terminal): that durable winner is the result. */
-			/* Or decided an earlier one after we read the latest Commit: our
-			 * Commit then names a stale predecessor (a fork), and theirs is
-			 * the decision. */
 			if (ws_ckpt_latest_terminal(c, &term, &tfound) == 0 && tfound &&
-			    (term.checkpoint_id > a.checkpoint_id ||
-			     (forked && term.checkpoint_id != a.checkpoint_id))) {
+			    term.checkpoint_id > a.checkpoint_id) {
 				rc = wait_for_peer(c, term.checkpoint_id, 0, out);
+				goto done;
+			}
+			/* Or committed an earlier one after we read the latest Commit:
+			 * our Commit named a stale predecessor (a fork), ours is now
+			 * aborted, and their Commit is the durable winner. */
+			if (forked && ws_ckpt_latest_commit(c, &term, &tfound) == 0 && tfound &&
+			    term.checkpoint_id != a.checkpoint_id) {
+				struct ws_ckpt_index widx;
+				memset(out, 0, sizeof(*out));
+				out->id = term.checkpoint_id;
+				out->committed = true;
+				if (ws_ckpt_load_committed(c, &term.committed, &widx) == 0) {
+					info_from(&term.committed, &widx, false, out);
+					ws_ckpt_index_free(&widx);
+				}
+				rc = 0;
 				goto done;
 			}
 		}

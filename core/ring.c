@@ -84,6 +84,19 @@ static int remaining_ms(uint64_t deadline)
 	return now >= deadline ? 0 : (int)(deadline - now);
 }
 
+/* Producer: sleep until tail may have moved past `seen`; false once the
+ * time is up (timeout_ms 0: at once; -1: never). */
+static bool wait_tail_moves(struct ws_ring *r, uint32_t seen, int timeout_ms, uint64_t deadline)
+{
+	int left = -1;
+	if (timeout_ms == 0)
+		return false;
+	if (timeout_ms > 0 && (left = remaining_ms(deadline)) == 0)
+		return false;
+	sleep_on(&r->tail, &r->prod_waiting, seen, left);
+	return true;
+}
+
 int ws_ring_reserve(struct ws_ring *r, int timeout_ms, uint32_t *idx)
 {
 	uint32_t head = r->head; /* only we write it */
@@ -97,16 +110,8 @@ int ws_ring_reserve(struct ws_ring *r, int timeout_ms, uint32_t *idx)
 			*idx = head;
 			return 0;
 		}
-		if (timeout_ms == 0)
+		if (!wait_tail_moves(r, tail, timeout_ms, deadline))
 			return -EAGAIN;
-		if (timeout_ms > 0) {
-			int left = remaining_ms(deadline);
-			if (left == 0)
-				return -EAGAIN;
-			sleep_on(&r->tail, &r->prod_waiting, tail, left);
-		} else {
-			sleep_on(&r->tail, &r->prod_waiting, tail, -1);
-		}
 	}
 }
 
@@ -131,16 +136,8 @@ int ws_ring_wait_tail(struct ws_ring *r, uint32_t want, int timeout_ms)
 		uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
 		if ((int32_t)(tail - want) >= 0)
 			return 0;
-		if (timeout_ms == 0)
+		if (!wait_tail_moves(r, tail, timeout_ms, deadline))
 			return -EAGAIN;
-		if (timeout_ms > 0) {
-			int left = remaining_ms(deadline);
-			if (left == 0)
-				return -EAGAIN;
-			sleep_on(&r->tail, &r->prod_waiting, tail, left);
-		} else {
-			sleep_on(&r->tail, &r->prod_waiting, tail, -1);
-		}
 	}
 }
 

@@ -29,28 +29,6 @@
 
 static char g_bucket[64];
 
-static int load_s3_env(void)
-{
-	const char *dir = getenv("WS_S3_DIR");
-	char path[1024], line[1024];
-	FILE *f;
-
-	if (!dir || !*dir || snprintf(path, sizeof(path), "%s/env", dir) <= 0 || !(f = fopen(path, "r"))) {
-		fprintf(stderr, "test_core_checkpoint_s3: FAIL: no $WS_S3_DIR/env; run through ctest (its "
-				"\"s3\" fixture starts radosgw)\n");
-		return -1;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		char *eq = strchr(line, '=');
-		line[strcspn(line, "\r\n")] = '\0';
-		if (eq) {
-			*eq = '\0';
-			setenv(line, eq + 1, 1);
-		}
-	}
-	fclose(f);
-	return getenv("WS_S3_ENDPOINT") ? 0 : -1;
-}
 
 static void sink_url(char *out, size_t cap, const char *prefix)
 {
@@ -205,7 +183,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_s3_race_and_restore),
 	};
-	if (load_s3_env() != 0)
+	if (wt_s3_load_env("test_core_checkpoint_s3") != 0)
 		return 1;
 	return cmocka_run_group_tests(tests, setup_bucket, NULL);
 }

@@ -26,37 +26,6 @@
 static char g_bucket[64];
 static unsigned g_prefix_seq;
 
-static int load_env(void)
-{
-	const char *dir = getenv("WS_S3_DIR");
-	char path[1024], line[1024];
-	FILE *f;
-
-	if (!dir || !*dir) {
-		fprintf(stderr, "test_store_ckpt_s3: FAIL: WS_S3_DIR is not set; run through ctest (its "
-				"\"s3\" fixture starts radosgw)\n");
-		return -1;
-	}
-	snprintf(path, sizeof(path), "%s/env", dir);
-	if (!(f = fopen(path, "r"))) {
-		fprintf(stderr, "test_store_ckpt_s3: FAIL: cannot read %s\n", path);
-		return -1;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		char *eq = strchr(line, '=');
-		line[strcspn(line, "\r\n")] = '\0';
-		if (eq) {
-			*eq = '\0';
-			setenv(line, eq + 1, 1);
-		}
-	}
-	fclose(f);
-	if (!getenv("WS_S3_ENDPOINT") || !getenv("AWS_ACCESS_KEY_ID")) {
-		fprintf(stderr, "test_store_ckpt_s3: FAIL: %s lacks WS_S3_ENDPOINT/AWS_* settings\n", path);
-		return -1;
-	}
-	return 0;
-}
 
 static void url_for(char *out, size_t cap, const char *prefix)
 {
@@ -385,7 +354,7 @@ int main(void)
 		cmocka_unit_test(test_s3_race_record_outcome),
 		cmocka_unit_test(test_s3_race_allocate),
 	};
-	if (load_env() != 0)
+	if (wt_s3_load_env("test_store_ckpt_s3") != 0)
 		return 1;
 	return cmocka_run_group_tests(tests, group_setup, NULL);
 }

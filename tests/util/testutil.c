@@ -224,3 +224,43 @@ sqlite3 *wt_open_checked(const char *path)
 		fail_msg("%s: integrity_check: %s", path, res);
 	return db;
 }
+
+int wt_s3_load_env(const char *test)
+{
+	const char *dir = getenv("WS_S3_DIR"), *ep, *sec;
+	char path[1024], line[1024];
+	FILE *f;
+
+	if (!dir || !*dir) {
+		fprintf(stderr, "%s: FAIL: WS_S3_DIR is not set. This test needs a real S3 server: run it "
+			"through ctest (its \"s3\" fixture starts radosgw), or start one with "
+			"tests/s3/radosgw.sh start DIR and set WS_S3_DIR=DIR.\n", test);
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/env", dir);
+	f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "%s: FAIL: cannot read %s: %s (did radosgw.sh start fail?)\n", test, path,
+			strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *eq = strchr(line, '=');
+		line[strcspn(line, "\r\n")] = '\0';
+		if (!eq)
+			continue;
+		*eq = '\0';
+		if (setenv(line, eq + 1, 1) != 0) {
+			fclose(f);
+			return -1;
+		}
+	}
+	fclose(f);
+	ep = getenv("WS_S3_ENDPOINT");
+	sec = getenv("AWS_SECRET_ACCESS_KEY");
+	if (!ep || strncmp(ep, "http://127.0.0.1:", 17) != 0 || !sec || !*sec || !getenv("AWS_ACCESS_KEY_ID")) {
+		fprintf(stderr, "%s: FAIL: %s lacks WS_S3_ENDPOINT/AWS_* settings\n", test, path);
+		return -1;
+	}
+	return 0;
+}

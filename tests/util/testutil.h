@@ -53,4 +53,12 @@ void wt_write_txn(sqlite3 *db, int rows, int bytes);
 /* Open path read-only; PRAGMA integrity_check must say ok. Caller closes. */
 sqlite3 *wt_open_checked(const char *path);
 
+/*
+ * Load the S3 test server's settings ($WS_S3_DIR/env, written by
+ * tests/s3/radosgw.sh) into the environment: WS_S3_ENDPOINT, AWS_*.
+ * Returns 0, or -1 after printing why `test` cannot run (it must then fail:
+ * an S3 test never passes without a server).
+ */
+int wt_s3_load_env(const char *test);
+
 #endif
