@@ -133,6 +133,11 @@ void ws_chain_free(struct ws_chain *c)
 	memset(c, 0, sizeof(*c));
 }
 
+static int missing(const char *tenant, const char *key)
+{
+	return ws_fail(WS_EINCOMPLETE, "tenant %s: manifest %s is missing", tenant, key);
+}
+
 /*
  * Walk back from the manifest (start_key, start_sha, start_len). wm (may be
  * NULL) is the watermark the head must match. stop (may be NULL): a manifest
@@ -176,7 +181,7 @@ static int chain_walk(struct ws_store *s, const char *tenant, const char *start_
 			break;
 		}
 		if (rc == WS_ENOTFOUND) {
-			rc = ws_fail(WS_EINCOMPLETE, "tenant %s: manifest %s is missing", tenant, key);
+			rc = missing(tenant, key);
 			goto fail;
 		}
 		if (rc) {
@@ -288,4 +293,40 @@ int ws_chain_load_from(struct ws_store *s, const char *tenant, const struct ws_c
 		       const struct ws_chain_stop *stop, unsigned flags, struct ws_chain *out, bool *stopped)
 {
 	return chain_walk(s, tenant, head->key, head->sha, head->length, NULL, stop, flags, out, stopped);
+}
+
+int ws_chain_load_flags(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm, unsigned flags,
+			struct ws_chain *out)
+{
+	return chain_walk(s, tenant, wm->manifest_key, wm->manifest_sha, wm->manifest_length, wm, NULL, flags,
+			  out, NULL);
+}
+
+int ws_chain_from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
+		      struct ws_chain *c, struct ws_restore_base *base)
+{
+	size_t i = c->count;
+	bool found = false;
+
+	/* Only now (a link is missing) look at the checkpoints: one HEAD when
+	 * there are none. */
+	if (ws_checkpoint_base_for(sink, tenant, base) == 0) {
+		while (!found && i-- > 0) {
+			/* What the newer manifest (or the watermark) records for c->m[i]. */
+			bool head = i + 1 == c->count;
+			const uint8_t *sha = head ? wm->manifest_sha : c->m[i + 1].prev_sha;
+			uint64_t len = head ? wm->manifest_length : c->m[i + 1].prev_length;
+			found = strcmp(c->keys[i], base->cut.key) == 0 && len == base->cut.length &&
+				memcmp(sha, base->cut.sha, WS_SHA256_LEN) == 0;
+		}
+	}
+	if (!found)
+		return missing(tenant, c->m[0].prev_key);
+	/* The manifests before the cut are history its artifact replaces. */
+	for (size_t k = 0; k < i; k++)
+		ws_fmt_manifest_free(&c->m[k]);
+	memmove(c->m, c->m + i, (c->count - i) * sizeof(*c->m));
+	memmove(c->keys, c->keys + i, (c->count - i) * sizeof(*c->keys));
+	c->count -= i;
+	return 0;
 }

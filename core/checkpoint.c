@@ -177,6 +177,7 @@ static int base_from_index(const struct ws_ckpt_index *idx, const char *tenant, 
 	snprintf(out->artifact_key, sizeof(out->artifact_key), "%s", a->key);
 	out->artifact_length = a->length;
 	snprintf(out->artifact_sha256, sizeof(out->artifact_sha256), "%s", a->sha256);
+	out->checkpoint_id = idx->checkpoint_id;
 	return 0;
 }
 

@@ -109,6 +109,7 @@ int ws_list_tenants(struct ws_sink *sink, const char *tenant, ws_tenant_fn fn, v
 }
 
 struct verify_ctx {
+	struct ws_sink *sink;
 	struct ws_store *s;
 	ws_problem_fn fn;
 	void *arg;
@@ -122,6 +123,8 @@ static int verify_one(const char *tenant, void *arg)
 	struct ws_fmt_watermark wm;
 	struct ws_chain c;
 	struct ws_replay_result res;
+	struct ws_restore_base base;
+	bool from_cut = false;
 	int rc;
 
 	rc = ws_wm_load(x->s, tenant, &wm, NULL);
@@ -134,11 +137,31 @@ static int verify_one(const char *tenant, void *arg)
 	if (rc == WS_ENOTFOUND)
 		ws_fail(rc, "tenant %s has no watermark: nothing was shipped", tenant);
 	if (rc == 0)
-		rc = ws_chain_load(x->s, tenant, &wm, &c);
+		rc = ws_chain_load_flags(x->s, tenant, &wm, WS_CHAIN_UPTO_MISSING, &c);
+	if (rc == 0 && ws_chain_truncated(&c)) {
+		/* A missing link: complete anyway when retention removed the
+		 * history before the latest Commit's cut, the cut's state being
+		 * that checkpoint's artifact (verified below). */
+		rc = ws_chain_from_cut(x->sink, tenant, &wm, &c, &base);
+		from_cut = rc == 0;
+		if (rc)
+			ws_chain_free(&c);
+	}
 	if (rc == 0) {
 		struct ws_replay_report rep = { x->fn, x->arg, 0, 0 };
+		int arc;
+		/* From the cut on (its own objects included, still stored), as
+		 * for a full chain. */
 		rc = ws_replay(x->s, tenant, &c, c.count - 1, c.m[c.count - 1].last_frame, -1, &res, &rep);
 		ws_chain_free(&c);
+		/* (An error that is no object's problem is reported below, alone.) */
+		if (from_cut && (!rc || rep.problems) && (arc = ws_artifact_verify(x->s, &base)) != 0) {
+			if (!rc)
+				rc = arc;
+			rep.problems++;
+			if (x->fn)
+				x->fn(tenant, base.artifact_key, arc, ws_errmsg(), x->arg);
+		}
 		if (rep.problems) {
 			/* Each already reported. */
 			if (!x->first_err)
@@ -157,7 +180,7 @@ static int verify_one(const char *tenant, void *arg)
 
 int ws_verify(struct ws_sink *sink, const char *tenant, ws_problem_fn fn, void *arg)
 {
-	struct verify_ctx x = { sink->store, fn, arg, 0, tenant != NULL };
+	struct verify_ctx x = { sink, sink->store, fn, arg, 0, tenant != NULL };
 	int rc;
 	if (tenant) {
 		if (!ws_tenant_name_valid(tenant))

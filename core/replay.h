@@ -90,6 +90,7 @@ struct ws_restore_base {
 	char artifact_key[WS_KEY_MAX];       /* its database image */
 	uint64_t artifact_length;
 	char artifact_sha256[WS_SHA256_HEX_LEN + 1];
+	uint64_t checkpoint_id;              /* the checkpoint whose cut this is */
 };
 int ws_restore_image(struct ws_store *s, const char *tenant, const struct ws_chain_stop *head,
 		     const struct ws_restore_base *base, const char *path, bool *used_base) WS_MUST_CHECK;
@@ -101,8 +102,39 @@ int ws_restore_image(struct ws_store *s, const char *tenant, const struct ws_cha
  */
 int ws_checkpoint_base_for(struct ws_sink *sink, const char *tenant, struct ws_restore_base *out) WS_MUST_CHECK;
 
+/*
+ * The chain the watermark names, walked back with flags (ws_chain_load with
+ * WS_CHAIN_UPTO_MISSING: ws_chain_truncated(out) when a predecessor is
+ * missing).
+ */
+int ws_chain_load_flags(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm, unsigned flags,
+			struct ws_chain *out) WS_MUST_CHECK;
+
+/* The walk ended at a missing predecessor, not at a REBASE base. */
+static inline bool ws_chain_truncated(const struct ws_chain *c)
+{
+	return c->count > 0 && c->m[0].kind != WS_MANIFEST_REBASE;
+}
+
+/*
+ * c is truncated (walked from wm): history retention removed before the
+ * latest Commit's cut, when that cut (key, SHA-256 and length) is in c. Then
+ * drop the manifests before it (c->m[0] is the cut, whose state is base's
+ * artifact) and fill base. Otherwise fail as ws_chain_load does
+ * (WS_EINCOMPLETE: the missing manifest).
+ */
+int ws_chain_from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
+		      struct ws_chain *c, struct ws_restore_base *base) WS_MUST_CHECK;
+
 /* Fetch the artifact base names, verify its length and SHA-256, write it to fd. */
 int ws_artifact_fetch(struct ws_store *s, const char *key, uint64_t length, const char *sha256_hex,
 		      int fd) WS_MUST_CHECK;
+
+/*
+ * Verify base's artifact as verify does: length and SHA-256 against the
+ * committed index, and that it opens as a SQLite database with PRAGMA
+ * integrity_check ok (in a temporary file, removed). Errors name its key.
+ */
+int ws_artifact_verify(struct ws_store *s, const struct ws_restore_base *base) WS_MUST_CHECK;
 
 #endif

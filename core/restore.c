@@ -176,15 +176,29 @@ out:
 	return rc;
 }
 
-/* Pick the manifest and frame the options ask for. */
+/* The point asked for is before cut (c->m[0]), whose history retention removed. */
+static int before_cut(const char *tenant, const struct ws_chain *c, const struct ws_restore_base *cut)
+{
+	return ws_fail(WS_ERANGE_, "tenant %s: retention removed the history before checkpoint %" PRIu64
+		       "'s cut (frame %" PRIu64 " of manifest %s, shipped at %lld ms); the requested point is "
+		       "before it", tenant, cut->checkpoint_id, c->m[0].last_frame, c->keys[0],
+		       (long long)c->m[0].time_ms);
+}
+
+/*
+ * Pick the manifest and frame the options ask for. cut: c->m[0] is that
+ * checkpoint's cut, the oldest state stored (else NULL).
+ */
 static int choose_target(const char *tenant, const struct ws_chain *c, const struct ws_restore_opts *o,
-			 size_t *idx, uint64_t *frame)
+			 const struct ws_restore_base *cut, size_t *idx, uint64_t *frame)
 {
 	size_t last = c->count - 1;
 	if (o->time_ms) {
 		size_t i = c->count;
 		while (i > 0 && c->m[i - 1].time_ms > o->time_ms)
 			i--;
+		if (i == 0 && cut)
+			return before_cut(tenant, c, cut);
 		if (i == 0)
 			return ws_fail(WS_ERANGE_, "tenant %s: nothing was shipped at or before the requested time "
 				       "(oldest stored state is from %lld ms)", tenant, (long long)c->m[0].time_ms);
@@ -197,6 +211,10 @@ static int choose_target(const char *tenant, const struct ws_chain *c, const str
 		size_t first = last;
 		while (first > 0 && c->m[first].kind == WS_MANIFEST_CONTINUE)
 			first--;
+		/* The generation began at or before the cut: only its frames
+		 * from the cut's last one on are stored. */
+		if (cut && first == 0 && o->frame < c->m[0].last_frame)
+			return before_cut(tenant, c, cut);
 		if (o->frame < c->m[first].valid_from_frame || o->frame < 1)
 			return ws_fail(WS_ERANGE_, "tenant %s: frame %" PRIu64 " is before the first restorable "
 				       "frame %" PRIu64 " of the current generation", tenant, o->frame,
@@ -331,6 +349,31 @@ out:
 	return rc;
 }
 
+int ws_artifact_verify(struct ws_store *s, const struct ws_restore_base *base)
+{
+	const char *dir = getenv("TMPDIR");
+	char *tmp = NULL;
+	int fd, rc;
+
+	if (!dir || !*dir)
+		dir = "/tmp";
+	if (asprintf(&tmp, "%s/walship-verify.XXXXXX", dir) < 0)
+		return -ENOMEM;
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		rc = ws_fail(-errno, "checkpoint artifact %s: cannot create %s", base->artifact_key, tmp);
+		free(tmp);
+		return rc;
+	}
+	rc = ws_artifact_fetch(s, base->artifact_key, base->artifact_length, base->artifact_sha256, fd);
+	if (!rc && (rc = integrity_check(tmp)) != 0)
+		ws_fail_wrap(rc, "checkpoint artifact %s", base->artifact_key);
+	close(fd);
+	unlink(tmp);
+	free(tmp);
+	return rc;
+}
+
 /*
  * The chain c is loaded; stopped: c->m[0] is base's cut, whose state is the
  * artifact. Apply everything up to (idx, frame) to fd.
@@ -429,17 +472,27 @@ int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore
 	 * falls back to the full chain. */
 	if (!opts->frame && !opts->time_ms)
 		have_base = ws_checkpoint_base_for(sink, tenant, &base) == 0;
-	rc = have_base ? ws_chain_load_stop(sink->store, tenant, &wm, &base.cut, &c, &stopped)
-		       : ws_chain_load(sink->store, tenant, &wm, &c);
+	if (have_base) {
+		rc = ws_chain_load_stop(sink->store, tenant, &wm, &base.cut, &c, &stopped);
+	} else {
+		/* A point in the past: the full chain, unless retention removed
+		 * the history before the latest Commit's cut (then it starts
+		 * there, from the artifact). */
+		rc = ws_chain_load_flags(sink->store, tenant, &wm, WS_CHAIN_UPTO_MISSING, &c);
+		if (!rc && ws_chain_truncated(&c)) {
+			rc = ws_chain_from_cut(sink, tenant, &wm, &c, &base);
+			stopped = rc == 0;
+		}
+	}
 	if (rc)
-		return rc;
-	rc = choose_target(tenant, &c, opts, &idx, &frame);
+		goto out;
+	rc = choose_target(tenant, &c, opts, stopped ? &base : NULL, &idx, &frame);
 	if (rc)
 		goto out;
 	if (opts->frame && frame < c.m[idx].last_frame) {
 		/* A frame inside a manifest: find the last commit at or before it
 		 * first (a dry replay), so no uncommitted frame is applied. */
-		rc = ws_replay(sink->store, tenant, &c, idx, frame, -1, &res, NULL);
+		rc = ws_replay_from(sink->store, tenant, &c, stopped ? 1 : 0, idx, frame, -1, &res, NULL);
 		if (rc)
 			goto out;
 		if (res.commit_manifest == idx && res.commit_frame >= c.m[idx].valid_from_frame) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checkpoints and retention through the CLI, on a file:// sink with a real
 # SQLite writer: checkpoint, ls --checkpoints, restore --checkpoint ID|latest,
-# retention (--dry-run first), replicate --checkpoint-interval-s, and bad
+# retention (--dry-run first; verify and restore --frame after it),
+# replicate --checkpoint-interval-s, and bad
 # arguments (exit 2).
 #
 # Env: WS_BIN (the walship binary), WS_TEST_TMP (scratch dir).
@@ -60,6 +61,10 @@ check "retention: exit 0, deletes what the dry run named" eval '[ "$rc" = 0 ] &&
 gone=0
 while read -r key; do [ -e "$SINK/$key" ] && gone=1; done <out
 check "every key retention printed is gone" [ "$gone" = 0 ]
+ws verify --sink "$URL"
+check "verify after retention: exit 0 (the chain down to the cut, plus its artifact)" eval '[ "$rc" = 0 ] && grep -q "verify: ok" out'
+ws restore --sink "$URL" --tenant db --frame 1 -o before-cut.db
+check "restore --frame before the protected cut: exit 1, history removed" eval '[ "$rc" = 1 ] && grep -q "retention removed" err'
 ws restore --sink "$URL" --tenant db --checkpoint "$id1" -o old.db
 check "an older checkpoint is gone after retention: exit 1" [ "$rc" = 1 ]
 ws restore --sink "$URL" --tenant db --checkpoint "$id3" -o c3.db
@@ -68,6 +73,8 @@ write 5
 ws replicate --sink "$URL" --once db.db
 ws restore --sink "$URL" --tenant db -o live.db
 check "the live stream still restores (checkpoint + frames after it)" eval '[ "$rc" = 0 ] && same_dump db.db live.db'
+ws verify --sink "$URL" --tenant db
+check "verify --tenant after retention and more frames: exit 0" [ "$rc" = 0 ]
 
 echo "# periodic checkpoints while replicating"
 "$WS_BIN" replicate --sink "$URL" --checkpoint-interval-s 1 --json db.db >rep.out 2>rep.err &

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coreutil.h"
@@ -43,7 +44,17 @@ struct cpenv {
 	struct ws_stream *st, *st2;
 };
 
+static struct ws_stream *open_stream_wal(struct ws_sink *sink, const char *tenant, const char *db,
+				 uint64_t wal_checkpoint_bytes);
+
 static struct ws_stream *open_stream(struct ws_sink *sink, const char *tenant, const char *db)
+{
+	/* A WAL checkpoint once all is shipped, so TRUNCATE completes. */
+	return open_stream_wal(sink, tenant, db, 1);
+}
+
+static struct ws_stream *open_stream_wal(struct ws_sink *sink, const char *tenant, const char *db,
+				 uint64_t wal_checkpoint_bytes)
 {
 	struct ws_stream_config cfg;
 	struct ws_stream *st;
@@ -53,7 +64,7 @@ static struct ws_stream *open_stream(struct ws_sink *sink, const char *tenant, c
 	cfg.db_path = db;
 	cfg.epoch = 1;
 	cfg.pointer_generation = 1;
-	cfg.wal_checkpoint_bytes = 1; /* a WAL checkpoint once all is shipped, so TRUNCATE completes */
+	cfg.wal_checkpoint_bytes = wal_checkpoint_bytes;
 	st = ws_stream_open(sink, &cfg, &err);
 	if (!st)
 		fail_msg("ws_stream_open: %s (%s)", ws_strerror(err), ws_errmsg());
@@ -503,6 +514,249 @@ static void test_retention_after_rebase(void **state)
 	cp_free(&c);
 }
 
+/* ---- verify and restore --frame/--time after retention -------------------------------- */
+
+static int grab_last_frame(const struct ws_tenant_info *t, void *arg)
+{
+	*(uint64_t *)arg = t->watermark.last_frame;
+	return 0;
+}
+
+static uint64_t wm_last_frame(struct cpenv *c)
+{
+	uint64_t f = 0;
+	assert_int_equal(ws_list_tenants(c->e.sink, TENANT, grab_last_frame, &f), 0);
+	return f;
+}
+
+struct problems {
+	unsigned n;
+	char key[WS_KEY_MAX];    /* the first problem's object, "" if none named */
+};
+
+static void on_problem(const char *tenant, const char *key, int err, const char *detail, void *arg)
+{
+	struct problems *p = arg;
+	fprintf(stderr, "verify problem: tenant %s key %s: %s (%s)\n", tenant, key ? key : "-", detail,
+		ws_strerror(err));
+	if (!p->n++)
+		snprintf(p->key, sizeof(p->key), "%s", key ? key : "");
+}
+
+static int verify_all(struct cpenv *c, const char *tenant, struct problems *p)
+{
+	memset(p, 0, sizeof(*p));
+	return ws_verify(c->e.sink, tenant, on_problem, p);
+}
+
+/* One transaction of rows on TENANT, shipped: its commit frame; *h (may be
+ * NULL) the source's hash right after it. */
+static uint64_t ship_txn(struct cpenv *c, int rows, uint64_t *h)
+{
+	struct ws_outcome o;
+	wt_write_txn(c->e.w, rows, 300);
+	wt_tail_ok(c->st, &o);
+	if (h)
+		*h = wt_content_hash(c->e.w, NULL);
+	return wm_last_frame(c);
+}
+
+/* restore with opts: 0 and the file's hash in *h, or the error. */
+static int restore_opts_hash(struct cpenv *c, const struct ws_restore_opts *o, uint64_t *h)
+{
+	char *p = out_path(c);
+	int rc = ws_restore(c->e.sink, TENANT, o, p);
+	if (rc == 0)
+		*h = wt_file_hash(p, NULL);
+	free(p);
+	return rc;
+}
+
+static void collect_key(const char *key, void *arg)
+{
+	on_delete(key, arg);
+}
+
+/* Every key of TENANT at the sink into k. */
+static void tenant_keys(struct cpenv *c, struct keys *k)
+{
+	int err = 0;
+	struct ws_store *s = ws_store_file_open(c->e.sink_dir, &err);
+	assert_non_null(s);
+	list_prefix(s, TENANT "/", collect_key, k);
+	ws_store_close(s);
+}
+
+static bool keys_have(const struct keys *k, const char *key)
+{
+	for (size_t i = 0; i < k->n; i++)
+		if (strcmp(k->k[i], key) == 0)
+			return true;
+	return false;
+}
+
+/* Rewrite a file of the sink with other bytes of the same length. */
+static void flip_byte(const char *path, long off)
+{
+	FILE *f = fopen(path, "r+b");
+	int ch;
+	assert_non_null(f);
+	assert_int_equal(fseek(f, off, SEEK_SET), 0);
+	ch = fgetc(f);
+	assert_true(ch != EOF);
+	assert_int_equal(fseek(f, off, SEEK_SET), 0);
+	assert_int_equal(fputc(ch ^ 0x5a, f), ch ^ 0x5a);
+	assert_int_equal(fclose(f), 0);
+}
+
+/*
+ * After a checkpoint and retention, history before the cut is gone: verify
+ * checks the chain from the watermark down to the cut plus the checkpoint's
+ * artifact, restore --frame/--time of a point at or after the cut starts
+ * from the artifact, and a point before it is out of range. A bad artifact,
+ * or a missing object after the cut, still fails verify.
+ */
+static void test_verify_restore_after_retention(void **state)
+{
+	struct cpenv c;
+	struct ws_checkpoint_info i1;
+	struct ws_retention_report rep;
+	struct ws_restore_opts ro;
+	struct problems pr;
+	struct keys before = { 0 }, after = { 0 };
+	struct ws_outcome o;
+	char art[WS_KEY_MAX], *art_path, batch[WS_KEY_MAX] = "", *batch_path;
+	uint64_t fA, fB, fC, fD, hB, hC, hD, h;
+	int rc;
+	(void)state;
+
+	ws_fault_disarm();
+	cp_init(&c, "ckpt-vr");
+	/* One WAL generation throughout: this stream never checkpoints the WAL. */
+	ws_stream_close(c.st);
+	c.st = open_stream_wal(c.e.sink, TENANT, c.e.db, UINT64_MAX);
+	wt_tail_ok(c.st, &o);
+	wt_tail_ok(c.st2, &o);
+	/* Commits A and B, then the checkpoint's cut at B, then C and D. */
+	fA = ship_txn(&c, 3, NULL);
+	fB = ship_txn(&c, 3, &hB);
+	take_ok(&c, &i1);
+	tenant_keys(&c, &before);
+	fC = ship_txn(&c, 30, &hC); /* several pages: frames inside C before its commit */
+	fD = ship_txn(&c, 3, &hD);
+	assert_true(fA < fB && fB < fC && fC < fD); /* one generation */
+	tenant_keys(&c, &after);
+	for (size_t i = 0; i < after.n && !batch[0]; i++)
+		if (!keys_have(&before, after.k[i]) && strstr(after.k[i], "/b"))
+			snprintf(batch, sizeof(batch), "%s", after.k[i]);
+	assert_true(batch[0] != '\0');
+
+	rc = ws_retention_run(c.e.sink, false, NULL, NULL, &rep);
+	if (rc)
+		fail_msg("retention: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_int_equal(rep.protected_id, i1.id);
+	assert_true(rep.deleted > 0);
+
+	/* verify: every tenant, and each on its own. */
+	rc = verify_all(&c, NULL, &pr);
+	if (rc)
+		fail_msg("verify after retention: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_int_equal(pr.n, 0);
+	assert_int_equal(verify_all(&c, TENANT, &pr), 0);
+	assert_int_equal(verify_all(&c, TENANT2, &pr), 0);
+
+	/* restore --frame at or after the cut: the artifact plus the frames after it. */
+	memset(&ro, 0, sizeof(ro));
+	ro.frame = fC;
+	rc = restore_opts_hash(&c, &ro, &h);
+	if (rc)
+		fail_msg("restore --frame %" PRIu64 ": %s (%s)", fC, ws_strerror(rc), ws_errmsg());
+	assert_int_equal(h, hC);
+	ro.frame = fD;
+	assert_int_equal(restore_opts_hash(&c, &ro, &h), 0);
+	assert_int_equal(h, hD);
+	ro.frame = fB; /* the cut itself: the artifact alone */
+	assert_int_equal(restore_opts_hash(&c, &ro, &h), 0);
+	assert_int_equal(h, hB);
+	assert_true(fC - fB > 1);
+	ro.frame = fC - 1; /* inside C's frames: the last commit before is the cut */
+	assert_int_equal(restore_opts_hash(&c, &ro, &h), 0);
+	assert_int_equal(h, hB);
+	/* Before the cut: removed by retention. */
+	ro.frame = fA;
+	assert_int_equal(restore_opts_hash(&c, &ro, &h), WS_ERANGE_);
+	assert_non_null(strstr(ws_errmsg(), "retention removed"));
+	ro.frame = fB - 1;
+	assert_int_equal(restore_opts_hash(&c, &ro, &h), WS_ERANGE_);
+	/* --time: long before the cut, and now. */
+	memset(&ro, 0, sizeof(ro));
+	ro.time_ms = 1;
+	assert_int_equal(restore_opts_hash(&c, &ro, &h), WS_ERANGE_);
+	assert_non_null(strstr(ws_errmsg(), "retention removed"));
+	ro.time_ms = (int64_t)time(NULL) * 1000 + 60000;
+	assert_int_equal(restore_opts_hash(&c, &ro, &h), 0);
+	assert_int_equal(h, hD);
+
+	/* A corrupted artifact (same length, other bytes) fails verify, naming it. */
+	snprintf(art, sizeof(art), "checkpoints/artifacts/%016" PRIx64 "/%s", i1.id, TENANT);
+	art_path = wt_path(c.e.sink_dir, art);
+	flip_byte(art_path, 200);
+	rc = verify_all(&c, NULL, &pr);
+	assert_int_equal(rc, WS_ECORRUPT);
+	assert_int_equal(pr.n, 1);
+	assert_string_equal(pr.key, art);
+	flip_byte(art_path, 200); /* back */
+	assert_int_equal(verify_all(&c, NULL, &pr), 0);
+	/* A missing object after the cut still fails verify. */
+	batch_path = wt_path(c.e.sink_dir, batch);
+	assert_int_equal(unlink(batch_path), 0);
+	rc = verify_all(&c, TENANT, &pr);
+	assert_int_equal(rc, WS_EINCOMPLETE);
+	assert_string_equal(pr.key, batch);
+	assert_int_equal(verify_all(&c, TENANT2, &pr), 0);
+
+	free(art_path);
+	free(batch_path);
+	free(before.k);
+	free(after.k);
+	cp_free(&c);
+}
+
+/* Without a checkpoint, a missing manifest is reported as before. */
+static void test_verify_missing_link_without_checkpoint(void **state)
+{
+	struct cpenv c;
+	struct keys all = { 0 };
+	struct problems pr;
+	char head[WS_KEY_MAX], *path = NULL;
+	int rc;
+	(void)state;
+
+	ws_fault_disarm();
+	cp_init(&c, "ckpt-vmiss");
+	cp_write(&c, 3);
+	assert_int_equal(verify_all(&c, NULL, &pr), 0);
+	assert_int_equal(ws_list_tenants(c.e.sink, TENANT, grab_wm, head), 0);
+	tenant_keys(&c, &all);
+	/* Delete the oldest manifest that is not the head. */
+	for (size_t i = 0; i < all.n && !path; i++)
+		if (strstr(all.k[i], "/m") && strcmp(all.k[i], head) != 0)
+			path = wt_path(c.e.sink_dir, all.k[i]);
+	assert_non_null(path);
+	assert_int_equal(unlink(path), 0);
+	rc = verify_all(&c, TENANT, &pr);
+	assert_int_equal(rc, WS_EINCOMPLETE);
+	assert_non_null(strstr(ws_errmsg(), "is missing"));
+	{
+		struct ws_restore_opts ro = { .frame = 1 };
+		uint64_t h;
+		assert_int_equal(restore_opts_hash(&c, &ro, &h), WS_EINCOMPLETE);
+	}
+	free(path);
+	free(all.k);
+	cp_free(&c);
+}
+
 /* Run fn in a child with site armed to kill it; true if the site fired. */
 static bool crash_child(struct cpenv *c, const char *site, unsigned nth, bool retention)
 {
@@ -687,6 +941,8 @@ int main(void)
 		cmocka_unit_test(test_take_and_restore),
 		cmocka_unit_test(test_retention),
 		cmocka_unit_test(test_retention_after_rebase),
+		cmocka_unit_test(test_verify_restore_after_retention),
+		cmocka_unit_test(test_verify_missing_link_without_checkpoint),
 		cmocka_unit_test(test_lease),
 		cmocka_unit_test(test_take_fail_every_step),
 		cmocka_unit_test(test_take_crash_every_step),
