@@ -545,6 +545,10 @@ static void *shard_main(void *arg)
 {
 	struct shard *sh = arg;
 	bool stop = false;
+	char name[16];
+
+	snprintf(name, sizeof(name), "ws-shard-%u", sh->id);
+	pthread_setname_np(pthread_self(), name);
 
 	if (sh->cfg.core >= 0) {
 		cpu_set_t set;

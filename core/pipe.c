@@ -141,6 +141,8 @@ static void *uploader(void *arg)
 {
 	struct ws_pipe *p = arg;
 	uint32_t next = 0;
+
+	pthread_setname_np(pthread_self(), "ws-upload");
 	for (;;) {
 		uint32_t head = ws_ring_wait_head(&p->ring, next);
 		if (head == next)
