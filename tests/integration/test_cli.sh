@@ -365,6 +365,8 @@ check "--sink on the command line overrides the config's" \
 	eval '[ "$rc" = 0 ] && [ -f "$ROOT/csink2/x/wm" ]'
 
 # badcfg DESC LINE REASON-REGEX: content on stdin; exit 2, stderr has FILE:LINE and the reason.
+# (Fed by redirection, not a pipe: a function at the end of a pipe runs in a
+# subshell, and its counts would be lost.)
 badcfg() {
 	local desc=$1 line=$2 reason=$3
 	cat >bad.ini
@@ -375,17 +377,17 @@ badcfg() {
 		bad "config: $desc -> exit 2, bad.ini:$line, /$reason/ (got $rc)"
 	fi
 }
-printf '[engine]\nsink = file://%s\n[storage]\nkey = v\n' "$CSINK" | badcfg "unknown section" 4 "unknown section.*storage"
-printf '[engine]\nsink = file://%s\nturbo = yes\n' "$CSINK" | badcfg "unknown key" 3 "unknown key.*turbo"
-printf '[engine]\nsink = file://%s\n[tenant.x]\npath = %s/u.db\nspeed = 1\n' "$CSINK" "$ROOT" | badcfg "unknown tenant key" 5 "unknown key.*speed"
-printf '[engine]\nsink = file://%s\n[tenant.x]\npath = %s/u.db\npolicy = fastest\n' "$CSINK" "$ROOT" | badcfg "bad policy" 5 "policy.*fastest"
-printf '[engine]\nsink = file://%s\nepoch = -3\n' "$CSINK" | badcfg "bad integer (negative)" 3 "epoch.*-3"
-printf '[engine]\nsink = file://%s\ninterval_ms = soon\n' "$CSINK" | badcfg "bad integer (word)" 3 "interval_ms.*soon"
-printf '[engine]\nsink = file://%s\n\nbatch_bytes_max = 4 parsecs\n' "$CSINK" | badcfg "bad size" 4 "batch_bytes_max.*4 parsecs"
-printf '[engine]\nsink = file://%s\nbatch_bytes_max = 1KiB\n' "$CSINK" | badcfg "size out of range" 3 "batch_bytes_max"
-printf '[engine]\nsink = file://%s\nwal_checkpoint_bytes = 0\n' "$CSINK" | badcfg "zero wal_checkpoint_bytes" 3 "wal_checkpoint_bytes"
-printf '[engine]\nsink = file://%s\nthis line has no equals sign\n' "$CSINK" | badcfg "syntax error (no '=')" 3 "syntax"
-printf '[engine\nsink = file://%s\n' "$CSINK" | badcfg "syntax error (unclosed section)" 1 "syntax"
+badcfg "unknown section" 3 "unknown section.*storage" < <(printf '[engine]\nsink = file://%s\n[storage]\nkey = v\n' "$CSINK")
+badcfg "unknown key" 3 "unknown key.*turbo" < <(printf '[engine]\nsink = file://%s\nturbo = yes\n' "$CSINK")
+badcfg "unknown tenant key" 5 "unknown key.*speed" < <(printf '[engine]\nsink = file://%s\n[tenant.x]\npath = %s/u.db\nspeed = 1\n' "$CSINK" "$ROOT")
+badcfg "bad policy" 5 "policy.*fastest" < <(printf '[engine]\nsink = file://%s\n[tenant.x]\npath = %s/u.db\npolicy = fastest\n' "$CSINK" "$ROOT")
+badcfg "bad integer (negative)" 3 "epoch.*-3" < <(printf '[engine]\nsink = file://%s\nepoch = -3\n' "$CSINK")
+badcfg "bad integer (word)" 3 "interval_ms.*soon" < <(printf '[engine]\nsink = file://%s\ninterval_ms = soon\n' "$CSINK")
+badcfg "bad size" 4 "batch_bytes_max.*4 parsecs" < <(printf '[engine]\nsink = file://%s\n\nbatch_bytes_max = 4 parsecs\n' "$CSINK")
+badcfg "size out of range" 3 "batch_bytes_max" < <(printf '[engine]\nsink = file://%s\nbatch_bytes_max = 1KiB\n' "$CSINK")
+badcfg "zero wal_checkpoint_bytes" 3 "wal_checkpoint_bytes" < <(printf '[engine]\nsink = file://%s\nwal_checkpoint_bytes = 0\n' "$CSINK")
+badcfg "syntax error (no '=')" 3 "syntax" < <(printf '[engine]\nsink = file://%s\nthis line has no equals sign\n' "$CSINK")
+badcfg "syntax error (unclosed section)" 1 "syntax" < <(printf '[engine\nsink = file://%s\n' "$CSINK")
 
 printf '[engine]\nsink = file://%s\n[tenant.y]\npolicy = shed\n' "$CSINK" >nopath.ini
 ws replicate --config nopath.ini --once
