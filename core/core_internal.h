@@ -115,6 +115,5 @@ typedef struct ws_store *(*ws_engine_store_fn)(const char *url, unsigned shard, 
 					       int *err);
 extern ws_engine_store_fn ws_engine_open_store_hook;
 extern void *ws_engine_open_store_arg;
-void ws_stream_rpo(const struct ws_stream *st, struct ws_rpo_status *out);
 
 #endif

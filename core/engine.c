@@ -198,7 +198,8 @@ unsigned ws_engine_shards(const struct ws_engine *e) { return e->nshards; }
 
 /* ---- commands (any thread → shard) ---------------------------------------- */
 
-static int shard_call(struct shard *sh, struct cmd *c)
+/* Queue c for the shard and wake it. */
+static int shard_post(struct shard *sh, struct cmd *c)
 {
 	uint64_t one = 1;
 	c->done = false;
@@ -216,6 +217,12 @@ static int shard_call(struct shard *sh, struct cmd *c)
 	pthread_mutex_unlock(&sh->mu);
 	if (write(sh->evfd, &one, sizeof(one)) != sizeof(one))
 		ws_warn("shard %u: cannot wake: %s", sh->id, strerror(errno));
+	return 0;
+}
+
+/* Wait for a posted c; its result, with its detail. */
+static int shard_wait(struct shard *sh, struct cmd *c)
+{
 	pthread_mutex_lock(&sh->mu);
 	while (!c->done)
 		pthread_cond_wait(&sh->cv, &sh->mu);
@@ -223,6 +230,33 @@ static int shard_call(struct shard *sh, struct cmd *c)
 	if (c->rc && c->err[0])
 		ws_fail(c->rc, "%s", c->err);
 	return c->rc;
+}
+
+static int shard_call(struct shard *sh, struct cmd *c)
+{
+	int rc = shard_post(sh, c);
+	return rc ? rc : shard_wait(sh, c);
+}
+
+/* The first failure of several, with its detail (for ws_fail at the end). */
+struct first_err {
+	int rc;
+	char msg[512];
+};
+
+static void first_err_note(struct first_err *f, int rc)
+{
+	if (rc && !f->rc) {
+		f->rc = rc;
+		snprintf(f->msg, sizeof(f->msg), "%s", ws_errmsg());
+	}
+}
+
+static int first_err_done(const struct first_err *f)
+{
+	if (f->rc)
+		ws_fail(f->rc, "%s", f->msg);
+	return f->rc;
 }
 
 static void cmd_finish(struct shard *sh, struct cmd *c, int rc)
@@ -457,18 +491,10 @@ static int do_remove(struct shard *sh, struct tenant *t)
 
 static int tail_all(struct shard *sh)
 {
-	int first = 0;
-	char msg[512] = "";
-	for (size_t i = 0; i < sh->n; i++) {
-		int rc = tail_one(sh, sh->tenants[i]);
-		if (rc && !first) {
-			first = rc;
-			snprintf(msg, sizeof(msg), "%s", ws_errmsg());
-		}
-	}
-	if (first)
-		ws_fail(first, "%s", msg);
-	return first;
+	struct first_err fe = { 0 };
+	for (size_t i = 0; i < sh->n; i++)
+		first_err_note(&fe, tail_one(sh, sh->tenants[i]));
+	return first_err_done(&fe);
 }
 
 /* Returns true when the shard must stop. */
@@ -903,49 +929,57 @@ int ws_engine_remove_tenant(struct ws_engine *e, const char *name)
 	return rc;
 }
 
+/* Send kind to every running shard at once (they work in parallel), then
+ * collect each result. */
+static int all_shards(struct ws_engine *e, enum cmd_kind kind)
+{
+	struct first_err fe = { 0 };
+	struct cmd *c = calloc(e->nshards, sizeof(*c));
+	bool *posted = calloc(e->nshards, sizeof(*posted));
+	if (!c || !posted) {
+		free(c);
+		free(posted);
+		return ws_fail(-ENOMEM, "engine: out of memory");
+	}
+	for (unsigned i = 0; i < e->nshards; i++) {
+		if (!e->shards[i].started)
+			continue;
+		c[i].kind = kind;
+		int rc = shard_post(&e->shards[i], &c[i]);
+		first_err_note(&fe, rc);
+		posted[i] = rc == 0;
+	}
+	for (unsigned i = 0; i < e->nshards; i++)
+		if (posted[i])
+			first_err_note(&fe, shard_wait(&e->shards[i], &c[i]));
+	free(c);
+	free(posted);
+	return first_err_done(&fe);
+}
+
 int ws_engine_flush(struct ws_engine *e)
 {
-	int first = 0;
-	char msg[512] = "";
-	for (unsigned i = 0; i < e->nshards; i++) {
-		struct cmd c = { .kind = CMD_FLUSH };
-		int rc = shard_call(&e->shards[i], &c);
-		if (rc && !first) {
-			first = rc;
-			snprintf(msg, sizeof(msg), "%s", ws_errmsg());
-		}
-	}
-	if (first)
-		ws_fail(first, "%s", msg);
-	return first;
+	return all_shards(e, CMD_FLUSH);
 }
 
 int ws_engine_stop(struct ws_engine *e)
 {
-	int first = 0;
-	char msg[512] = "";
+	char msg[512];
 	if (e->stopped)
 		return e->stop_rc;
-	/* Stop commands go to all shards first so they drain in parallel. */
+	/* Every shard drains at once. */
+	e->stop_rc = all_shards(e, CMD_STOP);
+	snprintf(msg, sizeof(msg), "%s", ws_errmsg());
 	for (unsigned i = 0; i < e->nshards; i++) {
-		struct shard *sh = &e->shards[i];
-		struct cmd c = { .kind = CMD_STOP };
-		int rc;
-		if (!sh->started)
-			continue;
-		rc = shard_call(sh, &c);
-		if (rc && !first) {
-			first = rc;
-			snprintf(msg, sizeof(msg), "%s", ws_errmsg());
+		if (e->shards[i].started) {
+			pthread_join(e->shards[i].thread, NULL);
+			e->shards[i].started = false;
 		}
-		pthread_join(sh->thread, NULL);
-		sh->started = false;
 	}
 	e->stopped = true;
-	e->stop_rc = first;
-	if (first)
-		ws_fail(first, "%s", msg);
-	return first;
+	if (e->stop_rc)
+		ws_fail(e->stop_rc, "%s", msg);
+	return e->stop_rc;
 }
 
 void ws_engine_destroy(struct ws_engine *e)
@@ -968,12 +1002,11 @@ void ws_engine_destroy(struct ws_engine *e)
 
 /* ---- metrics ------------------------------------------------------------- */
 
-static void tenant_metrics(struct ws_engine *e, const struct tenant *t, struct ws_tenant_metrics *m)
+static void tenant_metrics(const struct tenant *t, struct ws_tenant_metrics *m)
 {
 	int64_t now = ws_wall_ms();
 	int64_t wm = __atomic_load_n(&t->wm_time_ms, __ATOMIC_RELAXED);
 	int64_t since = wm ? wm : t->added_ms;
-	(void)e;
 	memset(m, 0, sizeof(*m));
 	snprintf(m->tenant, sizeof(m->tenant), "%s", t->name);
 	m->shard = t->shard;
@@ -1025,7 +1058,7 @@ int ws_engine_tenant_metrics(struct ws_engine *e, const char *name, struct ws_te
 	pthread_mutex_lock(&e->reg_mu);
 	t = name ? reg_find(e, name, NULL) : NULL;
 	if (t)
-		tenant_metrics(e, t, out);
+		tenant_metrics(t, out);
 	pthread_mutex_unlock(&e->reg_mu);
 	if (!t)
 		return ws_fail(WS_ENOTFOUND, "tenant %s: not registered", name ? name : "(null)");
@@ -1038,7 +1071,7 @@ int ws_engine_foreach_tenant(struct ws_engine *e, ws_tenant_metrics_fn fn, void 
 	pthread_mutex_lock(&e->reg_mu);
 	for (size_t i = 0; i < e->nreg && rc == 0; i++) {
 		struct ws_tenant_metrics m;
-		tenant_metrics(e, e->reg[i], &m);
+		tenant_metrics(e->reg[i], &m);
 		rc = fn(&m, arg);
 	}
 	pthread_mutex_unlock(&e->reg_mu);

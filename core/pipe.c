@@ -27,8 +27,6 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-static void count(uint64_t *c, uint64_t n) { __atomic_fetch_add(c, n, __ATOMIC_RELAXED); }
-
 /*
  * Verify, hash, encode and name a batch the tail only split. Verifying here,
  * on the upload side, takes SQLite's checksum chain and the payload hash off
@@ -111,11 +109,6 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 				r = 0;
 			todo[i]->rc = r;
 			d->throttle_retries += batch[i].throttle_retries;
-			count(&p->throttle_retries, batch[i].throttle_retries);
-			if (r == 0) {
-				count(&p->puts, 1);
-				count(&p->bytes, d->hdr_len + d->payload_len);
-			}
 		}
 		again = false;
 		for (uint32_t i = 0; i < n; i++) {
@@ -126,7 +119,6 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 				again = true;
 		}
 		if (again) {
-			count(&p->block_retries, 1);
 			ws_debug("upload: sink struggling (%s); block policy waits %u ms and retries",
 				 ws_errmsg(), backoff);
 			sleep_ms(backoff);

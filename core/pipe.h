@@ -66,8 +66,6 @@ struct ws_pipe {
 	uint64_t outstanding;     /* producer: payload bytes published, not collected */
 	ws_pipe_done_fn on_done;  /* producer: set per tail */
 	void *arg;
-	/* Counters (the uploader writes, anyone reads). */
-	uint64_t puts, bytes, throttle_retries, block_retries;
 };
 
 /*

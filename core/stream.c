@@ -509,14 +509,6 @@ const char *ws_stream_read_path(const struct ws_stream *st) { return ws_reader_b
 
 /* ---- helpers ---------------------------------------------------------- */
 
-void ws_stream_rpo(const struct ws_stream *st, struct ws_rpo_status *out)
-{
-	int64_t now = ws_wall_ms();
-	int64_t since = st->have_wm ? st->wm.time_ms : st->opened_ms;
-	out->has_watermark = st->have_wm;
-	out->watermark_age_ms = now > since ? (uint64_t)(now - since) : 0;
-}
-
 static void fill_rpo(const struct ws_stream *st, struct ws_rpo_status *rpo)
 {
 	int64_t now = ws_wall_ms();
