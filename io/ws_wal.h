@@ -128,6 +128,20 @@ size_t ws_wal_verify_frames(bool big_endian, uint32_t page_size, const uint8_t *
 			    const uint32_t seed[2]);
 
 /*
+ * The kernels behind ws_wal_verify_frames (io/wal_simd.c): the plain loop,
+ * and a vector one where the CPU has it. ws_wal_verify_frames uses the best
+ * available unless the environment says WS_SIMD=none. All give the same
+ * answer; tests compare them.
+ */
+enum ws_wal_simd { WS_WAL_SIMD_NONE, WS_WAL_SIMD_AVX2 };
+bool ws_wal_simd_available(enum ws_wal_simd k);
+enum ws_wal_simd ws_wal_simd_best(void);
+size_t ws_wal_verify_frames_with(enum ws_wal_simd k, bool big_endian, uint32_t page_size, const uint8_t *frames,
+				 size_t n, const uint32_t seed[2]);
+size_t ws_wal_verify_frames_plain(bool big_endian, uint32_t page_size, const uint8_t *frames, size_t n,
+				  const uint32_t seed[2]);
+
+/*
  * Parse the header of a whole in-memory WAL of len bytes and verify its frames
  * in order. *c ends as a cursor past the last valid frame (c->last_commit is
  * the database's end). A partial frame at the end is a torn tail, not an error.

@@ -176,6 +176,78 @@ static void test_checksum_matches_reference(void **state)
 	free(buf);
 }
 
+/*
+ * Every verification kernel (the plain loop and each vector one this CPU
+ * has) against the byte-at-a-time oracle: chains of random frames of every
+ * page size in both byte orders, whole, then with one bit flipped in each
+ * checksummed region (frame header words, first, middle and last page word,
+ * stored checksum), and seeded wrong. All must stop at the same frame.
+ */
+static void test_verify_kernels_agree(void **state)
+{
+	const enum ws_wal_simd kernels[] = { WS_WAL_SIMD_NONE, WS_WAL_SIMD_AVX2 };
+	uint64_t rng = 0x5eed;
+	unsigned ran = 0;
+
+	(void)state;
+	for (size_t pi = 0; pi < N_PAGE_SIZES; pi++) {
+		for (int be = 0; be <= 1; be++) {
+			uint32_t ps = page_sizes[pi];
+			size_t fsz = ws_wal_frame_size(ps);
+			struct wb w;
+			wb_init(&w, ps, be, 0x1234u + ps, 0x9abcu);
+			for (uint32_t i = 0; i < 12; i++)
+				wb_frame(&w, 1 + i, i % 4 == 3 ? 20 + i : 0);
+			/* Words of all ones in some pages, then the chain sealed again. */
+			for (uint32_t i = 0; i < 12; i += 5)
+				memset(wb_frame_ptr(&w, 1 + i) + WS_WAL_FRAME_HDR_SIZE, 0xff, 64);
+			uint32_t run[2] = { w.hdr.cksum1, w.hdr.cksum2 };
+			for (uint32_t i = 0; i < 12; i++) {
+				uint8_t *f = wb_frame_ptr(&w, 1 + i);
+				ref_checksum(be, f, 8, run);
+				ref_checksum(be, f + WS_WAL_FRAME_HDR_SIZE, ps, run);
+				ws_put_be32(f + 16, run[0]);
+				ws_put_be32(f + 20, run[1]);
+			}
+			const uint8_t *frames = wb_frame_ptr(&w, 1);
+			const uint32_t seed[2] = { w.hdr.cksum1, w.hdr.cksum2 };
+			const uint32_t bad_seed[2] = { w.hdr.cksum1 + 1, w.hdr.cksum2 };
+			/* Offsets in a frame to damage, and the frames to damage. */
+			const size_t spots[] = { 0, 5, 9, 16, 23, WS_WAL_FRAME_HDR_SIZE, WS_WAL_FRAME_HDR_SIZE + ps / 2 + 3,
+						 fsz - 1 };
+			for (size_t k = 0; k < sizeof(kernels) / sizeof(kernels[0]); k++) {
+				if (!ws_wal_simd_available(kernels[k]))
+					continue;
+				ran++;
+				assert_int_equal(ws_wal_verify_frames_with(kernels[k], be, ps, frames, 12, seed), 12);
+				assert_int_equal(ws_wal_verify_frames_with(kernels[k], be, ps, frames, 0, seed), 0);
+				assert_int_equal(ws_wal_verify_frames_with(kernels[k], be, ps, frames, 12, bad_seed), 0);
+				/* Later frames verify on their own from their predecessor's checksum. */
+				const uint8_t *f5 = wb_frame_ptr(&w, 5);
+				const uint32_t seed5[2] = { ws_get_be32(f5 - fsz + 16), ws_get_be32(f5 - fsz + 20) };
+				assert_int_equal(ws_wal_verify_frames_with(kernels[k], be, ps, f5, 8, seed5), 8);
+				for (size_t sp = 0; sp < sizeof(spots) / sizeof(spots[0]); sp++) {
+					size_t frame = (size_t)(wt_rand(&rng) % 12);
+					uint8_t *b = wb_frame_ptr(&w, 1 + frame) + spots[sp];
+					uint8_t bit = (uint8_t)(1u << (wt_rand(&rng) % 8));
+					*b ^= bit;
+					/* Salt bytes (8..15) are not checksummed: damage there passes. */
+					size_t expect = spots[sp] >= 8 && spots[sp] < 16 ? 12 : frame;
+					assert_int_equal(ws_wal_verify_frames_with(kernels[k], be, ps, frames, 12, seed),
+							 expect);
+					assert_int_equal(ws_wal_verify_frames_plain(be, ps, frames, 12, seed), expect);
+					*b ^= bit;
+				}
+			}
+			wb_free(&w);
+		}
+	}
+	/* The plain loop always runs; a vector kernel where the CPU has one. */
+	assert_true(ran >= N_PAGE_SIZES * 2);
+	if (ws_wal_simd_available(WS_WAL_SIMD_AVX2))
+		assert_int_equal(ran, N_PAGE_SIZES * 2 * 2);
+}
+
 static void test_hdr_roundtrip(void **state)
 {
 	(void)state;
@@ -679,6 +751,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_checksum_matches_reference),
+		cmocka_unit_test(test_verify_kernels_agree),
 		cmocka_unit_test(test_hdr_roundtrip),
 		cmocka_unit_test(test_frame_hdr_decode),
 		cmocka_unit_test(test_valid_chain_all_page_sizes),
