@@ -33,8 +33,16 @@ int ws_ring_init(struct ws_ring *r, uint8_t *mem, size_t slot_bytes, uint32_t ns
 	if (!mem || slot_bytes == 0 || nslots == 0 || nslots > (1u << 20) || desc_bytes == 0)
 		return -EINVAL;
 	r->desc = calloc(nslots, desc_bytes);
-	if (!r->desc)
+	r->buf_of = calloc(nslots, sizeof(*r->buf_of));
+	r->free_stk = calloc(nslots, sizeof(*r->free_stk));
+	if (!r->desc || !r->buf_of || !r->free_stk) {
+		ws_ring_destroy(r);
 		return -ENOMEM;
+	}
+	/* Buffer 0 on top: a fresh ring starts at the front of its memory. */
+	for (uint32_t b = 0; b < nslots; b++)
+		r->free_stk[b] = nslots - 1 - b;
+	r->nfree = nslots;
 	r->mem = mem;
 	r->slot_bytes = slot_bytes;
 	r->nslots = nslots;
@@ -45,7 +53,34 @@ int ws_ring_init(struct ws_ring *r, uint8_t *mem, size_t slot_bytes, uint32_t ns
 void ws_ring_destroy(struct ws_ring *r)
 {
 	free(r->desc);
+	free(r->buf_of);
+	free(r->free_stk);
 	r->desc = NULL;
+	r->buf_of = NULL;
+	r->free_stk = NULL;
+}
+
+void ws_ring_start_at(struct ws_ring *r, uint32_t start)
+{
+	r->head = r->tail = r->folded = r->assigned = start;
+}
+
+/*
+ * Producer: give slot `head` a buffer, once. Buffers of slots released
+ * since the last call go on the stack first, oldest first, so the one
+ * released last (still in cache) is taken. Slots in flight are
+ * assigned - folded <= nslots - 1 here, so the stack is never empty.
+ */
+static void assign_buffer(struct ws_ring *r, uint32_t head, uint32_t tail)
+{
+	if (r->assigned != head)
+		return; /* reserved again before publishing: keep its buffer */
+	while (r->folded != tail) {
+		r->free_stk[r->nfree++] = r->buf_of[r->folded % r->nslots];
+		r->folded++;
+	}
+	r->buf_of[head % r->nslots] = r->free_stk[--r->nfree];
+	r->assigned = head + 1;
 }
 
 uint32_t ws_ring_used(const struct ws_ring *r)
@@ -107,6 +142,7 @@ int ws_ring_reserve(struct ws_ring *r, int timeout_ms, uint32_t *idx)
 		if (__atomic_load_n(&r->closed, __ATOMIC_ACQUIRE))
 			return -EPIPE;
 		if (head - tail < r->nslots) {
+			assign_buffer(r, head, tail);
 			*idx = head;
 			return 0;
 		}

@@ -9,7 +9,13 @@
  * choice), it never allocates.
  *
  * Indices are free-running 32-bit counters (head: published, tail:
- * released); slot i is desc[i % nslots]. Only the producer writes head,
+ * released); slot i is desc[i % nslots]. The memory behind a slot is not
+ * fixed: at reserve the producer gives the slot the buffer released most
+ * recently (a stack only the producer touches, fed from the consumer's
+ * releases), so a consumer that keeps up cycles through two or three
+ * buffers that stay in cache instead of the whole ring, which would send
+ * every read through DRAM. The buffer's number travels with the slot
+ * (published with head). Only the producer writes head,
  * only the consumer writes tail; each side reads the other's counter with
  * acquire and writes its own with release, so a slot's bytes and
  * descriptor are visible to the side that takes it over. A side that must
@@ -31,6 +37,13 @@ struct ws_ring {
 	uint32_t nslots;
 	void *desc;              /* nslots descriptors of desc_bytes each (owned) */
 	size_t desc_bytes;
+	uint32_t *buf_of;        /* slot i uses buffer buf_of[i % nslots] (owned) */
+	/* Producer only: buffers free for reuse, most recently released on top;
+	 * releases up to `folded` are on it; slots up to `assigned` have a buffer. */
+	uint32_t *free_stk;
+	uint32_t nfree;
+	uint32_t folded;
+	uint32_t assigned;
 
 	_Alignas(64) uint32_t head;      /* written by the producer */
 	uint32_t cons_waiting;           /* consumer sleeps on doorbell */
@@ -43,10 +56,14 @@ struct ws_ring {
 /* mem must hold nslots * slot_bytes. Errors: -EINVAL, -ENOMEM. */
 int ws_ring_init(struct ws_ring *r, uint8_t *mem, size_t slot_bytes, uint32_t nslots, size_t desc_bytes) WS_MUST_CHECK;
 void ws_ring_destroy(struct ws_ring *r);
+/* Start the counters at `start` (an empty ring; tests use it to cross 2^32). */
+void ws_ring_start_at(struct ws_ring *r, uint32_t start);
 
+/* The memory of slot i: valid from its reserve (producer) or publish
+ * (consumer) until its release. */
 static inline uint8_t *ws_ring_slot(const struct ws_ring *r, uint32_t i)
 {
-	return r->mem + (size_t)(i % r->nslots) * r->slot_bytes;
+	return r->mem + (size_t)r->buf_of[i % r->nslots] * r->slot_bytes;
 }
 static inline void *ws_ring_desc(const struct ws_ring *r, uint32_t i)
 {

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +75,7 @@ static void run_stress(uint32_t nslots, size_t slot_bytes, uint64_t items, uint3
 	assert_non_null(s.mem);
 	assert_int_equal(ws_ring_init(&s.r, s.mem, slot_bytes, nslots, sizeof(struct item)), 0);
 	/* Start near the 32-bit wrap so the free-running counters cross it. */
-	s.r.head = s.r.tail = start;
+	ws_ring_start_at(&s.r, start);
 	assert_int_equal(pthread_create(&th, NULL, consumer, &s), 0);
 	for (uint64_t i = 0; i < items; i++) {
 		uint32_t idx;
@@ -157,6 +158,60 @@ static void test_full_and_empty_edges(void **state)
 	ws_ring_destroy(&r);
 }
 
+/*
+ * A consumer that keeps up makes the producer reuse the buffer released
+ * last (still in cache), not walk the whole ring; buffers of slots still in
+ * flight are never handed out twice.
+ */
+static void test_reuses_hot_buffer(void **state)
+{
+	struct ws_ring r;
+	uint8_t mem[8 * 32];
+	uint32_t idx;
+	(void)state;
+	assert_int_equal(ws_ring_init(&r, mem, 32, 8, 8), 0);
+	/* Keeping up: one slot in flight at a time, always buffer 0. */
+	for (uint32_t i = 0; i < 20; i++) {
+		assert_int_equal(ws_ring_reserve(&r, 0, &idx), 0);
+		assert_int_equal(idx, i);
+		assert_ptr_equal(ws_ring_slot(&r, idx), mem);
+		ws_ring_publish(&r);
+		ws_ring_release(&r, i + 1);
+	}
+	/* Three in flight: three distinct buffers. */
+	uint8_t *b[3];
+	for (uint32_t i = 0; i < 3; i++) {
+		assert_int_equal(ws_ring_reserve(&r, 0, &idx), 0);
+		b[i] = ws_ring_slot(&r, idx);
+		for (uint32_t j = 0; j < i; j++)
+			assert_ptr_not_equal(b[i], b[j]);
+		ws_ring_publish(&r);
+	}
+	/* Release the first two: the next slot takes the one released last. */
+	ws_ring_release(&r, 20 + 2);
+	assert_int_equal(ws_ring_reserve(&r, 0, &idx), 0);
+	assert_ptr_equal(ws_ring_slot(&r, idx), b[1]);
+	/* Reserving again before publishing keeps the same buffer. */
+	assert_int_equal(ws_ring_reserve(&r, 0, &idx), 0);
+	assert_ptr_equal(ws_ring_slot(&r, idx), b[1]);
+	ws_ring_publish(&r);
+	/* Fill the ring: every buffer in flight exactly once. */
+	bool seen[8] = { false };
+	for (uint32_t i = 0; i < 6; i++) {
+		assert_int_equal(ws_ring_reserve(&r, 0, &idx), 0);
+		ws_ring_publish(&r);
+	}
+	assert_int_equal(ws_ring_used(&r), 8);
+	for (uint32_t i = r.tail; i != r.head; i++) {
+		size_t k = (size_t)(ws_ring_slot(&r, i) - mem) / 32;
+		assert_true(k < 8);
+		assert_false(seen[k]);
+		seen[k] = true;
+	}
+	assert_int_equal(ws_ring_reserve(&r, 0, &idx), -EAGAIN);
+	ws_ring_destroy(&r);
+}
+
 static void test_bad_init(void **state)
 {
 	struct ws_ring r;
@@ -199,6 +254,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_full_and_empty_edges),
 		cmocka_unit_test(test_bad_init),
+		cmocka_unit_test(test_reuses_hot_buffer),
 		cmocka_unit_test(test_sleeping_consumer_wakes),
 		cmocka_unit_test(test_stress_small_ring),
 		cmocka_unit_test(test_stress_wraps_counter),
