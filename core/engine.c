@@ -50,6 +50,15 @@
 ws_engine_store_fn ws_engine_open_store_hook;
 void *ws_engine_open_store_arg;
 
+struct tenant;
+
+/* One file name a tenant answers to in its watched directory (shard.names). */
+struct name_ent {
+	struct name_ent *next;
+	struct tenant *t;
+	bool wal;            /* the -wal file (else the database file) */
+};
+
 struct tenant {
 	char name[WS_TENANT_MAX];
 	char *db_path;
@@ -62,6 +71,8 @@ struct tenant {
 	/* Shard thread only. */
 	struct ws_stream *st;
 	int dir_idx;
+	size_t idx;          /* position in shard.tenants */
+	struct name_ent ent[2];
 	bool dirty;
 	uint64_t due_ms;
 	uint32_t retry_ms;
@@ -116,6 +127,10 @@ struct shard {
 	size_t n, cap;
 	struct watched_dir *dirs;
 	size_t ndirs;
+	/* (watch descriptor, file name) -> tenants, so an inotify event costs
+	 * the same with ten thousand tenants on the shard as with one. */
+	struct name_ent **names;
+	size_t nnames_buckets, nnames;
 	struct tenant *lru_head, *lru_tail;
 	unsigned open_count, open_max;
 	bool stopped;
@@ -420,6 +435,73 @@ static int watch_dir(struct shard *sh, struct tenant *t)
 	return d->path ? 0 : -ENOMEM;
 }
 
+static size_t name_bucket(const struct shard *sh, int wd, const char *name)
+{
+	uint64_t h = ws_xxh64(name, strlen(name)) ^ ((uint64_t)(uint32_t)wd * 0x9e3779b97f4a7c15ull);
+	return (size_t)(h ^ (h >> 29)) & (sh->nnames_buckets - 1);
+}
+
+static const char *ent_name(const struct name_ent *n) { return n->wal ? n->t->wal_base : n->t->db_base; }
+
+static int ent_wd(const struct shard *sh, const struct name_ent *n) { return sh->dirs[n->t->dir_idx].wd; }
+
+/* Double the buckets when entries outnumber them. Chains only get longer
+ * when that allocation fails: nothing breaks. */
+static void names_grow(struct shard *sh)
+{
+	size_t nb = sh->nnames_buckets ? sh->nnames_buckets * 2 : 64;
+	struct name_ent **b = calloc(nb, sizeof(*b));
+	struct name_ent **old = sh->names;
+	size_t oldn = sh->nnames_buckets;
+	if (!b)
+		return;
+	sh->names = b;
+	sh->nnames_buckets = nb;
+	for (size_t i = 0; i < oldn; i++) {
+		for (struct name_ent *n = old[i], *next; n; n = next) {
+			size_t k = name_bucket(sh, ent_wd(sh, n), ent_name(n));
+			next = n->next;
+			n->next = b[k];
+			b[k] = n;
+		}
+	}
+	free(old);
+}
+
+/* Enter the tenant's two names (after watch_dir). */
+static int names_add(struct shard *sh, struct tenant *t)
+{
+	if (sh->nnames + 2 > sh->nnames_buckets)
+		names_grow(sh);
+	if (!sh->names)
+		return -ENOMEM;
+	for (int i = 0; i < 2; i++) {
+		struct name_ent *n = &t->ent[i];
+		size_t k;
+		n->t = t;
+		n->wal = i == 0;
+		k = name_bucket(sh, ent_wd(sh, n), ent_name(n));
+		n->next = sh->names[k];
+		sh->names[k] = n;
+	}
+	sh->nnames += 2;
+	return 0;
+}
+
+static void names_remove(struct shard *sh, struct tenant *t)
+{
+	for (int i = 0; i < 2; i++) {
+		struct name_ent *n = &t->ent[i];
+		struct name_ent **pp = &sh->names[name_bucket(sh, ent_wd(sh, n), ent_name(n))];
+		while (*pp && *pp != n)
+			pp = &(*pp)->next;
+		if (*pp) {
+			*pp = n->next;
+			sh->nnames--;
+		}
+	}
+}
+
 static void unwatch_dir(struct shard *sh, struct tenant *t)
 {
 	struct watched_dir *d = &sh->dirs[t->dir_idx];
@@ -461,11 +543,14 @@ static int do_add(struct shard *sh, struct tenant *t)
 	if (!t->st)
 		return rc;
 	rc = watch_dir(sh, t);
+	if (rc == 0 && (rc = names_add(sh, t)) != 0)
+		unwatch_dir(sh, t);
 	if (rc) {
 		ws_stream_close(t->st);
 		t->st = NULL;
 		return rc;
 	}
+	t->idx = sh->n;
 	sh->tenants[sh->n++] = t;
 	__atomic_store_n(&sh->tenant_count, (uint32_t)sh->n, __ATOMIC_RELAXED);
 	mark_due(t, 0); /* first tail at once */
@@ -476,15 +561,12 @@ static int do_remove(struct shard *sh, struct tenant *t)
 {
 	int rc = tail_one(sh, t);
 	park(sh, t);
+	names_remove(sh, t);
 	unwatch_dir(sh, t);
 	ws_stream_close(t->st);
 	t->st = NULL;
-	for (size_t i = 0; i < sh->n; i++) {
-		if (sh->tenants[i] == t) {
-			sh->tenants[i] = sh->tenants[--sh->n];
-			break;
-		}
-	}
+	sh->tenants[t->idx] = sh->tenants[--sh->n];
+	sh->tenants[t->idx]->idx = t->idx;
 	__atomic_store_n(&sh->tenant_count, (uint32_t)sh->n, __ATOMIC_RELAXED);
 	return rc;
 }
@@ -549,19 +631,19 @@ static void read_events(struct shard *sh)
 			}
 			if (!ev->len)
 				continue;
-			for (size_t i = 0; i < sh->n; i++) {
-				struct tenant *t = sh->tenants[i];
-				if (sh->dirs[t->dir_idx].wd != ev->wd)
+			if (!sh->names)
+				continue;
+			for (struct name_ent *ne = sh->names[name_bucket(sh, ev->wd, ev->name)]; ne; ne = ne->next) {
+				if (ent_wd(sh, ne) != ev->wd || strcmp(ev->name, ent_name(ne)))
 					continue;
 				/* Writes to the WAL are commits to ship; a database file
 				 * created or renamed into place is a new database. Writes
 				 * to the database file itself are WAL checkpoints (ours
 				 * too): nothing to ship. Closes are not watched: parking a
 				 * stream closes files, and must not wake it again. */
-				if (strcmp(ev->name, t->wal_base) &&
-				    (strcmp(ev->name, t->db_base) || !(ev->mask & (IN_CREATE | IN_MOVED_TO))))
+				if (!ne->wal && !(ev->mask & (IN_CREATE | IN_MOVED_TO)))
 					continue;
-				mark_due(t, now + sh->cfg.batch_age_ms_max);
+				mark_due(ne->t, now + sh->cfg.batch_age_ms_max);
 			}
 		}
 	}
@@ -763,6 +845,7 @@ static void shard_free(struct shard *sh)
 		sh->tenants[i]->st = NULL;
 	}
 	free(sh->tenants);
+	free(sh->names);
 	for (size_t i = 0; i < sh->ndirs; i++)
 		free(sh->dirs[i].path);
 	free(sh->dirs);

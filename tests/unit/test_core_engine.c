@@ -274,6 +274,102 @@ static void test_two_shards_wake_on_change(void **state)
 	wt_env_free(&env);
 }
 
+static uint64_t tenant_tails(struct ws_engine *e, const char *name)
+{
+	struct ws_tenant_metrics tm;
+	assert_int_equal(ws_engine_tenant_metrics(e, name, &tm), 0);
+	return tm.tails;
+}
+
+static uint64_t tenant_frames(struct ws_engine *e, const char *name)
+{
+	struct ws_tenant_metrics tm;
+	assert_int_equal(ws_engine_tenant_metrics(e, name, &tm), 0);
+	return tm.frames_shipped;
+}
+
+/*
+ * Many tenants in one directory on one shard: a commit to one wakes that
+ * one alone (the shard finds it by name, not by waking the directory), and
+ * it keeps working while tenants around it come and go.
+ */
+static void test_wake_only_the_writer(void **state)
+{
+	enum { N = 40 };
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 1u << 20, 256u << 10);
+	struct ws_engine *e;
+	sqlite3 *w[N];
+	char name[N][16];
+	uint64_t tails[N];
+	(void)state;
+
+	wt_env_init(&env, "engine_wake", 0);
+	seen_reset();
+	e = engine_new(env.sink_url, 1, &sc);
+	for (int i = 0; i < N; i++) {
+		char file[32], *db;
+		snprintf(file, sizeof(file), "w%02d.db", i);
+		snprintf(name[i], sizeof(name[i]), "w%02d", i);
+		db = wt_path(env.dir, file);
+		w[i] = wt_writer_open(db, 0);
+		wt_write_txn(w[i], 5, 100);
+		add_tenant(e, name[i], db, 0);
+		free(db);
+	}
+	flush_ok(e);
+	wt_sleep_ms(200); /* let wake-ups from registration settle */
+	for (int i = 0; i < N; i++)
+		tails[i] = tenant_tails(e, name[i]);
+
+	/* Writes to three of them: each ships, nobody else is tailed. */
+	const int hot[] = { 0, 17, N - 1 };
+	for (size_t h = 0; h < sizeof(hot) / sizeof(hot[0]); h++) {
+		int k = hot[h];
+		uint64_t before = tenant_frames(e, name[k]);
+		wt_write_txn(w[k], 3, 100);
+		for (int i = 0; i < 300 && tenant_frames(e, name[k]) == before; i++)
+			wt_sleep_ms(10);
+		assert_true(tenant_frames(e, name[k]) > before);
+		restore_equals(env.sink, name[k], w[k], env.out_dir);
+	}
+	wt_sleep_ms(50);
+	for (int i = 0; i < N; i++) {
+		bool is_hot = i == 0 || i == 17 || i == N - 1;
+		if (is_hot)
+			assert_true(tenant_tails(e, name[i]) > tails[i]);
+		else if (tenant_tails(e, name[i]) != tails[i])
+			fail_msg("tenant %s was tailed %" PRIu64 " times for another tenant's write", name[i],
+				 tenant_tails(e, name[i]) - tails[i]);
+	}
+
+	/* Remove every even tenant; a write to a removed one wakes nobody, a
+	 * write to one that stayed still ships. */
+	for (int i = 0; i < N; i += 2)
+		assert_int_equal(ws_engine_remove_tenant(e, name[i]), 0);
+	wt_write_txn(w[2], 3, 100);
+	uint64_t before = tenant_frames(e, name[17]);
+	wt_write_txn(w[17], 3, 100);
+	for (int i = 0; i < 300 && tenant_frames(e, name[17]) == before; i++)
+		wt_sleep_ms(10);
+	assert_true(tenant_frames(e, name[17]) > before);
+	restore_equals(env.sink, name[17], w[17], env.out_dir);
+	/* Re-registering a removed tenant picks up where the sink is. */
+	{
+		char *db = wt_path(env.dir, "w02.db");
+		add_tenant(e, name[2], db, 0);
+		free(db);
+		flush_ok(e);
+		restore_equals(env.sink, name[2], w[2], env.out_dir);
+	}
+
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	for (int i = 0; i < N; i++)
+		sqlite3_close(w[i]);
+	wt_env_free(&env);
+}
+
 static void test_bad_engine_config(void **state)
 {
 	struct ws_shard_config sc;
@@ -769,6 +865,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_engine_config),
 		cmocka_unit_test(test_two_shards_wake_on_change),
+		cmocka_unit_test(test_wake_only_the_writer),
 		cmocka_unit_test(test_block_holds_memory_loses_nothing),
 		cmocka_unit_test(test_throttle_counts_and_fails_bounded),
 		cmocka_unit_test(test_shed_nothing_persisted_is_shed),
