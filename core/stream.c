@@ -135,7 +135,7 @@ static int conn_begin_read(struct ws_stream *st, int i)
 		return rc;
 	/* A deferred transaction takes its read mark at the first read and keeps
 	 * it until COMMIT. */
-	rc = sqlite3_exec(st->conn[i], "BEGIN; SELECT count(*) FROM sqlite_master;", NULL, NULL, &msg);
+	rc = sqlite3_exec(st->conn[i], "BEGIN; PRAGMA schema_version;", NULL, NULL, &msg);
 	if (rc != SQLITE_OK) {
 		rc = ws_fail(-EIO, "tenant %s: cannot begin read transaction on %s: %s", st->tenant,
 			     st->db_path, msg ? msg : sqlite3_errstr(rc));
@@ -236,7 +236,7 @@ static void wal_checkpoint_locked(struct ws_stream *st)
 		/* Keep the spare's read mark instead: still no gap. */
 		int spare = 1 - st->held;
 		ws_warn("%s", ws_errmsg());
-		sqlite3_exec(st->conn[spare], "ROLLBACK; BEGIN; SELECT count(*) FROM sqlite_master;", NULL,
+		sqlite3_exec(st->conn[spare], "ROLLBACK; BEGIN; PRAGMA schema_version;", NULL,
 			     NULL, NULL);
 		st->held = spare;
 		return;
