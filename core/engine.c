@@ -46,6 +46,11 @@
 #define FDS_PER_STREAM 7
 #define RETRY_MIN_MS 100
 #define RETRY_MAX_MS 30000
+/* While events keep coming, the inotify queue is read at most this often
+ * (and at most every quarter of batch_age_ms_max): a busy writer makes one
+ * event per WAL write, and waking for each of them cost more CPU than
+ * shipping its frames. Identical events wait merged in the kernel's queue. */
+#define EVENTS_GAP_MAX_MS 10
 
 ws_engine_store_fn ws_engine_open_store_hook;
 void *ws_engine_open_store_arg;
@@ -666,6 +671,9 @@ static void *shard_main(void *arg)
 		if (rc)
 			ws_warn("shard %u: cannot pin to core %d: %s", sh->id, sh->cfg.core, strerror(rc));
 	}
+	const uint64_t events_gap = sh->cfg.batch_age_ms_max / 4 < EVENTS_GAP_MAX_MS ? sh->cfg.batch_age_ms_max / 4 :
+										       EVENTS_GAP_MAX_MS;
+	uint64_t events_ms = 0; /* when the inotify queue was last read */
 	while (!stop) {
 		struct pollfd pfd[2] = { { sh->ifd, POLLIN, 0 }, { sh->evfd, POLLIN, 0 } };
 		uint64_t now = ws_mono_ms(), next = UINT64_MAX;
@@ -685,6 +693,14 @@ static void *shard_main(void *arg)
 			if (t->dirty && t->due_ms < next)
 				next = t->due_ms;
 		}
+		/* Events read moments ago: let the next ones gather (the fd
+		 * leaves the poll set until the gap is over). A first event after
+		 * a quiet spell is read at once. */
+		if (events_gap && now < events_ms + events_gap) {
+			pfd[0].fd = -1;
+			if (events_ms + events_gap < next)
+				next = events_ms + events_gap;
+		}
 		if (next == UINT64_MAX)
 			timeout = -1;
 		else
@@ -694,8 +710,10 @@ static void *shard_main(void *arg)
 			break;
 		}
 		add(&sh->wakeups, 1);
-		if (pfd[0].revents & POLLIN)
+		if (pfd[0].fd >= 0 && (pfd[0].revents & POLLIN)) {
 			read_events(sh);
+			events_ms = ws_mono_ms();
+		}
 		if (pfd[1].revents & POLLIN) {
 			uint64_t v;
 			if (read(sh->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)

@@ -370,6 +370,44 @@ static void test_wake_only_the_writer(void **state)
 	wt_env_free(&env);
 }
 
+/*
+ * A busy writer makes an inotify event per WAL write. The shard must not
+ * wake for each of them: it reads the queue at most every few ms while
+ * events keep coming, and still ships everything.
+ */
+static void test_busy_writer_does_not_wake_per_write(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 1u << 20, 256u << 10);
+	struct ws_engine *e;
+	struct ws_shard_metrics m0, m1;
+	(void)state;
+
+	sc.batch_age_ms_max = 200;
+	wt_env_init(&env, "engine_storm", 0);
+	seen_reset();
+	e = engine_new(env.sink_url, 1, &sc);
+	wt_write_txn(env.w, 1, 100);
+	add_tenant(e, "busy", env.db, 0);
+	flush_ok(e);
+	wt_sleep_ms(100);
+	assert_int_equal(ws_engine_shard_metrics(e, 0, &m0), 0);
+	/* 300 commits, a millisecond apart: 300 or more WAL writes. */
+	for (int i = 0; i < 300; i++) {
+		wt_write_txn(env.w, 1, 50);
+		wt_sleep_ms(1);
+	}
+	assert_int_equal(ws_engine_shard_metrics(e, 0, &m1), 0);
+	uint64_t wakes = m1.wakeups - m0.wakeups;
+	if (wakes >= 150)
+		fail_msg("the shard woke %" PRIu64 " times for 300 commits", wakes);
+	flush_ok(e);
+	restore_equals(env.sink, "busy", env.w, env.out_dir);
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	wt_env_free(&env);
+}
+
 static void test_bad_engine_config(void **state)
 {
 	struct ws_shard_config sc;
@@ -866,6 +904,7 @@ int main(void)
 		cmocka_unit_test(test_bad_engine_config),
 		cmocka_unit_test(test_two_shards_wake_on_change),
 		cmocka_unit_test(test_wake_only_the_writer),
+		cmocka_unit_test(test_busy_writer_does_not_wake_per_write),
 		cmocka_unit_test(test_block_holds_memory_loses_nothing),
 		cmocka_unit_test(test_throttle_counts_and_fails_bounded),
 		cmocka_unit_test(test_shed_nothing_persisted_is_shed),
