@@ -41,13 +41,34 @@ uint64_t ws_xxh64v(const struct iovec *iov, int iovcnt)
 {
 	return ws_xxh_avx2_usable() ? ws_xxh64v_avx2(iov, iovcnt) : ws_xxh64v_base(iov, iovcnt);
 }
+
+void ws_xxh_update(struct ws_xxh_state *s, const void *data, size_t len)
+{
+	if (ws_xxh_avx2_usable())
+		ws_xxh_update_avx2(s, data, len);
+	else
+		ws_xxh_update_base(s, data, len);
+}
 #else
 bool ws_xxh_avx2_usable(void) { return false; }
+void ws_xxh_update_avx2(struct ws_xxh_state *s, const void *data, size_t len) { ws_xxh_update_base(s, data, len); }
+void ws_xxh_update(struct ws_xxh_state *s, const void *data, size_t len) { ws_xxh_update_base(s, data, len); }
 uint64_t ws_xxh64_avx2(const void *data, size_t len) { return ws_xxh64_base(data, len); }
 uint64_t ws_xxh64v_avx2(const struct iovec *iov, int iovcnt) { return ws_xxh64v_base(iov, iovcnt); }
 uint64_t ws_xxh64(const void *data, size_t len) { return ws_xxh64_base(data, len); }
 uint64_t ws_xxh64v(const struct iovec *iov, int iovcnt) { return ws_xxh64v_base(iov, iovcnt); }
 #endif
+
+/* The state is plain data whatever the kernel; only update runs one. */
+void ws_xxh_reset(struct ws_xxh_state *s)
+{
+	(void)XXH3_64bits_reset((XXH3_state_t *)(void *)s->opaque);
+}
+
+uint64_t ws_xxh_digest(const struct ws_xxh_state *s)
+{
+	return XXH3_64bits_digest((const XXH3_state_t *)(const void *)s->opaque);
+}
 
 void ws_sha256(const void *data, size_t len, uint8_t out[WS_SHA256_LEN])
 {

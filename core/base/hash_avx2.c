@@ -4,6 +4,7 @@
  * depend on the kernel; tests compare the two.
  */
 #include "hash_impl.h"
+#include "ws_hash.h"
 
 #define XXH_INLINE_ALL
 #define XXH_VECTOR XXH_AVX2

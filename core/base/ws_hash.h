@@ -12,6 +12,13 @@
 uint64_t ws_xxh64(const void *data, size_t len);
 /* XXH3-64 over the concatenation of the iovecs (streaming, no copy). */
 uint64_t ws_xxh64v(const struct iovec *iov, int iovcnt);
+/* XXH3-64 fed in pieces: the same value as ws_xxh64 over their concatenation. */
+struct ws_xxh_state {
+	_Alignas(64) unsigned char opaque[640];
+};
+void ws_xxh_reset(struct ws_xxh_state *s);
+void ws_xxh_update(struct ws_xxh_state *s, const void *data, size_t len);
+uint64_t ws_xxh_digest(const struct ws_xxh_state *s);
 void ws_sha256(const void *data, size_t len, uint8_t out[WS_SHA256_LEN]);
 /* SHA-256 over the concatenation of the iovecs (streaming, no copy). */
 void ws_sha256v(const struct iovec *iov, int iovcnt, uint8_t out[WS_SHA256_LEN]);

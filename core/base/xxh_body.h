@@ -17,3 +17,9 @@ uint64_t WS_XXH_FN(ws_xxh64v)(const struct iovec *iov, int iovcnt)
 		XXH3_64bits_update(&st, iov[i].iov_base, iov[i].iov_len);
 	return XXH3_64bits_digest(&st);
 }
+
+void WS_XXH_FN(ws_xxh_update)(struct ws_xxh_state *s, const void *data, size_t len)
+{
+	_Static_assert(sizeof(XXH3_state_t) <= sizeof(s->opaque), "XXH3_state_t fits ws_xxh_state");
+	(void)XXH3_64bits_update((XXH3_state_t *)(void *)s->opaque, data, len);
+}

@@ -82,11 +82,35 @@ static void test_iovec_equals_oneshot(void **state)
 	free(b);
 }
 
+/* The streaming form, fed in random pieces, equals the one-shot form. */
+static void test_stream_equals_oneshot(void **state)
+{
+	uint64_t rng = 99;
+	const size_t n = 200000;
+	uint8_t *b = random_bytes(n, &rng);
+	(void)state;
+	for (int round = 0; round < 60; round++) {
+		struct ws_xxh_state st;
+		size_t len = round < 5 ? (size_t)round : (size_t)(wt_rand(&rng) % n), off = 0;
+		ws_xxh_reset(&st);
+		while (off < len) {
+			size_t piece = 1 + (size_t)(wt_rand(&rng) % (round % 3 == 0 ? 64 : 9000));
+			if (piece > len - off)
+				piece = len - off;
+			ws_xxh_update(&st, b + off, piece);
+			off += piece;
+		}
+		assert_int_equal(ws_xxh_digest(&st), XXH3_64bits(b, len));
+	}
+	free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kernels_agree),
 		cmocka_unit_test(test_iovec_equals_oneshot),
+		cmocka_unit_test(test_stream_equals_oneshot),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
