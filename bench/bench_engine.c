@@ -630,6 +630,7 @@ int main(int argc, char **argv)
 	       m1 / ma);
 	printf("  walship, 2 shards               : %10.0f frames/s  ratio to 1 shard %.2f (%ld cores online)\n", m2,
 	       m2 / m1, sysconf(_SC_NPROCESSORS_ONLN));
+	fflush(stdout);
 	if (ws_engine_stop(e1) || ws_engine_stop(e2))
 		bench_die("stop: %s", ws_errmsg());
 	ws_engine_destroy(e1);
