@@ -67,6 +67,14 @@ struct ws_part {
 	uint64_t last_commit;        /* batch: the cursor's last commit after it */
 	uint32_t commit_cksum[2];
 	uint32_t commit_db_size;
+	/* A checked batch (pipe.h): what its reader found, in frames. */
+	bool checked, filled, dropped, cont;
+	uint64_t first;
+	uint32_t valid, ship;
+	uint64_t slot_commit;        /* last commit in the slot, 0 none */
+	uint32_t slot_commit_cksum[2];
+	uint32_t slot_commit_db_size;
+	uint32_t end_cksum[2];
 };
 
 /* Per-call arrays; a shard's tails run one at a time and share one. */

@@ -725,6 +725,33 @@ static void *shard_main(void *arg)
 
 /* ---- create / destroy ---------------------------------------------------- */
 
+/*
+ * The upload thread reads and checks half of the shard's slots, in
+ * parallel with the shard thread. Left to itself the scheduler keeps
+ * waking it on the core of the shard thread that woke it (the two then
+ * take turns on one core), so a pinned shard's upload thread may run on
+ * any core but that one.
+ */
+static void keep_upload_off_core(struct shard *sh, int core)
+{
+	cpu_set_t set;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	int added = 0;
+	if (core < 0 || n < 2 || !sh->pipe.started)
+		return;
+	CPU_ZERO(&set);
+	if (sched_getaffinity(0, sizeof(set), &set) != 0)
+		return;
+	CPU_CLR((size_t)core, &set);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		added += CPU_ISSET((size_t)c, &set) ? 1 : 0;
+	if (added == 0)
+		return;
+	int rc = pthread_setaffinity_np(sh->pipe.thread, sizeof(set), &set);
+	if (rc)
+		ws_warn("shard %u: cannot keep the upload thread off core %d: %s", sh->id, core, strerror(rc));
+}
+
 static struct ws_store *open_store(struct ws_engine *e, unsigned shard, bool uploader, unsigned flags, int *err)
 {
 	const struct ws_shard_config *c = &e->cfg.shard[shard];
@@ -833,6 +860,7 @@ static int shard_init(struct ws_engine *e, struct shard *sh, unsigned i)
 	if (rc)
 		return ws_fail(rc, "shard %u: cannot start the upload thread", i);
 	sh->pipe_ok = true;
+	keep_upload_off_core(sh, c->core);
 	sh->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (sh->ifd < 0)
 		return ws_fail(-errno, "shard %u: inotify: %s%s", i, strerror(errno),

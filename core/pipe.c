@@ -27,56 +27,150 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-/*
- * Verify, hash, encode and name a batch the tail only split. Verifying here,
- * on the upload side, takes SQLite's checksum chain and the payload hash off
- * the shard thread (each frame's stored checksum seeds the next, so a batch
- * verifies on its own). A frame that fails means the chain ends earlier
- * than the frame headers said: WS_ECORRUPT, and the tail starts over
- * checking every frame itself.
- */
-/* Frames verified and hashed together: both passes read them from L1. */
-#define FINISH_FRAMES 8
+/* Frames checked and hashed together: both passes read them from L1. */
+#define FILL_FRAMES 8
+/* WAL bytes read at a time: small enough to stay in L2 until checked. */
+#define FILL_READ_BYTES ((size_t)256 << 10)
 
-static int finish_batch(struct ws_pipe *p, uint32_t idx, struct ws_pipe_desc *d)
+struct fill {
+	uint32_t seed[2];         /* running: stored checksum of the frame before */
+	bool stop;                /* the chain ended */
+	struct ws_xxh_state hs;   /* over frames [0, valid) */
+};
+
+/* Check frames [from, to) of the slot (read and in cache). */
+static void fill_check(struct ws_pipe_desc *d, struct fill *f, const uint8_t *frames, uint32_t fsz, uint32_t from,
+		       uint32_t to)
+{
+	const uint32_t ps = d->batch.gen.page_size;
+	for (uint32_t i = from; i < to && !f->stop; i += FILL_FRAMES) {
+		uint32_t m = to - i < FILL_FRAMES ? to - i : FILL_FRAMES, ok;
+		const uint8_t *piece = frames + (size_t)i * fsz;
+		/* Salts and page numbers first: a stale frame of an older
+		 * generation is the common end of a WAL. */
+		for (ok = 0; ok < m; ok++) {
+			const uint8_t *h = piece + (size_t)ok * fsz;
+			if (ws_get_be32(h) == 0 || ws_get_be32(h + 8) != d->salt1 || ws_get_be32(h + 12) != d->salt2)
+				break;
+		}
+		ok = (uint32_t)ws_wal_verify_frames(d->big_endian, ps, piece, ok, f->seed);
+		for (uint32_t k = 0; k < ok; k++) {
+			const uint8_t *h = piece + (size_t)k * fsz;
+			if (ws_get_be32(h + 4) != 0) {
+				d->last_commit = d->batch.first_frame + i + k;
+				d->commit_cksum[0] = ws_get_be32(h + 16);
+				d->commit_cksum[1] = ws_get_be32(h + 20);
+				d->commit_db_size = ws_get_be32(h + 4);
+			}
+		}
+		if (ok) {
+			const uint8_t *h = piece + (size_t)(ok - 1) * fsz;
+			f->seed[0] = ws_get_be32(h + 16);
+			f->seed[1] = ws_get_be32(h + 20);
+			ws_xxh_update(&f->hs, piece, (size_t)ok * fsz);
+		}
+		d->valid = i + ok;
+		if (ok < m)
+			f->stop = true;
+	}
+}
+
+int ws_pipe_fill(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t ring_off, uint32_t idx,
+		 struct ws_pipe_desc *d)
 {
 	struct ws_fmt_batch *b = &d->batch;
-	const uint8_t *frames = ws_pipe_slot(p, idx);
 	const uint32_t fsz = ws_wal_frame_size(b->gen.page_size);
-	const size_t n = (size_t)b->frame_count;
-	uint32_t seed[2] = { b->seed_cksum[0], b->seed_cksum[1] };
-	struct ws_xxh_state hs;
-	const uint8_t *last;
+	uint8_t *frames = ws_pipe_slot(p, idx);
+	const size_t boff = ring_off + (size_t)(frames - p->ring.mem);
+	const uint32_t sub = FILL_READ_BYTES / fsz ? (uint32_t)(FILL_READ_BYTES / fsz) : 1;
+	struct fill f;
+	uint32_t have = 0;
+	ssize_t got;
 
-	/* The slot came from another core; one pass over it, in pieces small
-	 * enough that the hash reads what the checksum just brought in. */
-	ws_xxh_reset(&hs);
-	for (size_t f = 0; f < n; f += FINISH_FRAMES) {
-		size_t m = n - f < FINISH_FRAMES ? n - f : FINISH_FRAMES;
-		const uint8_t *piece = frames + f * fsz;
-		size_t ok = ws_wal_verify_frames(d->big_endian, b->gen.page_size, piece, m, seed);
-		if (ok < m) {
-			d->bad_frame = b->first_frame + f + ok;
-			return WS_ECORRUPT;
+	memset(&f, 0, sizeof(f));
+	d->filled = false;
+	d->valid = 0;
+	d->last_commit = 0;
+	d->ship = 0;
+	d->cont = false;
+	d->hdr_len = 0;
+	d->payload_len = 0;
+	if (d->first_slot) {
+		f.seed[0] = b->seed_cksum[0];
+		f.seed[1] = b->seed_cksum[1];
+	} else {
+		/* The frame before this slot: its stored checksum seeds ours. */
+		got = ws_reader_read(r, fslot, d->wal_off - fsz, boff, WS_WAL_FRAME_HDR_SIZE);
+		if (got < 0)
+			return (int)got;
+		if (got < (ssize_t)WS_WAL_FRAME_HDR_SIZE) {
+			d->filled = true; /* the file is shorter now: nothing here belongs to the chain */
+			return 0;
 		}
-		seed[0] = ws_get_be32(piece + (m - 1) * fsz + 16);
-		seed[1] = ws_get_be32(piece + (m - 1) * fsz + 20);
-		ws_xxh_update(&hs, piece, m * fsz);
+		f.seed[0] = ws_get_be32(frames + 16);
+		f.seed[1] = ws_get_be32(frames + 20);
+		b->seed_cksum[0] = f.seed[0];
+		b->seed_cksum[1] = f.seed[1];
 	}
-	last = frames + (n - 1) * fsz;
+	ws_xxh_reset(&f.hs);
+	while (have < d->want && !f.stop) {
+		uint32_t n = d->want - have < sub ? d->want - have : sub;
+		got = ws_reader_read(r, fslot, d->wal_off + (uint64_t)have * fsz, boff + (size_t)have * fsz,
+				     (size_t)n * fsz);
+		if (got < 0)
+			return (int)got;
+		uint32_t whole = (uint32_t)((size_t)got / fsz);
+		fill_check(d, &f, frames, fsz, have, have + whole);
+		have += whole;
+		if (whole < n)
+			f.stop = true; /* the file ended */
+	}
+	d->cont = !f.stop && d->valid == d->want && d->want == d->per_chunk;
+	/* A full, valid slot goes whole (its transaction may go on); otherwise
+	 * only up to its last commit. */
+	if (d->cont)
+		d->ship = d->valid;
+	else if (d->last_commit >= b->first_frame)
+		d->ship = (uint32_t)(d->last_commit - b->first_frame + 1);
+	if (d->valid) {
+		const uint8_t *last = frames + (size_t)(d->valid - 1) * fsz;
+		d->end_cksum[0] = ws_get_be32(last + 16);
+		d->end_cksum[1] = ws_get_be32(last + 20);
+	}
+	if (d->ship == 0) {
+		d->filled = true;
+		return 0;
+	}
+	const uint8_t *last = frames + (size_t)(d->ship - 1) * fsz;
+	b->frame_count = d->ship;
 	b->end_cksum[0] = ws_get_be32(last + 16);
 	b->end_cksum[1] = ws_get_be32(last + 20);
-	/* The payload is exactly the frames (hashing it all is what names it). */
-	if (d->payload_len > n * fsz)
-		ws_xxh_update(&hs, frames + n * fsz, d->payload_len - n * fsz);
-	b->payload_xxh = ws_xxh_digest(&hs);
+	/* The hash covers the valid frames; a batch cut at its last commit is
+	 * hashed again (only where a transaction was still being written). */
+	b->payload_xxh = d->ship == d->valid ? ws_xxh_digest(&f.hs) : ws_xxh64(frames, (size_t)d->ship * fsz);
+	d->payload_len = (uint64_t)d->ship * fsz;
 	ws_fmt_batch_encode_hdr(b, d->hdr);
 	d->hdr_len = WS_BATCH_HDR_SIZE;
 	d->hdr_xxh = ws_get_le64(d->hdr + WS_BATCH_HDR_HASH_OFF);
 	if (snprintf(d->key, sizeof(d->key), "%s/b%016" PRIx64 "-%08" PRIx64 "-%016" PRIx64, d->key_prefix,
 		     b->first_frame, b->frame_count, d->hdr_xxh) >= (int)sizeof(d->key))
 		return WS_ETOOBIG;
+	d->filled = true;
 	return 0;
+}
+
+/* The upload thread reads a slot the tail only described, with its own
+ * ring over the same memory; the WAL is attached for this read only (the
+ * tail keeps the descriptor open until its slots are done). */
+static int fill_delegated(struct ws_pipe *p, uint32_t idx, struct ws_pipe_desc *d)
+{
+	int fslot = ws_reader_attach(p->reader, d->wal_fd);
+	int rc;
+	if (fslot < 0)
+		return fslot;
+	rc = ws_pipe_fill(p, p->reader, fslot, 0, idx, d);
+	ws_reader_detach(p->reader, fslot);
+	return rc;
 }
 
 /* Upload slots [from, to) (at most in_flight of them). */
@@ -90,7 +184,21 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 
 	for (uint32_t i = 0; i < n; i++) {
 		struct ws_pipe_desc *d = ws_pipe_desc(p, from + i);
-		int frc = d->finish ? finish_batch(p, from + i, d) : 0;
+		int frc = 0;
+		bool send = true;
+		if (d->checked) {
+			/* In publish order: once a slot of this tail ended the
+			 * chain, later ones (read ahead of knowing it) are not
+			 * part of it and are not sent. */
+			if (d->first_slot)
+				p->chain_broken = false;
+			d->dropped = p->chain_broken;
+			if (!d->dropped && d->delegated)
+				frc = fill_delegated(p, from + i, d);
+			if (d->dropped || frc || !d->cont)
+				p->chain_broken = true;
+			send = !d->dropped && d->ship > 0;
+		}
 		iov[i][0].iov_base = d->hdr;
 		iov[i][0].iov_len = d->hdr_len;
 		iov[i][1].iov_base = ws_pipe_slot(p, from + i);
@@ -101,8 +209,8 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 		reqs[i].iovcnt = 2;
 		/* Immutable objects named by their hash: an existing one is ours. */
 		reqs[i].mode = WS_PUT_CREATE;
-		reqs[i].rc = frc ? frc : 1; /* 1: not run yet */
-		run[i] = frc == 0;
+		reqs[i].rc = frc ? frc : send ? 1 : 0; /* 1: not run yet */
+		run[i] = frc == 0 && send;
 		d->throttle_retries = 0;
 	}
 	do {
@@ -183,8 +291,20 @@ int ws_pipe_init(struct ws_pipe *p, uint8_t *mem, size_t slot_bytes, uint32_t ns
 	p->in_flight = in_flight;
 	p->threaded = threaded;
 	if (threaded) {
+		/* A ring of the upload thread's own over the slots, so it can read
+		 * some of them itself; without io_uring the tail reads them all. */
+		int err = 0;
+		p->reader = ws_reader_open_over(mem, slot_bytes * nslots, 1, 0, &err);
+		if (p->reader && ws_reader_backend(p->reader) != WS_READER_URING) {
+			ws_reader_close(p->reader);
+			p->reader = NULL;
+		}
+	}
+	if (threaded) {
 		rc = -pthread_create(&p->thread, NULL, uploader, p);
 		if (rc) {
+			ws_reader_close(p->reader);
+			p->reader = NULL;
 			ws_ring_destroy(&p->ring);
 			return rc;
 		}
@@ -200,6 +320,8 @@ void ws_pipe_destroy(struct ws_pipe *p)
 		pthread_join(p->thread, NULL);
 		p->started = false;
 	}
+	ws_reader_close(p->reader);
+	p->reader = NULL;
 	ws_ring_destroy(&p->ring);
 }
 
@@ -209,7 +331,7 @@ static void collect(struct ws_pipe *p)
 	uint32_t tail = ws_ring_tail(&p->ring);
 	while (p->collected != tail) {
 		const struct ws_pipe_desc *d = ws_pipe_desc(p, p->collected);
-		p->outstanding -= d->payload_len;
+		p->outstanding -= d->accounted;
 		if (p->on_done)
 			p->on_done(p->arg, p->collected, d);
 		p->collected++;
@@ -227,7 +349,10 @@ void ws_pipe_publish(struct ws_pipe *p)
 {
 	uint32_t idx = p->ring.head;
 	struct ws_pipe_desc *d = ws_pipe_desc(p, idx);
-	p->outstanding += d->payload_len;
+	/* A delegated batch's length is known only once it is read: count
+	 * what it may hold. */
+	d->accounted = d->checked ? (uint64_t)d->want * ws_wal_frame_size(d->batch.gen.page_size) : d->payload_len;
+	p->outstanding += d->accounted;
 	ws_ring_publish(&p->ring);
 	if (!p->threaded) {
 		upload(p, idx, idx + 1);

@@ -26,6 +26,7 @@
 #include "ring.h"
 #include "walship.h"
 #include "ws_format.h"
+#include "ws_reader.h"
 #include "ws_store.h"
 
 #define WS_PIPE_HDR_MAX 128
@@ -35,19 +36,38 @@ struct ws_pipe_desc {
 	uint8_t hdr[WS_PIPE_HDR_MAX];
 	uint32_t hdr_len;
 	uint64_t payload_len;     /* bytes of the slot sent after hdr */
+	uint64_t accounted;       /* producer: bytes counted in outstanding for it */
 	enum ws_policy policy;
 	/*
-	 * A batch the upload side finishes: it verifies the frames against
-	 * SQLite's checksum chain from batch.seed_cksum, hashes them, encodes
-	 * the header into hdr and names the object key_prefix/b... (key, and
-	 * hdr_xxh for the reference). The tail only read and split the WAL.
+	 * A WAL batch (checked): up to `want` frames from batch.first_frame,
+	 * read into the slot and checked there by whichever thread read them
+	 * (ws_pipe_fill): salts, page number and SQLite's checksum chain, then
+	 * hashed, cut, encoded into hdr and named key_prefix/b... The tail
+	 * reads and checks some slots itself; others it only describes
+	 * (delegated) and the upload thread reads and checks them with its own
+	 * ring, so no freshly read byte has to cross to the other core.
 	 */
-	bool finish;
+	bool checked;
+	bool delegated;           /* the upload thread reads it (wal_fd, wal_off) */
+	bool first_slot;          /* first batch of a tail: batch.seed_cksum is known */
 	bool big_endian;
+	int wal_fd;
+	uint64_t wal_off;         /* file offset of batch.first_frame */
+	uint32_t want, per_chunk; /* frames to read; a full slot's frames */
+	uint32_t salt1, salt2;
 	struct ws_fmt_batch batch;
 	char key_prefix[WS_KEY_MAX];
+	/* Results (ws_pipe_fill): */
+	bool filled;              /* read and checked (the results below hold) */
+	uint32_t valid;           /* frames in order that belong to the chain */
+	bool cont;                /* all `want` valid and a full slot: the chain may go on */
+	uint32_t ship;            /* frames the object holds (0: nothing to send) */
+	uint64_t last_commit;     /* absolute frame number of the last commit among the valid, 0 none */
+	uint32_t commit_cksum[2];
+	uint32_t commit_db_size;
+	uint32_t end_cksum[2];    /* stored checksum of the last valid frame */
+	bool dropped;             /* past the end of the chain: not sent */
 	uint64_t hdr_xxh;         /* out */
-	uint64_t bad_frame;       /* out, rc WS_ECORRUPT: the first frame that failed */
 	int rc;                   /* result, written by the uploader */
 	uint32_t throttle_retries;
 };
@@ -66,6 +86,8 @@ struct ws_pipe {
 	uint64_t outstanding;     /* producer: payload bytes published, not collected */
 	ws_pipe_done_fn on_done;  /* producer: set per tail */
 	void *arg;
+	struct ws_reader *reader; /* consumer: reads delegated slots (NULL: none are) */
+	bool chain_broken;        /* consumer: a checked slot of this tail ended the chain */
 };
 
 /*
@@ -89,6 +111,17 @@ static inline struct ws_pipe_desc *ws_pipe_desc(struct ws_pipe *p, uint32_t idx)
 void ws_pipe_publish(struct ws_pipe *p);
 /* Producer: wait for every published slot and deliver its result. */
 void ws_pipe_drain(struct ws_pipe *p);
+/*
+ * Read d->want frames at d->wal_off into slot idx with reader r (its file
+ * slot fslot; ring_off: where the ring's memory starts in r's buffer) in
+ * pieces, checking and hashing each piece while it is in cache; fills d's
+ * results, header and key. For a slot that is not its tail's first, the
+ * seed is the stored checksum of the frame before it (read here): if that
+ * frame is not part of the chain, neither is this slot, and the in-order
+ * merge drops it. Returns 0, or a negative errno from a read.
+ */
+int ws_pipe_fill(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t ring_off, uint32_t idx,
+		 struct ws_pipe_desc *d) WS_MUST_CHECK;
 /* Slots published and not yet finished. */
 static inline uint32_t ws_pipe_used(const struct ws_pipe *p) { return ws_ring_used(&p->ring); }
 

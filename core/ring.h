@@ -1,9 +1,11 @@
 /*
  * The spill ring: a single-producer, single-consumer ring of fixed-size
  * slots in one contiguous region of memory that the shard registers with
- * its io_uring. The shard thread (producer) reads WAL frames into a slot
- * with a fixed-buffer read and publishes it; the upload thread (consumer)
- * sends the slot's bytes to the sink from the same memory and releases it.
+ * its io_uring. The shard thread (producer) reserves slots and publishes
+ * them: it reads WAL frames into some with fixed-buffer reads itself, and
+ * leaves others for the upload thread (consumer) to read with a ring of its
+ * own over the same memory; the consumer sends each slot's bytes to the
+ * sink from that memory and releases it.
  * Nothing is copied between reading and sending, and the ring never grows:
  * when every slot is taken the producer waits or gives up (the policy's
  * choice), it never allocates.

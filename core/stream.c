@@ -53,9 +53,6 @@
 #define MAX_PARTS (2 * MAX_REFS)
 #define WAL_CKPT_DEFAULT ((uint64_t)4 << 20)
 #define WRITE_LOCK_WAIT_MS 200
-#define SUB_READ_BYTES ((size_t)256 << 10)
-/* Frame headers prefetched ahead of the one being checked. */
-#define HDR_AHEAD 16
 
 struct ws_stream {
 	struct ws_sink *sink;
@@ -98,8 +95,6 @@ struct ws_stream {
 	uint64_t frames_shed;        /* this call */
 	bool shed_stop;              /* shed: the ring was full, reading stopped */
 	bool shed_nowait;            /* this call sheds at a full ring */
-	bool strict;                 /* verify every frame on this thread (not the upload side) */
-	bool verify_failed;          /* a batch failed the upload side's verification */
 	struct ws_stream_call call;
 	uint64_t high_water;
 	uint64_t throttle_at_start;   /* store's throttle_retries when this call began */
@@ -602,16 +597,31 @@ static void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d)
 	st->parts[i].done = true;
 	st->parts[i].rc = d->rc;
 	st->call_throttle += d->throttle_retries;
-	if (d->finish) {
-		struct ws_fmt_objref *ref = &st->batches[st->parts[i].ref];
-		if (d->rc == 0) {
+	if (d->checked) {
+		struct ws_part *pt = &st->parts[i];
+		struct ws_fmt_objref *ref = &st->batches[pt->ref];
+		pt->checked = true;
+		pt->filled = d->filled;
+		pt->dropped = d->dropped;
+		pt->cont = d->cont;
+		pt->first = d->batch.first_frame;
+		pt->valid = d->valid;
+		pt->ship = d->ship;
+		pt->slot_commit = d->last_commit;
+		pt->slot_commit_cksum[0] = d->commit_cksum[0];
+		pt->slot_commit_cksum[1] = d->commit_cksum[1];
+		pt->slot_commit_db_size = d->commit_db_size;
+		pt->end_cksum[0] = d->end_cksum[0];
+		pt->end_cksum[1] = d->end_cksum[1];
+		ref->first = d->batch.first_frame;
+		ref->count = d->ship;
+		ref->length = WS_BATCH_HDR_SIZE + d->payload_len;
+		if (d->rc == 0 && d->ship) {
 			snprintf(ref->key, sizeof(ref->key), "%s", d->key);
 			ref->xxh = d->hdr_xxh;
-		} else if (d->rc == WS_ECORRUPT) {
-			st->verify_failed = true;
-			ws_debug("tenant %s: frame %" PRIu64 " fails SQLite's checksum chain; the tail starts "
-				 "over verifying every frame itself", st->tenant, d->bad_frame);
 		}
+		if (d->dropped || !d->ship)
+			return; /* nothing was sent */
 	}
 	if (d->rc == 0) {
 		st->call.puts++;
@@ -619,10 +629,6 @@ static void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d)
 	}
 }
 
-static size_t slot_off(const struct ws_stream *st, uint32_t idx)
-{
-	return st->ring_off + (size_t)(ws_pipe_slot(st->pipe, idx) - st->pipe->ring.mem);
-}
 
 /*
  * A free ring slot for the next part. Under `shed` a full ring is the sink
@@ -643,40 +649,34 @@ static int reserve_slot(struct ws_stream *st, uint32_t *idx)
  * straight from the slot. The object is named and referenced by its header
  * hash, which covers the payload hash: the payload is hashed once.
  */
-/* A batch the upload side finishes (pipe.h): NULL for objects sent as they are. */
-struct finish {
-	const struct ws_fmt_batch *batch;
-	const char *key_prefix;
-	bool big_endian;
-};
-
 static int publish_part(struct ws_stream *st, uint32_t idx, const struct ws_fmt_objref *ref, const uint8_t *hdr,
 			size_t hdr_len, size_t payload_len, const struct ws_part *info, const char *fault_site,
-			const struct finish *fin)
+			bool checked)
 {
 	struct ws_pipe_desc *d = ws_pipe_desc(st->pipe, idx);
 	uint64_t used;
 	int rc = WS_FAULT(fault_site);
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault before uploading %s", st->tenant, ref->key);
-	snprintf(d->key, sizeof(d->key), "%s", ref->key);
-	if (hdr_len)
-		memcpy(d->hdr, hdr, hdr_len);
-	d->hdr_len = (uint32_t)hdr_len;
-	d->payload_len = payload_len;
 	d->policy = st->policy;
-	d->finish = fin != NULL;
-	if (fin) {
-		d->batch = *fin->batch;
-		d->big_endian = fin->big_endian;
-		snprintf(d->key_prefix, sizeof(d->key_prefix), "%s", fin->key_prefix);
+	d->checked = checked;
+	if (!checked) {
+		/* Sent as it is; a checked batch's fields were set by the tail
+		 * (and its results by whichever thread read it). */
+		snprintf(d->key, sizeof(d->key), "%s", ref->key);
+		if (hdr_len)
+			memcpy(d->hdr, hdr, hdr_len);
+		d->hdr_len = (uint32_t)hdr_len;
+		d->payload_len = payload_len;
+		d->delegated = false;
 	}
+	d->dropped = false;
 	d->rc = 0;
 	d->throttle_retries = 0;
 	st->parts[st->part_count] = *info;
 	st->parts[st->part_count].done = false;
 	st->part_count++;
-	used = st->pipe->outstanding + payload_len;
+	used = st->pipe->outstanding + payload_len; /* a checked batch: what it may hold */
 	if (used > st->high_water)
 		st->high_water = used;
 	ws_pipe_publish(st->pipe);
@@ -694,30 +694,87 @@ struct scan {
 	int64_t read_ms;
 };
 
+
 /*
- * Read frames from sc->cur.next_frame on into ring slots, verify them, and
- * publish them in batches of at most one slot (and batch_frames_max).
- * Stops at the end of the valid chain, or (shed) when the ring is full.
- * Frames past the last commit are uploaded only when a batch fills up
- * before the chain ends (a transaction larger than a batch); the manifest
- * never names them as committed.
+ * Put the parts of a checked scan in chain order: starting from the cursor
+ * the call began with, each slot that followed an unbroken chain extends
+ * it by its valid frames and commits; the first slot that did not reach
+ * its end (or failed) ends it, and every later slot (read ahead of knowing
+ * that, never sent) is dropped with the slots that hold nothing to send.
+ * Each kept part then carries the cursor's commit after it, as settle
+ * expects.
  */
-static int scan_and_upload(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes)
+static void merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_part)
+{
+	uint32_t keep_parts = first_part, keep_refs = first_part < st->part_count ? st->parts[first_part].ref : 0;
+	bool chain = true;
+
+	ws_pipe_drain(st->pipe);
+	for (uint32_t i = first_part; i < st->part_count; i++) {
+		struct ws_part pt = st->parts[i];
+		if (!chain || pt.dropped)
+			continue;
+		/* What the slot's reader found holds whether or not its upload
+		 * then failed (settle decides about that). */
+		if (pt.done && pt.filled) {
+			if (pt.valid > 0) {
+				sc->cur.next_frame = pt.first + pt.valid;
+				sc->cur.cksum[0] = pt.end_cksum[0];
+				sc->cur.cksum[1] = pt.end_cksum[1];
+			}
+			if (pt.slot_commit) {
+				sc->cur.last_commit = pt.slot_commit;
+				sc->cur.commit_cksum[0] = pt.slot_commit_cksum[0];
+				sc->cur.commit_cksum[1] = pt.slot_commit_cksum[1];
+				sc->cur.commit_db_size = pt.slot_commit_db_size;
+			}
+		}
+		pt.last_commit = sc->cur.last_commit;
+		pt.commit_cksum[0] = sc->cur.commit_cksum[0];
+		pt.commit_cksum[1] = sc->cur.commit_cksum[1];
+		pt.commit_db_size = sc->cur.commit_db_size;
+		if (!pt.done || !pt.filled || !pt.cont)
+			chain = false;
+		if (pt.done && pt.filled && pt.ship == 0)
+			continue; /* nothing was sent for it */
+		st->batches[keep_refs] = st->batches[pt.ref];
+		pt.ref = keep_refs++;
+		st->parts[keep_parts++] = pt;
+	}
+	st->part_count = keep_parts;
+	st->batch_count = keep_refs;
+	/* Every part so far is collected; the next slot published fills the
+	 * next part (part_done maps ring index - part_base to a part). */
+	st->part_base = st->pipe->ring.head - st->part_count;
+}
+
+/*
+ * The scan when every slot is checked where it is read (pipe.h): the tail
+ * reads and checks every other slot itself and hands the others to the
+ * upload thread to read and check, assuming the chain goes on through
+ * them; the in-order merge sorts out where it really ended. Stops at the
+ * end of the file, at a slot of its own that ended the chain, or (shed)
+ * at a full ring.
+ */
+static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes)
 {
 	const uint32_t fsz = ws_wal_frame_size(sc->gen.page_size);
 	size_t per_chunk = st->pipe->ring.slot_bytes / fsz;
-	const size_t sub = SUB_READ_BYTES / fsz ? SUB_READ_BYTES / fsz : 1;
+	const uint32_t first_part = st->part_count;
+	uint64_t next = sc->cur.next_frame;
 
 	if (st->batch_frames_max && st->batch_frames_max < per_chunk)
 		per_chunk = st->batch_frames_max;
-	for (;;) {
-		uint64_t first = sc->cur.next_frame;
-		uint64_t off = ws_wal_frame_offset(sc->gen.page_size, first);
-		size_t want, valid = 0;
-		uint32_t seed[2] = { sc->cur.cksum[0], sc->cur.cksum[1] };
+	const uint64_t start = ws_wal_frame_offset(sc->gen.page_size, next);
+	const bool multi = start < wal_bytes && (wal_bytes - start) / fsz > per_chunk;
+	for (uint32_t k = 0;; k++) {
+		uint64_t off = ws_wal_frame_offset(sc->gen.page_size, next);
+		struct ws_pipe_desc *d;
+		struct ws_fmt_objref *ref;
+		struct ws_part part;
 		uint32_t idx;
-		uint8_t *buf;
-		ssize_t got;
+		size_t want;
+		bool own_cont = true;
 		int rc;
 
 		if (off + fsz > wal_bytes)
@@ -725,6 +782,8 @@ static int scan_and_upload(struct ws_stream *st, struct scan *sc, uint64_t wal_b
 		want = per_chunk;
 		if ((wal_bytes - off) / fsz < want)
 			want = (size_t)((wal_bytes - off) / fsz);
+		if (st->batch_count >= MAX_REFS)
+			return ws_fail(WS_ETOOBIG, "tenant %s: more than %u batches in one call", st->tenant, MAX_REFS);
 		rc = reserve_slot(st, &idx);
 		if (rc == -EAGAIN) {
 			st->shed_stop = true;
@@ -732,109 +791,50 @@ static int scan_and_upload(struct ws_stream *st, struct scan *sc, uint64_t wal_b
 		}
 		if (rc)
 			return rc;
-		buf = ws_pipe_slot(st->pipe, idx);
-		/* Read the slot in cache-sized pieces and verify each while it is
-		 * still in cache: the kernel's copy and our checksum then touch
-		 * memory once instead of twice. */
-		size_t have = 0;
-		while (have < want) {
-			size_t n = want - have < sub ? want - have : sub;
-			got = ws_reader_read(st->reader, st->wal_slot, off + have * fsz, slot_off(st, idx) + have * fsz,
-					     n * fsz);
-			if (got < 0)
-				return ws_fail(-EIO, "tenant %s: read %s at %" PRIu64 ": %s", st->tenant, st->wal_path,
-					       off + have * fsz, ws_strerror((int)got));
-			/* With SQPOLL the next piece is read while this one is verified. */
-			if ((size_t)got == n * fsz && have + n < want) {
-				size_t next = want - have - n < sub ? want - have - n : sub;
-				(void)ws_reader_prefetch(st->reader, st->wal_slot, off + (have + n) * fsz,
-							 slot_off(st, idx) + (have + n) * fsz, next * fsz);
-			}
-			have += (size_t)got / fsz;
-			if (st->strict) {
-				while (valid < have && ws_wal_cursor_step(&sc->cur, buf + valid * fsz, NULL) == 1)
-					valid++;
-			} else {
-				/* The kernel's copy of a large read may leave the slot out
-				 * of cache, and frame headers 4 KiB apart defeat the
-				 * hardware prefetcher: ask for headers well ahead so
-				 * their misses overlap instead of costing one memory
-				 * round trip per frame. */
-				for (size_t a = valid; a < have && a < valid + HDR_AHEAD; a++)
-					__builtin_prefetch(buf + a * fsz, 0, 3);
-				while (valid < have) {
-					if (valid + HDR_AHEAD < have)
-						__builtin_prefetch(buf + (valid + HDR_AHEAD) * fsz, 0, 3);
-					if (ws_wal_cursor_step_hdr(&sc->cur, buf + valid * fsz) != 1)
-						break;
-					valid++;
-				}
-			}
-			if (valid < have || (size_t)got < n * fsz)
-				break; /* the chain or the file ended */
-		}
-		/* A piece read ahead past where the chain ended lands in this slot:
-		 * let it land before the slot is handed on. */
-		ws_reader_drain(st->reader);
-		want = have;
-		/* Ship the whole chunk if it is full and valid (the transaction may
-		 * continue); otherwise only up to the last commit. */
-		size_t ship = valid;
-		bool chain_ended = valid < want || want < per_chunk;
-		if (chain_ended) {
-			ship = sc->cur.last_commit >= first ? (size_t)(sc->cur.last_commit - first + 1) : 0;
-		}
-		if (ship > 0) {
-			struct ws_fmt_batch b = { .gen = sc->gen, .first_frame = first, .frame_count = ship };
-			struct ws_fmt_objref *ref;
-			struct ws_part part;
-
-			if (st->batch_count >= MAX_REFS)
-				return ws_fail(WS_ETOOBIG, "tenant %s: more than %u batches in one call", st->tenant,
-					       MAX_REFS);
-			b.seed_cksum[0] = seed[0];
-			b.seed_cksum[1] = seed[1];
-			ref = &st->batches[st->batch_count];
-			memset(ref, 0, sizeof(*ref));
-			ref->first = first;
-			ref->count = ship;
-			ref->length = WS_BATCH_HDR_SIZE + ship * fsz;
-			memset(&part, 0, sizeof(part));
-			part.ref = st->batch_count;
-			part.last_commit = sc->cur.last_commit;
-			part.commit_cksum[0] = sc->cur.commit_cksum[0];
-			part.commit_cksum[1] = sc->cur.commit_cksum[1];
-			part.commit_db_size = sc->cur.commit_db_size;
-			st->batch_count++;
-			if (st->strict) {
-				uint8_t hdr[WS_BATCH_HDR_SIZE];
-				const uint8_t *last = buf + (ship - 1) * fsz;
-				b.end_cksum[0] = ws_get_be32(last + 16);
-				b.end_cksum[1] = ws_get_be32(last + 20);
-				b.payload_xxh = ws_xxh64(buf, ship * fsz);
-				ws_fmt_batch_encode_hdr(&b, hdr);
-				ref->xxh = ws_get_le64(hdr + WS_BATCH_HDR_HASH_OFF);
-				if (snprintf(ref->key, sizeof(ref->key), "%s/b%016" PRIx64 "-%08zx-%016" PRIx64,
-					     sc->prefix, first, ship, ref->xxh) >= (int)sizeof(ref->key))
-					return ws_fail(WS_ETOOBIG, "tenant %s: batch key too long", st->tenant);
-				rc = publish_part(st, idx, ref, hdr, sizeof(hdr), ship * fsz, &part,
-						  "stream.before_batch_put", NULL);
-			} else {
-				/* The upload side verifies, hashes and names it. */
-				struct finish fin = { &b, sc->prefix, sc->cur.big_endian };
-				/* Named for messages until the upload side sets the real key. */
-				if (snprintf(ref->key, sizeof(ref->key), "%s/b%016" PRIx64 "-%08zx", sc->prefix, first,
-					     ship) >= (int)sizeof(ref->key))
-					return ws_fail(WS_ETOOBIG, "tenant %s: batch key too long", st->tenant);
-				rc = publish_part(st, idx, ref, NULL, 0, ship * fsz, &part, "stream.before_batch_put",
-						  &fin);
-			}
+		d = ws_pipe_desc(st->pipe, idx);
+		memset(&d->batch, 0, sizeof(d->batch));
+		d->batch.gen = sc->gen;
+		d->batch.first_frame = next;
+		d->batch.seed_cksum[0] = sc->cur.cksum[0];
+		d->batch.seed_cksum[1] = sc->cur.cksum[1];
+		d->first_slot = k == 0;
+		d->big_endian = sc->cur.big_endian;
+		d->salt1 = sc->cur.salt1;
+		d->salt2 = sc->cur.salt2;
+		d->wal_fd = st->wal_fd;
+		d->wal_off = off;
+		d->want = (uint32_t)want;
+		d->per_chunk = (uint32_t)per_chunk;
+		snprintf(d->key_prefix, sizeof(d->key_prefix), "%s", sc->prefix);
+		/* Every other slot goes to the upload thread, which has a ring
+		 * of its own. When there is more than a slot to read, the first
+		 * goes there too, so both threads start at once; a tail of one
+		 * slot reads it here (no hand-over). */
+		d->delegated = st->pipe->reader && ((k & 1) == (multi ? 0u : 1u));
+		ref = &st->batches[st->batch_count];
+		memset(ref, 0, sizeof(*ref));
+		ref->first = next;
+		/* Named for messages until the reader sets the real key. */
+		if (snprintf(ref->key, sizeof(ref->key), "%s/b%016" PRIx64, sc->prefix, next) >= (int)sizeof(ref->key))
+			return ws_fail(WS_ETOOBIG, "tenant %s: batch key too long", st->tenant);
+		memset(&part, 0, sizeof(part));
+		part.ref = st->batch_count;
+		st->batch_count++;
+		if (!d->delegated) {
+			rc = ws_pipe_fill(st->pipe, st->reader, st->wal_slot, st->ring_off, idx, d);
 			if (rc)
-				return rc;
+				return ws_fail(rc == WS_ETOOBIG ? rc : -EIO, "tenant %s: read %s at %" PRIu64 ": %s",
+					       st->tenant, st->wal_path, off, ws_strerror(rc));
+			own_cont = d->cont;
 		}
-		if (chain_ended)
-			break;
+		rc = publish_part(st, idx, ref, NULL, 0, want * fsz, &part, "stream.before_batch_put", true);
+		if (rc)
+			return rc;
+		if (!own_cont)
+			break; /* the chain ended in a slot read here */
+		next += want;
 	}
+	merge_checked(st, sc, first_part);
 	return 0;
 }
 
@@ -929,7 +929,7 @@ static int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t
 		part.snap = true;
 		part.ref = st->snap_count;
 		st->snap_count++;
-		rc = publish_part(st, idx, ref, hdr, sizeof(hdr), n * ps, &part, "stream.before_snapshot_put", NULL);
+		rc = publish_part(st, idx, ref, hdr, sizeof(hdr), n * ps, &part, "stream.before_snapshot_put", false);
 		if (rc)
 			return rc;
 		p += n;
@@ -1205,7 +1205,7 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	 * otherwise never re-base at all. */
 	st->shed_nowait = st->policy == WS_POLICY_SHED && kind != WS_MANIFEST_REBASE;
 	if (sc.gen.wal_magic != 0) {
-		rc = scan_and_upload(st, &sc, wal_bytes);
+		rc = scan_checked(st, &sc, wal_bytes);
 		if (rc)
 			return rc;
 		if (st->shed_stop && (rc = scan_rest(st, &sc, wal_bytes)) != 0)
@@ -1420,25 +1420,14 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 		locked = write_lock_try(st);
 	st->pipe->on_done = part_done;
 	st->pipe->arg = st;
-	for (st->strict = false;; st->strict = true) {
-		st->part_count = 0;
-		st->part_base = st->pipe->ring.head;
-		st->frames_shed = 0;
-		st->shed_stop = false;
-		st->shed_nowait = false;
-		st->verify_failed = false;
-		rc = tail_inner(st, out, locked);
-		/* A failed call may leave parts in flight: none outlives it. */
-		ws_pipe_drain(st->pipe);
-		/* The upload side found a frame whose header looked valid but whose
-		 * checksum does not follow the chain (a frame being written, or
-		 * damage): where the WAL really ends is for this thread to find,
-		 * frame by frame, as SQLite's recovery would. Nothing was
-		 * acknowledged, so the tail simply starts over. */
-		if (!rc || !st->verify_failed || st->strict)
-			break;
-	}
-	st->strict = false;
+	st->part_count = 0;
+	st->part_base = st->pipe->ring.head;
+	st->frames_shed = 0;
+	st->shed_stop = false;
+	st->shed_nowait = false;
+	rc = tail_inner(st, out, locked);
+	/* A failed call may leave parts in flight: none outlives it. */
+	ws_pipe_drain(st->pipe);
 	st->pipe->on_done = NULL;
 	st->pipe->arg = NULL;
 	st->call.throttle_retries = call_throttle(st);

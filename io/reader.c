@@ -50,6 +50,7 @@ struct ws_reader {
 	uint8_t *buf;
 	size_t buf_bytes;
 	size_t map_bytes;         /* buf is an mmap of this many bytes (0: posix_memalign) */
+	bool foreign_buf;         /* buf belongs to the caller (ws_reader_open_over) */
 	unsigned files_max;
 	int *fds;                 /* slot -> fd, -1 when free */
 	struct ws_reader_stats stats;
@@ -180,7 +181,7 @@ static int buf_alloc(struct ws_reader *r, void **out)
 
 static void buf_free(struct ws_reader *r)
 {
-	if (!r->buf)
+	if (!r->buf || r->foreign_buf)
 		return;
 	if (r->map_bytes)
 		munmap(r->buf, r->map_bytes);
@@ -189,7 +190,8 @@ static void buf_free(struct ws_reader *r)
 	r->buf = NULL;
 }
 
-struct ws_reader *ws_reader_open(size_t buf_bytes, unsigned files_max, unsigned flags, int *err)
+static struct ws_reader *open_reader(uint8_t *over, size_t buf_bytes, unsigned files_max, unsigned flags,
+				     int *err)
 {
 	struct ws_reader *r = NULL;
 	const char *why = NULL;
@@ -221,10 +223,21 @@ struct ws_reader *ws_reader_open(size_t buf_bytes, unsigned files_max, unsigned 
 	}
 	for (i = 0; i < files_max; i++)
 		r->fds[i] = -1;
-	rc = buf_alloc(r, &mem);
-	if (rc != 0) {
-		rc = ws_fail(rc, "reader: no memory for a %zu-byte buffer", r->buf_bytes);
-		goto fail;
+	if (over) {
+		/* Someone else's memory (page aligned, buf_bytes long). */
+		if ((uintptr_t)over % READER_ALIGN || buf_bytes % READER_ALIGN) {
+			rc = ws_fail(-EINVAL, "reader: memory at %p (%zu bytes) is not page aligned", (void *)over,
+				     buf_bytes);
+			goto fail;
+		}
+		r->foreign_buf = true;
+		mem = over;
+	} else {
+		rc = buf_alloc(r, &mem);
+		if (rc != 0) {
+			rc = ws_fail(rc, "reader: no memory for a %zu-byte buffer", r->buf_bytes);
+			goto fail;
+		}
 	}
 	r->buf = mem;
 
@@ -249,6 +262,18 @@ fail:
 	}
 	*err = rc;
 	return NULL;
+}
+
+struct ws_reader *ws_reader_open(size_t buf_bytes, unsigned files_max, unsigned flags, int *err)
+{
+	return open_reader(NULL, buf_bytes, files_max, flags, err);
+}
+
+struct ws_reader *ws_reader_open_over(uint8_t *mem, size_t bytes, unsigned files_max, unsigned flags, int *err)
+{
+	if (!mem)
+		return *err = ws_fail(-EINVAL, "reader: no memory to read into"), NULL;
+	return open_reader(mem, bytes, files_max, flags, err);
 }
 
 void ws_reader_close(struct ws_reader *r)

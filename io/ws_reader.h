@@ -43,6 +43,14 @@ struct ws_reader;
  * Errors (in *err, NULL returned): -ENOMEM, -EINVAL (buf_bytes or files_max 0).
  */
 struct ws_reader *ws_reader_open(size_t buf_bytes, unsigned files_max, unsigned flags, int *err);
+/*
+ * A reader over memory the caller owns (page aligned, bytes a multiple of
+ * 4096), registered with a ring of its own: a second thread can read into
+ * the same memory as another reader, each with its own ring. The memory
+ * is not freed at close. Errors as ws_reader_open, and -EINVAL for
+ * unaligned memory.
+ */
+struct ws_reader *ws_reader_open_over(uint8_t *mem, size_t bytes, unsigned files_max, unsigned flags, int *err);
 void ws_reader_close(struct ws_reader *r);
 
 enum ws_reader_backend ws_reader_backend(const struct ws_reader *r);
