@@ -334,27 +334,6 @@ int ws_wal_cursor_step(struct ws_wal_cursor *c, const uint8_t *frame, struct ws_
 	return 1;
 }
 
-int ws_wal_cursor_step_hdr(struct ws_wal_cursor *c, const uint8_t *frame)
-{
-	struct ws_wal_frame_hdr h;
-
-	ws_wal_frame_hdr_decode(frame, &h);
-	if (h.salt1 != c->salt1 || h.salt2 != c->salt2 || h.pgno == 0)
-		return 0;
-	/* The stored checksum stands in for the computed one until
-	 * ws_wal_verify_frames has checked it. */
-	c->cksum[0] = h.cksum1;
-	c->cksum[1] = h.cksum2;
-	if (h.db_size != 0) {
-		c->last_commit = c->next_frame;
-		c->commit_cksum[0] = h.cksum1;
-		c->commit_cksum[1] = h.cksum2;
-		c->commit_db_size = h.db_size;
-	}
-	c->next_frame++;
-	return 1;
-}
-
 size_t ws_wal_verify_frames_plain(bool big_endian, uint32_t page_size, const uint8_t *frames, size_t n,
 				  const uint32_t seed[2])
 {

@@ -111,14 +111,6 @@ void ws_wal_cursor_resume(struct ws_wal_cursor *c, const struct ws_wal_hdr *hdr,
 int ws_wal_cursor_step(struct ws_wal_cursor *c, const uint8_t *frame, struct ws_wal_frame_hdr *out);
 
 /*
- * Like ws_wal_cursor_step, checking only the frame header (salts, page
- * number) and taking its stored checksum as the running one: for a reader
- * that verifies the checksums elsewhere, later (ws_wal_verify_frames), and
- * must treat a failure there as "the chain may end earlier".
- */
-int ws_wal_cursor_step_hdr(struct ws_wal_cursor *c, const uint8_t *frame);
-
-/*
  * Verify n consecutive frames against SQLite's checksum chain, starting
  * from seed (the running checksum before the first). Each frame's stored
  * checksum seeds the next, so pieces of one chain can be verified apart.
