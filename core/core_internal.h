@@ -68,7 +68,7 @@ struct ws_part {
 	uint32_t commit_cksum[2];
 	uint32_t commit_db_size;
 	/* A checked batch (pipe.h): what its reader found, in frames. */
-	bool checked, filled, dropped, cont;
+	bool filled, dropped, cont;
 	uint64_t first;
 	uint32_t valid, ship;
 	uint64_t slot_commit;        /* last commit in the slot, 0 none */

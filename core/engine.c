@@ -735,18 +735,14 @@ static void *shard_main(void *arg)
 static void keep_upload_off_core(struct shard *sh, int core)
 {
 	cpu_set_t set;
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-	int added = 0;
-	if (core < 0 || n < 2 || !sh->pipe.started)
+	if (core < 0 || !sh->pipe.started)
 		return;
 	CPU_ZERO(&set);
 	if (sched_getaffinity(0, sizeof(set), &set) != 0)
 		return;
 	CPU_CLR((size_t)core, &set);
-	for (int c = 0; c < CPU_SETSIZE; c++)
-		added += CPU_ISSET((size_t)c, &set) ? 1 : 0;
-	if (added == 0)
-		return;
+	if (CPU_COUNT(&set) == 0)
+		return; /* no other core to use */
 	int rc = pthread_setaffinity_np(sh->pipe.thread, sizeof(set), &set);
 	if (rc)
 		ws_warn("shard %u: cannot keep the upload thread off core %d: %s", sh->id, core, strerror(rc));

@@ -42,7 +42,8 @@ struct fill {
 static void fill_check(struct ws_pipe_desc *d, struct fill *f, const uint8_t *frames, uint32_t fsz, uint32_t from,
 		       uint32_t to)
 {
-	const uint32_t ps = d->batch.gen.page_size;
+	const struct ws_fmt_gen *g = &d->batch.gen;
+	const bool be = g->wal_magic == WS_WAL_MAGIC_BE;
 	for (uint32_t i = from; i < to && !f->stop; i += FILL_FRAMES) {
 		uint32_t m = to - i < FILL_FRAMES ? to - i : FILL_FRAMES, ok;
 		const uint8_t *piece = frames + (size_t)i * fsz;
@@ -50,10 +51,10 @@ static void fill_check(struct ws_pipe_desc *d, struct fill *f, const uint8_t *fr
 		 * generation is the common end of a WAL. */
 		for (ok = 0; ok < m; ok++) {
 			const uint8_t *h = piece + (size_t)ok * fsz;
-			if (ws_get_be32(h) == 0 || ws_get_be32(h + 8) != d->salt1 || ws_get_be32(h + 12) != d->salt2)
+			if (ws_get_be32(h) == 0 || ws_get_be32(h + 8) != g->salt1 || ws_get_be32(h + 12) != g->salt2)
 				break;
 		}
-		ok = (uint32_t)ws_wal_verify_frames(d->big_endian, ps, piece, ok, f->seed);
+		ok = (uint32_t)ws_wal_verify_frames(be, g->page_size, piece, ok, f->seed);
 		for (uint32_t k = 0; k < ok; k++) {
 			const uint8_t *h = piece + (size_t)k * fsz;
 			if (ws_get_be32(h + 4) != 0) {
@@ -325,13 +326,21 @@ void ws_pipe_destroy(struct ws_pipe *p)
 	ws_ring_destroy(&p->ring);
 }
 
+/* What a published slot counts for in outstanding: its payload, or for a
+ * checked batch (whose length is known only once it is read) all it may
+ * hold. The uploader changes neither input. */
+static uint64_t accounted(const struct ws_pipe_desc *d)
+{
+	return d->checked ? (uint64_t)d->want * ws_wal_frame_size(d->batch.gen.page_size) : d->payload_len;
+}
+
 /* Deliver results of every slot the uploader has finished. */
 static void collect(struct ws_pipe *p)
 {
 	uint32_t tail = ws_ring_tail(&p->ring);
 	while (p->collected != tail) {
 		const struct ws_pipe_desc *d = ws_pipe_desc(p, p->collected);
-		p->outstanding -= d->accounted;
+		p->outstanding -= accounted(d);
 		if (p->on_done)
 			p->on_done(p->arg, p->collected, d);
 		p->collected++;
@@ -349,10 +358,7 @@ void ws_pipe_publish(struct ws_pipe *p)
 {
 	uint32_t idx = p->ring.head;
 	struct ws_pipe_desc *d = ws_pipe_desc(p, idx);
-	/* A delegated batch's length is known only once it is read: count
-	 * what it may hold. */
-	d->accounted = d->checked ? (uint64_t)d->want * ws_wal_frame_size(d->batch.gen.page_size) : d->payload_len;
-	p->outstanding += d->accounted;
+	p->outstanding += accounted(d);
 	ws_ring_publish(&p->ring);
 	if (!p->threaded) {
 		upload(p, idx, idx + 1);

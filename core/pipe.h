@@ -36,7 +36,6 @@ struct ws_pipe_desc {
 	uint8_t hdr[WS_PIPE_HDR_MAX];
 	uint32_t hdr_len;
 	uint64_t payload_len;     /* bytes of the slot sent after hdr */
-	uint64_t accounted;       /* producer: bytes counted in outstanding for it */
 	enum ws_policy policy;
 	/*
 	 * A WAL batch (checked): up to `want` frames from batch.first_frame,
@@ -50,12 +49,10 @@ struct ws_pipe_desc {
 	bool checked;
 	bool delegated;           /* the upload thread reads it (wal_fd, wal_off) */
 	bool first_slot;          /* first batch of a tail: batch.seed_cksum is known */
-	bool big_endian;
 	int wal_fd;
 	uint64_t wal_off;         /* file offset of batch.first_frame */
 	uint32_t want, per_chunk; /* frames to read; a full slot's frames */
-	uint32_t salt1, salt2;
-	struct ws_fmt_batch batch;
+	struct ws_fmt_batch batch; /* gen: salts, byte order (wal_magic), page size */
 	char key_prefix[WS_KEY_MAX];
 	/* Results (ws_pipe_fill): */
 	bool filled;              /* read and checked (the results below hold) */

@@ -600,7 +600,6 @@ static void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d)
 	if (d->checked) {
 		struct ws_part *pt = &st->parts[i];
 		struct ws_fmt_objref *ref = &st->batches[pt->ref];
-		pt->checked = true;
 		pt->filled = d->filled;
 		pt->dropped = d->dropped;
 		pt->cont = d->cont;
@@ -628,7 +627,6 @@ static void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d)
 		st->call.bytes += d->hdr_len + d->payload_len;
 	}
 }
-
 
 /*
  * A free ring slot for the next part. Under `shed` a full ring is the sink
@@ -693,7 +691,6 @@ struct scan {
 	uint32_t seed[2];
 	int64_t read_ms;
 };
-
 
 /*
  * Put the parts of a checked scan in chain order: starting from the cursor
@@ -798,9 +795,6 @@ static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_byte
 		d->batch.seed_cksum[0] = sc->cur.cksum[0];
 		d->batch.seed_cksum[1] = sc->cur.cksum[1];
 		d->first_slot = k == 0;
-		d->big_endian = sc->cur.big_endian;
-		d->salt1 = sc->cur.salt1;
-		d->salt2 = sc->cur.salt2;
 		d->wal_fd = st->wal_fd;
 		d->wal_off = off;
 		d->want = (uint32_t)want;

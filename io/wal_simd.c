@@ -24,9 +24,9 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "ws_cpu.h"
 #include "ws_wal.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -155,25 +155,14 @@ size_t ws_wal_verify_frames_with(enum ws_wal_simd k, bool big_endian, uint32_t p
 	return ws_wal_verify_frames_plain(big_endian, page_size, frames, n, seed);
 }
 
-/* The best kernel this CPU has, unless WS_SIMD=none asks for the plain loop
- * (a debugging aid, and how valgrind runs compare). */
-static enum ws_wal_simd best;
-static pthread_once_t best_once = PTHREAD_ONCE_INIT;
-
-static void best_init(void)
-{
-	const char *env = getenv("WS_SIMD");
-	best = WS_WAL_SIMD_NONE;
-	if (env && !strcmp(env, "none"))
-		return;
-	if (ws_wal_simd_available(WS_WAL_SIMD_AVX2))
-		best = WS_WAL_SIMD_AVX2;
-}
-
+/* The best kernel this CPU has (ws_cpu.h: WS_SIMD=none keeps the plain loop). */
 enum ws_wal_simd ws_wal_simd_best(void)
 {
-	pthread_once(&best_once, best_init);
-	return best;
+#ifdef HAVE_AVX2_KERNEL
+	if (ws_cpu_avx2())
+		return WS_WAL_SIMD_AVX2;
+#endif
+	return WS_WAL_SIMD_NONE;
 }
 
 size_t ws_wal_verify_frames(bool big_endian, uint32_t page_size, const uint8_t *frames, size_t n,

@@ -1,9 +1,9 @@
 #include "ws_hash.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "hash_impl.h"
+#include "ws_cpu.h"
 
 #include <openssl/evp.h>
 #include <openssl/sha.h>
@@ -16,20 +16,12 @@
 
 /*
  * The AVX2 kernel hashes about twice as fast as the SSE2 one every x86-64
- * has; which one runs is decided once, from the CPU (WS_SIMD=none in the
- * environment keeps the baseline kernel, as it does for WAL checksums).
+ * has; which one runs is decided once, from the CPU (ws_cpu.h).
  */
 #ifdef WS_HAVE_XXH_AVX2
 bool ws_xxh_avx2_usable(void)
 {
-	static int usable = -1;
-	int u = __atomic_load_n(&usable, __ATOMIC_RELAXED);
-	if (u < 0) {
-		const char *env = getenv("WS_SIMD");
-		u = __builtin_cpu_supports("avx2") && !(env && !strcmp(env, "none"));
-		__atomic_store_n(&usable, u, __ATOMIC_RELAXED);
-	}
-	return u;
+	return ws_cpu_avx2();
 }
 
 uint64_t ws_xxh64(const void *data, size_t len)
