@@ -75,6 +75,7 @@ struct ws_part {
 	uint32_t slot_commit_cksum[2];
 	uint32_t slot_commit_db_size;
 	uint32_t end_cksum[2];
+	uint32_t seed[2];            /* the checksum its first frame chains from */
 };
 
 /* Per-call arrays; a shard's tails run one at a time and share one. */

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "ws_clock.h"
+#include "ws_fault.h"
 #include "ws_hash.h"
 #include "ws_log.h"
 #include "ws_wal.h"
@@ -76,7 +77,7 @@ static void fill_check(struct ws_pipe_desc *d, struct fill *f, const uint8_t *fr
 	}
 }
 
-int ws_pipe_fill(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t ring_off, uint32_t idx,
+static int fill_slot(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t ring_off, uint32_t idx,
 		 struct ws_pipe_desc *d)
 {
 	struct ws_fmt_batch *b = &d->batch;
@@ -158,6 +159,18 @@ int ws_pipe_fill(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t ring_
 		return WS_ETOOBIG;
 	d->filled = true;
 	return 0;
+}
+
+/* The read sites pause or fail a slot's read in whichever thread reads it. */
+int ws_pipe_fill(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t ring_off, uint32_t idx,
+		 struct ws_pipe_desc *d)
+{
+	int rc = WS_FAULT("stream.before_wal_read");
+	if (rc == 0)
+		rc = fill_slot(p, r, fslot, ring_off, idx, d);
+	if (rc == 0)
+		rc = WS_FAULT("stream.after_wal_read");
+	return rc;
 }
 
 /* The upload thread reads a slot the tail only described, with its own

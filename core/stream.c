@@ -41,6 +41,7 @@
 
 #include "core_internal.h"
 #include "pipe.h"
+#include "ws_assert.h"
 #include "ws_clock.h"
 #include "ws_fault.h"
 #include "ws_log.h"
@@ -67,6 +68,14 @@ struct ws_stream {
 	sqlite3 *conn[2];
 	int held;             /* index of the connection holding a read txn, -1 none */
 	bool continuous;      /* held without a gap since our own last watermark write */
+	/* The database file both connections have open (invariant 9): set when
+	 * the first of them opens, checked for every later one and at the
+	 * start and end of every tail. A file replaced at its path is another
+	 * database: its life starts with a re-base, never a continuation. */
+	bool have_ident;
+	dev_t db_dev;
+	ino_t db_ino;
+	int locker;           /* connection holding the write lock this call, -1 none */
 
 	struct ws_reader *reader;
 	int wal_fd, wal_slot;
@@ -104,10 +113,35 @@ struct ws_stream {
 
 /* ---- SQLite read transaction ------------------------------------------ */
 
+/* Device and inode now at the database's path; -ENOENT when it is gone. */
+static int ident_at_path(const struct ws_stream *st, dev_t *dev, ino_t *ino)
+{
+	struct stat sb;
+	if (stat(st->db_path, &sb) != 0)
+		return errno == ENOENT ? -ENOENT : -errno;
+	*dev = sb.st_dev;
+	*ino = sb.st_ino;
+	return 0;
+}
+
+/* Is the file at the path still the one our connections have open? */
+static bool ident_same(const struct ws_stream *st)
+{
+	dev_t dev = 0;
+	ino_t ino = 0;
+	return !st->have_ident || (ident_at_path(st, &dev, &ino) == 0 && dev == st->db_dev && ino == st->db_ino);
+}
+
 static int conn_open(struct ws_stream *st, sqlite3 **out)
 {
 	sqlite3 *db = NULL;
-	int rc = sqlite3_open_v2(st->db_path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+	dev_t dev0 = 0, dev1 = 0;
+	ino_t ino0 = 0, ino1 = 0;
+	int rc = ident_at_path(st, &dev0, &ino0);
+	if (rc)
+		return ws_fail(rc, "tenant %s: database %s: %s", st->tenant, st->db_path,
+			       rc == -ENOENT ? "vanished" : strerror(-rc));
+	rc = sqlite3_open_v2(st->db_path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
 		rc = ws_fail(rc == SQLITE_CANTOPEN ? -ENOENT : -EIO, "tenant %s: cannot open database %s: %s",
 			     st->tenant, st->db_path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
@@ -118,6 +152,20 @@ static int conn_open(struct ws_stream *st, sqlite3 **out)
 	 * application owns those decisions, we only pin read marks. */
 	sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
 	sqlite3_busy_timeout(db, 5000);
+	/* SQLite opened the file between the two looks at the path: when both
+	 * saw the same file, that is the file it has open. */
+	rc = ident_at_path(st, &dev1, &ino1);
+	if (rc || dev0 != dev1 || ino0 != ino1 ||
+	    (st->have_ident && (dev1 != st->db_dev || ino1 != st->db_ino))) {
+		sqlite3_close(db);
+		return ws_fail(WS_EREPLACED, "tenant %s: database %s was replaced at its path", st->tenant,
+			       st->db_path);
+	}
+	if (!st->have_ident) {
+		st->have_ident = true;
+		st->db_dev = dev1;
+		st->db_ino = ino1;
+	}
 	*out = db;
 	return 0;
 }
@@ -137,6 +185,12 @@ static int conn_begin_read(struct ws_stream *st, int i)
 		sqlite3_free(msg);
 		sqlite3_exec(st->conn[i], "ROLLBACK", NULL, NULL, NULL);
 		return rc;
+	}
+	/* The read mark is fixed now: a test may pause here and write, or
+	 * make the begin fail as SQLITE_BUSY would. */
+	if ((rc = WS_FAULT("stream.after_begin_read")) != 0) {
+		sqlite3_exec(st->conn[i], "ROLLBACK", NULL, NULL, NULL);
+		return ws_fail(rc, "tenant %s: injected fault taking a read transaction", st->tenant);
 	}
 	return 0;
 }
@@ -210,15 +264,19 @@ static bool write_lock_try(struct ws_stream *st)
 	sqlite3_busy_handler(st->conn[spare], busy_poll_1ms, NULL);
 	rc = sqlite3_exec(st->conn[spare], "BEGIN IMMEDIATE", NULL, NULL, NULL);
 	sqlite3_busy_timeout(st->conn[spare], 5000);
-	if (rc != SQLITE_OK)
+	if (rc != SQLITE_OK) {
 		ws_debug("tenant %s: write lock busy; WAL checkpoint deferred", st->tenant);
-	return rc == SQLITE_OK;
+		return false;
+	}
+	st->locker = spare;
+	return true;
 }
 
 static void write_lock_release(struct ws_stream *st)
 {
-	int spare = 1 - st->held;
-	sqlite3_exec(st->conn[spare], "ROLLBACK", NULL, NULL, NULL);
+	if (st->locker >= 0 && st->conn[st->locker] && st->locker != st->held)
+		sqlite3_exec(st->conn[st->locker], "ROLLBACK", NULL, NULL, NULL);
+	st->locker = -1;
 }
 
 static void wal_checkpoint_locked(struct ws_stream *st)
@@ -228,12 +286,24 @@ static void wal_checkpoint_locked(struct ws_stream *st)
 	sqlite3_wal_checkpoint_v2(st->conn[st->held], NULL, SQLITE_CHECKPOINT_PASSIVE, &log_frames,
 				  &ckpt_frames);
 	if (conn_begin_read(st, st->held) != 0) {
-		/* Keep the spare's read mark instead: still no gap. */
+		/* Fall back to a read transaction on the spare. Its write
+		 * transaction must end first, so for a moment no connection of
+		 * ours holds a read mark: a writer may restart the WAL, commit
+		 * and checkpoint it away in that moment, and a next generation
+		 * would no longer be proven to follow what we shipped. The next
+		 * call re-bases (invariant 10). */
 		int spare = 1 - st->held;
 		ws_warn("%s", ws_errmsg());
-		sqlite3_exec(st->conn[spare], "ROLLBACK; BEGIN; PRAGMA schema_version;", NULL,
-			     NULL, NULL);
-		st->held = spare;
+		sqlite3_exec(st->conn[spare], "ROLLBACK", NULL, NULL, NULL);
+		st->locker = -1;
+		(void)WS_FAULT("stream.wal_checkpoint_gap");
+		if (sqlite3_exec(st->conn[spare], "BEGIN; PRAGMA schema_version;", NULL, NULL, NULL) == SQLITE_OK) {
+			st->held = spare;
+		} else {
+			sqlite3_exec(st->conn[spare], "ROLLBACK", NULL, NULL, NULL);
+			st->held = -1; /* the next call takes a fresh one */
+		}
+		st->continuous = false;
 		return;
 	}
 	st->wal_checkpoints++;
@@ -396,6 +466,7 @@ static struct ws_stream *stream_new(struct ws_sink *sink, const struct ws_stream
 	st->batch_bytes_max = cfg->batch_bytes_max ? cfg->batch_bytes_max : BATCH_BYTES_DEFAULT;
 	st->batch_frames_max = cfg->batch_frames_max;
 	st->held = -1;
+	st->locker = -1;
 	st->wal_checkpoint_bytes = cfg->wal_checkpoint_bytes ? cfg->wal_checkpoint_bytes : WAL_CKPT_DEFAULT;
 	st->wal_fd = st->wal_slot = -1;
 	st->opened_ms = ws_wall_ms();
@@ -476,6 +547,7 @@ void ws_stream_park(struct ws_stream *st)
 	}
 	st->held = -1;
 	st->continuous = false;
+	st->have_ident = false;
 	if (st->reader)
 		file_close(st, &st->wal_fd, &st->wal_slot);
 }
@@ -612,6 +684,8 @@ static void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d)
 		pt->slot_commit_db_size = d->commit_db_size;
 		pt->end_cksum[0] = d->end_cksum[0];
 		pt->end_cksum[1] = d->end_cksum[1];
+		pt->seed[0] = d->batch.seed_cksum[0];
+		pt->seed[1] = d->batch.seed_cksum[1];
 		ref->first = d->batch.first_frame;
 		ref->count = d->ship;
 		ref->length = WS_BATCH_HDR_SIZE + d->payload_len;
@@ -677,6 +751,8 @@ static int publish_part(struct ws_stream *st, uint32_t idx, const struct ws_fmt_
 	used = st->pipe->outstanding + payload_len; /* a checked batch: what it may hold */
 	if (used > st->high_water)
 		st->high_water = used;
+	if ((rc = WS_FAULT("stream.ring_handover")) != 0)
+		return ws_fail(rc, "tenant %s: injected fault publishing %s", st->tenant, ref->key);
 	ws_pipe_publish(st->pipe);
 	return 0;
 }
@@ -711,9 +787,24 @@ static void merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_
 		struct ws_part pt = st->parts[i];
 		if (!chain || pt.dropped)
 			continue;
+		/* A slot that is not the tail's first took its seed from the
+		 * file, read at another moment than the slot before it: SQLite
+		 * rewrites the frames of a transaction that spilled, with new
+		 * checksums, when it commits. Only a seed equal to where the
+		 * chain so far ended continues it (invariant 11); the slot
+		 * and everything after it are another chain's, never shipped. */
+		if (pt.done && pt.filled &&
+		    (pt.seed[0] != sc->cur.cksum[0] || pt.seed[1] != sc->cur.cksum[1])) {
+			ws_debug("tenant %s: slot at frame %" PRIu64 " does not continue the checksum chain read "
+				 "before it (rewritten meanwhile); the chain ends at frame %" PRIu64,
+				 st->tenant, pt.first, sc->cur.next_frame - 1);
+			chain = false;
+			continue;
+		}
 		/* What the slot's reader found holds whether or not its upload
 		 * then failed (settle decides about that). */
 		if (pt.done && pt.filled) {
+			WS_ASSERT(pt.first == sc->cur.next_frame);
 			if (pt.valid > 0) {
 				sc->cur.next_frame = pt.first + pt.valid;
 				sc->cur.cksum[0] = pt.end_cksum[0];
@@ -1041,6 +1132,53 @@ static int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t
 
 /* ---- tail_frames ------------------------------------------------------ */
 
+/* tail_inner: the call must start over (the WAL moved under a re-base). */
+#define TAIL_RETRY 1
+#define TAIL_ATTEMPTS 3
+
+/* The live WAL header, for the generation it names; -ENOENT when empty. */
+static int read_wal_gen(struct ws_stream *st, struct ws_wal_hdr *wh)
+{
+	uint8_t *buf = ws_reader_buf(st->reader) + st->small_off;
+	ssize_t got = ws_reader_read(st->reader, st->wal_slot, 0, st->small_off, WS_WAL_HDR_SIZE);
+	int rc;
+	if (got < 0)
+		return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->wal_path);
+	if (got == 0)
+		return -ENOENT;
+	if (got < (ssize_t)WS_WAL_HDR_SIZE)
+		return ws_fail(WS_ENOTWAL, "tenant %s: %s is %zd bytes, shorter than a WAL header; "
+			       "nothing uploaded", st->tenant, st->wal_path, got);
+	rc = ws_wal_hdr_parse(buf, wh);
+	if (rc)
+		return ws_fail_wrap(rc, "tenant %s: %s (nothing uploaded)", st->tenant, st->wal_path);
+	return 0;
+}
+
+/*
+ * A re-base is exact only if its frames and its database image belong
+ * together. Under a read mark above 0 no writer can restart the WAL, so
+ * they do. Under read mark 0 (the WAL was fully backfilled when the read
+ * transaction began) a writer may restart the WAL and overwrite frames
+ * while we scan: then the frames read may stop short of the state the
+ * database file holds, and frames older than the file would be laid over
+ * it (invariant 10). The database file itself cannot move under mark 0
+ * (a checkpoint needs READ_LOCK(0) exclusively to backfill), so reading
+ * the header again once every frame and page has been read tells: the
+ * same generation means nothing was overwritten.
+ */
+static int wal_unmoved(struct ws_stream *st, const struct scan *sc)
+{
+	struct ws_wal_hdr wh;
+	int rc = read_wal_gen(st, &wh);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	return wh.salt1 == sc->gen.salt1 && wh.salt2 == sc->gen.salt2 &&
+	       wh.checkpoint_seq == sc->gen.checkpoint_seq;
+}
+
 static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 {
 	struct scan sc;
@@ -1056,6 +1194,8 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 
 	if (access(st->db_path, F_OK) != 0)
 		return ws_fail(-ENOENT, "tenant %s: database %s vanished", st->tenant, st->db_path);
+	if ((rc = WS_FAULT("stream.before_wal_header")) != 0)
+		return ws_fail(rc, "tenant %s: injected fault before reading the WAL header", st->tenant);
 	rc = file_refresh(st, st->wal_path, &st->wal_fd, &st->wal_slot);
 	if (rc && rc != -ENOENT)
 		return rc;
@@ -1069,16 +1209,12 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 			return rc;
 		sc.gen.page_size = ps;
 	} else {
-		uint8_t *buf = ws_reader_buf(st->reader) + st->small_off;
-		ssize_t got = ws_reader_read(st->reader, st->wal_slot, 0, st->small_off, WS_WAL_HDR_SIZE);
-		if (got < 0)
-			return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->wal_path);
-		if (got < (ssize_t)WS_WAL_HDR_SIZE)
-			return ws_fail(WS_ENOTWAL, "tenant %s: %s is %zd bytes, shorter than a WAL header; "
-				       "nothing uploaded", st->tenant, st->wal_path, got);
-		rc = ws_wal_hdr_parse(buf, &wh);
+		rc = read_wal_gen(st, &wh);
+		if (rc == -ENOENT)
+			rc = ws_fail(WS_ENOTWAL, "tenant %s: %s was emptied while read; nothing uploaded",
+				     st->tenant, st->wal_path);
 		if (rc)
-			return ws_fail_wrap(rc, "tenant %s: %s (nothing uploaded)", st->tenant, st->wal_path);
+			return rc;
 		sc.gen.wal_magic = wh.magic;
 		sc.gen.checkpoint_seq = wh.checkpoint_seq;
 		sc.gen.salt1 = wh.salt1;
@@ -1086,6 +1222,8 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 		sc.gen.page_size = wh.page_size;
 		ws_wal_cursor_init(&sc.cur, &wh);
 	}
+	if ((rc = WS_FAULT("stream.after_wal_header")) != 0)
+		return ws_fail(rc, "tenant %s: injected fault after reading the WAL header", st->tenant);
 
 	bool fresh = !st->wm_loaded;
 	if (fresh && (rc = refresh_wm(st)) != 0)
@@ -1157,6 +1295,8 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	}
 
 	/* Fencing: a pure read before the first upload. */
+	if ((rc = WS_FAULT("stream.before_fence")) != 0)
+		return ws_fail(rc, "tenant %s: injected fault before the fencing read", st->tenant);
 	rc = refresh_wm(st);
 	if (rc)
 		return rc;
@@ -1205,6 +1345,8 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 		if (st->shed_stop && (rc = scan_rest(st, &sc, wal_bytes)) != 0)
 			return rc;
 	}
+	if ((rc = WS_FAULT("stream.after_scan")) != 0)
+		return ws_fail(rc, "tenant %s: injected fault after the WAL scan", st->tenant);
 	uint64_t last = sc.gen.wal_magic ? sc.cur.last_commit : 0;
 	if (kind != WS_MANIFEST_REBASE && last < sc.first_frame) {
 		/* Only an uncommitted transaction was there. */
@@ -1230,9 +1372,27 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 		rc = upload_snapshot(st, &sc, db_pages);
 		if (rc)
 			return rc;
+		if ((rc = WS_FAULT("stream.after_snapshot")) != 0)
+			return ws_fail(rc, "tenant %s: injected fault after the snapshot", st->tenant);
 	}
-	/* Everything this call publishes must be durable before the manifest. */
+	/* Everything this call publishes must be durable before the manifest,
+	 * and every slot read (the upload thread reads some) before the WAL
+	 * header is checked again. */
 	ws_pipe_drain(st->pipe);
+	if (kind == WS_MANIFEST_REBASE && sc.gen.wal_magic != 0) {
+		rc = wal_unmoved(st, &sc);
+		if (rc < 0)
+			return rc;
+		if (rc == 0) {
+			ws_info("tenant %s: the WAL was restarted during the re-base; starting it over", st->tenant);
+			return TAIL_RETRY;
+		}
+	}
+	/* Frames and pages came from the file our read mark pins only while
+	 * the path still names it (invariant 9). */
+	if (!ident_same(st))
+		return ws_fail(WS_EREPLACED, "tenant %s: database %s was replaced at its path during the call; "
+			       "nothing acknowledged (the next call re-bases)", st->tenant, st->db_path);
 	rc = settle(st, &sc, kind, &last, &db_pages);
 	if (rc < 0)
 		return rc;
@@ -1332,14 +1492,19 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	rc = ws_store_put(st->sink->store, wmkey, st->work->scratch.data, st->work->scratch.len,
 			  st->have_wm ? WS_PUT_CAS : WS_PUT_CREATE, st->have_wm ? &st->wm_etag : NULL, &new_etag);
 	if (rc == WS_EPRECOND) {
-		/* Someone wrote the watermark since our fencing read. */
+		/* Someone wrote the watermark since our fencing read. Batches and
+		 * the manifest are already up: this is not Fenced (a pure read),
+		 * it is a lost race, and nothing of it is acknowledged. */
 		int rc2 = refresh_wm(st);
 		if (rc2)
 			return rc2;
-		if (st->have_wm && fenced_by(st, &st->wm)) {
-			fill_fenced(st, out);
-			return 0;
-		}
+		if (st->have_wm && fenced_by(st, &st->wm))
+			return ws_fail(WS_ELOSTRACE, "tenant %s: epoch %llu pointer generation %llu took the "
+				       "stream over after our fencing read (we are %llu/%llu); objects uploaded "
+				       "by this call are not named by any watermark; nothing acknowledged",
+				       st->tenant, (unsigned long long)st->wm.epoch,
+				       (unsigned long long)st->wm.pointer_generation, (unsigned long long)st->epoch,
+				       (unsigned long long)st->pg);
 		st->wm_loaded = false;
 		return ws_fail(WS_EPRECOND, "tenant %s: watermark %s changed concurrently (another writer "
 			       "with epoch %llu?); nothing acknowledged", st->tenant, wmkey,
@@ -1395,6 +1560,27 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	return 0;
 }
 
+/* A stale owner ships nothing, so its read marks protect nothing: let
+ * the application's WAL checkpoints through (issue: a fenced stream must
+ * not pin the WAL for ever). The next tail that is not fenced re-bases. */
+static void release_reads(struct ws_stream *st)
+{
+	for (int i = 0; i < 2; i++)
+		conn_end_read(st, i);
+	st->held = -1;
+	st->continuous = false;
+}
+
+/* Per attempt of a call: no part published, nothing shed. */
+static void attempt_reset(struct ws_stream *st)
+{
+	st->part_count = 0;
+	st->part_base = st->pipe->ring.head;
+	st->frames_shed = 0;
+	st->shed_stop = false;
+	st->shed_nowait = false;
+}
+
 int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 {
 	bool locked = false;
@@ -1404,7 +1590,29 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 	st->call_throttle = 0;
 	st->frames_shed = 0;
 	st->throttle_at_start = __atomic_load_n(&st->sink->store->stats.throttle_retries, __ATOMIC_RELAXED);
+	/* Known to be fenced: answer from a fresh read of the watermark, with
+	 * no read transaction taken. */
+	if (st->have_wm && fenced_by(st, &st->wm)) {
+		if ((rc = refresh_wm(st)) != 0)
+			return rc;
+		if (st->have_wm && fenced_by(st, &st->wm)) {
+			release_reads(st);
+			fill_fenced(st, out);
+			return 0;
+		}
+	}
+	/* The path names another file than the one we hold: a new life of the
+	 * tenant. Let go of the old file; hold_read opens the new one and
+	 * the call re-bases. */
+	if (st->held >= 0 && !ident_same(st)) {
+		ws_info("tenant %s: database %s was replaced at its path; re-basing", st->tenant, st->db_path);
+		ws_stream_park(st);
+	}
 	rc = hold_read(st);
+	if (rc == WS_EREPLACED) {
+		ws_stream_park(st); /* replaced while we opened it: once more */
+		rc = hold_read(st);
+	}
 	if (rc)
 		return rc;
 	/* The WAL in use (not the file, which SQLite reuses from the top
@@ -1414,14 +1622,19 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 		locked = write_lock_try(st);
 	st->pipe->on_done = part_done;
 	st->pipe->arg = st;
-	st->part_count = 0;
-	st->part_base = st->pipe->ring.head;
-	st->frames_shed = 0;
-	st->shed_stop = false;
-	st->shed_nowait = false;
-	rc = tail_inner(st, out, locked);
-	/* A failed call may leave parts in flight: none outlives it. */
-	ws_pipe_drain(st->pipe);
+	for (unsigned attempt = 1;; attempt++) {
+		attempt_reset(st);
+		rc = tail_inner(st, out, locked);
+		/* A failed call may leave parts in flight: none outlives it. */
+		ws_pipe_drain(st->pipe);
+		if (rc != TAIL_RETRY)
+			break;
+		if (attempt == TAIL_ATTEMPTS) {
+			rc = ws_fail(-EAGAIN, "tenant %s: the WAL restarted under %u re-bases in a row; nothing "
+				     "acknowledged", st->tenant, attempt);
+			break;
+		}
+	}
 	st->pipe->on_done = NULL;
 	st->pipe->arg = NULL;
 	st->call.throttle_retries = call_throttle(st);
@@ -1431,10 +1644,14 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 		/* Nothing could commit since the scan began: on success every
 		 * committed frame in the WAL is durable at the sink. */
 		if (rc == 0 && out->kind != WS_OUTCOME_FENCED && out->kind != WS_OUTCOME_SHED &&
-		    st->frames_shed == 0 && st->continuous)
+		    st->frames_shed == 0 && st->continuous && WS_FAULT("stream.before_wal_checkpoint") == 0)
 			wal_checkpoint_locked(st);
 		write_lock_release(st);
 	}
+	if (rc == WS_EREPLACED)
+		ws_stream_park(st);
+	else if (rc == 0 && out->kind == WS_OUTCOME_FENCED)
+		release_reads(st);
 	return rc;
 }
 

@@ -1,6 +1,8 @@
 #include "ws_err.h"
+#include "ws_assert.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static _Thread_local char errbuf[1024];
@@ -21,6 +23,8 @@ const char *ws_strerror(int err)
 	case WS_ERANGE_: return "requested point not in stored range";
 	case WS_ETHROTTLED: return "object store throttled until retries ran out";
 	case WS_ESHED: return "dropped by the shed backpressure policy";
+	case WS_EREPLACED: return "database file replaced at its path";
+	case WS_ELOSTRACE: return "ownership moved during the call; nothing acknowledged";
 	default: break;
 	}
 	if (err < 0 && err > WS_ERR_BASE)
@@ -83,4 +87,10 @@ const char *ws_errmsg(void)
 void ws_errclear(void)
 {
 	errbuf[0] = '\0';
+}
+
+void ws_assert_fail(const char *expr, const char *file, int line, const char *func)
+{
+	fprintf(stderr, "walship: invariant broken: %s (%s:%d, %s)\n", expr, file, line, func);
+	abort();
 }

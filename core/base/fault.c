@@ -2,42 +2,112 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
-static char armed_site[128];
+#define SITE_NAME(name, about) name,
+#define SITE_ABOUT(name, about) about,
+static const char *const site_names[] = { WS_FAULT_SITES(SITE_NAME) };
+static const char *const site_about[] = { WS_FAULT_SITES(SITE_ABOUT) };
+#define SITE_COUNT (sizeof(site_names) / sizeof(site_names[0]))
+
+#define PAUSE_FILE_WAIT_MS 60000
+
+/*
+ * The armed site. Arming happens before the threads that hit sites run (a
+ * test arms, then starts the engine or calls tail), or on the first hit
+ * (the environment), so plain stores suffice for the configuration; the
+ * hit counter is atomic because the shard and upload threads both reach
+ * "reader.read" and the stream's read sites.
+ */
+static int armed = -1; /* index into site_names, -1 none */
 static unsigned armed_nth;
-static int armed_crash;
+static enum ws_fault_action armed_action;
+static ws_fault_pause_fn armed_fn;
+static void *armed_arg;
 static unsigned armed_hits;
 static int env_loaded;
 
-void ws_fault_arm(const char *site, unsigned nth, int crash)
+/* WS_PAUSE_RANDOM */
+static unsigned rnd_permille, rnd_max_ms;
+static uint64_t rnd_state;
+static int rnd_log;
+
+unsigned ws_fault_site_count(void) { return (unsigned)SITE_COUNT; }
+const char *ws_fault_site_name(unsigned i) { return i < SITE_COUNT ? site_names[i] : NULL; }
+const char *ws_fault_site_about(unsigned i) { return i < SITE_COUNT ? site_about[i] : NULL; }
+
+int ws_fault_site_index(const char *site)
 {
-	snprintf(armed_site, sizeof(armed_site), "%s", site);
-	armed_nth = nth ? nth : 1;
-	armed_crash = crash;
-	armed_hits = 0;
+	for (unsigned i = 0; site && i < SITE_COUNT; i++)
+		if (strcmp(site, site_names[i]) == 0)
+			return (int)i;
+	return -1;
+}
+
+static int arm(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg)
+{
+	int i = ws_fault_site_index(site);
 	env_loaded = 1;
+	if (i < 0)
+		return -EINVAL;
+	armed = -1;
+	armed_nth = nth ? nth : 1;
+	armed_action = action;
+	armed_fn = fn;
+	armed_arg = arg;
+	__atomic_store_n(&armed_hits, 0, __ATOMIC_RELAXED);
+	armed = i;
+	return 0;
+}
+
+int ws_fault_arm(const char *site, unsigned nth, int crash)
+{
+	return arm(site, nth, crash ? WS_FAULT_CRASH : WS_FAULT_FAIL, NULL, NULL);
+}
+
+int ws_fault_arm_action(const char *site, unsigned nth, enum ws_fault_action action)
+{
+	return arm(site, nth, action, NULL, NULL);
+}
+
+int ws_fault_arm_pause(const char *site, unsigned nth, ws_fault_pause_fn fn, void *arg)
+{
+	return arm(site, nth, WS_FAULT_PAUSE, fn, arg);
 }
 
 void ws_fault_disarm(void)
 {
-	armed_site[0] = '\0';
-	armed_hits = 0;
+	armed = -1;
+	armed_fn = NULL;
+	__atomic_store_n(&armed_hits, 0, __ATOMIC_RELAXED);
 	env_loaded = 1;
 }
 
-unsigned ws_fault_hits(void) { return armed_hits; }
+unsigned ws_fault_hits(void) { return __atomic_load_n(&armed_hits, __ATOMIC_RELAXED); }
 
 static void load_env(void)
 {
 	const char *spec = getenv("WS_FAULT");
+	const char *rnd = getenv("WS_PAUSE_RANDOM");
 	char buf[192];
 	char *nth, *action;
+	enum ws_fault_action act = WS_FAULT_FAIL;
 
 	env_loaded = 1;
+	if (rnd && *rnd) {
+		unsigned long long seed = 0;
+		if (sscanf(rnd, "%llu:%u:%u", &seed, &rnd_permille, &rnd_max_ms) != 3 || rnd_max_ms == 0) {
+			fprintf(stderr, "walship: WS_PAUSE_RANDOM=%s is not seed:permille:max_ms\n", rnd);
+			_exit(2);
+		}
+		rnd_state = seed * 0x9E3779B97F4A7C15ull + 1;
+		rnd_log = getenv("WS_PAUSE_LOG") && strcmp(getenv("WS_PAUSE_LOG"), "1") == 0;
+	}
 	if (!spec || !*spec)
 		return;
 	snprintf(buf, sizeof(buf), "%s", spec);
@@ -49,21 +119,103 @@ static void load_env(void)
 		if (action)
 			*action++ = '\0';
 	}
-	ws_fault_arm(buf, nth ? (unsigned)strtoul(nth, NULL, 10) : 1,
-		     action && strcmp(action, "crash") == 0);
+	if (action && strcmp(action, "crash") == 0)
+		act = WS_FAULT_CRASH;
+	else if (action && strcmp(action, "pause") == 0)
+		act = WS_FAULT_PAUSE;
+	else if (action && strcmp(action, "fail") != 0) {
+		fprintf(stderr, "walship: WS_FAULT=%s: action '%s' is not fail, crash or pause\n", spec, action);
+		_exit(2);
+	}
+	if (arm(buf, nth ? (unsigned)strtoul(nth, NULL, 10) : 1, act, NULL, NULL) != 0) {
+		fprintf(stderr, "walship: WS_FAULT=%s: '%s' is not a fault site\n", spec, buf);
+		_exit(2);
+	}
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* Across processes: announce the pause with a file and wait for its removal. */
+static void pause_by_file(const char *site)
+{
+	const char *dir = getenv("WS_PAUSE_DIR");
+	char path[4096];
+	FILE *f;
+	if (!dir || !*dir) {
+		fprintf(stderr, "walship: fault site %s: pause needs WS_PAUSE_DIR\n", site);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/%s.%ld", dir, site, (long)getpid());
+	f = fopen(path, "w");
+	if (!f) {
+		fprintf(stderr, "walship: fault site %s: cannot create %s\n", site, path);
+		return;
+	}
+	fclose(f);
+	for (unsigned waited = 0; access(path, F_OK) == 0; waited++) {
+		if (waited >= PAUSE_FILE_WAIT_MS) {
+			fprintf(stderr, "walship: fault site %s: %s not removed in 60 s; going on\n", site, path);
+			unlink(path);
+			return;
+		}
+		sleep_ms(1);
+	}
+}
+
+/* xorshift64*, shared by threads: a racy update only perturbs the sequence. */
+static void random_pause(const char *site)
+{
+	uint64_t x = __atomic_load_n(&rnd_state, __ATOMIC_RELAXED);
+	unsigned ms;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	__atomic_store_n(&rnd_state, x, __ATOMIC_RELAXED);
+	x *= 0x2545F4914F6CDD1Dull;
+	if ((x >> 32) % 1000 >= rnd_permille)
+		return;
+	ms = 1 + (unsigned)((x & 0xffffffffu) % rnd_max_ms);
+	if (rnd_log)
+		fprintf(stderr, "walship: fault: paused at %s for %u ms\n", site, ms);
+	sleep_ms(ms);
 }
 
 int ws_fault_hit(const char *site)
 {
+	int a;
 	if (!env_loaded)
 		load_env();
-	if (!armed_site[0] || strcmp(site, armed_site) != 0)
+	if (rnd_permille)
+		random_pause(site);
+	a = armed;
+	if (a < 0)
 		return 0;
-	if (++armed_hits != armed_nth)
+	if (strcmp(site, site_names[a]) != 0) {
+		if (ws_fault_site_index(site) < 0) {
+			fprintf(stderr, "walship: fault site '%s' is not in WS_FAULT_SITES\n", site);
+			abort();
+		}
 		return 0;
-	if (armed_crash) {
+	}
+	if (__atomic_add_fetch(&armed_hits, 1, __ATOMIC_RELAXED) != armed_nth)
+		return 0;
+	switch (armed_action) {
+	case WS_FAULT_CRASH:
 		kill(getpid(), SIGKILL);
 		_exit(137);
+	case WS_FAULT_PAUSE:
+		if (armed_fn)
+			armed_fn(site, armed_arg);
+		else
+			pause_by_file(site);
+		return 0;
+	case WS_FAULT_FAIL:
+		break;
 	}
 	return -EIO;
 }

@@ -32,7 +32,9 @@ enum {
 	WS_ERANGE_ = WS_ERR_BASE - 9,   /* requested point is outside what is stored */
 	WS_ETHROTTLED = WS_ERR_BASE - 10, /* the store kept throttling until retries ran out */
 	WS_ESHED = WS_ERR_BASE - 11,    /* dropped by the shed backpressure policy */
-	WS_ERR_LAST = WS_ERR_BASE - 11,
+	WS_EREPLACED = WS_ERR_BASE - 12, /* the database file was replaced at its path */
+	WS_ELOSTRACE = WS_ERR_BASE - 13, /* ownership moved after the fencing read: nothing acknowledged */
+	WS_ERR_LAST = WS_ERR_BASE - 13,
 };
 
 /* Static description of a code (negative errno or WS_E*). Never NULL. */

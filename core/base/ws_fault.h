@@ -1,18 +1,87 @@
 /*
- * Fault sites, compiled into builds with WS_FAULTS (tests and debug builds).
+ * Fault and pause sites, compiled into builds with WS_FAULTS (the default;
+ * -DWS_FAULTS=OFF compiles every site to a constant 0).
  *
- * A site is a named point such as "file.put.before_rename". A test (or the
- * WS_FAULT environment variable, "site[:nth[:action]]") arms one site; when
- * execution reaches it for the nth time the site fires: it either returns an
- * error to the caller (action "fail", default) or kills the process on the
- * spot with SIGKILL (action "crash"), which is how crash tests stop a writer
- * between two durable steps. In builds without WS_FAULTS every site is a
- * constant 0 and costs nothing.
+ * A site is a named point such as "file.put.before_publish". Every site is
+ * listed once in WS_FAULT_SITES below, with what it stands between: a test
+ * iterates the list (ws_fault_site_count/ws_fault_site_name) to run every
+ * failure path, and tests/unit/test_io_fault.c checks that every site the
+ * sources name is listed and every listed site is named somewhere.
+ *
+ * One site at a time is armed, to fire on its nth hit (1-based) with one of
+ * three actions:
+ *   fail   the site returns -EIO to its caller (the default);
+ *   crash  the process is killed on the spot with SIGKILL: how crash tests
+ *          stop a writer between two durable steps;
+ *   pause  the thread that reached the site stops there until released:
+ *          in-process, the test's callback runs on that thread (and may
+ *          mutate the database under the paused tail); across processes
+ *          (WS_FAULT=site:nth:pause), the process creates the file
+ *          $WS_PAUSE_DIR/<site>.<pid> and waits until it is removed
+ *          (at most 60 s), so a script can act at exactly that moment.
+ * Independently, WS_PAUSE_RANDOM="seed:permille:max_ms" makes every site
+ * sleep 1..max_ms with the given probability, so a torture run explores
+ * interleavings with the application's writers; WS_PAUSE_LOG=1 prints each
+ * such pause to stderr.
+ *
+ * Environment: WS_FAULT="site[:nth[:fail|crash|pause]]" arms a site when the
+ * first site is reached; an unknown site name there is a fatal error (a
+ * typo must never make a crash test pass vacuously).
  */
 #ifndef WS_FAULT_H
 #define WS_FAULT_H
 
-/* Returns 0 normally; a negative error (-EIO) when the armed site fires. */
+/* Every site, with what it sits between. Keep sorted by layer. */
+#define WS_FAULT_SITES(X)                                                                                  \
+	X("reader.sqpoll_init", "reader: before setting up an SQPOLL ring")                                 \
+	X("reader.uring_init", "reader: before setting up a plain ring")                                    \
+	X("reader.register_buffers", "reader: before registering the buffer")                               \
+	X("reader.register_files", "reader: before registering the file table")                             \
+	X("reader.attach", "reader: before a file takes a fixed-file slot")                                 \
+	X("reader.read", "reader: before each read is submitted (either thread)")                           \
+	X("http.perform", "http: before a request is performed")                                            \
+	X("http.request", "http: before one request of a concurrent set")                                  \
+	X("file.put.after_write", "file store: object written to its temporary file")                       \
+	X("file.put.before_publish", "file store: temporary file synced, not yet linked")                   \
+	X("file.put.after_publish", "file store: linked at its key, directory not yet synced")              \
+	X("file.put.exists_before_sync", "file store: create-once met an existing key, not yet synced")     \
+	X("ckpt.deployment.before_create", "checkpoint store: before the deployment record")                \
+	X("ckpt.deployment.after_create", "checkpoint store: after the deployment record")                  \
+	X("ckpt.alloc.before_cas", "checkpoint store: before the ID allocation CAS")                        \
+	X("ckpt.alloc.after_cas", "checkpoint store: after the ID allocation CAS")                          \
+	X("ckpt.create.before_put", "checkpoint store: before a candidate is written")                      \
+	X("ckpt.create.after_put", "checkpoint store: after a candidate is written")                        \
+	X("ckpt.seal.before_put", "checkpoint store: before an abort seal")                                 \
+	X("ckpt.seal.after_put", "checkpoint store: after an abort seal")                                   \
+	X("ckpt.delete.before_del", "checkpoint store: before a candidate is deleted")                      \
+	X("ckpt.record.before_cas", "checkpoint store: before the decision CAS")                            \
+	X("ckpt.record.after_cas", "checkpoint store: after the decision CAS")                              \
+	X("checkpoint.artifact.before_put", "checkpoint: before an artifact upload")                        \
+	X("checkpoint.artifact.after_put", "checkpoint: after an artifact upload")                          \
+	X("checkpoint.abort.before_delete", "checkpoint: abort, before deleting the attempt's objects")     \
+	X("retention.before_delete", "retention: before a delete batch")                                    \
+	X("retention.after_delete", "retention: after a delete batch")                                      \
+	X("stream.after_begin_read", "tail: a read transaction was just taken (its read mark fixed)")       \
+	X("stream.before_wal_header", "tail: before the WAL header is read")                                \
+	X("stream.after_wal_header", "tail: the WAL header was read, nothing else yet")                     \
+	X("stream.before_fence", "tail: continuity decided, before the fencing read")                       \
+	X("stream.before_wal_read", "tail: before a slot of WAL frames is read (either thread)")            \
+	X("stream.after_wal_read", "tail: a slot of WAL frames was read and checked (either thread)")       \
+	X("stream.ring_handover", "tail: a slot is published to the upload side")                           \
+	X("stream.before_batch_put", "tail: before a batch is published")                                   \
+	X("stream.after_scan", "tail: the WAL scan is done, before the snapshot")                           \
+	X("stream.before_snapshot_put", "tail: before a snapshot part is published")                        \
+	X("stream.after_snapshot", "tail: the snapshot is read, before the WAL header is checked again")    \
+	X("stream.before_manifest_put", "tail: everything uploaded, before the manifest")                   \
+	X("stream.before_watermark_put", "tail: manifest durable, before the watermark CAS")                \
+	X("stream.after_watermark_put", "tail: watermark written, before the read mark handover")          \
+	X("stream.before_wal_checkpoint", "tail: under the write lock, before walship's WAL checkpoint") \
+	X("stream.wal_checkpoint_gap", "tail: WAL checkpoint fallback, between the spare's two transactions")
+
+enum ws_fault_action { WS_FAULT_FAIL = 0, WS_FAULT_CRASH = 1, WS_FAULT_PAUSE = 2 };
+
+/* Returns 0 normally; a negative error (-EIO) when the armed site fires with
+ * action fail. A name not in WS_FAULT_SITES aborts the process. */
 int ws_fault_hit(const char *site);
 #ifdef WS_FAULTS
 #define WS_FAULT(site) ws_fault_hit(site)
@@ -20,8 +89,24 @@ int ws_fault_hit(const char *site);
 #define WS_FAULT(site) 0
 #endif
 
-/* Arm `site` to fire on its nth hit (1-based); crash=1 kills the process. */
-void ws_fault_arm(const char *site, unsigned nth, int crash);
+/* The registry: every site, for tests to iterate. */
+unsigned ws_fault_site_count(void);
+const char *ws_fault_site_name(unsigned i);
+const char *ws_fault_site_about(unsigned i);
+/* Index of a site name, or -1. */
+int ws_fault_site_index(const char *site);
+
+/* Arm `site` to fire on its nth hit (1-based). crash: 0 fail, 1 crash (the
+ * historical signature); ws_fault_arm_action for pause. Returns 0, or
+ * -EINVAL for a name that is not a site (nothing armed then). */
+int ws_fault_arm(const char *site, unsigned nth, int crash);
+int ws_fault_arm_action(const char *site, unsigned nth, enum ws_fault_action action);
+
+/* Arm a pause: on the nth hit of `site` the reaching thread calls fn(arg)
+ * and goes on when it returns. Returns 0 or -EINVAL. */
+typedef void (*ws_fault_pause_fn)(const char *site, void *arg);
+int ws_fault_arm_pause(const char *site, unsigned nth, ws_fault_pause_fn fn, void *arg);
+
 void ws_fault_disarm(void);
 /* How many times the armed site has been reached since arming. */
 unsigned ws_fault_hits(void);
