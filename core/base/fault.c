@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,18 +19,24 @@ static const char *const site_about[] = { WS_FAULT_SITES(SITE_ABOUT) };
 #define PAUSE_FILE_WAIT_MS 60000
 
 /*
- * The armed site. Arming happens before the threads that hit sites run (a
- * test arms, then starts the engine or calls tail), or on the first hit
- * (the environment), so plain stores suffice for the configuration; the
- * hit counter is atomic because the shard and upload threads both reach
+ * The armed sites (a test may arm a failure at one site and a pause at
+ * another). Arming happens before the threads that hit sites run (a test
+ * arms, then starts the engine or calls tail), or on the first hit (the
+ * environment), so plain stores suffice for the configuration; the hit
+ * counters are atomic because the shard and upload threads both reach
  * "reader.read" and the stream's read sites.
  */
-static int armed = -1; /* index into site_names, -1 none */
-static unsigned armed_nth;
-static enum ws_fault_action armed_action;
-static ws_fault_pause_fn armed_fn;
-static void *armed_arg;
-static unsigned armed_hits;
+#define ARMED_MAX 4
+struct armed_site {
+	int site; /* index into site_names */
+	unsigned nth;
+	enum ws_fault_action action;
+	ws_fault_pause_fn fn;
+	void *arg;
+	unsigned hits;
+};
+static struct armed_site armed[ARMED_MAX];
+static unsigned armed_count;
 static int env_loaded;
 
 /* WS_PAUSE_RANDOM */
@@ -49,20 +56,30 @@ int ws_fault_site_index(const char *site)
 	return -1;
 }
 
-static int arm(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg)
+int ws_fault_add(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg)
 {
 	int i = ws_fault_site_index(site);
+	struct armed_site *a;
 	env_loaded = 1;
-	if (i < 0)
+	if (i < 0 || armed_count == ARMED_MAX)
 		return -EINVAL;
-	armed = -1;
-	armed_nth = nth ? nth : 1;
-	armed_action = action;
-	armed_fn = fn;
-	armed_arg = arg;
-	__atomic_store_n(&armed_hits, 0, __ATOMIC_RELAXED);
-	armed = i;
+	a = &armed[armed_count];
+	a->site = i;
+	a->nth = nth ? nth : 1;
+	a->action = action;
+	a->fn = fn;
+	a->arg = arg;
+	__atomic_store_n(&a->hits, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&armed_count, armed_count + 1, __ATOMIC_RELEASE);
 	return 0;
+}
+
+static int arm(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg)
+{
+	if (ws_fault_site_index(site) < 0)
+		return -EINVAL;
+	ws_fault_disarm();
+	return ws_fault_add(site, nth, action, fn, arg);
 }
 
 int ws_fault_arm(const char *site, unsigned nth, int crash)
@@ -82,13 +99,14 @@ int ws_fault_arm_pause(const char *site, unsigned nth, ws_fault_pause_fn fn, voi
 
 void ws_fault_disarm(void)
 {
-	armed = -1;
-	armed_fn = NULL;
-	__atomic_store_n(&armed_hits, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&armed_count, 0, __ATOMIC_RELEASE);
 	env_loaded = 1;
 }
 
-unsigned ws_fault_hits(void) { return __atomic_load_n(&armed_hits, __ATOMIC_RELAXED); }
+unsigned ws_fault_hits(void)
+{
+	return armed_count ? __atomic_load_n(&armed[0].hits, __ATOMIC_RELAXED) : 0;
+}
 
 static void load_env(void)
 {
@@ -187,35 +205,39 @@ static void random_pause(const char *site)
 
 int ws_fault_hit(const char *site)
 {
-	int a;
+	unsigned n;
+	bool known = false;
+	int rc = 0;
 	if (!env_loaded)
 		load_env();
 	if (rnd_permille)
 		random_pause(site);
-	a = armed;
-	if (a < 0)
-		return 0;
-	if (strcmp(site, site_names[a]) != 0) {
-		if (ws_fault_site_index(site) < 0) {
-			fprintf(stderr, "walship: fault site '%s' is not in WS_FAULT_SITES\n", site);
-			abort();
+	n = __atomic_load_n(&armed_count, __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < n; i++) {
+		struct armed_site *a = &armed[i];
+		if (strcmp(site, site_names[a->site]) != 0)
+			continue;
+		known = true;
+		if (__atomic_add_fetch(&a->hits, 1, __ATOMIC_RELAXED) != a->nth)
+			continue;
+		switch (a->action) {
+		case WS_FAULT_CRASH:
+			kill(getpid(), SIGKILL);
+			_exit(137);
+		case WS_FAULT_PAUSE:
+			if (a->fn)
+				a->fn(site, a->arg);
+			else
+				pause_by_file(site);
+			break;
+		case WS_FAULT_FAIL:
+			rc = -EIO;
+			break;
 		}
-		return 0;
 	}
-	if (__atomic_add_fetch(&armed_hits, 1, __ATOMIC_RELAXED) != armed_nth)
-		return 0;
-	switch (armed_action) {
-	case WS_FAULT_CRASH:
-		kill(getpid(), SIGKILL);
-		_exit(137);
-	case WS_FAULT_PAUSE:
-		if (armed_fn)
-			armed_fn(site, armed_arg);
-		else
-			pause_by_file(site);
-		return 0;
-	case WS_FAULT_FAIL:
-		break;
+	if (n && !known && ws_fault_site_index(site) < 0) {
+		fprintf(stderr, "walship: fault site '%s' is not in WS_FAULT_SITES\n", site);
+		abort();
 	}
-	return -EIO;
+	return rc;
 }

@@ -8,8 +8,8 @@
  * failure path, and tests/unit/test_io_fault.c checks that every site the
  * sources name is listed and every listed site is named somewhere.
  *
- * One site at a time is armed, to fire on its nth hit (1-based) with one of
- * three actions:
+ * A site is armed to fire on its nth hit (1-based) with one of three
+ * actions (up to four sites at once, see ws_fault_add):
  *   fail   the site returns -EIO to its caller (the default);
  *   crash  the process is killed on the spot with SIGKILL: how crash tests
  *          stop a writer between two durable steps;
@@ -44,7 +44,6 @@
 	X("file.put.after_write", "file store: object written to its temporary file")                       \
 	X("file.put.before_publish", "file store: temporary file synced, not yet linked")                   \
 	X("file.put.after_publish", "file store: linked at its key, directory not yet synced")              \
-	X("file.put.exists_before_sync", "file store: create-once met an existing key, not yet synced")     \
 	X("ckpt.deployment.before_create", "checkpoint store: before the deployment record")                \
 	X("ckpt.deployment.after_create", "checkpoint store: after the deployment record")                  \
 	X("ckpt.alloc.before_cas", "checkpoint store: before the ID allocation CAS")                        \
@@ -56,6 +55,18 @@
 	X("ckpt.delete.before_del", "checkpoint store: before a candidate is deleted")                      \
 	X("ckpt.record.before_cas", "checkpoint store: before the decision CAS")                            \
 	X("ckpt.record.after_cas", "checkpoint store: after the decision CAS")                              \
+	X("ckpt.witness.before_open", "checkpoint store: before the witness is opened")                     \
+	X("ckpt.witness.after_open", "checkpoint store: after the witness is opened")                       \
+	X("ckpt.witness.before_close", "checkpoint store: before the witness is closed")                    \
+	X("ckpt.witness.after_close", "checkpoint store: after the witness is closed")                      \
+	X("ckpt.inventory.before_begin", "checkpoint store: before an inventory is begun")                  \
+	X("ckpt.inventory.after_begin", "checkpoint store: after an inventory is begun")                    \
+	X("ckpt.inventory.before_complete", "checkpoint store: before an inventory is completed")           \
+	X("ckpt.inventory.after_complete", "checkpoint store: after an inventory is completed")             \
+	X("ckpt.retention.before_begin", "checkpoint store: before a retention run is recorded")            \
+	X("ckpt.retention.after_begin", "checkpoint store: after a retention run is recorded")              \
+	X("ckpt.retention.before_advance", "checkpoint store: before a retention phase advances")           \
+	X("ckpt.retention.after_advance", "checkpoint store: after a retention phase advances")             \
 	X("checkpoint.artifact.before_put", "checkpoint: before an artifact upload")                        \
 	X("checkpoint.artifact.after_put", "checkpoint: after an artifact upload")                          \
 	X("checkpoint.abort.before_delete", "checkpoint: abort, before deleting the attempt's objects")     \
@@ -107,8 +118,12 @@ int ws_fault_arm_action(const char *site, unsigned nth, enum ws_fault_action act
 typedef void (*ws_fault_pause_fn)(const char *site, void *arg);
 int ws_fault_arm_pause(const char *site, unsigned nth, ws_fault_pause_fn fn, void *arg);
 
+/* Arm one more site, keeping those armed (at most 4 in all): a failure at
+ * one site and a pause at another, say. Returns 0 or -EINVAL. */
+int ws_fault_add(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg);
+
 void ws_fault_disarm(void);
-/* How many times the armed site has been reached since arming. */
+/* How many times the (first) armed site has been reached since arming. */
 unsigned ws_fault_hits(void);
 
 #endif

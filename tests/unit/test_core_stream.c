@@ -109,19 +109,7 @@ static void tail_expect(struct ws_stream *st, struct ws_outcome *o, enum ws_outc
 /* Restore into a fresh file of out_dir; returns the content hash. */
 static uint64_t restore_hash_opts(struct wt_env *e, const struct ws_restore_opts *o, int64_t *rows)
 {
-	char name[64];
-	char *out;
-	uint64_t h;
-	int rc;
-	snprintf(name, sizeof(name), "r%u.db", e->restores++);
-	out = wt_path(e->out_dir, name);
-	rc = ws_restore(e->sink, TENANT, o, out);
-	if (rc)
-		fail_msg("restore: %s (%s)", ws_strerror(rc), ws_errmsg());
-	h = wt_file_hash(out, rows);
-	unlink(out);
-	free(out);
-	return h;
+	return wt_restore_hash(e, TENANT, o, rows);
 }
 
 static void restore_equals_source_at(struct wt_env *e, int line)

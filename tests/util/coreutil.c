@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 void wt_env_init(struct wt_env *e, const char *tag, unsigned page_size)
 {
@@ -93,5 +94,22 @@ uint64_t wt_file_hash(const char *path, int64_t *rows)
 	sqlite3 *db = wt_open_checked(path);
 	uint64_t h = wt_content_hash(db, rows);
 	sqlite3_close(db);
+	return h;
+}
+
+uint64_t wt_restore_hash(struct wt_env *e, const char *tenant, const struct ws_restore_opts *o, int64_t *rows)
+{
+	char name[64];
+	char *out;
+	uint64_t h;
+	int rc;
+	snprintf(name, sizeof(name), "r%u.db", e->restores++);
+	out = wt_path(e->out_dir, name);
+	rc = ws_restore(e->sink, tenant, o, out);
+	if (rc)
+		fail_msg("restore: %s (%s)", ws_strerror(rc), ws_errmsg());
+	h = wt_file_hash(out, rows);
+	unlink(out);
+	free(out);
 	return h;
 }

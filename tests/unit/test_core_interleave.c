@@ -1,0 +1,760 @@
+/*
+ * Exactness under interleavings SQLite allows: the tail is paused at a
+ * fault site (core/base/ws_fault.h) and the database is changed under it
+ * by a real SQLite writer in the same process (another connection), at
+ * exactly the moment that used to break exactness. Each test then checks
+ * what a restore gives against what the source really committed.
+ *
+ *  1. a database replaced at its path is a new life: re-based, never spliced;
+ *  2. a re-base under read mark 0 whose WAL a writer restarts mid-scan;
+ *  3. frames of a spilled transaction rewritten (new checksums) between
+ *     two slots of one tail;
+ *  4. a takeover between the fencing read and the watermark CAS is a lost
+ *     race (WS_ELOSTRACE), never Fenced;
+ *  5. a fenced stream lets go of its read marks;
+ *  7. the WAL-checkpoint fallback's moment without a read mark re-bases;
+ * and every stream site, paused with a commit (and WAL checkpoints) under
+ * it, or failed, leaves a sink whose restore is a state the source had.
+ * (6, the file store's durable "exists", is in test_store_file.c.)
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "coreutil.h"
+#include "walship.h"
+#include "ws_fault.h"
+
+#define TENANT "ledger"
+#define SLOT_FRAMES 64u
+#define SPILL_SLOT_FRAMES 16u /* the smallest slot of 4 KiB pages */
+
+static struct ws_stream_config cfg_for(const struct wt_env *e, uint64_t epoch)
+{
+	struct ws_stream_config c;
+	memset(&c, 0, sizeof(c));
+	c.tenant = TENANT;
+	c.db_path = e->db;
+	c.epoch = epoch;
+	c.pointer_generation = 1;
+	c.policy = WS_POLICY_THROTTLE;
+	/* Small slots, so one tail reads the WAL in several pieces. */
+	c.batch_bytes_max = (size_t)SLOT_FRAMES * (24u + e->page_size);
+	c.wal_checkpoint_bytes = UINT64_MAX;
+	return c;
+}
+
+static struct ws_stream *open_cfg(struct wt_env *e, const struct ws_stream_config *c)
+{
+	int err = -1;
+	struct ws_stream *st = ws_stream_open(e->sink, c, &err);
+	if (!st)
+		fail_msg("ws_stream_open: %s (%s)", ws_strerror(err), ws_errmsg());
+	return st;
+}
+
+static struct ws_stream *open_epoch(struct wt_env *e, uint64_t epoch)
+{
+	struct ws_stream_config c = cfg_for(e, epoch);
+	return open_cfg(e, &c);
+}
+
+static void restore_equals_source(struct wt_env *e, int line)
+{
+	int64_t rs = 0, rr = 0;
+	uint64_t hs = wt_content_hash(e->w, &rs);
+	uint64_t hr = wt_restore_hash(e, TENANT, NULL, &rr);
+	if (hs != hr || rs != rr)
+		fail_msg("line %d: restored %" PRId64 " rows (hash %016" PRIx64 "), the source has %" PRId64
+			 " (hash %016" PRIx64 ")", line, rr, hr, rs, hs);
+}
+
+static void verify_ok(struct wt_env *e, int line)
+{
+	int rc = ws_verify(e->sink, TENANT, NULL, NULL);
+	if (rc)
+		fail_msg("line %d: verify: %s (%s)", line, ws_strerror(rc), ws_errmsg());
+}
+
+static void update_rows(sqlite3 *db, int count, uint64_t *rnd, int64_t key_max)
+{
+	char sql[128];
+	for (int i = 0; i < count; i++) {
+		snprintf(sql, sizeof(sql), "UPDATE t SET v = randomblob(100) WHERE k = %" PRId64,
+			 (int64_t)(wt_rand(rnd) % (uint64_t)key_max) + 1);
+		wt_exec(db, sql);
+	}
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* salt1 of the live WAL header (0 when there is none). */
+static uint32_t wal_salt1(const struct wt_env *e)
+{
+	size_t len = 0;
+	uint8_t *b = wt_read_file(e->wal, &len);
+	uint32_t s = b && len >= 32 ? be32(b + 16) : 0;
+	free(b);
+	return s;
+}
+
+/* ---- 1. a database replaced at its path ------------------------------- */
+
+/* Make a second database at path with rows of its own, checkpointed into
+ * the file and closed (so it is one file, as a restore or a copy leaves it). */
+static void make_other_db(const char *path, int rows)
+{
+	sqlite3 *db = wt_writer_open(path, 0);
+	wt_write_txn(db, rows, 50);
+	wt_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+	sqlite3_close(db);
+}
+
+/* rm db-wal db-shm; mv other db; open a writer on it: what an operator's
+ * copy-into-place or `restore --force -o LIVE_DB` does. */
+static void replace_db(struct wt_env *e, const char *other)
+{
+	char *shm = NULL;
+	assert_int_not_equal(asprintf(&shm, "%s-shm", e->db), -1);
+	sqlite3_close(e->w);
+	unlink(e->wal);
+	unlink(shm);
+	free(shm);
+	assert_int_equal(rename(other, e->db), 0);
+	e->w = wt_writer_open(e->db, 0);
+}
+
+static void test_replaced_db_is_rebased(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	char *other;
+	(void)state;
+
+	wt_env_init(&e, "replaced", 0);
+	other = wt_path(e.dir, "other.db");
+	st = open_epoch(&e, 1);
+	wt_write_txn(e.w, 164, 40);
+	wt_tail_ok(st, &o);
+	wt_write_txn(e.w, 3, 40);
+	wt_tail_ok(st, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+
+	make_other_db(other, 34);
+	replace_db(&e, other);
+	wt_write_txn(e.w, 3, 40); /* 37 rows: none of them the old database's */
+	wt_tail_ok(st, &o);
+	/* A new life: re-based from the new file, never continued. */
+	assert_int_equal(o.kind, WS_OUTCOME_RESTARTED);
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	wt_write_txn(e.w, 2, 40);
+	wt_tail_ok(st, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+	restore_equals_source(&e, __LINE__);
+
+	ws_stream_close(st);
+	free(other);
+	wt_env_free(&e);
+}
+
+struct replace_ctx {
+	struct wt_env *e;
+	char *other;
+	int fired;
+};
+
+static void replace_now(const char *site, void *arg)
+{
+	struct replace_ctx *c = arg;
+	(void)site;
+	replace_db(c->e, c->other);
+	wt_write_txn(c->e->w, 5, 40);
+	c->fired++;
+}
+
+/* Replaced while a tail runs, at each site of the tail: the call either
+ * acknowledges a state of the old file (a real one) or nothing, and the
+ * next call re-bases onto the new file. */
+static void test_replaced_during_tail(void **state)
+{
+	static const char *const sites[] = { "stream.after_begin_read", "stream.after_wal_header",
+					     "stream.before_fence", "stream.after_scan",
+					     "stream.before_manifest_put" };
+	(void)state;
+	for (size_t i = 0; i < sizeof(sites) / sizeof(sites[0]); i++) {
+		struct wt_env e;
+		struct ws_outcome o;
+		struct ws_stream *st;
+		struct replace_ctx c;
+		int64_t rows_old = 0, rows_new = 0;
+		uint64_t h_old, h_new, h;
+		int rc;
+
+		wt_env_init(&e, "replaced-mid", 0);
+		c.e = &e;
+		c.other = wt_path(e.dir, "other.db");
+		c.fired = 0;
+		st = open_epoch(&e, 1);
+		wt_write_txn(e.w, 50, 40);
+		wt_tail_ok(st, &o);
+		wt_write_txn(e.w, 80, 40);
+		h_old = wt_content_hash(e.w, &rows_old);
+		make_other_db(c.other, 11);
+		assert_int_equal(ws_fault_arm_pause(sites[i], 1, replace_now, &c), 0);
+		rc = ws_stream_tail_frames(st, &o);
+		ws_fault_disarm();
+		assert_int_equal(c.fired, 1);
+		h_new = wt_content_hash(e.w, &rows_new);
+		if (rc == 0) {
+			/* What it acknowledged is the old file's latest state. */
+			int64_t r = 0;
+			h = wt_restore_hash(&e, TENANT, NULL, &r);
+			if (h != h_old && h != h_new)
+				fail_msg("site %s: restore is neither the old database (%" PRId64 " rows) nor the "
+					 "new (%" PRId64 "): %" PRId64 " rows", sites[i], rows_old, rows_new, r);
+		} else if (rc != WS_EREPLACED) {
+			fail_msg("site %s: %s (%s)", sites[i], ws_strerror(rc), ws_errmsg());
+		}
+		wt_tail_ok(st, &o);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+		ws_stream_close(st);
+		free(c.other);
+		wt_env_free(&e);
+	}
+}
+
+/* ---- 2. a re-base under read mark 0 ------------------------------------ */
+
+struct restart_ctx {
+	struct wt_env *e;
+	uint32_t salt_before, salt_after;
+	int fired;
+};
+
+static void restart_wal_now(const char *site, void *arg)
+{
+	struct restart_ctx *c = arg;
+	(void)site;
+	c->salt_before = wal_salt1(c->e);
+	wt_write_txn(c->e->w, 250, 3000); /* ~250 frames from the top of the WAL */
+	c->salt_after = wal_salt1(c->e);
+	c->fired++;
+}
+
+static void test_rebase_mark0_wal_restarted_mid_scan(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct restart_ctx c = { 0 };
+	uint64_t rnd = 42;
+	int log_frames = -1, ckpt_frames = -2;
+	(void)state;
+
+	wt_env_init(&e, "mark0", 0);
+	c.e = &e;
+	wt_write_txn(e.w, 1000, 100);
+	update_rows(e.w, 200, &rnd, 1000); /* 200 one-page commits over ~30 pages */
+	/* Fully backfilled: the tail's read transaction gets read mark 0. */
+	assert_int_equal(sqlite3_wal_checkpoint_v2(e.w, NULL, SQLITE_CHECKPOINT_PASSIVE, &log_frames,
+						   &ckpt_frames), SQLITE_OK);
+	assert_int_equal(log_frames, ckpt_frames);
+	assert_true(log_frames > (int)(3 * SLOT_FRAMES));
+
+	st = open_epoch(&e, 1);
+	assert_int_equal(ws_fault_arm_pause("stream.before_wal_read", 2, restart_wal_now, &c), 0);
+	wt_tail_ok(st, &o);
+	ws_fault_disarm();
+	assert_int_equal(c.fired, 1);
+	/* The writer really restarted the WAL under the scan. */
+	assert_int_not_equal(c.salt_before, c.salt_after);
+	assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	ws_stream_close(st);
+	wt_env_free(&e);
+}
+
+/* ---- 3. spilled frames rewritten between two slots --------------------- */
+
+struct spill_ctx {
+	struct wt_env *e;
+	sqlite3 *w2;
+	uint64_t probe_off; /* header of the last frame of the first slot */
+	uint8_t before[24], after[24];
+	long long k0; /* the last row before the transaction */
+	int fired;
+};
+
+static void read_frame_hdr(const struct wt_env *e, uint64_t off, uint8_t out[24])
+{
+	size_t len = 0;
+	uint8_t *b = wt_read_file(e->wal, &len);
+	assert_non_null(b);
+	assert_true(len >= off + 24);
+	memcpy(out, b + off, 24);
+	free(b);
+}
+
+static void commit_spilled_now(const char *site, void *arg)
+{
+	struct spill_ctx *c = arg;
+	(void)site;
+	read_frame_hdr(c->e, c->probe_off, c->before);
+	/* Change the transaction's first rows (spilled long ago) and commit:
+	 * SQLite rewrites their frames in place and every checksum after. */
+	char sql[128];
+	snprintf(sql, sizeof(sql), "UPDATE t SET v = randomblob(3000) WHERE k BETWEEN %lld AND %lld",
+		 c->k0 + 1, c->k0 + 3);
+	wt_exec(c->w2, sql);
+	wt_exec(c->w2, "COMMIT");
+	read_frame_hdr(c->e, c->probe_off, c->after);
+	c->fired++;
+}
+
+static void test_spilled_frames_rewritten_between_slots(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_stream_config cfg;
+	struct spill_ctx c = { 0 };
+	uint64_t before;
+	(void)state;
+
+	wt_env_init(&e, "spill", 0);
+	c.e = &e;
+	cfg = cfg_for(&e, 1);
+	cfg.wal_checkpoint_bytes = 1; /* walship's own WAL checkpoint after each ship */
+	cfg.batch_bytes_max = SPILL_SLOT_FRAMES * (24u + e.page_size);
+	st = open_cfg(&e, &cfg);
+	/* A long WAL file first: SQLite reuses it from the top after a
+	 * restart without shrinking it, so a tail's scan (bounded by the file
+	 * size when it starts) reaches frames committed while it runs. */
+	wt_write_txn(e.w, 1000, 3000);
+	wt_tail_ok(st, &o);
+	wt_write_txn(e.w, 1, 100);
+	wt_tail_ok(st, &o); /* ships, checkpoints: the WAL is fully backfilled */
+	before = wt_content_hash(e.w, NULL);
+
+	/* A transaction larger than the page cache: it restarts the WAL and
+	 * spills frames from the top long before it commits. With 100 pages
+	 * of cache, ~60 frames are spilled before SQLite first writes a page
+	 * again that it spilled earlier in the transaction (an interior page,
+	 * spilled at about frame 8): until then every spilled frame is a
+	 * valid link of the chain. The commit changes the transaction's first
+	 * rows, whose pages went out first: SQLite writes them again in place
+	 * and re-checksums every frame after them. */
+	c.w2 = wt_writer_open(e.db, 0);
+	{
+		char k0[64];
+		wt_query1(c.w2, "SELECT max(k) FROM t", k0);
+		c.k0 = atoll(k0);
+	}
+	wt_exec(c.w2, "PRAGMA cache_size=100");
+	wt_exec(c.w2, "BEGIN");
+	for (int i = 0; i < 150; i++)
+		wt_exec(c.w2, "INSERT INTO t(v) VALUES(randomblob(3000))");
+	c.probe_off = 32 + (uint64_t)(SPILL_SLOT_FRAMES - 1) * (24u + e.page_size);
+
+	/* The first slot is read before the commit, the second after it. */
+	assert_int_equal(ws_fault_arm_pause("stream.before_wal_read", 2, commit_spilled_now, &c), 0);
+	wt_tail_ok(st, &o);
+	ws_fault_disarm();
+	assert_int_equal(c.fired, 1);
+	/* The scenario happened: the first slot's last frame got a new checksum. */
+	if (memcmp(c.before + 16, c.after + 16, 8) == 0)
+		fail_msg("SQLite did not rewrite the spilled frames' checksums: the test does not test");
+	/* Acknowledged: the state before the transaction (the chain ended
+	 * inside it), or all of it; never a chain that restore refuses. */
+	{
+		int64_t rr = 0;
+		uint64_t h = wt_restore_hash(&e, TENANT, NULL, &rr);
+		if (h != before && h != wt_content_hash(e.w, NULL))
+			fail_msg("restored %" PRId64 " rows: no state the source committed", rr);
+	}
+	verify_ok(&e, __LINE__);
+	/* The rest ships with the next call, restorable. */
+	wt_tail_ok(st, &o);
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+
+	sqlite3_close(c.w2);
+	ws_stream_close(st);
+	wt_env_free(&e);
+}
+
+/* ---- 4. a takeover between the fencing read and the CAS --------------- */
+
+struct takeover_ctx {
+	struct wt_env *e;
+	struct ws_stream *st2;
+	struct ws_outcome o2;
+	int rc2;
+	int fired;
+};
+
+static void take_over_now(const char *site, void *arg)
+{
+	struct takeover_ctx *c = arg;
+	(void)site;
+	c->st2 = open_epoch(c->e, 2);
+	c->rc2 = ws_stream_tail_frames(c->st2, &c->o2);
+	c->fired++;
+}
+
+static void test_takeover_before_cas_is_lost_race(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct takeover_ctx c = { 0 };
+	int rc;
+	(void)state;
+
+	wt_env_init(&e, "takeover", 0);
+	c.e = &e;
+	st = open_epoch(&e, 1);
+	wt_write_txn(e.w, 10, 100);
+	wt_tail_ok(st, &o);
+	wt_write_txn(e.w, 5, 100);
+	assert_int_equal(ws_fault_arm_pause("stream.before_watermark_put", 1, take_over_now, &c), 0);
+	rc = ws_stream_tail_frames(st, &o);
+	ws_fault_disarm();
+	assert_int_equal(c.fired, 1);
+	assert_int_equal(c.rc2, 0);
+	/* Batches and manifest were uploaded: that is no pure read, so not
+	 * Fenced; the lost race is an error and nothing is acknowledged. */
+	if (rc != WS_ELOSTRACE)
+		fail_msg("tail returned %s (outcome %s), expected WS_ELOSTRACE", ws_strerror(rc),
+			 rc == 0 ? ws_outcome_name(o.kind) : "-");
+	assert_non_null(strstr(ws_errmsg(), "took the stream over"));
+	/* From then on the stale owner is Fenced. */
+	wt_tail_ok(st, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_FENCED);
+	assert_int_equal(o.u.fenced.current_epoch, 2);
+	restore_equals_source(&e, __LINE__);
+	ws_stream_close(c.st2);
+	ws_stream_close(st);
+	wt_env_free(&e);
+}
+
+/* ---- 5. a fenced stream releases its read marks ------------------------ */
+
+static void test_fenced_releases_read_marks(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st1, *st2;
+	struct stat sb;
+	int log_frames = -1, ckpt_frames = -1;
+	(void)state;
+
+	wt_env_init(&e, "fenced-marks", 0);
+	st1 = open_epoch(&e, 1);
+	wt_write_txn(e.w, 10, 100);
+	wt_tail_ok(st1, &o);
+	wt_write_txn(e.w, 10, 100);
+	wt_tail_ok(st1, &o);
+	wt_write_txn(e.w, 10, 100);
+	st2 = open_epoch(&e, 2);
+	wt_tail_ok(st2, &o); /* takes the stream over with its first write */
+	assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+	ws_stream_close(st2); /* the new owner lives on another host */
+	wt_write_txn(e.w, 10, 100);
+	wt_tail_ok(st1, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_FENCED);
+	/* The application's TRUNCATE checkpoint is not held up by walship. */
+	sqlite3_busy_timeout(e.w, 200);
+	assert_int_equal(sqlite3_wal_checkpoint_v2(e.w, NULL, SQLITE_CHECKPOINT_TRUNCATE, &log_frames,
+						   &ckpt_frames), SQLITE_OK);
+	assert_int_equal(stat(e.wal, &sb), 0);
+	assert_int_equal(sb.st_size, 0);
+	/* And a fenced call takes none again. */
+	wt_write_txn(e.w, 3, 100);
+	wt_tail_ok(st1, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_FENCED);
+	assert_int_equal(sqlite3_wal_checkpoint_v2(e.w, NULL, SQLITE_CHECKPOINT_TRUNCATE, &log_frames,
+						   &ckpt_frames), SQLITE_OK);
+	ws_stream_close(st1);
+	wt_env_free(&e);
+}
+
+/* ---- 7. the WAL-checkpoint fallback's gap ------------------------------ */
+
+struct gap_ctx {
+	struct wt_env *e;
+	int fired;
+};
+
+static void write_through_gap(const char *site, void *arg)
+{
+	struct gap_ctx *c = arg;
+	(void)site;
+	/* Pages that the later transaction does not touch: only a re-base
+	 * can bring these rows back. */
+	wt_exec(c->e->w, "UPDATE t SET v = randomblob(300) WHERE k <= 5");  /* restarts the WAL */
+	wt_exec(c->e->w, "PRAGMA wal_checkpoint(TRUNCATE)");                 /* checkpointed away */
+	wt_write_txn(c->e->w, 3, 300);                                       /* a newer generation */
+	c->fired++;
+}
+
+static void test_checkpoint_fallback_gap_rebases(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_stream_config cfg;
+	struct gap_ctx c = { 0 };
+	(void)state;
+
+	wt_env_init(&e, "ckpt-gap", 0);
+	c.e = &e;
+	cfg = cfg_for(&e, 1);
+	cfg.wal_checkpoint_bytes = 1; /* every call past the first checkpoints */
+	st = open_cfg(&e, &cfg);
+	wt_write_txn(e.w, 200, 300);
+	wt_tail_ok(st, &o);
+	wt_write_txn(e.w, 10, 300);
+	/* The read transaction after walship's own WAL checkpoint fails, so
+	 * the spare connection's takes over, with a moment in between. */
+	assert_int_equal(ws_fault_arm("stream.after_begin_read", 1, 0), 0);
+	assert_int_equal(ws_fault_add("stream.wal_checkpoint_gap", 1, WS_FAULT_PAUSE, write_through_gap, &c), 0);
+	wt_tail_ok(st, &o);
+	ws_fault_disarm();
+	assert_int_equal(c.fired, 1);
+	wt_tail_ok(st, &o);
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	ws_stream_close(st);
+	wt_env_free(&e);
+}
+
+/* ---- every stream site, paused under a writer, or failed -------------- */
+
+#define STATES_MAX 64
+
+struct mutate_ctx {
+	struct wt_env *e;
+	sqlite3 *ck;       /* checkpoints, busy timeout 0 */
+	unsigned how;
+	uint64_t states[STATES_MAX];
+	unsigned nstates;
+	int fired;
+};
+
+static void record_state(struct mutate_ctx *c)
+{
+	assert_true(c->nstates < STATES_MAX);
+	c->states[c->nstates++] = wt_content_hash(c->e->w, NULL);
+}
+
+/* One commit, then (by how) a WAL checkpoint of each mode or a spilling
+ * transaction. While walship holds the write lock (its own WAL checkpoint)
+ * an application cannot commit: the commit is skipped then, as SQLite
+ * would make it wait. */
+static void mutate_now(const char *site, void *arg)
+{
+	static const char *const ckpt[] = { NULL, "PASSIVE", "FULL", "RESTART", "TRUNCATE" };
+	struct mutate_ctx *c = arg;
+	sqlite3 *w = c->e->w;
+	int rc;
+	(void)site;
+	c->fired++;
+	sqlite3_busy_timeout(w, 0);
+	rc = sqlite3_exec(w, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	sqlite3_busy_timeout(w, 5000);
+	if (rc == SQLITE_BUSY)
+		return;
+	assert_int_equal(rc, SQLITE_OK);
+	/* A row on the first pages and rows at the end: a state that a later
+	 * transaction's frames alone would not bring back. */
+	wt_exec(w, "UPDATE t SET v = randomblob(300) WHERE k = 1 + abs(random()) % 20");
+	wt_exec(w, "INSERT INTO t(v) VALUES(randomblob(200)), (randomblob(200)), (randomblob(200))");
+	wt_exec(w, "COMMIT");
+	record_state(c);
+	if (c->how < 5 && ckpt[c->how]) {
+		char sql[64];
+		snprintf(sql, sizeof(sql), "PRAGMA wal_checkpoint(%s)", ckpt[c->how]);
+		sqlite3_exec(c->ck, sql, NULL, NULL, NULL); /* busy is an answer too */
+		wt_write_txn(w, 2, 200);
+		record_state(c);
+	} else if (c->how == 5) {
+		wt_exec(w, "PRAGMA cache_size=10");
+		wt_write_txn(w, 300, 3000);
+		wt_exec(w, "PRAGMA cache_size=-2000");
+		record_state(c);
+	}
+}
+
+static void restore_is_recorded(struct mutate_ctx *c, const char *site, int line)
+{
+	uint64_t h = wt_restore_hash(c->e, TENANT, NULL, NULL);
+	for (unsigned i = 0; i < c->nstates; i++)
+		if (c->states[i] == h)
+			return;
+	fail_msg("line %d: site %s, mutation %u: the restore is no state the source committed", line, site,
+		 c->how);
+}
+
+static bool is_stream_site(const char *name) { return strncmp(name, "stream.", 7) == 0; }
+
+static void test_every_site_paused_under_writer(void **state)
+{
+	(void)state;
+	for (unsigned i = 0; i < ws_fault_site_count(); i++) {
+		const char *site = ws_fault_site_name(i);
+		if (!is_stream_site(site))
+			continue;
+		for (unsigned how = 0; how < 6; how++) {
+			struct wt_env e;
+			struct ws_outcome o;
+			struct ws_stream *st;
+			struct ws_stream_config cfg;
+			struct mutate_ctx c;
+			int rc;
+
+			memset(&c, 0, sizeof(c));
+			wt_env_init(&e, "paused", 0);
+			c.e = &e;
+			c.how = how;
+			assert_int_equal(sqlite3_open(e.db, &c.ck), SQLITE_OK);
+			cfg = cfg_for(&e, 1);
+			/* Odd hows also take walship's own WAL checkpoint path. */
+			cfg.wal_checkpoint_bytes = how & 1 ? 1 : UINT64_MAX;
+			st = open_cfg(&e, &cfg);
+			wt_write_txn(e.w, 200, 300);
+			record_state(&c);
+			wt_tail_ok(st, &o);
+			wt_write_txn(e.w, 150, 300);
+			record_state(&c);
+			assert_int_equal(ws_fault_arm_pause(site, 1, mutate_now, &c), 0);
+			rc = ws_stream_tail_frames(st, &o);
+			ws_fault_disarm();
+			if (rc)
+				fail_msg("site %s, mutation %u: %s (%s)", site, how, ws_strerror(rc), ws_errmsg());
+			restore_is_recorded(&c, site, __LINE__);
+			/* The next calls bring the sink to the source's latest state. */
+			for (int k = 0; k < 3; k++)
+				wt_tail_ok(st, &o);
+			restore_equals_source(&e, __LINE__);
+			verify_ok(&e, __LINE__);
+			ws_stream_close(st);
+			sqlite3_close(c.ck);
+			wt_env_free(&e);
+		}
+	}
+}
+
+static void test_every_site_failed(void **state)
+{
+	(void)state;
+	for (unsigned i = 0; i < ws_fault_site_count(); i++) {
+		const char *site = ws_fault_site_name(i);
+		struct wt_env e;
+		struct ws_outcome o;
+		struct ws_stream *st;
+		struct ws_stream_config cfg;
+		int64_t rows_before = 0, rows = 0;
+		uint64_t before;
+		int rc;
+
+		if (!is_stream_site(site) && strcmp(site, "reader.read") != 0 && strncmp(site, "file.put.", 9) != 0)
+			continue;
+		wt_env_init(&e, "failed", 0);
+		cfg = cfg_for(&e, 1);
+		cfg.wal_checkpoint_bytes = 1;
+		st = open_cfg(&e, &cfg);
+		wt_write_txn(e.w, 200, 300);
+		wt_tail_ok(st, &o);
+		before = wt_content_hash(e.w, &rows_before);
+		wt_write_txn(e.w, 150, 300);
+		assert_int_equal(ws_fault_arm(site, 1, 0), 0);
+		rc = ws_stream_tail_frames(st, &o);
+		ws_fault_disarm();
+		/* Failed: nothing new acknowledged. Succeeded (the site was not on
+		 * this call's path, or it only pauses): everything is. */
+		if (rc) {
+			uint64_t h = wt_restore_hash(&e, TENANT, NULL, &rows);
+			if (h != before && h != wt_content_hash(e.w, NULL))
+				fail_msg("site %s failed the call, and the restore is no state the source had", site);
+		}
+		wt_tail_ok(st, &o);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+		ws_stream_close(st);
+		wt_env_free(&e);
+	}
+}
+
+/* ---- the registry ------------------------------------------------------ */
+
+/* Every site named in the sources is listed, and every listed site is
+ * named somewhere (a stale entry would make a site-iterating test vacuous). */
+static void test_registry_matches_sources(void **state)
+{
+	char *cmd = NULL, *out = NULL, *path;
+	size_t len = 0;
+	(void)state;
+	path = wt_path(getenv("WS_TEST_TMP") ? getenv("WS_TEST_TMP") : "/tmp", "fault-sites.txt");
+	/* Every string literal shaped like a site name in a layer's sources. */
+	assert_int_not_equal(asprintf(&cmd,
+		"cd '%s' && grep -rhoE '\"(reader|http|file|ckpt|checkpoint|retention|stream)\\.[a-z_]+(\\.[a-z_]+)*\"' "
+		"core io net store tools --include=*.c | tr -d '\"' | sort -u > '%s'",
+		WS_SOURCE_DIR, path), -1);
+	assert_int_equal(wt_sh("%s", cmd), 0);
+	out = (char *)wt_read_file(path, &len);
+	assert_non_null(out);
+	out = realloc(out, len + 1);
+	out[len] = '\0';
+	unsigned named = 0;
+	for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+		named++;
+		if (ws_fault_site_index(line) < 0)
+			fail_msg("fault site \"%s\" is used in the sources but not listed in WS_FAULT_SITES", line);
+	}
+	assert_true(named > 20);
+	for (unsigned i = 0; i < ws_fault_site_count(); i++) {
+		const char *site = ws_fault_site_name(i);
+		assert_non_null(ws_fault_site_about(i));
+		if (wt_sh("cd '%s' && grep -rqF '\"%s\"' core io net store tools --include=*.c", WS_SOURCE_DIR,
+			  site) != 0)
+			fail_msg("fault site \"%s\" is listed but no source names it", site);
+	}
+	assert_int_equal(ws_fault_arm("no.such.site", 1, 0), -EINVAL);
+	unlink(path);
+	free(path);
+	free(cmd);
+	free(out);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_registry_matches_sources),
+		cmocka_unit_test(test_replaced_db_is_rebased),
+		cmocka_unit_test(test_replaced_during_tail),
+		cmocka_unit_test(test_rebase_mark0_wal_restarted_mid_scan),
+		cmocka_unit_test(test_spilled_frames_rewritten_between_slots),
+		cmocka_unit_test(test_takeover_before_cas_is_lost_race),
+		cmocka_unit_test(test_fenced_releases_read_marks),
+		cmocka_unit_test(test_checkpoint_fallback_gap_rebases),
+		cmocka_unit_test(test_every_site_failed),
+		cmocka_unit_test(test_every_site_paused_under_writer),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
