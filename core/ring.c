@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ws_assert.h"
 #include "ws_clock.h"
 
 static void futex_wait(uint32_t *addr, uint32_t val, int timeout_ms)
@@ -76,21 +77,24 @@ static void assign_buffer(struct ws_ring *r, uint32_t head, uint32_t tail)
 	if (r->assigned != head)
 		return; /* reserved again before publishing: keep its buffer */
 	while (r->folded != tail) {
+		WS_ASSERT(r->nfree < r->nslots);
 		r->free_stk[r->nfree++] = r->buf_of[r->folded % r->nslots];
 		r->folded++;
 	}
+	WS_ASSERT(r->nfree > 0);
 	r->buf_of[head % r->nslots] = r->free_stk[--r->nfree];
 	r->assigned = head + 1;
 }
 
 uint32_t ws_ring_used(const struct ws_ring *r)
 {
+	/* C1/P2: a racy difference is only a snapshot (metrics, drain checks). */
 	return __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) - __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
 }
 
 uint32_t ws_ring_tail(const struct ws_ring *r)
 {
-	return __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE); /* P2: pairs with C2 */
 }
 
 /*
@@ -101,15 +105,15 @@ uint32_t ws_ring_tail(const struct ws_ring *r)
  */
 static void sleep_on(uint32_t *word, uint32_t *flag, uint32_t seen, int timeout_ms)
 {
-	__atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(word, __ATOMIC_SEQ_CST) == seen)
+	__atomic_store_n(flag, 1, __ATOMIC_SEQ_CST);          /* F1: pairs with the waker's flag load */
+	if (__atomic_load_n(word, __ATOMIC_SEQ_CST) == seen) /* F2: pairs with the waker's word store */
 		futex_wait(word, seen, timeout_ms);
 	__atomic_store_n(flag, 0, __ATOMIC_SEQ_CST);
 }
 
 static void wake(uint32_t *word, uint32_t *flag)
 {
-	if (__atomic_load_n(flag, __ATOMIC_SEQ_CST))
+	if (__atomic_load_n(flag, __ATOMIC_SEQ_CST)) /* F1's pair, after our word store */
 		futex_wake(word);
 }
 
@@ -138,9 +142,10 @@ int ws_ring_reserve(struct ws_ring *r, int timeout_ms, uint32_t *idx)
 	uint64_t deadline = timeout_ms > 0 ? ws_mono_ms() + (uint64_t)timeout_ms : 0;
 
 	for (;;) {
-		uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&r->closed, __ATOMIC_ACQUIRE))
+		uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE); /* P2: pairs with C2 */
+		if (__atomic_load_n(&r->closed, __ATOMIC_ACQUIRE))        /* X2: pairs with X1 */
 			return -EPIPE;
+		WS_ASSERT(head - tail <= r->nslots);
 		if (head - tail < r->nslots) {
 			assign_buffer(r, head, tail);
 			*idx = head;
@@ -154,14 +159,17 @@ int ws_ring_reserve(struct ws_ring *r, int timeout_ms, uint32_t *idx)
 /* Ring the consumer's doorbell if it sleeps (or is about to). */
 static void ring_bell(struct ws_ring *r)
 {
-	__atomic_fetch_add(&r->doorbell, 1, __ATOMIC_SEQ_CST);
+	__atomic_fetch_add(&r->doorbell, 1, __ATOMIC_SEQ_CST); /* D1: pairs with D2 */
 	futex_wake(&r->doorbell);
 }
 
 void ws_ring_publish(struct ws_ring *r)
 {
-	__atomic_store_n(&r->head, r->head + 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&r->cons_waiting, __ATOMIC_SEQ_CST))
+	/* Only a reserved slot is published: at most nslots in flight. */
+	WS_ASSERT(r->head - __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) < r->nslots);
+	WS_ASSERT(r->assigned == r->head + 1);
+	__atomic_store_n(&r->head, r->head + 1, __ATOMIC_SEQ_CST); /* P1: pairs with C1 */
+	if (__atomic_load_n(&r->cons_waiting, __ATOMIC_SEQ_CST))  /* F1's pair (the consumer's flag) */
 		ring_bell(r);
 }
 
@@ -169,7 +177,7 @@ int ws_ring_wait_tail(struct ws_ring *r, uint32_t want, int timeout_ms)
 {
 	uint64_t deadline = timeout_ms > 0 ? ws_mono_ms() + (uint64_t)timeout_ms : 0;
 	for (;;) {
-		uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE); /* P2: pairs with C2 */
 		if ((int32_t)(tail - want) >= 0)
 			return 0;
 		if (!wait_tail_moves(r, tail, timeout_ms, deadline))
@@ -186,14 +194,14 @@ int ws_ring_wait_tail(struct ws_ring *r, uint32_t want, int timeout_ms)
 uint32_t ws_ring_wait_head(struct ws_ring *r, uint32_t from)
 {
 	for (;;) {
-		uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE), bell;
+		uint32_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE), bell; /* C1: pairs with P1 */
 		if (head != from)
 			return head;
-		if (__atomic_load_n(&r->closed, __ATOMIC_ACQUIRE))
+		if (__atomic_load_n(&r->closed, __ATOMIC_ACQUIRE)) /* X2: pairs with X1 */
 			return from;
-		bell = __atomic_load_n(&r->doorbell, __ATOMIC_SEQ_CST);
-		__atomic_store_n(&r->cons_waiting, 1, __ATOMIC_SEQ_CST);
-		if (__atomic_load_n(&r->head, __ATOMIC_SEQ_CST) == from &&
+		bell = __atomic_load_n(&r->doorbell, __ATOMIC_SEQ_CST); /* D2: pairs with D1 */
+		__atomic_store_n(&r->cons_waiting, 1, __ATOMIC_SEQ_CST); /* F1 */
+		if (__atomic_load_n(&r->head, __ATOMIC_SEQ_CST) == from && /* F2 (C1) */
 		    !__atomic_load_n(&r->closed, __ATOMIC_SEQ_CST))
 			futex_wait(&r->doorbell, bell, -1);
 		__atomic_store_n(&r->cons_waiting, 0, __ATOMIC_SEQ_CST);
@@ -202,13 +210,15 @@ uint32_t ws_ring_wait_head(struct ws_ring *r, uint32_t from)
 
 void ws_ring_release(struct ws_ring *r, uint32_t new_tail)
 {
-	__atomic_store_n(&r->tail, new_tail, __ATOMIC_SEQ_CST);
+	/* Never past what was published, never backwards. */
+	WS_ASSERT(new_tail - r->tail <= __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) - r->tail);
+	__atomic_store_n(&r->tail, new_tail, __ATOMIC_SEQ_CST); /* C2: pairs with P2 */
 	wake(&r->tail, &r->prod_waiting);
 }
 
 void ws_ring_close(struct ws_ring *r)
 {
-	__atomic_store_n(&r->closed, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&r->closed, 1, __ATOMIC_SEQ_CST); /* X1: pairs with X2 */
 	ring_bell(r);
 	futex_wake(&r->tail);
 }

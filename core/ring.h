@@ -18,11 +18,25 @@
  * buffers that stay in cache instead of the whole ring, which would send
  * every read through DRAM. The buffer's number travels with the slot
  * (published with head). Only the producer writes head,
- * only the consumer writes tail; each side reads the other's counter with
- * acquire and writes its own with release, so a slot's bytes and
+ * only the consumer writes tail. Each side reads the other's counter with
+ * acquire and writes its own sequentially consistent (a release, and also
+ * one side of the waiting-flag handshake below), so a slot's bytes and
  * descriptor are visible to the side that takes it over. A side that must
- * wait sleeps on the other's counter with a futex, announced through a
- * waiting flag so the fast path makes no system call.
+ * wait sleeps on the other's counter (the consumer: on a doorbell) with a
+ * futex, announced through a waiting flag so the fast path makes no system
+ * call. ring.c labels each atomic with the one it pairs with:
+ *   P1 publish stores head        pairs with C1, the consumer's loads of head:
+ *                                 the slot's bytes and descriptor go with it;
+ *   C2 release stores tail        pairs with P2, the producer's loads of tail:
+ *                                 the consumer's results (rc) go with it, and
+ *                                 the slot is not reused before it is sent;
+ *   F1/F2 a sleeper raises its flag, then loads the word (both seq_cst); a
+ *         waker stores the word (P1, C2, X1), then loads the flag: one of
+ *         the two sees the other, so no wake-up is lost;
+ *   D1 the doorbell bump          pairs with D2, the consumer's load of the
+ *                                 bell before its last look at head;
+ *   X1 close stores closed        pairs with X2, both sides' loads of it.
+ * Invariants, asserted: 0 <= head - tail <= nslots; tail never passes head.
  */
 #ifndef WS_RING_H
 #define WS_RING_H

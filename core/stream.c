@@ -282,6 +282,8 @@ static void write_lock_release(struct ws_stream *st)
 static void wal_checkpoint_locked(struct ws_stream *st)
 {
 	int log_frames = 0, ckpt_frames = 0;
+	/* Our read mark on one connection, the write lock on the other. */
+	WS_ASSERT(st->held >= 0 && st->locker == 1 - st->held);
 	conn_end_read(st, st->held);
 	sqlite3_wal_checkpoint_v2(st->conn[st->held], NULL, SQLITE_CHECKPOINT_PASSIVE, &log_frames,
 				  &ckpt_frames);
@@ -745,6 +747,9 @@ static int publish_part(struct ws_stream *st, uint32_t idx, const struct ws_fmt_
 	d->dropped = false;
 	d->rc = 0;
 	d->throttle_retries = 0;
+	/* Parts and ring slots go in step: part i of this call is ring slot
+	 * part_base + i, which is how part_done finds it. */
+	WS_ASSERT(st->part_count < MAX_PARTS && idx == st->part_base + st->part_count);
 	st->parts[st->part_count] = *info;
 	st->parts[st->part_count].done = false;
 	st->part_count++;
@@ -960,7 +965,10 @@ static int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t
 	const uint32_t ps = sc->gen.page_size;
 	const size_t per_part = st->pipe->ring.slot_bytes / ps;
 	uint64_t file_bytes, file_pages, pages;
-	int rc0 = db_size(st, &file_bytes);
+	int rc0;
+	/* The image is exact only under the read mark the scan was made under. */
+	WS_ASSERT(st->held >= 0);
+	rc0 = db_size(st, &file_bytes);
 	if (rc0)
 		return rc0;
 	file_pages = file_bytes / ps;
