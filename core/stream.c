@@ -24,10 +24,15 @@
  * frames at or below our read mark, which the frames overlay, so the image
  * is exact at the last shipped commit.
  *
- * tail_frames order of effects, each step durable before the next:
- * batches and snapshot parts, then the manifest, then the watermark by
- * compare-and-swap. The fencing check is a read of the watermark before the
- * first upload: a stale owner writes nothing.
+ * tail_frames, in steps (each a function below, "step_*"), each effect
+ * durable before the next:
+ *   1 read the live WAL generation;      2 decide continuity (or Fenced, Empty);
+ *   3 fence: read the watermark before any upload (a stale owner writes
+ *     nothing);                          4 scan and check the WAL, uploading
+ *     batches;                           5 a re-base's snapshot;
+ *   6 settle: all durable, the WAL and the file unmoved, what to name;
+ *   7 write the manifest;                8 write the watermark by CAS, hand
+ *     the read mark over;                9 report.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1187,19 +1192,51 @@ static int wal_unmoved(struct ws_stream *st, const struct scan *sc)
 	       wh.checkpoint_seq == sc->gen.checkpoint_seq;
 }
 
-static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
-{
+/*
+ * One call, as the steps the top of this file lists, each a function of its
+ * own over the call's state (struct tail). A step returns 0 to go on,
+ * TAIL_DONE when it has decided the outcome (*out), TAIL_RETRY when the
+ * call must start over, or an error (nothing acknowledged).
+ */
+#define TAIL_DONE 2
+
+struct tail {
 	struct scan sc;
-	struct ws_wal_hdr wh;
-	uint64_t wal_bytes = 0;
-	uint32_t kind;
-	int rc;
+	struct ws_wal_hdr wh;     /* the live WAL's header (sc.gen.wal_magic != 0) */
+	uint64_t wal_bytes;       /* the WAL file's size when the call began */
+	uint32_t kind;            /* WS_MANIFEST_CONTINUE, _NEXT_GEN or _REBASE */
+	bool locked;              /* we hold the write lock: nothing commits meanwhile */
+	bool fresh;               /* the watermark was first read by this call */
+	uint64_t last;            /* the last committed frame this call ships */
+	uint32_t db_pages;        /* database size in pages at last */
+	char mkey[WS_KEY_MAX];    /* the manifest written */
+	uint8_t msha[WS_SHA256_LEN];
+	uint64_t mlen;
+	struct ws_fmt_watermark prev; /* the watermark before ours (report) */
+	bool had;
+};
 
+/* Empty: nothing new since the watermark (or only an uncommitted transaction). */
+static int done_empty(const struct ws_stream *st, struct ws_outcome *out)
+{
 	memset(out, 0, sizeof(*out));
-	memset(&sc, 0, sizeof(sc));
-	st->batch_count = st->snap_count = 0;
-	st->high_water = 0;
+	out->kind = WS_OUTCOME_EMPTY;
+	if (st->have_wm)
+		wm_to_public(&st->wm, &out->u.empty.watermark);
+	fill_rpo(st, &out->u.empty.rpo);
+	return TAIL_DONE;
+}
 
+static int done_fenced(const struct ws_stream *st, struct ws_outcome *out)
+{
+	fill_fenced(st, out);
+	return TAIL_DONE;
+}
+
+/* 1. The live generation: the WAL header, or "none" for an empty or absent WAL. */
+static int step_read_generation(struct ws_stream *st, struct tail *t)
+{
+	int rc;
 	if (access(st->db_path, F_OK) != 0)
 		return ws_fail(-ENOENT, "tenant %s: database %s vanished", st->tenant, st->db_path);
 	if ((rc = WS_FAULT("stream.before_wal_header")) != 0)
@@ -1207,56 +1244,76 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	rc = file_refresh(st, st->wal_path, &st->wal_fd, &st->wal_slot);
 	if (rc && rc != -ENOENT)
 		return rc;
-	wal_bytes = file_size(st->wal_fd);
-
-	/* The live generation. An empty or absent WAL is generation "none". */
-	if (wal_bytes == 0) {
+	t->wal_bytes = file_size(st->wal_fd);
+	if (t->wal_bytes == 0) {
 		uint32_t ps, pages;
 		rc = db_header(st, &ps, &pages);
 		if (rc)
 			return rc;
-		sc.gen.page_size = ps;
+		t->sc.gen.page_size = ps;
 	} else {
-		rc = read_wal_gen(st, &wh);
+		rc = read_wal_gen(st, &t->wh);
 		if (rc == -ENOENT)
 			rc = ws_fail(WS_ENOTWAL, "tenant %s: %s was emptied while read; nothing uploaded",
 				     st->tenant, st->wal_path);
 		if (rc)
 			return rc;
-		sc.gen.wal_magic = wh.magic;
-		sc.gen.checkpoint_seq = wh.checkpoint_seq;
-		sc.gen.salt1 = wh.salt1;
-		sc.gen.salt2 = wh.salt2;
-		sc.gen.page_size = wh.page_size;
-		ws_wal_cursor_init(&sc.cur, &wh);
+		t->sc.gen.wal_magic = t->wh.magic;
+		t->sc.gen.checkpoint_seq = t->wh.checkpoint_seq;
+		t->sc.gen.salt1 = t->wh.salt1;
+		t->sc.gen.salt2 = t->wh.salt2;
+		t->sc.gen.page_size = t->wh.page_size;
+		ws_wal_cursor_init(&t->sc.cur, &t->wh);
 	}
 	if ((rc = WS_FAULT("stream.after_wal_header")) != 0)
 		return ws_fail(rc, "tenant %s: injected fault after reading the WAL header", st->tenant);
+	return 0;
+}
 
-	bool fresh = !st->wm_loaded;
-	if (fresh && (rc = refresh_wm(st)) != 0)
+/* Start the scan over from frame 1 of the live generation (a re-base). */
+static void scan_from_top(struct tail *t)
+{
+	t->kind = WS_MANIFEST_REBASE;
+	if (t->sc.gen.wal_magic != 0)
+		ws_wal_cursor_init(&t->sc.cur, &t->wh);
+	t->sc.first_frame = t->sc.cur.next_frame ? t->sc.cur.next_frame : 1;
+	t->sc.seed[0] = t->sc.cur.cksum[0];
+	t->sc.seed[1] = t->sc.cur.cksum[1];
+}
+
+/*
+ * 2. Decide continuity: from the watermark we know, how this call goes on
+ * (CONTINUE: the same generation, still holding the frame we stopped at;
+ * NEXT_GEN: another generation, which only our unbroken read mark proves
+ * follows what we shipped; else REBASE). Decides Fenced by a watermark we
+ * already hold, and Empty when nothing new is there, without a request.
+ */
+static int step_decide_continuity(struct ws_stream *st, struct tail *t, struct ws_outcome *out)
+{
+	struct scan *sc = &t->sc;
+	int rc;
+
+	t->fresh = !st->wm_loaded;
+	if (t->fresh && (rc = refresh_wm(st)) != 0)
 		return rc;
 	/* A watermark we hold that fences us: say so before anything else,
 	 * re-reading it (unless just read) so the outcome names the current
 	 * owner. A takeover after our last read is found by the fencing read
 	 * that comes before any upload; an idle stale owner makes no request. */
 	if (st->have_wm && fenced_by(st, &st->wm)) {
-		if (!fresh && (rc = refresh_wm(st)) != 0)
+		if (!t->fresh && (rc = refresh_wm(st)) != 0)
 			return rc;
-		fill_fenced(st, out);
-		return 0;
+		return done_fenced(st, out);
 	}
-
-	/* Decide how this call continues the stream. */
 	/* With no WAL on either side, only the held read mark proves the
 	 * database file unchanged: without it, writes may have come and been
 	 * checkpointed away (a TRUNCATE, or the last connection closing). */
-	bool same_gen = st->have_wm && st->wm.version >= 2 && ws_fmt_gen_equal(&st->wm.gen, &sc.gen) &&
-			(sc.gen.wal_magic != 0 || st->continuous);
-	if (same_gen && sc.gen.wal_magic != 0 && st->wm.last_frame > 0) {
+	bool same_gen = st->have_wm && st->wm.version >= 2 && ws_fmt_gen_equal(&st->wm.gen, &sc->gen) &&
+			(sc->gen.wal_magic != 0 || st->continuous);
+	if (same_gen && sc->gen.wal_magic != 0 && st->wm.last_frame > 0) {
 		/* Prove the live WAL still holds the frame we stopped at. */
 		uint8_t *buf = ws_reader_buf(st->reader) + st->small_off;
-		uint64_t off = ws_wal_frame_offset(sc.gen.page_size, st->wm.last_frame);
+		uint64_t off = ws_wal_frame_offset(sc->gen.page_size, st->wm.last_frame);
 		ssize_t got = ws_reader_read(st->reader, st->wal_slot, off, st->small_off, WS_WAL_FRAME_HDR_SIZE);
 		if (got < 0)
 			return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->wal_path);
@@ -1264,131 +1321,138 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 		    ws_get_be32(buf + 20) != st->wm.end_cksum[1])
 			same_gen = false;
 	}
-
 	if (same_gen) {
-		kind = WS_MANIFEST_CONTINUE;
-		if (sc.gen.wal_magic != 0 && st->wm.last_frame > 0)
-			ws_wal_cursor_resume(&sc.cur, &wh, st->wm.last_frame + 1, st->wm.end_cksum);
-	} else if (st->have_wm && st->continuous && !ws_fmt_gen_equal(&st->wm.gen, &sc.gen)) {
+		t->kind = WS_MANIFEST_CONTINUE;
+		if (sc->gen.wal_magic != 0 && st->wm.last_frame > 0)
+			ws_wal_cursor_resume(&sc->cur, &t->wh, st->wm.last_frame + 1, st->wm.end_cksum);
+	} else if (st->have_wm && st->continuous && !ws_fmt_gen_equal(&st->wm.gen, &sc->gen)) {
 		/* A different generation is all the handover proves; the same
 		 * salts with different frames would be a WAL we cannot explain. */
-		kind = WS_MANIFEST_NEXT_GEN;
+		t->kind = WS_MANIFEST_NEXT_GEN;
 	} else {
-		kind = WS_MANIFEST_REBASE;
+		t->kind = WS_MANIFEST_REBASE;
 	}
-	sc.first_frame = sc.cur.next_frame ? sc.cur.next_frame : 1;
-	sc.seed[0] = sc.cur.cksum[0];
-	sc.seed[1] = sc.cur.cksum[1];
+	sc->first_frame = sc->cur.next_frame ? sc->cur.next_frame : 1;
+	sc->seed[0] = sc->cur.cksum[0];
+	sc->seed[1] = sc->cur.cksum[1];
+	if (t->kind == WS_MANIFEST_REBASE)
+		return 0;
 
 	/* Nothing new? Decide without a single store request. */
-	if (kind != WS_MANIFEST_REBASE) {
-		bool any = false;
-		if (sc.gen.wal_magic != 0) {
-			uint64_t off = ws_wal_frame_offset(sc.gen.page_size, sc.cur.next_frame);
-			const uint32_t fsz = ws_wal_frame_size(sc.gen.page_size);
-			if (off + fsz <= wal_bytes) {
-				struct ws_wal_cursor probe = sc.cur;
-				ssize_t got = ws_reader_read(st->reader, st->wal_slot, off, st->small_off, fsz);
-				any = got == (ssize_t)fsz &&
-				      ws_wal_cursor_step(&probe, ws_reader_buf(st->reader) + st->small_off, NULL) == 1;
-			}
-		}
-		if (!any) {
-			out->kind = WS_OUTCOME_EMPTY;
-			if (st->have_wm)
-				wm_to_public(&st->wm, &out->u.empty.watermark);
-			fill_rpo(st, &out->u.empty.rpo);
-			return 0;
+	if (sc->gen.wal_magic != 0) {
+		uint64_t off = ws_wal_frame_offset(sc->gen.page_size, sc->cur.next_frame);
+		const uint32_t fsz = ws_wal_frame_size(sc->gen.page_size);
+		if (off + fsz <= t->wal_bytes) {
+			struct ws_wal_cursor probe = sc->cur;
+			ssize_t got = ws_reader_read(st->reader, st->wal_slot, off, st->small_off, fsz);
+			if (got == (ssize_t)fsz &&
+			    ws_wal_cursor_step(&probe, ws_reader_buf(st->reader) + st->small_off, NULL) == 1)
+				return 0;
 		}
 	}
+	return done_empty(st, out);
+}
 
-	/* Fencing: a pure read before the first upload. */
+/*
+ * 3. Fence: a pure read of the watermark before the first upload, so a
+ * stale owner writes nothing. The watermark may have moved since step 2
+ * (another writer of our own epoch, or a takeover at a lower level): the
+ * decision is made again from it.
+ */
+static int step_fence(struct ws_stream *st, struct tail *t, struct ws_outcome *out)
+{
+	int rc;
+	WS_ASSERT(st->part_count == 0); /* nothing uploaded before the fencing read */
 	if ((rc = WS_FAULT("stream.before_fence")) != 0)
 		return ws_fail(rc, "tenant %s: injected fault before the fencing read", st->tenant);
-	rc = refresh_wm(st);
-	if (rc)
+	if ((rc = refresh_wm(st)) != 0)
 		return rc;
-	if (st->have_wm && fenced_by(st, &st->wm)) {
-		fill_fenced(st, out);
-		return 0;
+	if (st->have_wm && fenced_by(st, &st->wm))
+		return done_fenced(st, out);
+	if (t->kind != WS_MANIFEST_REBASE) {
+		bool still = st->have_wm &&
+			     ((t->kind == WS_MANIFEST_CONTINUE && ws_fmt_gen_equal(&st->wm.gen, &t->sc.gen) &&
+			       st->wm.last_frame + 1 == t->sc.first_frame) ||
+			      (t->kind == WS_MANIFEST_NEXT_GEN && st->continuous && st->wm.epoch == st->epoch &&
+			       st->wm.pointer_generation == st->pg));
+		if (!still)
+			scan_from_top(t);
 	}
-	/* The watermark may have moved since we decided (another writer of our
-	 * own epoch, or a takeover at a lower level): decide again from it. */
-	if (kind != WS_MANIFEST_REBASE) {
-		bool still = st->have_wm && ((kind == WS_MANIFEST_CONTINUE && ws_fmt_gen_equal(&st->wm.gen, &sc.gen) &&
-					       st->wm.last_frame + 1 == sc.first_frame) ||
-					      (kind == WS_MANIFEST_NEXT_GEN && st->continuous &&
-					       st->wm.epoch == st->epoch && st->wm.pointer_generation == st->pg));
-		if (!still) {
-			kind = WS_MANIFEST_REBASE;
-			if (sc.gen.wal_magic != 0) {
-				ws_wal_cursor_init(&sc.cur, &wh);
-				sc.first_frame = 1;
-				sc.seed[0] = sc.cur.cksum[0];
-				sc.seed[1] = sc.cur.cksum[1];
-			}
-		}
-	}
-	if (kind == WS_MANIFEST_NEXT_GEN && sc.gen.wal_magic == 0) {
-		/* The WAL was reset and nothing new written yet: the database file
-		 * is exactly the last shipped state. */
-		out->kind = WS_OUTCOME_EMPTY;
-		wm_to_public(&st->wm, &out->u.empty.watermark);
-		fill_rpo(st, &out->u.empty.rpo);
-		return 0;
-	}
-
-	rc = ws_key_gen_prefix(sc.prefix, sizeof(sc.prefix), st->tenant, st->epoch, st->pg, &sc.gen);
+	/* The WAL was reset and nothing new written yet: the database file is
+	 * exactly the last shipped state. */
+	if (t->kind == WS_MANIFEST_NEXT_GEN && t->sc.gen.wal_magic == 0)
+		return done_empty(st, out);
+	rc = ws_key_gen_prefix(t->sc.prefix, sizeof(t->sc.prefix), st->tenant, st->epoch, st->pg, &t->sc.gen);
 	if (rc)
 		return ws_fail(rc, "tenant %s: key too long", st->tenant);
+	return 0;
+}
 
+/* 4. Scan and check the WAL from the first frame to ship, publishing each
+ * slot as a batch (pipe.h); learns the last commit and its database size. */
+static int step_scan(struct ws_stream *st, struct tail *t, struct ws_outcome *out)
+{
+	struct scan *sc = &t->sc;
+	int rc;
+	WS_ASSERT(st->held >= 0); /* every frame is read under our read mark */
 	/* Shed stops reading at a full ring, except while re-basing: the
 	 * snapshot must be whole, and a database larger than the ring would
 	 * otherwise never re-base at all. */
-	st->shed_nowait = st->policy == WS_POLICY_SHED && kind != WS_MANIFEST_REBASE;
-	if (sc.gen.wal_magic != 0) {
-		rc = scan_checked(st, &sc, wal_bytes);
+	st->shed_nowait = st->policy == WS_POLICY_SHED && t->kind != WS_MANIFEST_REBASE;
+	if (sc->gen.wal_magic != 0) {
+		rc = scan_checked(st, sc, t->wal_bytes);
 		if (rc)
 			return rc;
-		if (st->shed_stop && (rc = scan_rest(st, &sc, wal_bytes)) != 0)
+		if (st->shed_stop && (rc = scan_rest(st, sc, t->wal_bytes)) != 0)
 			return rc;
 	}
 	if ((rc = WS_FAULT("stream.after_scan")) != 0)
 		return ws_fail(rc, "tenant %s: injected fault after the WAL scan", st->tenant);
-	uint64_t last = sc.gen.wal_magic ? sc.cur.last_commit : 0;
-	if (kind != WS_MANIFEST_REBASE && last < sc.first_frame) {
-		/* Only an uncommitted transaction was there. */
-		out->kind = WS_OUTCOME_EMPTY;
-		if (st->have_wm)
-			wm_to_public(&st->wm, &out->u.empty.watermark);
-		fill_rpo(st, &out->u.empty.rpo);
-		return 0;
-	}
-
-	uint32_t db_pages;
-	if (last > 0) {
-		db_pages = sc.cur.commit_db_size;
+	t->last = sc->gen.wal_magic ? sc->cur.last_commit : 0;
+	if (t->kind != WS_MANIFEST_REBASE && t->last < sc->first_frame)
+		return done_empty(st, out); /* only an uncommitted transaction was there */
+	if (t->last > 0) {
+		t->db_pages = sc->cur.commit_db_size;
 	} else {
 		uint32_t ps;
-		rc = db_header(st, &ps, &db_pages);
+		rc = db_header(st, &ps, &t->db_pages);
 		if (rc)
 			return rc;
-		if (sc.gen.wal_magic == 0)
-			sc.gen.page_size = ps;
+		if (sc->gen.wal_magic == 0)
+			sc->gen.page_size = ps;
 	}
-	if (kind == WS_MANIFEST_REBASE) {
-		rc = upload_snapshot(st, &sc, db_pages);
-		if (rc)
-			return rc;
-		if ((rc = WS_FAULT("stream.after_snapshot")) != 0)
-			return ws_fail(rc, "tenant %s: injected fault after the snapshot", st->tenant);
-	}
-	/* Everything this call publishes must be durable before the manifest,
-	 * and every slot read (the upload thread reads some) before the WAL
-	 * header is checked again. */
+	return 0;
+}
+
+/* 5. A re-base uploads the database file read under the same read mark. */
+static int step_snapshot(struct ws_stream *st, struct tail *t)
+{
+	int rc;
+	if (t->kind != WS_MANIFEST_REBASE)
+		return 0;
+	rc = upload_snapshot(st, &t->sc, t->db_pages);
+	if (rc)
+		return rc;
+	if ((rc = WS_FAULT("stream.after_snapshot")) != 0)
+		return ws_fail(rc, "tenant %s: injected fault after the snapshot", st->tenant);
+	return 0;
+}
+
+/*
+ * 6. Wait until everything published is durable (or failed), check that
+ * what was read still belongs together (the WAL under a re-base, the file
+ * at the path), and settle what of it the manifest names: all, the
+ * persisted prefix, or nothing (Shed).
+ */
+static int step_settle(struct ws_stream *st, struct tail *t, struct ws_outcome *out)
+{
+	int rc;
+	/* Every slot read (the upload thread reads some) before the WAL header
+	 * is checked again, every part durable before the manifest. */
 	ws_pipe_drain(st->pipe);
-	if (kind == WS_MANIFEST_REBASE && sc.gen.wal_magic != 0) {
-		rc = wal_unmoved(st, &sc);
+	WS_ASSERT(ws_pipe_used(st->pipe) == 0);
+	if (t->kind == WS_MANIFEST_REBASE && t->sc.gen.wal_magic != 0) {
+		rc = wal_unmoved(st, &t->sc);
 		if (rc < 0)
 			return rc;
 		if (rc == 0) {
@@ -1401,21 +1465,32 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	if (!ident_same(st))
 		return ws_fail(WS_EREPLACED, "tenant %s: database %s was replaced at its path during the call; "
 			       "nothing acknowledged (the next call re-bases)", st->tenant, st->db_path);
-	rc = settle(st, &sc, kind, &last, &db_pages);
+	rc = settle(st, &t->sc, t->kind, &t->last, &t->db_pages);
 	if (rc < 0)
 		return rc;
 	if (rc == 1) {
+		memset(out, 0, sizeof(*out));
 		out->kind = WS_OUTCOME_SHED;
-		out->u.shed.checkpoint_seq = sc.gen.checkpoint_seq;
-		out->u.shed.first_frame = sc.first_frame;
-		out->u.shed.last_frame = last;
+		out->u.shed.checkpoint_seq = t->sc.gen.checkpoint_seq;
+		out->u.shed.first_frame = t->sc.first_frame;
+		out->u.shed.last_frame = t->last;
 		fill_bp(st, &out->u.shed.backpressure);
 		fill_rpo(st, &out->u.shed.rpo);
-		return 0;
+		return TAIL_DONE;
 	}
+	return 0;
+}
 
-	/* Manifest. */
+/* 7. The generation manifest: names every batch and part of this call,
+ * chained to the manifest the watermark names (unless re-basing). */
+static int step_write_manifest(struct ws_stream *st, struct tail *t)
+{
+	const struct scan *sc = &t->sc;
 	struct ws_fmt_manifest m;
+	char shahex[WS_SHA256_HEX_LEN + 1];
+	int rc;
+
+	WS_ASSERT(t->kind == WS_MANIFEST_REBASE || t->last >= sc->first_frame);
 	memset(&m, 0, sizeof(m));
 	snprintf(m.tenant, sizeof(m.tenant), "%s", st->tenant);
 	m.epoch = st->epoch;
@@ -1424,19 +1499,19 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	/* Stamped after the scan, not before it: a reused WAL file lets the
 	 * scan meet commits made while it ran, and restore by time must never
 	 * yield a commit made after the time it was asked for. */
-	sc.read_ms = ws_wall_ms();
-	m.time_ms = sc.read_ms;
-	m.gen = sc.gen;
-	m.kind = kind;
-	m.first_frame = sc.first_frame;
-	m.last_frame = last;
-	m.valid_from_frame = kind == WS_MANIFEST_REBASE ? last : sc.first_frame;
-	m.seed_cksum[0] = sc.seed[0];
-	m.seed_cksum[1] = sc.seed[1];
-	m.end_cksum[0] = last ? sc.cur.commit_cksum[0] : sc.seed[0];
-	m.end_cksum[1] = last ? sc.cur.commit_cksum[1] : sc.seed[1];
-	m.db_pages = db_pages;
-	if (st->have_wm && kind != WS_MANIFEST_REBASE) {
+	t->sc.read_ms = ws_wall_ms();
+	m.time_ms = t->sc.read_ms;
+	m.gen = sc->gen;
+	m.kind = t->kind;
+	m.first_frame = sc->first_frame;
+	m.last_frame = t->last;
+	m.valid_from_frame = t->kind == WS_MANIFEST_REBASE ? t->last : sc->first_frame;
+	m.seed_cksum[0] = sc->seed[0];
+	m.seed_cksum[1] = sc->seed[1];
+	m.end_cksum[0] = t->last ? sc->cur.commit_cksum[0] : sc->seed[0];
+	m.end_cksum[1] = t->last ? sc->cur.commit_cksum[1] : sc->seed[1];
+	m.db_pages = t->db_pages;
+	if (st->have_wm && t->kind != WS_MANIFEST_REBASE) {
 		snprintf(m.prev_key, sizeof(m.prev_key), "%s", st->wm.manifest_key);
 		memcpy(m.prev_sha, st->wm.manifest_sha, WS_SHA256_LEN);
 		m.prev_length = st->wm.manifest_length;
@@ -1449,45 +1524,51 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	if (rc)
 		return ws_fail(rc, "tenant %s: cannot encode manifest", st->tenant);
 
-	uint8_t sha[WS_SHA256_LEN];
-	char shahex[WS_SHA256_HEX_LEN + 1];
-	char mkey[WS_KEY_MAX];
-	uint64_t mlen = st->work->scratch.len;
-	ws_sha256(st->work->scratch.data, st->work->scratch.len, sha);
-	ws_hex(sha, 8, shahex);
-	if (snprintf(mkey, sizeof(mkey), "%s/m%016" PRIx64 "-%s", sc.prefix, m.wm_seq, shahex) >=
-	    (int)sizeof(mkey))
+	t->mlen = st->work->scratch.len;
+	ws_sha256(st->work->scratch.data, st->work->scratch.len, t->msha);
+	ws_hex(t->msha, 8, shahex);
+	if (snprintf(t->mkey, sizeof(t->mkey), "%s/m%016" PRIx64 "-%s", sc->prefix, m.wm_seq, shahex) >=
+	    (int)sizeof(t->mkey))
 		return ws_fail(WS_ETOOBIG, "tenant %s: manifest key too long", st->tenant);
 	rc = WS_FAULT("stream.before_manifest_put");
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault before manifest upload", st->tenant);
-	{
-		struct iovec iov = { st->work->scratch.data, st->work->scratch.len };
-		rc = put_immutable(st, mkey, &iov, 1);
-		if (rc)
-			return rc;
-		st->call.puts++;
-		st->call.bytes += iov.iov_len;
-	}
+	struct iovec iov = { st->work->scratch.data, st->work->scratch.len };
+	rc = put_immutable(st, t->mkey, &iov, 1);
+	if (rc)
+		return rc;
+	st->call.puts++;
+	st->call.bytes += iov.iov_len;
+	return 0;
+}
 
-	/* Watermark, last: it names only what is now durable. */
+/*
+ * 8. The watermark, last, by compare-and-swap on the one we fenced with: it
+ * names only what is now durable. Then keep a read mark without a gap: from
+ * here on a new generation is provably the continuation of what we shipped.
+ */
+static int step_write_watermark(struct ws_stream *st, struct tail *t)
+{
 	struct ws_fmt_watermark nw;
 	struct ws_etag new_etag;
 	char wmkey[WS_KEY_MAX];
+	int rc;
+
+	WS_ASSERT(t->mkey[0] != '\0'); /* the manifest it names is durable */
 	memset(&nw, 0, sizeof(nw));
 	nw.version = 2;
 	snprintf(nw.tenant, sizeof(nw.tenant), "%s", st->tenant);
 	nw.epoch = st->epoch;
 	nw.pointer_generation = st->pg;
-	nw.seq = m.wm_seq;
+	nw.seq = (st->have_wm ? st->wm.seq : 0) + 1;
 	nw.time_ms = ws_wall_ms();
-	nw.gen = sc.gen;
-	nw.last_frame = last;
-	nw.end_cksum[0] = m.end_cksum[0];
-	nw.end_cksum[1] = m.end_cksum[1];
-	snprintf(nw.manifest_key, sizeof(nw.manifest_key), "%s", mkey);
-	memcpy(nw.manifest_sha, sha, WS_SHA256_LEN);
-	nw.manifest_length = mlen;
+	nw.gen = t->sc.gen;
+	nw.last_frame = t->last;
+	nw.end_cksum[0] = t->last ? t->sc.cur.commit_cksum[0] : t->sc.seed[0];
+	nw.end_cksum[1] = t->last ? t->sc.cur.commit_cksum[1] : t->sc.seed[1];
+	snprintf(nw.manifest_key, sizeof(nw.manifest_key), "%s", t->mkey);
+	memcpy(nw.manifest_sha, t->msha, WS_SHA256_LEN);
+	nw.manifest_length = t->mlen;
 	rc = ws_fmt_watermark_encode(&nw, &st->work->scratch);
 	if (rc)
 		return ws_fail(rc, "tenant %s: cannot encode watermark", st->tenant);
@@ -1528,43 +1609,65 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault after watermark write", st->tenant);
 
-	struct ws_fmt_watermark prev = st->wm;
-	bool had = st->have_wm;
+	t->prev = st->wm;
+	t->had = st->have_wm;
 	st->wm = nw;
 	st->wm_etag = new_etag;
 	st->have_wm = true;
 	st->wm_loaded = true;
-
-	/* Keep a read mark without a gap; from here on a new generation is
-	 * provably the continuation of what we just shipped. After a partial
-	 * ship (shed) the old mark stays: frames between what shipped and it
-	 * must not be checkpointed away. */
-	if (!locked && st->frames_shed == 0)
+	/* After a partial ship (shed) the old mark stays: frames between what
+	 * shipped and it must not be checkpointed away. */
+	if (!t->locked && st->frames_shed == 0)
 		handover_read(st);
 	st->continuous = true;
+	return 0;
+}
 
+/* 9. Report: Streamed for a continuation (or the very first watermark),
+ * Restarted when the stream started over from a new generation. */
+static void step_report(const struct ws_stream *st, const struct tail *t, struct ws_outcome *out)
+{
 	struct ws_backpressure_report bp;
+	memset(out, 0, sizeof(*out));
 	fill_bp(st, &bp);
-	if (kind == WS_MANIFEST_CONTINUE || !had) {
+	if (t->kind == WS_MANIFEST_CONTINUE || !t->had) {
 		out->kind = WS_OUTCOME_STREAMED;
-		snprintf(out->u.streamed.generation_key, WS_GEN_KEY_MAX, "%s", mkey);
-		out->u.streamed.first_frame = last ? sc.first_frame : 0;
-		out->u.streamed.last_frame = last;
-		out->u.streamed.checkpoint_seq = sc.gen.checkpoint_seq;
-		out->u.streamed.frame_count = last ? last - sc.first_frame + 1 : 0;
+		snprintf(out->u.streamed.generation_key, WS_GEN_KEY_MAX, "%s", t->mkey);
+		out->u.streamed.first_frame = t->last ? t->sc.first_frame : 0;
+		out->u.streamed.last_frame = t->last;
+		out->u.streamed.checkpoint_seq = t->sc.gen.checkpoint_seq;
+		out->u.streamed.frame_count = t->last ? t->last - t->sc.first_frame + 1 : 0;
 		out->u.streamed.backpressure = bp;
 		fill_rpo(st, &out->u.streamed.rpo);
 	} else {
 		out->kind = WS_OUTCOME_RESTARTED;
-		snprintf(out->u.restarted.generation_key, WS_GEN_KEY_MAX, "%s", mkey);
-		ws_gen_to_public(&prev.gen, prev.version >= 2, &out->u.restarted.previous_generation);
-		ws_gen_to_public(&sc.gen, true, &out->u.restarted.new_generation);
-		out->u.restarted.first_frame = last ? 1 : 0;
-		out->u.restarted.last_frame = last;
-		out->u.restarted.frame_count = last;
+		snprintf(out->u.restarted.generation_key, WS_GEN_KEY_MAX, "%s", t->mkey);
+		ws_gen_to_public(&t->prev.gen, t->prev.version >= 2, &out->u.restarted.previous_generation);
+		ws_gen_to_public(&t->sc.gen, true, &out->u.restarted.new_generation);
+		out->u.restarted.first_frame = t->last ? 1 : 0;
+		out->u.restarted.last_frame = t->last;
+		out->u.restarted.frame_count = t->last;
 		out->u.restarted.backpressure = bp;
 		fill_rpo(st, &out->u.restarted.rpo);
 	}
+}
+
+static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
+{
+	struct tail t;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	memset(&t, 0, sizeof(t));
+	t.locked = locked;
+	st->batch_count = st->snap_count = 0;
+	st->high_water = 0;
+	if ((rc = step_read_generation(st, &t)) != 0 || (rc = step_decide_continuity(st, &t, out)) != 0 ||
+	    (rc = step_fence(st, &t, out)) != 0 || (rc = step_scan(st, &t, out)) != 0 ||
+	    (rc = step_snapshot(st, &t)) != 0 || (rc = step_settle(st, &t, out)) != 0 ||
+	    (rc = step_write_manifest(st, &t)) != 0 || (rc = step_write_watermark(st, &t)) != 0)
+		return rc == TAIL_DONE ? 0 : rc;
+	step_report(st, &t, out);
 	return 0;
 }
 
