@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "core_internal.h"
+#include "ws_clock.h"
 #include "replay.h"
 #include "ws_ckpt.h"
 #include "ws_fault.h"
@@ -64,13 +65,6 @@
 #define LEASE_WAIT_MS_DEFAULT 5000u
 #define PEER_WAIT_MS_DEFAULT 30000u
 #define PREDECESSORS_MAX 1000000u
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
 
 static bool sink_is_file(const struct ws_sink *sink)
 {
@@ -97,7 +91,7 @@ static int ckpt_open(struct ws_sink *sink, bool writer, unsigned wait_ms, struct
 			return 0;
 		if (err != WS_EFENCED || waited >= wait_ms)
 			return err;
-		sleep_ms(10);
+		ws_sleep_ms(10);
 		waited += 10;
 	}
 }
@@ -648,7 +642,7 @@ static int wait_for_peer(struct ws_ckpt *c, uint64_t peer_id, unsigned wait_ms, 
 		if (waited >= wait_ms)
 			return ws_fail(WS_EPRECOND, "checkpoint: attempt %" PRIu64 " of another writer is "
 				       "still active after %u ms", peer_id, wait_ms);
-		sleep_ms(20);
+		ws_sleep_ms(20);
 		waited += 20;
 	}
 }

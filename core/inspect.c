@@ -67,14 +67,7 @@ static int ls_one(const char *tenant, void *arg)
 		return rc;
 	if (rc == 0) {
 		info.has_watermark = true;
-		info.watermark.epoch = wm.epoch;
-		info.watermark.pointer_generation = wm.pointer_generation;
-		ws_gen_from_fmt(&wm, &info.watermark.generation);
-		info.watermark.last_frame = wm.last_frame;
-		info.watermark.seq = wm.seq;
-		info.watermark.time_ms = wm.time_ms;
-		snprintf(info.watermark.manifest_key, sizeof(info.watermark.manifest_key), "%s",
-			 wm.manifest_key);
+		ws_wm_to_public(&wm, &info.watermark);
 		info.page_size = wm.gen.page_size;
 	}
 	snprintf(prefix, sizeof(prefix), "%s/", tenant);

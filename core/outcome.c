@@ -1,5 +1,8 @@
 #include "core_internal.h"
 
+#include <stdio.h>
+#include <string.h>
+
 const char *ws_policy_name(enum ws_policy p)
 {
 	switch (p) {
@@ -57,4 +60,16 @@ void ws_gen_to_public(const struct ws_fmt_gen *g, bool salted, struct ws_wal_gen
 void ws_gen_from_fmt(const struct ws_fmt_watermark *wm, struct ws_wal_generation *out)
 {
 	ws_gen_to_public(&wm->gen, wm->version >= 2, out);
+}
+
+void ws_wm_to_public(const struct ws_fmt_watermark *w, struct ws_watermark *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->epoch = w->epoch;
+	out->pointer_generation = w->pointer_generation;
+	ws_gen_from_fmt(w, &out->generation);
+	out->last_frame = w->last_frame;
+	out->seq = w->seq;
+	out->time_ms = w->time_ms;
+	snprintf(out->manifest_key, sizeof(out->manifest_key), "%s", w->manifest_key);
 }

@@ -15,19 +15,6 @@
 #define BLOCK_BACKOFF_MIN_MS 10
 #define BLOCK_BACKOFF_MAX_MS 1000
 
-/* Failures that mean "the sink is struggling", which `block` waits out. */
-static bool transient(int rc)
-{
-	return rc == WS_ETHROTTLED || rc == -EIO || rc == -ETIMEDOUT || rc == -ECONNRESET ||
-	       rc == -ECONNREFUSED || rc == -EAGAIN || rc == -EHOSTUNREACH || rc == -ENETUNREACH;
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL);
-}
-
 /* Frames checked and hashed together: both passes read them from L1. */
 #define FILL_FRAMES 8
 /* WAL bytes read at a time: small enough to stay in L2 until checked. */
@@ -254,14 +241,14 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 		for (uint32_t i = 0; i < n; i++) {
 			struct ws_pipe_desc *d = ws_pipe_desc(p, from + i);
 			if (run[i] && reqs[i].rc != 0 && p->threaded && d->policy == WS_POLICY_BLOCK &&
-			    transient(reqs[i].rc) &&
+			    ws_err_transient(reqs[i].rc) &&
 			    !__atomic_load_n(&p->ring.closed, __ATOMIC_ACQUIRE))
 				again = true;
 		}
 		if (again) {
 			ws_debug("upload: sink struggling (%s); block policy waits %u ms and retries",
 				 ws_errmsg(), backoff);
-			sleep_ms(backoff);
+			ws_sleep_ms(backoff);
 			backoff = backoff * 2 > BLOCK_BACKOFF_MAX_MS ? BLOCK_BACKOFF_MAX_MS : backoff * 2;
 		}
 	} while (again);

@@ -256,7 +256,7 @@ static int busy_poll_1ms(void *arg, int count)
 	(void)arg;
 	if (count >= WRITE_LOCK_WAIT_MS)
 		return 0;
-	usleep(1000);
+	ws_sleep_ms(1);
 	return 1;
 }
 
@@ -580,8 +580,9 @@ void ws_stream_close(struct ws_stream *st)
 void ws_stream_last_call(const struct ws_stream *st, struct ws_stream_call *out) { *out = st->call; }
 uint64_t ws_stream_wm_last_frame(const struct ws_stream *st) { return st->have_wm ? st->wm.last_frame : 0; }
 
-const char *ws_stream_tenant(const struct ws_stream *st) { return st->tenant; }
-const char *ws_stream_read_path(const struct ws_stream *st) { return ws_reader_backend_name(st->reader); }
+/* The public flags are io's (io cannot see walship.h). */
+_Static_assert(WS_READ_FORCE_PREAD == WS_READER_FORCE_PREAD && WS_READ_SQPOLL == WS_READER_SQPOLL,
+	       "reader flags in walship.h and ws_reader.h differ");
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -609,18 +610,6 @@ static void fill_bp(const struct ws_stream *st, struct ws_backpressure_report *b
 	bp->spill_high_water = st->high_water;
 	bp->throttle_retries = call_throttle(st);
 	bp->frames_shed = st->frames_shed;
-}
-
-static void wm_to_public(const struct ws_fmt_watermark *w, struct ws_watermark *out)
-{
-	memset(out, 0, sizeof(*out));
-	out->epoch = w->epoch;
-	out->pointer_generation = w->pointer_generation;
-	ws_gen_from_fmt(w, &out->generation);
-	out->last_frame = w->last_frame;
-	out->seq = w->seq;
-	out->time_ms = w->time_ms;
-	snprintf(out->manifest_key, sizeof(out->manifest_key), "%s", w->manifest_key);
 }
 
 static int refresh_wm(struct ws_stream *st)
@@ -1073,12 +1062,6 @@ static int db_header(struct ws_stream *st, uint32_t *page_size, uint32_t *pages)
 	return 0;
 }
 
-/* Failures that mean the sink cannot keep up, which `shed` drops. */
-static bool sheddable(int rc)
-{
-	return rc == WS_ETHROTTLED || rc == -EIO || rc == -ETIMEDOUT || rc == -ECONNRESET ||
-	       rc == -ECONNREFUSED || rc == -EAGAIN;
-}
 
 /*
  * After the drain: what of this call is durable. Returns 0 to go on with
@@ -1112,7 +1095,7 @@ static int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t
 			broken = true;
 		}
 	}
-	if (first_err && (st->policy != WS_POLICY_SHED || !sheddable(first_err)))
+	if (first_err && (st->policy != WS_POLICY_SHED || !ws_err_transient(first_err)))
 		return ws_fail(first_err, "tenant %s: upload %s: %s (policy %s; nothing acknowledged)", st->tenant,
 			       bad_key, ws_strerror(first_err), ws_policy_name(st->policy));
 	if (first_err || st->shed_stop) {
@@ -1222,7 +1205,7 @@ static int done_empty(const struct ws_stream *st, struct ws_outcome *out)
 	memset(out, 0, sizeof(*out));
 	out->kind = WS_OUTCOME_EMPTY;
 	if (st->have_wm)
-		wm_to_public(&st->wm, &out->u.empty.watermark);
+		ws_wm_to_public(&st->wm, &out->u.empty.watermark);
 	fill_rpo(st, &out->u.empty.rpo);
 	return TAIL_DONE;
 }

@@ -54,18 +54,9 @@ struct ws_reader {
 	unsigned files_max;
 	int *fds;                 /* slot -> fd, -1 when free */
 	struct ws_reader_stats stats;
-	struct {                  /* at most one read started ahead (ws_reader_prefetch) */
-		bool active, done;
-		int slot;
-		uint64_t off;
-		size_t buf_off;
-		unsigned len;
-		int res;
-	} pf;
 };
 
 #define TAG_SYNC 1u
-#define TAG_PREFETCH 2u
 
 /*
  * Create the ring, register the buffer and a sparse file table. Returns 0 or
@@ -280,10 +271,8 @@ void ws_reader_close(struct ws_reader *r)
 {
 	if (!r)
 		return;
-	if (r->backend == WS_READER_URING) {
-		ws_reader_drain(r);
+	if (r->backend == WS_READER_URING)
 		io_uring_queue_exit(&r->ring);
-	}
 	buf_free(r);
 	free(r->fds);
 	free(r);
@@ -345,8 +334,6 @@ void ws_reader_detach(struct ws_reader *r, int slot)
 
 	if (slot < 0 || (unsigned)slot >= r->files_max || r->fds[slot] < 0)
 		return;
-	if (r->pf.active && r->pf.slot == slot)
-		ws_reader_drain(r);
 	if (r->backend == WS_READER_URING) {
 		/* The kernel keeps its own reference until in-flight requests
 		 * finish, so the caller may close fd as soon as this returns.
@@ -397,7 +384,7 @@ static int uring_wait(struct ws_reader *r, struct io_uring_cqe **cqe)
 	}
 }
 
-/* Wait for the completion tagged `tag`, parking a prefetch's on the way. */
+/* Wait for the completion tagged `tag` (one request is in flight at a time). */
 static int wait_for(struct ws_reader *r, uint64_t tag, int *res)
 {
 	for (;;) {
@@ -410,54 +397,11 @@ static int wait_for(struct ws_reader *r, uint64_t tag, int *res)
 		ud = cqe->user_data;
 		v = cqe->res;
 		io_uring_cqe_seen(&r->ring, cqe);
-		if (ud == TAG_PREFETCH) {
-			r->pf.done = true;
-			r->pf.res = v;
-		}
 		if (ud == tag) {
 			*res = v;
 			return 0;
 		}
 	}
-}
-
-/* Finish a started read nobody asked for (its bytes may be overwritten next). */
-void ws_reader_drain(struct ws_reader *r)
-{
-	int res;
-	if (!r->pf.active)
-		return;
-	if (!r->pf.done && wait_for(r, TAG_PREFETCH, &res) < 0)
-		ws_warn("reader: waiting for a read started ahead failed");
-	r->pf.active = false;
-}
-
-int ws_reader_prefetch(struct ws_reader *r, int slot, uint64_t off, size_t buf_off, size_t len)
-{
-	struct io_uring_sqe *sqe;
-	int rc;
-	if (r->backend != WS_READER_URING || !r->sqpoll)
-		return -ENOTSUP; /* without a poller the read would finish inside submit: no overlap */
-	if (slot < 0 || (unsigned)slot >= r->files_max || r->fds[slot] < 0 || buf_off > r->buf_bytes ||
-	    len > r->buf_bytes - buf_off || len == 0 || len > READER_CHUNK_MAX)
-		return -EINVAL;
-	ws_reader_drain(r);
-	sqe = io_uring_get_sqe(&r->ring);
-	if (!sqe)
-		return -EBUSY;
-	io_uring_prep_read_fixed(sqe, slot, r->buf + buf_off, (unsigned)len, off, 0);
-	sqe->flags |= IOSQE_FIXED_FILE;
-	sqe->user_data = TAG_PREFETCH;
-	rc = io_uring_submit(&r->ring);
-	if (rc < 0)
-		return rc;
-	r->pf.active = true;
-	r->pf.done = false;
-	r->pf.slot = slot;
-	r->pf.off = off;
-	r->pf.buf_off = buf_off;
-	r->pf.len = (unsigned)len;
-	return 0;
 }
 
 static ssize_t uring_read_once(struct ws_reader *r, int slot, uint64_t off, uint8_t *dst, unsigned len)
@@ -518,22 +462,6 @@ ssize_t ws_reader_read(struct ws_reader *r, int slot, uint64_t off, size_t buf_o
 		return ws_fail(-EINVAL, "reader: file offset %llu + %zu overflows",
 			       (unsigned long long)off, len);
 	fd = r->fds[slot];
-	if (r->pf.active) {
-		if (r->pf.slot == slot && r->pf.off == off && r->pf.buf_off == buf_off && r->pf.len == len) {
-			/* The read started ahead: collect it; a short or failed one
-			 * is finished (or retried) below like any other. */
-			int res = r->pf.res;
-			if (!r->pf.done && wait_for(r, TAG_PREFETCH, &res) < 0)
-				res = 0;
-			r->pf.active = false;
-			if (res == 0 && r->pf.done)
-				goto out; /* end of file */
-			if (res > 0)
-				done = (size_t)res;
-		} else {
-			ws_reader_drain(r);
-		}
-	}
 
 	while (done < len) {
 		size_t want = len - done;
@@ -563,7 +491,6 @@ ssize_t ws_reader_read(struct ws_reader *r, int slot, uint64_t off, size_t buf_o
 		done += (size_t)n;
 		retries = 0;
 	}
-out:
 	r->stats.reads++;
 	r->stats.bytes += done;
 	return (ssize_t)done;

@@ -68,24 +68,13 @@ int ws_reader_attach(struct ws_reader *r, int fd) WS_MUST_CHECK;
 void ws_reader_detach(struct ws_reader *r, int slot);
 
 /*
- * Read up to len bytes at file offset off into the buffer at buf_off.
+ * Read up to len bytes at file offset off into the buffer at buf_off,
+ * synchronously: submit and wait, one request in flight at a time (a read
+ * that returns has landed; nothing completes behind the caller's back).
  * buf_off + len must fit in the buffer. Short reads at end of file are not
  * errors: the return value is the byte count (0 at EOF). Loops over partial
  * completions until len bytes or EOF. Errors: negative errno.
  */
 ssize_t ws_reader_read(struct ws_reader *r, int slot, uint64_t off, size_t buf_off, size_t len) WS_MUST_CHECK;
-
-/*
- * Start reading len bytes at off into buf_off without waiting for them, so
- * the kernel's SQ poller copies the next piece while the caller verifies
- * this one. Only with SQPOLL (else -ENOTSUP: without a poller the read
- * would finish inside the submit anyway). At most one read is started
- * ahead; a later ws_reader_read of exactly this range collects it, any
- * other read or a detach first waits for it. The caller must not touch
- * buf_off..+len until then, or call ws_reader_drain.
- */
-int ws_reader_prefetch(struct ws_reader *r, int slot, uint64_t off, size_t buf_off, size_t len);
-/* Wait for a read started ahead, if any (its bytes then belong to the caller again). */
-void ws_reader_drain(struct ws_reader *r);
 
 #endif

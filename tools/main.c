@@ -507,7 +507,7 @@ static int cmd_replicate(int argc, char **argv)
 			break;
 		case OPT_ONCE: ro.once = true; break;
 		case OPT_JSON: ro.json = true; break;
-		case OPT_FORCE_PREAD: ro.reader_flags |= 1u; break;
+		case OPT_FORCE_PREAD: ro.reader_flags |= WS_READ_FORCE_PREAD; break;
 		case OPT_QUIET: ro.quiet = true; break;
 		case OPT_VERBOSE: verbose = true; break;
 		default: return usage_error("replicate: unknown or incomplete option");

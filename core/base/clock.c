@@ -1,5 +1,7 @@
 #include "ws_clock.h"
 
+#include <errno.h>
+
 #include <time.h>
 
 int64_t ws_wall_ms(void)
@@ -17,3 +19,10 @@ uint64_t ws_mono_ns(void)
 }
 
 uint64_t ws_mono_ms(void) { return ws_mono_ns() / 1000000u; }
+
+void ws_sleep_ms(unsigned ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}

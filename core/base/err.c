@@ -1,6 +1,7 @@
 #include "ws_err.h"
 #include "ws_assert.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,4 +94,10 @@ void ws_assert_fail(const char *expr, const char *file, int line, const char *fu
 {
 	fprintf(stderr, "walship: invariant broken: %s (%s:%d, %s)\n", expr, file, line, func);
 	abort();
+}
+
+int ws_err_transient(int err)
+{
+	return err == WS_ETHROTTLED || err == -EIO || err == -ETIMEDOUT || err == -ECONNRESET ||
+	       err == -ECONNREFUSED || err == -EAGAIN || err == -EHOSTUNREACH || err == -ENETUNREACH;
 }

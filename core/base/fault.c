@@ -1,4 +1,5 @@
 #include "ws_fault.h"
+#include "ws_clock.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -103,11 +104,6 @@ void ws_fault_disarm(void)
 	env_loaded = 1;
 }
 
-unsigned ws_fault_hits(void)
-{
-	return armed_count ? __atomic_load_n(&armed[0].hits, __ATOMIC_RELAXED) : 0;
-}
-
 static void load_env(void)
 {
 	const char *spec = getenv("WS_FAULT");
@@ -151,13 +147,6 @@ static void load_env(void)
 	}
 }
 
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
 /* Across processes: announce the pause with a file and wait for its removal. */
 static void pause_by_file(const char *site)
 {
@@ -181,7 +170,7 @@ static void pause_by_file(const char *site)
 			unlink(path);
 			return;
 		}
-		sleep_ms(1);
+		ws_sleep_ms(1);
 	}
 }
 
@@ -200,7 +189,7 @@ static void random_pause(const char *site)
 	ms = 1 + (unsigned)((x & 0xffffffffu) % rnd_max_ms);
 	if (rnd_log)
 		fprintf(stderr, "walship: fault: paused at %s for %u ms\n", site, ms);
-	sleep_ms(ms);
+	ws_sleep_ms(ms);
 }
 
 int ws_fault_hit(const char *site)

@@ -37,6 +37,13 @@ enum {
 	WS_ERR_LAST = WS_ERR_BASE - 13,
 };
 
+/*
+ * A failure that means the sink is struggling or out of reach for now
+ * (throttling, timeouts, resets, refused or unreachable connections, I/O
+ * errors): what `block` waits out and `shed` drops. One list for both.
+ */
+int ws_err_transient(int err);
+
 /* Static description of a code (negative errno or WS_E*). Never NULL. */
 const char *ws_strerror(int err);
 

@@ -123,7 +123,5 @@ int ws_fault_arm_pause(const char *site, unsigned nth, ws_fault_pause_fn fn, voi
 int ws_fault_add(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg);
 
 void ws_fault_disarm(void);
-/* How many times the (first) armed site has been reached since arming. */
-unsigned ws_fault_hits(void);
 
 #endif

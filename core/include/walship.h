@@ -135,6 +135,10 @@ const struct ws_backpressure_report *ws_outcome_backpressure(const struct ws_out
 
 /* ---- streams -------------------------------------------------------- */
 
+/* reader_flags: how WAL frames are read. */
+#define WS_READ_FORCE_PREAD (1u << 0) /* pread(2), never io_uring (operators, tests) */
+#define WS_READ_SQPOLL (1u << 1)      /* ask io_uring for a kernel submission-polling thread */
+
 struct ws_stream_config {
 	const char *tenant;          /* [A-Za-z0-9._-], 1..WS_TENANT_MAX-1 bytes */
 	const char *db_path;         /* the SQLite database; its WAL is db_path + "-wal" */
@@ -142,7 +146,7 @@ struct ws_stream_config {
 	uint64_t pointer_generation;
 	enum ws_policy policy;
 	size_t batch_bytes_max;      /* 0 = 4 MiB; also the read buffer size */
-	unsigned reader_flags;       /* WS_READER_* from io (0 = io_uring with fallback) */
+	unsigned reader_flags;       /* WS_READ_* (0 = io_uring, falling back to pread) */
 	/*
 	 * Once the WAL file is at least this large and fully shipped, run a
 	 * PASSIVE WAL checkpoint so the application's next write restarts it.
@@ -164,9 +168,6 @@ struct ws_stream;
  */
 struct ws_stream *ws_stream_open(struct ws_sink *sink, const struct ws_stream_config *cfg, int *err);
 void ws_stream_close(struct ws_stream *st);
-const char *ws_stream_tenant(const struct ws_stream *st);
-/* "io_uring" or "pread": the WAL read path in use. */
-const char *ws_stream_read_path(const struct ws_stream *st);
 /* WAL checkpoints this stream ran (see wal_checkpoint_bytes). */
 uint64_t ws_stream_wal_checkpoints(const struct ws_stream *st);
 
@@ -217,7 +218,7 @@ struct ws_engine_config {
 	uint64_t epoch;              /* fencing token of every stream */
 	uint64_t pointer_generation;
 	uint64_t wal_checkpoint_bytes; /* as ws_stream_config; 0 = default */
-	unsigned reader_flags;       /* WS_READER_* (tests: force pread) */
+	unsigned reader_flags;       /* WS_READ_* for every stream (0 = io_uring, falling back to pread) */
 	ws_outcome_fn on_outcome;    /* may be NULL */
 	void *arg;
 };

@@ -270,52 +270,6 @@ static void test_open_over_shared_memory(void **state)
 	ws_reader_close(a);
 }
 
-/* A read started ahead is collected by the matching read, waited out by any
- * other read or a detach, and refused without a poller. */
-static void test_prefetch(void **state)
-{
-	struct fixture *f = *state;
-	struct ws_reader *r = open_ok(BUF_BYTES, 2, 0);
-	int slot = attach_ok(r, f->fd);
-
-	assert_int_equal(ws_reader_prefetch(r, slot, 0, 0, 4096), -ENOTSUP);
-	ws_reader_detach(r, slot);
-	ws_reader_close(r);
-
-	r = open_ok(BUF_BYTES, 2, WS_READER_SQPOLL);
-	slot = attach_ok(r, f->fd);
-	if (ws_reader_prefetch(r, slot, 0, 0, 4096) == -ENOTSUP) {
-		/* SQPOLL refused here: the reader runs without a poller. */
-		ws_reader_detach(r, slot);
-		ws_reader_close(r);
-		skip();
-	}
-	ws_reader_drain(r);
-	/* Matching: the read returns the prefetched bytes. */
-	memset(ws_reader_buf(r), 0, BUF_BYTES);
-	assert_int_equal(ws_reader_prefetch(r, slot, 8192, 4096, 65536), 0);
-	read_check(f, r, slot, 8192, 4096, 65536);
-	/* Past the end of the file: a short prefetch, then the exact short read. */
-	assert_int_equal(ws_reader_prefetch(r, slot, FILE_BYTES - 100, 0, 4096), 0);
-	read_check(f, r, slot, FILE_BYTES - 100, 0, 4096);
-	/* At the end: EOF. */
-	assert_int_equal(ws_reader_prefetch(r, slot, FILE_BYTES, 0, 4096), 0);
-	read_check(f, r, slot, FILE_BYTES, 0, 4096);
-	/* Not matching: the started read lands first, then the asked one. */
-	assert_int_equal(ws_reader_prefetch(r, slot, 0, 0, 65536), 0);
-	read_check(f, r, slot, 100000, 200000, 5000);
-	assert_memory_equal(ws_reader_buf(r), f->data, 65536);
-	/* Bad arguments. */
-	assert_int_equal(ws_reader_prefetch(r, 1, 0, 0, 4096), -EINVAL);
-	assert_int_equal(ws_reader_prefetch(r, slot, 0, BUF_BYTES, 1), -EINVAL);
-	assert_int_equal(ws_reader_prefetch(r, slot, 0, 0, 0), -EINVAL);
-	/* Detach waits for an outstanding one. */
-	assert_int_equal(ws_reader_prefetch(r, slot, 0, 0, 65536), 0);
-	ws_reader_detach(r, slot);
-	assert_memory_equal(ws_reader_buf(r), f->data, 65536);
-	ws_reader_close(r);
-}
-
 static void test_read_limits(void **state)
 {
 	struct fixture *f = *state;
@@ -512,7 +466,6 @@ int main(void)
 #ifdef WS_FAULTS
 		cmocka_unit_test_setup_teardown(test_fallbacks_logged, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fault_read_and_attach, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_prefetch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_over_shared_memory, setup, teardown),
 #endif
 	};
