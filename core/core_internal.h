@@ -5,6 +5,7 @@
 #include "walship.h"
 #include "ws_format.h"
 #include "ws_store.h"
+#include "ws_wal.h"
 
 struct ws_sink {
 	struct ws_store *store;
@@ -60,6 +61,20 @@ void ws_wm_to_public(const struct ws_fmt_watermark *w, struct ws_watermark *out)
 struct ws_pipe;
 struct ws_reader;
 
+/*
+ * What reading and checking one slot of WAL frames found: the one result
+ * the pipe fills and the tail merges (a part keeps a copy of it). `run`
+ * holds the checksum chain's facts (io/ws_wal.h), the rest what the slot
+ * means for the stream.
+ */
+struct ws_batch_check {
+	bool filled;              /* read and checked (everything below holds) */
+	bool cont;                /* all `want` valid and a full slot: the chain may go on */
+	bool dropped;             /* past the end of the chain: not sent */
+	uint32_t ship;            /* frames the object holds (0: nothing to send) */
+	struct ws_wal_run run;    /* first frame, seed, valid frames, last commit, end checksum */
+};
+
 /* One object uploaded through the pipe by a tail, in publish order. */
 struct ws_part {
 	bool snap;                   /* snapshot part, else batch */
@@ -69,15 +84,8 @@ struct ws_part {
 	uint64_t last_commit;        /* batch: the cursor's last commit after it */
 	uint32_t commit_cksum[2];
 	uint32_t commit_db_size;
-	/* A checked batch (pipe.h): what its reader found, in frames. */
-	bool filled, dropped, cont;
-	uint64_t first;
-	uint32_t valid, ship;
-	uint64_t slot_commit;        /* last commit in the slot, 0 none */
-	uint32_t slot_commit_cksum[2];
-	uint32_t slot_commit_db_size;
-	uint32_t end_cksum[2];
-	uint32_t seed[2];            /* the checksum its first frame chains from */
+	/* A checked batch (pipe.h): what its reader found, as it found it. */
+	struct ws_batch_check chk;
 };
 
 /* Per-call arrays; a shard's tails run one at a time and share one. */

@@ -15,136 +15,84 @@
 #define BLOCK_BACKOFF_MIN_MS 10
 #define BLOCK_BACKOFF_MAX_MS 1000
 
-/* Frames checked and hashed together: both passes read them from L1. */
-#define FILL_FRAMES 8
 /* WAL bytes read at a time: small enough to stay in L2 until checked. */
 #define FILL_READ_BYTES ((size_t)256 << 10)
 
-struct fill {
-	uint32_t seed[2];         /* running: stored checksum of the frame before */
-	bool stop;                /* the chain ended */
-	struct ws_xxh_state hs;   /* over frames [0, valid) */
-};
-
-/* Check frames [from, to) of the slot (read and in cache). */
-static void fill_check(struct ws_pipe_desc *d, struct fill *f, const uint8_t *frames, uint32_t fsz, uint32_t from,
-		       uint32_t to)
-{
-	const struct ws_fmt_gen *g = &d->batch.gen;
-	const bool be = g->wal_magic == WS_WAL_MAGIC_BE;
-	for (uint32_t i = from; i < to && !f->stop; i += FILL_FRAMES) {
-		uint32_t m = to - i < FILL_FRAMES ? to - i : FILL_FRAMES, ok;
-		const uint8_t *piece = frames + (size_t)i * fsz;
-		/* Salts and page numbers first: a stale frame of an older
-		 * generation is the common end of a WAL. */
-		for (ok = 0; ok < m; ok++) {
-			const uint8_t *h = piece + (size_t)ok * fsz;
-			if (ws_get_be32(h) == 0 || ws_get_be32(h + 8) != g->salt1 || ws_get_be32(h + 12) != g->salt2)
-				break;
-		}
-		ok = (uint32_t)ws_wal_verify_frames(be, g->page_size, piece, ok, f->seed);
-		for (uint32_t k = 0; k < ok; k++) {
-			const uint8_t *h = piece + (size_t)k * fsz;
-			if (ws_get_be32(h + 4) != 0) {
-				d->last_commit = d->batch.first_frame + i + k;
-				d->commit_cksum[0] = ws_get_be32(h + 16);
-				d->commit_cksum[1] = ws_get_be32(h + 20);
-				d->commit_db_size = ws_get_be32(h + 4);
-			}
-		}
-		if (ok) {
-			const uint8_t *h = piece + (size_t)(ok - 1) * fsz;
-			f->seed[0] = ws_get_be32(h + 16);
-			f->seed[1] = ws_get_be32(h + 20);
-			ws_xxh_update(&f->hs, piece, (size_t)ok * fsz);
-		}
-		d->valid = i + ok;
-		if (ok < m)
-			f->stop = true;
-	}
-}
-
 static int fill_slot(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t ring_off, uint32_t idx,
-		 struct ws_pipe_desc *d)
+		     struct ws_pipe_desc *d)
 {
 	struct ws_fmt_batch *b = &d->batch;
+	struct ws_batch_check *c = &d->chk;
 	const uint32_t fsz = ws_wal_frame_size(b->gen.page_size);
+	const bool be = b->gen.wal_magic == WS_WAL_MAGIC_BE;
 	uint8_t *frames = ws_pipe_slot(p, idx);
 	const size_t boff = ring_off + (size_t)(frames - p->ring.mem);
 	const uint32_t sub = FILL_READ_BYTES / fsz ? (uint32_t)(FILL_READ_BYTES / fsz) : 1;
-	struct fill f;
+	struct ws_xxh_state hs;
 	uint32_t have = 0;
 	ssize_t got;
 
-	memset(&f, 0, sizeof(f));
-	d->filled = false;
-	d->valid = 0;
-	d->last_commit = 0;
-	d->ship = 0;
-	d->cont = false;
+	memset(c, 0, sizeof(*c));
 	d->hdr_len = 0;
 	d->payload_len = 0;
-	if (d->first_slot) {
-		f.seed[0] = b->seed_cksum[0];
-		f.seed[1] = b->seed_cksum[1];
-	} else {
-		/* The frame before this slot: its stored checksum seeds ours. */
+	if (!d->first_slot) {
+		/* The frame before this slot: its stored checksum seeds ours. It
+		 * is read now, maybe long after the slot before was: the tail's
+		 * merge keeps this slot only if the two agree. */
 		got = ws_reader_read(r, fslot, d->wal_off - fsz, boff, WS_WAL_FRAME_HDR_SIZE);
 		if (got < 0)
 			return (int)got;
 		if (got < (ssize_t)WS_WAL_FRAME_HDR_SIZE) {
-			d->filled = true; /* the file is shorter now: nothing here belongs to the chain */
+			c->filled = true; /* the file is shorter now: nothing here belongs to the chain */
+			c->run.ended = true;
 			return 0;
 		}
-		f.seed[0] = ws_get_be32(frames + 16);
-		f.seed[1] = ws_get_be32(frames + 20);
-		b->seed_cksum[0] = f.seed[0];
-		b->seed_cksum[1] = f.seed[1];
+		b->seed_cksum[0] = ws_get_be32(frames + 16);
+		b->seed_cksum[1] = ws_get_be32(frames + 20);
 	}
-	ws_xxh_reset(&f.hs);
-	while (have < d->want && !f.stop) {
+	c->run.first_frame = b->first_frame;
+	c->run.seed[0] = b->seed_cksum[0];
+	c->run.seed[1] = b->seed_cksum[1];
+	ws_xxh_reset(&hs);
+	while (have < d->want && !c->run.ended) {
 		uint32_t n = d->want - have < sub ? d->want - have : sub;
 		got = ws_reader_read(r, fslot, d->wal_off + (uint64_t)have * fsz, boff + (size_t)have * fsz,
 				     (size_t)n * fsz);
 		if (got < 0)
 			return (int)got;
 		uint32_t whole = (uint32_t)((size_t)got / fsz);
-		fill_check(d, &f, frames, fsz, have, have + whole);
+		ws_wal_run_check(&c->run, be, b->gen.page_size, b->gen.salt1, b->gen.salt2,
+				 frames + (size_t)have * fsz, whole, &hs);
 		have += whole;
 		if (whole < n)
-			f.stop = true; /* the file ended */
+			c->run.ended = true; /* the file ended */
 	}
-	d->cont = !f.stop && d->valid == d->want && d->want == d->per_chunk;
+	c->cont = !c->run.ended && c->run.valid == d->want && d->want == d->per_chunk;
 	/* A full, valid slot goes whole (its transaction may go on); otherwise
 	 * only up to its last commit. */
-	if (d->cont)
-		d->ship = d->valid;
-	else if (d->last_commit >= b->first_frame)
-		d->ship = (uint32_t)(d->last_commit - b->first_frame + 1);
-	if (d->valid) {
-		const uint8_t *last = frames + (size_t)(d->valid - 1) * fsz;
-		d->end_cksum[0] = ws_get_be32(last + 16);
-		d->end_cksum[1] = ws_get_be32(last + 20);
-	}
-	if (d->ship == 0) {
-		d->filled = true;
+	if (c->cont)
+		c->ship = c->run.valid;
+	else if (c->run.last_commit >= b->first_frame)
+		c->ship = (uint32_t)(c->run.last_commit - b->first_frame + 1);
+	if (c->ship == 0) {
+		c->filled = true;
 		return 0;
 	}
-	const uint8_t *last = frames + (size_t)(d->ship - 1) * fsz;
-	b->frame_count = d->ship;
+	const uint8_t *last = frames + (size_t)(c->ship - 1) * fsz;
+	b->frame_count = c->ship;
 	b->end_cksum[0] = ws_get_be32(last + 16);
 	b->end_cksum[1] = ws_get_be32(last + 20);
 	/* The hash covers the valid frames; a batch cut at its last commit is
 	 * hashed again (only where a transaction was still being written). */
-	b->payload_xxh = d->ship == d->valid ? ws_xxh_digest(&f.hs) : ws_xxh64(frames, (size_t)d->ship * fsz);
-	d->payload_len = (uint64_t)d->ship * fsz;
+	b->payload_xxh = c->ship == c->run.valid ? ws_xxh_digest(&hs) : ws_xxh64(frames, (size_t)c->ship * fsz);
+	d->payload_len = (uint64_t)c->ship * fsz;
 	ws_fmt_batch_encode_hdr(b, d->hdr);
 	d->hdr_len = WS_BATCH_HDR_SIZE;
 	d->hdr_xxh = ws_get_le64(d->hdr + WS_BATCH_HDR_HASH_OFF);
 	if (snprintf(d->key, sizeof(d->key), "%s/b%016" PRIx64 "-%08" PRIx64 "-%016" PRIx64, d->key_prefix,
 		     b->first_frame, b->frame_count, d->hdr_xxh) >= (int)sizeof(d->key))
 		return WS_ETOOBIG;
-	d->filled = true;
+	c->filled = true;
 	return 0;
 }
 
@@ -193,12 +141,22 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 			 * part of it and are not sent. */
 			if (d->first_slot)
 				p->chain_broken = false;
-			d->dropped = p->chain_broken;
-			if (!d->dropped && d->delegated)
+			d->chk.dropped = p->chain_broken;
+			if (!d->chk.dropped && d->delegated)
 				frc = fill_delegated(p, from + i, d);
-			if (d->dropped || frc || !d->cont)
+			/* A slot whose seed is not where the chain before it ended
+			 * holds frames rewritten meanwhile (another chain): the
+			 * tail's merge ends the chain there, and it is not sent. */
+			if (!d->chk.dropped && !frc && d->chk.filled && !d->first_slot &&
+			    (d->batch.seed_cksum[0] != p->chain_end[0] || d->batch.seed_cksum[1] != p->chain_end[1]))
+				d->chk.dropped = true;
+			if (!d->chk.dropped && !frc && d->chk.filled) {
+				p->chain_end[0] = d->chk.run.end_cksum[0];
+				p->chain_end[1] = d->chk.run.end_cksum[1];
+			}
+			if (d->chk.dropped || frc || !d->chk.cont)
 				p->chain_broken = true;
-			send = !d->dropped && d->ship > 0;
+			send = !d->chk.dropped && d->chk.ship > 0;
 		}
 		iov[i][0].iov_base = d->hdr;
 		iov[i][0].iov_len = d->hdr_len;

@@ -23,50 +23,50 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core_internal.h"
 #include "ring.h"
 #include "walship.h"
 #include "ws_format.h"
 #include "ws_reader.h"
 #include "ws_store.h"
+#include "ws_wal.h"
 
 #define WS_PIPE_HDR_MAX 128
 
+/*
+ * One slot's descriptor. Who writes what:
+ *   T  the tail (producer), between reserve and publish;
+ *   R  whichever thread reads the slot (the tail, or the upload thread for
+ *      a delegated slot), in ws_pipe_fill;
+ *   U  the upload thread, after publish; the tail reads R and U fields only
+ *      once the slot is collected (on_done), which the ring orders (P1/C2).
+ */
 struct ws_pipe_desc {
-	char key[WS_KEY_MAX];
-	uint8_t hdr[WS_PIPE_HDR_MAX];
-	uint32_t hdr_len;
-	uint64_t payload_len;     /* bytes of the slot sent after hdr */
-	enum ws_policy policy;
+	char key[WS_KEY_MAX];     /* T (snapshot part) or R (batch) */
+	uint8_t hdr[WS_PIPE_HDR_MAX]; /* T or R, likewise */
+	uint32_t hdr_len;         /* T or R */
+	uint64_t payload_len;     /* T or R: bytes of the slot sent after hdr */
+	enum ws_policy policy;    /* T */
 	/*
 	 * A WAL batch (checked): up to `want` frames from batch.first_frame,
 	 * read into the slot and checked there by whichever thread read them
 	 * (ws_pipe_fill): salts, page number and SQLite's checksum chain, then
-	 * hashed, cut, encoded into hdr and named key_prefix/b... The tail
-	 * reads and checks some slots itself; others it only describes
-	 * (delegated) and the upload thread reads and checks them with its own
-	 * ring, so no freshly read byte has to cross to the other core.
+	 * hashed, cut, encoded into hdr and named key_prefix/b... The pipe
+	 * decides which thread reads a slot (ws_pipe_reads_here), so no freshly
+	 * read byte has to cross to the other core.
 	 */
-	bool checked;
-	bool delegated;           /* the upload thread reads it (wal_fd, wal_off) */
-	bool first_slot;          /* first batch of a tail: batch.seed_cksum is known */
-	int wal_fd;
-	uint64_t wal_off;         /* file offset of batch.first_frame */
-	uint32_t want, per_chunk; /* frames to read; a full slot's frames */
-	struct ws_fmt_batch batch; /* gen: salts, byte order (wal_magic), page size */
-	char key_prefix[WS_KEY_MAX];
-	/* Results (ws_pipe_fill): */
-	bool filled;              /* read and checked (the results below hold) */
-	uint32_t valid;           /* frames in order that belong to the chain */
-	bool cont;                /* all `want` valid and a full slot: the chain may go on */
-	uint32_t ship;            /* frames the object holds (0: nothing to send) */
-	uint64_t last_commit;     /* absolute frame number of the last commit among the valid, 0 none */
-	uint32_t commit_cksum[2];
-	uint32_t commit_db_size;
-	uint32_t end_cksum[2];    /* stored checksum of the last valid frame */
-	bool dropped;             /* past the end of the chain: not sent */
-	uint64_t hdr_xxh;         /* out */
-	int rc;                   /* result, written by the uploader */
-	uint32_t throttle_retries;
+	bool checked;             /* T */
+	bool delegated;           /* T: the upload thread reads it (wal_fd, wal_off) */
+	bool first_slot;          /* T: first batch of a tail: batch.seed_cksum is known */
+	int wal_fd;               /* T */
+	uint64_t wal_off;         /* T: file offset of batch.first_frame */
+	uint32_t want, per_chunk; /* T: frames to read; a full slot's frames */
+	struct ws_fmt_batch batch; /* T: gen, first frame, seed (R: seed of a later slot, header) */
+	char key_prefix[WS_KEY_MAX]; /* T */
+	struct ws_batch_check chk; /* R (dropped: U) */
+	uint64_t hdr_xxh;         /* R */
+	int rc;                   /* U: the upload's result */
+	uint32_t throttle_retries; /* U */
 };
 
 /* Called by the producer for each finished slot, in publish order. */
@@ -85,6 +85,7 @@ struct ws_pipe {
 	void *arg;
 	struct ws_reader *reader; /* consumer: reads delegated slots (NULL: none are) */
 	bool chain_broken;        /* consumer: a checked slot of this tail ended the chain */
+	uint32_t chain_end[2];    /* consumer: where the chain of this tail's slots so far ends */
 };
 
 /*
@@ -119,6 +120,18 @@ void ws_pipe_drain(struct ws_pipe *p);
  */
 int ws_pipe_fill(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t ring_off, uint32_t idx,
 		 struct ws_pipe_desc *d) WS_MUST_CHECK;
+/*
+ * Which thread reads the k-th slot of a tail (0-based): every other slot
+ * goes to the upload thread, which has a ring of its own; when the tail
+ * spans more than one slot (multi) the first goes there too, so both
+ * threads start at once; a tail of one slot reads it on its own thread.
+ * Without an upload thread's ring (inline pipes, no io_uring) the tail
+ * reads them all.
+ */
+static inline bool ws_pipe_reads_here(const struct ws_pipe *p, uint32_t k, bool multi)
+{
+	return !p->reader || (k & 1) != (multi ? 0u : 1u);
+}
 /* Slots published and not yet finished. */
 static inline uint32_t ws_pipe_used(const struct ws_pipe *p) { return ws_ring_used(&p->ring); }
 

@@ -668,28 +668,15 @@ static void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d)
 	if (d->checked) {
 		struct ws_part *pt = &st->parts[i];
 		struct ws_fmt_objref *ref = &st->batches[pt->ref];
-		pt->filled = d->filled;
-		pt->dropped = d->dropped;
-		pt->cont = d->cont;
-		pt->first = d->batch.first_frame;
-		pt->valid = d->valid;
-		pt->ship = d->ship;
-		pt->slot_commit = d->last_commit;
-		pt->slot_commit_cksum[0] = d->commit_cksum[0];
-		pt->slot_commit_cksum[1] = d->commit_cksum[1];
-		pt->slot_commit_db_size = d->commit_db_size;
-		pt->end_cksum[0] = d->end_cksum[0];
-		pt->end_cksum[1] = d->end_cksum[1];
-		pt->seed[0] = d->batch.seed_cksum[0];
-		pt->seed[1] = d->batch.seed_cksum[1];
+		pt->chk = d->chk;
 		ref->first = d->batch.first_frame;
-		ref->count = d->ship;
+		ref->count = d->chk.ship;
 		ref->length = WS_BATCH_HDR_SIZE + d->payload_len;
-		if (d->rc == 0 && d->ship) {
+		if (d->rc == 0 && d->chk.ship) {
 			snprintf(ref->key, sizeof(ref->key), "%s", d->key);
 			ref->xxh = d->hdr_xxh;
 		}
-		if (d->dropped || !d->ship)
+		if (d->chk.dropped || !d->chk.ship)
 			return; /* nothing was sent */
 	}
 	if (d->rc == 0) {
@@ -738,7 +725,7 @@ static int publish_part(struct ws_stream *st, uint32_t idx, const struct ws_fmt_
 		d->payload_len = payload_len;
 		d->delegated = false;
 	}
-	d->dropped = false;
+	d->chk.dropped = false;
 	d->rc = 0;
 	d->throttle_retries = 0;
 	/* Parts and ring slots go in step: part i of this call is ring slot
@@ -784,7 +771,11 @@ static void merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_
 	ws_pipe_drain(st->pipe);
 	for (uint32_t i = first_part; i < st->part_count; i++) {
 		struct ws_part pt = st->parts[i];
-		if (!chain || pt.dropped)
+		const struct ws_wal_run *run = &pt.chk.run;
+		const bool read = pt.done && pt.chk.filled;
+		if (pt.chk.dropped)
+			chain = false; /* the upload side saw the chain end before it */
+		if (!chain)
 			continue;
 		/* A slot that is not the tail's first took its seed from the
 		 * file, read at another moment than the slot before it: SQLite
@@ -792,37 +783,36 @@ static void merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_
 		 * checksums, when it commits. Only a seed equal to where the
 		 * chain so far ended continues it (invariant 11); the slot
 		 * and everything after it are another chain's, never shipped. */
-		if (pt.done && pt.filled &&
-		    (pt.seed[0] != sc->cur.cksum[0] || pt.seed[1] != sc->cur.cksum[1])) {
+		if (read && (run->seed[0] != sc->cur.cksum[0] || run->seed[1] != sc->cur.cksum[1])) {
 			ws_debug("tenant %s: slot at frame %" PRIu64 " does not continue the checksum chain read "
 				 "before it (rewritten meanwhile); the chain ends at frame %" PRIu64,
-				 st->tenant, pt.first, sc->cur.next_frame - 1);
+				 st->tenant, run->first_frame, sc->cur.next_frame - 1);
 			chain = false;
 			continue;
 		}
 		/* What the slot's reader found holds whether or not its upload
 		 * then failed (settle decides about that). */
-		if (pt.done && pt.filled) {
-			WS_ASSERT(pt.first == sc->cur.next_frame);
-			if (pt.valid > 0) {
-				sc->cur.next_frame = pt.first + pt.valid;
-				sc->cur.cksum[0] = pt.end_cksum[0];
-				sc->cur.cksum[1] = pt.end_cksum[1];
+		if (read) {
+			WS_ASSERT(run->first_frame == sc->cur.next_frame);
+			if (run->valid > 0) {
+				sc->cur.next_frame = run->first_frame + run->valid;
+				sc->cur.cksum[0] = run->end_cksum[0];
+				sc->cur.cksum[1] = run->end_cksum[1];
 			}
-			if (pt.slot_commit) {
-				sc->cur.last_commit = pt.slot_commit;
-				sc->cur.commit_cksum[0] = pt.slot_commit_cksum[0];
-				sc->cur.commit_cksum[1] = pt.slot_commit_cksum[1];
-				sc->cur.commit_db_size = pt.slot_commit_db_size;
+			if (run->last_commit) {
+				sc->cur.last_commit = run->last_commit;
+				sc->cur.commit_cksum[0] = run->commit_cksum[0];
+				sc->cur.commit_cksum[1] = run->commit_cksum[1];
+				sc->cur.commit_db_size = run->commit_db_size;
 			}
 		}
 		pt.last_commit = sc->cur.last_commit;
 		pt.commit_cksum[0] = sc->cur.commit_cksum[0];
 		pt.commit_cksum[1] = sc->cur.commit_cksum[1];
 		pt.commit_db_size = sc->cur.commit_db_size;
-		if (!pt.done || !pt.filled || !pt.cont)
+		if (!read || !pt.chk.cont)
 			chain = false;
-		if (pt.done && pt.filled && pt.ship == 0)
+		if (read && pt.chk.ship == 0)
 			continue; /* nothing was sent for it */
 		st->batches[keep_refs] = st->batches[pt.ref];
 		pt.ref = keep_refs++;
@@ -890,11 +880,9 @@ static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_byte
 		d->want = (uint32_t)want;
 		d->per_chunk = (uint32_t)per_chunk;
 		snprintf(d->key_prefix, sizeof(d->key_prefix), "%s", sc->prefix);
-		/* Every other slot goes to the upload thread, which has a ring
-		 * of its own. When there is more than a slot to read, the first
-		 * goes there too, so both threads start at once; a tail of one
-		 * slot reads it here (no hand-over). */
-		d->delegated = st->pipe->reader && ((k & 1) == (multi ? 0u : 1u));
+		/* The pipe decides which thread reads the slot. */
+		d->delegated = !ws_pipe_reads_here(st->pipe, k, multi);
+		memset(&d->chk, 0, sizeof(d->chk)); /* R fills it: nothing of a slot's last use */
 		ref = &st->batches[st->batch_count];
 		memset(ref, 0, sizeof(*ref));
 		ref->first = next;
@@ -909,7 +897,7 @@ static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_byte
 			if (rc)
 				return ws_fail(rc == WS_ETOOBIG ? rc : -EIO, "tenant %s: read %s at %" PRIu64 ": %s",
 					       st->tenant, st->wal_path, off, ws_strerror(rc));
-			own_cont = d->cont;
+			own_cont = d->chk.cont;
 		}
 		rc = publish_part(st, idx, ref, NULL, 0, want * fsz, &part, "stream.before_batch_put", true);
 		if (rc)

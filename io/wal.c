@@ -79,6 +79,7 @@
  *   "no frames".
  */
 #include "ws_wal.h"
+#include "ws_hash.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -372,4 +373,51 @@ int ws_wal_scan(const uint8_t *buf, size_t len, struct ws_wal_hdr *hdr, struct w
 		if (ws_wal_cursor_step(c, buf + off, NULL) == 0)
 			break;
 	return 0;
+}
+
+/* Frames checked, then hashed, together: both passes read them from L1. */
+#define RUN_CHECK_FRAMES 8
+
+uint32_t ws_wal_run_check(struct ws_wal_run *run, bool big_endian, uint32_t page_size, uint32_t salt1,
+			  uint32_t salt2, const uint8_t *frames, uint32_t n, struct ws_xxh_state *hs)
+{
+	const uint32_t fsz = ws_wal_frame_size(page_size);
+	uint32_t done = 0;
+	if (run->valid == 0) {
+		run->end_cksum[0] = run->seed[0];
+		run->end_cksum[1] = run->seed[1];
+	}
+	while (done < n && !run->ended) {
+		uint32_t m = n - done < RUN_CHECK_FRAMES ? n - done : RUN_CHECK_FRAMES, ok;
+		const uint8_t *piece = frames + (size_t)done * fsz;
+		/* Salts and page numbers first: a stale frame of an older
+		 * generation is the common end of a WAL. */
+		for (ok = 0; ok < m; ok++) {
+			const uint8_t *h = piece + (size_t)ok * fsz;
+			if (ws_get_be32(h) == 0 || ws_get_be32(h + 8) != salt1 || ws_get_be32(h + 12) != salt2)
+				break;
+		}
+		ok = (uint32_t)ws_wal_verify_frames(big_endian, page_size, piece, ok, run->end_cksum);
+		for (uint32_t k = 0; k < ok; k++) {
+			const uint8_t *h = piece + (size_t)k * fsz;
+			if (ws_get_be32(h + 4) != 0) {
+				run->last_commit = run->first_frame + run->valid + k;
+				run->commit_cksum[0] = ws_get_be32(h + 16);
+				run->commit_cksum[1] = ws_get_be32(h + 20);
+				run->commit_db_size = ws_get_be32(h + 4);
+			}
+		}
+		if (ok) {
+			const uint8_t *h = piece + (size_t)(ok - 1) * fsz;
+			run->end_cksum[0] = ws_get_be32(h + 16);
+			run->end_cksum[1] = ws_get_be32(h + 20);
+			if (hs)
+				ws_xxh_update(hs, piece, (size_t)ok * fsz);
+		}
+		run->valid += ok;
+		done += ok;
+		if (ok < m)
+			run->ended = true;
+	}
+	return done;
 }

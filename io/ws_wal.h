@@ -111,6 +111,33 @@ void ws_wal_cursor_resume(struct ws_wal_cursor *c, const struct ws_wal_hdr *hdr,
 int ws_wal_cursor_step(struct ws_wal_cursor *c, const uint8_t *frame, struct ws_wal_frame_hdr *out);
 
 /*
+ * A run of frames checked in pieces as they are read (a slot of the spill
+ * ring): where it starts, what it chains from, and what the check found.
+ * Set first_frame and seed, zero the rest; then ws_wal_run_check each piece
+ * in order until it returns fewer frames than given (the chain ended).
+ */
+struct ws_wal_run {
+	uint64_t first_frame;       /* absolute number of the run's first frame */
+	uint32_t seed[2];           /* the checksum its first frame chains from */
+	uint32_t valid;             /* frames, in order, that belong to the chain */
+	bool ended;                 /* a frame did not: the chain ends inside the run */
+	uint64_t last_commit;       /* absolute number of the last valid commit frame, 0 none */
+	uint32_t commit_cksum[2];   /* its stored checksum */
+	uint32_t commit_db_size;    /* its database size in pages */
+	uint32_t end_cksum[2];      /* stored checksum of the last valid frame (seed when none) */
+};
+
+struct ws_xxh_state;
+/*
+ * Check n frames (in memory, following the run's valid ones) for salts,
+ * a page number, and SQLite's checksum chain, eight at a time so each
+ * stays in L1 while it is checked and then hashed into hs (if non-NULL).
+ * Advances the run; returns the frames of the piece that are valid.
+ */
+uint32_t ws_wal_run_check(struct ws_wal_run *run, bool big_endian, uint32_t page_size, uint32_t salt1,
+			  uint32_t salt2, const uint8_t *frames, uint32_t n, struct ws_xxh_state *hs);
+
+/*
  * Verify n consecutive frames against SQLite's checksum chain, starting
  * from seed (the running checksum before the first). Each frame's stored
  * checksum seeds the next, so pieces of one chain can be verified apart.
