@@ -8,40 +8,31 @@
 #include "replay.h"
 #include "ws_log.h"
 
-/* Walk every key once (paged), calling fn per tenant name in order. Keys of
- * one tenant are contiguous, so after the first key of a tenant the listing
- * jumps past all of them with start-after "<tenant>/~" ('~' sorts after every
- * key character). */
+/* Calls fn per tenant name in order: one LIST per top-level name
+ * (ws_store_next_top), so a name of any length, or one that is no
+ * tenant's, is stepped over rather than listed again. */
 typedef int (*name_fn)(const char *tenant, void *arg);
 
 static int for_each_tenant(struct ws_store *s, name_fn fn, void *arg)
 {
-	char token[WS_KEY_MAX] = "";
+	char name[WS_KEY_MAX] = "", next[WS_KEY_MAX];
 	int rc;
 	for (;;) {
-		struct ws_list_page page;
-		char name[WS_TENANT_MAX] = "";
-		memset(&page, 0, sizeof(page));
-		rc = ws_store_list(s, "", token, 1, &page);
+		rc = ws_store_next_top(s, name, next);
 		if (rc)
 			return ws_fail_wrap(rc, "list %s", s->url);
-		if (page.count == 0) {
-			ws_list_page_free(&page);
+		if (!next[0])
 			return 0;
+		memcpy(name, next, sizeof(name));
+		if (!ws_tenant_name_valid(name)) {
+			if (strcmp(name, "checkpoints") != 0)
+				ws_info("%s: skipping \"%.40s%s\" (%zu bytes): not a tenant name", s->url, name,
+					strlen(name) > 40 ? "..." : "", strlen(name));
+			continue;
 		}
-		const char *slash = strchr(page.keys[0], '/');
-		size_t n = slash ? (size_t)(slash - page.keys[0]) : strlen(page.keys[0]);
-		if (n < sizeof(name)) {
-			memcpy(name, page.keys[0], n);
-			name[n] = '\0';
-		}
-		ws_list_page_free(&page);
-		snprintf(token, sizeof(token), "%s/~", name);
-		if (name[0] && ws_tenant_name_valid(name)) {
-			rc = fn(name, arg);
-			if (rc)
-				return rc;
-		}
+		rc = fn(name, arg);
+		if (rc)
+			return rc;
 	}
 }
 
