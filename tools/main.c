@@ -487,7 +487,7 @@ static int cmd_replicate(int argc, char **argv)
 			ov.has_policy = true;
 			break;
 		case OPT_METRICS_ADDR:
-			if (ws_metrics_addr_check(optarg, why, sizeof(why)))
+			if (ws_metrics_addr_resolve(optarg, why, sizeof(why)))
 				return usage_error("--metrics-addr: '%s': %s", optarg, why);
 			ov.metrics_addr = optarg;
 			break;
