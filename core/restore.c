@@ -42,6 +42,41 @@ static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
 	return 0;
 }
 
+/* SQLite's largest possible page count (SQLITE_MAX_PAGE_COUNT's ceiling). */
+#define SQLITE_PAGES_MAX 4294967294u
+
+/*
+ * A commit frame's database size, checked before it becomes the image's
+ * length: against SQLite's ceiling, and against page 1's in-header size
+ * when the image holds page 1 and that field is valid (offset 28, valid
+ * when the change counter at 24 equals version-valid-for at 92; SQLite
+ * 3.7.0 and later keep it exact at every commit). A hash-consistent forged
+ * size would otherwise publish a sparse file of up to 16 TiB that SQLite,
+ * which trusts the header, passes in integrity_check.
+ */
+static int check_commit_size(const char *tenant, const char *key, uint64_t frame, uint32_t dbsz, uint32_t ps,
+			     int fd)
+{
+	uint8_t h[100];
+	ssize_t n;
+
+	if (dbsz > SQLITE_PAGES_MAX)
+		return ws_fail(WS_ECORRUPT, "tenant %s: batch %s: commit frame %" PRIu64 " says the database has "
+			       "%" PRIu32 " pages, more than SQLite's maximum of %" PRIu32, tenant, key, frame, dbsz,
+			       SQLITE_PAGES_MAX);
+	if (fd < 0)
+		return 0;
+	n = pread(fd, h, sizeof(h), 0);
+	if (n < (ssize_t)sizeof(h) || memcmp(h, "SQLite format 3", 16) != 0)
+		return 0; /* no page 1 yet: the chain's own checks decide */
+	if (ws_get_be32(h + 24) == ws_get_be32(h + 92) && ws_get_be32(h + 28) != 0 &&
+	    ws_get_be32(h + 28) != dbsz)
+		return ws_fail(WS_ECORRUPT, "tenant %s: batch %s: commit frame %" PRIu64 " says the database has "
+			       "%" PRIu32 " pages of %" PRIu32 " bytes, but page 1's header says %" PRIu32, tenant,
+			       key, frame, dbsz, ps, ws_get_be32(h + 28));
+	return 0;
+}
+
 /* In verify mode, report a bad object and go on; otherwise stop. */
 static bool keep_going(struct ws_replay_report *rep, const char *tenant, const char *key, int rc)
 {
@@ -153,6 +188,13 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 				if (fd >= 0 && (rc = pwrite_all(fd, fr + WS_WAL_FRAME_HDR_SIZE, ps,
 								(uint64_t)(pgno - 1) * ps)) != 0) {
 					ws_fail(rc, "tenant %s: write restored pages", tenant);
+					goto out;
+				}
+				if (dbsz && (rc = check_commit_size(tenant, m->batches[k].key, no, dbsz, ps, fd)) != 0) {
+					if (keep_going(rep, tenant, m->batches[k].key, rc)) {
+						rc = 0;
+						break;
+					}
 					goto out;
 				}
 				if (dbsz) {
