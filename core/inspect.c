@@ -40,7 +40,15 @@ struct ls_ctx {
 	struct ws_store *s;
 	ws_tenant_fn fn;
 	void *arg;
+	int first_err;   /* of a tenant that could not be read; the walk goes on */
 };
+
+/* What reading a sink finds is the sink's problem, never a configuration
+ * error: exit status 2 means the arguments or config were wrong. */
+static int read_err(int rc)
+{
+	return rc == WS_ECONFIG ? WS_EFORMAT : rc;
+}
 
 static int ls_one(const char *tenant, void *arg)
 {
@@ -49,13 +57,19 @@ static int ls_one(const char *tenant, void *arg)
 	struct ws_fmt_watermark wm;
 	char token[WS_KEY_MAX] = "";
 	char prefix[WS_KEY_MAX];
+	char err[1024];
 	int rc;
 
 	memset(&info, 0, sizeof(info));
 	snprintf(info.tenant, sizeof(info.tenant), "%s", tenant);
 	rc = ws_wm_load(x->s, tenant, &wm, NULL);
-	if (rc && rc != WS_ENOTFOUND)
-		return rc;
+	if (rc && rc != WS_ENOTFOUND) {
+		/* Reported with the tenant, and the other tenants still listed. */
+		snprintf(err, sizeof(err), "%s", ws_errmsg());
+		info.error = err;
+		if (!x->first_err)
+			x->first_err = read_err(rc);
+	}
 	if (rc == 0) {
 		info.has_watermark = true;
 		info.watermark.epoch = wm.epoch;
@@ -73,8 +87,14 @@ static int ls_one(const char *tenant, void *arg)
 		struct ws_list_page page;
 		memset(&page, 0, sizeof(page));
 		rc = ws_store_list(x->s, prefix, token, WS_LIST_PAGE_MAX, &page);
-		if (rc)
-			return ws_fail_wrap(rc, "list %s", prefix);
+		if (rc) {
+			ws_fail_wrap(rc, "list %s", prefix);
+			snprintf(err, sizeof(err), "%s", ws_errmsg());
+			info.error = err;
+			if (!x->first_err)
+				x->first_err = read_err(rc);
+			break;
+		}
 		info.objects += page.count;
 		for (size_t i = 0; i < page.count; i++)
 			info.bytes += page.sizes ? page.sizes[i] : 0;
@@ -90,13 +110,16 @@ static int ls_one(const char *tenant, void *arg)
 
 int ws_list_tenants(struct ws_sink *sink, const char *tenant, ws_tenant_fn fn, void *arg)
 {
-	struct ls_ctx x = { sink->store, fn, arg };
+	struct ls_ctx x = { sink->store, fn, arg, 0 };
+	int rc;
 	if (tenant) {
 		if (!ws_tenant_name_valid(tenant))
 			return ws_fail(WS_ECONFIG, "tenant name '%s' is invalid", tenant);
-		return ls_one(tenant, &x);
+		rc = ls_one(tenant, &x);
+	} else {
+		rc = for_each_tenant(sink->store, ls_one, &x);
 	}
-	return for_each_tenant(sink->store, ls_one, &x);
+	return read_err(rc ? rc : x.first_err);
 }
 
 struct verify_ctx {
@@ -180,7 +203,7 @@ int ws_verify(struct ws_sink *sink, const char *tenant, ws_problem_fn fn, void *
 	} else {
 		rc = for_each_tenant(sink->store, verify_one, &x);
 		if (rc)
-			return rc;
+			return read_err(rc);
 	}
-	return x.first_err;
+	return read_err(x.first_err);
 }

@@ -293,13 +293,31 @@ static int integrity_check(const char *path)
 		rc = ws_fail(WS_ECORRUPT, "restored image cannot be opened by SQLite: %s", sqlite3_errmsg(db));
 		goto out;
 	}
-	if (sqlite3_step(stmt) == SQLITE_ROW &&
-	    strcmp((const char *)sqlite3_column_text(stmt, 0), "ok") == 0)
-		rc = 0;
-	else
-		rc = ws_fail(WS_ECORRUPT, "restored image fails PRAGMA integrity_check: %s",
-			     sqlite3_column_text(stmt, 0) ? (const char *)sqlite3_column_text(stmt, 0)
-							  : sqlite3_errmsg(db));
+	{
+		/* Every line SQLite reports, on one line (up to a bound): some
+		 * versions give one row per problem, the first being only
+		 * "*** in database main ***". */
+		char what[768] = "";
+		size_t used = 0;
+		int step, lines = 0;
+		while ((step = sqlite3_step(stmt)) == SQLITE_ROW) {
+			const char *line = (const char *)sqlite3_column_text(stmt, 0);
+			if (lines == 0 && line && strcmp(line, "ok") == 0)
+				break;
+			if (used < sizeof(what) - 1)
+				used += (size_t)snprintf(what + used, sizeof(what) - used, "%s%s", lines ? "; " : "",
+							 line ? line : "(null)");
+			lines++;
+		}
+		for (char *nl = what; (nl = strchr(nl, '\n')) != NULL;)
+			*nl = ' ';
+		if (step == SQLITE_ROW && lines == 0)
+			rc = 0;
+		else if (lines)
+			rc = ws_fail(WS_ECORRUPT, "restored image fails PRAGMA integrity_check: %s", what);
+		else
+			rc = ws_fail(WS_ECORRUPT, "restored image fails PRAGMA integrity_check: %s", sqlite3_errmsg(db));
+	}
 out:
 	sqlite3_finalize(stmt);
 	sqlite3_close(db);
@@ -718,7 +736,9 @@ int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore
 out:
 	rc = ws_restore_end(fd, tmp, out_path, opts->force, tenant, rc);
 	ws_chain_free(&c);
-	return rc;
+	/* The arguments were checked above: from here on a WS_ECONFIG came
+	 * from what the sink holds, a damaged object, never the user's input. */
+	return rc == WS_ECONFIG ? WS_EFORMAT : rc;
 }
 
 int ws_restore_end(int fd, char *tmp, const char *out_path, bool force, const char *tenant, int rc)

@@ -630,13 +630,22 @@ static int cmd_restore(int argc, char **argv)
 
 struct ls_print {
 	bool json;
+	unsigned unreadable;  /* tenants passed with an error */
 };
 
 static int ls_cb(const struct ws_tenant_info *t, void *arg)
 {
 	struct ls_print *p = arg;
+	if (t->error) {
+		p->unreadable++;
+		print_tenant_error(t->tenant, t->error);
+	}
 	if (p->json) {
 		ws_cli_print_tenant_json(t);
+		return 0;
+	}
+	if (t->error) {
+		printf("%-24s (unreadable: see stderr) objects=%" PRIu64 "\n", t->tenant, t->objects);
 		return 0;
 	}
 	if (!t->has_watermark) {
@@ -666,7 +675,7 @@ static int cmd_ls(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sink_url = NULL, *tenant = NULL;
-	struct ls_print p = { false };
+	struct ls_print p = { false, 0 };
 	bool checkpoints = false;
 	struct ws_sink *sink;
 	int c, rc;
@@ -696,7 +705,12 @@ static int cmd_ls(int argc, char **argv)
 	rc = ws_list_tenants(sink, tenant, ls_cb, &p);
 	ws_sink_close(sink);
 	if (rc) {
-		fprintf(stderr, "walship: ls: %s\n", ws_errmsg());
+		/* A tenant's own problem was printed with it; say how it ended. */
+		if (p.unreadable)
+			fprintf(stderr, "walship: ls: %u tenant%s could not be read\n", p.unreadable,
+				p.unreadable == 1 ? "" : "s");
+		else
+			fprintf(stderr, "walship: ls: %s\n", ws_errmsg());
 		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
 	}
 	return EXIT_OK;

@@ -195,6 +195,17 @@ every_command "artifact directory -> outside" 0 0 0 1 0 "checkpoints/artifacts/$
 every_command "retired manifest file -> outside" 0 1 0 1 0 "$M_OLD_A.*symbolic link" link_old_manifest
 every_command "latest manifest file -> outside" 0 1 1 1 1 "$M_NEW_A.*symbolic link" link_new_manifest
 every_command "watermark file -> outside" 1 1 1 1 1 "a/wm.*symbolic link" link_wm
+# ls reports a tenant it cannot read and goes on to the others.
+fresh; link_wm
+run ls --sink "$U"
+expect "ls with a's watermark a link: exit 1 naming a/wm" 1 "tenant a: .*a/wm.*symbolic link"
+check "... and still lists b" grep -q '^b  *epoch=' "$ROOT/out"
+check "... and says how many it could not read" grep -q "ls: 1 tenant could not be read" "$ROOT/err"
+fresh; cp "$S/b/wm" "$S/a/wm"
+run ls --sink "$U" --json
+expect "ls --json with b's watermark as a's: exit 1 naming a/wm" 1 "a/wm belongs to tenant 'b'"
+check "... a's line carries the error, b's line follows" \
+	python3 -c 'import json,sys; l=[json.loads(x) for x in open(sys.argv[1])]; sys.exit(not (l[0]["tenant"]=="a" and "a/wm" in l[0]["error"] and l[1]["tenant"]=="b" and l[1]["watermark"]))' "$ROOT/out"
 rm -rf "$SENT/tenant_a" "$SENT/gen_a" "$SENT/art1" "$SENT/manifest_a" "$SENT/wm_a"
 SNAP0=$(snap)
 
@@ -289,6 +300,22 @@ for pages in 0xFFFFFFFF 100000; do
 		expect "forged $pages: verify fails naming the batch" 1 "batch f/.*: commit frame [0-9]+ says the database has 4294967295 pages"
 	fi
 done
+
+echo "# a hash-consistent forged b-tree page: integrity_check's report, with the tenant"
+rm -rf "$ROOT/fsink"
+newdb f.db
+grow f.db 3
+"$WS_BIN" replicate --sink "file://$ROOT/fsink" --once --quiet f.db 2>/dev/null
+grow f.db 1
+python3 "$HERE/forge_wal.py" f.db-wal cells >/dev/null
+run replicate --sink "file://$ROOT/fsink" --once --quiet f.db
+expect "forged cells: replicate ships it" 0 ""
+rm -f "$OUT"/*
+run restore --sink "file://$ROOT/fsink" --tenant f -o "$OUT/f.db"
+expect "forged cells: restore refused with SQLite's own report and the tenant" 1 \
+	"tenant f: restored image fails PRAGMA integrity_check: .*(On tree page|Page [0-9])"
+check "forged cells: ... on one line" [ "$(grep -c . "$ROOT/err")" = 1 ]
+check "forged cells: ... and published nothing" [ -z "$(ls -A "$OUT")" ]
 
 echo "# replicate --config: only a regular file, bounded"
 for f in /dev/zero "$SENT/fifo" "$SENT/dir"; do
