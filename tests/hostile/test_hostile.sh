@@ -19,14 +19,6 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/integration/lib.sh
 . "$HERE/../integration/lib.sh"
-# As lib.sh's, but head first: a looping command's output is large, and
-# `sed | head` would die of SIGPIPE under pipefail.
-bad() {
-	fail=$((fail + 1))
-	echo "FAIL - $1"
-	if [ -s "$ROOT/out" ]; then head -n 8 "$ROOT/out" | cut -c1-300 | sed 's/^/    stdout: /'; fi
-	if [ -s "$ROOT/err" ]; then head -n 8 "$ROOT/err" | cut -c1-300 | sed 's/^/    stderr: /'; fi
-}
 
 T=${WS_HOSTILE_TIMEOUT_S:-30} # seconds any one command may take; a hang is a failure
 SECRET_KEY="hostile-SECRET-9f3e1c7a"
