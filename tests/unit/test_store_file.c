@@ -1067,6 +1067,65 @@ static void test_next_top_long_names(void **state)
 	assert_int_equal(n, 4);
 }
 
+
+/* ---- a backend that does not move on ----------------------------------------------- */
+
+/*
+ * A fake backend, because no real one repeats itself on demand: its list
+ * answers every call with the same truncated page, as a buggy or hostile
+ * server could. Every paging loop over ws_store_list and ws_store_next_top
+ * must end with an error instead of asking again for ever.
+ */
+static int stuck_list(struct ws_store *s, const char *prefix, const char *token, unsigned max_keys,
+		      struct ws_list_page *out)
+{
+	(void)s;
+	(void)prefix;
+	(void)token;
+	(void)max_keys;
+	memset(out, 0, sizeof(*out));
+	out->keys = calloc(1, sizeof(*out->keys));
+	out->sizes = calloc(1, sizeof(*out->sizes));
+	assert_non_null(out->keys);
+	assert_non_null(out->sizes);
+	out->keys[0] = strdup("a/wm");
+	assert_non_null(out->keys[0]);
+	out->count = 1;
+	out->truncated = true;
+	snprintf(out->next_token, sizeof(out->next_token), "a/wm");
+	return 0;
+}
+
+static void stuck_close(struct ws_store *s)
+{
+	(void)s;
+}
+
+static void test_list_must_advance(void **state)
+{
+	static const struct ws_store_ops ops = { .list = stuck_list, .close = stuck_close };
+	struct ws_store s = { .ops = &ops, .url = "stuck://" };
+	struct ws_list_page page = { 0 };
+	char next[WS_KEY_MAX];
+
+	(void)state;
+	/* The first page is fine: its key is past "" and under the prefix. */
+	assert_int_equal(ws_store_list(&s, "a/", "", 10, &page), 0);
+	assert_int_equal(page.count, 1);
+	ws_list_page_free(&page);
+	/* Asked for what follows "a/wm", it answers "a/wm" again. */
+	assert_int_equal(ws_store_list(&s, "a/", "a/wm", 10, &page), -EPROTO);
+	assert_non_null(strstr(ws_errmsg(), "a/wm"));
+	assert_int_equal(page.count, 0);
+	/* Keys outside the prefix asked for. */
+	assert_int_equal(ws_store_list(&s, "b/", "", 10, &page), -EPROTO);
+	/* Top-level names: "a", then "a" again is an error, not a loop. */
+	assert_int_equal(ws_store_next_top(&s, "", next), 0);
+	assert_string_equal(next, "a");
+	assert_int_equal(ws_store_next_top(&s, "a", next), -EPROTO);
+	assert_string_equal(next, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1090,6 +1149,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_create_exists_is_made_durable, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_links_fifos_devices, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_next_top_long_names, setup, teardown),
+		cmocka_unit_test(test_list_must_advance),
 	};
 
 	/* WS_TEST_FILTER=test_race_* runs a subset (cmocka glob). */
