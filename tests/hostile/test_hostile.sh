@@ -138,7 +138,10 @@ every_command() {
 	expect "$desc: checkpoint" "$w_ckpt" "$r"
 	fresh; $mutate
 	run replicate --config "$CFG" --once a=a.db b=b.db
-	expect "$desc: replicate --once" "0|1" ""
+	# Shipping may go on past what it never reads; if it fails, it says why.
+	r=""; [ "$rc" = 1 ] && r=$re
+	expect "$desc: replicate --once" "0|1" "$r"
+	echo "     (replicate --once: exit $rc)"
 }
 
 echo "# long top-level names: each is stepped over, none is listed for ever"
@@ -211,7 +214,7 @@ every_command "FIFO as the latest manifest" 0 1 1 1 1 "$M_NEW_A.*FIFO" fifo_mani
 every_command "FIFOs at the root and in a tenant" 0 0 0 0 0 "" fifo_root
 # A directory under an object's name is no object (as on S3, where a
 # prefix is not a key): a has no watermark.
-every_command "directory as a watermark" 0 0 1 0 0 "tenant a has no watermark" dir_wm
+every_command "directory as a watermark" 0 0 1 0 0 "tenant a has no watermark|a/wm" dir_wm
 if [ "$IS_ROOT" = 1 ]; then
 	dev_wm() { rm "$S/a/wm"; mknod "$S/a/wm" c 1 3; }
 	dev_batch() {
