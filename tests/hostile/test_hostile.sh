@@ -87,10 +87,14 @@ for round in 1 2 3; do
 done
 check "setup: the pristine sink verifies" "$WS_BIN" verify --sink "file://$P"
 GEN_A=$(cd "$P" && ls -d a/e0-p0/g*)
-M_OLD_A=$(cd "$P" && ls "$GEN_A" | grep '^m' | head -1)  # before the latest cut: retired by retention
-M_NEW_A=$(cd "$P" && ls "$GEN_A" | grep '^m' | tail -1)  # the watermark's
-ART1=$(cd "$P/checkpoints/artifacts" && ls | head -1)
-[ -n "$GEN_A" ] && [ -n "$M_OLD_A" ] && [ "$M_OLD_A" != "$M_NEW_A" ] && [ -n "$ART1" ] || { echo "setup: unexpected sink layout"; exit 1; }
+names() { find "$1" -mindepth 1 -maxdepth 1 -name "$2" -printf '%f\n' | sort; }
+M_OLD_A=$(names "$P/$GEN_A" 'm*' | head -1) # before the latest cut: retired by retention
+M_NEW_A=$(names "$P/$GEN_A" 'm*' | tail -1) # the watermark's
+ART1=$(names "$P/checkpoints/artifacts" '*' | head -1)
+if [ -z "$GEN_A" ] || [ -z "$M_OLD_A" ] || [ "$M_OLD_A" = "$M_NEW_A" ] || [ -z "$ART1" ]; then
+	echo "setup: unexpected sink layout"
+	exit 1
+fi
 
 S="$ROOT/sink"
 U="file://$S"
@@ -219,7 +223,7 @@ if [ "$IS_ROOT" = 1 ]; then
 	dev_wm() { rm "$S/a/wm"; mknod "$S/a/wm" c 1 3; }
 	dev_batch() {
 		local b
-		b=$(cd "$S" && ls "$GEN_A" | grep '^b' | tail -1)
+		b=$(names "$S/$GEN_A" 'b*' | tail -1)
 		rm "$S/$GEN_A/$b"
 		mknod "$S/$GEN_A/$b" c 1 5 # /dev/zero: an open would read zeros for ever
 	}
@@ -274,7 +278,7 @@ rm -f "$OUT/r.db-wal" "$OUT/r.db-shm"
 run restore --sink "$U" --tenant a --force -o "$OUT/r.db"
 expect "--force over a regular database: ok" 0 ""
 check "... equal to the source" same_dump a.db "$OUT/r.db"
-check "... no temporary file left" [ -z "$(ls -A "$OUT" | grep walship-restore || true)" ]
+check "... no temporary file left" [ -z "$(find "$OUT" -name '*walship-restore*')" ]
 
 echo "# a hash-consistent forged commit size (0xFFFFFFFF pages and a plausible one)"
 for pages in 0xFFFFFFFF 100000; do
