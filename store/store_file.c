@@ -414,27 +414,33 @@ fail:
 
 /* ---- locking, temp files -------------------------------------------------- */
 
-static int lock_key(int dir_fd, const char *name, int *out_fd)
+static int lock_key(const struct file_store *fs, const char *op, const char *key, int dir_fd, const char *name,
+		    int *out_fd)
 {
 	char lname[32];
-	int fd;
+	struct stat st;
+	int fd, rc;
 
 	snprintf(lname, sizeof(lname), LOCK_PREFIX "%02x",
 		 (unsigned)(ws_xxh64(name, strlen(name)) % LOCK_STRIPES));
-	/* Not through a link, and never a FIFO or device planted under the name. */
+	/* Never through a link, and never opening a FIFO or a device planted
+	 * under the name (an open alone can block or act on hardware). */
+	if (fstatat(dir_fd, lname, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+		return fail_key(WS_EFORMAT, fs, op, key, "its lock file %s is %s; the file store opens only "
+				"regular files", lname, type_name(st.st_mode));
 	fd = openat(dir_fd, lname, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	{
-		struct stat st;
-		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-			close(fd);
-			return -EBADFD;
-		}
+	if (fd < 0) {
+		rc = why_not_opened(fs, op, key, dir_fd, lname, lname, (int)strlen(lname), errno);
+		return rc == WS_EFORMAT ? rc : fail_key(rc, fs, op, key, "cannot open lock file %s: %s", lname,
+							 strerror(-rc));
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return fail_key(WS_EFORMAT, fs, op, key, "its lock file %s is not a regular file", lname);
 	}
 	while (flock(fd, LOCK_EX) < 0) {
 		if (errno != EINTR) {
-			int rc = -errno;
+			rc = fail_key(-errno, fs, op, key, "cannot lock %s: %s", lname, strerror(errno));
 			close(fd);
 			return rc;
 		}
@@ -653,11 +659,9 @@ static int file_put(struct ws_store *s, const char *key, const struct iovec *iov
 		goto fail;
 	}
 
-	rc = lock_key(dir_fd, name, &lock_fd);
-	if (rc) {
-		rc = fail_key(rc, fs, "put", key, "cannot lock: %s", strerror(-rc));
+	rc = lock_key(fs, "put", key, dir_fd, name, &lock_fd);
+	if (rc)
 		goto fail;
-	}
 	if (mode == WS_PUT_CAS) {
 		rc = check_precond(fs, dir_fd, name, key, mode, expect);
 		if (rc)
@@ -864,11 +868,9 @@ static int file_del(struct ws_store *s, const char *key)
 		}
 	}
 	/* The lock keeps a delete from landing between a CAS's compare and its rename. */
-	rc = lock_key(dir_fd, name, &lock_fd);
-	if (rc) {
-		rc = fail_key(rc, fs, "delete", key, "cannot lock: %s", strerror(-rc));
+	rc = lock_key(fs, "delete", key, dir_fd, name, &lock_fd);
+	if (rc)
 		goto fail;
-	}
 	if (unlinkat(dir_fd, name, 0) < 0) {
 		/*
 		 * Missing: an earlier delete ran under this lock through its fsync, so

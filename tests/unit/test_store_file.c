@@ -1020,10 +1020,37 @@ static void test_links_fifos_devices(void **state)
 	}
 	free(p);
 
+	/* Lock files (".lock.00" .. ".lock.3f") planted as links out of the
+	 * sink, or as FIFOs: a put neither opens them nor blocks on them. */
+	wt_put_str(f->s, "t3/wm", "w", NULL);
+	wt_put_str(f->s, "t4/wm", "w", NULL);
+	for (unsigned i = 0; i < 64; i++) {
+		char lname[32];
+		snprintf(lname, sizeof(lname), "t3/.lock.%02x", i);
+		p = wt_path(f->dir, lname);
+		unlink(p);
+		assert_int_equal(symlink(q, p), 0);
+		free(p);
+		snprintf(lname, sizeof(lname), "t4/.lock.%02x", i);
+		p = wt_path(f->dir, lname);
+		unlink(p);
+		assert_int_equal(mkfifo(p, 0644), 0);
+		free(p);
+	}
+	assert_int_equal(ws_store_put(f->s, "t3/k", "x", 1, WS_PUT_OVERWRITE, NULL, NULL), WS_EFORMAT);
+	assert_non_null(strstr(ws_errmsg(), "lock file"));
+	assert_int_equal(ws_store_del(f->s, "t3/wm"), WS_EFORMAT);
+	assert_int_equal(ws_store_put(f->s, "t4/k", "x", 1, WS_PUT_CREATE, NULL, NULL), WS_EFORMAT);
+	assert_non_null(strstr(ws_errmsg(), "FIFO"));
+	assert_true(file_has(q, "precious"));
+	wt_assert_content(f->s, "t3/wm", "w");
+
 	/* A listing shows the objects only. */
 	assert_int_equal(ws_store_list(f->s, "", NULL, 100, &page), 0);
-	assert_int_equal(page.count, 1);
+	assert_int_equal(page.count, 3);
 	assert_string_equal(page.keys[0], "t2/wm");
+	assert_string_equal(page.keys[1], "t3/wm");
+	assert_string_equal(page.keys[2], "t4/wm");
 	ws_list_page_free(&page);
 
 	free(q);
