@@ -243,33 +243,21 @@ static int cut_add(struct ws_store *s, const char *tenant, struct cut *cut)
  */
 static int cut_read(struct ws_store *s, struct cut *cut)
 {
-	char after[WS_KEY_MAX] = "";
+	char name[WS_KEY_MAX] = "", next[WS_KEY_MAX];
 	int rc;
 
 	memset(cut, 0, sizeof(*cut));
 	for (;;) {
-		struct ws_list_page page;
-		char tenant[WS_TENANT_MAX];
-		size_t n;
-
-		memset(&page, 0, sizeof(page));
-		rc = ws_store_list(s, "", after, 1, &page);
+		/* One name at a time, each past the last: a top-level name of any
+		 * length is stepped over, never listed again (ws_store_next_top). */
+		rc = ws_store_next_top(s, name, next);
 		if (rc)
 			return ws_fail_wrap(rc, "checkpoint: list %s", s->url);
-		if (page.count == 0) {
-			ws_list_page_free(&page);
+		if (!next[0])
 			return 0;
-		}
-		n = strcspn(page.keys[0], "/");
-		tenant[0] = '\0';
-		if (n < sizeof(tenant)) {
-			memcpy(tenant, page.keys[0], n);
-			tenant[n] = '\0';
-		}
-		ws_list_page_free(&page);
-		snprintf(after, sizeof(after), "%s/~", tenant);
-		if (tenant[0] && ws_tenant_name_valid(tenant) && (rc = cut_add(s, tenant, cut)) != 0)
-			return ws_fail_wrap(rc, "checkpoint: tenant %s", tenant);
+		memcpy(name, next, sizeof(name));
+		if (ws_tenant_name_valid(name) && (rc = cut_add(s, name, cut)) != 0)
+			return ws_fail_wrap(rc, "checkpoint: tenant %s", name);
 	}
 }
 
@@ -967,7 +955,7 @@ int ws_restore_checkpoint(struct ws_sink *sink, const char *tenant, uint64_t che
 	char *tmp = NULL;
 	int fd = -1, rc;
 
-	if ((rc = ws_restore_prepare(tenant, out_path, force)) != 0)
+	if ((rc = ws_restore_prepare(sink->store, tenant, out_path, force)) != 0)
 		return rc;
 	if ((rc = ckpt_open(sink, false, LEASE_WAIT_MS_DEFAULT, &c)) != 0)
 		return rc;

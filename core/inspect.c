@@ -8,40 +8,31 @@
 #include "replay.h"
 #include "ws_log.h"
 
-/* Walk every key once (paged), calling fn per tenant name in order. Keys of
- * one tenant are contiguous, so after the first key of a tenant the listing
- * jumps past all of them with start-after "<tenant>/~" ('~' sorts after every
- * key character). */
+/* Calls fn per tenant name in order: one LIST per top-level name
+ * (ws_store_next_top), so a name of any length, or one that is no
+ * tenant's, is stepped over rather than listed again. */
 typedef int (*name_fn)(const char *tenant, void *arg);
 
 static int for_each_tenant(struct ws_store *s, name_fn fn, void *arg)
 {
-	char token[WS_KEY_MAX] = "";
+	char name[WS_KEY_MAX] = "", next[WS_KEY_MAX];
 	int rc;
 	for (;;) {
-		struct ws_list_page page;
-		char name[WS_TENANT_MAX] = "";
-		memset(&page, 0, sizeof(page));
-		rc = ws_store_list(s, "", token, 1, &page);
+		rc = ws_store_next_top(s, name, next);
 		if (rc)
 			return ws_fail_wrap(rc, "list %s", s->url);
-		if (page.count == 0) {
-			ws_list_page_free(&page);
+		if (!next[0])
 			return 0;
+		memcpy(name, next, sizeof(name));
+		if (!ws_tenant_name_valid(name)) {
+			if (strcmp(name, "checkpoints") != 0)
+				ws_info("%s: skipping \"%.40s%s\" (%zu bytes): not a tenant name", s->url, name,
+					strlen(name) > 40 ? "..." : "", strlen(name));
+			continue;
 		}
-		const char *slash = strchr(page.keys[0], '/');
-		size_t n = slash ? (size_t)(slash - page.keys[0]) : strlen(page.keys[0]);
-		if (n < sizeof(name)) {
-			memcpy(name, page.keys[0], n);
-			name[n] = '\0';
-		}
-		ws_list_page_free(&page);
-		snprintf(token, sizeof(token), "%s/~", name);
-		if (name[0] && ws_tenant_name_valid(name)) {
-			rc = fn(name, arg);
-			if (rc)
-				return rc;
-		}
+		rc = fn(name, arg);
+		if (rc)
+			return rc;
 	}
 }
 
@@ -49,7 +40,15 @@ struct ls_ctx {
 	struct ws_store *s;
 	ws_tenant_fn fn;
 	void *arg;
+	int first_err;   /* of a tenant that could not be read; the walk goes on */
 };
+
+/* What reading a sink finds is the sink's problem, never a configuration
+ * error: exit status 2 means the arguments or config were wrong. */
+static int read_err(int rc)
+{
+	return rc == WS_ECONFIG ? WS_EFORMAT : rc;
+}
 
 static int ls_one(const char *tenant, void *arg)
 {
@@ -58,13 +57,19 @@ static int ls_one(const char *tenant, void *arg)
 	struct ws_fmt_watermark wm;
 	char token[WS_KEY_MAX] = "";
 	char prefix[WS_KEY_MAX];
+	char err[1024];
 	int rc;
 
 	memset(&info, 0, sizeof(info));
 	snprintf(info.tenant, sizeof(info.tenant), "%s", tenant);
 	rc = ws_wm_load(x->s, tenant, &wm, NULL);
-	if (rc && rc != WS_ENOTFOUND)
-		return rc;
+	if (rc && rc != WS_ENOTFOUND) {
+		/* Reported with the tenant, and the other tenants still listed. */
+		snprintf(err, sizeof(err), "%s", ws_errmsg());
+		info.error = err;
+		if (!x->first_err)
+			x->first_err = read_err(rc);
+	}
 	if (rc == 0) {
 		info.has_watermark = true;
 		ws_wm_to_public(&wm, &info.watermark);
@@ -75,8 +80,14 @@ static int ls_one(const char *tenant, void *arg)
 		struct ws_list_page page;
 		memset(&page, 0, sizeof(page));
 		rc = ws_store_list(x->s, prefix, token, WS_LIST_PAGE_MAX, &page);
-		if (rc)
-			return ws_fail_wrap(rc, "list %s", prefix);
+		if (rc) {
+			ws_fail_wrap(rc, "list %s", prefix);
+			snprintf(err, sizeof(err), "%s", ws_errmsg());
+			info.error = err;
+			if (!x->first_err)
+				x->first_err = read_err(rc);
+			break;
+		}
 		info.objects += page.count;
 		for (size_t i = 0; i < page.count; i++)
 			info.bytes += page.sizes ? page.sizes[i] : 0;
@@ -92,13 +103,16 @@ static int ls_one(const char *tenant, void *arg)
 
 int ws_list_tenants(struct ws_sink *sink, const char *tenant, ws_tenant_fn fn, void *arg)
 {
-	struct ls_ctx x = { sink->store, fn, arg };
+	struct ls_ctx x = { sink->store, fn, arg, 0 };
+	int rc;
 	if (tenant) {
 		if (!ws_tenant_name_valid(tenant))
 			return ws_fail(WS_ECONFIG, "tenant name '%s' is invalid", tenant);
-		return ls_one(tenant, &x);
+		rc = ls_one(tenant, &x);
+	} else {
+		rc = for_each_tenant(sink->store, ls_one, &x);
 	}
-	return for_each_tenant(sink->store, ls_one, &x);
+	return read_err(rc ? rc : x.first_err);
 }
 
 struct verify_ctx {
@@ -182,7 +196,7 @@ int ws_verify(struct ws_sink *sink, const char *tenant, ws_problem_fn fn, void *
 	} else {
 		rc = for_each_tenant(sink->store, verify_one, &x);
 		if (rc)
-			return rc;
+			return read_err(rc);
 	}
-	return x.first_err;
+	return read_err(x.first_err);
 }

@@ -60,9 +60,18 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 		   size_t upto, uint64_t target_frame, int fd, struct ws_replay_result *res,
 		   struct ws_replay_report *rep) WS_MUST_CHECK;
 
-/* Checks before a restore writes anything: a valid tenant name, and
- * out_path absent unless force. Errors: WS_ECONFIG, -EEXIST. */
-int ws_restore_prepare(const char *tenant, const char *out_path, bool force) WS_MUST_CHECK;
+/*
+ * Checks before a restore writes anything: a valid tenant name and a usable
+ * output (ws_restore_check_output). Errors: WS_ECONFIG, -EEXIST, -errno.
+ */
+int ws_restore_prepare(struct ws_store *s, const char *tenant, const char *out_path, bool force) WS_MUST_CHECK;
+/*
+ * out_path may receive a restore from store s: a non-empty path whose file
+ * name fits NAME_MAX (else WS_ECONFIG); nothing there, or with force a
+ * regular file without a -wal or hot -journal beside it; and not inside s
+ * when s is a file:// sink (else -EEXIST, or the -errno of a lookup).
+ */
+int ws_restore_check_output(struct ws_store *s, const char *out_path, bool force) WS_MUST_CHECK;
 /* Create the temporary image next to out_path (*tmp malloc'd, *fd open). */
 int ws_restore_tmp_open(const char *out_path, char **tmp, int *fd) WS_MUST_CHECK;
 

@@ -13,7 +13,9 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <limits.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,41 @@ static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
 		n -= (size_t)w;
 		off += (uint64_t)w;
 	}
+	return 0;
+}
+
+/* SQLite's largest possible page count (SQLITE_MAX_PAGE_COUNT's ceiling). */
+#define SQLITE_PAGES_MAX 4294967294u
+
+/*
+ * A commit frame's database size, checked before it becomes the image's
+ * length: against SQLite's ceiling, and against page 1's in-header size
+ * when the image holds page 1 and that field is valid (offset 28, valid
+ * when the change counter at 24 equals version-valid-for at 92; SQLite
+ * 3.7.0 and later keep it exact at every commit). A hash-consistent forged
+ * size would otherwise publish a sparse file of up to 16 TiB that SQLite,
+ * which trusts the header, passes in integrity_check.
+ */
+static int check_commit_size(const char *tenant, const char *key, uint64_t frame, uint32_t dbsz, uint32_t ps,
+			     int fd)
+{
+	uint8_t h[100];
+	ssize_t n;
+
+	if (dbsz > SQLITE_PAGES_MAX)
+		return ws_fail(WS_ECORRUPT, "tenant %s: batch %s: commit frame %" PRIu64 " says the database has "
+			       "%" PRIu32 " pages, more than SQLite's maximum of %" PRIu32, tenant, key, frame, dbsz,
+			       SQLITE_PAGES_MAX);
+	if (fd < 0)
+		return 0;
+	n = pread(fd, h, sizeof(h), 0);
+	if (n < (ssize_t)sizeof(h) || memcmp(h, "SQLite format 3", 16) != 0)
+		return 0; /* no page 1 yet: the chain's own checks decide */
+	if (ws_get_be32(h + 24) == ws_get_be32(h + 92) && ws_get_be32(h + 28) != 0 &&
+	    ws_get_be32(h + 28) != dbsz)
+		return ws_fail(WS_ECORRUPT, "tenant %s: batch %s: commit frame %" PRIu64 " says the database has "
+			       "%" PRIu32 " pages of %" PRIu32 " bytes, but page 1's header says %" PRIu32, tenant,
+			       key, frame, dbsz, ps, ws_get_be32(h + 28));
 	return 0;
 }
 
@@ -153,6 +190,13 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 					ws_fail(rc, "tenant %s: write restored pages", tenant);
 					goto out;
 				}
+				if (dbsz && (rc = check_commit_size(tenant, m->batches[k].key, no, dbsz, ps, fd)) != 0) {
+					if (keep_going(rep, tenant, m->batches[k].key, rc)) {
+						rc = 0;
+						break;
+					}
+					goto out;
+				}
 				if (dbsz) {
 					res->db_pages = dbsz;
 					res->commit_frame = no;
@@ -249,13 +293,31 @@ static int integrity_check(const char *path)
 		rc = ws_fail(WS_ECORRUPT, "restored image cannot be opened by SQLite: %s", sqlite3_errmsg(db));
 		goto out;
 	}
-	if (sqlite3_step(stmt) == SQLITE_ROW &&
-	    strcmp((const char *)sqlite3_column_text(stmt, 0), "ok") == 0)
-		rc = 0;
-	else
-		rc = ws_fail(WS_ECORRUPT, "restored image fails PRAGMA integrity_check: %s",
-			     sqlite3_column_text(stmt, 0) ? (const char *)sqlite3_column_text(stmt, 0)
-							  : sqlite3_errmsg(db));
+	{
+		/* Every line SQLite reports, on one line (up to a bound): some
+		 * versions give one row per problem, the first being only
+		 * "*** in database main ***". */
+		char what[768] = "";
+		size_t used = 0;
+		int step, lines = 0;
+		while ((step = sqlite3_step(stmt)) == SQLITE_ROW) {
+			const char *line = (const char *)sqlite3_column_text(stmt, 0);
+			if (lines == 0 && line && strcmp(line, "ok") == 0)
+				break;
+			if (used < sizeof(what) - 1)
+				used += (size_t)snprintf(what + used, sizeof(what) - used, "%s%s", lines ? "; " : "",
+							 line ? line : "(null)");
+			lines++;
+		}
+		for (char *nl = what; (nl = strchr(nl, '\n')) != NULL;)
+			*nl = ' ';
+		if (step == SQLITE_ROW && lines == 0)
+			rc = 0;
+		else if (lines)
+			rc = ws_fail(WS_ECORRUPT, "restored image fails PRAGMA integrity_check: %s", what);
+		else
+			rc = ws_fail(WS_ECORRUPT, "restored image fails PRAGMA integrity_check: %s", sqlite3_errmsg(db));
+	}
 out:
 	sqlite3_finalize(stmt);
 	sqlite3_close(db);
@@ -297,12 +359,152 @@ static int image_finish(int fd, const char *path, const char *tenant, const stru
 	return 0;
 }
 
+static const char *kind_of(mode_t mode)
+{
+	if (S_ISLNK(mode))
+		return "a symbolic link";
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISCHR(mode) || S_ISBLK(mode))
+		return "a device";
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	return "not a regular file";
+}
+
+/* With force, out_path may be replaced only when it is a regular file. */
+static int check_replaceable(const char *out_path, bool force)
+{
+	struct stat st;
+
+	if (lstat(out_path, &st) != 0) {
+		if (errno == ENOENT)
+			return 0;
+		return ws_fail(-errno, "output %s: %s", out_path, strerror(errno));
+	}
+	if (!force)
+		return ws_fail(-EEXIST, "%s exists; pass --force to overwrite it", out_path);
+	if (!S_ISREG(st.st_mode))
+		return ws_fail(S_ISDIR(st.st_mode) ? -EISDIR : -EPERM,
+			       "output %s is %s; --force replaces only a regular file (a database)", out_path,
+			       kind_of(st.st_mode));
+	return 0;
+}
+
+/*
+ * Beside a database being replaced, a -wal or hot -journal of the old one
+ * would be applied by SQLite to the restored image on its next open: a
+ * state that never existed. Refused rather than deleted: a process may
+ * still be using the old database.
+ */
+static int check_no_sidecar(const char *out_path)
+{
+	static const char *const suffix[] = { "-wal", "-journal" };
+	char side[PATH_MAX];
+	struct stat st;
+
+	for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+		if ((size_t)snprintf(side, sizeof(side), "%s%s", out_path, suffix[i]) >= sizeof(side))
+			continue;
+		if (lstat(side, &st) == 0 && (!S_ISREG(st.st_mode) || st.st_size > 0))
+			return ws_fail(-EEXIST, "output %s has %s (%lld bytes) beside it: SQLite would apply it "
+				       "to the restored database; make sure nothing uses %s, remove %s, or "
+				       "restore elsewhere", out_path, side, (long long)st.st_size, out_path, side);
+	}
+	return 0;
+}
+
+/*
+ * The directory that will hold out_path must not be the sink's or below it:
+ * a restore never writes where it reads (-o SINK/TENANT/wm would replace
+ * the watermark being restored). Compared by device and inode up to '/', so
+ * links and bind mounts do not hide the sink.
+ */
+static int check_outside_sink(struct ws_store *s, const char *out_path, const char *dir)
+{
+	const char *root = ws_store_file_root(s);
+	struct stat rst, st;
+	int fd, rc = 0;
+
+	if (!root)
+		return 0;
+	if (stat(root, &rst) != 0)
+		return 0; /* the store's open checked it; reading it will fail and say why */
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return ws_fail(-errno, "output %s: directory %s: %s", out_path, dir, strerror(errno));
+	for (int depth = 0; depth < PATH_MAX / 2; depth++) {
+		int up;
+		if (fstat(fd, &st) != 0) {
+			rc = ws_fail(-errno, "output %s: stat of a directory above it: %s", out_path, strerror(errno));
+			break;
+		}
+		if (st.st_dev == rst.st_dev && st.st_ino == rst.st_ino) {
+			rc = ws_fail(-EPERM, "output %s is inside the sink %s; a restore never writes into the "
+				     "sink it reads", out_path, root);
+			break;
+		}
+		up = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (up < 0) {
+			rc = ws_fail(-errno, "output %s: a directory above it: %s", out_path, strerror(errno));
+			break;
+		}
+		close(fd);
+		fd = up;
+		{
+			struct stat ust;
+			if (fstat(fd, &ust) == 0 && ust.st_dev == st.st_dev && ust.st_ino == st.st_ino)
+				break; /* reached '/' */
+		}
+	}
+	close(fd);
+	return rc;
+}
+
+int ws_restore_check_output(struct ws_store *s, const char *out_path, bool force)
+{
+	const char *base;
+	char *copy;
+	size_t len;
+	int rc;
+
+	if (!out_path || !*out_path)
+		return ws_fail(WS_ECONFIG, "the output path is empty");
+	len = strlen(out_path);
+	if (len >= PATH_MAX)
+		return ws_fail(WS_ECONFIG, "the output path is %zu bytes; at most %d", len, PATH_MAX - 1);
+	if (out_path[len - 1] == '/')
+		return ws_fail(WS_ECONFIG, "output %s names a directory; give a file name", out_path);
+	base = strrchr(out_path, '/');
+	base = base ? base + 1 : out_path;
+	if (strlen(base) > NAME_MAX)
+		return ws_fail(WS_ECONFIG, "output file name %.32s... is %zu bytes; a file name has at most %d",
+			       base, strlen(base), NAME_MAX);
+	if (!strcmp(base, ".") || !strcmp(base, ".."))
+		return ws_fail(WS_ECONFIG, "output %s names a directory; give a file name", out_path);
+	if ((rc = check_replaceable(out_path, force)) != 0)
+		return rc;
+	if (force && (rc = check_no_sidecar(out_path)) != 0)
+		return rc;
+	copy = strdup(out_path);
+	if (!copy)
+		return -ENOMEM;
+	rc = check_outside_sink(s, out_path, dirname(copy));
+	free(copy);
+	return rc;
+}
+
 int ws_restore_publish(const char *tmp, const char *out_path, bool force)
 {
 	int rc = integrity_check(tmp);
 	if (rc)
 		return rc;
 	if (force) {
+		/* Again, just before: something else may have appeared there. */
+		if ((rc = check_replaceable(out_path, true)) != 0)
+			return rc;
 		if (rename(tmp, out_path) != 0)
 			return ws_fail(-errno, "rename %s to %s", tmp, out_path);
 	} else {
@@ -419,25 +621,42 @@ out:
 	return rc;
 }
 
-int ws_restore_prepare(const char *tenant, const char *out_path, bool force)
+int ws_restore_prepare(struct ws_store *s, const char *tenant, const char *out_path, bool force)
 {
 	if (!ws_tenant_name_valid(tenant))
 		return ws_fail(WS_ECONFIG, "tenant name '%s' is invalid", tenant ? tenant : "");
-	if (!force && access(out_path, F_OK) == 0)
-		return ws_fail(-EEXIST, "%s exists; pass --force to overwrite it", out_path);
-	return 0;
+	return ws_restore_check_output(s, out_path, force);
 }
+
+/* Temp names of concurrent restores in one process differ by this. */
+static atomic_uint tmp_seq;
 
 int ws_restore_tmp_open(const char *out_path, char **tmp, int *fd)
 {
+	char *copy = strdup(out_path);
+	unsigned seq = atomic_fetch_add_explicit(&tmp_seq, 1, memory_order_relaxed); /* pairs with none: a counter */
+	int n;
+
 	*fd = -1;
-	if (asprintf(tmp, "%s.walship-restore.%d", out_path, (int)getpid()) < 0) {
+	*tmp = NULL;
+	if (!copy)
+		return -ENOMEM;
+	/* Named after the directory, not the file: a file name of up to
+	 * NAME_MAX bytes still leaves room for the temporary one. */
+	n = asprintf(tmp, "%s/.walship-restore.%d.%u", dirname(copy), (int)getpid(), seq);
+	free(copy);
+	if (n < 0) {
 		*tmp = NULL;
 		return -ENOMEM;
 	}
-	*fd = open(*tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (*fd < 0)
-		return ws_fail(-errno, "cannot create %s", *tmp);
+	/* O_EXCL|O_NOFOLLOW: never through a link or over a file someone put there. */
+	*fd = open(*tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (*fd < 0) {
+		int rc = ws_fail(-errno, "cannot create %s: %s", *tmp, strerror(errno));
+		free(*tmp);
+		*tmp = NULL;
+		return rc;
+	}
 	return 0;
 }
 
@@ -458,7 +677,7 @@ int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore
 	if (!opts)
 		opts = &none;
 	memset(&c, 0, sizeof(c));
-	if ((rc = ws_restore_prepare(tenant, out_path, opts->force)) != 0)
+	if ((rc = ws_restore_prepare(sink->store, tenant, out_path, opts->force)) != 0)
 		return rc;
 	rc = ws_wm_load(sink->store, tenant, &wm, NULL);
 	if (rc == WS_ENOTFOUND)
@@ -517,7 +736,9 @@ int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore
 out:
 	rc = ws_restore_end(fd, tmp, out_path, opts->force, tenant, rc);
 	ws_chain_free(&c);
-	return rc;
+	/* The arguments were checked above: from here on a WS_ECONFIG came
+	 * from what the sink holds, a damaged object, never the user's input. */
+	return rc == WS_ECONFIG ? WS_EFORMAT : rc;
 }
 
 int ws_restore_end(int fd, char *tmp, const char *out_path, bool force, const char *tenant, int rc)

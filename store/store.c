@@ -218,13 +218,88 @@ int ws_store_head(struct ws_store *s, const char *key, struct ws_obj_info *info)
 	return s->ops->head(s, key, info);
 }
 
+/*
+ * A page that does not move past token would make every paging loop spin
+ * for ever (a backend bug, or a hostile server repeating its marker), so
+ * each page is checked here: keys ascending, all after token and under
+ * prefix, and a truncated page's next token past token.
+ */
+static int list_page_check(const struct ws_store *s, const char *prefix, const char *token,
+			   const struct ws_list_page *p)
+{
+	const char *prev = token;
+
+	for (size_t i = 0; i < p->count; i++) {
+		if (!p->keys[i] || strncmp(p->keys[i], prefix, strlen(prefix)) != 0 ||
+		    strcmp(p->keys[i], prev) <= 0)
+			return ws_fail(-EPROTO, "store %s: list of \"%s\" after \"%s\": key %zu (\"%.*s\") is "
+				       "not after the one before it or not under the prefix", s->url, prefix, token, i,
+				       WS_KEY_MAX, p->keys[i] ? p->keys[i] : "(null)");
+		prev = p->keys[i];
+	}
+	if (p->truncated && (p->count == 0 || strcmp(p->next_token, token) <= 0))
+		return ws_fail(-EPROTO, "store %s: list of \"%s\" after \"%s\" did not advance (next token "
+			       "\"%s\" with %zu keys)", s->url, prefix, token, p->next_token, p->count);
+	return 0;
+}
+
 int ws_store_list(struct ws_store *s, const char *prefix, const char *token, unsigned max_keys,
 		  struct ws_list_page *out)
 {
+	int rc;
+
 	stat_add(&s->stats.lists, 1);
-	return s->ops->list(s, prefix, token, max_keys, out);
+	rc = s->ops->list(s, prefix, token, max_keys, out);
+	if (rc == 0 && (rc = list_page_check(s, prefix ? prefix : "", token ? token : "", out)) != 0)
+		ws_list_page_free(out);
+	return rc;
 }
 
+int ws_store_next_top(struct ws_store *s, const char *after, char name[WS_KEY_MAX])
+{
+	char token[WS_KEY_MAX] = "";
+	struct ws_list_page page;
+	size_t n;
+	int rc;
+
+	name[0] = '\0';
+	if (!after)
+		after = "";
+	if (*after) {
+		size_t alen = strnlen(after, WS_KEY_MAX);
+		/* "<name>/~" sorts after every key below <name>/ ('~' after every key
+		 * character); a name too long for that has no keys below it. */
+		if (alen + 2 < sizeof(token))
+			snprintf(token, sizeof(token), "%s/~", after);
+		else if (alen < sizeof(token))
+			memcpy(token, after, alen + 1);
+		else
+			return ws_fail(-EINVAL, "store %s: list: a top-level name of more than %d bytes", s->url,
+				       WS_KEY_MAX - 1);
+	}
+	memset(&page, 0, sizeof(page));
+	rc = ws_store_list(s, "", token, 1, &page);
+	if (rc)
+		return rc;
+	if (page.count == 0) {
+		ws_list_page_free(&page);
+		return 0;
+	}
+	n = strcspn(page.keys[0], "/");
+	if (n >= WS_KEY_MAX)
+		n = WS_KEY_MAX - 1;
+	memcpy(name, page.keys[0], n);
+	name[n] = '\0';
+	ws_list_page_free(&page);
+	/* Each call must move on, or a caller's loop would never end. */
+	if (strcmp(name, after) <= 0) {
+		rc = ws_fail(-EPROTO, "store %s: list after \"%s\" returned the top-level name \"%s\" again",
+			     s->url, token, name);
+		name[0] = '\0';
+		return rc;
+	}
+	return 0;
+}
 int ws_store_del(struct ws_store *s, const char *key)
 {
 	stat_add(&s->stats.deletes, 1);

@@ -21,6 +21,13 @@
  * rejected with -EINVAL; list never shows those entries. So are segments
  * longer than NAME_MAX (255 bytes), which no file name can hold.
  *
+ * The tree holds only directories and regular files. Every path below the
+ * root is opened one segment at a time with O_NOFOLLOW: a symbolic link, a
+ * FIFO, a device or a socket in the sink is never followed, opened, written
+ * through or deleted through (it could lead out of the sink, block, or act
+ * on a device). get, head, put and delete name it with WS_EFORMAT; list
+ * skips it with a warning.
+ *
  * Etag: "<xxh3-64 of content, 16 lowercase hex>-<size in bytes>".
  */
 #ifndef _GNU_SOURCE
@@ -178,6 +185,110 @@ static int fsync_dir_at(int at_fd, const char *rel)
 	return rc;
 }
 
+static const char *type_name(mode_t mode)
+{
+	if (S_ISLNK(mode))
+		return "a symbolic link";
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISCHR(mode))
+		return "a character device";
+	if (S_ISBLK(mode))
+		return "a block device";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	if (S_ISDIR(mode))
+		return "a directory";
+	return "not a regular file";
+}
+
+/* Why openat(O_NOFOLLOW) of name in at_fd failed with err, as WS_EFORMAT
+ * when a foreign entry (a link, a FIFO, ...) is there, else -err. */
+static int why_not_opened(const struct file_store *fs, const char *op, const char *key, int at_fd,
+			  const char *name, const char *shown, int shown_len, int err)
+{
+	struct stat st;
+
+	if ((err == ELOOP || err == ENOTDIR || err == ENXIO) &&
+	    fstatat(at_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
+	    !S_ISREG(st.st_mode))
+		return fail_key(WS_EFORMAT, fs, op, key, "%.*s is %s; the file store follows and opens "
+				"only directories and regular files", shown_len, shown, type_name(st.st_mode));
+	return -err;
+}
+
+#define DIR_OPEN_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+
+/*
+ * Opens directory rel ("" = the root) one segment at a time, following no
+ * symbolic link. Returns 0, -ENOENT or -ENOTDIR (a segment is missing or a
+ * regular file: no such directory, nothing reported), WS_EFORMAT (reported:
+ * a segment is a link or another foreign entry), or another -errno.
+ */
+static int open_dir_nofollow(const struct file_store *fs, const char *op, const char *key, const char *rel,
+			     int *out_fd)
+{
+	int cur = openat(fs->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	size_t start = 0, len = strlen(rel);
+
+	if (cur < 0)
+		return -errno;
+	while (start < len) {
+		size_t n = strcspn(rel + start, "/");
+		char seg[NAME_MAX + 1];
+		int next, rc;
+
+		if (n > NAME_MAX) {
+			close(cur);
+			return -ENAMETOOLONG;
+		}
+		memcpy(seg, rel + start, n);
+		seg[n] = '\0';
+		next = openat(cur, seg, DIR_OPEN_FLAGS);
+		if (next < 0) {
+			rc = why_not_opened(fs, op, key, cur, seg, rel, (int)(start + n), errno);
+			close(cur);
+			return rc;
+		}
+		close(cur);
+		cur = next;
+		start += n + (rel[start + n] == '/');
+	}
+	*out_fd = cur;
+	return 0;
+}
+
+/*
+ * Opens name in dir_fd for reading if it is a regular file. The type is
+ * checked before the open, without following a link: opening a device or a
+ * FIFO can block or act on hardware. Returns 0, -ENOENT, -EISDIR (a
+ * directory has the name), WS_EFORMAT (reported), other -errno.
+ */
+static int open_reg_at(const struct file_store *fs, const char *op, const char *key, int dir_fd,
+		       const char *name, int *out_fd, struct stat *st)
+{
+	int fd, rc;
+
+	if (fstatat(dir_fd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	if (S_ISDIR(st->st_mode))
+		return -EISDIR;
+	if (!S_ISREG(st->st_mode))
+		return fail_key(WS_EFORMAT, fs, op, key, "is %s, not an object; the file store opens only "
+				"regular files", type_name(st->st_mode));
+	fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return why_not_opened(fs, op, key, dir_fd, name, key, (int)strlen(key), errno);
+	/* Swapped since the fstatat: check what was opened. */
+	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+		rc = S_ISDIR(st->st_mode) ? -EISDIR : fail_key(WS_EFORMAT, fs, op, key, "is not a regular file");
+		close(fd);
+		return rc;
+	}
+	*out_fd = fd;
+	return 0;
+}
+
 /* ---- which directories are already durable ------------------------------- */
 
 static uint64_t dir_hash(const char *rel, size_t len)
@@ -235,59 +346,101 @@ static void dir_forget_all(struct file_store *fs)
 }
 
 /*
- * Make every directory of key's path exist durably. Each one's entry in its
- * parent is fsync()ed even when another process created it: that process may
- * not have synced it yet, and our object would vanish with it in a crash.
+ * Make every directory of key's path exist durably and open the last one
+ * (*out_fd), one segment at a time without following links. Each one's
+ * entry in its parent is fsync()ed even when another process created it:
+ * that process may not have synced it yet, and our object would vanish with
+ * it in a crash.
  */
-static int ensure_dirs(struct file_store *fs, const char *key, const char *dir)
+static int ensure_dirs(struct file_store *fs, const char *key, const char *dir, int *out_fd)
 {
-	char rel[WS_KEY_MAX];
 	size_t dir_len = strlen(dir);
-	int rc;
+	bool retried = false;
+	int cur, rc;
 
-	for (size_t i = 1; i <= dir_len; i++) {
-		uint64_t h;
+again:
+	cur = openat(fs->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (cur < 0)
+		return fail_key(-errno, fs, "put", key, "cannot open the root: %s", strerror(errno));
+	for (size_t start = 0; start < dir_len;) {
+		size_t n = strcspn(dir + start, "/"), end = start + n;
+		uint64_t h = dir_hash(dir, end);
+		bool known = dir_known(fs, h);
+		char seg[NAME_MAX + 1];
+		int next;
 
-		if (i < dir_len && dir[i] != '/')
-			continue;
-		memcpy(rel, dir, i);
-		rel[i] = '\0';
-		h = dir_hash(rel, i);
-		if (dir_known(fs, h))
-			continue;
-		if (mkdirat(fs->root_fd, rel, 0755) < 0 && errno != EEXIST)
-			return fail_key(-errno, fs, "put", key, "cannot create directory %s: %s", rel,
-					strerror(errno));
-		{
-			char *slash = strrchr(rel, '/');
-			if (slash)
-				*slash = '\0';
-			else
-				rel[0] = '\0';
+		memcpy(seg, dir + start, n); /* n <= NAME_MAX: check_key */
+		seg[n] = '\0';
+		if (!known) {
+			if (mkdirat(cur, seg, 0755) < 0 && errno != EEXIST) {
+				rc = fail_key(-errno, fs, "put", key, "cannot create directory %.*s: %s", (int)end,
+					      dir, strerror(errno));
+				goto fail;
+			}
+			if (fsync(cur) < 0) {
+				rc = fail_key(-errno, fs, "put", key, "cannot fsync directory \"%.*s\"",
+					      (int)(start ? start - 1 : 0), dir);
+				goto fail;
+			}
 		}
-		rc = fsync_dir_at(fs->root_fd, rel);
-		if (rc)
-			return fail_key(rc, fs, "put", key, "cannot fsync directory \"%s\"", rel);
-		dir_remember(fs, h);
+		next = openat(cur, seg, DIR_OPEN_FLAGS);
+		if (next < 0) {
+			int e = errno;
+			if (e == ENOENT && known && !retried) {
+				/* Someone removed a directory we had made durable; redo once. */
+				close(cur);
+				dir_forget_all(fs);
+				retried = true;
+				goto again;
+			}
+			rc = why_not_opened(fs, "put", key, cur, seg, dir, (int)end, e);
+			if (rc != WS_EFORMAT)
+				rc = fail_key(rc, fs, "put", key, "cannot open directory %.*s: %s", (int)end, dir,
+					      strerror(e));
+			goto fail;
+		}
+		if (!known)
+			dir_remember(fs, h);
+		close(cur);
+		cur = next;
+		start = end + (dir[end] == '/');
 	}
+	*out_fd = cur;
 	return 0;
+fail:
+	close(cur);
+	return rc;
 }
 
 /* ---- locking, temp files -------------------------------------------------- */
 
-static int lock_key(int dir_fd, const char *name, int *out_fd)
+static int lock_key(const struct file_store *fs, const char *op, const char *key, int dir_fd, const char *name,
+		    int *out_fd)
 {
 	char lname[32];
-	int fd;
+	struct stat st;
+	int fd, rc;
 
 	snprintf(lname, sizeof(lname), LOCK_PREFIX "%02x",
 		 (unsigned)(ws_xxh64(name, strlen(name)) % LOCK_STRIPES));
-	fd = openat(dir_fd, lname, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
+	/* Never through a link, and never opening a FIFO or a device planted
+	 * under the name (an open alone can block or act on hardware). */
+	if (fstatat(dir_fd, lname, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+		return fail_key(WS_EFORMAT, fs, op, key, "its lock file %s is %s; the file store opens only "
+				"regular files", lname, type_name(st.st_mode));
+	fd = openat(dir_fd, lname, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		rc = why_not_opened(fs, op, key, dir_fd, lname, lname, (int)strlen(lname), errno);
+		return rc == WS_EFORMAT ? rc : fail_key(rc, fs, op, key, "cannot open lock file %s: %s", lname,
+							 strerror(-rc));
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return fail_key(WS_EFORMAT, fs, op, key, "its lock file %s is not a regular file", lname);
+	}
 	while (flock(fd, LOCK_EX) < 0) {
 		if (errno != EINTR) {
-			int rc = -errno;
+			rc = fail_key(-errno, fs, op, key, "cannot lock %s: %s", lname, strerror(errno));
 			close(fd);
 			return rc;
 		}
@@ -370,6 +523,30 @@ static int write_all(int fd, const struct iovec *iov, int iovcnt)
 }
 
 /*
+ * A lost CREATE or CAS reports what another writer published. That writer
+ * may have died between its link()/rename() and its directory fsync(): make
+ * the entry durable before anyone acts on "it exists" (the key's parent
+ * directories are durable already: ensure_dirs).
+ */
+static int precond_failed(const struct file_store *fs, int dir_fd, const char *key, const char *fmt, ...)
+	WS_PRINTF(4, 5);
+static int precond_failed(const struct file_store *fs, int dir_fd, const char *key, const char *fmt, ...)
+{
+	char what[160];
+	va_list ap;
+	int rc = WS_FAULT("file.put.exists_fsync");
+
+	if (rc)
+		return fail_key(rc, fs, "put", key, "fault injected before the fsync of an existing entry");
+	if (fsync(dir_fd) < 0)
+		return fail_key(-errno, fs, "put", key, "fsync of directory failed: %s", strerror(errno));
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return fail_key(WS_EPRECOND, fs, "put", key, "%s", what);
+}
+
+/*
  * The CREATE / CAS condition against what is in dir_fd/name now. Without the
  * key's lock this is only a fast path; with it, it is the decision.
  */
@@ -378,29 +555,24 @@ static int check_precond(const struct file_store *fs, int dir_fd, const char *na
 {
 	struct ws_etag cur;
 	struct stat st;
-	int fd, rc;
+	int fd = -1, rc;
 
-	fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
-		if (errno != ENOENT)
-			return fail_key(-errno, fs, "put", key, "cannot open current object: %s",
-					strerror(errno));
+	rc = open_reg_at(fs, "put", key, dir_fd, name, &fd, &st);
+	if (rc == -ENOENT) {
 		if (mode == WS_PUT_CAS)
 			return fail_key(WS_EPRECOND, fs, "put", key, "CAS expected etag %s but the "
 					"object does not exist", expect->s);
 		return 0;
 	}
+	if (rc == -EISDIR)
+		return fail_key(-EISDIR, fs, "put", key, "a directory holds the key's name");
+	if (rc == WS_EFORMAT)
+		return rc;
+	if (rc)
+		return fail_key(rc, fs, "put", key, "cannot open current object: %s", strerror(-rc));
 	if (mode == WS_PUT_CREATE) {
 		close(fd);
-		return fail_key(WS_EPRECOND, fs, "put", key, "create-once but the object exists");
-	}
-	if (fstat(fd, &st) < 0) {
-		rc = -errno;
-		goto fail;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		rc = fail_key(-EISDIR, fs, "put", key, "a directory holds the key's name");
-		goto fail;
+		return precond_failed(fs, dir_fd, key, "create-once but the object exists");
 	}
 	rc = etag_of_fd(fd, (uint64_t)st.st_size, &cur);
 	if (rc) {
@@ -408,8 +580,7 @@ static int check_precond(const struct file_store *fs, int dir_fd, const char *na
 		goto fail;
 	}
 	if (strcmp(cur.s, expect->s) != 0)
-		rc = fail_key(WS_EPRECOND, fs, "put", key, "CAS expected etag %s, object has %s",
-			      expect->s, cur.s);
+		rc = precond_failed(fs, dir_fd, key, "CAS expected etag %s, object has %s", expect->s, cur.s);
 fail:
 	close(fd);
 	return rc;
@@ -445,22 +616,9 @@ static int file_put(struct ws_store *s, const char *key, const struct iovec *iov
 	etag_make(ws_xxh64v(iov, iovcnt), size, &etag);
 	name = split_key(key, dir);
 
-	rc = ensure_dirs(fs, key, dir);
+	rc = ensure_dirs(fs, key, dir, &dir_fd);
 	if (rc)
 		goto fail;
-	dir_fd = open_dir_at(fs->root_fd, dir);
-	if (dir_fd < 0 && errno == ENOENT) {
-		/* Someone removed a directory we had made durable; redo it once. */
-		dir_forget_all(fs);
-		rc = ensure_dirs(fs, key, dir);
-		if (rc)
-			goto fail;
-		dir_fd = open_dir_at(fs->root_fd, dir);
-	}
-	if (dir_fd < 0) {
-		rc = fail_key(-errno, fs, "put", key, "cannot open directory: %s", strerror(errno));
-		goto fail;
-	}
 	/* A lost CREATE/CAS is common (retries, contention): skip the write+fsync then. */
 	if (mode != WS_PUT_OVERWRITE) {
 		rc = check_precond(fs, dir_fd, name, key, mode, expect);
@@ -501,11 +659,9 @@ static int file_put(struct ws_store *s, const char *key, const struct iovec *iov
 		goto fail;
 	}
 
-	rc = lock_key(dir_fd, name, &lock_fd);
-	if (rc) {
-		rc = fail_key(rc, fs, "put", key, "cannot lock: %s", strerror(-rc));
+	rc = lock_key(fs, "put", key, dir_fd, name, &lock_fd);
+	if (rc)
 		goto fail;
-	}
 	if (mode == WS_PUT_CAS) {
 		rc = check_precond(fs, dir_fd, name, key, mode, expect);
 		if (rc)
@@ -525,8 +681,7 @@ static int file_put(struct ws_store *s, const char *key, const struct iovec *iov
 		}
 		if (tmp_exists) {
 			if (errno == EEXIST)
-				rc = fail_key(WS_EPRECOND, fs, "put", key,
-					      "create-once but the object exists");
+				rc = precond_failed(fs, dir_fd, key, "create-once but the object exists");
 			else
 				rc = fail_key(-errno, fs, "put", key, "cannot publish %s: %s", tmp,
 					      strerror(errno));
@@ -566,30 +721,27 @@ fail:
 	return rc;
 }
 
-/* Opens a published object; WS_ENOTFOUND when there is none (or a directory has the name). */
+/*
+ * Opens a published object; WS_ENOTFOUND when there is none (or a directory
+ * has the name); WS_EFORMAT when a link, FIFO, device or socket is on its
+ * path (never followed or opened).
+ */
 static int open_obj(const struct file_store *fs, const char *op, const char *key, int *out_fd,
 		    struct stat *st)
 {
-	int fd, rc;
+	char dir[WS_KEY_MAX];
+	const char *name = split_key(key, dir);
+	int dir_fd = -1, rc;
 
-	fd = openat(fs->root_fd, key, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
-		if (errno == ENOENT || errno == ENOTDIR)
-			return fail_key(WS_ENOTFOUND, fs, op, key, "no such object");
-		return fail_key(-errno, fs, op, key, "cannot open: %s", strerror(errno));
+	rc = open_dir_nofollow(fs, op, key, dir, &dir_fd);
+	if (rc == 0) {
+		rc = open_reg_at(fs, op, key, dir_fd, name, out_fd, st);
+		close(dir_fd);
 	}
-	if (fstat(fd, st) < 0) {
-		rc = fail_key(-errno, fs, op, key, "cannot stat: %s", strerror(errno));
-		goto fail;
-	}
-	if (!S_ISREG(st->st_mode)) {
-		rc = fail_key(WS_ENOTFOUND, fs, op, key, "no such object (not a regular file)");
-		goto fail;
-	}
-	*out_fd = fd;
-	return 0;
-fail:
-	close(fd);
+	if (rc == -ENOENT || rc == -ENOTDIR || rc == -EISDIR)
+		return fail_key(WS_ENOTFOUND, fs, op, key, "no such object");
+	if (rc && rc != WS_EFORMAT)
+		return fail_key(rc, fs, op, key, "cannot open: %s", strerror(-rc));
 	return rc;
 }
 
@@ -692,18 +844,33 @@ static int file_del(struct ws_store *s, const char *key)
 	if (rc)
 		return rc;
 	name = split_key(key, dir);
-	dir_fd = open_dir_at(fs->root_fd, dir);
-	if (dir_fd < 0) {
-		if (errno == ENOENT || errno == ENOTDIR)
-			return 0;
-		return fail_key(-errno, fs, "delete", key, "cannot open directory: %s", strerror(errno));
+	rc = open_dir_nofollow(fs, "delete", key, dir, &dir_fd);
+	if (rc == -ENOENT || rc == -ENOTDIR)
+		return 0;
+	if (rc == WS_EFORMAT)
+		return rc;
+	if (rc)
+		return fail_key(rc, fs, "delete", key, "cannot open directory: %s", strerror(-rc));
+	{
+		/* Only an object is deleted; whatever else holds the name is named. */
+		struct stat st;
+		if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			rc = errno == ENOENT ? 0 : fail_key(-errno, fs, "delete", key, "cannot stat: %s",
+							    strerror(errno));
+			close(dir_fd);
+			return rc;
+		}
+		if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+			rc = fail_key(WS_EFORMAT, fs, "delete", key, "is %s, not an object; not deleted",
+				      type_name(st.st_mode));
+			close(dir_fd);
+			return rc;
+		}
 	}
 	/* The lock keeps a delete from landing between a CAS's compare and its rename. */
-	rc = lock_key(dir_fd, name, &lock_fd);
-	if (rc) {
-		rc = fail_key(rc, fs, "delete", key, "cannot lock: %s", strerror(-rc));
+	rc = lock_key(fs, "delete", key, dir_fd, name, &lock_fd);
+	if (rc)
 		goto fail;
-	}
 	if (unlinkat(dir_fd, name, 0) < 0) {
 		/*
 		 * Missing: an earlier delete ran under this lock through its fsync, so
@@ -783,8 +950,12 @@ static int cmp_names(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Reads dir_fd's visible entries (regular files and directories), sorted. */
-static int read_sorted(int dir_fd, struct name_vec *nv)
+/*
+ * Reads dir_fd's visible entries (regular files and directories), sorted.
+ * Anything else (a link, FIFO, device, socket) is no object: skipped, with a
+ * warning naming it, since the store never puts one there.
+ */
+static int read_sorted(const struct list_ctx *c, int dir_fd, size_t path_len, struct name_vec *nv)
 {
 	struct dirent *de;
 	DIR *d;
@@ -808,15 +979,17 @@ static int read_sorted(int dir_fd, struct name_vec *nv)
 			continue;
 		if (de->d_type == DT_DIR || de->d_type == DT_REG) {
 			is_dir = de->d_type == DT_DIR;
-		} else if (de->d_type == DT_UNKNOWN) {
+		} else {
 			struct stat st;
 			if (fstatat(dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 				continue;
-			if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+			if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+				ws_warn("file store %s: list: skipping %.*s%.*s: %s, not an object or directory",
+					c->fs->root, (int)path_len, c->path, NAME_MAX, de->d_name,
+					type_name(st.st_mode));
 				continue;
+			}
 			is_dir = S_ISDIR(st.st_mode);
-		} else {
-			continue;
 		}
 		rc = name_vec_push(nv, de->d_name, is_dir);
 		if (rc)
@@ -838,7 +1011,7 @@ static int list_walk(struct list_ctx *c, int dir_fd, size_t path_len, unsigned d
 
 	if (depth > WALK_DEPTH_MAX)
 		return 0;
-	rc = read_sorted(dir_fd, &nv);
+	rc = read_sorted(c, dir_fd, path_len, &nv);
 	if (rc) {
 		rc = ws_fail(rc, "file store %s: list: cannot read directory \"%.*s\": %s",
 			     c->fs->root, (int)path_len, c->path, strerror(-rc));
@@ -863,8 +1036,7 @@ static int list_walk(struct list_ctx *c, int dir_fd, size_t path_len, unsigned d
 			if (strcmp(c->path, c->token) < 0 && strncmp(c->token, c->path, full_len) != 0)
 				continue;
 			c->path[full_len - 1] = '\0';
-			sub = openat(dir_fd, c->path + path_len, O_RDONLY | O_DIRECTORY | O_CLOEXEC |
-				     O_NOFOLLOW);
+			sub = openat(dir_fd, c->path + path_len, DIR_OPEN_FLAGS);
 			c->path[full_len - 1] = '/';
 			if (sub < 0) {
 				if (errno == ENOENT)
@@ -982,6 +1154,11 @@ static const struct ws_store_ops file_ops = {
 	.del = file_del,
 	.close = file_close,
 };
+
+const char *ws_store_file_root(const struct ws_store *s)
+{
+	return s && s->ops == &file_ops ? ((const struct file_store *)s)->root : NULL;
+}
 
 /* Pid of a ".tmp.<pid>.<seq>" name, or 0 when the name is not one of ours. */
 static pid_t tmp_owner(const char *name)

@@ -148,9 +148,20 @@ int ws_store_putv(struct ws_store *s, const char *key, const struct iovec *iov, 
 int ws_store_get(struct ws_store *s, const char *key, uint64_t off, uint64_t len,
 		 struct ws_buf *out, struct ws_obj_info *info) WS_MUST_CHECK;
 int ws_store_head(struct ws_store *s, const char *key, struct ws_obj_info *info) WS_MUST_CHECK;
+/* Also checks that the page moves past token (-EPROTO otherwise), so that a
+ * paging loop ends whatever the backend answers. */
 int ws_store_list(struct ws_store *s, const char *prefix, const char *token, unsigned max_keys,
 		  struct ws_list_page *out) WS_MUST_CHECK;
 int ws_store_del(struct ws_store *s, const char *key) WS_MUST_CHECK;
+/*
+ * The first top-level name (a key's first segment, or a whole key without
+ * '/') after the name `after` ("" or NULL: the first of all), into name;
+ * "" when there is none. One LIST of one key, however many keys a name
+ * holds and however long it is, and each answer is past `after`, so a loop
+ * over the names ends. Errors: -EPROTO (the store did not move on), those
+ * of ws_store_list.
+ */
+int ws_store_next_top(struct ws_store *s, const char *after, char name[WS_KEY_MAX]) WS_MUST_CHECK;
 /*
  * n PUTs, concurrently where the backend can. Returns 0 when every request
  * ran (each has its own rc; the detail of a failed one is not kept, so the
@@ -173,6 +184,11 @@ struct ws_store *ws_store_open(const char *url, int *err);
 
 /* The file backend directly (root must be absolute). */
 struct ws_store *ws_store_file_open(const char *root, int *err);
+
+/* The root directory of a file:// store (absolute, no trailing '/'); NULL
+ * for any other backend. For callers that must keep their own files out of
+ * the sink. */
+const char *ws_store_file_root(const struct ws_store *s);
 
 /*
  * Open flags. WS_STORE_EXISTING: the sink must already exist (WS_ENOTFOUND

@@ -123,5 +123,7 @@ void ws_cli_print_tenant_json(const struct ws_tenant_info *t)
 	}
 	json_object_set_new(o, "objects", u64(t->objects));
 	json_object_set_new(o, "bytes", u64(t->bytes));
+	if (t->error)
+		json_object_set_new(o, "error", json_string(t->error));
 	emit(o);
 }

@@ -27,6 +27,7 @@
  * wins.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -35,12 +36,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "metrics_http.h"
 
 #define ERR_BYTES_MAX 512
+/* A raw line, comments included, is cut off here while it is read: a file
+ * without newlines (/dev/zero) must not grow a buffer without bound. */
+#define RAW_LINE_BYTES_MAX 4096
 #define MS_MAX 86400000u                /* a day */
 #define RING_BYTES_MAX (64ull << 30)
 /* As the engine checks them (core/engine.c check_shard); here they get a line. */
@@ -125,7 +130,9 @@ bool ws_cli_tenant_name_ok(const char *name)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
 		      *p == '.' || *p == '_' || *p == '-'))
 			return false;
-	return true;
+	/* As the sink takes them (ws_tenant_name_valid): '.' and '_' start the
+	 * store's own names, and "checkpoints" is the checkpoint store. */
+	return name[0] != '.' && name[0] != '_' && strcmp(name, "checkpoints") != 0;
 }
 
 /* ---- keys -------------------------------------------------------------- */
@@ -334,7 +341,8 @@ static int section_begin(struct ws_cli_config *c, const char *name)
 		bool created;
 		if (!ws_cli_tenant_name_ok(name + 7))
 			return fail_at(p, line,
-				       "[%s]: a tenant name is 1..%d bytes of A-Z a-z 0-9 . _ - (got '%s')", name,
+				       "[%s]: a tenant name is 1..%d bytes of A-Z a-z 0-9 . _ -, not starting with "
+				       "'.' or '_' and not 'checkpoints' (got '%s')", name,
 				       WS_TENANT_MAX - 1, name + 7);
 		t = tenant_get(c, name + 7, &created);
 		if (!t)
@@ -364,20 +372,41 @@ static char *read_line(char *out, int out_bytes, void *stream)
 {
 	struct ws_cli_config *c = stream;
 	struct ws_cli_config_parse *p = c->parse;
-	ssize_t n;
+	size_t n;
 	char *s, *e;
 
 	if (p->err_line)
 		return NULL;
-	n = getline(&p->buf, &p->buf_cap, p->f);
-	if (n < 0)
+	if (!p->buf) {
+		p->buf_cap = RAW_LINE_BYTES_MAX + 1;
+		p->buf = malloc(p->buf_cap);
+		if (!p->buf) {
+			fail_at(p, p->line + 1, "out of memory");
+			return NULL;
+		}
+	}
+	n = 0;
+	for (;;) {
+		int ch = getc(p->f);
+		if (ch == EOF)
+			break;
+		if (ch == '\0') {
+			fail_at(p, p->line + 1, "a NUL byte (is this a text file?)");
+			return NULL;
+		}
+		if (n == RAW_LINE_BYTES_MAX) {
+			fail_at(p, p->line + 1, "line longer than %d bytes", RAW_LINE_BYTES_MAX);
+			return NULL;
+		}
+		p->buf[n++] = (char)ch;
+		if (ch == '\n')
+			break;
+	}
+	if (n == 0)
 		return NULL;
+	p->buf[n] = '\0';
 	p->line++;
 	s = p->buf;
-	if (memchr(s, '\0', (size_t)n)) {
-		fail_at(p, p->line, "a NUL byte (is this a text file?)");
-		return NULL;
-	}
 	if (p->line == 1 && !strncmp(s, "\xEF\xBB\xBF", 3)) /* UTF-8 BOM */
 		s += 3;
 	while (*s == ' ' || *s == '\t')
@@ -524,7 +553,7 @@ static int engine_key(struct ws_cli_config *c, const char *key, const char *valu
 		break;
 	case EK_METRICS_ADDR: {
 		char err[160];
-		if (ws_metrics_addr_check(value, err, sizeof(err)))
+		if (ws_metrics_addr_resolve(value, err, sizeof(err)))
 			return fail_at(p, line, "[engine] metrics_addr: '%s': %s", value, err);
 		c->metrics_addr = strdup(value);
 		if (!c->metrics_addr)
@@ -664,9 +693,23 @@ int ws_cli_config_load(struct ws_cli_config *c, const char *file)
 	if (!p)
 		return report(c, 0, "out of memory");
 	c->parse = p;
-	p->f = fopen(file, "r");
-	if (!p->f)
-		return report(c, 0, "cannot open: %s", strerror(errno));
+	{
+		/* O_NONBLOCK: a FIFO must not hang the open; only a regular file is read. */
+		struct stat st;
+		int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0)
+			return report(c, 0, "cannot open: %s", strerror(errno));
+		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+			close(fd);
+			return report(c, 0, "not a regular file (%s); a config is a text file",
+				      S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" :
+				      S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "not readable as one");
+		}
+		if (fcntl(fd, F_SETFL, 0) != 0 || !(p->f = fdopen(fd, "r"))) {
+			close(fd);
+			return report(c, 0, "cannot open: %s", strerror(errno));
+		}
+	}
 	rc = ini_parse_stream(read_line, c, on_key, c);
 	if (ferror(p->f) && !p->err_line)
 		fail_at(p, p->line + 1, "read error");
@@ -715,12 +758,12 @@ int ws_cli_config_add_tenant_arg(struct ws_cli_config *c, const char *arg)
 		name[n] = '\0';
 		path = arg;
 		if (!ws_cli_tenant_name_ok(name))
-			return report(c, -1, "tenant name '%s' (from '%s') has characters other than A-Z a-z 0-9 . _ -; "
-				      "use NAME=PATH", name, arg);
+			return report(c, -1, "tenant name '%s' (from '%s') is not one a sink takes (A-Z a-z 0-9 . _ -, "
+				      "not starting with '.' or '_', not 'checkpoints'); use NAME=PATH", name, arg);
 	}
 	if (!ws_cli_tenant_name_ok(name))
-		return report(c, -1, "invalid tenant name '%s' in '%s' (1..%d bytes of A-Z a-z 0-9 . _ -)", name, arg,
-			      WS_TENANT_MAX - 1);
+		return report(c, -1, "invalid tenant name '%s' in '%s' (1..%d bytes of A-Z a-z 0-9 . _ -, not starting "
+			      "with '.' or '_', not 'checkpoints')", name, arg, WS_TENANT_MAX - 1);
 	if (!*path)
 		return report(c, -1, "empty database path in '%s'", arg);
 	t = tenant_get(c, name, &created);
@@ -781,6 +824,85 @@ static int key_line(const struct ws_cli_config_parse *p, unsigned i, enum shard_
 	return p->shard[i].key_line[k] ? p->shard[i].key_line[k] : p->defaults.key_line[k];
 }
 
+/* fs.inotify.max_user_instances, or -1 when it cannot be read. */
+static long inotify_instances_max(void)
+{
+	FILE *f = fopen("/proc/sys/fs/inotify/max_user_instances", "re");
+	long v = -1;
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+struct path_id {
+	dev_t dev;
+	ino_t ino;
+	const char *path;   /* compared when the file does not exist yet */
+	size_t tenant;
+};
+
+static int cmp_path_id(const void *a, const void *b)
+{
+	const struct path_id *x = a, *y = b;
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	if (x->dev == 0 && x->ino == 0) {
+		int r = strcmp(x->path, y->path);
+		if (r)
+			return r;
+	}
+	return x->tenant < y->tenant ? -1 : x->tenant > y->tenant;
+}
+
+/*
+ * Two tenants on one database would ship the same WAL twice, each racing
+ * the other's WAL checkpoints; a thousand would each hold its own streams.
+ * Compared by device and inode (links, "./a.db" and "a.db" alike), by the
+ * path as written for a file not created yet.
+ */
+static int check_paths_unique(const struct ws_cli_config *c)
+{
+	struct path_id *v;
+	size_t n = 0;
+	int rc = 0;
+
+	if (c->tenant_count < 2)
+		return 0;
+	v = calloc(c->tenant_count, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->tenant_count; i++) {
+		struct stat st;
+		if (!c->tenants[i].path)
+			continue;
+		v[n].path = c->tenants[i].path;
+		v[n].tenant = i;
+		if (stat(c->tenants[i].path, &st) == 0) {
+			v[n].dev = st.st_dev;
+			v[n].ino = st.st_ino;
+		}
+		n++;
+	}
+	qsort(v, n, sizeof(*v), cmp_path_id);
+	for (size_t i = 1; i < n && !rc; i++) {
+		const struct ws_cli_tenant *a = &c->tenants[v[i - 1].tenant], *b = &c->tenants[v[i].tenant];
+		bool same = v[i].dev || v[i].ino ? v[i].dev == v[i - 1].dev && v[i].ino == v[i - 1].ino
+						 : !v[i - 1].dev && !v[i - 1].ino && !strcmp(v[i].path, v[i - 1].path);
+		if (!same)
+			continue;
+		rc = report(c, b->path_line ? b->path_line : b->line ? b->line : -1,
+			    "tenant %s: database %s is also tenant %s's (%s); one database is one tenant", b->name,
+			    b->path, a->name, a->path);
+	}
+	free(v);
+	return rc;
+}
+
 int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides *o)
 {
 	struct ws_cli_config_parse empty, *p = c->parse;
@@ -826,6 +948,16 @@ int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides 
 				      c->shards, c->shards == 1 ? "" : "s",
 				      o->has_shards ? "--shards" : p->engine_key_line[EK_SHARDS] ? "[engine] shards"
 											     : "the default");
+	{
+		/* Each shard holds one inotify instance, and the kernel limits them
+		 * per user: past the limit a shard fails to start, mid-way. */
+		long lim = inotify_instances_max();
+		if (lim > 0 && c->shards > (unsigned long)lim)
+			return report(c, o->has_shards ? -1 : p->engine_key_line[EK_SHARDS],
+				      "%u shards need %u inotify instances (one each), more than this system's "
+				      "fs.inotify.max_user_instances of %ld (shared with every other process of this "
+				      "user); lower shards or raise that limit", c->shards, c->shards, lim);
+	}
 	c->shard = calloc(c->shards, sizeof(*c->shard));
 	if (!c->shard)
 		return -ENOMEM;
@@ -867,16 +999,24 @@ int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides 
 				      i, s->ring_bytes, s->batch_bytes_max, 2 * s->batch_bytes_max);
 		}
 		ring_total += s->ring_bytes;
-		mem_bytes = pages > 0 && page_bytes > 0 ? (uint64_t)pages * (uint64_t)page_bytes : UINT64_MAX;
+		/* Rings are pinned (registered with two io_urings each) and never
+		 * swapped: leave the other half to SQLite, the page cache and the
+		 * rest of the machine. */
+		mem_bytes = pages > 0 && page_bytes > 0 ? (uint64_t)pages * (uint64_t)page_bytes / 2 : UINT64_MAX;
 		if (ring_total > mem_bytes) {
 			line = key_line(p, i, SK_RING_BYTES);
 			if (line <= 0)
 				line = p->engine_key_line[EK_SHARDS];
 			return report(c, line,
-				      "the spill rings of shards 0..%u need %" PRIu64 " bytes, more than this machine's "
-				      "%" PRIu64 " bytes of memory",
+				      "the spill rings of shards 0..%u need %" PRIu64 " bytes, more than half of this "
+				      "machine's memory (%" PRIu64 " bytes); lower shards or ring_bytes",
 				      i, ring_total, mem_bytes);
 		}
+	}
+	{
+		int r = check_paths_unique(c);
+		if (r)
+			return r;
 	}
 	for (size_t i = 0; i < c->tenant_count; i++) {
 		const struct ws_cli_tenant *t = &c->tenants[i];

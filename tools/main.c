@@ -108,8 +108,15 @@ static int parse_rfc3339(const char *s, int64_t *out_ms)
 	} else {
 		return -1;
 	}
-	if (*p || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+	if (*p || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || sec > 60)
 		return -1;
+	{
+		/* timegm() would take 2026-02-30 as 2026-03-02: a day the user did not name. */
+		static const int mdays[12] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+		bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+		if (d > mdays[mo - 1] + (mo == 2 && leap))
+			return -1;
+	}
 	tm.tm_year = y - 1900;
 	tm.tm_mon = mo - 1;
 	tm.tm_mday = d;
@@ -480,7 +487,7 @@ static int cmd_replicate(int argc, char **argv)
 			ov.has_policy = true;
 			break;
 		case OPT_METRICS_ADDR:
-			if (ws_metrics_addr_check(optarg, why, sizeof(why)))
+			if (ws_metrics_addr_resolve(optarg, why, sizeof(why)))
 				return usage_error("--metrics-addr: '%s': %s", optarg, why);
 			ov.metrics_addr = optarg;
 			break;
@@ -572,7 +579,8 @@ static int cmd_restore(int argc, char **argv)
 			break;
 		case OPT_TIME:
 			if (parse_rfc3339(optarg, &ro.time_ms))
-				return usage_error("--time: '%s' is not RFC 3339 (e.g. 2026-11-30T12:00:00Z)", optarg);
+				return usage_error("--time: '%s' is not an RFC 3339 time of a real day "
+						   "(e.g. 2026-11-30T12:00:00Z)", optarg);
 			if (ro.time_ms <= 0)
 				return usage_error("--time: '%s' is not after 1970-01-01T00:00:00Z", optarg);
 			break;
@@ -586,6 +594,19 @@ static int cmd_restore(int argc, char **argv)
 		return usage_error("restore: unexpected argument '%s'", argv[optind]);
 	if (!sink_url || !tenant || !out)
 		return usage_error("restore: --sink, --tenant and -o are required");
+	if (!*out)
+		return usage_error("restore: -o: the output path is empty");
+	{
+		const char *base = strrchr(out, '/');
+		base = base ? base + 1 : out;
+		if (strlen(out) >= PATH_MAX)
+			return usage_error("restore: -o: the path is %zu bytes; at most %d", strlen(out), PATH_MAX - 1);
+		if (strlen(base) > NAME_MAX)
+			return usage_error("restore: -o: the file name (%.32s...) is %zu bytes; at most %d", base,
+					   strlen(base), NAME_MAX);
+		if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+			return usage_error("restore: -o: '%s' names a directory; give a file name", out);
+	}
 	if (ro.frame && ro.time_ms)
 		return usage_error("restore: --frame and --time exclude each other");
 	if (checkpoint && (ro.frame || ro.time_ms))
@@ -609,13 +630,22 @@ static int cmd_restore(int argc, char **argv)
 
 struct ls_print {
 	bool json;
+	unsigned unreadable;  /* tenants passed with an error */
 };
 
 static int ls_cb(const struct ws_tenant_info *t, void *arg)
 {
 	struct ls_print *p = arg;
+	if (t->error) {
+		p->unreadable++;
+		print_tenant_error(t->tenant, t->error);
+	}
 	if (p->json) {
 		ws_cli_print_tenant_json(t);
+		return 0;
+	}
+	if (t->error) {
+		printf("%-24s (unreadable: see stderr) objects=%" PRIu64 "\n", t->tenant, t->objects);
 		return 0;
 	}
 	if (!t->has_watermark) {
@@ -645,7 +675,7 @@ static int cmd_ls(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sink_url = NULL, *tenant = NULL;
-	struct ls_print p = { false };
+	struct ls_print p = { false, 0 };
 	bool checkpoints = false;
 	struct ws_sink *sink;
 	int c, rc;
@@ -675,7 +705,12 @@ static int cmd_ls(int argc, char **argv)
 	rc = ws_list_tenants(sink, tenant, ls_cb, &p);
 	ws_sink_close(sink);
 	if (rc) {
-		fprintf(stderr, "walship: ls: %s\n", ws_errmsg());
+		/* A tenant's own problem was printed with it; say how it ended. */
+		if (p.unreadable)
+			fprintf(stderr, "walship: ls: %u tenant%s could not be read\n", p.unreadable,
+				p.unreadable == 1 ? "" : "s");
+		else
+			fprintf(stderr, "walship: ls: %s\n", ws_errmsg());
 		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
 	}
 	return EXIT_OK;

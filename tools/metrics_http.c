@@ -86,6 +86,28 @@ int ws_metrics_addr_check(const char *addr, char *err, size_t err_bytes)
 	return split_addr(addr, host, sizeof(host), &port, err, err_bytes);
 }
 
+int ws_metrics_addr_resolve(const char *addr, char *err, size_t err_bytes)
+{
+	struct addrinfo hints, *res = NULL;
+	char host[HOST_BYTES_MAX];
+	unsigned port;
+	int e;
+
+	if (split_addr(addr, host, sizeof(host), &port, err, err_bytes))
+		return -1;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	e = getaddrinfo(host, "0", &hints, &res);
+	if (e) {
+		snprintf(err, err_bytes, "the host %s does not resolve: %s", host, gai_strerror(e));
+		return -1;
+	}
+	freeaddrinfo(res);
+	return 0;
+}
+
 static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, const char *body)
 {
 	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), (void *)(uintptr_t)body,

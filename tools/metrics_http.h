@@ -15,6 +15,9 @@ struct ws_metrics_http;
 /* Syntax of HOST:PORT ([V6ADDR]:PORT for IPv6; PORT 0..65535, 0 = any free
  * one). 0, or -1 with the reason in err. Resolves nothing. */
 int ws_metrics_addr_check(const char *addr, char *err, size_t err_bytes);
+/* ws_metrics_addr_check, and the host resolves to an address to bind (so a
+ * config names its bad line before anything starts). 0, or -1 with err. */
+int ws_metrics_addr_resolve(const char *addr, char *err, size_t err_bytes);
 
 /* Bind addr and serve e's metrics until ws_metrics_http_stop(). NULL on
  * failure with the reason (naming the address) in err. */

@@ -308,9 +308,17 @@ struct ws_tenant_info {
 	uint64_t manifests;         /* manifests in the chain (filled by verify) */
 	uint64_t objects;           /* objects under the tenant's prefix */
 	uint64_t bytes;
+	/* Non-NULL: the watermark (or the listing) could not be read, and why;
+	 * has_watermark is false. Valid during the callback only. */
+	const char *error;
 };
 
-/* Calls fn for each tenant (or just `tenant` if non-NULL), in name order. */
+/*
+ * Calls fn for each tenant (or just `tenant` if non-NULL), in name order. A
+ * tenant whose watermark cannot be read is passed with info->error set and
+ * the walk goes on; the first such error is returned at the end (a damaged
+ * object is never WS_ECONFIG: that is for the arguments).
+ */
 typedef int (*ws_tenant_fn)(const struct ws_tenant_info *info, void *arg);
 int ws_list_tenants(struct ws_sink *sink, const char *tenant, ws_tenant_fn fn, void *arg) WS_MUST_CHECK;
 

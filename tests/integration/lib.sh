@@ -32,8 +32,10 @@ ok() { pass=$((pass + 1)); echo "ok   - $1"; }
 bad() {
 	fail=$((fail + 1))
 	echo "FAIL - $1"
-	if [ -s "$ROOT/out" ]; then sed 's/^/    stdout: /' "$ROOT/out" | head -20; fi
-	if [ -s "$ROOT/err" ]; then sed 's/^/    stderr: /' "$ROOT/err" | head -20; fi
+	# head first: `sed | head` dies of SIGPIPE under pipefail on a large
+	# output, ending the script before its summary.
+	if [ -s "$ROOT/out" ]; then head -n 20 "$ROOT/out" | cut -c1-300 | sed 's/^/    stdout: /'; fi
+	if [ -s "$ROOT/err" ]; then head -n 20 "$ROOT/err" | cut -c1-300 | sed 's/^/    stderr: /'; fi
 }
 # check DESC CMD...: CMD's exit status decides.
 check() {

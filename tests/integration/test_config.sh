@@ -354,9 +354,9 @@ core = $CPU_OK
 policy = shed
 core = $CPU_OK
 EOF
-badcfg "rings larger than the machine's memory" 4 'more than this machine' <<EOF
+badcfg "rings larger than half the machine's memory" 4 'more than half of this machine.s memory' <<EOF
 $E
-shards = 256
+shards = 100
 ring_bytes = 64GiB
 EOF
 
@@ -516,5 +516,70 @@ check "tuning-only config with tenants on the command line: exit 0, streamed" \
 ws restore --sink "file://$ROOT/tsink" --tenant users -o r.tuning.db
 check "... restores equal to its source" eval '[ "$rc" = 0 ] && same_dump users.db r.tuning.db'
 
+echo "# hostile config files and values (issue 12)"
+# What is not a regular file is refused at once, never read: /dev/zero grew
+# a line buffer without bound, a FIFO blocked the open.
+mkfifo cfg.fifo
+for f in /dev/zero cfg.fifo "$ROOT"; do
+	set +e
+	timeout 10 "$WS_BIN" replicate --config "$f" --once >out 2>err
+	rc=$?
+	set -e
+	check "--config $f: exit 2, 'not a regular file', no hang" \
+		eval '[ "$rc" = 2 ] && grep -q "config $f: not a regular file" err'
+done
+head -c 100000 /dev/zero | tr '\0' 'x' >long.ini
+set +e
+timeout 10 "$WS_BIN" replicate --config long.ini --once >out 2>err
+rc=$?
+set -e
+check "a 100000-byte line: exit 2 at long.ini:1, cut off while read" \
+	eval '[ "$rc" = 2 ] && grep -q "config long.ini:1: line longer than 4096 bytes" err'
+for tn in .x checkpoints .. _x; do
+	badcfg "reserved or invalid tenant name [tenant.$tn]" 3 "not starting with '.' or '_' and not 'checkpoints'" <<EOF
+$E
+[tenant.$tn]
+path = $ROOT/u.db
+EOF
+done
+ws replicate --sink "file://$BSINK" --once "checkpoints=$ROOT/u.db"
+check "tenant 'checkpoints' on the command line: exit 2" eval '[ "$rc" = 2 ] && grep -q "checkpoints" err'
+badcfg "metrics_addr that does not resolve" 3 "metrics_addr: 'no-such-host.invalid:9000': the host no-such-host.invalid does not resolve" <<EOF
+$E
+metrics_addr = no-such-host.invalid:9000
+EOF
+badcfg "two tenants on one database" 7 'tenant y: database .*u.db is also tenant x' <<EOF
+$E
+[tenant.x]
+path = $ROOT/u.db
+[tenant.y]
+# the same file by another name
+path = $ROOT/./u.db
+EOF
+ws replicate --sink "file://$BSINK" --once "a=$ROOT/u.db" "b=u.db"
+check "two command-line tenants on one database: exit 2" eval '[ "$rc" = 2 ] && grep -q "is also tenant a" err'
+# 10,000 tenants on one path: refused at parse time.
+python3 -c '
+import sys
+print("[engine]\nsink = file://" + sys.argv[1])
+for i in range(10000):
+    print("[tenant.t%d]\npath = %s" % (i, sys.argv[2]))' "$BSINK.many" "$ROOT/u.db" >many.ini
+set +e
+timeout 60 "$WS_BIN" replicate --config many.ini --once >out 2>err
+rc=$?
+set -e
+check "10,000 tenants on one database: exit 2 at a path line" \
+	eval '[ "$rc" = 2 ] && grep -q "config many.ini:[0-9]*: tenant t.*is also tenant t" err'
+check "... and nothing was written to the sink" [ ! -e "$BSINK.many" ]
+# shards: each holds one inotify instance; past the kernel's per-user limit
+# a shard failed to start mid-way. (256, the documented maximum, exceeds the
+# default limit of 128.)
+lim=$(cat /proc/sys/fs/inotify/max_user_instances)
+if [ "$lim" -lt 256 ]; then
+	badcfg "shards = 256 beyond fs.inotify.max_user_instances ($lim)" 3 "256 shards need 256 inotify instances.*max_user_instances of $lim" <<EOF
+$E
+shards = 256
+EOF
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

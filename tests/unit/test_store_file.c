@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -882,6 +883,276 @@ static void test_fault_fail_paths(void **state)
 	free(sub);
 }
 
+
+/* ---- a create-once that loses to a writer killed before its fsync ------------------- */
+
+/*
+ * A writer killed between link() and its directory fsync() leaves the entry
+ * in the page cache only. The next CREATE of that key must not answer "it
+ * exists" (on which callers act: a watermark CAS, a decision) before the
+ * entry is durable: it fsyncs the directory first. The fault site in front
+ * of that fsync proves the path: armed to fail, the CREATE fails there
+ * instead of reporting WS_EPRECOND.
+ */
+static void test_create_exists_is_made_durable(void **state)
+{
+	struct fixture *f = *state;
+	const char *keys[] = { "dur/k", "dur/s0000000000000007/part" };
+	int rc;
+
+#ifndef WS_FAULTS
+	skip();
+#endif
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			int err;
+			struct ws_store *s = ws_store_file_open(f->dir, &err);
+			if (!s)
+				_exit(CHILD_OPEN_FAILED);
+			ws_fault_arm("file.put.after_publish", 1, 1);
+			(void)!ws_store_put(s, keys[i], "first", 5, WS_PUT_CREATE, NULL, NULL);
+			_exit(0);
+		}
+		expect_killed(pid);
+		/* Published (visible) but the child never reached its fsync. */
+		wt_assert_content(f->s, keys[i], "first");
+
+		ws_fault_arm("file.put.exists_fsync", 1, 0);
+		rc = ws_store_put(f->s, keys[i], "second", 6, WS_PUT_CREATE, NULL, NULL);
+		ws_fault_disarm();
+		assert_int_equal(rc, -EIO);
+		assert_non_null(strstr(ws_errmsg(), "fsync of an existing entry"));
+
+		/* Unarmed: the fsync succeeds, then the loss is reported. */
+		assert_int_equal(ws_store_put(f->s, keys[i], "second", 6, WS_PUT_CREATE, NULL, NULL), WS_EPRECOND);
+		wt_assert_content(f->s, keys[i], "first");
+	}
+}
+
+/* ---- links, FIFOs and devices in the sink --------------------------------------------- */
+
+static bool file_has(const char *path, const char *want)
+{
+	char buf[64] = "";
+	FILE *fp = fopen(path, "r");
+	size_t n;
+
+	if (!fp)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, fp);
+	fclose(fp);
+	buf[n] = '\0';
+	return strcmp(buf, want) == 0;
+}
+
+/*
+ * A directory or file in the sink that is a symbolic link (to anywhere), a
+ * FIFO or a device is never followed or opened: reads, writes and deletes
+ * through it are refused with WS_EFORMAT naming it, nothing outside the sink
+ * is read, created or removed, and a FIFO does not block a reader.
+ */
+static void test_links_fifos_devices(void **state)
+{
+	struct fixture *f = *state;
+	char *outside = wt_tmpdir("store_file_outside");
+	char *p, *q;
+	struct ws_list_page page = { 0 };
+	int rc;
+
+	assert_non_null(outside);
+	q = wt_path(outside, "victim");
+	assert_int_equal(wt_write_file(q, "precious", 8), 0);
+
+	/* A tenant directory that is a link to elsewhere. */
+	p = wt_path(f->dir, "t1");
+	assert_int_equal(symlink(outside, p), 0);
+	free(p);
+	assert_null(wt_get_str(f->s, "t1/victim", &rc, NULL));
+	assert_int_equal(rc, WS_EFORMAT);
+	assert_non_null(strstr(ws_errmsg(), "symbolic link"));
+	assert_int_equal(ws_store_head(f->s, "t1/victim", NULL), WS_EFORMAT);
+	assert_int_equal(ws_store_del(f->s, "t1/victim"), WS_EFORMAT);
+	assert_int_equal(ws_store_put(f->s, "t1/new", "x", 1, WS_PUT_OVERWRITE, NULL, NULL), WS_EFORMAT);
+	assert_int_equal(ws_store_put(f->s, "t1/g/new", "x", 1, WS_PUT_CREATE, NULL, NULL), WS_EFORMAT);
+	assert_true(file_has(q, "precious"));
+	p = wt_path(outside, "new");
+	assert_int_equal(access(p, F_OK), -1);
+	free(p);
+	p = wt_path(outside, "g");
+	assert_int_equal(access(p, F_OK), -1);
+	free(p);
+
+	/* A generation directory below a real tenant directory. */
+	wt_put_str(f->s, "t2/wm", "w", NULL);
+	p = wt_path(f->dir, "t2/g");
+	assert_int_equal(symlink(outside, p), 0);
+	free(p);
+	assert_int_equal(ws_store_del(f->s, "t2/g/victim"), WS_EFORMAT);
+	assert_true(file_has(q, "precious"));
+
+	/* An object that is a link to a file elsewhere. */
+	p = wt_path(f->dir, "t2/obj");
+	assert_int_equal(symlink(q, p), 0);
+	free(p);
+	assert_null(wt_get_str(f->s, "t2/obj", &rc, NULL));
+	assert_int_equal(rc, WS_EFORMAT);
+	assert_int_equal(ws_store_del(f->s, "t2/obj"), WS_EFORMAT);
+	assert_int_equal(ws_store_put(f->s, "t2/obj", "x", 1, WS_PUT_CREATE, NULL, NULL), WS_EFORMAT);
+	assert_true(file_has(q, "precious"));
+
+	/* A FIFO and a device where objects belong: refused, without blocking. */
+	p = wt_path(f->dir, "t2/fifo");
+	assert_int_equal(mkfifo(p, 0644), 0);
+	free(p);
+	assert_null(wt_get_str(f->s, "t2/fifo", &rc, NULL));
+	assert_int_equal(rc, WS_EFORMAT);
+	assert_non_null(strstr(ws_errmsg(), "FIFO"));
+	assert_int_equal(ws_store_put(f->s, "t2/fifo", "x", 1, WS_PUT_CAS, &(struct ws_etag){ "e" }, NULL),
+			 WS_EFORMAT);
+	p = wt_path(f->dir, "t2/null");
+	if (mknod(p, S_IFCHR | 0666, makedev(1, 3)) == 0) { /* as root only */
+		assert_null(wt_get_str(f->s, "t2/null", &rc, NULL));
+		assert_int_equal(rc, WS_EFORMAT);
+		assert_int_equal(ws_store_del(f->s, "t2/null"), WS_EFORMAT);
+		assert_int_equal(access(p, F_OK), 0);
+	}
+	free(p);
+
+	/* Lock files (".lock.00" .. ".lock.3f") planted as links out of the
+	 * sink, or as FIFOs: a put neither opens them nor blocks on them. */
+	wt_put_str(f->s, "t3/wm", "w", NULL);
+	wt_put_str(f->s, "t4/wm", "w", NULL);
+	for (unsigned i = 0; i < 64; i++) {
+		char lname[32];
+		snprintf(lname, sizeof(lname), "t3/.lock.%02x", i);
+		p = wt_path(f->dir, lname);
+		unlink(p);
+		assert_int_equal(symlink(q, p), 0);
+		free(p);
+		snprintf(lname, sizeof(lname), "t4/.lock.%02x", i);
+		p = wt_path(f->dir, lname);
+		unlink(p);
+		assert_int_equal(mkfifo(p, 0644), 0);
+		free(p);
+	}
+	assert_int_equal(ws_store_put(f->s, "t3/k", "x", 1, WS_PUT_OVERWRITE, NULL, NULL), WS_EFORMAT);
+	assert_non_null(strstr(ws_errmsg(), "lock file"));
+	assert_int_equal(ws_store_del(f->s, "t3/wm"), WS_EFORMAT);
+	assert_int_equal(ws_store_put(f->s, "t4/k", "x", 1, WS_PUT_CREATE, NULL, NULL), WS_EFORMAT);
+	assert_non_null(strstr(ws_errmsg(), "FIFO"));
+	assert_true(file_has(q, "precious"));
+	wt_assert_content(f->s, "t3/wm", "w");
+
+	/* A listing shows the objects only. */
+	assert_int_equal(ws_store_list(f->s, "", NULL, 100, &page), 0);
+	assert_int_equal(page.count, 3);
+	assert_string_equal(page.keys[0], "t2/wm");
+	assert_string_equal(page.keys[1], "t3/wm");
+	assert_string_equal(page.keys[2], "t4/wm");
+	ws_list_page_free(&page);
+
+	free(q);
+	wt_rmrf(outside);
+	free(outside);
+}
+
+/* ---- top-level names of any length ---------------------------------------------------- */
+
+/* ws_store_next_top steps over every top-level name, whatever its length
+ * (a 255-byte file name, a 200-byte directory), and ends. */
+static void test_next_top_long_names(void **state)
+{
+	struct fixture *f = *state;
+	char long_dir[201], long_file[256], key[WS_KEY_MAX], name[WS_KEY_MAX] = "", next[WS_KEY_MAX];
+	const char *want[4];
+	size_t n = 0;
+
+	memset(long_dir, 'b', sizeof(long_dir) - 1);
+	long_dir[sizeof(long_dir) - 1] = '\0';
+	memset(long_file, 'c', sizeof(long_file) - 1);
+	long_file[sizeof(long_file) - 1] = '\0';
+	wt_put_str(f->s, "a/wm", "1", NULL);
+	snprintf(key, sizeof(key), "%s/x/y", long_dir);
+	wt_put_str(f->s, key, "2", NULL);
+	wt_put_str(f->s, long_file, "3", NULL);
+	wt_put_str(f->s, "d/wm", "4", NULL);
+	want[0] = "a";
+	want[1] = long_dir;
+	want[2] = long_file;
+	want[3] = "d";
+	for (;;) {
+		assert_int_equal(ws_store_next_top(f->s, name, next), 0);
+		if (!next[0])
+			break;
+		assert_true(n < 4);
+		assert_string_equal(next, want[n]);
+		n++;
+		memcpy(name, next, sizeof(name));
+	}
+	assert_int_equal(n, 4);
+}
+
+
+/* ---- a backend that does not move on ----------------------------------------------- */
+
+/*
+ * A fake backend, because no real one repeats itself on demand: its list
+ * answers every call with the same truncated page, as a buggy or hostile
+ * server could. Every paging loop over ws_store_list and ws_store_next_top
+ * must end with an error instead of asking again for ever.
+ */
+static int stuck_list(struct ws_store *s, const char *prefix, const char *token, unsigned max_keys,
+		      struct ws_list_page *out)
+{
+	(void)s;
+	(void)prefix;
+	(void)token;
+	(void)max_keys;
+	memset(out, 0, sizeof(*out));
+	out->keys = calloc(1, sizeof(*out->keys));
+	out->sizes = calloc(1, sizeof(*out->sizes));
+	assert_non_null(out->keys);
+	assert_non_null(out->sizes);
+	out->keys[0] = strdup("a/wm");
+	assert_non_null(out->keys[0]);
+	out->count = 1;
+	out->truncated = true;
+	snprintf(out->next_token, sizeof(out->next_token), "a/wm");
+	return 0;
+}
+
+static void stuck_close(struct ws_store *s)
+{
+	(void)s;
+}
+
+static void test_list_must_advance(void **state)
+{
+	static const struct ws_store_ops ops = { .list = stuck_list, .close = stuck_close };
+	struct ws_store s = { .ops = &ops, .url = "stuck://" };
+	struct ws_list_page page = { 0 };
+	char next[WS_KEY_MAX];
+
+	(void)state;
+	/* The first page is fine: its key is past "" and under the prefix. */
+	assert_int_equal(ws_store_list(&s, "a/", "", 10, &page), 0);
+	assert_int_equal(page.count, 1);
+	ws_list_page_free(&page);
+	/* Asked for what follows "a/wm", it answers "a/wm" again. */
+	assert_int_equal(ws_store_list(&s, "a/", "a/wm", 10, &page), -EPROTO);
+	assert_non_null(strstr(ws_errmsg(), "a/wm"));
+	assert_int_equal(page.count, 0);
+	/* Keys outside the prefix asked for. */
+	assert_int_equal(ws_store_list(&s, "b/", "", 10, &page), -EPROTO);
+	/* Top-level names: "a", then "a" again is an error, not a loop. */
+	assert_int_equal(ws_store_next_top(&s, "", next), 0);
+	assert_string_equal(next, "a");
+	assert_int_equal(ws_store_next_top(&s, "a", next), -EPROTO);
+	assert_string_equal(next, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -902,6 +1173,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_crash_before_publish, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_keeps_live_tmp, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fault_fail_paths, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_create_exists_is_made_durable, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_links_fifos_devices, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_next_top_long_names, setup, teardown),
+		cmocka_unit_test(test_list_must_advance),
 	};
 
 	/* WS_TEST_FILTER=test_race_* runs a subset (cmocka glob). */
