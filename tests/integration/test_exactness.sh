@@ -78,5 +78,32 @@ check "restore is the third database" eval 'same_dump a.db r.db && [ "$(tags r.d
 ws verify --sink "$URL" --tenant a
 check "verify passes" [ "$rc" = 0 ]
 
+# ---- replaced while a tail is paused at its scan (WS_FAULT pause) ---------------------
+echo "# replaced while a tail is paused (WS_FAULT=stream.after_scan:1:pause)"
+mkdir -p pauses
+sq a.db "INSERT INTO t(tag, v) VALUES ('third', randomblob(300));" >/dev/null
+WS_FAULT=stream.after_scan:1:pause WS_PAUSE_DIR="$ROOT/pauses" \
+	"$WS_BIN" replicate --sink "$URL" --once a=a.db >paused.out 2>paused.err &
+pid=$!
+for _ in $(seq 100); do
+	[ -n "$(ls pauses)" ] && break
+	sleep 0.1
+done
+check "the tail paused at stream.after_scan" eval '[ -n "$(ls pauses)" ]'
+mkdb d.db 7 fourth
+sq d.db "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
+rm -f a.db-wal a.db-shm
+mv d.db a.db
+rm -f d.db-wal d.db-shm
+rm -f pauses/*
+reap "$pid" paused.err "replicate --once (paused)"
+# The paused call acknowledges nothing; the engine's retry re-bases onto the
+# new file, so --once still ends with it shipped.
+check "the paused call names the replacement, the retry ships: exit 0" \
+	eval '[ "$reaped" = 0 ] && grep -q "replaced at its path during the call; nothing acknowledged" paused.err'
+rm -f r.db
+ws restore --sink "$URL" --tenant a -o r.db
+check "restore is the fourth database" eval 'same_dump a.db r.db && [ "$(tags r.db)" = fourth ]'
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
