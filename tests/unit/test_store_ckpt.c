@@ -515,11 +515,13 @@ static void test_delete(void **state)
 	EXPECT(ws_ckpt_delete_committed(f->c, &r), 0, WS_CKPT_OK, NONE);
 	assert_int_equal(ws_store_head(f->s, r.key, &info), WS_ENOTFOUND);
 	EXPECT(ws_ckpt_delete_committed(f->c, &r), 0, WS_CKPT_CONVERGED, NONE);
-	/* A seal of ref is deletable. */
+	/* A seal is permanent (the seed: it occupies the candidate's path, so
+	 * an in-flight create of the candidate loses to it): refused, kept. */
 	create_ok(f, 61, 1, NULL, &s);
 	make_index(&t, f->dep, 61, 1, NULL);
 	EXPECT(ws_ckpt_seal_aborted_candidate(f->c, &t.idx), 0, WS_CKPT_OK, NONE);
-	EXPECT(ws_ckpt_delete_committed(f->c, &s), 0, WS_CKPT_OK, NONE);
+	EXPECT(ws_ckpt_delete_committed(f->c, &s), WS_EPRECOND, WS_CKPT_SEALED, s.key);
+	assert_int_equal(ws_store_head(f->s, s.key, &info), 0);
 	/* Different content: refused, left in place. */
 	create_ok(f, 62, 1, NULL, &r);
 	wt_put_str(f->s, r.key, "not ours", NULL);
@@ -527,6 +529,42 @@ static void test_delete(void **state)
 	assert_int_equal(ws_store_head(f->s, r.key, &info), 0);
 	r.length = 0;
 	EXPECT(ws_ckpt_delete_committed(f->c, &r), WS_ECONFIG, WS_CKPT_INVALID_INPUT, NONE);
+}
+
+/*
+ * A read-only handle reads either authority's namespace without the lease
+ * (a writer holding it never blocks a reader) and refuses every write.
+ */
+static void test_reader(void **state)
+{
+	struct fx *f = *state;
+	struct ws_ckpt_ref r, r2;
+	struct ws_ckpt_index idx;
+	struct ws_ckpt_outcome o;
+	struct ws_ckpt_record_result rr;
+	struct tidx t;
+	struct ws_ckpt *rd;
+	uint64_t id;
+	bool found;
+	int err = 0;
+
+	create_ok(f, 70, 1, NULL, &r);
+	EXPECT(ws_ckpt_record_outcome(f->c, 1, 70, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_COMMIT, &r, &rr), 0,
+	       WS_CKPT_OK, NONE);
+	rd = ws_ckpt_open_reader(f->s, &err); /* f->c still holds the local lease */
+	assert_non_null(rd);
+	EXPECT(ws_ckpt_latest_commit(rd, &o, &found), 0, WS_CKPT_OK, NONE);
+	assert_true(found);
+	assert_int_equal(o.checkpoint_id, 70);
+	assert_int_equal(ws_ckpt_load_committed(rd, &r, &idx), 0);
+	ws_ckpt_index_free(&idx);
+	EXPECT(ws_ckpt_allocate_id_at_least(rd, 1, &id), WS_ECONFIG, WS_CKPT_INVALID_INPUT, "read-only");
+	make_index(&t, f->dep, 71, 1, &r);
+	EXPECT(ws_ckpt_create_committed(rd, &t.idx, &r2), WS_ECONFIG, WS_CKPT_INVALID_INPUT, "read-only");
+	EXPECT(ws_ckpt_delete_committed(rd, &r), WS_ECONFIG, WS_CKPT_INVALID_INPUT, "read-only");
+	EXPECT(ws_ckpt_latest_commit(rd, &o, &found), 0, WS_CKPT_OK, NONE);
+	assert_int_equal(o.checkpoint_id, 70);
+	ws_ckpt_close(rd);
 }
 
 /* ---- decisions -------------------------------------------------------------------------- */
@@ -929,6 +967,7 @@ int main(void)
 		BOTH(test_allocate_exhausted_at_max),
 		cmocka_unit_test_setup_teardown(test_local_burned_ranges, setup_local, teardown),
 		cmocka_unit_test_setup_teardown(test_local_lease, setup_local, teardown),
+		BOTH(test_reader),
 		BOTH(test_committed_roundtrip),
 		BOTH(test_committed_invalid_input),
 		BOTH(test_committed_load_verifies),
