@@ -875,6 +875,12 @@ static int record_decide(struct ws_ckpt *c, struct cas_op *op, bool found, char 
 				 "Commit is %s", want->checkpoint_id,
 				 x->idx->has_predecessor ? x->idx->predecessor.key : "(none)",
 				 head_commit ? h->latest_commit.committed.key : "(none)");
+	/* decisions only grows (no ABA): at its maximum no further decision
+	 * can be recorded, and wrapping to 0 would break the head for good. */
+	if (found && h->decisions == UINT64_MAX)
+		return ckpt_fail(WS_CKPT_EXHAUSTED, WS_ETOOBIG, "checkpoint object %s: the decision counter is "
+				 "at its maximum (%" PRIu64 "); no further checkpoint can be decided", KEY_HEAD,
+				 h->decisions);
 	memset(&next, 0, sizeof(next));
 	next.epoch = found && h->epoch > want->epoch ? h->epoch : want->epoch;
 	next.decisions = found ? h->decisions + 1 : 1;

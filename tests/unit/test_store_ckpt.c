@@ -653,6 +653,58 @@ static void test_record_outcome(void **state)
 	       WS_ECONFIG, WS_CKPT_INVALID_INPUT, "epoch");
 }
 
+/*
+ * The decision counter at 2^64-1: the next decision is refused (EXHAUSTED)
+ * and the head stays as it was, instead of wrapping to 0 (a head no reader
+ * accepts, so every later checkpoint failed). Issue 12 item 6.
+ */
+static void test_head_decisions_at_max(void **state)
+{
+	struct fx *f = *state;
+	struct ws_ckpt_record_result res;
+	struct ws_ckpt_head h;
+	bool found;
+	char *good, *maxed, *p, *after;
+	size_t len;
+	int rc;
+
+	EXPECT(ws_ckpt_record_outcome(f->c, 1, 1, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_ABORT, NULL, &res), 0,
+	       WS_CKPT_OK, NONE);
+	good = wt_get_str(f->s, "checkpoints/head", &rc, NULL);
+	assert_int_equal(rc, 0);
+	p = strstr(good, "\"decisions\":\"1\"");
+	assert_non_null(p);
+	len = strlen(good) + 32;
+	maxed = malloc(len);
+	assert_non_null(maxed);
+	snprintf(maxed, len, "%.*s\"decisions\":\"18446744073709551615\"%s", (int)(p - good), good,
+		 p + strlen("\"decisions\":\"1\""));
+	wt_put_str(f->s, "checkpoints/head", maxed, NULL);
+	EXPECT(ws_ckpt_decision_head(f->c, &h, &found), 0, WS_CKPT_OK, NONE);
+	assert_true(h.decisions == UINT64_MAX);
+	EXPECT(ws_ckpt_record_outcome(f->c, 1, 2, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_ABORT, NULL, &res),
+	       WS_ETOOBIG, WS_CKPT_EXHAUSTED, "decision counter");
+	after = wt_get_str(f->s, "checkpoints/head", &rc, NULL);
+	assert_int_equal(rc, 0);
+	assert_string_equal(after, maxed);
+	free(after);
+	free(maxed);
+	free(good);
+}
+
+/* An empty object at a committed index's path is refused by its length
+ * (UBSan: the seal check passed memmem a NULL pointer; issue 12 item 8). */
+static void test_committed_empty_object(void **state)
+{
+	struct fx *f = *state;
+	struct ws_ckpt_ref r;
+	struct ws_ckpt_index idx;
+
+	create_ok(f, 80, 1, NULL, &r);
+	wt_put_str(f->s, r.key, "", NULL);
+	EXPECT(ws_ckpt_load_committed(f->c, &r, &idx), WS_ECORRUPT, WS_CKPT_REF_MISMATCH, r.key);
+}
+
 static void test_head_malformed(void **state)
 {
 	struct fx *f = *state;
@@ -975,6 +1027,8 @@ int main(void)
 		BOTH(test_seal),
 		BOTH(test_delete),
 		BOTH(test_record_outcome),
+		BOTH(test_head_decisions_at_max),
+		BOTH(test_committed_empty_object),
 		BOTH(test_head_malformed),
 		BOTH(test_inventory),
 		BOTH(test_retention),
