@@ -50,7 +50,7 @@ static void load_env(void)
 			*action++ = '\0';
 	}
 	ws_fault_arm(buf, nth ? (unsigned)strtoul(nth, NULL, 10) : 1,
-		     action && strcmp(action, "crash") == 0);
+		     !action ? 0 : strcmp(action, "crash") == 0 ? 1 : strcmp(action, "stop") == 0 ? 2 : 0);
 }
 
 int ws_fault_hit(const char *site)
@@ -61,6 +61,12 @@ int ws_fault_hit(const char *site)
 		return 0;
 	if (++armed_hits != armed_nth)
 		return 0;
+	if (armed_crash == 2) {
+		/* "stop": freeze here until SIGCONT, then go on as if nothing
+		 * fired: a test runs another process at exactly this point. */
+		kill(getpid(), SIGSTOP);
+		return 0;
+	}
 	if (armed_crash) {
 		kill(getpid(), SIGKILL);
 		_exit(137);

@@ -6,7 +6,9 @@
  * execution reaches it for the nth time the site fires: it either returns an
  * error to the caller (action "fail", default) or kills the process on the
  * spot with SIGKILL (action "crash"), which is how crash tests stop a writer
- * between two durable steps. In builds without WS_FAULTS every site is a
+ * between two durable steps, or stops it with SIGSTOP and, once continued,
+ * goes on as if nothing fired (action "stop"): how a test runs another
+ * process at exactly that point. In builds without WS_FAULTS every site is a
  * constant 0 and costs nothing.
  */
 #ifndef WS_FAULT_H
@@ -20,7 +22,8 @@ int ws_fault_hit(const char *site);
 #define WS_FAULT(site) 0
 #endif
 
-/* Arm `site` to fire on its nth hit (1-based); crash=1 kills the process. */
+/* Arm `site` to fire on its nth hit (1-based); crash=1 kills the process,
+ * crash=2 stops it (SIGSTOP) and then returns 0. */
 void ws_fault_arm(const char *site, unsigned nth, int crash);
 void ws_fault_disarm(void);
 /* How many times the armed site has been reached since arming. */
