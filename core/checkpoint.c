@@ -1562,7 +1562,8 @@ static int keep_set(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, str
 	}
 	if (!rc)
 		rc = keep_refresh(x, t, ks);
-	else if (ks->n)
+	/* keep_refresh sorts only what it adds to: the set is searched. */
+	if (!rc && ks->n)
 		qsort(ks->k, ks->n, sizeof(*ks->k), key_cmp);
 	if (rc) {
 		free(ks->k); /* the caller frees only what a success returns */
