@@ -360,5 +360,23 @@ check "retention with the cut manifest damaged: exit 1 naming it, none of the te
 	eval '[ "$rc" = 1 ] && grep -q "$cut" err && [ "$(files "$S7/d7")" = "$before" ]'
 cp cut.save "$S7/$cut"
 
+echo "# retention with a named tenant's watermark gone keeps the cut"
+S8="$ROOT/s8"
+U8="file://$S8"
+newdb d8.db
+for _ in 1 2 3 4; do
+	write d8.db 3
+	ws replicate --sink "$U8" --once d8=d8.db
+done
+ws checkpoint --sink "$U8"
+cut=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tenants"][0]["manifest_key"])' \
+	"$(ls "$S8"/checkpoints/committed/*.json | tail -1)")
+rm "$S8/d8/wm"
+ws retention --sink "$U8"
+check "retention: exit 0, the cut manifest kept (its keep set is searched sorted)" \
+	eval '[ "$rc" = 0 ] && [ -f "$S8/$cut" ]'
+ws restore --sink "$U8" --tenant d8 --checkpoint latest -o r8.db
+check "the checkpoint still restores" eval '[ "$rc" = 0 ] && same_dump d8.db r8.db'
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
