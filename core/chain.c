@@ -302,26 +302,60 @@ int ws_chain_load_flags(struct ws_store *s, const char *tenant, const struct ws_
 			  out, NULL);
 }
 
-int ws_chain_from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
-		      struct ws_chain *c, struct ws_restore_base *base)
+/* Where in c (walked from wm) the manifest stop is, or c->count. */
+static size_t chain_find(const struct ws_chain *c, const struct ws_fmt_watermark *wm, const struct ws_chain_stop *stop)
 {
-	size_t i = c->count;
-	bool found = false;
+	for (size_t i = c->count; i-- > 0;) {
+		/* What the newer manifest (or the watermark) records for c->m[i]. */
+		bool head = i + 1 == c->count;
+		const uint8_t *sha = head ? wm->manifest_sha : c->m[i + 1].prev_sha;
+		uint64_t len = head ? wm->manifest_length : c->m[i + 1].prev_length;
+		if (strcmp(c->keys[i], stop->key) == 0 && len == stop->length &&
+		    memcmp(sha, stop->sha, WS_SHA256_LEN) == 0)
+			return i;
+	}
+	return c->count;
+}
 
-	/* Only now (a link is missing) look at the checkpoints: one HEAD when
-	 * there are none. */
-	if (ws_checkpoint_base_for(sink, tenant, base) == 0) {
-		while (!found && i-- > 0) {
-			/* What the newer manifest (or the watermark) records for c->m[i]. */
-			bool head = i + 1 == c->count;
-			const uint8_t *sha = head ? wm->manifest_sha : c->m[i + 1].prev_sha;
-			uint64_t len = head ? wm->manifest_length : c->m[i + 1].prev_length;
-			found = strcmp(c->keys[i], base->cut.key) == 0 && len == base->cut.length &&
-				memcmp(sha, base->cut.sha, WS_SHA256_LEN) == 0;
+/*
+ * Every stored checkpoint whose cut is in c and whose artifact is present
+ * (its recorded length) is a base; the one whose cut is oldest in c keeps
+ * the most history restorable (a newer checkpoint never shrinks the window),
+ * the newest checkpoint winning a tie.
+ */
+static int from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
+		    struct ws_chain *c, struct ws_restore_base *base, bool retained)
+{
+	struct ws_restore_base *bases = NULL;
+	struct ws_chain_stop kept;
+	size_t nb = 0, best = c->count, i;
+	uint64_t kept_id = 0;
+
+	if (retained) {
+		/* verify: only retention removes history, and only behind the cut
+		 * it protected. */
+		if (ws_checkpoint_retained_cut(sink, tenant, &kept, &kept_id) != 0 ||
+		    chain_find(c, wm, &kept) == c->count)
+			return ws_fail(WS_EINCOMPLETE, "tenant %s: manifest %s is missing (no retention run "
+				       "removed it: %s)", tenant, c->m[0].prev_key,
+				       kept_id ? "it lies after the cut retention protected" :
+				       "no retention run protected a cut of this tenant");
+	}
+	if (ws_checkpoint_bases_for(sink, tenant, &bases, &nb) == 0) {
+		for (size_t k = 0; k < nb; k++) {
+			struct ws_obj_info info;
+			i = chain_find(c, wm, &bases[k].cut);
+			if (i >= best || ws_store_head(sink->store, bases[k].artifact_key, &info) != 0 ||
+			    info.size_bytes != bases[k].artifact_length)
+				continue;
+			best = i;
+			*base = bases[k];
 		}
 	}
-	if (!found)
+	free(bases);
+	if (best == c->count)
 		return missing(tenant, c->m[0].prev_key);
+	i = best;
 	/* The manifests before the cut are history its artifact replaces. */
 	for (size_t k = 0; k < i; k++)
 		ws_fmt_manifest_free(&c->m[k]);
@@ -329,4 +363,16 @@ int ws_chain_from_cut(struct ws_sink *sink, const char *tenant, const struct ws_
 	memmove(c->keys, c->keys + i, (c->count - i) * sizeof(*c->keys));
 	c->count -= i;
 	return 0;
+}
+
+int ws_chain_from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
+		      struct ws_chain *c, struct ws_restore_base *base)
+{
+	return from_cut(sink, tenant, wm, c, base, false);
+}
+
+int ws_chain_from_cut_retained(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
+			       struct ws_chain *c, struct ws_restore_base *base)
+{
+	return from_cut(sink, tenant, wm, c, base, true);
 }

@@ -58,6 +58,7 @@
 #include "replay.h"
 #include "ws_ckpt.h"
 #include "ws_fault.h"
+#include "ws_log.h"
 
 #define ART_PREFIX WS_CKPT_PREFIX "/artifacts"
 #define INVENTORY_KEY WS_CKPT_PREFIX "/inventory"
@@ -65,6 +66,7 @@
 #define LEASE_WAIT_MS_DEFAULT 5000u
 #define PEER_WAIT_MS_DEFAULT 30000u
 #define PREDECESSORS_MAX 1000000u
+#define PEER_ROUNDS_MAX 8u
 
 static bool sink_is_file(const struct ws_sink *sink)
 {
@@ -72,8 +74,11 @@ static bool sink_is_file(const struct ws_sink *sink)
 }
 
 /*
- * The decision store of the sink. A file:// sink's local lease is held by
- * one call at a time; wait up to wait_ms for it.
+ * The decision store of the sink. A writer of a file:// sink holds the local
+ * lease for one call; wait up to wait_ms for it. A reader (restore, verify,
+ * ls) never takes it: it reads through a read-only handle, so a busy writer
+ * never makes a reader wait or fall back (every object it reads is
+ * create-once or replaced by one atomic write).
  */
 static int ckpt_open(struct ws_sink *sink, bool writer, unsigned wait_ms, struct ws_ckpt **out)
 {
@@ -81,8 +86,12 @@ static int ckpt_open(struct ws_sink *sink, bool writer, unsigned wait_ms, struct
 	unsigned waited = 0;
 
 	*out = NULL;
+	if (!writer) {
+		*out = ws_ckpt_open_reader(sink->store, &err);
+		return *out ? 0 : err;
+	}
 	if (!sink_is_file(sink)) {
-		*out = ws_ckpt_open_shared(sink->store, writer ? 0 : WS_CKPT_TRUST_CONDITIONAL, &err);
+		*out = ws_ckpt_open_shared(sink->store, 0, &err);
 		return *out ? 0 : err;
 	}
 	for (;;) {
@@ -237,9 +246,12 @@ static int cut_add(struct ws_store *s, const char *tenant, struct cut *cut)
 }
 
 /*
- * Every tenant's watermark, in name order. One LIST per tenant: after a
- * tenant's first key, the listing resumes after "<tenant>/~" ('~' sorts
- * after every key character), skipping the rest of its objects.
+ * Every tenant's watermark. One LIST per tenant: after a tenant's first key,
+ * the listing resumes after "<segment>/~" ('~' sorts after every key
+ * character), skipping the rest of its objects. The listing is in key
+ * order, which is not the names' order ("db-2/" sorts before "db/": '-' <
+ * '/'), and the committed index keeps tenants (and their artifact keys)
+ * strictly sorted by name: the cut is sorted once read.
  */
 static int cut_read(struct ws_store *s, struct cut *cut)
 {
@@ -254,11 +266,14 @@ static int cut_read(struct ws_store *s, struct cut *cut)
 		if (rc)
 			return ws_fail_wrap(rc, "checkpoint: list %s", s->url);
 		if (!next[0])
-			return 0;
+			break;
 		memcpy(name, next, sizeof(name));
 		if (ws_tenant_name_valid(name) && (rc = cut_add(s, name, cut)) != 0)
 			return ws_fail_wrap(rc, "checkpoint: tenant %s", name);
 	}
+	if (cut->count > 1)
+		qsort(cut->t, cut->count, sizeof(*cut->t), tenant_cmp);
+	return 0;
 }
 
 /* ---- reading the active inventory ------------------------------------------------ */
@@ -401,7 +416,14 @@ static int seal_candidates(struct ws_ckpt *c, uint64_t id)
 	}
 }
 
-/* Is checkpoint id decided, and as a Commit? */
+static int find_ref(struct ws_ckpt *c, uint64_t id, struct ws_ckpt_ref *ref, struct ws_ckpt_index *idx);
+static void cut_of(const struct ws_ckpt_tenant_entry *t, struct ws_chain_stop *out);
+
+/*
+ * Is checkpoint id decided, and as a Commit? A Commit older than the latest
+ * one is found on the predecessor chain: a crashed attempt's clean-up must
+ * never seal or delete what a Commit names.
+ */
 static int decided(struct ws_ckpt *c, uint64_t id, bool *is_decided, bool *is_commit)
 {
 	struct ws_ckpt_head h;
@@ -412,7 +434,18 @@ static int decided(struct ws_ckpt *c, uint64_t id, bool *is_decided, bool *is_co
 		return rc;
 	*is_decided = h.latest_terminal.checkpoint_id >= id;
 	*is_commit = h.has_commit && h.latest_commit.checkpoint_id == id;
-	return 0;
+	if (*is_decided && !*is_commit && h.has_commit && h.latest_commit.checkpoint_id > id) {
+		struct ws_ckpt_ref ref;
+		struct ws_ckpt_index idx;
+		rc = find_ref(c, id, &ref, &idx);
+		if (rc == 0) {
+			*is_commit = true;
+			ws_ckpt_index_free(&idx);
+		} else if (rc == WS_ENOTFOUND) {
+			rc = 0;
+		}
+	}
+	return rc;
 }
 
 /*
@@ -498,6 +531,47 @@ int ws_checkpoint_recover(struct ws_sink *sink, bool *recovered)
 	return rc;
 }
 
+/*
+ * An attempt whose witness another writer opened and that is decided, or
+ * that stayed undecided past the wait: finish it as recovery would (its
+ * inventory too when it is the same attempt's).
+ */
+static int recover_peer(struct ws_ckpt *c, const struct ws_ckpt_witness *peer)
+{
+	struct ws_ckpt_inventory inv;
+	bool iactive;
+	int rc = inventory_read_active(c, &inv, &iactive);
+	if (rc)
+		return rc;
+	iactive = iactive && ckpt_attempt_same(&inv.attempt, &peer->attempt);
+	rc = finish_attempt(c, &peer->attempt, iactive ? &inv : NULL, peer);
+	if (rc == WS_EPRECOND && ws_ckpt_last_kind() == WS_CKPT_STATE_MISMATCH)
+		rc = 0; /* its owner (or another recoverer) moved first: start over */
+	inventory_free(&inv);
+	return rc;
+}
+
+/*
+ * epoch must be at least the highest epoch that decided (the head's): a
+ * lower one can never decide. An error naming the epoch to use.
+ */
+static int epoch_check(struct ws_ckpt *c, uint64_t epoch)
+{
+	struct ws_ckpt_head h;
+	bool found;
+	int rc = ws_ckpt_decision_head(c, &h, &found);
+	if (rc)
+		return rc;
+	if (found && h.decisions == UINT64_MAX)
+		return ws_fail(WS_ETOOBIG, "checkpoint: %s has recorded %" PRIu64 " decisions, the most it can "
+			       "count; no further checkpoint can be decided at this sink", HEAD_KEY, h.decisions);
+	if (found && epoch < h.epoch)
+		return ws_fail(WS_EFENCED, "checkpoint: epoch %" PRIu64 " is stale: this sink's checkpoints are "
+			       "decided at epoch %" PRIu64 " (pass --epoch %" PRIu64 " or higher, the epoch of "
+			       "the replicate that owns the sink)", epoch, h.epoch, h.epoch);
+	return 0;
+}
+
 /* ---- taking a checkpoint ------------------------------------------------------------ */
 
 /* The name this sink takes part in a checkpoint under: its URL, or a hash of it. */
@@ -547,11 +621,53 @@ out:
 }
 
 /*
+ * Build tenant's image at head into tmp from the artifact of the stored
+ * checkpoint ref or one of its predecessors, newest first.
+ */
+static int image_from_older(struct ws_ckpt *c, struct ws_store *s, const char *tenant,
+			    const struct ws_chain_stop *head, const struct ws_ckpt_ref *ref, const char *tmp,
+			    bool *used)
+{
+	struct ws_ckpt_ref r = *ref;
+	int rc = WS_EINCOMPLETE, first = 0;
+	char why[512] = "no checkpoint with this tenant is stored";
+
+	for (unsigned n = 0; n < PREDECESSORS_MAX; n++) {
+		struct ws_ckpt_index idx;
+		struct ws_restore_base base;
+		bool more;
+		if (ws_ckpt_load_committed(c, &r, &idx) != 0)
+			break; /* removed by retention: nothing older is stored */
+		if (base_from_index(&idx, tenant, &base) == 0) {
+			rc = ws_restore_image(s, tenant, head, &base, tmp, used);
+			if (rc == 0 && *used) {
+				ws_ckpt_index_free(&idx);
+				return 0;
+			}
+			if (!first) {
+				first = rc ? rc : WS_EINCOMPLETE;
+				/* The first failure is the one to name (the object at fault). */
+				snprintf(why, sizeof(why), "%s", rc ? ws_errmsg() : "its cut is not on the chain");
+			}
+		}
+		more = idx.has_predecessor;
+		if (more)
+			r = idx.predecessor;
+		ws_ckpt_index_free(&idx);
+		if (!more)
+			break;
+	}
+	return ws_fail(first ? first : rc, "tenant %s: no stored checkpoint's artifact and no full chain "
+		       "builds its image (first: %s)", tenant, why);
+}
+
+/*
  * Build, hash and upload one tenant's artifact at its cut (create-once).
  * prev: the previous Commit's index, whose artifact is the base when the
  * tenant's chain passes through its cut.
  */
-static int artifact_write(struct ws_store *s, const struct ws_ckpt_tenant_entry *t, const char *key,
+static int artifact_write(struct ws_ckpt *c, struct ws_store *s, const struct ws_ckpt_tenant_entry *t,
+			  const char *key,
 			  const struct ws_ckpt_index *prev, const char *tmp, struct ws_buf *b,
 			  struct ws_ckpt_artifact *out, struct ws_checkpoint_info *info)
 {
@@ -567,8 +683,22 @@ static int artifact_write(struct ws_store *s, const struct ws_ckpt_tenant_entry 
 		return ws_fail(WS_EFORMAT, "tenant %s: bad manifest hash", t->tenant);
 	head.length = t->manifest_length;
 	rc = ws_restore_image(s, t->tenant, &head, have_base ? &base : NULL, tmp, &used);
-	if (rc)
+	if (rc && have_base) {
+		/* The previous artifact cannot be used (damaged, or gone): build
+		 * from the chain's REBASE base instead, so one bad artifact never
+		 * stops every later checkpoint. */
+		ws_info("checkpoint: tenant %s: building from checkpoint %" PRIu64 "'s artifact failed (%s); "
+			"building from the full chain", t->tenant, base.checkpoint_id, ws_errmsg());
+		rc = ws_restore_image(s, t->tenant, &head, NULL, tmp, &used);
+		/* Retention removed the history before an older cut: start
+		 * from an older checkpoint's artifact, newest first. */
+		if (rc && prev->has_predecessor)
+			rc = image_from_older(c, s, t->tenant, &head, &prev->predecessor, tmp, &used);
+	}
+	if (rc) {
+		unlink(tmp); /* no temporary database is left behind */
 		return ws_fail_wrap(rc, "checkpoint: build the image of tenant %s", t->tenant);
+	}
 	if (used)
 		info->incremental++;
 	rc = read_file(tmp, b);
@@ -603,11 +733,16 @@ static uint64_t random_token(void)
 
 /*
  * Another attempt holds the witness: wait until it is terminal and return
- * the durable winner (the latest terminal outcome) as not our own.
+ * the durable winner (the latest terminal outcome) as not our own. With
+ * timed_out non-NULL, an attempt still undecided after wait_ms sets it
+ * (rc 0) instead of failing.
  */
-static int wait_for_peer(struct ws_ckpt *c, uint64_t peer_id, unsigned wait_ms, struct ws_checkpoint_info *out)
+static int wait_for_peer(struct ws_ckpt *c, uint64_t peer_id, unsigned wait_ms, struct ws_checkpoint_info *out,
+			 bool *timed_out)
 {
 	unsigned waited = 0;
+	if (timed_out)
+		*timed_out = false;
 	for (;;) {
 		struct ws_ckpt_head h;
 		bool found;
@@ -625,6 +760,10 @@ static int wait_for_peer(struct ws_ckpt *c, uint64_t peer_id, unsigned wait_ms, 
 				info_from(&w->committed, &idx, false, out);
 				ws_ckpt_index_free(&idx);
 			}
+			return 0;
+		}
+		if (waited >= wait_ms && timed_out) {
+			*timed_out = true;
 			return 0;
 		}
 		if (waited >= wait_ms)
@@ -677,38 +816,74 @@ int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *op
 		goto done;
 	/* 0. A local writer holds the lease: an open witness or an active
 	 * inventory can only be a crashed attempt. A shared writer recovers
-	 * only when asked (another writer may be mid-attempt). */
+	 * when asked, and otherwise at step 3 (below). */
 	if ((sink_is_file(sink) || opts->recover) && (rc = recover_locked(c, &recovered)) != 0)
 		goto done;
-	/* 1. ID and attempt. */
-	memset(&a, 0, sizeof(a));
-	a.epoch = opts->epoch ? opts->epoch : 1;
-	a.token = random_token();
-	if ((rc = ws_ckpt_allocate_id_at_least(c, 1, &a.checkpoint_id)) != 0)
-		goto done;
-	out->id = a.checkpoint_id;
-	out->epoch = a.epoch;
-	/* 2. The cut, and the Commit it extends. */
-	if ((rc = ws_ckpt_latest_commit(c, &latest, &have_latest)) != 0)
-		goto done;
-	if (have_latest) {
-		if ((rc = ws_ckpt_load_committed(c, &latest.committed, &prev)) != 0)
-			goto done;
-		have_prev = true;
-	}
-	if ((rc = cut_read(sink->store, &cut)) != 0)
-		goto done;
-	/* 3. The witness, before the sink begins taking part. */
-	rc = ws_ckpt_create_sink_open_witness(c, opts->pipeline ? opts->pipeline : "walship",
-					      opts->participant ? opts->participant : 1, &a, sinks, 1, &wit);
-	if (rc == WS_EPRECOND && ws_ckpt_last_kind() == WS_CKPT_ACTIVE_ATTEMPT) {
+	for (unsigned round = 0;; round++) {
 		struct ws_ckpt_witness peer;
-		bool found;
+		bool found, timed_out, is_decided, is_commit;
+		/* 1. ID and attempt, at an epoch no lower than the head's: a
+		 * stale epoch could never decide (the head refuses it), so it is
+		 * an error naming the epoch to use, before anything is written. */
+		memset(&a, 0, sizeof(a));
+		a.epoch = opts->epoch ? opts->epoch : 1;
+		a.token = random_token();
+		if ((rc = epoch_check(c, a.epoch)) != 0)
+			goto done;
+		if ((rc = ws_ckpt_allocate_id_at_least(c, 1, &a.checkpoint_id)) != 0)
+			goto done;
+		out->id = a.checkpoint_id;
+		out->epoch = a.epoch;
+		/* 2. The cut, and the Commit it extends. */
+		if (have_prev)
+			ws_ckpt_index_free(&prev);
+		have_prev = false;
+		free(cut.t);
+		memset(&cut, 0, sizeof(cut));
+		if ((rc = ws_ckpt_latest_commit(c, &latest, &have_latest)) != 0)
+			goto done;
+		if (have_latest) {
+			if ((rc = ws_ckpt_load_committed(c, &latest.committed, &prev)) != 0)
+				goto done;
+			have_prev = true;
+		}
+		if ((rc = cut_read(sink->store, &cut)) != 0)
+			goto done;
+		/* 3. The witness, before the sink begins taking part. */
+		rc = ws_ckpt_create_sink_open_witness(c, opts->pipeline ? opts->pipeline : "walship",
+						      opts->participant ? opts->participant : 1, &a, sinks, 1, &wit);
+		if (rc != WS_EPRECOND || ws_ckpt_last_kind() != WS_CKPT_ACTIVE_ATTEMPT)
+			break;
+		/* Another attempt holds the witness. */
+		if (round >= PEER_ROUNDS_MAX) {
+			rc = ws_fail(WS_EPRECOND, "checkpoint: the sink-open witness was held by another "
+				     "attempt %u times in a row", round + 1);
+			goto done;
+		}
 		if ((rc = ws_ckpt_sink_open_witness(c, &peer, &found)) != 0)
 			goto done;
-		rc = wait_for_peer(c, found ? peer.attempt.checkpoint_id : a.checkpoint_id,
-				   opts->peer_wait_ms ? opts->peer_wait_ms : PEER_WAIT_MS_DEFAULT, out);
-		goto done;
+		if (!found || peer.state != WS_CKPT_WITNESS_OPEN)
+			continue; /* closed meanwhile: try again with a fresh ID */
+		if ((rc = decided(c, peer.attempt.checkpoint_id, &is_decided, &is_commit)) != 0)
+			goto done;
+		if (!is_decided) {
+			rc = wait_for_peer(c, peer.attempt.checkpoint_id,
+					   opts->peer_wait_ms ? opts->peer_wait_ms : PEER_WAIT_MS_DEFAULT, out,
+					   &timed_out);
+			if (rc || !timed_out)
+				goto done; /* the peer decided: its outcome is the result */
+			/* Undecided for the whole wait: its writer crashed (or
+			 * stalls past the documented bound). Abort it: the head's
+			 * CAS is the decision, so a writer that does come back
+			 * finds its attempt decided and cannot commit it. */
+			ws_info("checkpoint: attempt %" PRIu64 " of another writer is still undecided after %u "
+				"ms; aborting it as crashed", peer.attempt.checkpoint_id,
+				opts->peer_wait_ms ? opts->peer_wait_ms : PEER_WAIT_MS_DEFAULT);
+		}
+		/* Decided (a crash after the decision left its clean-up), or
+		 * abandoned: finish it, then start over with a fresh ID. */
+		if ((rc = recover_peer(c, &peer)) != 0)
+			goto done;
 	}
 	if (rc)
 		goto done;
@@ -748,7 +923,7 @@ int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *op
 	}
 	snprintf(tmp, sizeof(tmp), "%s/walship-ckpt-%d-%" PRIx64 ".db", tmpdir, (int)getpid(), a.token);
 	for (size_t i = 0; i < cut.count; i++) {
-		rc = artifact_write(sink->store, &cut.t[i], inv.keys[i], have_prev ? &prev : NULL, tmp, &b,
+		rc = artifact_write(c, sink->store, &cut.t[i], inv.keys[i], have_prev ? &prev : NULL, tmp, &b,
 				    &idx.artifacts[i], out);
 		if (rc)
 			goto abort;
@@ -766,7 +941,19 @@ int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *op
 	if (rr.kind != WS_CKPT_OK && rr.kind != WS_CKPT_CONVERGED) {
 		/* Another outcome won: ours is not the decision; the durable
 		 * winner is the result, and our attempt is cleaned up. */
+		enum ws_ckpt_kind why = rr.kind;
+		struct ws_ckpt_head h;
+		bool hfound = false;
 		rc = finish_attempt(c, &a, &inv, &wit);
+		if (!rc && why == WS_CKPT_STALE_EPOCH) {
+			/* A higher epoch decided while ours ran. */
+			if (ws_ckpt_decision_head(c, &h, &hfound) != 0 || !hfound)
+				h.epoch = rr.winner.epoch;
+			rc = ws_fail(WS_EFENCED, "checkpoint %" PRIu64 ": epoch %" PRIu64 " is stale: this sink's "
+				     "checkpoints are decided at epoch %" PRIu64 " (pass --epoch %" PRIu64 " or "
+				     "higher)", a.checkpoint_id, a.epoch, h.epoch, h.epoch);
+			goto done;
+		}
 		memset(out, 0, sizeof(*out));
 		out->id = rr.winner.checkpoint_id;
 		out->committed = rr.winner.verdict == WS_CKPT_COMMIT;
@@ -819,7 +1006,7 @@ abort:
 			 * ID made ours terminal): that durable winner is the result. */
 			if (ws_ckpt_latest_terminal(c, &term, &tfound) == 0 && tfound &&
 			    term.checkpoint_id > a.checkpoint_id) {
-				rc = wait_for_peer(c, term.checkpoint_id, 0, out);
+				rc = wait_for_peer(c, term.checkpoint_id, 0, out, NULL);
 				goto done;
 			}
 			/* Or committed an earlier one after we read the latest Commit:
@@ -907,6 +1094,180 @@ int ws_checkpoint_base_for(struct ws_sink *sink, const char *tenant, struct ws_r
 	return rc;
 }
 
+int ws_checkpoint_bases_for(struct ws_sink *sink, const char *tenant, struct ws_restore_base **out, size_t *count)
+{
+	struct ws_ckpt *c;
+	struct ws_ckpt_outcome latest;
+	struct ws_ckpt_ref ref;
+	struct ws_obj_info info;
+	size_t cap = 0;
+	bool found;
+	int rc = ws_store_head(sink->store, HEAD_KEY, &info);
+
+	*out = NULL;
+	*count = 0;
+	if (rc)
+		return rc;
+	if ((rc = ckpt_open(sink, false, 0, &c)) != 0)
+		return rc;
+	rc = ws_ckpt_latest_commit(c, &latest, &found);
+	if (rc || !found)
+		goto out;
+	ref = latest.committed;
+	for (unsigned n = 0; n < PREDECESSORS_MAX; n++) {
+		struct ws_ckpt_index idx;
+		struct ws_restore_base b;
+		bool more;
+		rc = ws_ckpt_load_committed(c, &ref, &idx);
+		if (rc == WS_ENOTFOUND && n > 0) {
+			rc = 0; /* older ones were removed by retention */
+			break;
+		}
+		if (rc)
+			break;
+		if (base_from_index(&idx, tenant, &b) == 0) {
+			if (*count == cap) {
+				size_t ncap = cap ? cap * 2 : 8;
+				void *nb = realloc(*out, ncap * sizeof(**out));
+				if (!nb) {
+					ws_ckpt_index_free(&idx);
+					rc = -ENOMEM;
+					break;
+				}
+				*out = nb;
+				cap = ncap;
+			}
+			(*out)[(*count)++] = b;
+		}
+		more = idx.has_predecessor;
+		if (more)
+			ref = idx.predecessor;
+		ws_ckpt_index_free(&idx);
+		if (!more)
+			break;
+	}
+out:
+	ws_ckpt_close(c);
+	if (rc) {
+		free(*out);
+		*out = NULL;
+		*count = 0;
+	}
+	return rc;
+}
+
+int ws_checkpoint_retained_cut(struct ws_sink *sink, const char *tenant, struct ws_chain_stop *cut, uint64_t *id)
+{
+	struct ws_ckpt *c;
+	struct ws_ckpt_retention st;
+	struct ws_ckpt_index idx;
+	const struct ws_ckpt_tenant_entry *t;
+	bool found;
+	int rc;
+
+	if ((rc = ckpt_open(sink, false, 0, &c)) != 0)
+		return rc;
+	rc = ws_ckpt_retention_state(c, &st, &found);
+	if (!rc && !found)
+		rc = WS_ENOTFOUND;
+	if (!rc)
+		rc = ws_ckpt_load_committed(c, &st.protected_ref, &idx);
+	if (!rc) {
+		t = index_tenant(&idx, tenant);
+		if (t) {
+			cut_of(t, cut);
+			*id = idx.checkpoint_id;
+		} else {
+			rc = WS_ENOTFOUND;
+		}
+		ws_ckpt_index_free(&idx);
+	}
+	ws_ckpt_close(c);
+	return rc;
+}
+
+static int problem(ws_problem_fn fn, void *arg, const char *tenant, const char *key, int rc, int *first)
+{
+	if (fn)
+		fn(tenant, key, rc, ws_errmsg(), arg);
+	if (!*first)
+		*first = rc;
+	return rc;
+}
+
+int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn fn, void *arg, uint64_t *verified_id)
+{
+	struct ws_ckpt *c = NULL;
+	struct ws_ckpt_outcome latest;
+	struct ws_ckpt_index idx;
+	struct ws_obj_info info;
+	bool found;
+	int rc, first = 0;
+
+	*verified_id = 0;
+	rc = ws_store_head(sink->store, HEAD_KEY, &info);
+	if (rc == WS_ENOTFOUND) {
+		/* Nothing decided, the common case; unless committed indexes are
+		 * there: then the head that names the latest was lost. */
+		struct ws_list_page page;
+		memset(&page, 0, sizeof(page));
+		rc = ws_store_list(sink->store, WS_CKPT_PREFIX "/committed/", "", 1, &page);
+		found = rc == 0 && page.count > 0;
+		ws_list_page_free(&page);
+		if (rc)
+			return problem(fn, arg, NULL, WS_CKPT_PREFIX "/committed/", ws_fail_wrap(rc, "list checkpoints"),
+				       &first);
+		if (found)
+			problem(fn, arg, NULL, HEAD_KEY,
+				ws_fail(WS_EINCOMPLETE, "checkpoint object %s is missing, but committed "
+					"checkpoint indexes exist under " WS_CKPT_PREFIX "/committed/", HEAD_KEY),
+				&first);
+		return first;
+	}
+	if (rc)
+		return problem(fn, arg, NULL, HEAD_KEY, ws_fail_wrap(rc, "read %s", HEAD_KEY), &first);
+	if ((rc = ckpt_open(sink, false, 0, &c)) != 0)
+		return problem(fn, arg, NULL, HEAD_KEY, rc, &first);
+	rc = ws_ckpt_latest_commit(c, &latest, &found);
+	if (rc) {
+		problem(fn, arg, NULL, HEAD_KEY, rc, &first);
+		goto out;
+	}
+	if (!found)
+		goto out;
+	if ((rc = ws_ckpt_load_committed(c, &latest.committed, &idx)) != 0) {
+		problem(fn, arg, NULL, latest.committed.key, rc, &first);
+		goto out;
+	}
+	for (size_t i = 0; i < idx.tenant_count; i++) {
+		const char *t = idx.tenants[i].tenant;
+		struct ws_fmt_watermark wm;
+		struct ws_restore_base base;
+		char key[WS_KEY_MAX];
+		if (only && strcmp(only, t) != 0)
+			continue;
+		/* The tenant a Commit names must still have a watermark: without
+		 * one, nothing restores its latest state. */
+		if (ws_key_watermark(key, sizeof(key), t) != 0)
+			key[0] = '\0';
+		rc = ws_wm_load(sink->store, t, &wm, NULL);
+		if (rc == WS_ENOTFOUND)
+			rc = ws_fail(WS_EINCOMPLETE, "tenant %s: watermark %s is missing, but checkpoint %" PRIu64
+				     " names the tenant", t, key, idx.checkpoint_id);
+		if (rc)
+			problem(fn, arg, t, key, rc, &first);
+		/* The artifact the latest state starts from: its bytes and that
+		 * it opens as a database (one damaged bit is reported here). */
+		if ((rc = base_from_index(&idx, t, &base)) != 0 || (rc = ws_artifact_verify(sink->store, &base)) != 0)
+			problem(fn, arg, t, base.artifact_key, rc, &first);
+	}
+	*verified_id = idx.checkpoint_id;
+	ws_ckpt_index_free(&idx);
+out:
+	ws_ckpt_close(c);
+	return first;
+}
+
 int ws_checkpoint_list(struct ws_sink *sink, ws_checkpoint_fn fn, void *arg)
 {
 	struct ws_ckpt *c;
@@ -990,6 +1351,10 @@ struct ret_ctx {
 	 * a real run finds already swept would name them again). */
 	char **seen;
 	size_t seen_count, seen_cap;   /* open addressing; cap a power of two */
+	/* Finishing a run for an older cut whose artifacts no longer verify:
+	 * its sweep deletes nothing (the run for the newer, verified cut
+	 * deletes all of it). */
+	bool older_run;
 };
 
 static uint64_t key_hash(const char *k)
@@ -1060,6 +1425,9 @@ static int ret_delete(struct ret_ctx *x, const char *key)
 struct keyset {
 	char (*k)[WS_KEY_MAX];
 	size_t n, cap;
+	char head[WS_KEY_MAX];  /* the watermark's manifest when the live chain was last added */
+	uint64_t cut_seq;       /* the protected cut manifest's watermark sequence (0: not stored) */
+	uint64_t wm_seq;        /* the watermark's sequence when last read (0: none) */
 };
 
 static int keyset_add(struct keyset *ks, const char *key)
@@ -1116,9 +1484,43 @@ static void cut_of(const struct ws_ckpt_tenant_entry *t, struct ws_chain_stop *o
  * Objects are content-keyed, so a re-based chain may share keys with an
  * old one: deletions are always checked against this set.
  */
-static int keep_set(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, struct keyset *ks)
+/*
+ * Add the live chain (the watermark back to the cut, or to its REBASE
+ * base) to ks when the watermark names a manifest ks has not seen yet.
+ * Called before every delete batch: a manifest the stream wrote since the
+ * set was built may name an object an older chain also names (objects are
+ * content-keyed), and nothing any watermark written before the delete
+ * names is deleted.
+ */
+static int keep_refresh(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, struct keyset *ks)
 {
 	struct ws_fmt_watermark wm;
+	struct ws_chain_stop cut;
+	struct ws_chain c;
+	bool stopped;
+	int rc = ws_wm_load(x->s, t->tenant, &wm, NULL);
+
+	if (rc == WS_ENOTFOUND)
+		return 0;
+	if (rc)
+		return ws_fail_wrap(rc, "retention: tenant %s: watermark", t->tenant);
+	ks->wm_seq = wm.seq;
+	if (strcmp(wm.manifest_key, ks->head) == 0)
+		return 0;
+	cut_of(t, &cut);
+	if ((rc = ws_chain_load_stop(x->s, t->tenant, &wm, &cut, &c, &stopped)) != 0)
+		return ws_fail_wrap(rc, "retention: tenant %s: live chain", t->tenant);
+	rc = keyset_add_chain(ks, &c);
+	ws_chain_free(&c);
+	if (rc)
+		return rc;
+	snprintf(ks->head, sizeof(ks->head), "%s", wm.manifest_key);
+	qsort(ks->k, ks->n, sizeof(*ks->k), key_cmp);
+	return 0;
+}
+
+static int keep_set(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, struct keyset *ks)
+{
 	struct ws_chain_stop cut;
 	struct ws_chain c;
 	bool stopped;
@@ -1126,26 +1528,23 @@ static int keep_set(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, str
 
 	memset(ks, 0, sizeof(*ks));
 	cut_of(t, &cut);
-	rc = ws_wm_load(x->s, t->tenant, &wm, NULL);
-	if (rc && rc != WS_ENOTFOUND)
-		return rc;
-	if (rc == 0) {
-		if ((rc = ws_chain_load_stop(x->s, t->tenant, &wm, &cut, &c, &stopped)) != 0)
-			return ws_fail_wrap(rc, "retention: tenant %s: live chain", t->tenant);
-		rc = keyset_add_chain(ks, &c);
-		ws_chain_free(&c);
-		if (rc)
-			return rc;
-	}
 	rc = ws_chain_load_from(x->s, t->tenant, &cut, &cut, 0, &c, &stopped);
 	if (rc == 0) {
+		ks->cut_seq = c.m[c.count - 1].wm_seq;
 		rc = keyset_add_chain(ks, &c);
 		ws_chain_free(&c);
 	} else if (rc == WS_EINCOMPLETE) {
 		rc = 0; /* the cut manifest is gone: the tenant was removed */
 	}
+	if (!rc)
+		rc = keep_refresh(x, t, ks);
+	/* keep_refresh sorts only what it adds to: the set is searched. */
 	if (!rc && ks->n)
 		qsort(ks->k, ks->n, sizeof(*ks->k), key_cmp);
+	if (rc) {
+		free(ks->k); /* the caller frees only what a success returns */
+		memset(ks, 0, sizeof(*ks));
+	}
 	return rc;
 }
 
@@ -1156,9 +1555,10 @@ static int keep_set(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, str
  * oldest manifest still there and nothing unreachable from it, so the next
  * run finishes the job.
  */
-static int sweep_chain(struct ret_ctx *x, const char *tenant, const struct ws_chain_stop *head,
-		       const struct keyset *keep)
+static int sweep_chain(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, const struct ws_chain_stop *head,
+		       struct keyset *keep)
 {
+	const char *tenant = t->tenant;
 	struct ws_chain c;
 	int rc = ws_chain_load_from(x->s, tenant, head, NULL, WS_CHAIN_UPTO_MISSING, &c, NULL);
 
@@ -1168,6 +1568,11 @@ static int sweep_chain(struct ret_ctx *x, const char *tenant, const struct ws_ch
 		return ws_fail_wrap(rc, "retention: tenant %s", tenant);
 	for (size_t i = 0; i < c.count && !rc; i++) {
 		const struct ws_fmt_manifest *m = &c.m[i];
+		/* Each manifest's objects are one delete batch: re-read the
+		 * watermark first (x->dry deletes nothing: the set it has is
+		 * enough). */
+		if (!x->dry && (rc = keep_refresh(x, t, keep)) != 0)
+			break;
 		for (uint32_t k = 0; k < m->snap_count && !rc; k++)
 			if (!keyset_has(keep, m->snaps[k].key))
 				rc = ret_delete(x, m->snaps[k].key);
@@ -1178,6 +1583,119 @@ static int sweep_chain(struct ret_ctx *x, const char *tenant, const struct ws_ch
 			rc = ret_delete(x, c.keys[i]);
 	}
 	ws_chain_free(&c);
+	return rc;
+}
+
+/* The watermark sequence a manifest key carries (".../m<seq:016x>-<sha>"), or 0. */
+static uint64_t manifest_key_seq(const char *key)
+{
+	const char *base = strrchr(key, '/');
+	uint64_t v = 0;
+	base = base ? base + 1 : key;
+	if (base[0] != 'm' || strlen(base) < 18 || base[17] != '-')
+		return 0;
+	for (int i = 1; i <= 16; i++) {
+		int h = ws_hexval(base[i]);
+		if (h < 0)
+			return 0;
+		v = v << 4 | (uint64_t)h;
+	}
+	return v;
+}
+
+static int manifest_seq_cmp(const void *a, const void *b)
+{
+	uint64_t x = manifest_key_seq(a), y = manifest_key_seq(b);
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The manifests of tenant t older than the protected cut (watermark
+ * sequence below it) that no walk reaches: an old chain's manifests after
+ * an older checkpoint's cut that a REBASE then cut off from the live stream
+ * (a REBASE names no predecessor). All of it is history before the cut, as
+ * retention's to delete as the cut's own ancestors; the stream only ever
+ * names objects from a higher sequence on, so nothing in flight is among
+ * them. Each manifest after the objects it names, sparing the keep set.
+ */
+static int sweep_unreachable(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, struct keyset *keep)
+{
+	char prefix[WS_KEY_MAX], token[WS_KEY_MAX] = "";
+	char (*keys)[WS_KEY_MAX] = NULL;
+	size_t n = 0, cap = 0;
+	struct ws_buf b;
+	int rc = 0;
+
+	/* A watermark behind the cut is a tenant removed and shipped anew:
+	 * its sequences restart, and lower ones may be its live stream. */
+	if (keep->cut_seq <= 1 || keep->wm_seq < keep->cut_seq)
+		return 0;
+	snprintf(prefix, sizeof(prefix), "%s/", t->tenant);
+	for (unsigned pages = 0;; pages++) {
+		struct ws_list_page page;
+		bool more;
+		memset(&page, 0, sizeof(page));
+		if ((rc = ws_store_list(x->s, prefix, token, WS_LIST_PAGE_MAX, &page)) != 0)
+			return ws_fail_wrap(rc, "retention: tenant %s: list %s", t->tenant, prefix);
+		for (size_t i = 0; i < page.count && !rc; i++) {
+			uint64_t seq = manifest_key_seq(page.keys[i]);
+			if (seq == 0 || seq >= keep->cut_seq || keyset_has(keep, page.keys[i]))
+				continue;
+			if (n == cap) {
+				size_t ncap = cap ? cap * 2 : 64;
+				void *nk = realloc(keys, ncap * sizeof(*keys));
+				if (!nk) {
+					rc = -ENOMEM;
+					break;
+				}
+				keys = nk;
+				cap = ncap;
+			}
+			snprintf(keys[n++], WS_KEY_MAX, "%s", page.keys[i]);
+		}
+		more = page.truncated && strcmp(page.next_token, token) > 0;
+		if (more)
+			snprintf(token, sizeof(token), "%s", page.next_token);
+		ws_list_page_free(&page);
+		if (rc || !more)
+			break;
+	}
+	/* Oldest first (sequences are unique per tenant). */
+	if (!rc && n > 1)
+		qsort(keys, n, sizeof(*keys), manifest_seq_cmp);
+	ws_buf_init(&b, 256u << 20);
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct ws_fmt_manifest m;
+		ws_buf_reset(&b);
+		rc = ws_store_get(x->s, keys[i], 0, UINT64_MAX, &b, NULL);
+		if (rc == WS_ENOTFOUND) {
+			rc = 0;
+			continue;
+		}
+		if (rc) {
+			ws_fail_wrap(rc, "retention: tenant %s: read %s", t->tenant, keys[i]);
+			break;
+		}
+		if (ws_fmt_manifest_decode(b.data, b.len, &m) != 0)
+			continue; /* not a manifest: never ours to delete */
+		if (strcmp(m.tenant, t->tenant) != 0) {
+			ws_fmt_manifest_free(&m);
+			continue;
+		}
+		if (!x->dry)
+			rc = keep_refresh(x, t, keep);
+		for (uint32_t k = 0; k < m.snap_count && !rc; k++)
+			if (!keyset_has(keep, m.snaps[k].key))
+				rc = ret_delete(x, m.snaps[k].key);
+		for (uint32_t k = 0; k < m.batch_count && !rc; k++)
+			if (!keyset_has(keep, m.batches[k].key))
+				rc = ret_delete(x, m.batches[k].key);
+		if (!rc && !keyset_has(keep, keys[i]))
+			rc = ret_delete(x, keys[i]);
+		ws_fmt_manifest_free(&m);
+	}
+	ws_buf_free(&b);
+	free(keys);
 	return rc;
 }
 
@@ -1255,7 +1773,7 @@ static int sweep_artifacts(struct ret_ctx *x, const struct ws_ckpt_index *p)
 		if ((rc = keep_set(x, t, &keep)) != 0)
 			break;
 		cut_of(t, &head);
-		rc = sweep_chain(x, t->tenant, &head, &keep);
+		rc = sweep_chain(x, t, &head, &keep);
 		/* Older cuts of this tenant: usually already gone with the sweep
 		 * above (they are the cut's ancestors), else a superseded chain. */
 		for (size_t r = 0; r < n && !rc; r++) {
@@ -1266,10 +1784,12 @@ static int sweep_artifacts(struct ret_ctx *x, const struct ws_ckpt_index *p)
 			ot = index_tenant(&idx, t->tenant);
 			if (ot && strcmp(ot->manifest_key, t->manifest_key) != 0) {
 				cut_of(ot, &head);
-				rc = sweep_chain(x, t->tenant, &head, &keep);
+				rc = sweep_chain(x, t, &head, &keep);
 			}
 			ws_ckpt_index_free(&idx);
 		}
+		if (!rc)
+			rc = sweep_unreachable(x, t, &keep);
 		free(keep.k);
 	}
 	free(refs);
@@ -1302,6 +1822,25 @@ static int sweep_indexes(struct ret_ctx *x, const struct ws_ckpt_index *p)
 	return rc;
 }
 
+/*
+ * The protected checkpoint's artifacts replace the history retention
+ * deletes: each must be there with its recorded length and SHA-256 and open
+ * as a database before anything goes.
+ */
+static int protected_verify(struct ret_ctx *x, const struct ws_ckpt_index *p)
+{
+	for (size_t i = 0; i < p->tenant_count; i++) {
+		struct ws_restore_base base;
+		int rc = base_from_index(p, p->tenants[i].tenant, &base);
+		if (!rc)
+			rc = ws_artifact_verify(x->s, &base);
+		if (rc)
+			return ws_fail_wrap(rc, "retention refused, nothing deleted: protected checkpoint %" PRIu64
+					    " does not verify (take a new checkpoint)", p->checkpoint_id);
+	}
+	return 0;
+}
+
 static int run_phase(struct ret_ctx *x, const struct ws_ckpt_ref *protected_ref,
 		     enum ws_ckpt_retention_phase phase)
 {
@@ -1309,6 +1848,13 @@ static int run_phase(struct ret_ctx *x, const struct ws_ckpt_ref *protected_ref,
 	int rc = ws_ckpt_load_committed(x->c, protected_ref, &p);
 	if (rc)
 		return ws_fail_wrap(rc, "retention: protected checkpoint %" PRIu64, protected_ref->id);
+	if (phase == WS_CKPT_RET_SWEEP_ARTIFACTS && (rc = protected_verify(x, &p)) != 0) {
+		ws_ckpt_index_free(&p);
+		if (!x->older_run)
+			return rc;
+		ws_info("retention: %s; its sweep is skipped", ws_errmsg());
+		return 0;
+	}
 	rc = phase == WS_CKPT_RET_SWEEP_ARTIFACTS ? sweep_artifacts(x, &p) : sweep_indexes(x, &p);
 	ws_ckpt_index_free(&p);
 	return rc;
@@ -1365,8 +1911,31 @@ int ws_retention_run(struct ws_sink *sink, bool dry_run, ws_retention_fn fn, voi
 	if ((rc = ws_ckpt_retention_state(x.c, &st, &sfound)) != 0)
 		goto out;
 	if (sfound && st.phase != WS_CKPT_RET_IDLE && strcmp(st.protected_ref.key, latest.committed.key) != 0) {
+		struct ws_ckpt_index p;
+		/* Only when the newer cut verifies may the older run skip its
+		 * sweep: check the newer one first. */
+		if ((rc = ws_ckpt_load_committed(x.c, &latest.committed, &p)) != 0)
+			goto out;
+		rc = protected_verify(&x, &p);
+		ws_ckpt_index_free(&p);
+		if (rc)
+			goto out;
 		rep->resumed = true;
-		if ((rc = run_phases(&x, st)) != 0)
+		x.older_run = true;
+		rc = run_phases(&x, st);
+		x.older_run = false;
+		if (rc)
+			goto out;
+	}
+	/* Nothing is written, not even the run's record, while what the cut
+	 * would replace history with does not verify. */
+	{
+		struct ws_ckpt_index p;
+		if ((rc = ws_ckpt_load_committed(x.c, &latest.committed, &p)) != 0)
+			goto out;
+		rc = protected_verify(&x, &p);
+		ws_ckpt_index_free(&p);
+		if (rc)
 			goto out;
 	}
 	if ((rc = ws_ckpt_begin_retention(x.c, &latest.committed, &res)) != 0)

@@ -122,6 +122,7 @@ struct verify_ctx {
 	void *arg;
 	int first_err;
 	bool explicit_tenant;
+	uint64_t verified_id;   /* the Commit whose artifacts ws_checkpoint_verify checked */
 };
 
 static int verify_one(const char *tenant, void *arg)
@@ -149,7 +150,7 @@ static int verify_one(const char *tenant, void *arg)
 		/* A missing link: complete anyway when retention removed the
 		 * history before the latest Commit's cut, the cut's state being
 		 * that checkpoint's artifact (verified below). */
-		rc = ws_chain_from_cut(x->sink, tenant, &wm, &c, &base);
+		rc = ws_chain_from_cut_retained(x->sink, tenant, &wm, &c, &base);
 		from_cut = rc == 0;
 		if (rc)
 			ws_chain_free(&c);
@@ -162,7 +163,8 @@ static int verify_one(const char *tenant, void *arg)
 		rc = ws_replay(x->s, tenant, &c, c.count - 1, c.m[c.count - 1].last_frame, -1, &res, &rep);
 		ws_chain_free(&c);
 		/* (An error that is no object's problem is reported below, alone.) */
-		if (from_cut && (!rc || rep.problems) && (arc = ws_artifact_verify(x->s, &base)) != 0) {
+		if (from_cut && base.checkpoint_id != x->verified_id && (!rc || rep.problems) &&
+		    (arc = ws_artifact_verify(x->s, &base)) != 0) {
 			if (!rc)
 				rc = arc;
 			rep.problems++;
@@ -187,8 +189,14 @@ static int verify_one(const char *tenant, void *arg)
 
 int ws_verify(struct ws_sink *sink, const char *tenant, ws_problem_fn fn, void *arg)
 {
-	struct verify_ctx x = { sink, sink->store, fn, arg, 0, tenant != NULL };
+	struct verify_ctx x = { sink, sink->store, fn, arg, 0, tenant != NULL, 0 };
 	int rc;
+	if (tenant && !ws_tenant_name_valid(tenant))
+		return ws_fail(WS_ECONFIG, "tenant name '%s' is invalid", tenant);
+	/* Checkpoints first: the latest Commit's artifacts, and the tenants it
+	 * names that lost their watermark (which the listing below would
+	 * take for objects without one). */
+	x.first_err = ws_checkpoint_verify(sink, tenant, fn, arg, &x.verified_id);
 	if (tenant) {
 		if (!ws_tenant_name_valid(tenant))
 			return ws_fail(WS_ECONFIG, "tenant name '%s' is invalid", tenant);

@@ -112,6 +112,34 @@ int ws_restore_image(struct ws_store *s, const char *tenant, const struct ws_cha
 int ws_checkpoint_base_for(struct ws_sink *sink, const char *tenant, struct ws_restore_base *out) WS_MUST_CHECK;
 
 /*
+ * The bases of every stored committed checkpoint that names tenant, newest
+ * first (*out malloc'd, *count may be 0). WS_ENOTFOUND when nothing is
+ * decided at the sink.
+ */
+int ws_checkpoint_bases_for(struct ws_sink *sink, const char *tenant, struct ws_restore_base **out,
+			    size_t *count) WS_MUST_CHECK;
+
+/*
+ * verify's part for checkpoints: checkpoints/head present when committed
+ * indexes are; the latest Commit loads; each tenant it names (only: just
+ * that one) still has a readable watermark, and its artifact matches its
+ * length and SHA-256 and passes PRAGMA integrity_check. Each problem goes
+ * to fn; returns the first error. *verified_id: the Commit whose artifacts
+ * were checked (0: none).
+ */
+int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn fn, void *arg,
+			 uint64_t *verified_id) WS_MUST_CHECK;
+
+/*
+ * The cut of tenant in the checkpoint the latest retention run protected
+ * (checkpoints/retention): history behind it may be gone by retention's
+ * doing, history in front of it never. WS_ENOTFOUND when no run protected
+ * a checkpoint that names tenant.
+ */
+int ws_checkpoint_retained_cut(struct ws_sink *sink, const char *tenant, struct ws_chain_stop *cut,
+			       uint64_t *id) WS_MUST_CHECK;
+
+/*
  * The chain the watermark names, walked back with flags (ws_chain_load with
  * WS_CHAIN_UPTO_MISSING: ws_chain_truncated(out) when a predecessor is
  * missing).
@@ -134,6 +162,14 @@ static inline bool ws_chain_truncated(const struct ws_chain *c)
  */
 int ws_chain_from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
 		      struct ws_chain *c, struct ws_restore_base *base) WS_MUST_CHECK;
+
+/*
+ * ws_chain_from_cut for verify: the missing link must be history a
+ * retention run removed (the cut that run protected is in c), else it is
+ * reported as missing.
+ */
+int ws_chain_from_cut_retained(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
+			       struct ws_chain *c, struct ws_restore_base *base) WS_MUST_CHECK;
 
 /* Fetch the artifact base names, verify its length and SHA-256, write it to fd. */
 int ws_artifact_fetch(struct ws_store *s, const char *key, uint64_t length, const char *sha256_hex,

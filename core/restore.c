@@ -24,6 +24,7 @@
 
 #include "core_internal.h"
 #include "replay.h"
+#include "ws_log.h"
 #include "ws_wal.h"
 
 static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
@@ -660,10 +661,13 @@ int ws_restore_tmp_open(const char *out_path, char **tmp, int *fd)
 	return 0;
 }
 
-int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore_opts *opts,
-	       const char *out_path)
+/*
+ * One restore. use_latest: the latest state may start from the latest
+ * Commit's artifact.
+ */
+static int restore_once(struct ws_sink *sink, const char *tenant, const struct ws_restore_opts *opts,
+			const char *out_path, bool use_latest)
 {
-	struct ws_restore_opts none = { 0 };
 	struct ws_fmt_watermark wm;
 	struct ws_chain c;
 	struct ws_replay_result res;
@@ -674,11 +678,7 @@ int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore
 	uint64_t frame = 0;
 	int fd = -1, rc;
 
-	if (!opts)
-		opts = &none;
 	memset(&c, 0, sizeof(c));
-	if ((rc = ws_restore_prepare(sink->store, tenant, out_path, opts->force)) != 0)
-		return rc;
 	rc = ws_wm_load(sink->store, tenant, &wm, NULL);
 	if (rc == WS_ENOTFOUND)
 		return ws_fail(WS_ENOTFOUND, "tenant %s has no watermark at %s: nothing was shipped",
@@ -689,7 +689,7 @@ int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore
 	 * live chain passes through its cut: after retention, the manifests
 	 * before the cut are gone. Any failure to read the checkpoint metadata
 	 * falls back to the full chain. */
-	if (!opts->frame && !opts->time_ms)
+	if (use_latest && !opts->frame && !opts->time_ms)
 		have_base = ws_checkpoint_base_for(sink, tenant, &base) == 0;
 	if (have_base) {
 		rc = ws_chain_load_stop(sink->store, tenant, &wm, &base.cut, &c, &stopped);
@@ -739,6 +739,28 @@ out:
 	/* The arguments were checked above: from here on a WS_ECONFIG came
 	 * from what the sink holds, a damaged object, never the user's input. */
 	return rc == WS_ECONFIG ? WS_EFORMAT : rc;
+}
+
+int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore_opts *opts,
+	       const char *out_path)
+{
+	struct ws_restore_opts none = { 0 };
+	int rc;
+
+	if (!opts)
+		opts = &none;
+	if ((rc = ws_restore_prepare(sink->store, tenant, out_path, opts->force)) != 0)
+		return rc;
+	rc = restore_once(sink, tenant, opts, out_path, true);
+	if (rc && rc != WS_ECONFIG && rc != WS_ENOTFOUND && !opts->frame && !opts->time_ms) {
+		/* The latest Commit's artifact (or its cut) could not be used:
+		 * damaged, or gone. The full chain, or an older checkpoint, may
+		 * still hold the state: one bad artifact is never total loss. */
+		ws_info("restore: tenant %s: from the latest checkpoint: %s; trying the full chain and older "
+			"checkpoints", tenant, ws_errmsg());
+		rc = restore_once(sink, tenant, opts, out_path, false);
+	}
+	return rc;
 }
 
 int ws_restore_end(int fd, char *tmp, const char *out_path, bool force, const char *tenant, int rc)

@@ -997,8 +997,13 @@ static int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t
 		ref->count = n;
 		ref->xxh = ws_get_le64(hdr + WS_SNAP_HDR_HASH_OFF);
 		ref->length = sizeof(hdr) + n * ps;
-		if (snprintf(ref->key, sizeof(ref->key), "%s/s%016" PRIx64 "/%08" PRIx64 "-%016" PRIx64,
-			     sc->prefix, sc->cur.last_commit, p + 1, ref->xxh) >= (int)sizeof(ref->key))
+		/* The key carries the manifest's watermark sequence: a later
+		 * REBASE of the same bytes (a database without WAL between runs)
+		 * never re-uses a part of an older chain, which retention may be
+		 * deleting as that chain's history. */
+		if (snprintf(ref->key, sizeof(ref->key), "%s/s%016" PRIx64 "-%016" PRIx64 "/%08" PRIx64 "-%016" PRIx64,
+			     sc->prefix, sc->cur.last_commit, (st->have_wm ? st->wm.seq : 0) + 1, p + 1,
+			     ref->xxh) >= (int)sizeof(ref->key))
 			return ws_fail(WS_ETOOBIG, "tenant %s: snapshot key too long", st->tenant);
 		memset(&part, 0, sizeof(part));
 		part.snap = true;

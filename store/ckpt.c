@@ -43,6 +43,7 @@ struct ws_ckpt {
 	struct ws_store *s;
 	bool owns_store;
 	bool local;
+	bool reader;         /* ws_ckpt_open_reader: either authority, no writes */
 	int lease_fd;
 	bool dep_known;
 	char dep[WS_CKPT_DEPLOYMENT_LEN + 1];
@@ -95,12 +96,26 @@ static int put_obj(struct ws_ckpt *c, const char *key, char *body, size_t len, b
 	int rc;
 	if (!body)
 		return ckpt_fail(WS_CKPT_IO, -ENOMEM, "checkpoint store: encode %s: out of memory", key);
+	if (c->reader) {
+		free(body);
+		return ckpt_fail(WS_CKPT_INVALID_INPUT, WS_ECONFIG,
+				 "checkpoint store: %s: a read-only handle never writes", key);
+	}
 	rc = ws_store_put(c->s, key, body, len, found ? WS_PUT_CAS : WS_PUT_CREATE, found ? etag : NULL,
 			  out_etag);
 	free(body);
 	if (rc && rc != WS_EPRECOND)
 		return io_fail(rc, "put", key);
 	return rc;
+}
+
+/* A read-only handle (ws_ckpt_open_reader) never writes. */
+static int reader_refused(const struct ws_ckpt *c, const char *what)
+{
+	if (!c->reader)
+		return 0;
+	return ckpt_fail(WS_CKPT_INVALID_INPUT, WS_ECONFIG, "checkpoint store: %s: a read-only handle never "
+			 "writes", what);
 }
 
 static int contention(const char *key)
@@ -224,6 +239,8 @@ static int load_deployment(struct ws_ckpt *c, struct ckpt_deployment *d, struct 
 	ws_buf_free(&b);
 	if (rc || !*found)
 		return rc;
+	if (c->reader)
+		c->local = d->local; /* a reader reads either authority's namespace */
 	if (d->local != c->local)
 		return ckpt_fail(WS_CKPT_FOREIGN, WS_EFORMAT,
 				 "checkpoint object %s: the namespace belongs to a %s authority, this store "
@@ -407,6 +424,27 @@ struct ws_ckpt *ws_ckpt_open_local(const char *root, int *err)
 fail:
 	ws_store_close(s);
 	return NULL;
+}
+
+struct ws_ckpt *ws_ckpt_open_reader(struct ws_store *s, int *err)
+{
+	struct ws_ckpt *c;
+
+	ckpt_kind_set(WS_CKPT_OK);
+	if (!s) {
+		*err = ckpt_fail(WS_CKPT_INVALID_INPUT, WS_ECONFIG, "checkpoint store: no object store");
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		*err = ckpt_fail(WS_CKPT_IO, -ENOMEM, "checkpoint store: out of memory");
+		return NULL;
+	}
+	c->s = s;
+	c->reader = true;
+	c->lease_fd = -1;
+	*err = 0;
+	return c;
 }
 
 void ws_ckpt_close(struct ws_ckpt *c)
@@ -611,6 +649,8 @@ int ws_ckpt_create_committed(struct ws_ckpt *c, const struct ws_ckpt_index *idx,
 	int rc;
 
 	ckpt_kind_set(WS_CKPT_OK);
+	if ((rc = reader_refused(c, "create committed index")) != 0)
+		return rc;
 	if ((rc = check_index_input(c, idx)) != 0 || (rc = index_body(idx, &body, &len, &r)) != 0)
 		return rc;
 	if (len > WS_CKPT_INDEX_BYTES_MAX) {
@@ -688,6 +728,8 @@ int ws_ckpt_seal_aborted_candidate(struct ws_ckpt *c, const struct ws_ckpt_index
 	int rc;
 
 	ckpt_kind_set(WS_CKPT_OK);
+	if ((rc = reader_refused(c, "seal candidate")) != 0)
+		return rc;
 	if ((rc = check_index_input(c, idx)) != 0 || (rc = index_body(idx, &cand, &cand_len, &r)) != 0)
 		return rc;
 	seal = ckpt_enc_seal(c->dep, r.id, r.sha256, r.length, &seal_len);
@@ -752,6 +794,8 @@ int ws_ckpt_delete_committed(struct ws_ckpt *c, const struct ws_ckpt_ref *ref)
 	int rc;
 
 	ckpt_kind_set(WS_CKPT_OK);
+	if ((rc = reader_refused(c, "delete committed index")) != 0)
+		return rc;
 	if ((rc = check_ref_input(ref)) != 0 || (rc = refresh_dep(c, false)) != 0)
 		return rc;
 	rc = get_obj(c, ref->key, (size_t)ref->length + 4096, &b, NULL, &found);
@@ -759,11 +803,11 @@ int ws_ckpt_delete_committed(struct ws_ckpt *c, const struct ws_ckpt_ref *ref)
 		ckpt_kind_set(WS_CKPT_CONVERGED);
 		return 0;
 	}
-	if (rc == 0) {
+	/* A seal stays: it occupies an aborted candidate's path for good, so
+	 * that a create of the candidate still in flight loses to it
+	 * (verify_index refuses it with SEALED). */
+	if (rc == 0)
 		rc = verify_index(c, ref, &b, NULL);
-		if (rc == WS_EPRECOND && ws_ckpt_last_kind() == WS_CKPT_SEALED)
-			rc = 0; /* the exact seal of ref is deletable too */
-	}
 	ws_buf_free(&b);
 	if (rc)
 		return ws_fail_wrap(rc, "delete refused");
@@ -831,6 +875,12 @@ static int record_decide(struct ws_ckpt *c, struct cas_op *op, bool found, char 
 				 "Commit is %s", want->checkpoint_id,
 				 x->idx->has_predecessor ? x->idx->predecessor.key : "(none)",
 				 head_commit ? h->latest_commit.committed.key : "(none)");
+	/* decisions only grows (no ABA): at its maximum no further decision
+	 * can be recorded, and wrapping to 0 would break the head for good. */
+	if (found && h->decisions == UINT64_MAX)
+		return ckpt_fail(WS_CKPT_EXHAUSTED, WS_ETOOBIG, "checkpoint object %s: the decision counter is "
+				 "at its maximum (%" PRIu64 "); no further checkpoint can be decided", KEY_HEAD,
+				 h->decisions);
 	memset(&next, 0, sizeof(next));
 	next.epoch = found && h->epoch > want->epoch ? h->epoch : want->epoch;
 	next.decisions = found ? h->decisions + 1 : 1;

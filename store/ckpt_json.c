@@ -619,6 +619,10 @@ int ckpt_dec_seal(const char *key, const uint8_t *data, size_t len, const char *
 bool ckpt_is_seal(const uint8_t *data, size_t len)
 {
 	static const char needle[] = "\"format\":\"" CKPT_FMT_SEAL "\"";
+	/* An empty object (data may then be NULL) holds no seal; memmem's
+	 * arguments must be valid pointers even for zero lengths. */
+	if (!data || len < sizeof(needle) - 1)
+		return false;
 	return memmem(data, len, needle, sizeof(needle) - 1) != NULL;
 }
 

@@ -285,19 +285,21 @@ int ws_store_next_top(struct ws_store *s, const char *after, char name[WS_KEY_MA
 		ws_list_page_free(&page);
 		return 0;
 	}
+	/* Each call must move on in key order, or a caller's loop would never
+	 * end. (Names themselves need not ascend: "db-2/" and "db.x/" sort
+	 * before "db/", '-' and '.' being below '/'.) */
+	if (*token && strcmp(page.keys[0], token) <= 0) {
+		rc = ws_fail(-EPROTO, "store %s: list after \"%s\" returned \"%s\", not a later key", s->url,
+			     token, page.keys[0]);
+		ws_list_page_free(&page);
+		return rc;
+	}
 	n = strcspn(page.keys[0], "/");
 	if (n >= WS_KEY_MAX)
 		n = WS_KEY_MAX - 1;
 	memcpy(name, page.keys[0], n);
 	name[n] = '\0';
 	ws_list_page_free(&page);
-	/* Each call must move on, or a caller's loop would never end. */
-	if (strcmp(name, after) <= 0) {
-		rc = ws_fail(-EPROTO, "store %s: list after \"%s\" returned the top-level name \"%s\" again",
-			     s->url, token, name);
-		name[0] = '\0';
-		return rc;
-	}
 	return 0;
 }
 int ws_store_del(struct ws_store *s, const char *key)

@@ -229,6 +229,15 @@ struct ws_ckpt *ws_ckpt_open_shared(struct ws_store *s, unsigned flags, int *err
  */
 struct ws_ckpt *ws_ckpt_open_local(const char *root, int *err);
 
+/*
+ * A read-only handle on the namespace at s (either authority): no lease, no
+ * probe, every write refused (WS_ECONFIG, INVALID_INPUT). Readers (restore,
+ * verify, ls) use it so that a writer holding the local lease never makes
+ * them wait or fail: every object they read is create-once or replaced by
+ * one atomic write, so a reader sees either state, never half of one.
+ */
+struct ws_ckpt *ws_ckpt_open_reader(struct ws_store *s, int *err);
+
 /* Releases the lease (local) and closes the store only if the handle opened it. */
 void ws_ckpt_close(struct ws_ckpt *c);
 

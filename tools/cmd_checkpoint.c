@@ -93,8 +93,9 @@ static int resolve_sink(const char *sink_url, const char *config, struct ws_cli_
 
 static struct ws_sink *open_sink(const char *url, int *exit_code);
 
-/* The sink --sink or --config names, opened; NULL with *exit_code set. */
-static struct ws_sink *sink_from_args(const char *sink_url, const char *config, int *exit_code)
+/* The sink --sink or --config names, opened; NULL with *exit_code set.
+ * epoch (may be NULL): the config's [engine] epoch, when it has one. */
+static struct ws_sink *sink_from_args(const char *sink_url, const char *config, int *exit_code, uint64_t *epoch)
 {
 	struct ws_cli_config cfg;
 	struct ws_sink *sink = NULL;
@@ -103,6 +104,8 @@ static struct ws_sink *sink_from_args(const char *sink_url, const char *config, 
 	*exit_code = resolve_sink(sink_url, config, &cfg, &url);
 	if (*exit_code == EXIT_OK)
 		sink = open_sink(url, exit_code);
+	if (epoch && config)
+		*epoch = cfg.epoch;
 	ws_cli_config_free(&cfg);
 	return sink;
 }
@@ -130,6 +133,8 @@ int cmd_checkpoint(int argc, char **argv)
 	struct ws_checkpoint_opts co;
 	struct ws_checkpoint_info info;
 	struct ws_sink *sink;
+	uint64_t cfg_epoch = 0;
+	bool has_epoch = false;
 	int c, rc, code;
 
 	memset(&co, 0, sizeof(co));
@@ -139,16 +144,20 @@ int cmd_checkpoint(int argc, char **argv)
 		case OPT_SINK: sink_url = optarg; break;
 		case OPT_CONFIG: config = optarg; break;
 		case OPT_EPOCH:
-			if (ws_cli_parse_u64(optarg, &co.epoch) || co.epoch == 0)
-				return usage("--epoch: '%s' must be a positive integer", optarg);
+			/* The same --epoch as replicate's (0 and 1 decide alike). */
+			if (ws_cli_parse_u64(optarg, &co.epoch))
+				return usage("--epoch: '%s' is not a non-negative integer", optarg);
+			has_epoch = true;
 			break;
 		default: return usage("checkpoint: unknown or incomplete option");
 		}
 	}
 	if (optind < argc)
 		return usage("checkpoint: unexpected argument '%s'", argv[optind]);
-	if (!(sink = sink_from_args(sink_url, config, &code)))
+	if (!(sink = sink_from_args(sink_url, config, &code, &cfg_epoch)))
 		return code;
+	if (!has_epoch)
+		co.epoch = cfg_epoch;
 	rc = ws_checkpoint_take(sink, &co, &info);
 	ws_sink_close(sink);
 	if (rc) {
@@ -156,9 +165,12 @@ int cmd_checkpoint(int argc, char **argv)
 		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
 	}
 	emit(info_json(&info));
-	if (!info.own)
-		fprintf(stderr, "walship: another writer's checkpoint %" PRIu64 " was decided first (%s)\n", info.id,
-			info.committed ? "commit" : "abort");
+	if (!info.own) {
+		/* Not ours: no checkpoint was taken by this call. */
+		fprintf(stderr, "walship: checkpoint not taken: another writer's checkpoint %" PRIu64 " was decided "
+			"first (%s)\n", info.id, info.committed ? "commit" : "abort");
+		return EXIT_FAIL;
+	}
 	return info.committed ? EXIT_OK : EXIT_FAIL;
 }
 
@@ -204,7 +216,7 @@ int cmd_retention(int argc, char **argv)
 	}
 	if (optind < argc)
 		return usage("retention: unexpected argument '%s'", argv[optind]);
-	if (!(sink = sink_from_args(sink_url, config, &code)))
+	if (!(sink = sink_from_args(sink_url, config, &code, NULL)))
 		return code;
 	if (p.json)
 		p.keys = json_array();

@@ -234,6 +234,7 @@ struct run_opts {
 	bool once, json, quiet;
 	unsigned reader_flags;
 	uint64_t checkpoint_interval_s;  /* 0 = none */
+	uint64_t epoch;                  /* the engine's epoch, which checkpoints decide at too */
 };
 
 /* "walship: tenant NAME: PATH -> SINK (shard N, WAL read path: P)" */
@@ -261,7 +262,7 @@ static uint64_t mono_ms(void)
 }
 
 /* Every interval: everything committed so far shipped, then a checkpoint. */
-static void take_checkpoint(struct ws_engine *e, struct ws_sink *sink, bool json)
+static void take_checkpoint(struct ws_engine *e, struct ws_sink *sink, uint64_t epoch, bool json)
 {
 	struct ws_checkpoint_opts co;
 	struct ws_checkpoint_info ci;
@@ -271,6 +272,7 @@ static void take_checkpoint(struct ws_engine *e, struct ws_sink *sink, bool json
 		return;
 	}
 	memset(&co, 0, sizeof(co));
+	co.epoch = epoch; /* replicate's own --epoch: a stale one is an error naming the current */
 	rc = ws_checkpoint_take(sink, &co, &ci);
 	if (rc) {
 		fprintf(stderr, "walship: checkpoint failed: %s\n", ws_errmsg());
@@ -281,8 +283,12 @@ static void take_checkpoint(struct ws_engine *e, struct ws_sink *sink, bool json
 		       ci.committed ? "true" : "false", ci.ref_key);
 		fflush(stdout);
 	}
-	fprintf(stderr, "walship: checkpoint %" PRIu64 " %s (%s)\n", ci.id, ci.committed ? "committed" : "aborted",
-		ci.ref_key);
+	if (!ci.own)
+		fprintf(stderr, "walship: checkpoint not taken: another writer's checkpoint %" PRIu64 " was decided "
+			"first (%s)\n", ci.id, ci.committed ? "commit" : "abort");
+	else
+		fprintf(stderr, "walship: checkpoint %" PRIu64 " %s (%s)\n", ci.id,
+			ci.committed ? "committed" : "aborted", ci.ref_key);
 }
 
 static void wait_for_stop(int sig_fd, int wake_fd, struct ws_engine *e, struct ws_sink *ck_sink,
@@ -295,7 +301,7 @@ static void wait_for_stop(int sig_fd, int wake_fd, struct ws_engine *e, struct w
 		if (period) {
 			uint64_t now = mono_ms();
 			if (now >= next) {
-				take_checkpoint(e, ck_sink, ro->json);
+				take_checkpoint(e, ck_sink, ro->epoch, ro->json);
 				next = mono_ms() + period;
 				continue;
 			}
@@ -462,7 +468,7 @@ static int cmd_replicate(int argc, char **argv)
 	};
 	struct ws_cli_config cfg;
 	struct ws_cli_overrides ov;
-	struct run_opts ro = { false, false, false, 0, 0 };
+	struct run_opts ro = { false, false, false, 0, 0, 0 };
 	const char *config_file = NULL;
 	bool verbose = false;
 	uint64_t v;
@@ -544,6 +550,7 @@ static int cmd_replicate(int argc, char **argv)
 		ws_log_set_level(WS_LOG_DEBUG);
 	else if (!ro.quiet)
 		ws_log_set_level(WS_LOG_INFO);
+	ro.epoch = cfg.epoch;
 	rc = replicate_run(&cfg, &ro);
 out:
 	ws_cli_config_free(&cfg);

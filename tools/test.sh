@@ -16,13 +16,16 @@
 #                    size and bench_wal briefly, from
 #                    build-ci: fails only if a benchmark crashes or errors,
 #                    never on a ratio
+#   6. retention     tests/torture/retention.sh for WS_TORTURE_S seconds (default
+#      torture       45; about a minute in all): writers, replicate, checkpoints,
+#                    retention and kill -9, then every restore checked
 # Every section runs even when an earlier one failed (a failed build skips
 # its own tests); the summary lists failures and the exit status is non-zero
 # if any section failed.
 #
 # Env: WS_JOBS (parallel build jobs, default 2), WS_SKIP_INSTALL=1,
 #      WS_TSAN_TESTS (ctest -R regex for the TSan build),
-#      WS_BENCH_MB (bench smoke size in MiB, default 8).
+#      WS_BENCH_MB (bench smoke size in MiB, default 8), WS_TORTURE_S.
 set -euo pipefail
 
 cd "$(dirname "$(readlink -f "$0")")/.."
@@ -114,6 +117,18 @@ if [ -x build-ci/bench/bench_wal ]; then
 	fi
 else
 	echo "bench_wal not built (Google Benchmark absent): skipped"
+fi
+
+# ---- 6. retention torture ------------------------------------------------------------------
+section "retention torture: tests/torture/retention.sh --seconds ${WS_TORTURE_S:-45} (build-ci)"
+if [ -x build-ci/tools/walship ]; then
+	mkdir -p build-ci/testtmp
+	if ! bash tests/torture/retention.sh build-ci/tools/walship --seconds "${WS_TORTURE_S:-45}" \
+		--dir "$PWD/build-ci/testtmp"; then
+		note_fail "retention torture"
+	fi
+else
+	note_fail "retention torture: build-ci/tools/walship was not built"
 fi
 
 # ---- summary ------------------------------------------------------------------------------

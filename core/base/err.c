@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static _Thread_local char errbuf[1024];
+static _Thread_local char errbuf[2048]; /* keys are up to 1 KiB; a wrapped message names two */
 
 const char *ws_strerror(int err)
 {

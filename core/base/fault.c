@@ -137,8 +137,10 @@ static void load_env(void)
 		act = WS_FAULT_CRASH;
 	else if (action && strcmp(action, "pause") == 0)
 		act = WS_FAULT_PAUSE;
+	else if (action && strcmp(action, "stop") == 0)
+		act = WS_FAULT_STOP;
 	else if (action && strcmp(action, "fail") != 0) {
-		fprintf(stderr, "walship: WS_FAULT=%s: action '%s' is not fail, crash or pause\n", spec, action);
+		fprintf(stderr, "walship: WS_FAULT=%s: action '%s' is not fail, crash, pause or stop\n", spec, action);
 		_exit(2);
 	}
 	if (arm(buf, nth ? (unsigned)strtoul(nth, NULL, 10) : 1, act, NULL, NULL) != 0) {
@@ -218,6 +220,9 @@ int ws_fault_hit(const char *site)
 				a->fn(site, a->arg);
 			else
 				pause_by_file(site);
+			break;
+		case WS_FAULT_STOP:
+			kill(getpid(), SIGSTOP);
 			break;
 		case WS_FAULT_FAIL:
 			rc = -EIO;

@@ -18,13 +18,16 @@
  *          mutate the database under the paused tail); across processes
  *          (WS_FAULT=site:nth:pause), the process creates the file
  *          $WS_PAUSE_DIR/<site>.<pid> and waits until it is removed
- *          (at most 60 s), so a script can act at exactly that moment.
+ *          (at most 60 s), so a script can act at exactly that moment;
+ *   stop   the process stops itself (SIGSTOP) and, once continued
+ *          (SIGCONT), goes on as if nothing fired: a script that knows the
+ *          process's pid runs another process at exactly that point.
  * Independently, WS_PAUSE_RANDOM="seed:permille:max_ms" makes every site
  * sleep 1..max_ms with the given probability, so a torture run explores
  * interleavings with the application's writers; WS_PAUSE_LOG=1 prints each
  * such pause to stderr.
  *
- * Environment: WS_FAULT="site[:nth[:fail|crash|pause]]" arms a site when the
+ * Environment: WS_FAULT="site[:nth[:fail|crash|pause|stop]]" arms a site when the
  * first site is reached; an unknown site name there is a fatal error (a
  * typo must never make a crash test pass vacuously).
  */
@@ -90,7 +93,7 @@
 	X("stream.before_wal_checkpoint", "tail: under the write lock, before walship's WAL checkpoint") \
 	X("stream.wal_checkpoint_gap", "tail: WAL checkpoint fallback, between the spare's two transactions")
 
-enum ws_fault_action { WS_FAULT_FAIL = 0, WS_FAULT_CRASH = 1, WS_FAULT_PAUSE = 2 };
+enum ws_fault_action { WS_FAULT_FAIL = 0, WS_FAULT_CRASH = 1, WS_FAULT_PAUSE = 2, WS_FAULT_STOP = 3 };
 
 /* Returns 0 normally; a negative error (-EIO) when the armed site fires with
  * action fail. A name not in WS_FAULT_SITES aborts the process. */

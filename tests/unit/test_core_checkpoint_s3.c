@@ -9,6 +9,11 @@
  * a second decision. Then restore by checkpoint, restore of the live stream
  * from the checkpoint, and retention, all on S3.
  *
+ * A writer killed mid-attempt (before the decision, or after it with its
+ * clean-up pending) is recovered by the next caller after the bounded wait
+ * (issue 11 defect 5): that caller commits its own checkpoint, and the
+ * crashed attempt's artifacts are gone.
+ *
  * Without $WS_S3_DIR the test FAILS: it must never pass without a server.
  */
 #ifndef _GNU_SOURCE
@@ -16,6 +21,8 @@
 #endif
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +32,7 @@
 
 #include "coreutil.h"
 #include "walship.h"
+#include "ws_fault.h"
 #include "ws_store.h"
 
 static char g_bucket[64];
@@ -178,10 +186,118 @@ static void test_s3_race_and_restore(void **state)
 	wt_env_free(&e);
 }
 
+/* A checkpoint in a child process, killed at site; true if it was. */
+static bool crash_take(const char *url, const char *site)
+{
+	int status = 0;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct ws_checkpoint_info info;
+		int err = 0;
+		struct ws_sink *s = ws_sink_open(url, &err);
+		ws_fault_arm(site, 1, 1);
+		_exit(s && ws_checkpoint_take(s, NULL, &info) == 0 ? 0 : 3);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+}
+
+static int collect_ids(const struct ws_checkpoint_info *i, void *arg)
+{
+	uint64_t *ids = arg;
+	if (ids[0] < 63)
+		ids[++ids[0]] = i->id;
+	return 0;
+}
+
+/* Every artifact key under checkpoints/artifacts/ belongs to a committed checkpoint. */
+static void artifacts_all_committed(struct ws_sink *sink, const char *url)
+{
+	uint64_t ids[64] = { 0 };
+	struct ws_list_page page;
+	struct ws_store *st;
+	int err = 0;
+
+	assert_int_equal(ws_checkpoint_list(sink, collect_ids, ids), 0);
+	st = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
+	assert_non_null(st);
+	memset(&page, 0, sizeof(page));
+	assert_int_equal(ws_store_list(st, "checkpoints/artifacts/", "", 1000, &page), 0);
+	for (size_t k = 0; k < page.count; k++) {
+		uint64_t id = strtoull(page.keys[k] + strlen("checkpoints/artifacts/"), NULL, 16);
+		bool named = false;
+		for (uint64_t j = 1; j <= ids[0]; j++)
+			named |= ids[j] == id;
+		if (!named)
+			fail_msg("artifact %s belongs to no committed checkpoint (a crashed attempt's)", page.keys[k]);
+	}
+	ws_list_page_free(&page);
+	ws_store_close(st);
+}
+
+static void test_s3_recover_crashed_attempt(void **state)
+{
+	static const char *const sites[] = { "checkpoint.artifact.after_put", "ckpt.create.after_put",
+					     "ckpt.record.after_cas", "ckpt.inventory.before_complete" };
+	(void)state;
+
+	for (size_t k = 0; k < sizeof(sites) / sizeof(sites[0]); k++) {
+		struct wt_env e;
+		struct ws_stream_config cfg;
+		struct ws_stream *st;
+		struct ws_outcome o;
+		struct ws_sink *s;
+		struct ws_checkpoint_opts co;
+		struct ws_checkpoint_info info;
+		char prefix[64], url[1024];
+		uint64_t h;
+		int err = 0, rc;
+
+		wt_env_init(&e, "ckpt-s3-crash", 0);
+		snprintf(prefix, sizeof(prefix), "crash-%ld-%zu", (long)getpid(), k);
+		sink_url(url, sizeof(url), prefix);
+		s = sink_open(url);
+		memset(&cfg, 0, sizeof(cfg));
+		cfg.tenant = "orders";
+		cfg.db_path = e.db;
+		cfg.epoch = 1;
+		cfg.pointer_generation = 1;
+		st = ws_stream_open(s, &cfg, &err);
+		if (!st)
+			fail_msg("stream: %s", ws_errmsg());
+		wt_write_txn(e.w, 20, 500);
+		wt_tail_ok(st, &o);
+		h = wt_content_hash(e.w, NULL);
+		if (!crash_take(url, sites[k]))
+			fail_msg("site %s did not fire", sites[k]);
+		/* The next caller: recovers after the bounded wait, then takes
+		 * its own checkpoint. */
+		memset(&co, 0, sizeof(co));
+		co.peer_wait_ms = 300;
+		rc = ws_checkpoint_take(s, &co, &info);
+		if (rc)
+			fail_msg("site %s: take after the crash: %s (%s)", sites[k], ws_strerror(rc), ws_errmsg());
+		if (!info.own || !info.committed)
+			fail_msg("site %s: take after the crash returned checkpoint %" PRIu64 " own=%d committed=%d",
+				 sites[k], info.id, info.own, info.committed);
+		/* Nothing is left open: the one after takes its own at once. */
+		co.peer_wait_ms = 1;
+		assert_int_equal(ws_checkpoint_take(s, &co, &info), 0);
+		assert_true(info.own && info.committed);
+		artifacts_all_committed(s, url);
+		assert_int_equal(restored(&e, s, WS_CHECKPOINT_LATEST, true), h);
+		ws_stream_close(st);
+		ws_sink_close(s);
+		wt_env_free(&e);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_s3_race_and_restore),
+		cmocka_unit_test(test_s3_recover_crashed_attempt),
 	};
 	if (wt_s3_load_env("test_core_checkpoint_s3") != 0)
 		return 1;

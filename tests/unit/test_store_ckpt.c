@@ -515,11 +515,13 @@ static void test_delete(void **state)
 	EXPECT(ws_ckpt_delete_committed(f->c, &r), 0, WS_CKPT_OK, NONE);
 	assert_int_equal(ws_store_head(f->s, r.key, &info), WS_ENOTFOUND);
 	EXPECT(ws_ckpt_delete_committed(f->c, &r), 0, WS_CKPT_CONVERGED, NONE);
-	/* A seal of ref is deletable. */
+	/* A seal is permanent (the seed: it occupies the candidate's path, so
+	 * an in-flight create of the candidate loses to it): refused, kept. */
 	create_ok(f, 61, 1, NULL, &s);
 	make_index(&t, f->dep, 61, 1, NULL);
 	EXPECT(ws_ckpt_seal_aborted_candidate(f->c, &t.idx), 0, WS_CKPT_OK, NONE);
-	EXPECT(ws_ckpt_delete_committed(f->c, &s), 0, WS_CKPT_OK, NONE);
+	EXPECT(ws_ckpt_delete_committed(f->c, &s), WS_EPRECOND, WS_CKPT_SEALED, s.key);
+	assert_int_equal(ws_store_head(f->s, s.key, &info), 0);
 	/* Different content: refused, left in place. */
 	create_ok(f, 62, 1, NULL, &r);
 	wt_put_str(f->s, r.key, "not ours", NULL);
@@ -527,6 +529,42 @@ static void test_delete(void **state)
 	assert_int_equal(ws_store_head(f->s, r.key, &info), 0);
 	r.length = 0;
 	EXPECT(ws_ckpt_delete_committed(f->c, &r), WS_ECONFIG, WS_CKPT_INVALID_INPUT, NONE);
+}
+
+/*
+ * A read-only handle reads either authority's namespace without the lease
+ * (a writer holding it never blocks a reader) and refuses every write.
+ */
+static void test_reader(void **state)
+{
+	struct fx *f = *state;
+	struct ws_ckpt_ref r, r2;
+	struct ws_ckpt_index idx;
+	struct ws_ckpt_outcome o;
+	struct ws_ckpt_record_result rr;
+	struct tidx t;
+	struct ws_ckpt *rd;
+	uint64_t id;
+	bool found;
+	int err = 0;
+
+	create_ok(f, 70, 1, NULL, &r);
+	EXPECT(ws_ckpt_record_outcome(f->c, 1, 70, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_COMMIT, &r, &rr), 0,
+	       WS_CKPT_OK, NONE);
+	rd = ws_ckpt_open_reader(f->s, &err); /* f->c still holds the local lease */
+	assert_non_null(rd);
+	EXPECT(ws_ckpt_latest_commit(rd, &o, &found), 0, WS_CKPT_OK, NONE);
+	assert_true(found);
+	assert_int_equal(o.checkpoint_id, 70);
+	assert_int_equal(ws_ckpt_load_committed(rd, &r, &idx), 0);
+	ws_ckpt_index_free(&idx);
+	EXPECT(ws_ckpt_allocate_id_at_least(rd, 1, &id), WS_ECONFIG, WS_CKPT_INVALID_INPUT, "read-only");
+	make_index(&t, f->dep, 71, 1, &r);
+	EXPECT(ws_ckpt_create_committed(rd, &t.idx, &r2), WS_ECONFIG, WS_CKPT_INVALID_INPUT, "read-only");
+	EXPECT(ws_ckpt_delete_committed(rd, &r), WS_ECONFIG, WS_CKPT_INVALID_INPUT, "read-only");
+	EXPECT(ws_ckpt_latest_commit(rd, &o, &found), 0, WS_CKPT_OK, NONE);
+	assert_int_equal(o.checkpoint_id, 70);
+	ws_ckpt_close(rd);
 }
 
 /* ---- decisions -------------------------------------------------------------------------- */
@@ -613,6 +651,58 @@ static void test_record_outcome(void **state)
 	/* The committed index must verify and carry the decision's epoch. */
 	EXPECT(ws_ckpt_record_outcome(f->c, 7, 5, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_COMMIT, &c5, &res),
 	       WS_ECONFIG, WS_CKPT_INVALID_INPUT, "epoch");
+}
+
+/*
+ * The decision counter at 2^64-1: the next decision is refused (EXHAUSTED)
+ * and the head stays as it was, instead of wrapping to 0 (a head no reader
+ * accepts, so every later checkpoint failed). Issue 12 item 6.
+ */
+static void test_head_decisions_at_max(void **state)
+{
+	struct fx *f = *state;
+	struct ws_ckpt_record_result res;
+	struct ws_ckpt_head h;
+	bool found;
+	char *good, *maxed, *p, *after;
+	size_t len;
+	int rc;
+
+	EXPECT(ws_ckpt_record_outcome(f->c, 1, 1, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_ABORT, NULL, &res), 0,
+	       WS_CKPT_OK, NONE);
+	good = wt_get_str(f->s, "checkpoints/head", &rc, NULL);
+	assert_int_equal(rc, 0);
+	p = strstr(good, "\"decisions\":\"1\"");
+	assert_non_null(p);
+	len = strlen(good) + 32;
+	maxed = malloc(len);
+	assert_non_null(maxed);
+	snprintf(maxed, len, "%.*s\"decisions\":\"18446744073709551615\"%s", (int)(p - good), good,
+		 p + strlen("\"decisions\":\"1\""));
+	wt_put_str(f->s, "checkpoints/head", maxed, NULL);
+	EXPECT(ws_ckpt_decision_head(f->c, &h, &found), 0, WS_CKPT_OK, NONE);
+	assert_true(h.decisions == UINT64_MAX);
+	EXPECT(ws_ckpt_record_outcome(f->c, 1, 2, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_ABORT, NULL, &res),
+	       WS_ETOOBIG, WS_CKPT_EXHAUSTED, "decision counter");
+	after = wt_get_str(f->s, "checkpoints/head", &rc, NULL);
+	assert_int_equal(rc, 0);
+	assert_string_equal(after, maxed);
+	free(after);
+	free(maxed);
+	free(good);
+}
+
+/* An empty object at a committed index's path is refused by its length
+ * (UBSan: the seal check passed memmem a NULL pointer; issue 12 item 8). */
+static void test_committed_empty_object(void **state)
+{
+	struct fx *f = *state;
+	struct ws_ckpt_ref r;
+	struct ws_ckpt_index idx;
+
+	create_ok(f, 80, 1, NULL, &r);
+	wt_put_str(f->s, r.key, "", NULL);
+	EXPECT(ws_ckpt_load_committed(f->c, &r, &idx), WS_ECORRUPT, WS_CKPT_REF_MISMATCH, r.key);
 }
 
 static void test_head_malformed(void **state)
@@ -929,6 +1019,7 @@ int main(void)
 		BOTH(test_allocate_exhausted_at_max),
 		cmocka_unit_test_setup_teardown(test_local_burned_ranges, setup_local, teardown),
 		cmocka_unit_test_setup_teardown(test_local_lease, setup_local, teardown),
+		BOTH(test_reader),
 		BOTH(test_committed_roundtrip),
 		BOTH(test_committed_invalid_input),
 		BOTH(test_committed_load_verifies),
@@ -936,6 +1027,8 @@ int main(void)
 		BOTH(test_seal),
 		BOTH(test_delete),
 		BOTH(test_record_outcome),
+		BOTH(test_head_decisions_at_max),
+		BOTH(test_committed_empty_object),
 		BOTH(test_head_malformed),
 		BOTH(test_inventory),
 		BOTH(test_retention),

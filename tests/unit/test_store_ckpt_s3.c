@@ -145,7 +145,9 @@ static void test_s3_walkthrough(void **state)
 	assert_int_equal(ws_ckpt_seal_aborted_candidate(c, &idx), 0);
 	assert_int_equal(ws_ckpt_load_committed(c2, &r2, &got), WS_EPRECOND);
 	assert_int_equal(ws_ckpt_last_kind(), WS_CKPT_SEALED);
-	assert_int_equal(ws_ckpt_delete_committed(c, &r2), 0);
+	/* The seal stays for good: deleting it is refused. */
+	assert_int_equal(ws_ckpt_delete_committed(c, &r2), WS_EPRECOND);
+	assert_int_equal(ws_ckpt_last_kind(), WS_CKPT_SEALED);
 
 	/* A malformed head names its key. */
 	wt_put_str(s, "checkpoints/head", "{}", NULL);

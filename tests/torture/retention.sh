@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# Retention torture test (issue 11): real SQLite writers on several tenants
+# (names that sort unusually: db, db-2, db.x, db_y, Zeta), `walship
+# replicate` running, a checkpoint every second, retention every 1.5 s,
+# re-bases forced (TRUNCATE checkpoints, the WAL gone between replicate
+# runs), and kill -9 of replicate, checkpoint or retention at random
+# moments. Afterwards (the writers stopped, replicate shipped the rest):
+#   - verify passes;
+#   - every tenant's latest state restores exactly (the source's rows);
+#   - every point in time sampled during the run (every 0.7 s) restores
+#     exactly -- the rows a writer committed form a prefix of its insert
+#     sequence and each restored row equals the source's, and a later point
+#     never has fewer rows -- or is refused as outside the stored range
+#     (before retention's cut or the live chain's re-base), and then only
+#     when it is older than every point that restores;
+#   - every stored checkpoint restores each tenant it names to such a prefix.
+#
+#   bash tests/torture/retention.sh WALSHIP_BIN [--seconds N | --minutes N] [--dir DIR]
+#
+# Default 45 s of load (CI). Prints the figures (checkpoints committed,
+# retention runs, kills, restores checked) and "torture: ok", or the first
+# failure; exits non-zero on any failure.
+set -euo pipefail
+
+BIN=${1:?usage: retention.sh WALSHIP_BIN [--seconds N | --minutes N] [--dir DIR]}
+shift
+SECONDS_RUN=45
+DIR=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--seconds) SECONDS_RUN=$2; shift 2 ;;
+	--minutes) SECONDS_RUN=$(($2 * 60)); shift 2 ;;
+	--dir) DIR=$2; shift 2 ;;
+	*) echo "retention.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+BIN=$(readlink -f "$BIN")
+DIR=${DIR:-${TMPDIR:-/tmp}}/ws-torture.$$
+rm -rf "$DIR"
+mkdir -p "$DIR"
+cd "$DIR"
+SINK="$DIR/sink"
+URL="file://$SINK"
+TENANTS="db db-2 db.x db_y Zeta"
+RANDOM=$$
+
+pids=()
+stop_all() {
+	local p
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	pids=()
+}
+fail() {
+	echo "torture: FAILED: $*" >&2
+	echo "torture: scratch kept in $DIR" >&2
+	stop_all
+	exit 1
+}
+trap 'stop_all' EXIT
+
+sq() { sqlite3 -batch -bail -cmd ".timeout 10000" "$@"; }
+for t in $TENANTS; do
+	sq "$t.db" "PRAGMA journal_mode=WAL; CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT NOT NULL);" >/dev/null
+done
+
+# ---- the load -----------------------------------------------------------------------------
+
+# writer TENANT: sequential inserts (one transaction each, sometimes a few
+# rows), a TRUNCATE checkpoint now and then (a new WAL generation, or a
+# re-base when walship holds no read mark).
+writer() {
+	local t=$1 n=0 k
+	while [ ! -e quiet ]; do
+		k=$((1 + RANDOM % 3))
+		local sql="BEGIN;"
+		for _ in $(seq $k); do
+			n=$((n + 1))
+			sql="$sql INSERT INTO t VALUES ($n, hex(randomblob($((50 + RANDOM % 400)))));"
+		done
+		sq "$t.db" "$sql COMMIT;" >/dev/null 2>>"writer-$t.err" || n=$(sq "$t.db" "SELECT coalesce(max(id),0) FROM t;")
+		if [ $((RANDOM % 25)) = 0 ]; then
+			sq "$t.db" "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null 2>&1 || true
+		fi
+		sleep 0.0$((RANDOM % 5))
+	done
+}
+
+args=()
+for t in $TENANTS; do args+=("$t=$t.db"); done
+
+# replicator: `replicate` until killed; sometimes stopped cleanly, the
+# databases checkpointed so the WAL is gone, then started again (a re-base).
+replicator() {
+	while [ ! -e stop ]; do
+		"$BIN" replicate --sink "$URL" --quiet "${args[@]}" >>replicate.out 2>>replicate.err &
+		echo $! >replicate.pid
+		wait $! 2>/dev/null || true
+		if [ ! -e stop ] && [ $((RANDOM % 3)) = 0 ]; then
+			for t in $TENANTS; do sq "$t.db" "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null 2>&1 || true; done
+		fi
+	done
+}
+
+checkpointer() {
+	while [ ! -e quiet ]; do
+		"$BIN" checkpoint --sink "$URL" >>checkpoint.out 2>>checkpoint.err &
+		echo $! >checkpoint.pid
+		if wait $!; then echo ok >>checkpoint.ok; fi
+		sleep 1
+	done
+}
+
+retainer() {
+	while [ ! -e quiet ]; do
+		"$BIN" retention --sink "$URL" >>retention.out 2>>retention.err &
+		echo $! >retention.pid
+		if wait $!; then date -u +%s%3N >>retention.ok; fi
+		sleep 1.5
+	done
+}
+
+# sampler: a point in time every 0.7 s (restored and checked at the end).
+sampler() {
+	while [ ! -e quiet ]; do
+		date -u +%Y-%m-%dT%H:%M:%S.%3NZ >>samples
+		sleep 0.7
+	done
+}
+
+# killer: kill -9 one of the three at a random moment.
+killer() {
+	local who p
+	while [ ! -e calm ]; do
+		sleep "$((RANDOM % 3)).$((RANDOM % 10))"
+		case $((RANDOM % 3)) in
+		0) who=replicate ;;
+		1) who=checkpoint ;;
+		*) who=retention ;;
+		esac
+		p=$(cat "$who.pid" 2>/dev/null || true)
+		if [ -n "$p" ] && kill -9 "$p" 2>/dev/null; then echo "$who" >>kills; fi
+	done
+}
+
+replicator &
+rpid=$!
+sleep 1
+for t in $TENANTS; do writer "$t" & pids+=($!); done
+checkpointer & pids+=($!)
+retainer & pids+=($!)
+sampler & pids+=($!)
+killer & pids+=($!)
+sleep "$SECONDS_RUN"
+# Calm: 6 s more without kills, so that the last points sampled are after
+# the live chains' last re-base (a replicate restarted after a kill
+# re-bases, and a point before a re-base is outside the stored range).
+touch calm
+sleep 6
+# Quiet: the writers and the three stop; replicate (restarted if it was
+# killed last) ships the rest, then stops on SIGTERM.
+touch quiet
+for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+pids=("$rpid")
+sleep 3
+touch stop
+kill -TERM "$(cat replicate.pid)" 2>/dev/null || true
+wait "$rpid" 2>/dev/null || true
+pids=()
+
+# ---- one clean checkpoint (no retention: it would move the window past
+# every sampled point) ----------------------------------------------------------------------
+"$BIN" checkpoint --sink "$URL" >final-ckpt.out 2>final-ckpt.err || fail "the final checkpoint failed: $(cat final-ckpt.err)"
+"$BIN" verify --sink "$URL" >verify.out 2>verify.err || fail "verify: $(cat verify.out verify.err)"
+
+# ---- checks -------------------------------------------------------------------------------
+restores=0
+for t in $TENANTS; do
+	"$BIN" restore --sink "$URL" --tenant "$t" -o "latest-$t.db" 2>restore.err ||
+		fail "tenant $t: restore of the latest state: $(cat restore.err)"
+	[ "$(sq "$t.db" 'SELECT * FROM t ORDER BY id;' | sha256sum)" = \
+		"$(sq "latest-$t.db" 'SELECT * FROM t ORDER BY id;' | sha256sum)" ] ||
+		fail "tenant $t: the latest state differs from the source"
+	restores=$((restores + 1))
+done
+
+# A restored state at a point: a committed prefix of the writer's rows,
+# each equal to the source's. Prints the prefix length.
+prefix_ok() { # SOURCE RESTORED
+	python3 - "$1" "$2" <<'PY'
+import sqlite3, sys
+src = sqlite3.connect(sys.argv[1]); got = sqlite3.connect(sys.argv[2])
+ok = got.execute("PRAGMA integrity_check").fetchone()[0]
+if ok != "ok":
+    sys.exit("integrity_check: " + ok)
+rows = got.execute("SELECT id, v FROM t ORDER BY id").fetchall()
+for i, (rid, v) in enumerate(rows, 1):
+    if rid != i:
+        sys.exit("row %d missing (not a committed prefix)" % i)
+    s = src.execute("SELECT v FROM t WHERE id = ?", (rid,)).fetchone()
+    if s is None or s[0] != v:
+        sys.exit("row %d differs from the source" % rid)
+print(len(rows))
+PY
+}
+
+points=0
+failed_after_ok=""
+for t in $TENANTS; do
+	prev=0
+	seen_ok=0
+	while read -r T; do
+		if "$BIN" restore --sink "$URL" --tenant "$t" --time "$T" --force -o "at-$t.db" 2>at.err; then
+			k=$(prefix_ok "$t.db" "at-$t.db") || fail "tenant $t at $T: $k"
+			[ "$k" -ge "$prev" ] || fail "tenant $t at $T: $k rows, fewer than at an earlier point ($prev)"
+			prev=$k
+			seen_ok=1
+			points=$((points + 1))
+		else
+			grep -q "not in stored range" at.err || fail "tenant $t at $T: restore failed: $(cat at.err)"
+			[ "$seen_ok" = 0 ] || failed_after_ok="tenant $t at $T: $(cat at.err)"
+			[ -z "$failed_after_ok" ] || fail "a point after one that restores fails: $failed_after_ok"
+		fi
+	done <samples
+	[ "$seen_ok" = 1 ] || fail "tenant $t: no sampled point restored (the last ones are after every re-base)"
+done
+# The last samples are after the last retention that finished during the
+# load: they must restore (counted above; at least one per tenant).
+
+
+ckpts=0
+while read -r id; do
+	for t in $TENANTS; do
+		if "$BIN" restore --sink "$URL" --tenant "$t" --checkpoint "$id" --force -o "ck.db" 2>ck.err; then
+			prefix_ok "$t.db" ck.db >/dev/null || fail "checkpoint $id tenant $t does not restore a committed prefix"
+			ckpts=$((ckpts + 1))
+		else
+			grep -q "does not include tenant" ck.err || fail "checkpoint $id tenant $t: $(cat ck.err)"
+		fi
+	done
+done < <("$BIN" ls --sink "$URL" --checkpoints --json | python3 -c 'import json,sys
+for l in sys.stdin: print(json.loads(l)["id"])')
+
+committed=$(grep -c '"committed":true' checkpoint.out 2>/dev/null || true)
+rets=$(wc -l <retention.ok 2>/dev/null || echo 0)
+kills=$(wc -l <kills 2>/dev/null || echo 0)
+echo "torture: ${SECONDS_RUN} s, tenants: $TENANTS"
+echo "torture: checkpoints committed: $committed, retention runs completed: $rets, kills: $kills ($(sort kills 2>/dev/null | uniq -c | tr -s ' ' | tr '\n' ',' ))"
+echo "torture: restores checked: $restores latest, $points points in time (of $(($(wc -l <samples) * $(echo $TENANTS | wc -w))) sampled; the others before a re-base or retention's cut), $ckpts by checkpoint; verify ok"
+[ "$committed" -ge 1 ] || fail "no checkpoint committed during the load"
+[ "$rets" -ge 1 ] || fail "no retention run completed during the load"
+echo "torture: ok"
+trap - EXIT
+cd /
+rm -rf "$DIR"
