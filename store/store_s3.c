@@ -3,7 +3,7 @@
  * over net/ (libcurl multi, SigV4 signed here, never by libcurl).
  *
  * URL: s3://BUCKET[/PREFIX][?endpoint=http://127.0.0.1:7480&region=us-east-1
- *      &etag_quotes=0&conditional_writes=off&ca_file=/path&insecure=1
+ *      &etag_quotes=auto|0|1&conditional_writes=off&ca_file=/path&insecure=1
  *      &retry_attempts_max=10&retry_deadline_ms=30000&max_in_flight=8
  *      &payload_signing=signed|unsigned]
  * A custom endpoint is addressed path-style (endpoint/BUCKET/KEY); without
@@ -21,14 +21,20 @@
  * DeleteObjects (a POST with an XML body) always signs its body.
  *
  * Conditional writes: create-once is If-None-Match: *, compare-and-swap is
- * If-Match: ETAG (quoted unless etag_quotes=0: radosgw wants it bare). 412
- * is a clean precondition failure; 409 ConditionalRequestConflict is
- * retried. Every PUT carries a random attempt token in x-amz-meta-ws-attempt:
- * when a retried conditional PUT gets 412, a HEAD tells our own earlier
- * success (same token) from someone else's write.
+ * If-Match: ETAG, quoted (RFC 9110, AWS) or bare (radosgw 16.2 matches only
+ * that): etag_quotes=auto (the default) finds out which by probing
+ * (probe_conditional), 0|1 forces one. 412 is a clean precondition failure;
+ * 409 ConditionalRequestConflict is retried. Every PUT carries a random
+ * attempt token in x-amz-meta-ws-attempt: when a conditional PUT gets 412, a
+ * HEAD tells our own earlier success (same token) from someone else's write,
+ * and a swap refused while the object still has the etag it named from
+ * both: that is the store not honouring If-Match (WS_EBADSTORE), never
+ * retried as if another writer had won.
  *
  * Retries: exponential backoff with full jitter (50 ms base, 5 s cap),
- * Retry-After honoured, bounded by attempts and a deadline; on 500, 502,
+ * Retry-After honoured, bounded by attempts and a deadline
+ * (retry_deadline_ms from the call's start, which also cuts an attempt
+ * still hanging then: net/ ends each request at it); on 500, 502,
  * 503, 504, 429, 408, transport errors and truncated bodies; never on other
  * 4xx. 503 and 429 count as throttling (stats.throttle_retries); when
  * retries run out and the last failure was throttling, the error is
@@ -42,8 +48,11 @@
  * create-once only.
  *
  * Before the sink is trusted for fencing, open probes once that the store
- * enforces create-once (a second create of the same key must get 412); a
- * store that ignores it is refused unless conditional_writes=off, logged.
+ * enforces create-once and compare-and-swap (probe_conditional), and which
+ * If-Match spelling it honours; a store opened without the probe
+ * (WS_STORE_EXISTING) runs it before its first swap when etag_quotes is
+ * auto. A store that enforces neither spelling is refused unless
+ * conditional_writes=off, logged.
  */
 #include <assert.h>
 #include <errno.h>
@@ -78,7 +87,9 @@ struct s3_store {
 	char endpoint[512];          /* "http://127.0.0.1:7480", no trailing slash */
 	char host[512];              /* Host header */
 	bool path_style;
-	bool etag_quotes;
+	int etag_quotes;             /* -1 auto (probed), 0 bare, 1 quoted: as configured */
+	bool if_match_known;         /* if_match_quoted is settled (configured or probed) */
+	bool if_match_quoted;        /* If-Match carries the etag in quotes */
 	bool conditional_writes;
 	bool payload_unsigned;       /* PUT bodies as UNSIGNED-PAYLOAD (payload_signing=unsigned) */
 	unsigned attempts_max;
@@ -171,6 +182,7 @@ struct s3_call {
 	struct ws_http_req req;
 	unsigned attempts;
 	unsigned throttle_retries;   /* retries of this call caused by throttling */
+	uint64_t backoff_ms;         /* wait before the next attempt (call_judge returned 1) */
 };
 
 static bool retryable_status(long st)
@@ -307,15 +319,38 @@ static int call_sign(struct s3_store *s, struct s3_call *c)
 	c->req.body_iovcnt = c->body_iovcnt;
 	c->req.on_body = c->resp ? body_append : NULL;
 	c->req.on_body_arg = &c->bc;
+	c->req.deadline_ms = c->deadline_ms; /* an attempt still hanging at the deadline is cut there */
 	return 0;
+}
+
+/*
+ * When retries of c have run out (attempts, or no time left before the
+ * deadline for another one): the error its last attempt ended with.
+ * WS_ETHROTTLED when that was throttling (503, 429), else the transport
+ * error or -EIO; the detail names the object.
+ */
+static int call_give_up(struct s3_store *s, struct s3_call *c)
+{
+	/* The caller's buffer gets nothing of a failed call. */
+	if (c->resp)
+		c->resp->len = c->resp_len0;
+	if (c->req.err)
+		return ws_fail(c->req.err, "s3 %s: %s %s failed after %u attempts: %s", s->base.url, c->method,
+			       c->key, c->attempts, c->req.err_detail);
+	if (!c->req.truncated && throttle_status(c->req.status))
+		return ws_fail(WS_ETHROTTLED, "s3 %s: %s %s throttled (HTTP %ld) through %u attempts: "
+			       "retries ran out", s->base.url, c->method, c->key, c->req.status, c->attempts);
+	return ws_fail(-EIO, "s3 %s: %s %s failed after %u attempts: HTTP %ld%s", s->base.url, c->method,
+		       c->key, c->attempts, c->req.status, c->req.truncated ? " (truncated body)" : "");
 }
 
 /*
  * After an attempt of c has run: 0 when it is final (c->req.status holds any
  * non-retryable status, 2xx or 4xx), 1 when it should be retried after
- * backoff_ms (counted in the store's stats), or a negative error when
- * retries ran out: WS_ETHROTTLED when the last failure was throttling (503,
- * 429), else the transport error or -EIO; the detail names the object.
+ * c->backoff_ms (counted in the store's stats), or a negative error when
+ * retries ran out (call_give_up). A retry that could not start before the
+ * deadline is not made: the call fails now with the last attempt's cause
+ * rather than send an attempt with no time left.
  */
 static int call_judge(struct s3_store *s, struct s3_call *c)
 {
@@ -341,19 +376,11 @@ static int call_judge(struct s3_store *s, struct s3_call *c)
 	}
 	if (!retry)
 		return 0;
-	if (c->attempts >= s->attempts_max || ws_mono_ms() >= c->deadline_ms) {
-		/* The caller's buffer gets nothing of a failed call. */
-		if (c->resp)
-			c->resp->len = c->resp_len0;
-		if (c->req.err)
-			return ws_fail(c->req.err, "s3 %s: %s %s failed after %u attempts: %s", s->base.url, c->method,
-				       c->key, c->attempts, c->req.err_detail);
-		if (throttled)
-			return ws_fail(WS_ETHROTTLED, "s3 %s: %s %s throttled (HTTP %ld) through %u attempts: "
-				       "retries ran out", s->base.url, c->method, c->key, c->req.status, c->attempts);
-		return ws_fail(-EIO, "s3 %s: %s %s failed after %u attempts: HTTP %ld%s", s->base.url, c->method,
-			       c->key, c->attempts, c->req.status, c->req.truncated ? " (truncated body)" : "");
-	}
+	if (c->attempts >= s->attempts_max)
+		return call_give_up(s, c);
+	c->backoff_ms = backoff_ms(s, c);
+	if (ws_mono_ms() + c->backoff_ms >= c->deadline_ms)
+		return call_give_up(s, c);
 	__atomic_fetch_add(&s->base.stats.retries, 1, __ATOMIC_RELAXED);
 	if (throttled) {
 		__atomic_fetch_add(&s->base.stats.throttle_retries, 1, __ATOMIC_RELAXED);
@@ -384,9 +411,8 @@ static int s3_call(struct s3_store *s, struct s3_call *c)
 		rc = call_judge(s, c);
 		if (rc <= 0)
 			return rc;
-		uint64_t ms = backoff_ms(s, c);
-		if (ms)
-			usleep((useconds_t)(ms * 1000));
+		if (c->backoff_ms)
+			usleep((useconds_t)(c->backoff_ms * 1000));
 	}
 }
 
@@ -474,10 +500,13 @@ static int s3_head(struct ws_store *base, const char *key, struct ws_obj_info *i
 	return rc;
 }
 
+static int probe_conditional(struct s3_store *s);
+
 /* One PUT: its call, and what all its attempts share (headers, attempt token). */
 struct s3_put_op {
 	struct s3_call c;
 	enum ws_put_mode mode;
+	struct ws_etag expect;       /* CAS: the etag If-Match names (bare) */
 	char h_len[64], h_cond[WS_ETAG_MAX + 32], h_attempt[64], token[33];
 	struct ws_buf err_body;
 };
@@ -516,7 +545,8 @@ static int put_begin(struct s3_store *s, struct s3_put_op *op, const char *key, 
 		c->extra[c->extra_count++] = op->h_cond;
 		c->conditional = true;
 	} else if (mode == WS_PUT_CAS && s->conditional_writes) {
-		snprintf(op->h_cond, sizeof(op->h_cond), s->etag_quotes ? "If-Match: \"%s\"" : "If-Match: %s",
+		op->expect = *expect;
+		snprintf(op->h_cond, sizeof(op->h_cond), s->if_match_quoted ? "If-Match: \"%s\"" : "If-Match: %s",
 			 expect->s);
 		c->extra[c->extra_count++] = op->h_cond;
 		c->conditional = true;
@@ -547,10 +577,32 @@ static int put_end(struct s3_store *s, struct s3_put_op *op, struct ws_etag *out
 		 * first 412 we see may already answer our own second send. */
 		char attempt[64];
 		struct ws_obj_info info;
-		if (s3_head_raw(s, c->key, &info, attempt, sizeof(attempt)) == 0 && !strcmp(attempt, op->token)) {
+		int hrc = s3_head_raw(s, c->key, &info, attempt, sizeof(attempt));
+		if (hrc == 0 && !strcmp(attempt, op->token)) {
 			if (out_etag)
 				*out_etag = info.etag;
 			return 0;
+		}
+		/* A compare-and-swap refused while the object still carries the
+		 * very etag it named: nobody else wrote it (another writer's PUT
+		 * changes the etag, the MD5 of the body, unless it wrote the very
+		 * same bytes, and walship never writes one watermark or head
+		 * twice), the store did not honour If-Match. Retrying cannot help;
+		 * calling it another writer would send the operator after a
+		 * writer that does not exist. */
+		if (hrc == 0 && op->mode == WS_PUT_CAS && info.etag.s[0] && !strcmp(info.etag.s, op->expect.s)) {
+			const char *form = s->if_match_quoted ? "quoted" : "bare";
+			if (s->etag_quotes < 0)
+				return ws_fail(WS_EBADSTORE, "s3 %s: %s: the store answered 412 to If-Match with the "
+					       "object's current etag %s (sent %s, the form etag_quotes=auto found "
+					       "working): it does not honour If-Match, so compare-and-swap cannot "
+					       "work; the object did not change, this is not another writer",
+					       s->base.url, c->key, op->expect.s, form);
+			return ws_fail(WS_EBADSTORE, "s3 %s: %s: the store answered 412 to If-Match with the "
+				       "object's current etag %s (sent %s, as etag_quotes=%d says): it does not "
+				       "honour If-Match in that form; the object did not change, this is not another "
+				       "writer: use etag_quotes=%d, or leave it out to let walship probe the store",
+				       s->base.url, c->key, op->expect.s, form, s->etag_quotes, !s->etag_quotes);
 		}
 		return ws_fail(WS_EPRECOND, "s3 %s: %s: %s", s->base.url, c->key,
 			       op->mode == WS_PUT_CREATE ? "already exists" : "changed since it was read");
@@ -563,8 +615,16 @@ static int s3_put(struct ws_store *base, const char *key, const struct iovec *io
 {
 	struct s3_store *s = (struct s3_store *)base;
 	struct s3_put_op op;
-	int rc = put_begin(s, &op, key, iov, iovcnt, mode, expect);
+	int rc;
 
+	if (mode == WS_PUT_CAS && s->conditional_writes && !s->if_match_known) {
+		/* Opened without the probe (WS_STORE_EXISTING): which If-Match form
+		 * works is learnt before the first compare-and-swap needs it. */
+		rc = probe_conditional(s);
+		if (rc)
+			return rc;
+	}
+	rc = put_begin(s, &op, key, iov, iovcnt, mode, expect);
 	if (rc == 0)
 		rc = s3_call(s, &op.c);
 	if (rc == 0)
@@ -639,7 +699,7 @@ static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 			int r = call_judge(s, &ops[i].c);
 			reqs[i].throttle_retries = ops[i].c.throttle_retries;
 			if (r == 1) {
-				uint64_t due = ws_mono_ms() + backoff_ms(s, &ops[i].c);
+				uint64_t due = ws_mono_ms() + ops[i].c.backoff_ms;
 				due_ms = due > due_ms ? due : due_ms;
 				idx[pending++] = i;
 				continue;
@@ -1092,25 +1152,124 @@ static int url_decode(const char *in, size_t n, char *out, size_t cap)
 	return 0;
 }
 
-/* Create-once must be enforced before fencing can rely on it. */
+/* The etag a PUT returned, or, when its reply carried none, the object's. */
+static int probe_etag(struct s3_store *s, const char *key, struct ws_etag *e)
+{
+	struct ws_obj_info info;
+	int rc;
+	if (e->s[0])
+		return 0;
+	rc = s3_head_raw(s, key, &info, NULL, 0);
+	if (rc)
+		return ws_fail_wrap(rc, "s3 %s: conditional-write probe: HEAD %s", s->base.url, key);
+	if (!info.etag.s[0])
+		return ws_fail(WS_ECONFIG, "s3 %s: conditional-write probe: the store returns no ETag for %s: "
+			       "compare-and-swap cannot work; refusing it (conditional_writes=off overrides)",
+			       s->base.url, key);
+	*e = info.etag;
+	return 0;
+}
+
+/* One probe write of key: body "walship probe N", in mode, its new etag in out. */
+static int probe_put(struct s3_store *s, const char *key, unsigned n, enum ws_put_mode mode,
+		     const struct ws_etag *expect, struct ws_etag *out)
+{
+	char body[48];
+	int len = snprintf(body, sizeof(body), "walship conditional-write probe %u", n);
+	struct iovec iov = { body, (size_t)len };
+	memset(out, 0, sizeof(*out));
+	return s3_put(&s->base, key, &iov, 1, mode, expect, out);
+}
+
+/*
+ * Fencing relies on two conditional writes; before the sink is trusted,
+ * check on a scratch key that the store enforces both, as S3 specifies:
+ *  - create-once: a second If-None-Match: * PUT of the key gets 412;
+ *  - compare-and-swap: If-Match with the object's current etag succeeds,
+ *    If-Match with an etag it had before gets 412.
+ * Stores disagree on how If-Match spells the etag: RFC 9110 and AWS quote
+ * it, radosgw 16.2 compares it bare (a quoted one never matches, so every
+ * swap gets 412). With etag_quotes auto, each form is tried, quoted first,
+ * and the first that passes both checks is used; with etag_quotes=0|1, only
+ * that form, which must pass. When none does the store is refused:
+ * WS_ECONFIG, the detail saying what each form got (a store that ignores
+ * If-Match lets the stale etag's write through; one that wants the other
+ * spelling refuses the current one).
+ */
 static int probe_conditional(struct s3_store *s)
 {
-	char key[96];
-	struct iovec iov = { (void *)(uintptr_t)"probe", 5 };
-	int rc;
+	char key[96], why[2][160];
+	struct ws_etag cur, prev, got;
+	unsigned n = 0;
+	int forms[2], nforms = 0, rc, chosen = -1;
+
 	snprintf(key, sizeof(key), "_walship/probe-%016" PRIx64, rnd64(s));
-	rc = s3_put(&s->base, key, &iov, 1, WS_PUT_CREATE, NULL, NULL);
+	rc = probe_put(s, key, ++n, WS_PUT_CREATE, NULL, &cur);
 	if (rc)
 		return ws_fail_wrap(rc, "conditional-write probe");
-	rc = s3_put(&s->base, key, &iov, 1, WS_PUT_CREATE, NULL, NULL);
+	rc = probe_etag(s, key, &cur);
+	if (rc)
+		goto out;
+	rc = probe_put(s, key, ++n, WS_PUT_CREATE, NULL, &got);
+	if (rc == 0) {
+		rc = ws_fail(WS_ECONFIG, "s3 %s: the store ignores If-None-Match (a second create-once of "
+			     "%s succeeded): it cannot fence owners; refusing it (conditional_writes=off "
+			     "overrides)", s->base.url, key);
+		goto out;
+	}
+	if (rc != WS_EPRECOND) {
+		rc = ws_fail_wrap(rc, "conditional-write probe");
+		goto out;
+	}
+	if (s->etag_quotes != 0)
+		forms[nforms++] = 1;
+	if (s->etag_quotes != 1)
+		forms[nforms++] = 0;
+	/* s3_put must not come back here for the probe's own swaps. */
+	s->if_match_known = true;
+	for (int i = 0; i < nforms && chosen < 0; i++) {
+		s->if_match_quoted = forms[i] == 1;
+		rc = probe_put(s, key, ++n, WS_PUT_CAS, &cur, &got);
+		if (rc == WS_EBADSTORE || rc == WS_EPRECOND) {
+			snprintf(why[i], sizeof(why[i]), "%s etag: the current etag got 412",
+				 forms[i] ? "quoted" : "bare");
+			continue;
+		}
+		if (rc || (rc = probe_etag(s, key, &got)) != 0)
+			goto fail_io;
+		prev = cur;
+		cur = got;
+		rc = probe_put(s, key, ++n, WS_PUT_CAS, &prev, &got);
+		if (rc == WS_EPRECOND) {
+			chosen = forms[i];
+			continue;
+		}
+		if (rc)
+			goto fail_io;
+		snprintf(why[i], sizeof(why[i]), "%s etag: a stale etag's write went through",
+			 forms[i] ? "quoted" : "bare");
+		if ((rc = probe_etag(s, key, &got)) != 0)
+			goto fail_io;
+		cur = got;
+	}
+	if (chosen < 0) {
+		s->if_match_known = false;
+		rc = ws_fail(WS_ECONFIG, "s3 %s: the store does not honour If-Match (%s%s%s), so compare-and-swap "
+			     "cannot fence owners; refusing it (conditional_writes=off overrides)", s->base.url,
+			     why[0], nforms > 1 ? "; " : "", nforms > 1 ? why[1] : "");
+		goto out;
+	}
+	s->if_match_quoted = chosen == 1;
+	ws_debug("s3 %s: conditional writes enforced; If-Match etags %s", s->base.url,
+		 chosen ? "quoted" : "bare");
+	rc = 0;
+	goto out;
+fail_io:
+	s->if_match_known = false;
+	rc = ws_fail_wrap(rc, "conditional-write probe");
+out:
 	(void)s3_del(&s->base, key);
-	if (rc == WS_EPRECOND)
-		return 0;
-	if (rc == 0)
-		return ws_fail(WS_ECONFIG, "s3 %s: the store ignores If-None-Match (a second create-once of "
-			       "%s succeeded): it cannot fence owners; refusing it (conditional_writes=off "
-			       "overrides)", s->base.url, key);
-	return ws_fail_wrap(rc, "conditional-write probe");
+	return rc;
 }
 
 struct ws_store *ws_store_s3_open(const char *url, unsigned flags, int *err)
@@ -1131,7 +1290,7 @@ struct ws_store *ws_store_s3_open(const char *url, unsigned flags, int *err)
 	}
 	s->base.ops = &s3_ops;
 	snprintf(s->base.url, sizeof(s->base.url), "%s", url);
-	s->etag_quotes = true;
+	s->etag_quotes = -1;
 	s->conditional_writes = true;
 	s->attempts_max = 10;
 	s->deadline_ms = 30000;
@@ -1211,8 +1370,13 @@ struct ws_store *ws_store_s3_open(const char *url, unsigned flags, int *err)
 			}
 			memcpy(s->creds.region, value, strlen(value) + 1);
 		} else if (!strcmp(name, "etag_quotes")) {
-			if (parse_bool(value, &s->etag_quotes)) {
-				rc = ws_fail(WS_ECONFIG, "sink %s: etag_quotes=%s is not 0 or 1", url, value);
+			bool quoted;
+			if (!strcmp(value, "auto")) {
+				s->etag_quotes = -1;
+			} else if (parse_bool(value, &quoted) == 0) {
+				s->etag_quotes = quoted;
+			} else {
+				rc = ws_fail(WS_ECONFIG, "sink %s: etag_quotes=%s is not auto, 0 or 1", url, value);
 				goto fail;
 			}
 		} else if (!strcmp(name, "conditional_writes")) {
@@ -1295,6 +1459,10 @@ struct ws_store *ws_store_s3_open(const char *url, unsigned flags, int *err)
 	s->http = ws_http_open(&ho, &rc);
 	if (!s->http)
 		goto fail;
+	/* Configured, or (auto) settled by the probe: now at open, or before the
+	 * first compare-and-swap of a store opened without it. */
+	s->if_match_known = s->etag_quotes >= 0;
+	s->if_match_quoted = s->etag_quotes != 0;
 	if (!s->conditional_writes)
 		ws_warn("sink %s: conditional_writes=off: create-once and compare-and-swap are NOT enforced "
 			"by the store; two owners of one stream will not be fenced", url);

@@ -21,6 +21,7 @@ const char *ws_strerror(int err)
 	case WS_ERANGE_: return "requested point not in stored range";
 	case WS_ETHROTTLED: return "object store throttled until retries ran out";
 	case WS_ESHED: return "dropped by the shed backpressure policy";
+	case WS_EBADSTORE: return "the object store does not honour a conditional write";
 	default: break;
 	}
 	if (err < 0 && err > WS_ERR_BASE)

@@ -32,7 +32,9 @@ enum {
 	WS_ERANGE_ = WS_ERR_BASE - 9,   /* requested point is outside what is stored */
 	WS_ETHROTTLED = WS_ERR_BASE - 10, /* the store kept throttling until retries ran out */
 	WS_ESHED = WS_ERR_BASE - 11,    /* dropped by the shed backpressure policy */
-	WS_ERR_LAST = WS_ERR_BASE - 11,
+	WS_EBADSTORE = WS_ERR_BASE - 12, /* the object store broke its own protocol (a 412 to If-Match
+					    with the object's current etag); retrying cannot help */
+	WS_ERR_LAST = WS_ERR_BASE - 12,
 };
 
 /* Static description of a code (negative errno or WS_E*). Never NULL. */

@@ -129,7 +129,7 @@ if [ "$code" != 200 ]; then
 fi
 ok "created bucket $B at $E"
 # url PREFIX [EXTRA-QUERY]
-url() { echo "s3://$B/$1?endpoint=$E&etag_quotes=0${2:+&$2}"; }
+url() { echo "s3://$B/$1?endpoint=$E${2:+&$2}"; }
 
 # ==== 1. replicate a live writer, restore ========================================
 echo "# 1. continuous replicate to s3:// under a live writer"
@@ -337,10 +337,10 @@ usage() {
 usage "unknown parameter (replicate)" replicate --once --sink "$(url bad bogus=1)" u.db
 check "... the message names the parameter" grep -q bogus err
 usage "unknown parameter (ls)" ls --sink "$(url bad bogus=1)"
-usage "endpoint with scheme ftp://" replicate --once --sink "s3://$B/bad?endpoint=ftp://127.0.0.1:1&etag_quotes=0" u.db
+usage "endpoint with scheme ftp://" replicate --once --sink "s3://$B/bad?endpoint=ftp://127.0.0.1:1" u.db
 check "... the message names the endpoint" grep -qi endpoint err
 usage "endpoint without a scheme (verify)" verify --sink "s3://$B/bad?endpoint=127.0.0.1:1"
-usage "bucket name too short (s3://ab)" replicate --once --sink "s3://ab/bad?endpoint=$E&etag_quotes=0" u.db
+usage "bucket name too short (s3://ab)" replicate --once --sink "s3://ab/bad?endpoint=$E" u.db
 check "... the message names the bucket rule" grep -qi bucket err
 usage "bucket name too short (restore)" restore --sink "s3://ab?endpoint=$E" --tenant u -o x.db
 usage "bucket name with upper case" ls --sink "s3://Walship/bad?endpoint=$E"
@@ -389,12 +389,12 @@ rc=$?
 set -e
 check "unknown access key (ls): exit 1 with a message, no secret" \
 	eval '[ "$rc" = 1 ] && [ -s err ] && ! grep -qF "$AWS_SECRET_ACCESS_KEY" out err'
-ws ls --sink "s3://$B-missing/live?endpoint=$E&etag_quotes=0"
+ws ls --sink "s3://$B-missing/live?endpoint=$E"
 check "ls on a bucket that does not exist: exit 1 with a message" eval '[ "$rc" = 1 ] && [ -s err ]'
 ws ls --sink "$(url empty)"
 check "ls on an empty prefix: exit 0, nothing listed" eval '[ "$rc" = 0 ] && [ ! -s out ]'
 set +e
-"$WS_BIN" ls --sink "s3://$B/live?endpoint=http://127.0.0.1:1&etag_quotes=0&retry_deadline_ms=300" >"$ROOT/out" 2>"$ROOT/err"
+"$WS_BIN" ls --sink "s3://$B/live?endpoint=http://127.0.0.1:1&retry_deadline_ms=300" >"$ROOT/out" 2>"$ROOT/err"
 rc=$?
 set -e
 check "unreachable endpoint (ls): exit 1 with a message" eval '[ "$rc" = 1 ] && [ -s err ]'
