@@ -189,6 +189,15 @@ struct ws_store *ws_store_file_open_flags(const char *root, unsigned flags, int 
  * writes), I/O errors from the probe.
  */
 struct ws_store *ws_store_s3_open(const char *url, unsigned flags, int *err);
+
+/*
+ * Open with defaults: a query string ("name=value&...") of parameters that
+ * apply where the URL does not set them (the engine's per-shard retry
+ * bounds). Messages name only what the URL holds, never these. Other
+ * schemes ignore defaults.
+ */
+struct ws_store *ws_store_open_defaults(const char *url, const char *defaults, unsigned flags, int *err);
+struct ws_store *ws_store_s3_open_defaults(const char *url, const char *defaults, unsigned flags, int *err);
 /* Create the sink's bucket; an existing bucket of ours is success. */
 int ws_store_s3_create_bucket(struct ws_store *s) WS_MUST_CHECK;
 
