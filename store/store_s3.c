@@ -340,17 +340,24 @@ static int call_sign(struct s3_store *s, struct s3_call *c)
  */
 static int call_give_up(struct s3_store *s, struct s3_call *c)
 {
+	char tries[96];
 	/* The caller's buffer gets nothing of a failed call. */
 	if (c->resp)
 		c->resp->len = c->resp_len0;
+	/* Which bound ended it: the attempts, or the deadline (retry_deadline_ms). */
+	if (c->attempts >= s->attempts_max)
+		snprintf(tries, sizeof(tries), "%u attempt%s", c->attempts, c->attempts == 1 ? "" : "s");
+	else
+		snprintf(tries, sizeof(tries), "%u attempt%s and retry_deadline_ms=%" PRIu64, c->attempts,
+			 c->attempts == 1 ? "" : "s", s->deadline_ms);
 	if (c->req.err)
-		return ws_fail(c->req.err, "s3 %s: %s %s failed after %u attempts: %s", s->base.url, c->method,
-			       c->key, c->attempts, c->req.err_detail);
+		return ws_fail(c->req.err, "s3 %s: %s %s failed after %s: %s", s->base.url, c->method, c->key, tries,
+			       c->req.err_detail);
 	if (!c->req.truncated && throttle_status(c->req.status))
-		return ws_fail(WS_ETHROTTLED, "s3 %s: %s %s throttled (HTTP %ld) through %u attempts: "
-			       "retries ran out", s->base.url, c->method, c->key, c->req.status, c->attempts);
-	return ws_fail(-EIO, "s3 %s: %s %s failed after %u attempts: HTTP %ld%s", s->base.url, c->method,
-		       c->key, c->attempts, c->req.status, c->req.truncated ? " (truncated body)" : "");
+		return ws_fail(WS_ETHROTTLED, "s3 %s: %s %s throttled (HTTP %ld) through %s: retries ran out",
+			       s->base.url, c->method, c->key, c->req.status, tries);
+	return ws_fail(-EIO, "s3 %s: %s %s failed after %s: HTTP %ld%s", s->base.url, c->method, c->key, tries,
+		       c->req.status, c->req.truncated ? " (truncated body)" : "");
 }
 
 /*

@@ -1874,6 +1874,7 @@ static void test_deadline_hung_request(void **state)
 		assert_int_equal(rc, -ETIMEDOUT);
 		assert_int_equal(b.len, 0);
 		assert_non_null(strstr(ws_errmsg(), "hang/a"));
+		assert_non_null(strstr(ws_errmsg(), "after 1 attempt and retry_deadline_ms=1000"));
 		assert_true(dt >= 900 && dt < 3000);
 	}
 	/* put_many: each request by its own deadline. */
