@@ -191,6 +191,7 @@ struct s3_call {
 	struct ws_http_req req;
 	unsigned attempts;
 	unsigned throttle_retries;   /* retries of this call caused by throttling */
+	long throttle_status;        /* the HTTP status of the last throttled attempt (503, 429) */
 	uint64_t backoff_ms;         /* wait before the next attempt (call_judge returned 1) */
 };
 
@@ -246,6 +247,7 @@ static void call_begin(struct s3_store *s, struct s3_call *c)
 	c->resp_len0 = c->resp ? c->resp->len : 0;
 	c->attempts = 0;
 	c->throttle_retries = 0;
+	c->throttle_status = 0;
 }
 
 /* Sign the next attempt of c (a fresh date and signature each time) and fill c->req. */
@@ -350,6 +352,13 @@ static int call_give_up(struct s3_store *s, struct s3_call *c)
 	else
 		snprintf(tries, sizeof(tries), "%u attempt%s and retry_deadline_ms=%" PRIu64, c->attempts,
 			 c->attempts == 1 ? "" : "s", s->deadline_ms);
+	/* Throttled until the deadline cut the last attempt short (or left it
+	 * no time to start): still throttling, which backpressure policies
+	 * must be able to tell from other failures. */
+	if (c->req.err == -ETIMEDOUT && c->throttle_retries && ws_mono_ms() + 5 >= c->deadline_ms)
+		return ws_fail(WS_ETHROTTLED, "s3 %s: %s %s throttled (HTTP %ld) through %s, the last attempt "
+			       "cut at the deadline: retries ran out", s->base.url, c->method, c->key,
+			       c->throttle_status, tries);
 	if (c->req.err)
 		return ws_fail(c->req.err, "s3 %s: %s %s failed after %s: %s", s->base.url, c->method, c->key, tries,
 			       c->req.err_detail);
@@ -401,6 +410,7 @@ static int call_judge(struct s3_store *s, struct s3_call *c)
 	if (throttled) {
 		__atomic_fetch_add(&s->base.stats.throttle_retries, 1, __ATOMIC_RELAXED);
 		c->throttle_retries++;
+		c->throttle_status = c->req.status;
 	}
 	ws_debug("s3 %s: %s %s: retry %u after %s %ld", s->base.url, c->method, c->key, c->attempts,
 		 c->req.err ? c->req.err_detail : "HTTP", c->req.status);
@@ -650,6 +660,35 @@ static int s3_put(struct ws_store *base, const char *key, const struct iovec *io
 }
 
 /*
+ * Of the pending requests idx[0..pending) of a put_many round that would
+ * start at start_ms, end those whose deadline has come by then: each fails
+ * with its last attempt's cause (call_give_up), the retry call_judge counted
+ * for it taken back, since it is never made. Returns how many remain
+ * (compacted to the front of idx).
+ */
+static size_t give_up_late(struct s3_store *s, struct s3_put_op *ops, struct ws_put_req *reqs, size_t *idx,
+			   size_t pending, uint64_t start_ms)
+{
+	size_t keep = 0;
+	for (size_t j = 0; j < pending; j++) {
+		size_t i = idx[j];
+		struct s3_call *c = &ops[i].c;
+		if (c->attempts == 0 || start_ms < c->deadline_ms) {
+			idx[keep++] = i;
+			continue;
+		}
+		__atomic_fetch_sub(&s->base.stats.retries, 1, __ATOMIC_RELAXED);
+		if (!c->req.err && !c->req.truncated && throttle_status(c->req.status)) {
+			__atomic_fetch_sub(&s->base.stats.throttle_retries, 1, __ATOMIC_RELAXED);
+			c->throttle_retries--;
+		}
+		reqs[i].throttle_retries = c->throttle_retries;
+		reqs[i].rc = call_give_up(s, c);
+	}
+	return keep;
+}
+
+/*
  * n PUTs at once. Each runs s3_call's attempt loop (call_sign, call_judge,
  * backoff_ms), but in rounds: every request still pending is signed afresh
  * and all of them go into one ws_http_perform (at most max_in_flight on the
@@ -690,8 +729,13 @@ static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 	while (pending) {
 		size_t m = 0;
 		uint64_t now = ws_mono_ms();
+		/* A round waits for its longest backoff: those whose deadline
+		 * comes first end now, not with an attempt that has no time. */
+		pending = give_up_late(s, ops, reqs, idx, pending, due_ms > now ? due_ms : now);
 		if (due_ms > now)
 			usleep((useconds_t)((due_ms - now) * 1000));
+		/* (and those the sleep overshot) */
+		pending = give_up_late(s, ops, reqs, idx, pending, ws_mono_ms());
 		for (size_t j = 0; j < pending; j++) {
 			size_t i = idx[j];
 			int r = call_sign(s, &ops[i].c);

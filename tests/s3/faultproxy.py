@@ -20,7 +20,8 @@ any reply when the body is empty: the store did the work, the client never
 heard) | reset_body (read the request head and half its body, then reset the
 client connection: the upload dies mid-body and the store never sees it) |
 truncate (send a short body and close) | latency (delay every
-request by latency_ms) | ignore_conditional (a store that ignores
+request by latency_ms; with latency_ms, slowdown, throttle and error500 are
+delayed as much before they answer) | ignore_conditional (a store that ignores
 If-None-Match/If-Match: a 412 from the server is answered 200; radosgw
 cannot be made to do this, so the proxy fakes that one fault) | hang (read the
 request, then never answer: a server that accepted and went silent) | stall
@@ -229,7 +230,8 @@ async def handle(reader, writer, upstream, control, stats_path):
             if fault != "pass":
                 STATS["faulted"] += 1
             write_stats(stats_path)
-            if fault == "latency":
+            if fault == "latency" or (fault in ("slowdown", "throttle", "error500") and
+                                      "latency_ms" in control.conf):
                 await asyncio.sleep(int(control.conf.get("latency_ms", 100)) / 1000)
             if fault == "hang":
                 # Never answer; wait for the client to give up and close.

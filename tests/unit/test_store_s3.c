@@ -1248,6 +1248,22 @@ static void test_fault_exhausted(void **state)
 	assert_true(dt < 2000);
 	proxy_control("{\"mode\": \"pass\"}");
 	assert_int_equal(ws_store_head(s, "fault/deadline", NULL), WS_ENOTFOUND);
+
+	/* Slow 503s: the second attempt is still waiting when the deadline cuts
+	 * it (300 ms answers, 500 ms deadline, backoff at most 100 ms). Still
+	 * throttling, told apart from other failures. */
+	struct ws_store *d5 = open_proxied("retry_deadline_ms=500");
+	proxy_control("{\"mode\": \"slowdown\", \"count\": 1000, \"methods\": [\"PUT\"], \"latency_ms\": 300}");
+	t0 = wt_now_ms();
+	rc = ws_store_put(d5, "fault/deadline", "x", 1, WS_PUT_OVERWRITE, NULL, NULL);
+	dt = wt_now_ms() - t0;
+	print_message("  slow 503s, deadline 500 ms: %lld ms: %s\n", (long long)dt, ws_errmsg());
+	assert_int_equal(rc, WS_ETHROTTLED);
+	assert_non_null(strstr(ws_errmsg(), "throttled (HTTP 503) through 2 attempts"));
+	assert_non_null(strstr(ws_errmsg(), "cut at the deadline"));
+	assert_true(dt >= 480 && dt < 1500);
+	proxy_control("{\"mode\": \"pass\"}");
+	ws_store_close(d5);
 	ws_buf_free(&b);
 	ws_store_close(d);
 	ws_store_close(s);
