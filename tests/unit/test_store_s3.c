@@ -8,7 +8,15 @@
  * put_many (concurrent PUTs, each with its own retries, WS_ETHROTTLED when
  * throttling outlasts them, create-once per request, uploads cut mid-body),
  * and payload_signing (UNSIGNED-PAYLOAD against radosgw; the header each
- * mode sends, seen by a one-connection capture server).
+ * mode sends, seen by a one-connection capture server), the If-Match
+ * spelling the probe picks (bare on radosgw's defaults; quoted on stores
+ * made from it by faultproxy rewriting If-Match; a store that ignores
+ * If-Match refused; a 412 on the object's own etag reported as the store's
+ * defect, WS_EBADSTORE), and deadlines that cut requests a server leaves
+ * hanging (faultproxy hang and stall).
+ *
+ * Every URL here is walship's default but for the endpoint and what a test
+ * sets on purpose: no etag_quotes, so radosgw runs with its defaults.
  *
  * Without $WS_S3_DIR the test FAILS: it must never pass without a server.
  */
