@@ -127,7 +127,7 @@ static void usage(void)
 {
 	fputs("usage: bench_s3 [--s3 URL] [--http URL] [--n64 N] [--n1m N] [--http-n64 N] [--http-n1m N]\n"
 	      "                [--reps N] [--http-reps N] [--inflight N] [--curl PATH] [--dir DIR]\n"
-	      "  --s3 URL        s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT[&etag_quotes=0...]\n"
+	      "  --s3 URL        s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT[&...]\n"
 	      "                  (AWS_* credentials from the environment); part 1 is skipped without it;\n"
 	      "                  walship runs with &payload_signing=signed and =unsigned appended\n"
 	      "  --http URL      http://HOST:PORT of a server answering 200 to PUT; part 2 is skipped without it\n"

@@ -167,7 +167,7 @@ code=$(curl -sS -o "$T/mkbucket.out" -w '%{http_code}' -X PUT -H 'x-amz-content-
 [ "$code" = 200 ] || { cat "$T/mkbucket.out" >&2; die "create bucket $BUCKET: HTTP $code"; }
 
 # ---- run -----------------------------------------------------------------------------
-ARGS=(--s3 "s3://$BUCKET/run?endpoint=$WS_S3_ENDPOINT&etag_quotes=0" --http "http://127.0.0.1:$NPORT" --dir "$T")
+ARGS=(--s3 "s3://$BUCKET/run?endpoint=$WS_S3_ENDPOINT" --http "http://127.0.0.1:$NPORT" --dir "$T")
 if [ "$TINY" = 1 ]; then
     ARGS+=(--n64 5 --n1m 2 --http-n64 20 --http-n1m 5 --reps 1 --http-reps 1)
 fi

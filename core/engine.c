@@ -751,29 +751,15 @@ static void keep_upload_off_core(struct shard *sh, int core)
 static struct ws_store *open_store(struct ws_engine *e, unsigned shard, bool uploader, unsigned flags, int *err)
 {
 	const struct ws_shard_config *c = &e->cfg.shard[shard];
-	char url[2048];
+	char defaults[160];
 	if (ws_engine_open_store_hook)
 		return ws_engine_open_store_hook(e->sink_url, shard, uploader, ws_engine_open_store_arg, err);
-	snprintf(url, sizeof(url), "%s", e->sink_url);
-	if (!strncmp(url, "s3://", 5)) {
-		/* The shard's retry bounds and uploads in flight, unless the URL says. */
-		size_t len = strlen(url);
-		char *q = strchr(url, '?');
-		static const char *const names[] = { "retry_attempts_max=", "retry_deadline_ms=", "max_in_flight=" };
-		uint64_t vals[] = { c->retry_attempts_max, c->retry_deadline_ms, c->uploads_in_flight };
-		for (int i = 0; i < 3; i++) {
-			if (q && strstr(q, names[i]))
-				continue;
-			len += (size_t)snprintf(url + len, sizeof(url) - len, "%c%s%" PRIu64, q ? '&' : '?', names[i],
-						vals[i]);
-			q = strchr(url, '?');
-			if (len >= sizeof(url)) {
-				*err = ws_fail(WS_ECONFIG, "sink URL too long");
-				return NULL;
-			}
-		}
-	}
-	return ws_store_open_flags(url, flags, err);
+	/* The shard's retry bounds and uploads in flight, unless the URL says;
+	 * passed beside the URL, so messages echo only what the user wrote. */
+	snprintf(defaults, sizeof(defaults), "retry_attempts_max=%" PRIu64 "&retry_deadline_ms=%" PRIu64
+		 "&max_in_flight=%" PRIu64, (uint64_t)c->retry_attempts_max, (uint64_t)c->retry_deadline_ms,
+		 (uint64_t)c->uploads_in_flight);
+	return ws_store_open_defaults(e->sink_url, defaults, flags, err);
 }
 
 static int check_shard(const struct ws_shard_config *c, unsigned i)

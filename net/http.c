@@ -27,6 +27,13 @@
  * a reply as possibly answering a resend (store_s3.c checks its attempt
  * token on every 412).
  *
+ * Deadlines: a request's deadline_ms bounds the whole transfer (curl's
+ * CURLOPT_TIMEOUT_MS, set to what is left of it when the request takes a
+ * slot, never more than the client's timeout_ms), so a request that hangs
+ * at any stage, a server that accepted and never answers or a body that
+ * stops half way, ends at the deadline with -ETIMEDOUT, not when some
+ * unrelated timeout fires.
+ *
  * Errors: each request gets its own err (negative errno, or the sink's own
  * error when it refused the body); ws_http_perform fails as a whole only when
  * curl's multi machinery does.
@@ -43,6 +50,7 @@
 
 #include <curl/curl.h>
 
+#include "ws_clock.h"
 #include "ws_fault.h"
 #include "ws_log.h"
 
@@ -325,6 +333,7 @@ static int slot_setup(struct ws_http *h, struct slot *s, struct ws_http_req *r)
 	size_t body_len = 0, nhdr;
 	bool bad = false, has_body = r->body && r->body_iovcnt > 0;
 	const char *m = r->method;
+	long timeout_ms = h->timeout_ms, connect_ms = h->connect_timeout_ms;
 
 	if (!r->method || !r->method[0] || !r->url || !r->url[0] || r->body_iovcnt < 0 ||
 	    (r->body_iovcnt > 0 && !r->body)) {
@@ -333,6 +342,18 @@ static int slot_setup(struct ws_http *h, struct slot *s, struct ws_http_req *r)
 	}
 	for (int i = 0; has_body && i < r->body_iovcnt; i++)
 		body_len += r->body[i].iov_len;
+	if (r->deadline_ms) {
+		/* What is left of the caller's deadline bounds every stage of this request. */
+		uint64_t now = ws_mono_ms();
+		if (now >= r->deadline_ms) {
+			req_fail(r, -ETIMEDOUT, "http: the request's deadline passed before it was sent");
+			return -ETIMEDOUT;
+		}
+		if (r->deadline_ms - now < (uint64_t)timeout_ms)
+			timeout_ms = (long)(r->deadline_ms - now);
+		if (connect_ms > timeout_ms)
+			connect_ms = timeout_ms;
+	}
 
 	curl_easy_reset(s->easy);
 	s->req = NULL;
@@ -372,8 +393,8 @@ static int slot_setup(struct ws_http *h, struct slot *s, struct ws_http_req *r)
 	SETOPT(s, CURLOPT_TCP_NODELAY, 1L);
 	SETOPT(s, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	SETOPT(s, CURLOPT_PROTOCOLS_STR, "http,https");
-	SETOPT(s, CURLOPT_CONNECTTIMEOUT_MS, h->connect_timeout_ms);
-	SETOPT(s, CURLOPT_TIMEOUT_MS, h->timeout_ms);
+	SETOPT(s, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
+	SETOPT(s, CURLOPT_TIMEOUT_MS, timeout_ms);
 	if (h->low_speed_bytes > 0 && h->low_speed_time_s > 0) {
 		SETOPT(s, CURLOPT_LOW_SPEED_LIMIT, h->low_speed_bytes);
 		SETOPT(s, CURLOPT_LOW_SPEED_TIME, h->low_speed_time_s);

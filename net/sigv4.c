@@ -211,6 +211,21 @@ static bool value_ok(const char *v)
 	return true;
 }
 
+/*
+ * The credential scope's parts (access key, region, service) go into the
+ * Authorization header between '/' and ',' separators: a control byte
+ * would split the header, a space, '/' or ',' would forge the scope.
+ */
+static bool scope_part_ok(const char *v)
+{
+	for (; *v; v++) {
+		unsigned char c = (unsigned char)*v;
+		if (c <= 0x20 || c == 0x7f || c == '/' || c == ',' || c == '=')
+			return false;
+	}
+	return true;
+}
+
 /* RFC 7230 token characters. */
 static bool name_ok(const char *n)
 {
@@ -547,6 +562,9 @@ int ws_sigv4_sign(const struct ws_sigv4_creds *creds, const struct ws_sigv4_requ
 		return rc;
 	if (!value_ok(creds->session_token))
 		return ws_fail(-EINVAL, "sigv4: session token has a control character");
+	if (!scope_part_ok(creds->access_key) || !scope_part_ok(creds->region) || !scope_part_ok(creds->service))
+		return ws_fail(-EINVAL, "sigv4: access key, region or service has a control character, a space, "
+			       "'/', ',' or '='");
 	if (!req->method || !req->method[0] || !name_ok(req->method))
 		return ws_fail(-EINVAL, "sigv4: missing or malformed method");
 	if (!req->host || !req->host[0] || !value_ok(req->host))

@@ -35,7 +35,8 @@
 struct ws_http_opts {
 	unsigned max_in_flight;      /* 1..256; 0 = 8 */
 	long connect_timeout_ms;     /* 0 = 5000 */
-	long timeout_ms;             /* whole transfer; 0 = 30000 */
+	long timeout_ms;             /* whole transfer; 0 = 30000 (a request's deadline_ms cuts it
+					shorter) */
 	long low_speed_bytes;        /* abort below this many bytes/s ... (0 = off) */
 	long low_speed_time_s;       /* ... for this long */
 	const char *ca_file;         /* NULL = system default */
@@ -60,6 +61,10 @@ struct ws_http_req {
 	int body_iovcnt;
 	ws_http_sink_fn on_body;     /* response body, may be NULL (discarded) */
 	void *on_body_arg;
+	uint64_t deadline_ms;        /* ws_mono_ms() by which the request ends, whatever stage it
+					is in (connecting, sending, waiting, receiving); 0 = only
+					the client's timeout_ms. A request that would start at or
+					after it fails with -ETIMEDOUT without being sent */
 
 	/* out */
 	int err;                     /* 0 (whatever the HTTP status), or negative: -ETIMEDOUT,

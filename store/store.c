@@ -345,6 +345,11 @@ struct ws_store *ws_store_open(const char *url, int *err)
 
 struct ws_store *ws_store_open_flags(const char *url, unsigned flags, int *err)
 {
+	return ws_store_open_defaults(url, NULL, flags, err);
+}
+
+struct ws_store *ws_store_open_defaults(const char *url, const char *defaults, unsigned flags, int *err)
+{
 	struct ws_store *s = NULL;
 	const char *path;
 	int rc;
@@ -358,7 +363,7 @@ struct ws_store *ws_store_open_flags(const char *url, unsigned flags, int *err)
 		goto fail;
 	}
 	if (strncasecmp(url, "s3://", 5) == 0) {
-		s = ws_store_s3_open(url, flags, &rc);
+		s = ws_store_s3_open_defaults(url, defaults, flags, &rc);
 		if (!s)
 			goto fail;
 		if (err)

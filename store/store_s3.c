@@ -3,11 +3,18 @@
  * over net/ (libcurl multi, SigV4 signed here, never by libcurl).
  *
  * URL: s3://BUCKET[/PREFIX][?endpoint=http://127.0.0.1:7480&region=us-east-1
- *      &etag_quotes=0&conditional_writes=off&ca_file=/path&insecure=1
+ *      &etag_quotes=auto|0|1&conditional_writes=off&ca_file=/path&insecure=1
  *      &retry_attempts_max=10&retry_deadline_ms=30000&max_in_flight=8
  *      &payload_signing=signed|unsigned]
  * A custom endpoint is addressed path-style (endpoint/BUCKET/KEY); without
  * one, AWS virtual-hosted style (https://BUCKET.s3.REGION.amazonaws.com/KEY).
+ * Everything is checked at open, before any request (WS_ECONFIG naming the
+ * parameter): the bucket by S3's naming rules, the region as a region name
+ * (it goes into the signature and, without an endpoint, the host name), the
+ * endpoint as scheme://host[:port] with a port of 1..65535 and no user
+ * info, and no value with a control byte (which would split a header).
+ * Messages show the URL as written, less any user info (display_url), and
+ * never the defaults a caller passed beside it (ws_store_s3_open_defaults).
  * Credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
  * AWS_REGION. They never appear in logs or error details.
  *
@@ -21,14 +28,20 @@
  * DeleteObjects (a POST with an XML body) always signs its body.
  *
  * Conditional writes: create-once is If-None-Match: *, compare-and-swap is
- * If-Match: ETAG (quoted unless etag_quotes=0: radosgw wants it bare). 412
- * is a clean precondition failure; 409 ConditionalRequestConflict is
- * retried. Every PUT carries a random attempt token in x-amz-meta-ws-attempt:
- * when a retried conditional PUT gets 412, a HEAD tells our own earlier
- * success (same token) from someone else's write.
+ * If-Match: ETAG, quoted (RFC 9110, AWS) or bare (radosgw 16.2 matches only
+ * that): etag_quotes=auto (the default) finds out which by probing
+ * (probe_conditional), 0|1 forces one. 412 is a clean precondition failure;
+ * 409 ConditionalRequestConflict is retried. Every PUT carries a random
+ * attempt token in x-amz-meta-ws-attempt: when a conditional PUT gets 412, a
+ * HEAD tells our own earlier success (same token) from someone else's write,
+ * and a swap refused while the object still has the etag it named from
+ * both: that is the store not honouring If-Match (WS_EBADSTORE), never
+ * retried as if another writer had won.
  *
  * Retries: exponential backoff with full jitter (50 ms base, 5 s cap),
- * Retry-After honoured, bounded by attempts and a deadline; on 500, 502,
+ * Retry-After honoured, bounded by attempts and a deadline
+ * (retry_deadline_ms from the call's start, which also cuts an attempt
+ * still hanging then: net/ ends each request at it); on 500, 502,
  * 503, 504, 429, 408, transport errors and truncated bodies; never on other
  * 4xx. 503 and 429 count as throttling (stats.throttle_retries); when
  * retries run out and the last failure was throttling, the error is
@@ -42,10 +55,15 @@
  * create-once only.
  *
  * Before the sink is trusted for fencing, open probes once that the store
- * enforces create-once (a second create of the same key must get 412); a
- * store that ignores it is refused unless conditional_writes=off, logged.
+ * enforces create-once and compare-and-swap (probe_conditional), and which
+ * If-Match spelling it honours; a store opened without the probe
+ * (WS_STORE_EXISTING) runs it before its first swap when etag_quotes is
+ * auto. A store that enforces neither spelling is refused unless
+ * conditional_writes=off, logged.
  */
+#include <arpa/inet.h>
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <expat.h>
 #include <openssl/evp.h>
@@ -78,7 +96,9 @@ struct s3_store {
 	char endpoint[512];          /* "http://127.0.0.1:7480", no trailing slash */
 	char host[512];              /* Host header */
 	bool path_style;
-	bool etag_quotes;
+	int etag_quotes;             /* -1 auto (probed), 0 bare, 1 quoted: as configured */
+	bool if_match_known;         /* if_match_quoted is settled (configured or probed) */
+	bool if_match_quoted;        /* If-Match carries the etag in quotes */
 	bool conditional_writes;
 	bool payload_unsigned;       /* PUT bodies as UNSIGNED-PAYLOAD (payload_signing=unsigned) */
 	unsigned attempts_max;
@@ -171,6 +191,8 @@ struct s3_call {
 	struct ws_http_req req;
 	unsigned attempts;
 	unsigned throttle_retries;   /* retries of this call caused by throttling */
+	long throttle_status;        /* the HTTP status of the last throttled attempt (503, 429) */
+	uint64_t backoff_ms;         /* wait before the next attempt (call_judge returned 1) */
 };
 
 static bool retryable_status(long st)
@@ -225,6 +247,7 @@ static void call_begin(struct s3_store *s, struct s3_call *c)
 	c->resp_len0 = c->resp ? c->resp->len : 0;
 	c->attempts = 0;
 	c->throttle_retries = 0;
+	c->throttle_status = 0;
 }
 
 /* Sign the next attempt of c (a fresh date and signature each time) and fill c->req. */
@@ -307,15 +330,52 @@ static int call_sign(struct s3_store *s, struct s3_call *c)
 	c->req.body_iovcnt = c->body_iovcnt;
 	c->req.on_body = c->resp ? body_append : NULL;
 	c->req.on_body_arg = &c->bc;
+	c->req.deadline_ms = c->deadline_ms; /* an attempt still hanging at the deadline is cut there */
 	return 0;
+}
+
+/*
+ * When retries of c have run out (attempts, or no time left before the
+ * deadline for another one): the error its last attempt ended with.
+ * WS_ETHROTTLED when that was throttling (503, 429), else the transport
+ * error or -EIO; the detail names the object.
+ */
+static int call_give_up(struct s3_store *s, struct s3_call *c)
+{
+	char tries[96];
+	/* The caller's buffer gets nothing of a failed call. */
+	if (c->resp)
+		c->resp->len = c->resp_len0;
+	/* Which bound ended it: the attempts, or the deadline (retry_deadline_ms). */
+	if (c->attempts >= s->attempts_max)
+		snprintf(tries, sizeof(tries), "%u attempt%s", c->attempts, c->attempts == 1 ? "" : "s");
+	else
+		snprintf(tries, sizeof(tries), "%u attempt%s and retry_deadline_ms=%" PRIu64, c->attempts,
+			 c->attempts == 1 ? "" : "s", s->deadline_ms);
+	/* Throttled until the deadline cut the last attempt short (or left it
+	 * no time to start): still throttling, which backpressure policies
+	 * must be able to tell from other failures. */
+	if (c->req.err == -ETIMEDOUT && c->throttle_retries && ws_mono_ms() + 5 >= c->deadline_ms)
+		return ws_fail(WS_ETHROTTLED, "s3 %s: %s %s throttled (HTTP %ld) through %s, the last attempt "
+			       "cut at the deadline: retries ran out", s->base.url, c->method, c->key,
+			       c->throttle_status, tries);
+	if (c->req.err)
+		return ws_fail(c->req.err, "s3 %s: %s %s failed after %s: %s", s->base.url, c->method, c->key, tries,
+			       c->req.err_detail);
+	if (!c->req.truncated && throttle_status(c->req.status))
+		return ws_fail(WS_ETHROTTLED, "s3 %s: %s %s throttled (HTTP %ld) through %s: retries ran out",
+			       s->base.url, c->method, c->key, c->req.status, tries);
+	return ws_fail(-EIO, "s3 %s: %s %s failed after %s: HTTP %ld%s", s->base.url, c->method, c->key, tries,
+		       c->req.status, c->req.truncated ? " (truncated body)" : "");
 }
 
 /*
  * After an attempt of c has run: 0 when it is final (c->req.status holds any
  * non-retryable status, 2xx or 4xx), 1 when it should be retried after
- * backoff_ms (counted in the store's stats), or a negative error when
- * retries ran out: WS_ETHROTTLED when the last failure was throttling (503,
- * 429), else the transport error or -EIO; the detail names the object.
+ * c->backoff_ms (counted in the store's stats), or a negative error when
+ * retries ran out (call_give_up). A retry that could not start before the
+ * deadline is not made: the call fails now with the last attempt's cause
+ * rather than send an attempt with no time left.
  */
 static int call_judge(struct s3_store *s, struct s3_call *c)
 {
@@ -341,23 +401,16 @@ static int call_judge(struct s3_store *s, struct s3_call *c)
 	}
 	if (!retry)
 		return 0;
-	if (c->attempts >= s->attempts_max || ws_mono_ms() >= c->deadline_ms) {
-		/* The caller's buffer gets nothing of a failed call. */
-		if (c->resp)
-			c->resp->len = c->resp_len0;
-		if (c->req.err)
-			return ws_fail(c->req.err, "s3 %s: %s %s failed after %u attempts: %s", s->base.url, c->method,
-				       c->key, c->attempts, c->req.err_detail);
-		if (throttled)
-			return ws_fail(WS_ETHROTTLED, "s3 %s: %s %s throttled (HTTP %ld) through %u attempts: "
-				       "retries ran out", s->base.url, c->method, c->key, c->req.status, c->attempts);
-		return ws_fail(-EIO, "s3 %s: %s %s failed after %u attempts: HTTP %ld%s", s->base.url, c->method,
-			       c->key, c->attempts, c->req.status, c->req.truncated ? " (truncated body)" : "");
-	}
+	if (c->attempts >= s->attempts_max)
+		return call_give_up(s, c);
+	c->backoff_ms = backoff_ms(s, c);
+	if (ws_mono_ms() + c->backoff_ms >= c->deadline_ms)
+		return call_give_up(s, c);
 	__atomic_fetch_add(&s->base.stats.retries, 1, __ATOMIC_RELAXED);
 	if (throttled) {
 		__atomic_fetch_add(&s->base.stats.throttle_retries, 1, __ATOMIC_RELAXED);
 		c->throttle_retries++;
+		c->throttle_status = c->req.status;
 	}
 	ws_debug("s3 %s: %s %s: retry %u after %s %ld", s->base.url, c->method, c->key, c->attempts,
 		 c->req.err ? c->req.err_detail : "HTTP", c->req.status);
@@ -384,9 +437,8 @@ static int s3_call(struct s3_store *s, struct s3_call *c)
 		rc = call_judge(s, c);
 		if (rc <= 0)
 			return rc;
-		uint64_t ms = backoff_ms(s, c);
-		if (ms)
-			usleep((useconds_t)(ms * 1000));
+		if (c->backoff_ms)
+			usleep((useconds_t)(c->backoff_ms * 1000));
 	}
 }
 
@@ -474,10 +526,13 @@ static int s3_head(struct ws_store *base, const char *key, struct ws_obj_info *i
 	return rc;
 }
 
+static int probe_conditional(struct s3_store *s);
+
 /* One PUT: its call, and what all its attempts share (headers, attempt token). */
 struct s3_put_op {
 	struct s3_call c;
 	enum ws_put_mode mode;
+	struct ws_etag expect;       /* CAS: the etag If-Match names (bare) */
 	char h_len[64], h_cond[WS_ETAG_MAX + 32], h_attempt[64], token[33];
 	struct ws_buf err_body;
 };
@@ -516,7 +571,8 @@ static int put_begin(struct s3_store *s, struct s3_put_op *op, const char *key, 
 		c->extra[c->extra_count++] = op->h_cond;
 		c->conditional = true;
 	} else if (mode == WS_PUT_CAS && s->conditional_writes) {
-		snprintf(op->h_cond, sizeof(op->h_cond), s->etag_quotes ? "If-Match: \"%s\"" : "If-Match: %s",
+		op->expect = *expect;
+		snprintf(op->h_cond, sizeof(op->h_cond), s->if_match_quoted ? "If-Match: \"%s\"" : "If-Match: %s",
 			 expect->s);
 		c->extra[c->extra_count++] = op->h_cond;
 		c->conditional = true;
@@ -547,10 +603,32 @@ static int put_end(struct s3_store *s, struct s3_put_op *op, struct ws_etag *out
 		 * first 412 we see may already answer our own second send. */
 		char attempt[64];
 		struct ws_obj_info info;
-		if (s3_head_raw(s, c->key, &info, attempt, sizeof(attempt)) == 0 && !strcmp(attempt, op->token)) {
+		int hrc = s3_head_raw(s, c->key, &info, attempt, sizeof(attempt));
+		if (hrc == 0 && !strcmp(attempt, op->token)) {
 			if (out_etag)
 				*out_etag = info.etag;
 			return 0;
+		}
+		/* A compare-and-swap refused while the object still carries the
+		 * very etag it named: nobody else wrote it (another writer's PUT
+		 * changes the etag, the MD5 of the body, unless it wrote the very
+		 * same bytes, and walship never writes one watermark or head
+		 * twice), the store did not honour If-Match. Retrying cannot help;
+		 * calling it another writer would send the operator after a
+		 * writer that does not exist. */
+		if (hrc == 0 && op->mode == WS_PUT_CAS && info.etag.s[0] && !strcmp(info.etag.s, op->expect.s)) {
+			const char *form = s->if_match_quoted ? "quoted" : "bare";
+			if (s->etag_quotes < 0)
+				return ws_fail(WS_EBADSTORE, "s3 %s: %s: the store answered 412 to If-Match with the "
+					       "object's current etag %s (sent %s, the form etag_quotes=auto found "
+					       "working): it does not honour If-Match, so compare-and-swap cannot "
+					       "work; the object did not change, this is not another writer",
+					       s->base.url, c->key, op->expect.s, form);
+			return ws_fail(WS_EBADSTORE, "s3 %s: %s: the store answered 412 to If-Match with the "
+				       "object's current etag %s (sent %s, as etag_quotes=%d says): it does not "
+				       "honour If-Match in that form; the object did not change, this is not another "
+				       "writer: use etag_quotes=%d, or leave it out to let walship probe the store",
+				       s->base.url, c->key, op->expect.s, form, s->etag_quotes, !s->etag_quotes);
 		}
 		return ws_fail(WS_EPRECOND, "s3 %s: %s: %s", s->base.url, c->key,
 			       op->mode == WS_PUT_CREATE ? "already exists" : "changed since it was read");
@@ -563,14 +641,51 @@ static int s3_put(struct ws_store *base, const char *key, const struct iovec *io
 {
 	struct s3_store *s = (struct s3_store *)base;
 	struct s3_put_op op;
-	int rc = put_begin(s, &op, key, iov, iovcnt, mode, expect);
+	int rc;
 
+	if (mode == WS_PUT_CAS && s->conditional_writes && !s->if_match_known) {
+		/* Opened without the probe (WS_STORE_EXISTING): which If-Match form
+		 * works is learnt before the first compare-and-swap needs it. */
+		rc = probe_conditional(s);
+		if (rc)
+			return rc;
+	}
+	rc = put_begin(s, &op, key, iov, iovcnt, mode, expect);
 	if (rc == 0)
 		rc = s3_call(s, &op.c);
 	if (rc == 0)
 		rc = put_end(s, &op, out_etag);
 	ws_buf_free(&op.err_body);
 	return rc;
+}
+
+/*
+ * Of the pending requests idx[0..pending) of a put_many round that would
+ * start at start_ms, end those whose deadline has come by then: each fails
+ * with its last attempt's cause (call_give_up), the retry call_judge counted
+ * for it taken back, since it is never made. Returns how many remain
+ * (compacted to the front of idx).
+ */
+static size_t give_up_late(struct s3_store *s, struct s3_put_op *ops, struct ws_put_req *reqs, size_t *idx,
+			   size_t pending, uint64_t start_ms)
+{
+	size_t keep = 0;
+	for (size_t j = 0; j < pending; j++) {
+		size_t i = idx[j];
+		struct s3_call *c = &ops[i].c;
+		if (c->attempts == 0 || start_ms < c->deadline_ms) {
+			idx[keep++] = i;
+			continue;
+		}
+		__atomic_fetch_sub(&s->base.stats.retries, 1, __ATOMIC_RELAXED);
+		if (!c->req.err && !c->req.truncated && throttle_status(c->req.status)) {
+			__atomic_fetch_sub(&s->base.stats.throttle_retries, 1, __ATOMIC_RELAXED);
+			c->throttle_retries--;
+		}
+		reqs[i].throttle_retries = c->throttle_retries;
+		reqs[i].rc = call_give_up(s, c);
+	}
+	return keep;
 }
 
 /*
@@ -614,8 +729,13 @@ static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 	while (pending) {
 		size_t m = 0;
 		uint64_t now = ws_mono_ms();
+		/* A round waits for its longest backoff: those whose deadline
+		 * comes first end now, not with an attempt that has no time. */
+		pending = give_up_late(s, ops, reqs, idx, pending, due_ms > now ? due_ms : now);
 		if (due_ms > now)
 			usleep((useconds_t)((due_ms - now) * 1000));
+		/* (and those the sleep overshot) */
+		pending = give_up_late(s, ops, reqs, idx, pending, ws_mono_ms());
 		for (size_t j = 0; j < pending; j++) {
 			size_t i = idx[j];
 			int r = call_sign(s, &ops[i].c);
@@ -639,7 +759,7 @@ static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 			int r = call_judge(s, &ops[i].c);
 			reqs[i].throttle_retries = ops[i].c.throttle_retries;
 			if (r == 1) {
-				uint64_t due = ws_mono_ms() + backoff_ms(s, &ops[i].c);
+				uint64_t due = ws_mono_ms() + ops[i].c.backoff_ms;
 				due_ms = due > due_ms ? due : due_ms;
 				idx[pending++] = i;
 				continue;
@@ -1092,51 +1212,478 @@ static int url_decode(const char *in, size_t n, char *out, size_t cap)
 	return 0;
 }
 
-/* Create-once must be enforced before fencing can rely on it. */
+/* The etag a PUT returned, or, when its reply carried none, the object's. */
+static int probe_etag(struct s3_store *s, const char *key, struct ws_etag *e)
+{
+	struct ws_obj_info info;
+	int rc;
+	if (e->s[0])
+		return 0;
+	rc = s3_head_raw(s, key, &info, NULL, 0);
+	if (rc)
+		return ws_fail_wrap(rc, "s3 %s: conditional-write probe: HEAD %s", s->base.url, key);
+	if (!info.etag.s[0])
+		return ws_fail(WS_ECONFIG, "s3 %s: conditional-write probe: the store returns no ETag for %s: "
+			       "compare-and-swap cannot work; refusing it (conditional_writes=off overrides)",
+			       s->base.url, key);
+	*e = info.etag;
+	return 0;
+}
+
+/* One probe write of key: body "walship probe N", in mode, its new etag in out. */
+static int probe_put(struct s3_store *s, const char *key, unsigned n, enum ws_put_mode mode,
+		     const struct ws_etag *expect, struct ws_etag *out)
+{
+	char body[48];
+	int len = snprintf(body, sizeof(body), "walship conditional-write probe %u", n);
+	struct iovec iov = { body, (size_t)len };
+	memset(out, 0, sizeof(*out));
+	return s3_put(&s->base, key, &iov, 1, mode, expect, out);
+}
+
+/*
+ * Fencing relies on two conditional writes; before the sink is trusted,
+ * check on a scratch key that the store enforces both, as S3 specifies:
+ *  - create-once: a second If-None-Match: * PUT of the key gets 412;
+ *  - compare-and-swap: If-Match with the object's current etag succeeds,
+ *    If-Match with an etag it had before gets 412.
+ * Stores disagree on how If-Match spells the etag: RFC 9110 and AWS quote
+ * it, radosgw 16.2 compares it bare (a quoted one never matches, so every
+ * swap gets 412). With etag_quotes auto, each form is tried, quoted first,
+ * and the first that passes both checks is used; with etag_quotes=0|1, only
+ * that form, which must pass. When none does the store is refused:
+ * WS_ECONFIG, the detail saying what each form got (a store that ignores
+ * If-Match lets the stale etag's write through; one that wants the other
+ * spelling refuses the current one).
+ */
 static int probe_conditional(struct s3_store *s)
 {
-	char key[96];
-	struct iovec iov = { (void *)(uintptr_t)"probe", 5 };
-	int rc;
+	char key[96], why[2][160];
+	struct ws_etag cur, prev, got;
+	unsigned n = 0;
+	int forms[2], nforms = 0, rc, chosen = -1;
+
 	snprintf(key, sizeof(key), "_walship/probe-%016" PRIx64, rnd64(s));
-	rc = s3_put(&s->base, key, &iov, 1, WS_PUT_CREATE, NULL, NULL);
+	rc = probe_put(s, key, ++n, WS_PUT_CREATE, NULL, &cur);
 	if (rc)
 		return ws_fail_wrap(rc, "conditional-write probe");
-	rc = s3_put(&s->base, key, &iov, 1, WS_PUT_CREATE, NULL, NULL);
+	rc = probe_etag(s, key, &cur);
+	if (rc)
+		goto out;
+	rc = probe_put(s, key, ++n, WS_PUT_CREATE, NULL, &got);
+	if (rc == 0) {
+		rc = ws_fail(WS_ECONFIG, "s3 %s: the store ignores If-None-Match (a second create-once of "
+			     "%s succeeded): it cannot fence owners; refusing it (conditional_writes=off "
+			     "overrides)", s->base.url, key);
+		goto out;
+	}
+	if (rc != WS_EPRECOND) {
+		rc = ws_fail_wrap(rc, "conditional-write probe");
+		goto out;
+	}
+	if (s->etag_quotes != 0)
+		forms[nforms++] = 1;
+	if (s->etag_quotes != 1)
+		forms[nforms++] = 0;
+	/* s3_put must not come back here for the probe's own swaps. */
+	s->if_match_known = true;
+	for (int i = 0; i < nforms && chosen < 0; i++) {
+		s->if_match_quoted = forms[i] == 1;
+		rc = probe_put(s, key, ++n, WS_PUT_CAS, &cur, &got);
+		if (rc == WS_EBADSTORE || rc == WS_EPRECOND) {
+			snprintf(why[i], sizeof(why[i]), "%s etag: the current etag got 412",
+				 forms[i] ? "quoted" : "bare");
+			continue;
+		}
+		if (rc || (rc = probe_etag(s, key, &got)) != 0)
+			goto fail_io;
+		prev = cur;
+		cur = got;
+		rc = probe_put(s, key, ++n, WS_PUT_CAS, &prev, &got);
+		if (rc == WS_EPRECOND) {
+			chosen = forms[i];
+			continue;
+		}
+		if (rc)
+			goto fail_io;
+		snprintf(why[i], sizeof(why[i]), "%s etag: a stale etag's write went through",
+			 forms[i] ? "quoted" : "bare");
+		if ((rc = probe_etag(s, key, &got)) != 0)
+			goto fail_io;
+		cur = got;
+	}
+	if (chosen < 0) {
+		s->if_match_known = false;
+		rc = ws_fail(WS_ECONFIG, "s3 %s: the store does not honour If-Match (%s%s%s), so compare-and-swap "
+			     "cannot fence owners; refusing it (conditional_writes=off overrides)", s->base.url,
+			     why[0], nforms > 1 ? "; " : "", nforms > 1 ? why[1] : "");
+		goto out;
+	}
+	s->if_match_quoted = chosen == 1;
+	ws_debug("s3 %s: conditional writes enforced; If-Match etags %s", s->base.url,
+		 chosen ? "quoted" : "bare");
+	rc = 0;
+	goto out;
+fail_io:
+	s->if_match_known = false;
+	rc = ws_fail_wrap(rc, "conditional-write probe");
+out:
 	(void)s3_del(&s->base, key);
-	if (rc == WS_EPRECOND)
-		return 0;
-	if (rc == 0)
-		return ws_fail(WS_ECONFIG, "s3 %s: the store ignores If-None-Match (a second create-once of "
-			       "%s succeeded): it cannot fence owners; refusing it (conditional_writes=off "
-			       "overrides)", s->base.url, key);
-	return ws_fail_wrap(rc, "conditional-write probe");
+	return rc;
+}
+
+/* ---- the URL ------------------------------------------------------------- */
+
+/* What the parameters set besides the store itself. */
+struct s3_parse {
+	struct ws_http_opts ho;
+	char ca_file[512];
+	bool insecure;
+	int payload_signing;        /* -1: by the endpoint's scheme, 0: unsigned, 1: signed */
+	bool region_set;            /* region= given (else from the environment) */
+};
+
+static bool has_ctl(const char *v)
+{
+	for (; *v; v++)
+		if ((unsigned char)*v < 0x20 || *v == 0x7f)
+			return true;
+	return false;
+}
+
+/* An endpoint value that holds user info (user:password@) anywhere, raw or encoded. */
+static bool has_userinfo(const char *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == '@' || (i + 2 < n && v[i] == '%' && v[i + 1] == '4' && v[i + 2] == '0'))
+			return true;
+	return false;
+}
+
+/*
+ * The URL as messages show it: control characters as '?', and user info
+ * (user:password@, which may hold a secret) left out, before the bucket
+ * or in an endpoint's value. Nothing else is changed, so the user
+ * recognises what they wrote.
+ */
+static void display_url(const char *url, char *out, size_t cap)
+{
+	static const char redacted[] = "(user info removed)";
+	size_t o = 0;
+	const char *q = strchr(url, '?');
+	const char *p = url;
+	int w;
+
+	if (!strncasecmp(url, "s3://", 5)) {
+		size_t n = strcspn(url + 5, "/?");
+		const char *at = memchr(url + 5, '@', n);
+		if (at) {
+			w = snprintf(out, cap, "%.5s%s@", url, redacted);
+			o = w < 0 ? 0 : (size_t)w >= cap ? cap - 1 : (size_t)w;
+			p = at + 1;
+		}
+	}
+	while (*p && o + 1 < cap) {
+		if (q && p > q && (p[-1] == '?' || p[-1] == '&') && !strncmp(p, "endpoint=", 9)) {
+			size_t n = strcspn(p + 9, "&");
+			if (has_userinfo(p + 9, n)) {
+				w = snprintf(out + o, cap - o, "endpoint=%s", redacted);
+				o = w < 0 ? o : o + (size_t)w >= cap ? cap - 1 : o + (size_t)w;
+				p += 9 + n;
+				continue;
+			}
+		}
+		unsigned char ch = (unsigned char)*p++;
+		out[o++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+	}
+	out[o] = '\0';
+}
+
+/*
+ * An S3 bucket name as AWS defines it: 3..63 of a-z 0-9 . -, starting and
+ * ending with a letter or digit, no "..", ".-" or "-.", not an IPv4
+ * address. Checked here so a typo fails at once, not after DNS retries.
+ */
+static const char *bucket_problem(const char *b)
+{
+	size_t n = strlen(b);
+	unsigned dots = 0;
+	bool digits_dots = true;
+	if (n < 3 || n > 63)
+		return "must be 3..63 characters";
+	for (size_t i = 0; i < n; i++) {
+		char ch = b[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '.'))
+			return "may hold only a-z 0-9 . -";
+		if (!(ch >= '0' && ch <= '9') && ch != '.')
+			digits_dots = false;
+		dots += ch == '.';
+	}
+	if (!isalnum((unsigned char)b[0]) || !isalnum((unsigned char)b[n - 1]))
+		return "must start and end with a letter or digit";
+	if (strstr(b, "..") || strstr(b, ".-") || strstr(b, "-."))
+		return "must not hold \"..\", \".-\" or \"-.\"";
+	if (digits_dots && dots == 3)
+		return "must not be an IP address";
+	return NULL;
+}
+
+/* A signing region, which also goes into AWS host names: 1..63 of a-z 0-9 -. */
+static bool region_ok(const char *r)
+{
+	size_t n = strlen(r);
+	if (n == 0 || n > 63)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((r[i] >= 'a' && r[i] <= 'z') || (r[i] >= '0' && r[i] <= '9') || r[i] == '-'))
+			return false;
+	return true;
+}
+
+/*
+ * Check an endpoint value (trailing slashes already dropped):
+ * http[s]://HOST[:PORT], HOST a name, an IPv4 address or a bracketed IPv6
+ * one, PORT 1..65535, nothing after. On success the Host header curl will
+ * send (without a default port) goes to host and *tls says https. On
+ * failure why says what is wrong (never echoing user info).
+ */
+static bool endpoint_ok(const char *v, char *host, size_t host_cap, bool *tls, char *why, size_t why_cap)
+{
+	const char *a, *end, *port = NULL, *h_end;
+	size_t n;
+
+	if (!strncmp(v, "http://", 7)) {
+		*tls = false;
+		a = v + 7;
+	} else if (!strncmp(v, "https://", 8)) {
+		*tls = true;
+		a = v + 8;
+	} else {
+		snprintf(why, why_cap, "must be an http:// or https:// URL");
+		return false;
+	}
+	end = a + strcspn(a, "/?#");
+	if (*end) {
+		snprintf(why, why_cap, "must not have a path, query or fragment (just scheme://host[:port])");
+		return false;
+	}
+	if (memchr(a, '@', (size_t)(end - a))) {
+		snprintf(why, why_cap, "must not hold a user name or password (user:password@host): credentials "
+			 "come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
+		return false;
+	}
+	if (a == end) {
+		snprintf(why, why_cap, "has no host");
+		return false;
+	}
+	if (*a == '[') {
+		char lit[64];
+		const char *close = memchr(a, ']', (size_t)(end - a));
+		struct in6_addr in6;
+		if (!close) {
+			snprintf(why, why_cap, "has an IPv6 address without its closing ']'");
+			return false;
+		}
+		n = (size_t)(close - a - 1);
+		if (n == 0 || n >= sizeof(lit)) {
+			snprintf(why, why_cap, "has an empty or overlong IPv6 address");
+			return false;
+		}
+		memcpy(lit, a + 1, n);
+		lit[n] = '\0';
+		if (inet_pton(AF_INET6, lit, &in6) != 1) {
+			snprintf(why, why_cap, "has \"[%s]\", which is not an IPv6 address", lit);
+			return false;
+		}
+		h_end = close + 1;
+		if (h_end < end && *h_end != ':') {
+			snprintf(why, why_cap, "has something other than :PORT after the IPv6 address");
+			return false;
+		}
+	} else {
+		h_end = a + strcspn(a, ":");
+		if (h_end > end)
+			h_end = end;
+		if (h_end < end && memchr(h_end + 1, ':', (size_t)(end - h_end - 1))) {
+			snprintf(why, why_cap, "has more than one ':' (an IPv6 address goes in brackets: "
+				 "http://[::1]:9000)");
+			return false;
+		}
+		if (h_end == a || (size_t)(h_end - a) > 253) {
+			snprintf(why, why_cap, "has an empty or overlong host name");
+			return false;
+		}
+		for (const char *c = a; c < h_end; c++) {
+			if (!isalnum((unsigned char)*c) && *c != '-' && *c != '.') {
+				snprintf(why, why_cap, "has a host name with a character other than A-Z a-z 0-9 . -");
+				return false;
+			}
+		}
+		if (*a == '-' || *a == '.') {
+			snprintf(why, why_cap, "has a host name starting with '%c'", *a);
+			return false;
+		}
+	}
+	if (h_end < end) {
+		unsigned long v_port = 0;
+		port = h_end + 1;
+		n = (size_t)(end - port);
+		if (n == 0 || n > 5 || strspn(port, "0123456789") < n) {
+			snprintf(why, why_cap, "has a port that is not a number from 1 to 65535");
+			return false;
+		}
+		for (size_t i = 0; i < n; i++)
+			v_port = v_port * 10 + (unsigned long)(port[i] - '0');
+		if (v_port < 1 || v_port > 65535) {
+			snprintf(why, why_cap, "has port %lu, not 1..65535", v_port);
+			return false;
+		}
+	}
+	n = (size_t)(end - a);
+	/* The Host header as curl sends it: without a default port. */
+	if (port && ((!*tls && !strcmp(port, "80")) || (*tls && !strcmp(port, "443"))))
+		n = (size_t)(port - 1 - a);
+	if (n >= host_cap) {
+		snprintf(why, why_cap, "has a host too long");
+		return false;
+	}
+	memcpy(host, a, n);
+	host[n] = '\0';
+	return true;
+}
+
+/*
+ * Apply the query parameters in q ("name=value&..."). from_defaults: the
+ * caller's defaults, which name no user input; errors in them are the
+ * caller's. Errors: WS_ECONFIG naming the parameter, never echoing a value
+ * that may hold a secret.
+ */
+static int apply_params(struct s3_store *s, struct s3_parse *ps, const char *q, bool from_defaults)
+{
+	const char *u = s->base.url;
+	const char *who = from_defaults ? " (walship's default)" : "";
+
+	while (q && *q) {
+		char name[64], value[1024];
+		const char *amp, *eq;
+		amp = strchr(q, '&');
+		if (!amp)
+			amp = q + strlen(q);
+		if (amp == q) {
+			q = amp + 1;
+			continue;
+		}
+		eq = memchr(q, '=', (size_t)(amp - q));
+		if (!eq || eq == q || (size_t)(eq - q) >= sizeof(name))
+			return ws_fail(WS_ECONFIG, "sink %s: malformed query parameter%s (expected name=value)", u, who);
+		memcpy(name, q, (size_t)(eq - q));
+		name[eq - q] = '\0';
+		if (url_decode(eq + 1, (size_t)(amp - eq - 1), value, sizeof(value)) != 0)
+			return ws_fail(WS_ECONFIG, "sink %s: parameter %s%s: malformed percent-encoding, a NUL "
+				       "byte, or longer than %zu bytes", u, name, who, sizeof(value) - 1);
+		/* Values end up in URLs, headers and signatures: a CR or LF would
+		 * smuggle a header into every request. */
+		if (has_ctl(value))
+			return ws_fail(WS_ECONFIG, "sink %s: parameter %s%s has a control character (CR, LF or "
+				       "another byte below 0x20)", u, name, who);
+		if (!strcmp(name, "endpoint")) {
+			char why[200];
+			size_t n = strlen(value);
+			bool tls;
+			while (n > 0 && value[n - 1] == '/')
+				value[--n] = '\0';
+			if (n >= sizeof(s->endpoint))
+				return ws_fail(WS_ECONFIG, "sink %s: endpoint is longer than %zu bytes", u,
+					       sizeof(s->endpoint) - 1);
+			if (!endpoint_ok(value, s->host, sizeof(s->host), &tls, why, sizeof(why)))
+				return ws_fail(WS_ECONFIG, "sink %s: endpoint %s%s", u, why, who);
+			memcpy(s->endpoint, value, n + 1);
+		} else if (!strcmp(name, "region")) {
+			if (!region_ok(value))
+				return ws_fail(WS_ECONFIG, "sink %s: region must be 1..63 of a-z 0-9 - (like us-east-1)",
+					       u);
+			memcpy(s->creds.region, value, strlen(value) + 1);
+			ps->region_set = true;
+		} else if (!strcmp(name, "etag_quotes")) {
+			bool quoted;
+			if (!strcmp(value, "auto"))
+				s->etag_quotes = -1;
+			else if (parse_bool(value, &quoted) == 0)
+				s->etag_quotes = quoted;
+			else
+				return ws_fail(WS_ECONFIG, "sink %s: etag_quotes=%s is not auto, 0 or 1", u, value);
+		} else if (!strcmp(name, "conditional_writes")) {
+			if (parse_bool(value, &s->conditional_writes))
+				return ws_fail(WS_ECONFIG, "sink %s: conditional_writes=%s is not on or off", u, value);
+		} else if (!strcmp(name, "insecure")) {
+			if (parse_bool(value, &ps->insecure))
+				return ws_fail(WS_ECONFIG, "sink %s: insecure=%s is not 0 or 1", u, value);
+		} else if (!strcmp(name, "payload_signing")) {
+			if (strcmp(value, "signed") && strcmp(value, "unsigned"))
+				return ws_fail(WS_ECONFIG, "sink %s: payload_signing=%s is not signed or unsigned", u,
+					       value);
+			ps->payload_signing = !strcmp(value, "signed");
+		} else if (!strcmp(name, "ca_file")) {
+			if (strlen(value) >= sizeof(ps->ca_file))
+				return ws_fail(WS_ECONFIG, "sink %s: ca_file path too long", u);
+			memcpy(ps->ca_file, value, strlen(value) + 1);
+		} else if (!strcmp(name, "retry_attempts_max") || !strcmp(name, "retry_deadline_ms") ||
+			   !strcmp(name, "max_in_flight")) {
+			char *end;
+			unsigned long long v = strtoull(value, &end, 10);
+			if (!value[0] || *end || value[0] == '-' || value[0] == '+' || v == 0 || v > 86400000)
+				return ws_fail(WS_ECONFIG, "sink %s: %s=%s%s is not a positive integer (at most "
+					       "86400000)", u, name, value, who);
+			if (!strcmp(name, "retry_attempts_max"))
+				s->attempts_max = (unsigned)(v > 1000 ? 1000 : v);
+			else if (!strcmp(name, "retry_deadline_ms"))
+				s->deadline_ms = v;
+			else
+				ps->ho.max_in_flight = (unsigned)(v > 256 ? 256 : v);
+		} else {
+			return ws_fail(WS_ECONFIG, "sink %s: unknown parameter \"%s\"%s", u, name, who);
+		}
+		q = *amp ? amp + 1 : amp;
+	}
+	return 0;
 }
 
 struct ws_store *ws_store_s3_open(const char *url, unsigned flags, int *err)
 {
+	return ws_store_s3_open_defaults(url, NULL, flags, err);
+}
+
+struct ws_store *ws_store_s3_open_defaults(const char *url, const char *defaults, unsigned flags, int *err)
+{
 	struct s3_store *s = NULL;
-	struct ws_http_opts ho = { 0 };
-	const char *p, *q, *slash;
-	char ca_file[512] = "";
-	bool insecure = false;
-	int payload_signing = -1; /* -1: by the endpoint's scheme, 0: unsigned, 1: signed */
-	bool tls = true;          /* AWS's own endpoints are https */
+	struct s3_parse ps;
+	const char *p, *q, *slash, *u;
+	const char *problem;
+	bool tls = true; /* AWS's own endpoints are https */
 	int rc;
 
+	memset(&ps, 0, sizeof(ps));
+	ps.payload_signing = -1;
 	s = calloc(1, sizeof(*s));
 	if (!s) {
 		rc = -ENOMEM;
 		goto fail;
 	}
 	s->base.ops = &s3_ops;
-	snprintf(s->base.url, sizeof(s->base.url), "%s", url);
-	s->etag_quotes = true;
+	/* Messages show what the user wrote, less any password and control bytes. */
+	display_url(url, s->base.url, sizeof(s->base.url));
+	u = s->base.url;
+	s->etag_quotes = -1;
 	s->conditional_writes = true;
 	s->attempts_max = 10;
 	s->deadline_ms = 30000;
 	if (getrandom(&s->rng, sizeof(s->rng), 0) != sizeof(s->rng) || s->rng == 0)
 		s->rng = ws_mono_ns() | 1;
+	if (has_ctl(url)) {
+		rc = ws_fail(WS_ECONFIG, "sink %s: the URL has a control character (CR, LF or another byte "
+			     "below 0x20)", u);
+		goto fail;
+	}
 
 	p = url + 5; /* after "s3://" */
 	q = strchr(p, '?');
@@ -1144,160 +1691,75 @@ struct ws_store *ws_store_s3_open(const char *url, unsigned flags, int *err)
 	if (slash && q && slash > q)
 		slash = NULL;
 	size_t blen = (size_t)((slash ? slash : q ? q : p + strlen(p)) - p);
-	if (blen < 3 || blen >= sizeof(s->bucket)) {
-		rc = ws_fail(WS_ECONFIG, "sink %s: bucket name must be 3..63 characters", url);
+	if (blen >= sizeof(s->bucket)) {
+		rc = ws_fail(WS_ECONFIG, "sink %s: bucket name must be 3..63 characters", u);
 		goto fail;
 	}
 	memcpy(s->bucket, p, blen);
 	s->bucket[blen] = '\0';
-	for (size_t i = 0; i < blen; i++) {
-		char ch = s->bucket[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '.')) {
-			rc = ws_fail(WS_ECONFIG, "sink %s: bucket name has '%c' (use a-z 0-9 . -)", url, ch);
-			goto fail;
-		}
+	if ((problem = bucket_problem(s->bucket))) {
+		rc = ws_fail(WS_ECONFIG, "sink %s: bucket name \"%s\" %s (S3's rules for bucket names)", u,
+			     memchr(p, '@', blen) ? "(user info removed)" : s->bucket,
+			     memchr(p, '@', blen) ? "must not hold user info (user:password@)" : problem);
+		goto fail;
 	}
 	if (slash) {
 		const char *pe = q ? q : slash + strlen(slash);
-		const char *ps = slash + 1;
-		while (pe > ps && pe[-1] == '/')
+		const char *pstart = slash + 1;
+		while (pe > pstart && pe[-1] == '/')
 			pe--;
-		if ((size_t)(pe - ps) >= sizeof(s->prefix) / 2) {
-			rc = ws_fail(WS_ECONFIG, "sink %s: prefix too long", url);
+		if ((size_t)(pe - pstart) >= sizeof(s->prefix) / 2) {
+			rc = ws_fail(WS_ECONFIG, "sink %s: prefix too long", u);
 			goto fail;
 		}
-		memcpy(s->prefix, ps, (size_t)(pe - ps));
-		s->prefix[pe - ps] = '\0';
+		memcpy(s->prefix, pstart, (size_t)(pe - pstart));
+		s->prefix[pe - pstart] = '\0';
 		if (s->prefix[0] && !ws_key_valid(s->prefix)) {
-			rc = ws_fail(WS_ECONFIG, "sink %s: prefix \"%s\" is not a valid key path", url, s->prefix);
+			rc = ws_fail(WS_ECONFIG, "sink %s: prefix \"%s\" is not a valid key path", u, s->prefix);
 			goto fail;
 		}
 	}
 	rc = ws_sigv4_creds_from_env(&s->creds);
 	if (rc) {
-		ws_fail_wrap(rc, "sink %s", url);
+		ws_fail_wrap(rc, "sink %s", u);
 		goto fail;
 	}
-	while (q && *q) {
-		char name[64], value[1024];
-		const char *amp, *eq;
-		q++;
-		amp = strchr(q, '&');
-		if (!amp)
-			amp = q + strlen(q);
-		eq = memchr(q, '=', (size_t)(amp - q));
-		if (!eq || (size_t)(eq - q) >= sizeof(name) ||
-		    url_decode(eq + 1, (size_t)(amp - eq - 1), value, sizeof(value)) != 0) {
-			rc = ws_fail(WS_ECONFIG, "sink %s: malformed query parameter near \"%.*s\"", url,
-				     (int)(amp - q), q);
-			goto fail;
-		}
-		memcpy(name, q, (size_t)(eq - q));
-		name[eq - q] = '\0';
-		if (!strcmp(name, "endpoint")) {
-			size_t n = strlen(value);
-			while (n > 0 && value[n - 1] == '/')
-				value[--n] = '\0';
-			if ((strncmp(value, "http://", 7) && strncmp(value, "https://", 8)) || n >= sizeof(s->endpoint)) {
-				rc = ws_fail(WS_ECONFIG, "sink %s: endpoint must be an http:// or https:// URL", url);
-				goto fail;
-			}
-			memcpy(s->endpoint, value, n + 1);
-		} else if (!strcmp(name, "region")) {
-			if (!value[0] || strlen(value) >= sizeof(s->creds.region)) {
-				rc = ws_fail(WS_ECONFIG, "sink %s: region must be 1..%zu characters", url,
-					     sizeof(s->creds.region) - 1);
-				goto fail;
-			}
-			memcpy(s->creds.region, value, strlen(value) + 1);
-		} else if (!strcmp(name, "etag_quotes")) {
-			if (parse_bool(value, &s->etag_quotes)) {
-				rc = ws_fail(WS_ECONFIG, "sink %s: etag_quotes=%s is not 0 or 1", url, value);
-				goto fail;
-			}
-		} else if (!strcmp(name, "conditional_writes")) {
-			if (parse_bool(value, &s->conditional_writes)) {
-				rc = ws_fail(WS_ECONFIG, "sink %s: conditional_writes=%s is not on or off", url, value);
-				goto fail;
-			}
-		} else if (!strcmp(name, "insecure")) {
-			if (parse_bool(value, &insecure)) {
-				rc = ws_fail(WS_ECONFIG, "sink %s: insecure=%s is not 0 or 1", url, value);
-				goto fail;
-			}
-		} else if (!strcmp(name, "payload_signing")) {
-			if (strcmp(value, "signed") && strcmp(value, "unsigned")) {
-				rc = ws_fail(WS_ECONFIG, "sink %s: payload_signing=%s is not signed or unsigned", url,
-					     value);
-				goto fail;
-			}
-			payload_signing = !strcmp(value, "signed");
-		} else if (!strcmp(name, "ca_file")) {
-			if (strlen(value) >= sizeof(ca_file)) {
-				rc = ws_fail(WS_ECONFIG, "sink %s: ca_file path too long", url);
-				goto fail;
-			}
-			memcpy(ca_file, value, strlen(value) + 1);
-		} else if (!strcmp(name, "retry_attempts_max") || !strcmp(name, "retry_deadline_ms") ||
-			   !strcmp(name, "max_in_flight")) {
-			char *end;
-			unsigned long long v = strtoull(value, &end, 10);
-			if (!value[0] || *end || v == 0 || v > 86400000) {
-				rc = ws_fail(WS_ECONFIG, "sink %s: %s=%s is not a positive integer", url, name, value);
-				goto fail;
-			}
-			if (!strcmp(name, "retry_attempts_max"))
-				s->attempts_max = (unsigned)(v > 1000 ? 1000 : v);
-			else if (!strcmp(name, "retry_deadline_ms"))
-				s->deadline_ms = v;
-			else
-				ho.max_in_flight = (unsigned)(v > 256 ? 256 : v);
-		} else {
-			rc = ws_fail(WS_ECONFIG, "sink %s: unknown parameter \"%s\"", url, name);
-			goto fail;
-		}
-		q = amp;
+	/* The caller's defaults first: what the URL says overrides them. */
+	if ((rc = apply_params(s, &ps, defaults, true)) != 0 || (rc = apply_params(s, &ps, q ? q + 1 : NULL, false)))
+		goto fail;
+	if (!ps.region_set && !region_ok(s->creds.region)) {
+		rc = ws_fail(WS_ECONFIG, "sink %s: the region from AWS_REGION (or AWS_DEFAULT_REGION) must be "
+			     "1..63 of a-z 0-9 - (like us-east-1)", u);
+		goto fail;
 	}
 	if (s->endpoint[0]) {
-		/* The Host header as curl sends it: without a default port. */
 		tls = !strncmp(s->endpoint, "https://", 8);
-		const char *h = strstr(s->endpoint, "://") + 3;
-		size_t hn = strcspn(h, "/");
-		if (hn >= sizeof(s->host)) {
-			rc = ws_fail(WS_ECONFIG, "sink %s: endpoint host too long", url);
-			goto fail;
-		}
-		memcpy(s->host, h, hn);
-		s->host[hn] = '\0';
-		if (h[hn]) {
-			rc = ws_fail(WS_ECONFIG, "sink %s: endpoint must not have a path", url);
-			goto fail;
-		}
-		size_t l = strlen(s->host);
-		if (!tls && l > 3 && !strcmp(s->host + l - 3, ":80"))
-			s->host[l - 3] = '\0';
-		else if (tls && l > 4 && !strcmp(s->host + l - 4, ":443"))
-			s->host[l - 4] = '\0';
 		s->path_style = true;
 	} else {
+		/* Virtual-hosted AWS: the host is made of the bucket and the
+		 * region, both checked above, so it can only name AWS. */
 		snprintf(s->endpoint, sizeof(s->endpoint), "https://%s.s3.%s.amazonaws.com", s->bucket,
 			 s->creds.region);
 		snprintf(s->host, sizeof(s->host), "%s.s3.%s.amazonaws.com", s->bucket, s->creds.region);
 	}
-	s->payload_unsigned = payload_signing < 0 ? tls : payload_signing == 0;
+	s->payload_unsigned = ps.payload_signing < 0 ? tls : ps.payload_signing == 0;
 	if (s->payload_unsigned && !tls)
 		ws_info("sink %s: payload signing: unsigned over plain http: PUT bodies are not covered by "
-			"the signature (x-amz-content-sha256: UNSIGNED-PAYLOAD)", url);
+			"the signature (x-amz-content-sha256: UNSIGNED-PAYLOAD)", u);
 	else
-		ws_debug("sink %s: payload signing: %s", url, s->payload_unsigned ? "unsigned" : "signed");
-	ho.ca_file = ca_file[0] ? ca_file : NULL;
-	ho.insecure = insecure;
-	s->http = ws_http_open(&ho, &rc);
+		ws_debug("sink %s: payload signing: %s", u, s->payload_unsigned ? "unsigned" : "signed");
+	ps.ho.ca_file = ps.ca_file[0] ? ps.ca_file : NULL;
+	ps.ho.insecure = ps.insecure;
+	s->http = ws_http_open(&ps.ho, &rc);
 	if (!s->http)
 		goto fail;
+	/* Configured, or (auto) settled by the probe: now at open, or before the
+	 * first compare-and-swap of a store opened without it. */
+	s->if_match_known = s->etag_quotes >= 0;
+	s->if_match_quoted = s->etag_quotes != 0;
 	if (!s->conditional_writes)
 		ws_warn("sink %s: conditional_writes=off: create-once and compare-and-swap are NOT enforced "
-			"by the store; two owners of one stream will not be fenced", url);
+			"by the store; two owners of one stream will not be fenced", u);
 	else if (!(flags & WS_STORE_EXISTING) && (rc = probe_conditional(s)) != 0)
 		goto fail;
 	*err = 0;

@@ -9,7 +9,10 @@
  *   WS_PUT_CREATE  succeeds only if the key does not exist  (If-None-Match: *)
  *   WS_PUT_CAS     succeeds only if the key's etag == expect (If-Match)
  * Both return WS_EPRECOND when the condition fails. Both hold between
- * processes (and, for s3, between hosts).
+ * processes (and, for s3, between hosts). A store found not to honour them
+ * is refused at open (WS_ECONFIG), or, found out on a swap that got 412
+ * while the object still had the named etag, fails it with WS_EBADSTORE:
+ * not a lost race, and nothing a retry can fix.
  */
 #ifndef WS_STORE_H
 #define WS_STORE_H
@@ -95,7 +98,9 @@ struct ws_store_ops {
 	 * when put returns 0 the object survives a crash and is visible whole
 	 * to every reader; readers never see a partial object.
 	 * mode/expect as above; out_etag (may be NULL) gets the new etag.
-	 * Errors: WS_EPRECOND, -EINVAL (bad key), -EIO/-ENOSPC/... (I/O).
+	 * Errors: WS_EPRECOND, WS_EBADSTORE (s3: the store ignored If-Match),
+	 * WS_ECONFIG (s3: a store opened without the probe fails it before its
+	 * first swap), -EINVAL (bad key), -EIO/-ENOSPC/... (I/O).
 	 */
 	int (*put)(struct ws_store *s, const char *key, const struct iovec *iov, int iovcnt,
 		   enum ws_put_mode mode, const struct ws_etag *expect, struct ws_etag *out_etag);
@@ -201,10 +206,20 @@ struct ws_store *ws_store_file_open_flags(const char *root, unsigned flags, int 
 
 /*
  * The s3:// backend (store_s3.c documents the URL and its parameters).
- * Errors: WS_ECONFIG (URL, credentials, a store that ignores conditional
- * writes), I/O errors from the probe.
+ * Errors: WS_ECONFIG (URL, credentials, a store that ignores If-None-Match
+ * or honours If-Match in neither spelling; the detail names the parameter
+ * or what the probe saw), I/O errors from the probe.
  */
 struct ws_store *ws_store_s3_open(const char *url, unsigned flags, int *err);
+
+/*
+ * Open with defaults: a query string ("name=value&...") of parameters that
+ * apply where the URL does not set them (the engine's per-shard retry
+ * bounds). Messages name only what the URL holds, never these. Other
+ * schemes ignore defaults.
+ */
+struct ws_store *ws_store_open_defaults(const char *url, const char *defaults, unsigned flags, int *err);
+struct ws_store *ws_store_s3_open_defaults(const char *url, const char *defaults, unsigned flags, int *err);
 /* Create the sink's bucket; an existing bucket of ours is success. */
 int ws_store_s3_create_bucket(struct ws_store *s) WS_MUST_CHECK;
 

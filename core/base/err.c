@@ -26,6 +26,7 @@ const char *ws_strerror(int err)
 	case WS_ESHED: return "dropped by the shed backpressure policy";
 	case WS_EREPLACED: return "database file replaced at its path";
 	case WS_ELOSTRACE: return "ownership moved during the call; nothing acknowledged";
+	case WS_EBADSTORE: return "the object store does not honour a conditional write";
 	default: break;
 	}
 	if (err < 0 && err > WS_ERR_BASE)

@@ -34,7 +34,9 @@ enum {
 	WS_ESHED = WS_ERR_BASE - 11,    /* dropped by the shed backpressure policy */
 	WS_EREPLACED = WS_ERR_BASE - 12, /* the database file was replaced at its path */
 	WS_ELOSTRACE = WS_ERR_BASE - 13, /* ownership moved after the fencing read: nothing acknowledged */
-	WS_ERR_LAST = WS_ERR_BASE - 13,
+	WS_EBADSTORE = WS_ERR_BASE - 14, /* the object store broke its own protocol (a 412 to If-Match
+					    with the object's current etag); retrying cannot help */
+	WS_ERR_LAST = WS_ERR_BASE - 14,
 };
 
 /*

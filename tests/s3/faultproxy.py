@@ -20,15 +20,33 @@ any reply when the body is empty: the store did the work, the client never
 heard) | reset_body (read the request head and half its body, then reset the
 client connection: the upload dies mid-body and the store never sees it) |
 truncate (send a short body and close) | latency (delay every
-request by latency_ms) | ignore_conditional (a store that ignores
+request by latency_ms; with latency_ms, slowdown, throttle and error500 are
+delayed as much before they answer) | ignore_conditional (a store that ignores
 If-None-Match/If-Match: a 412 from the server is answered 200; radosgw
-cannot be made to do this, so the proxy fakes that one fault). count: how many
-matching requests get the fault before the proxy passes everything again
-(latency ignores it). methods: which methods match (default all). The stats
-file gets {"requests": N, "faulted": M} after every request.
+cannot be made to do this, so the proxy fakes that one fault) | hang (read the
+request, then never answer: a server that accepted and went silent) | stall
+(forward the request, send the reply's head and half its body, then go
+silent: a transfer hung mid-body).
+
+Stores that spell If-Match differently from radosgw (which matches only a
+bare etag and answers 412 to a quoted one) are made from radosgw by
+rewriting the If-Match header of each request and signing it again with
+$AWS_SECRET_ACCESS_KEY (SigV4, as walship signed it): radosgw still decides
+every condition, on the object's real etag. if_match_quoted_only (an
+RFC 9110 store: only a quoted etag matches; a bare one is sent on quoted,
+so never matches) | if_match_any (an AWS-like store: quoted or bare both
+match) | if_match_ignored (a store that ignores If-Match: the header is
+dropped, the write is unconditional; radosgw cannot be made to do this).
+
+count: how many matching requests get the fault before the proxy passes
+everything again (latency, hang and the if_match_* modes ignore it: they
+last until the mode changes). methods: which methods match (default all).
+The stats file gets {"requests": N, "faulted": M} after every request.
 """
 import argparse
 import asyncio
+import hashlib
+import hmac
 import json
 import os
 import socket
@@ -67,7 +85,7 @@ class Control:
         methods = self.conf.get("methods")
         if mode == "pass" or (methods and method not in methods):
             return "pass"
-        if mode == "latency":
+        if mode in PERSISTENT:
             return mode
         if self.remaining <= 0:
             return "pass"
@@ -76,6 +94,58 @@ class Control:
 
 
 STATS = {"requests": 0, "faulted": 0}
+PERSISTENT = ("latency", "hang", "if_match_quoted_only", "if_match_any", "if_match_ignored")
+
+
+def _hmac(key, msg):
+    return hmac.new(key, msg.encode(), hashlib.sha256).digest()
+
+
+def resign(method, target, headers, secret):
+    """Sign headers again (SigV4, the scope and signed header list walship
+    chose, less any header no longer present). Returns the new headers."""
+    auth = header(headers, "authorization")
+    if not auth or not auth.startswith("AWS4-HMAC-SHA256 "):
+        return headers
+    parts = dict(p.strip().split("=", 1) for p in auth[len("AWS4-HMAC-SHA256 "):].split(","))
+    present = {n.lower() for n, _ in headers}
+    signed = [n for n in parts["SignedHeaders"].split(";") if n in present]
+    path, _, query = target.partition("?")
+    cquery = "&".join(sorted(q if "=" in q else q + "=" for q in query.split("&") if q))
+    cheaders = "".join(
+        f"{n}:{','.join(' '.join(v.split()) for hn, v in headers if hn.lower() == n)}\n" for n in signed)
+    creq = "\n".join([method, path, cquery, cheaders, ";".join(signed),
+                      header(headers, "x-amz-content-sha256")])
+    access, date8, region, service, term = parts["Credential"].split("/")
+    scope = f"{date8}/{region}/{service}/{term}"
+    sts = "\n".join(["AWS4-HMAC-SHA256", header(headers, "x-amz-date"), scope,
+                     hashlib.sha256(creq.encode()).hexdigest()])
+    key = _hmac(("AWS4" + secret).encode(), date8)
+    for x in (region, service, term):
+        key = _hmac(key, x)
+    sig = hmac.new(key, sts.encode(), hashlib.sha256).hexdigest()
+    new_auth = (f"AWS4-HMAC-SHA256 Credential={parts['Credential']}, "
+                f"SignedHeaders={';'.join(signed)}, Signature={sig}")
+    return [(n, new_auth if n.lower() == "authorization" else v) for n, v in headers]
+
+
+def rewrite_if_match(mode, reqline, headers):
+    """The request head the store in mode would act on (if_match_* modes)."""
+    v = header(headers, "if-match")
+    if v is None:
+        return None
+    bare = v[1:-1] if len(v) >= 2 and v[0] == '"' and v[-1] == '"' else v
+    if mode == "if_match_ignored":
+        headers = [(n, x) for n, x in headers if n.lower() != "if-match"]
+    else:
+        quoted = v != bare
+        # radosgw matches only the bare spelling: send that when the store
+        # in mode would match, the quoted one (never matching) when not.
+        new = bare if (quoted or mode == "if_match_any") else f'"{bare}"'
+        headers = [(n, new if n.lower() == "if-match" else x) for n, x in headers]
+    method, target, _ = reqline.split(" ", 2)
+    headers = resign(method, target, headers, os.environ.get("AWS_SECRET_ACCESS_KEY", ""))
+    return (reqline + "\r\n" + "".join(f"{n}: {x}\r\n" for n, x in headers) + "\r\n").encode("latin-1")
 
 
 async def read_head(reader):
@@ -160,8 +230,15 @@ async def handle(reader, writer, upstream, control, stats_path):
             if fault != "pass":
                 STATS["faulted"] += 1
             write_stats(stats_path)
-            if fault == "latency":
+            if fault == "latency" or (fault in ("slowdown", "throttle", "error500") and
+                                      "latency_ms" in control.conf):
                 await asyncio.sleep(int(control.conf.get("latency_ms", 100)) / 1000)
+            if fault == "hang":
+                # Never answer; wait for the client to give up and close.
+                await reader.read()
+                return
+            if fault.startswith("if_match_"):
+                head = rewrite_if_match(fault, reqline, headers) or head
             ra = int(control.conf.get("retry_after", 0))
             if fault == "slowdown":
                 writer.write(s3_error(503, "Slow Down", "SlowDown", ra))
@@ -194,6 +271,11 @@ async def handle(reader, writer, upstream, control, stats_path):
                 writer.write(b"HTTP/1.1 200 OK\r\nETag: \"0\"\r\nContent-Length: 0\r\n\r\n")
                 await writer.drain()
                 continue
+            if fault == "stall" and len(rbody) > 1:
+                writer.write(rhead + rbody[: len(rbody) // 2])
+                await writer.drain()
+                await reader.read()
+                return
             if fault == "truncate" and len(rbody) > 1:
                 writer.write(rhead + rbody[: len(rbody) // 2])
                 await writer.drain()

@@ -28,7 +28,8 @@
 #  - public/cluster addr = 127.0.0.1: otherwise OSD heartbeats bind 0.0.0.0.
 # radosgw verifies SigV4 (signature, access key, x-amz-content-sha256 against
 # the body) but not the region in the credential scope.  If-Match must carry
-# the etag unquoted (a quoted etag gets 412).  See cmd_smoke for curl quirks.
+# the etag unquoted (a quoted etag gets 412; walship's etag_quotes=auto probes
+# for that, and every test uses the default URL).  See cmd_smoke for curl quirks.
 set -euo pipefail
 
 ACCESS_KEY=WALSHIPTESTACCESSKEY1

@@ -40,7 +40,7 @@ static char g_bucket[64];
 
 static void sink_url(char *out, size_t cap, const char *prefix)
 {
-	snprintf(out, cap, "s3://%s%s%s?endpoint=%s&etag_quotes=0", g_bucket, prefix ? "/" : "", prefix ? prefix : "",
+	snprintf(out, cap, "s3://%s%s%s?endpoint=%s", g_bucket, prefix ? "/" : "", prefix ? prefix : "",
 		 getenv("WS_S3_ENDPOINT"));
 }
 

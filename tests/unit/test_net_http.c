@@ -6,7 +6,8 @@
  * received body's length and SHA-256, /busy 503 with Retry-After, /short a
  * Content-Length larger than the body it sends before closing, /reset a
  * connection reset mid-body (SO_LINGER 0), /slow a reply later than the
- * client's timeout, /hold a 100 ms reply that counts concurrent requests,
+ * client's timeout, /stall the head and a part of a 100000-byte body, then
+ * silence for up to 10 s, /hold a 100 ms reply that counts concurrent requests,
  * /headers many, long and mixed-case headers, /big 64 KiB, /drop a reply
  * after which the server closes the idle connection, /vanish the first time
  * it is asked: the whole request read, then the connection closed with no
@@ -17,6 +18,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -123,6 +125,15 @@ static bool serve(struct srv *s, int fd, const char *method, const char *path, c
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		poll(&p, 1, 2000);
 		reply(fd, 200, "OK", NULL, "late");
+	} else if (strcmp(path, "/stall") == 0) {
+		/* Half way through the body, go silent until the client gives up (at most 10 s). */
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		char part[1000];
+		memset(part, 's', sizeof(part));
+		send_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n");
+		send_all(fd, part, sizeof(part));
+		poll(&p, 1, 10000);
+		return false;
 	} else if (strcmp(path, "/hold") == 0) {
 		pthread_mutex_lock(&s->mu);
 		if (++s->active > s->active_max)
@@ -578,6 +589,55 @@ static void test_timeout(void **state)
 	ws_http_close(h);
 }
 
+/*
+ * A request's deadline ends it whatever stage it is in, long before the
+ * client's own 30 s timeout: waiting for a reply that never comes, or in the
+ * middle of a body that stopped. One whose deadline has passed is not sent.
+ */
+static void test_deadline(void **state)
+{
+	struct fixture *f = *state;
+	struct ws_http *h = open_client(2, 0);
+	char u0[256], u1[256];
+	uint64_t t0 = ws_mono_ms();
+	struct ws_http_req r[2] = {
+		{ .method = "GET", .url = strcpy(u0, url(f, "/slow")), .deadline_ms = t0 + 300 },
+		{ .method = "GET", .url = strcpy(u1, url(f, "/stall")), .deadline_ms = t0 + 300 },
+	};
+
+	perform(h, r, 2);
+	uint64_t dt = ws_mono_ms() - t0;
+	print_message("  deadline 300 ms: %" PRIu64 " ms; %s; %s\n", dt, r[0].err_detail, r[1].err_detail);
+	assert_int_equal(r[0].err, -ETIMEDOUT);
+	assert_int_equal(r[0].status, 0);
+	assert_int_equal(r[1].err, -ETIMEDOUT);
+	assert_int_equal(r[1].status, 200);
+	assert_true(r[1].body_bytes > 0 && r[1].body_bytes < 100000);
+	assert_true(dt >= 290 && dt < 1500);
+
+	/* Past its deadline: fails at once, and the server never sees it. */
+	int conns = srv_counts(f->srv).conns_total;
+	struct ws_http_req late = { .method = "GET", .url = url(f, "/hello"), .deadline_ms = ws_mono_ms() - 1 };
+	ws_http_close(h);
+	h = open_client(1, 0);
+	perform(h, &late, 1);
+	assert_int_equal(late.err, -ETIMEDOUT);
+	assert_int_equal(late.status, 0);
+	assert_non_null(strstr(late.err_detail, "deadline"));
+	wt_sleep_ms(50);
+	assert_int_equal(srv_counts(f->srv).conns_total, conns);
+
+	/* A deadline far off leaves the client's own timeout in charge. */
+	ws_http_close(h);
+	h = open_client(1, 200);
+	struct ws_http_req far = { .method = "GET", .url = url(f, "/slow"), .deadline_ms = ws_mono_ms() + 60000 };
+	t0 = ws_mono_ms();
+	perform(h, &far, 1);
+	assert_int_equal(far.err, -ETIMEDOUT);
+	assert_true(ws_mono_ms() - t0 < 1500);
+	ws_http_close(h);
+}
+
 static void test_refused(void **state)
 {
 	struct ws_http *h = open_client(1, 0);
@@ -919,6 +979,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_short_body, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reset_mid_body, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test_setup_teardown(test_keepalive_reuse, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_server_drops_idle, setup, teardown),

@@ -629,6 +629,15 @@ static void test_bad_input(void **state)
 	bad_reset(b); b->h[0] = (struct ws_sigv4_header){ "X-Amz-Content-SHA256", EMPTY_SHA };
 	b->r.headers = b->h; b->r.header_count = 1; expect_fail(b, -EINVAL, "caller sets content hash");
 	bad_reset(b); strcpy(b->c.session_token, "tok\nen"); expect_fail(b, -EINVAL, "token with LF");
+	/* The scope's parts go into the Authorization header: nothing may split or forge it. */
+	static const char *const scope_bad[] = { "us\r\nX-Injected: yes", "us east", "us/east", "us,east",
+						 "us=east", "us\x7f" };
+	for (size_t i = 0; i < sizeof(scope_bad) / sizeof(scope_bad[0]); i++) {
+		bad_reset(b); strcpy(b->c.region, scope_bad[i]); expect_fail(b, -EINVAL, "region");
+		bad_reset(b); strcpy(b->c.access_key, scope_bad[i]); expect_fail(b, -EINVAL, "access key");
+		bad_reset(b); strcpy(b->c.service, scope_bad[i]); expect_fail(b, -EINVAL, "service");
+	}
+	bad_reset(b); b->r.host = "h\r\nX-Injected: yes"; expect_fail(b, -EINVAL, "CRLF in host");
 
 	/* Oversize: one value past the canonical request buffer. */
 	memset(big, 'v', WS_SIGV4_CREQ_MAX + 10);

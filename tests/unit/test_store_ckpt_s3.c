@@ -29,7 +29,7 @@ static unsigned g_prefix_seq;
 
 static void url_for(char *out, size_t cap, const char *prefix)
 {
-	snprintf(out, cap, "s3://%s%s%s?endpoint=%s&etag_quotes=0", g_bucket, prefix ? "/" : "",
+	snprintf(out, cap, "s3://%s%s%s?endpoint=%s", g_bucket, prefix ? "/" : "",
 		 prefix ? prefix : "", getenv("WS_S3_ENDPOINT"));
 }
 

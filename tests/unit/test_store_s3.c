@@ -8,7 +8,15 @@
  * put_many (concurrent PUTs, each with its own retries, WS_ETHROTTLED when
  * throttling outlasts them, create-once per request, uploads cut mid-body),
  * and payload_signing (UNSIGNED-PAYLOAD against radosgw; the header each
- * mode sends, seen by a one-connection capture server).
+ * mode sends, seen by a one-connection capture server), the If-Match
+ * spelling the probe picks (bare on radosgw's defaults; quoted on stores
+ * made from it by faultproxy rewriting If-Match; a store that ignores
+ * If-Match refused; a 412 on the object's own etag reported as the store's
+ * defect, WS_EBADSTORE), and deadlines that cut requests a server leaves
+ * hanging (faultproxy hang and stall).
+ *
+ * Every URL here is walship's default but for the endpoint and what a test
+ * sets on purpose: no etag_quotes, so radosgw runs with its defaults.
  *
  * Without $WS_S3_DIR the test FAILS: it must never pass without a server.
  */
@@ -53,10 +61,10 @@ static int load_s3(void)
 }
 
 
-/* "s3://BUCKET[/prefix]?endpoint=E&etag_quotes=0[&extra]" */
+/* "s3://BUCKET[/prefix]?endpoint=E[&extra]": walship's defaults otherwise, etag_quotes auto */
 static void sink_url(char *out, size_t cap, const char *endpoint, const char *prefix, const char *extra)
 {
-	snprintf(out, cap, "s3://%s%s%s?endpoint=%s&etag_quotes=0%s%s", g_bucket, prefix ? "/" : "",
+	snprintf(out, cap, "s3://%s%s%s?endpoint=%s%s%s", g_bucket, prefix ? "/" : "",
 		 prefix ? prefix : "", endpoint ? endpoint : g_endpoint, extra ? "&" : "", extra ? extra : "");
 }
 
@@ -1248,6 +1256,22 @@ static void test_fault_exhausted(void **state)
 	assert_true(dt < 2000);
 	proxy_control("{\"mode\": \"pass\"}");
 	assert_int_equal(ws_store_head(s, "fault/deadline", NULL), WS_ENOTFOUND);
+
+	/* Slow 503s: the second attempt is still waiting when the deadline cuts
+	 * it (300 ms answers, 500 ms deadline, backoff at most 100 ms). Still
+	 * throttling, told apart from other failures. */
+	struct ws_store *d5 = open_proxied("retry_deadline_ms=500");
+	proxy_control("{\"mode\": \"slowdown\", \"count\": 1000, \"methods\": [\"PUT\"], \"latency_ms\": 300}");
+	t0 = wt_now_ms();
+	rc = ws_store_put(d5, "fault/deadline", "x", 1, WS_PUT_OVERWRITE, NULL, NULL);
+	dt = wt_now_ms() - t0;
+	print_message("  slow 503s, deadline 500 ms: %lld ms: %s\n", (long long)dt, ws_errmsg());
+	assert_int_equal(rc, WS_ETHROTTLED);
+	assert_non_null(strstr(ws_errmsg(), "throttled (HTTP 503) through 2 attempts"));
+	assert_non_null(strstr(ws_errmsg(), "cut at the deadline"));
+	assert_true(dt >= 480 && dt < 1500);
+	proxy_control("{\"mode\": \"pass\"}");
+	ws_store_close(d5);
 	ws_buf_free(&b);
 	ws_store_close(d);
 	ws_store_close(s);
@@ -1655,6 +1679,249 @@ static void test_unsigned_wrong_secret(void **state)
 	ws_store_close(s);
 }
 
+/* ---- If-Match: the form the probe picks, stores that break it ---------------- */
+
+/* Open url (with the probe); the If-Match form it logged: "quoted", "bare", or NULL on failure. */
+static const char *open_probed(const char *url, struct ws_store **out, int *err)
+{
+	struct logcap cap;
+	memset(&cap, 0, sizeof(cap));
+	ws_log_set_sink(log_capture, &cap);
+	ws_log_set_level(WS_LOG_DEBUG);
+	*out = ws_store_open(url, err);
+	ws_log_set_level(WS_LOG_WARN);
+	ws_log_set_sink(NULL, NULL);
+	if (!*out)
+		return NULL;
+	if (strstr(cap.text, "If-Match etags quoted"))
+		return "quoted";
+	if (strstr(cap.text, "If-Match etags bare"))
+		return "bare";
+	fail_msg("open %s logged no If-Match form: %s", url, cap.text);
+	return NULL;
+}
+
+/* On s: a swap on the current etag succeeds, one on a stale etag gets WS_EPRECOND and changes nothing. */
+static void assert_cas_works(struct ws_store *s, const char *key)
+{
+	struct ws_etag e1, e2, e3;
+	wt_put_str(s, key, "v1", &e1);
+	assert_int_equal(ws_store_put(s, key, "v2", 2, WS_PUT_CAS, &e1, &e2), 0);
+	assert_string_not_equal(e1.s, e2.s);
+	assert_int_equal(ws_store_put(s, key, "v3", 2, WS_PUT_CAS, &e1, &e3), WS_EPRECOND);
+	wt_assert_content(s, key, "v2");
+	assert_int_equal(ws_store_put(s, key, "v3", 2, WS_PUT_CAS, &e2, &e3), 0);
+	wt_assert_content(s, key, "v3");
+}
+
+/* Nothing the probes wrote is left under _walship/. */
+static void assert_no_probe_left(void)
+{
+	struct ws_store *root = open_sink(NULL, NULL);
+	struct ws_list_page p;
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(ws_store_list(root, "_walship/", NULL, 1000, &p), 0);
+	assert_int_equal(p.count, 0);
+	ws_list_page_free(&p);
+	ws_store_close(root);
+}
+
+/*
+ * radosgw 16.2 with its defaults matches only a bare If-Match etag (a quoted
+ * one always gets 412): the default URL must find that out, and swaps must
+ * then work; etag_quotes=1 forced on it is refused at open with what the
+ * probe saw, and, where no probe ran, the first swap is reported as the
+ * store's defect (WS_EBADSTORE), not as another writer.
+ */
+static void test_if_match_radosgw(void **state)
+{
+	char url[1024];
+	struct ws_store *s;
+	int err = 0, rc;
+	struct ws_etag e1, e2;
+	(void)state;
+
+	sink_url(url, sizeof(url), NULL, NULL, NULL);
+	const char *form = open_probed(url, &s, &err);
+	if (!s)
+		fail_msg("open %s: %s", url, ws_errmsg());
+	assert_string_equal(form, "bare");
+	assert_cas_works(s, "ifm/rgw");
+	ws_store_close(s);
+
+	/* Opened without the probe, auto learns the form before its first swap. */
+	s = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
+	assert_non_null(s);
+	assert_cas_works(s, "ifm/rgw-lazy");
+	ws_store_close(s);
+
+	/* etag_quotes=1 on radosgw: refused at open, naming what failed. */
+	sink_url(url, sizeof(url), NULL, NULL, "etag_quotes=1");
+	s = ws_store_open(url, &err);
+	print_message("  etag_quotes=1: %s\n", ws_errmsg());
+	assert_null(s);
+	assert_int_equal(err, WS_ECONFIG);
+	assert_non_null(strstr(ws_errmsg(), "does not honour If-Match"));
+	assert_non_null(strstr(ws_errmsg(), "quoted etag: the current etag got 412"));
+	assert_null(strstr(ws_errmsg(), "bare etag"));
+
+	/* ... and with no probe, the swap itself tells the store's defect from a writer. */
+	s = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
+	assert_non_null(s);
+	wt_put_str(s, "ifm/rgw-forced", "v1", &e1);
+	rc = ws_store_put(s, "ifm/rgw-forced", "v2", 2, WS_PUT_CAS, &e1, &e2);
+	print_message("  forced quoted swap: %s\n", ws_errmsg());
+	assert_int_equal(rc, WS_EBADSTORE);
+	assert_non_null(strstr(ws_errmsg(), "ifm/rgw-forced"));
+	assert_non_null(strstr(ws_errmsg(), "412 to If-Match with the object's current etag"));
+	assert_non_null(strstr(ws_errmsg(), "not another writer"));
+	assert_non_null(strstr(ws_errmsg(), "etag_quotes=0"));
+	wt_assert_content(s, "ifm/rgw-forced", "v1");
+	ws_store_close(s);
+
+	/* etag_quotes=0 is the explicit form that works; a bad value names the parameter. */
+	sink_url(url, sizeof(url), NULL, NULL, "etag_quotes=0");
+	assert_string_equal(open_probed(url, &s, &err), "bare");
+	ws_store_close(s);
+	sink_url(url, sizeof(url), NULL, NULL, "etag_quotes=maybe");
+	assert_null(ws_store_open_flags(url, WS_STORE_EXISTING, &err));
+	assert_int_equal(err, WS_ECONFIG);
+	assert_non_null(strstr(ws_errmsg(), "etag_quotes=maybe"));
+	assert_no_probe_left();
+}
+
+/*
+ * Stores radosgw cannot imitate, made from it by faultproxy rewriting each
+ * request's If-Match (and signing it again): radosgw still decides every
+ * condition. An RFC 9110 store that matches only quoted etags, and an
+ * AWS-like one that matches either spelling, both get quoted ones; bare
+ * forced on the first is refused.
+ */
+static void test_if_match_quoted_stores(void **state)
+{
+	char url[1024];
+	struct ws_store *s;
+	int err = 0;
+	(void)state;
+
+	proxy_control("{\"mode\": \"if_match_quoted_only\"}");
+	sink_url(url, sizeof(url), g_px.endpoint, NULL, NULL);
+	const char *form = open_probed(url, &s, &err);
+	if (!s)
+		fail_msg("open %s: %s", url, ws_errmsg());
+	assert_string_equal(form, "quoted");
+	assert_cas_works(s, "ifm/quoted-only");
+	ws_store_close(s);
+
+	sink_url(url, sizeof(url), g_px.endpoint, NULL, "etag_quotes=0");
+	s = ws_store_open(url, &err);
+	print_message("  etag_quotes=0 on a quoted-only store: %s\n", ws_errmsg());
+	assert_null(s);
+	assert_int_equal(err, WS_ECONFIG);
+	assert_non_null(strstr(ws_errmsg(), "bare etag: the current etag got 412"));
+
+	proxy_control("{\"mode\": \"if_match_any\"}");
+	sink_url(url, sizeof(url), g_px.endpoint, NULL, NULL);
+	assert_string_equal(open_probed(url, &s, &err), "quoted");
+	assert_cas_works(s, "ifm/any");
+	ws_store_close(s);
+	proxy_control("{\"mode\": \"pass\"}");
+	assert_no_probe_left();
+}
+
+/*
+ * A store that honours If-None-Match but ignores If-Match (faultproxy drops
+ * the header; radosgw cannot be made to do this): compare-and-swap would
+ * silently overwrite, so it is refused with what each form got, at open and
+ * before the first swap of a store opened without the probe.
+ */
+static void test_if_match_ignored(void **state)
+{
+	char url[1024];
+	struct ws_store *s;
+	struct ws_etag e1, e2;
+	int err = 0, rc;
+	(void)state;
+
+	proxy_control("{\"mode\": \"if_match_ignored\"}");
+	sink_url(url, sizeof(url), g_px.endpoint, NULL, NULL);
+	s = ws_store_open(url, &err);
+	print_message("  %s\n", ws_errmsg());
+	assert_null(s);
+	assert_int_equal(err, WS_ECONFIG);
+	assert_non_null(strstr(ws_errmsg(), "does not honour If-Match"));
+	assert_non_null(strstr(ws_errmsg(), "quoted etag: a stale etag's write went through"));
+	assert_non_null(strstr(ws_errmsg(), "bare etag: a stale etag's write went through"));
+	assert_non_null(strstr(ws_errmsg(), "conditional_writes=off"));
+
+	s = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
+	assert_non_null(s);
+	wt_put_str(s, "ifm/ignored", "v1", &e1);
+	wt_put_str(s, "ifm/ignored", "v2", NULL);
+	rc = ws_store_put(s, "ifm/ignored", "v3", 2, WS_PUT_CAS, &e1, &e2);
+	assert_int_equal(rc, WS_ECONFIG);
+	assert_non_null(strstr(ws_errmsg(), "does not honour If-Match"));
+	wt_assert_content(s, "ifm/ignored", "v2");
+	ws_store_close(s);
+	proxy_control("{\"mode\": \"pass\"}");
+	assert_no_probe_left();
+}
+
+/*
+ * Every request ends by the call's deadline (retry_deadline_ms), whatever
+ * it is doing then: a server that accepted and never answers, or a reply
+ * that stops half way, is cut there, not after the client's 30 s transfer
+ * timeout (faultproxy hang and stall; radosgw never hangs on demand).
+ */
+static void test_deadline_hung_request(void **state)
+{
+	struct ws_store *s = open_proxied("retry_deadline_ms=1000");
+	struct ws_buf b;
+	int64_t t0, dt;
+	int rc;
+	(void)state;
+
+	ws_buf_init(&b, 0);
+	wt_put_str(s, "hang/a", "some bytes to cut in half", NULL);
+	static const char *const ctl[] = {
+		"{\"mode\": \"hang\", \"methods\": [\"GET\"]}",
+		"{\"mode\": \"stall\", \"count\": 1000, \"methods\": [\"GET\"]}",
+	};
+	for (size_t i = 0; i < 2; i++) {
+		proxy_control(ctl[i]);
+		b.len = 0;
+		t0 = wt_now_ms();
+		rc = ws_store_get(s, "hang/a", 0, UINT64_MAX, &b, NULL);
+		dt = wt_now_ms() - t0;
+		print_message("  GET, %s: %lld ms: %s\n", i ? "stalled mid-body" : "never answered", (long long)dt,
+			      ws_errmsg());
+		assert_int_equal(rc, -ETIMEDOUT);
+		assert_int_equal(b.len, 0);
+		assert_non_null(strstr(ws_errmsg(), "hang/a"));
+		assert_non_null(strstr(ws_errmsg(), "after 1 attempt and retry_deadline_ms=1000"));
+		assert_true(dt >= 900 && dt < 3000);
+	}
+	/* put_many: each request by its own deadline. */
+	proxy_control("{\"mode\": \"hang\", \"methods\": [\"PUT\"]}");
+	struct iovec iov = { "x", 1 };
+	struct ws_put_req r[3] = {
+		{ .key = "hang/m0", .iov = &iov, .iovcnt = 1, .mode = WS_PUT_OVERWRITE },
+		{ .key = "hang/m1", .iov = &iov, .iovcnt = 1, .mode = WS_PUT_OVERWRITE },
+		{ .key = "hang/m2", .iov = &iov, .iovcnt = 1, .mode = WS_PUT_CREATE },
+	};
+	t0 = wt_now_ms();
+	assert_int_equal(ws_store_putv_many(s, r, 3), 0);
+	dt = wt_now_ms() - t0;
+	print_message("  put_many of 3, never answered: %lld ms\n", (long long)dt);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(r[i].rc, -ETIMEDOUT);
+	assert_true(dt >= 900 && dt < 3000);
+	proxy_control("{\"mode\": \"pass\"}");
+	wt_assert_content(s, "hang/a", "some bytes to cut in half");
+	ws_buf_free(&b);
+	ws_store_close(s);
+}
+
 /* A bad value names the parameter; the mode each endpoint gets by default. */
 static void test_payload_signing_config(void **state)
 {
@@ -1795,7 +2062,7 @@ static void capture_one(const char *mode_param, char *hashes, size_t cap, const 
 	int port, err = 0, st;
 	snprintf(path, sizeof(path), "%s/capture.txt", g_tmp);
 	pid_t pid = capture_start(path, &port);
-	snprintf(url, sizeof(url), "s3://%s?endpoint=http://127.0.0.1:%d&etag_quotes=0%s%s", g_bucket, port,
+	snprintf(url, sizeof(url), "s3://%s?endpoint=http://127.0.0.1:%d%s%s", g_bucket, port,
 		 mode_param ? "&" : "", mode_param ? mode_param : "");
 	struct ws_store *s = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
 	if (!s)
@@ -1856,6 +2123,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fault_put_reset, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_fault_exhausted, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_fault_ignore_conditional, proxy_start, proxy_stop),
+		cmocka_unit_test(test_if_match_radosgw),
+		cmocka_unit_test_setup_teardown(test_if_match_quoted_stores, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_if_match_ignored, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_deadline_hung_request, proxy_start, proxy_stop),
 		cmocka_unit_test(test_put_many),
 		cmocka_unit_test(test_put_many_create),
 		cmocka_unit_test_setup_teardown(test_put_many_throttled, proxy_start, proxy_stop),
