@@ -97,7 +97,8 @@ class Run:
             out = open(os.path.join(self.dir, name + ".writer.out"), "w")
             p = subprocess.Popen([sys.executable, os.path.join(HERE, "writer.py"), "--db", db, "--log", st,
                                   "--seed", str(self.rng.randrange(1 << 30)), "--stop", self.stopfile,
-                                  "--profile", "restart-busy" if self.scenario == "restart-busy" else "mixed"],
+                                  "--profile", "restart-busy" if self.scenario == "restart-busy" else "mixed"]
+                                 + [x for kv in self.h.writer_set for x in ("--set", kv)],
                                  stdout=out, stderr=subprocess.STDOUT)
             self.tenants.append(dict(name=name, db=db, states=st, proc=p, out=out.name, acks=[]))
         deadline = now() + 60
@@ -251,7 +252,7 @@ class Run:
         if frame is not None:
             args += ["--frame", str(frame)]
         rc, _, err = self.ws_cmd(*args)
-        res = dict(rc=rc, err=err.strip()[-800:])
+        res = dict(rc=rc, err=err.strip()[:800])
         if rc != 0:
             return res
         c = sqlite3.connect(out)
@@ -279,7 +280,13 @@ class Run:
                 if acks:
                     self.fail("%s: ls failed after %d acknowledged outcomes: %s" % (t["name"], len(acks), err))
                 continue
-            wm = json.loads(out.strip().splitlines()[-1])["watermark"]
+            wm = json.loads(out.strip().splitlines()[-1]).get("watermark")
+            if wm is None:
+                # Objects but no watermark yet: nothing was acknowledged.
+                if acks:
+                    self.fail("%s: ls shows no watermark after %d acknowledged outcomes: %s" % (
+                        t["name"], len(acks), out.strip()[-300:]))
+                continue
             vrc, vout, verr = self.ws_cmd("verify", "--sink", self.sink, "--tenant", t["name"])
             base = dict(tenant=t["name"], why=why, verify_rc=vrc, verify_err=(vout + verr).strip()[-600:],
                         wm=wm, acks_before=[(a["ws_life"], gen_of(a), a["last_frame"]) for a in acks[-1:]],
@@ -407,6 +414,9 @@ class Run:
             self.evaluate()
         except Failure as e:
             self.fail(str(e))
+        except Exception:
+            import traceback
+            self.fail("harness error (not a walship failure):\n" + traceback.format_exc())
         finally:
             if self.ws is not None:
                 self.ws.kill()
@@ -421,7 +431,12 @@ class Run:
                 text = open(err, errors="replace").read()
                 self.sanitizer_check(text, "walship replicate %d" % life)
                 self.stats["pauses"] += text.count("walship: fault: paused at")
-                self.stats["tail_errors"] += text.count("walship: error: tenant ")
+                for l in text.splitlines():
+                    if l.startswith("walship: error: tenant "):
+                        self.stats["tail_errors"] += 1
+                        # Named by its message without tenant, paths and numbers.
+                        k = re.sub(r"\d+", "N", re.sub(r"/\S+", "PATH", l.split(": ", 3)[-1]))[:160]
+                        self.h.errors[k] = self.h.errors.get(k, 0) + 1
         return not self.failures
 
     def mixed(self):
@@ -493,6 +508,8 @@ class Harness:
         self.verbose = a.verbose
         self.restart_after = a.restart_after
         self.min_batch_frames = a.min_batch_frames
+        self.writer_set = a.writer
+        self.errors = {}
         self.totals = {k: 0 for k in ("states recorded", "states checked", "acknowledged outcomes",
                                       "acknowledged outcomes checked", "acks without a recorded frame",
                                       "restores")}
@@ -510,6 +527,8 @@ def main():
                     help="restart-busy: seconds before walship is stopped, and after its restart")
     ap.add_argument("--min-batch-frames", type=int, default=1,
                     help="smallest batch_frames_max drawn (default 1)")
+    ap.add_argument("--writer", action="append", default=[], metavar="KEY=VALUE",
+                    help="a writer probability (p_big=0.3, p_replace=0.02, ...; see writer.py PROFILES)")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--ws-bin", default=os.environ.get("WS_BIN"))
     ap.add_argument("--keep", action="store_true", help="keep every run's directory (failed runs are kept anyway)")
@@ -567,6 +586,8 @@ def main():
     print("  kills: %d (kill -9), SIGTERM stops: %d, SIGSTOP checks: %d" % (
         stats.get("kills", 0), stats.get("terms", 0), stats.get("stops", 0)))
     print("  tail errors reported by replicate: %d" % stats.get("tail_errors", 0))
+    for k, v in sorted(h.errors.items(), key=lambda kv: -kv[1])[:10]:
+        print("    %5d x %s" % (v, k))
     print("  SIGTERM drains that lost a race with a database replacement (exit 1, nothing acknowledged): %d"
           % stats.get("drain_replaced", 0))
     print("  failures: %d%s" % (len(failed), (" (run seeds: %s)" % " ".join(map(str, failed))) if failed else ""))

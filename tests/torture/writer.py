@@ -350,7 +350,15 @@ def main():
     ap.add_argument("--stop", required=True)
     ap.add_argument("--profile", default="mixed", choices=sorted(PROFILES))
     ap.add_argument("--max-txn", type=int, default=0)
-    Writer(ap.parse_args()).run()
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a profile's probability (p_big, p_ckpt, p_reconnect, p_replace, ...)")
+    a = ap.parse_args()
+    for kv in a.set:
+        k, v = kv.split("=", 1)
+        if k not in PROFILES[a.profile] or not k.startswith("p_"):
+            ap.error("--set: unknown key %s" % k)
+        PROFILES[a.profile][k] = float(v)
+    Writer(a).run()
 
 
 if __name__ == "__main__":
