@@ -15,4 +15,5 @@ here="$(cd "$(dirname "$0")" && pwd)"
 [ -x "$WS_BIN" ] || { echo "run.sh: walship binary not found at $WS_BIN (set WS_BIN)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "run.sh: python3 not found" >&2; exit 2; }
 export WS_BIN
-exec python3 "$here/torture.py" "$@"
+# -B: no __pycache__ in the source tree.
+exec python3 -B "$here/torture.py" "$@"

@@ -95,7 +95,7 @@ class Run:
             db = os.path.join(self.dir, name + ".db")
             st = os.path.join(self.dir, name + ".states.jsonl")
             out = open(os.path.join(self.dir, name + ".writer.out"), "w")
-            p = subprocess.Popen([sys.executable, os.path.join(HERE, "writer.py"), "--db", db, "--log", st,
+            p = subprocess.Popen([sys.executable, "-B", os.path.join(HERE, "writer.py"), "--db", db, "--log", st,
                                   "--seed", str(self.rng.randrange(1 << 30)), "--stop", self.stopfile,
                                   "--profile", "restart-busy" if self.scenario == "restart-busy" else "mixed"]
                                  + [x for kv in self.h.writer_set for x in ("--set", kv)],
