@@ -70,7 +70,7 @@ class Run:
         self.obs = []
         self.failures = []
         self.stats = dict(pauses=0, kills=0, terms=0, stops=0, checks=0, tail_errors=0, skipped_frames=0,
-                          drain_replaced=0)
+                          drain_replaced=0, sink_checkpoints=0)
         self.events = []
 
     def log(self, msg):
@@ -159,6 +159,10 @@ class Run:
             cmd += ["--config", cfg]
         if once:
             cmd.append("--once")
+        elif self.scenario != "restart-busy" and self.rng.random() < 0.3:
+            # Sink checkpoints: a plain restore then starts from the latest
+            # checkpoint's artifact when the chain passes through its cut.
+            cmd += ["--checkpoint-interval-s", str(self.rng.randint(2, 10))]
         cmd += ["%s=%s" % (t["name"], t["db"]) for t in self.tenants]
         env = dict(os.environ)
         env.pop("WS_PAUSE_RANDOM", None)
@@ -426,7 +430,9 @@ class Run:
                 if t["proc"].poll() is None:
                     t["proc"].kill()
                     t["proc"].wait()
-        for life, (_, err) in enumerate(self.ws_logs, 1):
+        for life, (out, err) in enumerate(self.ws_logs, 1):
+            if os.path.exists(out):
+                self.stats["sink_checkpoints"] += open(out, errors="replace").read().count('"committed":true')
             if os.path.exists(err):
                 text = open(err, errors="replace").read()
                 self.sanitizer_check(text, "walship replicate %d" % life)
@@ -585,6 +591,7 @@ def main():
     print("  pauses: %d" % stats.get("pauses", 0))
     print("  kills: %d (kill -9), SIGTERM stops: %d, SIGSTOP checks: %d" % (
         stats.get("kills", 0), stats.get("terms", 0), stats.get("stops", 0)))
+    print("  sink checkpoints committed (replicate --checkpoint-interval-s): %d" % stats.get("sink_checkpoints", 0))
     print("  tail errors reported by replicate: %d" % stats.get("tail_errors", 0))
     for k, v in sorted(h.errors.items(), key=lambda kv: -kv[1])[:10]:
         print("    %5d x %s" % (v, k))
