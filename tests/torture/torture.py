@@ -70,7 +70,7 @@ class Run:
         self.obs = []
         self.failures = []
         self.stats = dict(pauses=0, kills=0, terms=0, stops=0, checks=0, tail_errors=0, skipped_frames=0,
-                          drain_replaced=0, sink_checkpoints=0)
+                          drain_replaced=0, sink_checkpoints=0, outside_signals=0)
         self.events = []
 
     def log(self, msg):
@@ -234,7 +234,15 @@ class Run:
         return s[-n:]
 
     def ws_cmd(self, *args, timeout=600):
-        p = subprocess.run([self.h.ws_bin] + list(args), capture_output=True, text=True, timeout=timeout)
+        for _ in range(3):
+            p = subprocess.run([self.h.ws_bin] + list(args), capture_output=True, text=True, timeout=timeout)
+            # The harness never signals these commands: SIGTERM, SIGKILL,
+            # SIGINT or SIGHUP came from outside (a shared machine), so the
+            # command runs again; a crash signal (SEGV, ABRT, BUS) does not.
+            if p.returncode not in (-signal.SIGTERM, -signal.SIGKILL, -signal.SIGINT, -signal.SIGHUP):
+                break
+            self.stats["outside_signals"] += 1
+            self.log("walship %s killed by signal %d from outside the harness; again" % (args[0], -p.returncode))
         self.sanitizer_check(p.stderr, "walship " + " ".join(args[:1]))
         return p.returncode, p.stdout, p.stderr
 
@@ -252,7 +260,7 @@ class Run:
                 os.unlink(out + suffix)
             except FileNotFoundError:
                 pass
-        args = ["restore", "--sink", self.sink, "--tenant", t["name"], "-o", out]
+        args = ["restore", "--sink", self.sink, "--tenant", t["name"], "--force", "-o", out]
         if frame is not None:
             args += ["--frame", str(frame)]
         rc, _, err = self.ws_cmd(*args)
@@ -597,6 +605,8 @@ def main():
         print("    %5d x %s" % (v, k))
     print("  SIGTERM drains that lost a race with a database replacement (exit 1, nothing acknowledged): %d"
           % stats.get("drain_replaced", 0))
+    print("  check commands killed by a signal from outside the harness (run again): %d"
+          % stats.get("outside_signals", 0))
     print("  failures: %d%s" % (len(failed), (" (run seeds: %s)" % " ".join(map(str, failed))) if failed else ""))
     if not failed and not a.keep:
         shutil.rmtree(a.workdir, ignore_errors=True)
