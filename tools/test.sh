@@ -19,13 +19,18 @@
 #   6. retention     tests/torture/retention.sh for WS_TORTURE_S seconds (default
 #      torture       45; about a minute in all): writers, replicate, checkpoints,
 #                    retention and kill -9, then every restore checked
+#   7. torture       tests/torture/run.sh --scenario restart-busy (issue 10's
+#                    restart of walship under a busy writer) from build-ci,
+#                    WS_TORTURE_RUNS runs (default 2); the mixed torture
+#                    smoke is the ctest test torture_smoke of sections 2-3
 # Every section runs even when an earlier one failed (a failed build skips
 # its own tests); the summary lists failures and the exit status is non-zero
 # if any section failed.
 #
 # Env: WS_JOBS (parallel build jobs, default 2), WS_SKIP_INSTALL=1,
 #      WS_TSAN_TESTS (ctest -R regex for the TSan build),
-#      WS_BENCH_MB (bench smoke size in MiB, default 8), WS_TORTURE_S.
+#      WS_BENCH_MB (bench smoke size in MiB, default 8), WS_TORTURE_S,
+#      WS_TORTURE_RUNS (runs of the restart-busy torture scenario, default 2).
 set -euo pipefail
 
 cd "$(dirname "$(readlink -f "$0")")/.."
@@ -129,6 +134,19 @@ if [ -x build-ci/tools/walship ]; then
 	fi
 else
 	note_fail "retention torture: build-ci/tools/walship was not built"
+fi
+
+# ---- 7. torture: restart under a busy writer -----------------------------------------------
+TORTURE_RUNS="${WS_TORTURE_RUNS:-2}"
+section "torture: restart-busy, $TORTURE_RUNS runs (tests/torture/run.sh, build-ci)"
+if [ -x build-ci/tools/walship ]; then
+	mkdir -p build-ci/testtmp
+	if ! WS_BIN="$PWD/build-ci/tools/walship" WS_TEST_TMP="$PWD/build-ci/testtmp" \
+		bash tests/torture/run.sh --seed 1 --scenario restart-busy --restart-after 8 --runs "$TORTURE_RUNS"; then
+		note_fail "torture: restart-busy"
+	fi
+else
+	note_fail "torture: build-ci/tools/walship was not built"
 fi
 
 # ---- summary ------------------------------------------------------------------------------
