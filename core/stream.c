@@ -836,14 +836,26 @@ static void merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_
 static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes)
 {
 	const uint32_t fsz = ws_wal_frame_size(sc->gen.page_size);
-	size_t per_chunk = st->pipe->ring.slot_bytes / fsz;
+	const size_t slot_frames = st->pipe->ring.slot_bytes / fsz;
+	size_t per_chunk = slot_frames;
 	const uint32_t first_part = st->part_count;
 	uint64_t next = sc->cur.next_frame;
 
 	if (st->batch_frames_max && st->batch_frames_max < per_chunk)
 		per_chunk = st->batch_frames_max;
 	const uint64_t start = ws_wal_frame_offset(sc->gen.page_size, next);
-	const bool multi = start < wal_bytes && (wal_bytes - start) / fsz > per_chunk;
+	const uint64_t frames_total = start < wal_bytes ? (wal_bytes - start) / fsz : 0;
+	/* One call names at most MAX_REFS batches. A backlog larger than that
+	 * many batches of batch_frames_max is read in larger ones (up to a
+	 * slot): the setting bounds how long a frame waits in a batch, and a
+	 * backlog has waited already. Otherwise a tail of many small batches
+	 * would fail on every retry, and the tenant never ship again. */
+	const uint64_t refs_left = MAX_REFS - st->batch_count;
+	if (per_chunk < slot_frames && (uint64_t)per_chunk * refs_left < frames_total) {
+		uint64_t need = (frames_total + refs_left - 1) / refs_left;
+		per_chunk = need < slot_frames ? (size_t)need : slot_frames;
+	}
+	const bool multi = frames_total > per_chunk;
 	for (uint32_t k = 0;; k++) {
 		uint64_t off = ws_wal_frame_offset(sc->gen.page_size, next);
 		struct ws_pipe_desc *d;
@@ -860,7 +872,8 @@ static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_byte
 		if ((wal_bytes - off) / fsz < want)
 			want = (size_t)((wal_bytes - off) / fsz);
 		if (st->batch_count >= MAX_REFS)
-			return ws_fail(WS_ETOOBIG, "tenant %s: more than %u batches in one call", st->tenant, MAX_REFS);
+			return ws_fail(WS_ETOOBIG, "tenant %s: the WAL holds more than %u batches of %zu frames "
+				       "(batch_bytes_max); raise batch_bytes_max", st->tenant, MAX_REFS, slot_frames);
 		rc = reserve_slot(st, &idx);
 		if (rc == -EAGAIN) {
 			st->shed_stop = true;

@@ -544,6 +544,39 @@ static void test_checkpoint_fallback_gap_rebases(void **state)
 	wt_env_free(&e);
 }
 
+/* ---- a backlog of more batches than one call names ------------------- */
+
+/* batch_frames_max 1 and a 4,200-frame transaction: more batches than one
+ * call may name (4096). The tail reads the backlog in larger batches
+ * instead of failing on every retry (a tenant that never ships again). */
+static void test_backlog_beyond_batch_limit(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_stream_config cfg;
+	(void)state;
+
+	wt_env_init(&e, "backlog", 0);
+	cfg = cfg_for(&e, 1);
+	cfg.batch_bytes_max = 0; /* the default slot: room for larger batches */
+	cfg.batch_frames_max = 1;
+	st = open_cfg(&e, &cfg);
+	wt_write_txn(e.w, 4200, 3000);
+	wt_tail_ok(st, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+	assert_true(o.u.streamed.last_frame > 4096);
+	restore_equals_source(&e, __LINE__);
+	wt_write_txn(e.w, 4200, 3000); /* and a continuation of the same size */
+	wt_tail_ok(st, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+	assert_true(o.u.streamed.frame_count > 4096);
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	ws_stream_close(st);
+	wt_env_free(&e);
+}
+
 /* ---- every stream site, paused under a writer, or failed -------------- */
 
 #define STATES_MAX 64
@@ -753,6 +786,7 @@ int main(void)
 		cmocka_unit_test(test_takeover_before_cas_is_lost_race),
 		cmocka_unit_test(test_fenced_releases_read_marks),
 		cmocka_unit_test(test_checkpoint_fallback_gap_rebases),
+		cmocka_unit_test(test_backlog_beyond_batch_limit),
 		cmocka_unit_test(test_every_site_failed),
 		cmocka_unit_test(test_every_site_paused_under_writer),
 	};
