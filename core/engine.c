@@ -579,8 +579,16 @@ static int do_remove(struct shard *sh, struct tenant *t)
 static int tail_all(struct shard *sh)
 {
 	struct first_err fe = { 0 };
-	for (size_t i = 0; i < sh->n; i++)
-		first_err_note(&fe, tail_one(sh, sh->tenants[i]));
+	for (size_t i = 0; i < sh->n; i++) {
+		int rc = tail_one(sh, sh->tenants[i]);
+		/* A database replaced during the call: nothing was acknowledged
+		 * and the stream let go of the old file, so the next call
+		 * re-bases onto the new one. A flush or the final drain makes
+		 * that call now instead of ending on the error. */
+		if (rc == WS_EREPLACED)
+			rc = tail_one(sh, sh->tenants[i]);
+		first_err_note(&fe, rc);
+	}
 	return first_err_done(&fe);
 }
 
