@@ -1440,20 +1440,23 @@ static int step_settle(struct ws_stream *st, struct tail *t, struct ws_outcome *
 	 * is checked again, every part durable before the manifest. */
 	ws_pipe_drain(st->pipe);
 	WS_ASSERT(ws_pipe_used(st->pipe) == 0);
+	/* Frames and pages came from the file our read mark pins only while
+	 * the path still names it (invariant 9). First: the WAL at the path of
+	 * a replaced database is another database's, free to move under us,
+	 * and starting over would only meet it again. */
+	if (!ident_same(st))
+		return ws_fail(WS_EREPLACED, "tenant %s: database %s was replaced at its path during the call; "
+			       "nothing acknowledged (the next call re-bases)", st->tenant, st->db_path);
 	if (t->kind == WS_MANIFEST_REBASE && t->sc.gen.wal_magic != 0) {
 		rc = wal_unmoved(st, &t->sc);
 		if (rc < 0)
 			return rc;
 		if (rc == 0) {
-			ws_info("tenant %s: the WAL was restarted during the re-base; starting it over", st->tenant);
+			ws_info("tenant %s: the WAL was restarted (or emptied by a TRUNCATE checkpoint) during the "
+				"re-base; starting it over", st->tenant);
 			return TAIL_RETRY;
 		}
 	}
-	/* Frames and pages came from the file our read mark pins only while
-	 * the path still names it (invariant 9). */
-	if (!ident_same(st))
-		return ws_fail(WS_EREPLACED, "tenant %s: database %s was replaced at its path during the call; "
-			       "nothing acknowledged (the next call re-bases)", st->tenant, st->db_path);
 	rc = settle(st, &t->sc, t->kind, &t->last, &t->db_pages);
 	if (rc < 0)
 		return rc;
