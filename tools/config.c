@@ -656,17 +656,27 @@ static int on_key(void *user, const char *section, const char *key, const char *
 
 int ws_cli_config_load(struct ws_cli_config *c, const char *file)
 {
+	FILE *f = fopen(file, "r");
+	if (!f) {
+		c->file = file;
+		return report(c, 0, "cannot open: %s", strerror(errno));
+	}
+	return ws_cli_config_load_stream(c, f, file);
+}
+
+int ws_cli_config_load_stream(struct ws_cli_config *c, FILE *f, const char *name)
+{
 	struct ws_cli_config_parse *p;
 	int rc;
 
-	c->file = file;
+	c->file = name;
 	p = calloc(1, sizeof(*p));
-	if (!p)
+	if (!p) {
+		fclose(f);
 		return report(c, 0, "out of memory");
+	}
 	c->parse = p;
-	p->f = fopen(file, "r");
-	if (!p->f)
-		return report(c, 0, "cannot open: %s", strerror(errno));
+	p->f = f;
 	rc = ini_parse_stream(read_line, c, on_key, c);
 	if (ferror(p->f) && !p->err_line)
 		fail_at(p, p->line + 1, "read error");
