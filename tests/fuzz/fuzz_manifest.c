@@ -25,13 +25,16 @@ static void accepted(const uint8_t *obj, size_t len, const struct ws_fmt_manifes
 	FUZZ_CHECK(m->batch_count == 0 || m->batches != NULL);
 	FUZZ_CHECK(m->snap_count == 0 || m->snaps != NULL);
 	FUZZ_CHECK(m->first_frame >= 1 && m->valid_from_frame <= m->last_frame);
-	/* The batches tile first_frame.. without gap or overlap and cover last_frame. */
+	/* The batches tile first_frame.. without gap or overlap and cover
+	 * last_frame: frame numbers only grow (none wraps past 2^64). */
 	next = m->first_frame;
 	for (uint32_t i = 0; i < m->batch_count; i++) {
 		FUZZ_CHECK(m->batches[i].first == next && m->batches[i].count >= 1);
 		FUZZ_CHECK(ws_key_valid(m->batches[i].key));
+		FUZZ_CHECK(m->batches[i].count <= UINT64_MAX - next);
 		next += m->batches[i].count;
 	}
+	FUZZ_CHECK(m->batch_count == 0 || next - 1 >= m->last_frame);
 	for (uint32_t i = 0; i < m->snap_count; i++)
 		FUZZ_CHECK(ws_key_valid(m->snaps[i].key) && m->snaps[i].count >= 1);
 	ws_buf_init(&b, 64u << 20);
