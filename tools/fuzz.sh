@@ -49,13 +49,15 @@ fi
 
 # One target: fuzz for $secs, then a summary line in $work/TARGET.summary.
 run_one() {
-	local t=$1 bin="$build/tests/fuzz/fuzz_$1" log="$work/logs/$1.log" rc=0
+	local t=$1 bin="$build/tests/fuzz/fuzz_$1" log="$work/logs/$1.log" rc=0 dict=()
+	# A target's dictionary (tokens mutations cannot guess: escapes, markup).
+	[ -f "tests/fuzz/$t.dict" ] && dict=(-dict="tests/fuzz/$t.dict")
 	mkdir -p "$work/corpus/$t" "$work/crashes/$t" "$work/logs"
 	# -timeout: an input that takes 10 s is a hang. -rss_limit_mb: a decoder
 	# that allocates what the input claims instead of what it holds is a finding.
 	ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:${ASAN_OPTIONS:-}" \
 	UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-		"$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+		"$bin" "${dict[@]}" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 		-artifact_prefix="$work/crashes/$t/" "$work/corpus/$t" "tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
 	local execs cov ft corp crashes
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
