@@ -60,11 +60,12 @@ run_one() {
 		"$bin" "${dict[@]}" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 		-artifact_prefix="$work/crashes/$t/" "$work/corpus/$t" "tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
 	local execs cov ft corp crashes
-	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+	# (|| true: a target that crashed on a seed has no status lines.)
+	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1 || true)
 	# The last status line ("#N ... cov: C ft: F corp: U/...") has the final coverage.
-	cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
-	ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
-	corp=$(grep -oE 'corp: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
+	cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | cut -d' ' -f2 || true)
+	ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -1 | cut -d' ' -f2 || true)
+	corp=$(grep -oE 'corp: [0-9]+' "$log" | tail -1 | cut -d' ' -f2 || true)
 	crashes=$(find "$work/crashes/$t" -type f | wc -l)
 	[ "$rc" -ne 0 ] && [ "$crashes" -eq 0 ] && crashes="exit $rc"
 	printf '%-13s %12s %7s %7s %7s  %s\n' "$t" "${execs:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}" "$crashes" \
