@@ -7,8 +7,8 @@
 #
 #   --seconds N / --minutes N   time per target (default 60 s)
 #   --jobs J                    targets run at once (default 1)
-#   --build DIR                 a WS_FUZZ=ON build (default build-fuzz; built if missing:
-#                               CC=clang-14 cmake -S . -B build-fuzz -DWS_FUZZ=ON ...)
+#   --build DIR                 a WS_FUZZ=ON build (default build-fuzz; configured if missing
+#                               with CC=clang-14 cmake -S . -B DIR -DWS_FUZZ=ON ..., built each run)
 #   --work DIR                  where new inputs, crashes and logs go (default DIR/fuzz-work);
 #                               each target starts from tests/fuzz/corpus/TARGET plus what an
 #                               earlier run left in DIR/fuzz-work/corpus/TARGET
@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
 	--jobs) jobs=$2; shift 2 ;;
 	--build) build=$2; shift 2 ;;
 	--work) work=$2; shift 2 ;;
-	-h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+	-h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0"; exit 0 ;;
 	-*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
 	*) targets+=("$1"); shift ;;
 	esac
@@ -41,11 +41,13 @@ done
 work=${work:-$build/fuzz-work}
 case $secs in ''|*[!0-9]*|0) echo "fuzz.sh: --seconds/--minutes must be a positive integer" >&2; exit 2 ;; esac
 
-if [ ! -x "$build/tests/fuzz/fuzz_${targets[0]}" ]; then
+# Configure once; build every time (a no-op when up to date), so a run never
+# fuzzes yesterday's decoder.
+if [ ! -f "$build/CMakeCache.txt" ]; then
 	CC=$(command -v clang-14 || command -v clang) cmake -S . -B "$build" -DWS_FUZZ=ON -DWS_WERROR=ON -DWS_BUILD_TESTS=OFF -DWS_BUILD_BENCH=OFF \
 		-DCMAKE_BUILD_TYPE=RelWithDebInfo
-	cmake --build "$build" -j"${WS_JOBS:-2}"
 fi
+cmake --build "$build" -j"${WS_JOBS:-2}" >/dev/null
 
 # One target: fuzz for $secs, then a summary line in $work/TARGET.summary.
 run_one() {
@@ -96,6 +98,10 @@ for t in "${targets[@]}"; do
 done
 if [ $status -ne 0 ]; then
 	echo "FINDINGS: see $work/crashes/ and $work/logs/"
-	grep -l -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|fuzz check failed' "$work"/logs/*.log 2>/dev/null || true
+	for log in $(grep -l -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|fuzz check failed|deadly signal' \
+		"$work"/logs/*.log 2>/dev/null); do
+		echo "---- $log (last 40 lines)"
+		tail -n 40 "$log"
+	done
 fi
 exit $status
