@@ -39,6 +39,7 @@
  * curl's multi machinery does.
  */
 #include "ws_http.h"
+#include "http_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -171,27 +172,25 @@ static void copy_trunc(char *dst, size_t cap, const char *p, size_t n)
 	dst[n] = '\0';
 }
 
-static size_t on_header(char *line, size_t size, size_t nitems, void *arg)
+void ws_http_header_line(struct ws_http_req *r, const char *line, size_t len)
 {
-	struct slot *s = arg;
-	struct ws_http_req *r = s->req;
-	size_t len = size * nitems, name_len;
+	size_t name_len;
 	const char *colon, *v, *end;
 	struct ws_http_header *h;
 
 	/* A new status line starts a new response (after 100 Continue, say): keep only the last. */
 	if (len >= 5 && memcmp(line, "HTTP/", 5) == 0) {
 		r->hdr_count = 0;
-		return len;
+		return;
 	}
 	colon = memchr(line, ':', len);
 	/* Blank line, folded continuation or garbage: nothing to keep. */
 	if (!colon || colon == line || line[0] == ' ' || line[0] == '\t')
-		return len;
+		return;
 	name_len = (size_t)(colon - line);
 	/* A truncated name would be a different header; drop it instead. */
 	if (name_len >= sizeof(h->name) || r->hdr_count >= WS_HTTP_HDR_MAX)
-		return len;
+		return;
 	h = &r->hdrs[r->hdr_count++];
 	for (size_t i = 0; i < name_len; i++)
 		h->name[i] = (char)tolower((unsigned char)line[i]);
@@ -203,6 +202,14 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *arg)
 	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
 		end--;
 	copy_trunc(h->value, sizeof(h->value), v, (size_t)(end - v));
+}
+
+static size_t on_header(char *line, size_t size, size_t nitems, void *arg)
+{
+	struct slot *s = arg;
+	size_t len = size * nitems;
+
+	ws_http_header_line(s->req, line, len);
 	return len;
 }
 

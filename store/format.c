@@ -446,6 +446,13 @@ int ws_fmt_manifest_decode(const uint8_t *obj, size_t len, struct ws_fmt_manifes
 					     (unsigned long long)m->batches[i].first, (unsigned long long)next);
 				goto fail;
 			}
+			/* A count that wraps would make any last_frame look covered. */
+			if (m->batches[i].count > UINT64_MAX - next) {
+				rc = ws_fail(WS_EFORMAT, "manifest batch %u of %llu frames from frame %llu runs past "
+					     "the last frame number", i, (unsigned long long)m->batches[i].count,
+					     (unsigned long long)next);
+				goto fail;
+			}
 			next += m->batches[i].count;
 		}
 		if (m->batch_count && next - 1 < m->last_frame) {

@@ -82,6 +82,7 @@
 #include "ws_log.h"
 #include "ws_sigv4.h"
 #include "ws_store.h"
+#include "s3_internal.h"
 
 #define URL_MAX 2048
 #define BACKOFF_BASE_MS 50
@@ -205,22 +206,29 @@ static bool throttle_status(long st)
 	return st == 503 || st == 429;
 }
 
+uint64_t ws_s3_retry_after_ms(const struct ws_http_req *r)
+{
+	const char *ra = ws_http_header(r, "retry-after");
+	char *end;
+	unsigned long v;
+	if (!ra)
+		return 0;
+	v = strtoul(ra, &end, 10);
+	return end != ra && *end == '\0' && v <= 60 ? v * 1000 : 0;
+}
+
 /* How long to wait before the next attempt of c: full jitter, Retry-After, the deadline. */
 static uint64_t backoff_ms(struct s3_store *s, const struct s3_call *c)
 {
 	unsigned attempt = c->attempts;
-	uint64_t cap = BACKOFF_BASE_MS << (attempt < 16 ? attempt : 16);
+	uint64_t cap = (uint64_t)BACKOFF_BASE_MS << (attempt < 16 ? attempt : 16);
 	uint64_t ms, now = ws_mono_ms();
-	const char *ra = ws_http_header(&c->req, "retry-after");
+	uint64_t ra = ws_s3_retry_after_ms(&c->req);
 	if (cap > BACKOFF_CAP_MS)
 		cap = BACKOFF_CAP_MS;
 	ms = rnd64(s) % (cap + 1); /* full jitter */
-	if (ra) {
-		char *end;
-		unsigned long v = strtoul(ra, &end, 10);
-		if (end != ra && *end == '\0' && v <= 60 && v * 1000 > ms)
-			ms = v * 1000;
-	}
+	if (ra > ms)
+		ms = ra;
 	if (now + ms > c->deadline_ms)
 		ms = c->deadline_ms > now ? c->deadline_ms - now : 0;
 	return ms;
@@ -442,22 +450,30 @@ static int s3_call(struct s3_store *s, struct s3_call *c)
 	}
 }
 
-/* An S3 error body's <Code>, for messages. */
-static void error_code(const struct ws_buf *b, char *out, size_t cap)
+void ws_s3_error_code(const void *body, size_t len, char *out, size_t cap)
 {
 	const char *p, *e;
 	out[0] = '\0';
-	if (!b || !b->data || b->len == 0)
+	if (!body || len == 0)
 		return;
-	p = memmem(b->data, b->len, "<Code>", 6);
+	p = memmem(body, len, "<Code>", 6);
 	if (!p)
 		return;
 	p += 6;
-	e = memmem(p, b->len - (size_t)(p - (const char *)b->data), "</Code>", 7);
+	e = memmem(p, len - (size_t)(p - (const char *)body), "</Code>", 7);
 	if (!e || (size_t)(e - p) >= cap)
 		return;
 	memcpy(out, p, (size_t)(e - p));
 	out[e - p] = '\0';
+}
+
+/* An S3 error body's <Code>, for messages. */
+static void error_code(const struct ws_buf *b, char *out, size_t cap)
+{
+	if (!b)
+		out[0] = '\0';
+	else
+		ws_s3_error_code(b->data, b->len, out, cap);
 }
 
 static int status_error(struct s3_store *s, const struct s3_call *c, const struct ws_buf *body)
@@ -484,24 +500,15 @@ static int status_error(struct s3_store *s, const struct s3_call *c, const struc
 
 /* ---- ops ----------------------------------------------------------------- */
 
-static int s3_head_raw(struct s3_store *s, const char *key, struct ws_obj_info *info, char *attempt,
-		       size_t attempt_cap)
+void ws_s3_head_info(const struct ws_http_req *r, struct ws_obj_info *info, char *attempt, size_t attempt_cap)
 {
-	struct s3_call c = { .method = "HEAD", .key = key };
-	int rc = s3_call(s, &c);
 	const char *v;
-	if (rc)
-		return rc;
-	if (c.req.status == 404)
-		return WS_ENOTFOUND;
-	if (c.req.status != 200)
-		return status_error(s, &c, NULL);
 	if (info) {
 		memset(info, 0, sizeof(*info));
-		info->size_bytes = c.req.content_length >= 0 ? (uint64_t)c.req.content_length : 0;
-		if ((v = ws_http_header(&c.req, "etag")))
+		info->size_bytes = r->content_length >= 0 ? (uint64_t)r->content_length : 0;
+		if ((v = ws_http_header(r, "etag")))
 			strip_quotes(v, &info->etag);
-		if ((v = ws_http_header(&c.req, "last-modified"))) {
+		if ((v = ws_http_header(r, "last-modified"))) {
 			struct tm tm;
 			memset(&tm, 0, sizeof(tm));
 			if (strptime(v, "%a, %d %b %Y %H:%M:%S GMT", &tm))
@@ -509,9 +516,23 @@ static int s3_head_raw(struct s3_store *s, const char *key, struct ws_obj_info *
 		}
 	}
 	if (attempt) {
-		v = ws_http_header(&c.req, "x-amz-meta-ws-attempt");
+		v = ws_http_header(r, "x-amz-meta-ws-attempt");
 		snprintf(attempt, attempt_cap, "%s", v ? v : "");
 	}
+}
+
+static int s3_head_raw(struct s3_store *s, const char *key, struct ws_obj_info *info, char *attempt,
+		       size_t attempt_cap)
+{
+	struct s3_call c = { .method = "HEAD", .key = key };
+	int rc = s3_call(s, &c);
+	if (rc)
+		return rc;
+	if (c.req.status == 404)
+		return WS_ENOTFOUND;
+	if (c.req.status != 200)
+		return status_error(s, &c, NULL);
+	ws_s3_head_info(&c.req, info, attempt, attempt_cap);
 	return 0;
 }
 
@@ -924,6 +945,51 @@ static void XMLCALL xml_end(void *arg, const XML_Char *name)
 	p->text_len = 0;
 }
 
+int ws_s3_list_parse(const char *url, const void *xml, size_t len, const char *store_prefix, const char *prefix,
+		     const char *token, unsigned max_keys, struct ws_list_page *out)
+{
+	struct list_parse lp;
+	XML_Parser xp;
+	int rc = 0;
+
+	memset(&lp, 0, sizeof(lp));
+	lp.page = out;
+	lp.cap = max_keys;
+	lp.strip = store_prefix[0] ? strlen(store_prefix) + 1 : 0;
+	xp = XML_ParserCreate(NULL);
+	if (!xp)
+		return -ENOMEM;
+	XML_SetUserData(xp, &lp);
+	XML_SetElementHandler(xp, xml_start, xml_end);
+	XML_SetCharacterDataHandler(xp, xml_text);
+	if (len > INT32_MAX || XML_Parse(xp, xml, (int)len, 1) != XML_STATUS_OK) {
+		rc = ws_fail(WS_EFORMAT, "s3 %s: ListObjectsV2 response is not well-formed XML: %s", url,
+			     XML_ErrorString(XML_GetErrorCode(xp)));
+		goto out;
+	}
+	if (lp.err) {
+		rc = ws_fail(lp.err, "s3 %s: ListObjectsV2 response has a malformed key", url);
+		goto out;
+	}
+	/* Keys must come sorted, within the prefix and after the token: a
+	 * response that breaks this is not trusted. */
+	for (size_t i = 0; i < out->count; i++) {
+		if (strncmp(out->keys[i], prefix, strlen(prefix)) != 0 ||
+		    (token && token[0] && strcmp(out->keys[i], token) <= 0) ||
+		    (i > 0 && strcmp(out->keys[i - 1], out->keys[i]) >= 0)) {
+			rc = ws_fail(WS_EFORMAT, "s3 %s: ListObjectsV2 returned key \"%s\" out of order or "
+				     "outside the prefix", url, out->keys[i]);
+			goto out;
+		}
+	}
+	out->truncated = lp.truncated && out->count > 0;
+	if (out->truncated)
+		snprintf(out->next_token, sizeof(out->next_token), "%s", out->keys[out->count - 1]);
+out:
+	XML_ParserFree(xp);
+	return rc;
+}
+
 static void append_param(char *q, size_t cap, const char *name, const char *value)
 {
 	char enc[WS_KEY_MAX * 6];
@@ -941,8 +1007,6 @@ static int s3_list(struct ws_store *base, const char *prefix, const char *token,
 	char full_prefix[WS_KEY_MAX * 2], after[WS_KEY_MAX * 2], num[16];
 	struct ws_buf body;
 	struct s3_call c = { .method = "GET", .key = "" };
-	struct list_parse lp;
-	XML_Parser xp = NULL;
 	int rc;
 
 	if (max_keys == 0 || max_keys > WS_LIST_PAGE_MAX)
@@ -974,47 +1038,12 @@ static int s3_list(struct ws_store *base, const char *prefix, const char *token,
 		rc = status_error(s, &c, &body);
 		goto fail;
 	}
-	memset(&lp, 0, sizeof(lp));
-	lp.page = out;
-	lp.cap = max_keys;
-	lp.strip = s->prefix[0] ? strlen(s->prefix) + 1 : 0;
-	xp = XML_ParserCreate(NULL);
-	if (!xp) {
-		rc = -ENOMEM;
+	rc = ws_s3_list_parse(base->url, body.data, body.len, s->prefix, prefix, token, max_keys, out);
+	if (rc)
 		goto fail;
-	}
-	XML_SetUserData(xp, &lp);
-	XML_SetElementHandler(xp, xml_start, xml_end);
-	XML_SetCharacterDataHandler(xp, xml_text);
-	if (body.len > INT32_MAX || XML_Parse(xp, (const char *)body.data, (int)body.len, 1) != XML_STATUS_OK) {
-		rc = ws_fail(WS_EFORMAT, "s3 %s: ListObjectsV2 response is not well-formed XML: %s", base->url,
-			     XML_ErrorString(XML_GetErrorCode(xp)));
-		goto fail;
-	}
-	if (lp.err) {
-		rc = ws_fail(lp.err, "s3 %s: ListObjectsV2 response has a malformed key", base->url);
-		goto fail;
-	}
-	/* Keys must come sorted, within the prefix and after the token: a
-	 * response that breaks this is not trusted. */
-	for (size_t i = 0; i < out->count; i++) {
-		if (strncmp(out->keys[i], prefix, strlen(prefix)) != 0 ||
-		    (token && token[0] && strcmp(out->keys[i], token) <= 0) ||
-		    (i > 0 && strcmp(out->keys[i - 1], out->keys[i]) >= 0)) {
-			rc = ws_fail(WS_EFORMAT, "s3 %s: ListObjectsV2 returned key \"%s\" out of order or "
-				     "outside the prefix", base->url, out->keys[i]);
-			goto fail;
-		}
-	}
-	out->truncated = lp.truncated && out->count > 0;
-	if (out->truncated)
-		snprintf(out->next_token, sizeof(out->next_token), "%s", out->keys[out->count - 1]);
-	XML_ParserFree(xp);
 	ws_buf_free(&body);
 	return 0;
 fail:
-	if (xp)
-		XML_ParserFree(xp);
 	ws_buf_free(&body);
 	ws_list_page_free(out);
 	return rc;
@@ -1072,6 +1101,28 @@ static void XMLCALL del_end(void *arg, const XML_Char *name)
 	p->text_len = 0;
 }
 
+int ws_s3_delete_parse(const char *url, const void *xml, size_t len)
+{
+	struct del_parse dp;
+	XML_Parser xp;
+	int rc = 0;
+
+	memset(&dp, 0, sizeof(dp));
+	xp = XML_ParserCreate(NULL);
+	if (!xp)
+		return -ENOMEM;
+	XML_SetUserData(xp, &dp);
+	XML_SetElementHandler(xp, del_start, del_end);
+	XML_SetCharacterDataHandler(xp, del_text);
+	if (len > INT32_MAX || XML_Parse(xp, xml, (int)len, 1) != XML_STATUS_OK)
+		rc = ws_fail(WS_EFORMAT, "s3 %s: DeleteObjects response is not well-formed XML", url);
+	else if (dp.errors)
+		rc = ws_fail(-EIO, "s3 %s: DeleteObjects: %u key%s not deleted, first %s (%s)", url, dp.errors,
+			     dp.errors == 1 ? "" : "s", dp.key, dp.code);
+	XML_ParserFree(xp);
+	return rc;
+}
+
 static int s3_del_many(struct ws_store *base, const char *const *keys, size_t n)
 {
 	struct s3_store *s = (struct s3_store *)base;
@@ -1080,8 +1131,6 @@ static int s3_del_many(struct ws_store *base, const char *const *keys, size_t n)
 	char h_len[64], h_md5[64], b64[32];
 	unsigned char md5[16];
 	unsigned int md5_len = 0;
-	struct del_parse dp;
-	XML_Parser xp = NULL;
 	int rc;
 
 	if (n == 0)
@@ -1133,25 +1182,8 @@ static int s3_del_many(struct ws_store *base, const char *const *keys, size_t n)
 		rc = status_error(s, &c, &resp);
 		goto out;
 	}
-	memset(&dp, 0, sizeof(dp));
-	xp = XML_ParserCreate(NULL);
-	if (!xp) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	XML_SetUserData(xp, &dp);
-	XML_SetElementHandler(xp, del_start, del_end);
-	XML_SetCharacterDataHandler(xp, del_text);
-	if (resp.len > INT32_MAX || XML_Parse(xp, (const char *)resp.data, (int)resp.len, 1) != XML_STATUS_OK) {
-		rc = ws_fail(WS_EFORMAT, "s3 %s: DeleteObjects response is not well-formed XML", base->url);
-		goto out;
-	}
-	if (dp.errors)
-		rc = ws_fail(-EIO, "s3 %s: DeleteObjects: %u key%s not deleted, first %s (%s)", base->url,
-			     dp.errors, dp.errors == 1 ? "" : "s", dp.key, dp.code);
+	rc = ws_s3_delete_parse(base->url, resp.data, resp.len);
 out:
-	if (xp)
-		XML_ParserFree(xp);
 	ws_buf_free(&body);
 	ws_buf_free(&resp);
 	return rc;

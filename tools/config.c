@@ -685,31 +685,39 @@ static int on_key(void *user, const char *section, const char *key, const char *
 
 int ws_cli_config_load(struct ws_cli_config *c, const char *file)
 {
+	/* O_NONBLOCK: a FIFO must not hang the open; only a regular file is read. */
+	struct stat st;
+	FILE *f;
+	int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	c->file = file;
+	if (fd < 0)
+		return report(c, 0, "cannot open: %s", strerror(errno));
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return report(c, 0, "not a regular file (%s); a config is a text file",
+			      S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" :
+			      S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "not readable as one");
+	}
+	if (fcntl(fd, F_SETFL, 0) != 0 || !(f = fdopen(fd, "r"))) {
+		close(fd);
+		return report(c, 0, "cannot open: %s", strerror(errno));
+	}
+	return ws_cli_config_load_stream(c, f, file);
+}
+
+int ws_cli_config_load_stream(struct ws_cli_config *c, FILE *f, const char *name)
+{
 	struct ws_cli_config_parse *p;
 	int rc;
 
-	c->file = file;
+	c->file = name;
 	p = calloc(1, sizeof(*p));
-	if (!p)
+	if (!p) {
+		fclose(f);
 		return report(c, 0, "out of memory");
-	c->parse = p;
-	{
-		/* O_NONBLOCK: a FIFO must not hang the open; only a regular file is read. */
-		struct stat st;
-		int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-		if (fd < 0)
-			return report(c, 0, "cannot open: %s", strerror(errno));
-		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-			close(fd);
-			return report(c, 0, "not a regular file (%s); a config is a text file",
-				      S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" :
-				      S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "not readable as one");
-		}
-		if (fcntl(fd, F_SETFL, 0) != 0 || !(p->f = fdopen(fd, "r"))) {
-			close(fd);
-			return report(c, 0, "cannot open: %s", strerror(errno));
-		}
 	}
+	c->parse = p;
+	p->f = f;
 	rc = ini_parse_stream(read_line, c, on_key, c);
 	if (ferror(p->f) && !p->err_line)
 		fail_at(p, p->line + 1, "read error");

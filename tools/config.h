@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "walship.h"
 
@@ -66,6 +67,9 @@ struct ws_cli_config {
 
 /* Read FILE (once, before ws_cli_config_finish). 0 or WS_CLI_EXIT_USAGE. */
 int ws_cli_config_load(struct ws_cli_config *c, const char *file);
+/* The same from an open stream (closed before it returns, whatever the
+ * outcome), called name in messages: tests/fuzz feeds it memory. */
+int ws_cli_config_load_stream(struct ws_cli_config *c, FILE *f, const char *name);
 /* A database argument of `replicate`: NAME=PATH or PATH (NAME = the file
  * name without its extension). 0 or WS_CLI_EXIT_USAGE. */
 int ws_cli_config_add_tenant_arg(struct ws_cli_config *c, const char *arg);

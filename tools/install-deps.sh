@@ -13,9 +13,11 @@ PKGS=(
   libsqlite3-dev sqlite3 libinih-dev libjansson-dev libexpat1-dev libmicrohttpd-dev
 )
 # Tests and benchmarks also need these (radosgw: the real S3 server of the
-# S3 tests; curl: the metrics test's scrapes); `install-deps.sh --core` skips them.
+# S3 tests; curl: the metrics test's scrapes; clang-14 and its libFuzzer
+# runtime, libclang-rt-14-dev: the fuzz targets of tests/fuzz);
+# `install-deps.sh --core` skips them.
 if [ "${1:-}" != "--core" ]; then
-  PKGS+=(libcmocka-dev libbenchmark-dev python3 curl ceph-mon ceph-osd radosgw)
+  PKGS+=(libcmocka-dev libbenchmark-dev python3 curl ceph-mon ceph-osd radosgw clang-14 libclang-rt-14-dev)
 fi
 missing=()
 for p in "${PKGS[@]}"; do

@@ -23,6 +23,10 @@
 #                    restart of walship under a busy writer) from build-ci,
 #                    WS_TORTURE_RUNS runs (default 2); the mixed torture
 #                    smoke is the ctest test torture_smoke of sections 2-3
+#   8. fuzz smoke    the libFuzzer targets of tests/fuzz built with clang
+#                    (-DWS_FUZZ=ON, build-fuzz) and each run for
+#                    WS_FUZZ_SECONDS from its seed corpus (tools/fuzz.sh):
+#                    fails on a crash, leak, hang or failed check
 # Every section runs even when an earlier one failed (a failed build skips
 # its own tests); the summary lists failures and the exit status is non-zero
 # if any section failed.
@@ -30,13 +34,15 @@
 # Env: WS_JOBS (parallel build jobs, default 2), WS_SKIP_INSTALL=1,
 #      WS_TSAN_TESTS (ctest -R regex for the TSan build),
 #      WS_BENCH_MB (bench smoke size in MiB, default 8), WS_TORTURE_S,
-#      WS_TORTURE_RUNS (runs of the restart-busy torture scenario, default 2).
+#      WS_TORTURE_RUNS (runs of the restart-busy torture scenario, default 2),
+#      WS_FUZZ_SECONDS (fuzz smoke time per target, default 5).
 set -euo pipefail
 
 cd "$(dirname "$(readlink -f "$0")")/.."
 JOBS="${WS_JOBS:-2}"
 TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io|test_net|test_core_stream|test_core_ring|test_core_engine}"
 BENCH_MB="${WS_BENCH_MB:-8}"
+FUZZ_SECONDS="${WS_FUZZ_SECONDS:-5}"
 START=$(date +%s)
 
 
@@ -147,6 +153,26 @@ if [ -x build-ci/tools/walship ]; then
 	fi
 else
 	note_fail "torture: build-ci/tools/walship was not built"
+fi
+
+# ---- 8. fuzz smoke ------------------------------------------------------------------
+# The decoders of everything walship reads back (store objects, WAL, config,
+# sink URLs, S3 responses) under libFuzzer + ASan + UBSan, briefly: this
+# catches a target that no longer builds or a seed that now crashes; the
+# long runs are tools/fuzz.sh --minutes N (README "Fuzzing").
+section "fuzz smoke: tests/fuzz, ${FUZZ_SECONDS}s per target (build-fuzz, clang, libFuzzer+ASan+UBSan)"
+# Debian's clang-14 package installs clang-14; plain clang comes from another package.
+FUZZ_CC=$(command -v clang-14 || command -v clang || true)
+if [ -z "$FUZZ_CC" ]; then
+	note_fail "fuzz smoke: clang-14 not installed (tools/install-deps.sh)"
+elif ! CC=$FUZZ_CC cmake -S . -B build-fuzz -DWS_FUZZ=ON -DWS_WERROR=ON -DWS_BUILD_TESTS=OFF \
+	-DWS_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo || ! cmake --build build-fuzz -j"$JOBS"; then
+	note_fail "fuzz smoke: build"
+else
+	rm -rf build-fuzz/fuzz-smoke
+	if ! tools/fuzz.sh --seconds "$FUZZ_SECONDS" --jobs "$JOBS" --build build-fuzz --work build-fuzz/fuzz-smoke; then
+		note_fail "fuzz smoke: findings (build-fuzz/fuzz-smoke/crashes, logs)"
+	fi
 fi
 
 # ---- summary ------------------------------------------------------------------------------

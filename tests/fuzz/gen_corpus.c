@@ -1,0 +1,357 @@
+/*
+ * Seed objects for the fuzz targets, made by the library's own encoders so
+ * that every seed is a valid object the decoder accepts (each is decoded
+ * before it is written; a seed the decoder refuses stops the run).
+ *
+ *   fuzz_gen_corpus OUT_DIR WAL_FILE
+ *
+ * WAL_FILE is a real SQLite WAL (gen_corpus.py makes one): batches are cut
+ * from its frames and snapshot parts from its pages, so the seeds carry
+ * SQLite's own checksum chain. Writes OUT_DIR/{batch,snap,manifest,
+ * watermark,ckpt_json}/gen-*.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ckpt_internal.h"
+#include "ws_format.h"
+#include "ws_wal.h"
+
+static const char *g_out;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "fuzz_gen_corpus: %s\n", what);
+	exit(1);
+}
+
+static void put(const char *dir, const char *name, const void *p, size_t n)
+{
+	char path[4096];
+	FILE *f;
+	snprintf(path, sizeof(path), "%s/%s", g_out, dir);
+	if (mkdir(path, 0755) != 0 && errno != EEXIST)
+		die("mkdir");
+	snprintf(path, sizeof(path), "%s/%s/gen-%s", g_out, dir, name);
+	f = fopen(path, "wb");
+	if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0)
+		die(path);
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *buf = NULL;
+	size_t cap = 0, n = 0, r;
+	if (!f)
+		die(path);
+	do {
+		if (n == cap) {
+			cap = cap ? cap * 2 : 65536;
+			buf = realloc(buf, cap);
+			if (!buf)
+				die("out of memory");
+		}
+		r = fread(buf + n, 1, cap - n, f);
+		n += r;
+	} while (r > 0);
+	fclose(f);
+	*len = n;
+	return buf;
+}
+
+/* A batch of frames [first, first + count) of the scanned WAL. */
+static void batch(const char *name, const uint8_t *wal, const struct ws_wal_hdr *h, uint64_t first, uint64_t count)
+{
+	size_t fsz = ws_wal_frame_size(h->page_size), len = WS_BATCH_HDR_SIZE + count * fsz;
+	const uint8_t *frames = wal + ws_wal_frame_offset(h->page_size, first);
+	const uint8_t *last = frames + (count - 1) * fsz;
+	struct ws_fmt_batch b = {
+		.gen = { h->magic, h->checkpoint_seq, h->salt1, h->salt2, h->page_size },
+		.first_frame = first,
+		.frame_count = count,
+	};
+	struct ws_fmt_batch back;
+	uint8_t *obj = malloc(len);
+
+	if (!obj)
+		die("out of memory");
+	if (first == 1) {
+		b.seed_cksum[0] = h->cksum1;
+		b.seed_cksum[1] = h->cksum2;
+	} else {
+		b.seed_cksum[0] = ws_get_be32(frames - fsz + 16);
+		b.seed_cksum[1] = ws_get_be32(frames - fsz + 20);
+	}
+	b.end_cksum[0] = ws_get_be32(last + 16);
+	b.end_cksum[1] = ws_get_be32(last + 20);
+	b.payload_xxh = ws_xxh64(frames, count * fsz);
+	ws_fmt_batch_encode_hdr(&b, obj);
+	memcpy(obj + WS_BATCH_HDR_SIZE, frames, count * fsz);
+	if (ws_fmt_batch_decode(obj, len, &back, NULL) != 0)
+		die("a generated batch does not decode");
+	put("batch", name, obj, len);
+	free(obj);
+}
+
+/* A snapshot part of the pages that the WAL's frames carry (any page images will do). */
+static void snap(const char *name, const uint8_t *wal, const struct ws_wal_hdr *h, uint32_t first_page,
+		 uint32_t count)
+{
+	size_t len = WS_SNAP_HDR_SIZE + (size_t)count * h->page_size;
+	struct ws_fmt_snap s = { .page_size = h->page_size, .first_page = first_page, .page_count = count };
+	struct ws_fmt_snap back;
+	uint8_t *obj = malloc(len);
+
+	if (!obj)
+		die("out of memory");
+	for (uint32_t i = 0; i < count; i++)
+		memcpy(obj + WS_SNAP_HDR_SIZE + (size_t)i * h->page_size,
+		       wal + ws_wal_frame_offset(h->page_size, i + 1) + WS_WAL_FRAME_HDR_SIZE, h->page_size);
+	s.payload_xxh = ws_xxh64(obj + WS_SNAP_HDR_SIZE, len - WS_SNAP_HDR_SIZE);
+	ws_fmt_snap_encode_hdr(&s, obj);
+	if (ws_fmt_snap_decode(obj, len, &back, NULL) != 0)
+		die("a generated snapshot part does not decode");
+	put("snap", name, obj, len);
+	free(obj);
+}
+
+static struct ws_fmt_objref ref(const char *key, uint64_t first, uint64_t count, uint64_t len)
+{
+	struct ws_fmt_objref r = { .first = first, .count = count, .xxh = 0x1234567890abcdefull ^ first, .length = len };
+	snprintf(r.key, sizeof(r.key), "%s", key);
+	return r;
+}
+
+static void manifest(const char *name, const struct ws_fmt_manifest *m)
+{
+	struct ws_buf b;
+	struct ws_fmt_manifest back;
+	ws_buf_init(&b, 1u << 20);
+	if (ws_fmt_manifest_encode(m, &b) != 0 || ws_fmt_manifest_decode(b.data, b.len, &back) != 0)
+		die("a generated manifest does not decode");
+	ws_fmt_manifest_free(&back);
+	put("manifest", name, b.data, b.len);
+	ws_buf_free(&b);
+}
+
+static void manifests(const struct ws_wal_hdr *h, uint64_t frames, uint64_t last_commit)
+{
+	struct ws_fmt_objref snaps[2], batches[3];
+	struct ws_fmt_manifest m = {
+		.tenant = "app",
+		.epoch = 1,
+		.pointer_generation = 1,
+		.wm_seq = 1,
+		.time_ms = 1767225600000,
+		.gen = { h->magic, h->checkpoint_seq, h->salt1, h->salt2, h->page_size },
+		.kind = WS_MANIFEST_REBASE,
+		.first_frame = 1,
+		.last_frame = last_commit,
+		.valid_from_frame = last_commit,
+		.seed_cksum = { h->cksum1, h->cksum2 },
+		.end_cksum = { 0x11111111, 0x22222222 },
+		.db_pages = 3,
+	};
+	uint64_t half = frames / 2 ? frames / 2 : 1;
+
+	snaps[0] = ref("app/s0000000000000001/00000000-0000000000000001", 1, 2, 64 + 2 * h->page_size);
+	snaps[1] = ref("app/s0000000000000001/00000001-0000000000000003", 3, 1, 64 + h->page_size);
+	batches[0] = ref("app/b0000000000000001", 1, half, 96 + half * (24 + h->page_size));
+	batches[1] = ref("app/b0000000000000002", 1 + half, frames - half, 96);
+	m.snaps = snaps;
+	m.snap_count = 2;
+	m.batches = batches;
+	m.batch_count = frames > half ? 2 : 1;
+	manifest("rebase", &m);
+
+	/* A re-base of an empty WAL: the database file alone. */
+	m.gen.wal_magic = 0;
+	m.first_frame = 1;
+	m.last_frame = m.valid_from_frame = 0;
+	m.batch_count = 0;
+	m.batches = NULL;
+	manifest("rebase-empty", &m);
+
+	/* A continuation of a predecessor, and a next generation on top of one. */
+	m.gen.wal_magic = h->magic;
+	m.kind = WS_MANIFEST_CONTINUE;
+	m.wm_seq = 2;
+	m.snap_count = 0;
+	m.snaps = NULL;
+	m.first_frame = 5;
+	m.last_frame = 7;
+	m.valid_from_frame = 5;
+	batches[0] = ref("app/b0000000000000005", 5, 2, 96);
+	batches[1] = ref("app/b0000000000000007", 7, 1, 96);
+	m.batches = batches;
+	m.batch_count = 2;
+	snprintf(m.prev_key, sizeof(m.prev_key), "app/m0000000000000001-%064d", 0);
+	memset(m.prev_sha, 0xab, sizeof(m.prev_sha));
+	m.prev_length = 400;
+	manifest("continue", &m);
+	m.kind = WS_MANIFEST_NEXT_GEN;
+	m.gen.salt1++;
+	m.first_frame = 1;
+	m.valid_from_frame = 1;
+	m.last_frame = 3;
+	batches[0] = ref("app/b0000000000000001", 1, 3, 96);
+	m.batch_count = 1;
+	manifest("next-gen", &m);
+}
+
+static void watermarks(const struct ws_wal_hdr *h, uint64_t last_commit)
+{
+	struct ws_fmt_watermark w = {
+		.version = 2,
+		.tenant = "app",
+		.epoch = 1,
+		.pointer_generation = 1,
+		.seq = 3,
+		.time_ms = 1767225600000,
+		.gen = { h->magic, h->checkpoint_seq, h->salt1, h->salt2, h->page_size },
+		.last_frame = last_commit,
+		.end_cksum = { 0x11111111, 0x22222222 },
+		.manifest_length = 400,
+	};
+	struct ws_fmt_watermark back;
+	struct ws_buf b;
+
+	snprintf(w.manifest_key, sizeof(w.manifest_key), "app/m0000000000000003-%064d", 0);
+	memset(w.manifest_sha, 0xcd, sizeof(w.manifest_sha));
+	ws_buf_init(&b, 1u << 20);
+	for (int v = 2; v >= 1; v--) {
+		w.version = (uint32_t)v;
+		if (ws_fmt_watermark_encode(&w, &b) != 0 || ws_fmt_watermark_decode(b.data, b.len, &back) != 0)
+			die("a generated watermark does not decode");
+		put("watermark", v == 2 ? "v2" : "v1-legacy", b.data, b.len);
+	}
+	/* No WAL: a database file alone. */
+	w.version = 2;
+	w.gen.wal_magic = 0;
+	w.gen.salt1 = w.gen.salt2 = 0;
+	w.last_frame = 0;
+	if (ws_fmt_watermark_encode(&w, &b) != 0 || ws_fmt_watermark_decode(b.data, b.len, &back) != 0)
+		die("a generated watermark does not decode");
+	put("watermark", "v2-no-wal", b.data, b.len);
+	ws_buf_free(&b);
+}
+
+static void ckpt(const char *name, char *enc, size_t len)
+{
+	if (!enc)
+		die("a checkpoint object did not encode");
+	put("ckpt_json", name, enc, len);
+	free(enc);
+}
+
+static void ckpt_objects(void)
+{
+	static const char dep[] = "0123456789abcdef0123456789abcdef";
+	static const char sha[] = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+	struct ckpt_deployment d = { .local = true, .next_id = 65 };
+	struct ws_ckpt_tenant_entry tenants[2];
+	struct ws_ckpt_artifact arts[1];
+	struct ws_ckpt_index idx = { .checkpoint_id = 7, .epoch = 1 };
+	struct ws_ckpt_head head = { .epoch = 1, .decisions = 3 };
+	struct ckpt_inventory_rec inv = { .active = true, .has_completed = true };
+	char keys[2][WS_KEY_MAX] = { "app/b0000000000000001", "app/m0000000000000001" };
+	struct ws_ckpt_retention ret = { .phase = WS_CKPT_RET_SWEEP_ARTIFACTS, .generation = 4 };
+	static struct ws_ckpt_witness wit = { .state = WS_CKPT_WITNESS_OPEN, .sequence = 2, .participant_id = 9,
+					      .sink_count = 2 };
+	struct ws_ckpt_ref pred = { .id = 6 };
+	size_t len = 0;
+
+	snprintf(d.id, sizeof(d.id), "%s", dep);
+	ckpt("deployment", ckpt_enc_deployment(&d, &len), len);
+
+	memset(tenants, 0, sizeof(tenants));
+	snprintf(tenants[0].tenant, sizeof(tenants[0].tenant), "app");
+	snprintf(tenants[1].tenant, sizeof(tenants[1].tenant), "billing");
+	for (int i = 0; i < 2; i++) {
+		tenants[i].wal_generation = 2;
+		tenants[i].last_frame = 17;
+		snprintf(tenants[i].manifest_key, sizeof(tenants[i].manifest_key), "%s/m0000000000000002-x",
+			 tenants[i].tenant);
+		snprintf(tenants[i].manifest_sha256, sizeof(tenants[i].manifest_sha256), "%s", sha);
+		tenants[i].manifest_length = 512;
+	}
+	memset(arts, 0, sizeof(arts));
+	snprintf(arts[0].key, sizeof(arts[0].key), "app/b0000000000000001");
+	arts[0].length = 4096;
+	snprintf(arts[0].sha256, sizeof(arts[0].sha256), "%s", sha);
+	snprintf(idx.deployment, sizeof(idx.deployment), "%s", dep);
+	idx.tenants = tenants;
+	idx.tenant_count = 2;
+	idx.artifacts = arts;
+	idx.artifact_count = 1;
+	snprintf(pred.sha256, sizeof(pred.sha256), "%s", sha);
+	pred.length = 300;
+	ws_ckpt_committed_key(pred.id, pred.sha256, pred.key);
+	idx.has_predecessor = true;
+	idx.predecessor = pred;
+	ckpt("index", ckpt_enc_index(&idx, &len), len);
+	idx.has_predecessor = false;
+	idx.tenant_count = idx.artifact_count = 0;
+	ckpt("index-empty", ckpt_enc_index(&idx, &len), len);
+
+	ckpt("seal", ckpt_enc_seal(dep, 8, sha, 1234, &len), len);
+
+	head.latest_terminal = (struct ws_ckpt_outcome){ .checkpoint_id = 7, .epoch = 1, .verdict = WS_CKPT_COMMIT,
+							 .has_committed = true };
+	head.latest_terminal.committed = pred;
+	head.latest_terminal.committed.id = 7;
+	ws_ckpt_committed_key(7, sha, head.latest_terminal.committed.key);
+	head.has_commit = true;
+	head.latest_commit = head.latest_terminal;
+	ckpt("head-commit", ckpt_enc_head(dep, &head, &len), len);
+	head.latest_terminal = (struct ws_ckpt_outcome){ .checkpoint_id = 8, .epoch = 1, .verdict = WS_CKPT_ABORT };
+	ckpt("head-abort", ckpt_enc_head(dep, &head, &len), len);
+
+	inv.inv.attempt = (struct ws_ckpt_attempt){ .checkpoint_id = 9, .epoch = 1, .token = 77 };
+	inv.inv.keys = keys;
+	inv.inv.key_count = 2;
+	inv.completed = (struct ws_ckpt_attempt){ .checkpoint_id = 8, .epoch = 1, .token = 76 };
+	ckpt("inventory", ckpt_enc_inventory(dep, &inv, &len), len);
+	inv.active = false;
+	ckpt("inventory-idle", ckpt_enc_inventory(dep, &inv, &len), len);
+
+	ret.protected_ref = pred;
+	ckpt("retention", ckpt_enc_retention(dep, &ret, &len), len);
+
+	snprintf(wit.pipeline, sizeof(wit.pipeline), "etl-nightly");
+	snprintf(wit.sinks[0], sizeof(wit.sinks[0]), "s3-archive");
+	snprintf(wit.sinks[1], sizeof(wit.sinks[1]), "warehouse");
+	wit.attempt = (struct ws_ckpt_attempt){ .checkpoint_id = 9, .epoch = 1, .token = 77 };
+	ckpt("witness", ckpt_enc_witness(dep, &wit, &len), len);
+}
+
+int main(int argc, char **argv)
+{
+	struct ws_wal_hdr h;
+	struct ws_wal_cursor c;
+	uint8_t *wal;
+	size_t len;
+	uint64_t frames;
+
+	if (argc != 3)
+		die("usage: fuzz_gen_corpus OUT_DIR WAL_FILE");
+	g_out = argv[1];
+	wal = slurp(argv[2], &len);
+	if (ws_wal_scan(wal, len, &h, &c) != 0 || c.last_commit < 2)
+		die("WAL_FILE is not a WAL with at least two commits");
+	frames = c.next_frame - 1;
+	batch("frame1", wal, &h, 1, 1);
+	batch("all", wal, &h, 1, frames);
+	batch("tail", wal, &h, 2, frames - 1);
+	snap("page1", wal, &h, 1, 1);
+	snap("pages2", wal, &h, 2, 2);
+	manifests(&h, frames, c.last_commit);
+	watermarks(&h, c.last_commit);
+	ckpt_objects();
+	free(wal);
+	return 0;
+}
