@@ -606,9 +606,17 @@ int ws_restore_image(struct ws_store *s, const char *tenant, const struct ws_cha
 	rc = ws_chain_load_from(s, tenant, head, base ? &base->cut : NULL, 0, &c, &stopped);
 	if (rc)
 		return rc;
-	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* A fresh file, never through a link or into a file someone put at
+	 * the name (the name is predictable, often under /tmp): whatever is
+	 * there is removed (a link itself, not its target), then the file is
+	 * created exclusively. */
+	if (unlink(path) != 0 && errno != ENOENT) {
+		rc = ws_fail(-errno, "cannot remove %s: %s", path, strerror(errno));
+		goto out;
+	}
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		rc = ws_fail(-errno, "cannot create %s", path);
+		rc = ws_fail(-errno, "cannot create %s: %s", path, strerror(errno));
 		goto out;
 	}
 	rc = image_apply(s, tenant, &c, stopped, base, c.count - 1, c.m[c.count - 1].last_frame, fd, &res);

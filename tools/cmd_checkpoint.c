@@ -162,7 +162,9 @@ int cmd_checkpoint(int argc, char **argv)
 	ws_sink_close(sink);
 	if (rc) {
 		fprintf(stderr, "walship: checkpoint failed: %s\n", ws_errmsg());
-		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
+		/* The arguments were checked before the sink was opened: a
+		 * WS_ECONFIG from here on came from what the sink holds. */
+		return EXIT_FAIL;
 	}
 	emit(info_json(&info));
 	if (!info.own) {
@@ -232,7 +234,9 @@ int cmd_retention(int argc, char **argv)
 	}
 	if (rc) {
 		fprintf(stderr, "walship: retention failed (it resumes on the next run): %s\n", ws_errmsg());
-		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
+		/* The arguments were checked before the sink was opened: a
+		 * WS_ECONFIG from here on came from what the sink holds. */
+		return EXIT_FAIL;
 	}
 	if (!rep.ran)
 		fprintf(stderr, "walship: retention: no committed checkpoint yet; nothing deleted\n");
@@ -273,7 +277,9 @@ int cmd_ls_checkpoints(const char *sink_url, bool json)
 	ws_sink_close(sink);
 	if (rc) {
 		fprintf(stderr, "walship: ls --checkpoints: %s\n", ws_errmsg());
-		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
+		/* The arguments were checked before the sink was opened: a
+		 * WS_ECONFIG from here on came from what the sink holds. */
+		return EXIT_FAIL;
 	}
 	return EXIT_OK;
 }
@@ -295,7 +301,9 @@ int cmd_restore_checkpoint(const char *sink_url, const char *tenant, const char 
 	ws_sink_close(sink);
 	if (rc) {
 		fprintf(stderr, "walship: restore refused: %s\n", ws_errmsg());
-		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
+		/* The arguments were checked before the sink was opened: a
+		 * WS_ECONFIG from here on came from what the sink holds. */
+		return EXIT_FAIL;
 	}
 	fprintf(stderr, "walship: tenant %s restored to %s at checkpoint %s\n", tenant, out, checkpoint);
 	return EXIT_OK;

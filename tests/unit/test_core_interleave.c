@@ -29,7 +29,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core_internal.h"
 #include "coreutil.h"
+#include "replay.h"
 #include "walship.h"
 #include "ws_fault.h"
 
@@ -577,6 +579,53 @@ static void test_backlog_beyond_batch_limit(void **state)
 	wt_env_free(&e);
 }
 
+/* ---- a checkpoint's image file ------------------------------------------ */
+
+/* The temporary image a checkpoint builds has a predictable name (often
+ * under /tmp): a link planted there is replaced, never written through. */
+static void test_image_tmp_never_through_a_link(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_fmt_watermark wm;
+	struct ws_chain_stop head;
+	struct stat sb;
+	char *victim, *tmp;
+	bool used = true;
+	size_t len = 0;
+	uint8_t *got;
+	(void)state;
+
+	wt_env_init(&e, "image-tmp", 0);
+	st = open_epoch(&e, 1);
+	wt_write_txn(e.w, 50, 100);
+	wt_tail_ok(st, &o);
+	assert_int_equal(ws_wm_load(e.sink->store, TENANT, &wm, NULL), 0);
+	memset(&head, 0, sizeof(head));
+	snprintf(head.key, sizeof(head.key), "%s", wm.manifest_key);
+	memcpy(head.sha, wm.manifest_sha, sizeof(head.sha));
+	head.length = wm.manifest_length;
+	victim = wt_path(e.dir, "victim");
+	tmp = wt_path(e.dir, "image.db");
+	assert_int_equal(wt_write_file(victim, "precious", 8), 0);
+	assert_int_equal(symlink(victim, tmp), 0);
+	if (ws_restore_image(e.sink->store, TENANT, &head, NULL, tmp, &used) != 0)
+		fail_msg("ws_restore_image: %s", ws_errmsg());
+	got = wt_read_file(victim, &len);
+	assert_non_null(got);
+	assert_int_equal(len, 8);
+	assert_memory_equal(got, "precious", 8);
+	assert_int_equal(lstat(tmp, &sb), 0);
+	assert_true(S_ISREG(sb.st_mode));
+	assert_int_equal(wt_file_hash(tmp, NULL), wt_content_hash(e.w, NULL));
+	free(got);
+	free(victim);
+	free(tmp);
+	ws_stream_close(st);
+	wt_env_free(&e);
+}
+
 /* ---- every stream site, paused under a writer, or failed -------------- */
 
 #define STATES_MAX 64
@@ -787,6 +836,7 @@ int main(void)
 		cmocka_unit_test(test_fenced_releases_read_marks),
 		cmocka_unit_test(test_checkpoint_fallback_gap_rebases),
 		cmocka_unit_test(test_backlog_beyond_batch_limit),
+		cmocka_unit_test(test_image_tmp_never_through_a_link),
 		cmocka_unit_test(test_every_site_failed),
 		cmocka_unit_test(test_every_site_paused_under_writer),
 	};
