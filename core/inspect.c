@@ -6,6 +6,7 @@
 
 #include "core_internal.h"
 #include "replay.h"
+#include "ws_fault.h"
 #include "ws_log.h"
 
 /* Calls fn per tenant name in order: one LIST per top-level name
@@ -125,9 +126,8 @@ struct verify_ctx {
 	uint64_t verified_id;   /* the Commit whose artifacts ws_checkpoint_verify checked */
 };
 
-static int verify_one(const char *tenant, void *arg)
+static int verify_tenant(const char *tenant, struct verify_ctx *x)
 {
-	struct verify_ctx *x = arg;
 	struct ws_fmt_watermark wm;
 	struct ws_chain c;
 	struct ws_replay_result res;
@@ -146,6 +146,8 @@ static int verify_one(const char *tenant, void *arg)
 		ws_fail(rc, "tenant %s has no watermark: nothing was shipped", tenant);
 	if (rc == 0)
 		rc = ws_chain_load_flags(x->s, tenant, &wm, WS_CHAIN_UPTO_MISSING, &c);
+	if (rc == 0 && (rc = WS_FAULT("verify.after_chain_load")) != 0)
+		ws_chain_free(&c);
 	if (rc == 0 && ws_chain_truncated(&c)) {
 		/* A missing link: complete anyway when retention removed the
 		 * history before the latest Commit's cut, the cut's state being
@@ -185,6 +187,83 @@ static int verify_one(const char *tenant, void *arg)
 			x->first_err = rc;
 	}
 	return 0; /* keep going: report every tenant */
+}
+
+/* Problems of one tenant, held back until its verification is final. */
+struct problems {
+	struct problem {
+		char *key;
+		int err;
+		char *detail;
+	} *p;
+	size_t count;
+	bool missing;            /* an object was not there */
+};
+
+static void collect(const char *tenant, const char *key, int err, const char *detail, void *arg)
+{
+	struct problems *pb = arg;
+	struct problem *np = realloc(pb->p, (pb->count + 1) * sizeof(*pb->p));
+	(void)tenant;
+	if (err == WS_ENOTFOUND || err == WS_EINCOMPLETE)
+		pb->missing = true;
+	if (!np)
+		return;
+	pb->p = np;
+	np[pb->count].key = key ? strdup(key) : NULL;
+	np[pb->count].err = err;
+	np[pb->count].detail = strdup(detail ? detail : "");
+	pb->count++;
+}
+
+static void problems_free(struct problems *pb)
+{
+	for (size_t i = 0; i < pb->count; i++) {
+		free(pb->p[i].key);
+		free(pb->p[i].detail);
+	}
+	free(pb->p);
+	memset(pb, 0, sizeof(*pb));
+}
+
+/*
+ * A reader must never report corruption because a writer is busy: a
+ * retention run may delete the history before a newer checkpoint's cut
+ * between our reading the chain and our reading its objects. An object
+ * found missing makes the tenant's check run again from a fresh watermark
+ * and chain (which then start at that cut); only what is still missing
+ * then is reported. A truly missing object is missing every time.
+ */
+#define VERIFY_ATTEMPTS 3
+
+static int verify_one(const char *tenant, void *arg)
+{
+	struct verify_ctx *x = arg;
+	ws_problem_fn fn = x->fn;
+	void *farg = x->arg;
+	int first = x->first_err, rc = 0;
+	struct problems pb;
+
+	memset(&pb, 0, sizeof(pb));
+	for (unsigned attempt = 1;; attempt++) {
+		problems_free(&pb);
+		x->fn = collect;
+		x->arg = &pb;
+		x->first_err = 0;
+		verify_tenant(tenant, x);
+		rc = x->first_err;
+		if (!pb.count || !pb.missing || attempt == VERIFY_ATTEMPTS)
+			break;
+		ws_info("verify: tenant %s: an object went missing while checked (a retention run?); checking "
+			"again from a fresh watermark", tenant);
+	}
+	x->fn = fn;
+	x->arg = farg;
+	x->first_err = first ? first : rc;
+	for (size_t i = 0; fn && i < pb.count; i++)
+		fn(tenant, pb.p[i].key, pb.p[i].err, pb.p[i].detail, farg);
+	problems_free(&pb);
+	return 0;
 }
 
 int ws_verify(struct ws_sink *sink, const char *tenant, ws_problem_fn fn, void *arg)
