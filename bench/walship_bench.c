@@ -12,7 +12,8 @@
  *                 [--ring-bytes B] [--batch-bytes B] [--batch-age-ms MS]
  *                 [--uploads-in-flight N] [--sample-ms MS] [--sync off|normal|full]
  *                 [--at SEC:COMMAND]... [--recovery-from SEC] [--label NAME]
- *                 [--json FILE] [--csv FILE] [--no-baselines] [--no-restore-check]
+ *                 [--json FILE] [--csv FILE] [--baseline-ms MS] [--no-baselines]
+ *                 [--no-restore-check]
  *
  * --rate 0 (the default) writes as fast as SQLite can. --at runs a shell
  * command SEC seconds into the load (e.g. `tests/s3/throttle.sh rate DIR 0`
@@ -22,14 +23,19 @@
  * RPO is the watermark age the engine reports per tenant (now minus the
  * time the newest watermark was made durable), sampled every --sample-ms
  * for every tenant during the load; percentiles are over all samples of
- * all tenants. CPU is getrusage(RUSAGE_SELF) minus the writer threads'
+ * all tenants. Because a tenant's watermark only moves when it has
+ * something new, an idle tenant's watermark age grows though nothing is
+ * at risk; so the bench also reports the unshipped age: the age of the
+ * tenant's oldest commit newer than its watermark (0 when all is shipped),
+ * from the writers' own commit times. CPU is getrusage(RUSAGE_SELF) minus the writer threads'
  * own RUSAGE_THREAD: the engine's CPU. Peak RSS is the whole process's
  * (writers and SQLite page caches included).
  *
  * Baselines, measured in the same run after the load: cached read of the
  * tenants' database and WAL files; write+fdatasync+rename+dir-fsync of
- * files of batch_bytes_max; PUTs, one at a time, of 4 KiB objects to the
- * same sink (through the same proxy, if any) for about two seconds.
+ * files of batch_bytes_max (at least 4, for --baseline-ms, default 2000);
+ * PUTs, one at a time, of 4 KiB objects to the same sink (through the same
+ * proxy, if any) for --baseline-ms.
  * Exit status: 0 when the run completed and every tenant restored equal;
  * 1 otherwise (2: usage). Ratios are reported, never enforced.
  */
@@ -67,6 +73,7 @@ struct opts {
 	const char *at_cmd[AT_MAX];
 	double recovery_from;
 	bool baselines, restore_check;
+	double baseline_s;
 };
 
 /* Log-linear histogram of microseconds (or milliseconds): 32 sub-buckets per power of two. */
@@ -138,10 +145,16 @@ struct tenant {
 	int last_frames;
 	double cpu_s;
 	char err[640];
+	/* Wall-clock ms of the last ct_cap commits, a ring the sampler reads
+	 * (each slot written before ct_n is released past it). */
+	_Atomic uint64_t *ct;
+	void *ct_mem;                /* ct, for free() */
+	_Atomic uint64_t ct_n;
 };
 
 static struct opts O;
 static struct tenant *T;
+static uint64_t ct_cap;
 static atomic_bool stop_writers;
 static double t0;
 
@@ -151,6 +164,13 @@ static double thread_cpu_s(void)
 	getrusage(RUSAGE_THREAD, &ru);
 	return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
 	       ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6;
+}
+
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static double self_cpu_s(void)
@@ -240,6 +260,9 @@ static void *writer(void *arg)
 		if (exec(t, db, "COMMIT"))
 			goto out;
 		hadd(&t->lat, (uint64_t)((bench_now_s() - a) * 1e6));
+		uint64_t n = atomic_load_explicit(&t->ct_n, memory_order_relaxed);
+		atomic_store_explicit(&t->ct[n % ct_cap], wall_ms(), memory_order_relaxed);
+		atomic_store_explicit(&t->ct_n, n + 1, memory_order_release); /* pairs with the acquire in unshipped_age */
 		t->txns++;
 	}
 out:
@@ -279,7 +302,8 @@ struct sampler {
 	atomic_bool stop;
 	atomic_bool loading;         /* RPO samples count while the writers run */
 	struct hist rpo;             /* ms, load phase */
-	uint64_t *ages;
+	struct hist loss;            /* unshipped_age, ms, load phase */
+	uint64_t *ages, *lost;
 	unsigned n_ages;
 	double last_t;
 	uint64_t last_puts, last_bytes, last_produced;
@@ -288,9 +312,37 @@ struct sampler {
 	uint64_t max_puts_per_s;
 };
 
+/*
+ * The tenant's loss window now: the age of its oldest commit newer than its
+ * watermark (0 when every commit is older, i.e. shipped). A commit made just
+ * before the watermark was written but not in it is missed, so this can
+ * under-read by up to one upload's time; a ring that wrapped gives its oldest.
+ */
+static uint64_t unshipped_age(struct tenant *t, const struct ws_tenant_metrics *m, uint64_t now)
+{
+	uint64_t wm = m->rpo.has_watermark && now > m->rpo.watermark_age_ms ? now - m->rpo.watermark_age_ms : 0;
+	uint64_t n = atomic_load_explicit(&t->ct_n, memory_order_acquire);
+	uint64_t lo = n > ct_cap ? n - ct_cap + 1 : 0, hi = n; /* the slot of n - ct_cap may be rewritten */
+	if (lo == hi)
+		return 0;
+	/* First commit with a time after wm: times are non-decreasing. */
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (atomic_load_explicit(&t->ct[mid % ct_cap], memory_order_relaxed) > wm)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	if (lo == n)
+		return 0;
+	uint64_t c = atomic_load_explicit(&t->ct[lo % ct_cap], memory_order_relaxed);
+	return now > c ? now - c : 0;
+}
+
 static int collect_age(const struct ws_tenant_metrics *m, void *arg)
 {
 	struct sampler *s = arg;
+	s->lost[s->n_ages] = unshipped_age(&T[s->n_ages], m, wall_ms());
 	s->ages[s->n_ages++] = m->rpo.watermark_age_ms;
 	return 0;
 }
@@ -338,11 +390,17 @@ static void sample_once(struct sampler *s)
 	s->n_ages = 0;
 	(void)ws_engine_foreach_tenant(s->e, collect_age, s);
 	engine_totals(s->e, &tt);
-	qsort(s->ages, s->n_ages, sizeof(*s->ages), cmp_u64);
 	bool loading = atomic_load(&s->loading);
-	if (loading)
-		for (unsigned i = 0; i < s->n_ages; i++)
+	uint64_t loss_max = 0;
+	for (unsigned i = 0; i < s->n_ages; i++) {
+		if (loading) {
 			hadd(&s->rpo, s->ages[i]);
+			hadd(&s->loss, s->lost[i]);
+		}
+		if (s->lost[i] > loss_max)
+			loss_max = s->lost[i];
+	}
+	qsort(s->ages, s->n_ages, sizeof(*s->ages), cmp_u64);
 	uint64_t p50 = s->n_ages ? s->ages[s->n_ages / 2] : 0;
 	uint64_t p99 = s->n_ages ? s->ages[(s->n_ages * 99) / 100 < s->n_ages ? (s->n_ages * 99) / 100 : s->n_ages - 1] : 0;
 	uint64_t mx = s->n_ages ? s->ages[s->n_ages - 1] : 0;
@@ -358,9 +416,9 @@ static void sample_once(struct sampler *s)
 	if (O.recovery_from > 0 && t >= O.recovery_from && s->recovered_at < 0 && mx < O.batch_age_ms)
 		s->recovered_at = t;
 	fprintf(s->csv, "%.3f,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.1f,%.3f,%.3f,%" PRIu64
-		",%" PRIu64 "\n",
+		",%" PRIu64 ",%" PRIu64 "\n",
 		t, loading ? "load" : "drain", p50, p99, mx, tt.ring_used, s->ring_total, puts_s, ship_mb, prod_mb,
-		tt.throttle, tt.shed);
+		tt.throttle, tt.shed, loss_max);
 	fflush(s->csv);
 	s->last_t = t;
 	s->last_puts = tt.puts;
@@ -418,7 +476,6 @@ static void on_outcome(const char *tenant, const struct ws_outcome *o, int err, 
 /* ---- restore check ------------------------------------------------------ */
 
 static _Atomic unsigned restore_next, restore_equal;
-static struct ws_sink *restore_sink;
 
 static int restored_equal(struct tenant *t, const char *out)
 {
@@ -453,9 +510,16 @@ out:
 	return eq;
 }
 
+/* One sink per thread: a sink is one connection, not shared between threads. */
 static void *restore_main(void *arg)
 {
+	int err = 0;
+	struct ws_sink *sink = ws_sink_open_flags(O.sink, WS_SINK_EXISTING, &err);
 	(void)arg;
+	if (!sink) {
+		fprintf(stderr, "walship-bench: restore: open %s: %s\n", O.sink, ws_errmsg());
+		return NULL;
+	}
 	for (;;) {
 		unsigned i = atomic_fetch_add(&restore_next, 1);
 		if (i >= O.tenants)
@@ -465,13 +529,14 @@ static void *restore_main(void *arg)
 		snprintf(out, sizeof(out), "%s/restore/%s.db", O.dir, t->name);
 		struct ws_restore_opts ro = { .force = true };
 		t->err[0] = 0;
-		if (ws_restore(restore_sink, t->name, &ro, out) != 0) {
+		if (ws_restore(sink, t->name, &ro, out) != 0) {
 			snprintf(t->err, sizeof(t->err), "restore: %.150s", ws_errmsg());
 			continue;
 		}
 		if (restored_equal(t, out))
 			atomic_fetch_add(&restore_equal, 1);
 	}
+	ws_sink_close(sink);
 	return NULL;
 }
 
@@ -521,7 +586,7 @@ static double write_fsync_mb_s(double *files_s)
 		bench_die("open %s: %s", d, strerror(errno));
 	unsigned files = 0;
 	double a = bench_now_s();
-	while (files < 4 || (bench_now_s() - a < 1.5 && files < 256)) {
+	while (files < 4 || (bench_now_s() - a < O.baseline_s && files < 256)) {
 		snprintf(tmp, sizeof(tmp), "%s/.b%u.tmp", d, files);
 		snprintf(fin, sizeof(fin), "%s/b%u", d, files);
 		int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -553,7 +618,7 @@ static double raw_put_rate(void)
 	memset(body, 'p', sizeof(body));
 	unsigned n = 0;
 	double a = bench_now_s();
-	while (bench_now_s() - a < 2.0 && n < 100000) {
+	while (bench_now_s() - a < O.baseline_s && n < 100000) {
 		char key[128];
 		snprintf(key, sizeof(key), "bench-baseline/put-%u", n);
 		if (ws_store_put(st, key, body, sizeof(body), WS_PUT_OVERWRITE, NULL, NULL) != 0) {
@@ -576,7 +641,7 @@ static void usage(void)
 		"         [--policy block|throttle|shed] [--shards N] [--ring-bytes B] [--batch-bytes B]\n"
 		"         [--batch-age-ms MS] [--uploads-in-flight N] [--sample-ms MS] [--sync off|normal|full]\n"
 		"         [--at SEC:COMMAND]... [--recovery-from SEC] [--label NAME] [--json FILE] [--csv FILE]\n"
-		"         [--no-baselines] [--no-restore-check]\n");
+		"         [--baseline-ms MS] [--no-baselines] [--no-restore-check]\n");
 	exit(2);
 }
 
@@ -598,6 +663,7 @@ static void parse(int argc, char **argv)
 	O.label = "run";
 	O.baselines = O.restore_check = true;
 	O.recovery_from = -1;
+	O.baseline_s = 2.0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -637,6 +703,8 @@ static void parse(int argc, char **argv)
 			O.sample_ms = (uint32_t)bench_parse_num(a, v, 10, 60000);
 		else if (ARG("--recovery-from"))
 			O.recovery_from = (double)bench_parse_num(a, v, 0, 86400);
+		else if (ARG("--baseline-ms"))
+			O.baseline_s = (double)bench_parse_num(a, v, 100, 600000) / 1000.0;
 		else if (ARG("--sync")) {
 			if (strcasecmp(v, "off") && strcasecmp(v, "normal") && strcasecmp(v, "full"))
 				bench_die("--sync: off, normal or full, not '%s'", v);
@@ -693,10 +761,23 @@ int main(int argc, char **argv)
 	T = calloc(O.tenants, sizeof(*T));
 	if (!T)
 		bench_die("out of memory");
+	ct_cap = O.tenants <= 16 ? (uint64_t)1 << 20 : 4096;
 	for (unsigned i = 0; i < O.tenants; i++) {
+		T[i].ct = T[i].ct_mem = calloc(ct_cap, sizeof(uint64_t));
+		if (!T[i].ct_mem)
+			bench_die("out of memory");
 		snprintf(T[i].name, sizeof(T[i].name), "t%05u", i);
 		snprintf(T[i].db, sizeof(T[i].db), "%s/db/%s.db", O.dir, T[i].name);
 		make_db(&T[i]);
+	}
+
+	/* An s3:// sink's bucket is made here, as an operator makes it before replicate runs. */
+	if (!strncmp(O.sink, "s3://", 5)) {
+		int berr = 0;
+		struct ws_store *bst = ws_store_s3_open(O.sink, WS_STORE_EXISTING, &berr);
+		if (!bst || ws_store_s3_create_bucket(bst) != 0)
+			bench_die("create the bucket of %s: %s", O.sink, ws_errmsg());
+		ws_store_close(bst);
 	}
 
 	/* The engine, configured as `walship replicate` configures it (tools/main.c). */
@@ -738,16 +819,17 @@ int main(int argc, char **argv)
 	memset(&s, 0, sizeof(s));
 	s.e = e;
 	s.ages = calloc(O.tenants, sizeof(*s.ages));
+	s.lost = calloc(O.tenants, sizeof(*s.lost));
 	s.recovered_at = -1;
 	s.ring_total = O.ring_bytes * O.shards;
 	char csv_default[700];
 	snprintf(csv_default, sizeof(csv_default), "%s/%s.csv", O.dir, O.label);
 	const char *csv_path = O.csv ? O.csv : csv_default;
 	s.csv = fopen(csv_path, "w");
-	if (!s.csv || !s.ages)
+	if (!s.csv || !s.ages || !s.lost)
 		bench_die("%s: %s", csv_path, strerror(errno));
 	fprintf(s.csv, "t_s,phase,rpo_p50_ms,rpo_p99_ms,rpo_max_ms,ring_used_bytes,ring_bytes,puts_per_s,"
-		       "shipped_mb_per_s,produced_mb_per_s,throttle_retries,frames_shed\n");
+		       "shipped_mb_per_s,produced_mb_per_s,throttle_retries,frames_shed,unshipped_max_ms\n");
 
 	struct totals before;
 	engine_totals(e, &before);
@@ -821,9 +903,6 @@ int main(int argc, char **argv)
 	double restore_s = 0;
 	if (O.restore_check) {
 		double r0 = bench_now_s();
-		restore_sink = ws_sink_open_flags(O.sink, WS_SINK_EXISTING, &err);
-		if (!restore_sink)
-			bench_die("restore: open %s: %s", O.sink, ws_errmsg());
 		pthread_t rt[4];
 		unsigned nr = O.tenants < 4 ? O.tenants : 4;
 		for (unsigned i = 0; i < nr; i++)
@@ -831,7 +910,6 @@ int main(int argc, char **argv)
 				bench_die("restore thread: %s", strerror(errno));
 		for (unsigned i = 0; i < nr; i++)
 			pthread_join(rt[i], NULL);
-		ws_sink_close(restore_sink);
 		equal = atomic_load(&restore_equal);
 		restore_s = bench_now_s() - r0;
 		for (unsigned i = 0, shown = 0; i < O.tenants && shown < 5; i++)
@@ -862,6 +940,8 @@ int main(int argc, char **argv)
 	       (double)shipped / (load_s + drain_s) / 1e6, (double)shipped / 1e6, load_s, drain_s);
 	printf("  %-34s %8" PRIu64 " / %" PRIu64 " / %" PRIu64 " ms  (%" PRIu64 " samples)\n", "RPO p50 / p99 / max", rpo50,
 	       rpo99, rpomax, s.rpo.count);
+	printf("  %-34s %8" PRIu64 " / %" PRIu64 " / %" PRIu64 " ms  (oldest commit not yet under the watermark)\n",
+	       "unshipped age p50 / p99 / max", hpct(&s.loss, 50), hpct(&s.loss, 99), s.loss.max);
 	printf("  %-34s %12.1f  (%" PRIu64 " PUTs; full batches would be %.1f)\n", "PUTs per GB", puts_gb, puts,
 	       ideal_puts_gb);
 	printf("  %-34s %12.2f  (engine %.2f s, writers %.2f s)\n", "engine CPU s per GB", cpu_gb, engine_cpu, writers_cpu);
@@ -905,6 +985,7 @@ int main(int argc, char **argv)
 			" \"txns\":%" PRIu64 ",\"wal_produced_bytes\":%" PRIu64 ",\"wal_produced_mb_s\":%.3f,"
 			"\"wal_shipped_bytes\":%" PRIu64 ",\"wal_shipped_mb_s\":%.3f,\"load_s\":%.3f,\"drain_s\":%.3f,\n"
 			" \"rpo_ms\":{\"p50\":%" PRIu64 ",\"p99\":%" PRIu64 ",\"max\":%" PRIu64 ",\"samples\":%" PRIu64 "},\n"
+			" \"unshipped_age_ms\":{\"p50\":%" PRIu64 ",\"p99\":%" PRIu64 ",\"max\":%" PRIu64 "},\n"
 			" \"puts\":%" PRIu64 ",\"puts_per_gb\":%.1f,\"puts_per_gb_full_batches\":%.1f,\"max_puts_per_s\":%" PRIu64
 			",\"engine_cpu_s\":%.3f,\"cpu_s_per_gb\":%.3f,\"writers_cpu_s\":%.3f,\"peak_rss_bytes\":%lld,"
 			"\"ring_peak_bytes\":%" PRIu64 ",\n"
@@ -915,13 +996,17 @@ int main(int argc, char **argv)
 			" \"restore_equal\":%u,\"restore_checked\":%s,\"csv\":\"%s\"}\n",
 			O.label, O.sink, O.tenants, O.rate, O.txn_bytes, O.seconds, ws_policy_name(O.policy), O.shards, O.batch_bytes,
 			O.batch_age_ms, O.ring_bytes, txns, produced, (double)produced / load_s / 1e6, shipped,
-			(double)shipped / (load_s + drain_s) / 1e6, load_s, drain_s, rpo50, rpo99, rpomax, s.rpo.count, puts,
+			(double)shipped / (load_s + drain_s) / 1e6, load_s, drain_s, rpo50, rpo99, rpomax, s.rpo.count,
+			hpct(&s.loss, 50), hpct(&s.loss, 99), s.loss.max, puts,
 			puts_gb, ideal_puts_gb, s.max_puts_per_s, engine_cpu, cpu_gb, writers_cpu,
 			(long long)ru.ru_maxrss * 1024, s.ring_peak, shed, retries, (uint64_t)atomic_load(&tail_errors), lat50,
 			lat99, recovery, read_mb, wf_mb, wf_files, put_rate, equal, O.restore_check ? "true" : "false", csv_path);
 		fclose(j);
 	}
 	free(s.ages);
+	free(s.lost);
+	for (unsigned i = 0; i < O.tenants; i++)
+		free(T[i].ct_mem);
 	free(sc);
 	free(T);
 	bool ok = !writer_errors && !flush_rc && !stop_rc && (!O.restore_check || equal == O.tenants);

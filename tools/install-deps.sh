@@ -13,9 +13,10 @@ PKGS=(
   libsqlite3-dev sqlite3 libinih-dev libjansson-dev libexpat1-dev libmicrohttpd-dev
 )
 # Tests and benchmarks also need these (radosgw: the real S3 server of the
-# S3 tests; curl: the metrics test's scrapes); `install-deps.sh --core` skips them.
+# S3 tests; curl: the metrics test's scrapes; haproxy: the throttling store of
+# tests/s3/throttle.sh; gnuplot-nox: walship-bench's plots); `install-deps.sh --core` skips them.
 if [ "${1:-}" != "--core" ]; then
-  PKGS+=(libcmocka-dev libbenchmark-dev python3 curl ceph-mon ceph-osd radosgw)
+  PKGS+=(libcmocka-dev libbenchmark-dev python3 curl ceph-mon ceph-osd radosgw haproxy gnuplot-nox)
 fi
 missing=()
 for p in "${PKGS[@]}"; do
