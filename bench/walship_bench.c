@@ -241,6 +241,9 @@ static void *writer(void *arg)
 			double now = bench_now_s();
 			if (now - next > 1.0) /* far behind: do not burst to catch up */
 				next = now;
+			/* In short steps: a slow writer must not hold the end of the load back. */
+			while (bench_now_s() < next - 0.1 && !atomic_load_explicit(&stop_writers, memory_order_relaxed))
+				sleep_until(bench_now_s() + 0.1);
 			sleep_until(next);
 			next += 1.0 / O.rate;
 			if (atomic_load_explicit(&stop_writers, memory_order_relaxed))
