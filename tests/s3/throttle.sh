@@ -17,7 +17,9 @@
 #   twice the cap gets the cap through, as a store does.
 # --get-rate N: the same for GET and HEAD (default 0: reads never throttled).
 # --key-rate N: writes accepted per second to any one key (R2 and GCS allow
-#   one); 0 = no cap (default).
+#   one); 0 = no cap (default). haproxy's rate is a sliding estimate over
+#   the last second, so with 1 the next write to a key is accepted one to
+#   two seconds after the last.
 # --status: 503 (default; body: S3 XML error Code SlowDown) or 429.
 #
 # The write cap lives in a haproxy map changed through the admin socket
