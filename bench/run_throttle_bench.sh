@@ -50,8 +50,8 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 [ -n "$seconds" ] || { [ "$tiny" = 1 ] && seconds=8 || seconds=60; }
 [ "$seconds" -ge 2 ] || die "--seconds: at least 2"
-baseline_arg=""
-[ "$tiny" = 1 ] && baseline_arg="--baseline-ms 300"
+baseline_arg=()
+[ "$tiny" = 1 ] && baseline_arg=(--baseline-ms 300)
 
 failures=0
 half=1
@@ -137,7 +137,7 @@ run() {
     echo "== $name: walship-bench $*"
     rm -rf "${out:?}/work-$name"
     if ! nice -n 5 "$bench" --label "$name" --dir "$out/work-$name" --json "$out/$name.json" \
-            --csv "$out/$name.csv" --seconds "$seconds" $baseline_arg "$@"; then
+            --csv "$out/$name.csv" --seconds "$seconds" "${baseline_arg[@]}" "$@"; then
         echo "run_throttle_bench.sh: $name FAILED" >&2
         failures=$((failures + 1))
     fi

@@ -123,8 +123,8 @@ EOF
     haproxy -c -q -f "$dir/throttle.cfg" || die "haproxy rejected $dir/throttle.cfg"
     haproxy -D -p "$dir/throttle.pid" -f "$dir/throttle.cfg" >>"$dir/throttle.log" 2>&1 \
         || die "haproxy did not start (see $dir/throttle.log)"
-    local i
-    for i in $(seq 1 50); do
+    local _
+    for _ in $(seq 1 50); do
         port_free "$port" || break
         sleep 0.1
     done
