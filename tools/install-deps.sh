@@ -14,10 +14,12 @@ PKGS=(
 )
 # Tests and benchmarks also need these (radosgw: the real S3 server of the
 # S3 tests; curl: the metrics test's scrapes; clang-14 and its libFuzzer
-# runtime, libclang-rt-14-dev: the fuzz targets of tests/fuzz);
-# `install-deps.sh --core` skips them.
+# runtime, libclang-rt-14-dev: the fuzz targets of tests/fuzz; haproxy: the
+# throttling store of tests/s3/throttle.sh; gnuplot-nox: walship-bench's
+# plots); `install-deps.sh --core` skips them.
 if [ "${1:-}" != "--core" ]; then
-  PKGS+=(libcmocka-dev libbenchmark-dev python3 curl ceph-mon ceph-osd radosgw clang-14 libclang-rt-14-dev)
+  PKGS+=(libcmocka-dev libbenchmark-dev python3 curl ceph-mon ceph-osd radosgw clang-14 libclang-rt-14-dev
+         haproxy gnuplot-nox)
 fi
 missing=()
 for p in "${PKGS[@]}"; do

@@ -27,6 +27,13 @@
 #                    (-DWS_FUZZ=ON, build-fuzz) and each run for
 #                    WS_FUZZ_SECONDS from its seed corpus (tools/fuzz.sh):
 #                    fails on a crash, leak, hang or failed check
+#   9. throttle bench smoke  bench/run_throttle_bench.sh --scenario all --tiny:
+#                    walship-bench's scenarios (one tenant, many tenants,
+#                    throttled once per policy, recovery) against a radosgw
+#                    and the haproxy throttling proxy of their own, seconds
+#                    each (about 3 minutes); fails if a run errors, prints
+#                    no figures or a tenant does not restore equal, never
+#                    on a figure
 # Every section runs even when an earlier one failed (a failed build skips
 # its own tests); the summary lists failures and the exit status is non-zero
 # if any section failed.
@@ -173,6 +180,35 @@ else
 	if ! tools/fuzz.sh --seconds "$FUZZ_SECONDS" --jobs "$JOBS" --build build-fuzz --work build-fuzz/fuzz-smoke; then
 		note_fail "fuzz smoke: findings (build-fuzz/fuzz-smoke/crashes, logs)"
 	fi
+fi
+
+# ---- 9. throttle bench smoke -----------------------------------------------------------------
+# Every walship-bench scenario once at a tiny size: a radosgw and the haproxy
+# throttling proxy of their own, seconds per run. Fails only if a run errors,
+# prints no figures, or a tenant does not restore equal; never on a figure.
+section "throttle bench smoke: bench/run_throttle_bench.sh --scenario all --tiny (build-ci; figures are reported, not enforced)"
+if [ -x build-ci/bench/walship-bench ]; then
+	rm -rf build-ci/bench-smoke
+	mkdir -p build-ci/bench-smoke
+	if ! timeout 600 bash bench/run_throttle_bench.sh --scenario all --tiny --build build-ci \
+		--out "$PWD/build-ci/bench-smoke" | tee build-ci/bench-smoke.log; then
+		note_fail "throttle bench smoke: run_throttle_bench.sh"
+	else
+		for run in one-tenant many-tenants throttled-unthrottled throttled-block throttled-throttle \
+			throttled-shed recovery; do
+			if [ ! -s "build-ci/bench-smoke/$run.json" ] || [ ! -s "build-ci/bench-smoke/$run.csv" ]; then
+				note_fail "throttle bench smoke: $run wrote no JSON or CSV"
+			fi
+		done
+		for figure in "WAL shipped" "RPO p50 / p99 / max" "PUTs per GB" "peak RSS" "throttle retries" \
+			"commit latency p50 / p99" "baseline: raw PUT rate" "recovery"; do
+			grep -q "$figure" build-ci/bench-smoke.log || note_fail "throttle bench smoke: no '$figure' printed"
+		done
+		[ "$(grep -c 'check: restore equal to source .* OK' build-ci/bench-smoke.log)" -eq 7 ] ||
+			note_fail "throttle bench smoke: not every run's tenants restored equal"
+	fi
+else
+	note_fail "throttle bench smoke: build-ci/bench/walship-bench was not built"
 fi
 
 # ---- summary ------------------------------------------------------------------------------

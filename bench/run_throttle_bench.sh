@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# walship-bench scenarios, each one command (README "Benchmarks"):
+#
+#   bench/run_throttle_bench.sh --scenario NAME [--minutes N | --seconds N] [--tiny]
+#                               [--build DIR] [--out DIR] [--rgw DIR]
+#
+#   one-tenant    one tenant writing as fast as SQLite can, file:// sink
+#   many-tenants  1,000 tenants at a low rate each (--tiny: 50), s3:// on radosgw
+#   throttled     the same load first unthrottled through the proxy (its PUT
+#                 rate measured), then with the store capped at half that
+#                 rate, once per policy: block, throttle, shed
+#   recovery      capped at half the measured rate, the cap lifted halfway:
+#                 seconds until the worst tenant's RPO is under batch_age_ms_max
+#   all           every scenario above, in that order
+#
+# radosgw (tests/s3/radosgw.sh) and the throttling proxy (tests/s3/throttle.sh)
+# are started in --rgw DIR (default: a fresh directory under --out) and stopped
+# at the end, unless DIR/env already exists (then they are reused and left).
+# Each run writes NAME.json, NAME.csv and NAME.png (gnuplot) to --out
+# (default build/bench-results) and a row of --out/summary.md. Exit status:
+# non-zero when a run failed or a tenant did not restore equal to its source;
+# figures are reported, never compared with a target.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+scenario="" seconds="" tiny=0 build="$here/build" out="" rgw=""
+die() { echo "run_throttle_bench.sh: $*" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --scenario) scenario=${2:-}; shift 2 ;;
+        --minutes) [[ "${2:-}" =~ ^[0-9]+$ ]] || die "--minutes: a whole number"; seconds=$(( $2 * 60 )); shift 2 ;;
+        --seconds) [[ "${2:-}" =~ ^[0-9]+$ ]] || die "--seconds: a whole number"; seconds=$2; shift 2 ;;
+        --tiny) tiny=1; shift ;;
+        --build) build=${2:-}; shift 2 ;;
+        --out) out=${2:-}; shift 2 ;;
+        --rgw) rgw=${2:-}; shift 2 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        *) die "unknown argument '$1'" ;;
+    esac
+done
+case "$scenario" in
+    one-tenant|many-tenants|throttled|recovery|all) ;;
+    "") die "--scenario one-tenant|many-tenants|throttled|recovery|all is required" ;;
+    *) die "--scenario: unknown scenario '$scenario'" ;;
+esac
+bench="$build/bench/walship-bench"
+[ -x "$bench" ] || die "$bench: not built (cmake --build $build --target walship-bench)"
+[ -n "$out" ] || out="$build/bench-results"
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+[ -n "$seconds" ] || { [ "$tiny" = 1 ] && seconds=8 || seconds=60; }
+[ "$seconds" -ge 2 ] || die "--seconds: at least 2"
+baseline_arg=()
+[ "$tiny" = 1 ] && baseline_arg=(--baseline-ms 300)
+
+failures=0
+half=1
+half_measured=0
+started_rgw=0
+started_proxy=0
+
+cleanup() {
+    if [ "$started_proxy" = 1 ]; then bash "$here/tests/s3/throttle.sh" stop "$rgw" >/dev/null 2>&1 || true; fi
+    if [ "$started_rgw" = 1 ]; then bash "$here/tests/s3/radosgw.sh" stop "$rgw" >/dev/null 2>&1 || true; fi
+}
+trap cleanup EXIT
+
+need_s3() {
+    [ -n "$rgw" ] || rgw="$out/rgw"
+    mkdir -p "$rgw"
+    rgw=$(cd "$rgw" && pwd)
+    if [ ! -f "$rgw/env" ]; then
+        bash "$here/tests/s3/radosgw.sh" start "$rgw"
+        started_rgw=1
+    fi
+    if [ ! -f "$rgw/env-throttled" ]; then
+        bash "$here/tests/s3/throttle.sh" start "$rgw"
+        started_proxy=1
+    fi
+    set -a
+    # shellcheck disable=SC1091
+    . "$rgw/env"
+    set +a
+    direct="$WS_S3_ENDPOINT"
+    proxied=$(sed -n 's/^WS_S3_ENDPOINT=//p' "$rgw/env-throttled")
+}
+s3_url() { echo "s3://walship-bench/$1-$(date +%s%N)?endpoint=$2&etag_quotes=0"; }
+
+plot() {
+    local name=$1
+    command -v gnuplot >/dev/null || { echo "gnuplot not installed: $name.png skipped"; return 0; }
+    gnuplot 2>"$out/$name.gnuplot.log" <<EOF || { cat "$out/$name.gnuplot.log"; echo "gnuplot failed for $name.png"; }
+set terminal pngcairo size 900,720 noenhanced
+set output '$out/$name.png'
+set datafile separator ','
+set multiplot layout 3,1 title '$name'
+set key top left
+set grid
+set xlabel 'seconds'
+set ylabel 'RPO (ms)'
+plot '$out/$name.csv' every ::1 using 1:3 with lines title 'watermark age p50', '' every ::1 using 1:4 with lines title 'p99', '' every ::1 using 1:5 with lines title 'max', '' every ::1 using 1:13 with lines title 'unshipped age max'
+set ylabel 'spill ring (MiB)'
+plot '$out/$name.csv' every ::1 using 1:(\$6/1048576) with lines title 'ring used'
+set ylabel 'accepted PUT/s'
+plot '$out/$name.csv' every ::1 using 1:8 with lines title 'PUT/s'
+unset multiplot
+EOF
+    rm -f "$out/$name.gnuplot.log"
+}
+
+summary_header() {
+    [ -f "$out/summary.md" ] && return 0
+    cat > "$out/summary.md" <<'EOF'
+| run | tenants | txn/s each | policy | write cap/s | produced MB/s | shipped MB/s | RPO (watermark age) p50/p99/max ms | unshipped age p50/p99/max ms | PUTs/GB (full: x) | engine CPU s/GB | peak RSS MiB | shed frames | throttle retries | commit p50/p99 ms | recovery s | baselines: read MB/s, write+fsync MB/s, raw PUT/s | restore |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
+EOF
+}
+
+summary_row() {
+    python3 - "$out/$1.json" "$2" >> "$out/summary.md" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1])); cap = sys.argv[2]
+r, u, b = j["rpo_ms"], j["unshipped_age_ms"], j["baseline"]
+rec = "-" if j["recovery_s"] < 0 else "%.1f" % j["recovery_s"]
+print("| %s | %d | %s | %s | %s | %.2f | %.2f | %d/%d/%d | %d/%d/%d | %.0f (%.0f) | %.2f | %.1f | %d | %d | %.3f/%.3f | %s | %.0f, %.0f, %.0f | %d/%d |" % (
+    j["label"], j["tenants"], "max" if j["rate_txn_s"] == 0 else "%g" % j["rate_txn_s"], j["policy"], cap,
+    j["wal_produced_mb_s"], j["wal_shipped_mb_s"], r["p50"], r["p99"], r["max"], u["p50"], u["p99"], u["max"], j["puts_per_gb"],
+    j["puts_per_gb_full_batches"], j["cpu_s_per_gb"], j["peak_rss_bytes"] / 1048576, j["frames_shed"],
+    j["throttle_retries"], j["commit_latency_ms"]["p50"], j["commit_latency_ms"]["p99"], rec,
+    b["cached_read_mb_s"], b["write_fsync_rename_mb_s"], b["raw_put_per_s"], j["restore_equal"], j["tenants"]))
+EOF
+}
+
+# run NAME CAP ARGS...: one walship-bench run, its plot and its summary row.
+run() {
+    local name=$1 cap=$2; shift 2
+    echo "== $name: walship-bench $*"
+    rm -rf "${out:?}/work-$name"
+    if ! nice -n 5 "$bench" --label "$name" --dir "$out/work-$name" --json "$out/$name.json" \
+            --csv "$out/$name.csv" --seconds "$seconds" "${baseline_arg[@]}" "$@"; then
+        echo "run_throttle_bench.sh: $name FAILED" >&2
+        failures=$((failures + 1))
+    fi
+    [ -f "$out/$name.json" ] || return 0
+    plot "$name"
+    summary_header
+    summary_row "$name" "$cap"
+    rm -rf "${out:?}/work-$name"
+}
+
+json_get() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))$2)" "$1"; }
+
+# The throttled load: enough tenants and PUTs that the cap binds.
+thr_tenants=20 thr_rate=20 thr_bytes=2048
+[ "$tiny" = 1 ] && { thr_tenants=4; thr_rate=20; }
+
+# Measure the load's PUT rate unthrottled (through the proxy, uncapped);
+# sets half to half of it, at least 1.
+measure_half() {
+    local name=$1
+    bash "$here/tests/s3/throttle.sh" rate "$rgw" 0 >/dev/null
+    run "$name" none --sink "$(s3_url "$name" "$proxied")" --tenants "$thr_tenants" --rate "$thr_rate" \
+        --txn-bytes "$thr_bytes" --policy block
+    half=1
+    half_measured=1
+    [ -f "$out/$name.json" ] || return 0
+    half=$(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(max(1, int(j['puts'] / (j['load_s'] + j['drain_s']) / 2)))" "$out/$name.json")
+}
+
+sc_one_tenant() {
+    local sink="$out/sink-one-tenant"
+    rm -rf "$sink"
+    run one-tenant none --sink "file://$sink" --tenants 1 --rate 0 --txn-bytes 65536
+    rm -rf "$sink"
+}
+
+sc_many_tenants() {
+    need_s3
+    local n=1000 rate=0.2
+    [ "$tiny" = 1 ] && n=50
+    run many-tenants none --sink "$(s3_url many "$direct")" --tenants "$n" --rate "$rate" --txn-bytes 1024 \
+        --shards 2 --sample-ms 1000
+}
+
+sc_throttled() {
+    need_s3
+    local p
+    measure_half throttled-unthrottled
+    echo "== store capped at $half write requests/s (half the unthrottled rate)"
+    for p in block throttle shed; do
+        bash "$here/tests/s3/throttle.sh" rate "$rgw" "$half"
+        run "throttled-$p" "$half" --sink "$(s3_url "thr-$p" "$proxied")" --tenants "$thr_tenants" \
+            --rate "$thr_rate" --txn-bytes "$thr_bytes" --policy "$p"
+    done
+    bash "$here/tests/s3/throttle.sh" rate "$rgw" 0
+}
+
+sc_recovery() {
+    need_s3
+    local lift
+    # `all` measured it in `throttled` already, with the same load.
+    [ "$half_measured" = 1 ] || measure_half recovery-unthrottled
+    lift=$(( seconds / 2 ))
+    bash "$here/tests/s3/throttle.sh" rate "$rgw" "$half"
+    run recovery "$half, lifted at ${lift}s" --sink "$(s3_url recovery "$proxied")" --tenants "$thr_tenants" \
+        --rate "$thr_rate" --txn-bytes "$thr_bytes" --policy block \
+        --at "$lift:bash $here/tests/s3/throttle.sh rate $rgw 0" --recovery-from "$lift"
+    bash "$here/tests/s3/throttle.sh" rate "$rgw" 0
+}
+
+rm -f "$out/summary.md"
+echo "walship-bench scenarios: $scenario, $seconds s per run$( [ "$tiny" = 1 ] && echo ', tiny'), results in $out"
+echo "machine: $(nproc) CPU(s), load $(cut -d' ' -f1-3 /proc/loadavg); runs under nice -n 5"
+case "$scenario" in
+    one-tenant) sc_one_tenant ;;
+    many-tenants) sc_many_tenants ;;
+    throttled) sc_throttled ;;
+    recovery) sc_recovery ;;
+    all) sc_one_tenant; sc_many_tenants; sc_throttled; sc_recovery ;;
+esac
+echo
+cat "$out/summary.md"
+[ "$failures" = 0 ] || { echo "run_throttle_bench.sh: $failures run(s) failed" >&2; exit 1; }
