@@ -27,6 +27,11 @@ const char *ws_version(void);
 
 /* ---- sinks ---------------------------------------------------------- */
 
+/*
+ * A sink handle is for one thread at a time (it holds one connection and
+ * per-call state): threads that restore, verify or tail concurrently each
+ * open their own. The engine opens one per shard and per upload thread.
+ */
 struct ws_sink;
 
 /* "file:///abs/dir" or "s3://bucket/prefix?..." (README). Errors: WS_ECONFIG, I/O errors. */
