@@ -56,7 +56,7 @@ static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
  * which trusts the header, passes in integrity_check.
  */
 static int check_commit_size(const char *tenant, const char *key, uint64_t frame, uint32_t dbsz, uint32_t ps,
-			     int fd)
+			     int fd, const uint8_t *page1, bool exact)
 {
 	uint8_t h[100];
 	ssize_t n;
@@ -65,9 +65,20 @@ static int check_commit_size(const char *tenant, const char *key, uint64_t frame
 		return ws_fail(WS_ECORRUPT, "tenant %s: batch %s: commit frame %" PRIu64 " says the database has "
 			       "%" PRIu32 " pages, more than SQLite's maximum of %" PRIu32, tenant, key, frame, dbsz,
 			       SQLITE_PAGES_MAX);
-	if (fd < 0)
+	/* Only a state the source really had is whole: inside a re-base, the
+	 * commits before its last lie over a snapshot taken at the last, and
+	 * page 1 there is the later one (valid_from_frame). */
+	if (!exact)
 		return 0;
-	n = pread(fd, h, sizeof(h), 0);
+	if (fd >= 0) {
+		n = pread(fd, h, sizeof(h), 0);
+	} else if (page1) {
+		/* verify (no image): page 1 as the replay last saw it. */
+		memcpy(h, page1, sizeof(h));
+		n = (ssize_t)sizeof(h);
+	} else {
+		return 0;
+	}
 	if (n < (ssize_t)sizeof(h) || memcmp(h, "SQLite format 3", 16) != 0)
 		return 0; /* no page 1 yet: the chain's own checks decide */
 	if (ws_get_be32(h + 24) == ws_get_be32(h + 92) && ws_get_be32(h + 28) != 0 &&
@@ -103,7 +114,8 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 {
 	struct ws_buf b;
 	uint32_t run[2] = { 0, 0 };
-	bool resync = false;
+	bool resync = false, have_p1 = false;
+	uint8_t p1[100]; /* page 1's header as last replayed (verify has no image to read it from) */
 	int rc = 0;
 
 	memset(res, 0, sizeof(*res));
@@ -134,9 +146,15 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 					rc = ws_fail(WS_EFORMAT, "snapshot part does not match its manifest entry");
 				if (rc) {
 					ws_fail_wrap(rc, "tenant %s: snapshot %s", tenant, m->snaps[k].key);
-					if (keep_going(rep, tenant, m->snaps[k].key, rc))
+					if (keep_going(rep, tenant, m->snaps[k].key, rc)) {
+						have_p1 = false; /* what page 1 holds is unknown from here */
 						continue;
+					}
 					goto out;
+				}
+				if (sh.first_page == 1 && ps >= sizeof(p1)) {
+					memcpy(p1, pages, sizeof(p1));
+					have_p1 = true;
 				}
 				if (fd >= 0 && (rc = pwrite_all(fd, pages, (size_t)sh.page_count * ps,
 								(uint64_t)(sh.first_page - 1) * ps)) != 0) {
@@ -167,6 +185,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 				ws_fail_wrap(rc, "tenant %s", tenant);
 				if (keep_going(rep, tenant, m->batches[k].key, rc)) {
 					resync = true;
+					have_p1 = false; /* what page 1 holds is unknown from here */
 					continue;
 				}
 				goto out;
@@ -191,7 +210,13 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 					ws_fail(rc, "tenant %s: write restored pages", tenant);
 					goto out;
 				}
-				if (dbsz && (rc = check_commit_size(tenant, m->batches[k].key, no, dbsz, ps, fd)) != 0) {
+				if (pgno == 1 && ps >= sizeof(p1)) {
+					memcpy(p1, fr + WS_WAL_FRAME_HDR_SIZE, sizeof(p1));
+					have_p1 = true;
+				}
+				if (dbsz && (rc = check_commit_size(tenant, m->batches[k].key, no, dbsz, ps, fd,
+								    have_p1 ? p1 : NULL,
+								    no >= m->valid_from_frame)) != 0) {
 					if (keep_going(rep, tenant, m->batches[k].key, rc)) {
 						rc = 0;
 						break;
