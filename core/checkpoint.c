@@ -1094,13 +1094,76 @@ int ws_checkpoint_base_for(struct ws_sink *sink, const char *tenant, struct ws_r
 	return rc;
 }
 
+/*
+ * Each committed checkpoint from start back through its predecessors,
+ * newest first, while they are stored: fn's non-zero return ends the walk
+ * and is returned. A missing index ends it too (retention removed the
+ * older ones), except the first when first_must_exist.
+ */
+typedef int (*committed_fn)(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg);
+
+static int walk_committed(struct ws_ckpt *c, struct ws_ckpt_ref ref, bool first_must_exist, committed_fn fn,
+			  void *arg)
+{
+	for (unsigned n = 0; n < PREDECESSORS_MAX; n++) {
+		struct ws_ckpt_index idx;
+		bool more;
+		int rc = ws_ckpt_load_committed(c, &ref, &idx);
+		if (rc == WS_ENOTFOUND && (n > 0 || !first_must_exist))
+			return 0;
+		if (rc)
+			return rc;
+		rc = fn(&ref, &idx, arg);
+		more = idx.has_predecessor;
+		if (more)
+			ref = idx.predecessor;
+		ws_ckpt_index_free(&idx);
+		if (rc || !more)
+			return rc;
+	}
+	return 0;
+}
+
+/* Room for one more element in a growing array (*cap elements of elem bytes). */
+static int grow(void **arr, size_t *cap, size_t count, size_t elem)
+{
+	void *n;
+	size_t ncap;
+	if (count < *cap)
+		return 0;
+	ncap = *cap ? *cap * 2 : 8;
+	n = realloc(*arr, ncap * elem);
+	if (!n)
+		return -ENOMEM;
+	*arr = n;
+	*cap = ncap;
+	return 0;
+}
+
+struct bases_walk {
+	const char *tenant;
+	struct ws_restore_base *bases;
+	size_t count, cap;
+};
+
+static int add_base(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
+{
+	struct bases_walk *w = arg;
+	struct ws_restore_base b;
+	(void)ref;
+	if (base_from_index(idx, w->tenant, &b) != 0)
+		return 0;
+	if (grow((void **)&w->bases, &w->cap, w->count, sizeof(*w->bases)) != 0)
+		return -ENOMEM;
+	w->bases[w->count++] = b;
+	return 0;
+}
+
 int ws_checkpoint_bases_for(struct ws_sink *sink, const char *tenant, struct ws_restore_base **out, size_t *count)
 {
 	struct ws_ckpt *c;
 	struct ws_ckpt_outcome latest;
-	struct ws_ckpt_ref ref;
 	struct ws_obj_info info;
-	size_t cap = 0;
 	bool found;
 	int rc = ws_store_head(sink->store, HEAD_KEY, &info);
 
@@ -1111,42 +1174,12 @@ int ws_checkpoint_bases_for(struct ws_sink *sink, const char *tenant, struct ws_
 	if ((rc = ckpt_open(sink, false, 0, &c)) != 0)
 		return rc;
 	rc = ws_ckpt_latest_commit(c, &latest, &found);
-	if (rc || !found)
-		goto out;
-	ref = latest.committed;
-	for (unsigned n = 0; n < PREDECESSORS_MAX; n++) {
-		struct ws_ckpt_index idx;
-		struct ws_restore_base b;
-		bool more;
-		rc = ws_ckpt_load_committed(c, &ref, &idx);
-		if (rc == WS_ENOTFOUND && n > 0) {
-			rc = 0; /* older ones were removed by retention */
-			break;
-		}
-		if (rc)
-			break;
-		if (base_from_index(&idx, tenant, &b) == 0) {
-			if (*count == cap) {
-				size_t ncap = cap ? cap * 2 : 8;
-				void *nb = realloc(*out, ncap * sizeof(**out));
-				if (!nb) {
-					ws_ckpt_index_free(&idx);
-					rc = -ENOMEM;
-					break;
-				}
-				*out = nb;
-				cap = ncap;
-			}
-			(*out)[(*count)++] = b;
-		}
-		more = idx.has_predecessor;
-		if (more)
-			ref = idx.predecessor;
-		ws_ckpt_index_free(&idx);
-		if (!more)
-			break;
+	if (!rc && found) {
+		struct bases_walk w = { tenant, NULL, 0, 0 };
+		rc = walk_committed(c, latest.committed, true, add_base, &w);
+		*out = w.bases;
+		*count = w.count;
 	}
-out:
 	ws_ckpt_close(c);
 	if (rc) {
 		free(*out);
@@ -1268,40 +1301,32 @@ out:
 	return first;
 }
 
+struct list_walk {
+	ws_checkpoint_fn fn;
+	void *arg;
+};
+
+static int list_one(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
+{
+	struct list_walk *w = arg;
+	struct ws_checkpoint_info info;
+	info_from(ref, idx, true, &info);
+	return w->fn(&info, w->arg);
+}
+
 int ws_checkpoint_list(struct ws_sink *sink, ws_checkpoint_fn fn, void *arg)
 {
 	struct ws_ckpt *c;
 	struct ws_ckpt_outcome latest;
-	struct ws_ckpt_ref ref;
+	struct list_walk w = { fn, arg };
 	bool found;
 	int rc = ckpt_open(sink, false, LEASE_WAIT_MS_DEFAULT, &c);
 
 	if (rc)
 		return rc;
 	rc = ws_ckpt_latest_commit(c, &latest, &found);
-	if (rc || !found)
-		goto out;
-	ref = latest.committed;
-	for (unsigned n = 0; n < PREDECESSORS_MAX; n++) {
-		struct ws_ckpt_index idx;
-		struct ws_checkpoint_info info;
-		bool more;
-		rc = ws_ckpt_load_committed(c, &ref, &idx);
-		if (rc == WS_ENOTFOUND && n > 0) {
-			rc = 0; /* older ones were removed by retention */
-			break;
-		}
-		if (rc)
-			break;
-		info_from(&ref, &idx, true, &info);
-		more = idx.has_predecessor;
-		if (more)
-			ref = idx.predecessor;
-		ws_ckpt_index_free(&idx);
-		if ((rc = fn(&info, arg)) != 0 || !more)
-			break;
-	}
-out:
+	if (!rc && found)
+		rc = walk_committed(c, latest.committed, true, list_one, &w);
 	ws_ckpt_close(c);
 	return rc;
 }
@@ -1700,48 +1725,33 @@ static int sweep_unreachable(struct ret_ctx *x, const struct ws_ckpt_tenant_entr
 }
 
 /* The refs of the checkpoints older than p that are still stored, newest first. */
+struct refs_walk {
+	struct ws_ckpt_ref *refs;
+	size_t count, cap;
+};
+
+static int add_ref(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
+{
+	struct refs_walk *w = arg;
+	(void)idx;
+	if (grow((void **)&w->refs, &w->cap, w->count, sizeof(*w->refs)) != 0)
+		return -ENOMEM;
+	w->refs[w->count++] = *ref;
+	return 0;
+}
+
 static int older_refs(struct ret_ctx *x, const struct ws_ckpt_index *p, struct ws_ckpt_ref **out, size_t *count)
 {
-	struct ws_ckpt_ref ref;
-	size_t cap = 0;
-	bool more = p->has_predecessor;
-	int rc = 0;
+	struct refs_walk w = { NULL, 0, 0 };
+	int rc = p->has_predecessor ? walk_committed(x->c, p->predecessor, false, add_ref, &w) : 0;
 
-	*out = NULL;
-	*count = 0;
-	if (more)
-		ref = p->predecessor;
-	while (more && *count < PREDECESSORS_MAX) {
-		struct ws_ckpt_index idx;
-		rc = ws_ckpt_load_committed(x->c, &ref, &idx);
-		if (rc == WS_ENOTFOUND) {
-			rc = 0;
-			break;
-		}
-		if (rc)
-			break;
-		if (*count == cap) {
-			size_t ncap = cap ? cap * 2 : 16;
-			void *n = realloc(*out, ncap * sizeof(**out));
-			if (!n) {
-				ws_ckpt_index_free(&idx);
-				rc = -ENOMEM;
-				break;
-			}
-			*out = n;
-			cap = ncap;
-		}
-		(*out)[(*count)++] = ref;
-		more = idx.has_predecessor;
-		if (more)
-			ref = idx.predecessor;
-		ws_ckpt_index_free(&idx);
-	}
 	if (rc) {
-		free(*out);
-		*out = NULL;
-		*count = 0;
+		free(w.refs);
+		w.refs = NULL;
+		w.count = 0;
 	}
+	*out = w.refs;
+	*count = w.count;
 	return rc;
 }
 
