@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "cmd_checkpoint.h"
 #include "config.h"
 #include "walship.h"
@@ -127,6 +128,7 @@ int cmd_checkpoint(int argc, char **argv)
 		{ "sink", required_argument, NULL, OPT_SINK },
 		{ "config", required_argument, NULL, OPT_CONFIG },
 		{ "epoch", required_argument, NULL, OPT_EPOCH },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sink_url = NULL, *config = NULL;
@@ -139,8 +141,9 @@ int cmd_checkpoint(int argc, char **argv)
 
 	memset(&co, 0, sizeof(co));
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'h': return ws_cli_help("checkpoint");
 		case OPT_SINK: sink_url = optarg; break;
 		case OPT_CONFIG: config = optarg; break;
 		case OPT_EPOCH:
@@ -197,6 +200,7 @@ int cmd_retention(int argc, char **argv)
 		{ "config", required_argument, NULL, OPT_CONFIG },
 		{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
 		{ "json", no_argument, NULL, OPT_JSON },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sink_url = NULL, *config = NULL;
@@ -207,8 +211,9 @@ int cmd_retention(int argc, char **argv)
 	int c, rc, code;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'h': return ws_cli_help("retention");
 		case OPT_SINK: sink_url = optarg; break;
 		case OPT_CONFIG: config = optarg; break;
 		case OPT_DRY_RUN: dry = true; break;

@@ -10,6 +10,7 @@
  *   walship verify    --sink URL [--tenant NAME]
  *   walship checkpoint --sink URL [--config FILE]
  *   walship retention --sink URL [--dry-run] [--json]
+ *   walship help [COMMAND]    (and `walship COMMAND -h|--help`: the command table at the end)
  *
  * Exit status: 0 success; 2 usage or configuration error; 3 every tenant was
  * fenced; 1 anything else. Errors go to stderr naming tenant, object, cause.
@@ -51,23 +52,8 @@ static int usage_error(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
-static void print_usage(FILE *f)
-{
-	fputs("usage:\n"
-	      "  walship replicate [--sink URL] [--config FILE] [--shards N] [--policy block|throttle|shed]\n"
-	      "                    [--metrics-addr HOST:PORT] [--epoch N] [--pointer-generation N]\n"
-	      "                    [--interval-ms N] [--checkpoint-interval-s N] [--once] [--json]\n"
-	      "                    [--quiet|--verbose] [NAME=]DB_PATH...\n"
-	      "  walship restore   --sink URL --tenant NAME [--frame N | --time RFC3339] [--force] -o OUT_DB\n"
-	      "  walship ls        --sink URL [--tenant NAME] [--json]\n"
-	      "  walship verify    --sink URL [--tenant NAME]\n"
-	      "  walship checkpoint --sink URL [--config FILE] [--epoch N]\n"
-	      "  walship retention --sink URL [--config FILE] [--dry-run] [--json]\n"
-	      "  walship restore   --sink URL --tenant NAME --checkpoint ID|latest [--force] -o OUT_DB\n"
-	      "  walship ls        --sink URL --checkpoints [--json]\n"
-	      "URL: file:///absolute/dir or s3://BUCKET[/PREFIX][?PARAMS]\n",
-	      f);
-}
+/* The command table and each command's help are at the end of this file. */
+static void print_usage(FILE *f);
 
 /* RFC 3339: 2026-11-30T12:34:56[.123][Z|+hh:mm|-hh:mm] -> ms since epoch. */
 static int parse_rfc3339(const char *s, int64_t *out_ms)
@@ -135,6 +121,9 @@ enum {
 	OPT_TENANT, OPT_FRAME, OPT_TIME, OPT_FORCE, OPT_CHECKPOINT, OPT_CHECKPOINTS, OPT_CKPT_INTERVAL, OPT_FORCE_PREAD, OPT_QUIET, OPT_VERBOSE,
 	OPT_SHARDS, OPT_POLICY, OPT_METRICS_ADDR,
 };
+
+/* Every command answers -h and --help (stdout, exit 0) with its own help. */
+#define OPT_HELP_ENTRY { "help", no_argument, NULL, 'h' }
 
 /* What the outcome callback knows of one tenant. */
 struct tenant_state {
@@ -464,6 +453,7 @@ static int cmd_replicate(int argc, char **argv)
 		{ "quiet", no_argument, NULL, OPT_QUIET },
 		{ "verbose", no_argument, NULL, OPT_VERBOSE },
 		{ "checkpoint-interval-s", required_argument, NULL, OPT_CKPT_INTERVAL },
+		OPT_HELP_ENTRY,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct ws_cli_config cfg;
@@ -477,8 +467,9 @@ static int cmd_replicate(int argc, char **argv)
 
 	memset(&cfg, 0, sizeof(cfg));
 	memset(&ov, 0, sizeof(ov));
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'h': return ws_cli_help("replicate");
 		case OPT_SINK: ov.sink = optarg; break;
 		case OPT_CONFIG: config_file = optarg; break;
 		case OPT_SHARDS:
@@ -569,6 +560,7 @@ static int cmd_restore(int argc, char **argv)
 		{ "force", no_argument, NULL, OPT_FORCE },
 		{ "checkpoint", required_argument, NULL, OPT_CHECKPOINT },
 		{ "output", required_argument, NULL, 'o' },
+		OPT_HELP_ENTRY,
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sink_url = NULL, *tenant = NULL, *out = NULL, *checkpoint = NULL;
@@ -576,8 +568,9 @@ static int cmd_restore(int argc, char **argv)
 	struct ws_sink *sink;
 	int c, rc;
 
-	while ((c = getopt_long(argc, argv, "o:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'h': return ws_cli_help("restore");
 		case OPT_SINK: sink_url = optarg; break;
 		case OPT_TENANT: tenant = optarg; break;
 		case OPT_FRAME:
@@ -679,6 +672,7 @@ static int cmd_ls(int argc, char **argv)
 		{ "tenant", required_argument, NULL, OPT_TENANT },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "checkpoints", no_argument, NULL, OPT_CHECKPOINTS },
+		OPT_HELP_ENTRY,
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sink_url = NULL, *tenant = NULL;
@@ -687,8 +681,9 @@ static int cmd_ls(int argc, char **argv)
 	struct ws_sink *sink;
 	int c, rc;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'h': return ws_cli_help("ls");
 		case OPT_SINK: sink_url = optarg; break;
 		case OPT_TENANT: tenant = optarg; break;
 		case OPT_JSON: p.json = true; break;
@@ -738,6 +733,7 @@ static int cmd_verify(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "sink", required_argument, NULL, OPT_SINK },
 		{ "tenant", required_argument, NULL, OPT_TENANT },
+		OPT_HELP_ENTRY,
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sink_url = NULL, *tenant = NULL;
@@ -745,8 +741,9 @@ static int cmd_verify(int argc, char **argv)
 	unsigned problems = 0;
 	int c, rc;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'h': return ws_cli_help("verify");
 		case OPT_SINK: sink_url = optarg; break;
 		case OPT_TENANT: tenant = optarg; break;
 		default: return usage_error("verify: unknown or incomplete option");
@@ -777,31 +774,200 @@ static int cmd_verify(int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* ---- the command table ------------------------------------------------ */
+
+static int cmd_help(int argc, char **argv);
+static int cmd_version(int argc, char **argv);
+
+/*
+ * Every command, with the summary `walship help` lists and the help its
+ * -h/--help prints. Each option the command's getopt table takes must
+ * appear in its help (tests/integration/test_help.sh checks it against the
+ * option tables of this file and cmd_checkpoint.c).
+ */
+static const struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+	const char *help;
+} commands[] = {
+	{ "replicate", cmd_replicate, "ship the WAL of SQLite databases to a sink as it is written",
+	  "usage: walship replicate [OPTIONS] [NAME=]DB_PATH...\n"
+	  "\n"
+	  "Ship the WAL of each database to the sink as it is written, until SIGINT or\n"
+	  "SIGTERM (then drain: a last tail of every tenant, made durable; exit 0), or\n"
+	  "once with --once. Tenants come from the arguments and from --config's\n"
+	  "[tenant.NAME] sections; NAME defaults to the file's name without its\n"
+	  "extension. Options override the config file's [engine] keys.\n"
+	  "\n"
+	  "options:\n"
+	  "  --sink URL                  file:///absolute/dir or s3://BUCKET[/PREFIX][?PARAMS]\n"
+	  "  --config FILE               INI file: [engine], [shard.N] and [tenant.NAME] sections\n"
+	  "  --shards N                  shards, 1..256: each a thread with its own io_uring and ring\n"
+	  "  --policy block|throttle|shed\n"
+	  "                              backpressure policy of every shard that sets none\n"
+	  "  --metrics-addr HOST:PORT    serve GET /metrics (Prometheus text) there; port 0 picks one\n"
+	  "  --epoch N                   owner epoch written into every watermark (fencing)\n"
+	  "  --pointer-generation N      owner pointer generation (fencing)\n"
+	  "  --interval-ms N             batch_age_ms_max of every shard that sets none, 1..86400000\n"
+	  "  --checkpoint-interval-s N   flush and take a checkpoint of the sink every N seconds\n"
+	  "  --once                      ship what is committed now, drain and exit\n"
+	  "  --json                      one JSON object per line on stdout for each outcome\n"
+	  "  --quiet                     no per-tenant start-up lines\n"
+	  "  --verbose                   debug log\n"
+	  "  --force-pread               read the WAL with pread(2), not io_uring\n"
+	  "  -h, --help                  this help\n"
+	  "\n"
+	  "exit status: 0 ok; 1 a tenant's last tail failed; 2 usage or configuration\n"
+	  "error; 3 every tenant's last tail was fenced.\n" },
+	{ "restore", cmd_restore, "write a tenant's database at its latest state, a frame, a time or a checkpoint",
+	  "usage: walship restore --sink URL --tenant NAME [--frame N | --time RFC3339 | --checkpoint ID|latest]\n"
+	  "                       [--force] -o OUT_DB\n"
+	  "\n"
+	  "Write a standalone database (rollback-journal mode) equal to the tenant's\n"
+	  "source at its latest shipped commit, or at the last commit at or before\n"
+	  "--frame or --time, or at a checkpoint's cut. Everything is verified first;\n"
+	  "nothing is written when the result cannot be proven complete.\n"
+	  "\n"
+	  "options:\n"
+	  "  --sink URL                  the sink to read\n"
+	  "  --tenant NAME               the tenant to restore\n"
+	  "  --frame N                   the last commit at or before frame N of the current WAL generation\n"
+	  "  --time RFC3339              the last state shipped at or before that time (2026-11-30T12:00:00Z)\n"
+	  "  --checkpoint ID|latest      the tenant exactly at a checkpoint's cut\n"
+	  "  --force                     replace a regular file at OUT_DB (never a link, device or live database)\n"
+	  "  -o, --output OUT_DB         where to write the database\n"
+	  "  -h, --help                  this help\n"
+	  "\n"
+	  "exit status: 0 restored; 1 refused or failed (nothing written); 2 usage error.\n" },
+	{ "ls", cmd_ls, "list the tenants (or the checkpoints) a sink holds",
+	  "usage: walship ls --sink URL [--tenant NAME | --checkpoints] [--json]\n"
+	  "\n"
+	  "List each tenant's watermark (owner, WAL generation, last frame, when it was\n"
+	  "written) and how many objects and bytes it holds; or, with --checkpoints,\n"
+	  "every stored checkpoint, newest first.\n"
+	  "\n"
+	  "options:\n"
+	  "  --sink URL                  the sink to read\n"
+	  "  --tenant NAME               only this tenant\n"
+	  "  --checkpoints               list the sink's checkpoints instead of its tenants\n"
+	  "  --json                      one JSON object per line\n"
+	  "  -h, --help                  this help\n"
+	  "\n"
+	  "exit status: 0 ok; 1 a tenant could not be read; 2 usage error.\n" },
+	{ "verify", cmd_verify, "check every object and link a sink holds",
+	  "usage: walship verify --sink URL [--tenant NAME]\n"
+	  "\n"
+	  "Check every object and link of each tenant's chain, and the latest\n"
+	  "checkpoint's artifacts; report each problem on stderr.\n"
+	  "\n"
+	  "options:\n"
+	  "  --sink URL                  the sink to read\n"
+	  "  --tenant NAME               only this tenant\n"
+	  "  -h, --help                  this help\n"
+	  "\n"
+	  "exit status: 0 everything verifies; 1 a problem was found; 2 usage error.\n" },
+	{ "checkpoint", cmd_checkpoint, "take a consistent checkpoint of every tenant of a sink",
+	  "usage: walship checkpoint --sink URL [--config FILE] [--epoch N]\n"
+	  "\n"
+	  "Take a checkpoint: a consistent cut across every tenant of the sink, with\n"
+	  "one standalone database per tenant, decided durably (Commit or Abort).\n"
+	  "Prints the checkpoint as one JSON object.\n"
+	  "\n"
+	  "options:\n"
+	  "  --sink URL                  the sink (else [engine] sink of --config)\n"
+	  "  --config FILE               replicate's config file: its sink and epoch\n"
+	  "  --epoch N                   the epoch to decide at (default: the config's, else 0)\n"
+	  "  -h, --help                  this help\n"
+	  "\n"
+	  "exit status: 0 committed; 1 failed, aborted, or another writer's was decided\n"
+	  "first; 2 usage error.\n" },
+	{ "retention", cmd_retention, "delete what the latest committed checkpoint makes unneeded",
+	  "usage: walship retention --sink URL [--config FILE] [--dry-run] [--json]\n"
+	  "\n"
+	  "Protect the latest committed checkpoint and everything newer; delete older\n"
+	  "checkpoints and each tenant's objects older than the protected cut (never\n"
+	  "one the live chain names). Prints each deleted key.\n"
+	  "\n"
+	  "options:\n"
+	  "  --sink URL                  the sink (else [engine] sink of --config)\n"
+	  "  --config FILE               replicate's config file: its sink\n"
+	  "  --dry-run                   print what would be deleted, delete nothing\n"
+	  "  --json                      one JSON object instead of one key per line\n"
+	  "  -h, --help                  this help\n"
+	  "\n"
+	  "exit status: 0 ok; 1 failed (the protected checkpoint did not verify: nothing\n"
+	  "deleted); 2 usage error.\n" },
+	{ "help", cmd_help, "list the commands, or show one command's options",
+	  "usage: walship help [COMMAND]\n"
+	  "       walship COMMAND --help\n"
+	  "\n"
+	  "Without COMMAND, list the commands; with it, that command's options.\n" },
+	{ "version", cmd_version, "print walship's version",
+	  "usage: walship version\n"
+	  "       walship --version\n" },
+};
+
+#define COMMAND_COUNT (sizeof(commands) / sizeof(commands[0]))
+
+static const struct command *command_find(const char *name)
+{
+	for (size_t i = 0; i < COMMAND_COUNT; i++)
+		if (!strcmp(commands[i].name, name))
+			return &commands[i];
+	return NULL;
+}
+
+static void print_usage(FILE *f)
+{
+	fputs("usage: walship COMMAND [OPTIONS]\n\ncommands:\n", f);
+	for (size_t i = 0; i < COMMAND_COUNT; i++)
+		fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
+	fputs("\nURL: file:///absolute/dir or s3://BUCKET[/PREFIX][?PARAMS]\n"
+	      "Run 'walship COMMAND --help' (or 'walship help COMMAND') for a command's options.\n",
+	      f);
+}
+
+int ws_cli_help(const char *name)
+{
+	const struct command *c = command_find(name);
+	if (!c)
+		return usage_error("unknown command '%s'", name);
+	fputs(c->help, stdout);
+	return EXIT_OK;
+}
+
+static int cmd_help(int argc, char **argv)
+{
+	if (argc > 2)
+		return usage_error("help: one command at most ('%s' is one too many)", argv[2]);
+	if (argc == 2)
+		return ws_cli_help(argv[1]);
+	print_usage(stdout);
+	return EXIT_OK;
+}
+
+static int cmd_version(int argc, char **argv)
+{
+	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
+		return ws_cli_help("version");
+	printf("walship %s\n", ws_version());
+	return EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : NULL;
+	const struct command *c;
 	if (!cmd)
 		return usage_error("missing command");
-	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
-		print_usage(stdout);
-		return EXIT_OK;
-	}
-	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-		printf("walship %s\n", ws_version());
-		return EXIT_OK;
-	}
+	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h"))
+		cmd = "help";
+	else if (!strcmp(cmd, "--version"))
+		cmd = "version";
+	c = command_find(cmd);
+	if (!c)
+		return usage_error("unknown command '%s'", cmd);
 	/* getopt starts at argv[1] = the command name. */
-	if (!strcmp(cmd, "replicate"))
-		return cmd_replicate(argc - 1, argv + 1);
-	if (!strcmp(cmd, "restore"))
-		return cmd_restore(argc - 1, argv + 1);
-	if (!strcmp(cmd, "ls"))
-		return cmd_ls(argc - 1, argv + 1);
-	if (!strcmp(cmd, "verify"))
-		return cmd_verify(argc - 1, argv + 1);
-	if (!strcmp(cmd, "checkpoint"))
-		return cmd_checkpoint(argc - 1, argv + 1);
-	if (!strcmp(cmd, "retention"))
-		return cmd_retention(argc - 1, argv + 1);
-	return usage_error("unknown command '%s'", cmd);
+	return c->run(argc - 1, argv + 1);
 }
