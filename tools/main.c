@@ -937,20 +937,23 @@ int ws_cli_help(const char *name)
 	return EXIT_OK;
 }
 
+static bool is_help(const char *arg) { return !strcmp(arg, "-h") || !strcmp(arg, "--help"); }
+
 static int cmd_help(int argc, char **argv)
 {
 	if (argc > 2)
 		return usage_error("help: one command at most ('%s' is one too many)", argv[2]);
 	if (argc == 2)
-		return ws_cli_help(argv[1]);
+		return ws_cli_help(is_help(argv[1]) ? "help" : argv[1]);
 	print_usage(stdout);
 	return EXIT_OK;
 }
 
 static int cmd_version(int argc, char **argv)
 {
-	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
-		return ws_cli_help("version");
+	if (argc > 1)
+		return is_help(argv[1]) ? ws_cli_help("version") :
+					  usage_error("version: unexpected argument '%s'", argv[1]);
 	printf("walship %s\n", ws_version());
 	return EXIT_OK;
 }
