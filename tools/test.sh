@@ -34,6 +34,12 @@
 #                    each (about 3 minutes); fails if a run errors, prints
 #                    no figures or a tenant does not restore equal, never
 #                    on a figure
+#  10. install       cmake --install of build-ci into a scratch prefix; the
+#                    embedding example (examples/host.c) built against it with
+#                    find_package(walship) and with pkg-config, each run
+#                    against a file:// sink and every tenant restored equal by
+#                    the installed walship; nm -D of the installed library
+#                    lists the public API only (tests/integration/test_install.sh)
 # Every section runs even when an earlier one failed (a failed build skips
 # its own tests); the summary lists failures and the exit status is non-zero
 # if any section failed.
@@ -209,6 +215,20 @@ if [ -x build-ci/bench/walship-bench ]; then
 	fi
 else
 	note_fail "throttle bench smoke: build-ci/bench/walship-bench was not built"
+fi
+
+# ---- 10. install -------------------------------------------------------------------------------
+# What `cmake --install` puts in place is what a host builds against: the
+# example is built from the installed prefix only, both ways, and must run.
+section "install: cmake --install build-ci into a scratch prefix; examples/host.c via find_package and pkg-config"
+if [ -x build-ci/tools/walship ]; then
+	mkdir -p build-ci/testtmp
+	if ! WS_BUILD="$PWD/build-ci" WS_SRC="$PWD" WS_TEST_TMP="$PWD/build-ci/testtmp" \
+		bash tests/integration/test_install.sh; then
+		note_fail "install: tests/integration/test_install.sh"
+	fi
+else
+	note_fail "install: build-ci was not built"
 fi
 
 # ---- summary ------------------------------------------------------------------------------
