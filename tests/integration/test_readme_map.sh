@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The README's data-path map ("How it works" > "Map", between the
+# map:begin and map:end comments) names real code: every `file` exists,
+# every `function()` is defined (in the file the same table cell or line
+# named last before it, when it named one), every `struct name` is defined,
+# and the thread names are the ones the code gives its threads. A function
+# renamed or moved without the map following fails here.
+#
+# Env: WS_SRC (the source tree), WS_TEST_TMP.
+# Prints "N passed, M failed" last; exits non-zero on any failure.
+set -euo pipefail
+: "${WS_BIN:=/bin/true}"
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+: "${WS_SRC:?WS_SRC must name the source tree}"
+
+python3 - "$WS_SRC" >results <<'PY'
+import os, re, sys
+
+src = sys.argv[1]
+readme = open(os.path.join(src, "README.md"), encoding="utf-8").read()
+m = re.search(r"<!-- map:begin.*?-->(.*?)<!-- map:end -->", readme, re.S)
+if not m:
+    print("BAD README.md has no map (map:begin ... map:end)")
+    sys.exit(0)
+text = m.group(1)
+
+sources = {}
+for layer in ("core", "io", "net", "store", "tools"):
+    for root, _, files in os.walk(os.path.join(src, layer)):
+        for f in files:
+            if f.endswith((".c", ".h")):
+                path = os.path.join(root, f)
+                sources[os.path.relpath(path, src)] = open(path, encoding="utf-8").read()
+
+def defined_in(fn, body):
+    # A definition: a line at column 0 (type, or the name itself) naming
+    # fn(, whose parameter list is followed by '{', not ';'.
+    for d in re.finditer(r"^[A-Za-z_][^\n;]*?\b" + re.escape(fn) + r"\(", body, re.M):
+        rest = body[d.end():]
+        brace, semi = rest.find("{"), rest.find(";")
+        if brace >= 0 and (semi < 0 or brace < semi):
+            return True
+    return False
+
+counts = {"file": 0, "function": 0, "struct": 0, "thread": 0}
+bad = 0
+for line in text.splitlines():
+    cells = line.strip().strip("|").split("|") if line.lstrip().startswith("|") else [line]
+    for cell in cells:
+        current = None
+        for tok in re.findall(r"`([^`]+)`", cell):
+            if re.fullmatch(r"(core|io|net|store|tools|bench|tests)/[\w./-]+\.[ch]", tok):
+                counts["file"] += 1
+                if tok not in sources:
+                    print(f"BAD file {tok} does not exist"); bad += 1
+                current = tok
+            elif re.fullmatch(r"[A-Za-z_]\w*\(\)", tok):
+                fn = tok[:-2]
+                counts["function"] += 1
+                where = [current] if current in sources else list(sources)
+                if not any(defined_in(fn, sources[p]) for p in where):
+                    print(f"BAD function {fn}() is not defined in {current or 'the sources'}"); bad += 1
+            elif re.fullmatch(r"struct \w+", tok):
+                name = tok.split()[1]
+                counts["struct"] += 1
+                if not any(re.search(r"^struct " + name + r" \{", b, re.M) for b in sources.values()):
+                    print(f"BAD {tok} is not defined"); bad += 1
+            elif re.fullmatch(r"ws-[a-z]+(-N)?", tok):
+                counts["thread"] += 1
+                lit = '"' + tok.replace("-N", "-%u") + '"'
+                if not any(lit in b for b in sources.values()):
+                    print(f"BAD thread name {tok} ({lit}) is not in the sources"); bad += 1
+for k, v in counts.items():
+    print(f"COUNT {k} {v}")
+print(f"DONE {bad}")
+PY
+
+while read -r kind rest; do
+	case "$kind" in
+	BAD) bad "map: $rest" ;;
+	COUNT) set -- $rest; eval "n_$1=$2" ;;
+	DONE) check "map: every name checked is real" [ "$rest" = 0 ] ;;
+	esac
+done <results
+check "the map names files (${n_file:-0})" [ "${n_file:-0}" -ge 10 ]
+check "the map names functions (${n_function:-0})" [ "${n_function:-0}" -ge 40 ]
+check "the map names structs (${n_struct:-0})" [ "${n_struct:-0}" -ge 2 ]
+check "the map names both threads (${n_thread:-0})" [ "${n_thread:-0}" -ge 2 ]
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
