@@ -15,6 +15,11 @@
 
 #include <stdarg.h>
 
+/* Installed with walship.h: C linkage for C++ hosts too. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define WS_MUST_CHECK __attribute__((warn_unused_result))
 #define WS_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
@@ -59,5 +64,9 @@ int ws_fail_wrap(int err, const char *fmt, ...) WS_PRINTF(2, 3);
 /* Detail of the last failure on this thread; ws_strerror(err) if none recorded. */
 const char *ws_errmsg(void);
 void ws_errclear(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -4,6 +4,11 @@
 
 #include "ws_err.h"
 
+/* Installed with walship.h: C linkage for C++ hosts too. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum ws_log_level { WS_LOG_ERROR = 0, WS_LOG_WARN, WS_LOG_INFO, WS_LOG_DEBUG };
 
 typedef void (*ws_log_fn)(enum ws_log_level level, const char *msg, void *arg);
@@ -16,5 +21,9 @@ void ws_log(enum ws_log_level level, const char *fmt, ...) WS_PRINTF(2, 3);
 #define ws_warn(...) ws_log(WS_LOG_WARN, __VA_ARGS__)
 #define ws_info(...) ws_log(WS_LOG_INFO, __VA_ARGS__)
 #define ws_debug(...) ws_log(WS_LOG_DEBUG, __VA_ARGS__)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

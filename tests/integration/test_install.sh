@@ -77,6 +77,20 @@ check "walship.h alone compiles and links (-std=c11 -Wall -Werror, pkg-config fl
 	run_logged only_header.log cc $san -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags walship) only_header.c \
 	-o only_header $(pkg-config --libs walship) -Wl,-rpath,"$libdir"
 
+# A C++ host: the installed headers give the library's functions C linkage
+# (ws_err.h and ws_log.h were outside walship.h's extern "C").
+cat >cxx_host.cc <<'CXX'
+#include <walship.h>
+#include <ws_log.h>
+int main() { ws_log_set_level(WS_LOG_WARN); return ws_strerror(WS_ECONFIG)[0] == '\0' || !ws_version(); }
+CXX
+if command -v c++ >/dev/null; then
+	# shellcheck disable=SC2046,SC2086
+	check "a C++ host includes walship.h and ws_log.h, links and runs" \
+		run_logged cxx_host.log bash -c 'c++ $1 -std=c++17 -Wall -Werror $(pkg-config --cflags walship) cxx_host.cc \
+			-o cxx_host $(pkg-config --libs walship) -Wl,-rpath,"$2" && ./cxx_host' _ "$san" "$libdir"
+fi
+
 # Build the example both ways.
 check "examples/: cmake with find_package(walship)" \
 	run_logged cmake-host.log bash -c 'cmake -S "$1/examples" -B host-cmake -DCMAKE_PREFIX_PATH="$2" \
