@@ -79,7 +79,7 @@ PY
 while read -r kind rest; do
 	case "$kind" in
 	BAD) bad "map: $rest" ;;
-	COUNT) set -- $rest; eval "n_$1=$2" ;;
+	COUNT) read -r what n <<<"$rest"; printf -v "n_$what" '%s' "$n" ;;
 	DONE) check "map: every name checked is real" [ "$rest" = 0 ] ;;
 	esac
 done <results
