@@ -56,22 +56,17 @@
 #include "core_internal.h"
 #include "ws_clock.h"
 #include "replay.h"
+#include "ws_assert.h"
 #include "ws_ckpt.h"
 #include "ws_fault.h"
 #include "ws_log.h"
 
 #define ART_PREFIX WS_CKPT_PREFIX "/artifacts"
-#define INVENTORY_KEY WS_CKPT_PREFIX "/inventory"
 #define HEAD_KEY WS_CKPT_PREFIX "/head"
 #define LEASE_WAIT_MS_DEFAULT 5000u
 #define PEER_WAIT_MS_DEFAULT 30000u
 #define PREDECESSORS_MAX 1000000u
 #define PEER_ROUNDS_MAX 8u
-
-static bool sink_is_file(const struct ws_sink *sink)
-{
-	return strncmp(sink->store->url, "file://", 7) == 0;
-}
 
 /*
  * The decision store of the sink. A writer of a file:// sink holds the local
@@ -90,12 +85,14 @@ static int ckpt_open(struct ws_sink *sink, bool writer, unsigned wait_ms, struct
 		*out = ws_ckpt_open_reader(sink->store, &err);
 		return *out ? 0 : err;
 	}
-	if (!sink_is_file(sink)) {
+	if (ws_store_kind(sink->store) != WS_STORE_FILE) {
 		*out = ws_ckpt_open_shared(sink->store, 0, &err);
 		return *out ? 0 : err;
 	}
+	/* The file backend's own directory, however the URL spelled it. */
+	WS_ASSERT(ws_store_file_root(sink->store) != NULL);
 	for (;;) {
-		*out = ws_ckpt_open_local(sink->store->url + 7, &err);
+		*out = ws_ckpt_open_local(ws_store_file_root(sink->store), &err);
 		if (*out)
 			return 0;
 		if (err != WS_EFENCED || waited >= wait_ms)
@@ -103,11 +100,6 @@ static int ckpt_open(struct ws_sink *sink, bool writer, unsigned wait_ms, struct
 		ws_sleep_ms(10);
 		waited += 10;
 	}
-}
-
-static bool ckpt_attempt_same(const struct ws_ckpt_attempt *a, const struct ws_ckpt_attempt *b)
-{
-	return a->checkpoint_id == b->checkpoint_id && a->epoch == b->epoch && a->token == b->token;
 }
 
 static void hex_of(const uint8_t *sha, char out[WS_SHA256_HEX_LEN + 1])
@@ -276,144 +268,28 @@ static int cut_read(struct ws_store *s, struct cut *cut)
 	return 0;
 }
 
-/* ---- reading the active inventory ------------------------------------------------ */
+/* ---- aborting an attempt ---------------------------------------------------------- */
 
-/*
- * The store's API has no reader for checkpoints/inventory, and recovery
- * needs the exact active attempt and keys. The object is canonical JSON
- * (docs/CHECKPOINTS.md), so its layout is fixed; anything this scan gets
- * wrong is caught by ws_ckpt_complete_inventory, which compares exactly.
- */
-static bool scan_u64(const char **p, const char *field, uint64_t *out)
+/* Seal one candidate index (ws_ckpt_list_candidates) of an aborted attempt. */
+static int seal_one(const struct ws_ckpt_ref *ref, void *arg)
 {
-	char pat[64];
-	const char *q;
-	char *end;
-	snprintf(pat, sizeof(pat), "\"%s\":\"", field);
-	q = strstr(*p, pat);
-	if (!q)
-		return false;
-	q += strlen(pat);
-	errno = 0;
-	*out = strtoull(q, &end, 10);
-	if (errno || *end != '"')
-		return false;
-	*p = end + 1;
-	return true;
-}
+	struct ws_ckpt *c = arg;
+	struct ws_ckpt_index idx;
+	int rc = ws_ckpt_load_committed(c, ref, &idx);
 
-static void inventory_free(struct ws_ckpt_inventory *inv)
-{
-	free(inv->keys);
-	inv->keys = NULL;
-	inv->key_count = 0;
-}
-
-static int inventory_read_active(struct ws_ckpt *c, struct ws_ckpt_inventory *inv, bool *active)
-{
-	struct ws_buf b;
-	const char *p, *q;
-	int rc;
-
-	memset(inv, 0, sizeof(*inv));
-	*active = false;
-	ws_buf_init(&b, (size_t)WS_CKPT_INDEX_BYTES_MAX);
-	rc = ws_store_get(ws_ckpt_store(c), INVENTORY_KEY, 0, UINT64_MAX, &b, NULL);
-	if (rc == WS_ENOTFOUND) {
-		rc = 0;
-		goto out;
-	}
+	if (rc == WS_EPRECOND || rc == WS_ENOTFOUND || rc == WS_ECORRUPT)
+		return 0; /* sealed already (or not ours to seal) */
 	if (rc)
-		goto out;
-	if (ws_buf_append(&b, "", 1) != 0) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	p = (const char *)b.data;
-	if (strncmp(p, "{\"active\":null", 14) == 0)
-		goto out;
-	if (strncmp(p, "{\"active\":{\"attempt\":{", 22) != 0 ||
-	    !scan_u64(&p, "checkpoint_id", &inv->attempt.checkpoint_id) ||
-	    !scan_u64(&p, "epoch", &inv->attempt.epoch) || !scan_u64(&p, "token", &inv->attempt.token) ||
-	    strncmp(p, "},\"keys\":[", 10) != 0) {
-		rc = ws_fail(WS_EFORMAT, "checkpoint object %s: unexpected layout", INVENTORY_KEY);
-		goto out;
-	}
-	p += 10;
-	while (*p == '"') {
-		size_t n;
-		q = strchr(p + 1, '"');
-		if (!q || (n = (size_t)(q - p - 1)) >= WS_KEY_MAX) {
-			rc = ws_fail(WS_EFORMAT, "checkpoint object %s: bad key", INVENTORY_KEY);
-			goto out;
-		}
-		void *nk = realloc(inv->keys, (inv->key_count + 1) * sizeof(*inv->keys));
-		if (!nk) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		inv->keys = nk;
-		memcpy(inv->keys[inv->key_count], p + 1, n);
-		inv->keys[inv->key_count][n] = '\0';
-		inv->key_count++;
-		p = q + 1;
-		if (*p == ',')
-			p++;
-	}
-	inv->scope = WS_CKPT_SCOPE_LOCAL;
-	if ((rc = ws_ckpt_deployment_id(c, inv->deployment)) != 0)
-		goto out;
-	*active = true;
-out:
-	if (rc)
-		inventory_free(inv);
-	ws_buf_free(&b);
+		return rc;
+	rc = ws_ckpt_seal_aborted_candidate(c, &idx);
+	ws_ckpt_index_free(&idx);
 	return rc;
 }
 
-/* ---- aborting an attempt ---------------------------------------------------------- */
-
-/* Seal every candidate index of checkpoint id at checkpoints/committed/<id>-*. */
+/* Seal every candidate index of checkpoint id. */
 static int seal_candidates(struct ws_ckpt *c, uint64_t id)
 {
-	char prefix[WS_KEY_MAX], token[WS_KEY_MAX] = "";
-	struct ws_store *s = ws_ckpt_store(c);
-	int rc = 0;
-
-	snprintf(prefix, sizeof(prefix), WS_CKPT_PREFIX "/committed/%016" PRIx64 "-", id);
-	for (;;) {
-		struct ws_list_page page;
-		bool more;
-		memset(&page, 0, sizeof(page));
-		rc = ws_store_list(s, prefix, token, WS_LIST_PAGE_MAX, &page);
-		if (rc)
-			return ws_fail_wrap(rc, "checkpoint %" PRIu64 ": list candidates", id);
-		for (size_t i = 0; i < page.count && !rc; i++) {
-			struct ws_ckpt_ref ref;
-			struct ws_ckpt_index idx;
-			const char *sha = page.keys[i] + strlen(prefix);
-			memset(&ref, 0, sizeof(ref));
-			ref.id = id;
-			ref.length = page.sizes ? page.sizes[i] : 0;
-			snprintf(ref.sha256, sizeof(ref.sha256), "%.64s", sha);
-			snprintf(ref.key, sizeof(ref.key), "%s", page.keys[i]);
-			rc = ws_ckpt_load_committed(c, &ref, &idx);
-			if (rc == WS_EPRECOND || rc == WS_ENOTFOUND || rc == WS_ECORRUPT) {
-				rc = 0; /* sealed already (or not ours to seal) */
-				continue;
-			}
-			if (rc)
-				break;
-			rc = ws_ckpt_seal_aborted_candidate(c, &idx);
-			ws_ckpt_index_free(&idx);
-		}
-		more = page.truncated;
-		if (more)
-			snprintf(token, sizeof(token), "%s", page.next_token);
-		ws_list_page_free(&page);
-		if (rc || !more)
-			return rc;
-	}
+	return ws_ckpt_list_candidates(c, id, seal_one, c);
 }
 
 static int find_ref(struct ws_ckpt *c, uint64_t id, struct ws_ckpt_ref *ref, struct ws_ckpt_index *idx);
@@ -505,15 +381,15 @@ static int recover_locked(struct ws_ckpt *c, bool *recovered)
 	if ((rc = ws_ckpt_sink_open_witness(c, &wit, &wfound)) != 0)
 		return rc;
 	wopen = wfound && wit.state == WS_CKPT_WITNESS_OPEN;
-	if ((rc = inventory_read_active(c, &inv, &iactive)) != 0)
+	if ((rc = ws_ckpt_active_inventory(c, &inv, &iactive)) != 0)
 		return rc;
 	if (iactive)
 		rc = finish_attempt(c, &inv.attempt, &inv,
-				    wopen && ckpt_attempt_same(&wit.attempt, &inv.attempt) ? &wit : NULL);
-	if (!rc && wopen && (!iactive || !ckpt_attempt_same(&wit.attempt, &inv.attempt)))
+				    wopen && ws_ckpt_attempt_equal(&wit.attempt, &inv.attempt) ? &wit : NULL);
+	if (!rc && wopen && (!iactive || !ws_ckpt_attempt_equal(&wit.attempt, &inv.attempt)))
 		rc = finish_attempt(c, &wit.attempt, NULL, &wit);
 	*recovered = !rc && (iactive || wopen);
-	inventory_free(&inv);
+	ws_ckpt_inventory_free(&inv);
 	return rc;
 }
 
@@ -540,14 +416,14 @@ static int recover_peer(struct ws_ckpt *c, const struct ws_ckpt_witness *peer)
 {
 	struct ws_ckpt_inventory inv;
 	bool iactive;
-	int rc = inventory_read_active(c, &inv, &iactive);
+	int rc = ws_ckpt_active_inventory(c, &inv, &iactive);
 	if (rc)
 		return rc;
-	iactive = iactive && ckpt_attempt_same(&inv.attempt, &peer->attempt);
+	iactive = iactive && ws_ckpt_attempt_equal(&inv.attempt, &peer->attempt);
 	rc = finish_attempt(c, &peer->attempt, iactive ? &inv : NULL, peer);
 	if (rc == WS_EPRECOND && ws_ckpt_last_kind() == WS_CKPT_STATE_MISMATCH)
 		rc = 0; /* its owner (or another recoverer) moved first: start over */
-	inventory_free(&inv);
+	ws_ckpt_inventory_free(&inv);
 	return rc;
 }
 
@@ -817,7 +693,7 @@ int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *op
 	/* 0. A local writer holds the lease: an open witness or an active
 	 * inventory can only be a crashed attempt. A shared writer recovers
 	 * when asked, and otherwise at step 3 (below). */
-	if ((sink_is_file(sink) || opts->recover) && (rc = recover_locked(c, &recovered)) != 0)
+	if ((ws_store_kind(sink->store) == WS_STORE_FILE || opts->recover) && (rc = recover_locked(c, &recovered)) != 0)
 		goto done;
 	for (unsigned round = 0;; round++) {
 		struct ws_ckpt_witness peer;
@@ -987,10 +863,10 @@ abort:
 		(void)created;
 		memset(&durable, 0, sizeof(durable));
 		/* begin_inventory failed: did its write land anyway? */
-		if (inv_tried && !inv_active && inventory_read_active(c, &durable, &dactive) == 0 && dactive &&
-		    ckpt_attempt_same(&durable.attempt, &a))
+		if (inv_tried && !inv_active && ws_ckpt_active_inventory(c, &durable, &dactive) == 0 && dactive &&
+		    ws_ckpt_attempt_equal(&durable.attempt, &a))
 			inv_active = true;
-		inventory_free(&durable);
+		ws_ckpt_inventory_free(&durable);
 		crc = finish_attempt(c, &a, inv_active ? &inv : NULL, wit_open ? &wit : NULL);
 		if (crc == 0) {
 			/* Committed after all (the decision landed before the error)? */

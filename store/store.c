@@ -330,6 +330,11 @@ int ws_store_del_many(struct ws_store *s, const char *const *keys, size_t n)
 	return 0;
 }
 
+enum ws_store_kind ws_store_kind(const struct ws_store *s)
+{
+	return s ? s->ops->kind : WS_STORE_OTHER;
+}
+
 void ws_store_close(struct ws_store *s)
 {
 	if (s)

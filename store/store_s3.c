@@ -1206,6 +1206,7 @@ static const struct ws_store_ops s3_ops = {
 	.del_many = s3_del_many,
 	.put_many = s3_put_many,
 	.close = s3_close,
+	.kind = WS_STORE_S3,
 };
 
 /* ---- open ---------------------------------------------------------------- */
