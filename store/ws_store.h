@@ -234,6 +234,19 @@ struct ws_store *ws_store_s3_open(const char *url, unsigned flags, int *err);
  */
 struct ws_store *ws_store_open_defaults(const char *url, const char *defaults, unsigned flags, int *err);
 struct ws_store *ws_store_s3_open_defaults(const char *url, const char *defaults, unsigned flags, int *err);
+
+/*
+ * Open with the engine's per-shard bounds, where the URL does not set them.
+ * The s3:// backend owns what they are called in its URL (store_s3.c);
+ * the file backend has no requests to retry and ignores them. lim NULL:
+ * ws_store_open_flags.
+ */
+struct ws_store_limits {
+	uint64_t retry_attempts_max;     /* per request */
+	uint64_t retry_deadline_ms;      /* per request */
+	uint64_t max_in_flight;          /* requests outstanding at once */
+};
+struct ws_store *ws_store_open_limits(const char *url, const struct ws_store_limits *lim, unsigned flags, int *err);
 /* Create the sink's bucket; an existing bucket of ours is success. */
 int ws_store_s3_create_bucket(struct ws_store *s) WS_MUST_CHECK;
 
