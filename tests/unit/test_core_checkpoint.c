@@ -943,6 +943,37 @@ static void test_lease(void **state)
  * The strstr scan this replaces read each of these bodies as an active
  * attempt 2 and deleted what it named before the store refused the object.
  */
+/*
+ * The authority follows the store's backend, not the URL's spelling: the
+ * store opens "FILE:///dir" as the same file sink as "file:///dir", so its
+ * checkpoints take the same local lease and extend the same chain. (Read
+ * off a case-sensitive "file://" prefix, the second spelling went to the
+ * shared authority, which refuses the local namespace as foreign.)
+ */
+static void test_authority_by_backend(void **state)
+{
+	struct cpenv c;
+	struct ws_checkpoint_info info, info2;
+	struct ws_sink *upper;
+	char url[4096];
+	int err = 0, rc;
+	(void)state;
+
+	cp_init(&c, "ckpt-kind");
+	cp_write(&c, 1);
+	take_ok(&c, &info);
+	snprintf(url, sizeof(url), "FILE://%s", c.e.sink_dir);
+	upper = ws_sink_open(url, &err);
+	assert_non_null(upper);
+	rc = ws_checkpoint_take(upper, NULL, &info2);
+	if (rc)
+		fail_msg("checkpoint through %s: %s (%s)", url, ws_strerror(rc), ws_errmsg());
+	assert_true(info2.committed && info2.own && info2.id > info.id);
+	assert_true(info2.has_predecessor && info2.predecessor_id == info.id);
+	ws_sink_close(upper);
+	cp_free(&c);
+}
+
 static void put_text(struct ws_store *s, const char *key, const char *text)
 {
 	assert_int_equal(ws_store_put(s, key, text, strlen(text), WS_PUT_OVERWRITE, NULL, NULL), 0);
@@ -1018,6 +1049,7 @@ int main(void)
 		cmocka_unit_test(test_verify_missing_link_without_checkpoint),
 		cmocka_unit_test(test_lease),
 		cmocka_unit_test(test_malformed_inventory_deletes_nothing),
+		cmocka_unit_test(test_authority_by_backend),
 		cmocka_unit_test(test_take_fail_every_step),
 		cmocka_unit_test(test_take_crash_every_step),
 		cmocka_unit_test(test_retention_crash_every_step),
