@@ -33,6 +33,12 @@
  * complete the inventory, close the witness. A crash anywhere leaves the
  * witness open or the inventory active; the next checkpoint (or
  * ws_checkpoint_recover) finishes the same abort from the durable state.
+ * ws_checkpoint_take runs each step as one function, in this order:
+ * take_recover, take_allocate, take_read_cut, take_open_witness (take_peer
+ * while another attempt holds the witness), take_admit_inventory,
+ * take_write_artifacts, take_create_index, take_record_commit (take_lost
+ * when another outcome won), take_clean_up; the abort path is take_abort.
+ * Each asserts the invariant it relies on.
  *
  * Backends: an s3:// sink decides through the shared authority on the
  * sink's own store (conditional writes, probed); a file:// sink through the
@@ -56,22 +62,17 @@
 #include "core_internal.h"
 #include "ws_clock.h"
 #include "replay.h"
+#include "ws_assert.h"
 #include "ws_ckpt.h"
 #include "ws_fault.h"
 #include "ws_log.h"
 
 #define ART_PREFIX WS_CKPT_PREFIX "/artifacts"
-#define INVENTORY_KEY WS_CKPT_PREFIX "/inventory"
 #define HEAD_KEY WS_CKPT_PREFIX "/head"
 #define LEASE_WAIT_MS_DEFAULT 5000u
 #define PEER_WAIT_MS_DEFAULT 30000u
 #define PREDECESSORS_MAX 1000000u
 #define PEER_ROUNDS_MAX 8u
-
-static bool sink_is_file(const struct ws_sink *sink)
-{
-	return strncmp(sink->store->url, "file://", 7) == 0;
-}
 
 /*
  * The decision store of the sink. A writer of a file:// sink holds the local
@@ -90,12 +91,14 @@ static int ckpt_open(struct ws_sink *sink, bool writer, unsigned wait_ms, struct
 		*out = ws_ckpt_open_reader(sink->store, &err);
 		return *out ? 0 : err;
 	}
-	if (!sink_is_file(sink)) {
+	if (ws_store_kind(sink->store) != WS_STORE_FILE) {
 		*out = ws_ckpt_open_shared(sink->store, 0, &err);
 		return *out ? 0 : err;
 	}
+	/* The file backend's own directory, however the URL spelled it. */
+	WS_ASSERT(ws_store_file_root(sink->store) != NULL);
 	for (;;) {
-		*out = ws_ckpt_open_local(sink->store->url + 7, &err);
+		*out = ws_ckpt_open_local(ws_store_file_root(sink->store), &err);
 		if (*out)
 			return 0;
 		if (err != WS_EFENCED || waited >= wait_ms)
@@ -103,11 +106,6 @@ static int ckpt_open(struct ws_sink *sink, bool writer, unsigned wait_ms, struct
 		ws_sleep_ms(10);
 		waited += 10;
 	}
-}
-
-static bool ckpt_attempt_same(const struct ws_ckpt_attempt *a, const struct ws_ckpt_attempt *b)
-{
-	return a->checkpoint_id == b->checkpoint_id && a->epoch == b->epoch && a->token == b->token;
 }
 
 static void hex_of(const uint8_t *sha, char out[WS_SHA256_HEX_LEN + 1])
@@ -276,144 +274,28 @@ static int cut_read(struct ws_store *s, struct cut *cut)
 	return 0;
 }
 
-/* ---- reading the active inventory ------------------------------------------------ */
+/* ---- aborting an attempt ---------------------------------------------------------- */
 
-/*
- * The store's API has no reader for checkpoints/inventory, and recovery
- * needs the exact active attempt and keys. The object is canonical JSON
- * (docs/CHECKPOINTS.md), so its layout is fixed; anything this scan gets
- * wrong is caught by ws_ckpt_complete_inventory, which compares exactly.
- */
-static bool scan_u64(const char **p, const char *field, uint64_t *out)
+/* Seal one candidate index (ws_ckpt_list_candidates) of an aborted attempt. */
+static int seal_one(const struct ws_ckpt_ref *ref, void *arg)
 {
-	char pat[64];
-	const char *q;
-	char *end;
-	snprintf(pat, sizeof(pat), "\"%s\":\"", field);
-	q = strstr(*p, pat);
-	if (!q)
-		return false;
-	q += strlen(pat);
-	errno = 0;
-	*out = strtoull(q, &end, 10);
-	if (errno || *end != '"')
-		return false;
-	*p = end + 1;
-	return true;
-}
+	struct ws_ckpt *c = arg;
+	struct ws_ckpt_index idx;
+	int rc = ws_ckpt_load_committed(c, ref, &idx);
 
-static void inventory_free(struct ws_ckpt_inventory *inv)
-{
-	free(inv->keys);
-	inv->keys = NULL;
-	inv->key_count = 0;
-}
-
-static int inventory_read_active(struct ws_ckpt *c, struct ws_ckpt_inventory *inv, bool *active)
-{
-	struct ws_buf b;
-	const char *p, *q;
-	int rc;
-
-	memset(inv, 0, sizeof(*inv));
-	*active = false;
-	ws_buf_init(&b, (size_t)WS_CKPT_INDEX_BYTES_MAX);
-	rc = ws_store_get(ws_ckpt_store(c), INVENTORY_KEY, 0, UINT64_MAX, &b, NULL);
-	if (rc == WS_ENOTFOUND) {
-		rc = 0;
-		goto out;
-	}
+	if (rc == WS_EPRECOND || rc == WS_ENOTFOUND || rc == WS_ECORRUPT)
+		return 0; /* sealed already (or not ours to seal) */
 	if (rc)
-		goto out;
-	if (ws_buf_append(&b, "", 1) != 0) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	p = (const char *)b.data;
-	if (strncmp(p, "{\"active\":null", 14) == 0)
-		goto out;
-	if (strncmp(p, "{\"active\":{\"attempt\":{", 22) != 0 ||
-	    !scan_u64(&p, "checkpoint_id", &inv->attempt.checkpoint_id) ||
-	    !scan_u64(&p, "epoch", &inv->attempt.epoch) || !scan_u64(&p, "token", &inv->attempt.token) ||
-	    strncmp(p, "},\"keys\":[", 10) != 0) {
-		rc = ws_fail(WS_EFORMAT, "checkpoint object %s: unexpected layout", INVENTORY_KEY);
-		goto out;
-	}
-	p += 10;
-	while (*p == '"') {
-		size_t n;
-		q = strchr(p + 1, '"');
-		if (!q || (n = (size_t)(q - p - 1)) >= WS_KEY_MAX) {
-			rc = ws_fail(WS_EFORMAT, "checkpoint object %s: bad key", INVENTORY_KEY);
-			goto out;
-		}
-		void *nk = realloc(inv->keys, (inv->key_count + 1) * sizeof(*inv->keys));
-		if (!nk) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		inv->keys = nk;
-		memcpy(inv->keys[inv->key_count], p + 1, n);
-		inv->keys[inv->key_count][n] = '\0';
-		inv->key_count++;
-		p = q + 1;
-		if (*p == ',')
-			p++;
-	}
-	inv->scope = WS_CKPT_SCOPE_LOCAL;
-	if ((rc = ws_ckpt_deployment_id(c, inv->deployment)) != 0)
-		goto out;
-	*active = true;
-out:
-	if (rc)
-		inventory_free(inv);
-	ws_buf_free(&b);
+		return rc;
+	rc = ws_ckpt_seal_aborted_candidate(c, &idx);
+	ws_ckpt_index_free(&idx);
 	return rc;
 }
 
-/* ---- aborting an attempt ---------------------------------------------------------- */
-
-/* Seal every candidate index of checkpoint id at checkpoints/committed/<id>-*. */
+/* Seal every candidate index of checkpoint id. */
 static int seal_candidates(struct ws_ckpt *c, uint64_t id)
 {
-	char prefix[WS_KEY_MAX], token[WS_KEY_MAX] = "";
-	struct ws_store *s = ws_ckpt_store(c);
-	int rc = 0;
-
-	snprintf(prefix, sizeof(prefix), WS_CKPT_PREFIX "/committed/%016" PRIx64 "-", id);
-	for (;;) {
-		struct ws_list_page page;
-		bool more;
-		memset(&page, 0, sizeof(page));
-		rc = ws_store_list(s, prefix, token, WS_LIST_PAGE_MAX, &page);
-		if (rc)
-			return ws_fail_wrap(rc, "checkpoint %" PRIu64 ": list candidates", id);
-		for (size_t i = 0; i < page.count && !rc; i++) {
-			struct ws_ckpt_ref ref;
-			struct ws_ckpt_index idx;
-			const char *sha = page.keys[i] + strlen(prefix);
-			memset(&ref, 0, sizeof(ref));
-			ref.id = id;
-			ref.length = page.sizes ? page.sizes[i] : 0;
-			snprintf(ref.sha256, sizeof(ref.sha256), "%.64s", sha);
-			snprintf(ref.key, sizeof(ref.key), "%s", page.keys[i]);
-			rc = ws_ckpt_load_committed(c, &ref, &idx);
-			if (rc == WS_EPRECOND || rc == WS_ENOTFOUND || rc == WS_ECORRUPT) {
-				rc = 0; /* sealed already (or not ours to seal) */
-				continue;
-			}
-			if (rc)
-				break;
-			rc = ws_ckpt_seal_aborted_candidate(c, &idx);
-			ws_ckpt_index_free(&idx);
-		}
-		more = page.truncated;
-		if (more)
-			snprintf(token, sizeof(token), "%s", page.next_token);
-		ws_list_page_free(&page);
-		if (rc || !more)
-			return rc;
-	}
+	return ws_ckpt_list_candidates(c, id, seal_one, c);
 }
 
 static int find_ref(struct ws_ckpt *c, uint64_t id, struct ws_ckpt_ref *ref, struct ws_ckpt_index *idx);
@@ -505,15 +387,15 @@ static int recover_locked(struct ws_ckpt *c, bool *recovered)
 	if ((rc = ws_ckpt_sink_open_witness(c, &wit, &wfound)) != 0)
 		return rc;
 	wopen = wfound && wit.state == WS_CKPT_WITNESS_OPEN;
-	if ((rc = inventory_read_active(c, &inv, &iactive)) != 0)
+	if ((rc = ws_ckpt_active_inventory(c, &inv, &iactive)) != 0)
 		return rc;
 	if (iactive)
 		rc = finish_attempt(c, &inv.attempt, &inv,
-				    wopen && ckpt_attempt_same(&wit.attempt, &inv.attempt) ? &wit : NULL);
-	if (!rc && wopen && (!iactive || !ckpt_attempt_same(&wit.attempt, &inv.attempt)))
+				    wopen && ws_ckpt_attempt_equal(&wit.attempt, &inv.attempt) ? &wit : NULL);
+	if (!rc && wopen && (!iactive || !ws_ckpt_attempt_equal(&wit.attempt, &inv.attempt)))
 		rc = finish_attempt(c, &wit.attempt, NULL, &wit);
 	*recovered = !rc && (iactive || wopen);
-	inventory_free(&inv);
+	ws_ckpt_inventory_free(&inv);
 	return rc;
 }
 
@@ -540,14 +422,14 @@ static int recover_peer(struct ws_ckpt *c, const struct ws_ckpt_witness *peer)
 {
 	struct ws_ckpt_inventory inv;
 	bool iactive;
-	int rc = inventory_read_active(c, &inv, &iactive);
+	int rc = ws_ckpt_active_inventory(c, &inv, &iactive);
 	if (rc)
 		return rc;
-	iactive = iactive && ckpt_attempt_same(&inv.attempt, &peer->attempt);
+	iactive = iactive && ws_ckpt_attempt_equal(&inv.attempt, &peer->attempt);
 	rc = finish_attempt(c, &peer->attempt, iactive ? &inv : NULL, peer);
 	if (rc == WS_EPRECOND && ws_ckpt_last_kind() == WS_CKPT_STATE_MISMATCH)
 		rc = 0; /* its owner (or another recoverer) moved first: start over */
-	inventory_free(&inv);
+	ws_ckpt_inventory_free(&inv);
 	return rc;
 }
 
@@ -621,44 +503,64 @@ out:
 }
 
 /*
+ * The walk of the committed checkpoints (walk_committed_to, with the
+ * readers below): fn's non-zero return ends it; besides, it ends where end
+ * says.
+ */
+typedef int (*committed_fn)(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg);
+enum walk_end {
+	WALK_END_MISSING,              /* at a missing index: retention removed the older ones */
+	WALK_END_MISSING_AFTER_FIRST,  /* likewise, but a missing first index is an error */
+	WALK_END_ANY_FAILURE,          /* at any index that does not load: nothing older is usable */
+};
+static int walk_committed_to(struct ws_ckpt *c, struct ws_ckpt_ref ref, enum walk_end end, committed_fn fn,
+			     void *arg);
+
+struct older {
+	struct ws_store *s;
+	const char *tenant, *tmp;
+	const struct ws_chain_stop *head;
+	bool *used;
+	int rc, first;
+	char why[512];
+};
+
+/* One stored checkpoint for image_from_older: 1 when its artifact built the image. */
+static int older_try(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
+{
+	struct older *x = arg;
+	struct ws_restore_base base;
+
+	(void)ref;
+	if (base_from_index(idx, x->tenant, &base) != 0)
+		return 0;
+	x->rc = ws_restore_image(x->s, x->tenant, x->head, &base, x->tmp, x->used);
+	if (x->rc == 0 && *x->used)
+		return 1;
+	if (!x->first) {
+		x->first = x->rc ? x->rc : WS_EINCOMPLETE;
+		/* The first failure is the one to name (the object at fault). */
+		snprintf(x->why, sizeof(x->why), "%s", x->rc ? ws_errmsg() : "its cut is not on the chain");
+	}
+	return 0;
+}
+
+/*
  * Build tenant's image at head into tmp from the artifact of the stored
- * checkpoint ref or one of its predecessors, newest first.
+ * checkpoint ref or one of its predecessors, newest first. Any index that
+ * does not load ends what is stored (retention removed it and the older
+ * ones).
  */
 static int image_from_older(struct ws_ckpt *c, struct ws_store *s, const char *tenant,
 			    const struct ws_chain_stop *head, const struct ws_ckpt_ref *ref, const char *tmp,
 			    bool *used)
 {
-	struct ws_ckpt_ref r = *ref;
-	int rc = WS_EINCOMPLETE, first = 0;
-	char why[512] = "no checkpoint with this tenant is stored";
+	struct older x = { s, tenant, tmp, head, used, WS_EINCOMPLETE, 0, "no checkpoint with this tenant is stored" };
 
-	for (unsigned n = 0; n < PREDECESSORS_MAX; n++) {
-		struct ws_ckpt_index idx;
-		struct ws_restore_base base;
-		bool more;
-		if (ws_ckpt_load_committed(c, &r, &idx) != 0)
-			break; /* removed by retention: nothing older is stored */
-		if (base_from_index(&idx, tenant, &base) == 0) {
-			rc = ws_restore_image(s, tenant, head, &base, tmp, used);
-			if (rc == 0 && *used) {
-				ws_ckpt_index_free(&idx);
-				return 0;
-			}
-			if (!first) {
-				first = rc ? rc : WS_EINCOMPLETE;
-				/* The first failure is the one to name (the object at fault). */
-				snprintf(why, sizeof(why), "%s", rc ? ws_errmsg() : "its cut is not on the chain");
-			}
-		}
-		more = idx.has_predecessor;
-		if (more)
-			r = idx.predecessor;
-		ws_ckpt_index_free(&idx);
-		if (!more)
-			break;
-	}
-	return ws_fail(first ? first : rc, "tenant %s: no stored checkpoint's artifact and no full chain "
-		       "builds its image (first: %s)", tenant, why);
+	if (walk_committed_to(c, *ref, WALK_END_ANY_FAILURE, older_try, &x) == 1)
+		return 0;
+	return ws_fail(x.first ? x.first : x.rc, "tenant %s: no stored checkpoint's artifact and no full chain "
+		       "builds its image (first: %s)", tenant, x.why);
 }
 
 /*
@@ -774,270 +676,438 @@ static int wait_for_peer(struct ws_ckpt *c, uint64_t peer_id, unsigned wait_ms, 
 	}
 }
 
-int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *opts, struct ws_checkpoint_info *out)
-{
-	struct ws_checkpoint_opts none = { 0 };
-	struct ws_ckpt *c = NULL;
-	struct ws_ckpt_attempt a;
-	struct ws_ckpt_witness wit;
-	struct ws_ckpt_inventory inv;
-	struct ws_ckpt_index idx, prev;
-	struct ws_ckpt_outcome latest;
-	struct ws_ckpt_ref ref;
-	struct ws_ckpt_record_result rr;
-	struct ws_ckpt_inventory_result ir;
-	struct cut cut;
-	struct ws_buf b;
-	char name[WS_CKPT_NAME_MAX], tmp[4096];
-	const char *sinks[1] = { name };
+/* ---- taking a checkpoint: one function per step of the protocol ---------------------- */
+
+/*
+ * One call of ws_checkpoint_take: the attempt and what each step leaves for
+ * the next. The flags say which durable objects the attempt holds, which is
+ * what the abort path undoes.
+ */
+struct take {
+	struct ws_sink *sink;
+	const struct ws_checkpoint_opts *opts;
+	struct ws_checkpoint_info *out;
+	struct ws_ckpt *c;
+	struct ws_ckpt_attempt a;              /* 1 */
+	struct ws_ckpt_outcome latest;         /* 2: the Commit this one extends */
+	struct ws_ckpt_index prev;             /* 2: its index, when have_prev */
+	struct cut cut;                        /* 2 */
+	struct ws_ckpt_witness wit;            /* 3: ours, when wit_open */
+	struct ws_ckpt_inventory inv;          /* 4 */
+	struct ws_ckpt_index idx;              /* 5, 6: its tenants are cut.t */
+	struct ws_ckpt_ref ref;                /* 6 */
+	struct ws_buf b;                       /* 5: one artifact at a time */
+	char name[WS_CKPT_NAME_MAX];
 	const char *tmpdir;
-	bool have_prev = false, have_latest = false, wit_open = false, inv_active = false, created = false;
-	bool recovered, inv_tried = false;
+	bool have_latest, have_prev;
+	bool wit_open;                         /* 3 opened our witness */
+	bool inv_tried;                        /* 4 sent the inventory: it may have landed */
+	bool inv_active;                       /* 4 admitted it */
+	bool created;                          /* 6 created the committed index */
+	bool committed;                        /* 7 recorded our Commit */
+	bool settled;                          /* out holds another attempt's outcome: the result */
+};
+
+static void take_init(struct take *t, struct ws_sink *sink, const struct ws_checkpoint_opts *opts,
+		      struct ws_checkpoint_info *out)
+{
+	memset(t, 0, sizeof(*t));
+	memset(out, 0, sizeof(*out));
+	t->sink = sink;
+	t->opts = opts;
+	t->out = out;
+	ws_buf_init(&t->b, WS_BUF_DEFAULT_MAX);
+	sink_name(sink, t->name);
+	t->tmpdir = opts->tmp_dir ? opts->tmp_dir : getenv("TMPDIR");
+	if (!t->tmpdir || !*t->tmpdir)
+		t->tmpdir = "/tmp";
+}
+
+static void take_free(struct take *t)
+{
+	free(t->idx.artifacts);
+	if (t->have_prev)
+		ws_ckpt_index_free(&t->prev);
+	free(t->cut.t);
+	free(t->inv.keys);
+	ws_buf_free(&t->b);
+	ws_ckpt_close(t->c);
+}
+
+/*
+ * 0. A local writer holds the lease: an open witness or an active inventory
+ * can only be a crashed attempt. A shared writer recovers when asked, and
+ * otherwise when a peer's witness blocks step 3 (take_peer).
+ */
+static int take_recover(struct take *t)
+{
+	bool recovered;
+
+	/* The handle is open and nothing of this call's attempt exists yet. */
+	WS_ASSERT(t->c && !t->wit_open && !t->inv_tried);
+	if (ws_store_kind(t->sink->store) != WS_STORE_FILE && !t->opts->recover)
+		return 0;
+	return recover_locked(t->c, &recovered);
+}
+
+/*
+ * 1. ID and attempt, at an epoch no lower than the head's: a stale epoch
+ * could never decide (the head refuses it), so it is an error naming the
+ * epoch to use, before anything is written.
+ */
+static int take_allocate(struct take *t)
+{
 	int rc;
 
-	if (!opts)
-		opts = &none;
-	memset(out, 0, sizeof(*out));
-	memset(&cut, 0, sizeof(cut));
-	memset(&inv, 0, sizeof(inv));
-	memset(&idx, 0, sizeof(idx));
-	memset(&prev, 0, sizeof(prev));
-	memset(&ref, 0, sizeof(ref));
-	memset(&a, 0, sizeof(a));
-	memset(&wit, 0, sizeof(wit));
-	ws_buf_init(&b, WS_BUF_DEFAULT_MAX);
-	sink_name(sink, name);
-	tmpdir = opts->tmp_dir ? opts->tmp_dir : getenv("TMPDIR");
-	if (!tmpdir || !*tmpdir)
-		tmpdir = "/tmp";
+	/* Nothing of an earlier round is durable: a fresh ID abandons nothing. */
+	WS_ASSERT(!t->wit_open && !t->inv_tried && !t->created);
+	memset(&t->a, 0, sizeof(t->a));
+	t->a.epoch = t->opts->epoch ? t->opts->epoch : 1;
+	t->a.token = random_token();
+	if ((rc = epoch_check(t->c, t->a.epoch)) != 0)
+		return rc;
+	if ((rc = ws_ckpt_allocate_id_at_least(t->c, 1, &t->a.checkpoint_id)) != 0)
+		return rc;
+	t->out->id = t->a.checkpoint_id;
+	t->out->epoch = t->a.epoch;
+	return 0;
+}
 
-	rc = ckpt_open(sink, true, opts->wait_ms ? opts->wait_ms : LEASE_WAIT_MS_DEFAULT, &c);
-	if (rc)
-		goto done;
-	/* 0. A local writer holds the lease: an open witness or an active
-	 * inventory can only be a crashed attempt. A shared writer recovers
-	 * when asked, and otherwise at step 3 (below). */
-	if ((sink_is_file(sink) || opts->recover) && (rc = recover_locked(c, &recovered)) != 0)
-		goto done;
-	for (unsigned round = 0;; round++) {
-		struct ws_ckpt_witness peer;
-		bool found, timed_out, is_decided, is_commit;
-		/* 1. ID and attempt, at an epoch no lower than the head's: a
-		 * stale epoch could never decide (the head refuses it), so it is
-		 * an error naming the epoch to use, before anything is written. */
-		memset(&a, 0, sizeof(a));
-		a.epoch = opts->epoch ? opts->epoch : 1;
-		a.token = random_token();
-		if ((rc = epoch_check(c, a.epoch)) != 0)
-			goto done;
-		if ((rc = ws_ckpt_allocate_id_at_least(c, 1, &a.checkpoint_id)) != 0)
-			goto done;
-		out->id = a.checkpoint_id;
-		out->epoch = a.epoch;
-		/* 2. The cut, and the Commit it extends. */
-		if (have_prev)
-			ws_ckpt_index_free(&prev);
-		have_prev = false;
-		free(cut.t);
-		memset(&cut, 0, sizeof(cut));
-		if ((rc = ws_ckpt_latest_commit(c, &latest, &have_latest)) != 0)
-			goto done;
-		if (have_latest) {
-			if ((rc = ws_ckpt_load_committed(c, &latest.committed, &prev)) != 0)
-				goto done;
-			have_prev = true;
+/* 2. The cut, and the Commit it extends (read again each round). */
+static int take_read_cut(struct take *t)
+{
+	int rc;
+
+	/* The allocator never hands out ID 0; the token is never 0 (random_token). */
+	WS_ASSERT(t->a.checkpoint_id != 0 && t->a.token != 0 && !t->wit_open);
+	if (t->have_prev)
+		ws_ckpt_index_free(&t->prev);
+	t->have_prev = false;
+	free(t->cut.t);
+	memset(&t->cut, 0, sizeof(t->cut));
+	if ((rc = ws_ckpt_latest_commit(t->c, &t->latest, &t->have_latest)) != 0)
+		return rc;
+	if (t->have_latest) {
+		if ((rc = ws_ckpt_load_committed(t->c, &t->latest.committed, &t->prev)) != 0)
+			return rc;
+		t->have_prev = true;
+	}
+	return cut_read(t->sink->store, &t->cut);
+}
+
+/* Tenants strictly sorted by name: what the committed index and the inventory require. */
+static bool cut_sorted(const struct cut *cut)
+{
+	for (size_t i = 1; i < cut->count; i++)
+		if (strcmp(cut->t[i - 1].tenant, cut->t[i].tenant) >= 0)
+			return false;
+	return true;
+}
+
+/*
+ * 3. The witness, before the sink begins taking part. *held: another
+ * attempt holds it (rc 0; nothing of ours was written).
+ */
+static int take_open_witness(struct take *t, bool *held)
+{
+	const char *sinks[1] = { t->name };
+	int rc;
+
+	/* Steps 4 and 5 derive the inventory's keys and the index from the
+	 * cut in its order: sorted once read (cut_read). */
+	WS_ASSERT(!t->wit_open && cut_sorted(&t->cut));
+	rc = ws_ckpt_create_sink_open_witness(t->c, t->opts->pipeline ? t->opts->pipeline : "walship",
+					      t->opts->participant ? t->opts->participant : 1, &t->a, sinks, 1,
+					      &t->wit);
+	*held = rc == WS_EPRECOND && ws_ckpt_last_kind() == WS_CKPT_ACTIVE_ATTEMPT;
+	if (*held)
+		return 0;
+	t->wit_open = rc == 0;
+	return rc;
+}
+
+/*
+ * Step 3 found another attempt's witness. Undecided: wait for it, and its
+ * outcome is the result (settled). Decided (a crash after the decision left
+ * its clean-up), or still undecided after the wait (its writer crashed, or
+ * stalls past the documented bound): finish it, and the caller starts over
+ * with a fresh ID.
+ */
+static int take_peer(struct take *t, unsigned round)
+{
+	struct ws_ckpt_witness peer;
+	bool found, timed_out, is_decided, is_commit;
+	unsigned wait_ms = t->opts->peer_wait_ms ? t->opts->peer_wait_ms : PEER_WAIT_MS_DEFAULT;
+	int rc;
+
+	/* Ours never opened: there is nothing of ours to undo. */
+	WS_ASSERT(!t->wit_open && !t->inv_tried);
+	if (round >= PEER_ROUNDS_MAX)
+		return ws_fail(WS_EPRECOND, "checkpoint: the sink-open witness was held by another "
+			       "attempt %u times in a row", round + 1);
+	if ((rc = ws_ckpt_sink_open_witness(t->c, &peer, &found)) != 0)
+		return rc;
+	if (!found || peer.state != WS_CKPT_WITNESS_OPEN)
+		return 0; /* closed meanwhile: try again with a fresh ID */
+	if ((rc = decided(t->c, peer.attempt.checkpoint_id, &is_decided, &is_commit)) != 0)
+		return rc;
+	if (!is_decided) {
+		rc = wait_for_peer(t->c, peer.attempt.checkpoint_id, wait_ms, t->out, &timed_out);
+		if (rc || !timed_out) {
+			t->settled = rc == 0; /* the peer decided: its outcome is the result */
+			return rc;
 		}
-		if ((rc = cut_read(sink->store, &cut)) != 0)
-			goto done;
-		/* 3. The witness, before the sink begins taking part. */
-		rc = ws_ckpt_create_sink_open_witness(c, opts->pipeline ? opts->pipeline : "walship",
-						      opts->participant ? opts->participant : 1, &a, sinks, 1, &wit);
-		if (rc != WS_EPRECOND || ws_ckpt_last_kind() != WS_CKPT_ACTIVE_ATTEMPT)
-			break;
-		/* Another attempt holds the witness. */
-		if (round >= PEER_ROUNDS_MAX) {
-			rc = ws_fail(WS_EPRECOND, "checkpoint: the sink-open witness was held by another "
-				     "attempt %u times in a row", round + 1);
-			goto done;
-		}
-		if ((rc = ws_ckpt_sink_open_witness(c, &peer, &found)) != 0)
-			goto done;
-		if (!found || peer.state != WS_CKPT_WITNESS_OPEN)
-			continue; /* closed meanwhile: try again with a fresh ID */
-		if ((rc = decided(c, peer.attempt.checkpoint_id, &is_decided, &is_commit)) != 0)
-			goto done;
-		if (!is_decided) {
-			rc = wait_for_peer(c, peer.attempt.checkpoint_id,
-					   opts->peer_wait_ms ? opts->peer_wait_ms : PEER_WAIT_MS_DEFAULT, out,
-					   &timed_out);
-			if (rc || !timed_out)
-				goto done; /* the peer decided: its outcome is the result */
-			/* Undecided for the whole wait: its writer crashed (or
-			 * stalls past the documented bound). Abort it: the head's
-			 * CAS is the decision, so a writer that does come back
-			 * finds its attempt decided and cannot commit it. */
-			ws_info("checkpoint: attempt %" PRIu64 " of another writer is still undecided after %u "
-				"ms; aborting it as crashed", peer.attempt.checkpoint_id,
-				opts->peer_wait_ms ? opts->peer_wait_ms : PEER_WAIT_MS_DEFAULT);
-		}
-		/* Decided (a crash after the decision left its clean-up), or
-		 * abandoned: finish it, then start over with a fresh ID. */
-		if ((rc = recover_peer(c, &peer)) != 0)
-			goto done;
+		/* Abort it: the head's CAS is the decision, so a writer that
+		 * does come back finds its attempt decided and cannot commit it. */
+		ws_info("checkpoint: attempt %" PRIu64 " of another writer is still undecided after %u "
+			"ms; aborting it as crashed", peer.attempt.checkpoint_id, wait_ms);
 	}
-	if (rc)
-		goto done;
-	wit_open = true;
-	/* 4. Admit the inventory: every artifact key, before any is written. */
-	inv.scope = WS_CKPT_SCOPE_LOCAL;
-	inv.attempt = a;
-	inv.key_count = cut.count;
-	if (cut.count && !(inv.keys = calloc(cut.count, sizeof(*inv.keys)))) {
-		rc = -ENOMEM;
-		goto abort;
+	return recover_peer(t->c, &peer);
+}
+
+/* 4. Admit the inventory: every artifact key, before any is written. */
+static int take_admit_inventory(struct take *t)
+{
+	struct ws_ckpt_inventory_result ir;
+	int rc;
+
+	/* Our witness is open: a crash from here on is found and finished by recovery. */
+	WS_ASSERT(t->wit_open && ws_ckpt_attempt_equal(&t->wit.attempt, &t->a) && !t->inv_tried);
+	t->inv.scope = WS_CKPT_SCOPE_LOCAL;
+	t->inv.attempt = t->a;
+	t->inv.key_count = t->cut.count;
+	if (t->cut.count && !(t->inv.keys = calloc(t->cut.count, sizeof(*t->inv.keys))))
+		return -ENOMEM;
+	for (size_t i = 0; i < t->cut.count; i++)
+		artifact_key(t->inv.keys[i], t->a.checkpoint_id, t->cut.t[i].tenant);
+	if ((rc = ws_ckpt_deployment_id(t->c, t->inv.deployment)) != 0)
+		return rc;
+	t->inv_tried = true;
+	if ((rc = ws_ckpt_begin_inventory(t->c, &t->inv, &ir)) != 0)
+		return rc;
+	t->inv_active = true;
+	return 0;
+}
+
+/* 5. The artifacts, create-once, each at the key the inventory admitted for it. */
+static int take_write_artifacts(struct take *t)
+{
+	char tmp[4096];
+	int rc;
+
+	/* Every key is durably admitted before any is written, so an abort
+	 * (or recovery) finds each artifact this step may leave. */
+	WS_ASSERT(t->inv_active && t->inv.key_count == t->cut.count);
+	memset(&t->idx, 0, sizeof(t->idx));
+	memcpy(t->idx.deployment, t->inv.deployment, sizeof(t->idx.deployment));
+	t->idx.checkpoint_id = t->a.checkpoint_id;
+	t->idx.epoch = t->a.epoch;
+	t->idx.tenant_count = t->cut.count;
+	t->idx.tenants = t->cut.t;
+	t->idx.artifact_count = t->cut.count;
+	if (t->cut.count && !(t->idx.artifacts = calloc(t->cut.count, sizeof(*t->idx.artifacts))))
+		return -ENOMEM;
+	if (t->have_latest) {
+		t->idx.has_predecessor = true;
+		t->idx.predecessor = t->latest.committed;
 	}
-	for (size_t i = 0; i < cut.count; i++)
-		artifact_key(inv.keys[i], a.checkpoint_id, cut.t[i].tenant);
-	if ((rc = ws_ckpt_deployment_id(c, inv.deployment)) != 0)
-		goto abort;
-	inv_tried = true;
-	rc = ws_ckpt_begin_inventory(c, &inv, &ir);
-	if (rc)
-		goto abort;
-	inv_active = true;
-	/* 5. The artifacts. */
-	memset(&idx, 0, sizeof(idx));
-	memcpy(idx.deployment, inv.deployment, sizeof(idx.deployment));
-	idx.checkpoint_id = a.checkpoint_id;
-	idx.epoch = a.epoch;
-	idx.tenant_count = cut.count;
-	idx.tenants = cut.t;
-	idx.artifact_count = cut.count;
-	if (cut.count && !(idx.artifacts = calloc(cut.count, sizeof(*idx.artifacts)))) {
-		rc = -ENOMEM;
-		goto abort;
-	}
-	if (have_latest) {
-		idx.has_predecessor = true;
-		idx.predecessor = latest.committed;
-	}
-	snprintf(tmp, sizeof(tmp), "%s/walship-ckpt-%d-%" PRIx64 ".db", tmpdir, (int)getpid(), a.token);
-	for (size_t i = 0; i < cut.count; i++) {
-		rc = artifact_write(c, sink->store, &cut.t[i], inv.keys[i], have_prev ? &prev : NULL, tmp, &b,
-				    &idx.artifacts[i], out);
+	snprintf(tmp, sizeof(tmp), "%s/walship-ckpt-%d-%" PRIx64 ".db", t->tmpdir, (int)getpid(), t->a.token);
+	for (size_t i = 0; i < t->cut.count; i++) {
+		rc = artifact_write(t->c, t->sink->store, &t->cut.t[i], t->inv.keys[i], t->have_prev ? &t->prev : NULL,
+				    tmp, &t->b, &t->idx.artifacts[i], t->out);
 		if (rc)
-			goto abort;
+			return rc;
 	}
-	/* 6. The committed index, content-addressed. */
-	rc = ws_ckpt_create_committed(c, &idx, &ref);
+	return 0;
+}
+
+/* 6. The committed index, content-addressed. */
+static int take_create_index(struct take *t)
+{
+	int rc;
+
+	/* The index names only artifacts written at admitted keys. */
+	WS_ASSERT(t->inv_active && t->idx.artifact_count == t->inv.key_count);
+	for (size_t i = 0; i < t->idx.artifact_count; i++)
+		WS_ASSERT(strcmp(t->idx.artifacts[i].key, t->inv.keys[i]) == 0);
+	if ((rc = ws_ckpt_create_committed(t->c, &t->idx, &t->ref)) != 0)
+		return rc;
+	t->created = true;
+	return 0;
+}
+
+/*
+ * Step 7 lost: another outcome won and ours is not the decision. Clean our
+ * attempt up; the durable winner is the result, and a stale epoch an error
+ * naming the epoch to use.
+ */
+static int take_lost(struct take *t, const struct ws_ckpt_record_result *rr)
+{
+	struct ws_ckpt_head h;
+	bool hfound = false;
+	int rc = finish_attempt(t->c, &t->a, &t->inv, &t->wit);
+
+	t->settled = true;
+	if (!rc && rr->kind == WS_CKPT_STALE_EPOCH) {
+		/* A higher epoch decided while ours ran. */
+		if (ws_ckpt_decision_head(t->c, &h, &hfound) != 0 || !hfound)
+			h.epoch = rr->winner.epoch;
+		return ws_fail(WS_EFENCED, "checkpoint %" PRIu64 ": epoch %" PRIu64 " is stale: this sink's "
+			       "checkpoints are decided at epoch %" PRIu64 " (pass --epoch %" PRIu64 " or "
+			       "higher)", t->a.checkpoint_id, t->a.epoch, h.epoch, h.epoch);
+	}
+	memset(t->out, 0, sizeof(*t->out));
+	t->out->id = rr->winner.checkpoint_id;
+	t->out->committed = rr->winner.verdict == WS_CKPT_COMMIT;
+	if (t->out->committed)
+		info_from(&rr->winner.committed, NULL, false, t->out);
+	return rc;
+}
+
+/* 7. Record Commit: the head's CAS is the decision. */
+static int take_record_commit(struct take *t)
+{
+	struct ws_ckpt_record_result rr;
+	int rc;
+
+	/* A Commit names only a durable index of this attempt. */
+	WS_ASSERT(t->created && t->ref.id == t->a.checkpoint_id);
+	rc = ws_ckpt_record_outcome(t->c, t->a.epoch, t->a.checkpoint_id, WS_CKPT_SCOPE_LOCAL, NULL, NULL,
+				    WS_CKPT_COMMIT, &t->ref, &rr);
 	if (rc)
-		goto abort;
-	created = true;
-	/* 7. The decision. */
-	rc = ws_ckpt_record_outcome(c, a.epoch, a.checkpoint_id, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_COMMIT,
-				    &ref, &rr);
-	if (rc)
-		goto abort;
-	if (rr.kind != WS_CKPT_OK && rr.kind != WS_CKPT_CONVERGED) {
-		/* Another outcome won: ours is not the decision; the durable
-		 * winner is the result, and our attempt is cleaned up. */
-		enum ws_ckpt_kind why = rr.kind;
-		struct ws_ckpt_head h;
-		bool hfound = false;
-		rc = finish_attempt(c, &a, &inv, &wit);
-		if (!rc && why == WS_CKPT_STALE_EPOCH) {
-			/* A higher epoch decided while ours ran. */
-			if (ws_ckpt_decision_head(c, &h, &hfound) != 0 || !hfound)
-				h.epoch = rr.winner.epoch;
-			rc = ws_fail(WS_EFENCED, "checkpoint %" PRIu64 ": epoch %" PRIu64 " is stale: this sink's "
-				     "checkpoints are decided at epoch %" PRIu64 " (pass --epoch %" PRIu64 " or "
-				     "higher)", a.checkpoint_id, a.epoch, h.epoch, h.epoch);
-			goto done;
+		return rc;
+	if (rr.kind != WS_CKPT_OK && rr.kind != WS_CKPT_CONVERGED)
+		return take_lost(t, &rr);
+	t->committed = true;
+	return 0;
+}
+
+/*
+ * 8. Clean up: complete the inventory, close the witness. The checkpoint is
+ * committed whatever happens now: a failed clean-up is finished by the next
+ * call (recovery).
+ */
+static void take_clean_up(struct take *t)
+{
+	struct ws_ckpt_inventory_result ir;
+	uint64_t bytes = t->out->artifact_bytes, incr = t->out->incremental;
+
+	/* Only a decided Commit's attempt is cleaned up without its abort. */
+	WS_ASSERT(t->committed && t->inv_active && t->wit_open);
+	info_from(&t->ref, &t->idx, true, t->out);
+	t->out->artifact_bytes = bytes;
+	t->out->incremental = incr;
+	if (ws_ckpt_complete_inventory(t->c, &t->inv, &ir) != 0 || ws_ckpt_clear_sink_open_witness(t->c, &t->wit) != 0)
+		t->out->cleanup_pending = true;
+}
+
+/*
+ * After an aborted attempt's clean-up: was it committed after all (the
+ * decision landed before the error), or did another writer's outcome win
+ * while ours ran? *settled: yes, and out holds the result.
+ */
+static int take_abort_winner(struct take *t, bool forked, bool *settled)
+{
+	bool is_decided, is_commit, tfound;
+	struct ws_ckpt_outcome term;
+
+	*settled = true;
+	if (decided(t->c, t->a.checkpoint_id, &is_decided, &is_commit) == 0 && is_commit) {
+		info_from(&t->ref, &t->idx, true, t->out);
+		return 0;
+	}
+	/* Another writer decided a later checkpoint while ours ran (its ID
+	 * made ours terminal): that durable winner is the result. */
+	if (ws_ckpt_latest_terminal(t->c, &term, &tfound) == 0 && tfound && term.checkpoint_id > t->a.checkpoint_id)
+		return wait_for_peer(t->c, term.checkpoint_id, 0, t->out, NULL);
+	/* Or committed an earlier one after we read the latest Commit: our
+	 * Commit named a stale predecessor (a fork), ours is now aborted, and
+	 * their Commit is the durable winner. */
+	if (forked && ws_ckpt_latest_commit(t->c, &term, &tfound) == 0 && tfound &&
+	    term.checkpoint_id != t->a.checkpoint_id) {
+		struct ws_ckpt_index widx;
+		memset(t->out, 0, sizeof(*t->out));
+		t->out->id = term.checkpoint_id;
+		t->out->committed = true;
+		if (ws_ckpt_load_committed(t->c, &term.committed, &widx) == 0) {
+			info_from(&term.committed, &widx, false, t->out);
+			ws_ckpt_index_free(&widx);
 		}
-		memset(out, 0, sizeof(*out));
-		out->id = rr.winner.checkpoint_id;
-		out->committed = rr.winner.verdict == WS_CKPT_COMMIT;
-		if (out->committed)
-			info_from(&rr.winner.committed, NULL, false, out);
+		return 0;
+	}
+	*settled = false;
+	return 0;
+}
+
+/*
+ * The abort path: an error (rc) between steps 3 and 7. Record Abort (unless
+ * the head shows the Commit won), seal the candidate, delete every
+ * inventoried artifact, complete the inventory, close the witness. The
+ * failure's detail is kept; the clean-up may fail too (then the next call
+ * recovers from the durable state).
+ */
+static int take_abort(struct take *t, int rc)
+{
+	struct ws_ckpt_inventory durable = { 0 };
+	bool dactive = false, settled;
+	/* Taken before the clean-up's own calls overwrite them. */
+	bool forked = ws_ckpt_last_kind() == WS_CKPT_FORKED_PREDECESSOR;
+	char detail[512];
+	int crc;
+
+	/* Only an attempt that opened its witness and did not commit aborts. */
+	WS_ASSERT(rc != 0 && t->wit_open && !t->committed);
+	snprintf(detail, sizeof(detail), "%s", ws_errmsg());
+	/* begin_inventory failed: did its write land anyway? */
+	if (t->inv_tried && !t->inv_active && ws_ckpt_active_inventory(t->c, &durable, &dactive) == 0 && dactive &&
+	    ws_ckpt_attempt_equal(&durable.attempt, &t->a))
+		t->inv_active = true;
+	ws_ckpt_inventory_free(&durable);
+	crc = finish_attempt(t->c, &t->a, t->inv_active ? &t->inv : NULL, &t->wit);
+	if (crc == 0) {
+		int wrc = take_abort_winner(t, forked, &settled);
+		if (settled)
+			return wrc;
+	}
+	return ws_fail(rc, "checkpoint %" PRIu64 " aborted: %s%s", t->a.checkpoint_id, detail,
+		       crc ? " (clean-up left for recovery)" : "");
+}
+
+int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *opts, struct ws_checkpoint_info *out)
+{
+	static const struct ws_checkpoint_opts none;
+	struct take t;
+	int rc;
+
+	take_init(&t, sink, opts ? opts : &none, out);
+	rc = ckpt_open(sink, true, t.opts->wait_ms ? t.opts->wait_ms : LEASE_WAIT_MS_DEFAULT, &t.c);
+	if (rc == 0)
+		rc = take_recover(&t);
+	/* Steps 1-3 again, with a fresh ID, while another attempt holds the witness. */
+	for (unsigned round = 0; rc == 0; round++) {
+		bool held;
+		if ((rc = take_allocate(&t)) != 0 || (rc = take_read_cut(&t)) != 0 ||
+		    (rc = take_open_witness(&t, &held)) != 0 || !held)
+			break;
+		if ((rc = take_peer(&t, round)) != 0 || t.settled)
+			break;
+	}
+	if (rc || t.settled)
 		goto done;
-	}
-	/* 8. Clean up. The checkpoint is committed whatever happens now: a
-	 * failed clean-up is finished by the next call (recovery). */
-	{
-		uint64_t bytes = out->artifact_bytes, incr = out->incremental;
-		info_from(&ref, &idx, true, out);
-		out->artifact_bytes = bytes;
-		out->incremental = incr;
-	}
-	if (ws_ckpt_complete_inventory(c, &inv, &ir) != 0 || ws_ckpt_clear_sink_open_witness(c, &wit) != 0)
-		out->cleanup_pending = true;
-	rc = 0;
+	if ((rc = take_admit_inventory(&t)) != 0 || (rc = take_write_artifacts(&t)) != 0 ||
+	    (rc = take_create_index(&t)) != 0)
+		goto abort;
+	rc = take_record_commit(&t);
+	if (t.settled)
+		goto done;
+	if (rc)
+		goto abort;
+	take_clean_up(&t);
 	goto done;
 abort:
-	{
-		/* Keep the failure's detail; the clean-up may fail too (then the
-		 * next call recovers from the durable state). */
-		int crc;
-		char detail[512];
-		struct ws_ckpt_inventory durable;
-		bool dactive = false;
-		/* Taken before the clean-up's own calls overwrite it. */
-		bool forked = ws_ckpt_last_kind() == WS_CKPT_FORKED_PREDECESSOR;
-		snprintf(detail, sizeof(detail), "%s", ws_errmsg());
-		(void)created;
-		memset(&durable, 0, sizeof(durable));
-		/* begin_inventory failed: did its write land anyway? */
-		if (inv_tried && !inv_active && inventory_read_active(c, &durable, &dactive) == 0 && dactive &&
-		    ckpt_attempt_same(&durable.attempt, &a))
-			inv_active = true;
-		inventory_free(&durable);
-		crc = finish_attempt(c, &a, inv_active ? &inv : NULL, wit_open ? &wit : NULL);
-		if (crc == 0) {
-			/* Committed after all (the decision landed before the error)? */
-			bool is_decided, is_commit;
-			struct ws_ckpt_outcome term;
-			bool tfound;
-			if (decided(c, a.checkpoint_id, &is_decided, &is_commit) == 0 && is_commit) {
-				info_from(&ref, &idx, true, out);
-				rc = 0;
-				goto done;
-			}
-			/* Another writer decided a later checkpoint while ours ran (its
-			 * ID made ours terminal): that durable winner is the result. */
-			if (ws_ckpt_latest_terminal(c, &term, &tfound) == 0 && tfound &&
-			    term.checkpoint_id > a.checkpoint_id) {
-				rc = wait_for_peer(c, term.checkpoint_id, 0, out, NULL);
-				goto done;
-			}
-			/* Or committed an earlier one after we read the latest Commit:
-			 * our Commit named a stale predecessor (a fork), ours is now
-			 * aborted, and their Commit is the durable winner. */
-			if (forked && ws_ckpt_latest_commit(c, &term, &tfound) == 0 && tfound &&
-			    term.checkpoint_id != a.checkpoint_id) {
-				struct ws_ckpt_index widx;
-				memset(out, 0, sizeof(*out));
-				out->id = term.checkpoint_id;
-				out->committed = true;
-				if (ws_ckpt_load_committed(c, &term.committed, &widx) == 0) {
-					info_from(&term.committed, &widx, false, out);
-					ws_ckpt_index_free(&widx);
-				}
-				rc = 0;
-				goto done;
-			}
-		}
-		ws_fail(rc, "checkpoint %" PRIu64 " aborted: %s%s", a.checkpoint_id, detail,
-			crc ? " (clean-up left for recovery)" : "");
-	}
+	rc = take_abort(&t, rc);
 done:
-	if (idx.artifacts)
-		free(idx.artifacts);
-	if (have_prev)
-		ws_ckpt_index_free(&prev);
-	free(cut.t);
-	free(inv.keys);
-	ws_buf_free(&b);
-	ws_ckpt_close(c);
+	take_free(&t);
 	return rc;
 }
 
@@ -1097,19 +1167,18 @@ int ws_checkpoint_base_for(struct ws_sink *sink, const char *tenant, struct ws_r
 /*
  * Each committed checkpoint from start back through its predecessors,
  * newest first, while they are stored: fn's non-zero return ends the walk
- * and is returned. A missing index ends it too (retention removed the
- * older ones), except the first when first_must_exist.
+ * and is returned. Where else it ends is end's (enum walk_end).
  */
-typedef int (*committed_fn)(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg);
-
-static int walk_committed(struct ws_ckpt *c, struct ws_ckpt_ref ref, bool first_must_exist, committed_fn fn,
-			  void *arg)
+static int walk_committed_to(struct ws_ckpt *c, struct ws_ckpt_ref ref, enum walk_end end, committed_fn fn,
+			     void *arg)
 {
 	for (unsigned n = 0; n < PREDECESSORS_MAX; n++) {
 		struct ws_ckpt_index idx;
 		bool more;
 		int rc = ws_ckpt_load_committed(c, &ref, &idx);
-		if (rc == WS_ENOTFOUND && (n > 0 || !first_must_exist))
+		if (rc && end == WALK_END_ANY_FAILURE)
+			return 0;
+		if (rc == WS_ENOTFOUND && (n > 0 || end == WALK_END_MISSING))
 			return 0;
 		if (rc)
 			return rc;
@@ -1122,6 +1191,13 @@ static int walk_committed(struct ws_ckpt *c, struct ws_ckpt_ref ref, bool first_
 			return rc;
 	}
 	return 0;
+}
+
+/* The walk that a missing index ends (retention removed the older ones), except the first when first_must_exist. */
+static int walk_committed(struct ws_ckpt *c, struct ws_ckpt_ref ref, bool first_must_exist, committed_fn fn,
+			  void *arg)
+{
+	return walk_committed_to(c, ref, first_must_exist ? WALK_END_MISSING_AFTER_FIRST : WALK_END_MISSING, fn, arg);
 }
 
 /* Room for one more element in a growing array (*cap elements of elem bytes). */

@@ -759,15 +759,12 @@ static void keep_upload_off_core(struct shard *sh, int core)
 static struct ws_store *open_store(struct ws_engine *e, unsigned shard, bool uploader, unsigned flags, int *err)
 {
 	const struct ws_shard_config *c = &e->cfg.shard[shard];
-	char defaults[160];
-	if (ws_engine_open_store_hook)
-		return ws_engine_open_store_hook(e->sink_url, shard, uploader, ws_engine_open_store_arg, err);
 	/* The shard's retry bounds and uploads in flight, unless the URL says;
 	 * passed beside the URL, so messages echo only what the user wrote. */
-	snprintf(defaults, sizeof(defaults), "retry_attempts_max=%" PRIu64 "&retry_deadline_ms=%" PRIu64
-		 "&max_in_flight=%" PRIu64, (uint64_t)c->retry_attempts_max, (uint64_t)c->retry_deadline_ms,
-		 (uint64_t)c->uploads_in_flight);
-	return ws_store_open_defaults(e->sink_url, defaults, flags, err);
+	const struct ws_store_limits lim = { c->retry_attempts_max, c->retry_deadline_ms, c->uploads_in_flight };
+	if (ws_engine_open_store_hook)
+		return ws_engine_open_store_hook(e->sink_url, shard, uploader, ws_engine_open_store_arg, err);
+	return ws_store_open_limits(e->sink_url, &lim, flags, err);
 }
 
 static int check_shard(const struct ws_shard_config *c, unsigned i)

@@ -28,6 +28,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "ws_assert.h"
 #include "ws_fault.h"
 
 #define KEY_DEPLOYMENT WS_CKPT_PREFIX "/deployment"
@@ -1011,7 +1012,7 @@ static int check_inventory_input(struct ws_ckpt *c, const struct ws_ckpt_invento
 
 static bool inventory_equal(const struct ws_ckpt_inventory *a, const struct ws_ckpt_inventory *b)
 {
-	if (!ckpt_attempt_equal(&a->attempt, &b->attempt) || a->key_count != b->key_count)
+	if (!ws_ckpt_attempt_equal(&a->attempt, &b->attempt) || a->key_count != b->key_count)
 		return false;
 	for (size_t i = 0; i < a->key_count; i++)
 		if (strcmp(a->keys[i], b->keys[i]) != 0)
@@ -1075,7 +1076,7 @@ static int inventory_complete_decide(struct ws_ckpt *c, struct cas_op *op, bool 
 	if (!found)
 		return ckpt_fail(WS_CKPT_MISSING, WS_ENOTFOUND, "checkpoint object %s: no inventory to complete",
 				 KEY_INVENTORY);
-	if (!cur->active && cur->has_completed && ckpt_attempt_equal(&cur->completed, &expected->attempt))
+	if (!cur->active && cur->has_completed && ws_ckpt_attempt_equal(&cur->completed, &expected->attempt))
 		return 0;
 	if (!same)
 		return ckpt_fail(WS_CKPT_STATE_MISMATCH, WS_EPRECOND,
@@ -1121,6 +1122,73 @@ int ws_ckpt_complete_inventory(struct ws_ckpt *c, const struct ws_ckpt_inventory
 			       struct ws_ckpt_inventory_result *res)
 {
 	return inventory_update(c, expected, false, res);
+}
+
+int ws_ckpt_active_inventory(struct ws_ckpt *c, struct ws_ckpt_inventory *inv, bool *active)
+{
+	struct ckpt_inventory_rec rec;
+	bool found;
+	int rc;
+
+	memset(inv, 0, sizeof(*inv));
+	*active = false;
+	memset(&rec, 0, sizeof(rec));
+	rc = read_singleton(c, OBJ_INVENTORY, &rec, &found);
+	if (rc || !found)
+		return rc;
+	if (!rec.active) {
+		free(rec.inv.keys); /* NULL: the decoder allocates keys for an active attempt only */
+		return 0;
+	}
+	/* The decoder checked the deployment against this store's, which is
+	 * known once a singleton was read. */
+	WS_ASSERT(c->dep_known && strcmp(rec.inv.deployment, c->dep) == 0);
+	*inv = rec.inv;
+	inv->scope = WS_CKPT_SCOPE_LOCAL;
+	*active = true;
+	return 0;
+}
+
+void ws_ckpt_inventory_free(struct ws_ckpt_inventory *inv)
+{
+	if (!inv)
+		return;
+	free(inv->keys);
+	inv->keys = NULL;
+	inv->key_count = 0;
+}
+
+int ws_ckpt_list_candidates(struct ws_ckpt *c, uint64_t id, ws_ckpt_ref_fn fn, void *arg)
+{
+	char prefix[WS_KEY_MAX], token[WS_KEY_MAX] = "";
+	int rc;
+
+	snprintf(prefix, sizeof(prefix), WS_CKPT_PREFIX "/committed/%016" PRIx64 "-", id);
+	for (;;) {
+		struct ws_list_page page;
+		bool more;
+		memset(&page, 0, sizeof(page));
+		rc = ws_store_list(c->s, prefix, token, WS_LIST_PAGE_MAX, &page);
+		if (rc)
+			return ws_fail_wrap(rc, "checkpoint %" PRIu64 ": list candidates", id);
+		for (size_t i = 0; i < page.count && !rc; i++) {
+			struct ws_ckpt_ref ref;
+			memset(&ref, 0, sizeof(ref));
+			ref.id = id;
+			ref.length = page.sizes ? page.sizes[i] : 0;
+			/* The name's hash part as the key spells it; loading the
+			 * ref checks it against the body. */
+			snprintf(ref.sha256, sizeof(ref.sha256), "%.64s", page.keys[i] + strlen(prefix));
+			snprintf(ref.key, sizeof(ref.key), "%s", page.keys[i]);
+			rc = fn(&ref, arg);
+		}
+		more = page.truncated;
+		if (more)
+			snprintf(token, sizeof(token), "%s", page.next_token);
+		ws_list_page_free(&page);
+		if (rc || !more)
+			return rc;
+	}
 }
 
 /* ---- retention ---------------------------------------------------------------------- */
@@ -1256,7 +1324,7 @@ int ws_ckpt_retention_state(struct ws_ckpt *c, struct ws_ckpt_retention *out, bo
 static bool witness_same(const struct ws_ckpt_witness *a, const struct ws_ckpt_witness *b)
 {
 	if (strcmp(a->pipeline, b->pipeline) != 0 || a->participant_id != b->participant_id ||
-	    !ckpt_attempt_equal(&a->attempt, &b->attempt) || a->sink_count != b->sink_count)
+	    !ws_ckpt_attempt_equal(&a->attempt, &b->attempt) || a->sink_count != b->sink_count)
 		return false;
 	for (size_t i = 0; i < a->sink_count; i++)
 		if (strcmp(a->sinks[i], b->sinks[i]) != 0)

@@ -73,6 +73,5 @@ bool ckpt_name_ok(const char *s);
 bool ckpt_ref_equal(const struct ws_ckpt_ref *a, const struct ws_ckpt_ref *b);
 bool ckpt_outcome_equal(const struct ws_ckpt_outcome *a, const struct ws_ckpt_outcome *b);
 bool ckpt_attempt_ok(const struct ws_ckpt_attempt *a);
-bool ckpt_attempt_equal(const struct ws_ckpt_attempt *a, const struct ws_ckpt_attempt *b);
 
 #endif

@@ -813,7 +813,7 @@ bool ckpt_attempt_ok(const struct ws_ckpt_attempt *a)
 	return a->token != 0 && a->checkpoint_id != 0 && a->checkpoint_id <= WS_CKPT_ID_MAX;
 }
 
-bool ckpt_attempt_equal(const struct ws_ckpt_attempt *a, const struct ws_ckpt_attempt *b)
+bool ws_ckpt_attempt_equal(const struct ws_ckpt_attempt *a, const struct ws_ckpt_attempt *b)
 {
 	return a->checkpoint_id == b->checkpoint_id && a->epoch == b->epoch && a->token == b->token;
 }

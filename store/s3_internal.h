@@ -34,6 +34,9 @@ void ws_s3_error_code(const void *body, size_t len, char *out, size_t cap);
  * attempt token (x-amz-meta-ws-attempt, "" when absent). Either may be NULL. */
 void ws_s3_head_info(const struct ws_http_req *r, struct ws_obj_info *info, char *attempt, size_t attempt_cap);
 
+/* lim as the query parameters the s3:// URL spells them into q (cap bytes): q, or NULL when lim is. */
+const char *ws_s3_limits_query(const struct ws_store_limits *lim, char *q, size_t cap);
+
 /* Retry-After in milliseconds when it is whole seconds 0..60, else 0. */
 uint64_t ws_s3_retry_after_ms(const struct ws_http_req *r);
 

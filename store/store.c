@@ -4,6 +4,7 @@
  * URL dispatch that picks a backend.
  */
 #include "ws_store.h"
+#include "s3_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -328,6 +329,17 @@ int ws_store_del_many(struct ws_store *s, const char *const *keys, size_t n)
 		i += chunk;
 	}
 	return 0;
+}
+
+enum ws_store_kind ws_store_kind(const struct ws_store *s)
+{
+	return s ? s->ops->kind : WS_STORE_OTHER;
+}
+
+struct ws_store *ws_store_open_limits(const char *url, const struct ws_store_limits *lim, unsigned flags, int *err)
+{
+	char q[256];
+	return ws_store_open_defaults(url, ws_s3_limits_query(lim, q, sizeof(q)), flags, err);
 }
 
 void ws_store_close(struct ws_store *s)

@@ -1153,6 +1153,7 @@ static const struct ws_store_ops file_ops = {
 	.list = file_list,
 	.del = file_del,
 	.close = file_close,
+	.kind = WS_STORE_FILE,
 };
 
 const char *ws_store_file_root(const struct ws_store *s)

@@ -1206,6 +1206,7 @@ static const struct ws_store_ops s3_ops = {
 	.del_many = s3_del_many,
 	.put_many = s3_put_many,
 	.close = s3_close,
+	.kind = WS_STORE_S3,
 };
 
 /* ---- open ---------------------------------------------------------------- */
@@ -1683,6 +1684,15 @@ static int apply_params(struct s3_store *s, struct s3_parse *ps, const char *q, 
 struct ws_store *ws_store_s3_open(const char *url, unsigned flags, int *err)
 {
 	return ws_store_s3_open_defaults(url, NULL, flags, err);
+}
+
+const char *ws_s3_limits_query(const struct ws_store_limits *lim, char *q, size_t cap)
+{
+	if (!lim)
+		return NULL;
+	snprintf(q, cap, "retry_attempts_max=%" PRIu64 "&retry_deadline_ms=%" PRIu64 "&max_in_flight=%" PRIu64,
+		 lim->retry_attempts_max, lim->retry_deadline_ms, lim->max_in_flight);
+	return q;
 }
 
 struct ws_store *ws_store_s3_open_defaults(const char *url, const char *defaults, unsigned flags, int *err)

@@ -299,6 +299,29 @@ int ws_ckpt_begin_inventory(struct ws_ckpt *c, const struct ws_ckpt_inventory *i
 /* Clear exactly expected once its Abort paths are sealed. Errors as above, plus STATE_MISMATCH. */
 int ws_ckpt_complete_inventory(struct ws_ckpt *c, const struct ws_ckpt_inventory *expected,
 			       struct ws_ckpt_inventory_result *res) WS_MUST_CHECK;
+/*
+ * The active attempt of checkpoints/inventory, decoded as strictly as every
+ * object here (one GET, never a listing): *active false (rc 0) when the
+ * object is absent or holds no active attempt. inv->deployment is this
+ * store's, inv->scope local; free inv->keys with ws_ckpt_inventory_free.
+ * Errors: WS_EFORMAT (MALFORMED, FOREIGN; the detail names the object),
+ * -ENOMEM, I/O.
+ */
+int ws_ckpt_active_inventory(struct ws_ckpt *c, struct ws_ckpt_inventory *inv, bool *active) WS_MUST_CHECK;
+/* Frees the keys ws_ckpt_active_inventory allocated; inv may be zeroed. */
+void ws_ckpt_inventory_free(struct ws_ckpt_inventory *inv);
+/* One attempt: the same id, epoch and token. */
+bool ws_ckpt_attempt_equal(const struct ws_ckpt_attempt *a, const struct ws_ckpt_attempt *b);
+
+/*
+ * Each candidate index of checkpoint id stored (checkpoints/committed/
+ * <id:016x>-<sha>.json, a body or a seal): fn gets the ref the listing
+ * names (length as listed, hash as the key spells it; ws_ckpt_load_committed
+ * checks both), and its non-zero return ends the walk and is returned.
+ * Errors: those of ws_store_list, or fn's.
+ */
+typedef int (*ws_ckpt_ref_fn)(const struct ws_ckpt_ref *ref, void *arg);
+int ws_ckpt_list_candidates(struct ws_ckpt *c, uint64_t id, ws_ckpt_ref_fn fn, void *arg) WS_MUST_CHECK;
 
 /*
  * Publish the terminal outcome of checkpoint_id: the CAS of checkpoints/head

@@ -92,6 +92,17 @@ struct ws_put_req {
 	uint32_t throttle_retries;   /* out: retries of this request caused by throttling */
 };
 
+/*
+ * Which backend a store is, for callers whose protocol differs by backend
+ * (the checkpoint authority: a lease on a local directory, or conditional
+ * writes on a shared store). Asked of the store, never read off the URL.
+ */
+enum ws_store_kind {
+	WS_STORE_OTHER = 0,          /* neither backend: a test's or a bench's own table */
+	WS_STORE_FILE,               /* file://; ws_store_file_root names its directory */
+	WS_STORE_S3,                 /* s3:// */
+};
+
 struct ws_store_ops {
 	/*
 	 * Write the concatenation of iov as the object's whole content, durably:
@@ -137,6 +148,7 @@ struct ws_store_ops {
 	 */
 	int (*put_many)(struct ws_store *s, struct ws_put_req *reqs, size_t n);
 	void (*close)(struct ws_store *s);
+	enum ws_store_kind kind;     /* which backend: ws_store_kind */
 };
 
 struct ws_store {
@@ -144,6 +156,8 @@ struct ws_store {
 	char url[1024];
 	struct ws_store_stats stats;
 };
+
+enum ws_store_kind ws_store_kind(const struct ws_store *s);
 
 /* Thin wrappers that count operations in s->stats. */
 int ws_store_put(struct ws_store *s, const char *key, const void *data, size_t len,
@@ -220,6 +234,19 @@ struct ws_store *ws_store_s3_open(const char *url, unsigned flags, int *err);
  */
 struct ws_store *ws_store_open_defaults(const char *url, const char *defaults, unsigned flags, int *err);
 struct ws_store *ws_store_s3_open_defaults(const char *url, const char *defaults, unsigned flags, int *err);
+
+/*
+ * Open with the engine's per-shard bounds, where the URL does not set them.
+ * The s3:// backend owns what they are called in its URL (store_s3.c);
+ * the file backend has no requests to retry and ignores them. lim NULL:
+ * ws_store_open_flags.
+ */
+struct ws_store_limits {
+	uint64_t retry_attempts_max;     /* per request */
+	uint64_t retry_deadline_ms;      /* per request */
+	uint64_t max_in_flight;          /* requests outstanding at once */
+};
+struct ws_store *ws_store_open_limits(const char *url, const struct ws_store_limits *lim, unsigned flags, int *err);
 /* Create the sink's bucket; an existing bucket of ours is success. */
 int ws_store_s3_create_bucket(struct ws_store *s) WS_MUST_CHECK;
 

@@ -935,6 +935,110 @@ static void test_lease(void **state)
 	cp_free(&c);
 }
 
+/*
+ * A checkpoints/inventory that is not the exact canonical object (another
+ * deployment's, another format, keys out of order, bytes after it) is an
+ * error naming it, and recovery acts on none of it: the keys it names
+ * (here: checkpoint 1's artifacts) are not deleted, no Abort is recorded.
+ * The strstr scan this replaces read each of these bodies as an active
+ * attempt 2 and deleted what it named before the store refused the object.
+ */
+/*
+ * The authority follows the store's backend, not the URL's spelling: the
+ * store opens "FILE:///dir" as the same file sink as "file:///dir", so its
+ * checkpoints take the same local lease and extend the same chain. (Read
+ * off a case-sensitive "file://" prefix, the second spelling went to the
+ * shared authority, which refuses the local namespace as foreign.)
+ */
+static void test_authority_by_backend(void **state)
+{
+	struct cpenv c;
+	struct ws_checkpoint_info info, info2;
+	struct ws_sink *upper;
+	char url[4096];
+	int err = 0, rc;
+	(void)state;
+
+	cp_init(&c, "ckpt-kind");
+	cp_write(&c, 1);
+	take_ok(&c, &info);
+	snprintf(url, sizeof(url), "FILE://%s", c.e.sink_dir);
+	upper = ws_sink_open(url, &err);
+	assert_non_null(upper);
+	rc = ws_checkpoint_take(upper, NULL, &info2);
+	if (rc)
+		fail_msg("checkpoint through %s: %s (%s)", url, ws_strerror(rc), ws_errmsg());
+	assert_true(info2.committed && info2.own && info2.id > info.id);
+	assert_true(info2.has_predecessor && info2.predecessor_id == info.id);
+	ws_sink_close(upper);
+	cp_free(&c);
+}
+
+static void put_text(struct ws_store *s, const char *key, const char *text)
+{
+	assert_int_equal(ws_store_put(s, key, text, strlen(text), WS_PUT_OVERWRITE, NULL, NULL), 0);
+}
+
+static void test_malformed_inventory_deletes_nothing(void **state)
+{
+	struct cpenv c;
+	struct ws_checkpoint_info info;
+	struct ws_obj_info oi;
+	char good[4096], head[4096], now[4096], body[4096], bad[4200], dep[WS_CKPT_DEPLOYMENT_LEN + 1];
+	const char *at;
+	bool recovered = false;
+	struct ws_store *s;
+	int rc, err = 0;
+	(void)state;
+
+	cp_init(&c, "ckpt-badinv");
+	cp_write(&c, 1);
+	take_ok(&c, &info);
+	s = ws_store_file_open(c.e.sink_dir, &err);
+	assert_non_null(s);
+	assert_int_equal(info.id, 1);
+	get_text(s, "checkpoints/inventory", good, sizeof(good));
+	get_text(s, "checkpoints/head", head, sizeof(head));
+	at = strstr(good, "\"deployment\":\"");
+	assert_non_null(at);
+	snprintf(dep, sizeof(dep), "%.32s", at + strlen("\"deployment\":\""));
+	snprintf(body, sizeof(body), "{\"active\":{\"attempt\":{\"checkpoint_id\":\"2\",\"epoch\":\"1\","
+		 "\"token\":\"77\"},\"keys\":[\"checkpoints/artifacts/0000000000000001/" TENANT "\","
+		 "\"checkpoints/artifacts/0000000000000001/" TENANT2 "\"]},\"deployment\":\"%s\","
+		 "\"format\":\"walship.ckpt.inventory.v1\",\"last_completed\":null}", dep);
+	const char *edits[][2] = {
+		{ dep, "0123456789abcdef0123456789abcdef" },
+		{ "inventory.v1", "inventory.v7" },
+		{ "/" TENANT "\",\"checkpoints/artifacts/0000000000000001/" TENANT2,
+		  "/" TENANT2 "\",\"checkpoints/artifacts/0000000000000001/" TENANT },
+		{ "null}", "null}}" },
+		{ "{", "" },
+	};
+	for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+		at = strstr(body, edits[i][0]);
+		assert_non_null(at);
+		snprintf(bad, sizeof(bad), "%.*s%s%s", (int)(at - body), body, edits[i][1], at + strlen(edits[i][0]));
+		put_text(s, "checkpoints/inventory", bad);
+		rc = ws_checkpoint_take(c.e.sink, NULL, &info);
+		if (rc != WS_EFORMAT || !strstr(ws_errmsg(), "checkpoints/inventory"))
+			fail_msg("edit %zu: checkpoint: rc %d (%s)", i, rc, ws_errmsg());
+		rc = ws_checkpoint_recover(c.e.sink, &recovered);
+		if (rc != WS_EFORMAT || !strstr(ws_errmsg(), "checkpoints/inventory"))
+			fail_msg("edit %zu: recover: rc %d (%s)", i, rc, ws_errmsg());
+		assert_int_equal(ws_store_head(s, "checkpoints/artifacts/0000000000000001/" TENANT, &oi), 0);
+		assert_int_equal(ws_store_head(s, "checkpoints/artifacts/0000000000000001/" TENANT2, &oi),
+				 0);
+		get_text(s, "checkpoints/head", now, sizeof(now));
+		assert_string_equal(now, head);
+	}
+	/* Put back as it was, everything works and checkpoint 1 restores. */
+	put_text(s, "checkpoints/inventory", good);
+	assert_int_equal(restore_ckpt_hash(&c, TENANT, 1), restore_live_hash(&c, TENANT));
+	take_ok(&c, &info);
+	ws_store_close(s);
+	cp_free(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -944,6 +1048,8 @@ int main(void)
 		cmocka_unit_test(test_verify_restore_after_retention),
 		cmocka_unit_test(test_verify_missing_link_without_checkpoint),
 		cmocka_unit_test(test_lease),
+		cmocka_unit_test(test_malformed_inventory_deletes_nothing),
+		cmocka_unit_test(test_authority_by_backend),
 		cmocka_unit_test(test_take_fail_every_step),
 		cmocka_unit_test(test_take_crash_every_step),
 		cmocka_unit_test(test_retention_crash_every_step),

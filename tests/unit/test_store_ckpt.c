@@ -802,6 +802,128 @@ static void test_inventory(void **state)
 	EXPECT(ws_ckpt_begin_inventory(f->c, &b, &res), WS_EFORMAT, WS_CKPT_MALFORMED, "checkpoints/inventory");
 }
 
+/*
+ * ws_ckpt_active_inventory: the attempt and keys exactly as begun; nothing
+ * active when absent or completed; and every body that is not the exact
+ * canonical object (garbage, a truncation, whitespace, an extra field,
+ * unsorted keys, an invalid key, a zero token, another format or
+ * deployment) an error naming checkpoints/inventory.
+ */
+static void test_inventory_read(void **state)
+{
+	struct fx *f = *state;
+	struct ws_ckpt_inventory a, got;
+	struct ws_ckpt_inventory_result res;
+	char ka[2][WS_KEY_MAX], body[2048], bad[2200];
+	bool active = true;
+	int rc;
+
+	EXPECT(ws_ckpt_active_inventory(f->c, &got, &active), 0, WS_CKPT_OK, NONE);
+	assert_false(active);
+	make_inv(&a, ka, f->dep, 3, 100);
+	EXPECT(ws_ckpt_begin_inventory(f->c, &a, &res), 0, WS_CKPT_OK, NONE);
+	EXPECT(ws_ckpt_active_inventory(f->c, &got, &active), 0, WS_CKPT_OK, NONE);
+	assert_true(active);
+	assert_true(ws_ckpt_attempt_equal(&got.attempt, &a.attempt));
+	assert_int_equal(got.scope, WS_CKPT_SCOPE_LOCAL);
+	assert_string_equal(got.deployment, f->dep);
+	assert_int_equal(got.key_count, 2);
+	assert_string_equal(got.keys[0], ka[0]);
+	assert_string_equal(got.keys[1], ka[1]);
+	/* What it returns is what completes the attempt. */
+	EXPECT(ws_ckpt_complete_inventory(f->c, &got, &res), 0, WS_CKPT_OK, NONE);
+	ws_ckpt_inventory_free(&got);
+	assert_null(got.keys);
+	EXPECT(ws_ckpt_active_inventory(f->c, &got, &active), 0, WS_CKPT_OK, NONE);
+	assert_false(active);
+	assert_false(ws_ckpt_attempt_equal(&(struct ws_ckpt_attempt){ 3, 1, 101 }, &a.attempt));
+	assert_false(ws_ckpt_attempt_equal(&(struct ws_ckpt_attempt){ 3, 2, 100 }, &a.attempt));
+	assert_false(ws_ckpt_attempt_equal(&(struct ws_ckpt_attempt){ 4, 1, 100 }, &a.attempt));
+
+	/* The canonical active body, then each way of breaking it. */
+	snprintf(body, sizeof(body), "{\"active\":{\"attempt\":{\"checkpoint_id\":\"7\",\"epoch\":\"1\","
+		 "\"token\":\"9\"},\"keys\":[\"ckart/7/a\",\"ckart/7/b\"]},\"deployment\":\"%s\","
+		 "\"format\":\"walship.ckpt.inventory.v1\",\"last_completed\":null}", f->dep);
+	wt_put_str(f->s, "checkpoints/inventory", body, NULL);
+	EXPECT(ws_ckpt_active_inventory(f->c, &got, &active), 0, WS_CKPT_OK, NONE);
+	assert_true(active && got.attempt.checkpoint_id == 7 && got.attempt.token == 9 && got.key_count == 2);
+	ws_ckpt_inventory_free(&got);
+
+	const struct {
+		const char *from, *to;
+		enum ws_ckpt_kind kind;
+	} edits[] = {
+		{ "{", "garbage{", WS_CKPT_MALFORMED },
+		{ "\"last_completed\":null}", "\"last_completed\":null", WS_CKPT_MALFORMED },
+		{ "null}", "null} ", WS_CKPT_MALFORMED },
+		{ "null}", "null}x", WS_CKPT_MALFORMED },
+		{ "\"keys\":[", "\"keys\": [", WS_CKPT_MALFORMED },
+		{ "\"epoch\":\"1\",", "\"epoch\":\"1\",\"extra\":\"1\",", WS_CKPT_MALFORMED },
+		{ "\"ckart/7/a\",\"ckart/7/b\"", "\"ckart/7/b\",\"ckart/7/a\"", WS_CKPT_MALFORMED },
+		{ "\"ckart/7/a\",\"ckart/7/b\"", "\"ckart/7/a\",\"ckart/7/a\"", WS_CKPT_MALFORMED },
+		{ "\"ckart/7/a\"", "\"../7/a\"", WS_CKPT_MALFORMED },
+		{ "\"token\":\"9\"", "\"token\":\"0\"", WS_CKPT_MALFORMED },
+		{ "\"token\":\"9\"", "\"token\":9", WS_CKPT_MALFORMED },
+		{ "\"epoch\":\"1\"", "\"epoch\":\"01\"", WS_CKPT_MALFORMED },
+		{ "inventory.v1", "inventory.v2", WS_CKPT_MALFORMED },
+		{ f->dep, "0123456789abcdef0123456789abcdef", WS_CKPT_FOREIGN },
+	};
+	for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+		const char *at = strstr(body, edits[i].from);
+		assert_non_null(at);
+		snprintf(bad, sizeof(bad), "%.*s%s%s", (int)(at - body), body, edits[i].to,
+			 at + strlen(edits[i].from));
+		wt_put_str(f->s, "checkpoints/inventory", bad, NULL);
+		active = true;
+		rc = ws_ckpt_active_inventory(f->c, &got, &active);
+		if (rc != WS_EFORMAT || ws_ckpt_last_kind() != edits[i].kind)
+			fail_msg("edit %zu (%s): rc %d kind %s; detail: %s", i, bad, rc,
+				 ws_ckpt_kind_name(ws_ckpt_last_kind()), ws_errmsg());
+		expect_detail(bad, "checkpoints/inventory");
+		assert_false(active);
+		assert_null(got.keys);
+	}
+	wt_put_str(f->s, "checkpoints/inventory", "", NULL);
+	EXPECT(ws_ckpt_active_inventory(f->c, &got, &active), WS_EFORMAT, WS_CKPT_MALFORMED, "checkpoints/inventory");
+}
+
+/* The candidates of one ID, each named by its listing; another ID's never. */
+static int count_candidate(const struct ws_ckpt_ref *ref, void *arg)
+{
+	const struct ws_ckpt_ref *want = ((const struct ws_ckpt_ref **)arg)[0];
+	unsigned *n = ((unsigned **)arg)[1];
+	assert_int_equal(ref->id, want->id);
+	assert_string_equal(ref->key, want->key);
+	assert_string_equal(ref->sha256, want->sha256);
+	assert_int_equal(ref->length, want->length);
+	(*n)++;
+	return 0;
+}
+
+static int stop_candidate(const struct ws_ckpt_ref *ref, void *arg)
+{
+	(void)ref;
+	(void)arg;
+	return -EINTR;
+}
+
+static void test_list_candidates(void **state)
+{
+	struct fx *f = *state;
+	struct ws_ckpt_ref r12, r13;
+	unsigned n = 0;
+	void *arg[2] = { &r12, &n };
+
+	create_ok(f, 12, 1, NULL, &r12);
+	create_ok(f, 13, 1, NULL, &r13);
+	assert_int_equal(ws_ckpt_list_candidates(f->c, 12, count_candidate, arg), 0);
+	assert_int_equal(n, 1);
+	n = 0;
+	assert_int_equal(ws_ckpt_list_candidates(f->c, 14, count_candidate, arg), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(ws_ckpt_list_candidates(f->c, 13, stop_candidate, NULL), -EINTR);
+}
+
 /* ---- retention ---------------------------------------------------------------------------------- */
 
 static void test_retention(void **state)
@@ -1031,6 +1153,8 @@ int main(void)
 		BOTH(test_committed_empty_object),
 		BOTH(test_head_malformed),
 		BOTH(test_inventory),
+		BOTH(test_inventory_read),
+		BOTH(test_list_candidates),
 		BOTH(test_retention),
 		BOTH(test_witness),
 		cmocka_unit_test_setup_teardown(test_shared_refuses_unconditional, setup_shared, teardown),

@@ -234,6 +234,52 @@ static void test_defaults(void **state)
 	ws_store_close(s);
 }
 
+/*
+ * ws_store_open_limits: the engine's bounds reach the s3:// backend under
+ * the backend's own parameter names (the attempts a refused connection
+ * takes), the URL's own setting still wins, and the backend kind is the
+ * store's, whatever the URL's case.
+ */
+static void test_limits(void **state)
+{
+	const struct ws_store_limits lim = { 3, 30000, 8 };
+	char url[256], *dir;
+	int err = 0;
+	struct ws_store *s;
+	(void)state;
+
+	snprintf(url, sizeof(url), "s3://bkt?endpoint=http://127.0.0.1:%d", dead_port());
+	s = ws_store_open_limits(url, &lim, WS_STORE_EXISTING, &err);
+	assert_non_null(s);
+	assert_int_equal(ws_store_kind(s), WS_STORE_S3);
+	assert_null(ws_store_file_root(s));
+	assert_int_equal(ws_store_head(s, "k", NULL), -ECONNREFUSED);
+	assert_non_null(strstr(ws_errmsg(), "after 3 attempts"));
+	ws_store_close(s);
+	snprintf(url + strlen(url), sizeof(url) - strlen(url), "&retry_attempts_max=2");
+	s = ws_store_open_limits(url, &lim, WS_STORE_EXISTING, &err);
+	assert_non_null(s);
+	assert_int_equal(ws_store_head(s, "k", NULL), -ECONNREFUSED);
+	assert_non_null(strstr(ws_errmsg(), "after 2 attempts"));
+	ws_store_close(s);
+	/* A bad bound is the caller's, and says so. */
+	const struct ws_store_limits none_in_flight = { 3, 30000, 0 };
+	s = ws_store_open_limits("s3://bkt", &none_in_flight, WS_STORE_EXISTING, &err);
+	assert_null(s);
+	assert_int_equal(err, WS_ECONFIG);
+	assert_non_null(strstr(ws_errmsg(), "walship's default"));
+
+	dir = wt_tmpdir("store_kind");
+	snprintf(url, sizeof(url), "FILE://%s", dir);
+	s = ws_store_open_limits(url, &lim, 0, &err);
+	assert_non_null(s);
+	assert_int_equal(ws_store_kind(s), WS_STORE_FILE);
+	assert_string_equal(ws_store_file_root(s), dir);
+	ws_store_close(s);
+	wt_rmrf(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -242,6 +288,7 @@ int main(void)
 		cmocka_unit_test(test_good_urls),
 		cmocka_unit_test(test_region_from_env),
 		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_limits),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
