@@ -4,7 +4,7 @@
  * sink open and probe, engine, drain, exit), as a ratio against a baseline
  * measured in the same run (DESIGN.md, "Performance model").
  *
- *   bench_cli --walship PATH [--mb N] [--reps N] [--batch-bytes N] [--page-size N]
+ *   bench_cli --walship PATH [--compare PATH] [--mb N] [--reps N] [--batch-bytes N] [--page-size N]
  *             [--dir DIR] [--json FILE] [--keep] [-- extra walship arguments]
  *
  * Setup: a SQLite database in WAL mode with autocheckpoint off gets N MiB of
@@ -24,9 +24,12 @@
  *     directory with write + fdatasync + rename + fsync of the directory
  *     (bench_walfile.c), timed from the first read to the last fsync.
  *
- * Repetitions are interleaved, and the order alternates (a b, b a, a b,
- * ...) so neither side always runs on a cache or journal the other just
- * dirtied; sync() before each. Per repetition the ratio is
+ * (c) with --compare PATH: (a) again with another walship binary (a build
+ *     from before a change), so before and after come from the same run.
+ *
+ * Repetitions are interleaved, and the order rotates (a b, b a, ...; with
+ * (c): a b c, b c a, c a b) so no side always runs on a cache or journal
+ * another just dirtied; sync() before each. Per repetition the ratio is
  * baseline seconds / walship seconds (walship throughput over baseline
  * throughput, > 1: walship faster); the median, min and max of those
  * ratios are printed and written as JSON. The exit status is 0 unless
@@ -62,6 +65,7 @@ extern char **environ;
 
 struct opts {
 	char *walship;
+	char *compare;            /* another walship binary, run alongside (a build before a change) */
 	uint64_t wal_mib;
 	uint64_t batch_bytes;
 	unsigned reps;
@@ -75,9 +79,11 @@ struct opts {
 
 static void usage(void)
 {
-	fputs("usage: bench_cli --walship PATH [--mb N] [--reps N] [--batch-bytes N] [--page-size N]\n"
+	fputs("usage: bench_cli --walship PATH [--compare PATH] [--mb N] [--reps N] [--batch-bytes N] [--page-size N]\n"
 	      "                 [--dir DIR] [--json FILE] [--keep] [-- walship replicate arguments]\n"
 	      "  --walship PATH   the walship binary to run\n"
+	      "  --compare PATH   another walship binary (a build before a change) run the same way in\n"
+	      "                   each repetition, its own ratio against the same baseline reported\n"
 	      "  --mb N           MiB of WAL to ship (default 250)\n"
 	      "  --reps N         repetitions of each, interleaved (default 7)\n"
 	      "  --batch-bytes N  walship's batch_bytes_max (default 4194304, walship's default); the\n"
@@ -106,6 +112,11 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			if (!v)
 				bench_die("--walship needs a path");
 			o->walship = argv[i + 1];
+			i++;
+		} else if (!strcmp(a, "--compare")) {
+			if (!v)
+				bench_die("--compare needs a path");
+			o->compare = argv[i + 1];
 			i++;
 		} else if (!strcmp(a, "--mb")) {
 			o->wal_mib = bench_parse_num(a, v, 1, 1u << 20);
@@ -153,6 +164,8 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	}
 	if (access(o->walship, X_OK) < 0)
 		bench_die("--walship %s: %s", o->walship, strerror(errno));
+	if (o->compare && access(o->compare, X_OK) < 0)
+		bench_die("--compare %s: %s", o->compare, strerror(errno));
 }
 
 struct child {
@@ -244,6 +257,41 @@ static uint64_t shipped_last_frame(const struct opts *o, char *url, const char *
 	return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 
+/* One timed `replicate --once` of bin into a fresh sink_dir, then checked (untimed). */
+static struct child run_walship(const struct opts *o, char *bin, const char *sink_dir, char *ini_path,
+				char *tenant_arg, const char *work, uint64_t frames, uint64_t *objects, uint64_t *bytes)
+{
+	char url[PATH_MAX + 16];
+	char *cargv[16 + EXTRA_MAX];
+	struct child c;
+	uint64_t last;
+	int n = 0;
+
+	snprintf(url, sizeof(url), "file://%s", sink_dir);
+	cargv[n++] = bin;
+	cargv[n++] = "replicate";
+	cargv[n++] = "--once";
+	cargv[n++] = "--quiet";
+	cargv[n++] = "--config";
+	cargv[n++] = ini_path;
+	cargv[n++] = "--sink";
+	cargv[n++] = url;
+	for (int k = 0; k < o->extra_count; k++)
+		cargv[n++] = o->extra[k];
+	cargv[n++] = tenant_arg;
+	cargv[n] = NULL;
+
+	bench_mkdir_durable(sink_dir);
+	sync();
+	c = run_child(cargv, "/dev/null");
+	check_exit(&c, "walship replicate --once");
+	last = shipped_last_frame(o, url, work);
+	if (last != frames)
+		bench_die("%s shipped through frame %" PRIu64 ", the WAL has %" PRIu64, bin, last, frames);
+	tree_size(sink_dir, objects, bytes);
+	return c;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -280,6 +328,8 @@ int main(int argc, char **argv)
 	uint64_t wal_bytes, frames, ws_objects = 0, ws_bytes = 0;
 	size_t frame_bytes, chunk_bytes;
 	double ws_s[REPS_MAX], base_s[REPS_MAX], ratio[REPS_MAX], ws_cpu[REPS_MAX];
+	double cmp_s[REPS_MAX], cmp_ratio[REPS_MAX];
+	uint64_t cmp_objects = 0, cmp_bytes = 0;
 	uint64_t base_files = 0;
 	long rss_max = 0;
 	FILE *f;
@@ -322,7 +372,7 @@ int main(int argc, char **argv)
 	bench_warm(wal_path, buf, chunk_bytes);
 	printf("bench_cli: WAL %.1f MiB (%" PRIu64 " frames, page %u) written by SQLite in %.1f s; "
 	       "batch_bytes_max %" PRIu64 " (baseline files of %zu bytes); dir %s (%s); %u reps, interleaved, "
-	       "order alternating\n",
+	       "order rotating\n",
 	       (double)wal_bytes / 1048576.0, frames, o.page_size, bench_now_s() - t0, o.batch_bytes, chunk_bytes,
 	       work, bench_fs_name(work), o.reps);
 	printf("walship: %s replicate --once --quiet --config %s --sink file://SINK", o.walship, ini_path);
@@ -332,71 +382,60 @@ int main(int argc, char **argv)
 	fflush(stdout);
 
 	for (unsigned i = 0; i < o.reps; i++) {
-		char name[32], url[PATH_MAX + 16];
-		char *sink_dir, *base_dir;
-		char *cargv[16 + EXTRA_MAX];
+		char name[32];
+		char *base_dir;
 		struct bench_baseline b = { 0, 0, 0 };
-		struct child a;
-		int n = 0;
+		struct child a[2];
+		unsigned nside = o.compare ? 3 : 2;
 
-		snprintf(name, sizeof(name), "sink-%u", i);
-		sink_dir = bench_path_join(work, name);
+		memset(a, 0, sizeof(a));
 		snprintf(name, sizeof(name), "base-%u", i);
 		base_dir = bench_path_join(work, name);
-		snprintf(url, sizeof(url), "file://%s", sink_dir);
-		cargv[n++] = o.walship;
-		cargv[n++] = "replicate";
-		cargv[n++] = "--once";
-		cargv[n++] = "--quiet";
-		cargv[n++] = "--config";
-		cargv[n++] = ini_path;
-		cargv[n++] = "--sink";
-		cargv[n++] = url;
-		for (int k = 0; k < o.extra_count; k++)
-			cargv[n++] = o.extra[k];
-		cargv[n++] = tenant_arg;
-		cargv[n] = NULL;
-
-		/* Odd repetitions run the baseline first. */
-		for (int side = 0; side < 2; side++) {
-			if ((side == 0) == (i % 2 == 0)) {
-				bench_mkdir_durable(sink_dir);
-				sync();
-				a = run_child(cargv, "/dev/null");
-				check_exit(&a, "walship replicate --once");
-			} else {
+		/* Sides: 0 walship, 1 baseline, 2 --compare; rep i starts at side i mod nside. */
+		for (unsigned k = 0; k < nside; k++) {
+			unsigned side = (i + k) % nside;
+			if (side == 1) {
 				sync();
 				b = bench_run_baseline(wal_path, wal_bytes, chunk_bytes, base_dir, buf);
+			} else {
+				unsigned w = side == 0 ? 0 : 1;
+				snprintf(name, sizeof(name), "sink-%u-%u", i, w);
+				char *sink_dir = bench_path_join(work, name);
+				a[w] = run_walship(&o, w ? o.compare : o.walship, sink_dir, ini_path, tenant_arg, work,
+						   frames, w ? &cmp_objects : &ws_objects, w ? &cmp_bytes : &ws_bytes);
+				if (!o.keep)
+					bench_rm_rf(sink_dir);
+				free(sink_dir);
 			}
 		}
-		uint64_t last = shipped_last_frame(&o, url, work);
-		if (last != frames)
-			bench_die("rep %u: walship shipped through frame %" PRIu64 ", the WAL has %" PRIu64, i + 1, last,
-				  frames);
-		tree_size(sink_dir, &ws_objects, &ws_bytes);
 		base_files = b.files;
-		ws_s[i] = a.seconds;
+		ws_s[i] = a[0].seconds;
 		base_s[i] = b.seconds;
-		ratio[i] = b.seconds / a.seconds;
-		ws_cpu[i] = a.user_s + a.sys_s;
-		if (a.max_rss_kib > rss_max)
-			rss_max = a.max_rss_kib;
+		ratio[i] = b.seconds / a[0].seconds;
+		ws_cpu[i] = a[0].user_s + a[0].sys_s;
+		if (a[0].max_rss_kib > rss_max)
+			rss_max = a[0].max_rss_kib;
 		printf("rep %u (%s first): walship %7.3f s %7.1f MB/s (cpu user %.3f s sys %.3f s, %" PRIu64
 		       " files %.1f MiB in the sink)   baseline %7.3f s %7.1f MB/s (%" PRIu64 " files)   ratio %.3f\n",
-		       i + 1, i % 2 == 0 ? "walship" : "baseline", a.seconds, (double)wal_bytes / a.seconds / 1e6,
-		       a.user_s, a.sys_s, ws_objects, (double)ws_bytes / 1048576.0, b.seconds,
-		       (double)wal_bytes / b.seconds / 1e6, b.files, ratio[i]);
-		fflush(stdout);
-		if (!o.keep) {
-			bench_rm_rf(sink_dir);
-			bench_rm_rf(base_dir);
+		       i + 1, i % nside == 0 ? "walship" : i % nside == 1 ? "baseline" : "compare", a[0].seconds,
+		       (double)wal_bytes / a[0].seconds / 1e6, a[0].user_s, a[0].sys_s, ws_objects,
+		       (double)ws_bytes / 1048576.0, b.seconds, (double)wal_bytes / b.seconds / 1e6, b.files, ratio[i]);
+		if (o.compare) {
+			cmp_s[i] = a[1].seconds;
+			cmp_ratio[i] = b.seconds / a[1].seconds;
+			printf("      compare: %7.3f s %7.1f MB/s (cpu user %.3f s sys %.3f s, %" PRIu64
+			       " files)   ratio %.3f\n",
+			       a[1].seconds, (double)wal_bytes / a[1].seconds / 1e6, a[1].user_s, a[1].sys_s, cmp_objects,
+			       cmp_ratio[i]);
 		}
-		free(sink_dir);
+		fflush(stdout);
+		if (!o.keep)
+			bench_rm_rf(base_dir);
 		free(base_dir);
 	}
 
 	double mw = bench_median(ws_s, o.reps), mb = bench_median(base_s, o.reps);
-	double mr = bench_median(ratio, o.reps), rmin, rmax;
+	double mr = bench_median(ratio, o.reps), rmin, rmax, cr = 0, cmin = 0, cmax = 0;
 	min_max(ratio, o.reps, &rmin, &rmax);
 	printf("median: walship %.3f s (%.1f MB/s), baseline (write+fdatasync+rename+dir fsync) %.3f s (%.1f MB/s); "
 	       "walship peak RSS %.1f MiB, CPU %.3f s median\n",
@@ -404,6 +443,12 @@ int main(int argc, char **argv)
 	       bench_median(ws_cpu, o.reps));
 	printf("ratio walship/baseline: median %.3f, min %.3f, max %.3f over %u reps (target >= 0.95)\n", mr, rmin,
 	       rmax, o.reps);
+	if (o.compare) {
+		cr = bench_median(cmp_ratio, o.reps);
+		min_max(cmp_ratio, o.reps, &cmin, &cmax);
+		printf("ratio compare/baseline: median %.3f, min %.3f, max %.3f over %u reps (%s, median %.3f s)\n", cr,
+		       cmin, cmax, o.reps, o.compare, bench_median(cmp_s, o.reps));
+	}
 
 	if (o.json) {
 		f = fopen(o.json, "w");
@@ -422,6 +467,12 @@ int main(int argc, char **argv)
 		json_array(f, "walship_cpu_seconds", ws_cpu, o.reps, ",");
 		json_array(f, "baseline_seconds", base_s, o.reps, ",");
 		json_array(f, "ratio", ratio, o.reps, ",");
+		if (o.compare) {
+			json_array(f, "compare_seconds", cmp_s, o.reps, ",");
+			json_array(f, "compare_ratio", cmp_ratio, o.reps, ",");
+			fprintf(f, "  \"compare_ratio_median\": %.4f,\n  \"compare_ratio_min\": %.4f,\n"
+				"  \"compare_ratio_max\": %.4f,\n", cr, cmin, cmax);
+		}
 		fprintf(f, "  \"ratio_median\": %.4f,\n  \"ratio_min\": %.4f,\n  \"ratio_max\": %.4f\n}\n", mr, rmin,
 			rmax);
 		if (fclose(f))
