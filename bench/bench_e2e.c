@@ -42,11 +42,10 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "bench_walfile.h"
 #include "walship.h"
 
 #define REPS_MAX 99
-#define WAL_HDR_BYTES 32u
-#define FRAME_HDR_BYTES 24u
 
 struct opts {
 	uint64_t wal_mib;
@@ -113,107 +112,6 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	}
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	if (remove(path) < 0 && errno != ENOENT)
-		fprintf(stderr, "bench_e2e: cannot remove %s: %s\n", path, strerror(errno));
-	return 0;
-}
-
-static void rm_rf(const char *path)
-{
-	nftw(path, rm_entry, 32, FTW_DEPTH | FTW_PHYS);
-}
-
-static char *path_join(const char *a, const char *b)
-{
-	size_t n = strlen(a) + strlen(b) + 2;
-	char *p = malloc(n);
-	if (!p)
-		bench_die("out of memory");
-	snprintf(p, n, "%s/%s", a, b);
-	return p;
-}
-
-static uint64_t file_bytes(const char *path)
-{
-	struct stat sb;
-	if (stat(path, &sb) < 0)
-		return 0;
-	return (uint64_t)sb.st_size;
-}
-
-static void sql(sqlite3 *db, const char *s)
-{
-	char *msg = NULL;
-	if (sqlite3_exec(db, s, NULL, NULL, &msg) != SQLITE_OK)
-		bench_die("sqlite: %s: %s", s, msg ? msg : sqlite3_errmsg(db));
-}
-
-/* Write committed WAL until it holds at least wal_mib MiB; returns the open writer. */
-static sqlite3 *make_wal(const struct opts *o, const char *db_path, const char *wal_path)
-{
-	sqlite3 *db = NULL;
-	sqlite3_stmt *ins = NULL;
-	char pragma[64];
-	const uint64_t want = o->wal_mib << 20;
-
-	if (sqlite3_open(db_path, &db) != SQLITE_OK)
-		bench_die("sqlite: open %s: %s", db_path, db ? sqlite3_errmsg(db) : "out of memory");
-	/* Closing must leave the WAL alone (the bench deletes it anyway). */
-	sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
-	snprintf(pragma, sizeof(pragma), "PRAGMA page_size=%u;", o->page_size);
-	sql(db, pragma);
-	sql(db, "PRAGMA journal_mode=WAL;");
-	sql(db, "PRAGMA wal_autocheckpoint=0;");
-	sql(db, "PRAGMA synchronous=OFF;"); /* the writer's speed is not what is measured */
-	sql(db, "PRAGMA cache_size=-65536;");
-	sql(db, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);");
-	if (sqlite3_prepare_v2(db,
-			       "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 1200) "
-			       "INSERT INTO t(v) SELECT randomblob(800) FROM c;",
-			       -1, &ins, NULL) != SQLITE_OK)
-		bench_die("sqlite: prepare: %s", sqlite3_errmsg(db));
-	while (file_bytes(wal_path) < want) {
-		if (sqlite3_step(ins) != SQLITE_DONE)
-			bench_die("sqlite: insert: %s", sqlite3_errmsg(db));
-		sqlite3_reset(ins);
-	}
-	sqlite3_finalize(ins);
-	return db;
-}
-
-/* Read the whole file once so it is in the page cache. */
-static void warm(const char *path, uint8_t *buf, size_t buf_bytes)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		bench_die("open %s: %s", path, strerror(errno));
-	while (read(fd, buf, buf_bytes) > 0)
-		;
-	close(fd);
-}
-
-static void mkdir_durable(const char *path)
-{
-	char parent[PATH_MAX];
-	char *slash;
-	int fd;
-	if (mkdir(path, 0755) < 0)
-		bench_die("mkdir %s: %s", path, strerror(errno));
-	snprintf(parent, sizeof(parent), "%s", path);
-	slash = strrchr(parent, '/');
-	if (slash && slash != parent)
-		*slash = '\0';
-	fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fsync(fd) < 0)
-		bench_die("fsync %s: %s", parent, strerror(errno));
-	close(fd);
-}
-
 struct result {
 	double seconds;
 	uint64_t objects;
@@ -266,74 +164,6 @@ static struct result run_walship(const struct opts *o, const char *db_path, cons
 	return r;
 }
 
-/* (b) baseline: the same bytes as files of the same size, durably. */
-static struct result run_baseline(const char *wal_path, uint64_t wal_bytes, size_t chunk_bytes, const char *dir,
-				  uint8_t *buf)
-{
-	struct result r = { 0, 0 };
-	int wal_fd, dir_fd;
-	double t0;
-
-	mkdir_durable(dir);
-	wal_fd = open(wal_path, O_RDONLY | O_CLOEXEC);
-	dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (wal_fd < 0 || dir_fd < 0)
-		bench_die("open %s / %s: %s", wal_path, dir, strerror(errno));
-
-	t0 = bench_now_s();
-	for (uint64_t off = 0; off < wal_bytes; off += chunk_bytes) {
-		size_t n = wal_bytes - off < chunk_bytes ? (size_t)(wal_bytes - off) : chunk_bytes;
-		char tmp[64], name[64];
-		size_t done = 0;
-		int fd;
-
-		while (done < n) {
-			ssize_t got = pread(wal_fd, buf + done, n - done, (off_t)(off + done));
-			if (got <= 0)
-				bench_die("pread %s: %s", wal_path, got < 0 ? strerror(errno) : "short file");
-			done += (size_t)got;
-		}
-		snprintf(tmp, sizeof(tmp), ".tmp.%" PRIu64, r.objects);
-		snprintf(name, sizeof(name), "b%016" PRIu64, r.objects);
-		fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		if (fd < 0)
-			bench_die("create %s/%s: %s", dir, tmp, strerror(errno));
-		for (done = 0; done < n;) {
-			ssize_t put = write(fd, buf + done, n - done);
-			if (put < 0)
-				bench_die("write %s/%s: %s", dir, tmp, strerror(errno));
-			done += (size_t)put;
-		}
-		if (fdatasync(fd) < 0)
-			bench_die("fdatasync %s/%s: %s", dir, tmp, strerror(errno));
-		close(fd);
-		if (renameat(dir_fd, tmp, dir_fd, name) < 0)
-			bench_die("rename %s/%s: %s", dir, tmp, strerror(errno));
-		if (fsync(dir_fd) < 0)
-			bench_die("fsync %s: %s", dir, strerror(errno));
-		r.objects++;
-	}
-	r.seconds = bench_now_s() - t0;
-	close(dir_fd);
-	close(wal_fd);
-	return r;
-}
-
-static const char *fs_name(const char *path)
-{
-	struct statfs sf;
-	if (statfs(path, &sf) < 0)
-		return "?";
-	switch ((unsigned long)sf.f_type) {
-	case 0xEF53: return "ext4";
-	case 0x58465342: return "xfs";
-	case 0x9123683E: return "btrfs";
-	case 0x01021994: return "tmpfs (fsync is free)";
-	case 0x794c7630: return "overlayfs";
-	default: return "other";
-	}
-}
-
 int main(int argc, char **argv)
 {
 	struct opts o;
@@ -350,10 +180,10 @@ int main(int argc, char **argv)
 	work = mkdtemp(tmpl);
 	if (!work)
 		bench_die("mkdtemp %s: %s", tmpl, strerror(errno));
-	db_path = path_join(work, "bench.db");
-	wal_path = path_join(work, "bench.db-wal");
+	db_path = bench_path_join(work, "bench.db");
+	wal_path = bench_path_join(work, "bench.db-wal");
 
-	frame_bytes = FRAME_HDR_BYTES + o.page_size;
+	frame_bytes = BENCH_FRAME_HDR_BYTES + o.page_size;
 	if (o.batch_bytes < frame_bytes)
 		bench_die("--batch-bytes %" PRIu64 " is below one frame (%zu)", o.batch_bytes, frame_bytes);
 	/* walship's batches hold whole frames: the baseline's files match them. */
@@ -363,41 +193,42 @@ int main(int argc, char **argv)
 		bench_die("out of memory");
 
 	double t0 = bench_now_s();
-	writer = make_wal(&o, db_path, wal_path);
-	wal_bytes = file_bytes(wal_path);
-	if (wal_bytes < WAL_HDR_BYTES + frame_bytes || (wal_bytes - WAL_HDR_BYTES) % frame_bytes)
+	writer = bench_make_wal(db_path, wal_path, o.wal_mib << 20, o.page_size);
+	wal_bytes = bench_file_bytes(wal_path);
+	if (wal_bytes < BENCH_WAL_HDR_BYTES + frame_bytes || (wal_bytes - BENCH_WAL_HDR_BYTES) % frame_bytes)
 		bench_die("%s: unexpected size %" PRIu64, wal_path, wal_bytes);
-	frames = (wal_bytes - WAL_HDR_BYTES) / frame_bytes;
-	warm(wal_path, buf, chunk_bytes);
+	frames = (wal_bytes - BENCH_WAL_HDR_BYTES) / frame_bytes;
+	bench_warm(wal_path, buf, chunk_bytes);
 	printf("bench_e2e: WAL %.1f MiB (%" PRIu64 " frames, page %u) written in %.1f s; batch %zu bytes; "
 	       "dir %s (%s); %u reps, interleaved\n",
 	       (double)wal_bytes / 1048576.0, frames, o.page_size, bench_now_s() - t0, chunk_bytes, work,
-	       fs_name(work), o.reps);
+	       bench_fs_name(work), o.reps);
 	fflush(stdout);
 
 	for (unsigned i = 0; i < o.reps; i++) {
 		char name[32];
 		char *sink_dir, *base_dir;
-		struct result a, b;
+		struct result a;
+		struct bench_baseline b;
 
 		snprintf(name, sizeof(name), "sink-%u", i);
-		sink_dir = path_join(work, name);
+		sink_dir = bench_path_join(work, name);
 		snprintf(name, sizeof(name), "base-%u", i);
-		base_dir = path_join(work, name);
+		base_dir = bench_path_join(work, name);
 
 		sync();
 		a = run_walship(&o, db_path, sink_dir, frames);
 		sync();
-		b = run_baseline(wal_path, wal_bytes, chunk_bytes, base_dir, buf);
+		b = bench_run_baseline(wal_path, wal_bytes, chunk_bytes, base_dir, buf);
 		ws_mbs[i] = (double)wal_bytes / a.seconds / 1e6;
 		base_mbs[i] = (double)wal_bytes / b.seconds / 1e6;
 		printf("rep %u: walship %8.1f MB/s (%.3f s, %" PRIu64 " puts)   baseline %8.1f MB/s (%.3f s, %" PRIu64
 		       " files)\n",
-		       i + 1, ws_mbs[i], a.seconds, a.objects, base_mbs[i], b.seconds, b.objects);
+		       i + 1, ws_mbs[i], a.seconds, a.objects, base_mbs[i], b.seconds, b.files);
 		fflush(stdout);
 		if (!o.keep) {
-			rm_rf(sink_dir);
-			rm_rf(base_dir);
+			bench_rm_rf(sink_dir);
+			bench_rm_rf(base_dir);
 		}
 		free(sink_dir);
 		free(base_dir);
@@ -410,7 +241,7 @@ int main(int argc, char **argv)
 
 	sqlite3_close(writer);
 	if (!o.keep)
-		rm_rf(work);
+		bench_rm_rf(work);
 	free(buf);
 	free(db_path);
 	free(wal_path);

@@ -5,7 +5,7 @@
  *
  *   bench_s3 [--s3 URL] [--http URL] [--n64 N] [--n1m N] [--http-n64 N]
  *            [--http-n1m N] [--reps N] [--http-reps N] [--inflight N] [--curl PATH]
- *            [--dir DIR]
+ *            [--dir DIR] [--http-multi-only 1]
  *
  * Part 1 (--s3 s3://BUCKET[/PREFIX]?endpoint=http://HOST:PORT[&...]; credentials
  * from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_REGION):
@@ -41,6 +41,8 @@
  *   (b') bare libcurl multi with --inflight easy handles: (a2)'s shape.
  *   All send the same bodies (read callbacks from memory) and the same
  *   headers (Content-Length, x-amz-meta-ws-attempt, empty Expect).
+ *   --http-multi-only 1 runs (a2) and (b') only: the pair the in-flight
+ *   target compares, more repetitions in the same time.
  *
  * Every variant runs --reps (S3, default 5) or --http-reps (default 7)
  * times, interleaved, the order rotated each rep. Rates are medians; each
@@ -90,6 +92,7 @@ struct opts {
 	unsigned reps;            /* S3 reps */
 	unsigned http_reps;
 	unsigned inflight;
+	bool http_multi_only;     /* part 2: the in-flight pair only */
 	const char *curl;
 	const char *dir;
 };
@@ -140,7 +143,9 @@ static void usage(void)
 	      "  --inflight N    requests in flight for put_many, curl --parallel-max and the concurrent\n"
 	      "                  ws_http variant (default 8)\n"
 	      "  --curl PATH     the curl command line tool (default curl)\n"
-	      "  --dir DIR       where the object files go (default $WS_TEST_TMP or /tmp)\n",
+	      "  --dir DIR       where the object files go (default $WS_TEST_TMP or /tmp)\n"
+	      "  --http-multi-only 1  part 2 runs only ws_http with --inflight in flight and the bare\n"
+	      "                  libcurl multi loop of as many (the pair the in-flight target compares)\n",
 	      stderr);
 }
 
@@ -191,6 +196,8 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			o->curl = v;
 		else if (!strcmp(a, "--dir"))
 			o->dir = v;
+		else if (!strcmp(a, "--http-multi-only"))
+			o->http_multi_only = bench_parse_num(a, v, 0, 1) == 1;
 		else {
 			usage();
 			bench_die("unknown argument '%s'", a);
@@ -344,6 +351,8 @@ static void print_rates(const struct table *t, int z, const struct objs *o, cons
 	       "client CPU ms");
 	for (int v = 0; v < t->nvar; v++) {
 		double m = bench_median(t->secs[z][v], t->reps), c = bench_median(t->cpu[z][v], t->reps);
+		if (m <= 0)
+			continue; /* not run (--http-multi-only) */
 		printf("%-6s %-32s %10.1f %9.1f %10.3f", size_names[z], t->names[v], o->n / m,
 		       (double)o->n * (double)o->size / m / 1e6, m * 1e3 / o->n);
 		if (c > 0)
@@ -1005,9 +1014,11 @@ static void part_http(const struct opts *o, struct objs *set)
 	for (int z = 0; z < NSIZES; z++) {
 		struct objs w = set[z];
 		w.n = w.n < 20 ? w.n : 20;
-		(void)run_ws_http(h1, false, base, &w, mem, reqs);
+		if (!o->http_multi_only) {
+			(void)run_ws_http(h1, false, base, &w, mem, reqs);
+			(void)run_bare(&bare, base, &w);
+		}
 		(void)run_ws_http(hk, true, base, &w, mem, reqs);
-		(void)run_bare(&bare, base, &w);
 		(void)run_bare_multi(multi, barek, o->inflight, base, &w);
 	}
 
@@ -1015,8 +1026,11 @@ static void part_http(const struct opts *o, struct objs *set)
 		for (int z = 0; z < NSIZES; z++) {
 			const struct objs *s = &set[z];
 			struct run_result res[H_NVAR];
+			memset(res, 0, sizeof(res));
 			for (int k = 0; k < H_NVAR; k++) {
 				int var = (int)(((unsigned)k + rep) % H_NVAR);
+				if (o->http_multi_only && (var == H_WS1 || var == H_BARE))
+					continue;
 				if (var == H_BARE)
 					res[var] = run_bare(&bare, base, s);
 				else if (var == H_BAREK)
@@ -1036,6 +1050,15 @@ static void part_http(const struct opts *o, struct objs *set)
 	for (int z = 0; z < NSIZES; z++) {
 		putchar('\n');
 		print_rates(&tab, z, &set[z], "requests/s");
+		if (o->http_multi_only) {
+			snprintf(lab, sizeof(lab), "ratio ws_http(%u in flight)/bare multi(%u)", o->inflight,
+				 o->inflight);
+			print_ratio(&tab, z, H_WSK, H_BAREK, lab, 0);
+			printf("%-6s client CPU per request: ws_http/%u %.1f us vs bare multi %.1f us\n", size_names[z],
+			       o->inflight, bench_median(tab.cpu[z][H_WSK], o->http_reps) * 1e6 / set[z].n,
+			       bench_median(tab.cpu[z][H_BAREK], o->http_reps) * 1e6 / set[z].n);
+			continue;
+		}
 		print_ratio(&tab, z, H_WS1, H_BARE, "ratio ws_http(1 per call)/bare easy", 0.8);
 		snprintf(lab, sizeof(lab), "ratio ws_http(%u in flight)/bare easy", o->inflight);
 		print_ratio(&tab, z, H_WSK, H_BARE, lab, 0.8);

@@ -1,5 +1,5 @@
 /*
- * WAL reader: io_uring with one registered buffer and fixed files, or pread.
+ * WAL reader: io_uring with a registered buffer and fixed files, or pread.
  *
  * Reads are synchronous from the caller's point of view (one request in
  * flight): the shard verifies a frame before deciding what to read next, so
@@ -10,6 +10,16 @@
  *
  * Which path is used is decided once at open and always logged, with the
  * reason when it is the fallback.
+ *
+ * Registering a buffer faults in and pins every page of it: for a shard's
+ * 64 MiB spill ring that took 10-240 ms here, before the first read, on the
+ * path of every `replicate --once`. A buffer larger than one chunk (2 MiB) is
+ * therefore registered as a sparse table of chunks, each registered on the
+ * first read into it (reads are split at chunk boundaries), so the cost is
+ * paid as the ring fills, while earlier slots are being uploaded, and a
+ * ring that never fills never pins its tail. Kernels without sparse buffer
+ * tables (before 5.19) get the whole buffer registered at open, as before.
+ * A chunk whose registration fails is read with pread (logged once).
  */
 #include "ws_reader.h"
 
@@ -42,6 +52,10 @@
 #define READER_SPIN_NS 50000L
 /* Consecutive EINTR/EAGAIN results tolerated before the read gives up. */
 #define READER_RETRY_MAX 16u
+/* Lazily registered pieces of a large buffer (a huge page each), and the
+ * kernel's limit on registered buffers (IORING_MAX_REG_BUFFERS). */
+#define READER_REG_CHUNK ((size_t)2 << 20)
+#define READER_REG_BUFS_MAX 16384u
 
 struct ws_reader {
 	enum ws_reader_backend backend;
@@ -53,6 +67,9 @@ struct ws_reader {
 	bool foreign_buf;         /* buf belongs to the caller (ws_reader_open_over) */
 	unsigned files_max;
 	int *fds;                 /* slot -> fd, -1 when free */
+	size_t chunk_bytes;       /* registered buffer i is buf[i * chunk_bytes, ...); 0: one, all of buf */
+	uint8_t *chunk_ok;        /* chunk i is registered (chunk_bytes != 0) */
+	bool chunk_warned;        /* a failed chunk registration was logged */
 	struct ws_reader_stats stats;
 };
 
@@ -97,11 +114,26 @@ static int uring_setup(struct ws_reader *r, unsigned flags, const char **why)
 		}
 	}
 
-	iov.iov_base = r->buf;
-	iov.iov_len = r->buf_bytes;
 	rc = WS_FAULT("reader.register_buffers");
-	if (rc == 0)
+	if (rc == 0 && r->buf_bytes > READER_REG_CHUNK) {
+		size_t chunk = READER_REG_CHUNK, n;
+		while (r->buf_bytes / chunk >= READER_REG_BUFS_MAX)
+			chunk *= 2;
+		n = (r->buf_bytes + chunk - 1) / chunk;
+		r->chunk_ok = calloc(n, 1);
+		if (r->chunk_ok && io_uring_register_buffers_sparse(&r->ring, (unsigned)n) == 0) {
+			r->chunk_bytes = chunk;
+		} else {
+			/* Before 5.19 (or no memory for the map): all of it now. */
+			free(r->chunk_ok);
+			r->chunk_ok = NULL;
+		}
+	}
+	if (rc == 0 && !r->chunk_bytes) {
+		iov.iov_base = r->buf;
+		iov.iov_len = r->buf_bytes;
 		rc = io_uring_register_buffers(&r->ring, &iov, 1);
+	}
 	if (rc < 0) {
 		/* Typically -ENOMEM from RLIMIT_MEMLOCK on kernels that still
 		 * charge registered pages to it. */
@@ -136,6 +168,9 @@ fail:
 	/* Tearing down the ring also drops whatever was registered on it. */
 	io_uring_queue_exit(&r->ring);
 	r->sqpoll = false;
+	free(r->chunk_ok);
+	r->chunk_ok = NULL;
+	r->chunk_bytes = 0;
 	return rc;
 }
 
@@ -274,6 +309,7 @@ void ws_reader_close(struct ws_reader *r)
 	if (r->backend == WS_READER_URING)
 		io_uring_queue_exit(&r->ring);
 	buf_free(r);
+	free(r->chunk_ok);
 	free(r->fds);
 	free(r);
 }
@@ -404,7 +440,8 @@ static int wait_for(struct ws_reader *r, uint64_t tag, int *res)
 	}
 }
 
-static ssize_t uring_read_once(struct ws_reader *r, int slot, uint64_t off, uint8_t *dst, unsigned len)
+static ssize_t uring_read_once(struct ws_reader *r, int slot, uint64_t off, uint8_t *dst, unsigned len,
+			       unsigned buf_index)
 {
 	struct io_uring_sqe *sqe;
 	bool need_wakeup;
@@ -414,7 +451,7 @@ static ssize_t uring_read_once(struct ws_reader *r, int slot, uint64_t off, uint
 	/* One request in flight at a time, so the SQ is never full here. */
 	if (!sqe)
 		return -EBUSY;
-	io_uring_prep_read_fixed(sqe, slot, dst, len, off, 0);
+	io_uring_prep_read_fixed(sqe, slot, dst, len, off, (int)buf_index);
 	sqe->flags |= IOSQE_FIXED_FILE;
 	sqe->user_data = TAG_SYNC;
 
@@ -446,6 +483,37 @@ static ssize_t uring_read_once(struct ws_reader *r, int slot, uint64_t off, uint
 	return res;
 }
 
+/*
+ * Registers chunk ci of a lazily registered buffer if it is not yet.
+ * Returns 0, or a negative errno (the caller reads that piece with pread).
+ */
+static int chunk_register(struct ws_reader *r, size_t ci)
+{
+	size_t start = ci * r->chunk_bytes;
+	struct iovec iov = { .iov_base = r->buf + start, .iov_len = r->buf_bytes - start };
+	__u64 tag = 0;
+	int rc;
+
+	if (r->chunk_ok[ci])
+		return 0;
+	if (iov.iov_len > r->chunk_bytes)
+		iov.iov_len = r->chunk_bytes;
+	rc = WS_FAULT("reader.register_chunk");
+	if (rc == 0)
+		rc = io_uring_register_buffers_update_tag(&r->ring, (unsigned)ci, &iov, &tag, 1);
+	if (rc == 1) {
+		r->chunk_ok[ci] = 1;
+		return 0;
+	}
+	rc = rc < 0 ? rc : -EIO;
+	if (!r->chunk_warned) {
+		r->chunk_warned = true;
+		ws_warn("reader: registering buffer chunk %zu (%zu bytes): %s; reading it with pread until "
+			"it registers", ci, iov.iov_len, ws_strerror(rc));
+	}
+	return rc;
+}
+
 ssize_t ws_reader_read(struct ws_reader *r, int slot, uint64_t off, size_t buf_off, size_t len)
 {
 	unsigned retries = 0;
@@ -472,9 +540,20 @@ ssize_t ws_reader_read(struct ws_reader *r, int slot, uint64_t off, size_t buf_o
 				       fd, (unsigned long long)(off + done));
 		if (want > READER_CHUNK_MAX)
 			want = READER_CHUNK_MAX;
-		if (r->backend == WS_READER_URING) {
-			n = uring_read_once(r, slot, off + done, r->buf + buf_off + done,
-					    (unsigned)want);
+		size_t ci = 0;
+		bool fixed = r->backend == WS_READER_URING;
+		if (fixed && r->chunk_bytes) {
+			/* A fixed read stays inside one registered chunk. */
+			size_t pos = buf_off + done, room;
+			ci = pos / r->chunk_bytes;
+			room = (ci + 1) * r->chunk_bytes - pos;
+			if (want > room)
+				want = room;
+			fixed = chunk_register(r, ci) == 0;
+		}
+		if (fixed) {
+			n = uring_read_once(r, slot, off + done, r->buf + buf_off + done, (unsigned)want,
+					    (unsigned)ci);
 		} else {
 			r->stats.submits++;
 			n = pread(fd, r->buf + buf_off + done, want, (off_t)(off + done));

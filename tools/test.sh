@@ -13,9 +13,10 @@
 #                    (ctest -R 'test_store|test_io|test_net|test_core_stream|test_core_ring|
 #                    test_core_engine'; the engine's many-tenant test at 300 tenants there)
 #   5. bench smoke   bench_e2e, bench_engine and bench_checkpoint at a tiny
-#                    size and bench_wal briefly, from
-#                    build-ci: fails only if a benchmark crashes or errors,
-#                    never on a ratio
+#                    size, bench_wal briefly, and bench/run_cli_bench.sh
+#                    --tiny (replicate --once vs write+fsync+rename), from
+#                    build-ci: fails only if a benchmark crashes or errors
+#                    or prints no figures, never on a ratio
 #   6. retention     tests/torture/retention.sh for WS_TORTURE_S seconds (default
 #      torture       45; about a minute in all): writers, replicate, checkpoints,
 #                    retention and kill -9, then every restore checked
@@ -117,7 +118,7 @@ WS_ENGINE_TENANTS=300 build_and_test build-tsan build-tsan "-R $TSAN_TESTS" -- -
 	-DCMAKE_BUILD_TYPE=Debug -DWS_BUILD_BENCH=OFF
 
 # ---- 5. bench smoke --------------------------------------------------------------------
-section "bench smoke: bench_e2e --mb $BENCH_MB, bench_engine/bench_checkpoint --tiny, bench_wal (build-ci; ratios are reported, not enforced)"
+section "bench smoke: bench_e2e --mb $BENCH_MB, bench_engine/bench_checkpoint --tiny, bench_wal, run_cli_bench.sh --tiny (build-ci; ratios are reported, not enforced)"
 if [ -x build-ci/bench/bench_e2e ]; then
 	mkdir -p build-ci/testtmp
 	if ! build-ci/bench/bench_e2e --mb "$BENCH_MB" --reps 1 --dir "$PWD/build-ci/testtmp"; then
@@ -141,6 +142,17 @@ if [ -x build-ci/bench/bench_wal ]; then
 	fi
 else
 	echo "bench_wal not built (Google Benchmark absent): skipped"
+fi
+if [ -x build-ci/bench/bench_cli ] && [ -x build-ci/tools/walship ]; then
+	mkdir -p build-ci/testtmp
+	if ! WS_TEST_TMP="$PWD/build-ci/testtmp" bash bench/run_cli_bench.sh --build build-ci --tiny \
+		--out "$PWD/build-ci/bench_cli.json" | tee build-ci/bench-cli.log; then
+		note_fail "bench smoke: run_cli_bench.sh"
+	elif ! grep -q '^ratio walship/baseline: median' build-ci/bench-cli.log || [ ! -s build-ci/bench_cli.json ]; then
+		note_fail "bench smoke: run_cli_bench.sh printed no ratio or wrote no JSON"
+	fi
+else
+	note_fail "bench smoke: build-ci/bench/bench_cli or build-ci/tools/walship was not built"
 fi
 
 # ---- 6. retention torture ------------------------------------------------------------------

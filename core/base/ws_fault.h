@@ -40,6 +40,7 @@
 	X("reader.uring_init", "reader: before setting up a plain ring")                                    \
 	X("reader.register_buffers", "reader: before registering the buffer")                               \
 	X("reader.register_files", "reader: before registering the file table")                             \
+	X("reader.register_chunk", "reader: before a chunk of a large buffer is registered (first read)")   \
 	X("reader.attach", "reader: before a file takes a fixed-file slot")                                 \
 	X("reader.read", "reader: before each read is submitted (either thread)")                           \
 	X("http.perform", "http: before a request is performed")                                            \

@@ -384,6 +384,57 @@ static void test_stats(void **state)
 	}
 }
 
+/*
+ * A buffer larger than one 2 MiB chunk is registered a chunk at a time, on
+ * the first read into it: reads that cross chunk boundaries (and the last,
+ * partial chunk) land whole and exact, and a read costs one submit per
+ * chunk it touches. A chunk that cannot be registered is read with pread,
+ * logged once, and registered on a later read when that works.
+ */
+static void test_large_buffer_chunks(void **state)
+{
+	struct fixture *f = *state;
+	const size_t chunk = (size_t)2 << 20, buf_bytes = 3 * chunk + 8192;
+	struct ws_reader *r = open_ok(buf_bytes, 1, 0);
+	struct ws_reader_stats st;
+	int slot;
+
+	if (ws_reader_backend(r) != WS_READER_URING) {
+		ws_reader_close(r);
+		skip();
+	}
+	slot = attach_ok(r, f->fd);
+	/* Across the first boundary: two chunks, two submits. */
+	read_check(f, r, slot, 0, chunk - 4096, 65536);
+	ws_reader_get_stats(r, &st);
+	assert_int_equal(st.reads, 1);
+	assert_int_equal(st.submits, 2);
+	/* Into the partial last chunk, and the whole file over three chunks. */
+	read_check(f, r, slot, 4096, 3 * chunk, 8192);
+	read_check(f, r, slot, 0, chunk + 12345, FILE_BYTES);
+	read_check(f, r, slot, 777, 2 * chunk - 100, 1000);
+
+#ifdef WS_FAULTS
+	ws_reader_detach(r, slot);
+	ws_reader_close(r);
+	r = open_ok(buf_bytes, 1, 0);
+	slot = attach_ok(r, f->fd);
+	log_reset();
+	ws_fault_arm("reader.register_chunk", 1, 0);
+	read_check(f, r, slot, 100, 0, 5000);
+	ws_fault_disarm();
+	if (!strstr(log_text, "registering buffer chunk 0") || !strstr(log_text, "pread"))
+		fail_msg("failed chunk registration not logged: '%s'", log_text);
+	/* Later reads into it register it and go through the ring again. */
+	log_reset();
+	read_check(f, r, slot, 200, 0, 5000);
+	read_check(f, r, slot, 300, 4096, 5000);
+	assert_string_equal(log_text, "");
+#endif
+	ws_reader_detach(r, slot);
+	ws_reader_close(r);
+}
+
 #ifdef WS_FAULTS
 /* Each setup step that fails falls back to pread, and says so. */
 static void test_fallbacks_logged(void **state)
@@ -463,6 +514,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_read_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_slots, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_large_buffer_chunks, setup, teardown),
 #ifdef WS_FAULTS
 		cmocka_unit_test_setup_teardown(test_fallbacks_logged, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fault_read_and_attach, setup, teardown),

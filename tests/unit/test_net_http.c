@@ -439,6 +439,58 @@ static void test_head(void **state)
 	ws_http_close(h);
 }
 
+/*
+ * One slot serves every method after every other: what one request set
+ * (HEAD's no-body, an upload, a custom method, a deadline) never carries
+ * over into the next. A single slot, so each request reuses the last one's
+ * handle; /echo answers with the method and body it received.
+ */
+static void test_methods_in_turn(void **state)
+{
+	struct fixture *f = *state;
+	struct ws_http *h = open_client(1, 0);
+	static const char *const methods[] = { "GET", "PUT", "POST", "DELETE", "HEAD" };
+	enum { NM = sizeof(methods) / sizeof(methods[0]) };
+	static const char body[] = "a body of 27 bytes, no more";
+	struct iovec iov = { .iov_base = (void *)(uintptr_t)body, .iov_len = sizeof(body) - 1 };
+
+	for (int a = 0; a < NM; a++) {
+		for (int b = 0; b < NM; b++) {
+			const char *pair[2] = { methods[a], methods[b] };
+			for (int k = 0; k < 2; k++) {
+				const char *m = pair[k];
+				bool with_body = strcmp(m, "PUT") == 0 || strcmp(m, "POST") == 0;
+				bool head = strcmp(m, "HEAD") == 0;
+				struct ws_http_req r = {
+					.method = m,
+					.url = url(f, head ? "/head" : "/echo"),
+					.body = with_body ? &iov : NULL,
+					.body_iovcnt = with_body ? 1 : 0,
+					/* Every other request with a deadline: the next must not keep it. */
+					.deadline_ms = k ? ws_mono_ms() + 20000 : 0,
+				};
+				perform(h, &r, 1);
+				if (r.err || r.status != 200)
+					fail_msg("%s after %s: err %d (%s), HTTP %ld", m, k ? pair[0] : "-", r.err,
+						 r.err_detail, r.status);
+				if (head) {
+					assert_int_equal(r.content_length, 1234);
+					assert_int_equal(r.body_bytes, 0);
+					assert_string_equal(ws_http_header(&r, "x-thing"), "yes");
+					continue;
+				}
+				if (strcmp(ws_http_header(&r, "x-method"), m) != 0)
+					fail_msg("%s after %s went out as %s", m, k ? pair[0] : "-",
+						 ws_http_header(&r, "x-method"));
+				assert_string_equal(ws_http_header(&r, "x-body-len"), with_body ? "27" : "0");
+			}
+		}
+	}
+	/* All of it on the one connection: nothing left a body undrained. */
+	assert_int_equal(srv_counts(f->srv).conns_total, 1);
+	ws_http_close(h);
+}
+
 /* A body spread over iovecs (one empty, one large) arrives intact, for PUT and POST. */
 static void test_body_from_iovecs(void **state)
 {
@@ -973,6 +1025,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_get_body, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_head, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_methods_in_turn, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_body_from_iovecs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent_puts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_503_retry_after, setup, teardown),
