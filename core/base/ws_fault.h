@@ -103,7 +103,7 @@ int ws_fault_hit(const char *site);
 #ifdef WS_FAULTS
 #define WS_FAULT(site) ws_fault_hit(site)
 #else
-#define WS_FAULT(site) 0
+#define WS_FAULT(site) ((void)(site), 0)
 #endif
 
 /* The registry: every site, for tests to iterate. */
