@@ -41,6 +41,8 @@
 #                    against a file:// sink and every tenant restored equal by
 #                    the installed walship; nm -D of the installed library
 #                    lists the public API only (tests/integration/test_install.sh)
+#  11. release       Release build of the library and CLI with the fault
+#                    sites compiled out (-DWS_FAULTS=OFF), warnings as errors
 # Every section runs even when an earlier one failed (a failed build skips
 # its own tests); the summary lists failures and the exit status is non-zero
 # if any section failed.
@@ -241,6 +243,15 @@ if [ -x build-ci/tools/walship ]; then
 	fi
 else
 	note_fail "install: build-ci was not built"
+fi
+
+# ---- 11. release build, fault sites off -------------------------------------------------------
+# A production build compiles the fault sites out (WS_FAULTS=OFF): it must
+# build warning-free too, since nothing above compiles that variant.
+section "release: library and CLI with WS_FAULTS=OFF, -DWS_WERROR=ON, Release (compile only)"
+if ! cmake -S . -B build-release -DWS_WERROR=ON -DWS_FAULTS=OFF -DCMAKE_BUILD_TYPE=Release \
+	-DWS_BUILD_TESTS=OFF -DWS_BUILD_BENCH=OFF || ! cmake --build build-release -j"$JOBS"; then
+	note_fail "release: build with WS_FAULTS=OFF"
 fi
 
 # ---- summary ------------------------------------------------------------------------------
