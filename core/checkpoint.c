@@ -65,7 +65,7 @@
 #include "ws_assert.h"
 #include "ws_ckpt.h"
 #include "ws_fault.h"
-#include "ws_log.h"
+#include "ws_logging.h"
 
 #define ART_PREFIX WS_CKPT_PREFIX "/artifacts"
 #define HEAD_KEY WS_CKPT_PREFIX "/head"

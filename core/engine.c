@@ -39,7 +39,7 @@
 #include "pipe.h"
 #include "ws_clock.h"
 #include "ws_hash.h"
-#include "ws_log.h"
+#include "ws_logging.h"
 #include "ws_reader.h"
 
 #define SMALL_BYTES ((size_t)128 << 10)   /* header/probe reads; >= one 64 KiB-page frame */

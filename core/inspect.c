@@ -7,7 +7,7 @@
 #include "core_internal.h"
 #include "replay.h"
 #include "ws_fault.h"
-#include "ws_log.h"
+#include "ws_logging.h"
 
 /* Calls fn per tenant name in order: one LIST per top-level name
  * (ws_store_next_top), so a name of any length, or one that is no

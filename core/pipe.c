@@ -9,7 +9,7 @@
 #include "ws_clock.h"
 #include "ws_fault.h"
 #include "ws_hash.h"
-#include "ws_log.h"
+#include "ws_logging.h"
 #include "ws_wal.h"
 
 #define BLOCK_BACKOFF_MIN_MS 10

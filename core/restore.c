@@ -24,7 +24,7 @@
 
 #include "core_internal.h"
 #include "replay.h"
-#include "ws_log.h"
+#include "ws_logging.h"
 #include "ws_wal.h"
 
 static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)

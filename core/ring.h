@@ -45,7 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ws_err.h"
+#include "ws_fail.h"
 
 struct ws_ring {
 	uint8_t *mem;            /* nslots * slot_bytes, page aligned (not owned) */

@@ -49,7 +49,7 @@
 #include "ws_assert.h"
 #include "ws_clock.h"
 #include "ws_fault.h"
-#include "ws_log.h"
+#include "ws_logging.h"
 #include "ws_reader.h"
 #include "ws_wal.h"
 

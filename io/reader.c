@@ -34,8 +34,8 @@
 #include <unistd.h>
 
 #include "ws_fault.h"
-#include "ws_log.h"
-#include "ws_log.h"
+#include "ws_logging.h"
+#include "ws_logging.h"
 
 #define READER_ALIGN 4096u
 /* One read in flight; a few spare entries cost nothing. */

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "ws_err.h"
+#include "ws_fail.h"
 
 enum ws_reader_backend {
 	WS_READER_URING = 0,  /* io_uring, registered buffer, fixed file */

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ws_err.h"
+#include "ws_fail.h"
 
 #define WS_WAL_HDR_SIZE 32u
 #define WS_WAL_FRAME_HDR_SIZE 24u

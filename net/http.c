@@ -56,7 +56,7 @@
 
 #include "ws_clock.h"
 #include "ws_fault.h"
-#include "ws_log.h"
+#include "ws_logging.h"
 
 #define HTTP_IN_FLIGHT_MAX 256
 #define HTTP_POLL_MS 1000

@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "ws_err.h"
+#include "ws_fail.h"
 
 
 #define WS_HTTP_HDR_MAX 32        /* response headers kept per request */

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <time.h>
 
-#include "ws_err.h"
+#include "ws_fail.h"
 
 #define WS_SIGV4_AUTH_MAX 1024
 #define WS_SIGV4_CREQ_MAX 16384

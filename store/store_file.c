@@ -54,7 +54,7 @@
 
 #include "ws_fault.h"
 #include "ws_hash.h"
-#include "ws_log.h"
+#include "ws_logging.h"
 
 #define TMP_PREFIX ".tmp."
 #define LOCK_PREFIX ".lock."

@@ -79,7 +79,7 @@
 #include "ws_clock.h"
 #include "ws_hash.h"
 #include "ws_http.h"
-#include "ws_log.h"
+#include "ws_logging.h"
 #include "ws_sigv4.h"
 #include "ws_store.h"
 #include "s3_internal.h"

@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ws_err.h"
+#include "ws_fail.h"
 #include "ws_hash.h"
 #include "ws_store.h"
 

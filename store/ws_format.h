@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "ws_err.h"
+#include "ws_fail.h"
 #include "ws_hash.h"
 #include "ws_store.h"
 

@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "ws_err.h"
+#include "ws_fail.h"
 
 #define WS_KEY_MAX 512
 #define WS_ETAG_MAX 80

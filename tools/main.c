@@ -35,7 +35,7 @@
 #include "config.h"
 #include "metrics_http.h"
 #include "walship.h"
-#include "ws_log.h"
+#include "ws_logging.h"
 
 #define EXIT_OK 0
 #define EXIT_FAIL 1

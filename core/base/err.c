@@ -1,4 +1,4 @@
-#include "ws_err.h"
+#include "ws_fail.h"
 #include "ws_assert.h"
 
 #include <errno.h>

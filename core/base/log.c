@@ -1,4 +1,4 @@
-#include "ws_log.h"
+#include "ws_logging.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -9,11 +9,12 @@
  * Each failing call also records a human-readable detail in a thread-local
  * slot (ws_errmsg()): the tenant, the object key and the cause. The code is
  * for programs, the message is for the person being paged.
+ *
+ * This header is installed with walship.h and declares only what the
+ * library exports; the calls that record a failure are ws_fail.h's.
  */
 #ifndef WS_ERR_H
 #define WS_ERR_H
-
-#include <stdarg.h>
 
 /* Installed with walship.h: C linkage for C++ hosts too. */
 #ifdef __cplusplus
@@ -21,7 +22,6 @@ extern "C" {
 #endif
 
 #define WS_MUST_CHECK __attribute__((warn_unused_result))
-#define WS_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
 enum {
 	WS_ERR_BASE = -30800,
@@ -44,22 +44,8 @@ enum {
 	WS_ERR_LAST = WS_ERR_BASE - 14,
 };
 
-/*
- * A failure that means the sink is struggling or out of reach for now
- * (throttling, timeouts, resets, refused or unreachable connections, I/O
- * errors): what `block` waits out and `shed` drops. One list for both.
- */
-int ws_err_transient(int err);
-
 /* Static description of a code (negative errno or WS_E*). Never NULL. */
 const char *ws_strerror(int err);
-
-/* Record detail for the current thread and return err, for `return ws_fail(...)`. */
-int ws_fail(int err, const char *fmt, ...) WS_PRINTF(2, 3);
-int ws_failv(int err, const char *fmt, va_list ap) WS_PRINTF(2, 0);
-
-/* Prefix the current detail with more context ("tenant orders: " + detail). */
-int ws_fail_wrap(int err, const char *fmt, ...) WS_PRINTF(2, 3);
 
 /* Detail of the last failure on this thread; ws_strerror(err) if none recorded. */
 const char *ws_errmsg(void);

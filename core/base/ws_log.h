@@ -1,8 +1,7 @@
-/* Minimal leveled logging to stderr; the host can replace the sink. */
+/* Minimal leveled logging to stderr; the host can replace the sink.
+ * Installed with walship.h; the logging calls themselves are ws_logging.h's. */
 #ifndef WS_LOG_H
 #define WS_LOG_H
-
-#include "ws_err.h"
 
 /* Installed with walship.h: C linkage for C++ hosts too. */
 #ifdef __cplusplus
@@ -15,12 +14,6 @@ typedef void (*ws_log_fn)(enum ws_log_level level, const char *msg, void *arg);
 
 void ws_log_set_level(enum ws_log_level level);
 void ws_log_set_sink(ws_log_fn fn, void *arg);
-void ws_log(enum ws_log_level level, const char *fmt, ...) WS_PRINTF(2, 3);
-
-#define ws_error(...) ws_log(WS_LOG_ERROR, __VA_ARGS__)
-#define ws_warn(...) ws_log(WS_LOG_WARN, __VA_ARGS__)
-#define ws_info(...) ws_log(WS_LOG_INFO, __VA_ARGS__)
-#define ws_debug(...) ws_log(WS_LOG_DEBUG, __VA_ARGS__)
 
 #ifdef __cplusplus
 }

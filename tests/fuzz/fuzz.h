@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "ws_hash.h"
-#include "ws_log.h"
+#include "ws_logging.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -6,7 +6,7 @@
  * fails with a negative error and a detail.
  */
 #include "fuzz.h"
-#include "ws_err.h"
+#include "ws_fail.h"
 #include "ws_store.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -25,6 +25,13 @@ missing=$(comm -23 api exported | tr '\n' ' ')
 check "every public function is exported${missing:+ (missing: $missing)}" [ -z "$missing" ]
 extra=$(comm -13 api exported | tr '\n' ' ')
 check "nothing else is exported${extra:+ (extra: $extra)}" [ -z "$extra" ]
+# A host sees walship.h, ws_err.h and ws_log.h (core/CMakeLists.txt installs
+# them): each function they declare must link, so each must be exported.
+grep -ohE '\bws_[a-z0-9_]+\s*\(' "$WS_SRC/core/include/walship.h" "$WS_SRC/core/base/ws_err.h" \
+	"$WS_SRC/core/base/ws_log.h" | tr -d '( ' | sort -u >installed_decls
+unlinkable=$(comm -23 <(comm -23 installed_decls typedefs) exported | tr '\n' ' ')
+check "the installed headers declare only exported functions${unlinkable:+ (not exported: $unlinkable)}" \
+	[ -z "$unlinkable" ]
 check "the export list is small ($(wc -l <exported) symbols)" [ "$(wc -l <exported)" -lt 60 ]
 
 cat >embed.c <<'C'

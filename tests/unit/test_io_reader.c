@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "ws_fault.h"
-#include "ws_log.h"
+#include "ws_logging.h"
 #include "ws_reader.h"
 
 /* Not a multiple of 4096, so reads near the end are short. */

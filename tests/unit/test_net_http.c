@@ -34,7 +34,7 @@
 #include "ws_clock.h"
 #include "ws_fault.h"
 #include "ws_http.h"
-#include "ws_log.h"
+#include "ws_logging.h"
 #include "ws_sigv4.h"
 
 /* ---- the server ---- */

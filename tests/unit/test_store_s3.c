@@ -41,7 +41,7 @@
 #include "storeutil.h"
 #include "testutil.h"
 #include "ws_hash.h"
-#include "ws_log.h"
+#include "ws_logging.h"
 #include "ws_store.h"
 
 static char g_endpoint[256];

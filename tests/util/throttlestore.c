@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ws_err.h"
+#include "ws_fail.h"
 
 struct tstore {
 	struct ws_store base;
