@@ -74,6 +74,7 @@ struct opts {
 	double recovery_from;
 	bool baselines, restore_check;
 	bool adaptive;
+	uint32_t throttle_age_ms, tail_ms;
 	double baseline_s;
 };
 
@@ -655,7 +656,8 @@ static void usage(void)
 		"         [--policy block|throttle|shed] [--shards N] [--ring-bytes B] [--batch-bytes B]\n"
 		"         [--batch-age-ms MS] [--uploads-in-flight N] [--sample-ms MS] [--sync off|normal|full]\n"
 		"         [--at SEC:COMMAND]... [--recovery-from SEC] [--label NAME] [--json FILE] [--csv FILE]\n"
-		"         [--baseline-ms MS] [--no-baselines] [--no-restore-check] [--no-adaptive]\n");
+		"         [--baseline-ms MS] [--no-baselines] [--no-restore-check] [--no-adaptive]\n"
+		"         [--throttle-age-ms MS] [--tail-ms MS]\n");
 	exit(2);
 }
 
@@ -742,7 +744,11 @@ static void parse(int argc, char **argv)
 			sec[colon - v] = 0;
 			O.at_s[O.n_at] = (double)bench_parse_num("--at", sec, 0, 86400);
 			O.at_cmd[O.n_at++] = colon + 1;
-		} else if (!strcmp(a, "--no-adaptive"))
+		} else if (ARG("--throttle-age-ms"))
+			O.throttle_age_ms = (uint32_t)bench_parse_num(a, v, 0, 86400000);
+		else if (ARG("--tail-ms"))
+			O.tail_ms = (uint32_t)bench_parse_num(a, v, 0, 86400000);
+		else if (!strcmp(a, "--no-adaptive"))
 			O.adaptive = false;
 		else if (!strcmp(a, "--no-baselines"))
 			O.baselines = false;
@@ -808,6 +814,8 @@ int main(int argc, char **argv)
 		sc[i].batch_age_ms_max = O.batch_age_ms;
 		sc[i].uploads_in_flight = O.uploads_in_flight;
 		sc[i].adaptive = O.adaptive;
+		sc[i].throttle_age_ms_max = O.throttle_age_ms;
+		sc[i].tail_ms_max = O.tail_ms;
 		sc[i].policy = O.policy;
 	}
 	struct ws_engine_config ec;

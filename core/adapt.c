@@ -14,11 +14,11 @@ uint32_t ws_aimd_window(const struct ws_aimd *a)
 	return w < 1 ? 1 : w > a->max ? a->max : w;
 }
 
-void ws_aimd_round(struct ws_aimd *a, uint32_t ok, uint32_t throttled, uint64_t retry_after_ms, uint64_t now_ms)
+void ws_aimd_round(struct ws_aimd *a, uint32_t ok, uint32_t throttled, uint64_t retry_until_ms, uint64_t now_ms)
 {
 	const uint32_t top = a->max * WS_AIMD_ONE;
-	if (retry_after_ms) {
-		uint64_t until = now_ms + (retry_after_ms > WS_AIMD_HOLD_MAX_MS ? WS_AIMD_HOLD_MAX_MS : retry_after_ms);
+	if (retry_until_ms > now_ms) {
+		uint64_t until = retry_until_ms - now_ms > WS_AIMD_HOLD_MAX_MS ? now_ms + WS_AIMD_HOLD_MAX_MS : retry_until_ms;
 		if (until > a->hold_until_ms)
 			a->hold_until_ms = until;
 	}

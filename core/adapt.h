@@ -48,11 +48,13 @@ uint32_t ws_aimd_window(const struct ws_aimd *a);
 /*
  * One round's results at now_ms: ok requests went through, throttled ones
  * were refused at least once for throttling (the store's own retries may
- * have landed them); retry_after_ms is the largest Retry-After seen (0:
- * none). A throttled round halves the window once, however many of its
+ * have landed them); retry_until_ms is the mono time before which the
+ * store asked for no new request (Retry-After, counted from its answer; 0:
+ * none; the store's own retries waited for it already, so it is usually
+ * past). A throttled round halves the window once, however many of its
  * requests were refused: they were all sent before any answer came.
  */
-void ws_aimd_round(struct ws_aimd *a, uint32_t ok, uint32_t throttled, uint64_t retry_after_ms, uint64_t now_ms);
+void ws_aimd_round(struct ws_aimd *a, uint32_t ok, uint32_t throttled, uint64_t retry_until_ms, uint64_t now_ms);
 /* Milliseconds to wait before the next round (0: go). */
 uint64_t ws_aimd_wait_ms(const struct ws_aimd *a, uint64_t now_ms);
 

@@ -195,7 +195,7 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 		}
 		rc = ws_store_putv_many(p->store, batch, m);
 		uint32_t ok = 0, throttled = 0;
-		uint64_t retry_after = 0;
+		uint64_t retry_until = 0;
 		for (uint32_t i = 0; i < m; i++) {
 			struct ws_pipe_desc *d = ws_pipe_desc(p, from + (uint32_t)(todo[i] - reqs));
 			int r = rc ? rc : batch[i].rc;
@@ -207,11 +207,11 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 				throttled++;
 			else if (r == 0)
 				ok++;
-			if (batch[i].retry_after_ms > retry_after)
-				retry_after = batch[i].retry_after_ms;
+			if (batch[i].retry_until_ms > retry_until)
+				retry_until = batch[i].retry_until_ms;
 		}
 		if (p->adaptive) {
-			ws_aimd_round(&p->aimd, ok, throttled, retry_after, ws_mono_ms());
+			ws_aimd_round(&p->aimd, ok, throttled, retry_until, ws_mono_ms());
 			__atomic_store_n(&p->window, ws_aimd_window(&p->aimd), __ATOMIC_RELAXED);
 			__atomic_store_n(&p->decreases, p->aimd.decreases, __ATOMIC_RELAXED);
 		}

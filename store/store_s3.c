@@ -193,7 +193,7 @@ struct s3_call {
 	struct ws_http_req req;
 	unsigned attempts;
 	unsigned throttle_retries;   /* retries of this call caused by throttling */
-	uint64_t retry_after_ms;     /* the longest Retry-After a throttled attempt carried */
+	uint64_t retry_until_ms;     /* mono ms: the latest end of a Retry-After a throttled attempt carried */
 	long throttle_status;        /* the HTTP status of the last throttled attempt (503, 429) */
 	uint64_t backoff_ms;         /* wait before the next attempt (call_judge returned 1) */
 };
@@ -392,7 +392,7 @@ static void call_begin(struct s3_store *s, struct s3_call *c)
 	c->attempts = 0;
 	c->throttle_retries = 0;
 	c->throttle_status = 0;
-	c->retry_after_ms = 0;
+	c->retry_until_ms = 0;
 }
 
 /* Sign the next attempt of c (a fresh date and signature each time) and fill c->req. */
@@ -557,8 +557,8 @@ static int call_judge(struct s3_store *s, struct s3_call *c)
 		c->throttle_retries++;
 		c->throttle_status = c->req.status;
 		uint64_t ra = ws_s3_retry_after_ms(&c->req);
-		if (ra > c->retry_after_ms)
-			c->retry_after_ms = ra;
+		if (ra && ws_mono_ms() + ra > c->retry_until_ms)
+			c->retry_until_ms = ws_mono_ms() + ra;
 	}
 	ws_debug("s3 %s: %s %s: retry %u after %s %ld", s->base.url, c->method, c->key, c->attempts,
 		 c->req.err ? c->req.err_detail : "HTTP", c->req.status);
@@ -877,7 +877,7 @@ static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		struct ws_put_req *r = &reqs[i];
 		r->throttle_retries = 0;
-		r->retry_after_ms = 0;
+		r->retry_until_ms = 0;
 		if (r->mode != WS_PUT_OVERWRITE && r->mode != WS_PUT_CREATE)
 			r->rc = ws_fail(-EINVAL, "s3 %s: %s: put_many takes overwrite or create-once only", base->url,
 					r->key ? r->key : "(null)");
@@ -920,7 +920,7 @@ static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 			size_t i = idx[j];
 			int r = call_judge(s, &ops[i].c);
 			reqs[i].throttle_retries = ops[i].c.throttle_retries;
-			reqs[i].retry_after_ms = ops[i].c.retry_after_ms;
+			reqs[i].retry_until_ms = ops[i].c.retry_until_ms;
 			if (r == 1) {
 				uint64_t due = ws_mono_ms() + ops[i].c.backoff_ms;
 				due_ms = due > due_ms ? due : due_ms;

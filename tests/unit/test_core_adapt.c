@@ -74,13 +74,18 @@ static void test_aimd_retry_after_holds(void **state)
 	struct ws_aimd a;
 	ws_aimd_init(&a, 8);
 	assert_int_equal(ws_aimd_wait_ms(&a, 500), 0);
-	ws_aimd_round(&a, 0, 1, 2000, 1000);
+	/* The store asked for quiet until 3000; the round ended at 1000. */
+	ws_aimd_round(&a, 0, 1, 3000, 1000);
 	assert_int_equal(ws_aimd_wait_ms(&a, 1000), 2000);
 	assert_int_equal(ws_aimd_wait_ms(&a, 2500), 500);
 	assert_int_equal(ws_aimd_wait_ms(&a, 3000), 0);
-	/* A shorter Retry-After later does not shorten a longer hold. */
-	ws_aimd_round(&a, 0, 1, 5000, 1000);
-	ws_aimd_round(&a, 0, 1, 1000, 1100);
+	/* A hold the store's own retries already waited out: no extra wait. */
+	ws_aimd_init(&a, 8);
+	ws_aimd_round(&a, 0, 1, 900, 1000);
+	assert_int_equal(ws_aimd_wait_ms(&a, 1000), 0);
+	/* A shorter hold later does not shorten a longer one. */
+	ws_aimd_round(&a, 0, 1, 6000, 1000);
+	ws_aimd_round(&a, 0, 1, 2100, 1100);
 	assert_int_equal(ws_aimd_wait_ms(&a, 1100), 4900);
 	/* A hostile Retry-After is held at most WS_AIMD_HOLD_MAX_MS. */
 	ws_aimd_init(&a, 8);
