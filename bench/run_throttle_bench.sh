@@ -8,7 +8,8 @@
 #   many-tenants  1,000 tenants at a low rate each (--tiny: 50), s3:// on radosgw
 #   throttled     the same load first unthrottled through the proxy (its PUT
 #                 rate measured), then with the store capped at half that
-#                 rate, once per policy: block, throttle, shed
+#                 rate, once per policy: block, throttle, shed (and, but for
+#                 --tiny, block once more with adaptive = off, to compare)
 #   recovery      capped at half the measured rate, the cap lifted halfway:
 #                 seconds until the worst tenant's RPO is under batch_age_ms_max
 #   all           every scenario above, in that order
@@ -111,8 +112,8 @@ EOF
 summary_header() {
     [ -f "$out/summary.md" ] && return 0
     cat > "$out/summary.md" <<'EOF'
-| run | tenants | txn/s each | policy | write cap/s | produced MB/s | shipped MB/s | RPO (watermark age) p50/p99/max ms | unshipped age p50/p99/max ms | PUTs/GB (full: x) | engine CPU s/GB | peak RSS MiB | shed frames | throttle retries | commit p50/p99 ms | recovery s | baselines: read MB/s, write+fsync MB/s, raw PUT/s | restore |
-|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
+| run | tenants | txn/s each | policy | write cap/s | produced MB/s | shipped MB/s | RPO (watermark age) p50/p99/max ms | unshipped age p50/p99/max ms | PUTs/GB (full: x) | engine CPU s/GB | peak RSS MiB | shed frames | throttle retries | commit p50/p99 ms | recovery s | baselines: read MB/s, write+fsync MB/s, raw PUT/s | restore | adaptive: window cuts / coalesced tails / bounded tails / KiB per PUT |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
 EOF
 }
 
@@ -122,12 +123,14 @@ import json, sys
 j = json.load(open(sys.argv[1])); cap = sys.argv[2]
 r, u, b = j["rpo_ms"], j["unshipped_age_ms"], j["baseline"]
 rec = "-" if j["recovery_s"] < 0 else "%.1f" % j["recovery_s"]
-print("| %s | %d | %s | %s | %s | %.2f | %.2f | %d/%d/%d | %d/%d/%d | %.0f (%.0f) | %.2f | %.1f | %d | %d | %.3f/%.3f | %s | %.0f, %.0f, %.0f | %d/%d |" % (
+ad = "%s: %d / %d / %d / %.0f" % ("on" if j["adaptive"] else "off", j["window_decreases"], j["tails_coalesced"],
+    j["tails_ended_early"], j["bytes_per_put"] / 1024)
+print("| %s | %d | %s | %s | %s | %.2f | %.2f | %d/%d/%d | %d/%d/%d | %.0f (%.0f) | %.2f | %.1f | %d | %d | %.3f/%.3f | %s | %.0f, %.0f, %.0f | %d/%d | %s |" % (
     j["label"], j["tenants"], "max" if j["rate_txn_s"] == 0 else "%g" % j["rate_txn_s"], j["policy"], cap,
     j["wal_produced_mb_s"], j["wal_shipped_mb_s"], r["p50"], r["p99"], r["max"], u["p50"], u["p99"], u["max"], j["puts_per_gb"],
     j["puts_per_gb_full_batches"], j["cpu_s_per_gb"], j["peak_rss_bytes"] / 1048576, j["frames_shed"],
     j["throttle_retries"], j["commit_latency_ms"]["p50"], j["commit_latency_ms"]["p99"], rec,
-    b["cached_read_mb_s"], b["write_fsync_rename_mb_s"], b["raw_put_per_s"], j["restore_equal"], j["tenants"]))
+    b["cached_read_mb_s"], b["write_fsync_rename_mb_s"], b["raw_put_per_s"], j["restore_equal"], j["tenants"], ad))
 EOF
 }
 
@@ -192,6 +195,13 @@ sc_throttled() {
         run "throttled-$p" "$half" --sink "$(s3_url "thr-$p" "$proxied")" --tenants "$thr_tenants" \
             --rate "$thr_rate" --txn-bytes "$thr_bytes" --policy "$p"
     done
+    # The same cap and load with the shard not adapting (adaptive = off),
+    # for comparison (not in the CI smoke: it only has to run).
+    if [ "$tiny" = 0 ]; then
+        bash "$here/tests/s3/throttle.sh" rate "$rgw" "$half"
+        run throttled-block-fixed "$half" --sink "$(s3_url thr-fixed "$proxied")" --tenants "$thr_tenants" \
+            --rate "$thr_rate" --txn-bytes "$thr_bytes" --policy block --no-adaptive
+    fi
     bash "$here/tests/s3/throttle.sh" rate "$rgw" 0
 }
 

@@ -73,6 +73,8 @@ struct opts {
 	const char *at_cmd[AT_MAX];
 	double recovery_from;
 	bool baselines, restore_check;
+	bool adaptive;
+	uint32_t throttle_age_ms, tail_ms;
 	double baseline_s;
 };
 
@@ -362,6 +364,7 @@ static int cmp_u64(const void *a, const void *b)
 
 struct totals {
 	uint64_t puts, bytes, frames, throttle, shed, ring_used, ring_hw, errors;
+	uint64_t window_decreases, ended_early, coalesced, window_min;
 };
 
 static void engine_totals(struct ws_engine *e, struct totals *tt)
@@ -379,6 +382,11 @@ static void engine_totals(struct ws_engine *e, struct totals *tt)
 		tt->ring_used += m.ring_used;
 		tt->ring_hw += m.ring_high_water;
 		tt->errors += m.errors;
+		tt->window_decreases += m.window_decreases;
+		tt->ended_early += m.tails_ended_early;
+		tt->coalesced += m.tails_coalesced;
+		if (i == 0 || m.uploads_window < tt->window_min)
+			tt->window_min = m.uploads_window;
 	}
 }
 
@@ -648,7 +656,8 @@ static void usage(void)
 		"         [--policy block|throttle|shed] [--shards N] [--ring-bytes B] [--batch-bytes B]\n"
 		"         [--batch-age-ms MS] [--uploads-in-flight N] [--sample-ms MS] [--sync off|normal|full]\n"
 		"         [--at SEC:COMMAND]... [--recovery-from SEC] [--label NAME] [--json FILE] [--csv FILE]\n"
-		"         [--baseline-ms MS] [--no-baselines] [--no-restore-check]\n");
+		"         [--baseline-ms MS] [--no-baselines] [--no-restore-check] [--no-adaptive]\n"
+		"         [--throttle-age-ms MS] [--tail-ms MS]\n");
 	exit(2);
 }
 
@@ -669,6 +678,7 @@ static void parse(int argc, char **argv)
 	O.sync = "NORMAL";
 	O.label = "run";
 	O.baselines = O.restore_check = true;
+	O.adaptive = d.adaptive;
 	O.recovery_from = -1;
 	O.baseline_s = 2.0;
 	for (int i = 1; i < argc; i++) {
@@ -734,7 +744,13 @@ static void parse(int argc, char **argv)
 			sec[colon - v] = 0;
 			O.at_s[O.n_at] = (double)bench_parse_num("--at", sec, 0, 86400);
 			O.at_cmd[O.n_at++] = colon + 1;
-		} else if (!strcmp(a, "--no-baselines"))
+		} else if (ARG("--throttle-age-ms"))
+			O.throttle_age_ms = (uint32_t)bench_parse_num(a, v, 0, 86400000);
+		else if (ARG("--tail-ms"))
+			O.tail_ms = (uint32_t)bench_parse_num(a, v, 0, 86400000);
+		else if (!strcmp(a, "--no-adaptive"))
+			O.adaptive = false;
+		else if (!strcmp(a, "--no-baselines"))
 			O.baselines = false;
 		else if (!strcmp(a, "--no-restore-check"))
 			O.restore_check = false;
@@ -797,6 +813,9 @@ int main(int argc, char **argv)
 		sc[i].batch_bytes_max = O.batch_bytes;
 		sc[i].batch_age_ms_max = O.batch_age_ms;
 		sc[i].uploads_in_flight = O.uploads_in_flight;
+		sc[i].adaptive = O.adaptive;
+		sc[i].throttle_age_ms_max = O.throttle_age_ms;
+		sc[i].tail_ms_max = O.tail_ms;
 		sc[i].policy = O.policy;
 	}
 	struct ws_engine_config ec;
@@ -1004,6 +1023,8 @@ int main(int argc, char **argv)
 			" \"commit_latency_ms\":{\"p50\":%.3f,\"p99\":%.3f},\"recovery_s\":%.3f,\n"
 			" \"baseline\":{\"cached_read_mb_s\":%.1f,\"write_fsync_rename_mb_s\":%.1f,\"write_fsync_rename_files_s\":%.1f,"
 			"\"raw_put_per_s\":%.1f},\n"
+			" \"adaptive\":%s,\"window_decreases\":%" PRIu64 ",\"tails_ended_early\":%" PRIu64
+			",\"tails_coalesced\":%" PRIu64 ",\"bytes_per_put\":%.0f,\n"
 			" \"restore_equal\":%u,\"restore_checked\":%s,\"csv\":\"%s\"}\n",
 			O.label, O.sink, O.tenants, O.rate, O.txn_bytes, O.seconds, ws_policy_name(O.policy), O.shards, O.batch_bytes,
 			O.batch_age_ms, O.ring_bytes, txns, produced, (double)produced / load_s / 1e6, shipped,
@@ -1011,7 +1032,10 @@ int main(int argc, char **argv)
 			hpct(&s.loss, 50), hpct(&s.loss, 99), s.loss.max, puts,
 			puts_gb, ideal_puts_gb, s.max_puts_per_s, engine_cpu, cpu_gb, writers_cpu,
 			(long long)ru.ru_maxrss * 1024, s.ring_peak, shed, retries, (uint64_t)atomic_load(&tail_errors), lat50,
-			lat99, recovery, read_mb, wf_mb, wf_files, put_rate, equal, O.restore_check ? "true" : "false", csv_path);
+			lat99, recovery, read_mb, wf_mb, wf_files, put_rate, O.adaptive ? "true" : "false",
+			after.window_decreases - before.window_decreases, after.ended_early - before.ended_early,
+			after.coalesced - before.coalesced, puts ? (double)shipped / (double)puts : 0.0,
+			equal, O.restore_check ? "true" : "false", csv_path);
 		fclose(j);
 	}
 	free(s.ages);

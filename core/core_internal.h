@@ -121,7 +121,19 @@ struct ws_stream_call {
 	uint64_t throttle_retries;
 	uint64_t frames_shed;
 	uint64_t spill_high_water;
+	bool ended_early;            /* the tail stopped at its work bound (ws_stream_set_tail_bound) */
 };
+/*
+ * A bound on one tail's work, so the durable watermark advances while a
+ * backlog drains: a tail that has scanned for tail_ms and whose last
+ * watermark write is at least key_ms old stops publishing batches there,
+ * ships what it has up to the last commit in them (manifest, watermark)
+ * and reports ended_early; the next tail goes on from that watermark.
+ * tail_ms 0: no bound (the default; a flush and the final drain always
+ * go to the end). Never while re-basing (the snapshot must be whole), and
+ * a tail that met no commit yet goes on to the end.
+ */
+void ws_stream_set_tail_bound(struct ws_stream *st, uint32_t tail_ms, uint32_t key_ms);
 void ws_stream_last_call(const struct ws_stream *st, struct ws_stream_call *out);
 uint64_t ws_stream_wm_last_frame(const struct ws_stream *st);
 

@@ -35,6 +35,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "adapt.h"
 #include "core_internal.h"
 #include "pipe.h"
 #include "ws_clock.h"
@@ -81,6 +82,9 @@ struct tenant {
 	bool dirty;
 	uint64_t due_ms;
 	uint32_t retry_ms;
+	uint32_t age_ms;     /* gather time of the next tail (adapt.h; 0 or batch_age_ms_max unless throttled) */
+	uint64_t wm_put_ms;  /* mono time our last watermark write for it finished (0: none yet) */
+	bool go_on;          /* the last tail stopped at its work bound: the next one is due at once */
 	bool open;
 	struct tenant *lru_prev, *lru_next;
 
@@ -142,6 +146,7 @@ struct shard {
 
 	/* Metrics. */
 	uint64_t tails, wakeups, errors, frames, bytes, puts, throttle, shed_frames, high_water;
+	uint64_t ended_early, coalesced;
 	uint32_t tenant_count;
 };
 
@@ -182,6 +187,31 @@ void ws_shard_config_default(struct ws_shard_config *c)
 	c->retry_attempts_max = 10;
 	c->retry_deadline_ms = 30000;
 	c->sqpoll = false;
+	c->adaptive = true;
+	c->throttle_age_ms_max = 0;
+	c->key_write_interval_ms = 1000;
+	c->tail_ms_max = 0;
+}
+
+/* The effective throttle_age_ms_max and tail_ms_max (0 = derived). */
+static uint32_t throttle_age(const struct ws_shard_config *c)
+{
+	return c->throttle_age_ms_max ? c->throttle_age_ms_max : c->batch_age_ms_max / 2 * 3;
+}
+
+static uint32_t tail_bound(const struct ws_shard_config *c)
+{
+	return c->tail_ms_max ? c->tail_ms_max : c->batch_age_ms_max / 2;
+}
+
+/* When a tenant's change seen now is due: its gather time, and (adaptive)
+ * no sooner than one key_write_interval_ms after its last watermark write. */
+static uint64_t due_after_change(const struct shard *sh, const struct tenant *t, uint64_t now)
+{
+	uint32_t age = sh->cfg.adaptive && t->age_ms ? t->age_ms : sh->cfg.batch_age_ms_max;
+	if (!sh->cfg.adaptive)
+		return now + age;
+	return ws_adapt_key_due(now + age, t->wm_put_ms, sh->cfg.key_write_interval_ms);
 }
 
 /* ---- registry ------------------------------------------------------------ */
@@ -333,8 +363,10 @@ static void mark_due(struct tenant *t, uint64_t due)
 	t->dirty = true;
 }
 
-/* One tail of one tenant; returns its error (Fenced and Shed are not errors). */
-static int tail_one(struct shard *sh, struct tenant *t)
+/* One tail of one tenant; returns its error (Fenced and Shed are not errors).
+ * bounded: the tail may stop at its work bound (not for a flush or the
+ * final drain, which ship everything committed). */
+static int tail_one(struct shard *sh, struct tenant *t, bool bounded)
 {
 	struct ws_engine *e = sh->e;
 	struct ws_outcome o;
@@ -348,6 +380,9 @@ static int tail_one(struct shard *sh, struct tenant *t)
 		while (sh->open_count >= sh->open_max && sh->lru_tail)
 			park(sh, sh->lru_tail);
 	}
+	ws_stream_set_tail_bound(t->st, bounded && sh->cfg.adaptive ? tail_bound(&sh->cfg) : 0,
+				 sh->cfg.key_write_interval_ms);
+	t->go_on = false;
 	rc = ws_stream_tail_frames(t->st, &o);
 	if (!ws_stream_parked(t->st) && !t->open) {
 		t->open = true;
@@ -395,6 +430,24 @@ static int tail_one(struct shard *sh, struct tenant *t)
 	rpo = ws_outcome_rpo(&o);
 	if (rpo && rpo->has_watermark)
 		__atomic_store_n(&t->wm_time_ms, ws_wall_ms() - (int64_t)rpo->watermark_age_ms, __ATOMIC_RELAXED);
+	if (o.kind == WS_OUTCOME_STREAMED || o.kind == WS_OUTCOME_RESTARTED)
+		t->wm_put_ms = ws_mono_ms(); /* both end with a watermark write */
+	if (sh->cfg.adaptive) {
+		/* Throttled: gather longer, so the next tail's PUTs carry more
+		 * frames and come less often; accepted: back towards normal. */
+		t->age_ms = ws_adapt_age_next(t->age_ms, sh->cfg.batch_age_ms_max, throttle_age(&sh->cfg),
+					      call.throttle_retries > 0);
+		if (t->age_ms > sh->cfg.batch_age_ms_max)
+			add(&sh->coalesced, 1);
+	}
+	/* Stopped at its work bound: the rest of the backlog is due now (the
+	 * bound itself kept this tail's watermark write key_write_interval_ms
+	 * after the last). */
+	if (call.ended_early) {
+		add(&sh->ended_early, 1);
+		t->go_on = true;
+		mark_due(t, ws_mono_ms());
+	}
 	/* Shed, or shipped a prefix and shed the rest: the rest is still to do. */
 	if (o.kind == WS_OUTCOME_SHED || call.frames_shed > 0) {
 		add(&t->sheds, 1);
@@ -564,7 +617,7 @@ static int do_add(struct shard *sh, struct tenant *t)
 
 static int do_remove(struct shard *sh, struct tenant *t)
 {
-	int rc = tail_one(sh, t);
+	int rc = tail_one(sh, t, false);
 	park(sh, t);
 	names_remove(sh, t);
 	unwatch_dir(sh, t);
@@ -580,13 +633,13 @@ static int tail_all(struct shard *sh)
 {
 	struct first_err fe = { 0 };
 	for (size_t i = 0; i < sh->n; i++) {
-		int rc = tail_one(sh, sh->tenants[i]);
+		int rc = tail_one(sh, sh->tenants[i], false);
 		/* A database replaced during the call: nothing was acknowledged
 		 * and the stream let go of the old file, so the next call
 		 * re-bases onto the new one. A flush or the final drain makes
 		 * that call now instead of ending on the error. */
 		if (rc == WS_EREPLACED)
-			rc = tail_one(sh, sh->tenants[i]);
+			rc = tail_one(sh, sh->tenants[i], false);
 		first_err_note(&fe, rc);
 	}
 	return first_err_done(&fe);
@@ -656,7 +709,7 @@ static void read_events(struct shard *sh)
 				 * stream closes files, and must not wake it again. */
 				if (!ne->wal && !(ev->mask & (IN_CREATE | IN_MOVED_TO)))
 					continue;
-				mark_due(ne->t, now + sh->cfg.batch_age_ms_max);
+				mark_due(ne->t, due_after_change(sh, ne->t, now));
 			}
 		}
 	}
@@ -695,7 +748,7 @@ static void *shard_main(void *arg)
 			if (!t->dirty)
 				continue;
 			if (t->due_ms <= now) {
-				(void)tail_one(sh, t);
+				(void)tail_one(sh, t, true);
 				now = ws_mono_ms();
 			}
 			if (t->dirty && t->due_ms < next)
@@ -846,6 +899,7 @@ static int shard_init(struct ws_engine *e, struct shard *sh, unsigned i)
 			  c->uploads_in_flight, true);
 	if (rc)
 		return ws_fail(rc, "shard %u: cannot start the upload thread", i);
+	ws_pipe_set_adaptive(&sh->pipe, c->adaptive);
 	sh->pipe_ok = true;
 	keep_upload_off_core(sh, c->core);
 	sh->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -1165,6 +1219,10 @@ int ws_engine_shard_metrics(struct ws_engine *e, unsigned i, struct ws_shard_met
 	m->throttle_retries = ld(&sh->throttle);
 	m->frames_shed = ld(&sh->shed_frames);
 	m->read_path = sh->reader ? ws_reader_backend_name(sh->reader) : "none";
+	m->uploads_window = sh->pipe_ok ? __atomic_load_n(&sh->pipe.window, __ATOMIC_RELAXED) : 0;
+	m->window_decreases = sh->pipe_ok ? __atomic_load_n(&sh->pipe.decreases, __ATOMIC_RELAXED) : 0;
+	m->tails_ended_early = ld(&sh->ended_early);
+	m->tails_coalesced = ld(&sh->coalesced);
 	return 0;
 }
 
@@ -1303,6 +1361,13 @@ int ws_engine_metrics_text(struct ws_engine *e, char **out, size_t *len)
 		  offsetof(struct ws_shard_metrics, throttle_retries) },
 		{ "walship_shard_frames_shed_total", "counter", "Frames dropped by shed.",
 		  offsetof(struct ws_shard_metrics, frames_shed) },
+		{ "walship_shard_uploads_window", "gauge", "Uploads in flight allowed now (AIMD).", SIZE_MAX - 1 },
+		{ "walship_shard_window_decreases_total", "counter", "Upload rounds the store throttled.",
+		  offsetof(struct ws_shard_metrics, window_decreases) },
+		{ "walship_shard_tails_ended_early_total", "counter", "Tails stopped at tail_ms_max.",
+		  offsetof(struct ws_shard_metrics, tails_ended_early) },
+		{ "walship_shard_tails_coalesced_total", "counter", "Tails after which changes gathered longer (throttled).",
+		  offsetof(struct ws_shard_metrics, tails_coalesced) },
 	};
 	for (size_t i = 0; i < sizeof(sf) / sizeof(sf[0]); i++) {
 		emit(&t, "# HELP %s %s\n# TYPE %s %s\n", sf[i].name, sf[i].help, sf[i].name, sf[i].type);
@@ -1313,6 +1378,8 @@ int ws_engine_metrics_text(struct ws_engine *e, char **out, size_t *len)
 				continue;
 			if (sf[i].off == SIZE_MAX)
 				v = m.tenants;
+			else if (sf[i].off == SIZE_MAX - 1)
+				v = m.uploads_window;
 			else
 				memcpy(&v, (const char *)&m + sf[i].off, sizeof(v));
 			emit(&t, "%s{shard=\"%u\",policy=\"%s\"} %" PRIu64 "\n", sf[i].name, s, ws_policy_name(m.policy), v);

@@ -186,7 +186,16 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 			batch[i].rc = 0;
 			batch[i].throttle_retries = 0;
 		}
+		/* A store that asked for a pause (Retry-After) gets it before
+		 * anything new is sent. */
+		if (p->adaptive && m > 0) {
+			uint64_t wait = ws_aimd_wait_ms(&p->aimd, ws_mono_ms());
+			if (wait)
+				ws_sleep_ms((uint32_t)wait);
+		}
 		rc = ws_store_putv_many(p->store, batch, m);
+		uint32_t ok = 0, throttled = 0;
+		uint64_t retry_until = 0;
 		for (uint32_t i = 0; i < m; i++) {
 			struct ws_pipe_desc *d = ws_pipe_desc(p, from + (uint32_t)(todo[i] - reqs));
 			int r = rc ? rc : batch[i].rc;
@@ -194,6 +203,17 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 				r = 0;
 			todo[i]->rc = r;
 			d->throttle_retries += batch[i].throttle_retries;
+			if (batch[i].throttle_retries || r == WS_ETHROTTLED)
+				throttled++;
+			else if (r == 0)
+				ok++;
+			if (batch[i].retry_until_ms > retry_until)
+				retry_until = batch[i].retry_until_ms;
+		}
+		if (p->adaptive) {
+			ws_aimd_round(&p->aimd, ok, throttled, retry_until, ws_mono_ms());
+			__atomic_store_n(&p->window, ws_aimd_window(&p->aimd), __ATOMIC_RELAXED);
+			__atomic_store_n(&p->decreases, p->aimd.decreases, __ATOMIC_RELAXED);
 		}
 		again = false;
 		for (uint32_t i = 0; i < n; i++) {
@@ -226,8 +246,10 @@ static void *uploader(void *arg)
 			break; /* closed and drained */
 		while (next != head) {
 			uint32_t n = head - next;
-			if (n > p->in_flight)
-				n = p->in_flight;
+			/* Relaxed: only this thread writes the window. */
+			uint32_t cap = p->adaptive ? __atomic_load_n(&p->window, __ATOMIC_RELAXED) : p->in_flight;
+			if (n > cap)
+				n = cap;
 			upload(p, next, next + n);
 			next += n;
 			ws_ring_release(&p->ring, next);
@@ -248,6 +270,8 @@ int ws_pipe_init(struct ws_pipe *p, uint8_t *mem, size_t slot_bytes, uint32_t ns
 		return rc;
 	p->store = store;
 	p->in_flight = in_flight;
+	p->window = in_flight;
+	ws_aimd_init(&p->aimd, in_flight);
 	p->threaded = threaded;
 	if (threaded) {
 		/* A ring of the upload thread's own over the slots, so it can read
@@ -270,6 +294,13 @@ int ws_pipe_init(struct ws_pipe *p, uint8_t *mem, size_t slot_bytes, uint32_t ns
 		p->started = true;
 	}
 	return 0;
+}
+
+void ws_pipe_set_adaptive(struct ws_pipe *p, bool on)
+{
+	/* Before any publish: the ring's release/acquire orders it for the
+	 * upload thread, which reads it only for a published slot. */
+	p->adaptive = on;
 }
 
 void ws_pipe_destroy(struct ws_pipe *p)

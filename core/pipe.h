@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "adapt.h"
 #include "core_internal.h"
 #include "ring.h"
 #include "walship.h"
@@ -84,6 +85,12 @@ struct ws_pipe {
 	ws_pipe_done_fn on_done;  /* producer: set per tail */
 	void *arg;
 	struct ws_reader *reader; /* consumer: reads delegated slots (NULL: none are) */
+	/* Consumer: uploads in flight follow this window when adaptive (adapt.h);
+	 * window (the current one) and decreases are read by metrics (relaxed). */
+	bool adaptive;
+	struct ws_aimd aimd;
+	uint32_t window;
+	uint64_t decreases;
 	bool chain_broken;        /* consumer: a checked slot of this tail ended the chain */
 	uint32_t chain_end[2];    /* consumer: where the chain of this tail's slots so far ends */
 };
@@ -94,6 +101,8 @@ struct ws_pipe {
  */
 int ws_pipe_init(struct ws_pipe *p, uint8_t *mem, size_t slot_bytes, uint32_t nslots, struct ws_store *store,
 		 unsigned in_flight, bool threaded) WS_MUST_CHECK;
+/* Before the first publish: uploads in flight adapt (AIMD, Retry-After). */
+void ws_pipe_set_adaptive(struct ws_pipe *p, bool on);
 /* Stops the upload thread after what is published has been taken. */
 void ws_pipe_destroy(struct ws_pipe *p);
 

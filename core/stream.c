@@ -114,6 +114,11 @@ struct ws_stream {
 	uint64_t throttle_at_start;   /* store's throttle_retries when this call began */
 	uint64_t wal_checkpoint_bytes;
 	uint64_t wal_checkpoints;
+	/* The work bound (ws_stream_set_tail_bound). */
+	uint32_t tail_ms, key_ms;
+	uint64_t wm_put_mono_ms;     /* when our last watermark write finished (0: none) */
+	uint64_t tail_stop_ms;       /* this call: stop publishing at this mono time (0: never) */
+	bool early_stop;             /* this call stopped there */
 };
 
 /* ---- SQLite read transaction ------------------------------------------ */
@@ -871,6 +876,15 @@ static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_byte
 		want = per_chunk;
 		if ((wal_bytes - off) / fsz < want)
 			want = (size_t)((wal_bytes - off) / fsz);
+		/* The work bound: what is published so far ships now; the rest
+		 * is the next tail's (never the first slot: a tail makes progress). */
+		if (k > 0 && st->tail_stop_ms && ws_mono_ms() >= st->tail_stop_ms) {
+			rc = WS_FAULT("stream.tail_bound");
+			if (rc)
+				return ws_fail(rc, "tenant %s: injected fault at the tail's work bound", st->tenant);
+			st->early_stop = true;
+			break;
+		}
 		if (st->batch_count >= MAX_REFS)
 			return ws_fail(WS_ETOOBIG, "tenant %s: the WAL holds more than %u batches of %zu frames "
 				       "(batch_bytes_max); raise batch_bytes_max", st->tenant, MAX_REFS, slot_frames);
@@ -1388,10 +1402,27 @@ static int step_scan(struct ws_stream *st, struct tail *t, struct ws_outcome *ou
 	 * snapshot must be whole, and a database larger than the ring would
 	 * otherwise never re-base at all. */
 	st->shed_nowait = st->policy == WS_POLICY_SHED && t->kind != WS_MANIFEST_REBASE;
+	/* The work bound, never while re-basing: the snapshot names the cut. */
+	st->tail_stop_ms = 0;
+	if (st->tail_ms && t->kind != WS_MANIFEST_REBASE) {
+		uint64_t at = ws_mono_ms() + st->tail_ms;
+		if (st->key_ms && st->wm_put_mono_ms && st->wm_put_mono_ms + st->key_ms > at)
+			at = st->wm_put_mono_ms + st->key_ms; /* one watermark write per key_ms */
+		st->tail_stop_ms = at;
+	}
 	if (sc->gen.wal_magic != 0) {
 		rc = scan_checked(st, sc, t->wal_bytes);
 		if (rc)
 			return rc;
+		/* Stopped before any commit (one transaction longer than the
+		 * bound): going on is the only way forward. */
+		if (st->early_stop && sc->cur.last_commit < sc->first_frame) {
+			st->early_stop = false;
+			st->tail_stop_ms = 0;
+			rc = scan_checked(st, sc, t->wal_bytes);
+			if (rc)
+				return rc;
+		}
 		if (st->shed_stop && (rc = scan_rest(st, sc, t->wal_bytes)) != 0)
 			return rc;
 	}
@@ -1597,6 +1628,7 @@ static int step_write_watermark(struct ws_stream *st, struct tail *t)
 	}
 	st->call.puts++;
 	st->call.bytes += st->work->scratch.len;
+	st->wm_put_mono_ms = ws_mono_ms();
 	rc = WS_FAULT("stream.after_watermark_put");
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault after watermark write", st->tenant);
@@ -1607,9 +1639,10 @@ static int step_write_watermark(struct ws_stream *st, struct tail *t)
 	st->wm_etag = new_etag;
 	st->have_wm = true;
 	st->wm_loaded = true;
-	/* After a partial ship (shed) the old mark stays: frames between what
-	 * shipped and it must not be checkpointed away. */
-	if (!t->locked && st->frames_shed == 0)
+	/* After a partial ship (shed, or stopped at the work bound) the old
+	 * mark stays: frames between what shipped and it must not be
+	 * checkpointed away. */
+	if (!t->locked && st->frames_shed == 0 && !st->early_stop)
 		handover_read(st);
 	st->continuous = true;
 	return 0;
@@ -1682,6 +1715,8 @@ static void attempt_reset(struct ws_stream *st)
 	st->frames_shed = 0;
 	st->shed_stop = false;
 	st->shed_nowait = false;
+	st->early_stop = false;
+	st->tail_stop_ms = 0;
 }
 
 int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
@@ -1743,11 +1778,14 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 	st->call.throttle_retries = call_throttle(st);
 	st->call.frames_shed = st->frames_shed;
 	st->call.spill_high_water = st->high_water;
+	st->call.ended_early = rc == 0 && st->early_stop;
 	if (locked) {
 		/* Nothing could commit since the scan began: on success every
-		 * committed frame in the WAL is durable at the sink. */
+		 * committed frame in the WAL is durable at the sink, unless the
+		 * tail stopped at its work bound. */
 		if (rc == 0 && out->kind != WS_OUTCOME_FENCED && out->kind != WS_OUTCOME_SHED &&
-		    st->frames_shed == 0 && st->continuous && WS_FAULT("stream.before_wal_checkpoint") == 0)
+		    st->frames_shed == 0 && !st->early_stop && st->continuous &&
+		    WS_FAULT("stream.before_wal_checkpoint") == 0)
 			wal_checkpoint_locked(st);
 		write_lock_release(st);
 	}
@@ -1759,3 +1797,9 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 }
 
 uint64_t ws_stream_wal_checkpoints(const struct ws_stream *st) { return st->wal_checkpoints; }
+
+void ws_stream_set_tail_bound(struct ws_stream *st, uint32_t tail_ms, uint32_t key_ms)
+{
+	st->tail_ms = tail_ms;
+	st->key_ms = key_ms;
+}

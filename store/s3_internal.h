@@ -38,6 +38,14 @@ void ws_s3_head_info(const struct ws_http_req *r, struct ws_obj_info *info, char
 const char *ws_s3_limits_query(const struct ws_store_limits *lim, char *q, size_t cap);
 
 /* Retry-After in milliseconds when it is whole seconds 0..60, else 0. */
+/* Retry-After is honoured up to this long: a store asking for more is
+ * waited for this long and asked again. */
+#define WS_S3_RETRY_AFTER_MAX_MS 60000u
+/* A Retry-After value: delay-seconds or an HTTP-date (IMF-fixdate, RFC 850,
+ * asctime), relative to now_wall_ms; *ms capped at WS_S3_RETRY_AFTER_MAX_MS,
+ * 0 for a date already past. -EINVAL (and *ms 0) for anything else. */
+int ws_s3_parse_retry_after(const char *v, int64_t now_wall_ms, uint64_t *ms);
+/* The response's Retry-After in ms (0: none, or not one of the forms). */
 uint64_t ws_s3_retry_after_ms(const struct ws_http_req *r);
 
 #endif

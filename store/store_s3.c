@@ -39,7 +39,8 @@
  * retried as if another writer had won.
  *
  * Retries: exponential backoff with full jitter (50 ms base, 5 s cap),
- * Retry-After honoured, bounded by attempts and a deadline
+ * Retry-After honoured (seconds or an HTTP date, at most 60 s; reported
+ * with each put_many request), bounded by attempts and a deadline
  * (retry_deadline_ms from the call's start, which also cuts an attempt
  * still hanging then: net/ ends each request at it); on 500, 502,
  * 503, 504, 429, 408, transport errors and truncated bodies; never on other
@@ -192,6 +193,7 @@ struct s3_call {
 	struct ws_http_req req;
 	unsigned attempts;
 	unsigned throttle_retries;   /* retries of this call caused by throttling */
+	uint64_t retry_until_ms;     /* mono ms: the latest end of a Retry-After a throttled attempt carried */
 	long throttle_status;        /* the HTTP status of the last throttled attempt (503, 429) */
 	uint64_t backoff_ms;         /* wait before the next attempt (call_judge returned 1) */
 };
@@ -206,15 +208,149 @@ static bool throttle_status(long st)
 	return st == 503 || st == 429;
 }
 
+/* "Sun" .. "Sat" and "Jan" .. "Dec" as HTTP dates spell them. */
+static int name_index(const char *p, const char *const *names, int n, size_t len)
+{
+	for (int i = 0; i < n; i++)
+		if (strlen(names[i]) == len && !strncmp(p, names[i], len))
+			return i;
+	return -1;
+}
+
+/* Exactly n digits at *p (advanced past them). */
+static bool digits(const char **p, int n, int *out)
+{
+	int v = 0;
+	for (int i = 0; i < n; i++) {
+		if ((*p)[i] < '0' || (*p)[i] > '9')
+			return false;
+		v = v * 10 + ((*p)[i] - '0');
+	}
+	*p += n;
+	*out = v;
+	return true;
+}
+
+static bool lit(const char **p, const char *s)
+{
+	size_t n = strlen(s);
+	if (strncmp(*p, s, n))
+		return false;
+	*p += n;
+	return true;
+}
+
+/* "HH:MM:SS" */
+static bool hms(const char **p, struct tm *tm)
+{
+	return digits(p, 2, &tm->tm_hour) && lit(p, ":") && digits(p, 2, &tm->tm_min) && lit(p, ":") &&
+	       digits(p, 2, &tm->tm_sec) && tm->tm_hour < 24 && tm->tm_min < 60 && tm->tm_sec <= 60;
+}
+
+/*
+ * The three HTTP-date forms a recipient must accept (RFC 9110 5.6.7):
+ * IMF-fixdate "Sun, 06 Nov 1994 08:49:37 GMT", RFC 850
+ * "Sunday, 06-Nov-94 08:49:37 GMT" and asctime "Sun Nov  6 08:49:37 1994".
+ * Seconds since the epoch, or -1 for anything else.
+ */
+static int64_t http_date(const char *v)
+{
+	static const char *const wk[] = { "Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat" };
+	static const char *const wkl[] = { "Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday" };
+	static const char *const mon[] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
+					   "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+	static const int mdays[] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	struct tm tm;
+	const char *p = v, *comma = strchr(v, ',');
+	int year = 0;
+
+	memset(&tm, 0, sizeof(tm));
+	if (comma && comma - v == 3) { /* IMF-fixdate */
+		if (name_index(v, wk, 7, 3) < 0)
+			return -1;
+		p = v + 4;
+		if (!lit(&p, " ") || !digits(&p, 2, &tm.tm_mday) || !lit(&p, " ") ||
+		    (tm.tm_mon = name_index(p, mon, 12, 3)) < 0)
+			return -1;
+		p += 3;
+		if (!lit(&p, " ") || !digits(&p, 4, &year) || !lit(&p, " ") || !hms(&p, &tm) || !lit(&p, " GMT"))
+			return -1;
+	} else if (comma) { /* RFC 850 */
+		if (name_index(v, wkl, 7, (size_t)(comma - v)) < 0)
+			return -1;
+		p = comma + 1;
+		if (!lit(&p, " ") || !digits(&p, 2, &tm.tm_mday) || !lit(&p, "-") ||
+		    (tm.tm_mon = name_index(p, mon, 12, 3)) < 0)
+			return -1;
+		p += 3;
+		if (!lit(&p, "-") || !digits(&p, 2, &year) || !lit(&p, " ") || !hms(&p, &tm) || !lit(&p, " GMT"))
+			return -1;
+		year += year < 70 ? 2000 : 1900; /* two-digit years: RFC 9110's 50-year rule, simplified */
+	} else { /* asctime */
+		if (name_index(v, wk, 7, 3) < 0)
+			return -1;
+		p = v + 3;
+		if (!lit(&p, " ") || (tm.tm_mon = name_index(p, mon, 12, 3)) < 0)
+			return -1;
+		p += 3;
+		if (!lit(&p, " "))
+			return -1;
+		if (*p == ' ') {
+			p++;
+			if (!digits(&p, 1, &tm.tm_mday))
+				return -1;
+		} else if (!digits(&p, 2, &tm.tm_mday)) {
+			return -1;
+		}
+		if (!lit(&p, " ") || !hms(&p, &tm) || !lit(&p, " ") || !digits(&p, 4, &year))
+			return -1;
+	}
+	if (*p != '\0' || tm.tm_mday < 1 || tm.tm_mday > mdays[tm.tm_mon] || year < 1970)
+		return -1;
+	tm.tm_year = year - 1900;
+	time_t t = timegm(&tm);
+	return t == (time_t)-1 ? -1 : (int64_t)t;
+}
+
+int ws_s3_parse_retry_after(const char *v, int64_t now_wall_ms, uint64_t *ms)
+{
+	const char *p = v;
+	*ms = 0;
+	if (!v || !*v)
+		return -EINVAL;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	if (*p == '\0') { /* delay-seconds: 1*DIGIT */
+		uint64_t s = 0;
+		for (p = v; *p; p++) {
+			s = s * 10 + (uint64_t)(*p - '0');
+			if (s > WS_S3_RETRY_AFTER_MAX_MS / 1000)
+				s = WS_S3_RETRY_AFTER_MAX_MS / 1000; /* (and no overflow) */
+		}
+		*ms = s * 1000;
+		return 0;
+	}
+	int64_t t = http_date(v);
+	if (t < 0)
+		return -EINVAL;
+	if (t * 1000 > now_wall_ms)
+		*ms = (uint64_t)(t * 1000 - now_wall_ms);
+	if (*ms > WS_S3_RETRY_AFTER_MAX_MS)
+		*ms = WS_S3_RETRY_AFTER_MAX_MS;
+	return 0;
+}
+
 uint64_t ws_s3_retry_after_ms(const struct ws_http_req *r)
 {
 	const char *ra = ws_http_header(r, "retry-after");
-	char *end;
-	unsigned long v;
+	uint64_t ms;
 	if (!ra)
 		return 0;
-	v = strtoul(ra, &end, 10);
-	return end != ra && *end == '\0' && v <= 60 ? v * 1000 : 0;
+	if (ws_s3_parse_retry_after(ra, ws_wall_ms(), &ms)) {
+		ws_debug("s3: Retry-After '%.40s' is neither seconds nor an HTTP date; ignored", ra);
+		return 0;
+	}
+	return ms;
 }
 
 /* How long to wait before the next attempt of c: full jitter, Retry-After, the deadline. */
@@ -256,6 +392,7 @@ static void call_begin(struct s3_store *s, struct s3_call *c)
 	c->attempts = 0;
 	c->throttle_retries = 0;
 	c->throttle_status = 0;
+	c->retry_until_ms = 0;
 }
 
 /* Sign the next attempt of c (a fresh date and signature each time) and fill c->req. */
@@ -419,6 +556,9 @@ static int call_judge(struct s3_store *s, struct s3_call *c)
 		__atomic_fetch_add(&s->base.stats.throttle_retries, 1, __ATOMIC_RELAXED);
 		c->throttle_retries++;
 		c->throttle_status = c->req.status;
+		uint64_t ra = ws_s3_retry_after_ms(&c->req);
+		if (ra && ws_mono_ms() + ra > c->retry_until_ms)
+			c->retry_until_ms = ws_mono_ms() + ra;
 	}
 	ws_debug("s3 %s: %s %s: retry %u after %s %ld", s->base.url, c->method, c->key, c->attempts,
 		 c->req.err ? c->req.err_detail : "HTTP", c->req.status);
@@ -737,6 +877,7 @@ static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		struct ws_put_req *r = &reqs[i];
 		r->throttle_retries = 0;
+		r->retry_until_ms = 0;
 		if (r->mode != WS_PUT_OVERWRITE && r->mode != WS_PUT_CREATE)
 			r->rc = ws_fail(-EINVAL, "s3 %s: %s: put_many takes overwrite or create-once only", base->url,
 					r->key ? r->key : "(null)");
@@ -779,6 +920,7 @@ static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 			size_t i = idx[j];
 			int r = call_judge(s, &ops[i].c);
 			reqs[i].throttle_retries = ops[i].c.throttle_retries;
+			reqs[i].retry_until_ms = ops[i].c.retry_until_ms;
 			if (r == 1) {
 				uint64_t due = ws_mono_ms() + ops[i].c.backoff_ms;
 				due_ms = due > due_ms ? due : due_ms;

@@ -90,6 +90,8 @@ struct ws_put_req {
 	enum ws_put_mode mode;       /* WS_PUT_OVERWRITE or WS_PUT_CREATE */
 	int rc;                      /* out: 0, WS_EPRECOND, WS_ETHROTTLED, other errors */
 	uint32_t throttle_retries;   /* out: retries of this request caused by throttling */
+	uint64_t retry_until_ms;     /* out: ws_mono_ms() before which the store asked for no new
+				      * request (its latest Retry-After; 0: none) */
 };
 
 /*

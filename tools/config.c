@@ -139,7 +139,8 @@ bool ws_cli_tenant_name_ok(const char *name)
 
 enum shard_key {
 	SK_CORE, SK_RING_BYTES, SK_BATCH_BYTES_MAX, SK_BATCH_FRAMES_MAX, SK_BATCH_AGE_MS_MAX, SK_POLICY,
-	SK_UPLOADS_IN_FLIGHT, SK_RETRY_ATTEMPTS_MAX, SK_RETRY_DEADLINE_MS, SK_SQPOLL, SK_COUNT,
+	SK_UPLOADS_IN_FLIGHT, SK_RETRY_ATTEMPTS_MAX, SK_RETRY_DEADLINE_MS, SK_SQPOLL, SK_ADAPTIVE,
+	SK_THROTTLE_AGE_MS_MAX, SK_KEY_WRITE_INTERVAL_MS, SK_TAIL_MS_MAX, SK_COUNT,
 };
 
 enum key_kind { K_CORE, K_SIZE, K_U32, K_POLICY, K_BOOL };
@@ -159,6 +160,10 @@ static const struct {
 	[SK_RETRY_ATTEMPTS_MAX] = { "retry_attempts_max", K_U32, 1, 1000 },
 	[SK_RETRY_DEADLINE_MS] = { "retry_deadline_ms", K_U32, 1, MS_MAX },
 	[SK_SQPOLL] = { "sqpoll", K_BOOL, 0, 0 },
+	[SK_ADAPTIVE] = { "adaptive", K_BOOL, 0, 0 },
+	[SK_THROTTLE_AGE_MS_MAX] = { "throttle_age_ms_max", K_U32, 0, MS_MAX },
+	[SK_KEY_WRITE_INTERVAL_MS] = { "key_write_interval_ms", K_U32, 0, MS_MAX },
+	[SK_TAIL_MS_MAX] = { "tail_ms_max", K_U32, 0, MS_MAX },
 };
 
 enum engine_key { EK_SINK, EK_SHARDS, EK_METRICS_ADDR, EK_EPOCH, EK_PG, EK_WAL_CKPT, EK_COUNT };
@@ -497,6 +502,12 @@ static int set_shard_key(struct ws_cli_config_parse *p, struct shard_sec *sec, c
 			sec->v.uploads_in_flight = (uint32_t)v;
 		else if (k == SK_RETRY_ATTEMPTS_MAX)
 			sec->v.retry_attempts_max = (uint32_t)v;
+		else if (k == SK_THROTTLE_AGE_MS_MAX)
+			sec->v.throttle_age_ms_max = (uint32_t)v;
+		else if (k == SK_KEY_WRITE_INTERVAL_MS)
+			sec->v.key_write_interval_ms = (uint32_t)v;
+		else if (k == SK_TAIL_MS_MAX)
+			sec->v.tail_ms_max = (uint32_t)v;
 		else
 			sec->v.retry_deadline_ms = (uint32_t)v;
 		break;
@@ -505,9 +516,9 @@ static int set_shard_key(struct ws_cli_config_parse *p, struct shard_sec *sec, c
 			return fail_at(p, line, "[%s] policy: '%s' is not block, throttle or shed", where, value);
 		break;
 	case K_BOOL:
-		if (parse_bool(value, &sec->v.sqpoll))
-			return fail_at(p, line, "[%s] sqpoll: '%s' is not on, off, true, false, yes, no, 1 or 0", where,
-				       value);
+		if (parse_bool(value, k == SK_ADAPTIVE ? &sec->v.adaptive : &sec->v.sqpoll))
+			return fail_at(p, line, "[%s] %s: '%s' is not on, off, true, false, yes, no, 1 or 0", where,
+				       key, value);
 		break;
 	}
 	sec->key_line[k] = line;
@@ -987,6 +998,10 @@ int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides 
 			if (set[SK_RETRY_ATTEMPTS_MAX]) s->retry_attempts_max = sec->v.retry_attempts_max;
 			if (set[SK_RETRY_DEADLINE_MS]) s->retry_deadline_ms = sec->v.retry_deadline_ms;
 			if (set[SK_SQPOLL]) s->sqpoll = sec->v.sqpoll;
+			if (set[SK_ADAPTIVE]) s->adaptive = sec->v.adaptive;
+			if (set[SK_THROTTLE_AGE_MS_MAX]) s->throttle_age_ms_max = sec->v.throttle_age_ms_max;
+			if (set[SK_KEY_WRITE_INTERVAL_MS]) s->key_write_interval_ms = sec->v.key_write_interval_ms;
+			if (set[SK_TAIL_MS_MAX]) s->tail_ms_max = sec->v.tail_ms_max;
 		}
 		if (check_core(c, i, s->core, p->shard[i].key_line[SK_CORE]))
 			return WS_CLI_EXIT_USAGE;

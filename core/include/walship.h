@@ -207,9 +207,22 @@ struct ws_shard_config {
 	uint32_t retry_attempts_max; /* per request, on throttling and transient errors */
 	uint32_t retry_deadline_ms;  /* per request */
 	bool sqpoll;                 /* io_uring SQ polling thread */
+	/*
+	 * Adapting to a store that pushes back (README, "Under throttling").
+	 * adaptive: uploads in flight follow AIMD (halved on throttling, one
+	 * more per window of successes, up to uploads_in_flight; Retry-After
+	 * holds new uploads back), and the keys below apply; off: none of it.
+	 */
+	bool adaptive;
+	uint32_t throttle_age_ms_max;  /* changes gather up to this long while throttled; 0 = 3/2 x batch_age_ms_max */
+	uint32_t key_write_interval_ms; /* a tenant's watermark is written at most once per this long (0: no limit) */
+	uint32_t tail_ms_max;          /* a tail that scanned this long ships what it has and the next goes on;
+				        * 0 = batch_age_ms_max / 2 */
 };
 /* The defaults: core -1, 64 MiB ring, 4 MiB / 4096-frame batches, 1000 ms,
- * block, 8 uploads in flight, 10 attempts, 30000 ms, no SQPOLL. */
+ * block, 8 uploads in flight, 10 attempts, 30000 ms, no SQPOLL; adaptive
+ * on, throttle_age_ms_max 0 (1500 ms), key_write_interval_ms 1000,
+ * tail_ms_max 0 (500 ms). */
 void ws_shard_config_default(struct ws_shard_config *c);
 
 /* Called on the shard's thread after every tail of a tenant (err != 0: the
@@ -278,6 +291,10 @@ struct ws_shard_metrics {
 	uint64_t frames_shipped, bytes_shipped, puts;
 	uint64_t throttle_retries, frames_shed;
 	const char *read_path;       /* "io_uring" or "pread" */
+	uint32_t uploads_window;     /* uploads in flight the shard allows now (AIMD; adaptive) */
+	uint64_t window_decreases;   /* rounds of uploads the store throttled (each halved the window) */
+	uint64_t tails_ended_early;  /* tails that stopped at tail_ms_max, the rest left to the next */
+	uint64_t tails_coalesced;    /* tails started later than batch_age_ms_max while throttled */
 };
 
 int ws_engine_shard_metrics(struct ws_engine *e, unsigned shard, struct ws_shard_metrics *out) WS_MUST_CHECK;

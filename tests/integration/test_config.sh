@@ -298,6 +298,14 @@ uploads_in_flight|65|uploads_in_flight: '65'
 retry_attempts_max|0|retry_attempts_max: '0'
 retry_deadline_ms|0|retry_deadline_ms: '0'
 sqpoll|maybe|sqpoll: 'maybe'
+adaptive|maybe|adaptive: 'maybe' is not on, off
+adaptive|2|adaptive: '2'
+throttle_age_ms_max|86400001|throttle_age_ms_max: '86400001' must be an integer 0..86400000
+throttle_age_ms_max|1.5s|throttle_age_ms_max: '1.5s'
+key_write_interval_ms|-1|key_write_interval_ms: '-1'
+key_write_interval_ms|1000ms|key_write_interval_ms: '1000ms'
+tail_ms_max|99999999999999999999|tail_ms_max: '99999999999999999999'
+tail_ms_max|half|tail_ms_max: 'half'
 sqpoll|2|sqpoll: '2'
 EOF
 while IFS='|' read -r key value regex; do

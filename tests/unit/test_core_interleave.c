@@ -13,6 +13,8 @@
  *     race (WS_ELOSTRACE), never Fenced;
  *  5. a fenced stream lets go of its read marks;
  *  7. the WAL-checkpoint fallback's moment without a read mark re-bases;
+ *  8. a tail stopped at its work bound (tail_ms_max), a commit and WAL
+ *     checkpoints under it there, acknowledges a prefix the source had;
  * and every stream site, paused with a commit (and WAL checkpoints) under
  * it, or failed, leaves a sink whose restore is a state the source had.
  * (6, the file store's durable "exists", is in test_store_file.c.)
@@ -860,6 +862,81 @@ static void test_every_site_paused_under_writer(void **state)
 	}
 }
 
+/* ---- 8. a tail stopped at its work bound, the database changed there --- */
+
+static void let_clock_pass(const char *site, void *arg)
+{
+	(void)site;
+	(void)arg;
+	usleep(3000); /* past a 1 ms work bound, whatever the machine's speed */
+}
+
+/*
+ * A backlog of many transactions over many slots; the tail's work bound is
+ * 1 ms and its first slot's read is held 3 ms, so it stops after that
+ * slot (the stream.tail_bound site, paused): there a real SQLite writer
+ * commits (and runs a WAL checkpoint of each mode, or a spilling
+ * transaction). What the tail acknowledged must be a state the source
+ * committed (a prefix of the backlog), and the following tails reach the
+ * source's latest state.
+ */
+static void test_tail_bound_paused_under_writer(void **state)
+{
+	(void)state;
+	for (unsigned how = 0; how < 6; how++) {
+		struct wt_env e;
+		struct ws_outcome o;
+		struct ws_stream *st;
+		struct ws_stream_config cfg;
+		struct ws_stream_call call;
+		struct mutate_ctx c;
+		int rc;
+
+		memset(&c, 0, sizeof(c));
+		wt_env_init(&e, "bound", 0);
+		c.e = &e;
+		c.how = how;
+		assert_int_equal(sqlite3_open(e.db, &c.ck), SQLITE_OK);
+		cfg = cfg_for(&e, 1);
+		cfg.wal_checkpoint_bytes = how & 1 ? 1 : UINT64_MAX;
+		st = open_cfg(&e, &cfg);
+		wt_write_txn(e.w, 50, 300);
+		record_state(&c);
+		wt_tail_ok(st, &o);
+		/* ~250 frames in 20 commits: four slots of 64 frames. */
+		for (int i = 0; i < 20; i++) {
+			wt_write_txn(e.w, 12, 1000);
+			record_state(&c);
+		}
+		ws_stream_set_tail_bound(st, 1, 0);
+		assert_int_equal(ws_fault_add("stream.before_wal_read", 1, WS_FAULT_PAUSE, let_clock_pass, NULL), 0);
+		assert_int_equal(ws_fault_add("stream.tail_bound", 1, WS_FAULT_PAUSE, mutate_now, &c), 0);
+		rc = ws_stream_tail_frames(st, &o);
+		ws_fault_disarm();
+		if (rc)
+			fail_msg("mutation %u: %s (%s)", how, ws_strerror(rc), ws_errmsg());
+		if (c.fired != 1)
+			fail_msg("mutation %u: the tail never reached its work bound: the test does not test", how);
+		ws_stream_last_call(st, &call);
+		assert_true(call.ended_early);
+		assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+		assert_int_equal(call.frames_shed, 0);
+		restore_is_recorded(&c, "stream.tail_bound", __LINE__);
+		/* It shipped a prefix, not everything. */
+		if (wt_restore_hash(&e, TENANT, NULL, NULL) == wt_content_hash(e.w, NULL))
+			fail_msg("mutation %u: the bounded tail shipped the whole backlog", how);
+		/* Unbounded, the next calls bring the sink to the latest state. */
+		ws_stream_set_tail_bound(st, 0, 0);
+		for (int k = 0; k < 3; k++)
+			wt_tail_ok(st, &o);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+		ws_stream_close(st);
+		sqlite3_close(c.ck);
+		wt_env_free(&e);
+	}
+}
+
 static void test_every_site_failed(void **state)
 {
 	(void)state;
@@ -959,6 +1036,7 @@ int main(void)
 		cmocka_unit_test(test_verify_during_retention),
 		cmocka_unit_test(test_every_site_failed),
 		cmocka_unit_test(test_every_site_paused_under_writer),
+		cmocka_unit_test(test_tail_bound_paused_under_writer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

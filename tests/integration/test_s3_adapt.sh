@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The shipper adapts to a throttling store (README "Under throttling"):
+# the same load (real SQLite writers at a fixed transaction rate) is
+# replicated by `walship replicate` through tests/s3/throttle.sh (Debian's
+# haproxy in front of the fixture's radosgw) twice: uncapped, then with
+# writes capped well below what the load sends. Counted from the engine's
+# own metrics (never timed):
+#   - capped, the store throttled (throttle retries > 0) and the shard
+#     halved its uploads in flight (window decreases > 0) and gathered
+#     longer (tails coalesced > 0);
+#   - capped, each PUT carried more bytes and fewer PUTs went out per MB
+#     shipped than uncapped (the request rate per unit of work fell);
+#   - uncapped, none of that happened;
+#   - in both, every tenant restores equal to its source after SIGTERM.
+#
+# Env: WS_BIN, WS_TEST_TMP, WS_S3_DIR (the radosgw fixture; $WS_S3_DIR/env),
+# WS_SRC (the source tree, for tests/s3/throttle.sh).
+# Prints "N passed, M failed" last; exits non-zero on any failure.
+set -euo pipefail
+
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+if [ -z "${WS_S3_DIR:-}" ] || [ ! -f "$WS_S3_DIR/env" ]; then
+	bad "WS_S3_DIR is unset or has no env file (got '${WS_S3_DIR:-}'): this test needs the radosgw fixture"
+	echo "$pass passed, $fail failed"
+	exit 1
+fi
+command -v curl >/dev/null || { bad "curl CLI not found"; echo "$pass passed, $fail failed"; exit 1; }
+command -v haproxy >/dev/null || { bad "haproxy not found (tools/install-deps.sh)"; echo "$pass passed, $fail failed"; exit 1; }
+SRC=${WS_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+THROTTLE="$SRC/tests/s3/throttle.sh"
+
+# The proxy gets a directory of its own: a copy of the fixture's env.
+mkdir -p rgw
+cp "$WS_S3_DIR/env" rgw/env
+stop_proxy() { bash "$THROTTLE" stop "$ROOT/rgw" >/dev/null 2>&1 || true; }
+trap 'stop_proxy; cleanup' EXIT
+bash "$THROTTLE" start "$ROOT/rgw" >proxy.out 2>&1 || { cat proxy.out; bad "throttle.sh start"; echo "$pass passed, $fail failed"; exit 1; }
+set -a
+# shellcheck disable=SC1091
+. "$WS_S3_DIR/env"
+set +a
+export AWS_REGION="${AWS_REGION:-us-east-1}"
+DIRECT=$WS_S3_ENDPOINT
+PROXY=$(sed -n 's/^WS_S3_ENDPOINT=//p' rgw/env-throttled)
+
+B="walship-adapt-$(date +%s)-$$"
+code=$(curl -sS --max-time 30 -o mkbucket.body -w '%{http_code}' --aws-sigv4 "aws:amz:$AWS_REGION:s3" \
+	--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' \
+	-X PUT "$DIRECT/$B" || true)
+[ "$code" = 200 ] || { bad "create bucket $B: HTTP $code"; echo "$pass passed, $fail failed"; exit 1; }
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+TENANTS=6 RATE=20 TXN_BYTES=1500 LOAD_S=12
+
+# writers DIR: TENANTS databases, each written by its own thread at RATE
+# transactions per second of TXN_BYTES for LOAD_S seconds (Python's sqlite3
+# module: the system's libsqlite3).
+writers() {
+	python3 - "$1" "$TENANTS" "$RATE" "$TXN_BYTES" "$LOAD_S" <<'PY'
+import os, sqlite3, sys, threading, time
+d, n, rate, size, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+def w(i):
+    c = sqlite3.connect(os.path.join(d, "t%d.db" % i), isolation_level=None, timeout=30)
+    t0 = time.monotonic(); k = 0
+    while True:
+        due = t0 + k / rate
+        now = time.monotonic()
+        if now - t0 >= secs:
+            break
+        if due > now:
+            time.sleep(due - now)
+        c.execute("INSERT INTO t(v) VALUES (randomblob(?))", (size,))
+        k += 1
+    c.close()
+ts = [threading.Thread(target=w, args=(i,)) for i in range(n)]
+[t.start() for t in ts]; [t.join() for t in ts]
+PY
+}
+
+# shard_metric FILE NAME: the shard-0 sample of NAME.
+shard_metric() { sed -n "s/^$2{shard=\"0\"[^}]*} //p" "$1" | head -n1; }
+
+# phase NAME CAP: one replicate of the load through the proxy with writes
+# capped at CAP/s (0: uncapped); metrics scraped once the writers are done
+# (a moment later); then SIGTERM and a restore of every tenant.
+phase() {
+	local name=$1 cap=$2 port i
+	mkdir -p "$name"
+	for i in $(seq 0 $((TENANTS - 1))); do
+		sq "$name/t$i.db" "PRAGMA journal_mode=WAL; CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB);" >/dev/null
+	done
+	bash "$THROTTLE" rate "$ROOT/rgw" "$cap" >/dev/null
+	port=$(free_port)
+	{
+		printf '[engine]\nsink = s3://%s/%s?endpoint=%s\nshards = 1\nmetrics_addr = 127.0.0.1:%s\n' \
+			"$B" "$name" "$PROXY" "$port"
+		printf 'batch_age_ms_max = 1000\n'
+		for i in $(seq 0 $((TENANTS - 1))); do printf '[tenant.t%s]\npath = %s\n' "$i" "$ROOT/$name/t$i.db"; done
+	} >"$name.ini"
+	"$WS_BIN" replicate --config "$name.ini" >"$name.rep.out" 2>"$name.rep.err" &
+	local rep=$!
+	writers "$ROOT/$name"
+	# Scraped a moment after the writers stop (the load's own figures; the
+	# final drain on SIGTERM ships whatever is left).
+	local m="http://127.0.0.1:$port/metrics"
+	sleep 3
+	curl -s -m 5 -o "$name.metrics" "$m" || true
+	kill -TERM "$rep"
+	reap "$rep" "$name.rep.err" "replicate ($name)"
+	check "$name: replicate exits 0 on SIGTERM (got $reaped)" [ "$reaped" = 0 ]
+	for i in $(seq 0 $((TENANTS - 1))); do
+		rm -f "$name/r$i.db"
+		ws restore --sink "s3://$B/$name?endpoint=$DIRECT" --tenant "t$i" -o "$name/r$i.db"
+		check "$name: t$i restores equal to its source" same_dump "$name/t$i.db" "$name/r$i.db"
+	done
+}
+
+phase open 0
+phase capped 6
+
+for n in open capped; do
+	eval "${n}_puts=\$(shard_metric $n.metrics walship_shard_puts_total)"
+	eval "${n}_bytes=\$(shard_metric $n.metrics walship_shard_bytes_shipped_total)"
+	eval "${n}_thr=\$(shard_metric $n.metrics walship_shard_throttle_retries_total)"
+	eval "${n}_dec=\$(shard_metric $n.metrics walship_shard_window_decreases_total)"
+	eval "${n}_coal=\$(shard_metric $n.metrics walship_shard_tails_coalesced_total)"
+done
+echo "# uncapped: puts $open_puts bytes $open_bytes throttle retries $open_thr window decreases $open_dec coalesced $open_coal"
+echo "# capped:   puts $capped_puts bytes $capped_bytes throttle retries $capped_thr window decreases $capped_dec coalesced $capped_coal"
+check "metrics were scraped in both runs" [ -n "$open_puts" ] && [ -n "$capped_puts" ] && [ "$open_puts" -gt 0 ] && [ "$capped_puts" -gt 0 ]
+check "uncapped: no throttling, no window decrease, no coalescing" \
+	[ "$open_thr" = 0 ] && [ "$open_dec" = 0 ] && [ "$open_coal" = 0 ]
+check "capped: the store throttled ($capped_thr retries)" [ "$capped_thr" -gt 0 ]
+check "capped: uploads in flight were cut ($capped_dec window decreases)" [ "$capped_dec" -gt 0 ]
+check "capped: changes gathered longer ($capped_coal tails)" [ "$capped_coal" -gt 0 ]
+# Bytes per PUT grew: fewer requests for the same work.
+check "capped: each PUT carried more bytes ($((capped_bytes / capped_puts)) vs $((open_bytes / open_puts)) uncapped)" \
+	python3 -c "import sys; sys.exit(not ($capped_bytes / $capped_puts > 1.15 * $open_bytes / $open_puts))"
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
