@@ -85,7 +85,7 @@ need_s3() {
     direct="$WS_S3_ENDPOINT"
     proxied=$(sed -n 's/^WS_S3_ENDPOINT=//p' "$rgw/env-throttled")
 }
-s3_url() { echo "s3://walship-bench/$1-$(date +%s%N)?endpoint=$2&etag_quotes=0"; }
+s3_url() { echo "s3://walship-bench/$1-$(date +%s%N)?endpoint=$2"; }
 
 plot() {
     local name=$1
