@@ -991,10 +991,22 @@ static int s3_get(struct ws_store *base, const char *key, uint64_t off, uint64_t
 			strip_quotes(v, &info->etag);
 		v = ws_http_header(&c.req, "content-range");
 		const char *slash = v ? strrchr(v, '/') : NULL;
-		if (slash && slash[1] != '*')
-			info->size_bytes = strtoull(slash + 1, NULL, 10);
-		else
+		if (slash && slash[1] != '*') {
+			char *end;
+			unsigned long long total;
+			errno = 0;
+			total = strtoull(slash + 1, &end, 10);
+			/* The object's size: digits, and at least what this range reached. */
+			if (!isdigit((unsigned char)slash[1]) || *end || errno == ERANGE ||
+			    total < off + (out->len - len0)) {
+				out->len = len0;
+				return ws_fail(WS_EFORMAT, "s3 %s: %s: malformed Content-Range \"%.64s\"", base->url,
+					       key, v);
+			}
+			info->size_bytes = total;
+		} else {
 			info->size_bytes = out->len - len0;
+		}
 	}
 	return 0;
 }
@@ -1018,6 +1030,7 @@ static int s3_del(struct ws_store *base, const char *key)
 
 struct list_parse {
 	struct ws_list_page *page;
+	const char *store_prefix;   /* every key must start with it and '/' (when not "") */
 	size_t strip;               /* bytes of prefix + '/' to strip from keys */
 	size_t cap;
 	int depth;
@@ -1058,7 +1071,10 @@ static void XMLCALL xml_end(void *arg, const XML_Char *name)
 	struct list_parse *p = arg;
 	p->text[p->text_len] = '\0';
 	if (p->in_contents && p->depth == 3 && !strcmp(name, "Key")) {
-		if (p->text_overflow || p->text_len < p->strip) {
+		if (p->text_overflow || p->text_len < p->strip ||
+		    (p->strip && (memcmp(p->text, p->store_prefix, p->strip - 1) != 0 ||
+				  p->text[p->strip - 1] != '/'))) {
+			/* Short, or another prefix's key: never strip it into one of ours. */
 			p->err = WS_EFORMAT;
 		} else if (p->page->count < p->cap) {
 			char *k = strdup(p->text + p->strip);
@@ -1073,8 +1089,11 @@ static void XMLCALL xml_end(void *arg, const XML_Char *name)
 	} else if (p->in_contents && p->depth == 3 && !strcmp(name, "Size") && p->key_taken) {
 		/* <Size> follows <Key> in each <Contents>. */
 		char *end;
-		unsigned long long v = strtoull(p->text, &end, 10);
-		if (p->page->count == 0 || *end || !p->text[0])
+		unsigned long long v;
+		errno = 0;
+		v = strtoull(p->text, &end, 10);
+		/* Decimal digits only: strtoull alone takes "-1" (as 2^64-1), "+5", " 5". */
+		if (p->page->count == 0 || !isdigit((unsigned char)p->text[0]) || *end || errno == ERANGE)
 			p->err = WS_EFORMAT;
 		else
 			p->page->sizes[p->page->count - 1] = v;
@@ -1097,6 +1116,7 @@ int ws_s3_list_parse(const char *url, const void *xml, size_t len, const char *s
 	memset(&lp, 0, sizeof(lp));
 	lp.page = out;
 	lp.cap = max_keys;
+	lp.store_prefix = store_prefix;
 	lp.strip = store_prefix[0] ? strlen(store_prefix) + 1 : 0;
 	xp = XML_ParserCreate(NULL);
 	if (!xp)
@@ -1110,7 +1130,8 @@ int ws_s3_list_parse(const char *url, const void *xml, size_t len, const char *s
 		goto out;
 	}
 	if (lp.err) {
-		rc = ws_fail(lp.err, "s3 %s: ListObjectsV2 response has a malformed key", url);
+		rc = ws_fail(lp.err, "s3 %s: ListObjectsV2 response has a malformed key or size, or a key "
+			     "outside the sink's prefix", url);
 		goto out;
 	}
 	/* Keys must come sorted, within the prefix and after the token: a

@@ -1,0 +1,120 @@
+/*
+ * ListObjectsV2 bodies as the S3 backend reads them (store/s3_internal.h),
+ * without a server: a good page is taken whole; a key from outside the
+ * sink's prefix, a size that is not plain decimal or does not fit in 64
+ * bits, keys out of order or outside the listed prefix are refused
+ * (WS_EFORMAT naming the listing) rather than read as something else.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "s3_internal.h"
+#include "testutil.h"
+
+#define CAP 8
+
+/* A body with one <Contents> per key/size pair (NULL-terminated). */
+static char *body(const char *const *kv)
+{
+	static char b[8192];
+	size_t n = (size_t)snprintf(b, sizeof(b),
+				    "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult>"
+				    "<Name>bkt</Name><IsTruncated>false</IsTruncated>");
+	for (size_t i = 0; kv[i]; i += 2)
+		n += (size_t)snprintf(b + n, sizeof(b) - n, "<Contents><Key>%s</Key><Size>%s</Size></Contents>",
+				      kv[i], kv[i + 1]);
+	snprintf(b + n, sizeof(b) - n, "</ListBucketResult>");
+	return b;
+}
+
+static int parse(const char *const *kv, const char *store_prefix, const char *prefix, struct ws_list_page *pg)
+{
+	const char *b = body(kv);
+	memset(pg, 0, sizeof(*pg));
+	pg->keys = calloc(CAP, sizeof(*pg->keys));
+	pg->sizes = calloc(CAP, sizeof(*pg->sizes));
+	assert_non_null(pg->keys);
+	assert_non_null(pg->sizes);
+	return ws_s3_list_parse("s3://bkt/pre", b, strlen(b), store_prefix, prefix, NULL, CAP, pg);
+}
+
+static void refused(const char *const *kv, const char *store_prefix, const char *prefix)
+{
+	struct ws_list_page pg;
+	int rc = parse(kv, store_prefix, prefix, &pg);
+	print_message("  refused: %s\n", ws_errmsg());
+	assert_int_equal(rc, WS_EFORMAT);
+	assert_non_null(strstr(ws_errmsg(), "ListObjectsV2"));
+	ws_list_page_free(&pg);
+}
+
+static void test_good_page(void **state)
+{
+	const char *kv[] = { "pre/a/1", "0", "pre/a/2", "18446744073709551615", "pre/b", "4096", NULL };
+	struct ws_list_page pg;
+	(void)state;
+	assert_int_equal(parse(kv, "pre", "", &pg), 0);
+	assert_int_equal(pg.count, 3);
+	assert_string_equal(pg.keys[0], "a/1");
+	assert_string_equal(pg.keys[2], "b");
+	assert_true(pg.sizes[1] == UINT64_MAX);
+	assert_true(pg.sizes[2] == 4096);
+	assert_false(pg.truncated);
+	ws_list_page_free(&pg);
+	/* No store prefix: keys as they are. */
+	const char *kv2[] = { "a", "1", "b", "2", NULL };
+	assert_int_equal(parse(kv2, "", "", &pg), 0);
+	assert_int_equal(pg.count, 2);
+	assert_string_equal(pg.keys[1], "b");
+	ws_list_page_free(&pg);
+}
+
+static void test_foreign_prefix(void **state)
+{
+	(void)state;
+	/* Same length as "pre/" but another prefix: stripping it would read
+	 * "x" as one of the sink's keys. */
+	const char *kv[] = { "oth/x", "1", NULL };
+	refused(kv, "pre", "");
+	const char *kv2[] = { "prex", "1", NULL }; /* the prefix without its '/' */
+	refused(kv2, "pre", "");
+	const char *kv3[] = { "pr", "1", NULL }; /* shorter than the prefix */
+	refused(kv3, "pre", "");
+}
+
+static void test_bad_sizes(void **state)
+{
+	static const char *const bad[] = { "-1", "+5", " 5", "5 ", "0x10", "", "1e3",
+					   "18446744073709551616", "99999999999999999999999", NULL };
+	(void)state;
+	for (int i = 0; bad[i]; i++) {
+		const char *kv[] = { "pre/a", bad[i], NULL };
+		print_message("size \"%s\"\n", bad[i]);
+		refused(kv, "pre", "");
+	}
+}
+
+static void test_order_and_prefix(void **state)
+{
+	(void)state;
+	const char *unsorted[] = { "pre/b", "1", "pre/a", "1", NULL };
+	refused(unsorted, "pre", "");
+	const char *dup[] = { "pre/a", "1", "pre/a", "1", NULL };
+	refused(dup, "pre", "");
+	const char *outside[] = { "pre/t1/x", "1", "pre/t2/y", "1", NULL };
+	refused(outside, "pre", "t1/");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_good_page),
+		cmocka_unit_test(test_foreign_prefix),
+		cmocka_unit_test(test_bad_sizes),
+		cmocka_unit_test(test_order_and_prefix),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
