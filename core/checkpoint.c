@@ -1506,16 +1506,16 @@ static void cut_of(const struct ws_ckpt_tenant_entry *t, struct ws_chain_stop *o
  * What must stay for tenant t: every object of the live chain (from the
  * watermark back to the protected cut, or to its REBASE base when it no
  * longer passes through the cut) and the cut manifest with its objects.
- * Objects are content-keyed, so a re-based chain may share keys with an
- * old one: deletions are always checked against this set.
+ * Batches and snapshot parts carry their manifest's sequence in their keys,
+ * so no two chains share one; objects written before they did are keyed by
+ * content and may be shared: deletions are always checked against this set.
  */
 /*
  * Add the live chain (the watermark back to the cut, or to its REBASE
  * base) to ks when the watermark names a manifest ks has not seen yet.
- * Called before every delete batch: a manifest the stream wrote since the
- * set was built may name an object an older chain also names (objects are
- * content-keyed), and nothing any watermark written before the delete
- * names is deleted.
+ * Called before every delete batch: nothing any watermark written before
+ * the delete names is deleted (the cut's own manifest and objects, and
+ * objects an older chain shares under content keys of the old format).
  */
 static int keep_refresh(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, struct keyset *ks)
 {
@@ -1525,8 +1525,10 @@ static int keep_refresh(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t,
 	bool stopped;
 	int rc = ws_wm_load(x->s, t->tenant, &wm, NULL);
 
-	if (rc == WS_ENOTFOUND)
+	if (rc == WS_ENOTFOUND) {
+		ks->wm_seq = 0;
 		return 0;
+	}
 	if (rc)
 		return ws_fail_wrap(rc, "retention: tenant %s: watermark", t->tenant);
 	ks->wm_seq = wm.seq;
@@ -1597,6 +1599,14 @@ static int sweep_chain(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, 
 		 * watermark first (x->dry deletes nothing: the set it has is
 		 * enough). */
 		if (!x->dry && (rc = keep_refresh(x, t, keep)) != 0)
+			break;
+		/* Only sequences the watermark has passed: a stream only ever
+		 * names objects keyed with a higher sequence than its watermark's
+		 * (docs/FORMAT.md "Keys"), so none of these can be named later.
+		 * A higher one is a tenant removed and shipped anew (its
+		 * sequences restart; no watermark at all: 0): kept, and the
+		 * chain stays walkable from head (its sequences only grow). */
+		if (m->wm_seq > keep->wm_seq)
 			break;
 		for (uint32_t k = 0; k < m->snap_count && !rc; k++)
 			if (!keyset_has(keep, m->snaps[k].key))

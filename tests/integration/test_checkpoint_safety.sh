@@ -372,11 +372,62 @@ ws checkpoint --sink "$U8"
 cut=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tenants"][0]["manifest_key"])' \
 	"$(ls "$S8"/checkpoints/committed/*.json | tail -1)")
 rm "$S8/d8/wm"
+before=$(files "$S8/d8")
 ws retention --sink "$U8"
 check "retention: exit 0, the cut manifest kept (its keep set is searched sorted)" \
 	eval '[ "$rc" = 0 ] && [ -f "$S8/$cut" ]'
+# A tenant without a watermark may be shipped anew from sequence 1: what
+# its next stream could name is not retention's to judge.
+check "nothing of a tenant without a watermark is deleted" [ "$(files "$S8/d8")" = "$before" ]
 ws restore --sink "$U8" --tenant d8 --checkpoint latest -o r8.db
 check "the checkpoint still restores" eval '[ "$rc" = 0 ] && same_dump d8.db r8.db'
+
+echo "# a re-base re-ships frames an older chain shipped while retention deletes that chain"
+# State A (a database and its WAL, frames 1..N of one generation) is
+# shipped (chain X), then the WAL is reset and a new chain C is the cut of
+# a checkpoint. The database and WAL of state A come back (a copy restored
+# by hand), and a replicate re-bases onto them: it uploads frames 1..N
+# again, as X did. It is stopped before its manifest (WS_FAULT "stop")
+# while retention deletes X as history behind C's cut; then it publishes.
+# With batch keys that are content keys within a generation, the re-base
+# named X's batch (found present, not uploaded) which retention deleted:
+# the latest state was lost. Each chain's batches now carry their
+# manifest's watermark sequence, so no later chain names one of X's.
+S10="$ROOT/s10"
+U10="file://$S10"
+newdb d10.db
+write d10.db 8
+cp d10.db a.db
+cp d10.db-wal a.db-wal
+dump d10.db >a.dump
+ws replicate --sink "$U10" --once d10=d10.db
+check "chain X ships state A: exit 0" [ "$rc" = 0 ]
+xbatches=$(cd "$S10" && find d10 -name 'b*' -type f | sort)
+sq d10.db "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
+write d10.db 3
+ws replicate --sink "$U10" --once d10=d10.db
+ws checkpoint --sink "$U10"
+check "checkpoint at chain C: exit 0" [ "$rc" = 0 ]
+rm -f d10.db-shm
+cp a.db d10.db
+cp a.db-wal d10.db-wal
+WS_FAULT=stream.before_manifest_put:1:stop "$WS_BIN" replicate --sink "$U10" --once d10=d10.db \
+	>rep10.out 2>rep10.err &
+rep=$!
+check "the re-base stops before its manifest" wait_stopped $rep
+ws retention --sink "$U10"
+check "retention deletes chain X meanwhile: exit 0" eval '[ "$rc" = 0 ] && grep -q "deleted [1-9]" err'
+gone=0
+for k in $xbatches; do [ -e "$S10/$k" ] || gone=$((gone + 1)); done
+check "chain X's batches are gone ($gone)" [ "$gone" -gt 0 ]
+kill -CONT $rep
+reap $rep rep10.err "replicate re-basing during retention"
+check "the re-base publishes: exit 0" [ "$reaped" = 0 ]
+ws verify --sink "$U10"
+check "verify after it: exit 0" [ "$rc" = 0 ]
+ws restore --sink "$U10" --tenant d10 -o r10.db
+check "the latest state (state A again) restores exactly" \
+	eval '[ "$rc" = 0 ] && [ "$(dump r10.db)" = "$(cat a.dump)" ]'
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
