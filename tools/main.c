@@ -7,7 +7,7 @@
  *   walship restore   --sink URL --tenant NAME [--frame N | --time RFC3339 | --checkpoint ID|latest]
  *                     [--force] -o OUT_DB
  *   walship ls        --sink URL [--tenant NAME | --checkpoints] [--json]
- *   walship verify    --sink URL [--tenant NAME]
+ *   walship verify    --sink URL [--tenant NAME] [--orphans | --fail-on-orphans]
  *   walship checkpoint --sink URL [--config FILE]
  *   walship retention --sink URL [--dry-run] [--json]
  *
@@ -60,7 +60,7 @@ static void print_usage(FILE *f)
 	      "                    [--quiet|--verbose] [NAME=]DB_PATH...\n"
 	      "  walship restore   --sink URL --tenant NAME [--frame N | --time RFC3339] [--force] -o OUT_DB\n"
 	      "  walship ls        --sink URL [--tenant NAME] [--json]\n"
-	      "  walship verify    --sink URL [--tenant NAME]\n"
+	      "  walship verify    --sink URL [--tenant NAME] [--orphans | --fail-on-orphans]\n"
 	      "  walship checkpoint --sink URL [--config FILE] [--epoch N]\n"
 	      "  walship retention --sink URL [--config FILE] [--dry-run] [--json]\n"
 	      "  walship restore   --sink URL --tenant NAME --checkpoint ID|latest [--force] -o OUT_DB\n"
@@ -133,7 +133,7 @@ static int parse_rfc3339(const char *s, int64_t *out_ms)
 enum {
 	OPT_SINK = 1000, OPT_CONFIG, OPT_EPOCH, OPT_PG, OPT_INTERVAL, OPT_ONCE, OPT_JSON,
 	OPT_TENANT, OPT_FRAME, OPT_TIME, OPT_FORCE, OPT_CHECKPOINT, OPT_CHECKPOINTS, OPT_CKPT_INTERVAL, OPT_FORCE_PREAD, OPT_QUIET, OPT_VERBOSE,
-	OPT_SHARDS, OPT_POLICY, OPT_METRICS_ADDR,
+	OPT_SHARDS, OPT_POLICY, OPT_METRICS_ADDR, OPT_ORPHANS, OPT_FAIL_ORPHANS,
 };
 
 /* What the outcome callback knows of one tenant. */
@@ -733,22 +733,39 @@ static void verify_problem(const char *tenant, const char *key, int err, const c
 	fprintf(stderr, "walship: verify: %s\n", detail);
 }
 
+static void verify_orphan(const char *key, const char *kind, void *arg)
+{
+	(void)arg;
+	printf("orphan %s %s\n", kind, key);
+}
+
+/*
+ * --orphans also lists every object nothing names (one "orphan KIND KEY"
+ * line each, then "orphans: N"); they never change the exit status, unless
+ * --fail-on-orphans: then any orphan exits 1.
+ */
 static int cmd_verify(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "sink", required_argument, NULL, OPT_SINK },
 		{ "tenant", required_argument, NULL, OPT_TENANT },
+		{ "orphans", no_argument, NULL, OPT_ORPHANS },
+		{ "fail-on-orphans", no_argument, NULL, OPT_FAIL_ORPHANS },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sink_url = NULL, *tenant = NULL;
 	struct ws_sink *sink;
 	unsigned problems = 0;
-	int c, rc;
+	bool orphans = false, fail_orphans = false;
+	uint64_t norphans = 0;
+	int c, rc, orc = 0;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_SINK: sink_url = optarg; break;
 		case OPT_TENANT: tenant = optarg; break;
+		case OPT_ORPHANS: orphans = true; break;
+		case OPT_FAIL_ORPHANS: orphans = fail_orphans = true; break;
 		default: return usage_error("verify: unknown or incomplete option");
 		}
 	}
@@ -762,8 +779,8 @@ static int cmd_verify(int argc, char **argv)
 		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
 	}
 	rc = ws_verify(sink, tenant, verify_problem, &problems);
-	ws_sink_close(sink);
 	if (rc == WS_ECONFIG) {
+		ws_sink_close(sink);
 		fprintf(stderr, "walship: verify: %s\n", ws_errmsg());
 		return EXIT_USAGE;
 	}
@@ -771,9 +788,24 @@ static int cmd_verify(int argc, char **argv)
 		if (!problems)
 			fprintf(stderr, "walship: verify: %s\n", ws_errmsg());
 		printf("verify: FAILED (%u problem%s)\n", problems ? problems : 1, problems == 1 ? "" : "s");
-		return EXIT_FAIL;
+	} else {
+		printf("verify: ok\n");
 	}
-	printf("verify: ok\n");
+	if (orphans) {
+		orc = ws_verify_orphans(sink, tenant, verify_orphan, NULL, &norphans);
+		if (orc) {
+			fprintf(stderr, "walship: verify --orphans: %s\n", ws_errmsg());
+			printf("orphans: not listed\n");
+		} else {
+			printf("orphans: %" PRIu64 "\n", norphans);
+			if (fail_orphans && norphans)
+				fprintf(stderr, "walship: verify: %" PRIu64 " orphan%s (--fail-on-orphans)\n", norphans,
+					norphans == 1 ? "" : "s");
+		}
+	}
+	ws_sink_close(sink);
+	if (rc || orc || (fail_orphans && norphans))
+		return EXIT_FAIL;
 	return EXIT_OK;
 }
 

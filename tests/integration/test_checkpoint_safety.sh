@@ -429,5 +429,68 @@ ws restore --sink "$U10" --tenant d10 -o r10.db
 check "the latest state (state A again) restores exactly" \
 	eval '[ "$rc" = 0 ] && [ "$(dump r10.db)" = "$(cat a.dump)" ]'
 
+echo "# verify --orphans, and retention removing uploads no manifest names"
+# A tail killed after its uploads, before its manifest (WS_FAULT crash),
+# leaves objects nothing names; the next run ships more frames, so its
+# batches are others. verify --orphans lists them by kind; retention after
+# a checkpoint past them deletes them (their sequence is behind the cut);
+# and deleting a directory's last object removes the directory.
+S11="$ROOT/s11"
+U11="file://$S11"
+newdb d11.db
+write d11.db 5
+ws replicate --sink "$U11" --once d11=d11.db
+write d11.db 5
+set +e
+WS_FAULT=stream.before_manifest_put:1:crash "$WS_BIN" replicate --sink "$U11" --once d11=d11.db >/dev/null 2>&1
+krc=$?
+set -e
+check "a replicate killed before its manifest (exit $krc)" [ "$krc" = 137 ]
+write d11.db 3
+sq d11.db "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
+write d11.db 2
+ws replicate --sink "$U11" --once d11=d11.db
+ws verify --sink "$U11" --orphans
+check "verify --orphans: exit 0 (orphans alone never fail it), lists the killed tail's uploads as unpublished" \
+	eval '[ "$rc" = 0 ] && grep -q "^verify: ok" out && grep -Eq "^orphan unpublished d11/e0-p0/g[^ ]*/b[0-9a-f-]+$" out'
+check "and the first chain, cut off by the second run's re-base, as cut-off" \
+	grep -Eq "^orphan cut-off d11/.*/m0000000000000001-" out
+norph=$(sed -n 's/^orphans: //p' out)
+check "the count matches the lines ($norph)" [ "$norph" = "$(grep -c '^orphan ' out)" ]
+ws verify --sink "$U11" --fail-on-orphans
+check "verify --fail-on-orphans: exit 1, naming the count" \
+	eval '[ "$rc" = 1 ] && grep -q "$norph orphans\? (--fail-on-orphans)" err && grep -q "^verify: ok" out'
+ws verify --sink "$U11" --orphans --tenant nosuch
+check "verify --orphans --tenant with no such tenant: exit 1, no orphan" \
+	eval '[ "$rc" = 1 ] && ! grep -q "^orphan " out'
+ws verify --sink "$U11" --orphans --tenant 'a/b'
+check "verify --orphans --tenant a/b: exit 2 naming the name" eval '[ "$rc" = 2 ] && grep -q "a/b" err'
+ws verify --sink "$U11" --fail-on-orphans=yes
+check "verify --fail-on-orphans=yes: exit 2" [ "$rc" = 2 ]
+mkdir -p "$S11/checkpoints/probe"
+echo x >"$S11/checkpoints/probe/00000000000000000000000000000001"
+echo x >"$S11/d11/stray"
+echo x >"$S11/_junk"
+ws verify --sink "$U11" --orphans
+check "a probe, a stray tenant file and a name no tenant has: listed as probe and foreign" \
+	eval '[ "$rc" = 0 ] && grep -q "^orphan probe checkpoints/probe/0*1$" out && grep -q "^orphan foreign d11/stray$" out &&
+	      grep -q "^orphan foreign _junk$" out'
+ws verify --sink "$U11" --orphans --tenant d11
+check "--tenant d11: only d11's orphans" \
+	eval '[ "$rc" = 0 ] && grep -q "^orphan foreign d11/stray$" out && ! grep -q "checkpoints/probe\|_junk" out'
+rm -r "$S11/checkpoints/probe" "$S11/d11/stray" "$S11/_junk"
+ws checkpoint --sink "$U11"
+ws retention --sink "$U11"
+check "retention after a checkpoint: exit 0" [ "$rc" = 0 ]
+ws verify --sink "$U11" --fail-on-orphans
+check "then no orphan is left: exit 0, orphans: 0" eval '[ "$rc" = 0 ] && grep -q "^orphans: 0$" out'
+# Directories that hold only lock files (what deleting their last object
+# leaves): none, the sink's root aside.
+lockonly=$(cd "$S11" && find . -mindepth 1 -type d | while read -r d; do
+	if [ -z "$(ls -A "$d" | grep -v '^\.lock\.')" ]; then echo "$d"; fi; done)
+check "no directory is left holding only lock files (${lockonly:-none})" [ -z "$lockonly" ]
+ws restore --sink "$U11" --tenant d11 -o r11.db
+check "the latest state restores" eval '[ "$rc" = 0 ] && same_dump d11.db r11.db'
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
