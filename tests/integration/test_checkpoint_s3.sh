@@ -64,17 +64,18 @@ ws replicate --sink "$U" --once a=a.db
 check "replicate --once to s3: exit 0" [ "$rc" = 0 ]
 
 echo "# 1. another writer's attempt decides while this one waits for it"
-# A stops with its witness open, before its first artifact. B stops just
-# before it opens its own witness; continued, it finds A's open and waits
-# for A's decision (up to 30 s); A is continued a second later and decides.
+# A stops with its witness open, before its first artifact. B stops once
+# it has its ID; continued, it reads the cut (a few requests), finds A's
+# witness open and waits for A's decision (up to 30 s: the peer wait); A is
+# continued 3 s later and decides.
 WS_FAULT=checkpoint.artifact.before_put:1:stop "$WS_BIN" checkpoint --sink "$U" >a.out 2>a.err &
 a=$!
 check "checkpoint A stops with its attempt open" wait_stopped $a
-WS_FAULT=ckpt.witness.before_open:1:stop "$WS_BIN" checkpoint --sink "$U" >b.out 2>b.err &
+WS_FAULT=ckpt.alloc.after_cas:1:stop "$WS_BIN" checkpoint --sink "$U" >b.out 2>b.err &
 b=$!
-check "checkpoint B stops before opening its witness" wait_stopped $b
+check "checkpoint B stops with its ID allocated" wait_stopped $b
 kill -CONT $b
-sleep 1.5
+sleep 3
 kill -CONT $a
 reap $a a.err "checkpoint A"
 arc=$reaped
@@ -85,7 +86,7 @@ aid=$(json_id a.out)
 check "B took nothing: exit 1 ($brc), \"checkpoint not taken\" naming A's checkpoint $aid" \
 	eval '[ "$brc" = 1 ] && grep -q "checkpoint not taken: another writer.s checkpoint $aid was decided first (commit)" b.err'
 ws ls --sink "$U" --checkpoints --json
-check "one checkpoint stored: A's" eval '[ "$rc" = 0 ] && [ "$(grep -c . out)" = 1 ] && grep -q "\"id\":$aid" out'
+check "one checkpoint stored: A's" eval '[ "$rc" = 0 ] && [ "$(grep -c . out)" = 1 ] && grep -q "\"id\":$aid," out'
 
 echo "# 2. a checkpoint killed right after its decision"
 sq a.db "INSERT INTO t(v) VALUES ('three');"
