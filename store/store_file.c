@@ -922,7 +922,7 @@ static bool prune_dir(struct file_store *fs, const char *rel)
 				only_locks = false; /* in use: a writer is here */
 				break;
 			}
-			snprintf(names[nlocks], sizeof(names[0]), "%s", de->d_name);
+			memcpy(names[nlocks], de->d_name, strlen(de->d_name) + 1); /* < sizeof(names[0]): above */
 			locks[nlocks++] = lfd;
 		}
 		closedir(d);
