@@ -15,7 +15,12 @@
 #     refuses to delete what the damaged artifact would replace;
 #   - verify with a named tenant's watermark gone (or a directory or FIFO
 #     in its place), a REBASE base manifest gone, checkpoints/head gone;
-#   - retention removes an old chain's manifests that a re-base cut off.
+#   - retention removes an old chain's manifests that a re-base cut off;
+#   - batch keys no two chains share (a re-base re-shipping an old chain's
+#     frames while retention deletes that chain); a sink written before
+#     keys carried the sequence still restores;
+#   - verify --orphans / --fail-on-orphans, retention deleting uploads no
+#     manifest names, no directory left holding only lock files.
 #
 # Env: WS_BIN (the walship binary), WS_TEST_TMP (scratch dir).
 # Prints "N passed, M failed" last; exits non-zero on any failure.
@@ -491,6 +496,34 @@ lockonly=$(cd "$S11" && find . -mindepth 1 -type d | while read -r d; do
 check "no directory is left holding only lock files (${lockonly:-none})" [ -z "$lockonly" ]
 ws restore --sink "$U11" --tenant d11 -o r11.db
 check "the latest state restores" eval '[ "$rc" = 0 ] && same_dump d11.db r11.db'
+
+echo "# a sink written before batch keys carried their manifest's sequence"
+# data/sink-batch-keys-v0.tar.gz: tenant "old" shipped by walship 70f35c4
+# (three manifests naming batches b<first>-<count>-<xxh>, a checkpoint);
+# data/sink-batch-keys-v0.dump: its source's rows. Readers take every key
+# from its manifest, so no format bump: it restores and verifies as it is,
+# nothing in it is an orphan, and a new stream, checkpoint and retention on
+# top of it leave it whole.
+S12="$ROOT/s12"
+U12="file://$S12"
+mkdir -p "$S12"
+tar -xzf "$(dirname "$0")/data/sink-batch-keys-v0.tar.gz" -C "$S12"
+ws restore --sink "$U12" --tenant old -o r12.db
+check "the old-format sink restores exactly" eval '[ "$rc" = 0 ] && [ "$(dump r12.db)" = "$(cat "$(dirname "$0")/data/sink-batch-keys-v0.dump")" ]'
+ws verify --sink "$U12" --fail-on-orphans
+check "verify --fail-on-orphans on it: exit 0, nothing unnamed" eval '[ "$rc" = 0 ] && grep -q "^orphans: 0$" out'
+cp r12.db d12.db
+sq d12.db "PRAGMA journal_mode=WAL;" >/dev/null
+write d12.db 3
+ws replicate --sink "$U12" --once old=d12.db
+check "a new stream on top of it: exit 0" [ "$rc" = 0 ]
+ws checkpoint --sink "$U12"
+ws retention --sink "$U12"
+check "checkpoint and retention: exit 0" [ "$rc" = 0 ]
+ws verify --sink "$U12" --fail-on-orphans
+check "then verify --fail-on-orphans: exit 0" eval '[ "$rc" = 0 ] && grep -q "^orphans: 0$" out'
+ws restore --sink "$U12" --tenant old -o r12b.db
+check "and the latest state restores" eval '[ "$rc" = 0 ] && same_dump d12.db r12b.db'
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
