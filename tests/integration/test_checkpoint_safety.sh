@@ -26,8 +26,9 @@
 # Prints "N passed, M failed" last; exits non-zero on any failure.
 set -euo pipefail
 
+HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/integration/lib.sh
-. "$(dirname "$0")/lib.sh"
+. "$HERE/lib.sh"
 
 files() { (cd "$1" && find . -type f ! -name '.lock*' | sort); }
 json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$@"; }
@@ -507,9 +508,9 @@ echo "# a sink written before batch keys carried their manifest's sequence"
 S12="$ROOT/s12"
 U12="file://$S12"
 mkdir -p "$S12"
-tar -xzf "$(dirname "$0")/data/sink-batch-keys-v0.tar.gz" -C "$S12"
+tar -xzf "$HERE/data/sink-batch-keys-v0.tar.gz" -C "$S12"
 ws restore --sink "$U12" --tenant old -o r12.db
-check "the old-format sink restores exactly" eval '[ "$rc" = 0 ] && [ "$(dump r12.db)" = "$(cat "$(dirname "$0")/data/sink-batch-keys-v0.dump")" ]'
+check "the old-format sink restores exactly" eval '[ "$rc" = 0 ] && [ "$(dump r12.db)" = "$(cat "$HERE/data/sink-batch-keys-v0.dump")" ]'
 ws verify --sink "$U12" --fail-on-orphans
 check "verify --fail-on-orphans on it: exit 0, nothing unnamed" eval '[ "$rc" = 0 ] && grep -q "^orphans: 0$" out'
 cp r12.db d12.db
