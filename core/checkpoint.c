@@ -1352,12 +1352,33 @@ static int named_one(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *
 	return rc;
 }
 
+/* The candidate length a seal at key records ("length":"N"), when it holds one. */
+static bool seal_length(struct ws_ckpt *c, const char *key, uint64_t *out)
+{
+	struct ws_buf b;
+	const char *p;
+	bool ok = false;
+
+	ws_buf_init(&b, 4096);
+	if (ws_store_get(ws_ckpt_store(c), key, 0, UINT64_MAX, &b, NULL) == 0 && ws_buf_append(&b, "", 1) == 0 &&
+	    strstr((const char *)b.data, "\"format\":\"walship.ckpt.sealed.v1\"") &&
+	    (p = strstr((const char *)b.data, "\"length\":\"")) != NULL) {
+		char *end;
+		errno = 0;
+		*out = strtoull(p + 10, &end, 10);
+		ok = errno == 0 && end != p + 10 && *end == '"';
+	}
+	ws_buf_free(&b);
+	return ok;
+}
+
 /*
  * A committed-index path a listing found that is no stored checkpoint's:
  * named when it holds a seal (which occupies the path for good) or a
  * candidate of the attempt in flight. The ref is built from the path (its
- * id and SHA-256) and the listed length, so loading it tells a seal
- * (WS_EPRECOND) from a candidate.
+ * id and SHA-256) and the listed length, then, for a seal, the length it
+ * records, so loading it tells a seal (WS_EPRECOND, verified by the store
+ * as any load is) from a candidate.
  */
 static int named_committed_path(struct ws_ckpt *c, const char *key, uint64_t size, uint64_t active_id,
 				bool *named)
@@ -1384,6 +1405,8 @@ static int named_committed_path(struct ws_ckpt *c, const char *key, uint64_t siz
 	snprintf(ref.sha256, sizeof(ref.sha256), "%.64s", p + 17);
 	snprintf(ref.key, sizeof(ref.key), "%s", key);
 	rc = ws_ckpt_load_committed(c, &ref, &idx);
+	if (rc == WS_ECORRUPT && ws_ckpt_last_kind() == WS_CKPT_REF_MISMATCH && seal_length(c, key, &ref.length))
+		rc = ws_ckpt_load_committed(c, &ref, &idx); /* a seal records its candidate's length */
 	if (rc == 0) {
 		*named = active_id && id == active_id;
 		ws_ckpt_index_free(&idx);

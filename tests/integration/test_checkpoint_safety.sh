@@ -485,6 +485,20 @@ ws verify --sink "$U11" --orphans --tenant d11
 check "--tenant d11: only d11's orphans" \
 	eval '[ "$rc" = 0 ] && grep -q "^orphan foreign d11/stray$" out && ! grep -q "checkpoints/probe\|_junk" out'
 rm -r "$S11/checkpoints/probe" "$S11/d11/stray" "$S11/_junk"
+# A checkpoint killed after writing its candidate index, before deciding:
+# the next one aborts it and seals the candidate, and a seal occupies its
+# path for good, so it is named (it used to be listed as checkpoint-index:
+# the seal records its candidate's length, not its own).
+set +e
+WS_FAULT=ckpt.create.after_put:1:crash "$WS_BIN" checkpoint --sink "$U11" >/dev/null 2>&1
+krc=$?
+set -e
+check "a checkpoint killed after its candidate index (exit $krc)" [ "$krc" = 137 ]
+ws checkpoint --sink "$U11"
+check "the next checkpoint: exit 0, the candidate sealed" \
+	eval '[ "$rc" = 0 ] && grep -lq walship.ckpt.sealed.v1 "$S11"/checkpoints/committed/*.json'
+ws verify --sink "$U11" --orphans
+check "verify --orphans: the seal is no orphan" eval '[ "$rc" = 0 ] && ! grep -q "^orphan checkpoint-index" out'
 ws checkpoint --sink "$U11"
 ws retention --sink "$U11"
 check "retention after a checkpoint: exit 0" [ "$rc" = 0 ]
