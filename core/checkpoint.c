@@ -1407,6 +1407,154 @@ int ws_checkpoint_list(struct ws_sink *sink, ws_checkpoint_fn fn, void *arg)
 	return rc;
 }
 
+/* ---- what the namespace names (verify --orphans) ----------------------------------------- */
+
+struct named_walk {
+	ws_named_fn fn;
+	void *arg;
+};
+
+static int named_one(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
+{
+	struct named_walk *w = arg;
+	int rc = w->fn(ref->key, NULL, NULL, w->arg);
+	for (size_t i = 0; i < idx->artifact_count && !rc; i++)
+		rc = w->fn(idx->artifacts[i].key, NULL, NULL, w->arg);
+	for (size_t i = 0; i < idx->tenant_count && !rc; i++) {
+		struct ws_chain_stop cut;
+		cut_of(&idx->tenants[i], &cut);
+		rc = w->fn(cut.key, idx->tenants[i].tenant, &cut, w->arg);
+	}
+	return rc;
+}
+
+/* The candidate length a seal at key records ("length":"N"), when it holds one. */
+static bool seal_length(struct ws_ckpt *c, const char *key, uint64_t *out)
+{
+	struct ws_buf b;
+	const char *p;
+	bool ok = false;
+
+	ws_buf_init(&b, 4096);
+	if (ws_store_get(ws_ckpt_store(c), key, 0, UINT64_MAX, &b, NULL) == 0 && ws_buf_append(&b, "", 1) == 0 &&
+	    strstr((const char *)b.data, "\"format\":\"walship.ckpt.sealed.v1\"") &&
+	    (p = strstr((const char *)b.data, "\"length\":\"")) != NULL) {
+		char *end;
+		errno = 0;
+		*out = strtoull(p + 10, &end, 10);
+		ok = errno == 0 && end != p + 10 && *end == '"';
+	}
+	ws_buf_free(&b);
+	return ok;
+}
+
+/*
+ * A committed-index path a listing found that is no stored checkpoint's:
+ * named when it holds a seal (which occupies the path for good) or a
+ * candidate of the attempt in flight. The ref is built from the path (its
+ * id and SHA-256) and the listed length, then, for a seal, the length it
+ * records, so loading it tells a seal (WS_EPRECOND, verified by the store
+ * as any load is) from a candidate.
+ */
+static int named_committed_path(struct ws_ckpt *c, const char *key, uint64_t size, uint64_t active_id,
+				bool *named)
+{
+	static const char prefix[] = WS_CKPT_PREFIX "/committed/";
+	const char *p = key + sizeof(prefix) - 1;
+	struct ws_ckpt_ref ref;
+	struct ws_ckpt_index idx;
+	uint64_t id = 0;
+	int rc;
+
+	*named = false;
+	if (strlen(p) != 16 + 1 + 64 + 5 || p[16] != '-' || strcmp(p + 81, ".json") != 0)
+		return 0;
+	for (int i = 0; i < 16; i++) {
+		int h = ws_hexval(p[i]);
+		if (h < 0)
+			return 0;
+		id = id << 4 | (uint64_t)h;
+	}
+	memset(&ref, 0, sizeof(ref));
+	ref.id = id;
+	ref.length = size;
+	snprintf(ref.sha256, sizeof(ref.sha256), "%.64s", p + 17);
+	snprintf(ref.key, sizeof(ref.key), "%s", key);
+	rc = ws_ckpt_load_committed(c, &ref, &idx);
+	if (rc == WS_ECORRUPT && ws_ckpt_last_kind() == WS_CKPT_REF_MISMATCH && seal_length(c, key, &ref.length))
+		rc = ws_ckpt_load_committed(c, &ref, &idx); /* a seal records its candidate's length */
+	if (rc == 0) {
+		*named = active_id && id == active_id;
+		ws_ckpt_index_free(&idx);
+	} else if (rc == WS_EPRECOND) {
+		*named = true; /* a seal */
+	}
+	return rc == 0 || rc == WS_EPRECOND || rc == WS_ENOTFOUND || rc == WS_ECORRUPT || rc == WS_EFORMAT
+		       ? 0
+		       : ws_fail_wrap(rc, "read %s", key);
+}
+
+int ws_checkpoint_named(struct ws_sink *sink, ws_named_fn fn, void *arg)
+{
+	static const char *const singletons[] = {
+		WS_CKPT_PREFIX "/deployment", HEAD_KEY, WS_CKPT_PREFIX "/inventory", WS_CKPT_PREFIX "/retention",
+		WS_CKPT_PREFIX "/witness",
+	};
+	char prefix[WS_KEY_MAX], token[WS_KEY_MAX] = "";
+	struct named_walk w = { fn, arg };
+	struct ws_ckpt *c;
+	struct ws_ckpt_outcome latest;
+	struct ws_ckpt_retention st;
+	struct ws_ckpt_inventory inv;
+	bool found, active;
+	uint64_t active_id = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < sizeof(singletons) / sizeof(singletons[0]) && !rc; i++)
+		rc = fn(singletons[i], NULL, NULL, arg);
+	if (rc)
+		return rc;
+	if ((rc = ckpt_open(sink, false, 0, &c)) != 0)
+		return rc;
+	rc = ws_ckpt_latest_commit(c, &latest, &found);
+	if (!rc && found)
+		rc = walk_committed(c, latest.committed, false, named_one, &w);
+	/* The run in flight protects its cut's index until it is idle. */
+	if (!rc && (rc = ws_ckpt_retention_state(c, &st, &found)) == 0 && found)
+		rc = fn(st.protected_ref.key, NULL, NULL, arg);
+	/* The attempt in flight: every key it inventoried, its candidates. */
+	if (!rc && (rc = ws_ckpt_active_inventory(c, &inv, &active)) == 0 && active) {
+		active_id = inv.attempt.checkpoint_id;
+		for (size_t i = 0; i < inv.key_count && !rc; i++)
+			rc = fn(inv.keys[i], NULL, NULL, arg);
+		ws_ckpt_inventory_free(&inv);
+	}
+	snprintf(prefix, sizeof(prefix), WS_CKPT_PREFIX "/committed/");
+	while (!rc) {
+		struct ws_list_page page;
+		bool more;
+		memset(&page, 0, sizeof(page));
+		if ((rc = ws_store_list(sink->store, prefix, token, WS_LIST_PAGE_MAX, &page)) != 0) {
+			ws_fail_wrap(rc, "list %s", prefix);
+			break;
+		}
+		for (size_t i = 0; i < page.count && !rc; i++) {
+			bool named;
+			rc = named_committed_path(c, page.keys[i], page.sizes ? page.sizes[i] : 0, active_id, &named);
+			if (!rc && named)
+				rc = fn(page.keys[i], NULL, NULL, arg);
+		}
+		more = page.truncated && strcmp(page.next_token, token) > 0;
+		if (more)
+			snprintf(token, sizeof(token), "%s", page.next_token);
+		ws_list_page_free(&page);
+		if (!more)
+			break;
+	}
+	ws_ckpt_close(c);
+	return rc;
+}
+
 int ws_restore_checkpoint(struct ws_sink *sink, const char *tenant, uint64_t checkpoint_id, const char *out_path,
 			  bool force)
 {
@@ -1582,16 +1730,16 @@ static void cut_of(const struct ws_ckpt_tenant_entry *t, struct ws_chain_stop *o
  * What must stay for tenant t: every object of the live chain (from the
  * watermark back to the protected cut, or to its REBASE base when it no
  * longer passes through the cut) and the cut manifest with its objects.
- * Objects are content-keyed, so a re-based chain may share keys with an
- * old one: deletions are always checked against this set.
+ * Batches and snapshot parts carry their manifest's sequence in their keys,
+ * so no two chains share one; objects written before they did are keyed by
+ * content and may be shared: deletions are always checked against this set.
  */
 /*
  * Add the live chain (the watermark back to the cut, or to its REBASE
  * base) to ks when the watermark names a manifest ks has not seen yet.
- * Called before every delete batch: a manifest the stream wrote since the
- * set was built may name an object an older chain also names (objects are
- * content-keyed), and nothing any watermark written before the delete
- * names is deleted.
+ * Called before every delete batch: nothing any watermark written before
+ * the delete names is deleted (the cut's own manifest and objects, and
+ * objects an older chain shares under content keys of the old format).
  */
 static int keep_refresh(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, struct keyset *ks)
 {
@@ -1601,8 +1749,10 @@ static int keep_refresh(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t,
 	bool stopped;
 	int rc = ws_wm_load(x->s, t->tenant, &wm, NULL);
 
-	if (rc == WS_ENOTFOUND)
+	if (rc == WS_ENOTFOUND) {
+		ks->wm_seq = 0;
 		return 0;
+	}
 	if (rc)
 		return ws_fail_wrap(rc, "retention: tenant %s: watermark", t->tenant);
 	ks->wm_seq = wm.seq;
@@ -1674,6 +1824,14 @@ static int sweep_chain(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, 
 		 * enough). */
 		if (!x->dry && (rc = keep_refresh(x, t, keep)) != 0)
 			break;
+		/* Only sequences the watermark has passed: a stream only ever
+		 * names objects keyed with a higher sequence than its watermark's
+		 * (docs/FORMAT.md "Keys"), so none of these can be named later.
+		 * A higher one is a tenant removed and shipped anew (its
+		 * sequences restart; no watermark at all: 0): kept, and the
+		 * chain stays walkable from head (its sequences only grow). */
+		if (m->wm_seq > keep->wm_seq)
+			break;
 		for (uint32_t k = 0; k < m->snap_count && !rc; k++)
 			if (!keyset_has(keep, m->snaps[k].key))
 				rc = ret_delete(x, m->snaps[k].key);
@@ -1687,60 +1845,60 @@ static int sweep_chain(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, 
 	return rc;
 }
 
-/* The watermark sequence a manifest key carries (".../m<seq:016x>-<sha>"), or 0. */
-static uint64_t manifest_key_seq(const char *key)
-{
-	const char *base = strrchr(key, '/');
-	uint64_t v = 0;
-	base = base ? base + 1 : key;
-	if (base[0] != 'm' || strlen(base) < 18 || base[17] != '-')
-		return 0;
-	for (int i = 1; i <= 16; i++) {
-		int h = ws_hexval(base[i]);
-		if (h < 0)
-			return 0;
-		v = v << 4 | (uint64_t)h;
-	}
-	return v;
-}
-
 static int manifest_seq_cmp(const void *a, const void *b)
 {
-	uint64_t x = manifest_key_seq(a), y = manifest_key_seq(b);
+	uint64_t x = ws_key_manifest_seq(a), y = ws_key_manifest_seq(b);
 	return x < y ? -1 : x > y;
 }
 
 /*
- * The manifests of tenant t older than the protected cut (watermark
- * sequence below it) that no walk reaches: an old chain's manifests after
- * an older checkpoint's cut that a REBASE then cut off from the live stream
- * (a REBASE names no predecessor). All of it is history before the cut, as
- * retention's to delete as the cut's own ancestors; the stream only ever
- * names objects from a higher sequence on, so nothing in flight is among
- * them. Each manifest after the objects it names, sparing the keep set.
+ * The manifests of tenant t at or below the protected cut's sequence that
+ * no walk reaches: an old chain's manifests after an older checkpoint's cut
+ * that a REBASE then cut off from the live stream (a REBASE names no
+ * predecessor), and a tail's manifest that never became its watermark's.
+ * All of it is history before the cut, as retention's to delete as the
+ * cut's own ancestors. Then every batch and snapshot part keyed with such a
+ * sequence that nothing kept names: an upload whose tail stopped before its
+ * manifest. A stream only ever names objects keyed with a higher sequence
+ * than its watermark's (docs/FORMAT.md "Keys"), and the watermark is at or
+ * past the cut, so nothing in flight is among them. Each manifest after the
+ * objects it names, sparing the keep set.
  */
 static int sweep_unreachable(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, struct keyset *keep)
 {
 	char prefix[WS_KEY_MAX], token[WS_KEY_MAX] = "";
 	char (*keys)[WS_KEY_MAX] = NULL;
+	struct keyset loose, done;
 	size_t n = 0, cap = 0;
 	struct ws_buf b;
 	int rc = 0;
 
 	/* A watermark behind the cut is a tenant removed and shipped anew:
 	 * its sequences restart, and lower ones may be its live stream. */
-	if (keep->cut_seq <= 1 || keep->wm_seq < keep->cut_seq)
+	if (keep->cut_seq == 0 || keep->wm_seq < keep->cut_seq)
 		return 0;
+	memset(&loose, 0, sizeof(loose));
+	memset(&done, 0, sizeof(done));
 	snprintf(prefix, sizeof(prefix), "%s/", t->tenant);
 	for (unsigned pages = 0;; pages++) {
 		struct ws_list_page page;
 		bool more;
 		memset(&page, 0, sizeof(page));
-		if ((rc = ws_store_list(x->s, prefix, token, WS_LIST_PAGE_MAX, &page)) != 0)
-			return ws_fail_wrap(rc, "retention: tenant %s: list %s", t->tenant, prefix);
+		if ((rc = ws_store_list(x->s, prefix, token, WS_LIST_PAGE_MAX, &page)) != 0) {
+			ws_fail_wrap(rc, "retention: tenant %s: list %s", t->tenant, prefix);
+			break;
+		}
 		for (size_t i = 0; i < page.count && !rc; i++) {
-			uint64_t seq = manifest_key_seq(page.keys[i]);
-			if (seq == 0 || seq >= keep->cut_seq || keyset_has(keep, page.keys[i]))
+			uint64_t seq = ws_key_manifest_seq(page.keys[i]), oseq;
+			if (keyset_has(keep, page.keys[i]))
+				continue;
+			if (seq == 0) {
+				oseq = ws_key_object_seq(page.keys[i]);
+				if (oseq != 0 && oseq <= keep->cut_seq)
+					rc = keyset_add(&loose, page.keys[i]);
+				continue;
+			}
+			if (seq > keep->cut_seq)
 				continue;
 			if (n == cap) {
 				size_t ncap = cap ? cap * 2 : 64;
@@ -1786,17 +1944,26 @@ static int sweep_unreachable(struct ret_ctx *x, const struct ws_ckpt_tenant_entr
 		if (!x->dry)
 			rc = keep_refresh(x, t, keep);
 		for (uint32_t k = 0; k < m.snap_count && !rc; k++)
-			if (!keyset_has(keep, m.snaps[k].key))
-				rc = ret_delete(x, m.snaps[k].key);
+			if (!keyset_has(keep, m.snaps[k].key) && (rc = ret_delete(x, m.snaps[k].key)) == 0)
+				rc = keyset_add(&done, m.snaps[k].key);
 		for (uint32_t k = 0; k < m.batch_count && !rc; k++)
-			if (!keyset_has(keep, m.batches[k].key))
-				rc = ret_delete(x, m.batches[k].key);
+			if (!keyset_has(keep, m.batches[k].key) && (rc = ret_delete(x, m.batches[k].key)) == 0)
+				rc = keyset_add(&done, m.batches[k].key);
 		if (!rc && !keyset_has(keep, keys[i]))
 			rc = ret_delete(x, keys[i]);
 		ws_fmt_manifest_free(&m);
 	}
+	/* The uploads no manifest names (those a manifest above named are
+	 * gone already). */
+	if (!rc && done.n)
+		qsort(done.k, done.n, sizeof(*done.k), key_cmp);
+	for (size_t i = 0; i < loose.n && !rc; i++)
+		if (!keyset_has(&done, loose.k[i]))
+			rc = ret_delete(x, loose.k[i]);
 	ws_buf_free(&b);
 	free(keys);
+	free(loose.k);
+	free(done.k);
 	return rc;
 }
 

@@ -18,6 +18,13 @@ int ws_key_watermark(char *out, size_t cap, const char *tenant);
 int ws_key_gen_prefix(char *out, size_t cap, const char *tenant, uint64_t epoch, uint64_t pg,
 		      const struct ws_fmt_gen *gen);
 
+/* The watermark sequence a manifest key carries (".../m<seq:016x>-<sha>"), or 0. */
+uint64_t ws_key_manifest_seq(const char *key);
+
+/* The watermark sequence a batch or snapshot part key carries, or 0 (none:
+ * a key of the format before keys carried it, or no such key). */
+uint64_t ws_key_object_seq(const char *key);
+
 /* Load a tenant's watermark. Returns WS_ENOTFOUND when the tenant has none. */
 int ws_wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm,
 	       struct ws_etag *etag) WS_MUST_CHECK;

@@ -89,8 +89,8 @@ static int fill_slot(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t r
 	ws_fmt_batch_encode_hdr(b, d->hdr);
 	d->hdr_len = WS_BATCH_HDR_SIZE;
 	d->hdr_xxh = ws_get_le64(d->hdr + WS_BATCH_HDR_HASH_OFF);
-	if (snprintf(d->key, sizeof(d->key), "%s/b%016" PRIx64 "-%08" PRIx64 "-%016" PRIx64, d->key_prefix,
-		     b->first_frame, b->frame_count, d->hdr_xxh) >= (int)sizeof(d->key))
+	if (snprintf(d->key, sizeof(d->key), "%s/b%016" PRIx64 "-%08" PRIx64 "-%016" PRIx64 "-%016" PRIx64,
+		     d->key_prefix, b->first_frame, b->frame_count, d->hdr_xxh, d->key_seq) >= (int)sizeof(d->key))
 		return WS_ETOOBIG;
 	c->filled = true;
 	return 0;

@@ -52,7 +52,7 @@ struct ws_pipe_desc {
 	 * A WAL batch (checked): up to `want` frames from batch.first_frame,
 	 * read into the slot and checked there by whichever thread read them
 	 * (ws_pipe_fill): salts, page number and SQLite's checksum chain, then
-	 * hashed, cut, encoded into hdr and named key_prefix/b... The pipe
+	 * hashed, cut, encoded into hdr and named key_prefix/b...-key_seq. The pipe
 	 * decides which thread reads a slot (ws_pipe_reads_here), so no freshly
 	 * read byte has to cross to the other core.
 	 */
@@ -64,6 +64,7 @@ struct ws_pipe_desc {
 	uint32_t want, per_chunk; /* T: frames to read; a full slot's frames */
 	struct ws_fmt_batch batch; /* T: gen, first frame, seed (R: seed of a later slot, header) */
 	char key_prefix[WS_KEY_MAX]; /* T */
+	uint64_t key_seq;         /* T: the manifest's watermark sequence (docs/FORMAT.md "Keys") */
 	struct ws_batch_check chk; /* R (dropped: U) */
 	uint64_t hdr_xxh;         /* R */
 	int rc;                   /* U: the upload's result */

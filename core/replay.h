@@ -131,6 +131,18 @@ int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn f
 			 uint64_t *verified_id) WS_MUST_CHECK;
 
 /*
+ * Every key the checkpoint namespace names, for verify --orphans: its
+ * singletons (present or not), each stored committed index from the latest
+ * Commit back and the artifacts it names, the protected index of the
+ * retention record, the keys the attempt in flight inventoried and its
+ * candidate indexes, and every seal. For each stored checkpoint's cut of a
+ * tenant, fn gets the cut too (key: its manifest), so the caller names the
+ * chain behind it. fn's non-zero return ends the walk and is returned.
+ */
+typedef int (*ws_named_fn)(const char *key, const char *tenant, const struct ws_chain_stop *cut, void *arg);
+int ws_checkpoint_named(struct ws_sink *sink, ws_named_fn fn, void *arg) WS_MUST_CHECK;
+
+/*
  * The cut of tenant in the checkpoint the latest retention run protected
  * (checkpoints/retention): history behind it may be gone by retention's
  * doing, history in front of it never. WS_ENOTFOUND when no run protected

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core_internal.h"
+#include "ws_hash.h"
 
 struct ws_sink *ws_sink_open(const char *url, int *err)
 {
@@ -53,6 +54,59 @@ int ws_key_watermark(char *out, size_t cap, const char *tenant)
 {
 	int n = snprintf(out, cap, "%s/%s", tenant, WS_WM_NAME);
 	return n < 0 || (size_t)n >= cap ? WS_ETOOBIG : 0;
+}
+
+uint64_t ws_key_manifest_seq(const char *key)
+{
+	const char *base = strrchr(key, '/');
+	uint64_t v = 0;
+	base = base ? base + 1 : key;
+	if (base[0] != 'm' || strlen(base) < 18 || base[17] != '-')
+		return 0;
+	for (int i = 1; i <= 16; i++) {
+		int h = ws_hexval(base[i]);
+		if (h < 0)
+			return 0;
+		v = v << 4 | (uint64_t)h;
+	}
+	return v;
+}
+
+static bool hex_field(const char *p, int digits, uint64_t *out)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < digits; i++) {
+		int h = ws_hexval(p[i]);
+		if (h < 0)
+			return false;
+		v = v << 4 | (uint64_t)h;
+	}
+	*out = v;
+	return true;
+}
+
+uint64_t ws_key_object_seq(const char *key)
+{
+	const char *base = strrchr(key, '/'), *dir;
+	uint64_t v;
+	if (!base)
+		return 0;
+	base++;
+	/* b<first:16>-<count:8>-<xxh:16>-<seq:16> */
+	if (base[0] == 'b' && strlen(base) == 60 && base[17] == '-' && base[26] == '-' && base[43] == '-')
+		return hex_field(base + 1, 16, &v) && hex_field(base + 18, 8, &v) && hex_field(base + 27, 16, &v) &&
+			       hex_field(base + 44, 16, &v)
+		       ? v
+		       : 0;
+	/* s<frame:16>-<seq:16>/<page:8>-<xxh:16> */
+	for (dir = base - 1; dir > key && dir[-1] != '/'; dir--)
+		;
+	if (dir[0] == 's' && base - dir == 35 && dir[17] == '-' && strlen(base) == 25 && base[8] == '-')
+		return hex_field(dir + 1, 16, &v) && hex_field(base, 8, &v) && hex_field(base + 9, 16, &v) &&
+			       hex_field(dir + 18, 16, &v)
+		       ? v
+		       : 0;
+	return 0;
 }
 
 int ws_key_gen_prefix(char *out, size_t cap, const char *tenant, uint64_t epoch, uint64_t pg,

@@ -907,6 +907,11 @@ static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_byte
 		d->want = (uint32_t)want;
 		d->per_chunk = (uint32_t)per_chunk;
 		snprintf(d->key_prefix, sizeof(d->key_prefix), "%s", sc->prefix);
+		/* The key carries the manifest's watermark sequence, as a snapshot
+		 * part's does: a later chain that re-ships the same frames (a
+		 * re-base of a WAL an older chain shipped) never names an object
+		 * of that older chain, which retention may be deleting. */
+		d->key_seq = (st->have_wm ? st->wm.seq : 0) + 1;
 		/* The pipe decides which thread reads the slot. */
 		d->delegated = !ws_pipe_reads_here(st->pipe, k, multi);
 		memset(&d->chk, 0, sizeof(d->chk)); /* R fills it: nothing of a slot's last use */

@@ -17,6 +17,9 @@
  * the directory, all before returning: a reader sees the old object or the
  * whole new one, and a returned put survives a crash. Directories for nested
  * keys are created with their parent fsync()ed before any object goes in.
+ * Deleting a directory's last object removes the directory and each parent
+ * it empties (prune_dir: under every one of its locks, never while a writer
+ * is in it; a put that finds its directory removed makes it again).
  * Key segments starting with ".tmp." or ".lock." are reserved here and are
  * rejected with -EINVAL; list never shows those entries. So are segments
  * longer than NAME_MAX (255 bytes), which no file name can hold.
@@ -58,6 +61,8 @@
 
 #define TMP_PREFIX ".tmp."
 #define LOCK_PREFIX ".lock."
+/* Times a put makes its directory again when a prune removed it under it. */
+#define PRUNE_RACE_TRIES 8u
 #define LOCK_STRIPES 64u
 #define IOV_WINDOW 64
 /* Directories this handle already made durable; cleared when 3/4 full. */
@@ -355,7 +360,7 @@ static void dir_forget_all(struct file_store *fs)
 static int ensure_dirs(struct file_store *fs, const char *key, const char *dir, int *out_fd)
 {
 	size_t dir_len = strlen(dir);
-	bool retried = false;
+	unsigned retries = 0;
 	int cur, rc;
 
 again:
@@ -373,6 +378,13 @@ again:
 		seg[n] = '\0';
 		if (!known) {
 			if (mkdirat(cur, seg, 0755) < 0 && errno != EEXIST) {
+				if (errno == ENOENT && retries < PRUNE_RACE_TRIES) {
+					/* cur was pruned (prune_dir) since we opened it. */
+					close(cur);
+					dir_forget_all(fs);
+					retries++;
+					goto again;
+				}
 				rc = fail_key(-errno, fs, "put", key, "cannot create directory %.*s: %s", (int)end,
 					      dir, strerror(errno));
 				goto fail;
@@ -386,11 +398,12 @@ again:
 		next = openat(cur, seg, DIR_OPEN_FLAGS);
 		if (next < 0) {
 			int e = errno;
-			if (e == ENOENT && known && !retried) {
-				/* Someone removed a directory we had made durable; redo once. */
+			if (e == ENOENT && retries < PRUNE_RACE_TRIES) {
+				/* Removed since we made it durable or saw it exist: by a
+				 * prune (prune_dir) once it was empty, or by hand. */
 				close(cur);
 				dir_forget_all(fs);
-				retried = true;
+				retries++;
 				goto again;
 			}
 			rc = why_not_opened(fs, "put", key, cur, seg, dir, (int)end, e);
@@ -428,6 +441,7 @@ static int lock_key(const struct file_store *fs, const char *op, const char *key
 	int fd, rc;
 
 	snprintf(lname, sizeof(lname), LOCK_PREFIX "%02x", lock_stripe(name));
+again:
 	/* Never through a link, and never opening a FIFO or a device planted
 	 * under the name (an open alone can block or act on hardware). */
 	if (fstatat(dir_fd, lname, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
@@ -449,6 +463,13 @@ static int lock_key(const struct file_store *fs, const char *op, const char *key
 			close(fd);
 			return rc;
 		}
+	}
+	/* A directory prune (prune_dir) unlinks a lock file while holding its
+	 * lock: a lock won on an unlinked file excludes nobody (the next
+	 * opener creates a new one), so take the one at the name again. */
+	if (fstat(fd, &st) == 0 && st.st_nlink == 0) {
+		close(fd);
+		goto again;
 	}
 	*out_fd = fd;
 	return 0;
@@ -633,17 +654,25 @@ static int file_put(struct ws_store *s, const char *key, const struct iovec *iov
 	etag_make(ws_xxh64v(iov, iovcnt), size, &etag);
 	name = split_key(key, dir);
 
-	rc = ensure_dirs(fs, key, dir, &dir_fd);
-	if (rc)
-		goto fail;
-	/* A lost CREATE/CAS is common (retries, contention): skip the write+fsync then. */
-	if (mode != WS_PUT_OVERWRITE) {
-		rc = check_precond(fs, dir_fd, name, key, mode, expect);
+	for (unsigned tries = 0;; tries++) {
+		rc = ensure_dirs(fs, key, dir, &dir_fd);
 		if (rc)
 			goto fail;
+		/* A lost CREATE/CAS is common (retries, contention): skip the write+fsync then. */
+		if (mode != WS_PUT_OVERWRITE) {
+			rc = check_precond(fs, dir_fd, name, key, mode, expect);
+			if (rc)
+				goto fail;
+		}
+		rc = create_tmp(dir_fd, tmp, &fd);
+		/* ENOENT: a prune removed the (then empty) directory after we
+		 * opened it; once our temp file is in, none can. */
+		if (rc != -ENOENT || tries == PRUNE_RACE_TRIES)
+			break;
+		close(dir_fd);
+		dir_fd = -1;
+		dir_forget_all(fs);
 	}
-
-	rc = create_tmp(dir_fd, tmp, &fd);
 	if (rc) {
 		rc = fail_key(rc, fs, "put", key, "cannot create temp file: %s", strerror(-rc));
 		goto fail;
@@ -821,15 +850,25 @@ static int many_write(struct file_store *fs, struct many_op *op)
 		return fail_key(-EINVAL, fs, "put", r->key, "put_many takes overwrite or create-once only");
 	op->name = split_key(r->key, op->dir);
 	op->stripe = lock_stripe(op->name);
-	rc = ensure_dirs(fs, r->key, op->dir, &op->dir_fd);
-	if (rc)
-		return rc;
-	if (r->mode == WS_PUT_CREATE) {
-		rc = check_precond(fs, op->dir_fd, op->name, r->key, r->mode, NULL);
+	for (unsigned tries = 0;; tries++) {
+		rc = ensure_dirs(fs, r->key, op->dir, &op->dir_fd);
 		if (rc)
 			return rc;
+		if (r->mode == WS_PUT_CREATE) {
+			rc = check_precond(fs, op->dir_fd, op->name, r->key, r->mode, NULL);
+			if (rc)
+				return rc;
+		}
+		rc = create_tmp(op->dir_fd, op->tmp, &op->fd);
+		/* ENOENT: a prune (prune_dir) removed the then empty directory
+		 * after we opened it, as in file_put; once our temp file is in,
+		 * none can. */
+		if (rc != -ENOENT || tries == PRUNE_RACE_TRIES)
+			break;
+		close(op->dir_fd);
+		op->dir_fd = -1;
+		dir_forget_all(fs);
 	}
-	rc = create_tmp(op->dir_fd, op->tmp, &op->fd);
 	if (rc)
 		return fail_key(rc, fs, "put", r->key, "cannot create temp file: %s", strerror(-rc));
 	op->tmp_exists = true;
@@ -1102,6 +1141,108 @@ static int file_head(struct ws_store *s, const char *key, struct ws_obj_info *in
 	return rc;
 }
 
+/*
+ * Remove directory rel (below the root) when it holds nothing but lock
+ * files: what deleting its last object leaves (a snapshot's or a
+ * checkpoint's directory after retention). Returns true when it is gone.
+ *
+ * Never racing a writer: each lock file is taken (LOCK_NB: one in use means
+ * a writer is here) and the directory read again under all of them; only
+ * then are the lock files unlinked, still held (lock_key takes the lock at
+ * the name again when it finds its file unlinked), and the directory
+ * removed with rmdir, which fails, leaving it, if a writer's temp file went
+ * in meanwhile. A writer that opened the directory before it went finds it
+ * gone when it creates its temp file and makes it again (file_put). The
+ * parent is synced, so the removal is as durable as the delete before it.
+ */
+static bool prune_dir(struct file_store *fs, const char *rel)
+{
+	char names[LOCK_STRIPES][16], parent[WS_KEY_MAX];
+	int locks[LOCK_STRIPES], pfd;
+	unsigned nlocks = 0;
+	bool gone = false;
+	const char *base;
+
+	if (!rel[0])
+		return false; /* never the root */
+	base = split_key(rel, parent);
+	if (open_dir_nofollow(fs, "prune", rel, parent, &pfd) != 0)
+		return false;
+	/* Pass 0 takes every lock file; pass 1, under them all, finds the
+	 * same lock files and nothing else (lock files are only ever added,
+	 * so an equal count is the same set). */
+	for (int pass = 0; pass < 2; pass++) {
+		unsigned seen = 0;
+		bool only_locks = true;
+		struct dirent *de;
+		int fd = openat(pfd, base, DIR_OPEN_FLAGS);
+		DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+		if (!d) {
+			if (fd >= 0)
+				close(fd);
+			goto out;
+		}
+		while ((de = readdir(d)) != NULL) {
+			int lfd;
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+				continue;
+			if (strncmp(de->d_name, LOCK_PREFIX, sizeof(LOCK_PREFIX) - 1) != 0 || de->d_type != DT_REG ||
+			    strlen(de->d_name) >= sizeof(names[0]) || seen == LOCK_STRIPES) {
+				only_locks = false;
+				break;
+			}
+			seen++;
+			if (pass == 1)
+				continue;
+			lfd = openat(dirfd(d), de->d_name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+			if (lfd < 0 || flock(lfd, LOCK_EX | LOCK_NB) < 0) {
+				if (lfd >= 0)
+					close(lfd);
+				only_locks = false; /* in use: a writer is here */
+				break;
+			}
+			memcpy(names[nlocks], de->d_name, strlen(de->d_name) + 1); /* < sizeof(names[0]): above */
+			locks[nlocks++] = lfd;
+		}
+		closedir(d);
+		if (!only_locks || (pass == 1 && seen != nlocks))
+			goto out;
+	}
+	{
+		int dfd = openat(pfd, base, DIR_OPEN_FLAGS);
+		if (dfd < 0)
+			goto out;
+		/* Only the lock files held: one a writer made since is its own. */
+		for (unsigned i = 0; i < nlocks; i++)
+			(void)unlinkat(dfd, names[i], 0);
+		close(dfd);
+	}
+	if (unlinkat(pfd, base, AT_REMOVEDIR) == 0) {
+		gone = true;
+		if (fsync(pfd) < 0)
+			ws_warn("file store %s: fsync of the parent of %s after removing it: %s", fs->root, rel,
+				strerror(errno));
+	}
+out:
+	for (unsigned i = 0; i < nlocks; i++)
+		close(locks[i]);
+	close(pfd);
+	return gone;
+}
+
+/* prune_dir on rel and then each parent it empties, up to the root. */
+static void prune_dirs(struct file_store *fs, const char *rel)
+{
+	char dir[WS_KEY_MAX];
+	snprintf(dir, sizeof(dir), "%s", rel);
+	while (dir[0] && prune_dir(fs, dir)) {
+		char *slash = strrchr(dir, '/');
+		if (!slash)
+			break;
+		*slash = '\0';
+	}
+}
+
 static int file_del(struct ws_store *s, const char *key)
 {
 	struct file_store *fs = fs_of(s);
@@ -1155,11 +1296,17 @@ static int file_del(struct ws_store *s, const char *key)
 			      strerror(errno));
 		goto fail;
 	}
+	unlock_key(lock_fd);
+	lock_fd = -1;
+	close(dir_fd);
+	dir_fd = -1;
+	prune_dirs(fs, dir);
 done:
 	rc = 0;
 fail:
 	unlock_key(lock_fd);
-	close(dir_fd);
+	if (dir_fd >= 0)
+		close(dir_fd);
 	return rc;
 }
 

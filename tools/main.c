@@ -7,7 +7,7 @@
  *   walship restore   --sink URL --tenant NAME [--frame N | --time RFC3339 | --checkpoint ID|latest]
  *                     [--force] -o OUT_DB
  *   walship ls        --sink URL [--tenant NAME | --checkpoints] [--json]
- *   walship verify    --sink URL [--tenant NAME]
+ *   walship verify    --sink URL [--tenant NAME] [--orphans | --fail-on-orphans]
  *   walship checkpoint --sink URL [--config FILE]
  *   walship retention --sink URL [--dry-run] [--json]
  *   walship help [COMMAND]    (and `walship COMMAND -h|--help`: the command table at the end)
@@ -119,7 +119,7 @@ static int parse_rfc3339(const char *s, int64_t *out_ms)
 enum {
 	OPT_SINK = 1000, OPT_CONFIG, OPT_EPOCH, OPT_PG, OPT_INTERVAL, OPT_ONCE, OPT_JSON,
 	OPT_TENANT, OPT_FRAME, OPT_TIME, OPT_FORCE, OPT_CHECKPOINT, OPT_CHECKPOINTS, OPT_CKPT_INTERVAL, OPT_FORCE_PREAD, OPT_QUIET, OPT_VERBOSE,
-	OPT_SHARDS, OPT_POLICY, OPT_METRICS_ADDR,
+	OPT_SHARDS, OPT_POLICY, OPT_METRICS_ADDR, OPT_ORPHANS, OPT_FAIL_ORPHANS,
 };
 
 /* Every command answers -h and --help (stdout, exit 0) with its own help. */
@@ -728,24 +728,41 @@ static void verify_problem(const char *tenant, const char *key, int err, const c
 	fprintf(stderr, "walship: verify: %s\n", detail);
 }
 
+static void verify_orphan(const char *key, const char *kind, void *arg)
+{
+	(void)arg;
+	printf("orphan %s %s\n", kind, key);
+}
+
+/*
+ * --orphans also lists every object nothing names (one "orphan KIND KEY"
+ * line each, then "orphans: N"); they never change the exit status, unless
+ * --fail-on-orphans: then any orphan exits 1.
+ */
 static int cmd_verify(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "sink", required_argument, NULL, OPT_SINK },
 		{ "tenant", required_argument, NULL, OPT_TENANT },
+		{ "orphans", no_argument, NULL, OPT_ORPHANS },
+		{ "fail-on-orphans", no_argument, NULL, OPT_FAIL_ORPHANS },
 		OPT_HELP_ENTRY,
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sink_url = NULL, *tenant = NULL;
 	struct ws_sink *sink;
 	unsigned problems = 0;
-	int c, rc;
+	bool orphans = false, fail_orphans = false;
+	uint64_t norphans = 0;
+	int c, rc, orc = 0;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'h': return ws_cli_help("verify");
 		case OPT_SINK: sink_url = optarg; break;
 		case OPT_TENANT: tenant = optarg; break;
+		case OPT_ORPHANS: orphans = true; break;
+		case OPT_FAIL_ORPHANS: orphans = fail_orphans = true; break;
 		default: return usage_error("verify: unknown or incomplete option");
 		}
 	}
@@ -759,8 +776,8 @@ static int cmd_verify(int argc, char **argv)
 		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
 	}
 	rc = ws_verify(sink, tenant, verify_problem, &problems);
-	ws_sink_close(sink);
 	if (rc == WS_ECONFIG) {
+		ws_sink_close(sink);
 		fprintf(stderr, "walship: verify: %s\n", ws_errmsg());
 		return EXIT_USAGE;
 	}
@@ -768,9 +785,24 @@ static int cmd_verify(int argc, char **argv)
 		if (!problems)
 			fprintf(stderr, "walship: verify: %s\n", ws_errmsg());
 		printf("verify: FAILED (%u problem%s)\n", problems ? problems : 1, problems == 1 ? "" : "s");
-		return EXIT_FAIL;
+	} else {
+		printf("verify: ok\n");
 	}
-	printf("verify: ok\n");
+	if (orphans) {
+		orc = ws_verify_orphans(sink, tenant, verify_orphan, NULL, &norphans);
+		if (orc) {
+			fprintf(stderr, "walship: verify --orphans: %s\n", ws_errmsg());
+			printf("orphans: not listed\n");
+		} else {
+			printf("orphans: %" PRIu64 "\n", norphans);
+			if (fail_orphans && norphans)
+				fprintf(stderr, "walship: verify: %" PRIu64 " orphan%s (--fail-on-orphans)\n", norphans,
+					norphans == 1 ? "" : "s");
+		}
+	}
+	ws_sink_close(sink);
+	if (rc || orc || (fail_orphans && norphans))
+		return EXIT_FAIL;
 	return EXIT_OK;
 }
 
@@ -856,7 +888,7 @@ static const struct command {
 	  "\n"
 	  "exit status: 0 ok; 1 a tenant could not be read; 2 usage error.\n" },
 	{ "verify", cmd_verify, "check every object and link a sink holds",
-	  "usage: walship verify --sink URL [--tenant NAME]\n"
+	  "usage: walship verify --sink URL [--tenant NAME] [--orphans | --fail-on-orphans]\n"
 	  "\n"
 	  "Check every object and link of each tenant's chain, and the latest\n"
 	  "checkpoint's artifacts; report each problem on stderr.\n"
@@ -864,9 +896,13 @@ static const struct command {
 	  "options:\n"
 	  "  --sink URL                  the sink to read\n"
 	  "  --tenant NAME               only this tenant\n"
+	  "  --orphans                   also list every object nothing names\n"
+	  "                              (\"orphan KIND KEY\" lines, then \"orphans: N\")\n"
+	  "  --fail-on-orphans           as --orphans, and any orphan exits 1\n"
 	  "  -h, --help                  this help\n"
 	  "\n"
-	  "exit status: 0 everything verifies; 1 a problem was found; 2 usage error.\n" },
+	  "exit status: 0 everything verifies; 1 a problem was found (or an orphan,\n"
+	  "with --fail-on-orphans); 2 usage error.\n" },
 	{ "checkpoint", cmd_checkpoint, "take a consistent checkpoint of every tenant of a sink",
 	  "usage: walship checkpoint --sink URL [--config FILE] [--epoch N]\n"
 	  "\n"

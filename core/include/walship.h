@@ -354,6 +354,26 @@ typedef void (*ws_problem_fn)(const char *tenant, const char *key, int err, cons
  */
 int ws_verify(struct ws_sink *sink, const char *tenant, ws_problem_fn fn, void *arg) WS_MUST_CHECK;
 
+/* One object nothing names; kind says why it is there (below). */
+typedef void (*ws_orphan_fn)(const char *key, const char *kind, void *arg);
+/*
+ * Every object under the sink (or under `tenant`/ only) that nothing names:
+ * no watermark's chain, no stored checkpoint (its index, artifacts and the
+ * chain behind its cut), no attempt in flight, no checkpoint singleton or
+ * seal. Calls fn per orphan in key order and sets *count. Kinds
+ * (docs/CHECKPOINTS.md "Orphans"): "unpublished" (a tenant object no
+ * manifest names, or a manifest above its watermark's sequence: an upload
+ * whose tail stopped before its watermark), "cut-off" (a manifest at or
+ * below the watermark's sequence that no chain reaches, and the objects
+ * only such manifests name: a chain a re-base cut off), "artifact" (of no
+ * stored checkpoint nor attempt in flight), "checkpoint-index" (neither on
+ * the committed chain, a seal, nor the attempt in flight's), "probe" (a
+ * conditional-write probe left by a crash), "foreign" (no walship key).
+ * Read-only; an object a writer is creating at that moment may be listed.
+ */
+int ws_verify_orphans(struct ws_sink *sink, const char *tenant, ws_orphan_fn fn, void *arg,
+		      uint64_t *count) WS_MUST_CHECK;
+
 /* ---- checkpoints and retention (docs/CHECKPOINTS.md) ------------------- */
 
 /*

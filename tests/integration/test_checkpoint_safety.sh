@@ -15,14 +15,20 @@
 #     refuses to delete what the damaged artifact would replace;
 #   - verify with a named tenant's watermark gone (or a directory or FIFO
 #     in its place), a REBASE base manifest gone, checkpoints/head gone;
-#   - retention removes an old chain's manifests that a re-base cut off.
+#   - retention removes an old chain's manifests that a re-base cut off;
+#   - batch keys no two chains share (a re-base re-shipping an old chain's
+#     frames while retention deletes that chain); a sink written before
+#     keys carried the sequence still restores;
+#   - verify --orphans / --fail-on-orphans, retention deleting uploads no
+#     manifest names, no directory left holding only lock files.
 #
 # Env: WS_BIN (the walship binary), WS_TEST_TMP (scratch dir).
 # Prints "N passed, M failed" last; exits non-zero on any failure.
 set -euo pipefail
 
+HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/integration/lib.sh
-. "$(dirname "$0")/lib.sh"
+. "$HERE/lib.sh"
 
 files() { (cd "$1" && find . -type f ! -name '.lock*' | sort); }
 json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$@"; }
@@ -372,11 +378,167 @@ ws checkpoint --sink "$U8"
 cut=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tenants"][0]["manifest_key"])' \
 	"$(ls "$S8"/checkpoints/committed/*.json | tail -1)")
 rm "$S8/d8/wm"
+before=$(files "$S8/d8")
 ws retention --sink "$U8"
 check "retention: exit 0, the cut manifest kept (its keep set is searched sorted)" \
 	eval '[ "$rc" = 0 ] && [ -f "$S8/$cut" ]'
+# A tenant without a watermark may be shipped anew from sequence 1: what
+# its next stream could name is not retention's to judge.
+check "nothing of a tenant without a watermark is deleted" [ "$(files "$S8/d8")" = "$before" ]
 ws restore --sink "$U8" --tenant d8 --checkpoint latest -o r8.db
 check "the checkpoint still restores" eval '[ "$rc" = 0 ] && same_dump d8.db r8.db'
+
+echo "# a re-base re-ships frames an older chain shipped while retention deletes that chain"
+# State A (a database and its WAL, frames 1..N of one generation) is
+# shipped (chain X), then the WAL is reset and a new chain C is the cut of
+# a checkpoint. The database and WAL of state A come back (a copy restored
+# by hand), and a replicate re-bases onto them: it uploads frames 1..N
+# again, as X did. It is stopped before its manifest (WS_FAULT "stop")
+# while retention deletes X as history behind C's cut; then it publishes.
+# With batch keys that are content keys within a generation, the re-base
+# named X's batch (found present, not uploaded) which retention deleted:
+# the latest state was lost. Each chain's batches now carry their
+# manifest's watermark sequence, so no later chain names one of X's.
+S10="$ROOT/s10"
+U10="file://$S10"
+newdb d10.db
+write d10.db 8
+cp d10.db a.db
+cp d10.db-wal a.db-wal
+dump d10.db >a.dump
+ws replicate --sink "$U10" --once d10=d10.db
+check "chain X ships state A: exit 0" [ "$rc" = 0 ]
+xbatches=$(cd "$S10" && find d10 -name 'b*' -type f | sort)
+sq d10.db "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
+write d10.db 3
+ws replicate --sink "$U10" --once d10=d10.db
+ws checkpoint --sink "$U10"
+check "checkpoint at chain C: exit 0" [ "$rc" = 0 ]
+rm -f d10.db-shm
+cp a.db d10.db
+cp a.db-wal d10.db-wal
+WS_FAULT=stream.before_manifest_put:1:stop "$WS_BIN" replicate --sink "$U10" --once d10=d10.db \
+	>rep10.out 2>rep10.err &
+rep=$!
+check "the re-base stops before its manifest" wait_stopped $rep
+ws retention --sink "$U10"
+check "retention deletes chain X meanwhile: exit 0" eval '[ "$rc" = 0 ] && grep -q "deleted [1-9]" err'
+gone=0
+for k in $xbatches; do [ -e "$S10/$k" ] || gone=$((gone + 1)); done
+check "chain X's batches are gone ($gone)" [ "$gone" -gt 0 ]
+kill -CONT $rep
+reap $rep rep10.err "replicate re-basing during retention"
+check "the re-base publishes: exit 0" [ "$reaped" = 0 ]
+ws verify --sink "$U10"
+check "verify after it: exit 0" [ "$rc" = 0 ]
+ws restore --sink "$U10" --tenant d10 -o r10.db
+check "the latest state (state A again) restores exactly" \
+	eval '[ "$rc" = 0 ] && [ "$(dump r10.db)" = "$(cat a.dump)" ]'
+
+echo "# verify --orphans, and retention removing uploads no manifest names"
+# A tail killed after its uploads, before its manifest (WS_FAULT crash),
+# leaves objects nothing names; the next run ships more frames, so its
+# batches are others. verify --orphans lists them by kind; retention after
+# a checkpoint past them deletes them (their sequence is behind the cut);
+# and deleting a directory's last object removes the directory.
+S11="$ROOT/s11"
+U11="file://$S11"
+newdb d11.db
+write d11.db 5
+ws replicate --sink "$U11" --once d11=d11.db
+write d11.db 5
+set +e
+WS_FAULT=stream.before_manifest_put:1:crash "$WS_BIN" replicate --sink "$U11" --once d11=d11.db >/dev/null 2>&1
+krc=$?
+set -e
+check "a replicate killed before its manifest (exit $krc)" [ "$krc" = 137 ]
+write d11.db 3
+sq d11.db "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
+write d11.db 2
+ws replicate --sink "$U11" --once d11=d11.db
+ws verify --sink "$U11" --orphans
+check "verify --orphans: exit 0 (orphans alone never fail it), lists the killed tail's uploads as unpublished" \
+	eval '[ "$rc" = 0 ] && grep -q "^verify: ok" out && grep -Eq "^orphan unpublished d11/e0-p0/g[^ ]*/b[0-9a-f-]+$" out'
+check "and the first chain, cut off by the second run's re-base, as cut-off" \
+	grep -Eq "^orphan cut-off d11/.*/m0000000000000001-" out
+norph=$(sed -n 's/^orphans: //p' out)
+check "the count matches the lines ($norph)" [ "$norph" = "$(grep -c '^orphan ' out)" ]
+ws verify --sink "$U11" --fail-on-orphans
+check "verify --fail-on-orphans: exit 1, naming the count" \
+	eval '[ "$rc" = 1 ] && grep -q "$norph orphans\? (--fail-on-orphans)" err && grep -q "^verify: ok" out'
+ws verify --sink "$U11" --orphans --tenant nosuch
+check "verify --orphans --tenant with no such tenant: exit 1, no orphan" \
+	eval '[ "$rc" = 1 ] && ! grep -q "^orphan " out'
+ws verify --sink "$U11" --orphans --tenant 'a/b'
+check "verify --orphans --tenant a/b: exit 2 naming the name" eval '[ "$rc" = 2 ] && grep -q "a/b" err'
+ws verify --sink "$U11" --fail-on-orphans=yes
+check "verify --fail-on-orphans=yes: exit 2" [ "$rc" = 2 ]
+mkdir -p "$S11/checkpoints/probe"
+echo x >"$S11/checkpoints/probe/00000000000000000000000000000001"
+echo x >"$S11/d11/stray"
+echo x >"$S11/_junk"
+ws verify --sink "$U11" --orphans
+check "a probe, a stray tenant file and a name no tenant has: listed as probe and foreign" \
+	eval '[ "$rc" = 0 ] && grep -q "^orphan probe checkpoints/probe/0*1$" out && grep -q "^orphan foreign d11/stray$" out &&
+	      grep -q "^orphan foreign _junk$" out'
+ws verify --sink "$U11" --orphans --tenant d11
+check "--tenant d11: only d11's orphans" \
+	eval '[ "$rc" = 0 ] && grep -q "^orphan foreign d11/stray$" out && ! grep -q "checkpoints/probe\|_junk" out'
+rm -r "$S11/checkpoints/probe" "$S11/d11/stray" "$S11/_junk"
+# A checkpoint killed after writing its candidate index, before deciding:
+# the next one aborts it and seals the candidate, and a seal occupies its
+# path for good, so it is named (it used to be listed as checkpoint-index:
+# the seal records its candidate's length, not its own).
+set +e
+WS_FAULT=ckpt.create.after_put:1:crash "$WS_BIN" checkpoint --sink "$U11" >/dev/null 2>&1
+krc=$?
+set -e
+check "a checkpoint killed after its candidate index (exit $krc)" [ "$krc" = 137 ]
+ws checkpoint --sink "$U11"
+check "the next checkpoint: exit 0, the candidate sealed" \
+	eval '[ "$rc" = 0 ] && grep -lq walship.ckpt.sealed.v1 "$S11"/checkpoints/committed/*.json'
+ws verify --sink "$U11" --orphans
+check "verify --orphans: the seal is no orphan" eval '[ "$rc" = 0 ] && ! grep -q "^orphan checkpoint-index" out'
+ws checkpoint --sink "$U11"
+ws retention --sink "$U11"
+check "retention after a checkpoint: exit 0" [ "$rc" = 0 ]
+ws verify --sink "$U11" --fail-on-orphans
+check "then no orphan is left: exit 0, orphans: 0" eval '[ "$rc" = 0 ] && grep -q "^orphans: 0$" out'
+# Directories that hold only lock files (what deleting their last object
+# leaves): none, the sink's root aside.
+lockonly=$(cd "$S11" && find . -mindepth 1 -type d | while read -r d; do
+	if [ -z "$(ls -A "$d" | grep -v '^\.lock\.')" ]; then echo "$d"; fi; done)
+check "no directory is left holding only lock files (${lockonly:-none})" [ -z "$lockonly" ]
+ws restore --sink "$U11" --tenant d11 -o r11.db
+check "the latest state restores" eval '[ "$rc" = 0 ] && same_dump d11.db r11.db'
+
+echo "# a sink written before batch keys carried their manifest's sequence"
+# data/sink-batch-keys-v0.tar.gz: tenant "old" shipped by walship 70f35c4
+# (three manifests naming batches b<first>-<count>-<xxh>, a checkpoint);
+# data/sink-batch-keys-v0.dump: its source's rows. Readers take every key
+# from its manifest, so no format bump: it restores and verifies as it is,
+# nothing in it is an orphan, and a new stream, checkpoint and retention on
+# top of it leave it whole.
+S12="$ROOT/s12"
+U12="file://$S12"
+mkdir -p "$S12"
+tar -xzf "$HERE/data/sink-batch-keys-v0.tar.gz" -C "$S12"
+ws restore --sink "$U12" --tenant old -o r12.db
+check "the old-format sink restores exactly" eval '[ "$rc" = 0 ] && [ "$(dump r12.db)" = "$(cat "$HERE/data/sink-batch-keys-v0.dump")" ]'
+ws verify --sink "$U12" --fail-on-orphans
+check "verify --fail-on-orphans on it: exit 0, nothing unnamed" eval '[ "$rc" = 0 ] && grep -q "^orphans: 0$" out'
+cp r12.db d12.db
+sq d12.db "PRAGMA journal_mode=WAL;" >/dev/null
+write d12.db 3
+ws replicate --sink "$U12" --once old=d12.db
+check "a new stream on top of it: exit 0" [ "$rc" = 0 ]
+ws checkpoint --sink "$U12"
+ws retention --sink "$U12"
+check "checkpoint and retention: exit 0" [ "$rc" = 0 ]
+ws verify --sink "$U12" --fail-on-orphans
+check "then verify --fail-on-orphans: exit 0" eval '[ "$rc" = 0 ] && grep -q "^orphans: 0$" out'
+ws restore --sink "$U12" --tenant old -o r12b.db
+check "and the latest state restores" eval '[ "$rc" = 0 ] && same_dump d12.db r12b.db'
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

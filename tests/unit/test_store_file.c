@@ -9,10 +9,12 @@
 #endif
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -21,6 +23,7 @@
 #include "storeutil.h"
 #include "testutil.h"
 #include "ws_fault.h"
+#include "ws_hash.h"
 #include "ws_store.h"
 
 struct fixture {
@@ -764,6 +767,185 @@ static void test_race_cas(void **state)
 	wt_assert_content(f->s, "cas/counter", want);
 }
 
+/*
+ * Deleting a directory's last object removes the directory (only lock files
+ * are left in it). Children put, read and delete objects of a few
+ * directories at once, so each delete may remove a directory while another
+ * child is about to create into it: every put must succeed (making the
+ * directory again), every object read back, and no directory holding only
+ * lock files must be left.
+ */
+enum { PRUNE_CHILDREN = 4, PRUNE_ROUNDS = 150 };
+
+static int prune_racer(const char *dir, int id)
+{
+	int err;
+	struct ws_store *s = ws_store_file_open(dir, &err);
+	struct ws_buf b;
+
+	if (!s)
+		return CHILD_OPEN_FAILED;
+	ws_buf_init(&b, 64);
+	for (int r = 0; r < PRUNE_ROUNDS; r++) {
+		char key[64];
+		snprintf(key, sizeof(key), "prune/d%d/s/k%d-%d", r % 3, id, r);
+		if (id % 2) {
+			/* put_many's writes race the prunes too (its own directory
+			 * walk and temp file create, on its writer threads). */
+			char key2[64];
+			struct iovec v = { .iov_base = (void *)"v", .iov_len = 1 };
+			struct ws_put_req q[2] = {
+				{ .key = key, .iov = &v, .iovcnt = 1, .mode = WS_PUT_CREATE },
+				{ .key = key2, .iov = &v, .iovcnt = 1, .mode = WS_PUT_CREATE },
+			};
+			snprintf(key2, sizeof(key2), "prune/d%d/s/m%d-%d", (r + 1) % 3, id, r);
+			if (ws_store_putv_many(s, q, 2) != 0 || q[0].rc || q[1].rc ||
+			    ws_store_del(s, key2) != 0) {
+				fprintf(stderr, "child %d: put_many: %d %d %s\n", id, q[0].rc, q[1].rc, ws_errmsg());
+				return CHILD_UNEXPECTED;
+			}
+		} else if (ws_store_put(s, key, "v", 1, WS_PUT_CREATE, NULL, NULL) != 0) {
+			fprintf(stderr, "child %d: %s\n", id, ws_errmsg());
+			return CHILD_UNEXPECTED;
+		}
+		ws_buf_reset(&b);
+		if (ws_store_get(s, key, 0, UINT64_MAX, &b, NULL) != 0 || b.len != 1) {
+			fprintf(stderr, "child %d: %s not read back\n", id, key);
+			return CHILD_UNEXPECTED;
+		}
+		if (ws_store_del(s, key) != 0) {
+			fprintf(stderr, "child %d: %s\n", id, ws_errmsg());
+			return CHILD_UNEXPECTED;
+		}
+	}
+	ws_buf_free(&b);
+	ws_store_close(s);
+	return 0;
+}
+
+/* Directories under path holding nothing but lock files. */
+static int lock_only_dirs(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	int n = 0, entries = 0, locks = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL) {
+		char *sub;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		entries++;
+		if (!strncmp(de->d_name, ".lock.", 6))
+			locks++;
+		if (de->d_type == DT_DIR) {
+			sub = wt_path(path, de->d_name);
+			n += lock_only_dirs(sub);
+			free(sub);
+		}
+	}
+	closedir(d);
+	return n + (entries > 0 && entries == locks);
+}
+
+static void test_race_prune(void **state)
+{
+	struct fixture *f = *state;
+	pid_t pids[PRUNE_CHILDREN];
+	char *sub;
+	int go;
+
+	wt_put_str(f->s, "prune/keep", "k", NULL);
+	go = spawn_children(PRUNE_CHILDREN, pids, prune_racer, f->dir);
+	close(go);
+	wait_children(PRUNE_CHILDREN, pids);
+	/* Everything deleted: the directories went with their last objects
+	 * (prune/ itself holds an object). */
+	sub = wt_path(f->dir, "prune/d0");
+	assert_int_equal(access(sub, F_OK), -1);
+	free(sub);
+	assert_int_equal(lock_only_dirs(f->dir), 0);
+	wt_assert_content(f->s, "prune/keep", "k");
+}
+
+/*
+ * A writer waiting on a lock file that a prune unlinks (holding it) must,
+ * once it gets the unlinked file's lock, take the one at the name again: a
+ * lock on an unlinked file excludes nobody, since the next writer creates a
+ * new file there. Here the test plays the prune: it holds the lock file
+ * while a child's put waits on it, unlinks it, takes the new file at the
+ * name, and only then lets the old one go. The child must still wait.
+ */
+static bool child_has_open(pid_t pid, const struct stat *want)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+	bool found = false;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	if (!(d = opendir(path)))
+		return false;
+	while (!found && (de = readdir(d)) != NULL) {
+		char fdp[320];
+		struct stat st;
+		snprintf(fdp, sizeof(fdp), "%s/%s", path, de->d_name);
+		found = stat(fdp, &st) == 0 && st.st_ino == want->st_ino && st.st_dev == want->st_dev;
+	}
+	closedir(d);
+	return found;
+}
+
+static int lock_waiter(const char *dir, int id)
+{
+	int err;
+	struct ws_store *s = ws_store_file_open(dir, &err);
+	(void)id;
+	return s && ws_store_put(s, "lk/k", "v", 1, WS_PUT_OVERWRITE, NULL, NULL) == 0 ? 0 : CHILD_UNEXPECTED;
+}
+
+static void test_lock_unlinked_is_retaken(void **state)
+{
+	struct fixture *f = *state;
+	char lname[32], *lpath;
+	struct ws_obj_info info;
+	struct stat st;
+	int l1, l2, status;
+	pid_t pid;
+
+	int go;
+
+	wt_put_str(f->s, "lk/other", "o", NULL);
+	snprintf(lname, sizeof(lname), "lk/.lock.%02x", (unsigned)(ws_xxh64("k", 1) % 64));
+	lpath = wt_path(f->dir, lname);
+	/* The child starts its put once the lock is held (opened after the
+	 * fork: a descriptor it inherited would share our lock). */
+	go = spawn_children(1, &pid, lock_waiter, f->dir);
+	l1 = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(l1 >= 0);
+	assert_int_equal(flock(l1, LOCK_EX), 0);
+	assert_int_equal(fstat(l1, &st), 0);
+	close(go);
+	/* The child has the lock file open: it waits on it. */
+	for (int i = 0; i < 1000 && !child_has_open(pid, &st); i++)
+		usleep(10000);
+	assert_true(child_has_open(pid, &st));
+	assert_int_equal(unlink(lpath), 0);
+	l2 = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(l2 >= 0);
+	assert_int_equal(flock(l2, LOCK_EX), 0);
+	close(l1);
+	/* It got the unlinked file's lock; it must now wait for ours. */
+	usleep(300000);
+	assert_int_equal(waitpid(pid, &status, WNOHANG), 0);
+	assert_int_equal(ws_store_head(f->s, "lk/k", &info), WS_ENOTFOUND);
+	close(l2);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	wt_assert_content(f->s, "lk/k", "v");
+	free(lpath);
+}
+
 /* ---- crash between write and publish -------------------------------------------------- */
 
 static pid_t crash_child(const char *dir, const char *site, const char *key, const char *val)
@@ -1402,6 +1584,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_open_urls, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_race_create, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_race_cas, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_race_prune, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lock_unlinked_is_retaken, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_crash_before_publish, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_keeps_live_tmp, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fault_fail_paths, setup, teardown),

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Checkpoints of an s3:// sink (the shared authority: no lease, attempts
+# race through conditional writes) through the CLI, with real processes
+# stopped or killed at WS_FAULT sites (core/base/ws_fault.h), against the
+# radosgw the ctest fixture starts:
+#   1. a checkpoint whose attempt another writer's decides first (that
+#      writer's attempt was open when this one began, and decides while this
+#      one waits for it) takes nothing: exit 1, "checkpoint not taken",
+#      naming the winner, and the winner's exit is 0;
+#   2. a checkpoint killed right after its decision (its witness still open,
+#      its clean-up not done): the next checkpoint finishes that clean-up and
+#      takes its own (exit 0, a new ID), and every later one too;
+#   3. then restore --checkpoint of both, verify --fail-on-orphans after
+#      retention.
+#
+# Env: WS_BIN, WS_TEST_TMP, WS_S3_DIR (the fixture's dir; $WS_S3_DIR/env has
+# WS_S3_ENDPOINT and the AWS_* variables). Without WS_S3_DIR the test
+# fails: it never passes without a server.
+# Prints "N passed, M failed" last; exits non-zero on any failure.
+set -euo pipefail
+
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+if [ -z "${WS_S3_DIR:-}" ] || [ ! -f "$WS_S3_DIR/env" ]; then
+	bad "WS_S3_DIR is unset or has no env file (got '${WS_S3_DIR:-}'): this test needs the radosgw fixture"
+	echo "$pass passed, $fail failed"
+	exit 1
+fi
+command -v curl >/dev/null || { bad "curl CLI not found"; echo "$pass passed, $fail failed"; exit 1; }
+set -a
+# shellcheck disable=SC1091
+. "$WS_S3_DIR/env"
+set +a
+: "${WS_S3_ENDPOINT:?$WS_S3_DIR/env has no WS_S3_ENDPOINT}"
+export AWS_REGION="${AWS_REGION:-us-east-1}"
+E=$WS_S3_ENDPOINT
+
+B="walship-ck-$(date +%s)-$$"
+code=$(curl -sS --max-time 30 -o mkbucket.body -w '%{http_code}' --aws-sigv4 "aws:amz:$AWS_REGION:s3" \
+	--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' \
+	-X PUT "$E/$B" || true)
+if [ "$code" != 200 ]; then
+	bad "create bucket $B at $E: HTTP $code $(cat mkbucket.body 2>/dev/null)"
+	echo "$pass passed, $fail failed"
+	exit 1
+fi
+U="s3://$B/ck?endpoint=$E"
+
+# stopped PID: the process is stopped (a WS_FAULT "stop" site fired).
+wait_stopped() {
+	local _
+	for _ in $(seq 600); do
+		[ "$(ps -o stat= -p "$1" 2>/dev/null | cut -c1)" = T ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+json_id() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["id"])' "$1"; }
+
+sq a.db "PRAGMA journal_mode=WAL; CREATE TABLE t(x INTEGER PRIMARY KEY, v TEXT);" >/dev/null
+sq a.db "INSERT INTO t(v) VALUES ('one'), ('two');"
+ws replicate --sink "$U" --once a=a.db
+check "replicate --once to s3: exit 0" [ "$rc" = 0 ]
+
+echo "# 1. another writer's attempt decides while this one waits for it"
+# A stops with its witness open, before its first artifact. B stops once
+# it has its ID; continued, it reads the cut (a few requests), finds A's
+# witness open and waits for A's decision (up to 30 s: the peer wait); A is
+# continued 3 s later and decides.
+WS_FAULT=checkpoint.artifact.before_put:1:stop "$WS_BIN" checkpoint --sink "$U" >a.out 2>a.err &
+a=$!
+check "checkpoint A stops with its attempt open" wait_stopped $a
+WS_FAULT=ckpt.alloc.after_cas:1:stop "$WS_BIN" checkpoint --sink "$U" >b.out 2>b.err &
+b=$!
+check "checkpoint B stops with its ID allocated" wait_stopped $b
+kill -CONT $b
+sleep 3
+kill -CONT $a
+reap $a a.err "checkpoint A"
+arc=$reaped
+reap $b b.err "checkpoint B"
+brc=$reaped
+check "A commits: exit 0 ($arc)" eval '[ "$arc" = 0 ] && grep -q "\"committed\":true" a.out'
+aid=$(json_id a.out)
+check "B took nothing: exit 1 ($brc), \"checkpoint not taken\" naming A's checkpoint $aid" \
+	eval '[ "$brc" = 1 ] && grep -q "checkpoint not taken: another writer.s checkpoint $aid was decided first (commit)" b.err'
+ws ls --sink "$U" --checkpoints --json
+check "one checkpoint stored: A's" eval '[ "$rc" = 0 ] && [ "$(grep -c . out)" = 1 ] && grep -q "\"id\":$aid," out'
+
+echo "# 2. a checkpoint killed right after its decision"
+sq a.db "INSERT INTO t(v) VALUES ('three');"
+ws replicate --sink "$U" --once a=a.db
+set +e
+WS_FAULT=ckpt.record.after_cas:1:crash "$WS_BIN" checkpoint --sink "$U" >c.out 2>c.err
+crc=$?
+set -e
+check "checkpoint C killed after its decision (exit $crc)" [ "$crc" = 137 ]
+ws checkpoint --sink "$U"
+check "the next checkpoint finishes C's clean-up and takes its own: exit 0" \
+	eval '[ "$rc" = 0 ] && grep -q "\"committed\":true" out'
+did=$(json_id out)
+ws checkpoint --sink "$U"
+check "and the one after: exit 0, a later ID" \
+	eval '[ "$rc" = 0 ] && [ "$(json_id out)" -gt "$did" ] && [ "$did" -gt "$aid" ]'
+
+echo "# 3. what the checkpoints hold"
+ws restore --sink "$U" --tenant a --checkpoint "$aid" -o ra.db
+check "restore --checkpoint A: the rows at A's cut" eval '[ "$rc" = 0 ] && [ "$(sq ra.db "SELECT count(*) FROM t;")" = 2 ]'
+ws restore --sink "$U" --tenant a --checkpoint latest -o rl.db
+check "restore --checkpoint latest equals the source" eval '[ "$rc" = 0 ] && same_dump a.db rl.db'
+ws retention --sink "$U"
+check "retention: exit 0" [ "$rc" = 0 ]
+ws verify --sink "$U" --fail-on-orphans
+check "verify --fail-on-orphans after retention: exit 0, no orphan" \
+	eval '[ "$rc" = 0 ] && grep -q "^orphans: 0$" out'
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
