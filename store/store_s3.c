@@ -586,7 +586,7 @@ static int s3_call(struct s3_store *s, struct s3_call *c)
 		if (rc <= 0)
 			return rc;
 		if (c->backoff_ms)
-			usleep((useconds_t)(c->backoff_ms * 1000));
+			ws_sleep_ms((unsigned)c->backoff_ms);
 	}
 }
 
@@ -895,7 +895,7 @@ static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 		 * comes first end now, not with an attempt that has no time. */
 		pending = give_up_late(s, ops, reqs, idx, pending, due_ms > now ? due_ms : now);
 		if (due_ms > now)
-			usleep((useconds_t)((due_ms - now) * 1000));
+			ws_sleep_ms((unsigned)(due_ms - now));
 		/* (and those the sleep overshot) */
 		pending = give_up_late(s, ops, reqs, idx, pending, ws_mono_ms());
 		for (size_t j = 0; j < pending; j++) {
