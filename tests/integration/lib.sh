@@ -79,3 +79,25 @@ sq() {
 }
 dump() { sq "$1" .dump; }
 same_dump() { [ "$(dump "$1")" = "$(dump "$2")" ] && [ -n "$(dump "$1")" ]; }
+
+# need_radosgw: the S3 tests' precondition, the radosgw fixture that ctest
+# starts (WS_S3_DIR with its env file) and the curl CLI; exits the test
+# with a failure naming what is missing.
+need_radosgw() {
+	if [ -z "${WS_S3_DIR:-}" ] || [ ! -f "$WS_S3_DIR/env" ]; then
+		bad "WS_S3_DIR is unset or has no env file (got '${WS_S3_DIR:-}'): this test needs the radosgw fixture (ctest -R 's3_server|<test>' starts it)"
+		echo "$pass passed, $fail failed"
+		exit 1
+	fi
+	command -v curl >/dev/null || { bad "curl CLI not found"; echo "$pass passed, $fail failed"; exit 1; }
+}
+
+# load_s3_env FILE: exports the endpoint and credentials a fixture's env file holds.
+load_s3_env() {
+	set -a
+	# shellcheck disable=SC1090
+	. "$1"
+	set +a
+	: "${WS_S3_ENDPOINT:?$1 has no WS_S3_ENDPOINT}"
+	export AWS_REGION="${AWS_REGION:-us-east-1}"
+}

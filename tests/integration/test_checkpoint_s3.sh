@@ -22,18 +22,8 @@ set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-if [ -z "${WS_S3_DIR:-}" ] || [ ! -f "$WS_S3_DIR/env" ]; then
-	bad "WS_S3_DIR is unset or has no env file (got '${WS_S3_DIR:-}'): this test needs the radosgw fixture"
-	echo "$pass passed, $fail failed"
-	exit 1
-fi
-command -v curl >/dev/null || { bad "curl CLI not found"; echo "$pass passed, $fail failed"; exit 1; }
-set -a
-# shellcheck disable=SC1091
-. "$WS_S3_DIR/env"
-set +a
-: "${WS_S3_ENDPOINT:?$WS_S3_DIR/env has no WS_S3_ENDPOINT}"
-export AWS_REGION="${AWS_REGION:-us-east-1}"
+need_radosgw
+load_s3_env "$WS_S3_DIR/env"
 E=$WS_S3_ENDPOINT
 
 B="walship-ck-$(date +%s)-$$"

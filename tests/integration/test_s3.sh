@@ -20,20 +20,10 @@ set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-if [ -z "${WS_S3_DIR:-}" ] || [ ! -f "$WS_S3_DIR/env" ]; then
-	bad "WS_S3_DIR is unset or has no env file (got '${WS_S3_DIR:-}'): this test needs the radosgw fixture (ctest -R integ_test_s3 starts it)"
-	echo "$pass passed, $fail failed"
-	exit 1
-fi
-command -v curl >/dev/null || { bad "curl CLI not found"; echo "$pass passed, $fail failed"; exit 1; }
-set -a
-# shellcheck disable=SC1091
-. "$WS_S3_DIR/env"
-set +a
-: "${WS_S3_ENDPOINT:?$WS_S3_DIR/env has no WS_S3_ENDPOINT}"
+need_radosgw
+load_s3_env "$WS_S3_DIR/env"
 : "${AWS_ACCESS_KEY_ID:?$WS_S3_DIR/env has no AWS_ACCESS_KEY_ID}"
 : "${AWS_SECRET_ACCESS_KEY:?$WS_S3_DIR/env has no AWS_SECRET_ACCESS_KEY}"
-export AWS_REGION="${AWS_REGION:-us-east-1}"
 E=$WS_S3_ENDPOINT
 
 # ---- curl helpers ---------------------------------------------------------------

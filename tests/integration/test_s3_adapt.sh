@@ -21,12 +21,7 @@ set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-if [ -z "${WS_S3_DIR:-}" ] || [ ! -f "$WS_S3_DIR/env" ]; then
-	bad "WS_S3_DIR is unset or has no env file (got '${WS_S3_DIR:-}'): this test needs the radosgw fixture"
-	echo "$pass passed, $fail failed"
-	exit 1
-fi
-command -v curl >/dev/null || { bad "curl CLI not found"; echo "$pass passed, $fail failed"; exit 1; }
+need_radosgw
 command -v haproxy >/dev/null || { bad "haproxy not found (tools/install-deps.sh)"; echo "$pass passed, $fail failed"; exit 1; }
 SRC=${WS_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 THROTTLE="$SRC/tests/s3/throttle.sh"
