@@ -84,7 +84,6 @@ struct tenant {
 	uint32_t retry_ms;
 	uint32_t age_ms;     /* gather time of the next tail (adapt.h; 0 or batch_age_ms_max unless throttled) */
 	uint64_t wm_put_ms;  /* mono time our last watermark write for it finished (0: none yet) */
-	bool go_on;          /* the last tail stopped at its work bound: the next one is due at once */
 	bool open;
 	struct tenant *lru_prev, *lru_next;
 
@@ -204,14 +203,21 @@ static uint32_t tail_bound(const struct ws_shard_config *c)
 	return c->tail_ms_max ? c->tail_ms_max : c->batch_age_ms_max / 2;
 }
 
-/* When a tenant's change seen now is due: its gather time, and (adaptive)
- * no sooner than one key_write_interval_ms after its last watermark write. */
+/* A tail wanted at `at`, which ends with a watermark write: (adaptive) no
+ * sooner than one key_write_interval_ms after the tenant's last one,
+ * whatever made it due (a change, a continuation, a retry, lost events). */
+static uint64_t key_due(const struct shard *sh, const struct tenant *t, uint64_t at)
+{
+	if (!sh->cfg.adaptive)
+		return at;
+	return ws_adapt_key_due(at, t->wm_put_ms, sh->cfg.key_write_interval_ms);
+}
+
+/* When a tenant's change seen now is due: its gather time, and key_due. */
 static uint64_t due_after_change(const struct shard *sh, const struct tenant *t, uint64_t now)
 {
 	uint32_t age = sh->cfg.adaptive && t->age_ms ? t->age_ms : sh->cfg.batch_age_ms_max;
-	if (!sh->cfg.adaptive)
-		return now + age;
-	return ws_adapt_key_due(now + age, t->wm_put_ms, sh->cfg.key_write_interval_ms);
+	return key_due(sh, t, now + age);
 }
 
 /* ---- registry ------------------------------------------------------------ */
@@ -382,7 +388,6 @@ static int tail_one(struct shard *sh, struct tenant *t, bool bounded)
 	}
 	ws_stream_set_tail_bound(t->st, bounded && sh->cfg.adaptive ? tail_bound(&sh->cfg) : 0,
 				 sh->cfg.key_write_interval_ms);
-	t->go_on = false;
 	rc = ws_stream_tail_frames(t->st, &o);
 	if (!ws_stream_parked(t->st) && !t->open) {
 		t->open = true;
@@ -409,7 +414,7 @@ static int tail_one(struct shard *sh, struct tenant *t, bool bounded)
 		t->retry_ms = t->retry_ms ? t->retry_ms * 2 : RETRY_MIN_MS;
 		if (t->retry_ms > RETRY_MAX_MS)
 			t->retry_ms = RETRY_MAX_MS;
-		mark_due(t, ws_mono_ms() + t->retry_ms);
+		mark_due(t, key_due(sh, t, ws_mono_ms() + t->retry_ms));
 		ws_warn("shard %u: %s (retry in %u ms)", sh->id, ws_errmsg(), t->retry_ms);
 		if (e->cfg.on_outcome) {
 			memset(&o, 0, sizeof(o));
@@ -440,18 +445,17 @@ static int tail_one(struct shard *sh, struct tenant *t, bool bounded)
 		if (t->age_ms > sh->cfg.batch_age_ms_max)
 			add(&sh->coalesced, 1);
 	}
-	/* Stopped at its work bound: the rest of the backlog is due now (the
-	 * bound itself kept this tail's watermark write key_write_interval_ms
-	 * after the last). */
+	/* Stopped at its work bound: the rest of the backlog is due as soon as
+	 * this tail's watermark write allows another (the next tail may reach
+	 * the end of the WAL at once and write its own). */
 	if (call.ended_early) {
 		add(&sh->ended_early, 1);
-		t->go_on = true;
-		mark_due(t, ws_mono_ms());
+		mark_due(t, key_due(sh, t, ws_mono_ms()));
 	}
 	/* Shed, or shipped a prefix and shed the rest: the rest is still to do. */
 	if (o.kind == WS_OUTCOME_SHED || call.frames_shed > 0) {
 		add(&t->sheds, 1);
-		mark_due(t, ws_mono_ms() + (sh->cfg.batch_age_ms_max ? sh->cfg.batch_age_ms_max : 10));
+		mark_due(t, key_due(sh, t, ws_mono_ms() + (sh->cfg.batch_age_ms_max ? sh->cfg.batch_age_ms_max : 10)));
 	}
 	if (e->cfg.on_outcome)
 		e->cfg.on_outcome(t->name, &o, 0, e->cfg.arg);
@@ -692,7 +696,7 @@ static void read_events(struct shard *sh)
 			if (ev->mask & IN_Q_OVERFLOW) {
 				/* Lost events: everyone is a suspect. */
 				for (size_t i = 0; i < sh->n; i++)
-					mark_due(sh->tenants[i], now);
+					mark_due(sh->tenants[i], key_due(sh, sh->tenants[i], now));
 				continue;
 			}
 			if (!ev->len)

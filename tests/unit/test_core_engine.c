@@ -21,6 +21,7 @@
 #include "core_internal.h"
 #include "coreutil.h"
 #include "throttlestore.h"
+#include "ws_clock.h"
 
 #define MAX_STORES 16
 
@@ -643,6 +644,67 @@ static void test_throttle_counts_and_fails_bounded(void **state)
 	wt_env_free(&env);
 }
 
+/*
+ * One write per second to one key, whatever made the tail due: a backlog
+ * longer than tail_ms_max is shipped by a bounded tail and continuation
+ * tails, and the last continuation (which reaches the end of the WAL
+ * early) must still wait key_write_interval_ms after the watermark write
+ * before it, as a tail woken by a commit does. Watermark writes are timed
+ * in the store as they complete.
+ */
+static void test_key_interval_holds_for_continuations(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 4 * 80u << 10, 80u << 10);
+	struct ws_engine *e;
+	struct ws_tenant_metrics tm;
+	struct ws_shard_metrics m;
+	uint64_t ms[WT_THROTTLE_LOG_MAX], deadline, want;
+	size_t n = 0;
+	(void)state;
+
+	sc.adaptive = true;
+	sc.tail_ms_max = 50;
+	sc.key_write_interval_ms = 1000;
+	wt_env_init(&env, "engine_key_interval", 0);
+	backlog(env.w, 2);
+	seen_reset();
+	hook_on(3);
+	e = engine_new(env.sink_url, 1, &sc);
+	add_tenant(e, "key", env.db, 0);
+	flush_ok(e); /* the first tail re-bases, and a re-base is never bounded */
+	for (unsigned i = 0; i < hook.n; i++)
+		wt_throttle_log(hook.stores[i], "/wm");
+	slow_uploads(60);
+	backlog(env.w, 120); /* ~5 MiB of WAL: seconds of slow uploads */
+	want = file_frames(&env);
+	/* No flush: a flush ships everything in one unbounded tail. */
+	deadline = ws_mono_ms() + 60000;
+	do {
+		wt_sleep_ms(20);
+		assert_int_equal(ws_engine_tenant_metrics(e, "key", &tm), 0);
+		assert_true(ws_mono_ms() < deadline);
+	} while (tm.last_frame < want);
+	wt_sleep_ms(300); /* a write that would follow too soon has time to land */
+	assert_int_equal(ws_engine_shard_metrics(e, 0, &m), 0);
+	assert_true(m.tails_ended_early >= 2); /* the path under test ran */
+	for (unsigned i = 0; i < hook.n; i++)
+		n += wt_throttle_logged(hook.stores[i], ms + n, WT_THROTTLE_LOG_MAX - n);
+	assert_true(n >= 3);
+	for (size_t i = 1; i < n; i++) {
+		if (ms[i] < ms[i - 1] + sc.key_write_interval_ms)
+			fail_msg("watermark writes %zu and %zu were %" PRIu64 " ms apart (key_write_interval_ms %u; "
+				 "%" PRIu64 " tails ended early)", i - 1, i, ms[i] - ms[i - 1], sc.key_write_interval_ms,
+				 m.tails_ended_early);
+	}
+	assert_int_equal(seen.errors, 0);
+	restore_equals(env.sink, "key", env.w, env.out_dir);
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	hook_off();
+	wt_env_free(&env);
+}
+
 static uint64_t wm_seq(struct ws_sink *sink, const char *tenant)
 {
 	struct ws_fmt_watermark wm;
@@ -1024,6 +1086,7 @@ int main(void)
 		cmocka_unit_test(test_chain_end_in_either_thread),
 		cmocka_unit_test(test_block_holds_memory_loses_nothing),
 		cmocka_unit_test(test_throttle_counts_and_fails_bounded),
+		cmocka_unit_test(test_key_interval_holds_for_continuations),
 		cmocka_unit_test(test_shed_nothing_persisted_is_shed),
 		cmocka_unit_test(test_shed_prefix_is_streamed_with_frames_shed),
 		cmocka_unit_test(test_shed_full_ring_drops_rest),

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ws_clock.h"
 #include "ws_fail.h"
 
 struct tstore {
@@ -18,6 +19,9 @@ struct tstore {
 	int64_t pass, attempts;
 	uint32_t slow_ms;
 	uint64_t throttled;
+	char log_suffix[32];            /* log puts whose key ends so ("" = none) */
+	uint64_t log_ms[WT_THROTTLE_LOG_MAX];
+	size_t nlog;
 };
 
 static void sleep_ms(uint32_t ms)
@@ -65,7 +69,16 @@ static int t_put(struct ws_store *s, const char *key, const struct iovec *iov, i
 		__atomic_fetch_add(&s->stats.throttle_retries, 1, __ATOMIC_RELAXED);
 		sleep_ms(t->delay_ms);
 	}
-	return t->inner->ops->put(t->inner, key, iov, iovcnt, mode, expect, out_etag);
+	int rc = t->inner->ops->put(t->inner, key, iov, iovcnt, mode, expect, out_etag);
+	if (rc == 0) {
+		size_t kl = strlen(key), sl;
+		pthread_mutex_lock(&t->mu);
+		sl = strlen(t->log_suffix);
+		if (sl && kl >= sl && !strcmp(key + kl - sl, t->log_suffix) && t->nlog < WT_THROTTLE_LOG_MAX)
+			t->log_ms[t->nlog++] = ws_mono_ms(); /* after the write is durable */
+		pthread_mutex_unlock(&t->mu);
+	}
+	return rc;
 }
 
 static int t_get(struct ws_store *s, const char *key, uint64_t off, uint64_t len, struct ws_buf *out,
@@ -144,6 +157,26 @@ uint64_t wt_throttle_count(struct ws_store *s)
 	uint64_t n;
 	pthread_mutex_lock(&t->mu);
 	n = t->throttled;
+	pthread_mutex_unlock(&t->mu);
+	return n;
+}
+
+void wt_throttle_log(struct ws_store *s, const char *suffix)
+{
+	struct tstore *t = (struct tstore *)s;
+	pthread_mutex_lock(&t->mu);
+	snprintf(t->log_suffix, sizeof(t->log_suffix), "%s", suffix ? suffix : "");
+	t->nlog = 0;
+	pthread_mutex_unlock(&t->mu);
+}
+
+size_t wt_throttle_logged(struct ws_store *s, uint64_t *ms, size_t max)
+{
+	struct tstore *t = (struct tstore *)s;
+	size_t n;
+	pthread_mutex_lock(&t->mu);
+	n = t->nlog < max ? t->nlog : max;
+	memcpy(ms, t->log_ms, n * sizeof(*ms));
 	pthread_mutex_unlock(&t->mu);
 	return n;
 }

@@ -25,5 +25,13 @@ void wt_throttle_set(struct ws_store *s, const char *match, int64_t pass, int64_
 /* Make every put take at least ms (a slow sink, not a failing one). */
 void wt_throttle_slow(struct ws_store *s, uint32_t ms);
 uint64_t wt_throttle_count(struct ws_store *s); /* attempts throttled so far */
+/*
+ * Record the monotonic time (ws_mono_ms) at which each put whose key ends
+ * with `suffix` completed (NULL or "": stop; clears the log), up to
+ * WT_THROTTLE_LOG_MAX; wt_throttle_logged copies them out, oldest first.
+ */
+#define WT_THROTTLE_LOG_MAX 4096
+void wt_throttle_log(struct ws_store *s, const char *suffix);
+size_t wt_throttle_logged(struct ws_store *s, uint64_t *ms, size_t max);
 
 #endif
