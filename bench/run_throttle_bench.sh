@@ -153,8 +153,11 @@ run() {
 
 json_get() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))$2)" "$1"; }
 
-# The throttled load: enough tenants and PUTs that the cap binds.
-thr_tenants=20 thr_rate=20 thr_bytes=2048
+# The throttled load: enough tenants and PUTs that the cap binds, and a
+# spill ring (16 MiB, four batches) that the backlog under the cap outgrows,
+# so that block blocks and shed sheds (the default 64 MiB never fills at
+# this load: coalescing keeps the backlog near 30 MB).
+thr_tenants=20 thr_rate=20 thr_bytes=2048 thr_ring=16777216
 [ "$tiny" = 1 ] && { thr_tenants=4; thr_rate=20; }
 
 # Measure the load's PUT rate unthrottled (through the proxy, uncapped);
@@ -163,7 +166,7 @@ measure_half() {
     local name=$1
     bash "$here/tests/s3/throttle.sh" rate "$rgw" 0 >/dev/null
     run "$name" none --sink "$(s3_url "$name" "$proxied")" --tenants "$thr_tenants" --rate "$thr_rate" \
-        --txn-bytes "$thr_bytes" --policy block
+        --txn-bytes "$thr_bytes" --ring-bytes "$thr_ring" --policy block
     half=1
     half_measured=1
     [ -f "$out/$name.json" ] || return 0
@@ -193,14 +196,14 @@ sc_throttled() {
     for p in block throttle shed; do
         bash "$here/tests/s3/throttle.sh" rate "$rgw" "$half"
         run "throttled-$p" "$half" --sink "$(s3_url "thr-$p" "$proxied")" --tenants "$thr_tenants" \
-            --rate "$thr_rate" --txn-bytes "$thr_bytes" --policy "$p"
+            --rate "$thr_rate" --txn-bytes "$thr_bytes" --ring-bytes "$thr_ring" --policy "$p"
     done
     # The same cap and load with the shard not adapting (adaptive = off),
     # for comparison (not in the CI smoke: it only has to run).
     if [ "$tiny" = 0 ]; then
         bash "$here/tests/s3/throttle.sh" rate "$rgw" "$half"
         run throttled-block-fixed "$half" --sink "$(s3_url thr-fixed "$proxied")" --tenants "$thr_tenants" \
-            --rate "$thr_rate" --txn-bytes "$thr_bytes" --policy block --no-adaptive
+            --rate "$thr_rate" --txn-bytes "$thr_bytes" --ring-bytes "$thr_ring" --policy block --no-adaptive
     fi
     bash "$here/tests/s3/throttle.sh" rate "$rgw" 0
 }
@@ -213,7 +216,7 @@ sc_recovery() {
     lift=$(( seconds / 2 ))
     bash "$here/tests/s3/throttle.sh" rate "$rgw" "$half"
     run recovery "$half, lifted at ${lift}s" --sink "$(s3_url recovery "$proxied")" --tenants "$thr_tenants" \
-        --rate "$thr_rate" --txn-bytes "$thr_bytes" --policy block \
+        --rate "$thr_rate" --txn-bytes "$thr_bytes" --ring-bytes "$thr_ring" --policy block \
         --at "$lift:bash $here/tests/s3/throttle.sh rate $rgw 0" --recovery-from "$lift"
     bash "$here/tests/s3/throttle.sh" rate "$rgw" 0
 }

@@ -816,9 +816,11 @@ static void keep_upload_off_core(struct shard *sh, int core)
 static struct ws_store *open_store(struct ws_engine *e, unsigned shard, bool uploader, unsigned flags, int *err)
 {
 	const struct ws_shard_config *c = &e->cfg.shard[shard];
-	/* The shard's retry bounds and uploads in flight, unless the URL says;
-	 * passed beside the URL, so messages echo only what the user wrote. */
-	const struct ws_store_limits lim = { c->retry_attempts_max, c->retry_deadline_ms, c->uploads_in_flight };
+	/* The shard's retry bounds, uploads in flight and (adaptive) paced
+	 * writes, unless the URL says; passed beside the URL, so messages echo
+	 * only what the user wrote. */
+	const struct ws_store_limits lim = { c->retry_attempts_max, c->retry_deadline_ms, c->uploads_in_flight,
+					     !c->adaptive };
 	if (ws_engine_open_store_hook)
 		return ws_engine_open_store_hook(e->sink_url, shard, uploader, ws_engine_open_store_arg, err);
 	return ws_store_open_limits(e->sink_url, &lim, flags, err);

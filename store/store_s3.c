@@ -68,6 +68,7 @@
 #include <errno.h>
 #include <expat.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,7 @@
 #include "ws_hash.h"
 #include "ws_http.h"
 #include "ws_logging.h"
+#include "ws_pacer.h"
 #include "ws_sigv4.h"
 #include "ws_store.h"
 #include "s3_internal.h"
@@ -106,7 +108,73 @@ struct s3_store {
 	unsigned attempts_max;
 	uint64_t deadline_ms;
 	uint64_t rng;
+	bool pace;                   /* pace writes once throttled (pace=1, the default) */
+	struct shared_pacer *pacer;  /* shared by the process's handles on this endpoint and bucket */
 };
+
+/* ---- write pacing (ws_pacer.h), one per endpoint and bucket ------------- */
+
+struct shared_pacer {
+	struct shared_pacer *next;
+	char name[600];              /* endpoint "|" bucket */
+	unsigned refs;
+	struct ws_pacer p;
+};
+static pthread_mutex_t pacers_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct shared_pacer *pacers;
+
+static struct shared_pacer *pacer_get(const char *endpoint, const char *bucket)
+{
+	char name[sizeof(((struct shared_pacer *)0)->name)];
+	struct shared_pacer *sp;
+	snprintf(name, sizeof(name), "%s|%s", endpoint, bucket);
+	pthread_mutex_lock(&pacers_mu);
+	for (sp = pacers; sp; sp = sp->next)
+		if (!strcmp(sp->name, name))
+			break;
+	if (!sp && (sp = calloc(1, sizeof(*sp))) != NULL) {
+		memcpy(sp->name, name, sizeof(name));
+		ws_pacer_init(&sp->p);
+		sp->next = pacers;
+		pacers = sp;
+	}
+	if (sp)
+		sp->refs++;
+	pthread_mutex_unlock(&pacers_mu);
+	return sp;
+}
+
+static void pacer_put(struct shared_pacer *sp)
+{
+	if (!sp)
+		return;
+	pthread_mutex_lock(&pacers_mu);
+	if (--sp->refs == 0) {
+		struct shared_pacer **pp = &pacers;
+		while (*pp != sp)
+			pp = &(*pp)->next;
+		*pp = sp->next;
+		ws_pacer_destroy(&sp->p);
+		free(sp);
+	}
+	pthread_mutex_unlock(&pacers_mu);
+}
+
+static bool is_write(const char *method) { return method[0] == 'P' || method[0] == 'D'; /* PUT POST DELETE */ }
+
+/* Before an attempt of a write: its place in the pace (0 when not paced),
+ * never past the call's deadline. */
+static uint64_t pace_wait(struct s3_store *s, const char *method, uint64_t deadline_ms)
+{
+	uint64_t now, ms;
+	if (!s->pacer || !is_write(method))
+		return 0;
+	now = ws_mono_ms();
+	ms = ws_pacer_reserve(&s->pacer->p, now);
+	if (ms && now + ms > deadline_ms)
+		ms = deadline_ms > now ? deadline_ms - now : 0;
+	return ms;
+}
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -532,6 +600,9 @@ static int call_judge(struct s3_store *s, struct s3_call *c)
 	c->req.headers = NULL;
 	if (c->req.resends)
 		__atomic_fetch_add(&s->base.stats.resends, c->req.resends, __ATOMIC_RELAXED);
+	if (s->pacer && is_write(c->method))
+		ws_pacer_answer(&s->pacer->p, !c->req.err && !c->req.truncated && throttle_status(c->req.status),
+				ws_mono_ms());
 	if (c->req.err) {
 		if (c->req.err == WS_ETOOBIG)
 			return ws_fail(c->req.err, "s3 %s: %s %s: response too large", s->base.url, c->method, c->key);
@@ -576,6 +647,9 @@ static int s3_call(struct s3_store *s, struct s3_call *c)
 
 	call_begin(s, c);
 	for (;;) {
+		uint64_t pace = pace_wait(s, c->method, c->deadline_ms);
+		if (pace)
+			ws_sleep_ms((unsigned)pace);
 		rc = call_sign(s, c);
 		if (rc)
 			return rc;
@@ -898,6 +972,16 @@ static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 			ws_sleep_ms((unsigned)(due_ms - now));
 		/* (and those the sleep overshot) */
 		pending = give_up_late(s, ops, reqs, idx, pending, ws_mono_ms());
+		/* Each request's place in the pace: the round goes at the last. */
+		uint64_t pace = 0;
+		for (size_t j = 0; j < pending; j++) {
+			uint64_t w = pace_wait(s, "PUT", ops[idx[j]].c.deadline_ms);
+			pace = w > pace ? w : pace;
+		}
+		if (pace) {
+			ws_sleep_ms((unsigned)pace);
+			pending = give_up_late(s, ops, reqs, idx, pending, ws_mono_ms());
+		}
 		for (size_t j = 0; j < pending; j++) {
 			size_t i = idx[j];
 			int r = call_sign(s, &ops[i].c);
@@ -1356,6 +1440,7 @@ static void s3_close(struct ws_store *base)
 {
 	struct s3_store *s = (struct s3_store *)base;
 	ws_http_close(s->http);
+	pacer_put(s->pacer);
 	explicit_bzero(&s->creds, sizeof(s->creds));
 	free(s);
 }
@@ -1811,6 +1896,9 @@ static int apply_params(struct s3_store *s, struct s3_parse *ps, const char *q, 
 		} else if (!strcmp(name, "conditional_writes")) {
 			if (parse_bool(value, &s->conditional_writes))
 				return ws_fail(WS_ECONFIG, "sink %s: conditional_writes=%s is not on or off", u, value);
+		} else if (!strcmp(name, "pace")) {
+			if (parse_bool(value, &s->pace))
+				return ws_fail(WS_ECONFIG, "sink %s: pace=%s%s is not 0 or 1", u, value, who);
 		} else if (!strcmp(name, "insecure")) {
 			if (parse_bool(value, &ps->insecure))
 				return ws_fail(WS_ECONFIG, "sink %s: insecure=%s is not 0 or 1", u, value);
@@ -1853,8 +1941,8 @@ const char *ws_s3_limits_query(const struct ws_store_limits *lim, char *q, size_
 {
 	if (!lim)
 		return NULL;
-	snprintf(q, cap, "retry_attempts_max=%" PRIu64 "&retry_deadline_ms=%" PRIu64 "&max_in_flight=%" PRIu64,
-		 lim->retry_attempts_max, lim->retry_deadline_ms, lim->max_in_flight);
+	snprintf(q, cap, "retry_attempts_max=%" PRIu64 "&retry_deadline_ms=%" PRIu64 "&max_in_flight=%" PRIu64
+		 "&pace=%d", lim->retry_attempts_max, lim->retry_deadline_ms, lim->max_in_flight, lim->no_pace ? 0 : 1);
 	return q;
 }
 
@@ -1882,6 +1970,7 @@ struct ws_store *ws_store_s3_open_defaults(const char *url, const char *defaults
 	s->conditional_writes = true;
 	s->attempts_max = 10;
 	s->deadline_ms = 30000;
+	s->pace = true;
 	if (getrandom(&s->rng, sizeof(s->rng), 0) != sizeof(s->rng) || s->rng == 0)
 		s->rng = ws_mono_ns() | 1;
 	if (has_ctl(url)) {
@@ -1958,6 +2047,10 @@ struct ws_store *ws_store_s3_open_defaults(const char *url, const char *defaults
 	s->http = ws_http_open(&ps.ho, &rc);
 	if (!s->http)
 		goto fail;
+	if (s->pace && !(s->pacer = pacer_get(s->endpoint, s->bucket))) {
+		rc = ws_fail(-ENOMEM, "sink %s: write pacer", u);
+		goto fail;
+	}
 	/* Configured, or (auto) settled by the probe: now at open, or before the
 	 * first compare-and-swap of a store opened without it. */
 	s->if_match_known = s->etag_quotes >= 0;
@@ -1973,6 +2066,7 @@ fail:
 	if (s) {
 		if (s->http)
 			ws_http_close(s->http);
+		pacer_put(s->pacer);
 		explicit_bzero(&s->creds, sizeof(s->creds));
 		free(s);
 	}

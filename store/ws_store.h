@@ -247,6 +247,7 @@ struct ws_store_limits {
 	uint64_t retry_attempts_max;     /* per request */
 	uint64_t retry_deadline_ms;      /* per request */
 	uint64_t max_in_flight;          /* requests outstanding at once */
+	bool no_pace;                    /* s3: do not pace writes once throttled (pace=0) */
 };
 struct ws_store *ws_store_open_limits(const char *url, const struct ws_store_limits *lim, unsigned flags, int *err);
 /* Create the sink's bucket; an existing bucket of ours is success. */

@@ -91,6 +91,8 @@ static void test_bad_urls(void **state)
 		{ "s3://bkt?retry_deadline_ms=0", "retry_deadline_ms" },
 		{ "s3://bkt?max_in_flight=%2B5", "max_in_flight" },
 		{ "s3://bkt?etag_quotes=2", "etag_quotes" },
+		{ "s3://bkt?pace=2", "pace=2" },
+		{ "s3://bkt?pace=", "pace" },
 		{ "s3://bkt?bogus=1", "bogus" },
 		{ "s3://bkt?ca_file=%2Fa%0ab", "ca_file" },
 		{ "s3://bkt?region=a%zz", "region" },
@@ -153,6 +155,7 @@ static void test_good_urls(void **state)
 		"s3://bkt?endpoint=http://[::1]",
 		"s3://bkt?endpoint=http://localhost:1&region=default",
 		"s3://bkt?endpoint=http://127.0.0.1:65535&etag_quotes=auto&conditional_writes=off",
+		"s3://bkt?endpoint=http://127.0.0.1:65535&pace=0",
 		"s3://bkt?endpoint=http://127.0.0.1:9000&etag_quotes=0&retry_attempts_max=3&retry_deadline_ms=100",
 		"s3://bkt?endpoint=http%3A%2F%2F127.0.0.1%3A9000",
 		"s3://012",
@@ -242,7 +245,7 @@ static void test_defaults(void **state)
  */
 static void test_limits(void **state)
 {
-	const struct ws_store_limits lim = { 3, 30000, 8 };
+	const struct ws_store_limits lim = { 3, 30000, 8, false };
 	char url[256], *dir;
 	int err = 0;
 	struct ws_store *s;
@@ -263,7 +266,7 @@ static void test_limits(void **state)
 	assert_non_null(strstr(ws_errmsg(), "after 2 attempts"));
 	ws_store_close(s);
 	/* A bad bound is the caller's, and says so. */
-	const struct ws_store_limits none_in_flight = { 3, 30000, 0 };
+	const struct ws_store_limits none_in_flight = { 3, 30000, 0, false };
 	s = ws_store_open_limits("s3://bkt", &none_in_flight, WS_STORE_EXISTING, &err);
 	assert_null(s);
 	assert_int_equal(err, WS_ECONFIG);

@@ -1,0 +1,139 @@
+#include "ws_pacer.h"
+
+#include <math.h>
+#include <string.h>
+
+#define BETA 0.7           /* rate kept on a throttled answer */
+#define NEAR 0.85          /* of the rate last throttled: from here, grow slowly */
+#define GROWTH_FAR 0.5     /* per second, below NEAR */
+#define GROWTH_NEAR 0.01   /* per second, above it */
+#define MIN_FILL 0.5       /* requests per second, at the least */
+#define MIN_CAPACITY 1.0
+#define BURST 8.0          /* a burst takes at most 1/8 s of the rate at once */
+#define WAIT_MAX_MS 5000u  /* one request never waits longer for its token */
+
+void ws_pacer_init(struct ws_pacer *p)
+{
+	memset(p, 0, sizeof(*p));
+	pthread_mutex_init(&p->mu, NULL);
+	p->fill_rate = MIN_FILL;
+	p->capacity = MIN_CAPACITY;
+}
+
+void ws_pacer_destroy(struct ws_pacer *p) { pthread_mutex_destroy(&p->mu); }
+
+static void refill(struct ws_pacer *p, uint64_t now)
+{
+	if (p->refill_ms && now > p->refill_ms) {
+		p->tokens += (double)(now - p->refill_ms) / 1000.0 * p->fill_rate;
+		if (p->tokens > p->capacity)
+			p->tokens = p->capacity;
+	}
+	if (!p->refill_ms || now > p->refill_ms)
+		p->refill_ms = now;
+}
+
+uint64_t ws_pacer_reserve(struct ws_pacer *p, uint64_t now)
+{
+	uint64_t wait = 0;
+	pthread_mutex_lock(&p->mu);
+	if (p->enabled) {
+		refill(p, now);
+		/* Never reserve further ahead than one request may wait: a
+		 * burst of callers does not push the last one minutes out. */
+		if (p->tokens - 1.0 < -(double)WAIT_MAX_MS / 1000.0 * p->fill_rate)
+			p->tokens = 1.0 - (double)WAIT_MAX_MS / 1000.0 * p->fill_rate;
+		p->tokens -= 1.0;
+		if (p->tokens < 0) {
+			wait = (uint64_t)ceil(-p->tokens / p->fill_rate * 1000.0);
+			p->held_ms = now;
+		}
+		p->waited_ms += wait;
+	}
+	pthread_mutex_unlock(&p->mu);
+	return wait;
+}
+
+/* Answers per second over the last second, from the last WS_PACER_SEEN
+ * answer times (a faster sender: over the span they cover). */
+static double measured(const struct ws_pacer *p, uint64_t now)
+{
+	unsigned n = 0;
+	uint64_t oldest = now;
+	for (unsigned i = 0; i < p->nseen; i++) {
+		uint64_t t = p->seen[i];
+		if (t + 1000 > now) {
+			n++;
+			oldest = t < oldest ? t : oldest;
+		}
+	}
+	if (n == WS_PACER_SEEN && now > oldest)
+		return (double)n * 1000.0 / (double)(now - oldest);
+	return (double)n;
+}
+
+static void measure(struct ws_pacer *p, uint64_t now)
+{
+	p->seen[p->seen_next] = now;
+	p->seen_next = (p->seen_next + 1) % WS_PACER_SEEN;
+	if (p->nseen < WS_PACER_SEEN)
+		p->nseen++;
+	p->measured = measured(p, now);
+}
+
+void ws_pacer_answer(struct ws_pacer *p, bool throttled, uint64_t now)
+{
+	double rate = p->fill_rate;
+	pthread_mutex_lock(&p->mu);
+	measure(p, now);
+	if (throttled) {
+		/* Below the rate that was throttled: the pace once pacing (what
+		 * was measured also counts the Retry-After waits), else what was
+		 * being sent. */
+		double base = p->enabled ? p->fill_rate : p->measured;
+		p->enabled = true;
+		p->throttles++;
+		p->throttle_ms = now;
+		p->last_max = base;
+		rate = base * BETA;
+	} else if (p->enabled && now > p->answer_ms) {
+		/* Accepted: quickly back to near the rate last throttled, then a
+		 * per cent more each second past it, so the next refusal (each
+		 * costs a Retry-After wait) comes some ten seconds later. */
+		double dt = (double)(now - p->answer_ms) / 1000.0;
+		double since = (double)(now - p->throttle_ms) / 10000.0; /* in 10 s */
+		/* Past the rate last throttled, growing faster the longer the
+		 * store has not refused (as CUBIC's convex half). */
+		/* Only while the pace holds requests back: a sender with less
+		 * to send does not talk the rate up to what it never tried. */
+		if (p->held_ms + 1000 > now) {
+			double near = NEAR * p->last_max;
+			if (rate < near) {
+				rate *= 1.0 + GROWTH_FAR * dt;
+				if (rate > near)
+					rate = near;
+			} else {
+				rate *= 1.0 + GROWTH_NEAR * (1.0 + since * since) * dt;
+			}
+		}
+	}
+	if (now > p->answer_ms)
+		p->answer_ms = now;
+	if (p->enabled) {
+		refill(p, now);
+		p->fill_rate = rate > MIN_FILL ? rate : MIN_FILL;
+		p->capacity = rate / BURST > MIN_CAPACITY ? rate / BURST : MIN_CAPACITY;
+		if (p->tokens > p->capacity)
+			p->tokens = p->capacity;
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+double ws_pacer_rate(struct ws_pacer *p)
+{
+	double r;
+	pthread_mutex_lock(&p->mu);
+	r = p->enabled ? p->fill_rate : 0;
+	pthread_mutex_unlock(&p->mu);
+	return r;
+}
