@@ -162,19 +162,6 @@ static void pacer_put(struct shared_pacer *sp)
 
 static bool is_write(const char *method) { return method[0] == 'P' || method[0] == 'D'; /* PUT POST DELETE */ }
 
-/* Before an attempt of a write: its place in the pace (0 when not paced),
- * never past the call's deadline. */
-static uint64_t pace_wait(struct s3_store *s, const char *method, uint64_t deadline_ms)
-{
-	uint64_t now, ms;
-	if (!s->pacer || !is_write(method))
-		return 0;
-	now = ws_mono_ms();
-	ms = ws_pacer_reserve(&s->pacer->p, now);
-	if (ms && now + ms > deadline_ms)
-		ms = deadline_ms > now ? deadline_ms - now : 0;
-	return ms;
-}
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -636,6 +623,25 @@ static int call_judge(struct s3_store *s, struct s3_call *c)
 	return 1;
 }
 
+/* Before an attempt of c, a write: its place in the pace (0 when not
+ * paced, or go now), counted in stats.paced_ms. A turn that comes only
+ * after the call's deadline fails it now, as throttled. */
+static int pace_wait(struct s3_store *s, const struct s3_call *c, uint64_t *ms)
+{
+	uint64_t now;
+	*ms = 0;
+	if (!s->pacer || !is_write(c->method))
+		return 0;
+	now = ws_mono_ms();
+	*ms = ws_pacer_reserve(&s->pacer->p, now);
+	if (*ms && now + *ms >= c->deadline_ms)
+		return ws_fail(WS_ETHROTTLED, "s3 %s: %s %s: the store has been throttling writes, and this one's "
+			       "turn at the paced rate (%.1f/s) comes after its retry_deadline_ms=%" PRIu64,
+			       s->base.url, c->method, c->key, ws_pacer_rate(&s->pacer->p), s->deadline_ms);
+	__atomic_fetch_add(&s->base.stats.paced_ms, *ms, __ATOMIC_RELAXED);
+	return 0;
+}
+
 /*
  * Run a call with retries. Returns 0 with c->req.status set to the final
  * HTTP status (any non-retryable status, 2xx or 4xx), or a negative error
@@ -647,7 +653,10 @@ static int s3_call(struct s3_store *s, struct s3_call *c)
 
 	call_begin(s, c);
 	for (;;) {
-		uint64_t pace = pace_wait(s, c->method, c->deadline_ms);
+		uint64_t pace;
+		rc = pace_wait(s, c, &pace);
+		if (rc)
+			return rc;
 		if (pace)
 			ws_sleep_ms((unsigned)pace);
 		rc = call_sign(s, c);
@@ -972,16 +981,24 @@ static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 			ws_sleep_ms((unsigned)(due_ms - now));
 		/* (and those the sleep overshot) */
 		pending = give_up_late(s, ops, reqs, idx, pending, ws_mono_ms());
-		/* Each request's place in the pace: the round goes at the last. */
+		/* Each request's place in the pace: the round goes at the last
+		 * (those whose turn is past their deadline fail now). */
 		uint64_t pace = 0;
+		m = 0;
 		for (size_t j = 0; j < pending; j++) {
-			uint64_t w = pace_wait(s, "PUT", ops[idx[j]].c.deadline_ms);
+			uint64_t w;
+			int r = pace_wait(s, &ops[idx[j]].c, &w);
+			if (r) {
+				reqs[idx[j]].rc = r;
+				continue;
+			}
 			pace = w > pace ? w : pace;
+			idx[m++] = idx[j];
 		}
-		if (pace) {
+		pending = m;
+		m = 0;
+		if (pace)
 			ws_sleep_ms((unsigned)pace);
-			pending = give_up_late(s, ops, reqs, idx, pending, ws_mono_ms());
-		}
 		for (size_t j = 0; j < pending; j++) {
 			size_t i = idx[j];
 			int r = call_sign(s, &ops[i].c);

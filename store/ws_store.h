@@ -78,6 +78,7 @@ struct ws_store_stats {
 	uint64_t throttle_retries;   /* of which: the store said slow down (503 SlowDown, 429) */
 	uint64_t resends;            /* requests the HTTP library sent again on its own after a
 					reused connection died with no reply (not in retries) */
+	uint64_t paced_ms;           /* s3: waits for a turn while pacing writes (pace=1), summed */
 };
 
 struct ws_store;

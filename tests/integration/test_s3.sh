@@ -165,6 +165,15 @@ for mode in "${modes[@]}"; do
 	sqw live.db "UPDATE t SET v = randomblob(50) WHERE x % 13 = 0;"
 	sleep 0.1
 done
+# A restart seen by replicate: tails come at most once a second per tenant
+# (key_write_interval_ms), so on a loaded machine the rounds above can all
+# fall between two tails; go on writing and truncating (up to 20 s) until
+# one is reported.
+for _ in $(seq 1 40); do
+	grep -q '"outcome":"restarted"' live.out && break
+	{ echo "INSERT INTO t(v) VALUES (randomblob(3000));"; ckpt TRUNCATE; } | sqw live.db >/dev/null
+	sleep 0.5
+done
 sqw live.db "INSERT INTO t(v) VALUES ('last before SIGTERM');"
 check "replicate is still running before SIGTERM" kill -0 $rep
 kill -TERM $rep

@@ -917,10 +917,15 @@ static int proxy_stop(void **state)
 	return 0;
 }
 
+/* The fault tests check each request's own retries: the process-wide
+ * write pacer (which a throttled answer turns on for the endpoint and
+ * bucket) is off for them unless extra says pace=1. */
 static struct ws_store *open_proxied(const char *extra)
 {
-	char url[1024];
-	sink_url(url, sizeof(url), g_px.endpoint, NULL, extra);
+	char url[1024], q[512];
+	snprintf(q, sizeof(q), "%s%s%s", extra && strstr(extra, "pace=") ? "" : "pace=0", extra && !strstr(extra, "pace=") ? "&" : "",
+		 extra ? extra : "");
+	sink_url(url, sizeof(url), g_px.endpoint, NULL, q);
 	return open_url(url);
 }
 
@@ -2107,6 +2112,49 @@ static void test_payload_signing_wire(void **state)
 	assert_string_equal(got, want);
 }
 
+/*
+ * Paced writes (pace=1, the default): nothing waits before the store
+ * throttles; after a run of 503 SlowDown every handle on the endpoint and
+ * bucket paces its writes (stats.paced_ms), everything still lands, and a
+ * handle with pace=0 beside it never waits.
+ */
+static void test_pace_after_throttle(void **state)
+{
+	struct ws_store *s = open_proxied("pace=1");
+	struct ws_store *other = open_proxied("pace=1&retry_deadline_ms=60000");
+	struct ws_store *unpaced = open_proxied("pace=0");
+	char key[64];
+	(void)state;
+
+	for (int i = 0; i < 10; i++) {
+		snprintf(key, sizeof(key), "pace/before-%d", i);
+		wt_put_str(s, key, "x", NULL);
+	}
+	assert_int_equal(s->stats.paced_ms, 0);
+	/* Throttled: the store's retries land it, the pacer is now on. */
+	proxy_control("{\"mode\": \"slowdown\", \"count\": 4, \"methods\": [\"PUT\"]}");
+	wt_put_str(s, "pace/throttled", "x", NULL);
+	proxy_control("{\"mode\": \"pass\"}");
+	assert_true(s->stats.throttle_retries >= 4);
+	/* A burst from another handle of the same bucket waits its turns. */
+	for (int i = 0; i < 30; i++) {
+		snprintf(key, sizeof(key), "pace/after-%d", i);
+		wt_put_str(other, key, "x", NULL);
+	}
+	print_message("  30 PUTs after 4 throttled answers: paced %" PRIu64 " ms\n", other->stats.paced_ms);
+	assert_true(other->stats.paced_ms > 0);
+	for (int i = 0; i < 30; i++) {
+		snprintf(key, sizeof(key), "pace/after-%d", i);
+		wt_assert_content(s, key, "x");
+		snprintf(key, sizeof(key), "pace/unpaced-%d", i);
+		wt_put_str(unpaced, key, "y", NULL);
+	}
+	assert_int_equal(unpaced->stats.paced_ms, 0);
+	ws_store_close(unpaced);
+	ws_store_close(other);
+	ws_store_close(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2132,6 +2180,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_put_many_throttled, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_put_many_throttled_out, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_put_many_reset, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_pace_after_throttle, proxy_start, proxy_stop),
 		cmocka_unit_test(test_unsigned_payload),
 		cmocka_unit_test(test_unsigned_wrong_secret),
 		cmocka_unit_test(test_payload_signing_config),
