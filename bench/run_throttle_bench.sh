@@ -2,14 +2,16 @@
 # walship-bench scenarios, each one command (README "Benchmarks"):
 #
 #   bench/run_throttle_bench.sh --scenario NAME [--minutes N | --seconds N] [--tiny]
-#                               [--build DIR] [--out DIR] [--rgw DIR]
+#                               [--build DIR] [--out DIR] [--rgw DIR] [--policies LIST]
 #
 #   one-tenant    one tenant writing as fast as SQLite can, file:// sink
 #   many-tenants  1,000 tenants at a low rate each (--tiny: 50), s3:// on radosgw
 #   throttled     the same load first unthrottled through the proxy (its PUT
 #                 rate measured), then with the store capped at half that
 #                 rate, once per policy: block, throttle, shed (and, but for
-#                 --tiny, block once more with adaptive = off, to compare)
+#                 --tiny, block once more with adaptive = off, to compare);
+#                 --policies "block shed" runs only those (fixed: the
+#                 adaptive = off run)
 #   recovery      capped at half the measured rate, the cap lifted halfway:
 #                 seconds until the worst tenant's RPO is under batch_age_ms_max
 #   all           every scenario above, in that order
@@ -24,7 +26,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-scenario="" seconds="" tiny=0 build="$here/build" out="" rgw=""
+scenario="" seconds="" tiny=0 build="$here/build" out="" rgw="" policies=""
 die() { echo "run_throttle_bench.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -35,7 +37,12 @@ while [ $# -gt 0 ]; do
         --build) build=${2:-}; shift 2 ;;
         --out) out=${2:-}; shift 2 ;;
         --rgw) rgw=${2:-}; shift 2 ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        --policies) policies=${2:-}; shift 2
+            for p in $policies; do
+                case "$p" in block|throttle|shed|fixed) ;; *) die "--policies: block, throttle, shed or fixed, not '$p'" ;; esac
+            done
+            [ -n "$policies" ] || die "--policies: at least one of block, throttle, shed, fixed" ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) die "unknown argument '$1'" ;;
     esac
 done
@@ -188,19 +195,23 @@ sc_many_tenants() {
         --shards 2 --sample-ms 1000
 }
 
+# want POLICY: --policies names it (or was not given).
+want() { [ -z "$policies" ] || [[ " $policies " == *" $1 "* ]]; }
+
 sc_throttled() {
     need_s3
     local p
     measure_half throttled-unthrottled
     echo "== store capped at $half write requests/s (half the unthrottled rate)"
     for p in block throttle shed; do
+        want "$p" || continue
         bash "$here/tests/s3/throttle.sh" rate "$rgw" "$half"
         run "throttled-$p" "$half" --sink "$(s3_url "thr-$p" "$proxied")" --tenants "$thr_tenants" \
             --rate "$thr_rate" --txn-bytes "$thr_bytes" --ring-bytes "$thr_ring" --policy "$p"
     done
     # The same cap and load with the shard not adapting (adaptive = off),
     # for comparison (not in the CI smoke: it only has to run).
-    if [ "$tiny" = 0 ]; then
+    if { [ -z "$policies" ] && [ "$tiny" = 0 ]; } || { [ -n "$policies" ] && want fixed; }; then
         bash "$here/tests/s3/throttle.sh" rate "$rgw" "$half"
         run throttled-block-fixed "$half" --sink "$(s3_url thr-fixed "$proxied")" --tenants "$thr_tenants" \
             --rate "$thr_rate" --txn-bytes "$thr_bytes" --ring-bytes "$thr_ring" --policy block --no-adaptive

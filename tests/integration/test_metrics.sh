@@ -32,11 +32,21 @@ for l in open(path):
 print(-1)
 PY
 }
-# wait_metrics URL FILE: until a scrape answers 200 (<= 10 s).
+# wait_metrics URL FILE [TENANT...]: until a scrape answers 200 and has a
+# sample for each TENANT (<= 10 s). replicate serves metrics from the
+# start and adds its tenants one by one meanwhile: on a loaded machine
+# the first scrape can come before the last tenant is in.
 wait_metrics() {
-	local _
+	local _ url=$1 file=$2 t ok
+	shift 2
 	for _ in $(seq 100); do
-		[ "$(scrape "$1" "$2")" = 200 ] && return 0
+		if [ "$(scrape "$url" "$file")" = 200 ]; then
+			ok=1
+			for t in "$@"; do
+				grep -q "tenant=\"$t\"" "$file" || ok=0
+			done
+			[ "$ok" = 1 ] && return 0
+		fi
 		sleep 0.1
 	done
 	return 1
@@ -67,7 +77,7 @@ echo "# replicate --metrics-addr 127.0.0.1:$PORT"
 "$WS_BIN" replicate --sink "$URL" --shards 2 --metrics-addr "127.0.0.1:$PORT" --interval-ms 100 --json \
 	live.db idle.db >rep.out 2>rep.err &
 rep=$!
-check "the endpoint answers 200 at $M" wait_metrics "$M" m1.txt
+check "the endpoint answers 200 at $M, with both tenants" wait_metrics "$M" m1.txt live idle
 check "stderr says where the metrics are" grep -qF "metrics at $M" rep.err
 ctype=$(curl -s -m 5 -o /dev/null -w '%{content_type}' "$M" || true)
 check "Content-Type is Prometheus text 0.0.4 ($ctype)" eval '[[ "$ctype" == "text/plain; version=0.0.4"* ]]'
