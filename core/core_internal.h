@@ -141,6 +141,11 @@ struct ws_stream_call {
  * a tail that met no commit yet goes on to the end.
  */
 void ws_stream_set_tail_bound(struct ws_stream *st, uint32_t tail_ms, uint32_t key_ms);
+/* drain: the next calls ship everything committed or fail, never shed, even
+ * under the shed policy (a full ring is waited for, as under block, and an
+ * upload that runs out of retries is an error): the final drain and a
+ * tenant's removal, which promise everything committed is shipped. */
+void ws_stream_set_drain(struct ws_stream *st, bool drain);
 void ws_stream_last_call(const struct ws_stream *st, struct ws_stream_call *out);
 uint64_t ws_stream_wm_last_frame(const struct ws_stream *st);
 

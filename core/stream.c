@@ -109,6 +109,7 @@ struct ws_stream {
 	uint64_t frames_shed;        /* this call */
 	bool shed_stop;              /* shed: the ring was full, reading stopped */
 	bool shed_nowait;            /* this call sheds at a full ring */
+	bool drain;                  /* never shed (ws_stream_set_drain) */
 	struct ws_stream_call call;
 	uint64_t high_water;
 	uint64_t throttle_at_start;   /* store's throttle_retries when this call began */
@@ -1120,7 +1121,7 @@ static int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t
 			broken = true;
 		}
 	}
-	if (first_err && (st->policy != WS_POLICY_SHED || !ws_err_transient(first_err)))
+	if (first_err && (st->policy != WS_POLICY_SHED || st->drain || !ws_err_transient(first_err)))
 		return ws_fail(first_err, "tenant %s: upload %s: %s (policy %s; nothing acknowledged)", st->tenant,
 			       bad_key, ws_strerror(first_err), ws_policy_name(st->policy));
 	if (first_err || st->shed_stop) {
@@ -1406,7 +1407,7 @@ static int step_scan(struct ws_stream *st, struct tail *t, struct ws_outcome *ou
 	/* Shed stops reading at a full ring, except while re-basing: the
 	 * snapshot must be whole, and a database larger than the ring would
 	 * otherwise never re-base at all. */
-	st->shed_nowait = st->policy == WS_POLICY_SHED && t->kind != WS_MANIFEST_REBASE;
+	st->shed_nowait = st->policy == WS_POLICY_SHED && !st->drain && t->kind != WS_MANIFEST_REBASE;
 	/* The work bound, never while re-basing: the snapshot names the cut. */
 	st->tail_stop_ms = 0;
 	if (st->tail_ms && t->kind != WS_MANIFEST_REBASE) {
@@ -1802,6 +1803,8 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 }
 
 uint64_t ws_stream_wal_checkpoints(const struct ws_stream *st) { return st->wal_checkpoints; }
+
+void ws_stream_set_drain(struct ws_stream *st, bool drain) { st->drain = drain; }
 
 void ws_stream_set_tail_bound(struct ws_stream *st, uint32_t tail_ms, uint32_t key_ms)
 {

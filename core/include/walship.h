@@ -256,13 +256,16 @@ struct ws_engine *ws_engine_create(const struct ws_engine_config *cfg, int *err)
 /* Register a tenant while shards run; it is tailed at once. Errors:
  * WS_ECONFIG (bad name, shard out of range, duplicate), -ENOENT (no database). */
 int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *t) WS_MUST_CHECK;
-/* Ship what the tenant has committed, then stop streaming it. WS_ENOTFOUND if unknown. */
+/* Ship what the tenant has committed (never shed, as ws_engine_stop), then
+ * stop streaming it. WS_ENOTFOUND if unknown. */
 int ws_engine_remove_tenant(struct ws_engine *e, const char *name) WS_MUST_CHECK;
 /* Tail every tenant now and wait until each tail has finished; returns the
  * first tail error (0 when all succeeded; Fenced and Shed are not errors). */
 int ws_engine_flush(struct ws_engine *e) WS_MUST_CHECK;
-/* Drain: a last tail of every tenant, every shard stopped. Returns the first
- * error of the final tails. Idempotent. */
+/* Drain: a last tail of every tenant, every shard stopped. The last tails
+ * ship everything committed, whatever the policy: under shed they wait for
+ * ring space as block does, and an upload that runs out of retries is an
+ * error, not a Shed. Returns the first error of the final tails. Idempotent. */
 int ws_engine_stop(struct ws_engine *e) WS_MUST_CHECK;
 /* Stops (if needed) and frees. */
 void ws_engine_destroy(struct ws_engine *e);

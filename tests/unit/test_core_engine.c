@@ -858,6 +858,44 @@ static void test_shed_full_ring_drops_rest(void **state)
 	wt_env_free(&env);
 }
 
+/*
+ * The final drain never sheds: a flush under shed may leave the rest of a
+ * backlog for later calls, but ws_engine_stop promises everything
+ * committed, so its last tail waits for ring space as block does (and the
+ * restore right after it is the source's last state).
+ */
+static void test_shed_drain_ships_everything(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_SHED, 2 * 80u << 10, 80u << 10);
+	struct ws_engine *e;
+	(void)state;
+
+	sc.batch_age_ms_max = 600000;
+	wt_env_init(&env, "engine_sheddrain", 0);
+	wt_write_txn(env.w, 10, 100);
+	seen_reset();
+	hook_on(2);
+	e = engine_new(env.sink_url, 1, &sc);
+	add_tenant(e, "drain", env.db, 0);
+	flush_ok(e);
+	backlog(env.w, 20);
+	slow_uploads(30);
+	seen_reset();
+	flush_ok(e); /* a flush may shed: the two-slot ring fills */
+	assert_true(seen.frames_shed > 0);
+	backlog(env.w, 20);
+	seen_reset();
+	assert_int_equal(ws_engine_stop(e), 0);
+	assert_int_equal(seen.frames_shed, 0);
+	assert_int_equal(seen.errors, 0);
+	restore_equals(env.sink, "drain", env.w, env.out_dir);
+	verify_ok(env.sink, "drain");
+	ws_engine_destroy(e);
+	hook_off();
+	wt_env_free(&env);
+}
+
 /* ---- many tenants -------------------------------------------------------- */
 
 static void make_db(const char *path, int rows)
@@ -1090,6 +1128,7 @@ int main(void)
 		cmocka_unit_test(test_shed_nothing_persisted_is_shed),
 		cmocka_unit_test(test_shed_prefix_is_streamed_with_frames_shed),
 		cmocka_unit_test(test_shed_full_ring_drops_rest),
+		cmocka_unit_test(test_shed_drain_ships_everything),
 		cmocka_unit_test(test_register_unregister_while_running),
 		cmocka_unit_test(test_kill9_and_restart),
 		cmocka_unit_test(test_thousand_tenants_two_shards),
