@@ -214,8 +214,9 @@ if [ -x build-ci/bench/walship-bench ]; then
 		--out "$PWD/build-ci/bench-smoke" | tee build-ci/bench-smoke.log; then
 		note_fail "throttle bench smoke: run_throttle_bench.sh"
 	else
-		for run in one-tenant many-tenants throttled-unthrottled throttled-block throttled-throttle \
-			throttled-shed recovery; do
+		runs=(one-tenant many-tenants throttled-unthrottled throttled-block throttled-throttle
+			throttled-shed throttled-shed-ring recovery)
+		for run in "${runs[@]}"; do
 			if [ ! -s "build-ci/bench-smoke/$run.json" ] || [ ! -s "build-ci/bench-smoke/$run.csv" ]; then
 				note_fail "throttle bench smoke: $run wrote no JSON or CSV"
 			fi
@@ -224,7 +225,7 @@ if [ -x build-ci/bench/walship-bench ]; then
 			"commit latency p50 / p99" "baseline: raw PUT rate" "recovery"; do
 			grep -q "$figure" build-ci/bench-smoke.log || note_fail "throttle bench smoke: no '$figure' printed"
 		done
-		[ "$(grep -c 'check: restore equal to source .* OK' build-ci/bench-smoke.log)" -eq 7 ] ||
+		[ "$(grep -c 'check: restore equal to source .* OK' build-ci/bench-smoke.log)" -eq "${#runs[@]}" ] ||
 			note_fail "throttle bench smoke: not every run's tenants restored equal"
 	fi
 else
