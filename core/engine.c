@@ -369,11 +369,15 @@ static void mark_due(struct tenant *t, uint64_t due)
 	t->dirty = true;
 }
 
-/* One tail of one tenant; returns its error (Fenced and Shed are not errors).
- * bounded: the tail may stop at its work bound (not for a flush or the
- * final drain, which ship everything committed); drain: it may not shed
- * either (the final drain and a removal: everything committed, or an error). */
-static int tail_one(struct shard *sh, struct tenant *t, bool bounded, bool drain)
+/* Why a tail runs, and so what it may leave for the next one. */
+enum tail_mode {
+	TAIL_DUE,   /* the shard's own schedule: may stop at its work bound, may shed */
+	TAIL_FLUSH, /* ws_engine_flush: ships everything committed, unless it sheds */
+	TAIL_DRAIN, /* the final drain, a removal: everything committed, or an error */
+};
+
+/* One tail of one tenant; returns its error (Fenced and Shed are not errors). */
+static int tail_one(struct shard *sh, struct tenant *t, enum tail_mode mode)
 {
 	struct ws_engine *e = sh->e;
 	struct ws_outcome o;
@@ -387,9 +391,9 @@ static int tail_one(struct shard *sh, struct tenant *t, bool bounded, bool drain
 		while (sh->open_count >= sh->open_max && sh->lru_tail)
 			park(sh, sh->lru_tail);
 	}
-	ws_stream_set_tail_bound(t->st, bounded && sh->cfg.adaptive ? tail_bound(&sh->cfg) : 0,
+	ws_stream_set_tail_bound(t->st, mode == TAIL_DUE && sh->cfg.adaptive ? tail_bound(&sh->cfg) : 0,
 				 sh->cfg.key_write_interval_ms);
-	ws_stream_set_drain(t->st, drain);
+	ws_stream_set_drain(t->st, mode == TAIL_DRAIN);
 	rc = ws_stream_tail_frames(t->st, &o);
 	if (!ws_stream_parked(t->st) && !t->open) {
 		t->open = true;
@@ -623,7 +627,7 @@ static int do_add(struct shard *sh, struct tenant *t)
 
 static int do_remove(struct shard *sh, struct tenant *t)
 {
-	int rc = tail_one(sh, t, false, true);
+	int rc = tail_one(sh, t, TAIL_DRAIN);
 	park(sh, t);
 	names_remove(sh, t);
 	unwatch_dir(sh, t);
@@ -635,17 +639,17 @@ static int do_remove(struct shard *sh, struct tenant *t)
 	return rc;
 }
 
-static int tail_all(struct shard *sh, bool drain)
+static int tail_all(struct shard *sh, enum tail_mode mode)
 {
 	struct first_err fe = { 0 };
 	for (size_t i = 0; i < sh->n; i++) {
-		int rc = tail_one(sh, sh->tenants[i], false, drain);
+		int rc = tail_one(sh, sh->tenants[i], mode);
 		/* A database replaced during the call: nothing was acknowledged
 		 * and the stream let go of the old file, so the next call
 		 * re-bases onto the new one. A flush or the final drain makes
 		 * that call now instead of ending on the error. */
 		if (rc == WS_EREPLACED)
-			rc = tail_one(sh, sh->tenants[i], false, drain);
+			rc = tail_one(sh, sh->tenants[i], mode);
 		first_err_note(&fe, rc);
 	}
 	return first_err_done(&fe);
@@ -670,9 +674,9 @@ static bool run_commands(struct shard *sh)
 		switch (c->kind) {
 		case CMD_ADD: cmd_finish(sh, c, do_add(sh, c->t)); break;
 		case CMD_REMOVE: cmd_finish(sh, c, do_remove(sh, c->t)); break;
-		case CMD_FLUSH: cmd_finish(sh, c, tail_all(sh, false)); break;
+		case CMD_FLUSH: cmd_finish(sh, c, tail_all(sh, TAIL_FLUSH)); break;
 		case CMD_STOP: {
-			int rc = tail_all(sh, true);
+			int rc = tail_all(sh, TAIL_DRAIN);
 			pthread_mutex_lock(&sh->mu);
 			sh->stopped = true;
 			pthread_mutex_unlock(&sh->mu);
@@ -754,7 +758,7 @@ static void *shard_main(void *arg)
 			if (!t->dirty)
 				continue;
 			if (t->due_ms <= now) {
-				(void)tail_one(sh, t, true, false);
+				(void)tail_one(sh, t, TAIL_DUE);
 				now = ws_mono_ms();
 			}
 			if (t->dirty && t->due_ms < next)

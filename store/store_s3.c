@@ -984,7 +984,7 @@ static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 		/* Each request's place in the pace: the round goes at the last
 		 * (those whose turn is past their deadline fail now). */
 		uint64_t pace = 0;
-		m = 0;
+		size_t kept = 0;
 		for (size_t j = 0; j < pending; j++) {
 			uint64_t w;
 			int r = pace_wait(s, &ops[idx[j]].c, &w);
@@ -993,10 +993,9 @@ static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 				continue;
 			}
 			pace = w > pace ? w : pace;
-			idx[m++] = idx[j];
+			idx[kept++] = idx[j];
 		}
-		pending = m;
-		m = 0;
+		pending = kept;
 		if (pace)
 			ws_sleep_ms((unsigned)pace);
 		for (size_t j = 0; j < pending; j++) {

@@ -817,27 +817,36 @@ static void test_shed_prefix_is_streamed_with_frames_shed(void **state)
 	wt_env_free(&env);
 }
 
-static void test_shed_full_ring_drops_rest(void **state)
+/* A shed shard with a two-slot ring and tenant `name`, shipped once; then
+ * a backlog of many slots and a slow (not failing) sink, and a flush: the
+ * ring fills and shed stops reading rather than wait. */
+static struct ws_engine *shed_ring_flushed(struct wt_env *env, struct ws_shard_config *sc, const char *dir,
+					   const char *name)
 {
-	struct wt_env env;
-	struct ws_shard_config sc = shard_cfg(WS_POLICY_SHED, 2 * 80u << 10, 80u << 10);
 	struct ws_engine *e;
-	(void)state;
-
-	sc.batch_age_ms_max = 600000;
-	wt_env_init(&env, "engine_shedring", 0);
-	wt_write_txn(env.w, 10, 100);
+	*sc = shard_cfg(WS_POLICY_SHED, 2 * 80u << 10, 80u << 10);
+	sc->batch_age_ms_max = 600000;
+	wt_env_init(env, dir, 0);
+	wt_write_txn(env->w, 10, 100);
 	seen_reset();
 	hook_on(2);
-	e = engine_new(env.sink_url, 1, &sc);
-	add_tenant(e, "ring", env.db, 0);
+	e = engine_new(env->sink_url, 1, sc);
+	add_tenant(e, name, env->db, 0);
 	flush_ok(e);
-	/* A backlog of many slots and a slow (not failing) sink: the two-slot
-	 * ring fills and shed stops reading rather than wait. */
-	backlog(env.w, 20);
+	backlog(env->w, 20);
 	slow_uploads(30);
 	seen_reset();
 	flush_ok(e);
+	return e;
+}
+
+static void test_shed_full_ring_drops_rest(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc;
+	struct ws_engine *e = shed_ring_flushed(&env, &sc, "engine_shedring", "ring");
+	(void)state;
+
 	assert_int_equal(seen.last.kind, WS_OUTCOME_STREAMED);
 	assert_true(seen.last.u.streamed.backpressure.frames_shed > 0);
 	assert_true(seen.last.u.streamed.backpressure.spill_high_water <= sc.ring_bytes);
@@ -867,23 +876,11 @@ static void test_shed_full_ring_drops_rest(void **state)
 static void test_shed_drain_ships_everything(void **state)
 {
 	struct wt_env env;
-	struct ws_shard_config sc = shard_cfg(WS_POLICY_SHED, 2 * 80u << 10, 80u << 10);
-	struct ws_engine *e;
+	struct ws_shard_config sc;
+	struct ws_engine *e = shed_ring_flushed(&env, &sc, "engine_sheddrain", "drain");
 	(void)state;
 
-	sc.batch_age_ms_max = 600000;
-	wt_env_init(&env, "engine_sheddrain", 0);
-	wt_write_txn(env.w, 10, 100);
-	seen_reset();
-	hook_on(2);
-	e = engine_new(env.sink_url, 1, &sc);
-	add_tenant(e, "drain", env.db, 0);
-	flush_ok(e);
-	backlog(env.w, 20);
-	slow_uploads(30);
-	seen_reset();
-	flush_ok(e); /* a flush may shed: the two-slot ring fills */
-	assert_true(seen.frames_shed > 0);
+	assert_true(seen.frames_shed > 0); /* a flush may shed */
 	backlog(env.w, 20);
 	seen_reset();
 	assert_int_equal(ws_engine_stop(e), 0);
