@@ -21,6 +21,7 @@
 #include "core_internal.h"
 #include "coreutil.h"
 #include "throttlestore.h"
+#include "ws_fault.h"
 #include "ws_clock.h"
 
 #define MAX_STORES 16
@@ -893,6 +894,64 @@ static void test_shed_drain_ships_everything(void **state)
 	wt_env_free(&env);
 }
 
+/*
+ * The drain paused at each stream site while a real SQLite writer changes
+ * the database under it (a commit, then a WAL checkpoint of each mode, or
+ * a transaction that spills): under shed, with a backlog larger than the
+ * ring and slow uploads, so the drain's scan waits for ring space where a
+ * due tail would shed. Stop still sheds nothing, fails nothing, and
+ * acknowledges a state the source committed, never older than the one
+ * committed when stop was called.
+ */
+static void test_shed_drain_paused_under_writer(void **state)
+{
+	unsigned scan_fired = 0;
+	(void)state;
+	for (unsigned i = 0; i < ws_fault_site_count(); i++) {
+		const char *site = ws_fault_site_name(i);
+		if (strncmp(site, "stream.", 7) != 0)
+			continue;
+		/* Every mutation where the scan waits for ring space; one each
+		 * (in turn) at the other sites, to keep the test short. */
+		const bool scan = !strcmp(site, "stream.before_wal_read") || !strcmp(site, "stream.ring_handover");
+		for (unsigned k = 0; k < (scan ? WT_MUTATIONS : 1); k++) {
+			const unsigned how = scan ? k : i % WT_MUTATIONS;
+			struct wt_env env;
+			struct ws_shard_config sc;
+			struct wt_mutator m;
+			struct ws_engine *e = shed_ring_flushed(&env, &sc, "engine_drainpause", "dp");
+			int rc, at_stop, got;
+
+			wt_mutator_init(&m, &env, how);
+			backlog(env.w, 8); /* still twice the ring */
+			wt_mutator_record(&m);
+			at_stop = (int)m.nstates - 1;
+			seen_reset();
+			assert_int_equal(ws_fault_arm_pause(site, 1, wt_mutate, &m), 0);
+			rc = ws_engine_stop(e);
+			ws_fault_disarm();
+			if (rc)
+				fail_msg("site %s, mutation %u: stop: %s (%s)", site, how, ws_strerror(rc), ws_errmsg());
+			if (seen.frames_shed || seen.errors)
+				fail_msg("site %s, mutation %u: the drain shed %" PRIu64 " frames, %u errors", site, how,
+					 seen.frames_shed, seen.errors);
+			got = wt_mutator_find(&m, wt_restore_hash(&env, "dp", NULL, NULL));
+			if (got < at_stop)
+				fail_msg("site %s, mutation %u: the restore is %s", site, how,
+					 got < 0 ? "no state the source committed" : "older than the state at stop");
+			verify_ok(env.sink, "dp");
+			if (m.fired && scan)
+				scan_fired++;
+			ws_engine_destroy(e);
+			hook_off();
+			wt_mutator_free(&m);
+			wt_env_free(&env);
+		}
+	}
+	/* The sites inside the scan were reached: the test tests the drain. */
+	assert_int_equal(scan_fired, 2 * WT_MUTATIONS);
+}
+
 /* ---- many tenants -------------------------------------------------------- */
 
 static void make_db(const char *path, int rows)
@@ -1126,6 +1185,7 @@ int main(void)
 		cmocka_unit_test(test_shed_prefix_is_streamed_with_frames_shed),
 		cmocka_unit_test(test_shed_full_ring_drops_rest),
 		cmocka_unit_test(test_shed_drain_ships_everything),
+		cmocka_unit_test(test_shed_drain_paused_under_writer),
 		cmocka_unit_test(test_register_unregister_while_running),
 		cmocka_unit_test(test_kill9_and_restart),
 		cmocka_unit_test(test_thousand_tenants_two_shards),

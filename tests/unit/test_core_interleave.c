@@ -748,67 +748,10 @@ static void test_verify_during_retention(void **state)
 
 /* ---- every stream site, paused under a writer, or failed -------------- */
 
-#define STATES_MAX 64
-
-struct mutate_ctx {
-	struct wt_env *e;
-	sqlite3 *ck;       /* checkpoints, busy timeout 0 */
-	unsigned how;
-	uint64_t states[STATES_MAX];
-	unsigned nstates;
-	int fired;
-};
-
-static void record_state(struct mutate_ctx *c)
+static void restore_is_recorded(struct wt_mutator *c, const char *site, int line)
 {
-	assert_true(c->nstates < STATES_MAX);
-	c->states[c->nstates++] = wt_content_hash(c->e->w, NULL);
-}
-
-/* One commit, then (by how) a WAL checkpoint of each mode or a spilling
- * transaction. While walship holds the write lock (its own WAL checkpoint)
- * an application cannot commit: the commit is skipped then, as SQLite
- * would make it wait. */
-static void mutate_now(const char *site, void *arg)
-{
-	static const char *const ckpt[] = { NULL, "PASSIVE", "FULL", "RESTART", "TRUNCATE" };
-	struct mutate_ctx *c = arg;
-	sqlite3 *w = c->e->w;
-	int rc;
-	(void)site;
-	c->fired++;
-	sqlite3_busy_timeout(w, 0);
-	rc = sqlite3_exec(w, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-	sqlite3_busy_timeout(w, 5000);
-	if (rc == SQLITE_BUSY)
+	if (wt_mutator_find(c, wt_restore_hash(c->e, TENANT, NULL, NULL)) >= 0)
 		return;
-	assert_int_equal(rc, SQLITE_OK);
-	/* A row on the first pages and rows at the end: a state that a later
-	 * transaction's frames alone would not bring back. */
-	wt_exec(w, "UPDATE t SET v = randomblob(300) WHERE k = 1 + abs(random()) % 20");
-	wt_exec(w, "INSERT INTO t(v) VALUES(randomblob(200)), (randomblob(200)), (randomblob(200))");
-	wt_exec(w, "COMMIT");
-	record_state(c);
-	if (c->how < 5 && ckpt[c->how]) {
-		char sql[64];
-		snprintf(sql, sizeof(sql), "PRAGMA wal_checkpoint(%s)", ckpt[c->how]);
-		sqlite3_exec(c->ck, sql, NULL, NULL, NULL); /* busy is an answer too */
-		wt_write_txn(w, 2, 200);
-		record_state(c);
-	} else if (c->how == 5) {
-		wt_exec(w, "PRAGMA cache_size=10");
-		wt_write_txn(w, 300, 3000);
-		wt_exec(w, "PRAGMA cache_size=-2000");
-		record_state(c);
-	}
-}
-
-static void restore_is_recorded(struct mutate_ctx *c, const char *site, int line)
-{
-	uint64_t h = wt_restore_hash(c->e, TENANT, NULL, NULL);
-	for (unsigned i = 0; i < c->nstates; i++)
-		if (c->states[i] == h)
-			return;
 	fail_msg("line %d: site %s, mutation %u: the restore is no state the source committed", line, site,
 		 c->how);
 }
@@ -822,29 +765,26 @@ static void test_every_site_paused_under_writer(void **state)
 		const char *site = ws_fault_site_name(i);
 		if (!is_stream_site(site))
 			continue;
-		for (unsigned how = 0; how < 6; how++) {
+		for (unsigned how = 0; how < WT_MUTATIONS; how++) {
 			struct wt_env e;
 			struct ws_outcome o;
 			struct ws_stream *st;
 			struct ws_stream_config cfg;
-			struct mutate_ctx c;
+			struct wt_mutator c;
 			int rc;
 
-			memset(&c, 0, sizeof(c));
 			wt_env_init(&e, "paused", 0);
-			c.e = &e;
-			c.how = how;
-			assert_int_equal(sqlite3_open(e.db, &c.ck), SQLITE_OK);
+			wt_mutator_init(&c, &e, how);
 			cfg = cfg_for(&e, 1);
 			/* Odd hows also take walship's own WAL checkpoint path. */
 			cfg.wal_checkpoint_bytes = how & 1 ? 1 : UINT64_MAX;
 			st = open_cfg(&e, &cfg);
 			wt_write_txn(e.w, 200, 300);
-			record_state(&c);
+			wt_mutator_record(&c);
 			wt_tail_ok(st, &o);
 			wt_write_txn(e.w, 150, 300);
-			record_state(&c);
-			assert_int_equal(ws_fault_arm_pause(site, 1, mutate_now, &c), 0);
+			wt_mutator_record(&c);
+			assert_int_equal(ws_fault_arm_pause(site, 1, wt_mutate, &c), 0);
 			rc = ws_stream_tail_frames(st, &o);
 			ws_fault_disarm();
 			if (rc)
@@ -856,7 +796,7 @@ static void test_every_site_paused_under_writer(void **state)
 			restore_equals_source(&e, __LINE__);
 			verify_ok(&e, __LINE__);
 			ws_stream_close(st);
-			sqlite3_close(c.ck);
+			wt_mutator_free(&c);
 			wt_env_free(&e);
 		}
 	}
@@ -883,34 +823,31 @@ static void let_clock_pass(const char *site, void *arg)
 static void test_tail_bound_paused_under_writer(void **state)
 {
 	(void)state;
-	for (unsigned how = 0; how < 6; how++) {
+	for (unsigned how = 0; how < WT_MUTATIONS; how++) {
 		struct wt_env e;
 		struct ws_outcome o;
 		struct ws_stream *st;
 		struct ws_stream_config cfg;
 		struct ws_stream_call call;
-		struct mutate_ctx c;
+		struct wt_mutator c;
 		int rc;
 
-		memset(&c, 0, sizeof(c));
 		wt_env_init(&e, "bound", 0);
-		c.e = &e;
-		c.how = how;
-		assert_int_equal(sqlite3_open(e.db, &c.ck), SQLITE_OK);
+		wt_mutator_init(&c, &e, how);
 		cfg = cfg_for(&e, 1);
 		cfg.wal_checkpoint_bytes = how & 1 ? 1 : UINT64_MAX;
 		st = open_cfg(&e, &cfg);
 		wt_write_txn(e.w, 50, 300);
-		record_state(&c);
+		wt_mutator_record(&c);
 		wt_tail_ok(st, &o);
 		/* ~250 frames in 20 commits: four slots of 64 frames. */
 		for (int i = 0; i < 20; i++) {
 			wt_write_txn(e.w, 12, 1000);
-			record_state(&c);
+			wt_mutator_record(&c);
 		}
 		ws_stream_set_tail_bound(st, 1, 0);
 		assert_int_equal(ws_fault_add("stream.before_wal_read", 1, WS_FAULT_PAUSE, let_clock_pass, NULL), 0);
-		assert_int_equal(ws_fault_add("stream.tail_bound", 1, WS_FAULT_PAUSE, mutate_now, &c), 0);
+		assert_int_equal(ws_fault_add("stream.tail_bound", 1, WS_FAULT_PAUSE, wt_mutate, &c), 0);
 		rc = ws_stream_tail_frames(st, &o);
 		ws_fault_disarm();
 		if (rc)
@@ -932,7 +869,7 @@ static void test_tail_bound_paused_under_writer(void **state)
 		restore_equals_source(&e, __LINE__);
 		verify_ok(&e, __LINE__);
 		ws_stream_close(st);
-		sqlite3_close(c.ck);
+		wt_mutator_free(&c);
 		wt_env_free(&e);
 	}
 }

@@ -113,3 +113,65 @@ uint64_t wt_restore_hash(struct wt_env *e, const char *tenant, const struct ws_r
 	free(out);
 	return h;
 }
+
+void wt_mutator_init(struct wt_mutator *m, struct wt_env *e, unsigned how)
+{
+	memset(m, 0, sizeof(*m));
+	m->e = e;
+	m->how = how;
+	assert_int_equal(sqlite3_open(e->db, &m->ck), SQLITE_OK);
+}
+
+void wt_mutator_free(struct wt_mutator *m)
+{
+	sqlite3_close(m->ck);
+	m->ck = NULL;
+}
+
+void wt_mutator_record(struct wt_mutator *m)
+{
+	assert_true(m->nstates < WT_STATES_MAX);
+	m->states[m->nstates++] = wt_content_hash(m->e->w, NULL);
+}
+
+int wt_mutator_find(const struct wt_mutator *m, uint64_t hash)
+{
+	for (unsigned i = m->nstates; i-- > 0;)
+		if (m->states[i] == hash)
+			return (int)i;
+	return -1;
+}
+
+void wt_mutate(const char *site, void *arg)
+{
+	static const char *const ckpt[] = { NULL, "PASSIVE", "FULL", "RESTART", "TRUNCATE" };
+	struct wt_mutator *m = arg;
+	sqlite3 *w = m->e->w;
+	int rc;
+	(void)site;
+	m->fired++;
+	sqlite3_busy_timeout(w, 0);
+	rc = sqlite3_exec(w, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	sqlite3_busy_timeout(w, 5000);
+	if (rc == SQLITE_BUSY)
+		return;
+	assert_int_equal(rc, SQLITE_OK);
+	/* A row on the first pages and rows at the end: a state that a later
+	 * transaction's frames alone would not bring back. */
+	wt_exec(w, "UPDATE t SET v = randomblob(300) WHERE k = 1 + abs(random()) % 20");
+	wt_exec(w, "INSERT INTO t(v) VALUES(randomblob(200)), (randomblob(200)), (randomblob(200))");
+	wt_exec(w, "COMMIT");
+	wt_mutator_record(m);
+	if (m->how < 5 && ckpt[m->how]) {
+		char sql[64];
+		snprintf(sql, sizeof(sql), "PRAGMA wal_checkpoint(%s)", ckpt[m->how]);
+		sqlite3_exec(m->ck, sql, NULL, NULL, NULL); /* busy is an answer too */
+		wt_write_txn(w, 2, 200);
+		wt_mutator_record(m);
+	} else if (m->how == 5) {
+		wt_exec(w, "PRAGMA cache_size=10");
+		wt_write_txn(w, 300, 3000);
+		wt_exec(w, "PRAGMA cache_size=-2000");
+		wt_mutator_record(m);
+	}
+}

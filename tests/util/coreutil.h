@@ -35,4 +35,32 @@ uint64_t wt_file_hash(const char *path, int64_t *rows);
  * that must succeed; returns its content hash (the file is removed). */
 uint64_t wt_restore_hash(struct wt_env *e, const char *tenant, const struct ws_restore_opts *o, int64_t *rows);
 
+/*
+ * A real SQLite writer that changes the database at a paused site, and the
+ * record of every state the source committed (content hashes, in order).
+ * wt_mutate is a ws_fault pause callback: one commit (a row on the first
+ * pages and rows at the end), then by `how`: nothing (0), a WAL checkpoint
+ * PASSIVE (1), FULL (2), RESTART (3), TRUNCATE (4) and another commit, or a
+ * transaction that spills its cache (5). While walship holds the write lock
+ * (its own WAL checkpoint) the commit is skipped, as SQLite would make an
+ * application wait.
+ */
+#define WT_STATES_MAX 64
+#define WT_MUTATIONS 6
+struct wt_mutator {
+	struct wt_env *e;
+	sqlite3 *ck;       /* runs the WAL checkpoints, busy timeout 0 */
+	unsigned how;
+	uint64_t states[WT_STATES_MAX];
+	unsigned nstates;
+	int fired;
+};
+void wt_mutator_init(struct wt_mutator *m, struct wt_env *e, unsigned how);
+void wt_mutator_free(struct wt_mutator *m);
+/* Record the source's current state as committed. */
+void wt_mutator_record(struct wt_mutator *m);
+/* Index of the state with this hash in the record, or -1. */
+int wt_mutator_find(const struct wt_mutator *m, uint64_t hash);
+void wt_mutate(const char *site, void *arg);
+
 #endif
