@@ -7,6 +7,7 @@
 #define NEAR 0.85          /* of the rate last throttled: from here, grow slowly */
 #define GROWTH_FAR 0.5     /* per second, below NEAR */
 #define GROWTH_NEAR 0.01   /* per second, above it */
+#define PAST 1.05          /* of the rate last throttled: accepted past it, the cap has moved */
 #define MIN_FILL 0.5       /* requests per second, at the least */
 #define MIN_CAPACITY 1.0
 #define BURST 8.0          /* a burst takes at most 1/8 s of the rate at once */
@@ -112,8 +113,14 @@ void ws_pacer_answer(struct ws_pacer *p, bool throttled, uint64_t now)
 				rate *= 1.0 + GROWTH_FAR * dt;
 				if (rate > near)
 					rate = near;
-			} else {
+			} else if (rate < PAST * p->last_max) {
 				rate *= 1.0 + GROWTH_NEAR * (1.0 + since * since) * dt;
+			} else {
+				/* Accepted past the rate that was refused: the
+				 * store takes more than it did (its cap lifted
+				 * or raised); find the new one quickly, as from
+				 * a refusal. */
+				rate *= 1.0 + GROWTH_FAR * dt;
 			}
 		}
 	}

@@ -13,7 +13,9 @@
  * rate last throttled and then by 1 %/s, faster the longer the store has
  * not refused (as CUBIC's convex half). The store's limit is met some
  * ten seconds apart rather than every second: each refusal costs a
- * Retry-After wait to whatever waits on that request.
+ * Retry-After wait to whatever waits on that request. Accepted past PAST
+ * (1.05) times the rate last throttled, the store takes more than it did
+ * (its limit lifted or raised): 50 %/s again, until the next refusal.
  *
  * Pure decisions with an explicit clock (tested in test_store_pacer.c,
  * with a simulated store); thread-safe; store_s3.c shares one per

@@ -54,38 +54,48 @@ static void test_throttle_cuts_the_rate_and_spaces_requests(void **state)
 }
 
 /* A store that accepts at most cap writes in any 1000 ms window (refusals
- * not counted); the client sends one at a time, each answered after rtt
- * ms, as soon as the pacer lets it. Returns writes accepted in [from, to). */
-static unsigned simulate(struct ws_pacer *p, unsigned cap, uint64_t rtt, uint64_t to, uint64_t from,
-			 unsigned *refused)
+ * not counted), cap2 from lift_ms on; the client sends one at a time, each
+ * answered after rtt ms, as soon as the pacer lets it. */
+struct sim {
+	unsigned cap, cap2;
+	uint64_t lift_ms, rtt, from, to;
+	unsigned reach;        /* accepted in one window that counts as recovered */
+	/* results */
+	unsigned got;          /* writes accepted in [from, to) */
+	unsigned refused;      /* refusals in [from, to) */
+	uint64_t reached_ms;   /* first time after lift_ms with reach accepted in the last second; 0: never */
+};
+
+static void simulate(struct ws_pacer *p, struct sim *s)
 {
 	static uint64_t acc[100000];
 	size_t n = 0, head = 0;
-	unsigned in_window = 0;
 	uint64_t t = 1000;
-	*refused = 0;
-	while (t < to) {
+	s->got = s->refused = 0;
+	s->reached_ms = 0;
+	while (t < s->to) {
 		if (p)
 			t += ws_pacer_reserve(p, t);
 		while (head < n && acc[head] + 1000 <= t)
 			head++;
-		bool ok = n - head < cap;
+		bool ok = n - head < (t >= s->lift_ms ? s->cap2 : s->cap);
 		if (ok) {
 			assert_true(n < sizeof(acc) / sizeof(acc[0]));
 			acc[n++] = t;
-			if (t >= from && t < to)
-				in_window++;
-		} else if (t >= from) {
-			(*refused)++;
+			if (t >= s->from)
+				s->got++;
+			if (t >= s->lift_ms && !s->reached_ms && s->reach && n - head >= s->reach)
+				s->reached_ms = t;
+		} else if (t >= s->from) {
+			s->refused++;
 		}
-		t += rtt;
+		t += s->rtt;
 		if (p)
 			ws_pacer_answer(p, !ok, t);
 		/* A refused write waits for the store's Retry-After: 1. */
 		if (!ok)
 			t += 1000;
 	}
-	return in_window;
 }
 
 static void test_converges_near_the_cap(void **state)
@@ -94,19 +104,47 @@ static void test_converges_near_the_cap(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
 		struct ws_pacer p;
-		unsigned refused, got, refused_unpaced, got_unpaced;
-		ws_pacer_init(&p);
 		/* 120 s; the last 60 s measured. The sender alone could do 100/s. */
-		got = simulate(&p, caps[i], 10, 121000, 61000, &refused);
-		got_unpaced = simulate(NULL, caps[i], 10, 121000, 61000, &refused_unpaced);
+		struct sim paced = { .cap = caps[i], .cap2 = caps[i], .lift_ms = UINT64_MAX, .rtt = 10,
+				     .from = 61000, .to = 121000 };
+		struct sim unpaced = paced;
+		ws_pacer_init(&p);
+		simulate(&p, &paced);
+		simulate(NULL, &unpaced);
 		print_message("cap %u/s: paced %.1f accepted/s, %u refused in 60 s (rate now %.1f); unpaced %.1f/s, "
-			      "%u refused\n", caps[i], got / 60.0, refused, ws_pacer_rate(&p), got_unpaced / 60.0,
-			      refused_unpaced);
+			      "%u refused\n", caps[i], paced.got / 60.0, paced.refused, ws_pacer_rate(&p),
+			      unpaced.got / 60.0, unpaced.refused);
 		/* Near the cap, never a crawl, and a fraction of the refusals
 		 * (each a Retry-After wait for whatever waits on it). */
-		assert_true(got >= (unsigned)(0.75 * caps[i] * 60));
-		assert_true(refused <= 10);
-		assert_true(refused * 3 <= refused_unpaced);
+		assert_true(paced.got >= (unsigned)(0.75 * caps[i] * 60));
+		assert_true(paced.refused <= 10);
+		assert_true(paced.refused * 3 <= unpaced.refused);
+		ws_pacer_destroy(&p);
+	}
+}
+
+/*
+ * The cap lifted after a minute of throttling (to four times the cap): the
+ * pace goes back to what the sender has to send within seconds, not the
+ * half minute that growing a per cent a second from the old cap takes.
+ * The recovery is timed to twice the old cap accepted in one second.
+ */
+static void test_recovers_when_the_cap_lifts(void **state)
+{
+	static const unsigned caps[] = { 5, 22 };
+	(void)state;
+	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+		struct ws_pacer p;
+		struct sim s = { .cap = caps[i], .cap2 = 4 * caps[i], .lift_ms = 61000, .rtt = 10, .from = 61000,
+				 .to = 121000, .reach = 2 * caps[i] };
+		ws_pacer_init(&p);
+		simulate(&p, &s);
+		print_message("cap %u/s lifted to %u/s: %u accepted a second after %.1f s, %u refused in the 60 s "
+			      "after (rate now %.1f)\n", s.cap, s.cap2, s.reach,
+			      s.reached_ms ? (double)(s.reached_ms - s.lift_ms) / 1000.0 : -1.0, s.refused,
+			      ws_pacer_rate(&p));
+		assert_true(s.reached_ms != 0);
+		assert_true(s.reached_ms - s.lift_ms <= 20000);
 		ws_pacer_destroy(&p);
 	}
 }
@@ -117,6 +155,7 @@ int main(void)
 		cmocka_unit_test(test_out_of_the_way_until_throttled),
 		cmocka_unit_test(test_throttle_cuts_the_rate_and_spaces_requests),
 		cmocka_unit_test(test_converges_near_the_cap),
+		cmocka_unit_test(test_recovers_when_the_cap_lifts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
