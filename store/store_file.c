@@ -8,10 +8,17 @@
  *                             crash between write and publish leaves one,
  *                             removed by the next open once <pid> is dead
  *   <dir>/.lock.<xx>          flock() stripe (xx = hash(name) mod 64) that
- *                             every publish or delete of a key in <dir>
- *                             holds, so CREATE, CAS, overwrite and delete
- *                             are atomic with respect to each other, between
- *                             threads and processes
+ *                             every overwrite, CAS or delete of a key in
+ *                             <dir> holds, so they are atomic with respect
+ *                             to each other, between threads and processes.
+ *                             A create-once publishes with link(), which
+ *                             fails with EEXIST atomically: it needs no lock
+ *                             (against an overwrite, CAS or delete of the
+ *                             same key it is ordered by the link itself;
+ *                             against a directory prune, by its temp file,
+ *                             which keeps rmdir from succeeding). So a
+ *                             directory of create-once objects (batches,
+ *                             manifests, snapshot parts) holds no lock files.
  * A put writes the temp file, fdatasync()s it, then publishes it with
  * rename() (OVERWRITE, CAS) or link() (CREATE, atomic EEXIST), then fsync()s
  * the directory, all before returning: a reader sees the old object or the
@@ -705,9 +712,11 @@ static int file_put(struct ws_store *s, const char *key, const struct iovec *iov
 		goto fail;
 	}
 
-	rc = lock_key(fs, "put", key, dir_fd, name, &lock_fd);
-	if (rc)
-		goto fail;
+	if (mode != WS_PUT_CREATE) {
+		rc = lock_key(fs, "put", key, dir_fd, name, &lock_fd);
+		if (rc)
+			goto fail;
+	}
 	if (mode == WS_PUT_CAS) {
 		rc = check_precond(fs, dir_fd, name, key, mode, expect);
 		if (rc)
@@ -746,7 +755,9 @@ static int file_put(struct ws_store *s, const char *key, const struct iovec *iov
 		rc = fail_key(rc, fs, "put", key, "fault injected after publish");
 		goto fail;
 	}
-	/* Still under the lock: nobody may act on this version before it is durable. */
+	/* Still under the lock (but for a create-once): nobody may act on this
+	 * version before it is durable. An overwrite, CAS or delete of a
+	 * created object syncs the directory itself before it returns. */
 	if (fsync(dir_fd) < 0) {
 		rc = fail_key(-errno, fs, "put", key, "fsync of directory failed: %s", strerror(errno));
 		goto fail;
@@ -773,13 +784,13 @@ fail:
  * for two journal commits (its data, then its directory entry); n of them
  * one after another wait for 2n. Here every temp file is written and its
  * writeback started first, then each is fdatasync()ed (the first wait
- * commits the blocks of all of them), then each is published under its
- * lock, and each directory is fsync()ed once, still under the locks: the
- * same states a crash can leave as n puts (a temp file, or a published,
- * whole object), the same rule that nobody acts on a version before it is
- * durable, and about 2 commits per call instead of 2n.
+ * commits the blocks of all of them), then each is published (an
+ * overwrite under its lock; a create-once by link(), no lock), and each
+ * directory is fsync()ed once, still under the locks: the same states a
+ * crash can leave as n puts (a temp file, or a published, whole object),
+ * the same rules as a put, and about 2 commits per call instead of 2n.
  *
- * Locks: the distinct (directory, stripe) pairs are taken in sorted order
+ * Locks (overwrites): the distinct (directory, stripe) pairs are taken in sorted order
  * (two keys may share a stripe; flock on a second descriptor of one file
  * would wait for ourselves), so two put_many callers cannot deadlock, and
  * everyone else holds one lock at a time.
@@ -902,7 +913,7 @@ static int many_sync(const struct file_store *fs, struct many_op *op)
 	return 0;
 }
 
-/* link() (CREATE: EEXIST atomically) or rename() (OVERWRITE) into place; the lock is held. */
+/* link() (CREATE: EEXIST atomically, no lock) or rename() (OVERWRITE, under its lock) into place. */
 static int many_publish(const struct file_store *fs, struct many_op *op)
 {
 	const char *key = op->req->key;
@@ -984,7 +995,7 @@ static int file_put_many(struct ws_store *s, struct ws_put_req *reqs, size_t n)
 			reqs[i].rc = many_sync(fs, &ops[i]);
 
 	for (size_t i = 0; i < n; i++)
-		if (reqs[i].rc == 0)
+		if (reqs[i].rc == 0 && reqs[i].mode != WS_PUT_CREATE) /* create-once: no lock (above) */
 			order[locked++] = &ops[i];
 	qsort(order, locked, sizeof(*order), cmp_lock_order);
 	for (size_t k = 0; k < locked; k++) {
@@ -996,7 +1007,7 @@ static int file_put_many(struct ws_store *s, struct ws_put_req *reqs, size_t n)
 	for (size_t i = 0; i < n; i++)
 		if (reqs[i].rc == 0)
 			reqs[i].rc = many_publish(fs, &ops[i]);
-	/* One fsync per directory, still under the locks. */
+	/* One fsync per directory, still under the locks taken. */
 	for (size_t i = 0; i < n; i++) {
 		bool seen = false;
 		int rc = 0;

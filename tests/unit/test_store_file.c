@@ -848,6 +848,46 @@ static int lock_only_dirs(const char *path)
 	return n + (entries > 0 && entries == locks);
 }
 
+/* Lock files in one directory of the sink. */
+static int locks_in(const char *root, const char *dir)
+{
+	char *path = wt_path(root, dir);
+	DIR *d = opendir(path);
+	struct dirent *de;
+	int n = 0;
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL)
+		n += !strncmp(de->d_name, ".lock.", 6);
+	closedir(d);
+	free(path);
+	return n;
+}
+
+/* Create-once objects (a tail's batches and manifests) take no lock, so
+ * their directories hold no lock files; an overwrite takes its stripe's. */
+static void test_create_once_leaves_no_lock_files(void **state)
+{
+	struct fixture *f = *state;
+	struct iovec v = { .iov_base = (void *)"v", .iov_len = 1 };
+	struct ws_put_req q[8];
+	char keys[8][32];
+
+	for (int i = 0; i < 8; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "gen/b%d", i);
+		q[i] = (struct ws_put_req){ .key = keys[i], .iov = &v, .iovcnt = 1, .mode = WS_PUT_CREATE };
+	}
+	assert_int_equal(ws_store_putv_many(f->s, q, 8), 0);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(q[i].rc, 0);
+	assert_int_equal(ws_store_put(f->s, "gen/m", "m", 1, WS_PUT_CREATE, NULL, NULL), 0);
+	assert_int_equal(ws_store_put(f->s, "gen/m", "m", 1, WS_PUT_CREATE, NULL, NULL), WS_EPRECOND);
+	assert_int_equal(locks_in(f->dir, "gen"), 0);
+	assert_int_equal(ws_store_put(f->s, "gen/wm", "w", 1, WS_PUT_OVERWRITE, NULL, NULL), 0);
+	assert_int_equal(locks_in(f->dir, "gen"), 1);
+	wt_assert_content(f->s, "gen/b7", "v");
+	wt_assert_content(f->s, "gen/m", "m");
+}
+
 static void test_race_prune(void **state)
 {
 	struct fixture *f = *state;
@@ -1454,17 +1494,20 @@ static void test_links_fifos_devices(void **state)
 	assert_int_equal(ws_store_put(f->s, "t3/k", "x", 1, WS_PUT_OVERWRITE, NULL, NULL), WS_EFORMAT);
 	assert_non_null(strstr(ws_errmsg(), "lock file"));
 	assert_int_equal(ws_store_del(f->s, "t3/wm"), WS_EFORMAT);
-	assert_int_equal(ws_store_put(f->s, "t4/k", "x", 1, WS_PUT_CREATE, NULL, NULL), WS_EFORMAT);
+	assert_int_equal(ws_store_put(f->s, "t4/k", "x", 1, WS_PUT_OVERWRITE, NULL, NULL), WS_EFORMAT);
 	assert_non_null(strstr(ws_errmsg(), "FIFO"));
+	/* A create-once takes no lock: it never comes near them. */
+	assert_int_equal(ws_store_put(f->s, "t3/c", "c", 1, WS_PUT_CREATE, NULL, NULL), 0);
 	assert_true(file_has(q, "precious"));
 	wt_assert_content(f->s, "t3/wm", "w");
 
 	/* A listing shows the objects only. */
 	assert_int_equal(ws_store_list(f->s, "", NULL, 100, &page), 0);
-	assert_int_equal(page.count, 3);
+	assert_int_equal(page.count, 4);
 	assert_string_equal(page.keys[0], "t2/wm");
-	assert_string_equal(page.keys[1], "t3/wm");
-	assert_string_equal(page.keys[2], "t4/wm");
+	assert_string_equal(page.keys[1], "t3/c");
+	assert_string_equal(page.keys[2], "t3/wm");
+	assert_string_equal(page.keys[3], "t4/wm");
 	ws_list_page_free(&page);
 
 	free(q);
@@ -1575,6 +1618,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_empty_and_iovecs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_large_range, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_overwrite, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_create_once_leaves_no_lock_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cas, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_list_paging, setup, teardown),
