@@ -759,7 +759,12 @@ static void *shard_main(void *arg)
 				continue;
 			if (t->due_ms <= now) {
 				(void)tail_one(sh, t, TAIL_DUE);
-				now = ws_mono_ms();
+				/* A change made while this tail ran is seen when it
+				 * ends, not after every other due tenant's tail: its
+				 * gather time counts from here, and a busy shard does
+				 * not idle for a batch_age_ms_max after each round. */
+				read_events(sh);
+				events_ms = now = ws_mono_ms();
 			}
 			if (t->dirty && t->due_ms < next)
 				next = t->due_ms;

@@ -706,6 +706,99 @@ static void test_key_interval_holds_for_continuations(void **state)
 	wt_env_free(&env);
 }
 
+static uint64_t tails_of(struct ws_engine *e, const char *name)
+{
+	struct ws_tenant_metrics tm;
+	assert_int_equal(ws_engine_tenant_metrics(e, name, &tm), 0);
+	return tm.tails;
+}
+
+/* Poll until tenant name has had `want` tails; returns when (ws_mono_ms). */
+static uint64_t wait_tails(struct ws_engine *e, const char *name, uint64_t want)
+{
+	const uint64_t deadline = ws_mono_ms() + 30000;
+	while (tails_of(e, name) < want) {
+		if (ws_mono_ms() > deadline)
+			fail_msg("tenant %s: %" PRIu64 " tails after 30 s, waiting for %" PRIu64, name,
+				 tails_of(e, name), want);
+		wt_sleep_ms(2);
+	}
+	return ws_mono_ms();
+}
+
+/*
+ * A change made while the shard works through a round of due tenants is
+ * due batch_age_ms_max after it is seen, not after the round ends: four
+ * tenants at the default batch_age_ms_max (1 s), each tail slowed to
+ * 600 ms by the sink; tenant a0 commits again right after its own tail,
+ * while b1, c2 and d3 are still to be tailed (1.8 s). By the end of the
+ * round its change is over a second old, so its next tail follows d3's at
+ * once; read only after the round, it would be due a second later and the
+ * shard would sit idle for that second.
+ */
+static void test_change_during_a_round_is_due_from_when_seen(void **state)
+{
+	static const char *const names[] = { "a0", "b1", "c2", "d3" };
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 4u << 20, 1u << 20);
+	struct ws_engine *e;
+	sqlite3 *w[4];
+	uint64_t base[4], t_a1, t_d, t_a2;
+	(void)state;
+
+	sc.batch_age_ms_max = 1000;
+	wt_env_init(&env, "engine_round", 0);
+	w[0] = env.w;
+	for (int i = 1; i < 4; i++) {
+		char file[16];
+		char *path;
+		snprintf(file, sizeof(file), "%s.db", names[i]);
+		path = wt_path(env.dir, file);
+		w[i] = wt_writer_open(path, 0);
+		wt_write_txn(w[i], 5, 100);
+		free(path);
+	}
+	wt_write_txn(env.w, 5, 100);
+	seen_reset();
+	hook_on(3);
+	e = engine_new(env.sink_url, 1, &sc);
+	for (int i = 0; i < 4; i++) {
+		char file[16];
+		char *path;
+		snprintf(file, sizeof(file), "%s.db", names[i]);
+		path = i ? wt_path(env.dir, file) : strdup(env.db);
+		add_tenant(e, names[i], path, 0);
+		free(path);
+	}
+	flush_ok(e); /* the first tails re-base */
+	for (int i = 0; i < 4; i++)
+		base[i] = tails_of(e, names[i]);
+	slow_uploads(600);
+	for (int i = 0; i < 4; i++)
+		wt_write_txn(w[i], 2, 100);
+	t_a1 = wait_tails(e, "a0", base[0] + 1);
+	wt_write_txn(env.w, 2, 100); /* during the round: b1, c2, d3 are still to come */
+	t_d = wait_tails(e, "d3", base[3] + 1);
+	t_a2 = wait_tails(e, "a0", base[0] + 2);
+	if (t_d < t_a1 + 1200)
+		fail_msg("the round after a0 took %" PRIu64 " ms: the uploads were not slow, the test does not test",
+			 t_d - t_a1);
+	/* a0's second tail is one slow tail (600 ms) after d3's, not a
+	 * batch_age_ms_max more. */
+	if (t_a2 > t_d + 1000)
+		fail_msg("a0's change, made %" PRIu64 " ms before the round ended, was shipped %" PRIu64
+			 " ms after it", t_d - t_a1, t_a2 - t_d);
+	assert_int_equal(seen.errors, 0);
+	slow_uploads(0);
+	assert_int_equal(ws_engine_stop(e), 0);
+	restore_equals(env.sink, "a0", env.w, env.out_dir);
+	ws_engine_destroy(e);
+	hook_off();
+	for (int i = 1; i < 4; i++)
+		sqlite3_close(w[i]);
+	wt_env_free(&env);
+}
+
 static uint64_t wm_seq(struct ws_sink *sink, const char *tenant)
 {
 	struct ws_fmt_watermark wm;
@@ -1181,6 +1274,7 @@ int main(void)
 		cmocka_unit_test(test_block_holds_memory_loses_nothing),
 		cmocka_unit_test(test_throttle_counts_and_fails_bounded),
 		cmocka_unit_test(test_key_interval_holds_for_continuations),
+		cmocka_unit_test(test_change_during_a_round_is_due_from_when_seen),
 		cmocka_unit_test(test_shed_nothing_persisted_is_shed),
 		cmocka_unit_test(test_shed_prefix_is_streamed_with_frames_shed),
 		cmocka_unit_test(test_shed_full_ring_drops_rest),
@@ -1190,5 +1284,8 @@ int main(void)
 		cmocka_unit_test(test_kill9_and_restart),
 		cmocka_unit_test(test_thousand_tenants_two_shards),
 	};
+	/* WT_FILTER=pattern runs only the tests it matches (cmocka's wildcards). */
+	if (getenv("WT_FILTER"))
+		cmocka_set_test_filter(getenv("WT_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
