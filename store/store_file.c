@@ -15,8 +15,9 @@
  *                             fails with EEXIST atomically: it needs no lock
  *                             (against an overwrite, CAS or delete of the
  *                             same key it is ordered by the link itself;
- *                             against a directory prune, by its temp file,
- *                             which keeps rmdir from succeeding). So a
+ *                             against a directory prune, by its temp file
+ *                             and then the object, which keep rmdir from
+ *                             succeeding). So a
  *                             directory of create-once objects (batches,
  *                             manifests, snapshot parts) holds no lock files.
  * A put writes the temp file, fdatasync()s it, then publishes it with
@@ -303,9 +304,13 @@ static int open_reg_at(const struct file_store *fs, const char *op, const char *
 
 /* ---- which directories are already durable ------------------------------- */
 
-static uint64_t dir_hash(const char *rel, size_t len)
+/* A directory as made durable: its path and its inode, so one removed
+ * (a prune) and made again, maybe by another process that has not synced
+ * its parent yet, is not taken for the one this process synced. */
+static uint64_t dir_hash(const char *rel, size_t len, const struct stat *st)
 {
-	uint64_t h = ws_xxh64(rel, len);
+	uint64_t id[2] = { (uint64_t)st->st_dev, (uint64_t)st->st_ino };
+	uint64_t h = ws_xxh64(rel, len) ^ ws_xxh64(id, sizeof(id));
 
 	return h ? h : 1;
 }
@@ -362,7 +367,8 @@ static void dir_forget_all(struct file_store *fs)
  * (*out_fd), one segment at a time without following links. Each one's
  * entry in its parent is fsync()ed even when another process created it:
  * that process may not have synced it yet, and our object would vanish with
- * it in a crash.
+ * it in a crash. A directory this process synced before is not synced
+ * again, unless it is another one now (removed and made again: its inode).
  */
 static int ensure_dirs(struct file_store *fs, const char *key, const char *dir, int *out_fd)
 {
@@ -376,14 +382,15 @@ again:
 		return fail_key(-errno, fs, "put", key, "cannot open the root: %s", strerror(errno));
 	for (size_t start = 0; start < dir_len;) {
 		size_t n = strcspn(dir + start, "/"), end = start + n;
-		uint64_t h = dir_hash(dir, end);
-		bool known = dir_known(fs, h);
 		char seg[NAME_MAX + 1];
-		int next;
+		struct stat st;
+		uint64_t h;
+		int next, e;
 
 		memcpy(seg, dir + start, n); /* n <= NAME_MAX: check_key */
 		seg[n] = '\0';
-		if (!known) {
+		next = openat(cur, seg, DIR_OPEN_FLAGS);
+		if (next < 0 && errno == ENOENT) {
 			if (mkdirat(cur, seg, 0755) < 0 && errno != EEXIST) {
 				if (errno == ENOENT && retries < PRUNE_RACE_TRIES) {
 					/* cur was pruned (prune_dir) since we opened it. */
@@ -396,18 +403,13 @@ again:
 					      dir, strerror(errno));
 				goto fail;
 			}
-			if (fsync(cur) < 0) {
-				rc = fail_key(-errno, fs, "put", key, "cannot fsync directory \"%.*s\"",
-					      (int)(start ? start - 1 : 0), dir);
-				goto fail;
-			}
+			next = openat(cur, seg, DIR_OPEN_FLAGS);
 		}
-		next = openat(cur, seg, DIR_OPEN_FLAGS);
 		if (next < 0) {
-			int e = errno;
+			e = errno;
 			if (e == ENOENT && retries < PRUNE_RACE_TRIES) {
-				/* Removed since we made it durable or saw it exist: by a
-				 * prune (prune_dir) once it was empty, or by hand. */
+				/* Removed since we made it or saw it exist: by a prune
+				 * (prune_dir) once it was empty, or by hand. */
 				close(cur);
 				dir_forget_all(fs);
 				retries++;
@@ -419,8 +421,23 @@ again:
 					      strerror(e));
 			goto fail;
 		}
-		if (!known)
+		if (fstat(next, &st) < 0) {
+			rc = fail_key(-errno, fs, "put", key, "cannot stat directory %.*s: %s", (int)end, dir,
+				      strerror(errno));
+			close(next);
+			goto fail;
+		}
+		h = dir_hash(dir, end, &st);
+		if (!dir_known(fs, h)) {
+			/* Its entry in cur, whoever made it. */
+			if (fsync(cur) < 0) {
+				rc = fail_key(-errno, fs, "put", key, "cannot fsync directory \"%.*s\"",
+					      (int)(start ? start - 1 : 0), dir);
+				close(next);
+				goto fail;
+			}
 			dir_remember(fs, h);
+		}
 		close(cur);
 		cur = next;
 		start = end + (dir[end] == '/');
@@ -581,7 +598,8 @@ static int precond_failed(const struct file_store *fs, int dir_fd, const char *k
 
 /*
  * The CREATE / CAS condition against what is in dir_fd/name now. Without the
- * key's lock this is only a fast path; with it, it is the decision.
+ * key's lock this is only a fast path (for CREATE always: link() decides);
+ * with it, it is the decision.
  */
 static int check_precond(const struct file_store *fs, int dir_fd, const char *name, const char *key,
 			 enum ws_put_mode mode, const struct ws_etag *expect)
@@ -723,7 +741,7 @@ static int file_put(struct ws_store *s, const char *key, const struct iovec *iov
 			goto fail;
 	}
 	if (mode == WS_PUT_CREATE) {
-		/* link() fails with EEXIST atomically, even against writers that skip our lock. */
+		/* link() fails with EEXIST atomically: the decision, with no lock taken. */
 		if (linkat(dir_fd, tmp, dir_fd, name, 0) == 0) {
 			if (unlinkat(dir_fd, tmp, 0) < 0)
 				ws_warn("file store %s: cannot remove %s after publishing %s: %s",
@@ -786,7 +804,7 @@ fail:
  * writeback started first, then each is fdatasync()ed (the first wait
  * commits the blocks of all of them), then each is published (an
  * overwrite under its lock; a create-once by link(), no lock), and each
- * directory is fsync()ed once, still under the locks: the same states a
+ * directory is fsync()ed once, still under the overwrites' locks: the same states a
  * crash can leave as n puts (a temp file, or a published, whole object),
  * the same rules as a put, and about 2 commits per call instead of 2n.
  *
@@ -805,7 +823,7 @@ struct many_op {
 	const char *name;           /* last segment of req->key */
 	char dir[WS_KEY_MAX];       /* directory part of req->key */
 	char tmp[TMP_NAME_MAX];
-	int dir_fd, fd, lock_fd;    /* lock_fd -1 when an earlier op holds the same lock */
+	int dir_fd, fd, lock_fd;    /* -1: a create-once, or an earlier op holds the same lock */
 	unsigned stripe;
 	bool tmp_exists;
 	char why[256];              /* the error detail of a write on the helper thread */
@@ -1158,7 +1176,9 @@ static int file_head(struct ws_store *s, const char *key, struct ws_obj_info *in
  * checkpoint's directory after retention). Returns true when it is gone.
  *
  * Never racing a writer: each lock file is taken (LOCK_NB: one in use means
- * a writer is here) and the directory read again under all of them; only
+ * a writer is here; a create-once writer holds none, and its temp file or
+ * object is what the read below finds) and the directory read again under
+ * all of them; only
  * then are the lock files unlinked, still held (lock_key takes the lock at
  * the name again when it finds its file unlinked), and the directory
  * removed with rmdir, which fails, leaving it, if a writer's temp file went
