@@ -82,6 +82,7 @@ struct tenant {
 	bool dirty;
 	uint64_t due_ms;
 	uint32_t retry_ms;
+	uint64_t retry_at;   /* mono ms: after a failed tail, not due before this (0: none) */
 	uint32_t age_ms;     /* gather time of the next tail (adapt.h; 0 or batch_age_ms_max unless throttled) */
 	uint64_t wm_put_ms;  /* mono time our last watermark write for it finished (0: none yet) */
 	bool open;
@@ -364,6 +365,10 @@ static void park(struct shard *sh, struct tenant *t)
 
 static void mark_due(struct tenant *t, uint64_t due)
 {
+	/* A failing tenant backs off whatever makes it due again: a writer's
+	 * next commit must not turn the backoff into batch_age_ms_max. */
+	if (due < t->retry_at)
+		due = t->retry_at;
 	if (!t->dirty || due < t->due_ms)
 		t->due_ms = due;
 	t->dirty = true;
@@ -420,7 +425,8 @@ static int tail_one(struct shard *sh, struct tenant *t, enum tail_mode mode)
 		t->retry_ms = t->retry_ms ? t->retry_ms * 2 : RETRY_MIN_MS;
 		if (t->retry_ms > RETRY_MAX_MS)
 			t->retry_ms = RETRY_MAX_MS;
-		mark_due(t, key_due(sh, t, ws_mono_ms() + t->retry_ms));
+		t->retry_at = ws_mono_ms() + t->retry_ms;
+		mark_due(t, key_due(sh, t, t->retry_at));
 		ws_warn("shard %u: %s (retry in %u ms)", sh->id, ws_errmsg(), t->retry_ms);
 		if (e->cfg.on_outcome) {
 			memset(&o, 0, sizeof(o));
@@ -429,6 +435,7 @@ static int tail_one(struct shard *sh, struct tenant *t, enum tail_mode mode)
 		return rc;
 	}
 	t->retry_ms = 0;
+	t->retry_at = 0;
 	__atomic_store_n(&t->last_outcome, (uint32_t)o.kind, __ATOMIC_RELAXED);
 	__atomic_store_n(&t->fenced, o.kind == WS_OUTCOME_FENCED, __ATOMIC_RELAXED);
 	if (o.kind == WS_OUTCOME_STREAMED)

@@ -646,6 +646,49 @@ static void test_throttle_counts_and_fails_bounded(void **state)
 }
 
 /*
+ * A tenant whose tails fail backs off (100 ms, doubling, up to 30 s) while
+ * its writer keeps committing: a change seen during the backoff is due when
+ * the backoff ends, not batch_age_ms_max after it is seen (which retried a
+ * failing store every batch_age_ms_max, whatever "retry in" said).
+ */
+static void test_failing_tenant_backs_off_under_writes(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_THROTTLE, 4 * 80u << 10, 80u << 10);
+	struct ws_engine *e;
+	struct ws_tenant_metrics tm;
+	uint64_t t0;
+	(void)state;
+
+	sc.batch_age_ms_max = 50;
+	wt_env_init(&env, "engine_backoff", 0);
+	backlog(env.w, 1);
+	seen_reset();
+	hook_on(2);
+	e = engine_new(env.sink_url, 1, &sc);
+	throttle_uploads("/", 0, -1); /* every upload runs out of attempts */
+	add_tenant(e, "bo", env.db, 0);
+	t0 = ws_mono_ms();
+	while (ws_mono_ms() < t0 + 3000) {
+		wt_write_txn(env.w, 1, 100);
+		wt_sleep_ms(20);
+	}
+	assert_int_equal(ws_engine_tenant_metrics(e, "bo", &tm), 0);
+	/* Failures at about 0, 0.1, 0.3, 0.7, 1.5 and 3.1 s; at 50 ms a
+	 * retry it would be dozens. */
+	if (tm.errors < 3 || tm.errors > 7)
+		fail_msg("%" PRIu64 " failed tails in 3 s of commits (a backoff from 100 ms allows 6)", tm.errors);
+	/* The store recovers: everything ships. */
+	throttle_uploads("/", 0, 0);
+	flush_ok(e);
+	restore_equals(env.sink, "bo", env.w, env.out_dir);
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	hook_off();
+	wt_env_free(&env);
+}
+
+/*
  * One write per second to one key, whatever made the tail due: a backlog
  * longer than tail_ms_max is shipped by a bounded tail and continuation
  * tails, and the last continuation (which reaches the end of the WAL
@@ -1273,6 +1316,7 @@ int main(void)
 		cmocka_unit_test(test_chain_end_in_either_thread),
 		cmocka_unit_test(test_block_holds_memory_loses_nothing),
 		cmocka_unit_test(test_throttle_counts_and_fails_bounded),
+		cmocka_unit_test(test_failing_tenant_backs_off_under_writes),
 		cmocka_unit_test(test_key_interval_holds_for_continuations),
 		cmocka_unit_test(test_change_during_a_round_is_due_from_when_seen),
 		cmocka_unit_test(test_shed_nothing_persisted_is_shed),
