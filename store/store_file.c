@@ -17,9 +17,9 @@
  *                             same key it is ordered by the link itself;
  *                             against a directory prune, by its temp file
  *                             and then the object, which keep rmdir from
- *                             succeeding). So a
- *                             directory of create-once objects (batches,
- *                             manifests, snapshot parts) holds no lock files.
+ *                             succeeding). So a directory of create-once
+ *                             objects (batches, manifests, snapshot parts)
+ *                             holds no lock files.
  * A put writes the temp file, fdatasync()s it, then publishes it with
  * rename() (OVERWRITE, CAS) or link() (CREATE, atomic EEXIST), then fsync()s
  * the directory, all before returning: a reader sees the old object or the
@@ -804,14 +804,15 @@ fail:
  * writeback started first, then each is fdatasync()ed (the first wait
  * commits the blocks of all of them), then each is published (an
  * overwrite under its lock; a create-once by link(), no lock), and each
- * directory is fsync()ed once, still under the overwrites' locks: the same states a
- * crash can leave as n puts (a temp file, or a published, whole object),
- * the same rules as a put, and about 2 commits per call instead of 2n.
+ * directory is fsync()ed once, still under the overwrites' locks: the
+ * same states a crash can leave as n puts (a temp file, or a published,
+ * whole object), the same rules as a put, and about 2 commits per call
+ * instead of 2n.
  *
- * Locks (overwrites): the distinct (directory, stripe) pairs are taken in sorted order
- * (two keys may share a stripe; flock on a second descriptor of one file
- * would wait for ourselves), so two put_many callers cannot deadlock, and
- * everyone else holds one lock at a time.
+ * Locks (overwrites): the distinct (directory, stripe) pairs are taken in
+ * sorted order (two keys may share a stripe; flock on a second descriptor
+ * of one file would wait for ourselves), so two put_many callers cannot
+ * deadlock, and everyone else holds one lock at a time.
  *
  * Writing the temp files is the copy of every byte into the page cache,
  * most of a file:// tail's CPU (55 % of replicate --once's samples): a
@@ -1178,10 +1179,9 @@ static int file_head(struct ws_store *s, const char *key, struct ws_obj_info *in
  * Never racing a writer: each lock file is taken (LOCK_NB: one in use means
  * a writer is here; a create-once writer holds none, and its temp file or
  * object is what the read below finds) and the directory read again under
- * all of them; only
- * then are the lock files unlinked, still held (lock_key takes the lock at
- * the name again when it finds its file unlinked), and the directory
- * removed with rmdir, which fails, leaving it, if a writer's temp file went
+ * all of them; only then are the lock files unlinked, still held (lock_key
+ * takes the lock at the name again when it finds its file unlinked), and
+ * the directory removed with rmdir, which fails, leaving it, if a writer's temp file went
  * in meanwhile. A writer that opened the directory before it went finds it
  * gone when it creates its temp file and makes it again (file_put). The
  * parent is synced, so the removal is as durable as the delete before it.

@@ -607,6 +607,22 @@ static void test_block_holds_memory_loses_nothing(void **state)
 	wt_env_free(&env);
 }
 
+/* One tenant (txns of backlog) on one shard whose sink says slow down to
+ * every upload, each put giving up after `attempts`. */
+static struct ws_engine *uploads_refused(struct wt_env *env, const struct ws_shard_config *sc, const char *dir,
+					 const char *name, int txns, uint32_t attempts)
+{
+	struct ws_engine *e;
+	wt_env_init(env, dir, 0);
+	backlog(env->w, txns);
+	seen_reset();
+	hook_on(attempts);
+	e = engine_new(env->sink_url, 1, sc);
+	throttle_uploads("/", 0, -1);
+	add_tenant(e, name, env->db, 0);
+	return e;
+}
+
 static void test_throttle_counts_and_fails_bounded(void **state)
 {
 	struct wt_env env;
@@ -616,13 +632,7 @@ static void test_throttle_counts_and_fails_bounded(void **state)
 	int rc;
 	(void)state;
 
-	wt_env_init(&env, "engine_throttle", 0);
-	backlog(env.w, 5);
-	seen_reset();
-	hook_on(4);
-	e = engine_new(env.sink_url, 1, &sc);
-	throttle_uploads("/", 0, -1); /* the sink says slow down to every upload */
-	add_tenant(e, "thr", env.db, 0);
+	e = uploads_refused(&env, &sc, "engine_throttle", "thr", 5, 4);
 	rc = ws_engine_flush(e);
 	assert_int_equal(rc, WS_ETHROTTLED);
 	assert_non_null(strstr(ws_errmsg(), "thr"));
@@ -661,13 +671,7 @@ static void test_failing_tenant_backs_off_under_writes(void **state)
 	(void)state;
 
 	sc.batch_age_ms_max = 50;
-	wt_env_init(&env, "engine_backoff", 0);
-	backlog(env.w, 1);
-	seen_reset();
-	hook_on(2);
-	e = engine_new(env.sink_url, 1, &sc);
-	throttle_uploads("/", 0, -1); /* every upload runs out of attempts */
-	add_tenant(e, "bo", env.db, 0);
+	e = uploads_refused(&env, &sc, "engine_backoff", "bo", 1, 2);
 	t0 = ws_mono_ms();
 	while (ws_mono_ms() < t0 + 3000) {
 		wt_write_txn(env.w, 1, 100);
@@ -786,32 +790,25 @@ static void test_change_during_a_round_is_due_from_when_seen(void **state)
 	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 4u << 20, 1u << 20);
 	struct ws_engine *e;
 	sqlite3 *w[4];
+	char *path[4];
 	uint64_t base[4], t_a1, t_d, t_a2;
 	(void)state;
 
 	sc.batch_age_ms_max = 1000;
 	wt_env_init(&env, "engine_round", 0);
-	w[0] = env.w;
-	for (int i = 1; i < 4; i++) {
+	for (int i = 0; i < 4; i++) {
 		char file[16];
-		char *path;
 		snprintf(file, sizeof(file), "%s.db", names[i]);
-		path = wt_path(env.dir, file);
-		w[i] = wt_writer_open(path, 0);
+		path[i] = i ? wt_path(env.dir, file) : strdup(env.db);
+		w[i] = i ? wt_writer_open(path[i], 0) : env.w;
 		wt_write_txn(w[i], 5, 100);
-		free(path);
 	}
-	wt_write_txn(env.w, 5, 100);
 	seen_reset();
 	hook_on(3);
 	e = engine_new(env.sink_url, 1, &sc);
 	for (int i = 0; i < 4; i++) {
-		char file[16];
-		char *path;
-		snprintf(file, sizeof(file), "%s.db", names[i]);
-		path = i ? wt_path(env.dir, file) : strdup(env.db);
-		add_tenant(e, names[i], path, 0);
-		free(path);
+		add_tenant(e, names[i], path[i], 0);
+		free(path[i]);
 	}
 	flush_ok(e); /* the first tails re-base */
 	for (int i = 0; i < 4; i++)
