@@ -161,15 +161,17 @@ static int base_from_index(const struct ws_ckpt_index *idx, const char *tenant, 
 	const struct ws_ckpt_artifact *a;
 	char key[WS_KEY_MAX];
 
+	memset(out, 0, sizeof(*out));
 	if (!t)
 		return ws_fail(WS_ENOTFOUND, "checkpoint %" PRIu64 " does not include tenant %s",
 			       idx->checkpoint_id, tenant);
 	artifact_key(key, idx->checkpoint_id, tenant);
 	a = index_artifact(idx, key);
-	if (!a)
+	if (!a) {
+		snprintf(out->artifact_key, sizeof(out->artifact_key), "%s", key); /* the one missing */
 		return ws_fail(WS_EFORMAT, "checkpoint %" PRIu64 " names tenant %s but no artifact %s",
 			       idx->checkpoint_id, tenant, key);
-	memset(out, 0, sizeof(*out));
+	}
 	snprintf(out->cut.key, sizeof(out->cut.key), "%s", t->manifest_key);
 	if (!hex_to_sha(t->manifest_sha256, out->cut.sha))
 		return ws_fail(WS_EFORMAT, "checkpoint %" PRIu64 ": tenant %s manifest hash is not hex",
