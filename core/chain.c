@@ -230,6 +230,10 @@ static int chain_walk(struct ws_store *s, const char *tenant, const char *start_
 				why = "frame range or checksum does not continue";
 			else if (n->kind == WS_MANIFEST_NEXT_GEN && (ws_fmt_gen_equal(&m.gen, &n->gen) || n->first_frame != 1))
 				why = "next generation does not start a new WAL";
+			else if (n->kind == WS_MANIFEST_NEXT_GEN && m.gen.page_size != n->gen.page_size)
+				/* SQLite cannot change a WAL database's page size:
+				 * frames of both sizes would make one image. */
+				why = "next generation changes the page size";
 			if (why) {
 				ws_fmt_manifest_free(&m);
 				rc = ws_fail(WS_EINCOMPLETE, "tenant %s: manifest %s is not the predecessor of %s: %s",

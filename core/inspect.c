@@ -131,7 +131,6 @@ static int verify_tenant(const char *tenant, struct verify_ctx *x)
 {
 	struct ws_fmt_watermark wm;
 	struct ws_chain c;
-	struct ws_replay_result res;
 	struct ws_restore_base base;
 	bool from_cut = false;
 	int rc;
@@ -160,20 +159,12 @@ static int verify_tenant(const char *tenant, struct verify_ctx *x)
 	}
 	if (rc == 0) {
 		struct ws_replay_report rep = { x->fn, x->arg, 0, 0 };
-		int arc;
-		/* From the cut on (its own objects included, still stored), as
-		 * for a full chain. */
-		rc = ws_replay(x->s, tenant, &c, c.count - 1, c.m[c.count - 1].last_frame, -1, &res, &rep);
+		/* The latest state, built as restore builds it (from the cut's
+		 * artifact when the history before it is gone). An error that is
+		 * no object's problem is reported below, alone. */
+		rc = ws_replay_verify(x->s, tenant, &c, from_cut ? &base : NULL,
+				      from_cut && base.checkpoint_id == x->verified_id, &rep);
 		ws_chain_free(&c);
-		/* (An error that is no object's problem is reported below, alone.) */
-		if (from_cut && base.checkpoint_id != x->verified_id && (!rc || rep.problems) &&
-		    (arc = ws_artifact_verify(x->s, &base)) != 0) {
-			if (!rc)
-				rc = arc;
-			rep.problems++;
-			if (x->fn)
-				x->fn(tenant, base.artifact_key, arc, ws_errmsg(), x->arg);
-		}
 		if (rep.problems) {
 			/* Each already reported. */
 			if (!x->first_err)

@@ -27,6 +27,23 @@ int ws_replay(struct ws_store *s, const char *tenant, const struct ws_chain *c, 
 	      uint64_t target_frame, int fd, struct ws_replay_result *res,
 	      struct ws_replay_report *rep) WS_MUST_CHECK;
 
+struct ws_restore_base;
+/*
+ * verify: the latest state of c built as restore builds it, in a temporary
+ * file under TMPDIR (removed after): every object fetched and checked, each
+ * bad one reported through rep and the rest checked on; when none was bad,
+ * the image is finished and must pass PRAGMA integrity_check, as restore's
+ * must before it is published. cut: c->m[0] is that checkpoint's cut, whose
+ * state is its artifact (history before it removed), else NULL;
+ * cut_reported: a bad artifact was already reported (ws_checkpoint_verify
+ * checked it): counted, not reported again. Returns 0, the first problem's
+ * error, or an error that is no object's (reported by the caller, with
+ * ws_errmsg()).
+ */
+int ws_replay_verify(struct ws_store *s, const char *tenant, const struct ws_chain *c,
+		     const struct ws_restore_base *cut, bool cut_reported,
+		     struct ws_replay_report *rep) WS_MUST_CHECK;
+
 /* A manifest named exactly: key, SHA-256 and length. */
 struct ws_chain_stop {
 	char key[WS_KEY_MAX];

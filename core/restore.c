@@ -89,6 +89,44 @@ static int check_commit_size(const char *tenant, const char *key, uint64_t frame
 	return 0;
 }
 
+/* Page 1 names its page size (bytes 16-17, 1 = 65536): the manifest's. */
+static int check_page1(const char *tenant, const char *key, const uint8_t *p1, uint32_t ps)
+{
+	uint32_t hps = (uint32_t)p1[16] << 8 | p1[17];
+	if (hps == 1)
+		hps = 65536;
+	if (memcmp(p1, "SQLite format 3", 16) == 0 && hps != ps)
+		return ws_fail(WS_ECORRUPT, "tenant %s: %s: page 1 says the page size is %" PRIu32 " bytes, its "
+			       "manifest %" PRIu32, tenant, key, hps, ps);
+	return 0;
+}
+
+/*
+ * The frame at a manifest's last_frame (fr, its frame number no) closes it:
+ * a commit frame, whose cumulative checksum (frame header bytes 16-23) is
+ * the manifest's end checksum, the seed of the manifest after it, and whose
+ * database size is the manifest's. A manifest that says otherwise would
+ * make a restore stop inside a transaction, or splice two chains.
+ */
+static int check_manifest_end(const char *tenant, const char *key, const struct ws_fmt_manifest *m,
+			      const uint8_t *fr, uint64_t no)
+{
+	uint32_t dbsz = ws_get_be32(fr + 4);
+	uint32_t ck0 = ws_get_be32(fr + 16), ck1 = ws_get_be32(fr + 20);
+	if (dbsz == 0)
+		return ws_fail(WS_ECORRUPT, "tenant %s: manifest %s ends at frame %" PRIu64 ", which is not a "
+			       "commit frame", tenant, key, no);
+	if (ck0 != m->end_cksum[0] || ck1 != m->end_cksum[1])
+		return ws_fail(WS_ECORRUPT, "tenant %s: manifest %s: end checksum %08" PRIx32 "%08" PRIx32 " is "
+			       "not that of its last frame %" PRIu64 " (%08" PRIx32 "%08" PRIx32 ")", tenant, key,
+			       m->end_cksum[0], m->end_cksum[1], no, ck0, ck1);
+	if (dbsz != m->db_pages)
+		return ws_fail(WS_ECORRUPT, "tenant %s: manifest %s says the database has %" PRIu32 " pages at "
+			       "frame %" PRIu64 "; the commit frame says %" PRIu32, tenant, key, m->db_pages, no,
+			       dbsz);
+	return 0;
+}
+
 /* In verify mode, report a bad object and go on; otherwise stop. */
 static bool keep_going(struct ws_replay_report *rep, const char *tenant, const char *key, int rc)
 {
@@ -99,6 +137,19 @@ static bool keep_going(struct ws_replay_report *rep, const char *tenant, const c
 		rep->first_err = rc;
 	if (rep->fn)
 		rep->fn(tenant, key, rc, ws_errmsg(), rep->arg);
+	return true;
+}
+
+/*
+ * keep_going for the replay: once an object is bad, the image is no longer
+ * the state restore would build, so nothing more is written to it nor read
+ * back from it (page 1's header); the objects after are checked on their own.
+ */
+static bool go_on(struct ws_replay_report *rep, int *fd, const char *tenant, const char *key, int rc)
+{
+	if (!keep_going(rep, tenant, key, rc))
+		return false;
+	*fd = -1;
 	return true;
 }
 
@@ -133,6 +184,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 		const uint32_t ps = m->gen.page_size;
 		const uint32_t fsz = ws_wal_frame_size(ps);
 		bool last_manifest = i == upto;
+		bool reached_last = false, batch_bad = false;
 
 		if (m->kind == WS_MANIFEST_REBASE) {
 			for (uint32_t k = 0; k < m->snap_count; k++) {
@@ -146,7 +198,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 					rc = ws_fail(WS_EFORMAT, "snapshot part does not match its manifest entry");
 				if (rc) {
 					ws_fail_wrap(rc, "tenant %s: snapshot %s", tenant, m->snaps[k].key);
-					if (keep_going(rep, tenant, m->snaps[k].key, rc)) {
+					if (go_on(rep, &fd, tenant, m->snaps[k].key, rc)) {
 						have_p1 = false; /* what page 1 holds is unknown from here */
 						continue;
 					}
@@ -155,6 +207,11 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 				if (sh.first_page == 1 && ps >= sizeof(p1)) {
 					memcpy(p1, pages, sizeof(p1));
 					have_p1 = true;
+					if ((rc = check_page1(tenant, m->snaps[k].key, p1, ps)) != 0) {
+						if (go_on(rep, &fd, tenant, m->snaps[k].key, rc))
+							continue;
+						goto out;
+					}
 				}
 				if (fd >= 0 && (rc = pwrite_all(fd, pages, (size_t)sh.page_count * ps,
 								(uint64_t)(sh.first_page - 1) * ps)) != 0) {
@@ -183,8 +240,9 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 				rc = ws_batch_verify(b.data, b.len, m, &m->batches[k], run, end, &bh, &frames);
 			if (rc) {
 				ws_fail_wrap(rc, "tenant %s", tenant);
-				if (keep_going(rep, tenant, m->batches[k].key, rc)) {
+				if (go_on(rep, &fd, tenant, m->batches[k].key, rc)) {
 					resync = true;
+					batch_bad = true;
 					have_p1 = false; /* what page 1 holds is unknown from here */
 					continue;
 				}
@@ -213,15 +271,35 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 				if (pgno == 1 && ps >= sizeof(p1)) {
 					memcpy(p1, fr + WS_WAL_FRAME_HDR_SIZE, sizeof(p1));
 					have_p1 = true;
+					if ((rc = check_page1(tenant, m->batches[k].key, p1, ps)) != 0) {
+						if (go_on(rep, &fd, tenant, m->batches[k].key, rc)) {
+							rc = 0;
+							batch_bad = true;
+							break;
+						}
+						goto out;
+					}
 				}
 				if (dbsz && (rc = check_commit_size(tenant, m->batches[k].key, no, dbsz, ps, fd,
 								    have_p1 ? p1 : NULL,
 								    no >= m->valid_from_frame)) != 0) {
-					if (keep_going(rep, tenant, m->batches[k].key, rc)) {
+					if (go_on(rep, &fd, tenant, m->batches[k].key, rc)) {
 						rc = 0;
+						batch_bad = true;
 						break;
 					}
 					goto out;
+				}
+				if (no == m->last_frame) {
+					reached_last = true;
+					if ((rc = check_manifest_end(tenant, c->keys[i], m, fr, no)) != 0) {
+						if (go_on(rep, &fd, tenant, c->keys[i], rc)) {
+							rc = 0;
+							batch_bad = true;
+							break;
+						}
+						goto out;
+					}
 				}
 				if (dbsz) {
 					res->db_pages = dbsz;
@@ -232,10 +310,14 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 			run[0] = end[0];
 			run[1] = end[1];
 		}
-		if (m->batch_count && !last_manifest && res->commit_frame != m->last_frame && !rep) {
+		/* Every manifest ends on its commit frame (checked there), the
+		 * last one too unless the target stops the replay inside it. */
+		if (m->batch_count && !reached_last && !batch_bad && !(last_manifest && target_frame < m->last_frame)) {
 			rc = ws_fail(WS_EINCOMPLETE, "tenant %s: manifest %s ends without its commit frame %" PRIu64,
 				     tenant, c->keys[i], m->last_frame);
-			goto out;
+			if (!go_on(rep, &fd, tenant, c->keys[i], rc))
+				goto out;
+			rc = 0;
 		}
 		res->page_size = ps;
 	}
@@ -367,18 +449,18 @@ static int fsync_dir_of(const char *path)
 }
 
 /* Make fd (holding res's state) a standalone database file, durably. */
-static int image_finish(int fd, const char *path, const char *tenant, const struct ws_replay_result *res)
+static int image_finish(int fd, const char *path, const struct ws_replay_result *res)
 {
 	/* A standalone file: switch the header from WAL to rollback-journal
 	 * mode (bytes 18-19), as PRAGMA journal_mode=DELETE would. */
 	static const uint8_t legacy[2] = { 1, 1 };
 	int rc;
 
-	if (res->db_pages == 0)
-		return ws_fail(WS_EINCOMPLETE, "tenant %s: the chosen state has an empty database", tenant);
 	if (ftruncate(fd, (off_t)res->db_pages * res->page_size) != 0)
 		return ws_fail(-errno, "truncate %s", path);
-	if ((rc = pwrite_all(fd, legacy, 2, 18)) != 0)
+	/* An empty file is an empty database (the source's file was empty
+	 * when it was shipped): nothing to switch. */
+	if (res->db_pages > 0 && (rc = pwrite_all(fd, legacy, 2, 18)) != 0)
 		return ws_fail(rc, "write %s", path);
 	if (fsync(fd) != 0)
 		return ws_fail(-errno, "fsync %s", path);
@@ -541,7 +623,8 @@ int ws_restore_publish(const char *tmp, const char *out_path, bool force)
 	}
 	rc = fsync_dir_of(out_path);
 	if (rc)
-		ws_fail(rc, "fsync directory of %s", out_path);
+		ws_fail(rc, "%s is in place, but its directory could not be fsynced: it may not survive a crash "
+			"of this machine (restore again with --force)", out_path);
 	return rc;
 }
 
@@ -577,28 +660,97 @@ out:
 	return rc;
 }
 
-int ws_artifact_verify(struct ws_store *s, const struct ws_restore_base *base)
+/* A temporary file under TMPDIR for an image verify checks (*tmp malloc'd). */
+static int verify_tmp(const char *what, char **tmp, int *fd)
 {
 	const char *dir = getenv("TMPDIR");
-	char *tmp = NULL;
-	int fd, rc;
+	int rc;
 
 	if (!dir || !*dir)
 		dir = "/tmp";
-	if (asprintf(&tmp, "%s/walship-verify.XXXXXX", dir) < 0)
+	if (asprintf(tmp, "%s/walship-verify.XXXXXX", dir) < 0) {
+		*tmp = NULL;
 		return -ENOMEM;
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		rc = ws_fail(-errno, "checkpoint artifact %s: cannot create %s", base->artifact_key, tmp);
-		free(tmp);
+	}
+	*fd = mkostemp(*tmp, O_CLOEXEC);
+	if (*fd < 0) {
+		rc = ws_fail(-errno, "%s: cannot create %s for the image to check: %s", what, *tmp, strerror(errno));
+		free(*tmp);
+		*tmp = NULL;
 		return rc;
 	}
+	return 0;
+}
+
+int ws_artifact_verify(struct ws_store *s, const struct ws_restore_base *base)
+{
+	char what[WS_KEY_MAX + 32];
+	char *tmp;
+	int fd, rc;
+
+	snprintf(what, sizeof(what), "checkpoint artifact %s", base->artifact_key);
+	if ((rc = verify_tmp(what, &tmp, &fd)) != 0)
+		return rc;
 	rc = ws_artifact_fetch(s, base->artifact_key, base->artifact_length, base->artifact_sha256, fd);
 	if (!rc && (rc = integrity_check(tmp)) != 0)
 		ws_fail_wrap(rc, "checkpoint artifact %s", base->artifact_key);
 	close(fd);
 	unlink(tmp);
 	free(tmp);
+	return rc;
+}
+
+int ws_replay_verify(struct ws_store *s, const char *tenant, const struct ws_chain *c,
+		     const struct ws_restore_base *cut, bool cut_reported, struct ws_replay_report *rep)
+{
+	const size_t last = c->count - 1;
+	const uint64_t target = c->m[last].last_frame;
+	struct ws_replay_result res;
+	unsigned before = rep->problems;
+	char what[WS_TENANT_NAME_MAX + 16];
+	char *tmp;
+	int fd, rc;
+
+	snprintf(what, sizeof(what), "tenant %s", tenant);
+	if ((rc = verify_tmp(what, &tmp, &fd)) != 0)
+		return rc;
+	if (!cut) {
+		rc = ws_replay(s, tenant, c, last, target, fd, &res, rep);
+	} else {
+		/* The cut's own objects, still stored, are checked too; its
+		 * state is the artifact, the rest is applied onto it. */
+		rc = ws_replay(s, tenant, c, 0, c->m[0].last_frame, -1, &res, rep);
+		if (rc && rep->problems == before)
+			goto out; /* no object's problem: stop */
+		rc = ws_artifact_fetch(s, cut->artifact_key, cut->artifact_length, cut->artifact_sha256, fd);
+		if (rc) {
+			ws_fail_wrap(rc, "tenant %s", tenant);
+			if (cut_reported) {
+				rep->problems++;
+				if (!rep->first_err)
+					rep->first_err = rc;
+			} else {
+				keep_going(rep, tenant, cut->artifact_key, rc);
+			}
+			goto out;
+		}
+		rc = ws_replay_from(s, tenant, c, 1, last, target, fd, &res, rep);
+	}
+	if (rc == 0 && rep->problems == before) {
+		/* Every object held: the image restore would publish must pass
+		 * what restore checks before publishing. */
+		rc = image_finish(fd, tmp, &res);
+		if (rc == 0)
+			rc = integrity_check(tmp);
+		if (rc)
+			ws_fail_wrap(rc, "tenant %s", tenant);
+	}
+out:
+	close(fd);
+	unlink(tmp);
+	free(tmp);
+	if (rep->problems > before && rep->first_err)
+		return rep->first_err;
 	return rc;
 }
 
@@ -646,7 +798,7 @@ int ws_restore_image(struct ws_store *s, const char *tenant, const struct ws_cha
 	}
 	rc = image_apply(s, tenant, &c, stopped, base, c.count - 1, c.m[c.count - 1].last_frame, fd, &res);
 	if (!rc)
-		rc = image_finish(fd, path, tenant, &res);
+		rc = image_finish(fd, path, &res);
 	*used_base = stopped;
 out:
 	if (fd >= 0)
@@ -765,7 +917,7 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 		goto out;
 	rc = image_apply(sink->store, tenant, &c, stopped, &base, idx, frame, fd, &res);
 	if (!rc)
-		rc = image_finish(fd, tmp, tenant, &res);
+		rc = image_finish(fd, tmp, &res);
 out:
 	rc = ws_restore_end(fd, tmp, out_path, opts->force, tenant, rc);
 	ws_chain_free(&c);

@@ -430,6 +430,41 @@ int ws_fmt_manifest_decode(const uint8_t *obj, size_t len, struct ws_fmt_manifes
 		rc = ws_fail(WS_EFORMAT, "rebase manifest of %u pages has no snapshot", m->db_pages);
 		goto fail;
 	}
+	if (m->kind != WS_MANIFEST_REBASE && m->snap_count != 0) {
+		rc = ws_fail(WS_EFORMAT, "manifest of kind %u names %u snapshot parts; only a rebase has any",
+			     m->kind, m->snap_count);
+		goto fail;
+	}
+	/* A re-base's image is exact only at its last frame: a restore may
+	 * stop nowhere before it. */
+	if (m->kind == WS_MANIFEST_REBASE && m->valid_from_frame != m->last_frame) {
+		rc = ws_fail(WS_EFORMAT, "rebase manifest valid from frame %llu, not its last frame %llu",
+			     (unsigned long long)m->valid_from_frame, (unsigned long long)m->last_frame);
+		goto fail;
+	}
+	if (m->kind == WS_MANIFEST_REBASE) {
+		/* Snapshot parts tile pages 1..n, n <= db_pages (frames of the
+		 * re-base carry pages past the file's end); with no frames the
+		 * parts are the whole image: n == db_pages. */
+		uint64_t next = 1;
+		for (uint32_t i = 0; i < m->snap_count; i++) {
+			if (m->snaps[i].first != next || m->snaps[i].count == 0 ||
+			    m->snaps[i].count > (uint64_t)m->db_pages + 1 - next) {
+				rc = ws_fail(WS_EFORMAT, "rebase manifest snapshot part %u (pages %llu, %llu of them) "
+					     "does not continue pages 1..%llu within the database's %u pages", i,
+					     (unsigned long long)m->snaps[i].first,
+					     (unsigned long long)m->snaps[i].count, (unsigned long long)(next - 1),
+					     m->db_pages);
+				goto fail;
+			}
+			next += m->snaps[i].count;
+		}
+		if (m->last_frame == 0 && next - 1 != m->db_pages) {
+			rc = ws_fail(WS_EFORMAT, "rebase manifest without frames has snapshot parts of %llu pages "
+				     "for a database of %u", (unsigned long long)(next - 1), m->db_pages);
+			goto fail;
+		}
+	}
 	if (m->last_frame < m->valid_from_frame || (m->batch_count && m->last_frame < m->first_frame) ||
 	    m->first_frame == 0) {
 		rc = ws_fail(WS_EFORMAT, "manifest frame range %llu..%llu (valid from %llu) invalid",

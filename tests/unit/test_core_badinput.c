@@ -23,6 +23,7 @@
 #include "coreutil.h"
 #include "walship.h"
 #include "ws_format.h"
+#include "ws_hash.h"
 #include "ws_store.h"
 
 #define TENANT "ledger"
@@ -382,7 +383,9 @@ static void expect_refused(struct good *g, const char *dir, const char *key, con
 	/* Verify of the whole sink reports it too. */
 	memset(&p, 0, sizeof(p));
 	assert_int_equal(ws_verify(sink, NULL, problem_cb, &p), rc);
-	assert_int_equal(p.count, 1);
+	if (p.count != 1)
+		fail_msg("damage to %s: verify of the sink reported %u problems: %s | %s", key, p.count, p.detail[0],
+			 p.detail[1]);
 
 	rc = ws_restore(sink, TENANT, NULL, out);
 	assert_int_not_equal(rc, 0);
@@ -492,6 +495,297 @@ static void test_damaged_sink(void **state)
 	free(manifests);
 	free(snaps);
 	good_free(&g);
+}
+
+/* ---- hash-consistent forged manifests ------------------------------------------ */
+
+/*
+ * What a hostile or broken store can serve and no hash catches: manifest
+ * `depth` of the chain (0 = the head the watermark names) decoded, changed
+ * by fn (which may change the watermark too), encoded under a new key, every
+ * newer manifest re-linked to it and the watermark re-pointed, so every
+ * SHA-256, length and link holds. Works in dir (a good_copy); the forged
+ * manifest's key goes to key_out.
+ */
+typedef void (*forge_fn)(struct ws_fmt_manifest *m, struct ws_fmt_watermark *wm, const char *dir, void *arg);
+
+#define FORGE_DEPTH_MAX 8
+
+static void forge(const char *dir, unsigned depth, forge_fn fn, void *arg, char key_out[WS_KEY_MAX])
+{
+	struct ws_fmt_manifest ms[FORGE_DEPTH_MAX];
+	char keys[FORGE_DEPTH_MAX][WS_KEY_MAX];
+	struct ws_fmt_watermark wm;
+	struct ws_buf b;
+	char *wm_path = obj_path(dir, TENANT "/wm");
+	size_t len = 0;
+	uint8_t *raw = wt_read_file(wm_path, &len);
+
+	assert_true(depth < FORGE_DEPTH_MAX);
+	assert_non_null(raw);
+	assert_int_equal(ws_fmt_watermark_decode(raw, len, &wm), 0);
+	free(raw);
+	snprintf(keys[0], WS_KEY_MAX, "%s", wm.manifest_key);
+	for (unsigned i = 0; i <= depth; i++) {
+		char *mp = obj_path(dir, keys[i]);
+		raw = wt_read_file(mp, &len);
+		assert_non_null(raw);
+		assert_int_equal(ws_fmt_manifest_decode(raw, len, &ms[i]), 0);
+		free(raw);
+		free(mp);
+		if (i < depth) {
+			assert_true(ms[i].prev_key[0] != '\0');
+			snprintf(keys[i + 1], WS_KEY_MAX, "%s", ms[i].prev_key);
+		}
+	}
+	fn(&ms[depth], depth == 0 ? &wm : NULL, dir, arg);
+	for (int i = (int)depth; i >= 0; i--) {
+		uint8_t sha[WS_SHA256_LEN];
+		char nk[WS_KEY_MAX], *slash, *mp;
+		ws_buf_init(&b, 0);
+		assert_int_equal(ws_fmt_manifest_encode(&ms[i], &b), 0);
+		ws_sha256(b.data, b.len, sha);
+		snprintf(nk, sizeof(nk), "%s", keys[i]);
+		slash = strrchr(nk, '/');
+		assert_non_null(slash);
+		snprintf(slash + 1, sizeof(nk) - (size_t)(slash + 1 - nk), "m%016" PRIx64 "-%02x%02x%02x%02x%02x%02x%02x%02x",
+			 ms[i].wm_seq, sha[0], sha[1], sha[2], sha[3], sha[4], sha[5], sha[6], sha[7]);
+		assert_string_not_equal(nk, keys[i]); /* the forgery changed the manifest */
+		mp = obj_path(dir, nk);
+		assert_int_equal(wt_write_file(mp, b.data, b.len), 0);
+		free(mp);
+		if (i > 0) {
+			snprintf(ms[i - 1].prev_key, WS_KEY_MAX, "%s", nk);
+			memcpy(ms[i - 1].prev_sha, sha, WS_SHA256_LEN);
+			ms[i - 1].prev_length = b.len;
+		} else {
+			snprintf(wm.manifest_key, WS_KEY_MAX, "%s", nk);
+			memcpy(wm.manifest_sha, sha, WS_SHA256_LEN);
+			wm.manifest_length = b.len;
+		}
+		if (i == (int)depth)
+			snprintf(key_out, WS_KEY_MAX, "%s", nk);
+		ws_buf_free(&b);
+		ws_fmt_manifest_free(&ms[i]);
+	}
+	ws_buf_init(&b, 0);
+	assert_int_equal(ws_fmt_watermark_encode(&wm, &b), 0);
+	assert_int_equal(unlink(wm_path), 0); /* may be a hard link shared with the original */
+	assert_int_equal(wt_write_file(wm_path, b.data, b.len), 0);
+	ws_buf_free(&b);
+	free(wm_path);
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* The WAL frame numbered no of manifest m, as its batch in dir holds it (malloc'd). */
+static uint8_t *frame_of(const char *dir, const struct ws_fmt_manifest *m, uint64_t no)
+{
+	const size_t fsz = 24 + m->gen.page_size;
+	for (uint32_t k = 0; k < m->batch_count; k++) {
+		const struct ws_fmt_objref *r = &m->batches[k];
+		if (no >= r->first && no < r->first + r->count) {
+			char *p = obj_path(dir, r->key);
+			size_t len = 0;
+			uint8_t *b = wt_read_file(p, &len), *fr = malloc(fsz);
+			assert_non_null(b);
+			assert_true(WS_BATCH_HDR_SIZE + (no - r->first + 1) * fsz <= len);
+			memcpy(fr, b + WS_BATCH_HDR_SIZE + (no - r->first) * fsz, fsz);
+			free(b);
+			free(p);
+			return fr;
+		}
+	}
+	fail_msg("frame %" PRIu64 " is in no batch of the manifest", no);
+	return NULL;
+}
+
+/* The head ends on a frame inside a transaction, its checksums made to fit. */
+static void forge_end_inside_txn(struct ws_fmt_manifest *m, struct ws_fmt_watermark *wm, const char *dir, void *arg)
+{
+	uint64_t no = m->last_frame;
+	(void)arg;
+	for (;;) {
+		uint8_t *fr;
+		assert_true(no > m->first_frame);
+		fr = frame_of(dir, m, --no);
+		if (be32(fr + 4) == 0) {
+			m->last_frame = wm->last_frame = no;
+			m->end_cksum[0] = wm->end_cksum[0] = be32(fr + 16);
+			m->end_cksum[1] = wm->end_cksum[1] = be32(fr + 20);
+			free(fr);
+			return;
+		}
+		free(fr);
+	}
+}
+
+static void forge_end_cksum(struct ws_fmt_manifest *m, struct ws_fmt_watermark *wm, const char *dir, void *arg)
+{
+	(void)wm;
+	(void)dir;
+	(void)arg;
+	m->end_cksum[1] ^= 0x10;
+}
+
+static void forge_db_pages(struct ws_fmt_manifest *m, struct ws_fmt_watermark *wm, const char *dir, void *arg)
+{
+	(void)wm;
+	(void)dir;
+	(void)arg;
+	m->db_pages += 1;
+}
+
+static void forge_rebase_valid_from(struct ws_fmt_manifest *m, struct ws_fmt_watermark *wm, const char *dir,
+				    void *arg)
+{
+	(void)wm;
+	(void)dir;
+	(void)arg;
+	assert_int_equal(m->kind, WS_MANIFEST_REBASE);
+	assert_true(m->last_frame > 1);
+	m->valid_from_frame = m->last_frame - 1;
+}
+
+static void forge_rebase_snap_gap(struct ws_fmt_manifest *m, struct ws_fmt_watermark *wm, const char *dir, void *arg)
+{
+	(void)wm;
+	(void)dir;
+	(void)arg;
+	assert_int_equal(m->kind, WS_MANIFEST_REBASE);
+	assert_true(m->snap_count >= 2);
+	/* The first part dropped: restore would write the rest over zeros. */
+	memmove(&m->snaps[0], &m->snaps[1], (m->snap_count - 1) * sizeof(m->snaps[0]));
+	m->snap_count--;
+}
+
+static void forge_page_size(struct ws_fmt_manifest *m, struct ws_fmt_watermark *wm, const char *dir, void *arg)
+{
+	(void)dir;
+	(void)arg;
+	assert_int_equal(m->kind, WS_MANIFEST_NEXT_GEN);
+	m->gen.page_size *= 2;
+	if (wm)
+		wm->gen.page_size = m->gen.page_size;
+}
+
+static const int E_FORMAT[] = { WS_EFORMAT };
+
+static void forged_case(struct good *g, unsigned depth, forge_fn fn, const int *errs, const char *why)
+{
+	char key[WS_KEY_MAX];
+	char *dir = good_copy(g);
+	forge(dir, depth, fn, NULL, key);
+	expect_refused(g, dir, key, errs, 1);
+	if (!strstr(ws_errmsg(), why))
+		fail_msg("forged %s: restore said: %s (wanted '%s')", key, ws_errmsg(), why);
+	wt_rmrf(dir);
+	free(dir);
+}
+
+/*
+ * Manifests whose every hash and link holds but whose fields lie about the
+ * frames they name (DESIGN invariants 1, 6, 11, 12): verify reports each,
+ * naming the manifest, and restore refuses it: the newest manifest (where a
+ * restore used to stop inside a transaction, or end on a checksum its
+ * frames do not have) or the base. (An older manifest that ends early is
+ * caught by its successor's link check.)
+ */
+static void test_forged_manifests(void **state)
+{
+	struct good g;
+	(void)state;
+
+	memset(&g, 0, sizeof(g));
+	good_init(&g);
+	forged_case(&g, 0, forge_end_inside_txn, E_CORRUPT, "not a commit frame");
+	forged_case(&g, 0, forge_end_cksum, E_CORRUPT, "end checksum");
+	forged_case(&g, 0, forge_db_pages, E_CORRUPT, "the commit frame says");
+	forged_case(&g, 2, forge_rebase_valid_from, E_FORMAT, "valid from frame");
+	forged_case(&g, 2, forge_rebase_snap_gap, E_FORMAT, "snapshot part 0");
+	/* The good sink is untouched. */
+	assert_int_equal(ws_verify(g.s.sink, TENANT, NULL, NULL), 0);
+	good_free(&g);
+}
+
+/* A next generation may not change the page size (SQLite cannot, in WAL mode). */
+static void test_forged_next_gen_page_size(void **state)
+{
+	struct good g;
+	struct ws_stream_config c;
+	struct ws_stream *st;
+	struct ws_outcome o;
+	char res[64];
+	int err = 0;
+	(void)state;
+
+	memset(&g, 0, sizeof(g));
+	wt_env_init(&g.s, "bad_nextgen", 0);
+	wt_write_txn(g.s.w, 6, 1500);
+	memset(&c, 0, sizeof(c));
+	c.tenant = TENANT;
+	c.db_path = g.s.db;
+	c.epoch = 1;
+	c.pointer_generation = 1;
+	c.wal_checkpoint_bytes = 1; /* the stream lets the writer restart the WAL */
+	st = ws_stream_open(g.s.sink, &c, &err);
+	assert_non_null(st);
+	wt_tail_ok(st, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+	wt_tail_ok(st, &o); /* runs its WAL checkpoint */
+	wt_query1(g.s.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+	assert_string_equal(res, "0");
+	wt_write_txn(g.s.w, 3, 700);
+	wt_tail_ok(st, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_RESTARTED);
+	ws_stream_close(st);
+	assert_int_equal(ws_verify(g.s.sink, TENANT, NULL, NULL), 0);
+	forged_case(&g, 0, forge_page_size, E_MISSING, "changes the page size");
+	good_free(&g);
+}
+
+/*
+ * A database file that is empty when it is shipped (created, not yet
+ * written): the state shipped is an empty database, and restore gives one,
+ * as verify says it can (it used to refuse what verify passed).
+ */
+static void test_empty_database(void **state)
+{
+	struct wt_env s;
+	struct ws_stream *st;
+	struct ws_outcome o;
+	char *db, *out;
+	sqlite3 *r;
+	char res[64];
+	int err = 0;
+	(void)state;
+
+	wt_env_init(&s, "bad_emptydb", 0);
+	db = wt_path(s.dir, "empty.db");
+	assert_int_equal(wt_write_file(db, "", 0), 0);
+	st = stream_for(s.sink, TENANT, db, &err);
+	assert_non_null(st);
+	wt_tail_ok(st, &o);
+	assert_true(o.kind == WS_OUTCOME_STREAMED || o.kind == WS_OUTCOME_RESTARTED);
+	ws_stream_close(st);
+	assert_int_equal(ws_verify(s.sink, TENANT, NULL, NULL), 0);
+	out = wt_path(s.out_dir, "empty-restored.db");
+	assert_int_equal(ws_restore(s.sink, TENANT, NULL, out), 0);
+	{
+		struct stat sb;
+		assert_int_equal(stat(out, &sb), 0);
+		assert_int_equal(sb.st_size, 0);
+	}
+	r = wt_open_checked(out);
+	wt_query1(r, "SELECT count(*) FROM sqlite_master", res);
+	assert_string_equal(res, "0");
+	sqlite3_close(r);
+	free(out);
+	free(db);
+	wt_env_free(&s);
 }
 
 /* A corrupt watermark stops the stream: an error, and nothing written over it. */
@@ -772,6 +1066,9 @@ int main(void)
 		cmocka_unit_test(test_not_wal_database),
 		cmocka_unit_test(test_damaged_sink),
 		cmocka_unit_test(test_stream_refuses_bad_watermark),
+		cmocka_unit_test(test_forged_manifests),
+		cmocka_unit_test(test_forged_next_gen_page_size),
+		cmocka_unit_test(test_empty_database),
 		cmocka_unit_test(test_foreign_objects),
 		cmocka_unit_test(test_bad_tenant_names),
 		cmocka_unit_test(test_missing_database),
