@@ -594,11 +594,13 @@ static int artifact_write(struct ws_ckpt *c, struct ws_store *s, const struct ws
 		ws_info("checkpoint: tenant %s: building from checkpoint %" PRIu64 "'s artifact failed (%s); "
 			"building from the full chain", t->tenant, base.checkpoint_id, ws_errmsg());
 		rc = ws_restore_image(s, t->tenant, &head, NULL, tmp, &used);
-		/* Retention removed the history before an older cut: start
-		 * from an older checkpoint's artifact, newest first. */
-		if (rc && prev->has_predecessor)
-			rc = image_from_older(c, s, t->tenant, &head, &prev->predecessor, tmp, &used);
 	}
+	/* Retention removed the history before an older cut (and the previous
+	 * checkpoint's artifact could not be used, or the previous checkpoint
+	 * left the tenant out): start from an older checkpoint's artifact,
+	 * newest first. */
+	if (rc && prev && prev->has_predecessor)
+		rc = image_from_older(c, s, t->tenant, &head, &prev->predecessor, tmp, &used);
 	if (rc) {
 		unlink(tmp); /* no temporary database is left behind */
 		return ws_fail_wrap(rc, "checkpoint: build the image of tenant %s", t->tenant);
@@ -2082,6 +2084,46 @@ static int sweep_indexes(struct ret_ctx *x, const struct ws_ckpt_index *p)
  * deletes: each must be there with its recorded length and SHA-256 and open
  * as a database before anything goes.
  */
+/*
+ * A tenant an older checkpoint names but the protected one does not may
+ * still be live: missed by the cut (a listing that did not show it, a
+ * watermark unreadable while the cut was read) or shipped again since. Its
+ * history behind the older cut may be gone already, that checkpoint's
+ * artifact being its only base; deleting the artifact (and the index that
+ * names it) would lose the tenant. While such a tenant has a watermark (or
+ * one that cannot be read) nothing is deleted.
+ */
+static int omitted_live(struct ret_ctx *x, const struct ws_ckpt_index *p)
+{
+	struct ws_ckpt_ref *refs;
+	size_t n;
+	int rc = older_refs(x, p, &refs, &n);
+
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct ws_ckpt_index idx;
+		if ((rc = ws_ckpt_load_committed(x->c, &refs[i], &idx)) != 0)
+			break;
+		for (size_t k = 0; k < idx.tenant_count && !rc; k++) {
+			const char *t = idx.tenants[k].tenant;
+			struct ws_fmt_watermark wm;
+			int wrc;
+			if (index_tenant(p, t))
+				continue;
+			wrc = ws_wm_load(x->s, t, &wm, NULL);
+			if (wrc == WS_ENOTFOUND)
+				continue; /* gone: its older checkpoints go with retention */
+			rc = ws_fail(wrc ? wrc : WS_EINCOMPLETE, "retention refused, nothing deleted: tenant %s has "
+				     "a watermark%s, but the protected checkpoint %" PRIu64 " does not name it; "
+				     "checkpoint %" PRIu64 " does, and its artifact may be the tenant's only base "
+				     "(take a new checkpoint)", t, wrc ? " that cannot be read" : "",
+				     p->checkpoint_id, idx.checkpoint_id);
+		}
+		ws_ckpt_index_free(&idx);
+	}
+	free(refs);
+	return rc;
+}
+
 static int protected_verify(struct ret_ctx *x, const struct ws_ckpt_index *p)
 {
 	for (size_t i = 0; i < p->tenant_count; i++) {
@@ -2093,7 +2135,7 @@ static int protected_verify(struct ret_ctx *x, const struct ws_ckpt_index *p)
 			return ws_fail_wrap(rc, "retention refused, nothing deleted: protected checkpoint %" PRIu64
 					    " does not verify (take a new checkpoint)", p->checkpoint_id);
 	}
-	return 0;
+	return omitted_live(x, p);
 }
 
 static int run_phase(struct ret_ctx *x, const struct ws_ckpt_ref *protected_ref,

@@ -278,22 +278,32 @@ int ws_store_next_top(struct ws_store *s, const char *after, char name[WS_KEY_MA
 			return ws_fail(-EINVAL, "store %s: list: a top-level name of more than %d bytes", s->url,
 				       WS_KEY_MAX - 1);
 	}
-	memset(&page, 0, sizeof(page));
-	rc = ws_store_list(s, "", token, 1, &page);
-	if (rc)
-		return rc;
-	if (page.count == 0) {
+	for (;;) {
+		memset(&page, 0, sizeof(page));
+		rc = ws_store_list(s, "", token, 1, &page);
+		if (rc)
+			return rc;
+		if (page.count == 0) {
+			ws_list_page_free(&page);
+			return 0;
+		}
+		/* Each call must move on in key order, or a caller's loop would
+		 * never end. (Names themselves need not ascend: "db-2/" and
+		 * "db.x/" sort before "db/", '-' and '.' being below '/'.) */
+		if (*token && strcmp(page.keys[0], token) <= 0) {
+			rc = ws_fail(-EPROTO, "store %s: list after \"%s\" returned \"%s\", not a later key", s->url,
+				     token, page.keys[0]);
+			ws_list_page_free(&page);
+			return rc;
+		}
+		/* A key without '/' is an object at the top, never a tenant's:
+		 * stepped over by itself. Resuming after "<key>/~" would also
+		 * step over the names between them ("db-2/", "db.x/" after an
+		 * object "db"), and every tenant there would go unseen. */
+		if (strchr(page.keys[0], '/') || strlen(page.keys[0]) >= sizeof(token))
+			break;
+		snprintf(token, sizeof(token), "%s", page.keys[0]);
 		ws_list_page_free(&page);
-		return 0;
-	}
-	/* Each call must move on in key order, or a caller's loop would never
-	 * end. (Names themselves need not ascend: "db-2/" and "db.x/" sort
-	 * before "db/", '-' and '.' being below '/'.) */
-	if (*token && strcmp(page.keys[0], token) <= 0) {
-		rc = ws_fail(-EPROTO, "store %s: list after \"%s\" returned \"%s\", not a later key", s->url,
-			     token, page.keys[0]);
-		ws_list_page_free(&page);
-		return rc;
 	}
 	n = strcspn(page.keys[0], "/");
 	if (n >= WS_KEY_MAX)

@@ -176,12 +176,13 @@ int ws_store_list(struct ws_store *s, const char *prefix, const char *token, uns
 		  struct ws_list_page *out) WS_MUST_CHECK;
 int ws_store_del(struct ws_store *s, const char *key) WS_MUST_CHECK;
 /*
- * The first top-level name (a key's first segment, or a whole key without
- * '/') after the name `after` ("" or NULL: the first of all), into name;
- * "" when there is none. One LIST of one key, however many keys a name
- * holds and however long it is, and each answer is past `after`, so a loop
- * over the names ends. Errors: -EPROTO (the store did not move on), those
- * of ws_store_list.
+ * The first top-level name (a key's first segment) after the name `after`
+ * ("" or NULL: the first of all), into name; "" when there is none. Keys
+ * without '/' (objects at the top, no tenant's) are stepped over. One LIST
+ * of one key per name or top-level object, however many keys a name holds
+ * and however long it is, and each answer is past `after`, so a loop over
+ * the names ends. Errors: -EPROTO (the store did not move on), those of
+ * ws_store_list.
  */
 int ws_store_next_top(struct ws_store *s, const char *after, char name[WS_KEY_MAX]) WS_MUST_CHECK;
 /*

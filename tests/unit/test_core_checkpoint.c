@@ -451,6 +451,71 @@ static void test_retention(void **state)
 	cp_free(&c);
 }
 
+/*
+ * A checkpoint that does not name a tenant an older one names, while that
+ * tenant still has a watermark (the cut did not see it: here its watermark
+ * is away while the cut is read, as a listing that misses it or a read
+ * that fails would leave it): the older checkpoint's artifact is the
+ * tenant's only base once retention has removed its history behind that
+ * cut. Retention refuses and deletes nothing until a checkpoint names the
+ * tenant again; it used to delete that artifact and index, and the tenant
+ * no longer restored.
+ */
+static void test_retention_keeps_base_of_tenant_left_out(void **state)
+{
+	struct cpenv c;
+	struct ws_checkpoint_info i1, i2, i3;
+	struct ws_retention_report rep;
+	struct keys rk = { 0 };
+	char *wm, *aside, art[WS_KEY_MAX], *art_path;
+	uint64_t h1, h2;
+	int rc;
+	(void)state;
+
+	cp_init(&c, "ckpt-omit");
+	cp_write(&c, 3);
+	h1 = wt_content_hash(c.w2, NULL);
+	take_ok(&c, &i1);
+	cp_write(&c, 3);
+	assert_int_equal(ws_retention_run(c.e.sink, false, NULL, NULL, &rep), 0);
+	assert_int_equal(rep.protected_id, i1.id); /* TENANT2's history before i1's cut is gone */
+	h2 = wt_content_hash(c.w2, NULL);
+
+	wm = wt_path(c.e.sink_dir, TENANT2 "/wm");
+	aside = wt_path(c.e.dir, "wm-aside");
+	assert_int_equal(rename(wm, aside), 0);
+	take_ok(&c, &i2);
+	assert_int_equal(rename(aside, wm), 0);
+	assert_int_equal(i2.tenants, 1); /* TENANT only */
+
+	rc = ws_retention_run(c.e.sink, false, on_delete, &rk, &rep);
+	assert_int_equal(rc, WS_EINCOMPLETE);
+	assert_non_null(strstr(ws_errmsg(), "tenant " TENANT2));
+	assert_int_equal(rk.n, 0);
+	assert_int_equal(ws_retention_run(c.e.sink, true, on_delete, &rk, &rep), WS_EINCOMPLETE);
+	assert_int_equal(rk.n, 0);
+	snprintf(art, sizeof(art), "checkpoints/artifacts/%016" PRIx64 "/%s", i1.id, TENANT2);
+	art_path = wt_path(c.e.sink_dir, art);
+	assert_int_equal(access(art_path, F_OK), 0);
+	assert_int_equal(restore_live_hash(&c, TENANT2), h2);
+	assert_int_equal(restore_ckpt_hash(&c, TENANT2, i1.id), h1);
+
+	/* A checkpoint that names it again: retention goes on, the tenant restores. */
+	take_ok(&c, &i3);
+	assert_int_equal(i3.tenants, 2);
+	rc = ws_retention_run(c.e.sink, false, NULL, NULL, &rep);
+	if (rc)
+		fail_msg("retention: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_int_equal(rep.protected_id, i3.id);
+	assert_int_equal(access(art_path, F_OK), -1);
+	assert_int_equal(restore_live_hash(&c, TENANT2), h2);
+	free(rk.k);
+	free(art_path);
+	free(aside);
+	free(wm);
+	cp_free(&c);
+}
+
 static int grab_wm(const struct ws_tenant_info *t, void *arg)
 {
 	snprintf(arg, WS_KEY_MAX, "%s", t->watermark.manifest_key);
@@ -1044,6 +1109,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_take_and_restore),
 		cmocka_unit_test(test_retention),
+		cmocka_unit_test(test_retention_keeps_base_of_tenant_left_out),
 		cmocka_unit_test(test_retention_after_rebase),
 		cmocka_unit_test(test_verify_restore_after_retention),
 		cmocka_unit_test(test_verify_missing_link_without_checkpoint),

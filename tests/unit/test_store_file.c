@@ -1518,12 +1518,15 @@ static void test_links_fifos_devices(void **state)
 /* ---- top-level names of any length ---------------------------------------------------- */
 
 /* ws_store_next_top steps over every top-level name, whatever its length
- * (a 255-byte file name, a 200-byte directory), and ends. */
+ * (a 255-byte file name, a 200-byte directory), and ends; an object at the
+ * top is stepped over by itself: an object "db" used to hide the names
+ * between it and "db/~" ("db-2", "db.x"), and with them tenants from ls,
+ * verify and a checkpoint's cut. */
 static void test_next_top_long_names(void **state)
 {
 	struct fixture *f = *state;
 	char long_dir[201], long_file[256], key[WS_KEY_MAX], name[WS_KEY_MAX] = "", next[WS_KEY_MAX];
-	const char *want[4];
+	const char *want[5];
 	size_t n = 0;
 
 	memset(long_dir, 'b', sizeof(long_dir) - 1);
@@ -1535,20 +1538,24 @@ static void test_next_top_long_names(void **state)
 	wt_put_str(f->s, key, "2", NULL);
 	wt_put_str(f->s, long_file, "3", NULL);
 	wt_put_str(f->s, "d/wm", "4", NULL);
+	wt_put_str(f->s, "db", "5", NULL);
+	wt_put_str(f->s, "db-2/wm", "6", NULL);
+	wt_put_str(f->s, "db.x/wm", "7", NULL);
 	want[0] = "a";
 	want[1] = long_dir;
-	want[2] = long_file;
-	want[3] = "d";
+	want[2] = "d";
+	want[3] = "db-2";
+	want[4] = "db.x";
 	for (;;) {
 		assert_int_equal(ws_store_next_top(f->s, name, next), 0);
 		if (!next[0])
 			break;
-		assert_true(n < 4);
+		assert_true(n < 5);
 		assert_string_equal(next, want[n]);
 		n++;
 		memcpy(name, next, sizeof(name));
 	}
-	assert_int_equal(n, 4);
+	assert_int_equal(n, 5);
 }
 
 
