@@ -304,14 +304,21 @@ static int open_reg_at(const struct file_store *fs, const char *op, const char *
 
 /* ---- which directories are already durable ------------------------------- */
 
-/* A directory as made durable: its path and its inode, so one removed
- * (a prune) and made again, maybe by another process that has not synced
- * its parent yet, is not taken for the one this process synced. */
-static uint64_t dir_hash(const char *rel, size_t len, const struct stat *st)
+/* A directory as made durable: its path, device, inode and birth time, so
+ * one removed (a prune) and made again, maybe by another process that has
+ * not synced its parent yet, is not taken for the one this process synced
+ * (a new directory can get the inode number a removed one had; its birth
+ * time differs, where the file system keeps one). */
+static uint64_t dir_hash(const char *rel, size_t len, const struct statx *st)
 {
-	uint64_t id[2] = { (uint64_t)st->st_dev, (uint64_t)st->st_ino };
-	uint64_t h = ws_xxh64(rel, len) ^ ws_xxh64(id, sizeof(id));
+	uint64_t id[4] = { (uint64_t)st->stx_dev_major << 32 | st->stx_dev_minor, st->stx_ino, 0, 0 };
+	uint64_t h;
 
+	if (st->stx_mask & STATX_BTIME) {
+		id[2] = (uint64_t)st->stx_btime.tv_sec;
+		id[3] = st->stx_btime.tv_nsec;
+	}
+	h = ws_xxh64(rel, len) ^ ws_xxh64(id, sizeof(id));
 	return h ? h : 1;
 }
 
@@ -368,7 +375,8 @@ static void dir_forget_all(struct file_store *fs)
  * entry in its parent is fsync()ed even when another process created it:
  * that process may not have synced it yet, and our object would vanish with
  * it in a crash. A directory this process synced before is not synced
- * again, unless it is another one now (removed and made again: its inode).
+ * again, unless it is another one now (removed and made again: dir_hash),
+ * and one this call made always is.
  */
 static int ensure_dirs(struct file_store *fs, const char *key, const char *dir, int *out_fd)
 {
@@ -383,15 +391,17 @@ again:
 	for (size_t start = 0; start < dir_len;) {
 		size_t n = strcspn(dir + start, "/"), end = start + n;
 		char seg[NAME_MAX + 1];
-		struct stat st;
+		struct statx st;
 		uint64_t h;
 		int next, e;
+		bool made = false;
 
 		memcpy(seg, dir + start, n); /* n <= NAME_MAX: check_key */
 		seg[n] = '\0';
 		next = openat(cur, seg, DIR_OPEN_FLAGS);
 		if (next < 0 && errno == ENOENT) {
-			if (mkdirat(cur, seg, 0755) < 0 && errno != EEXIST) {
+			made = mkdirat(cur, seg, 0755) == 0;
+			if (!made && errno != EEXIST) {
 				if (errno == ENOENT && retries < PRUNE_RACE_TRIES) {
 					/* cur was pruned (prune_dir) since we opened it. */
 					close(cur);
@@ -421,14 +431,16 @@ again:
 					      strerror(e));
 			goto fail;
 		}
-		if (fstat(next, &st) < 0) {
+		if (statx(next, "", AT_EMPTY_PATH, STATX_INO | STATX_BTIME, &st) < 0) {
 			rc = fail_key(-errno, fs, "put", key, "cannot stat directory %.*s: %s", (int)end, dir,
 				      strerror(errno));
 			close(next);
 			goto fail;
 		}
 		h = dir_hash(dir, end, &st);
-		if (!dir_known(fs, h)) {
+		/* One this call made is new whatever the cache says: a directory
+		 * pruned and made again can get the inode number it had. */
+		if (made || !dir_known(fs, h)) {
 			/* Its entry in cur, whoever made it. */
 			if (fsync(cur) < 0) {
 				rc = fail_key(-errno, fs, "put", key, "cannot fsync directory \"%.*s\"",
