@@ -442,6 +442,12 @@ again:
 		 * pruned and made again can get the inode number it had. */
 		if (made || !dir_known(fs, h)) {
 			/* Its entry in cur, whoever made it. */
+			if ((rc = WS_FAULT("file.put.dir_entry_fsync")) != 0) {
+				rc = fail_key(rc, fs, "put", key, "injected fault before syncing directory \"%.*s\"",
+					      (int)(start ? start - 1 : 0), dir);
+				close(next);
+				goto fail;
+			}
 			if (fsync(cur) < 0) {
 				rc = fail_key(-errno, fs, "put", key, "cannot fsync directory \"%.*s\"",
 					      (int)(start ? start - 1 : 0), dir);

@@ -49,6 +49,7 @@
 	X("file.put.before_publish", "file store: temporary file synced, not yet linked")                   \
 	X("file.put.after_publish", "file store: linked at its key, directory not yet synced")              \
 	X("file.put.exists_fsync", "file store: create-once met an existing key, before syncing its directory") \
+	X("file.put.dir_entry_fsync", "file store: before syncing a key's directory's entry in its parent")  \
 	X("ckpt.deployment.before_create", "checkpoint store: before the deployment record")                \
 	X("ckpt.deployment.after_create", "checkpoint store: after the deployment record")                  \
 	X("ckpt.alloc.before_cas", "checkpoint store: before the ID allocation CAS")                        \

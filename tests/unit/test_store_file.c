@@ -1515,6 +1515,39 @@ static void test_links_fifos_devices(void **state)
 	free(outside);
 }
 
+/* ---- a directory pruned and made again ------------------------------------------------ */
+
+/*
+ * A directory removed with its last object (a prune) and made again by a
+ * later put has its entry in its parent synced again: ext4 hands the new
+ * directory the inode number the old one had, and a cache keyed by path
+ * and inode took it for the one already synced, leaving the entry of an
+ * acknowledged object's directory unsynced. The sync is seen through the
+ * fault site just before it.
+ */
+static void test_remade_dir_entry_synced(void **state)
+{
+	struct fixture *f = *state;
+	char *g = wt_path(f->dir, "t/g1");
+	struct stat st;
+	ino_t before;
+	int rc;
+
+	wt_put_str(f->s, "t/g1/x", "1", NULL);
+	assert_int_equal(stat(g, &st), 0);
+	before = st.st_ino;
+	assert_int_equal(ws_store_del(f->s, "t/g1/x"), 0);
+	assert_int_equal(stat(g, &st), -1); /* pruned with its last object */
+	ws_fault_arm("file.put.dir_entry_fsync", 1, 0);
+	rc = ws_store_put(f->s, "t/g1/y", "2", 1, WS_PUT_CREATE, NULL, NULL);
+	ws_fault_disarm();
+	assert_int_equal(rc, -EIO); /* the entry of the new t/g1 in t is synced */
+	wt_put_str(f->s, "t/g1/y", "2", NULL);
+	assert_int_equal(stat(g, &st), 0);
+	print_message("  t/g1 made again with inode %s\n", st.st_ino == before ? "reused" : "new");
+	free(g);
+}
+
 /* ---- top-level names of any length ---------------------------------------------------- */
 
 /* ws_store_next_top steps over every top-level name, whatever its length
@@ -1646,6 +1679,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_put_many_fault_one, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_links_fifos_devices, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_next_top_long_names, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_remade_dir_entry_synced, setup, teardown),
 		cmocka_unit_test(test_list_must_advance),
 	};
 
