@@ -2080,11 +2080,6 @@ static int sweep_indexes(struct ret_ctx *x, const struct ws_ckpt_index *p)
 }
 
 /*
- * The protected checkpoint's artifacts replace the history retention
- * deletes: each must be there with its recorded length and SHA-256 and open
- * as a database before anything goes.
- */
-/*
  * A tenant an older checkpoint names but the protected one does not may
  * still be live: missed by the cut (a listing that did not show it, a
  * watermark unreadable while the cut was read) or shipped again since. Its
@@ -2124,6 +2119,12 @@ static int omitted_live(struct ret_ctx *x, const struct ws_ckpt_index *p)
 	return rc;
 }
 
+/*
+ * The protected checkpoint's artifacts replace the history retention
+ * deletes: each must be there with its recorded length and SHA-256 and open
+ * as a database before anything goes; and no tenant left out of it may
+ * still be live (omitted_live).
+ */
 static int protected_verify(struct ret_ctx *x, const struct ws_ckpt_index *p)
 {
 	for (size_t i = 0; i < p->tenant_count; i++) {
