@@ -184,7 +184,6 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 		const uint32_t ps = m->gen.page_size;
 		const uint32_t fsz = ws_wal_frame_size(ps);
 		bool last_manifest = i == upto;
-		bool reached_last = false, batch_bad = false;
 
 		if (m->kind == WS_MANIFEST_REBASE) {
 			for (uint32_t k = 0; k < m->snap_count; k++) {
@@ -242,7 +241,6 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 				ws_fail_wrap(rc, "tenant %s", tenant);
 				if (go_on(rep, &fd, tenant, m->batches[k].key, rc)) {
 					resync = true;
-					batch_bad = true;
 					have_p1 = false; /* what page 1 holds is unknown from here */
 					continue;
 				}
@@ -274,7 +272,6 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 					if ((rc = check_page1(tenant, m->batches[k].key, p1, ps)) != 0) {
 						if (go_on(rep, &fd, tenant, m->batches[k].key, rc)) {
 							rc = 0;
-							batch_bad = true;
 							break;
 						}
 						goto out;
@@ -285,17 +282,17 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 								    no >= m->valid_from_frame)) != 0) {
 					if (go_on(rep, &fd, tenant, m->batches[k].key, rc)) {
 						rc = 0;
-						batch_bad = true;
 						break;
 					}
 					goto out;
 				}
+				/* The batches tile the manifest up to its last frame (the
+				 * decoder), so every manifest is closed here unless a bad
+				 * batch was reported or the target stops it earlier. */
 				if (no == m->last_frame) {
-					reached_last = true;
 					if ((rc = check_manifest_end(tenant, c->keys[i], m, fr, no)) != 0) {
 						if (go_on(rep, &fd, tenant, c->keys[i], rc)) {
 							rc = 0;
-							batch_bad = true;
 							break;
 						}
 						goto out;
@@ -309,15 +306,6 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 			}
 			run[0] = end[0];
 			run[1] = end[1];
-		}
-		/* Every manifest ends on its commit frame (checked there), the
-		 * last one too unless the target stops the replay inside it. */
-		if (m->batch_count && !reached_last && !batch_bad && !(last_manifest && target_frame < m->last_frame)) {
-			rc = ws_fail(WS_EINCOMPLETE, "tenant %s: manifest %s ends without its commit frame %" PRIu64,
-				     tenant, c->keys[i], m->last_frame);
-			if (!go_on(rep, &fd, tenant, c->keys[i], rc))
-				goto out;
-			rc = 0;
 		}
 		res->page_size = ps;
 	}
