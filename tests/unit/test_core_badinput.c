@@ -17,7 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "coreutil.h"
@@ -788,6 +791,47 @@ static void test_empty_database(void **state)
 	wt_env_free(&s);
 }
 
+/*
+ * verify builds each tenant's image in TMPDIR: where that has no room, the
+ * error is the local file system's, says where and what to do, and blames
+ * no object of the sink. No room is made here by a file size limit (the
+ * same write error a full file system gives, without mounting one).
+ */
+static void test_verify_tmpdir_full(void **state)
+{
+	struct good g;
+	pid_t pid;
+	int status;
+	(void)state;
+
+	memset(&g, 0, sizeof(g));
+	good_init(&g);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rlimit rl = { 64 * 1024, 64 * 1024 };
+		struct problems p;
+		int rc;
+		memset(&p, 0, sizeof(p));
+		signal(SIGXFSZ, SIG_IGN);
+		setenv("TMPDIR", g.s.out_dir, 1);
+		if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+			_exit(10);
+		rc = ws_verify(g.s.sink, TENANT, problem_cb, &p);
+		if (rc != -EFBIG || p.count != 1 || p.key[0][0] != '\0')
+			_exit(11);
+		if (!strstr(p.detail[0], "TMPDIR") || !strstr(p.detail[0], g.s.out_dir))
+			_exit(12);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* With room, the same sink verifies. */
+	assert_int_equal(ws_verify(g.s.sink, TENANT, NULL, NULL), 0);
+	good_free(&g);
+}
+
 /* A corrupt watermark stops the stream: an error, and nothing written over it. */
 static void test_stream_refuses_bad_watermark(void **state)
 {
@@ -1069,6 +1113,7 @@ int main(void)
 		cmocka_unit_test(test_forged_manifests),
 		cmocka_unit_test(test_forged_next_gen_page_size),
 		cmocka_unit_test(test_empty_database),
+		cmocka_unit_test(test_verify_tmpdir_full),
 		cmocka_unit_test(test_foreign_objects),
 		cmocka_unit_test(test_bad_tenant_names),
 		cmocka_unit_test(test_missing_database),
