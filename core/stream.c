@@ -1644,7 +1644,9 @@ static int step_write_watermark(struct ws_stream *st, struct tail *t)
 	st->wm = nw;
 	st->wm_etag = new_etag;
 	st->have_wm = true;
-	st->wm_loaded = true;
+	/* No etag known (the store gave none, even to a HEAD): re-read it
+	 * before the next swap rather than send one that cannot match. */
+	st->wm_loaded = new_etag.s[0] != '\0';
 	/* After a partial ship (shed, or stopped at the work bound) the old
 	 * mark stays: frames between what shipped and it must not be
 	 * checkpointed away. */

@@ -796,7 +796,9 @@ static int put_begin(struct s3_store *s, struct s3_put_op *op, const char *key, 
 	if (!ws_key_valid(key))
 		return ws_fail(-EINVAL, "s3 %s: invalid key \"%s\"", s->base.url, key ? key : "(null)");
 	if (mode == WS_PUT_CAS && (!expect || !expect->s[0]))
-		return expect ? WS_EPRECOND : ws_fail(-EINVAL, "s3 %s: compare-and-swap without an etag", s->base.url);
+		return expect ? ws_fail(WS_EPRECOND, "s3 %s: %s: compare-and-swap against an unknown etag (the "
+					"store gave none for it): re-read it first", s->base.url, key)
+			      : ws_fail(-EINVAL, "s3 %s: compare-and-swap without an etag", s->base.url);
 	for (int i = 0; i < iovcnt; i++)
 		len += iov[i].iov_len;
 	c->method = "PUT";
@@ -826,6 +828,29 @@ static int put_begin(struct s3_store *s, struct s3_put_op *op, const char *key, 
 	return 0;
 }
 
+/*
+ * A PUT went through (200) without an ETag (a proxy may strip it), and the
+ * caller needs it for its next compare-and-swap: the object's, from a HEAD,
+ * only while it still carries this attempt's token (another writer's etag
+ * taken for ours would let our next swap overwrite its write). Otherwise
+ * the write stands and the etag is left empty: the next swap then fails
+ * as changed, and its caller re-reads the object.
+ */
+static int etag_after_put(struct s3_store *s, const struct s3_put_op *op, struct ws_etag *out_etag)
+{
+	char attempt[64];
+	struct ws_obj_info info;
+	int hrc = s3_head_raw(s, op->c.key, &info, attempt, sizeof(attempt));
+
+	if (hrc == 0 && !strcmp(attempt, op->token) && info.etag.s[0])
+		*out_etag = info.etag;
+	else
+		ws_warn("s3 %s: %s: written, but the store's answer carried no ETag and the object's could not be "
+			"read back as this write's: the next compare-and-swap of it re-reads it first",
+			s->base.url, op->c.key);
+	return 0;
+}
+
 /* The outcome of a PUT whose call ended with a final status (s3_call returned 0). */
 static int put_end(struct s3_store *s, struct s3_put_op *op, struct ws_etag *out_etag)
 {
@@ -837,6 +862,8 @@ static int put_end(struct s3_store *s, struct s3_put_op *op, struct ws_etag *out
 			memset(out_etag, 0, sizeof(*out_etag));
 			if (v)
 				strip_quotes(v, out_etag);
+			if (!out_etag->s[0])
+				return etag_after_put(s, op, out_etag);
 		}
 		return 0;
 	}
@@ -853,6 +880,16 @@ static int put_end(struct s3_store *s, struct s3_put_op *op, struct ws_etag *out
 				*out_etag = info.etag;
 			return 0;
 		}
+		/* A create refused as already there is taken for an object that
+		 * is durable (its key names its bytes): only when the store
+		 * shows one. A 412 over nothing, or one that cannot be looked
+		 * at now, is no proof: an error the caller retries. */
+		if (op->mode == WS_PUT_CREATE && hrc == WS_ENOTFOUND)
+			return ws_fail(-EIO, "s3 %s: %s: the store refused a create as already there (412) but has "
+				       "no such object (HEAD 404); not taken as written", s->base.url, c->key);
+		if (op->mode == WS_PUT_CREATE && hrc)
+			return ws_fail_wrap(hrc, "s3 %s: %s: the store refused a create as already there (412), "
+					    "and the object could not be looked at (HEAD)", s->base.url, c->key);
 		/* A compare-and-swap refused while the object still carries the
 		 * very etag it named: nobody else wrote it (another writer's PUT
 		 * changes the etag, the MD5 of the body, unless it wrote the very
@@ -1140,6 +1177,8 @@ struct list_parse {
 	size_t text_len;
 	bool text_overflow;
 	bool truncated;
+	bool root_ok;               /* the document is a <ListBucketResult> */
+	bool overflow;              /* more <Contents> than max-keys asked for */
 	char next[WS_KEY_MAX * 2];
 	int err;
 };
@@ -1149,6 +1188,8 @@ static void XMLCALL xml_start(void *arg, const XML_Char *name, const XML_Char **
 	struct list_parse *p = arg;
 	(void)attrs;
 	p->depth++;
+	if (p->depth == 1)
+		p->root_ok = !strcmp(name, "ListBucketResult");
 	if (p->depth == 2 && !strcmp(name, "Contents"))
 		p->in_contents = true;
 	p->text_len = 0;
@@ -1185,6 +1226,7 @@ static void XMLCALL xml_end(void *arg, const XML_Char *name)
 			p->key_taken = k != NULL;
 		} else {
 			p->key_taken = false;
+			p->overflow = true;
 		}
 	} else if (p->in_contents && p->depth == 3 && !strcmp(name, "Size") && p->key_taken) {
 		/* <Size> follows <Key> in each <Contents>. */
@@ -1229,9 +1271,27 @@ int ws_s3_list_parse(const char *url, const void *xml, size_t len, const char *s
 			     XML_ErrorString(XML_GetErrorCode(xp)));
 		goto out;
 	}
+	/* A listing that ends early loses what it did not show: a tenant
+	 * missing from verify, ls or a checkpoint's cut. Anything but a whole
+	 * page that can be continued is an error, never a short listing. */
+	if (!lp.root_ok) {
+		rc = ws_fail(WS_EFORMAT, "s3 %s: ListObjectsV2 response is not a ListBucketResult (an error "
+			     "document in a 200?)", url);
+		goto out;
+	}
 	if (lp.err) {
 		rc = ws_fail(lp.err, "s3 %s: ListObjectsV2 response has a malformed key or size, or a key "
 			     "outside the sink's prefix", url);
+		goto out;
+	}
+	if (lp.overflow) {
+		rc = ws_fail(WS_EFORMAT, "s3 %s: ListObjectsV2 returned more keys than the %u asked for", url,
+			     max_keys);
+		goto out;
+	}
+	if (lp.truncated && out->count == 0) {
+		rc = ws_fail(WS_EFORMAT, "s3 %s: ListObjectsV2 says the listing goes on but returned no key to "
+			     "go on after", url);
 		goto out;
 	}
 	/* Keys must come sorted, within the prefix and after the token: a
@@ -1245,7 +1305,7 @@ int ws_s3_list_parse(const char *url, const void *xml, size_t len, const char *s
 			goto out;
 		}
 	}
-	out->truncated = lp.truncated && out->count > 0;
+	out->truncated = lp.truncated;
 	if (out->truncated)
 		snprintf(out->next_token, sizeof(out->next_token), "%s", out->keys[out->count - 1]);
 out:
@@ -1322,6 +1382,7 @@ struct del_parse {
 	char key[WS_KEY_MAX * 2];
 	char code[64];
 	unsigned errors;
+	bool root_ok;            /* the document is a <DeleteResult> */
 };
 
 static void XMLCALL del_start(void *arg, const XML_Char *name, const XML_Char **attrs)
@@ -1329,6 +1390,8 @@ static void XMLCALL del_start(void *arg, const XML_Char *name, const XML_Char **
 	struct del_parse *p = arg;
 	(void)attrs;
 	p->depth++;
+	if (p->depth == 1)
+		p->root_ok = !strcmp(name, "DeleteResult");
 	if (p->depth == 2 && !strcmp(name, "Error"))
 		p->in_error = true;
 	p->text_len = 0;
@@ -1379,6 +1442,9 @@ int ws_s3_delete_parse(const char *url, const void *xml, size_t len)
 	XML_SetCharacterDataHandler(xp, del_text);
 	if (len > INT32_MAX || XML_Parse(xp, xml, (int)len, 1) != XML_STATUS_OK)
 		rc = ws_fail(WS_EFORMAT, "s3 %s: DeleteObjects response is not well-formed XML", url);
+	else if (!dp.root_ok)
+		rc = ws_fail(WS_EFORMAT, "s3 %s: DeleteObjects response is not a DeleteResult (an error document "
+			     "in a 200?): nothing taken as deleted", url);
 	else if (dp.errors)
 		rc = ws_fail(-EIO, "s3 %s: DeleteObjects: %u key%s not deleted, first %s (%s)", url, dp.errors,
 			     dp.errors == 1 ? "" : "s", dp.key, dp.code);

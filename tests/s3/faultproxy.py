@@ -26,7 +26,11 @@ If-None-Match/If-Match: a 412 from the server is answered 200; radosgw
 cannot be made to do this, so the proxy fakes that one fault) | hang (read the
 request, then never answer: a server that accepted and went silent) | stall
 (forward the request, send the reply's head and half its body, then go
-silent: a transfer hung mid-body).
+silent: a transfer hung mid-body) | phantom_exists (a create, a PUT with
+If-None-Match, answered 412 without forwarding it: a store that says an
+absent object exists; radosgw cannot be made to do this) | strip_etag
+(forward, and drop the ETag header from the reply: what a proxy in front
+of a store may do).
 
 Stores that spell If-Match differently from radosgw (which matches only a
 bare etag and answers 412 to a quoted one) are made from radosgw by
@@ -237,6 +241,13 @@ async def handle(reader, writer, upstream, control, stats_path):
                 # Never answer; wait for the client to give up and close.
                 await reader.read()
                 return
+            if fault == "phantom_exists" and header(headers, "if-none-match") is not None:
+                body412 = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>PreconditionFailed</Code>'
+                           b"<Message>injected by faultproxy</Message></Error>")
+                writer.write(b"HTTP/1.1 412 Precondition Failed\r\nContent-Type: application/xml\r\n"
+                             b"Content-Length: " + str(len(body412)).encode() + b"\r\n\r\n" + body412)
+                await writer.drain()
+                continue
             if fault.startswith("if_match_"):
                 head = rewrite_if_match(fault, reqline, headers) or head
             ra = int(control.conf.get("retry_after", 0))
@@ -271,6 +282,9 @@ async def handle(reader, writer, upstream, control, stats_path):
                 writer.write(b"HTTP/1.1 200 OK\r\nETag: \"0\"\r\nContent-Length: 0\r\n\r\n")
                 await writer.drain()
                 continue
+            if fault == "strip_etag":
+                lines = rhead.decode("latin-1").split("\r\n")
+                rhead = "\r\n".join(x for x in lines if not x.lower().startswith("etag:")).encode("latin-1")
             if fault == "stall" and len(rbody) > 1:
                 writer.write(rhead + rbody[: len(rbody) // 2])
                 await writer.drain()

@@ -1179,6 +1179,58 @@ static void test_fault_put_reset(void **state)
 	ws_store_close(s);
 }
 
+/*
+ * A create refused as already there (412) is taken as durable only when
+ * the store shows the object: a store that says 412 over nothing (a stale
+ * index; faultproxy phantom_exists, radosgw cannot be made to) would
+ * otherwise have walship name a batch or manifest that is not stored in an
+ * acknowledged watermark. And a PUT whose reply lost its ETag (a proxy
+ * stripping it) still gives its caller the etag its next compare-and-swap
+ * needs, read back while the object is this write's.
+ */
+static void test_fault_phantom_and_no_etag(void **state)
+{
+	struct ws_store *s = open_proxied(NULL);
+	struct ws_store *direct = open_sink(NULL, NULL);
+	struct ws_obj_info info;
+	struct ws_etag e, e2;
+	int rc;
+	(void)state;
+
+	proxy_control("{\"mode\": \"phantom_exists\", \"count\": 1, \"methods\": [\"PUT\"]}");
+	rc = ws_store_put(s, "fault/phantom", "mine", 4, WS_PUT_CREATE, NULL, NULL);
+	print_message("  %s\n", ws_errmsg());
+	assert_int_not_equal(rc, 0);
+	assert_int_not_equal(rc, WS_EPRECOND);
+	assert_true(ws_err_transient(rc));
+	assert_non_null(strstr(ws_errmsg(), "fault/phantom"));
+	assert_non_null(strstr(ws_errmsg(), "no such object"));
+	assert_int_equal(ws_store_head(direct, "fault/phantom", &info), WS_ENOTFOUND);
+	/* Tried again (the caller's retry), it is written. */
+	proxy_control("{\"mode\": \"pass\"}");
+	assert_int_equal(ws_store_put(s, "fault/phantom", "mine", 4, WS_PUT_CREATE, NULL, NULL), 0);
+	wt_assert_content(direct, "fault/phantom", "mine");
+
+	/* No ETag in the reply: the etag comes from the object, and the next
+	 * compare-and-swap with it goes through. */
+	proxy_control("{\"mode\": \"strip_etag\", \"count\": 2, \"methods\": [\"PUT\"]}");
+	memset(&e, 0, sizeof(e));
+	assert_int_equal(ws_store_put(s, "fault/noetag", "one", 3, WS_PUT_CREATE, NULL, &e), 0);
+	assert_int_equal(ws_store_head(direct, "fault/noetag", &info), 0);
+	assert_true(e.s[0] != '\0');
+	assert_string_equal(e.s, info.etag.s);
+	memset(&e2, 0, sizeof(e2));
+	rc = ws_store_put(s, "fault/noetag", "two", 3, WS_PUT_CAS, &e, &e2);
+	if (rc)
+		fail_msg("CAS with the etag read back: %s (%s)", ws_errmsg(), ws_strerror(rc));
+	proxy_control("{\"mode\": \"pass\"}");
+	wt_assert_content(direct, "fault/noetag", "two");
+	assert_int_equal(ws_store_head(direct, "fault/noetag", &info), 0);
+	assert_string_equal(e2.s, info.etag.s);
+	ws_store_close(direct);
+	ws_store_close(s);
+}
+
 /* More faults than retry_attempts_max (or the deadline): a clear error that
  * names the key, and nothing half-written. */
 static void test_fault_exhausted(void **state)
@@ -2171,6 +2223,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fault_put_reset, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_fault_exhausted, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_fault_ignore_conditional, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_fault_phantom_and_no_etag, proxy_start, proxy_stop),
 		cmocka_unit_test(test_if_match_radosgw),
 		cmocka_unit_test_setup_teardown(test_if_match_quoted_stores, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_if_match_ignored, proxy_start, proxy_stop),

@@ -3,7 +3,12 @@
  * without a server: a good page is taken whole; a key from outside the
  * sink's prefix, a size that is not plain decimal or does not fit in 64
  * bits, keys out of order or outside the listed prefix are refused
- * (WS_EFORMAT naming the listing) rather than read as something else.
+ * (WS_EFORMAT naming the listing) rather than read as something else. A
+ * reply that is no listing page (an error document in a 200), a page that
+ * says the listing goes on but shows no key to go on after, or one with more
+ * keys than asked for is refused too: each would end a listing early, and
+ * what it did not show (a tenant) be missed by verify, ls or a checkpoint's
+ * cut. DeleteObjects replies likewise: an error document is no success.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -48,6 +53,26 @@ static void refused(const char *const *kv, const char *store_prefix, const char 
 	print_message("  refused: %s\n", ws_errmsg());
 	assert_int_equal(rc, WS_EFORMAT);
 	assert_non_null(strstr(ws_errmsg(), "ListObjectsV2"));
+	ws_list_page_free(&pg);
+}
+
+static int parse_raw(const char *b, struct ws_list_page *pg)
+{
+	memset(pg, 0, sizeof(*pg));
+	pg->keys = calloc(CAP, sizeof(*pg->keys));
+	pg->sizes = calloc(CAP, sizeof(*pg->sizes));
+	assert_non_null(pg->keys);
+	assert_non_null(pg->sizes);
+	return ws_s3_list_parse("s3://bkt/pre", b, strlen(b), "pre", "", NULL, CAP, pg);
+}
+
+static void refused_raw(const char *b, const char *why)
+{
+	struct ws_list_page pg;
+	int rc = parse_raw(b, &pg);
+	print_message("  refused: %s\n", ws_errmsg());
+	assert_int_equal(rc, WS_EFORMAT);
+	assert_non_null(strstr(ws_errmsg(), why));
 	ws_list_page_free(&pg);
 }
 
@@ -108,6 +133,51 @@ static void test_order_and_prefix(void **state)
 	refused(outside, "pre", "t1/");
 }
 
+static void test_not_a_whole_page(void **state)
+{
+	char b[8192];
+	size_t n;
+	struct ws_list_page pg;
+	(void)state;
+	/* An error document answered with 200. */
+	refused_raw("<?xml version=\"1.0\"?><Error><Code>InternalError</Code><Message>x</Message></Error>",
+		    "not a ListBucketResult");
+	/* Well-formed, the right keys, the wrong document. */
+	refused_raw("<Other><Contents><Key>pre/a</Key><Size>1</Size></Contents></Other>", "not a ListBucketResult");
+	/* Goes on, but from where? */
+	refused_raw("<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>", "no key to go on after");
+	/* More keys than asked for (CAP): the rest would be lost. */
+	n = (size_t)snprintf(b, sizeof(b), "<ListBucketResult><IsTruncated>false</IsTruncated>");
+	for (int i = 0; i <= CAP; i++)
+		n += (size_t)snprintf(b + n, sizeof(b) - n, "<Contents><Key>pre/k%02d</Key><Size>1</Size></Contents>", i);
+	snprintf(b + n, sizeof(b) - n, "</ListBucketResult>");
+	refused_raw(b, "more keys than");
+	/* A truncated page with keys goes on after its last one. */
+	assert_int_equal(parse_raw("<ListBucketResult><IsTruncated>true</IsTruncated><Contents><Key>pre/a</Key>"
+				   "<Size>1</Size></Contents><Contents><Key>pre/b</Key><Size>2</Size></Contents>"
+				   "</ListBucketResult>", &pg), 0);
+	assert_int_equal(pg.count, 2);
+	assert_true(pg.truncated);
+	assert_string_equal(pg.next_token, "b");
+	ws_list_page_free(&pg);
+}
+
+static void test_delete_replies(void **state)
+{
+	(void)state;
+	static const char ok[] = "<?xml version=\"1.0\"?><DeleteResult></DeleteResult>";
+	static const char gone[] = "<DeleteResult><Error><Key>pre/a</Key><Code>NoSuchKey</Code></Error></DeleteResult>";
+	static const char failed[] = "<DeleteResult><Error><Key>pre/a</Key><Code>AccessDenied</Code></Error>"
+				     "</DeleteResult>";
+	static const char error_doc[] = "<Error><Code>InternalError</Code><Message>x</Message></Error>";
+	assert_int_equal(ws_s3_delete_parse("s3://bkt/pre", ok, strlen(ok)), 0);
+	assert_int_equal(ws_s3_delete_parse("s3://bkt/pre", gone, strlen(gone)), 0);
+	assert_int_equal(ws_s3_delete_parse("s3://bkt/pre", failed, strlen(failed)), -EIO);
+	assert_non_null(strstr(ws_errmsg(), "AccessDenied"));
+	assert_int_equal(ws_s3_delete_parse("s3://bkt/pre", error_doc, strlen(error_doc)), WS_EFORMAT);
+	assert_non_null(strstr(ws_errmsg(), "not a DeleteResult"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -115,6 +185,8 @@ int main(void)
 		cmocka_unit_test(test_foreign_prefix),
 		cmocka_unit_test(test_bad_sizes),
 		cmocka_unit_test(test_order_and_prefix),
+		cmocka_unit_test(test_not_a_whole_page),
+		cmocka_unit_test(test_delete_replies),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
