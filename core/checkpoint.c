@@ -1299,6 +1299,62 @@ int ws_checkpoint_retained_cut(struct ws_sink *sink, const char *tenant, struct 
 	return rc;
 }
 
+/*
+ * Committed checkpoints older than an unfinished retention run's protected
+ * one are being removed (their artifacts may be gone already): *below is
+ * that protected checkpoint's id, or 0 when no run is in flight. Listing,
+ * restore by id and verify all leave them out alike.
+ */
+static int retiring_below(struct ws_ckpt *c, uint64_t *below)
+{
+	struct ws_ckpt_retention st;
+	bool found;
+	int rc = ws_ckpt_retention_state(c, &st, &found);
+
+	*below = 0;
+	if (rc)
+		return rc;
+	if (found && st.phase != WS_CKPT_RET_IDLE)
+		*below = st.protected_ref.id;
+	return 0;
+}
+
+static int problem(ws_problem_fn fn, void *arg, const char *tenant, const char *key, int rc, int *first);
+
+/* ws_checkpoint_verify's walk over the older stored checkpoints. */
+struct older_verify {
+	struct ws_sink *sink;
+	const char *only;
+	ws_problem_fn fn;
+	void *arg;
+	uint64_t latest_id, below;
+	int *first;
+};
+
+/* Every artifact of one stored checkpoint: what restore --checkpoint reads. */
+static int verify_older(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
+{
+	struct older_verify *w = arg;
+	(void)ref;
+	if (idx->checkpoint_id == w->latest_id)
+		return 0; /* checked with its watermarks already */
+	if (idx->checkpoint_id < w->below)
+		return 1; /* being removed by retention, and every older one: done */
+	for (size_t i = 0; i < idx->tenant_count; i++) {
+		const char *t = idx->tenants[i].tenant;
+		struct ws_restore_base base;
+		int rc;
+		if (w->only && strcmp(w->only, t) != 0)
+			continue;
+		memset(&base, 0, sizeof(base));
+		if ((rc = base_from_index(idx, t, &base)) != 0 || (rc = ws_artifact_verify(w->sink->store, &base)) != 0) {
+			ws_fail_wrap(rc, "checkpoint %" PRIu64, idx->checkpoint_id);
+			problem(w->fn, w->arg, t, base.artifact_key, rc, w->first);
+		}
+	}
+	return 0;
+}
+
 static int problem(ws_problem_fn fn, void *arg, const char *tenant, const char *key, int rc, int *first)
 {
 	if (fn)
@@ -1374,6 +1430,17 @@ int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn f
 		if ((rc = base_from_index(&idx, t, &base)) != 0 || (rc = ws_artifact_verify(sink->store, &base)) != 0)
 			problem(fn, arg, t, base.artifact_key, rc, &first);
 	}
+	{
+		/* The older checkpoints restore --checkpoint still takes: verify
+		 * passes none of them that restore would refuse. */
+		struct older_verify w = { sink, only, fn, arg, idx.checkpoint_id, 0, &first };
+		rc = retiring_below(c, &w.below);
+		if (rc == 0)
+			rc = walk_committed(c, latest.committed, true, verify_older, &w);
+		if (rc != 0 && rc != 1)
+			problem(fn, arg, NULL, latest.committed.key,
+				ws_fail_wrap(rc, "checkpoints before %" PRIu64, idx.checkpoint_id), &first);
+	}
 	*verified_id = idx.checkpoint_id;
 	ws_ckpt_index_free(&idx);
 out:
@@ -1384,12 +1451,15 @@ out:
 struct list_walk {
 	ws_checkpoint_fn fn;
 	void *arg;
+	uint64_t below;          /* retiring_below */
 };
 
 static int list_one(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
 {
 	struct list_walk *w = arg;
 	struct ws_checkpoint_info info;
+	if (idx->checkpoint_id < w->below)
+		return 1; /* being removed by retention, and every older one */
 	info_from(ref, idx, true, &info);
 	return w->fn(&info, w->arg);
 }
@@ -1398,15 +1468,18 @@ int ws_checkpoint_list(struct ws_sink *sink, ws_checkpoint_fn fn, void *arg)
 {
 	struct ws_ckpt *c;
 	struct ws_ckpt_outcome latest;
-	struct list_walk w = { fn, arg };
+	struct list_walk w = { fn, arg, 0 };
 	bool found;
 	int rc = ckpt_open(sink, false, LEASE_WAIT_MS_DEFAULT, &c);
 
 	if (rc)
 		return rc;
 	rc = ws_ckpt_latest_commit(c, &latest, &found);
-	if (!rc && found)
+	if (!rc && found && (rc = retiring_below(c, &w.below)) == 0) {
 		rc = walk_committed(c, latest.committed, true, list_one, &w);
+		if (rc == 1)
+			rc = 0;
+	}
 	ws_ckpt_close(c);
 	return rc;
 }
@@ -1576,6 +1649,18 @@ int ws_restore_checkpoint(struct ws_sink *sink, const char *tenant, uint64_t che
 	rc = find_ref(c, checkpoint_id, &ref, &idx);
 	if (rc)
 		goto out;
+	{
+		uint64_t below;
+		rc = retiring_below(c, &below);
+		if (rc == 0 && idx.checkpoint_id < below)
+			rc = ws_fail(WS_ENOTFOUND, "checkpoint %" PRIu64 " is being removed: an unfinished retention "
+				     "run keeps checkpoint %" PRIu64 " and later (run `walship retention` to finish "
+				     "it)", idx.checkpoint_id, below);
+		if (rc) {
+			ws_ckpt_index_free(&idx);
+			goto out;
+		}
+	}
 	rc = base_from_index(&idx, tenant, &base);
 	ws_ckpt_index_free(&idx);
 	if (rc)

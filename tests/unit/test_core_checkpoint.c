@@ -958,9 +958,17 @@ static void test_retention_crash_every_step(void **state)
 			cp_write(&c, 1);
 			hl = wt_content_hash(c.e.w, NULL);
 			(void)crash_child(&c, ret_sites[i], nth, true);
-			/* Whatever the crash left, restore still works... */
+			/* Whatever the crash left, restore still works, and verify
+			 * (which checks every checkpoint not being removed) passes... */
 			assert_int_equal(restore_ckpt_hash(&c, TENANT, b.id), hb);
 			assert_int_equal(restore_live_hash(&c, TENANT), hl);
+			{
+				struct problems pr;
+				rc = verify_all(&c, NULL, &pr);
+				if (rc)
+					fail_msg("verify after a crash at %s: %s (%s)", ret_sites[i], ws_strerror(rc),
+						 ws_errmsg());
+			}
 			/* ...and the next run resumes and finishes. */
 			rc = ws_retention_run(c.e.sink, false, NULL, NULL, &rep);
 			if (rc)
@@ -975,6 +983,71 @@ static void test_retention_crash_every_step(void **state)
 			assert_int_equal(restore_live_hash(&c, TENANT2), wt_content_hash(c.w2, NULL));
 		}
 	}
+	cp_free(&c);
+}
+
+/*
+ * verify passes no stored checkpoint that restore --checkpoint refuses: an
+ * older Commit's damaged artifact fails verify, naming it, as it fails the
+ * restore by its id. Once retention is under way for the newer one, the
+ * older is being removed: it leaves the listing, restore by its id says so,
+ * and verify passes over it; after retention, it is gone and verify is clean.
+ */
+static int count_listed(struct cpenv *c, struct ids *x)
+{
+	memset(x, 0, sizeof(*x));
+	return ws_checkpoint_list(c->e.sink, collect, x);
+}
+
+static void test_verify_older_checkpoint(void **state)
+{
+	struct cpenv c;
+	struct ws_checkpoint_info a, b;
+	struct problems pr;
+	struct ids listed;
+	char key[WS_KEY_MAX], *path, *p;
+	int rc;
+	(void)state;
+
+	ws_fault_disarm();
+	cp_init(&c, "ckpt-vold");
+	cp_write(&c, 2);
+	take_ok(&c, &a);
+	cp_write(&c, 2);
+	take_ok(&c, &b);
+	assert_true(a.id < b.id);
+	assert_int_equal(verify_all(&c, NULL, &pr), 0);
+
+	snprintf(key, sizeof(key), "checkpoints/artifacts/%016" PRIx64 "/%s", a.id, TENANT);
+	path = wt_path(c.e.sink_dir, key);
+	flip_byte(path, 200);
+	rc = verify_all(&c, NULL, &pr);
+	assert_int_equal(rc, WS_ECORRUPT);
+	assert_int_equal(pr.n, 1);
+	assert_string_equal(pr.key, key);
+	assert_int_equal(verify_all(&c, TENANT2, &pr), 0); /* the other tenant's artifact is fine */
+	p = out_path(&c);
+	assert_int_equal(ws_restore_checkpoint(c.e.sink, TENANT, a.id, p, false), WS_ECORRUPT);
+	free(p);
+	assert_int_equal(count_listed(&c, &listed), 0);
+	assert_int_equal(listed.n, 2);
+
+	/* Retention for b stopped before its first delete: a is being removed. */
+	assert_true(crash_child(&c, "retention.before_delete", 1, true));
+	assert_int_equal(count_listed(&c, &listed), 0);
+	assert_int_equal(listed.n, 1);
+	assert_true(listed.id[0] == b.id);
+	p = out_path(&c);
+	assert_int_equal(ws_restore_checkpoint(c.e.sink, TENANT, a.id, p, false), WS_ENOTFOUND);
+	assert_non_null(strstr(ws_errmsg(), "being removed"));
+	free(p);
+	rc = verify_all(&c, NULL, &pr);
+	if (rc)
+		fail_msg("verify while a is being removed: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_int_equal(ws_retention_run(c.e.sink, false, NULL, NULL, NULL), 0);
+	assert_int_equal(verify_all(&c, NULL, &pr), 0);
+	assert_int_equal(restore_ckpt_hash(&c, TENANT, b.id), restore_ckpt_hash(&c, TENANT, b.id));
+	free(path);
 	cp_free(&c);
 }
 
@@ -1119,6 +1192,7 @@ int main(void)
 		cmocka_unit_test(test_take_fail_every_step),
 		cmocka_unit_test(test_take_crash_every_step),
 		cmocka_unit_test(test_retention_crash_every_step),
+		cmocka_unit_test(test_verify_older_checkpoint),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
