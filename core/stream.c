@@ -1223,6 +1223,8 @@ struct tail {
 	uint64_t mlen;
 	struct ws_fmt_watermark prev; /* the watermark before ours (report) */
 	bool had;
+	bool unproven;            /* a CONTINUE on a fresh read mark that cannot prove where its
+				   * generation ended (step_write_watermark) */
 };
 
 /* Empty: nothing new since the watermark (or only an uncommitted transaction). */
@@ -1484,6 +1486,14 @@ static int step_settle(struct ws_stream *st, struct tail *t, struct ws_outcome *
 	if (!ident_same(st))
 		return ws_fail(WS_EREPLACED, "tenant %s: database %s was replaced at its path during the call; "
 			       "nothing acknowledged (the next call re-bases)", st->tenant, st->db_path);
+	if (t->kind == WS_MANIFEST_CONTINUE && !st->continuous && t->sc.gen.wal_magic != 0) {
+		/* A fresh read mark: see step_write_watermark. What was
+		 * scanned is still a state the source committed, and ships. */
+		rc = wal_unmoved(st, &t->sc);
+		if (rc < 0)
+			return rc;
+		t->unproven = rc == 0;
+	}
 	if (t->kind == WS_MANIFEST_REBASE && t->sc.gen.wal_magic != 0) {
 		rc = wal_unmoved(st, &t->sc);
 		if (rc < 0)
@@ -1650,9 +1660,23 @@ static int step_write_watermark(struct ws_stream *st, struct tail *t)
 	/* After a partial ship (shed, or stopped at the work bound) the old
 	 * mark stays: frames between what shipped and it must not be
 	 * checkpointed away. */
+	/* continuous: no frame past this watermark can have been
+	 * checkpointed away unshipped, so a new generation continues it
+	 * (NEXT_GEN). A read mark held since our last watermark, or a REBASE
+	 * (its snapshot under this mark, the WAL checked unmoved), proves it.
+	 * A CONTINUE on a fresh mark (after a park, a restart, a takeover)
+	 * does not by itself: the mark may be 0 over a WAL whose frames past
+	 * the watermark were backfilled and never shipped, and mark 0 does not
+	 * hold a restart off. Only when the call shipped all it scanned with
+	 * the WAL unmoved after the scan did that generation end no later than
+	 * what shipped (while mark 0 is held nothing more can be backfilled,
+	 * and a restart needs everything backfilled). Otherwise the shipped
+	 * prefix is acknowledged, and a new generation re-bases. */
+	bool proven = st->continuous || t->kind != WS_MANIFEST_CONTINUE ||
+		      (!t->unproven && st->frames_shed == 0 && !st->early_stop);
 	if (!t->locked && st->frames_shed == 0 && !st->early_stop)
 		handover_read(st);
-	st->continuous = true;
+	st->continuous = proven;
 	return 0;
 }
 

@@ -802,6 +802,92 @@ static void test_every_site_paused_under_writer(void **state)
 	}
 }
 
+/*
+ * A CONTINUE on a fresh read mark (the engine parked the stream, walship
+ * restarted, a takeover): the application had committed past the watermark
+ * and its WAL checkpoint backfilled everything, so the fresh mark is 0,
+ * which does not hold a WAL restart off. A writer restarts the WAL while
+ * the tail scans (paused before its second slot's read), or the tail stops
+ * at its work bound and the next commit restarts it. Either way the tail
+ * acknowledges a prefix of the old generation (a state the source did
+ * commit), and the new generation must not be chained onto that prefix
+ * (NEXT_GEN): the old generation's later commits were never shipped.
+ */
+static void let_clock_pass(const char *site, void *arg);
+
+static void park_and_backfill(struct wt_env *e, struct ws_stream **st, uint64_t seed)
+{
+	struct ws_stream_config cfg = cfg_for(e, 1);
+	struct ws_outcome o;
+	uint64_t rnd = seed;
+	int log_frames = -1, ckpt_frames = -2;
+
+	*st = open_cfg(e, &cfg);
+	wt_write_txn(e->w, 1000, 100);
+	wt_tail_ok(*st, &o); /* REBASE */
+	wt_write_txn(e->w, 3, 100);
+	wt_tail_ok(*st, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+	ws_stream_park(*st);
+	update_rows(e->w, 200, &rnd, 1000); /* 200 one-frame commits, the same generation */
+	assert_int_equal(sqlite3_wal_checkpoint_v2(e->w, NULL, SQLITE_CHECKPOINT_PASSIVE, &log_frames,
+						   &ckpt_frames), SQLITE_OK);
+	assert_int_equal(log_frames, ckpt_frames); /* all backfilled: the next read mark is 0 */
+}
+
+static void test_fresh_mark0_continue_then_restart(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct restart_ctx c = { 0 };
+	uint64_t before;
+	(void)state;
+
+	/* A restart during the scan. */
+	wt_env_init(&e, "fresh-mark0", 0);
+	c.e = &e;
+	park_and_backfill(&e, &st, 7);
+	before = ws_stream_wm_last_frame(st);
+	assert_int_equal(ws_fault_arm_pause("stream.before_wal_read", 2, restart_wal_now, &c), 0);
+	wt_tail_ok(st, &o);
+	ws_fault_disarm();
+	assert_int_equal(c.fired, 1);
+	assert_int_not_equal(c.salt_before, c.salt_after);
+	assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+	assert_true(ws_stream_wm_last_frame(st) > before); /* a prefix shipped */
+	wt_tail_ok(st, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_RESTARTED);
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	ws_stream_close(st);
+	wt_env_free(&e);
+
+	/* The tail stops at its work bound; the next commit restarts the WAL. */
+	wt_env_init(&e, "fresh-mark0-bound", 0);
+	park_and_backfill(&e, &st, 9);
+	ws_stream_set_tail_bound(st, 1, 0);
+	assert_int_equal(ws_fault_add("stream.before_wal_read", 1, WS_FAULT_PAUSE, let_clock_pass, NULL), 0);
+	wt_tail_ok(st, &o);
+	ws_fault_disarm();
+	{
+		struct ws_stream_call call;
+		ws_stream_last_call(st, &call);
+		assert_true(call.ended_early);
+	}
+	ws_stream_set_tail_bound(st, 0, 0);
+	{
+		uint32_t salt0 = wal_salt1(&e);
+		wt_write_txn(e.w, 5, 100);
+		assert_int_not_equal(salt0, wal_salt1(&e));
+	}
+	wt_tail_ok(st, &o);
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	ws_stream_close(st);
+	wt_env_free(&e);
+}
+
 /* ---- 8. a tail stopped at its work bound, the database changed there --- */
 
 static void let_clock_pass(const char *site, void *arg)
@@ -963,6 +1049,7 @@ int main(void)
 		cmocka_unit_test(test_replaced_db_is_rebased),
 		cmocka_unit_test(test_replaced_during_tail),
 		cmocka_unit_test(test_rebase_mark0_wal_restarted_mid_scan),
+		cmocka_unit_test(test_fresh_mark0_continue_then_restart),
 		cmocka_unit_test(test_spilled_frames_rewritten_between_slots),
 		cmocka_unit_test(test_takeover_before_cas_is_lost_race),
 		cmocka_unit_test(test_fenced_releases_read_marks),
