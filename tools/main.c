@@ -294,7 +294,9 @@ static void wait_for_stop(int sig_fd, int wake_fd, struct ws_engine *e, struct w
 				next = mono_ms() + period;
 				continue;
 			}
-			timeout = (int)(next - now);
+			/* At most a minute at a time: a period of weeks in
+			 * milliseconds does not fit poll's int. */
+			timeout = next - now < 60000 ? (int)(next - now) : 60000;
 		}
 		n = poll(pf, 2, timeout);
 		if (n < 0) {
@@ -537,6 +539,11 @@ static int cmd_replicate(int argc, char **argv)
 		rc = usage_error("replicate: no databases given");
 		goto out;
 	}
+	if (ro.once && ro.checkpoint_interval_s) {
+		rc = usage_error("replicate: --checkpoint-interval-s takes a checkpoint every N seconds of a run; "
+				 "--once does not run on (take one after it with `walship checkpoint`)");
+		goto out;
+	}
 	if (verbose)
 		ws_log_set_level(WS_LOG_DEBUG);
 	else if (!ro.quiet)
@@ -631,6 +638,7 @@ static int cmd_restore(int argc, char **argv)
 struct ls_print {
 	bool json;
 	unsigned unreadable;  /* tenants passed with an error */
+	unsigned nothing;     /* tenants with no watermark and no object */
 };
 
 static int ls_cb(const struct ws_tenant_info *t, void *arg)
@@ -640,6 +648,8 @@ static int ls_cb(const struct ws_tenant_info *t, void *arg)
 		p->unreadable++;
 		print_tenant_error(t->tenant, t->error);
 	}
+	if (!t->error && !t->has_watermark && t->objects == 0)
+		p->nothing++;
 	if (p->json) {
 		ws_cli_print_tenant_json(t);
 		return 0;
@@ -676,7 +686,7 @@ static int cmd_ls(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sink_url = NULL, *tenant = NULL;
-	struct ls_print p = { false, 0 };
+	struct ls_print p = { false, 0, 0 };
 	bool checkpoints = false;
 	struct ws_sink *sink;
 	int c, rc;
@@ -714,6 +724,11 @@ static int cmd_ls(int argc, char **argv)
 		else
 			fprintf(stderr, "walship: ls: %s\n", ws_errmsg());
 		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
+	}
+	if (tenant && p.nothing) {
+		/* As verify and restore say of it: a name nothing was shipped under. */
+		fprintf(stderr, "walship: ls: tenant %s: nothing stored (no watermark, no object)\n", tenant);
+		return EXIT_FAIL;
 	}
 	return EXIT_OK;
 }

@@ -99,6 +99,8 @@ ws retention --sink "gopher://x"
 check "retention with a bad URL: exit 2" [ "$rc" = 2 ]
 ws replicate --sink "$URL" --checkpoint-interval-s 0 db.db
 check "--checkpoint-interval-s 0: exit 2" [ "$rc" = 2 ]
+ws replicate --sink "$URL" --checkpoint-interval-s 5 --once db.db
+check "--checkpoint-interval-s with --once: exit 2, saying why" eval '[ "$rc" = 2 ] && grep -q "once" err'
 ws ls --sink "$URL" --checkpoints --tenant db
 check "ls --checkpoints with --tenant: exit 2" [ "$rc" = 2 ]
 

@@ -230,6 +230,10 @@ ws ls --sink "$URL" --tenant custom --json
 check "ls --tenant custom --json shows only custom" \
 	eval '[ "$rc" = 0 ] && [ "$(wc -l <out)" = 1 ] && [ "$(jfield out custom tenant)" = custom ]'
 
+ws ls --sink "$URL" --tenant nosuch
+check "ls --tenant of a name nothing was shipped under: exit 1, saying so" \
+	eval '[ "$rc" = 1 ] && grep -q "nothing stored" err'
+
 mkdir -p "$ROOT/empty-sink"
 ws ls --sink "file://$ROOT/empty-sink"
 check "ls on an empty sink: exit 0, nothing listed" eval '[ "$rc" = 0 ] && [ ! -s out ]'
