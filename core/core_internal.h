@@ -100,6 +100,7 @@ struct ws_tail_work {
 	struct ws_fmt_objref *batches;
 	struct ws_fmt_objref *snaps;
 	struct ws_part *parts;
+	uint32_t batches_cap, snaps_cap, parts_cap; /* grown on demand (stream.c) */
 	struct ws_buf scratch;
 };
 int ws_tail_work_init(struct ws_tail_work *w) WS_MUST_CHECK;

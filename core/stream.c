@@ -55,8 +55,14 @@
 
 #define BATCH_BYTES_DEFAULT ((size_t)4 << 20)
 #define BATCH_BYTES_MIN ((size_t)WS_WAL_PAGE_MAX + WS_WAL_FRAME_HDR_SIZE)
+/* Batches one call names at most (a longer backlog is read in larger
+ * batches, scan_checked); a snapshot names as many parts as the database
+ * needs, up to what one manifest holds. The per-call arrays start small
+ * and grow to these. */
 #define MAX_REFS 4096u
-#define MAX_PARTS (2 * MAX_REFS)
+#define MAX_SNAPS (WS_MANIFEST_ITEMS_MAX - MAX_REFS)
+#define MAX_PARTS WS_MANIFEST_ITEMS_MAX
+#define WORK_INITIAL 64u
 #define WAL_CKPT_DEFAULT ((uint64_t)4 << 20)
 #define WRITE_LOCK_WAIT_MS 200
 
@@ -419,13 +425,34 @@ int ws_tail_work_init(struct ws_tail_work *w)
 {
 	memset(w, 0, sizeof(*w));
 	ws_buf_init(&w->scratch, 64u << 20);
-	w->batches = calloc(MAX_REFS, sizeof(*w->batches));
-	w->snaps = calloc(MAX_REFS, sizeof(*w->snaps));
-	w->parts = calloc(MAX_PARTS, sizeof(*w->parts));
+	w->batches = calloc(WORK_INITIAL, sizeof(*w->batches));
+	w->snaps = calloc(WORK_INITIAL, sizeof(*w->snaps));
+	w->parts = calloc(WORK_INITIAL, sizeof(*w->parts));
 	if (!w->batches || !w->snaps || !w->parts) {
 		ws_tail_work_free(w);
 		return -ENOMEM;
 	}
+	w->batches_cap = w->snaps_cap = w->parts_cap = WORK_INITIAL;
+	return 0;
+}
+
+/* Room for entry n of an array of *cap elements (doubled, up to max). */
+static int grow_to(void **arr, uint32_t *cap, uint32_t n, uint32_t max, size_t elem)
+{
+	uint32_t ncap = *cap;
+	void *p;
+	if (n < *cap)
+		return 0;
+	while (ncap <= n && ncap < max)
+		ncap = ncap * 2 < max ? ncap * 2 : max;
+	if (n >= ncap)
+		return WS_ETOOBIG;
+	p = realloc(*arr, (size_t)ncap * elem);
+	if (!p)
+		return -ENOMEM;
+	memset((char *)p + (size_t)*cap * elem, 0, (size_t)(ncap - *cap) * elem);
+	*arr = p;
+	*cap = ncap;
 	return 0;
 }
 
@@ -444,6 +471,33 @@ static void use_work(struct ws_stream *st, struct ws_tail_work *w)
 	st->batches = w->batches;
 	st->snaps = w->snaps;
 	st->parts = w->parts;
+}
+
+/*
+ * Room for batch, snapshot part or part entry n of this call. The arrays
+ * are the shard's, shared by its streams one call at a time: a stream
+ * takes their current addresses at the start of each call and after each
+ * growth.
+ */
+static int room_batch(struct ws_stream *st, uint32_t n)
+{
+	int rc = grow_to((void **)&st->work->batches, &st->work->batches_cap, n, MAX_REFS, sizeof(*st->batches));
+	use_work(st, st->work);
+	return rc;
+}
+
+static int room_snap(struct ws_stream *st, uint32_t n)
+{
+	int rc = grow_to((void **)&st->work->snaps, &st->work->snaps_cap, n, MAX_SNAPS, sizeof(*st->snaps));
+	use_work(st, st->work);
+	return rc;
+}
+
+static int room_part(struct ws_stream *st, uint32_t n)
+{
+	int rc = grow_to((void **)&st->work->parts, &st->work->parts_cap, n, MAX_PARTS, sizeof(*st->parts));
+	use_work(st, st->work);
+	return rc;
 }
 
 /* Validate the config and make the stream; no reader, pipe or SQLite yet. */
@@ -699,8 +753,12 @@ static void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d)
  */
 static int reserve_slot(struct ws_stream *st, uint32_t *idx)
 {
-	if (st->part_count >= MAX_PARTS)
-		return ws_fail(WS_ETOOBIG, "tenant %s: more than %u objects in one call", st->tenant, MAX_PARTS);
+	int rc = room_part(st, st->part_count);
+	if (rc == WS_ETOOBIG)
+		return ws_fail(rc, "tenant %s: more than %u objects in one call; raise batch_bytes_max", st->tenant,
+			       MAX_PARTS);
+	if (rc)
+		return ws_fail(rc, "tenant %s: no memory for the call's %u objects", st->tenant, st->part_count + 1);
 	return ws_pipe_reserve(st->pipe, st->shed_nowait ? 0 : -1, idx);
 }
 
@@ -896,6 +954,8 @@ static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_byte
 		}
 		if (rc)
 			return rc;
+		if ((rc = room_batch(st, st->batch_count)) != 0)
+			return ws_fail(rc, "tenant %s: no room for batch %u of the call", st->tenant, st->batch_count + 1);
 		d = ws_pipe_desc(st->pipe, idx);
 		memset(&d->batch, 0, sizeof(d->batch));
 		d->batch.gen = sc->gen;
@@ -1016,9 +1076,12 @@ static int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t
 		n = (size_t)got / ps;
 		if (n == 0)
 			break; /* the file shrank under us; frames carry the rest */
-		if (st->snap_count >= MAX_REFS)
-			return ws_fail(WS_ETOOBIG, "tenant %s: snapshot needs more than %u parts", st->tenant,
-				       MAX_REFS);
+		rc = room_snap(st, st->snap_count);
+		if (rc == WS_ETOOBIG)
+			return ws_fail(rc, "tenant %s: the database needs more than %u snapshot parts of %zu pages "
+				       "(batch_bytes_max); raise batch_bytes_max", st->tenant, MAX_SNAPS, per_part);
+		if (rc)
+			return ws_fail(rc, "tenant %s: no memory for snapshot part %u", st->tenant, st->snap_count + 1);
 		s.page_size = ps;
 		s.first_page = (uint32_t)(p + 1);
 		s.page_count = (uint32_t)n;
@@ -1756,6 +1819,8 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 	bool locked = false;
 	int rc;
 
+	/* The shard's per-call arrays, where another stream's call left them. */
+	use_work(st, st->work);
 	memset(&st->call, 0, sizeof(st->call));
 	st->call_throttle = 0;
 	st->frames_shed = 0;

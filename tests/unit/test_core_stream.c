@@ -23,10 +23,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core_internal.h"
 #include "coreutil.h"
 #include "walship.h"
 #include "ws_clock.h"
 #include "ws_format.h"
+#include "pipe.h"
+#include "ws_reader.h"
 #include "ws_store.h"
 
 #define TENANT "orders"
@@ -1328,6 +1331,88 @@ static void test_page_sizes(void **state)
 	}
 }
 
+/*
+ * Two streams sharing a shard's reader, pipe and per-call arrays, as the
+ * engine's tenants do. The arrays start small and grow: the first tenant's
+ * re-base needs 125 snapshot parts at the smallest batch (16 pages of 4 KiB
+ * each; a database needing more than 4096 parts could never re-base
+ * before), then the second tenant's call must use the arrays where the
+ * growth moved them (ASan catches a stale one), and both restore equal.
+ */
+static void test_shared_work_grows(void **state)
+{
+	const size_t slot = 65536 + 24; /* the smallest batch_bytes_max */
+	const uint32_t nslots = 8;
+	const size_t small = (size_t)128 << 10;
+	struct wt_env e;
+	struct ws_reader *rd;
+	struct ws_tail_work work;
+	struct ws_pipe pipe;
+	struct ws_store *up;
+	struct ws_stream_shared sh;
+	struct ws_stream_config ca, cb;
+	struct ws_stream *a, *b;
+	struct ws_outcome o;
+	sqlite3 *wb;
+	char *dbb;
+	int err = 0;
+	(void)state;
+
+	wt_env_init(&e, "shared-work", 0);
+	wt_write_txn(e.w, 2000, 3000); /* ~2,000 pages: 125 parts of 16 */
+	{
+		char res[64];
+		wt_query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res); /* all of it in the database file */
+		assert_string_equal(res, "0");
+	}
+	dbb = wt_path(e.dir, "b.db");
+	wb = wt_writer_open(dbb, 0);
+	wt_write_txn(wb, 50, 100);
+	rd = ws_reader_open(small + nslots * slot, 8, 0, &err);
+	assert_non_null(rd);
+	assert_int_equal(ws_tail_work_init(&work), 0);
+	up = ws_store_file_open(e.sink_dir, &err);
+	assert_non_null(up);
+	assert_int_equal(ws_pipe_init(&pipe, ws_reader_buf(rd) + small, slot, nslots, up, 2, true), 0);
+	memset(&sh, 0, sizeof(sh));
+	sh.reader = rd;
+	sh.small_off = 0;
+	sh.small_bytes = small;
+	sh.ring_off = small;
+	sh.pipe = &pipe;
+	sh.work = &work;
+	memset(&ca, 0, sizeof(ca));
+	ca.tenant = "big";
+	ca.db_path = e.db;
+	ca.epoch = ca.pointer_generation = 1;
+	cb = ca;
+	cb.tenant = "small";
+	cb.db_path = dbb;
+	a = ws_stream_open_shared(e.sink, &ca, &sh, &err);
+	assert_non_null(a);
+	b = ws_stream_open_shared(e.sink, &cb, &sh, &err);
+	assert_non_null(b);
+	wt_tail_ok(b, &o);            /* b takes the arrays at their first size */
+	wt_tail_ok(a, &o);            /* a grows them */
+	assert_true(work.snaps_cap > 64 && work.parts_cap > 64);
+	wt_write_txn(wb, 30, 100);
+	wt_tail_ok(b, &o);            /* b again, after the growth */
+	assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+	wt_write_txn(e.w, 10, 100);
+	wt_tail_ok(a, &o);
+	ws_stream_close(a);
+	ws_stream_close(b);
+	ws_pipe_destroy(&pipe);
+	ws_tail_work_free(&work);
+	ws_store_close(up);
+	ws_reader_close(rd);
+	assert_true(wt_restore_hash(&e, "big", NULL, NULL) == wt_content_hash(e.w, NULL));
+	assert_true(wt_restore_hash(&e, "small", NULL, NULL) == wt_content_hash(wb, NULL));
+	sqlite3_close(wb);
+	free(dbb);
+	wt_env_free(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1348,6 +1433,7 @@ int main(void)
 		cmocka_unit_test(test_uncommitted_not_shipped),
 		cmocka_unit_test(test_uncommitted_on_first_contact),
 		cmocka_unit_test(test_page_sizes),
+		cmocka_unit_test(test_shared_work_grows),
 	};
 	const char *filter = getenv("WS_TEST_FILTER");
 	if (filter)
