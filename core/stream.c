@@ -116,6 +116,8 @@ struct ws_stream {
 	bool shed_stop;              /* shed: the ring was full, reading stopped */
 	bool shed_nowait;            /* this call sheds at a full ring */
 	bool drain;                  /* never shed (ws_stream_set_drain) */
+	bool lock_call;              /* this call holds the database's write lock */
+	bool last_ok;                /* the last call shipped what it read (the sink answers) */
 	struct ws_stream_call call;
 	uint64_t high_water;
 	uint64_t throttle_at_start;   /* store's throttle_retries when this call began */
@@ -777,7 +779,10 @@ static int publish_part(struct ws_stream *st, uint32_t idx, const struct ws_fmt_
 	int rc = WS_FAULT(fault_site);
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault before uploading %s", st->tenant, ref->key);
-	d->policy = st->policy;
+	/* Under the application's write lock a struggling sink is not
+	 * waited out (block): the call fails, the lock goes, the next call
+	 * (unlocked) waits. */
+	d->policy = st->lock_call && st->policy == WS_POLICY_BLOCK ? WS_POLICY_THROTTLE : st->policy;
 	d->checked = checked;
 	if (!checked) {
 		/* Sent as it is; a checked batch's fields were set by the tail
@@ -1185,8 +1190,9 @@ static int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t
 		}
 	}
 	if (first_err && (st->policy != WS_POLICY_SHED || st->drain || !ws_err_transient(first_err)))
-		return ws_fail(first_err, "tenant %s: upload %s: %s (policy %s; nothing acknowledged)", st->tenant,
-			       bad_key, ws_strerror(first_err), ws_policy_name(st->policy));
+		return ws_fail(first_err, "tenant %s: upload %s: %s (policy %s%s; nothing acknowledged)", st->tenant,
+			       bad_key, ws_strerror(first_err), ws_policy_name(st->policy),
+			       st->lock_call ? ", not waited out under the database's write lock" : "");
 	if (first_err || st->shed_stop) {
 		uint64_t range_last = *last;
 		uint64_t kept = keep ? keep->last_commit : 0;
@@ -1852,9 +1858,14 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 		return rc;
 	/* The WAL in use (not the file, which SQLite reuses from the top
 	 * without shrinking) is what must stay bounded. */
-	if (st->have_wm && st->wm.gen.wal_magic != 0 &&
+	/* The write lock stops the application's writers for the length of
+	 * this call: only when the last call went through (a sink that fails
+	 * now would hold them for its retries), and then with no upload
+	 * waited out (publish_part). */
+	if (st->have_wm && st->wm.gen.wal_magic != 0 && st->last_ok &&
 	    st->wm.last_frame * ws_wal_frame_size(st->wm.gen.page_size) >= st->wal_checkpoint_bytes)
 		locked = write_lock_try(st);
+	st->lock_call = locked;
 	st->pipe->on_done = part_done;
 	st->pipe->arg = st;
 	for (unsigned attempt = 1;; attempt++) {
@@ -1876,6 +1887,8 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 	st->call.frames_shed = st->frames_shed;
 	st->call.spill_high_water = st->high_water;
 	st->call.ended_early = rc == 0 && st->early_stop;
+	st->lock_call = false;
+	st->last_ok = rc == 0 && out->kind != WS_OUTCOME_SHED && out->kind != WS_OUTCOME_FENCED;
 	if (locked) {
 		/* Nothing could commit since the scan began: on success every
 		 * committed frame in the WAL is durable at the sink, unless the

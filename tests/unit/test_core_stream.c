@@ -27,6 +27,7 @@
 #include "coreutil.h"
 #include "walship.h"
 #include "ws_clock.h"
+#include "ws_fault.h"
 #include "ws_format.h"
 #include "pipe.h"
 #include "ws_reader.h"
@@ -1339,17 +1340,57 @@ static void test_page_sizes(void **state)
  * before), then the second tenant's call must use the arrays where the
  * growth moved them (ASan catches a stale one), and both restore equal.
  */
-static void test_shared_work_grows(void **state)
-{
-	const size_t slot = 65536 + 24; /* the smallest batch_bytes_max */
-	const uint32_t nslots = 8;
-	const size_t small = (size_t)128 << 10;
-	struct wt_env e;
+/* A shard's reader, threaded pipe and per-call arrays, as the engine makes them. */
+struct shard_env {
 	struct ws_reader *rd;
 	struct ws_tail_work work;
 	struct ws_pipe pipe;
 	struct ws_store *up;
 	struct ws_stream_shared sh;
+};
+
+static void shard_env_init(struct shard_env *x, struct wt_env *e)
+{
+	const size_t slot = 65536 + 24; /* the smallest batch_bytes_max */
+	const uint32_t nslots = 8;
+	const size_t small = (size_t)128 << 10;
+	int err = 0;
+	memset(x, 0, sizeof(*x));
+	x->rd = ws_reader_open(small + nslots * slot, 8, 0, &err);
+	assert_non_null(x->rd);
+	assert_int_equal(ws_tail_work_init(&x->work), 0);
+	x->up = ws_store_file_open(e->sink_dir, &err);
+	assert_non_null(x->up);
+	assert_int_equal(ws_pipe_init(&x->pipe, ws_reader_buf(x->rd) + small, slot, nslots, x->up, 2, true), 0);
+	x->sh.reader = x->rd;
+	x->sh.small_off = 0;
+	x->sh.small_bytes = small;
+	x->sh.ring_off = small;
+	x->sh.pipe = &x->pipe;
+	x->sh.work = &x->work;
+}
+
+static void shard_env_free(struct shard_env *x)
+{
+	ws_pipe_destroy(&x->pipe);
+	ws_tail_work_free(&x->work);
+	ws_store_close(x->up);
+	ws_reader_close(x->rd);
+}
+
+/*
+ * Two streams sharing a shard's reader, pipe and per-call arrays, as the
+ * engine's tenants do. The arrays start small and grow: the first tenant's
+ * re-base needs 125 snapshot parts at the smallest batch (16 pages of 4 KiB
+ * each; a database needing more than 4096 parts could never re-base
+ * before), then the second tenant's call must use the arrays where the
+ * growth moved them (under ASan a stale one is a use after free), and both
+ * restore equal.
+ */
+static void test_shared_work_grows(void **state)
+{
+	struct wt_env e;
+	struct shard_env x;
 	struct ws_stream_config ca, cb;
 	struct ws_stream *a, *b;
 	struct ws_outcome o;
@@ -1368,19 +1409,7 @@ static void test_shared_work_grows(void **state)
 	dbb = wt_path(e.dir, "b.db");
 	wb = wt_writer_open(dbb, 0);
 	wt_write_txn(wb, 50, 100);
-	rd = ws_reader_open(small + nslots * slot, 8, 0, &err);
-	assert_non_null(rd);
-	assert_int_equal(ws_tail_work_init(&work), 0);
-	up = ws_store_file_open(e.sink_dir, &err);
-	assert_non_null(up);
-	assert_int_equal(ws_pipe_init(&pipe, ws_reader_buf(rd) + small, slot, nslots, up, 2, true), 0);
-	memset(&sh, 0, sizeof(sh));
-	sh.reader = rd;
-	sh.small_off = 0;
-	sh.small_bytes = small;
-	sh.ring_off = small;
-	sh.pipe = &pipe;
-	sh.work = &work;
+	shard_env_init(&x, &e);
 	memset(&ca, 0, sizeof(ca));
 	ca.tenant = "big";
 	ca.db_path = e.db;
@@ -1388,13 +1417,13 @@ static void test_shared_work_grows(void **state)
 	cb = ca;
 	cb.tenant = "small";
 	cb.db_path = dbb;
-	a = ws_stream_open_shared(e.sink, &ca, &sh, &err);
+	a = ws_stream_open_shared(e.sink, &ca, &x.sh, &err);
 	assert_non_null(a);
-	b = ws_stream_open_shared(e.sink, &cb, &sh, &err);
+	b = ws_stream_open_shared(e.sink, &cb, &x.sh, &err);
 	assert_non_null(b);
 	wt_tail_ok(b, &o);            /* b takes the arrays at their first size */
 	wt_tail_ok(a, &o);            /* a grows them */
-	assert_true(work.snaps_cap > 64 && work.parts_cap > 64);
+	assert_true(x.work.snaps_cap > 64 && x.work.parts_cap > 64);
 	wt_write_txn(wb, 30, 100);
 	wt_tail_ok(b, &o);            /* b again, after the growth */
 	assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
@@ -1402,14 +1431,62 @@ static void test_shared_work_grows(void **state)
 	wt_tail_ok(a, &o);
 	ws_stream_close(a);
 	ws_stream_close(b);
-	ws_pipe_destroy(&pipe);
-	ws_tail_work_free(&work);
-	ws_store_close(up);
-	ws_reader_close(rd);
+	shard_env_free(&x);
 	assert_true(wt_restore_hash(&e, "big", NULL, NULL) == wt_content_hash(e.w, NULL));
 	assert_true(wt_restore_hash(&e, "small", NULL, NULL) == wt_content_hash(wb, NULL));
 	sqlite3_close(wb);
 	free(dbb);
+	wt_env_free(&e);
+}
+
+/*
+ * A call that holds the application's write lock (walship's own WAL
+ * checkpoint, the WAL past wal_checkpoint_bytes) does not wait out a
+ * struggling sink under `block`: the upload fails (injected once, as the
+ * first of an outage), the call fails with nothing acknowledged and lets the
+ * lock go, so the application's writers never wait on the sink. The next
+ * call does not take the lock (the last one failed) and ships under
+ * `block` as always; the tenant restores equal.
+ */
+static void test_locked_call_waits_out_nothing(void **state)
+{
+	struct wt_env e;
+	struct shard_env x;
+	struct ws_stream_config cfg;
+	struct ws_stream *st;
+	struct ws_outcome o;
+	int err = 0, rc;
+	(void)state;
+
+	wt_env_init(&e, "locked-bounded", 0);
+	wt_write_txn(e.w, 50, 200);
+	shard_env_init(&x, &e);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.tenant = TENANT;
+	cfg.db_path = e.db;
+	cfg.epoch = cfg.pointer_generation = 1;
+	cfg.policy = WS_POLICY_BLOCK;
+	cfg.wal_checkpoint_bytes = 4096; /* every call after the first takes the write lock */
+	st = ws_stream_open_shared(e.sink, &cfg, &x.sh, &err);
+	assert_non_null(st);
+	wt_tail_ok(st, &o);
+	wt_write_txn(e.w, 5, 200);
+	wt_tail_ok(st, &o);
+	wt_write_txn(e.w, 5, 200);
+	assert_int_equal(ws_fault_arm("file.put.before_publish", 1, 0), 0);
+	rc = ws_stream_tail_frames(st, &o);
+	ws_fault_disarm();
+	print_message("  locked call: %s\n", rc ? ws_errmsg() : "shipped");
+	assert_int_not_equal(rc, 0);
+	assert_non_null(strstr(ws_errmsg(), "not waited out under the database's write lock"));
+	/* The lock is gone: the application writes at once. */
+	wt_exec(e.w, "PRAGMA busy_timeout=0");
+	wt_write_txn(e.w, 5, 200);
+	wt_tail_ok(st, &o); /* a new generation (the last locked call checkpointed the WAL) */
+	assert_true(o.kind == WS_OUTCOME_STREAMED || o.kind == WS_OUTCOME_RESTARTED);
+	ws_stream_close(st);
+	shard_env_free(&x);
+	assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == wt_content_hash(e.w, NULL));
 	wt_env_free(&e);
 }
 
@@ -1434,6 +1511,7 @@ int main(void)
 		cmocka_unit_test(test_uncommitted_on_first_contact),
 		cmocka_unit_test(test_page_sizes),
 		cmocka_unit_test(test_shared_work_grows),
+		cmocka_unit_test(test_locked_call_waits_out_nothing),
 	};
 	const char *filter = getenv("WS_TEST_FILTER");
 	if (filter)
