@@ -1076,6 +1076,55 @@ out:
 	return rc;
 }
 
+/*
+ * A GET's body against what was asked: a range answered with its own
+ * Content-Range (start where asked, as long as its header says, within the
+ * object's size), or a whole object (200: a server may ignore Range), of
+ * which the range asked for is kept. Anything else is never taken as the
+ * bytes at off. out holds the body from len0 on.
+ */
+static int get_range_check(struct s3_store *s, const struct s3_call *c, const char *key, uint64_t off,
+			   uint64_t len, struct ws_buf *out, size_t len0, struct ws_obj_info *info)
+{
+	const bool ranged = off > 0 || len != UINT64_MAX;
+	const uint64_t got = out->len - len0;
+	uint64_t total = got;
+	const char *v = ws_http_header(&c->req, "content-range");
+
+	if (c->req.status == 206) {
+		unsigned long long first, last, size;
+		char star;
+		int n;
+		/* "bytes first-last/size" (size may be "*"). */
+		if (!v || (n = sscanf(v, "bytes %llu-%llu/%llu", &first, &last, &size)) < 2 ||
+		    (n == 2 && sscanf(v, "bytes %*u-%*u/%c", &star) != 1) || (n == 2 && star != '*') ||
+		    !ranged || first != off || last < first || last - first + 1 != got ||
+		    (len != UINT64_MAX && got > len) || (n == 3 && last >= size)) {
+			out->len = len0;
+			return ws_fail(WS_EFORMAT, "s3 %s: %s: a partial answer (206, Content-Range \"%.64s\") to a "
+				       "request for %" PRIu64 " bytes at %" PRIu64 " that is not that range",
+				       s->base.url, key, v ? v : "", len, off);
+		}
+		total = n == 3 ? size : off + got;
+	} else if (ranged) {
+		/* 200: the whole object; keep the range asked for. */
+		uint64_t keep = off >= got ? 0 : got - off;
+		if (len != UINT64_MAX && keep > len)
+			keep = len;
+		if (keep && off)
+			memmove(out->data + len0, out->data + len0 + off, (size_t)keep);
+		out->len = len0 + (size_t)keep;
+	}
+	if (info) {
+		const char *e;
+		memset(info, 0, sizeof(*info));
+		if ((e = ws_http_header(&c->req, "etag")))
+			strip_quotes(e, &info->etag);
+		info->size_bytes = total;
+	}
+	return 0;
+}
+
 static int s3_get(struct ws_store *base, const char *key, uint64_t off, uint64_t len, struct ws_buf *out,
 		  struct ws_obj_info *info)
 {
@@ -1121,31 +1170,7 @@ static int s3_get(struct ws_store *base, const char *key, uint64_t off, uint64_t
 		return ws_fail(-EIO, "s3 %s: %s: body is %zu bytes, Content-Length says %" PRId64, base->url,
 			       key, out->len - len0, c.req.content_length);
 	}
-	if (info) {
-		const char *v;
-		memset(info, 0, sizeof(*info));
-		if ((v = ws_http_header(&c.req, "etag")))
-			strip_quotes(v, &info->etag);
-		v = ws_http_header(&c.req, "content-range");
-		const char *slash = v ? strrchr(v, '/') : NULL;
-		if (slash && slash[1] != '*') {
-			char *end;
-			unsigned long long total;
-			errno = 0;
-			total = strtoull(slash + 1, &end, 10);
-			/* The object's size: digits, and at least what this range reached. */
-			if (!isdigit((unsigned char)slash[1]) || *end || errno == ERANGE ||
-			    total < off + (out->len - len0)) {
-				out->len = len0;
-				return ws_fail(WS_EFORMAT, "s3 %s: %s: malformed Content-Range \"%.64s\"", base->url,
-					       key, v);
-			}
-			info->size_bytes = total;
-		} else {
-			info->size_bytes = out->len - len0;
-		}
-	}
-	return 0;
+	return get_range_check(s, &c, key, off, len, out, len0, info);
 }
 
 static int s3_del(struct ws_store *base, const char *key)

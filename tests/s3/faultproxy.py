@@ -30,7 +30,10 @@ silent: a transfer hung mid-body) | phantom_exists (a create, a PUT with
 If-None-Match, answered 412 without forwarding it: a store that says an
 absent object exists; radosgw cannot be made to do this) | strip_etag
 (forward, and drop the ETag header from the reply: what a proxy in front
-of a store may do).
+of a store may do) | ignore_range (drop a GET's Range header, signed again:
+a server that answers a range request with the whole object, 200, as HTTP
+allows) | shift_range (ask the server for the range from byte 0 instead,
+signed again: a 206 for another range than the one asked for).
 
 Stores that spell If-Match differently from radosgw (which matches only a
 bare etag and answers 412 to a quoted one) are made from radosgw by
@@ -248,6 +251,17 @@ async def handle(reader, writer, upstream, control, stats_path):
                              b"Content-Length: " + str(len(body412)).encode() + b"\r\n\r\n" + body412)
                 await writer.drain()
                 continue
+            if fault in ("ignore_range", "shift_range") and header(headers, "range") is not None:
+                rng = header(headers, "range")
+                if fault == "ignore_range":
+                    headers = [(n, x) for n, x in headers if n.lower() != "range"]
+                else:
+                    lo, _, hi = rng[len("bytes="):].partition("-")
+                    width = int(hi) - int(lo) if hi else 0
+                    headers = [(n, f"bytes=0-{width}" if n.lower() == "range" else x) for n, x in headers]
+                m_, target, _ = reqline.split(" ", 2)
+                headers = resign(m_, target, headers, os.environ.get("AWS_SECRET_ACCESS_KEY", ""))
+                head = (reqline + "\r\n" + "".join(f"{n}: {x}\r\n" for n, x in headers) + "\r\n").encode("latin-1")
             if fault.startswith("if_match_"):
                 head = rewrite_if_match(fault, reqline, headers) or head
             ra = int(control.conf.get("retry_after", 0))

@@ -1231,6 +1231,54 @@ static void test_fault_phantom_and_no_etag(void **state)
 	ws_store_close(s);
 }
 
+/*
+ * A ranged GET is the bytes asked for or an error: a server that ignores
+ * Range (200 with the whole object, as HTTP allows; faultproxy ignore_range)
+ * still gives the range, and a 206 for another range than the one asked for
+ * (faultproxy shift_range; radosgw answers ranges right) is refused, never
+ * taken as the bytes at the offset.
+ */
+static void test_fault_ranges(void **state)
+{
+	struct ws_store *s = open_proxied(NULL);
+	struct ws_buf b;
+	struct ws_obj_info info;
+	int rc;
+	(void)state;
+
+	wt_put_str(s, "fault/range", "0123456789ABCDEFGHIJ", NULL);
+	ws_buf_init(&b, 1024);
+	assert_int_equal(ws_store_get(s, "fault/range", 10, 5, &b, &info), 0);
+	assert_int_equal(b.len, 5);
+	assert_memory_equal(b.data, "ABCDE", 5);
+	assert_true(info.size_bytes == 20);
+
+	proxy_control("{\"mode\": \"ignore_range\", \"count\": 3, \"methods\": [\"GET\"]}");
+	ws_buf_reset(&b);
+	assert_int_equal(ws_store_get(s, "fault/range", 10, 5, &b, &info), 0);
+	assert_int_equal(b.len, 5);
+	assert_memory_equal(b.data, "ABCDE", 5);
+	assert_true(info.size_bytes == 20);
+	ws_buf_reset(&b);
+	assert_int_equal(ws_store_get(s, "fault/range", 15, UINT64_MAX, &b, NULL), 0);
+	assert_int_equal(b.len, 5);
+	assert_memory_equal(b.data, "FGHIJ", 5);
+	ws_buf_reset(&b);
+	assert_int_equal(ws_store_get(s, "fault/range", 25, 5, &b, NULL), 0); /* past the end: nothing */
+	assert_int_equal(b.len, 0);
+
+	proxy_control("{\"mode\": \"shift_range\", \"count\": 1, \"methods\": [\"GET\"]}");
+	ws_buf_reset(&b);
+	rc = ws_store_get(s, "fault/range", 10, 5, &b, NULL);
+	print_message("  %s\n", ws_errmsg());
+	assert_int_equal(rc, WS_EFORMAT);
+	assert_int_equal(b.len, 0);
+	assert_non_null(strstr(ws_errmsg(), "not that range"));
+	proxy_control("{\"mode\": \"pass\"}");
+	ws_buf_free(&b);
+	ws_store_close(s);
+}
+
 /* More faults than retry_attempts_max (or the deadline): a clear error that
  * names the key, and nothing half-written. */
 static void test_fault_exhausted(void **state)
@@ -2224,6 +2272,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fault_exhausted, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_fault_ignore_conditional, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_fault_phantom_and_no_etag, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_fault_ranges, proxy_start, proxy_stop),
 		cmocka_unit_test(test_if_match_radosgw),
 		cmocka_unit_test_setup_teardown(test_if_match_quoted_stores, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_if_match_ignored, proxy_start, proxy_stop),
