@@ -1580,8 +1580,10 @@ static int step_settle(struct ws_stream *st, struct tail *t, struct ws_outcome *
 		memset(out, 0, sizeof(*out));
 		out->kind = WS_OUTCOME_SHED;
 		out->u.shed.checkpoint_seq = t->sc.gen.checkpoint_seq;
-		out->u.shed.first_frame = t->sc.first_frame;
-		out->u.shed.last_frame = t->last;
+		/* A re-base of a database without frames (no WAL) shed only its
+		 * snapshot: no frame range, 0..0 as Streamed says of one. */
+		out->u.shed.first_frame = t->last >= t->sc.first_frame ? t->sc.first_frame : 0;
+		out->u.shed.last_frame = t->last >= t->sc.first_frame ? t->last : 0;
 		fill_bp(st, &out->u.shed.backpressure);
 		fill_rpo(st, &out->u.shed.rpo);
 		return TAIL_DONE;

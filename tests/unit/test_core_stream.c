@@ -191,6 +191,39 @@ static bool key_exists(const struct wt_env *e, const char *key)
 
 /* ---- Streamed, Empty ------------------------------------------------------ */
 
+/* Under shed, a re-base of a database with no WAL whose snapshot upload
+ * fails is Shed with no frame range (0..0, as Streamed says of one), not
+ * an inverted 1..0; the next call ships it. */
+static void test_shed_snapshot_without_wal(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_stream_config cfg;
+	(void)state;
+
+	wt_env_init(&e, "stream_shed_nowal", 0);
+	wt_write_txn(e.w, 10, 100);
+	sqlite3_close(e.w); /* last close: checkpoint and delete the WAL */
+	e.w = NULL;
+	assert_int_equal(access(e.wal, F_OK), -1);
+	cfg = cfg_default(&e);
+	cfg.policy = WS_POLICY_SHED;
+	st = stream_open_cfg(&e, NULL, &cfg);
+	assert_int_equal(ws_fault_arm("file.put.before_publish", 1, 0), 0);
+	tail_expect(st, &o, WS_OUTCOME_SHED);
+	ws_fault_disarm();
+	assert_int_equal(o.u.shed.first_frame, 0);
+	assert_int_equal(o.u.shed.last_frame, 0);
+	assert_int_equal(o.u.shed.backpressure.frames_shed, 0);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	assert_int_equal(o.u.streamed.last_frame, 0);
+	ws_stream_close(st);
+	e.w = wt_writer_open(e.db, 0);
+	assert_true(restore_hash_opts(&e, NULL, NULL) == wt_content_hash(e.w, NULL));
+	wt_env_free(&e);
+}
+
 /* A database with no WAL at all: the first tail ships the file (frame 0). */
 static void test_fresh_db_without_wal(void **state)
 {
@@ -1511,6 +1544,7 @@ int main(void)
 		cmocka_unit_test(test_uncommitted_on_first_contact),
 		cmocka_unit_test(test_page_sizes),
 		cmocka_unit_test(test_shared_work_grows),
+		cmocka_unit_test(test_shed_snapshot_without_wal),
 		cmocka_unit_test(test_locked_call_waits_out_nothing),
 	};
 	const char *filter = getenv("WS_TEST_FILTER");
