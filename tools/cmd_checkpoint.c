@@ -148,8 +148,8 @@ int cmd_checkpoint(int argc, char **argv)
 		case OPT_CONFIG: config = optarg; break;
 		case OPT_EPOCH:
 			/* The same --epoch as replicate's (0 and 1 decide alike). */
-			if (ws_cli_parse_u64(optarg, &co.epoch))
-				return usage("--epoch: '%s' is not a non-negative integer", optarg);
+			if (ws_cli_parse_u64(optarg, &co.epoch) || co.epoch > INT64_MAX)
+				return usage("--epoch: '%s' is not an integer 0..9223372036854775807", optarg);
 			has_epoch = true;
 			break;
 		default: return usage("checkpoint: unknown or incomplete option");

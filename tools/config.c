@@ -578,8 +578,10 @@ static int engine_key(struct ws_cli_config *c, const char *key, const char *valu
 		break;
 	case EK_EPOCH:
 	case EK_PG:
-		if (ws_cli_parse_u64(value, &v))
-			return fail_at(p, line, "[engine] %s: '%s' is not a non-negative integer below 2^64", key, value);
+		/* Owner tokens stay within what --json prints as a number. */
+		if (ws_cli_parse_u64(value, &v) || v > INT64_MAX)
+			return fail_at(p, line, "[engine] %s: '%s' is not an integer 0..9223372036854775807", key,
+				       value);
 		if (k == EK_EPOCH)
 			c->epoch = v;
 		else

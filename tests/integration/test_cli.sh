@@ -318,6 +318,8 @@ usage "--frame abc" restore --sink "file://$USINK" --tenant u --frame abc -o x.d
 usage "--epoch -1" replicate --sink "file://$USINK" --once --epoch -1 u.db
 usage "--epoch abc" replicate --sink "file://$USINK" --once --epoch abc u.db
 usage "--epoch 99999999999999999999999 (overflow)" replicate --sink "file://$USINK" --once --epoch 99999999999999999999999 u.db
+usage "--epoch 2^63 (printed negative by --json before)" replicate --sink "file://$USINK" --once --epoch 9223372036854775808 u.db
+usage "checkpoint --epoch 2^64-1" checkpoint --sink "file://$USINK" --epoch 18446744073709551615
 usage "--pointer-generation x1" replicate --sink "file://$USINK" --once --pointer-generation x1 u.db
 usage "--interval-ms 0" replicate --sink "file://$USINK" --interval-ms 0 u.db
 for t in garbage 2026-13-01T00:00:00Z 2026-01-01T00:00:00 2026-01-01 "2026-01-01T00:00:00+1:00" 2026-01-01T25:00:00Z 2026-01-01T00:00:00.Z; do

@@ -251,6 +251,7 @@ epoch|1.5|epoch: '1.5'
 epoch|+1|epoch: '\+1'
 epoch|0x10|epoch: '0x10'
 epoch|18446744073709551616|epoch: '18446744073709551616'
+epoch|9223372036854775808|epoch: '9223372036854775808' is not an integer 0..9223372036854775807
 pointer_generation|x1|pointer_generation: 'x1'
 interval_ms|soon|interval_ms: 'soon'
 interval_ms|0|interval_ms: '0'
