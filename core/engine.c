@@ -1207,6 +1207,12 @@ static void tenant_metrics(const struct tenant *t, struct ws_tenant_metrics *m)
 	m->policy = t->policy;
 	m->rpo.has_watermark = wm != 0;
 	m->rpo.watermark_age_ms = now > since ? (uint64_t)(now - since) : 0;
+	if (__atomic_load_n(&t->fenced, __ATOMIC_RELAXED)) {
+		/* Fenced carries no RPO (the seed): the stream is another
+		 * owner's now, and its age would page the wrong operator. */
+		m->rpo.has_watermark = false;
+		m->rpo.watermark_age_ms = 0;
+	}
 	m->tails = ld(&t->tails);
 	m->errors = ld(&t->errors);
 	m->frames_shipped = ld(&t->frames);
@@ -1325,8 +1331,9 @@ static int text_tenant(const struct ws_tenant_metrics *m, void *arg)
 	const struct tenant_family *f = ((void **)arg)[1];
 	uint64_t v;
 	if (f->off == SIZE_MAX - 1) {
-		emit(t, "%s{tenant=\"%s\",shard=\"%u\"} %.3f\n", f->name, m->tenant, m->shard,
-		     (double)m->rpo.watermark_age_ms / 1000.0);
+		if (!m->fenced) /* no RPO of a fenced tenant: no series */
+			emit(t, "%s{tenant=\"%s\",shard=\"%u\"} %.3f\n", f->name, m->tenant, m->shard,
+			     (double)m->rpo.watermark_age_ms / 1000.0);
 		return 0;
 	}
 	if (f->off == SIZE_MAX)

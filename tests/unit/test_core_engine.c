@@ -277,6 +277,60 @@ static void test_two_shards_wake_on_change(void **state)
 	wt_env_free(&env);
 }
 
+/* A fenced tenant has no RPO: no watermark age in its metrics, no series
+ * for it in the text export (the stream is a newer owner's; its age would
+ * page the wrong operator), and fenced is 1. */
+static void test_fenced_tenant_has_no_rpo(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 1u << 20, 256u << 10);
+	struct ws_stream_config cfg;
+	struct ws_stream *st;
+	struct ws_outcome o;
+	struct ws_engine *e;
+	struct ws_tenant_metrics tm;
+	char *text = NULL;
+	size_t len = 0;
+	int err = 0;
+	(void)state;
+
+	wt_env_init(&env, "engine_fenced_rpo", 0);
+	wt_write_txn(env.w, 20, 100);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.tenant = "one";
+	cfg.db_path = env.db;
+	cfg.epoch = 5; /* a newer owner than the engine's epoch 1 */
+	cfg.pointer_generation = 1;
+	st = ws_stream_open(env.sink, &cfg, &err);
+	assert_non_null(st);
+	wt_tail_ok(st, &o);
+	ws_stream_close(st);
+
+	seen_reset();
+	e = engine_new(env.sink_url, 1, &sc);
+	add_tenant(e, "one", env.db, 0);
+	if (ws_engine_flush(e) != 0)
+		print_message("  flush: %s\n", ws_errmsg()); /* a fenced tenant's flush may say so */
+	for (int i = 0; i < 200; i++) {
+		assert_int_equal(ws_engine_tenant_metrics(e, "one", &tm), 0);
+		if (tm.fenced)
+			break;
+		wt_sleep_ms(10);
+	}
+	assert_true(tm.fenced);
+	wt_sleep_ms(1100);
+	assert_int_equal(ws_engine_tenant_metrics(e, "one", &tm), 0);
+	assert_false(tm.rpo.has_watermark);
+	assert_int_equal(tm.rpo.watermark_age_ms, 0);
+	assert_int_equal(ws_engine_metrics_text(e, &text, &len), 0);
+	assert_null(strstr(text, "walship_tenant_watermark_age_seconds{tenant=\"one\""));
+	assert_non_null(strstr(text, "walship_tenant_fenced{tenant=\"one\",shard=\"0\"} 1"));
+	free(text);
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	wt_env_free(&env);
+}
+
 static uint64_t tenant_tails(struct ws_engine *e, const char *name)
 {
 	struct ws_tenant_metrics tm;
@@ -1308,6 +1362,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_engine_config),
 		cmocka_unit_test(test_two_shards_wake_on_change),
+		cmocka_unit_test(test_fenced_tenant_has_no_rpo),
 		cmocka_unit_test(test_wake_only_the_writer),
 		cmocka_unit_test(test_busy_writer_does_not_wake_per_write),
 		cmocka_unit_test(test_chain_end_in_either_thread),
