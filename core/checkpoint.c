@@ -1693,6 +1693,7 @@ struct ret_ctx {
 	 * its sweep deletes nothing (the run for the newer, verified cut
 	 * deletes all of it). */
 	bool older_run;
+	bool older_skipped;   /* the older run's protected cut did not verify: none of its sweep runs */
 };
 
 static uint64_t key_hash(const char *k)
@@ -2236,6 +2237,14 @@ static int run_phase(struct ret_ctx *x, const struct ws_ckpt_ref *protected_ref,
 		if (!x->older_run)
 			return rc;
 		ws_info("retention: %s; its sweep is skipped", ws_errmsg());
+		x->older_skipped = true;
+		return 0;
+	}
+	/* Its indexes too: deleted without their artifacts, those artifacts
+	 * would be named by no index the newer run walks, and stay for ever.
+	 * Kept, they are the newer run's to delete, artifacts and all. */
+	if (phase == WS_CKPT_RET_SWEEP_INDEXES && x->older_run && x->older_skipped) {
+		ws_ckpt_index_free(&p);
 		return 0;
 	}
 	rc = phase == WS_CKPT_RET_SWEEP_ARTIFACTS ? sweep_artifacts(x, &p) : sweep_indexes(x, &p);
@@ -2305,6 +2314,7 @@ int ws_retention_run(struct ws_sink *sink, bool dry_run, ws_retention_fn fn, voi
 			goto out;
 		rep->resumed = true;
 		x.older_run = true;
+		x.older_skipped = false;
 		rc = run_phases(&x, st);
 		x.older_run = false;
 		if (rc)

@@ -1051,6 +1051,48 @@ static void test_verify_older_checkpoint(void **state)
 	cp_free(&c);
 }
 
+/*
+ * A retention run a crash left in flight, whose protected checkpoint no
+ * longer verifies (its artifact damaged), is skipped as a whole by the next
+ * run: its index sweep too, which deleted the older indexes without their
+ * artifacts, leaving those artifacts named by nothing for ever. The newer
+ * run then deletes every older checkpoint, artifacts and indexes.
+ */
+static void test_retention_skipped_run_leaks_nothing(void **state)
+{
+	struct cpenv c;
+	struct ws_checkpoint_info a, b, d, n;
+	struct ids committed;
+	char key[WS_KEY_MAX], *path;
+	int rc;
+	(void)state;
+
+	ws_fault_disarm();
+	cp_init(&c, "ckpt-rskip");
+	cp_write(&c, 1);
+	take_ok(&c, &a);
+	cp_write(&c, 1);
+	take_ok(&c, &b);
+	cp_write(&c, 1);
+	take_ok(&c, &d);
+	assert_true(crash_child(&c, "retention.before_delete", 1, true)); /* in flight, protecting d */
+	snprintf(key, sizeof(key), "checkpoints/artifacts/%016" PRIx64 "/%s", d.id, TENANT);
+	path = wt_path(c.e.sink_dir, key);
+	flip_byte(path, 200);
+	cp_write(&c, 1);
+	take_ok(&c, &n);
+	rc = ws_retention_run(c.e.sink, false, NULL, NULL, NULL);
+	if (rc)
+		fail_msg("retention: %s (%s)", ws_strerror(rc), ws_errmsg());
+	check_durable(&c, &committed); /* no artifact that no stored checkpoint names */
+	assert_int_equal(committed.n, 1);
+	assert_true(committed.id[0] == n.id);
+	(void)a;
+	(void)b;
+	free(path);
+	cp_free(&c);
+}
+
 /* A second local writer is refused while the lease is held. */
 static void test_lease(void **state)
 {
@@ -1193,6 +1235,7 @@ int main(void)
 		cmocka_unit_test(test_take_crash_every_step),
 		cmocka_unit_test(test_retention_crash_every_step),
 		cmocka_unit_test(test_verify_older_checkpoint),
+		cmocka_unit_test(test_retention_skipped_run_leaks_nothing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
