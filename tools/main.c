@@ -251,21 +251,22 @@ static uint64_t mono_ms(void)
 }
 
 /* Every interval: everything committed so far shipped, then a checkpoint. */
-static void take_checkpoint(struct ws_engine *e, struct ws_sink *sink, uint64_t epoch, bool json)
+/* 0 when a checkpoint was committed (ours or another writer's); else failed. */
+static int take_checkpoint(struct ws_engine *e, struct ws_sink *sink, uint64_t epoch, bool json)
 {
 	struct ws_checkpoint_opts co;
 	struct ws_checkpoint_info ci;
 	int rc = ws_engine_flush(e);
 	if (rc) {
 		fprintf(stderr, "walship: checkpoint skipped: a tail failed: %s\n", ws_errmsg());
-		return;
+		return rc;
 	}
 	memset(&co, 0, sizeof(co));
 	co.epoch = epoch; /* replicate's own --epoch: a stale one is an error naming the current */
 	rc = ws_checkpoint_take(sink, &co, &ci);
 	if (rc) {
 		fprintf(stderr, "walship: checkpoint failed: %s\n", ws_errmsg());
-		return;
+		return rc;
 	}
 	if (json) {
 		printf("{\"checkpoint\":%" PRIu64 ",\"committed\":%s,\"reference\":\"%s\"}\n", ci.id,
@@ -278,11 +279,15 @@ static void take_checkpoint(struct ws_engine *e, struct ws_sink *sink, uint64_t 
 	else
 		fprintf(stderr, "walship: checkpoint %" PRIu64 " %s (%s)\n", ci.id,
 			ci.committed ? "committed" : "aborted", ci.ref_key);
+	return ci.committed ? 0 : -EAGAIN;
 }
 
-static void wait_for_stop(int sig_fd, int wake_fd, struct ws_engine *e, struct ws_sink *ck_sink,
-			  const struct run_opts *ro)
+/* Runs until a signal (or every tenant fenced); returns the last periodic
+ * checkpoint's result (0 when none was due). */
+static int wait_for_stop(int sig_fd, int wake_fd, struct ws_engine *e, struct ws_sink *ck_sink,
+			 const struct run_opts *ro)
 {
+	int last = 0;
 	struct pollfd pf[2] = { { .fd = sig_fd, .events = POLLIN }, { .fd = wake_fd, .events = POLLIN } };
 	uint64_t period = ro->checkpoint_interval_s * 1000, next = period ? mono_ms() + period : 0;
 	for (;;) {
@@ -290,7 +295,7 @@ static void wait_for_stop(int sig_fd, int wake_fd, struct ws_engine *e, struct w
 		if (period) {
 			uint64_t now = mono_ms();
 			if (now >= next) {
-				take_checkpoint(e, ck_sink, ro->epoch, ro->json);
+				last = take_checkpoint(e, ck_sink, ro->epoch, ro->json);
 				next = mono_ms() + period;
 				continue;
 			}
@@ -303,10 +308,10 @@ static void wait_for_stop(int sig_fd, int wake_fd, struct ws_engine *e, struct w
 			if (errno == EINTR)
 				continue;
 			fprintf(stderr, "walship: poll: %s; stopping\n", strerror(errno));
-			return;
+			return last;
 		}
 		if (pf[0].revents || pf[1].revents)
-			return;
+			return last;
 	}
 }
 
@@ -318,7 +323,7 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 	struct ws_metrics_http *mh = NULL;
 	struct ws_sink *ck_sink = NULL;
 	int pipe_fds[2] = { -1, -1 }, sig_fd = -1;
-	int exit_code = EXIT_FAIL, err = 0, flush_rc = 0, stop_rc = 0, rc;
+	int exit_code = EXIT_FAIL, err = 0, flush_rc = 0, stop_rc = 0, ckpt_rc = 0, rc;
 	sigset_t sigs;
 
 	memset(&r, 0, sizeof(r));
@@ -402,7 +407,7 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 	if (ro->once)
 		flush_rc = ws_engine_flush(e);
 	else
-		wait_for_stop(sig_fd, pipe_fds[0], e, ck_sink, ro);
+		ckpt_rc = wait_for_stop(sig_fd, pipe_fds[0], e, ck_sink, ro);
 	ws_metrics_http_stop(mh);
 	mh = NULL;
 	stop_rc = ws_engine_stop(e); /* the last tail of every tenant, made durable */
@@ -415,6 +420,11 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 	} else if ((flush_rc || stop_rc) && !r.errors) {
 		/* A failure no tail reported (the callback saw none). */
 		fprintf(stderr, "walship: error: %s\n", ws_errmsg());
+		exit_code = EXIT_FAIL;
+	} else if (ckpt_rc) {
+		/* Asked for checkpoints, it did not take the last one (a stale
+		 * --epoch never takes any): not a clean run. */
+		fprintf(stderr, "walship: the last periodic checkpoint was not taken (above)\n");
 		exit_code = EXIT_FAIL;
 	} else {
 		exit_code = EXIT_OK;

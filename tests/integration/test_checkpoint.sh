@@ -88,6 +88,23 @@ check "replicate with checkpoints exits 0 on SIGTERM" [ "$reaped" = 0 ]
 ws restore --sink "$URL" --tenant db --checkpoint latest -o c4.db
 check "the latest periodic checkpoint equals the source" eval '[ "$rc" = 0 ] && same_dump db.db c4.db'
 
+echo "# periodic checkpoints at a stale epoch"
+ws checkpoint --sink "$URL" --epoch 50
+check "checkpoint --epoch 50: committed" [ "$rc" = 0 ]
+"$WS_BIN" replicate --sink "$URL" --checkpoint-interval-s 1 db.db >rep2.out 2>rep2.err &
+rep=$!
+for _ in $(seq 100); do grep -q "checkpoint failed" rep2.err 2>/dev/null && break; sleep 0.1; done
+kill -TERM $rep
+reap $rep rep2.err "replicate with stale checkpoints"
+check "replicate whose checkpoints are refused (stale epoch) says so and exits 1" \
+	eval '[ "$reaped" = 1 ] && grep -q "stale" rep2.err && grep -q "last periodic checkpoint was not taken" rep2.err'
+"$WS_BIN" replicate --sink "$URL" --checkpoint-interval-s 1 --epoch 50 db.db >rep3.out 2>rep3.err &
+rep=$!
+for _ in $(seq 100); do grep -q "checkpoint [0-9]* committed" rep3.err 2>/dev/null && break; sleep 0.1; done
+kill -TERM $rep
+reap $rep rep3.err "replicate at the epoch checkpoints were decided at"
+check "replicate at the checkpoints' epoch takes them and exits 0" [ "$reaped" = 0 ]
+
 echo "# bad arguments"
 ws restore --sink "$URL" --tenant db --checkpoint banana -o x.db
 check "restore --checkpoint banana: exit 2" [ "$rc" = 2 ]
