@@ -183,7 +183,13 @@ void ws_http_header_line(struct ws_http_req *r, const char *line, size_t len)
 
 	/* A new status line starts a new response (after 100 Continue, say): keep only the last. */
 	if (len >= 5 && memcmp(line, "HTTP/", 5) == 0) {
+		const char *sp = memchr(line, ' ', len);
 		r->hdr_count = 0;
+		/* Its status, for the body sink before the transfer ends (it is
+		 * set again from libcurl then). */
+		if (sp && line + len - sp >= 4 && isdigit((unsigned char)sp[1]) && isdigit((unsigned char)sp[2]) &&
+		    isdigit((unsigned char)sp[3]))
+			r->status = (sp[1] - '0') * 100 + (sp[2] - '0') * 10 + (sp[3] - '0');
 		return;
 	}
 	colon = memchr(line, ':', len);

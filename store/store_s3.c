@@ -214,11 +214,23 @@ static int object_path(struct s3_store *s, const char *key, char *out, size_t ca
 
 struct body_ctx {
 	struct ws_buf *buf;
+	const struct ws_http_req *req;   /* its status, once the status line is in */
 };
 
 static int body_append(void *arg, const void *data, size_t len)
 {
 	struct body_ctx *c = arg;
+	if (c->req && c->req->status >= 300) {
+		/* An error's body only names the error: its first part does, and
+		 * a long error page (a proxy's 503) must not turn a throttle or
+		 * a retryable error into a final "response too large". */
+		size_t max = c->buf->max ? c->buf->max : WS_BUF_DEFAULT_MAX;
+		size_t room = max > c->buf->len ? max - c->buf->len : 0;
+		if (len > room)
+			len = room;
+		if (len == 0)
+			return 0;
+	}
 	return ws_buf_append(c->buf, data, len);
 }
 
@@ -521,6 +533,7 @@ static int call_sign(struct s3_store *s, struct s3_call *c)
 		c->lines[nl++] = c->extra[i];
 
 	c->bc.buf = c->resp;
+	c->bc.req = &c->req;
 	memset(&c->req, 0, sizeof(c->req));
 	c->req.method = c->method;
 	c->req.url = c->url;

@@ -12,7 +12,10 @@ the real server and its real response comes back.
 The control file is JSON, re-read whenever it changes:
 
     {"mode": "slowdown", "count": 3, "methods": ["PUT"], "latency_ms": 0,
-     "retry_after": 0}
+     "retry_after": 0, "error_pad": 0}
+
+error_pad: bytes of padding in a slowdown's error message (a long error
+page, as a proxy in front of a store may send).
 
 mode: pass | slowdown (503 SlowDown) | throttle (429) | error500 | reset
 (forward the request, then reset the client connection mid-body, or before
@@ -190,9 +193,9 @@ async def read_body(reader, headers, no_body):
     return await reader.readexactly(int(n)) if n else b""
 
 
-def s3_error(status, reason, code, retry_after):
+def s3_error(status, reason, code, retry_after, pad=0):
     body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
-            f"<Message>injected by faultproxy</Message></Error>").encode()
+            f"<Message>injected by faultproxy{' ' * pad}</Message></Error>").encode()
     extra = f"Retry-After: {retry_after}\r\n" if retry_after else ""
     return (f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/xml\r\n{extra}"
             f"Content-Length: {len(body)}\r\n\r\n").encode() + body
@@ -266,7 +269,7 @@ async def handle(reader, writer, upstream, control, stats_path):
                 head = rewrite_if_match(fault, reqline, headers) or head
             ra = int(control.conf.get("retry_after", 0))
             if fault == "slowdown":
-                writer.write(s3_error(503, "Slow Down", "SlowDown", ra))
+                writer.write(s3_error(503, "Slow Down", "SlowDown", ra, int(control.conf.get("error_pad", 0))))
                 await writer.drain()
                 continue
             if fault == "throttle":

@@ -1279,6 +1279,27 @@ static void test_fault_ranges(void **state)
 	ws_store_close(s);
 }
 
+/* A throttle whose error page is long (100 KB, past what walship keeps of
+ * an error body) is still a throttle, retried, not "response too large". */
+static void test_fault_long_error_page(void **state)
+{
+	struct ws_store *s = open_proxied(NULL);
+	struct ws_store *direct = open_sink(NULL, NULL);
+	uint64_t t0 = s->stats.throttle_retries;
+	int rc;
+	(void)state;
+
+	proxy_control("{\"mode\": \"slowdown\", \"count\": 1, \"methods\": [\"PUT\"], \"error_pad\": 100000}");
+	rc = ws_store_put(s, "fault/long-error", "abc", 3, WS_PUT_CREATE, NULL, NULL);
+	if (rc)
+		fail_msg("put after a throttle with a long error page: %s (%s)", ws_errmsg(), ws_strerror(rc));
+	assert_true(s->stats.throttle_retries == t0 + 1);
+	proxy_control("{\"mode\": \"pass\"}");
+	wt_assert_content(direct, "fault/long-error", "abc");
+	ws_store_close(direct);
+	ws_store_close(s);
+}
+
 /* More faults than retry_attempts_max (or the deadline): a clear error that
  * names the key, and nothing half-written. */
 static void test_fault_exhausted(void **state)
@@ -2273,6 +2294,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fault_ignore_conditional, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_fault_phantom_and_no_etag, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_fault_ranges, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_fault_long_error_page, proxy_start, proxy_stop),
 		cmocka_unit_test(test_if_match_radosgw),
 		cmocka_unit_test_setup_teardown(test_if_match_quoted_stores, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_if_match_ignored, proxy_start, proxy_stop),
