@@ -175,6 +175,17 @@ static void copy_trunc(char *dst, size_t cap, const char *p, size_t n)
 	dst[n] = '\0';
 }
 
+/* The response headers walship reads (store_s3.c). */
+static bool header_read(const char *lname)
+{
+	static const char *const names[] = { "etag", "content-range", "content-length", "last-modified",
+					     "retry-after", "x-amz-meta-ws-attempt" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(lname, names[i]))
+			return true;
+	return false;
+}
+
 void ws_http_header_line(struct ws_http_req *r, const char *line, size_t len)
 {
 	size_t name_len;
@@ -198,12 +209,27 @@ void ws_http_header_line(struct ws_http_req *r, const char *line, size_t len)
 		return;
 	name_len = (size_t)(colon - line);
 	/* A truncated name would be a different header; drop it instead. */
-	if (name_len >= sizeof(h->name) || r->hdr_count >= WS_HTTP_HDR_MAX)
+	if (name_len >= sizeof(h->name))
 		return;
-	h = &r->hdrs[r->hdr_count++];
+	char lname[sizeof(h->name)];
 	for (size_t i = 0; i < name_len; i++)
-		h->name[i] = (char)tolower((unsigned char)line[i]);
-	h->name[name_len] = '\0';
+		lname[i] = (char)tolower((unsigned char)line[i]);
+	lname[name_len] = '\0';
+	if (r->hdr_count < WS_HTTP_HDR_MAX) {
+		h = &r->hdrs[r->hdr_count++];
+	} else {
+		/* Full: a header walship reads takes the place of one it does
+		 * not (a reply padded with headers must not hide its ETag). */
+		h = NULL;
+		for (size_t i = WS_HTTP_HDR_MAX; i-- > 0 && header_read(lname);)
+			if (!header_read(r->hdrs[i].name)) {
+				h = &r->hdrs[i];
+				break;
+			}
+		if (!h)
+			return;
+	}
+	memcpy(h->name, lname, name_len + 1);
 	v = colon + 1;
 	end = line + len;
 	while (v < end && (*v == ' ' || *v == '\t'))

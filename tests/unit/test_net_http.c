@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "http_internal.h"
 #include "testutil.h"
 #include "ws_clock.h"
 #include "ws_fault.h"
@@ -1020,6 +1021,33 @@ static void test_insecure_is_logged(void **state)
 	ws_http_close(h);
 }
 
+/* Header lines as libcurl hands them over: the status is known from the
+ * status line on (an error body's sink reads it), and a reply padded with
+ * more headers than are kept still shows the ones walship reads (an ETag
+ * after 40 others), in place of ones it does not. */
+static void test_header_lines(void **state)
+{
+	struct ws_http_req r;
+	char line[128];
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	ws_http_header_line(&r, "HTTP/1.1 100 Continue\r\n", 23);
+	assert_int_equal(r.status, 100);
+	ws_http_header_line(&r, "HTTP/1.1 503 Slow Down\r\n", 24);
+	assert_int_equal(r.status, 503);
+	for (int i = 0; i < 40; i++) {
+		int n = snprintf(line, sizeof(line), "X-Filler-%02d: %d\r\n", i, i);
+		ws_http_header_line(&r, line, (size_t)n);
+	}
+	ws_http_header_line(&r, "ETag: \"abc\"\r\n", 13);
+	ws_http_header_line(&r, "Retry-After: 2\r\n", 16);
+	assert_int_equal(r.hdr_count, WS_HTTP_HDR_MAX);
+	assert_non_null(ws_http_header(&r, "etag"));
+	assert_string_equal(ws_http_header(&r, "etag"), "\"abc\"");
+	assert_string_equal(ws_http_header(&r, "retry-after"), "2");
+	assert_non_null(ws_http_header(&r, "x-filler-00"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1044,6 +1072,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_faults, setup, teardown),
 		cmocka_unit_test(test_insecure_is_logged),
+		cmocka_unit_test(test_header_lines),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
