@@ -33,8 +33,16 @@ int ws_ring_init(struct ws_ring *r, uint8_t *mem, size_t slot_bytes, uint32_t ns
 	memset(r, 0, sizeof(*r));
 	if (!mem || slot_bytes == 0 || nslots == 0 || nslots > (1u << 20) || desc_bytes == 0)
 		return -EINVAL;
-	r->desc = calloc(nslots, desc_bytes);
-	r->buf_of = calloc(nslots, sizeof(*r->buf_of));
+	/* Slot indices run free through 2^32: a position per index modulo a
+	 * power of two (which divides 2^32) keeps consecutive indices on
+	 * distinct positions across the wrap; modulo nslots, UINT32_MAX and 0
+	 * would share one while both are in flight. Buffers stay nslots. */
+	uint32_t positions = 1;
+	while (positions < nslots)
+		positions <<= 1;
+	r->mask = positions - 1;
+	r->desc = calloc(positions, desc_bytes);
+	r->buf_of = calloc(positions, sizeof(*r->buf_of));
 	r->free_stk = calloc(nslots, sizeof(*r->free_stk));
 	if (!r->desc || !r->buf_of || !r->free_stk) {
 		ws_ring_destroy(r);
@@ -78,18 +86,22 @@ static void assign_buffer(struct ws_ring *r, uint32_t head, uint32_t tail)
 		return; /* reserved again before publishing: keep its buffer */
 	while (r->folded != tail) {
 		WS_ASSERT(r->nfree < r->nslots);
-		r->free_stk[r->nfree++] = r->buf_of[r->folded % r->nslots];
+		r->free_stk[r->nfree++] = r->buf_of[r->folded & r->mask];
 		r->folded++;
 	}
 	WS_ASSERT(r->nfree > 0);
-	r->buf_of[head % r->nslots] = r->free_stk[--r->nfree];
+	r->buf_of[head & r->mask] = r->free_stk[--r->nfree];
 	r->assigned = head + 1;
 }
 
 uint32_t ws_ring_used(const struct ws_ring *r)
 {
 	/* C1/P2: a racy difference is only a snapshot (metrics, drain checks). */
-	return __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) - __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+	/* Tail first: read after head, a tail the consumer moved meanwhile
+	 * could pass it, and the difference wrap to 2^32. Clamped as well. */
+	uint32_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+	uint32_t used = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) - tail;
+	return used <= r->nslots ? used : r->nslots;
 }
 
 uint32_t ws_ring_tail(const struct ws_ring *r)

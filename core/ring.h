@@ -11,7 +11,7 @@
  * choice), it never allocates.
  *
  * Indices are free-running 32-bit counters (head: published, tail:
- * released); slot i is desc[i % nslots]. The memory behind a slot is not
+ * released); slot i is desc[i & mask]. The memory behind a slot is not
  * fixed: at reserve the producer gives the slot the buffer released most
  * recently (a stack only the producer touches, fed from the consumer's
  * releases), so a consumer that keeps up cycles through two or three
@@ -51,9 +51,10 @@ struct ws_ring {
 	uint8_t *mem;            /* nslots * slot_bytes, page aligned (not owned) */
 	size_t slot_bytes;
 	uint32_t nslots;
-	void *desc;              /* nslots descriptors of desc_bytes each (owned) */
+	uint32_t mask;           /* positions - 1: positions is nslots rounded up to a power of two */
+	void *desc;              /* a descriptor of desc_bytes per position (owned) */
 	size_t desc_bytes;
-	uint32_t *buf_of;        /* slot i uses buffer buf_of[i % nslots] (owned) */
+	uint32_t *buf_of;        /* slot i uses buffer buf_of[i & mask] (owned) */
 	/* Producer only: buffers free for reuse, most recently released on top;
 	 * releases up to `folded` are on it; slots up to `assigned` have a buffer. */
 	uint32_t *free_stk;
@@ -79,11 +80,11 @@ void ws_ring_start_at(struct ws_ring *r, uint32_t start);
  * (consumer) until its release. */
 static inline uint8_t *ws_ring_slot(const struct ws_ring *r, uint32_t i)
 {
-	return r->mem + (size_t)r->buf_of[i % r->nslots] * r->slot_bytes;
+	return r->mem + (size_t)r->buf_of[i & r->mask] * r->slot_bytes;
 }
 static inline void *ws_ring_desc(const struct ws_ring *r, uint32_t i)
 {
-	return (uint8_t *)r->desc + (size_t)(i % r->nslots) * r->desc_bytes;
+	return (uint8_t *)r->desc + (size_t)(i & r->mask) * r->desc_bytes;
 }
 
 /* Slots published and not yet released (either side may ask). */

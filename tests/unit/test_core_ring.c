@@ -113,6 +113,17 @@ static void test_stress_wraps_counter(void **state)
 	run_stress(8, 256, 100000, UINT32_MAX - 5000);
 }
 
+/* Slot counts that are no power of two (a ring_bytes of 12 or 5 batches):
+ * across the 32-bit wrap, indices UINT32_MAX and 0 must not share a
+ * descriptor or a buffer while both are in flight. */
+static void test_stress_wraps_odd_counts(void **state)
+{
+	(void)state;
+	for (uint32_t n = 3; n <= 7; n++)
+		run_stress(n, 64, 40000, UINT32_MAX - 2000);
+	run_stress(12, 64, 40000, UINT32_MAX - 2000);
+}
+
 static void test_stress_one_slot(void **state)
 {
 	(void)state;
@@ -258,6 +269,7 @@ int main(void)
 		cmocka_unit_test(test_sleeping_consumer_wakes),
 		cmocka_unit_test(test_stress_small_ring),
 		cmocka_unit_test(test_stress_wraps_counter),
+		cmocka_unit_test(test_stress_wraps_odd_counts),
 		cmocka_unit_test(test_stress_one_slot),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
