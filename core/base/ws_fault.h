@@ -50,6 +50,9 @@
 	X("file.put.after_publish", "file store: linked at its key, directory not yet synced")              \
 	X("file.put.exists_fsync", "file store: create-once met an existing key, before syncing its directory") \
 	X("file.put.dir_entry_fsync", "file store: before syncing a key's directory's entry in its parent")  \
+	X("file.open.root_entry_fsync", "file store: a writer's open, before syncing the root's entry in its parent") \
+	X("file.etag.before_read", "file store: an object's size known, before its bytes are read for its etag") \
+	X("file.del.before_lock", "file store: a delete's directory open, before it takes the key's lock") \
 	X("ckpt.deployment.before_create", "checkpoint store: before the deployment record")                \
 	X("ckpt.deployment.after_create", "checkpoint store: after the deployment record")                  \
 	X("ckpt.alloc.before_cas", "checkpoint store: before the ID allocation CAS")                        \
