@@ -235,6 +235,19 @@ static struct tenant *reg_find(struct ws_engine *e, const char *name, size_t *po
 	return NULL;
 }
 
+/* Unlink t itself (not a namesake) from the registry; false if not there. */
+static bool reg_unlink(struct ws_engine *e, const struct tenant *t)
+{
+	for (size_t i = 0; i < e->nreg; i++) {
+		if (e->reg[i] == t) {
+			memmove(&e->reg[i], &e->reg[i + 1], (e->nreg - i - 1) * sizeof(*e->reg));
+			e->nreg--;
+			return true;
+		}
+	}
+	return false;
+}
+
 static void tenant_free(struct tenant *t)
 {
 	if (!t)
@@ -634,7 +647,10 @@ static int do_add(struct shard *sh, struct tenant *t)
 
 static int do_remove(struct shard *sh, struct tenant *t)
 {
-	int rc = tail_one(sh, t, TAIL_DRAIN);
+	int rc;
+	if (!t->st)
+		return 0; /* its ADD failed: never on this shard */
+	rc = tail_one(sh, t, TAIL_DRAIN);
 	park(sh, t);
 	names_remove(sh, t);
 	unwatch_dir(sh, t);
@@ -678,15 +694,23 @@ static bool run_commands(struct shard *sh)
 		pthread_mutex_unlock(&sh->mu);
 		if (!c)
 			return stop;
+		if (stop) {
+			/* Queued behind STOP: the final drain is over, nothing
+			 * more runs here (an ADD now would never be shipped). */
+			cmd_finish(sh, c, ws_fail(-ESHUTDOWN, "shard %u: engine stopped", sh->id));
+			continue;
+		}
 		switch (c->kind) {
 		case CMD_ADD: cmd_finish(sh, c, do_add(sh, c->t)); break;
 		case CMD_REMOVE: cmd_finish(sh, c, do_remove(sh, c->t)); break;
 		case CMD_FLUSH: cmd_finish(sh, c, tail_all(sh, TAIL_FLUSH)); break;
 		case CMD_STOP: {
-			int rc = tail_all(sh, TAIL_DRAIN);
+			int rc;
+			/* Refuse new commands before the drain, not after it. */
 			pthread_mutex_lock(&sh->mu);
 			sh->stopped = true;
 			pthread_mutex_unlock(&sh->mu);
+			rc = tail_all(sh, TAIL_DRAIN);
 			cmd_finish(sh, c, rc);
 			stop = true;
 			break;
@@ -946,6 +970,8 @@ static void shard_free(struct shard *sh)
 {
 	if (sh->started) {
 		struct cmd c = { .kind = CMD_STOP };
+		if (sh->pipe_ok)
+			ws_pipe_give_up(&sh->pipe);
 		if (!sh->stopped)
 			(void)shard_call(sh, &c);
 		pthread_join(sh->thread, NULL);
@@ -1085,18 +1111,27 @@ int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *tc)
 		e->capreg = cap;
 	}
 	e->reg[e->nreg++] = t;
-	pthread_mutex_unlock(&e->reg_mu);
-
+	/* Posted under the registry's lock: a remove that finds the tenant
+	 * there queues its REMOVE after this ADD, never before it. */
 	c.t = t;
-	rc = shard_call(&e->shards[t->shard], &c);
+	rc = shard_post(&e->shards[t->shard], &c);
 	if (rc) {
-		size_t pos;
-		pthread_mutex_lock(&e->reg_mu);
-		if (reg_find(e, t->name, &pos))
-			memmove(&e->reg[pos], &e->reg[pos + 1], (e->nreg - pos - 1) * sizeof(*e->reg));
-		e->nreg--;
+		reg_unlink(e, t);
 		pthread_mutex_unlock(&e->reg_mu);
 		tenant_free(t);
+		return rc;
+	}
+	pthread_mutex_unlock(&e->reg_mu);
+	rc = shard_wait(&e->shards[t->shard], &c);
+	if (rc) {
+		bool ours;
+		pthread_mutex_lock(&e->reg_mu);
+		ours = reg_unlink(e, t);
+		pthread_mutex_unlock(&e->reg_mu);
+		/* Not there: a remove took it meanwhile, and frees it after its
+		 * REMOVE (which finds it never added). */
+		if (ours)
+			tenant_free(t);
 	}
 	return rc;
 }
@@ -1118,7 +1153,18 @@ int ws_engine_remove_tenant(struct ws_engine *e, const char *name)
 	if (!t)
 		return ws_fail(WS_ENOTFOUND, "tenant %s: not registered", name ? name : "(null)");
 	c.t = t;
-	rc = shard_call(&e->shards[t->shard], &c);
+	rc = shard_post(&e->shards[t->shard], &c);
+	if (rc) {
+		/* The shard has stopped: it still holds the tenant (its stream
+		 * is closed with the shard); back into the registry, which
+		 * ws_engine_destroy frees. */
+		pthread_mutex_lock(&e->reg_mu);
+		if (e->nreg < e->capreg)
+			e->reg[e->nreg++] = t;
+		pthread_mutex_unlock(&e->reg_mu);
+		return rc;
+	}
+	rc = shard_wait(&e->shards[t->shard], &c);
 	tenant_free(t);
 	return rc;
 }
@@ -1161,6 +1207,12 @@ int ws_engine_stop(struct ws_engine *e)
 	char msg[512];
 	if (e->stopped)
 		return e->stop_rc;
+	/* A sink that is gone must not hold the stop for ever: block stops
+	 * waiting out failures, now (a tail in flight too), and the final
+	 * drain's uploads get their requests' own bounded retries. */
+	for (unsigned i = 0; i < e->nshards; i++)
+		if (e->shards[i].started && e->shards[i].pipe_ok)
+			ws_pipe_give_up(&e->shards[i].pipe);
 	/* Every shard drains at once. */
 	e->stop_rc = all_shards(e, CMD_STOP);
 	snprintf(msg, sizeof(msg), "%s", ws_errmsg());

@@ -220,7 +220,8 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 			struct ws_pipe_desc *d = ws_pipe_desc(p, from + i);
 			if (run[i] && reqs[i].rc != 0 && p->threaded && d->policy == WS_POLICY_BLOCK &&
 			    ws_err_transient(reqs[i].rc) &&
-			    !__atomic_load_n(&p->ring.closed, __ATOMIC_ACQUIRE))
+			    !__atomic_load_n(&p->ring.closed, __ATOMIC_ACQUIRE) &&
+			    !__atomic_load_n(&p->giving_up, __ATOMIC_ACQUIRE))
 				again = true;
 		}
 		if (again) {
@@ -302,6 +303,8 @@ void ws_pipe_set_adaptive(struct ws_pipe *p, bool on)
 	 * upload thread, which reads it only for a published slot. */
 	p->adaptive = on;
 }
+
+void ws_pipe_give_up(struct ws_pipe *p) { __atomic_store_n(&p->giving_up, 1, __ATOMIC_RELEASE); }
 
 void ws_pipe_destroy(struct ws_pipe *p)
 {

@@ -94,6 +94,7 @@ struct ws_pipe {
 	uint64_t decreases;
 	bool chain_broken;        /* consumer: a checked slot of this tail ended the chain */
 	uint32_t chain_end[2];    /* consumer: where the chain of this tail's slots so far ends */
+	uint32_t giving_up;       /* any thread: block waits out no more failures (ws_pipe_give_up) */
 };
 
 /*
@@ -106,6 +107,10 @@ int ws_pipe_init(struct ws_pipe *p, uint8_t *mem, size_t slot_bytes, uint32_t ns
 void ws_pipe_set_adaptive(struct ws_pipe *p, bool on);
 /* Stops the upload thread after what is published has been taken. */
 void ws_pipe_destroy(struct ws_pipe *p);
+/* Any thread: from now on a failed upload is not retried by the block
+ * policy's own waiting (each request keeps the store's bounded retries):
+ * an engine stopping must not wait for ever on a sink that is gone. */
+void ws_pipe_give_up(struct ws_pipe *p);
 
 /* Producer: a free slot, collecting finished ones first; wait as
  * ws_ring_reserve (0 = do not wait, -1 = for ever). 0 or -EAGAIN. */

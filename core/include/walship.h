@@ -254,10 +254,13 @@ struct ws_engine;
 /* Starts the shard threads. Errors: WS_ECONFIG (naming the field), sink errors. */
 struct ws_engine *ws_engine_create(const struct ws_engine_config *cfg, int *err);
 /* Register a tenant while shards run; it is tailed at once. Errors:
- * WS_ECONFIG (bad name, shard out of range, duplicate), -ENOENT (no database). */
+ * WS_ECONFIG (bad name, shard out of range, duplicate), -ENOENT (no database),
+ * -ESHUTDOWN (the engine is stopping or stopped: it would never be shipped). */
 int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *t) WS_MUST_CHECK;
 /* Ship what the tenant has committed (never shed, as ws_engine_stop), then
- * stop streaming it. WS_ENOTFOUND if unknown. */
+ * stop streaming it. WS_ENOTFOUND if unknown; -ESHUTDOWN once the engine is
+ * stopping or stopped (the tenant stays registered; ws_engine_destroy
+ * releases it). */
 int ws_engine_remove_tenant(struct ws_engine *e, const char *name) WS_MUST_CHECK;
 /* Tail every tenant now and wait until each tail has finished; returns the
  * first tail error (0 when all succeeded; Fenced and Shed are not errors). */
@@ -265,7 +268,11 @@ int ws_engine_flush(struct ws_engine *e) WS_MUST_CHECK;
 /* Drain: a last tail of every tenant, every shard stopped. The last tails
  * ship everything committed, whatever the policy: under shed they wait for
  * ring space as block does, and an upload that runs out of retries is an
- * error, not a Shed. Returns the first error of the final tails. Idempotent. */
+ * error, not a Shed. From the call on, block no longer waits out a failing
+ * sink (a tail in flight too): each upload gets its requests' own bounded
+ * retries, so a sink that is gone ends the stop with an error instead of
+ * holding it for ever. Returns the first error of the final tails.
+ * Idempotent. */
 int ws_engine_stop(struct ws_engine *e) WS_MUST_CHECK;
 /* Stops (if needed) and frees. */
 void ws_engine_destroy(struct ws_engine *e);

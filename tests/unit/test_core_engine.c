@@ -709,6 +709,171 @@ static void test_throttle_counts_and_fails_bounded(void **state)
 	wt_env_free(&env);
 }
 
+/* stop under block with a sink that refuses every upload for ever: the
+ * stop ends, with the error, instead of waiting for the sink (block waited
+ * out failures until the ring closed, which only happens after the drain
+ * the stop waits for). Then a remove after the stop is refused, the tenant
+ * staying registered, and destroy releases it (it was freed while the
+ * stopped shard still held it). */
+struct stop_arg {
+	struct ws_engine *e;
+	int rc;
+};
+
+static void *stop_thread(void *arg)
+{
+	struct stop_arg *a = arg;
+	a->rc = ws_engine_stop(a->e);
+	return NULL;
+}
+
+static void test_stop_ends_under_block_when_sink_is_gone(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 4 * 80u << 10, 80u << 10);
+	struct stop_arg a;
+	struct timespec until;
+	pthread_t th;
+	int rc;
+	(void)state;
+
+	a.e = uploads_refused(&env, &sc, "engine_stop_gone", "gone", 3, 2);
+	a.rc = 0;
+	wt_sleep_ms(300); /* the first tail is waiting the refusals out */
+	assert_int_equal(pthread_create(&th, NULL, stop_thread, &a), 0);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 30;
+	rc = pthread_timedjoin_np(th, NULL, &until);
+	if (rc)
+		fail_msg("ws_engine_stop still waiting after 30 s on a sink that refuses everything");
+	assert_int_not_equal(a.rc, 0);
+	rc = ws_engine_remove_tenant(a.e, "gone");
+	assert_int_equal(rc, -ESHUTDOWN);
+	assert_int_equal(ws_engine_remove_tenant(a.e, "gone"), -ESHUTDOWN); /* still registered */
+	ws_engine_destroy(a.e);
+	hook_off();
+	wt_env_free(&env);
+}
+
+/* A tenant added while the final drain runs is refused (-ESHUTDOWN): it
+ * was accepted and then never shipped, the stop returning 0. The add is
+ * made from another thread while the drain is paused in a tail. */
+struct late_add {
+	struct ws_engine *e;
+	const char *db;
+	int rc;
+	bool done;
+	pthread_t th;
+};
+
+static void *late_add_thread(void *arg)
+{
+	struct late_add *l = arg;
+	struct ws_tenant_config t = { .name = "late", .db_path = l->db, .shard = 0 };
+	l->rc = ws_engine_add_tenant(l->e, &t);
+	__atomic_store_n(&l->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void add_during_drain(const char *site, void *arg)
+{
+	struct late_add *l = arg;
+	(void)site;
+	assert_int_equal(pthread_create(&l->th, NULL, late_add_thread, l), 0);
+	for (int i = 0; i < 50 && !__atomic_load_n(&l->done, __ATOMIC_ACQUIRE); i++)
+		wt_sleep_ms(10);
+}
+
+static void test_add_during_stop_refused(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 1u << 20, 256u << 10);
+	struct ws_engine *e;
+	struct late_add l;
+	char *db2;
+	sqlite3 *w2;
+	(void)state;
+
+	wt_env_init(&env, "engine_late_add", 0);
+	db2 = wt_path(env.dir, "late.db");
+	w2 = wt_writer_open(db2, 0);
+	wt_write_txn(w2, 5, 100);
+	wt_write_txn(env.w, 5, 100);
+	seen_reset();
+	e = engine_new(env.sink_url, 1, &sc);
+	add_tenant(e, "first", env.db, 0);
+	flush_ok(e);
+	memset(&l, 0, sizeof(l));
+	l.e = e;
+	l.db = db2;
+	wt_write_txn(env.w, 5, 100); /* the final drain has something to ship */
+	assert_int_equal(ws_fault_arm_pause("stream.before_watermark_put", 1, add_during_drain, &l), 0);
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_fault_disarm();
+	pthread_join(l.th, NULL);
+	assert_int_equal(l.rc, -ESHUTDOWN);
+	restore_equals(env.sink, "first", env.w, env.out_dir);
+	ws_engine_destroy(e);
+	sqlite3_close(w2);
+	free(db2);
+	wt_env_free(&env);
+}
+
+/* Adding and removing one name at once, many times: the REMOVE never runs
+ * before the ADD it races (the shard thread crashed on a stream not yet
+ * made), and nothing is freed twice or dropped from the registry. */
+struct churn {
+	struct ws_engine *e;
+	const char *db;
+	int rounds;
+};
+
+static void *churn_remove(void *arg)
+{
+	struct churn *c = arg;
+	for (int i = 0; i < c->rounds; i++) {
+		int rc = ws_engine_remove_tenant(c->e, "churn");
+		assert_true(rc == 0 || rc == WS_ENOTFOUND);
+	}
+	return NULL;
+}
+
+static void test_add_remove_race(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 1u << 20, 256u << 10);
+	struct ws_engine *e;
+	struct churn c;
+	struct ws_tenant_metrics tm;
+	pthread_t th;
+	(void)state;
+
+	wt_env_init(&env, "engine_churn", 0);
+	wt_write_txn(env.w, 5, 100);
+	seen_reset();
+	e = engine_new(env.sink_url, 1, &sc);
+	add_tenant(e, "keep", env.db, 0);
+	c.e = e;
+	c.db = env.db;
+	c.rounds = 3000;
+	assert_int_equal(pthread_create(&th, NULL, churn_remove, &c), 0);
+	for (int i = 0; i < 200; i++) {
+		struct ws_tenant_config t = { .name = "churn", .db_path = env.db, .shard = 0 };
+		int rc = ws_engine_add_tenant(e, &t);
+		assert_true(rc == 0 || rc == WS_ECONFIG); /* registered already (not yet removed) */
+	}
+	pthread_join(th, NULL);
+	{
+		int rc = ws_engine_remove_tenant(e, "churn");
+		assert_true(rc == 0 || rc == WS_ENOTFOUND);
+	}
+	assert_int_equal(ws_engine_tenant_metrics(e, "keep", &tm), 0); /* still registered */
+	flush_ok(e);
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	wt_env_free(&env);
+}
+
 /*
  * A tenant whose tails fail backs off (100 ms, doubling, up to 30 s) while
  * its writer keeps committing: a change seen during the backoff is due when
@@ -1363,6 +1528,9 @@ int main(void)
 		cmocka_unit_test(test_bad_engine_config),
 		cmocka_unit_test(test_two_shards_wake_on_change),
 		cmocka_unit_test(test_fenced_tenant_has_no_rpo),
+		cmocka_unit_test(test_stop_ends_under_block_when_sink_is_gone),
+		cmocka_unit_test(test_add_during_stop_refused),
+		cmocka_unit_test(test_add_remove_race),
 		cmocka_unit_test(test_wake_only_the_writer),
 		cmocka_unit_test(test_busy_writer_does_not_wake_per_write),
 		cmocka_unit_test(test_chain_end_in_either_thread),
