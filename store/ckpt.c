@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -390,11 +391,32 @@ struct ws_ckpt *ws_ckpt_open_local(const char *root, int *err)
 		return NULL;
 	}
 	snprintf(path, sizeof(path), "%s/%s", root, LEASE_NAME);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	/* Never through a link, never a FIFO or a device planted at the name
+	 * (an open alone can block, or act on hardware): a regular file only,
+	 * as the file store's own lock files. */
+	{
+		struct stat lst;
+		if (lstat(path, &lst) == 0 && !S_ISREG(lst.st_mode)) {
+			*err = ckpt_fail(WS_CKPT_IO, WS_EFORMAT, "checkpoint store: lease %s is not a regular file "
+					 "(a link, a FIFO, a device?); not opened", path);
+			goto fail;
+		}
+	}
+	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		*err = ckpt_fail(WS_CKPT_IO, -errno, "checkpoint store: cannot open lease %s: %s", path,
-				 strerror(errno));
+		*err = ckpt_fail(WS_CKPT_IO, errno == ELOOP ? WS_EFORMAT : -errno,
+				 "checkpoint store: cannot open lease %s: %s", path,
+				 errno == ELOOP ? "it is a symbolic link; the lease is a regular file" : strerror(errno));
 		goto fail;
+	}
+	{
+		struct stat st;
+		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+			*err = ckpt_fail(WS_CKPT_IO, WS_EFORMAT, "checkpoint store: lease %s is not a regular file",
+					 path);
+			close(fd);
+			goto fail;
+		}
 	}
 	/* The lease is the open file description's flock: it dies with the holder. */
 	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "storeutil.h"
 #include "testutil.h"
@@ -283,6 +285,43 @@ static void test_local_lease(void **state)
 	c2 = ws_ckpt_open_local("relative/dir", &err);
 	assert_null(c2);
 	assert_int_equal(err, WS_ECONFIG);
+}
+
+/* The local lease is a regular file of the root: a link planted at its
+ * name is refused, never followed (nothing is made outside the root), and
+ * so is a FIFO (an open alone could block). */
+static void test_local_lease_not_a_link(void **state)
+{
+	struct fx *f = *state;
+	char *root, *lease, *outside;
+	struct ws_ckpt *c;
+	struct stat st;
+	int err = 0;
+	(void)f;
+
+	root = wt_tmpdir("ckpt-lease-link");
+	lease = wt_path(root, ".lock.ckpt-lease");
+	outside = wt_path(root, "../ckpt-lease-outside");
+	unlink(outside);
+	assert_int_equal(symlink(outside, lease), 0);
+	c = ws_ckpt_open_local(root, &err);
+	assert_null(c);
+	assert_int_equal(err, WS_EFORMAT);
+	assert_non_null(strstr(ws_errmsg(), "not a regular file"));
+	assert_int_equal(lstat(outside, &st), -1); /* nothing made outside */
+	assert_int_equal(unlink(lease), 0);
+	assert_int_equal(mkfifo(lease, 0644), 0);
+	c = ws_ckpt_open_local(root, &err);
+	assert_null(c);
+	assert_int_equal(err, WS_EFORMAT);
+	assert_int_equal(unlink(lease), 0);
+	c = ws_ckpt_open_local(root, &err);
+	assert_non_null(c);
+	ws_ckpt_close(c);
+	wt_rmrf(root);
+	free(root);
+	free(lease);
+	free(outside);
 }
 
 /* ---- committed indexes ---------------------------------------------------------------- */
@@ -1141,6 +1180,7 @@ int main(void)
 		BOTH(test_allocate_exhausted_at_max),
 		cmocka_unit_test_setup_teardown(test_local_burned_ranges, setup_local, teardown),
 		cmocka_unit_test_setup_teardown(test_local_lease, setup_local, teardown),
+		cmocka_unit_test_setup_teardown(test_local_lease_not_a_link, setup_local, teardown),
 		BOTH(test_reader),
 		BOTH(test_committed_roundtrip),
 		BOTH(test_committed_invalid_input),
