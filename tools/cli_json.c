@@ -57,9 +57,13 @@ static void emit(json_t *o)
 {
 	char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	if (s) {
+		/* One line per object, whole: shard threads and the main thread
+		 * (checkpoints) print at once, and stdio locks per call. */
+		flockfile(stdout);
 		fputs(s, stdout);
 		fputc('\n', stdout);
 		fflush(stdout);
+		funlockfile(stdout);
 		free(s);
 	}
 	json_decref(o);

@@ -64,6 +64,12 @@ static int parse_rfc3339(const char *s, int64_t *out_ms)
 	long off = 0;
 
 	memset(&tm, 0, sizeof(tm));
+	/* Digits where digits belong: sscanf alone takes "-1" or "+5" for a field. */
+	for (int i = 0; i < 19; i++) {
+		bool sep = i == 4 || i == 7 || i == 10 || i == 13 || i == 16;
+		if (!s[i] || (!sep && (s[i] < '0' || s[i] > '9')))
+			return -1;
+	}
 	if (sscanf(s, "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 || n != 19)
 		return -1;
 	p = s + n;
@@ -87,6 +93,9 @@ static int parse_rfc3339(const char *s, int64_t *out_ms)
 		p++;
 	} else if (*p == '+' || *p == '-') {
 		int oh, om, m2 = 0;
+		if (p[1] < '0' || p[1] > '9' || p[2] < '0' || p[2] > '9' || p[3] != ':' || p[4] < '0' || p[4] > '9' ||
+		    p[5] < '0' || p[5] > '9')
+			return -1;
 		if (sscanf(p + 1, "%2d:%2d%n", &oh, &om, &m2) != 2 || m2 != 5 || oh > 23 || om > 59)
 			return -1;
 		off = (oh * 60L + om) * 60L * (*p == '-' ? -1 : 1);
@@ -269,9 +278,11 @@ static int take_checkpoint(struct ws_engine *e, struct ws_sink *sink, uint64_t e
 		return rc;
 	}
 	if (json) {
+		flockfile(stdout); /* whole lines among the shards' (cli_json.c) */
 		printf("{\"checkpoint\":%" PRIu64 ",\"committed\":%s,\"reference\":\"%s\"}\n", ci.id,
 		       ci.committed ? "true" : "false", ci.ref_key);
 		fflush(stdout);
+		funlockfile(stdout);
 	}
 	if (!ci.own)
 		fprintf(stderr, "walship: checkpoint not taken: another writer's checkpoint %" PRIu64 " was decided "
@@ -1024,6 +1035,9 @@ int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : NULL;
 	const struct command *c;
+	/* A reader of stdout that goes away (a log shipper restarted) is no
+	 * reason to die mid-drain: writes to it fail, replication goes on. */
+	signal(SIGPIPE, SIG_IGN);
 	if (!cmd)
 		return usage_error("missing command");
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h"))

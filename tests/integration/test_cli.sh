@@ -188,6 +188,27 @@ check "restore --time before the first shipment: exit 1, no file" \
 	eval '[ "$rc" = 1 ] && [ -s err ] && [ ! -e tt.db ]'
 ws restore --sink "$URL" --tenant tm --time 2999-01-01T00:00:00Z -o tt.db
 check "restore --time in the future gives the latest" eval '[ "$rc" = 0 ] && same_dump tm.db tt.db'
+rm -f tt.db
+for t in 2026-01-01T-1:00:00Z 2026-01-01T00:00:-5Z 2026-01-01T00:00:00+-1:00 2026-01-01T00:+1:00Z; do
+	ws restore --sink "$URL" --tenant tm --time "$t" -o tt.db
+	check "restore --time $t (a signed field): exit 2, no file" eval '[ "$rc" = 2 ] && [ ! -e tt.db ]'
+done
+
+# A reader of --json that goes away: replicate does not die of SIGPIPE, it
+# drains and exits as usual.
+newdb pipe.db
+sq pipe.db "INSERT INTO t VALUES (1);"
+rm -f pipe.fifo && mkfifo pipe.fifo
+"$WS_BIN" replicate --sink "file://$ROOT/pipe-sink" --json pipe.db >pipe.fifo 2>pipe.err &
+ppid=$!
+head -c 1 <pipe.fifo >/dev/null # one byte, then the reader is gone
+sq pipe.db "INSERT INTO t VALUES (2);"
+sleep 1.5
+kill -TERM "$ppid" 2>/dev/null || true
+reap "$ppid" pipe.err "replicate whose reader left"
+check "replicate --json whose reader left: not killed by SIGPIPE, exits 0 on SIGTERM" [ "$reaped" = 0 ]
+ws restore --sink "file://$ROOT/pipe-sink" --tenant pipe -o pipe-r.db
+check "... and shipped the commit made after the reader left" eval '[ "$rc" = 0 ] && same_dump pipe.db pipe-r.db'
 
 # ---- tenant names, several tenants ------------------------------------------
 echo "# tenants"
