@@ -129,6 +129,19 @@ static void artifact_key(char out[WS_KEY_MAX], uint64_t id, const char *tenant)
 	snprintf(out, WS_KEY_MAX, ART_PREFIX "/%016" PRIx64 "/%s", id, tenant);
 }
 
+/*
+ * Whether key has the form artifact_key gives checkpoint id's artifacts.
+ * Recovery and retention delete the keys an inventory or an older index
+ * names: only such keys, never another (a record naming a watermark, say,
+ * is damaged or hostile; what it names is left alone, with a warning).
+ */
+static bool artifact_key_of(const char *key, uint64_t id)
+{
+	char want[WS_KEY_MAX];
+	int n = snprintf(want, sizeof(want), ART_PREFIX "/%016" PRIx64 "/", id);
+	return n > 0 && strncmp(key, want, (size_t)n) == 0 && ws_tenant_name_valid(key + n);
+}
+
 static int tenant_cmp(const void *a, const void *b)
 {
 	return strcmp(((const struct ws_ckpt_tenant_entry *)a)->tenant,
@@ -359,12 +372,18 @@ static int finish_attempt(struct ws_ckpt *c, const struct ws_ckpt_attempt *a, co
 			return rc;
 		if (inv && inv->key_count) {
 			const char **keys = malloc(inv->key_count * sizeof(*keys));
+			size_t nkeys = 0;
 			if (!keys)
 				return -ENOMEM;
-			for (size_t i = 0; i < inv->key_count; i++)
-				keys[i] = inv->keys[i];
+			for (size_t i = 0; i < inv->key_count; i++) {
+				if (artifact_key_of(inv->keys[i], a->checkpoint_id))
+					keys[nkeys++] = inv->keys[i];
+				else
+					ws_warn("checkpoint %" PRIu64 ": its inventory names %s, no artifact of it; "
+						"left alone (a damaged or foreign record)", a->checkpoint_id, inv->keys[i]);
+			}
 			if ((rc = WS_FAULT("checkpoint.abort.before_delete")) == 0)
-				rc = ws_store_del_many(ws_ckpt_store(c), keys, inv->key_count);
+				rc = ws_store_del_many(ws_ckpt_store(c), keys, nkeys);
 			free(keys);
 			if (rc)
 				return ws_fail_wrap(rc, "checkpoint %" PRIu64 ": delete artifacts", a->checkpoint_id);
@@ -2104,9 +2123,16 @@ static int sweep_artifacts(struct ret_ctx *x, const struct ws_ckpt_index *p)
 		rc = ws_ckpt_load_committed(x->c, &refs[i], &idx);
 		if (rc)
 			break;
-		for (size_t k = 0; k < idx.artifact_count && !rc; k++)
-			if (!index_artifact(p, idx.artifacts[k].key))
-				rc = ret_delete(x, idx.artifacts[k].key);
+		for (size_t k = 0; k < idx.artifact_count && !rc; k++) {
+			if (index_artifact(p, idx.artifacts[k].key))
+				continue;
+			if (!artifact_key_of(idx.artifacts[k].key, idx.checkpoint_id)) {
+				ws_warn("retention: checkpoint %" PRIu64 " names %s, no artifact of it; left alone (a "
+					"damaged or foreign index)", idx.checkpoint_id, idx.artifacts[k].key);
+				continue;
+			}
+			rc = ret_delete(x, idx.artifacts[k].key);
+		}
 		ws_ckpt_index_free(&idx);
 	}
 	for (size_t i = 0; i < p->tenant_count && !rc; i++) {

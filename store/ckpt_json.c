@@ -395,6 +395,10 @@ static void pattempt(struct pctx *p, json_t *o, struct ws_ckpt_attempt *a)
 	a->token = pu64(p, o, "token");
 	if (!p->rc && !ckpt_attempt_ok(a))
 		pbad(p, "attempt has a zero token or an id outside 1..%" PRIu64, (uint64_t)WS_CKPT_ID_MAX);
+	/* Owner epochs are 0..2^63-1 (the CLI's range): one above would be
+	 * recorded as the head's and no later taker could ever match it. */
+	if (!p->rc && a->epoch > INT64_MAX)
+		pbad(p, "attempt has epoch %" PRIu64 ", above 2^63-1", a->epoch);
 }
 
 static void poutcome(struct pctx *p, json_t *o, struct ws_ckpt_outcome *oc)

@@ -1159,6 +1159,56 @@ static void put_text(struct ws_store *s, const char *key, const char *text)
 	assert_int_equal(ws_store_put(s, key, text, strlen(text), WS_PUT_OVERWRITE, NULL, NULL), 0);
 }
 
+/*
+ * A well-formed inventory (a damaged or hostile sink) naming a key that is
+ * no artifact of its attempt: recovery aborts the attempt and deletes its
+ * artifacts only, never the watermark it names (which it deleted, the
+ * tenant then unrestorable and left out of the next checkpoint); and an
+ * attempt epoch above 2^63-1 is refused as malformed (recorded, no later
+ * taker could ever match it).
+ */
+static void test_inventory_names_no_foreign_key(void **state)
+{
+	struct cpenv c;
+	struct ws_checkpoint_info info;
+	struct ws_obj_info oi;
+	char good[4096], body[4096], dep[WS_CKPT_DEPLOYMENT_LEN + 1];
+	const char *at;
+	struct ws_store *s;
+	int rc, err = 0;
+	(void)state;
+
+	cp_init(&c, "ckpt-foreign");
+	cp_write(&c, 1);
+	take_ok(&c, &info);
+	s = ws_store_file_open(c.e.sink_dir, &err);
+	assert_non_null(s);
+	get_text(s, "checkpoints/inventory", good, sizeof(good));
+	at = strstr(good, "\"deployment\":\"");
+	assert_non_null(at);
+	snprintf(dep, sizeof(dep), "%.32s", at + strlen("\"deployment\":\""));
+	snprintf(body, sizeof(body), "{\"active\":{\"attempt\":{\"checkpoint_id\":\"2\",\"epoch\":\"1\","
+		 "\"token\":\"77\"},\"keys\":[\"" TENANT "/wm\"]},\"deployment\":\"%s\","
+		 "\"format\":\"walship.ckpt.inventory.v1\",\"last_completed\":null}", dep);
+	put_text(s, "checkpoints/inventory", body);
+	cp_write(&c, 1);
+	rc = ws_checkpoint_take(c.e.sink, NULL, &info);
+	if (rc)
+		fail_msg("checkpoint after a foreign inventory: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_int_equal(ws_store_head(s, TENANT "/wm", &oi), 0); /* not deleted */
+	assert_true(restore_live_hash(&c, TENANT) == wt_content_hash(c.e.w, NULL));
+
+	snprintf(body, sizeof(body), "{\"active\":{\"attempt\":{\"checkpoint_id\":\"%" PRIu64 "\","
+		 "\"epoch\":\"18446744073709551615\",\"token\":\"77\"},\"keys\":[]},\"deployment\":\"%s\","
+		 "\"format\":\"walship.ckpt.inventory.v1\",\"last_completed\":null}", info.id + 64, dep);
+	put_text(s, "checkpoints/inventory", body);
+	rc = ws_checkpoint_take(c.e.sink, NULL, &info);
+	assert_int_equal(rc, WS_EFORMAT);
+	assert_non_null(strstr(ws_errmsg(), "2^63"));
+	ws_store_close(s);
+	cp_free(&c);
+}
+
 static void test_malformed_inventory_deletes_nothing(void **state)
 {
 	struct cpenv c;
@@ -1236,6 +1286,7 @@ int main(void)
 		cmocka_unit_test(test_retention_crash_every_step),
 		cmocka_unit_test(test_verify_older_checkpoint),
 		cmocka_unit_test(test_retention_skipped_run_leaks_nothing),
+		cmocka_unit_test(test_inventory_names_no_foreign_key),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
