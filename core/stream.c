@@ -545,9 +545,19 @@ static struct ws_stream *stream_new(struct ws_sink *sink, const struct ws_stream
 		rc = -ENOMEM;
 		goto fail;
 	}
-	if (access(st->db_path, F_OK) != 0) {
-		rc = ws_fail(-ENOENT, "tenant %s: database %s does not exist", st->tenant, st->db_path);
-		goto fail;
+	{
+		struct stat sb;
+		if (stat(st->db_path, &sb) != 0) {
+			rc = ws_fail(-ENOENT, "tenant %s: database %s does not exist", st->tenant, st->db_path);
+			goto fail;
+		}
+		/* A device (/dev/zero, a disk named by a typo) or a FIFO is no
+		 * database: shipped as one it "succeeds" with nothing in it. */
+		if (!S_ISREG(sb.st_mode)) {
+			rc = ws_fail(WS_ECONFIG, "tenant %s: database %s is not a regular file", st->tenant,
+				     st->db_path);
+			goto fail;
+		}
 	}
 	*err = 0;
 	return st;

@@ -210,6 +210,13 @@ check "replicate --json whose reader left: not killed by SIGPIPE, exits 0 on SIG
 ws restore --sink "file://$ROOT/pipe-sink" --tenant pipe -o pipe-r.db
 check "... and shipped the commit made after the reader left" eval '[ "$rc" = 0 ] && same_dump pipe.db pipe-r.db'
 
+# A device or a FIFO named as a database: a configuration error, nothing shipped.
+ws replicate --sink "file://$ROOT/dev-sink" --once --json z=/dev/zero
+check "replicate of /dev/zero as a database: exit 2, saying so" eval '[ "$rc" = 2 ] && grep -q "not a regular file" err'
+rm -f not-a-db.fifo && mkfifo not-a-db.fifo
+ws replicate --sink "file://$ROOT/dev-sink" --once --json f=not-a-db.fifo
+check "replicate of a FIFO as a database: exit 2" [ "$rc" = 2 ]
+
 # ---- tenant names, several tenants ------------------------------------------
 echo "# tenants"
 mkdir -p dir.v1
