@@ -393,7 +393,9 @@ struct ws_store *ws_store_open_defaults(const char *url, const char *defaults, u
 		return s;
 	}
 	if (strncasecmp(url, "file:", 5) != 0) {
-		rc = ws_fail(WS_ECONFIG, "sink %s: unknown scheme; expected file:///absolute/dir", url);
+		/* Named by its scheme only: the rest may hold user:password@. */
+		rc = ws_fail(WS_ECONFIG, "sink %.*s...: unknown scheme; expected file:///absolute/dir or s3://bucket",
+			     (int)strcspn(url, ":/?@"), url);
 		goto fail;
 	}
 	if (strncmp(url + 5, "//", 2) != 0) {

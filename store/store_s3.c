@@ -1785,13 +1785,18 @@ static void display_url(const char *url, char *out, size_t cap)
 		}
 	}
 	while (*p && o + 1 < cap) {
-		if (q && p > q && (p[-1] == '?' || p[-1] == '&') && !strncmp(p, "endpoint=", 9)) {
-			size_t n = strcspn(p + 9, "&");
-			if (has_userinfo(p + 9, n)) {
-				w = snprintf(out + o, cap - o, "endpoint=%s", redacted);
-				o = w < 0 ? o : o + (size_t)w >= cap ? cap - 1 : o + (size_t)w;
-				p += 9 + n;
-				continue;
+		if (q && p > q && (p[-1] == '?' || p[-1] == '&')) {
+			/* Any parameter's value: a name spelled another way
+			 * (%65ndpoint) still carries what the user wrote. */
+			size_t name = strcspn(p, "=&");
+			if (p[name] == '=') {
+				size_t n = strcspn(p + name + 1, "&");
+				if (has_userinfo(p + name + 1, n)) {
+					w = snprintf(out + o, cap - o, "%.*s=%s", (int)name, p, redacted);
+					o = w < 0 ? o : o + (size_t)w >= cap ? cap - 1 : o + (size_t)w;
+					p += name + 1 + n;
+					continue;
+				}
 			}
 		}
 		unsigned char ch = (unsigned char)*p++;
@@ -1929,8 +1934,10 @@ static bool endpoint_ok(const char *v, char *host, size_t host_cap, bool *tls, c
 		unsigned long v_port = 0;
 		port = h_end + 1;
 		n = (size_t)(end - port);
-		if (n == 0 || n > 5 || strspn(port, "0123456789") < n) {
-			snprintf(why, why_cap, "has a port that is not a number from 1 to 65535");
+		/* No leading zero: curl sends the port as a number (":9123"), and
+		 * a Host signed as ":09123" would never match what was sent. */
+		if (n == 0 || n > 5 || strspn(port, "0123456789") < n || port[0] == '0') {
+			snprintf(why, why_cap, "has a port that is not a number from 1 to 65535 (without leading zeros)");
 			return false;
 		}
 		for (size_t i = 0; i < n; i++)

@@ -78,7 +78,7 @@ check "AWS_REGION with CR LF: exit 2 naming AWS_REGION" eval '[ "$rc" = 2 ] && g
 echo "# endpoint"
 for ep in "http://127.0.0.1:0" "http://127.0.0.1:-1" "http://127.0.0.1:65536" "http://127.0.0.1:99999999" \
 	"http://::1:9000" "http://[::1" "http://127.0.0.1:$LP%0d%0aX-Injected:%20yes" \
-	"http://127.0.0.1:$LP/path" "ftp://127.0.0.1:$LP" "127.0.0.1:$LP"; do
+	"http://127.0.0.1:$LP/path" "ftp://127.0.0.1:$LP" "127.0.0.1:$LP" "http://127.0.0.1:0080"; do
 	refused "endpoint $ep" endpoint "s3://bkt?endpoint=$ep"
 done
 
@@ -89,6 +89,10 @@ refused "endpoint with user:password@, percent-encoded" "user name or password" 
 refused "user:password@ before the bucket" bucket "s3://user:$PW@bkt?endpoint=$E"
 refused "user:password@ in an endpoint, another parameter wrong" bogus \
 	"s3://bkt?bogus=1&endpoint=http://user:$PW@127.0.0.1:$LP"
+refused "user:password@ under a parameter name spelled %65ndpoint" "%65ndpoint" \
+	"s3://bkt?%65ndpoint=http://user:$PW@127.0.0.1:$LP"
+refused "an https:// sink with user:password@" "unknown scheme" "https://user:$PW@s3.amazonaws.com/bkt"
+refused "s3:/ (one slash) with user:password@" "unknown scheme" "s3:/user:$PW@bkt"
 
 echo "# bucket names (S3's rules)"
 for b in b..b -bb bb- .bb b.-b ab Abc b_b 192.168.1.10; do
