@@ -1103,6 +1103,9 @@ int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *op
 	int rc;
 
 	take_init(&t, sink, opts ? opts : &none, out);
+	if (t.opts->epoch > INT64_MAX)
+		return ws_fail(WS_ECONFIG, "checkpoint: epoch %" PRIu64 " is above 2^63-1 (owner epochs are "
+			       "0..9223372036854775807)", t.opts->epoch);
 	rc = ckpt_open(sink, true, t.opts->wait_ms ? t.opts->wait_ms : LEASE_WAIT_MS_DEFAULT, &t.c);
 	if (rc == 0)
 		rc = take_recover(&t);

@@ -513,6 +513,12 @@ static struct ws_stream *stream_new(struct ws_sink *sink, const struct ws_stream
 			     "starting with '.' or '_', not \"checkpoints\"", cfg && cfg->tenant ? cfg->tenant : "");
 		goto fail;
 	}
+	/* Owner tokens are 0..2^63-1, as the CLI takes them and JSON prints them. */
+	if (cfg->epoch > INT64_MAX || cfg->pointer_generation > INT64_MAX) {
+		rc = ws_fail(WS_ECONFIG, "tenant %s: epoch %" PRIu64 " / pointer generation %" PRIu64 ": owner "
+			     "tokens are 0..9223372036854775807", cfg->tenant, cfg->epoch, cfg->pointer_generation);
+		goto fail;
+	}
 	if (cfg->batch_bytes_max && cfg->batch_bytes_max < BATCH_BYTES_MIN) {
 		rc = ws_fail(WS_ECONFIG, "tenant %s: batch_bytes_max %zu is below one 64 KiB frame (%zu)",
 			     cfg->tenant, cfg->batch_bytes_max, BATCH_BYTES_MIN);
