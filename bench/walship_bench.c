@@ -628,7 +628,7 @@ static double raw_put_rate(void)
 	/* Raw: not paced by what the engine's run taught the process's pacer
 	 * for this endpoint and bucket. */
 	snprintf(url, sizeof(url), "%s%s", O.sink,
-		 strncmp(O.sink, "s3://", 5) ? "" : strchr(O.sink, '?') ? "&pace=0" : "?pace=0");
+		 strncmp(O.sink, "s3://", 5) || strstr(O.sink, "pace=") ? "" : strchr(O.sink, '?') ? "&pace=0" : "?pace=0");
 	struct ws_store *st = ws_store_open(url, &err);
 	if (!st) {
 		fprintf(stderr, "walship-bench: raw PUT baseline: %s\n", ws_errmsg());

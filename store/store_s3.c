@@ -1970,6 +1970,8 @@ static int apply_params(struct s3_store *s, struct s3_parse *ps, const char *q, 
 {
 	const char *u = s->base.url;
 	const char *who = from_defaults ? " (walship's default)" : "";
+	char seen[16][64];
+	unsigned nseen = 0;
 
 	while (q && *q) {
 		char name[64], value[1024];
@@ -1986,6 +1988,13 @@ static int apply_params(struct s3_store *s, struct s3_parse *ps, const char *q, 
 			return ws_fail(WS_ECONFIG, "sink %s: malformed query parameter%s (expected name=value)", u, who);
 		memcpy(name, q, (size_t)(eq - q));
 		name[eq - q] = '\0';
+		/* Given twice in one URL: which one was meant? (The config file
+		 * refuses a key given twice as well.) */
+		for (unsigned i = 0; i < nseen; i++)
+			if (!strcmp(seen[i], name))
+				return ws_fail(WS_ECONFIG, "sink %s: parameter %s given twice%s", u, name, who);
+		if (nseen < sizeof(seen) / sizeof(seen[0]))
+			memcpy(seen[nseen++], name, sizeof(name));
 		if (url_decode(eq + 1, (size_t)(amp - eq - 1), value, sizeof(value)) != 0)
 			return ws_fail(WS_ECONFIG, "sink %s: parameter %s%s: malformed percent-encoding, a NUL "
 				       "byte, or longer than %zu bytes", u, name, who, sizeof(value) - 1);
@@ -2045,6 +2054,12 @@ static int apply_params(struct s3_store *s, struct s3_parse *ps, const char *q, 
 			if (!value[0] || *end || value[0] == '-' || value[0] == '+' || v == 0 || v > 86400000)
 				return ws_fail(WS_ECONFIG, "sink %s: %s=%s%s is not a positive integer (at most "
 					       "86400000)", u, name, value, who);
+			/* The user's value is taken or refused, never clamped
+			 * without a word (walship's own defaults are clamped). */
+			if (!from_defaults && ((!strcmp(name, "retry_attempts_max") && v > 1000) ||
+					       (!strcmp(name, "max_in_flight") && v > 256)))
+				return ws_fail(WS_ECONFIG, "sink %s: %s=%s is above its most (%s)", u, name, value,
+					       !strcmp(name, "max_in_flight") ? "256" : "1000");
 			if (!strcmp(name, "retry_attempts_max"))
 				s->attempts_max = (unsigned)(v > 1000 ? 1000 : v);
 			else if (!strcmp(name, "retry_deadline_ms"))

@@ -94,6 +94,12 @@ refused "user:password@ under a parameter name spelled %65ndpoint" "%65ndpoint" 
 refused "an https:// sink with user:password@" "unknown scheme" "https://user:$PW@s3.amazonaws.com/bkt"
 refused "s3:/ (one slash) with user:password@" "unknown scheme" "s3:/user:$PW@bkt"
 
+echo "# a parameter twice, or out of its range"
+refused "conditional_writes twice" "conditional_writes given twice" "s3://bkt?conditional_writes=off&conditional_writes=on&endpoint=$E"
+refused "insecure twice" "insecure given twice" "s3://bkt?insecure=0&insecure=1&endpoint=$E"
+refused "max_in_flight=100000" max_in_flight "s3://bkt?max_in_flight=100000&endpoint=$E"
+refused "retry_attempts_max=5000" retry_attempts_max "s3://bkt?retry_attempts_max=5000&endpoint=$E"
+
 echo "# bucket names (S3's rules)"
 for b in b..b -bb bb- .bb b.-b ab Abc b_b 192.168.1.10; do
 	refused "bucket $b" bucket "s3://$b?endpoint=$E"
