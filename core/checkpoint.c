@@ -1913,10 +1913,14 @@ static int keep_set(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, str
 
 /*
  * Delete the chain from head back (manifests and the batches and snapshot
- * parts they name), oldest first and each manifest after its objects,
- * sparing every key in keep: a crash leaves a chain from head back to the
- * oldest manifest still there and nothing unreachable from it, so the next
- * run finishes the job.
+ * parts they name), oldest first, each manifest before its objects, sparing
+ * every key in keep. A crash leaves the chain from head back to a manifest
+ * whose every object is still there: the chain then starts after the
+ * missing one, and a restore of a point after the cut starts from the
+ * cut's artifact (a manifest left naming deleted objects had restore
+ * --time and --frame of such points fail on the missing object until the
+ * next run). The objects left behind a deleted manifest are the next run's
+ * (sweep_unreachable finds them by their keys' sequences).
  */
 static int sweep_chain(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, const struct ws_chain_stop *head,
 		       struct keyset *keep)
@@ -1944,14 +1948,14 @@ static int sweep_chain(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, 
 		 * chain stays walkable from head (its sequences only grow). */
 		if (m->wm_seq > keep->wm_seq)
 			break;
+		if (!keyset_has(keep, c.keys[i]))
+			rc = ret_delete(x, c.keys[i]);
 		for (uint32_t k = 0; k < m->snap_count && !rc; k++)
 			if (!keyset_has(keep, m->snaps[k].key))
 				rc = ret_delete(x, m->snaps[k].key);
 		for (uint32_t k = 0; k < m->batch_count && !rc; k++)
 			if (!keyset_has(keep, m->batches[k].key))
 				rc = ret_delete(x, m->batches[k].key);
-		if (!rc && !keyset_has(keep, c.keys[i]))
-			rc = ret_delete(x, c.keys[i]);
 	}
 	ws_chain_free(&c);
 	return rc;

@@ -1093,6 +1093,45 @@ static void test_retention_skipped_run_leaks_nothing(void **state)
 	cp_free(&c);
 }
 
+/*
+ * Retention killed after its first delete (the oldest manifest of the
+ * chain behind the cut): a point after the cut still restores, by frame
+ * and by time, from the cut's artifact. Objects were deleted before their
+ * manifest, which then named missing objects, and restore --frame of any
+ * point after the cut failed on them until the next run.
+ */
+static void test_retention_crash_keeps_points_after_cut(void **state)
+{
+	struct cpenv c;
+	struct ws_checkpoint_info i1;
+	struct ws_restore_opts ro;
+	struct ws_outcome o;
+	uint64_t fC, hC, h;
+	int rc;
+	(void)state;
+
+	ws_fault_disarm();
+	cp_init(&c, "ckpt-rcut");
+	ws_stream_close(c.st);
+	c.st = open_stream_wal(c.e.sink, TENANT, c.e.db, UINT64_MAX);
+	wt_tail_ok(c.st, &o);
+	wt_tail_ok(c.st2, &o);
+	(void)ship_txn(&c, 3, NULL);
+	take_ok(&c, &i1);
+	fC = ship_txn(&c, 3, &hC);
+	assert_true(crash_child(&c, "retention.after_delete", 1, true));
+	memset(&ro, 0, sizeof(ro));
+	ro.frame = fC;
+	rc = restore_opts_hash(&c, &ro, &h);
+	if (rc)
+		fail_msg("restore --frame %" PRIu64 " after a retention crash: %s (%s)", fC, ws_strerror(rc), ws_errmsg());
+	assert_true(h == hC);
+	assert_int_equal(ws_retention_run(c.e.sink, false, NULL, NULL, NULL), 0);
+	assert_int_equal(restore_opts_hash(&c, &ro, &h), 0);
+	assert_true(h == hC);
+	cp_free(&c);
+}
+
 /* A second local writer is refused while the lease is held. */
 static void test_lease(void **state)
 {
@@ -1287,6 +1326,7 @@ int main(void)
 		cmocka_unit_test(test_verify_older_checkpoint),
 		cmocka_unit_test(test_retention_skipped_run_leaks_nothing),
 		cmocka_unit_test(test_inventory_names_no_foreign_key),
+		cmocka_unit_test(test_retention_crash_keeps_points_after_cut),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
