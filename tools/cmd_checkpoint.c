@@ -84,6 +84,7 @@ static int resolve_sink(const char *sink_url, const char *config, struct ws_cli_
 		return EXIT_USAGE;
 	memset(&o, 0, sizeof(o));
 	o.sink = sink_url;
+	o.sink_only = true;
 	if ((rc = ws_cli_config_finish(cfg, &o)) != 0)
 		return EXIT_USAGE;
 	*out = cfg->sink;

@@ -973,7 +973,7 @@ int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides 
 		/* Each shard holds one inotify instance, and the kernel limits them
 		 * per user: past the limit a shard fails to start, mid-way. */
 		long lim = inotify_instances_max();
-		if (lim > 0 && c->shards > (unsigned long)lim)
+		if (!o->sink_only && lim > 0 && c->shards > (unsigned long)lim)
 			return report(c, o->has_shards ? -1 : p->engine_key_line[EK_SHARDS],
 				      "%u shards need %u inotify instances (one each), more than this system's "
 				      "fs.inotify.max_user_instances of %ld (shared with every other process of this "
@@ -1005,7 +1005,7 @@ int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides 
 			if (set[SK_KEY_WRITE_INTERVAL_MS]) s->key_write_interval_ms = sec->v.key_write_interval_ms;
 			if (set[SK_TAIL_MS_MAX]) s->tail_ms_max = sec->v.tail_ms_max;
 		}
-		if (check_core(c, i, s->core, p->shard[i].key_line[SK_CORE]))
+		if (!o->sink_only && check_core(c, i, s->core, p->shard[i].key_line[SK_CORE]))
 			return WS_CLI_EXIT_USAGE;
 		for (unsigned j = 0; j < i; j++)
 			if (s->core >= 0 && c->shard[j].core == s->core)
@@ -1028,7 +1028,7 @@ int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides 
 		 * swapped: leave the other half to SQLite, the page cache and the
 		 * rest of the machine. */
 		mem_bytes = pages > 0 && page_bytes > 0 ? (uint64_t)pages * (uint64_t)page_bytes / 2 : UINT64_MAX;
-		if (ring_total > mem_bytes) {
+		if (!o->sink_only && ring_total > mem_bytes) {
 			line = key_line(p, i, SK_RING_BYTES);
 			if (line <= 0)
 				line = p->engine_key_line[EK_SHARDS];

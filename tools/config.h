@@ -42,6 +42,10 @@ struct ws_cli_overrides {
 	unsigned shards;
 	enum ws_policy policy;
 	uint32_t interval_ms;        /* -> every shard's batch_age_ms_max */
+	/* checkpoint, retention: only the sink and the epoch are used; what
+	 * only a replicate on this host needs (cores, memory, inotify) is not
+	 * checked against this host. */
+	bool sink_only;
 };
 
 struct ws_cli_config_parse;         /* the file's sections while it is read */

@@ -105,6 +105,17 @@ kill -TERM $rep
 reap $rep rep3.err "replicate at the epoch checkpoints were decided at"
 check "replicate at the checkpoints' epoch takes them and exits 0" [ "$reaped" = 0 ]
 
+echo "# checkpoint and retention with a replicate host's config"
+# Only the sink and the epoch are theirs: a core this host lacks is the
+# replicate host's business, not a usage error here.
+printf '[engine]\nsink = %s\n\n[shard.0]\ncore = 1000\n' "$URL" >host.ini
+ws retention --config host.ini --dry-run
+check "retention --config naming a core this host lacks: exit 0" [ "$rc" = 0 ]
+ws checkpoint --config host.ini --epoch 50
+check "checkpoint --config naming a core this host lacks: exit 0" [ "$rc" = 0 ]
+ws replicate --config host.ini --once db.db
+check "... while replicate with it is refused (exit 2, naming core)" eval '[ "$rc" = 2 ] && grep -q core err'
+
 echo "# bad arguments"
 ws restore --sink "$URL" --tenant db --checkpoint banana -o x.db
 check "restore --checkpoint banana: exit 2" [ "$rc" = 2 ]
