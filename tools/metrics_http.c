@@ -23,7 +23,8 @@
 
 #include "metrics_http.h"
 
-#define CONNECTIONS_MAX 16u
+#define CONNECTIONS_MAX 64u
+#define PER_IP_MAX 4u      /* one client (a slow one) cannot hold every connection */
 #define TIMEOUT_S 10u
 #define BACKLOG 16
 #define HOST_BYTES_MAX 256
@@ -210,7 +211,9 @@ struct ws_metrics_http *ws_metrics_http_start(const char *addr, struct ws_engine
 	socklen_t ss_len = sizeof(ss);
 	unsigned port;
 	int fd, family = AF_INET;
-	unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+	/* ITC: stopping wakes the server's poll at once, even with every
+	 * connection slot taken (it waited out the poll timeout). */
+	unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC;
 
 	if (split_addr(addr, host, sizeof(host), &port, why, sizeof(why))) {
 		snprintf(err, err_bytes, "metrics address %s: %s", addr, why);
@@ -233,8 +236,8 @@ struct ws_metrics_http *ws_metrics_http_start(const char *addr, struct ws_engine
 	if (family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	m->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, m, MHD_OPTION_LISTEN_SOCKET, fd,
-				     MHD_OPTION_CONNECTION_LIMIT, CONNECTIONS_MAX, MHD_OPTION_CONNECTION_TIMEOUT,
-				     TIMEOUT_S, MHD_OPTION_END);
+				     MHD_OPTION_CONNECTION_LIMIT, CONNECTIONS_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+				     PER_IP_MAX, MHD_OPTION_CONNECTION_TIMEOUT, TIMEOUT_S, MHD_OPTION_END);
 	if (!m->daemon) {
 		/* MHD may or may not have closed the socket it was given; a
 		 * descriptor leaked on a path that ends the program is the lesser

@@ -159,11 +159,39 @@ check "--metrics-addr without a port: exit 2" [ "$rc" = 2 ]
 
 rm -f writer.run
 wait "$writer" || true
+# A slow client from another address (127.0.0.2) holding 20 connections,
+# each sending a header line now and then: the scrape still answers, and
+# SIGTERM still ends replicate at once (one client held every slot, and
+# with every slot held the server's stop waited out its poll timeout).
+python3 - "$PORT" >slow.out 2>&1 <<'PY' &
+import socket, sys, time
+port = int(sys.argv[1]); socks = []
+for _ in range(20):
+    try:
+        s = socket.socket(); s.bind(("127.0.0.2", 0)); s.connect(("127.0.0.1", port))
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n"); socks.append(s)
+    except OSError:
+        pass
+end = time.time() + 8
+while time.time() < end:
+    for s in socks:
+        try: s.sendall(b"X-Slow: 1\r\n")
+        except OSError: pass
+    time.sleep(1)
+PY
+slow=$!
+sleep 1
+check "a scrape answers 200 while a slow client holds connections" eval '[ "$(scrape "$M" slow.txt)" = 200 ]'
 sq live.db "INSERT INTO t(v) VALUES ('last before SIGTERM');"
 check "replicate is still running before SIGTERM" kill -0 $rep
+t0=$(date +%s%N)
 kill -TERM $rep
 reap $rep rep.err "replicate --metrics-addr"
+t1=$(date +%s%N)
 check "replicate exits 0 on SIGTERM" [ "$reaped" = 0 ]
+check "... within 5 s with the slow client connected ($(( (t1 - t0) / 1000000 )) ms)" [ $(( (t1 - t0) / 1000000 )) -lt 5000 ]
+kill $slow 2>/dev/null || true
+wait $slow 2>/dev/null || true
 check "after exit the port is closed" [ "$(scrape "$M" gone.txt)" = 000 ]
 ws restore --sink "$URL" --tenant live -o live.r.db
 check "restore of the live tenant equals the source" eval '[ "$rc" = 0 ] && same_dump live.db live.r.db'
