@@ -803,6 +803,53 @@ static void test_every_site_paused_under_writer(void **state)
 }
 
 /*
+ * A snapshot of more parts than the per-call arrays start with (64; they
+ * grow on demand): a first-contact re-base of ~1,300 pages at the smallest
+ * batch (16 pages a part), paused at the 70th part's upload (past the
+ * growth) while a real writer commits and runs each kind of WAL
+ * checkpoint. What is acknowledged is a state the source committed, and the
+ * following tails reach the latest.
+ */
+static void test_grown_snapshot_paused_under_writer(void **state)
+{
+	(void)state;
+	for (unsigned how = 0; how < WT_MUTATIONS; how++) {
+		struct wt_env e;
+		struct ws_outcome o;
+		struct ws_stream *st;
+		struct ws_stream_config cfg;
+		struct wt_mutator c;
+		char res[64];
+		int rc;
+
+		wt_env_init(&e, "grown-snap", 0);
+		wt_mutator_init(&c, &e, how);
+		cfg = cfg_for(&e, 1);
+		cfg.batch_bytes_max = 65536 + 24; /* 16 pages of 4 KiB a part */
+		wt_write_txn(e.w, 1500, 3000);
+		wt_query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res); /* all of it in the file */
+		assert_string_equal(res, "0");
+		wt_write_txn(e.w, 5, 100);
+		wt_mutator_record(&c);
+		st = open_cfg(&e, &cfg);
+		assert_int_equal(ws_fault_arm_pause("stream.before_snapshot_put", 70, wt_mutate, &c), 0);
+		rc = ws_stream_tail_frames(st, &o);
+		ws_fault_disarm();
+		if (rc)
+			fail_msg("mutation %u: %s (%s)", how, ws_strerror(rc), ws_errmsg());
+		assert_int_equal(c.fired, 1); /* the 70th part was reached */
+		restore_is_recorded(&c, "stream.before_snapshot_put", __LINE__);
+		for (int k = 0; k < 3; k++)
+			wt_tail_ok(st, &o);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+		ws_stream_close(st);
+		wt_mutator_free(&c);
+		wt_env_free(&e);
+	}
+}
+
+/*
  * A CONTINUE on a fresh read mark (the engine parked the stream, walship
  * restarted, a takeover): the application had committed past the watermark
  * and its WAL checkpoint backfilled everything, so the fresh mark is 0,
@@ -1060,6 +1107,7 @@ int main(void)
 		cmocka_unit_test(test_verify_during_retention),
 		cmocka_unit_test(test_every_site_failed),
 		cmocka_unit_test(test_every_site_paused_under_writer),
+		cmocka_unit_test(test_grown_snapshot_paused_under_writer),
 		cmocka_unit_test(test_tail_bound_paused_under_writer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
