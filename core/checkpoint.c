@@ -1349,7 +1349,7 @@ struct older_verify {
 	const char *only;
 	ws_problem_fn fn;
 	void *arg;
-	uint64_t latest_id, below;
+	uint64_t below;
 	int *first;
 };
 
@@ -1358,8 +1358,6 @@ static int verify_older(const struct ws_ckpt_ref *ref, const struct ws_ckpt_inde
 {
 	struct older_verify *w = arg;
 	(void)ref;
-	if (idx->checkpoint_id == w->latest_id)
-		return 0; /* checked with its watermarks already */
 	if (idx->checkpoint_id < w->below)
 		return 1; /* being removed by retention, and every older one: done */
 	for (size_t i = 0; i < idx->tenant_count; i++) {
@@ -1455,10 +1453,10 @@ int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn f
 	{
 		/* The older checkpoints restore --checkpoint still takes: verify
 		 * passes none of them that restore would refuse. */
-		struct older_verify w = { sink, only, fn, arg, idx.checkpoint_id, 0, &first };
+		struct older_verify w = { sink, only, fn, arg, 0, &first };
 		rc = retiring_below(c, &w.below);
-		if (rc == 0)
-			rc = walk_committed(c, latest.committed, true, verify_older, &w);
+		if (rc == 0 && idx.has_predecessor)
+			rc = walk_committed(c, idx.predecessor, false, verify_older, &w);
 		if (rc != 0 && rc != 1)
 			problem(fn, arg, NULL, latest.committed.key,
 				ws_fail_wrap(rc, "checkpoints before %" PRIu64, idx.checkpoint_id), &first);

@@ -670,13 +670,16 @@ static int verify_tmp(const char *what, char **tmp, int *fd)
 	return 0;
 }
 
-/* The image verify builds did not fit where it was put: say where and what to do. */
+/* When rc says the image verify builds did not fit where it was put:
+ * say where and what to do. */
 static void no_room(int rc, const char *tmp)
 {
 	char detail[1024];
 	const char *slash = strrchr(tmp, '/');
 	int dir_len = slash ? (int)(slash - tmp) : (int)strlen(tmp);
 
+	if (rc != -ENOSPC && rc != -EDQUOT && rc != -EFBIG)
+		return;
 	snprintf(detail, sizeof(detail), "%s", ws_errmsg());
 	ws_fail(rc, "%s (verify builds each tenant's image in %.*s, under TMPDIR: point TMPDIR at a file "
 		"system with room for the database)", detail, dir_len, tmp);
@@ -694,8 +697,7 @@ int ws_artifact_verify(struct ws_store *s, const struct ws_restore_base *base)
 	rc = ws_artifact_fetch(s, base->artifact_key, base->artifact_length, base->artifact_sha256, fd);
 	if (!rc && (rc = integrity_check(tmp)) != 0)
 		ws_fail_wrap(rc, "checkpoint artifact %s", base->artifact_key);
-	if (rc == -ENOSPC || rc == -EDQUOT || rc == -EFBIG)
-		no_room(rc, tmp);
+	no_room(rc, tmp);
 	close(fd);
 	unlink(tmp);
 	free(tmp);
@@ -748,8 +750,7 @@ int ws_replay_verify(struct ws_store *s, const char *tenant, const struct ws_cha
 			ws_fail_wrap(rc, "tenant %s", tenant);
 	}
 out:
-	if (rc == -ENOSPC || rc == -EDQUOT || rc == -EFBIG)
-		no_room(rc, tmp);
+	no_room(rc, tmp);
 	close(fd);
 	unlink(tmp);
 	free(tmp);

@@ -1598,8 +1598,10 @@ static int step_settle(struct ws_stream *st, struct tail *t, struct ws_outcome *
 		out->u.shed.checkpoint_seq = t->sc.gen.checkpoint_seq;
 		/* A re-base of a database without frames (no WAL) shed only its
 		 * snapshot: no frame range, 0..0 as Streamed says of one. */
-		out->u.shed.first_frame = t->last >= t->sc.first_frame ? t->sc.first_frame : 0;
-		out->u.shed.last_frame = t->last >= t->sc.first_frame ? t->last : 0;
+		if (t->last >= t->sc.first_frame) {
+			out->u.shed.first_frame = t->sc.first_frame;
+			out->u.shed.last_frame = t->last;
+		}
 		fill_bp(st, &out->u.shed.backpressure);
 		fill_rpo(st, &out->u.shed.rpo);
 		return TAIL_DONE;
@@ -1744,9 +1746,6 @@ static int step_write_watermark(struct ws_stream *st, struct tail *t)
 	/* No etag known (the store gave none, even to a HEAD): re-read it
 	 * before the next swap rather than send one that cannot match. */
 	st->wm_loaded = new_etag.s[0] != '\0';
-	/* After a partial ship (shed, or stopped at the work bound) the old
-	 * mark stays: frames between what shipped and it must not be
-	 * checkpointed away. */
 	/* continuous: no frame past this watermark can have been
 	 * checkpointed away unshipped, so a new generation continues it
 	 * (NEXT_GEN). A read mark held since our last watermark, or a REBASE
@@ -1761,6 +1760,9 @@ static int step_write_watermark(struct ws_stream *st, struct tail *t)
 	 * prefix is acknowledged, and a new generation re-bases. */
 	bool proven = st->continuous || t->kind != WS_MANIFEST_CONTINUE ||
 		      (!t->unproven && st->frames_shed == 0 && !st->early_stop);
+	/* After a partial ship (shed, or stopped at the work bound) the old
+	 * mark stays: frames between what shipped and it must not be
+	 * checkpointed away. */
 	if (!t->locked && st->frames_shed == 0 && !st->early_stop)
 		handover_read(st);
 	st->continuous = proven;

@@ -221,11 +221,10 @@ void ws_http_header_line(struct ws_http_req *r, const char *line, size_t len)
 		/* Full: a header walship reads takes the place of one it does
 		 * not (a reply padded with headers must not hide its ETag). */
 		h = NULL;
-		for (size_t i = WS_HTTP_HDR_MAX; i-- > 0 && header_read(lname);)
-			if (!header_read(r->hdrs[i].name)) {
-				h = &r->hdrs[i];
-				break;
-			}
+		if (header_read(lname))
+			for (size_t i = WS_HTTP_HDR_MAX; i-- > 0 && !h;)
+				if (!header_read(r->hdrs[i].name))
+					h = &r->hdrs[i];
 		if (!h)
 			return;
 	}

@@ -404,9 +404,8 @@ struct ws_ckpt *ws_ckpt_open_local(const char *root, int *err)
 	}
 	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		*err = ckpt_fail(WS_CKPT_IO, errno == ELOOP ? WS_EFORMAT : -errno,
-				 "checkpoint store: cannot open lease %s: %s", path,
-				 errno == ELOOP ? "it is a symbolic link; the lease is a regular file" : strerror(errno));
+		*err = ckpt_fail(WS_CKPT_IO, -errno, "checkpoint store: cannot open lease %s: %s", path,
+				 strerror(errno));
 		goto fail;
 	}
 	{

@@ -1096,6 +1096,37 @@ out:
  * which the range asked for is kept. Anything else is never taken as the
  * bytes at off. out holds the body from len0 on.
  */
+/* Decimal digits at *p (at least one, no sign or blank, no overflow),
+ * *p moved past them. */
+static bool digits_u64(const char **p, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	if (!isdigit((unsigned char)**p))
+		return false;
+	errno = 0;
+	v = strtoull(*p, &end, 10);
+	if (errno == ERANGE)
+		return false;
+	*p = end;
+	*out = v;
+	return true;
+}
+
+/* Content-Range "bytes first-last/size" of a 206 (size may be "*": 0). */
+static bool content_range(const char *v, uint64_t *first, uint64_t *last, uint64_t *size)
+{
+	*size = 0;
+	if (!v || strncmp(v, "bytes ", 6) != 0)
+		return false;
+	v += 6;
+	if (!digits_u64(&v, first) || *v++ != '-' || !digits_u64(&v, last) || *v++ != '/')
+		return false;
+	if (!strcmp(v, "*"))
+		return true;
+	return digits_u64(&v, size) && !*v && *size > *last;
+}
+
 static int get_range_check(struct s3_store *s, const struct s3_call *c, const char *key, uint64_t off,
 			   uint64_t len, struct ws_buf *out, size_t len0, struct ws_obj_info *info)
 {
@@ -1105,20 +1136,15 @@ static int get_range_check(struct s3_store *s, const struct s3_call *c, const ch
 	const char *v = ws_http_header(&c->req, "content-range");
 
 	if (c->req.status == 206) {
-		unsigned long long first, last, size;
-		char star;
-		int n;
-		/* "bytes first-last/size" (size may be "*"). */
-		if (!v || (n = sscanf(v, "bytes %llu-%llu/%llu", &first, &last, &size)) < 2 ||
-		    (n == 2 && sscanf(v, "bytes %*u-%*u/%c", &star) != 1) || (n == 2 && star != '*') ||
-		    !ranged || first != off || last < first || last - first + 1 != got ||
-		    (len != UINT64_MAX && got > len) || (n == 3 && last >= size)) {
+		uint64_t first, last, size;
+		if (!ranged || !content_range(v, &first, &last, &size) || first != off || last < first ||
+		    last - first + 1 != got || (len != UINT64_MAX && got > len)) {
 			out->len = len0;
 			return ws_fail(WS_EFORMAT, "s3 %s: %s: a partial answer (206, Content-Range \"%.64s\") to a "
 				       "request for %" PRIu64 " bytes at %" PRIu64 " that is not that range",
 				       s->base.url, key, v ? v : "", len, off);
 		}
-		total = n == 3 ? size : off + got;
+		total = size ? size : off + got;
 	} else if (ranged) {
 		/* 200: the whole object; keep the range asked for. */
 		uint64_t keep = off >= got ? 0 : got - off;

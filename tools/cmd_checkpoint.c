@@ -149,8 +149,8 @@ int cmd_checkpoint(int argc, char **argv)
 		case OPT_CONFIG: config = optarg; break;
 		case OPT_EPOCH:
 			/* The same --epoch as replicate's (0 and 1 decide alike). */
-			if (ws_cli_parse_u64(optarg, &co.epoch) || co.epoch > INT64_MAX)
-				return usage("--epoch: '%s' is not an integer 0..9223372036854775807", optarg);
+			if (ws_cli_parse_token(optarg, &co.epoch))
+				return usage("--epoch: '%s' is not an integer " WS_CLI_TOKEN_RANGE, optarg);
 			has_epoch = true;
 			break;
 		default: return usage("checkpoint: unknown or incomplete option");

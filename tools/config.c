@@ -75,6 +75,11 @@ int ws_cli_parse_u64(const char *s, uint64_t *out)
 	return 0;
 }
 
+int ws_cli_parse_token(const char *s, uint64_t *out)
+{
+	return ws_cli_parse_u64(s, out) || *out > INT64_MAX ? -1 : 0;
+}
+
 int ws_cli_parse_size(const char *s, uint64_t *out)
 {
 	static const struct {
@@ -578,10 +583,8 @@ static int engine_key(struct ws_cli_config *c, const char *key, const char *valu
 		break;
 	case EK_EPOCH:
 	case EK_PG:
-		/* Owner tokens stay within what --json prints as a number. */
-		if (ws_cli_parse_u64(value, &v) || v > INT64_MAX)
-			return fail_at(p, line, "[engine] %s: '%s' is not an integer 0..9223372036854775807", key,
-				       value);
+		if (ws_cli_parse_token(value, &v))
+			return fail_at(p, line, "[engine] %s: '%s' is not an integer " WS_CLI_TOKEN_RANGE, key, value);
 		if (k == EK_EPOCH)
 			c->epoch = v;
 		else

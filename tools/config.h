@@ -95,6 +95,10 @@ int ws_cli_verror(const char *file, int line, const char *hint, const char *fmt,
 
 /* Strict parsers shared with the command line; 0 or -1. */
 int ws_cli_parse_u64(const char *s, uint64_t *out);          /* digits only, no overflow */
+/* An owner token (epoch, pointer generation): ws_cli_parse_u64, at most 2^63-1
+ * (what --json prints as a number). */
+int ws_cli_parse_token(const char *s, uint64_t *out);
+#define WS_CLI_TOKEN_RANGE "0..9223372036854775807"
 int ws_cli_parse_size(const char *s, uint64_t *out);         /* 4096, 64KiB, 4MiB, 1GiB (K, M, G too) */
 int ws_cli_parse_policy(const char *s, enum ws_policy *out); /* block | throttle | shed */
 /* [A-Za-z0-9._-], 1..WS_TENANT_MAX-1 bytes. */

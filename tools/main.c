@@ -512,13 +512,13 @@ static int cmd_replicate(int argc, char **argv)
 			ov.metrics_addr = optarg;
 			break;
 		case OPT_EPOCH:
-			if (ws_cli_parse_u64(optarg, &ov.epoch) || ov.epoch > INT64_MAX)
-				return usage_error("--epoch: '%s' is not an integer 0..9223372036854775807", optarg);
+			if (ws_cli_parse_token(optarg, &ov.epoch))
+				return usage_error("--epoch: '%s' is not an integer " WS_CLI_TOKEN_RANGE, optarg);
 			ov.has_epoch = true;
 			break;
 		case OPT_PG:
-			if (ws_cli_parse_u64(optarg, &ov.pointer_generation) || ov.pointer_generation > INT64_MAX)
-				return usage_error("--pointer-generation: '%s' is not an integer 0..9223372036854775807",
+			if (ws_cli_parse_token(optarg, &ov.pointer_generation))
+				return usage_error("--pointer-generation: '%s' is not an integer " WS_CLI_TOKEN_RANGE,
 						   optarg);
 			ov.has_pointer_generation = true;
 			break;
