@@ -888,6 +888,32 @@ static int take_peer(struct take *t, unsigned round)
 	return recover_peer(t->c, &peer);
 }
 
+/*
+ * Step 4 found another attempt's inventory active while our witness is open.
+ * Its witness is closed (there is one witness, and it is ours): an attempt
+ * whose begin_inventory landed but whose writer never heard so, and whose
+ * abort then closed its witness and left the inventory. No writer goes on
+ * with such an attempt (the head decides it Abort here, or already holds its
+ * outcome), so finish it as recovery would; the caller then admits ours.
+ * Without this, a shared sink refused every later checkpoint for good.
+ */
+static int take_stray_inventory(struct take *t)
+{
+	struct ws_ckpt_inventory inv = { 0 };
+	bool active = false;
+	int rc = ws_ckpt_active_inventory(t->c, &inv, &active);
+
+	if (rc == 0 && active && !ws_ckpt_attempt_equal(&inv.attempt, &t->a)) {
+		ws_info("checkpoint: attempt %" PRIu64 " left its inventory active with its witness closed; "
+			"finishing it before attempt %" PRIu64, inv.attempt.checkpoint_id, t->a.checkpoint_id);
+		rc = finish_attempt(t->c, &inv.attempt, &inv, NULL);
+		if (rc == WS_EPRECOND && ws_ckpt_last_kind() == WS_CKPT_STATE_MISMATCH)
+			rc = 0; /* another recoverer moved first */
+	}
+	ws_ckpt_inventory_free(&inv);
+	return rc;
+}
+
 /* 4. Admit the inventory: every artifact key, before any is written. */
 static int take_admit_inventory(struct take *t)
 {
@@ -906,7 +932,10 @@ static int take_admit_inventory(struct take *t)
 	if ((rc = ws_ckpt_deployment_id(t->c, t->inv.deployment)) != 0)
 		return rc;
 	t->inv_tried = true;
-	if ((rc = ws_ckpt_begin_inventory(t->c, &t->inv, &ir)) != 0)
+	rc = ws_ckpt_begin_inventory(t->c, &t->inv, &ir);
+	if (rc == WS_EPRECOND && ws_ckpt_last_kind() == WS_CKPT_ACTIVE_ATTEMPT && (rc = take_stray_inventory(t)) == 0)
+		rc = ws_ckpt_begin_inventory(t->c, &t->inv, &ir);
+	if (rc)
 		return rc;
 	t->inv_active = true;
 	return 0;

@@ -32,6 +32,7 @@
 
 #include "coreutil.h"
 #include "walship.h"
+#include "ws_ckpt.h"
 #include "ws_fault.h"
 #include "ws_store.h"
 
@@ -293,11 +294,101 @@ static void test_s3_recover_crashed_attempt(void **state)
 	}
 }
 
+/*
+ * An attempt whose begin_inventory landed but whose writer never heard so,
+ * and whose abort then closed its witness (the durable inventory could not
+ * be read back either): the inventory stays active with no witness open.
+ * The state is written here through the checkpoint store itself (a lost
+ * reply is a fault radosgw cannot make on demand). The next take must finish
+ * that attempt (Abort, its artifact deleted) and commit its own; before, every
+ * later take on a shared sink failed "attempt ... is active" for good.
+ */
+static void test_s3_stray_inventory_finished(void **state)
+{
+	struct wt_env e;
+	struct ws_stream_config cfg;
+	struct ws_stream *st;
+	struct ws_outcome o;
+	struct ws_sink *s;
+	struct ws_store *store;
+	struct ws_ckpt *c;
+	struct ws_ckpt_attempt a = { 0 };
+	struct ws_ckpt_inventory inv;
+	struct ws_ckpt_inventory_result ir;
+	struct ws_ckpt_witness wit;
+	struct ws_ckpt_outcome term;
+	struct ws_checkpoint_info info;
+	struct ws_checkpoint_opts co;
+	char url[1024], key[1][WS_KEY_MAX];
+	const char *sinks[1] = { "stray" };
+	bool found = false;
+	uint64_t h;
+	int err = 0, rc;
+	(void)state;
+
+	wt_env_init(&e, "ckpt-s3-stray", 0);
+	snprintf(url, sizeof(url), "s3://%s/stray-%ld?endpoint=%s", g_bucket, (long)getpid(), getenv("WS_S3_ENDPOINT"));
+	s = sink_open(url);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.tenant = "orders";
+	cfg.db_path = e.db;
+	cfg.epoch = 1;
+	cfg.pointer_generation = 1;
+	st = ws_stream_open(s, &cfg, &err);
+	if (!st)
+		fail_msg("stream: %s", ws_errmsg());
+	wt_write_txn(e.w, 20, 500);
+	wt_tail_ok(st, &o);
+	h = wt_content_hash(e.w, NULL);
+
+	store = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
+	assert_non_null(store);
+	c = ws_ckpt_open_shared(store, WS_CKPT_TRUST_CONDITIONAL, &err);
+	if (!c)
+		fail_msg("open shared: %s", ws_errmsg());
+	assert_int_equal(ws_ckpt_allocate_id_at_least(c, 1, &a.checkpoint_id), 0);
+	a.epoch = 1;
+	a.token = 0x5eed;
+	assert_int_equal(ws_ckpt_create_sink_open_witness(c, "walship", 1, &a, sinks, 1, &wit), 0);
+	memset(&inv, 0, sizeof(inv));
+	assert_int_equal(ws_ckpt_deployment_id(c, inv.deployment), 0);
+	inv.scope = WS_CKPT_SCOPE_LOCAL;
+	inv.attempt = a;
+	inv.key_count = 1;
+	inv.keys = key;
+	snprintf(key[0], sizeof(key[0]), "checkpoints/artifacts/%016" PRIx64 "/orders", a.checkpoint_id);
+	assert_int_equal(ws_ckpt_begin_inventory(c, &inv, &ir), 0);
+	assert_int_equal(ws_store_put(store, key[0], "half an artifact", 16, WS_PUT_CREATE, NULL, NULL), 0);
+	assert_int_equal(ws_ckpt_clear_sink_open_witness(c, &wit), 0);
+
+	memset(&co, 0, sizeof(co));
+	co.peer_wait_ms = 300;
+	rc = ws_checkpoint_take(s, &co, &info);
+	if (rc)
+		fail_msg("take after a stray inventory: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_true(info.own && info.committed);
+	assert_true(info.id > a.checkpoint_id);
+	/* The stray attempt was decided (Abort) and its artifact is gone. */
+	assert_int_equal(ws_ckpt_latest_terminal(c, &term, &found), 0);
+	assert_true(found && term.checkpoint_id == info.id);
+	artifacts_all_committed(s, url);
+	co.peer_wait_ms = 1;
+	assert_int_equal(ws_checkpoint_take(s, &co, &info), 0);
+	assert_true(info.own && info.committed);
+	assert_int_equal(restored(&e, s, WS_CHECKPOINT_LATEST, true), h);
+	ws_ckpt_close(c);
+	ws_store_close(store);
+	ws_stream_close(st);
+	ws_sink_close(s);
+	wt_env_free(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_s3_race_and_restore),
 		cmocka_unit_test(test_s3_recover_crashed_attempt),
+		cmocka_unit_test(test_s3_stray_inventory_finished),
 	};
 	if (wt_s3_load_env("test_core_checkpoint_s3") != 0)
 		return 1;
