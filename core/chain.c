@@ -327,8 +327,16 @@ static size_t chain_find(const struct ws_chain *c, const struct ws_fmt_watermark
  * the most history restorable (a newer checkpoint never shrinks the window),
  * the newest checkpoint winning a tie.
  */
+static bool skipped(const struct ws_cut_skip *skip, uint64_t id)
+{
+	for (size_t k = 0; skip && k < skip->n; k++)
+		if (skip->ids[k] == id)
+			return true;
+	return false;
+}
+
 static int from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
-		    struct ws_chain *c, struct ws_restore_base *base, bool retained)
+		    struct ws_chain *c, struct ws_restore_base *base, bool retained, const struct ws_cut_skip *skip)
 {
 	struct ws_restore_base *bases = NULL;
 	struct ws_chain_stop kept;
@@ -349,7 +357,7 @@ static int from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fm
 		for (size_t k = 0; k < nb; k++) {
 			struct ws_obj_info info;
 			i = chain_find(c, wm, &bases[k].cut);
-			if (i >= best || ws_store_head(sink->store, bases[k].artifact_key, &info) != 0 ||
+			if (i >= best || skipped(skip, bases[k].checkpoint_id) || ws_store_head(sink->store, bases[k].artifact_key, &info) != 0 ||
 			    info.size_bytes != bases[k].artifact_length)
 				continue;
 			best = i;
@@ -370,13 +378,13 @@ static int from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fm
 }
 
 int ws_chain_from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
-		      struct ws_chain *c, struct ws_restore_base *base)
+		      struct ws_chain *c, struct ws_restore_base *base, const struct ws_cut_skip *skip)
 {
-	return from_cut(sink, tenant, wm, c, base, false);
+	return from_cut(sink, tenant, wm, c, base, false, skip);
 }
 
 int ws_chain_from_cut_retained(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
 			       struct ws_chain *c, struct ws_restore_base *base)
 {
-	return from_cut(sink, tenant, wm, c, base, true);
+	return from_cut(sink, tenant, wm, c, base, true, NULL);
 }

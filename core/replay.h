@@ -187,10 +187,17 @@ static inline bool ws_chain_truncated(const struct ws_chain *c)
  * latest Commit's cut, when that cut (key, SHA-256 and length) is in c. Then
  * drop the manifests before it (c->m[0] is the cut, whose state is base's
  * artifact) and fill base. Otherwise fail as ws_chain_load does
- * (WS_EINCOMPLETE: the missing manifest).
+ * (WS_EINCOMPLETE: the missing manifest). skip (may be NULL): checkpoints
+ * not to use as the base (their artifact failed to serve this restore).
  */
+#define WS_CUT_SKIP_MAX 16u
+struct ws_cut_skip {
+	uint64_t ids[WS_CUT_SKIP_MAX];
+	size_t n;
+	uint64_t failed;        /* set by a restore whose base artifact failed; 0: none */
+};
 int ws_chain_from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
-		      struct ws_chain *c, struct ws_restore_base *base) WS_MUST_CHECK;
+		      struct ws_chain *c, struct ws_restore_base *base, const struct ws_cut_skip *skip) WS_MUST_CHECK;
 
 /*
  * ws_chain_from_cut for verify: the missing link must be history a

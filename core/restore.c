@@ -765,12 +765,14 @@ out:
  */
 static int image_apply(struct ws_store *s, const char *tenant, const struct ws_chain *c, bool stopped,
 		       const struct ws_restore_base *base, size_t idx, uint64_t frame, int fd,
-		       struct ws_replay_result *res)
+		       struct ws_replay_result *res, bool *artifact_failed)
 {
 	int rc;
 	if (!stopped)
 		return ws_replay(s, tenant, c, idx, frame, fd, res, NULL);
 	rc = ws_artifact_fetch(s, base->artifact_key, base->artifact_length, base->artifact_sha256, fd);
+	if (rc && artifact_failed)
+		*artifact_failed = true;
 	if (rc)
 		return ws_fail_wrap(rc, "tenant %s", tenant);
 	return ws_replay_from(s, tenant, c, 1, idx, frame, fd, res, NULL);
@@ -801,7 +803,7 @@ int ws_restore_image(struct ws_store *s, const char *tenant, const struct ws_cha
 		rc = ws_fail(-errno, "cannot create %s: %s", path, strerror(errno));
 		goto out;
 	}
-	rc = image_apply(s, tenant, &c, stopped, base, c.count - 1, c.m[c.count - 1].last_frame, fd, &res);
+	rc = image_apply(s, tenant, &c, stopped, base, c.count - 1, c.m[c.count - 1].last_frame, fd, &res, NULL);
 	if (!rc)
 		rc = image_finish(fd, path, &res);
 	*used_base = stopped;
@@ -853,11 +855,13 @@ int ws_restore_tmp_open(const char *out_path, char **tmp, int *fd)
 
 /*
  * One restore. use_latest: the latest state may start from the latest
- * Commit's artifact.
+ * Commit's artifact. skip: stored cuts not to start from; when the base
+ * chosen among them fails to serve, skip->failed names its checkpoint.
  */
 static int restore_once(struct ws_sink *sink, const char *tenant, const struct ws_restore_opts *opts,
-			const char *out_path, bool use_latest)
+			const char *out_path, bool use_latest, struct ws_cut_skip *skip)
 {
+	bool from_cut = false, artifact_failed = false;
 	struct ws_fmt_watermark wm;
 	struct ws_chain c;
 	struct ws_replay_result res;
@@ -889,8 +893,8 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 		 * there, from the artifact). */
 		rc = ws_chain_load_flags(sink->store, tenant, &wm, WS_CHAIN_UPTO_MISSING, &c);
 		if (!rc && ws_chain_truncated(&c)) {
-			rc = ws_chain_from_cut(sink, tenant, &wm, &c, &base);
-			stopped = rc == 0;
+			rc = ws_chain_from_cut(sink, tenant, &wm, &c, &base, skip);
+			stopped = from_cut = rc == 0;
 		}
 	}
 	if (rc)
@@ -920,7 +924,9 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 	}
 	if ((rc = ws_restore_tmp_open(out_path, &tmp, &fd)) != 0)
 		goto out;
-	rc = image_apply(sink->store, tenant, &c, stopped, &base, idx, frame, fd, &res);
+	rc = image_apply(sink->store, tenant, &c, stopped, &base, idx, frame, fd, &res, &artifact_failed);
+	if (rc && from_cut && artifact_failed)
+		skip->failed = base.checkpoint_id;
 	if (!rc)
 		rc = image_finish(fd, tmp, &res);
 out:
@@ -935,20 +941,40 @@ int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore
 	       const char *out_path)
 {
 	struct ws_restore_opts none = { 0 };
+	struct ws_cut_skip skip = { 0 };
 	int rc;
 
 	if (!opts)
 		opts = &none;
 	if ((rc = ws_restore_prepare(sink->store, tenant, out_path, opts->force)) != 0)
 		return rc;
-	rc = restore_once(sink, tenant, opts, out_path, true);
+	rc = restore_once(sink, tenant, opts, out_path, true, &skip);
 	if (rc && rc != WS_ECONFIG && rc != WS_ENOTFOUND && !opts->frame && !opts->time_ms) {
 		/* The latest Commit's artifact (or its cut) could not be used:
 		 * damaged, or gone. The full chain, or an older checkpoint, may
 		 * still hold the state: one bad artifact is never total loss. */
 		ws_info("restore: tenant %s: from the latest checkpoint: %s; trying the full chain and older "
 			"checkpoints", tenant, ws_errmsg());
-		rc = restore_once(sink, tenant, opts, out_path, false);
+		rc = restore_once(sink, tenant, opts, out_path, false, &skip);
+	}
+	/* The stored cut chosen (the oldest in the chain) could not serve: its
+	 * artifact damaged or gone since it was looked at. A newer cut may
+	 * still hold the point: try the next one. */
+	if (rc && skip.failed) {
+		int first_rc = rc;
+		char first[512];
+		snprintf(first, sizeof(first), "%s", ws_errmsg());
+		while (rc && skip.failed && skip.n < WS_CUT_SKIP_MAX) {
+			ws_info("restore: tenant %s: from checkpoint %" PRIu64 ": %s; trying the next stored "
+				"checkpoint", tenant, skip.failed, ws_errmsg());
+			skip.ids[skip.n++] = skip.failed;
+			skip.failed = 0;
+			rc = restore_once(sink, tenant, opts, out_path, false, &skip);
+		}
+		/* No newer cut reaches back to the point (or none is left): the
+		 * damaged artifact is the reason, not the retention window. */
+		if (rc == WS_ERANGE_ || rc == WS_EINCOMPLETE)
+			rc = ws_fail(first_rc, "%s", first);
 	}
 	return rc;
 }

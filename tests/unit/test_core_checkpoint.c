@@ -787,6 +787,70 @@ static void test_verify_restore_after_retention(void **state)
 	cp_free(&c);
 }
 
+/*
+ * After retention, a past point restores from the oldest stored cut in the
+ * chain. When that cut's artifact is damaged (same length, other bytes) a
+ * point after a newer stored cut still restores from the newer one; before,
+ * restore --frame/--time failed on the damaged artifact. A point only the
+ * damaged cut could serve fails naming the artifact, not the retention
+ * window.
+ */
+static void test_restore_past_point_skips_damaged_cut(void **state)
+{
+	struct cpenv c;
+	struct ws_checkpoint_info i1, i2;
+	struct ws_restore_opts ro;
+	struct ws_outcome o;
+	char art[WS_KEY_MAX], *art_path;
+	uint64_t fB, fC, fD, hB, hC, hD, h;
+	int rc;
+	(void)state;
+
+	ws_fault_disarm();
+	cp_init(&c, "ckpt-skipcut");
+	ws_stream_close(c.st);
+	c.st = open_stream_wal(c.e.sink, TENANT, c.e.db, UINT64_MAX);
+	wt_tail_ok(c.st, &o);
+	wt_tail_ok(c.st2, &o);
+	ship_txn(&c, 3, NULL);
+	fB = ship_txn(&c, 3, &hB);
+	take_ok(&c, &i1);
+	assert_int_equal(ws_retention_run(c.e.sink, false, NULL, NULL, NULL), 0);
+	fC = ship_txn(&c, 3, &hC);
+	take_ok(&c, &i2);
+	fD = ship_txn(&c, 3, &hD);
+	assert_true(i1.id < i2.id && fB < fC && fC < fD);
+
+	memset(&ro, 0, sizeof(ro));
+	ro.frame = fD;
+	assert_int_equal(restore_opts_hash(&c, &ro, &h), 0);
+	assert_int_equal(h, hD);
+
+	snprintf(art, sizeof(art), "checkpoints/artifacts/%016" PRIx64 "/%s", i1.id, TENANT);
+	art_path = wt_path(c.e.sink_dir, art);
+	flip_byte(art_path, 200);
+	ro.frame = fD;
+	rc = restore_opts_hash(&c, &ro, &h);
+	if (rc)
+		fail_msg("restore --frame after the newer cut with the older artifact damaged: %s (%s)",
+			 ws_strerror(rc), ws_errmsg());
+	assert_int_equal(h, hD);
+	ro.frame = fC;
+	assert_int_equal(restore_opts_hash(&c, &ro, &h), 0);
+	assert_int_equal(h, hC);
+	memset(&ro, 0, sizeof(ro));
+	ro.time_ms = (int64_t)time(NULL) * 1000 + 60000;
+	assert_int_equal(restore_opts_hash(&c, &ro, &h), 0);
+	assert_int_equal(h, hD);
+	/* The cut only the damaged artifact holds. */
+	memset(&ro, 0, sizeof(ro));
+	ro.frame = fB;
+	assert_int_equal(restore_opts_hash(&c, &ro, &h), WS_ECORRUPT);
+	assert_non_null(strstr(ws_errmsg(), art));
+	free(art_path);
+	cp_free(&c);
+}
+
 /* Without a checkpoint, a missing manifest is reported as before. */
 static void test_verify_missing_link_without_checkpoint(void **state)
 {
@@ -1316,6 +1380,7 @@ int main(void)
 		cmocka_unit_test(test_retention_keeps_base_of_tenant_left_out),
 		cmocka_unit_test(test_retention_after_rebase),
 		cmocka_unit_test(test_verify_restore_after_retention),
+		cmocka_unit_test(test_restore_past_point_skips_damaged_cut),
 		cmocka_unit_test(test_verify_missing_link_without_checkpoint),
 		cmocka_unit_test(test_lease),
 		cmocka_unit_test(test_malformed_inventory_deletes_nothing),
