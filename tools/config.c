@@ -569,7 +569,10 @@ static int engine_key(struct ws_cli_config *c, const char *key, const char *valu
 		break;
 	case EK_METRICS_ADDR: {
 		char err[160];
-		if (ws_metrics_addr_resolve(value, err, sizeof(err)))
+		/* Resolved in ws_cli_config_finish, and only where replicate
+		 * binds it: checkpoint and retention read the same file on
+		 * hosts where the name may not resolve. */
+		if (ws_metrics_addr_check(value, err, sizeof(err)))
 			return fail_at(p, line, "[engine] metrics_addr: '%s': %s", value, err);
 		c->metrics_addr = strdup(value);
 		if (!c->metrics_addr)
@@ -948,6 +951,11 @@ int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides 
 		c->metrics_addr = strdup(o->metrics_addr);
 		if (!c->metrics_addr)
 			return -ENOMEM;
+	} else if (c->metrics_addr && !o->sink_only) {
+		char err[160];
+		if (ws_metrics_addr_resolve(c->metrics_addr, err, sizeof(err)))
+			return report(c, p->engine_key_line[EK_METRICS_ADDR], "[engine] metrics_addr: '%s': %s",
+				      c->metrics_addr, err);
 	}
 	if (o->has_epoch)
 		c->epoch = o->epoch;

@@ -115,6 +115,15 @@ ws checkpoint --config host.ini --epoch 50
 check "checkpoint --config naming a core this host lacks: exit 0" [ "$rc" = 0 ]
 ws replicate --config host.ini --once db.db
 check "... while replicate with it is refused (exit 2, naming core)" eval '[ "$rc" = 2 ] && grep -q core err'
+# A metrics address only the replicate host resolves.
+printf '[engine]\nsink = %s\nmetrics_addr = no-such-host.invalid:9464\n' "$URL" >host2.ini
+ws checkpoint --config host2.ini --epoch 50
+check "checkpoint --config whose metrics_addr does not resolve here: exit 0" [ "$rc" = 0 ]
+ws retention --config host2.ini --dry-run
+check "retention --config whose metrics_addr does not resolve here: exit 0" [ "$rc" = 0 ]
+ws replicate --config host2.ini --once db.db
+check "... while replicate with it is refused at its line (exit 2)" \
+	eval '[ "$rc" = 2 ] && grep -q "host2.ini:3: .*does not resolve" err'
 
 echo "# bad arguments"
 ws restore --sink "$URL" --tenant db --checkpoint banana -o x.db
