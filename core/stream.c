@@ -79,6 +79,8 @@ struct ws_stream {
 	sqlite3 *conn[2];
 	int held;             /* index of the connection holding a read txn, -1 none */
 	bool continuous;      /* held without a gap since our own last watermark write */
+	uint64_t own_seq;     /* that write's sequence (0: none yet) ... */
+	uint8_t own_msha[WS_SHA256_LEN]; /* ... and the SHA-256 of the manifest it named */
 	/* The database file both connections have open (invariant 9): set when
 	 * the first of them opens, checked for every later one and at the
 	 * start and end of every tail. A file replaced at its path is another
@@ -690,20 +692,47 @@ static void fill_bp(const struct ws_stream *st, struct ws_backpressure_report *b
 	bp->frames_shed = st->frames_shed;
 }
 
+/*
+ * Read the watermark. continuous (our read mark held since our own last
+ * watermark write) stays only while the watermark is still that write: one
+ * another writer put there (an owner with our very tokens, a restart that
+ * overlapped us) is no continuation of what we shipped, and a new
+ * generation must not be chained onto it. An unreadable watermark leaves
+ * the cache as it was, marked for a re-read.
+ */
 static int refresh_wm(struct ws_stream *st)
 {
-	int rc = ws_wm_load(st->sink->store, st->tenant, &st->wm, &st->wm_etag);
+	struct ws_fmt_watermark w;
+	struct ws_etag etag;
+	int rc = ws_wm_load(st->sink->store, st->tenant, &w, &etag);
 	if (rc == WS_ENOTFOUND) {
 		st->have_wm = false;
 		st->wm_etag.s[0] = '\0';
 		st->wm_loaded = true;
+		st->continuous = false;
 		return 0;
 	}
-	if (rc)
+	if (rc) {
+		st->wm_loaded = false;
+		st->continuous = false;
 		return rc;
+	}
+	if (!st->own_seq || w.seq != st->own_seq || memcmp(w.manifest_sha, st->own_msha, WS_SHA256_LEN) != 0)
+		st->continuous = false;
+	st->wm = w;
+	st->wm_etag = etag;
 	st->have_wm = true;
 	st->wm_loaded = true;
 	return 0;
+}
+
+/* w is the watermark write nw (read back): the same sequence, owner and manifest. */
+static bool wm_same_write(const struct ws_fmt_watermark *w, const struct ws_fmt_watermark *nw)
+{
+	return w->seq == nw->seq && w->epoch == nw->epoch && w->pointer_generation == nw->pointer_generation &&
+	       w->last_frame == nw->last_frame && w->manifest_length == nw->manifest_length &&
+	       strcmp(w->manifest_key, nw->manifest_key) == 0 &&
+	       memcmp(w->manifest_sha, nw->manifest_sha, WS_SHA256_LEN) == 0;
 }
 
 static bool fenced_by(const struct ws_stream *st, const struct ws_fmt_watermark *w)
@@ -1466,11 +1495,15 @@ static int step_fence(struct ws_stream *st, struct tail *t, struct ws_outcome *o
 	if (st->have_wm && fenced_by(st, &st->wm))
 		return done_fenced(st, out);
 	if (t->kind != WS_MANIFEST_REBASE) {
+		/* NEXT_GEN: continuous holds only while the watermark read now is
+		 * our own last write (refresh_wm), and the live WAL must be
+		 * another generation than the one it names. */
 		bool still = st->have_wm &&
 			     ((t->kind == WS_MANIFEST_CONTINUE && ws_fmt_gen_equal(&st->wm.gen, &t->sc.gen) &&
-			       st->wm.last_frame + 1 == t->sc.first_frame) ||
+			       st->wm.last_frame + 1 == t->sc.first_frame && st->wm.end_cksum[0] == t->sc.seed[0] &&
+			       st->wm.end_cksum[1] == t->sc.seed[1]) ||
 			      (t->kind == WS_MANIFEST_NEXT_GEN && st->continuous && st->wm.epoch == st->epoch &&
-			       st->wm.pointer_generation == st->pg));
+			       st->wm.pointer_generation == st->pg && !ws_fmt_gen_equal(&st->wm.gen, &t->sc.gen)));
 		if (!still)
 			scan_from_top(t);
 	}
@@ -1711,21 +1744,35 @@ static int step_write_watermark(struct ws_stream *st, struct tail *t)
 	if (rc == WS_EPRECOND) {
 		/* Someone wrote the watermark since our fencing read. Batches and
 		 * the manifest are already up: this is not Fenced (a pure read),
-		 * it is a lost race, and nothing of it is acknowledged. */
+		 * it is a lost race, and nothing of it is acknowledged. Unless
+		 * the watermark there is this very one: an earlier attempt of
+		 * this write landed and its reply was lost. */
+		struct ws_fmt_watermark before = st->wm;
+		bool had = st->have_wm, was_continuous = st->continuous;
 		int rc2 = refresh_wm(st);
 		if (rc2)
 			return rc2;
-		if (st->have_wm && fenced_by(st, &st->wm))
+		if (st->have_wm && wm_same_write(&st->wm, &nw)) {
+			ws_info("tenant %s: watermark %s: the compare-and-swap was refused, but the watermark there "
+				"is this write (an earlier attempt landed): written", st->tenant, wmkey);
+			new_etag = st->wm_etag;
+			st->wm = before;
+			st->have_wm = had;
+			st->continuous = was_continuous;
+			rc = 0;
+		} else if (st->have_wm && fenced_by(st, &st->wm))
 			return ws_fail(WS_ELOSTRACE, "tenant %s: epoch %llu pointer generation %llu took the "
 				       "stream over after our fencing read (we are %llu/%llu); objects uploaded "
 				       "by this call are not named by any watermark; nothing acknowledged",
 				       st->tenant, (unsigned long long)st->wm.epoch,
 				       (unsigned long long)st->wm.pointer_generation, (unsigned long long)st->epoch,
 				       (unsigned long long)st->pg);
-		st->wm_loaded = false;
-		return ws_fail(WS_EPRECOND, "tenant %s: watermark %s changed concurrently (another writer "
-			       "with epoch %llu?); nothing acknowledged", st->tenant, wmkey,
-			       (unsigned long long)st->epoch);
+		else {
+			st->wm_loaded = false;
+			return ws_fail(WS_EPRECOND, "tenant %s: watermark %s changed concurrently (another writer "
+				       "with epoch %llu?); nothing acknowledged", st->tenant, wmkey,
+				       (unsigned long long)st->epoch);
+		}
 	}
 	if (rc) {
 		st->wm_loaded = false; /* ambiguous: re-read before the next decision */
@@ -1743,6 +1790,8 @@ static int step_write_watermark(struct ws_stream *st, struct tail *t)
 	st->wm = nw;
 	st->wm_etag = new_etag;
 	st->have_wm = true;
+	st->own_seq = nw.seq;
+	memcpy(st->own_msha, nw.manifest_sha, WS_SHA256_LEN);
 	/* No etag known (the store gave none, even to a HEAD): re-read it
 	 * before the next swap rather than send one that cannot match. */
 	st->wm_loaded = new_etag.s[0] != '\0';

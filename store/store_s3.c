@@ -903,6 +903,13 @@ static int put_end(struct s3_store *s, struct s3_put_op *op, struct ws_etag *out
 		if (op->mode == WS_PUT_CREATE && hrc)
 			return ws_fail_wrap(hrc, "s3 %s: %s: the store refused a create as already there (412), "
 					    "and the object could not be looked at (HEAD)", s->base.url, c->key);
+		/* Nor is a refused compare-and-swap proof of another writer
+		 * while the object cannot be looked at: it may be this very
+		 * write, landed on an earlier attempt. */
+		if (op->mode == WS_PUT_CAS && hrc && hrc != WS_ENOTFOUND)
+			return ws_fail_wrap(hrc, "s3 %s: %s: the store refused a compare-and-swap (412), and the "
+					    "object could not be looked at (HEAD) to tell whether an earlier attempt "
+					    "of this write landed", s->base.url, c->key);
 		/* A compare-and-swap refused while the object still carries the
 		 * very etag it named: nobody else wrote it (another writer's PUT
 		 * changes the etag, the MD5 of the body, unless it wrote the very

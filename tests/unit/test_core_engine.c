@@ -661,6 +661,44 @@ static void test_block_holds_memory_loses_nothing(void **state)
 	wt_env_free(&env);
 }
 
+/*
+ * A watermark compare-and-swap that landed but whose reply was lost, the
+ * retry refused because the watermark changed (to this very write): the
+ * tail is acknowledged, not failed as "another writer" (an error an
+ * operator would chase a writer that does not exist for). The sink's store
+ * is the throttle store's lost-reply fault (a fake: neither radosgw nor the
+ * file store loses a reply on demand).
+ */
+static void test_lost_watermark_reply_is_own_write(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 4 * 80u << 10, 80u << 10);
+	struct ws_engine *e;
+	(void)state;
+
+	wt_env_init(&env, "engine_lost_reply", 0);
+	backlog(env.w, 2);
+	seen_reset();
+	hook_on(3);
+	e = engine_new(env.sink_url, 1, &sc);
+	add_tenant(e, "lr", env.db, 0);
+	flush_ok(e);
+	backlog(env.w, 2);
+	for (unsigned i = 0; i < hook.n; i++)
+		if (!hook.uploader[i])
+			wt_throttle_lost_reply(hook.stores[i], "/wm", 1);
+	seen_reset();
+	flush_ok(e);
+	assert_int_equal(seen.errors, 0);
+	assert_int_equal(seen.n[WS_OUTCOME_STREAMED], 1);
+	restore_equals(env.sink, "lr", env.w, env.out_dir);
+	verify_ok(env.sink, "lr");
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	hook_off();
+	wt_env_free(&env);
+}
+
 /* One tenant (txns of backlog) on one shard whose sink says slow down to
  * every upload, each put giving up after `attempts`. */
 static struct ws_engine *uploads_refused(struct wt_env *env, const struct ws_shard_config *sc, const char *dir,
@@ -1536,6 +1574,7 @@ int main(void)
 		cmocka_unit_test(test_chain_end_in_either_thread),
 		cmocka_unit_test(test_block_holds_memory_loses_nothing),
 		cmocka_unit_test(test_throttle_counts_and_fails_bounded),
+		cmocka_unit_test(test_lost_watermark_reply_is_own_write),
 		cmocka_unit_test(test_failing_tenant_backs_off_under_writes),
 		cmocka_unit_test(test_key_interval_holds_for_continuations),
 		cmocka_unit_test(test_change_during_a_round_is_due_from_when_seen),

@@ -1523,9 +1523,150 @@ static void test_locked_call_waits_out_nothing(void **state)
 	wt_env_free(&e);
 }
 
+/*
+ * Fencing with equal tokens. An owner whose read mark was held since its own
+ * last watermark may chain a new WAL generation onto it (NEXT_GEN), but only
+ * while the watermark is still that write: another writer with the same
+ * epoch and pointer generation (an overlapping restart, a failover host that
+ * kept the tokens) may have written since. Before, the first owner chained a
+ * NEXT_GEN onto the other's re-base (same generation: verify and restore
+ * refused the stream), or onto another database's pages (a state neither
+ * source committed).
+ */
+static void test_next_gen_not_onto_same_token_writer(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *a, *b;
+	struct ws_stream_config c;
+	char res[64];
+	(void)state;
+
+	wt_env_init(&e, "nextgen-same-token", 0);
+	wt_write_txn(e.w, 6, 1500);
+	c = cfg_default(&e);
+	c.wal_checkpoint_bytes = 1;
+	a = stream_open_cfg(&e, NULL, &c);
+	tail_expect(a, &o, WS_OUTCOME_STREAMED);
+	tail_expect(a, &o, WS_OUTCOME_EMPTY); /* its WAL checkpoint: read mark 0 held */
+	wt_query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+	wt_write_txn(e.w, 3, 700); /* a new generation */
+	b = owner(&e, NULL, 1, 1);  /* the same tokens, the same database */
+	wt_tail_ok(b, &o);
+	wt_write_txn(e.w, 2, 700);
+	wt_tail_ok(a, &o);
+	if (ws_verify(e.sink, TENANT, NULL, NULL) != 0)
+		fail_msg("verify after a same-token writer: %s", ws_errmsg());
+	assert_restore_equals_source(&e);
+	ws_stream_close(a);
+	ws_stream_close(b);
+	wt_env_free(&e);
+}
+
+struct other_tail {
+	struct ws_stream *b;
+	int rc;
+	struct ws_outcome o;
+};
+
+static void other_tails(const char *site, void *arg)
+{
+	struct other_tail *x = arg;
+	(void)site;
+	x->rc = ws_stream_tail_frames(x->b, &x->o);
+}
+
+/* Two databases under one tenant with equal tokens (a failover host started
+ * without a higher epoch): the lost race leaves the other's watermark in A's
+ * cache; A's next tail must re-base, never chain its WAL onto db2's pages. */
+static void test_next_gen_not_after_lost_race(void **state)
+{
+	struct wt_env e, e2;
+	struct ws_outcome o;
+	struct ws_stream *a;
+	struct ws_stream_config c;
+	struct other_tail x = { 0 };
+	char res[64], *out;
+	uint64_t h1;
+	int rc;
+	(void)state;
+
+	wt_env_init(&e, "nextgen-race-a", 0);
+	wt_env_init(&e2, "nextgen-race-b", 0);
+	wt_write_txn(e.w, 6, 1500);
+	wt_query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+	wt_write_txn(e.w, 1, 300);
+	wt_write_txn(e2.w, 9, 900);
+	a = stream_open(&e);
+	tail_expect(a, &o, WS_OUTCOME_STREAMED);
+	c = cfg_default(&e2);
+	x.b = stream_open_cfg(&e2, e.sink, &c);
+	wt_write_txn(e.w, 2, 700);
+	assert_int_equal(ws_fault_arm_pause("stream.before_watermark_put", 1, other_tails, &x), 0);
+	rc = ws_stream_tail_frames(a, &o);
+	ws_fault_disarm();
+	assert_int_equal(x.rc, 0);
+	assert_int_equal(rc, WS_EPRECOND); /* lost the race: nothing acknowledged */
+	wt_write_txn(e.w, 1, 700);
+	wt_tail_ok(a, &o);
+	if (ws_verify(e.sink, TENANT, NULL, NULL) != 0)
+		fail_msg("verify: %s", ws_errmsg());
+	h1 = wt_content_hash(e.w, NULL);
+	out = wt_path(e.out_dir, "race.db");
+	if (ws_restore(e.sink, TENANT, NULL, out) != 0)
+		fail_msg("restore: %s", ws_errmsg());
+	assert_int_equal(wt_file_hash(out, NULL), h1); /* A's acknowledged state: db1's */
+	free(out);
+	ws_stream_close(a);
+	ws_stream_close(x.b);
+	wt_env_free(&e2);
+	wt_env_free(&e);
+}
+
+/* A watermark unreadable for one read (a damaged object put back, a gateway's
+ * wrong 200) fails that tail and leaves the stream as it was: before, the
+ * failed decode left a zeroed watermark cached and the next tail chained a
+ * NEXT_GEN of the very same generation (verify and restore refused it). */
+static void test_unreadable_watermark_once(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *a;
+	struct ws_buf good;
+	struct ws_store *s;
+	int err = 0;
+	(void)state;
+
+	wt_env_init(&e, "wm-unreadable-once", 0);
+	wt_write_txn(e.w, 6, 1500);
+	a = stream_open(&e);
+	tail_expect(a, &o, WS_OUTCOME_STREAMED);
+	wt_write_txn(e.w, 2, 700);
+	tail_expect(a, &o, WS_OUTCOME_STREAMED);
+	s = ws_store_file_open(e.sink_dir, &err);
+	assert_non_null(s);
+	ws_buf_init(&good, 0);
+	assert_int_equal(ws_store_get(s, TENANT "/wm", 0, UINT64_MAX, &good, NULL), 0);
+	assert_int_equal(ws_store_put(s, TENANT "/wm", "garbage!", 8, WS_PUT_OVERWRITE, NULL, NULL), 0);
+	wt_write_txn(e.w, 2, 700);
+	assert_int_not_equal(ws_stream_tail_frames(a, &o), 0);
+	assert_int_equal(ws_store_put(s, TENANT "/wm", good.data, good.len, WS_PUT_OVERWRITE, NULL, NULL), 0);
+	tail_expect(a, &o, WS_OUTCOME_STREAMED);
+	if (ws_verify(e.sink, TENANT, NULL, NULL) != 0)
+		fail_msg("verify: %s", ws_errmsg());
+	assert_restore_equals_source(&e);
+	ws_buf_free(&good);
+	ws_store_close(s);
+	ws_stream_close(a);
+	wt_env_free(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_next_gen_not_onto_same_token_writer),
+		cmocka_unit_test(test_next_gen_not_after_lost_race),
+		cmocka_unit_test(test_unreadable_watermark_once),
 		cmocka_unit_test(test_fresh_db_without_wal),
 		cmocka_unit_test(test_streamed_then_empty),
 		cmocka_unit_test(test_empty_rpo_ages),

@@ -20,6 +20,8 @@ struct tstore {
 	uint32_t slow_ms;
 	uint64_t throttled;
 	char log_suffix[32];            /* log puts whose key ends so ("" = none) */
+	char lost_suffix[32];           /* wt_throttle_lost_reply */
+	unsigned lost_n;
 	uint64_t log_ms[WT_THROTTLE_LOG_MAX];
 	size_t nlog;
 };
@@ -72,6 +74,17 @@ static int t_put(struct ws_store *s, const char *key, const struct iovec *iov, i
 	int rc = t->inner->ops->put(t->inner, key, iov, iovcnt, mode, expect, out_etag);
 	if (rc == 0) {
 		size_t kl = strlen(key), sl;
+		bool lost = false;
+		pthread_mutex_lock(&t->mu);
+		sl = strlen(t->lost_suffix);
+		if (t->lost_n && sl && kl >= sl && !strcmp(key + kl - sl, t->lost_suffix)) {
+			t->lost_n--;
+			lost = true;
+		}
+		pthread_mutex_unlock(&t->mu);
+		if (lost)
+			return ws_fail(WS_EPRECOND, "throttle store: PUT %s: landed, reply lost; the retry was refused "
+				       "(412)", key);
 		pthread_mutex_lock(&t->mu);
 		sl = strlen(t->log_suffix);
 		if (sl && kl >= sl && !strcmp(key + kl - sl, t->log_suffix) && t->nlog < WT_THROTTLE_LOG_MAX)
@@ -179,4 +192,13 @@ size_t wt_throttle_logged(struct ws_store *s, uint64_t *ms, size_t max)
 	memcpy(ms, t->log_ms, n * sizeof(*ms));
 	pthread_mutex_unlock(&t->mu);
 	return n;
+}
+
+void wt_throttle_lost_reply(struct ws_store *s, const char *suffix, unsigned n)
+{
+	struct tstore *t = (struct tstore *)s;
+	pthread_mutex_lock(&t->mu);
+	snprintf(t->lost_suffix, sizeof(t->lost_suffix), "%s", suffix ? suffix : "");
+	t->lost_n = n;
+	pthread_mutex_unlock(&t->mu);
 }

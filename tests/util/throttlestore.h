@@ -26,6 +26,14 @@ void wt_throttle_set(struct ws_store *s, const char *match, int64_t pass, int64_
 void wt_throttle_slow(struct ws_store *s, uint32_t ms);
 uint64_t wt_throttle_count(struct ws_store *s); /* attempts throttled so far */
 /*
+ * The next n puts whose key ends with suffix are written to the real store
+ * and then answered WS_EPRECOND: a conditional write whose first attempt
+ * landed, whose reply was lost, and whose retry met its own write (what the
+ * S3 backend returns when it cannot tell the object is its own, its HEAD
+ * failing too). The file store never loses a reply.
+ */
+void wt_throttle_lost_reply(struct ws_store *s, const char *suffix, unsigned n);
+/*
  * Record the monotonic time (ws_mono_ms) at which each put whose key ends
  * with `suffix` completed (NULL or "": stop; clears the log), up to
  * WT_THROTTLE_LOG_MAX; wt_throttle_logged copies them out, oldest first.
