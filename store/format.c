@@ -442,6 +442,14 @@ int ws_fmt_manifest_decode(const uint8_t *obj, size_t len, struct ws_fmt_manifes
 			     (unsigned long long)m->valid_from_frame, (unsigned long long)m->last_frame);
 		goto fail;
 	}
+	if (m->kind == WS_MANIFEST_REBASE && m->batch_count && m->first_frame != 1) {
+		/* A re-base holds its generation's frames from the first: one
+		 * starting later (its seed made to fit) would leave out commits
+		 * of the snapshot's own generation. */
+		rc = ws_fail(WS_EFORMAT, "rebase manifest frames start at %llu, not 1",
+			     (unsigned long long)m->first_frame);
+		goto fail;
+	}
 	if (m->kind == WS_MANIFEST_REBASE) {
 		/* Snapshot parts tile pages 1..n, n <= db_pages (frames of the
 		 * re-base carry pages past the file's end); with no frames the

@@ -93,10 +93,30 @@ static void test_manifest_batch_range_wraps(void **state)
 	assert_int_equal(decode(&m), 0);
 }
 
+/*
+ * A re-base holds its generation's frames 1..last. One whose frames start
+ * later, its seed checksum made to fit the batch it starts at, left the
+ * earlier commits of the generation out: verify passed it and restore
+ * published a state the source never had.
+ */
+static void test_rebase_frames_from_one(void **state)
+{
+	struct ws_fmt_objref batches[1];
+	struct ws_fmt_manifest m;
+	(void)state;
+	rebase(&m, batches, 1);
+	m.first_frame = 2;
+	batches[0].first = 2;
+	batches[0].count = 2;
+	assert_int_equal(decode(&m), WS_EFORMAT);
+	assert_non_null(strstr(ws_errmsg(), "start at 2, not 1"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_manifest_valid_baseline),
+		cmocka_unit_test(test_rebase_frames_from_one),
 		cmocka_unit_test(test_manifest_batch_range_wraps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
