@@ -334,9 +334,14 @@ static int choose_target(const char *tenant, const struct ws_chain *c, const str
 {
 	size_t last = c->count - 1;
 	if (o->time_ms) {
-		size_t i = c->count;
-		while (i > 0 && c->m[i - 1].time_ms > o->time_ms)
-			i--;
+		/* The longest run of manifests from the oldest that were all
+		 * stamped at or before the time: a clock that stepped back (NTP,
+		 * a takeover by a host whose clock is behind) can stamp a newer
+		 * manifest earlier than an older one, and a state past a manifest
+		 * stamped after the time may hold commits made after it. */
+		size_t i = 0;
+		while (i < c->count && c->m[i].time_ms <= o->time_ms)
+			i++;
 		if (i == 0 && cut)
 			return before_cut(tenant, c, cut);
 		if (i == 0)

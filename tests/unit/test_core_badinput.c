@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -714,6 +715,90 @@ static void test_forged_manifests(void **state)
 	good_free(&g);
 }
 
+/* last_frame of manifest depth (0 = the head) of the chain in dir. */
+static uint64_t manifest_last_frame(const char *dir, unsigned depth)
+{
+	struct ws_fmt_watermark wm;
+	struct ws_fmt_manifest m;
+	char key[WS_KEY_MAX], *p = obj_path(dir, TENANT "/wm");
+	size_t len = 0;
+	uint8_t *raw = wt_read_file(p, &len);
+	uint64_t last;
+
+	assert_non_null(raw);
+	assert_int_equal(ws_fmt_watermark_decode(raw, len, &wm), 0);
+	free(raw);
+	free(p);
+	snprintf(key, sizeof(key), "%s", wm.manifest_key);
+	for (unsigned i = 0;; i++) {
+		p = obj_path(dir, key);
+		raw = wt_read_file(p, &len);
+		assert_non_null(raw);
+		assert_int_equal(ws_fmt_manifest_decode(raw, len, &m), 0);
+		free(raw);
+		free(p);
+		last = m.last_frame;
+		snprintf(key, sizeof(key), "%s", m.prev_key);
+		ws_fmt_manifest_free(&m);
+		if (i == depth)
+			return last;
+	}
+}
+
+static void forge_time_future(struct ws_fmt_manifest *m, struct ws_fmt_watermark *wm, const char *dir, void *arg)
+{
+	(void)wm;
+	(void)dir;
+	m->time_ms = *(const int64_t *)arg;
+}
+
+/*
+ * Manifest times that go backwards (a clock stepped back, a takeover by a
+ * host whose clock is behind): the middle manifest stamped an hour ahead.
+ * restore --time between must not yield it, nor the head after it: the
+ * state is the last manifest of the run stamped at or before the time (the
+ * base). Before, the walk back from the head stopped at the first manifest
+ * at or before the time, the head, with the middle's commits in it.
+ */
+static void test_restore_time_not_past_a_later_stamp(void **state)
+{
+	struct good g;
+	struct ws_restore_opts ro;
+	struct ws_sink *sink;
+	char key[WS_KEY_MAX], *dir, *url, *out, *base_out;
+	int64_t ahead = ((int64_t)time(NULL) + 3600) * 1000;
+	int err = 0;
+	(void)state;
+
+	memset(&g, 0, sizeof(g));
+	good_init(&g);
+	dir = good_copy(&g);
+	forge(dir, 1, forge_time_future, &ahead, key);
+	assert_int_not_equal(asprintf(&url, "file://%s", dir), -1);
+	sink = ws_sink_open(url, &err);
+	assert_non_null(sink);
+	out = wt_path(g.s.out_dir, "t.db");
+	base_out = wt_path(g.s.out_dir, "base.db");
+	memset(&ro, 0, sizeof(ro));
+	ro.time_ms = ahead - 1800 * 1000;
+	if (ws_restore(sink, TENANT, &ro, out) != 0)
+		fail_msg("restore --time: %s", ws_errmsg());
+	assert_true(file_hash(out) != g.h); /* not the head's state */
+	/* The base's state (the run before the middle manifest ends there),
+	 * restored by its last frame from the unforged sink. */
+	memset(&ro, 0, sizeof(ro));
+	ro.frame = manifest_last_frame(g.s.sink_dir, 2);
+	assert_int_equal(ws_restore(g.s.sink, TENANT, &ro, base_out), 0);
+	assert_true(file_hash(out) == file_hash(base_out));
+	ws_sink_close(sink);
+	free(out);
+	free(base_out);
+	free(url);
+	wt_rmrf(dir);
+	free(dir);
+	good_free(&g);
+}
+
 /* A next generation may not change the page size (SQLite cannot, in WAL mode). */
 static void test_forged_next_gen_page_size(void **state)
 {
@@ -1111,6 +1196,7 @@ int main(void)
 		cmocka_unit_test(test_damaged_sink),
 		cmocka_unit_test(test_stream_refuses_bad_watermark),
 		cmocka_unit_test(test_forged_manifests),
+		cmocka_unit_test(test_restore_time_not_past_a_later_stamp),
 		cmocka_unit_test(test_forged_next_gen_page_size),
 		cmocka_unit_test(test_empty_database),
 		cmocka_unit_test(test_verify_tmpdir_full),
