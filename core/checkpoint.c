@@ -1716,7 +1716,7 @@ int ws_restore_checkpoint(struct ws_sink *sink, const char *tenant, uint64_t che
 		goto out;
 	if ((rc = ws_restore_tmp_open(out_path, &tmp, &fd)) != 0)
 		goto out;
-	rc = ws_artifact_fetch(sink->store, base.artifact_key, base.artifact_length, base.artifact_sha256, fd);
+	rc = ws_artifact_fetch_base(sink->store, &base, fd);
 	if (!rc && fsync(fd) != 0)
 		rc = ws_fail(-errno, "fsync %s", tmp);
 out:

@@ -207,9 +207,16 @@ int ws_chain_from_cut(struct ws_sink *sink, const char *tenant, const struct ws_
 int ws_chain_from_cut_retained(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
 			       struct ws_chain *c, struct ws_restore_base *base) WS_MUST_CHECK;
 
-/* Fetch the artifact base names, verify its length and SHA-256, write it to fd. */
+/*
+ * Fetch the artifact base names, verify its length and SHA-256, write it to
+ * fd. cut (may be NULL): the cut manifest, whose state the artifact is: its
+ * size must be the cut's db_pages x page size, and page 1 must say that
+ * page size and page count (an index naming another database's image).
+ */
 int ws_artifact_fetch(struct ws_store *s, const char *key, uint64_t length, const char *sha256_hex,
-		      int fd) WS_MUST_CHECK;
+		      const struct ws_fmt_manifest *cut, int fd) WS_MUST_CHECK;
+/* base's artifact, checked against its cut manifest when that is still stored. */
+int ws_artifact_fetch_base(struct ws_store *s, const struct ws_restore_base *base, int fd) WS_MUST_CHECK;
 
 /*
  * Verify base's artifact as verify does: length and SHA-256 against the

@@ -621,7 +621,34 @@ int ws_restore_publish(const char *tmp, const char *out_path, bool force)
 	return rc;
 }
 
-int ws_artifact_fetch(struct ws_store *s, const char *key, uint64_t length, const char *sha256_hex, int fd)
+/* The artifact's bytes are the state of cut: its size and page 1 agree. */
+static int artifact_shape(const char *key, const uint8_t *data, size_t len, const struct ws_fmt_manifest *cut)
+{
+	const uint64_t ps = cut->gen.page_size, want = (uint64_t)cut->db_pages * ps;
+	uint32_t hdr_ps, hdr_pages;
+
+	if (len != want)
+		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %zu bytes; the state it stands for (cut "
+			       "manifest, %u pages of %llu bytes) is %llu bytes: not that state's image", key, len,
+			       cut->db_pages, (unsigned long long)ps, (unsigned long long)want);
+	if (len == 0)
+		return 0;
+	if (len < 100)
+		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %zu bytes: too short for a database", key,
+			       len);
+	hdr_ps = (uint32_t)data[16] << 8 | data[17];
+	if (hdr_ps == 1)
+		hdr_ps = 65536;
+	hdr_pages = ws_get_be32(data + 28);
+	if (hdr_ps != ps || hdr_pages != cut->db_pages)
+		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s: page 1 says %u pages of %u bytes; the state it "
+			       "stands for (cut manifest) has %u pages of %llu bytes", key, hdr_pages, hdr_ps,
+			       cut->db_pages, (unsigned long long)ps);
+	return 0;
+}
+
+int ws_artifact_fetch(struct ws_store *s, const char *key, uint64_t length, const char *sha256_hex,
+		      const struct ws_fmt_manifest *cut, int fd)
 {
 	struct ws_buf b;
 	uint8_t sha[WS_SHA256_LEN];
@@ -645,11 +672,50 @@ int ws_artifact_fetch(struct ws_store *s, const char *key, uint64_t length, cons
 			     "records %" PRIu64 " bytes and %s", key, b.len, hex, length, sha256_hex);
 		goto out;
 	}
+	if (cut && (rc = artifact_shape(key, b.data, b.len, cut)) != 0)
+		goto out;
 	rc = pwrite_all(fd, b.data, b.len, 0);
 	if (rc)
 		ws_fail(rc, "write checkpoint artifact %s", key);
 out:
 	ws_buf_free(&b);
+	return rc;
+}
+
+int ws_artifact_fetch_base(struct ws_store *s, const struct ws_restore_base *base, int fd)
+{
+	struct ws_fmt_manifest cut;
+	struct ws_buf b;
+	uint8_t sha[WS_SHA256_LEN];
+	bool have = false;
+	int rc;
+
+	/* The cut manifest, when still stored (retention keeps the protected
+	 * checkpoint's): checked as the chain checks a link. */
+	ws_buf_init(&b, WS_BUF_DEFAULT_MAX);
+	rc = ws_store_get(s, base->cut.key, 0, UINT64_MAX, &b, NULL);
+	if (rc == 0) {
+		ws_sha256(b.data, b.len, sha);
+		if (b.len != base->cut.length || memcmp(sha, base->cut.sha, WS_SHA256_LEN) != 0)
+			rc = ws_fail(WS_ECORRUPT, "manifest %s (the cut of checkpoint artifact %s) is not the one "
+				     "its index names (length or SHA-256)", base->cut.key, base->artifact_key);
+		else if ((rc = ws_fmt_manifest_decode(b.data, b.len, &cut)) != 0)
+			ws_fail_wrap(rc, "manifest %s (the cut of checkpoint artifact %s)", base->cut.key,
+				     base->artifact_key);
+		else
+			have = true;
+	} else if (rc == WS_ENOTFOUND) {
+		rc = 0; /* gone with its history: the index's hashes alone vouch */
+	} else {
+		ws_fail_wrap(rc, "read manifest %s", base->cut.key);
+	}
+	ws_buf_free(&b);
+	if (rc)
+		return rc;
+	rc = ws_artifact_fetch(s, base->artifact_key, base->artifact_length, base->artifact_sha256,
+			       have ? &cut : NULL, fd);
+	if (have)
+		ws_fmt_manifest_free(&cut);
 	return rc;
 }
 
@@ -699,7 +765,7 @@ int ws_artifact_verify(struct ws_store *s, const struct ws_restore_base *base)
 	snprintf(what, sizeof(what), "checkpoint artifact %s", base->artifact_key);
 	if ((rc = verify_tmp(what, &tmp, &fd)) != 0)
 		return rc;
-	rc = ws_artifact_fetch(s, base->artifact_key, base->artifact_length, base->artifact_sha256, fd);
+	rc = ws_artifact_fetch_base(s, base, fd);
 	if (!rc && (rc = integrity_check(tmp)) != 0)
 		ws_fail_wrap(rc, "checkpoint artifact %s", base->artifact_key);
 	no_room(rc, tmp);
@@ -731,7 +797,8 @@ int ws_replay_verify(struct ws_store *s, const char *tenant, const struct ws_cha
 		rc = ws_replay(s, tenant, c, 0, c->m[0].last_frame, -1, &res, rep);
 		if (rc && rep->problems == before)
 			goto out; /* no object's problem: stop */
-		rc = ws_artifact_fetch(s, cut->artifact_key, cut->artifact_length, cut->artifact_sha256, fd);
+		rc = ws_artifact_fetch(s, cut->artifact_key, cut->artifact_length, cut->artifact_sha256, &c->m[0],
+				       fd);
 		if (rc) {
 			ws_fail_wrap(rc, "tenant %s", tenant);
 			if (cut_reported) {
@@ -775,7 +842,7 @@ static int image_apply(struct ws_store *s, const char *tenant, const struct ws_c
 	int rc;
 	if (!stopped)
 		return ws_replay(s, tenant, c, idx, frame, fd, res, NULL);
-	rc = ws_artifact_fetch(s, base->artifact_key, base->artifact_length, base->artifact_sha256, fd);
+	rc = ws_artifact_fetch(s, base->artifact_key, base->artifact_length, base->artifact_sha256, &c->m[0], fd);
 	if (rc && artifact_failed)
 		*artifact_failed = true;
 	if (rc)

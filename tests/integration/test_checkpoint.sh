@@ -141,5 +141,49 @@ check "--checkpoint-interval-s with --once: exit 2, saying why" eval '[ "$rc" = 
 ws ls --sink "$URL" --checkpoints --tenant db
 check "ls --checkpoints with --tenant: exit 2" [ "$rc" = 2 ]
 
+echo "# an index naming another tenant's image (hash-consistent: the index and head re-hashed)"
+FS="$ROOT/forged"
+sq big.db "PRAGMA journal_mode=WAL; CREATE TABLE t(x INTEGER PRIMARY KEY, v TEXT);" >/dev/null
+sq small.db "PRAGMA journal_mode=WAL; CREATE TABLE t(x INTEGER PRIMARY KEY, v TEXT);" >/dev/null
+sq big.db "INSERT INTO t(v) SELECT hex(randomblob(500)) FROM generate_series(1,200);"
+sq small.db "INSERT INTO t(v) SELECT hex(randomblob(500)) FROM generate_series(1,5);"
+ws replicate --sink "file://$FS" --once big.db small.db
+ws checkpoint --sink "file://$FS"
+check "forged: setup checkpoint" [ "$rc" = 0 ]
+python3 - "$FS" small big <<'PY'
+import hashlib, json, os, sys
+sink, victim, donor = sys.argv[1:4]
+def canon(o): return json.dumps(o, separators=(',', ':'), sort_keys=True, ensure_ascii=False).encode()
+head = json.load(open(f'{sink}/checkpoints/head'))
+ref = head['latest_commit']['committed']
+idx = json.load(open(f"{sink}/{ref['key']}"))
+cid = int(idx['checkpoint_id'])
+vk, dk = (f"checkpoints/artifacts/{cid:016x}/{t}" for t in (victim, donor))
+data = open(f'{sink}/{dk}', 'rb').read()
+os.unlink(f'{sink}/{vk}')
+open(f'{sink}/{vk}', 'wb').write(data)
+for a in idx['artifacts']:
+    if a['key'] == vk:
+        a['length'], a['sha256'] = str(len(data)), hashlib.sha256(data).hexdigest()
+body = canon(idx)
+sha = hashlib.sha256(body).hexdigest()
+nkey = f"checkpoints/committed/{cid:016x}-{sha}.json"
+open(f'{sink}/{nkey}', 'wb').write(body)
+os.unlink(f"{sink}/{ref['key']}")
+nref = {'id': ref['id'], 'key': nkey, 'length': str(len(body)), 'sha256': sha}
+head['latest_commit']['committed'] = nref
+if (head['latest_terminal'].get('committed') or {}).get('id') == ref['id']:
+    head['latest_terminal']['committed'] = nref
+os.unlink(f'{sink}/checkpoints/head')
+open(f'{sink}/checkpoints/head', 'wb').write(canon(head))
+PY
+ws verify --sink "file://$FS"
+check "forged: verify fails, naming the artifact" eval '[ "$rc" = 1 ] && grep -q "artifacts/.*/small" err'
+ws restore --sink "file://$FS" --tenant small --checkpoint latest -o forged-ckpt.db
+check "forged: restore --checkpoint refuses it, writing nothing" eval '[ "$rc" = 1 ] && [ ! -e forged-ckpt.db ] && grep -q "cut manifest" err'
+ws restore --sink "file://$FS" --tenant small -o forged-latest.db
+check "forged: restore of the latest state is small's own" \
+	eval '[ "$rc" = 0 ] && [ "$(sq forged-latest.db "SELECT count(*) FROM t")" = 5 ]'
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
