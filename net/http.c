@@ -265,6 +265,11 @@ static int slot_init(struct ws_http *h, struct slot *s)
 	SETOPT(s, CURLOPT_TCP_NODELAY, 1L);
 	SETOPT(s, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	SETOPT(s, CURLOPT_PROTOCOLS_STR, "http,https");
+#if LIBCURL_VERSION_NUM >= 0x075700
+	/* A timed-out request does not wait for its name lookup's thread (a
+	 * slow resolver held the caller past the deadline by its own timeouts). */
+	SETOPT(s, CURLOPT_QUICK_EXIT, 1L);
+#endif
 	if (h->low_speed_bytes > 0 && h->low_speed_time_s > 0) {
 		SETOPT(s, CURLOPT_LOW_SPEED_LIMIT, h->low_speed_bytes);
 		SETOPT(s, CURLOPT_LOW_SPEED_TIME, h->low_speed_time_s);

@@ -70,6 +70,7 @@
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2219,6 +2220,15 @@ struct ws_store *ws_store_s3_open_defaults(const char *url, const char *defaults
 		ws_debug("sink %s: payload signing: %s", u, s->payload_unsigned ? "unsigned" : "signed");
 	ps.ho.ca_file = ps.ca_file[0] ? ps.ca_file : NULL;
 	ps.ho.insecure = ps.insecure;
+	/* An attempt may run until the request's deadline (retry_deadline_ms)
+	 * while it moves bytes: an object that takes longer than the client's
+	 * own 30 s (a large artifact on a slow link) could otherwise never be
+	 * sent, whatever the deadline. One that moves nothing for 30 s (a peer
+	 * that accepted and went silent, a transfer hung mid-body) still ends
+	 * then. */
+	ps.ho.timeout_ms = s->deadline_ms > LONG_MAX ? LONG_MAX : (long)s->deadline_ms;
+	ps.ho.low_speed_bytes = 1;
+	ps.ho.low_speed_time_s = 30;
 	s->http = ws_http_open(&ps.ho, &rc);
 	if (!s->http)
 		goto fail;

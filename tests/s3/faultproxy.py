@@ -36,7 +36,9 @@ absent object exists; radosgw cannot be made to do this) | strip_etag
 of a store may do) | ignore_range (drop a GET's Range header, signed again:
 a server that answers a range request with the whole object, 200, as HTTP
 allows) | shift_range (ask the server for the range from byte 0 instead,
-signed again: a 206 for another range than the one asked for).
+signed again: a 206 for another range than the one asked for) | slow_reply
+(forward, and send the reply at rate_bps bytes a second: a slow link, a
+transfer that is slow but never stops).
 
 Stores that spell If-Match differently from radosgw (which matches only a
 bare etag and answers 412 to a quoted one) are made from radosgw by
@@ -307,6 +309,15 @@ async def handle(reader, writer, upstream, control, stats_path):
                 await writer.drain()
                 await reader.read()
                 return
+            if fault == "slow_reply":
+                # A slow but live transfer: the reply at rate_bps bytes/s.
+                rate = max(1, int(control.conf.get("rate_bps", 10000)))
+                writer.write(rhead)
+                for i in range(0, len(rbody), max(1, rate // 10)):
+                    writer.write(rbody[i:i + max(1, rate // 10)])
+                    await writer.drain()
+                    await asyncio.sleep(0.1)
+                continue
             if fault == "truncate" and len(rbody) > 1:
                 writer.write(rhead + rbody[: len(rbody) // 2])
                 await writer.drain()

@@ -2048,6 +2048,43 @@ static void test_deadline_hung_request(void **state)
 	ws_store_close(s);
 }
 
+/*
+ * A transfer that is slow but moving runs as long as the request's deadline
+ * allows: a reply of 330 KB at 10 KB/s takes ~33 s, more than the HTTP
+ * client's own 30 s, and with retry_deadline_ms=120000 it arrives whole.
+ * Before, every attempt was cut at 30 s whatever the deadline, so an object
+ * that needs longer than that on the wire (a large checkpoint artifact on a
+ * slow link) could never be sent or read (faultproxy slow_reply).
+ */
+static void test_slow_transfer_runs_to_deadline(void **state)
+{
+	struct ws_store *s = open_proxied("retry_deadline_ms=120000&retry_attempts_max=1");
+	struct ws_buf b;
+	char *body = malloc(330000);
+	int64_t t0, dt;
+	int rc;
+	(void)state;
+
+	assert_non_null(body);
+	for (size_t i = 0; i < 330000; i++)
+		body[i] = (char)('a' + i % 26);
+	assert_int_equal(ws_store_put(s, "slow/a", body, 330000, WS_PUT_OVERWRITE, NULL, NULL), 0);
+	proxy_control("{\"mode\": \"slow_reply\", \"count\": 1, \"methods\": [\"GET\"], \"rate_bps\": 10000}");
+	ws_buf_init(&b, 0);
+	t0 = wt_now_ms();
+	rc = ws_store_get(s, "slow/a", 0, UINT64_MAX, &b, NULL);
+	dt = wt_now_ms() - t0;
+	print_message("  GET of 330 KB at 10 KB/s: %lld ms: %s\n", (long long)dt, rc ? ws_errmsg() : "ok");
+	assert_int_equal(rc, 0);
+	assert_int_equal(b.len, 330000);
+	assert_memory_equal(b.data, body, 330000);
+	assert_true(dt > 30000);
+	proxy_control("{\"mode\": \"pass\"}");
+	ws_buf_free(&b);
+	free(body);
+	ws_store_close(s);
+}
+
 /* A bad value names the parameter; the mode each endpoint gets by default. */
 static void test_payload_signing_config(void **state)
 {
@@ -2299,6 +2336,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_if_match_quoted_stores, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_if_match_ignored, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_deadline_hung_request, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_slow_transfer_runs_to_deadline, proxy_start, proxy_stop),
 		cmocka_unit_test(test_put_many),
 		cmocka_unit_test(test_put_many_create),
 		cmocka_unit_test_setup_teardown(test_put_many_throttled, proxy_start, proxy_stop),
