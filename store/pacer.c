@@ -84,8 +84,9 @@ static void measure(struct ws_pacer *p, uint64_t now)
 
 void ws_pacer_answer(struct ws_pacer *p, bool throttled, uint64_t now)
 {
-	double rate = p->fill_rate;
+	double rate;
 	pthread_mutex_lock(&p->mu);
+	rate = p->fill_rate; /* under the lock: another answer's decrease must not be written over */
 	measure(p, now);
 	if (throttled) {
 		/* Below the rate that was throttled: the pace once pacing (what
