@@ -149,6 +149,8 @@ void ws_stream_set_tail_bound(struct ws_stream *st, uint32_t tail_ms, uint32_t k
 void ws_stream_set_drain(struct ws_stream *st, bool drain);
 void ws_stream_last_call(const struct ws_stream *st, struct ws_stream_call *out);
 uint64_t ws_stream_wm_last_frame(const struct ws_stream *st);
+/* The watermark the stream knows (loaded or written): its time_ms; 0: none. */
+int64_t ws_stream_wm_time_ms(const struct ws_stream *st);
 
 /*
  * Test hook: when set, every store an engine opens comes from here (one for

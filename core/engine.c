@@ -90,8 +90,11 @@ struct tenant {
 
 	/* Metrics: written by the shard thread, read by anyone (relaxed atomics). */
 	uint64_t tails, errors, frames, bytes, puts, throttle, shed_frames, sheds, last_frame;
-	int64_t wm_time_ms;  /* 0: no watermark yet */
-	int64_t added_ms;
+	/* The RPO's base, on the monotonic clock (a wall clock stepped back
+	 * must not read a backlog as 0): the watermark's time, or when the
+	 * tenant was added while no watermark is known. 0: none yet. */
+	int64_t wm_mono_ms;
+	int64_t added_mono_ms;
 	uint32_t last_outcome;
 	uint32_t fenced;
 };
@@ -433,6 +436,13 @@ static int tail_one(struct shard *sh, struct tenant *t, enum tail_mode mode)
 	add(&sh->shed_frames, call.frames_shed);
 	max64(&sh->high_water, call.spill_high_water);
 	if (rc) {
+		/* The watermark at the sink is no younger for the failure: once
+		 * the stream has read it (a restart during an outage), the RPO is
+		 * its age, not the time since this process added the tenant. */
+		int64_t wt = ws_stream_wm_time_ms(t->st), now = ws_wall_ms();
+		if (wt && !__atomic_load_n(&t->wm_mono_ms, __ATOMIC_RELAXED))
+			__atomic_store_n(&t->wm_mono_ms, (int64_t)ws_mono_ms() - (now > wt ? now - wt : 0),
+					 __ATOMIC_RELAXED);
 		add(&t->errors, 1);
 		add(&sh->errors, 1);
 		t->retry_ms = t->retry_ms ? t->retry_ms * 2 : RETRY_MIN_MS;
@@ -460,7 +470,8 @@ static int tail_one(struct shard *sh, struct tenant *t, enum tail_mode mode)
 	st64(&t->last_frame, ws_stream_wm_last_frame(t->st));
 	rpo = ws_outcome_rpo(&o);
 	if (rpo && rpo->has_watermark)
-		__atomic_store_n(&t->wm_time_ms, ws_wall_ms() - (int64_t)rpo->watermark_age_ms, __ATOMIC_RELAXED);
+		__atomic_store_n(&t->wm_mono_ms, (int64_t)ws_mono_ms() - (int64_t)rpo->watermark_age_ms,
+				 __ATOMIC_RELAXED);
 	if (o.kind == WS_OUTCOME_STREAMED || o.kind == WS_OUTCOME_RESTARTED)
 		t->wm_put_ms = ws_mono_ms(); /* both end with a watermark write */
 	if (sh->cfg.adaptive) {
@@ -1090,7 +1101,7 @@ int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *tc)
 		tenant_free(t);
 		return -ENOMEM;
 	}
-	t->added_ms = ws_wall_ms();
+	t->added_mono_ms = (int64_t)ws_mono_ms();
 
 	pthread_mutex_lock(&e->reg_mu);
 	if (reg_find(e, t->name, NULL)) {
@@ -1250,9 +1261,9 @@ void ws_engine_destroy(struct ws_engine *e)
 
 static void tenant_metrics(const struct tenant *t, struct ws_tenant_metrics *m)
 {
-	int64_t now = ws_wall_ms();
-	int64_t wm = __atomic_load_n(&t->wm_time_ms, __ATOMIC_RELAXED);
-	int64_t since = wm ? wm : t->added_ms;
+	int64_t now = (int64_t)ws_mono_ms();
+	int64_t wm = __atomic_load_n(&t->wm_mono_ms, __ATOMIC_RELAXED);
+	int64_t since = wm ? wm : t->added_mono_ms;
 	memset(m, 0, sizeof(*m));
 	snprintf(m->tenant, sizeof(m->tenant), "%s", t->name);
 	m->shard = t->shard;

@@ -107,6 +107,9 @@ struct ws_stream {
 	struct ws_fmt_watermark wm;
 	struct ws_etag wm_etag;
 	int64_t opened_ms;
+	int64_t call_wall_ms;        /* when this call began: wall clock ... */
+	uint64_t call_mono_ms;       /* ... and monotonic */
+	uint64_t own_mono_ms;        /* monotonic time of our last watermark's time_ms (0: none) */
 
 	struct ws_fmt_objref *batches;
 	struct ws_fmt_objref *snaps;
@@ -671,8 +674,18 @@ static void fill_rpo(const struct ws_stream *st, struct ws_rpo_status *rpo)
 	int64_t now = ws_wall_ms();
 	int64_t since = st->have_wm ? st->wm.time_ms : st->opened_ms;
 	rpo->has_watermark = st->have_wm;
+	/* Our own watermark's age by the monotonic clock: a wall clock
+	 * stepped back would read it as 0 for as long as the step. */
+	if (st->have_wm && st->own_mono_ms && st->wm.seq == st->own_seq &&
+	    memcmp(st->wm.manifest_sha, st->own_msha, WS_SHA256_LEN) == 0) {
+		uint64_t mono = ws_mono_ms();
+		rpo->watermark_age_ms = mono > st->own_mono_ms ? mono - st->own_mono_ms : 0;
+		return;
+	}
 	rpo->watermark_age_ms = now > since ? (uint64_t)(now - since) : 0;
 }
+
+int64_t ws_stream_wm_time_ms(const struct ws_stream *st) { return st->have_wm ? st->wm.time_ms : 0; }
 
 /* Throttle retries of this call: the sink's own requests (manifest,
  * watermark, reads) plus the parts, when an uploader's store sent them. */
@@ -1722,7 +1735,23 @@ static int step_write_watermark(struct ws_stream *st, struct tail *t)
 	nw.epoch = st->epoch;
 	nw.pointer_generation = st->pg;
 	nw.seq = (st->have_wm ? st->wm.seq : 0) + 1;
-	nw.time_ms = ws_wall_ms();
+	/* The time as of which everything the source had committed is durable
+	 * (its age is the RPO): when this call began, if it ships all it
+	 * found; a partial ship (shed, or stopped at the work bound) leaves
+	 * commits behind whose age is unknown, so the time stays where the
+	 * last complete ship put it (from when the stream opened if none). */
+	bool complete = st->frames_shed == 0 && !st->early_stop;
+	uint64_t nw_mono;
+	if (complete) {
+		nw.time_ms = st->call_wall_ms;
+		nw_mono = st->call_mono_ms;
+	} else if (st->have_wm) {
+		nw.time_ms = st->wm.time_ms;
+		nw_mono = st->wm.seq == st->own_seq ? st->own_mono_ms : 0;
+	} else {
+		nw.time_ms = st->opened_ms;
+		nw_mono = 0;
+	}
 	nw.gen = t->sc.gen;
 	nw.last_frame = t->last;
 	nw.end_cksum[0] = t->last ? t->sc.cur.commit_cksum[0] : t->sc.seed[0];
@@ -1792,6 +1821,7 @@ static int step_write_watermark(struct ws_stream *st, struct tail *t)
 	st->have_wm = true;
 	st->own_seq = nw.seq;
 	memcpy(st->own_msha, nw.manifest_sha, WS_SHA256_LEN);
+	st->own_mono_ms = nw_mono;
 	/* No etag known (the store gave none, even to a HEAD): re-read it
 	 * before the next swap rather than send one that cannot match. */
 	st->wm_loaded = new_etag.s[0] != '\0';
@@ -1896,6 +1926,8 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 
 	/* The shard's per-call arrays, where another stream's call left them. */
 	use_work(st, st->work);
+	st->call_wall_ms = ws_wall_ms();
+	st->call_mono_ms = ws_mono_ms();
 	memset(&st->call, 0, sizeof(st->call));
 	st->call_throttle = 0;
 	st->frames_shed = 0;

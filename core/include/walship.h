@@ -72,8 +72,14 @@ struct ws_backpressure_report {
 };
 
 struct ws_rpo_status {
-	uint64_t watermark_age_ms;  /* now - time the watermark was made durable */
-	bool has_watermark;         /* false: nothing durable yet (age counts from stream open) */
+	/* now - the watermark's time: everything the source had committed by
+	 * then is durable (when the tail that wrote it began, if it shipped all
+	 * it found; a partial ship, shed or stopped at its work bound, leaves it
+	 * where the last complete one put it). The age of the stream's own
+	 * watermark is measured on the monotonic clock. */
+	uint64_t watermark_age_ms;
+	bool has_watermark;         /* false: no watermark known yet, none at the sink or none read
+				       yet (age counts from stream open) */
 };
 
 struct ws_watermark {
@@ -82,7 +88,7 @@ struct ws_watermark {
 	struct ws_wal_generation generation;
 	uint64_t last_frame;        /* last committed WAL frame durable at the sink */
 	uint64_t seq;               /* bumps on every watermark write */
-	int64_t time_ms;            /* wall clock when written */
+	int64_t time_ms;            /* wall clock as of which all committed is durable (watermark_age_ms) */
 	char manifest_key[WS_GEN_KEY_MAX];
 };
 

@@ -1185,11 +1185,17 @@ static void test_shed_prefix_is_streamed_with_frames_shed(void **state)
 	throttle_uploads("/b", 3, -1);
 	for (int i = 0; i < 6; i++)
 		wt_write_txn(env.w, 1, 100);
+	wt_sleep_ms(1500);
 	seen_reset();
 	flush_ok(e);
 	assert_int_equal(seen.last.kind, WS_OUTCOME_STREAMED);
 	assert_int_equal(seen.last.u.streamed.first_frame, last0 + 1);
 	assert_true(seen.last.u.streamed.backpressure.frames_shed > 0);
+	/* Commits were left behind: the RPO is still from the last complete
+	 * ship, 1.5 s and more ago, not the time of this partial one's write. */
+	assert_true(seen.last.u.streamed.rpo.watermark_age_ms >= 1500);
+	assert_int_equal(ws_engine_tenant_metrics(e, "pfx", &tm), 0);
+	assert_true(tm.rpo.has_watermark && tm.rpo.watermark_age_ms >= 1500);
 	uint64_t shipped_to = seen.last.u.streamed.last_frame;
 	assert_true(shipped_to > last0 && shipped_to < last0 + 6 * 2);
 	/* What restore sees is a committed prefix: verify passes. */
@@ -1200,6 +1206,7 @@ static void test_shed_prefix_is_streamed_with_frames_shed(void **state)
 	flush_ok(e);
 	assert_int_equal(seen.last.kind, WS_OUTCOME_STREAMED);
 	assert_int_equal(seen.last.u.streamed.first_frame, shipped_to + 1); /* no gap */
+	assert_true(seen.last.u.streamed.rpo.watermark_age_ms < 1500); /* caught up */
 	restore_equals(env.sink, "pfx", env.w, env.out_dir);
 	verify_ok(env.sink, "pfx");
 	assert_int_equal(ws_engine_stop(e), 0);
@@ -1503,6 +1510,47 @@ static void child_run(const char *sink_url, const char *db, const char *ack_path
 	}
 }
 
+/*
+ * A restart while the sink refuses every upload (an outage): the tenant's
+ * watermark at the sink is 1.5 s old and more; the RPO says so from the
+ * first failed tail on, not the time since this engine added the tenant,
+ * with no watermark (which an operator reads as "nothing durable yet").
+ */
+static void test_rpo_after_restart_with_failing_sink(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_THROTTLE, 4 * 80u << 10, 80u << 10);
+	struct ws_engine *e;
+	struct ws_tenant_metrics tm;
+	(void)state;
+
+	wt_env_init(&env, "engine_rpo_restart", 0);
+	backlog(env.w, 2);
+	seen_reset();
+	e = engine_new(env.sink_url, 1, &sc);
+	add_tenant(e, "rr", env.db, 0);
+	flush_ok(e);
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	wt_sleep_ms(1500);
+	backlog(env.w, 2);
+	hook_on(2);
+	e = engine_new(env.sink_url, 1, &sc);
+	throttle_uploads("/", 0, -1);
+	add_tenant(e, "rr", env.db, 0);
+	assert_int_not_equal(ws_engine_flush(e), 0);
+	assert_int_equal(ws_engine_tenant_metrics(e, "rr", &tm), 0);
+	assert_true(tm.rpo.has_watermark);
+	assert_true(tm.rpo.watermark_age_ms >= 1500);
+	throttle_uploads(NULL, 0, 0);
+	flush_ok(e);
+	restore_equals(env.sink, "rr", env.w, env.out_dir);
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	hook_off();
+	wt_env_free(&env);
+}
+
 static void test_kill9_and_restart(void **state)
 {
 	struct wt_env env;
@@ -1575,6 +1623,7 @@ int main(void)
 		cmocka_unit_test(test_block_holds_memory_loses_nothing),
 		cmocka_unit_test(test_throttle_counts_and_fails_bounded),
 		cmocka_unit_test(test_lost_watermark_reply_is_own_write),
+		cmocka_unit_test(test_rpo_after_restart_with_failing_sink),
 		cmocka_unit_test(test_failing_tenant_backs_off_under_writes),
 		cmocka_unit_test(test_key_interval_holds_for_continuations),
 		cmocka_unit_test(test_change_during_a_round_is_due_from_when_seen),
