@@ -732,7 +732,12 @@ static int status_error(struct s3_store *s, const struct s3_call *c, const struc
 	if (c->req.status == 403)
 		return ws_fail(-EACCES, "s3 %s: %s: access denied (HTTP 403 %s): check credentials and "
 			       "clock", s->base.url, what, code);
-	return ws_fail(-EIO, "s3 %s: %s: HTTP %ld %s", s->base.url, what, c->req.status, code);
+	/* Any other final status is the store refusing this request as it is
+	 * (400 InvalidArgument, 301 PermanentRedirect for another region, 405,
+	 * 411, 413, 501 ...): sending it again cannot help, so it is no
+	 * transient error a backpressure policy would retry for ever. */
+	return ws_fail(-EPROTO, "s3 %s: %s: the store refused the request: HTTP %ld %s", s->base.url, what,
+		       c->req.status, code[0] ? code : "(no error code)");
 }
 
 /* ---- ops ----------------------------------------------------------------- */

@@ -17,7 +17,8 @@ The control file is JSON, re-read whenever it changes:
 error_pad: bytes of padding in a slowdown's error message (a long error
 page, as a proxy in front of a store may send).
 
-mode: pass | slowdown (503 SlowDown) | throttle (429) | error500 | reset
+mode: pass | slowdown (503 SlowDown) | throttle (429) | error500 |
+bad_request (400 InvalidArgument: a request the store refuses as it is) | reset
 (forward the request, then reset the client connection mid-body, or before
 any reply when the body is empty: the store did the work, the client never
 heard) | reset_body (read the request head and half its body, then reset the
@@ -280,6 +281,10 @@ async def handle(reader, writer, upstream, control, stats_path):
                 continue
             if fault == "error500":
                 writer.write(s3_error(500, "Internal Server Error", "InternalError", 0))
+                await writer.drain()
+                continue
+            if fault == "bad_request":
+                writer.write(s3_error(400, "Bad Request", "InvalidArgument", 0))
                 await writer.drain()
                 continue
             if up_w is None:

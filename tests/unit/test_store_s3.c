@@ -1300,6 +1300,30 @@ static void test_fault_long_error_page(void **state)
 	ws_store_close(s);
 }
 
+/*
+ * A request the store refuses as it is (400 InvalidArgument; a 301 for
+ * another region, 405, 413, 501 alike) is sent once and is no transient
+ * error: it was -EIO, which the block policy retries for ever, a tail that
+ * never returns and never says why.
+ */
+static void test_refused_request_is_final(void **state)
+{
+	struct ws_store *s = open_proxied(NULL);
+	uint64_t r0 = s->stats.retries;
+	int rc;
+	(void)state;
+
+	proxy_control("{\"mode\": \"bad_request\", \"count\": 5, \"methods\": [\"PUT\"]}");
+	rc = ws_store_put(s, "fault/refused", "abc", 3, WS_PUT_CREATE, NULL, NULL);
+	assert_int_equal(rc, -EPROTO);
+	assert_false(ws_err_transient(rc));
+	assert_non_null(strstr(ws_errmsg(), "HTTP 400 InvalidArgument"));
+	assert_non_null(strstr(ws_errmsg(), "fault/refused"));
+	assert_true(s->stats.retries == r0); /* sent once */
+	proxy_control("{\"mode\": \"pass\"}");
+	ws_store_close(s);
+}
+
 /* More faults than retry_attempts_max (or the deadline): a clear error that
  * names the key, and nothing half-written. */
 static void test_fault_exhausted(void **state)
@@ -2337,6 +2361,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_if_match_ignored, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_deadline_hung_request, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_slow_transfer_runs_to_deadline, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_refused_request_is_final, proxy_start, proxy_stop),
 		cmocka_unit_test(test_put_many),
 		cmocka_unit_test(test_put_many_create),
 		cmocka_unit_test_setup_teardown(test_put_many_throttled, proxy_start, proxy_stop),
