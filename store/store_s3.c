@@ -732,6 +732,11 @@ static int status_error(struct s3_store *s, const struct s3_call *c, const struc
 	if (c->req.status == 403)
 		return ws_fail(-EACCES, "s3 %s: %s: access denied (HTTP 403 %s): check credentials and "
 			       "clock", s->base.url, what, code);
+	/* A body that did not arrive whole or in time (S3 answers these 400):
+	 * sent again, it may. */
+	if (!strcmp(code, "RequestTimeout") || !strcmp(code, "BadDigest") || !strcmp(code, "IncompleteBody") ||
+	    !strcmp(code, "XAmzContentSHA256Mismatch"))
+		return ws_fail(-EIO, "s3 %s: %s: HTTP %ld %s", s->base.url, what, c->req.status, code);
 	/* Any other final status is the store refusing this request as it is
 	 * (400 InvalidArgument, 301 PermanentRedirect for another region, 405,
 	 * 411, 413, 501 ...): sending it again cannot help, so it is no
