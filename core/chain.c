@@ -336,12 +336,15 @@ static bool skipped(const struct ws_cut_skip *skip, uint64_t id)
 }
 
 static int from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
-		    struct ws_chain *c, struct ws_restore_base *base, bool retained, const struct ws_cut_skip *skip)
+		    struct ws_chain *c, struct ws_restore_base *base, bool retained, struct ws_cut_skip *skip)
 {
 	struct ws_restore_base *bases = NULL;
 	struct ws_chain_stop kept;
-	size_t nb = 0, best = c->count, i;
+	size_t nb = 0, best = c->count, bad = c->count, i;
 	uint64_t kept_id = 0;
+
+	if (skip)
+		skip->passed_over[0] = '\0';
 
 	if (retained) {
 		/* verify: only retention removes history, and only behind the cut
@@ -356,15 +359,35 @@ static int from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fm
 	if (ws_checkpoint_bases_for(sink, tenant, &bases, &nb) == 0) {
 		for (size_t k = 0; k < nb; k++) {
 			struct ws_obj_info info;
+			int hrc;
 			i = chain_find(c, wm, &bases[k].cut);
-			if (i >= best || skipped(skip, bases[k].checkpoint_id) || ws_store_head(sink->store, bases[k].artifact_key, &info) != 0 ||
-			    info.size_bytes != bases[k].artifact_length)
+			if (i >= c->count || skipped(skip, bases[k].checkpoint_id))
+				continue;
+			hrc = ws_store_head(sink->store, bases[k].artifact_key, &info);
+			if (hrc || info.size_bytes != bases[k].artifact_length) {
+				/* Not there whole: said when it is older than the cut
+				 * used (it would have served more), or none serves. */
+				if (skip && i < bad) {
+					bad = i;
+					snprintf(skip->passed_over, sizeof(skip->passed_over),
+						 "checkpoint artifact %s %s", bases[k].artifact_key,
+						 hrc == WS_ENOTFOUND ? "is missing" : hrc ? "cannot be read" :
+						 "is not the size its index records");
+				}
+				continue;
+			}
+			if (i >= best)
 				continue;
 			best = i;
 			*base = bases[k];
 		}
 	}
 	free(bases);
+	if (skip && bad > best)
+		skip->passed_over[0] = '\0';
+	if (best == c->count && skip && skip->passed_over[0])
+		return ws_fail(WS_EINCOMPLETE, "tenant %s: manifest %s is missing (history before a checkpoint's "
+			       "cut), and %s", tenant, c->m[0].prev_key, skip->passed_over);
 	if (best == c->count)
 		return missing(tenant, c->m[0].prev_key);
 	i = best;
@@ -378,7 +401,7 @@ static int from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fm
 }
 
 int ws_chain_from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
-		      struct ws_chain *c, struct ws_restore_base *base, const struct ws_cut_skip *skip)
+		      struct ws_chain *c, struct ws_restore_base *base, struct ws_cut_skip *skip)
 {
 	return from_cut(sink, tenant, wm, c, base, false, skip);
 }

@@ -195,9 +195,11 @@ struct ws_cut_skip {
 	uint64_t ids[WS_CUT_SKIP_MAX];
 	size_t n;
 	uint64_t failed;        /* set by a restore whose base artifact failed; 0: none */
+	char passed_over[WS_KEY_MAX + 160]; /* an artifact of a cut in the chain that was not there
+					     * whole (missing, or not its recorded size); "" none */
 };
 int ws_chain_from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
-		      struct ws_chain *c, struct ws_restore_base *base, const struct ws_cut_skip *skip) WS_MUST_CHECK;
+		      struct ws_chain *c, struct ws_restore_base *base, struct ws_cut_skip *skip) WS_MUST_CHECK;
 
 /*
  * ws_chain_from_cut for verify: the missing link must be history a

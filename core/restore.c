@@ -1047,6 +1047,13 @@ int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore
 		 * damaged artifact is the reason, not the retention window. */
 		if (rc == WS_ERANGE_ || rc == WS_EINCOMPLETE)
 			rc = ws_fail(first_rc, "%s", first);
+	} else if (rc == WS_ERANGE_ && skip.passed_over[0]) {
+		/* A point before the cut used, which an older cut whose artifact
+		 * is not there whole would have served. */
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s", ws_errmsg());
+		rc = ws_fail(WS_EINCOMPLETE, "%s; an older cut could have served it, but its %s", msg,
+			     skip.passed_over);
 	}
 	return rc;
 }

@@ -847,6 +847,23 @@ static void test_restore_past_point_skips_damaged_cut(void **state)
 	ro.frame = fB;
 	assert_int_equal(restore_opts_hash(&c, &ro, &h), WS_ECORRUPT);
 	assert_non_null(strstr(ws_errmsg(), art));
+	/* Truncated, then gone: the newer cut still serves what it holds, and
+	 * the point only the older held fails naming its artifact (not
+	 * "retention removed the history"). */
+	for (int k = 0; k < 2; k++) {
+		if (k == 0)
+			assert_int_equal(truncate(art_path, 4096), 0);
+		else
+			assert_int_equal(unlink(art_path), 0);
+		memset(&ro, 0, sizeof(ro));
+		ro.frame = fD;
+		assert_int_equal(restore_opts_hash(&c, &ro, &h), 0);
+		assert_int_equal(h, hD);
+		ro.frame = fB;
+		assert_int_equal(restore_opts_hash(&c, &ro, &h), WS_EINCOMPLETE);
+		if (!strstr(ws_errmsg(), art))
+			fail_msg("restore --frame of the damaged cut (%s): %s", k ? "gone" : "truncated", ws_errmsg());
+	}
 	free(art_path);
 	cp_free(&c);
 }
