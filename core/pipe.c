@@ -221,8 +221,13 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 			if (run[i] && reqs[i].rc != 0 && p->threaded && d->policy == WS_POLICY_BLOCK &&
 			    ws_err_transient(reqs[i].rc) &&
 			    !__atomic_load_n(&p->ring.closed, __ATOMIC_ACQUIRE) &&
-			    !__atomic_load_n(&p->giving_up, __ATOMIC_ACQUIRE))
+			    !__atomic_load_n(&p->giving_up, __ATOMIC_ACQUIRE)) {
 				again = true;
+				/* Sent again because the store kept throttling it:
+				 * a retry the store's own count does not hold. */
+				if (reqs[i].rc == WS_ETHROTTLED)
+					d->throttle_retries++;
+			}
 		}
 		if (again) {
 			ws_debug("upload: sink struggling (%s); block policy waits %u ms and retries",

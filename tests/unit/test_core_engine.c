@@ -699,6 +699,37 @@ static void test_lost_watermark_reply_is_own_write(void **state)
 	wt_env_free(&env);
 }
 
+/*
+ * Under block, a request the store gave up on (throttled through all its
+ * attempts) is sent again by the policy: each such re-send is a retry the
+ * store throttled, counted in throttle_retries. With one attempt per request
+ * the store counts none, and the six refusals were reported as 0.
+ */
+static void test_block_resends_counted(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 4 * 80u << 10, 80u << 10);
+	struct ws_engine *e;
+	struct ws_tenant_metrics tm;
+	(void)state;
+
+	wt_env_init(&env, "engine_block_count", 0);
+	backlog(env.w, 2);
+	seen_reset();
+	hook_on(1);
+	e = engine_new(env.sink_url, 1, &sc);
+	throttle_uploads("/b", 0, 6);
+	add_tenant(e, "bc", env.db, 0);
+	flush_ok(e);
+	assert_int_equal(ws_engine_tenant_metrics(e, "bc", &tm), 0);
+	assert_true(tm.throttle_retries >= 6);
+	restore_equals(env.sink, "bc", env.w, env.out_dir);
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	hook_off();
+	wt_env_free(&env);
+}
+
 /* One tenant (txns of backlog) on one shard whose sink says slow down to
  * every upload, each put giving up after `attempts`. */
 static struct ws_engine *uploads_refused(struct wt_env *env, const struct ws_shard_config *sc, const char *dir,
@@ -1624,6 +1655,7 @@ int main(void)
 		cmocka_unit_test(test_throttle_counts_and_fails_bounded),
 		cmocka_unit_test(test_lost_watermark_reply_is_own_write),
 		cmocka_unit_test(test_rpo_after_restart_with_failing_sink),
+		cmocka_unit_test(test_block_resends_counted),
 		cmocka_unit_test(test_failing_tenant_backs_off_under_writes),
 		cmocka_unit_test(test_key_interval_holds_for_continuations),
 		cmocka_unit_test(test_change_during_a_round_is_due_from_when_seen),
