@@ -467,7 +467,9 @@ static int tail_one(struct shard *sh, struct tenant *t, enum tail_mode mode)
 		frames = o.u.restarted.frame_count;
 	add(&t->frames, frames);
 	add(&sh->frames, frames);
-	st64(&t->last_frame, ws_stream_wm_last_frame(t->st));
+	/* A fenced tenant's watermark is the new owner's: its frame is not ours. */
+	if (o.kind != WS_OUTCOME_FENCED)
+		st64(&t->last_frame, ws_stream_wm_last_frame(t->st));
 	rpo = ws_outcome_rpo(&o);
 	if (rpo && rpo->has_watermark)
 		__atomic_store_n(&t->wm_mono_ms, (int64_t)ws_mono_ms() - (int64_t)rpo->watermark_age_ms,
@@ -1395,8 +1397,11 @@ static int text_tenant(const struct ws_tenant_metrics *m, void *arg)
 	uint64_t v;
 	if (f->off == SIZE_MAX - 1) {
 		if (!m->fenced) /* no RPO of a fenced tenant: no series */
-			emit(t, "%s{tenant=\"%s\",shard=\"%u\"} %.3f\n", f->name, m->tenant, m->shard,
-			     (double)m->rpo.watermark_age_ms / 1000.0);
+			/* Seconds with three decimals from integers: %f would
+			 * follow a host's LC_NUMERIC ("0,029" is no Prometheus
+			 * number). */
+			emit(t, "%s{tenant=\"%s\",shard=\"%u\"} %" PRIu64 ".%03u\n", f->name, m->tenant, m->shard,
+			     m->rpo.watermark_age_ms / 1000, (unsigned)(m->rpo.watermark_age_ms % 1000));
 		return 0;
 	}
 	if (f->off == SIZE_MAX)

@@ -318,6 +318,8 @@ static void test_fenced_tenant_has_no_rpo(void **state)
 		wt_sleep_ms(10);
 	}
 	assert_true(tm.fenced);
+	/* Nor the new owner's frame as this owner's last shipped one. */
+	assert_int_equal(tm.last_frame, 0);
 	wt_sleep_ms(1100);
 	assert_int_equal(ws_engine_tenant_metrics(e, "one", &tm), 0);
 	assert_false(tm.rpo.has_watermark);
