@@ -383,8 +383,8 @@ static int from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fm
 		}
 	}
 	free(bases);
-	if (skip && bad > best)
-		skip->passed_over[0] = '\0';
+	if (skip && bad >= best)
+		skip->passed_over[0] = '\0'; /* not older than the cut used: it would serve nothing more */
 	if (best == c->count && skip && skip->passed_over[0])
 		return ws_fail(WS_EINCOMPLETE, "tenant %s: manifest %s is missing (history before a checkpoint's "
 			       "cut), and %s", tenant, c->m[0].prev_key, skip->passed_over);

@@ -197,6 +197,7 @@ struct ws_cut_skip {
 	uint64_t failed;        /* set by a restore whose base artifact failed; 0: none */
 	char passed_over[WS_KEY_MAX + 160]; /* an artifact of a cut in the chain that was not there
 					     * whole (missing, or not its recorded size); "" none */
+	bool before_used_cut;   /* the point asked for is before the cut the restore started from */
 };
 int ws_chain_from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
 		      struct ws_chain *c, struct ws_restore_base *base, struct ws_cut_skip *skip) WS_MUST_CHECK;

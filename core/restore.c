@@ -330,8 +330,9 @@ static int before_cut(const char *tenant, const struct ws_chain *c, const struct
  * checkpoint's cut, the oldest state stored (else NULL).
  */
 static int choose_target(const char *tenant, const struct ws_chain *c, const struct ws_restore_opts *o,
-			 const struct ws_restore_base *cut, size_t *idx, uint64_t *frame)
+			 const struct ws_restore_base *cut, size_t *idx, uint64_t *frame, bool *before)
 {
+	*before = false;
 	size_t last = c->count - 1;
 	if (o->time_ms) {
 		/* The longest run of manifests from the oldest that were all
@@ -342,8 +343,10 @@ static int choose_target(const char *tenant, const struct ws_chain *c, const str
 		size_t i = 0;
 		while (i < c->count && c->m[i].time_ms <= o->time_ms)
 			i++;
-		if (i == 0 && cut)
+		if (i == 0 && cut) {
+			*before = true;
 			return before_cut(tenant, c, cut);
+		}
 		if (i == 0)
 			return ws_fail(WS_ERANGE_, "tenant %s: nothing was shipped at or before the requested time "
 				       "(oldest stored state is from %lld ms)", tenant, (long long)c->m[0].time_ms);
@@ -358,8 +361,10 @@ static int choose_target(const char *tenant, const struct ws_chain *c, const str
 			first--;
 		/* The generation began at or before the cut: only its frames
 		 * from the cut's last one on are stored. */
-		if (cut && first == 0 && o->frame < c->m[0].last_frame)
+		if (cut && first == 0 && o->frame < c->m[0].last_frame) {
+			*before = true;
 			return before_cut(tenant, c, cut);
+		}
 		if (o->frame < c->m[first].valid_from_frame || o->frame < 1)
 			return ws_fail(WS_ERANGE_, "tenant %s: frame %" PRIu64 " is before the first restorable "
 				       "frame %" PRIu64 " of the current generation", tenant, o->frame,
@@ -933,7 +938,7 @@ int ws_restore_tmp_open(const char *out_path, char **tmp, int *fd)
 static int restore_once(struct ws_sink *sink, const char *tenant, const struct ws_restore_opts *opts,
 			const char *out_path, bool use_latest, struct ws_cut_skip *skip)
 {
-	bool from_cut = false, artifact_failed = false;
+	bool from_cut = false, artifact_failed = false, before = false;
 	struct ws_fmt_watermark wm;
 	struct ws_chain c;
 	struct ws_replay_result res;
@@ -971,7 +976,10 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 	}
 	if (rc)
 		goto out;
-	rc = choose_target(tenant, &c, opts, stopped ? &base : NULL, &idx, &frame);
+	rc = choose_target(tenant, &c, opts, stopped ? &base : NULL, &idx, &frame, &before);
+	/* Before the cut used: an older cut could have served it (said below
+	 * when one in the chain was passed over). */
+	skip->before_used_cut = rc == WS_ERANGE_ && before && from_cut;
 	if (rc)
 		goto out;
 	if (opts->frame && frame < c.m[idx].last_frame) {
@@ -1047,7 +1055,7 @@ int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore
 		 * damaged artifact is the reason, not the retention window. */
 		if (rc == WS_ERANGE_ || rc == WS_EINCOMPLETE)
 			rc = ws_fail(first_rc, "%s", first);
-	} else if (rc == WS_ERANGE_ && skip.passed_over[0]) {
+	} else if (rc == WS_ERANGE_ && skip.before_used_cut && skip.passed_over[0]) {
 		/* A point before the cut used, which an older cut whose artifact
 		 * is not there whole would have served. */
 		char msg[1024];

@@ -81,6 +81,9 @@ struct ws_stream {
 	bool continuous;      /* held without a gap since our own last watermark write */
 	uint64_t own_seq;     /* that write's sequence (0: none yet) ... */
 	uint8_t own_msha[WS_SHA256_LEN]; /* ... and the SHA-256 of the manifest it named */
+	uint64_t pend_seq;    /* a watermark write whose outcome is not known (0: none) ... */
+	uint8_t pend_msha[WS_SHA256_LEN];
+	uint64_t pend_mono_ms;
 	/* The database file both connections have open (invariant 9): set when
 	 * the first of them opens, checked for every later one and at the
 	 * start and end of every tail. A file replaced at its path is another
@@ -726,10 +729,18 @@ static int refresh_wm(struct ws_stream *st)
 		return 0;
 	}
 	if (rc) {
+		/* Nothing learned: the next decision reads it again first. */
 		st->wm_loaded = false;
-		st->continuous = false;
 		return rc;
 	}
+	/* A write of ours whose reply was lost (an ambiguous failure) that
+	 * landed after all: it is our last write. */
+	if (st->pend_seq && w.seq == st->pend_seq && memcmp(w.manifest_sha, st->pend_msha, WS_SHA256_LEN) == 0) {
+		st->own_seq = st->pend_seq;
+		memcpy(st->own_msha, st->pend_msha, WS_SHA256_LEN);
+		st->own_mono_ms = st->pend_mono_ms;
+	}
+	st->pend_seq = 0;
 	if (!st->own_seq || w.seq != st->own_seq || memcmp(w.manifest_sha, st->own_msha, WS_SHA256_LEN) != 0)
 		st->continuous = false;
 	st->wm = w;
@@ -1740,7 +1751,7 @@ static int step_write_watermark(struct ws_stream *st, struct tail *t)
 	 * found; a partial ship (shed, or stopped at the work bound) leaves
 	 * commits behind whose age is unknown, so the time stays where the
 	 * last complete ship put it (from when the stream opened if none). */
-	bool complete = st->frames_shed == 0 && !st->early_stop;
+	bool complete = st->frames_shed == 0 && !st->early_stop && !t->unproven;
 	uint64_t nw_mono;
 	if (complete) {
 		nw.time_ms = st->call_wall_ms;
@@ -1768,6 +1779,9 @@ static int step_write_watermark(struct ws_stream *st, struct tail *t)
 	rc = WS_FAULT("stream.before_watermark_put");
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault before watermark write", st->tenant);
+	st->pend_seq = nw.seq;
+	memcpy(st->pend_msha, nw.manifest_sha, WS_SHA256_LEN);
+	st->pend_mono_ms = nw_mono;
 	rc = ws_store_put(st->sink->store, wmkey, st->work->scratch.data, st->work->scratch.len,
 			  st->have_wm ? WS_PUT_CAS : WS_PUT_CREATE, st->have_wm ? &st->wm_etag : NULL, &new_etag);
 	if (rc == WS_EPRECOND) {

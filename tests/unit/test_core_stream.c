@@ -1661,9 +1661,127 @@ static void test_unreadable_watermark_once(void **state)
 	wt_env_free(&e);
 }
 
+/* The kind of the manifest at key in e's sink. */
+static uint32_t manifest_kind_at(const struct wt_env *e, const char *key)
+{
+	int err = 0;
+	struct ws_store *s = ws_store_file_open(e->sink_dir, &err);
+	struct ws_buf b;
+	struct ws_fmt_manifest m;
+	uint32_t k;
+	assert_non_null(s);
+	ws_buf_init(&b, 0);
+	assert_int_equal(ws_store_get(s, key, 0, UINT64_MAX, &b, NULL), 0);
+	assert_int_equal(ws_fmt_manifest_decode(b.data, b.len, &m), 0);
+	k = m.kind;
+	ws_fmt_manifest_free(&m);
+	ws_buf_free(&b);
+	ws_store_close(s);
+	return k;
+}
+
+/*
+ * A watermark read that fails once (unreadable, then put back) costs one
+ * tail, not the stream's continuity: the next new WAL generation still
+ * chains on (NEXT_GEN) instead of re-uploading the whole database.
+ */
+static void test_failed_read_keeps_next_gen(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *a;
+	struct ws_stream_config c;
+	struct ws_buf good;
+	struct ws_store *s;
+	char res[64];
+	int err = 0;
+	(void)state;
+
+	wt_env_init(&e, "read-fail-nextgen", 0);
+	wt_write_txn(e.w, 6, 1500);
+	c = cfg_default(&e);
+	c.wal_checkpoint_bytes = 1;
+	a = stream_open_cfg(&e, NULL, &c);
+	tail_expect(a, &o, WS_OUTCOME_STREAMED);
+	tail_expect(a, &o, WS_OUTCOME_EMPTY); /* its WAL checkpoint: read mark 0 held */
+	s = ws_store_file_open(e.sink_dir, &err);
+	assert_non_null(s);
+	ws_buf_init(&good, 0);
+	assert_int_equal(ws_store_get(s, TENANT "/wm", 0, UINT64_MAX, &good, NULL), 0);
+	wt_query1(e.w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+	wt_write_txn(e.w, 2, 700); /* a new generation */
+	assert_int_equal(ws_store_put(s, TENANT "/wm", "garbage!", 8, WS_PUT_OVERWRITE, NULL, NULL), 0);
+	assert_int_not_equal(ws_stream_tail_frames(a, &o), 0);
+	assert_int_equal(ws_store_put(s, TENANT "/wm", good.data, good.len, WS_PUT_OVERWRITE, NULL, NULL), 0);
+	tail_expect(a, &o, WS_OUTCOME_RESTARTED);
+	assert_int_equal(manifest_kind_at(&e, o.u.restarted.generation_key), WS_MANIFEST_NEXT_GEN);
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	assert_restore_equals_source(&e);
+	ws_buf_free(&good);
+	ws_store_close(s);
+	ws_stream_close(a);
+	wt_env_free(&e);
+}
+
+static sqlite3 *g_truncate_w;
+static void truncate_wal(const char *site, void *arg)
+{
+	char res[64];
+	(void)site;
+	(void)arg;
+	wt_query1(g_truncate_w, "PRAGMA wal_checkpoint(TRUNCATE)", res);
+}
+
+/*
+ * A tail on a fresh read mark whose WAL is restarted under its scan ships
+ * a prefix and leaves the rest of what was committed before it began (in
+ * the database file only, until a re-base). Its RPO is not the ~0 of a
+ * complete ship: the watermark keeps the time of the last complete one,
+ * more than 1.5 s ago.
+ */
+static void test_unproven_tail_keeps_rpo(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *a, *b;
+	struct ws_stream_config c;
+	char res[64];
+	int rc;
+	(void)state;
+
+	wt_env_init(&e, "unproven-rpo", 0);
+	wt_write_txn(e.w, 2, 700);
+	a = stream_open(&e);
+	tail_expect(a, &o, WS_OUTCOME_STREAMED);
+	ws_stream_close(a);
+	for (int i = 0; i < 8; i++)
+		wt_write_txn(e.w, 3, 1500);
+	wt_query1(e.w, "PRAGMA wal_checkpoint(PASSIVE)", res);
+	wt_sleep_ms(1500);
+	c = cfg_default(&e);
+	c.batch_frames_max = 1;
+	b = stream_open_cfg(&e, NULL, &c);
+	g_truncate_w = e.w;
+	assert_int_equal(ws_fault_arm_pause("stream.after_wal_read", 20, truncate_wal, NULL), 0);
+	rc = ws_stream_tail_frames(b, &o);
+	ws_fault_disarm();
+	assert_int_equal(rc, 0);
+	assert_int_equal(o.kind, WS_OUTCOME_STREAMED); /* a prefix, its WAL gone under it */
+	if (o.u.streamed.rpo.watermark_age_ms < 1500)
+		fail_msg("a prefix shipped with commits left behind reads RPO %llu ms",
+			 (unsigned long long)o.u.streamed.rpo.watermark_age_ms);
+	/* The next tail re-bases and catches up. */
+	wt_tail_ok(b, &o);
+	assert_restore_equals_source(&e);
+	ws_stream_close(b);
+	wt_env_free(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_failed_read_keeps_next_gen),
+		cmocka_unit_test(test_unproven_tail_keeps_rpo),
 		cmocka_unit_test(test_next_gen_not_onto_same_token_writer),
 		cmocka_unit_test(test_next_gen_not_after_lost_race),
 		cmocka_unit_test(test_unreadable_watermark_once),
