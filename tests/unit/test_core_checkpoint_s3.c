@@ -187,6 +187,27 @@ static void test_s3_race_and_restore(void **state)
 	wt_env_free(&e);
 }
 
+/* Tenant "orders" streamed to s with 20 transactions shipped; *h: their content hash. */
+static struct ws_stream *orders_shipped(struct wt_env *e, struct ws_sink *s, uint64_t *h)
+{
+	struct ws_stream_config cfg;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	int err = 0;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.tenant = "orders";
+	cfg.db_path = e->db;
+	cfg.epoch = 1;
+	cfg.pointer_generation = 1;
+	st = ws_stream_open(s, &cfg, &err);
+	if (!st)
+		fail_msg("stream: %s", ws_errmsg());
+	wt_write_txn(e->w, 20, 500);
+	wt_tail_ok(st, &o);
+	*h = wt_content_hash(e->w, NULL);
+	return st;
+}
+
 /* A checkpoint in a child process, killed at site; true if it was. */
 static bool crash_take(const char *url, const char *site)
 {
@@ -245,31 +266,19 @@ static void test_s3_recover_crashed_attempt(void **state)
 
 	for (size_t k = 0; k < sizeof(sites) / sizeof(sites[0]); k++) {
 		struct wt_env e;
-		struct ws_stream_config cfg;
 		struct ws_stream *st;
-		struct ws_outcome o;
 		struct ws_sink *s;
 		struct ws_checkpoint_opts co;
 		struct ws_checkpoint_info info;
 		char prefix[64], url[1024];
 		uint64_t h;
-		int err = 0, rc;
+		int rc;
 
 		wt_env_init(&e, "ckpt-s3-crash", 0);
 		snprintf(prefix, sizeof(prefix), "crash-%ld-%zu", (long)getpid(), k);
 		sink_url(url, sizeof(url), prefix);
 		s = sink_open(url);
-		memset(&cfg, 0, sizeof(cfg));
-		cfg.tenant = "orders";
-		cfg.db_path = e.db;
-		cfg.epoch = 1;
-		cfg.pointer_generation = 1;
-		st = ws_stream_open(s, &cfg, &err);
-		if (!st)
-			fail_msg("stream: %s", ws_errmsg());
-		wt_write_txn(e.w, 20, 500);
-		wt_tail_ok(st, &o);
-		h = wt_content_hash(e.w, NULL);
+		st = orders_shipped(&e, s, &h);
 		if (!crash_take(url, sites[k]))
 			fail_msg("site %s did not fire", sites[k]);
 		/* The next caller: recovers after the bounded wait, then takes
@@ -306,9 +315,7 @@ static void test_s3_recover_crashed_attempt(void **state)
 static void test_s3_stray_inventory_finished(void **state)
 {
 	struct wt_env e;
-	struct ws_stream_config cfg;
 	struct ws_stream *st;
-	struct ws_outcome o;
 	struct ws_sink *s;
 	struct ws_store *store;
 	struct ws_ckpt *c;
@@ -329,17 +336,7 @@ static void test_s3_stray_inventory_finished(void **state)
 	wt_env_init(&e, "ckpt-s3-stray", 0);
 	snprintf(url, sizeof(url), "s3://%s/stray-%ld?endpoint=%s", g_bucket, (long)getpid(), getenv("WS_S3_ENDPOINT"));
 	s = sink_open(url);
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.tenant = "orders";
-	cfg.db_path = e.db;
-	cfg.epoch = 1;
-	cfg.pointer_generation = 1;
-	st = ws_stream_open(s, &cfg, &err);
-	if (!st)
-		fail_msg("stream: %s", ws_errmsg());
-	wt_write_txn(e.w, 20, 500);
-	wt_tail_ok(st, &o);
-	h = wt_content_hash(e.w, NULL);
+	st = orders_shipped(&e, s, &h);
 
 	store = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
 	assert_non_null(store);

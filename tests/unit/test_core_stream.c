@@ -1053,21 +1053,27 @@ out:
 	return NULL;
 }
 
-static int64_t manifest_time_ms(const struct wt_env *e, const char *key)
+/* The manifest at key in e's sink, decoded into m (free with ws_fmt_manifest_free). */
+static void manifest_at(const struct wt_env *e, const char *key, struct ws_fmt_manifest *m)
 {
 	int err = 0;
 	struct ws_store *s = ws_store_file_open(e->sink_dir, &err);
 	struct ws_buf b;
-	struct ws_fmt_manifest m;
-	int64_t t;
 	assert_non_null(s);
 	ws_buf_init(&b, 0);
 	assert_int_equal(ws_store_get(s, key, 0, UINT64_MAX, &b, NULL), 0);
-	assert_int_equal(ws_fmt_manifest_decode(b.data, b.len, &m), 0);
-	t = m.time_ms;
-	ws_fmt_manifest_free(&m);
+	assert_int_equal(ws_fmt_manifest_decode(b.data, b.len, m), 0);
 	ws_buf_free(&b);
 	ws_store_close(s);
+}
+
+static int64_t manifest_time_ms(const struct wt_env *e, const char *key)
+{
+	struct ws_fmt_manifest m;
+	int64_t t;
+	manifest_at(e, key, &m);
+	t = m.time_ms;
+	ws_fmt_manifest_free(&m);
 	return t;
 }
 
@@ -1664,19 +1670,11 @@ static void test_unreadable_watermark_once(void **state)
 /* The kind of the manifest at key in e's sink. */
 static uint32_t manifest_kind_at(const struct wt_env *e, const char *key)
 {
-	int err = 0;
-	struct ws_store *s = ws_store_file_open(e->sink_dir, &err);
-	struct ws_buf b;
 	struct ws_fmt_manifest m;
 	uint32_t k;
-	assert_non_null(s);
-	ws_buf_init(&b, 0);
-	assert_int_equal(ws_store_get(s, key, 0, UINT64_MAX, &b, NULL), 0);
-	assert_int_equal(ws_fmt_manifest_decode(b.data, b.len, &m), 0);
+	manifest_at(e, key, &m);
 	k = m.kind;
 	ws_fmt_manifest_free(&m);
-	ws_buf_free(&b);
-	ws_store_close(s);
 	return k;
 }
 
