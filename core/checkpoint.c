@@ -1794,6 +1794,13 @@ static int ret_delete(struct ret_ctx *x, const char *key)
 	int rc;
 	if (x->dry && (rc = seen_add(x, key)) <= 0)
 		return rc;
+	/* A dry run reports what a real run would delete: not a key already
+	 * gone (a crashed run's, resumed). */
+	if (x->dry) {
+		struct ws_obj_info info;
+		if (ws_store_head(x->s, key, &info) == WS_ENOTFOUND)
+			return 0;
+	}
 	if (x->fn)
 		x->fn(key, x->arg);
 	x->rep->deleted++;
@@ -2285,6 +2292,11 @@ static int protected_verify(struct ret_ctx *x, const struct ws_ckpt_index *p)
 	return omitted_live(x, p);
 }
 
+static bool ckpt_ref_same(const struct ws_ckpt_ref *a, const struct ws_ckpt_ref *b)
+{
+	return a->id == b->id && a->length == b->length && strcmp(a->key, b->key) == 0;
+}
+
 static int run_phase(struct ret_ctx *x, const struct ws_ckpt_ref *protected_ref,
 		     enum ws_ckpt_retention_phase phase)
 {
@@ -2300,10 +2312,13 @@ static int run_phase(struct ret_ctx *x, const struct ws_ckpt_ref *protected_ref,
 		x->older_skipped = true;
 		return 0;
 	}
-	/* Its indexes too: deleted without their artifacts, those artifacts
-	 * would be named by no index the newer run walks, and stay for ever.
-	 * Kept, they are the newer run's to delete, artifacts and all. */
-	if (phase == WS_CKPT_RET_SWEEP_INDEXES && x->older_run && x->older_skipped) {
+	/* An older run's index sweep is never made: had its artifact sweep
+	 * been skipped (by this process, or by one a crash stopped after the
+	 * phase advanced, which left no record of it), the indexes deleted
+	 * without their artifacts would leave those named by no index the
+	 * newer run walks, for ever. Kept, every one is the newer run's to
+	 * delete, artifacts (already gone or not) and index alike. */
+	if (phase == WS_CKPT_RET_SWEEP_INDEXES && x->older_run) {
 		ws_ckpt_index_free(&p);
 		return 0;
 	}
@@ -2320,6 +2335,10 @@ static int run_phases(struct ret_ctx *x, struct ws_ckpt_retention st)
 		int rc = run_phase(x, &st.protected_ref, st.phase);
 		if (rc)
 			return rc;
+		if (x->dry) { /* as the run would go on, writing nothing */
+			st.phase = st.phase == WS_CKPT_RET_SWEEP_ARTIFACTS ? WS_CKPT_RET_SWEEP_INDEXES : WS_CKPT_RET_IDLE;
+			continue;
+		}
 		if ((rc = ws_ckpt_advance_retention(x->c, &st, &res)) != 0)
 			return ws_fail_wrap(rc, "retention: advance");
 		st = res.state;
@@ -2353,12 +2372,8 @@ int ws_retention_run(struct ws_sink *sink, bool dry_run, ws_retention_fn fn, voi
 		goto out;
 	rep->ran = true;
 	rep->protected_id = latest.checkpoint_id;
-	if (dry_run) {
-		rc = run_phase(&x, &latest.committed, WS_CKPT_RET_SWEEP_ARTIFACTS);
-		if (!rc)
-			rc = run_phase(&x, &latest.committed, WS_CKPT_RET_SWEEP_INDEXES);
-		goto out;
-	}
+	/* A dry run goes the way the real one would, from the durable record
+	 * (a run a crash left in flight resumes at its phase), writing nothing. */
 	/* A run a crash left in flight for an older cut finishes first. */
 	if ((rc = ws_ckpt_retention_state(x.c, &st, &sfound)) != 0)
 		goto out;
@@ -2390,6 +2405,18 @@ int ws_retention_run(struct ws_sink *sink, bool dry_run, ws_retention_fn fn, voi
 		ws_ckpt_index_free(&p);
 		if (rc)
 			goto out;
+	}
+	if (dry_run) {
+		struct ws_ckpt_retention cur = st;
+		if (!sfound || !ckpt_ref_same(&st.protected_ref, &latest.committed)) {
+			memset(&cur, 0, sizeof(cur));
+			cur.phase = WS_CKPT_RET_SWEEP_ARTIFACTS;
+			cur.protected_ref = latest.committed;
+		} else if (cur.phase != WS_CKPT_RET_IDLE) {
+			rep->resumed = true;
+		}
+		rc = run_phases(&x, cur);
+		goto out;
 	}
 	if ((rc = ws_ckpt_begin_retention(x.c, &latest.committed, &res)) != 0)
 		goto out;
