@@ -956,8 +956,10 @@ static int shard_init(struct ws_engine *e, struct shard *sh, unsigned i)
 	rc = ws_tail_work_init(&sh->work);
 	if (rc)
 		return ws_fail(rc, "shard %u: out of memory", i);
+	/* The upload thread reads slots through io_uring only where the
+	 * shard does (never under --force-pread). */
 	rc = ws_pipe_init(&sh->pipe, ws_reader_buf(sh->reader) + SMALL_BYTES, slot, nslots, sh->up_store,
-			  c->uploads_in_flight, true);
+			  c->uploads_in_flight, true, ws_reader_backend(sh->reader) == WS_READER_URING);
 	if (rc)
 		return ws_fail(rc, "shard %u: cannot start the upload thread", i);
 	ws_pipe_set_adaptive(&sh->pipe, c->adaptive);

@@ -265,7 +265,7 @@ static void *uploader(void *arg)
 }
 
 int ws_pipe_init(struct ws_pipe *p, uint8_t *mem, size_t slot_bytes, uint32_t nslots, struct ws_store *store,
-		 unsigned in_flight, bool threaded)
+		 unsigned in_flight, bool threaded, bool uring)
 {
 	int rc;
 	memset(p, 0, sizeof(*p));
@@ -279,7 +279,7 @@ int ws_pipe_init(struct ws_pipe *p, uint8_t *mem, size_t slot_bytes, uint32_t ns
 	p->window = in_flight;
 	ws_aimd_init(&p->aimd, in_flight);
 	p->threaded = threaded;
-	if (threaded) {
+	if (threaded && uring) {
 		/* A ring of the upload thread's own over the slots, so it can read
 		 * some of them itself; without io_uring the tail reads them all. */
 		int err = 0;

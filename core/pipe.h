@@ -100,9 +100,11 @@ struct ws_pipe {
 /*
  * mem holds nslots * slot_bytes (the caller's registered memory).
  * threaded: start the upload thread (it owns store for its lifetime).
+ * uring: the upload thread may read slots itself through an io_uring of
+ * its own (false: the tail reads them all, as with --force-pread).
  */
 int ws_pipe_init(struct ws_pipe *p, uint8_t *mem, size_t slot_bytes, uint32_t nslots, struct ws_store *store,
-		 unsigned in_flight, bool threaded) WS_MUST_CHECK;
+		 unsigned in_flight, bool threaded, bool uring) WS_MUST_CHECK;
 /* Before the first publish: uploads in flight adapt (AIMD, Retry-After). */
 void ws_pipe_set_adaptive(struct ws_pipe *p, bool on);
 /* Stops the upload thread after what is published has been taken. */

@@ -601,7 +601,7 @@ struct ws_stream *ws_stream_open(struct ws_sink *sink, const struct ws_stream_co
 	st->small_bytes = ws_reader_buf_bytes(st->reader);
 	st->ring_off = 0;
 	rc = ws_pipe_init(&st->own_pipe, ws_reader_buf(st->reader), ws_reader_buf_bytes(st->reader), 1,
-			  sink->store, 1, false);
+			  sink->store, 1, false, false);
 	if (rc)
 		goto fail;
 	st->pipe = &st->own_pipe;

@@ -386,8 +386,8 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 			fprintf(stderr, "walship: %s\n", why);
 			goto out;
 		}
-		if (!ro->quiet)
-			fprintf(stderr, "walship: metrics at %s\n", ws_metrics_http_url(mh));
+		/* Said even with --quiet: with port 0 it is the only way to learn the port. */
+		fprintf(stderr, "walship: metrics at %s\n", ws_metrics_http_url(mh));
 	}
 	for (size_t i = 0; i < cfg->tenant_count; i++) {
 		const struct ws_cli_tenant *t = &cfg->tenants[i];

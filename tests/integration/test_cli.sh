@@ -479,5 +479,15 @@ ws restore --sink "$URL" --tenant k -o rk.db
 check "k: restore has the row written while replicate was stopped" \
 	eval '[ "$rc" = 0 ] && [ "$(rows rk.db)" = 1,2 ]'
 
+echo "# --force-pread: no io_uring at all, the upload thread's reads too"
+newdb fp.db
+sq fp.db "INSERT INTO t SELECT hex(randomblob(3000)) FROM generate_series(1,2000);"
+printf '[engine]\nsink = file://%s/fpsink\n[shard.0]\nbatch_bytes_max = 1MiB\n' "$ROOT" >fp.ini
+ws replicate --config fp.ini --once --force-pread fp.db
+check "--force-pread: exit 0, and no reader said it uses io_uring" \
+	eval '[ "$rc" = 0 ] && ! grep -q "using io_uring" err'
+ws restore --sink "file://$ROOT/fpsink" --tenant fp -o fp.r.db
+check "--force-pread: restore equals the source" eval '[ "$rc" = 0 ] && [ "$(sq fp.r.db "SELECT count(*) FROM t")" = 2000 ]'
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

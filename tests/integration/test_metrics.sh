@@ -205,11 +205,11 @@ cat >m.ini <<EOF
 sink = $URL
 metrics_addr = 127.0.0.1:0
 EOF
-"$WS_BIN" replicate --config m.ini --interval-ms 100 idle.db >cfg.out 2>cfg.err &
+"$WS_BIN" replicate --config m.ini --quiet --interval-ms 100 idle.db >cfg.out 2>cfg.err &
 rep2=$!
 for _ in $(seq 100); do grep -q "metrics at" cfg.err && break; sleep 0.1; done
 M2=$(sed -n 's/.*metrics at \(http:[^ ]*\).*/\1/p' cfg.err | head -1)
-check "config metrics_addr with port 0: stderr names the URL ($M2)" eval '[[ "$M2" =~ ^http://127\.0\.0\.1:[1-9][0-9]*/metrics$ ]]'
+check "config metrics_addr with port 0, --quiet: stderr still names the URL ($M2)" eval '[[ "$M2" =~ ^http://127\.0\.0\.1:[1-9][0-9]*/metrics$ ]]'
 check "config metrics_addr: GET answers 200 with tenant idle" \
 	eval '[ "$(scrape "$M2" m3.txt)" = 200 ] && [ "$(sample m3.txt frames_shipped idle)" -ge 0 ]'
 kill -INT $rep2

@@ -1400,7 +1400,7 @@ static void shard_env_init(struct shard_env *x, struct wt_env *e)
 	assert_int_equal(ws_tail_work_init(&x->work), 0);
 	x->up = ws_store_file_open(e->sink_dir, &err);
 	assert_non_null(x->up);
-	assert_int_equal(ws_pipe_init(&x->pipe, ws_reader_buf(x->rd) + small, slot, nslots, x->up, 2, true), 0);
+	assert_int_equal(ws_pipe_init(&x->pipe, ws_reader_buf(x->rd) + small, slot, nslots, x->up, 2, true, true), 0);
 	x->sh.reader = x->rd;
 	x->sh.small_off = 0;
 	x->sh.small_bytes = small;
