@@ -927,8 +927,8 @@ static const struct command {
 	{ "verify", cmd_verify, "check every object and link a sink holds",
 	  "usage: walship verify --sink URL [--tenant NAME] [--orphans | --fail-on-orphans]\n"
 	  "\n"
-	  "Check every object and link of each tenant's chain, and the latest\n"
-	  "checkpoint's artifacts; report each problem on stderr.\n"
+	  "Check every object and link of each tenant's chain, and the artifacts\n"
+	  "of every stored checkpoint; report each problem on stderr.\n"
 	  "\n"
 	  "options:\n"
 	  "  --sink URL                  the sink to read\n"
