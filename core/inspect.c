@@ -459,6 +459,9 @@ static uint64_t orphan_kind(const struct orphan_ctx *x, const char *key)
 			return ORPHAN_INDEX;
 		return ORPHAN_FOREIGN;
 	}
+	/* The S3 backend's conditional-write probe at open (store_s3.c). */
+	if (strncmp(key, "_walship/probe-", 15) == 0)
+		return ORPHAN_PROBE;
 	if (!slash || (size_t)(slash - key) >= sizeof(top))
 		return ORPHAN_FOREIGN;
 	memcpy(top, key, (size_t)(slash - key));

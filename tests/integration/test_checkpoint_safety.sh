@@ -481,14 +481,16 @@ mkdir -p "$S11/checkpoints/probe"
 echo x >"$S11/checkpoints/probe/00000000000000000000000000000001"
 echo x >"$S11/d11/stray"
 echo x >"$S11/_junk"
+mkdir -p "$S11/_walship"
+echo x >"$S11/_walship/probe-00000000000000ab"
 ws verify --sink "$U11" --orphans
 check "a probe, a stray tenant file and a name no tenant has: listed as probe and foreign" \
 	eval '[ "$rc" = 0 ] && grep -q "^orphan probe checkpoints/probe/0*1$" out && grep -q "^orphan foreign d11/stray$" out &&
-	      grep -q "^orphan foreign _junk$" out'
+	      grep -q "^orphan foreign _junk$" out && grep -q "^orphan probe _walship/probe-00000000000000ab$" out'
 ws verify --sink "$U11" --orphans --tenant d11
 check "--tenant d11: only d11's orphans" \
 	eval '[ "$rc" = 0 ] && grep -q "^orphan foreign d11/stray$" out && ! grep -q "checkpoints/probe\|_junk" out'
-rm -r "$S11/checkpoints/probe" "$S11/d11/stray" "$S11/_junk"
+rm -r "$S11/checkpoints/probe" "$S11/d11/stray" "$S11/_junk" "$S11/_walship"
 # A checkpoint killed after writing its candidate index, before deciding:
 # the next one aborts it and seals the candidate, and a seal occupies its
 # path for good, so it is named (it used to be listed as checkpoint-index:
