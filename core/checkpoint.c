@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -495,29 +496,37 @@ static void sink_name(const struct ws_sink *sink, char out[WS_CKPT_NAME_MAX])
 	}
 }
 
-static int read_file(const char *path, struct ws_buf *b)
+/*
+ * The image at path, mapped read-only (*map NULL when it is empty): an
+ * artifact is as large as its database, so it is hashed and sent from the
+ * page cache, never copied whole into memory.
+ */
+static int map_file(const char *path, void **map, size_t *len)
 {
 	struct stat st;
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+	*map = NULL;
+	*len = 0;
 	if (fd < 0)
 		return ws_fail(-errno, "open %s", path);
 	if (fstat(fd, &st) != 0) {
 		rc = ws_fail(-errno, "stat %s", path);
 		goto out;
 	}
-	ws_buf_reset(b);
-	if ((rc = ws_buf_reserve(b, (size_t)st.st_size)) != 0)
+	if (st.st_size == 0)
 		goto out;
-	while (b->len < (size_t)st.st_size) {
-		ssize_t n = read(fd, b->data + b->len, (size_t)st.st_size - b->len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rc = ws_fail(n < 0 ? -errno : -EIO, "read %s", path);
-			goto out;
-		}
-		b->len += (size_t)n;
+	if ((uint64_t)st.st_size > SIZE_MAX) {
+		rc = ws_fail(WS_ETOOBIG, "%s is too large to map", path);
+		goto out;
 	}
+	*map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (*map == MAP_FAILED) {
+		*map = NULL;
+		rc = ws_fail(-errno, "map %s", path);
+		goto out;
+	}
+	*len = (size_t)st.st_size;
+	(void)madvise(*map, *len, MADV_SEQUENTIAL);
 out:
 	close(fd);
 	return rc;
@@ -591,9 +600,12 @@ static int image_from_older(struct ws_ckpt *c, struct ws_store *s, const char *t
  */
 static int artifact_write(struct ws_ckpt *c, struct ws_store *s, const struct ws_ckpt_tenant_entry *t,
 			  const char *key,
-			  const struct ws_ckpt_index *prev, const char *tmp, struct ws_buf *b,
+			  const struct ws_ckpt_index *prev, const char *tmp,
 			  struct ws_ckpt_artifact *out, struct ws_checkpoint_info *info)
 {
+	void *map = NULL;
+	size_t len = 0;
+	struct iovec iov;
 	struct ws_chain_stop head;
 	struct ws_restore_base base;
 	bool have_base = prev && base_from_index(prev, t->tenant, &base) == 0, used = false;
@@ -626,24 +638,35 @@ static int artifact_write(struct ws_ckpt *c, struct ws_store *s, const struct ws
 	}
 	if (used)
 		info->incremental++;
-	rc = read_file(tmp, b);
-	unlink(tmp);
+	rc = map_file(tmp, &map, &len);
+	unlink(tmp); /* the mapping keeps the bytes until unmapped */
 	if (rc)
 		return rc;
-	ws_sha256(b->data, b->len, sha);
+	ws_sha256(map, len, sha);
 	memset(out, 0, sizeof(*out));
 	snprintf(out->key, sizeof(out->key), "%s", key);
-	out->length = b->len;
+	out->length = len;
 	hex_of(sha, out->sha256);
-	if ((rc = WS_FAULT("checkpoint.artifact.before_put")) != 0)
-		return ws_fail(rc, "fault checkpoint.artifact.before_put");
-	rc = ws_store_put(s, key, b->data, b->len, WS_PUT_CREATE, NULL, NULL);
-	if (rc)
-		return ws_fail_wrap(rc, "checkpoint: write artifact %s", key);
-	if ((rc = WS_FAULT("checkpoint.artifact.after_put")) != 0)
-		return ws_fail(rc, "fault checkpoint.artifact.after_put");
-	info->artifact_bytes += b->len;
-	return 0;
+	if ((rc = WS_FAULT("checkpoint.artifact.before_put")) != 0) {
+		rc = ws_fail(rc, "fault checkpoint.artifact.before_put");
+		goto out;
+	}
+	iov.iov_base = map;
+	iov.iov_len = len;
+	rc = ws_store_putv(s, key, &iov, len ? 1 : 0, WS_PUT_CREATE, NULL, NULL);
+	if (rc) {
+		ws_fail_wrap(rc, "checkpoint: write artifact %s", key);
+		goto out;
+	}
+	if ((rc = WS_FAULT("checkpoint.artifact.after_put")) != 0) {
+		rc = ws_fail(rc, "fault checkpoint.artifact.after_put");
+		goto out;
+	}
+	info->artifact_bytes += len;
+out:
+	if (map)
+		munmap(map, len);
+	return rc;
 }
 
 static uint64_t random_token(void)
@@ -719,7 +742,6 @@ struct take {
 	struct ws_ckpt_inventory inv;          /* 4 */
 	struct ws_ckpt_index idx;              /* 5, 6: its tenants are cut.t */
 	struct ws_ckpt_ref ref;                /* 6 */
-	struct ws_buf b;                       /* 5: one artifact at a time */
 	char name[WS_CKPT_NAME_MAX];
 	const char *tmpdir;
 	bool have_latest, have_prev;
@@ -739,7 +761,6 @@ static void take_init(struct take *t, struct ws_sink *sink, const struct ws_chec
 	t->sink = sink;
 	t->opts = opts;
 	t->out = out;
-	ws_buf_init(&t->b, WS_BUF_DEFAULT_MAX);
 	sink_name(sink, t->name);
 	t->tmpdir = opts->tmp_dir ? opts->tmp_dir : getenv("TMPDIR");
 	if (!t->tmpdir || !*t->tmpdir)
@@ -753,7 +774,6 @@ static void take_free(struct take *t)
 		ws_ckpt_index_free(&t->prev);
 	free(t->cut.t);
 	free(t->inv.keys);
-	ws_buf_free(&t->b);
 	ws_ckpt_close(t->c);
 }
 
@@ -966,7 +986,7 @@ static int take_write_artifacts(struct take *t)
 	snprintf(tmp, sizeof(tmp), "%s/walship-ckpt-%d-%" PRIx64 ".db", t->tmpdir, (int)getpid(), t->a.token);
 	for (size_t i = 0; i < t->cut.count; i++) {
 		rc = artifact_write(t->c, t->sink->store, &t->cut.t[i], t->inv.keys[i], t->have_prev ? &t->prev : NULL,
-				    tmp, &t->b, &t->idx.artifacts[i], t->out);
+				    tmp, &t->idx.artifacts[i], t->out);
 		if (rc)
 			return rc;
 	}

@@ -626,25 +626,27 @@ int ws_restore_publish(const char *tmp, const char *out_path, bool force)
 	return rc;
 }
 
-/* The artifact's bytes are the state of cut: its size and page 1 agree. */
-static int artifact_shape(const char *key, const uint8_t *data, size_t len, const struct ws_fmt_manifest *cut)
+/* The artifact's bytes are the state of cut: its size (len) and page 1
+ * (head: its first head_len bytes) agree. */
+static int artifact_shape(const char *key, const uint8_t *head, size_t head_len, uint64_t len,
+			  const struct ws_fmt_manifest *cut)
 {
 	const uint64_t ps = cut->gen.page_size, want = (uint64_t)cut->db_pages * ps;
 	uint32_t hdr_ps, hdr_pages;
 
 	if (len != want)
-		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %zu bytes; the state it stands for (cut "
-			       "manifest, %u pages of %llu bytes) is %llu bytes: not that state's image", key, len,
-			       cut->db_pages, (unsigned long long)ps, (unsigned long long)want);
+		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %" PRIu64 " bytes; the state it stands for "
+			       "(cut manifest, %u pages of %llu bytes) is %llu bytes: not that state's image", key,
+			       len, cut->db_pages, (unsigned long long)ps, (unsigned long long)want);
 	if (len == 0)
 		return 0;
-	if (len < 100)
-		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %zu bytes: too short for a database", key,
-			       len);
-	hdr_ps = (uint32_t)data[16] << 8 | data[17];
+	if (len < 100 || head_len < 100)
+		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %" PRIu64 " bytes: too short for a "
+			       "database", key, len);
+	hdr_ps = (uint32_t)head[16] << 8 | head[17];
 	if (hdr_ps == 1)
 		hdr_ps = 65536;
-	hdr_pages = ws_get_be32(data + 28);
+	hdr_pages = ws_get_be32(head + 28);
 	if (hdr_ps != ps || hdr_pages != cut->db_pages)
 		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s: page 1 says %u pages of %u bytes; the state it "
 			       "stands for (cut manifest) has %u pages of %llu bytes", key, hdr_pages, hdr_ps,
@@ -652,37 +654,81 @@ static int artifact_shape(const char *key, const uint8_t *data, size_t len, cons
 	return 0;
 }
 
+/*
+ * An artifact is a whole database image, as large as the database: it is
+ * read in ranges of this size, each written to fd and hashed as it comes,
+ * so memory stays bounded whatever the database's size.
+ */
+#define ARTIFACT_RANGE ((uint64_t)8 << 20)
+
 int ws_artifact_fetch(struct ws_store *s, const char *key, uint64_t length, const char *sha256_hex,
 		      const struct ws_fmt_manifest *cut, int fd)
 {
 	struct ws_buf b;
-	uint8_t sha[WS_SHA256_LEN];
+	struct ws_obj_info info;
+	struct ws_sha256_state h;
+	uint8_t sha[WS_SHA256_LEN], head[100];
 	char hex[WS_SHA256_HEX_LEN + 1];
+	size_t head_len = 0;
+	uint64_t off = 0;
 	int rc;
 
-	ws_buf_init(&b, WS_BUF_DEFAULT_MAX);
-	rc = ws_store_get(s, key, 0, UINT64_MAX, &b, NULL);
-	if (rc == WS_ENOTFOUND) {
-		rc = ws_fail(WS_EINCOMPLETE, "checkpoint artifact %s is missing", key);
-		goto out;
-	}
-	if (rc) {
-		ws_fail_wrap(rc, "read checkpoint artifact %s", key);
-		goto out;
-	}
-	ws_sha256(b.data, b.len, sha);
+	if ((rc = ws_sha256_begin(&h)) != 0)
+		return ws_fail(rc, "read checkpoint artifact %s: no memory for its hash", key);
+	ws_buf_init(&b, (size_t)ARTIFACT_RANGE);
+	memset(&info, 0, sizeof(info));
+	do {
+		uint64_t want = length - off < ARTIFACT_RANGE ? length - off : ARTIFACT_RANGE;
+		ws_buf_reset(&b);
+		/* The first read also says how large the object is: one the
+		 * index does not describe is not read on. */
+		rc = ws_store_get(s, key, off, want, &b, off == 0 ? &info : NULL);
+		if (rc == WS_ENOTFOUND) {
+			rc = ws_fail(WS_EINCOMPLETE, "checkpoint artifact %s is missing", key);
+			goto out;
+		}
+		if (rc) {
+			ws_fail_wrap(rc, "read checkpoint artifact %s", key);
+			goto out;
+		}
+		if (off == 0 && info.size_bytes != length) {
+			rc = ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %" PRIu64 " bytes; its index records "
+				     "%" PRIu64 " bytes and SHA-256 %s", key, info.size_bytes, length, sha256_hex);
+			goto out;
+		}
+		if (b.len != want) {
+			/* Shorter than its size said a moment ago: replaced or cut
+			 * while read. */
+			rc = ws_fail(WS_ECORRUPT, "checkpoint artifact %s: %zu bytes at offset %" PRIu64 " where "
+				     "%" PRIu64 " were asked of a %" PRIu64 "-byte object (changed while read?)",
+				     key, b.len, off, want, length);
+			goto out;
+		}
+		if (head_len < sizeof(head)) {
+			size_t n = b.len < sizeof(head) - head_len ? b.len : sizeof(head) - head_len;
+			memcpy(head + head_len, b.data, n);
+			head_len += n;
+		}
+		ws_sha256_update(&h, b.data, b.len);
+		if ((rc = pwrite_all(fd, b.data, b.len, off)) != 0) {
+			ws_fail(rc, "write checkpoint artifact %s", key);
+			goto out;
+		}
+		off += b.len;
+	} while (off < length);
+	ws_sha256_end(&h, sha);
 	ws_hex(sha, sizeof(sha), hex);
-	if (b.len != length || strcmp(hex, sha256_hex) != 0) {
-		rc = ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %zu bytes with SHA-256 %s; its index "
-			     "records %" PRIu64 " bytes and %s", key, b.len, hex, length, sha256_hex);
-		goto out;
+	if (strcmp(hex, sha256_hex) != 0) {
+		rc = ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %" PRIu64 " bytes with SHA-256 %s; its index "
+			     "records %" PRIu64 " bytes and %s", key, off, hex, length, sha256_hex);
+		goto out_freed;
 	}
-	if (cut && (rc = artifact_shape(key, b.data, b.len, cut)) != 0)
-		goto out;
-	rc = pwrite_all(fd, b.data, b.len, 0);
-	if (rc)
-		ws_fail(rc, "write checkpoint artifact %s", key);
+	if (cut)
+		rc = artifact_shape(key, head, head_len, off, cut);
+	goto out_freed;
 out:
+	ws_sha256_end(&h, NULL);
+out_freed:
 	ws_buf_free(&b);
 	return rc;
 }

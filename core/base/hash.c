@@ -1,5 +1,6 @@
 #include "ws_hash.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "hash_impl.h"
@@ -81,6 +82,32 @@ void ws_sha256v(const struct iovec *iov, int iovcnt, uint8_t out[WS_SHA256_LEN])
 		EVP_DigestUpdate(ctx, iov[i].iov_base, iov[i].iov_len);
 	EVP_DigestFinal_ex(ctx, out, &n);
 	EVP_MD_CTX_free(ctx);
+}
+
+int ws_sha256_begin(struct ws_sha256_state *s)
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
+		EVP_MD_CTX_free(ctx);
+		s->ctx = NULL;
+		return -ENOMEM;
+	}
+	s->ctx = ctx;
+	return 0;
+}
+
+void ws_sha256_update(struct ws_sha256_state *s, const void *data, size_t len)
+{
+	EVP_DigestUpdate((EVP_MD_CTX *)s->ctx, data, len);
+}
+
+void ws_sha256_end(struct ws_sha256_state *s, uint8_t out[WS_SHA256_LEN])
+{
+	unsigned int n = 0;
+	if (out && EVP_DigestFinal_ex((EVP_MD_CTX *)s->ctx, out, &n) != 1)
+		memset(out, 0, WS_SHA256_LEN); /* a hash that cannot match anything real */
+	EVP_MD_CTX_free((EVP_MD_CTX *)s->ctx);
+	s->ctx = NULL;
 }
 
 int ws_hexval(char c)

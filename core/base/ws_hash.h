@@ -22,6 +22,18 @@ uint64_t ws_xxh_digest(const struct ws_xxh_state *s);
 void ws_sha256(const void *data, size_t len, uint8_t out[WS_SHA256_LEN]);
 /* SHA-256 over the concatenation of the iovecs (streaming, no copy). */
 void ws_sha256v(const struct iovec *iov, int iovcnt, uint8_t out[WS_SHA256_LEN]);
+/*
+ * SHA-256 fed in pieces (an object read in ranges): the same value as
+ * ws_sha256 over their concatenation. ws_sha256_begin returns -ENOMEM when
+ * OpenSSL cannot allocate its context; ws_sha256_end frees it (also after a
+ * failed update, with out NULL to only free).
+ */
+struct ws_sha256_state {
+	void *ctx;
+};
+int ws_sha256_begin(struct ws_sha256_state *s);
+void ws_sha256_update(struct ws_sha256_state *s, const void *data, size_t len);
+void ws_sha256_end(struct ws_sha256_state *s, uint8_t out[WS_SHA256_LEN]);
 /* Value of one hex digit (either case), or -1. */
 int ws_hexval(char c);
 /* Lower-case hex of n bytes into out (2n+1 bytes). */

@@ -105,12 +105,45 @@ static void test_stream_equals_oneshot(void **state)
 	free(b);
 }
 
+/* SHA-256 fed in pieces (an artifact read in ranges) equals the one-shot
+ * form, and a context ended without a digest is only freed. */
+static void test_sha256_pieces_equal_oneshot(void **state)
+{
+	uint64_t rng = 7;
+	const size_t n = 100000;
+	uint8_t *b = random_bytes(n, &rng), want[WS_SHA256_LEN], got[WS_SHA256_LEN];
+	(void)state;
+	for (int round = 0; round < 20; round++) {
+		struct ws_sha256_state st;
+		size_t len = round < 3 ? (size_t)round : (size_t)(wt_rand(&rng) % n), off = 0;
+		assert_int_equal(ws_sha256_begin(&st), 0);
+		while (off < len) {
+			size_t piece = 1 + (size_t)(wt_rand(&rng) % 5000);
+			if (piece > len - off)
+				piece = len - off;
+			ws_sha256_update(&st, b + off, piece);
+			off += piece;
+		}
+		ws_sha256_end(&st, got);
+		ws_sha256(b, len, want);
+		assert_memory_equal(got, want, WS_SHA256_LEN);
+		assert_null(st.ctx);
+	}
+	struct ws_sha256_state st;
+	assert_int_equal(ws_sha256_begin(&st), 0);
+	ws_sha256_update(&st, b, 10);
+	ws_sha256_end(&st, NULL);
+	assert_null(st.ctx);
+	free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kernels_agree),
 		cmocka_unit_test(test_iovec_equals_oneshot),
 		cmocka_unit_test(test_stream_equals_oneshot),
+		cmocka_unit_test(test_sha256_pieces_equal_oneshot),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
