@@ -612,6 +612,14 @@ static int perform(struct ws_http *h, struct ws_http_req *reqs, struct ws_http_r
 		while (active < h->slot_count && next < n) {
 			struct ws_http_req *r = req_at(reqs, ptrs, next++);
 			struct slot *s = free_slot(h);
+			if (r->on_send) {
+				int e = r->on_send(r->on_send_arg, r);
+				reset_out(r); /* whatever the callback set there */
+				if (e) {
+					req_fail(r, e, ws_errmsg());
+					continue;
+				}
+			}
 			/* A fault here looks like a connection that died before any reply. */
 			if (WS_FAULT("http.request")) {
 				req_fail(r, -ECONNRESET, "http: fault injected at http.request");

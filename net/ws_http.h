@@ -61,6 +61,14 @@ struct ws_http_req {
 	int body_iovcnt;
 	ws_http_sink_fn on_body;     /* response body, may be NULL (discarded) */
 	void *on_body_arg;
+	/* Called (when not NULL) as the request is handed to libcurl, after
+	 * it waited for a free slot (a perform of more requests than
+	 * max_in_flight): the caller may fill in or sign the request then, so
+	 * that one sent late carries the time it is sent. A non-zero return
+	 * fails the request with that error, unsent (err_detail from
+	 * ws_errmsg()). */
+	int (*on_send)(void *arg, struct ws_http_req *r);
+	void *on_send_arg;
 	uint64_t deadline_ms;        /* ws_mono_ms() by which the request ends, whatever stage it
 					is in (connecting, sending, waiting, receiving); 0 = only
 					the client's timeout_ms. A request that would start at or

@@ -799,6 +799,8 @@ static int probe_conditional(struct s3_store *s);
 /* One PUT: its call, and what all its attempts share (headers, attempt token). */
 struct s3_put_op {
 	struct s3_call c;
+	struct s3_store *store;      /* put_many: signs c when it is sent */
+	int sign_rc;
 	enum ws_put_mode mode;
 	struct ws_etag expect;       /* CAS: the etag If-Match names (bare) */
 	char h_len[64], h_cond[WS_ETAG_MAX + 32], h_attempt[64], token[33];
@@ -1011,6 +1013,20 @@ static size_t give_up_late(struct s3_store *s, struct s3_put_op *ops, struct ws_
  * Returns 0 with every reqs[i].rc set, or a negative error when the HTTP
  * client itself failed (then every request not yet finished carries it).
  */
+/*
+ * A put_many request is signed as it is sent, not when its round begins: a
+ * round of more requests than max_in_flight sends its last ones only as
+ * earlier ones end, and a store refuses a signature dated more than 15
+ * minutes before it arrives (RequestTimeTooSkewed).
+ */
+static int put_sign_on_send(void *arg, struct ws_http_req *r)
+{
+	struct s3_put_op *op = arg;
+	(void)r;
+	op->sign_rc = call_sign(op->store, &op->c);
+	return op->sign_rc;
+}
+
 static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 {
 	struct s3_store *s = (struct s3_store *)base;
@@ -1068,11 +1084,10 @@ static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 			ws_sleep_ms((unsigned)pace);
 		for (size_t j = 0; j < pending; j++) {
 			size_t i = idx[j];
-			int r = call_sign(s, &ops[i].c);
-			if (r) {
-				reqs[i].rc = r;
-				continue;
-			}
+			ops[i].store = s;
+			ops[i].sign_rc = 0;
+			ops[i].c.req.on_send = put_sign_on_send;
+			ops[i].c.req.on_send_arg = &ops[i];
 			idx[m] = i;
 			round[m++] = &ops[i].c.req;
 		}
@@ -1086,6 +1101,10 @@ static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 		due_ms = 0;
 		for (size_t j = 0; j < m; j++) {
 			size_t i = idx[j];
+			if (ops[i].sign_rc) {
+				reqs[i].rc = ops[i].sign_rc;
+				continue;
+			}
 			int r = call_judge(s, &ops[i].c);
 			reqs[i].throttle_retries = ops[i].c.throttle_retries;
 			reqs[i].retry_until_ms = ops[i].c.retry_until_ms;

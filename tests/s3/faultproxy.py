@@ -54,7 +54,9 @@ dropped, the write is unconditional; radosgw cannot be made to do this).
 count: how many matching requests get the fault before the proxy passes
 everything again (latency, hang and the if_match_* modes ignore it: they
 last until the mode changes). methods: which methods match (default all).
-The stats file gets {"requests": N, "faulted": M} after every request.
+The stats file gets {"requests": N, "faulted": M, "amz_dates": [...]} after
+every request (amz_dates: the x-amz-date of the last 64 requests, in the
+order their bodies arrived).
 """
 import argparse
 import asyncio
@@ -106,7 +108,7 @@ class Control:
         return mode
 
 
-STATS = {"requests": 0, "faulted": 0}
+STATS = {"requests": 0, "faulted": 0, "amz_dates": []}
 PERSISTENT = ("latency", "hang", "if_match_quoted_only", "if_match_any", "if_match_ignored")
 
 
@@ -240,6 +242,9 @@ async def handle(reader, writer, upstream, control, stats_path):
                 fault = "pass"  # nothing to cut in half: not a fault
             body = await read_body(reader, headers, False)
             STATS["requests"] += 1
+            # When each request was signed (its x-amz-date), as it arrived;
+            # the last 64.
+            STATS["amz_dates"] = (STATS["amz_dates"] + [header(headers, "x-amz-date") or ""])[-64:]
             if fault != "pass":
                 STATS["faulted"] += 1
             write_stats(stats_path)

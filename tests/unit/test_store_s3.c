@@ -859,6 +859,44 @@ static long proxy_faulted(void)
 	return v;
 }
 
+/* The x-amz-date of the proxy's last request as seconds since the epoch
+ * (back = 0), or of the one back requests before it. */
+static int64_t proxy_amz_date(int back)
+{
+	size_t n;
+	uint8_t *d = wt_read_file(g_px.stats, &n);
+	char *txt, *p, *q;
+	int64_t v = -1;
+	assert_non_null(d);
+	txt = calloc(1, n + 1);
+	assert_non_null(txt);
+	memcpy(txt, d, n);
+	free(d);
+	p = strstr(txt, "\"amz_dates\":");
+	assert_non_null(p);
+	q = strchr(p, ']');
+	assert_non_null(q);
+	/* The entries are "YYYYMMDDTHHMMSSZ", last one last. */
+	for (int k = 0; k <= back; k++) {
+		while (q > p && *q != 'Z')
+			q--;
+		assert_true(q - p > 16);
+		if (k < back)
+			q--;
+	}
+	struct tm tm;
+	memset(&tm, 0, sizeof(tm));
+	if (sscanf(q - 15, "%4d%2d%2dT%2d%2d%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+		   &tm.tm_sec) == 6) {
+		tm.tm_year -= 1900;
+		tm.tm_mon -= 1;
+		v = (int64_t)timegm(&tm);
+	}
+	free(txt);
+	assert_true(v > 0);
+	return v;
+}
+
 static int proxy_start(void **state)
 {
 	const char *fp = getenv("WS_FAULTPROXY");
@@ -1695,6 +1733,37 @@ static void test_put_many_throttled_out(void **state)
 }
 
 /* Uploads cut off mid-body (the store never sees them): retried or re-sent, each lands whole once. */
+/*
+ * put_many signs each request as it is sent, not when its round begins:
+ * with one request in flight, each answered 1.5 s late, the third goes out
+ * (and is signed) about 3 s after the first. Signed up front, the whole
+ * round carries one time, and a large round on a slow link sends its last
+ * requests with a signature older than the 15 minutes a store accepts.
+ */
+static void test_put_many_signed_when_sent(void **state)
+{
+	struct ws_store *s = open_proxied("max_in_flight=1");
+	struct iovec iov = { "x", 1 };
+	struct ws_put_req r[3] = {
+		{ .key = "sig/m0", .iov = &iov, .iovcnt = 1, .mode = WS_PUT_OVERWRITE },
+		{ .key = "sig/m1", .iov = &iov, .iovcnt = 1, .mode = WS_PUT_OVERWRITE },
+		{ .key = "sig/m2", .iov = &iov, .iovcnt = 1, .mode = WS_PUT_CREATE },
+	};
+	(void)state;
+	assert_non_null(s);
+	proxy_control("{\"mode\": \"latency\", \"latency_ms\": 1500, \"methods\": [\"PUT\"]}");
+	assert_int_equal(ws_store_putv_many(s, r, 3), 0);
+	proxy_control("{\"mode\": \"pass\"}");
+	for (int i = 0; i < 3; i++)
+		if (r[i].rc)
+			fail_msg("put_many %s: %s", r[i].key, ws_strerror(r[i].rc));
+	int64_t first = proxy_amz_date(2), last = proxy_amz_date(0);
+	print_message("  put_many of 3, one in flight, 1.5 s each: signed %lld s apart\n",
+		      (long long)(last - first));
+	assert_true(last - first >= 2);
+	ws_store_close(s);
+}
+
 static void test_put_many_reset(void **state)
 {
 	struct ws_store *s = open_proxied(NULL);
@@ -2375,6 +2444,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_put_many_throttled, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_put_many_throttled_out, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_put_many_reset, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_put_many_signed_when_sent, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_pace_after_throttle, proxy_start, proxy_stop),
 		cmocka_unit_test(test_unsigned_payload),
 		cmocka_unit_test(test_unsigned_wrong_secret),
