@@ -39,6 +39,7 @@
 #include "core_internal.h"
 #include "pipe.h"
 #include "ws_clock.h"
+#include "ws_fault.h"
 #include "ws_hash.h"
 #include "ws_logging.h"
 #include "ws_reader.h"
@@ -73,6 +74,7 @@ struct tenant {
 	char *wal_base;
 	unsigned shard;
 	enum ws_policy policy;
+	bool removing;       /* under reg_mu: a remove's REMOVE is queued or running */
 
 	/* Shard thread only. */
 	struct ws_stream *st;
@@ -113,6 +115,7 @@ struct cmd {
 	int rc;
 	char err[512];
 	bool done;
+	bool ran;            /* run by the shard (false: refused, queued behind STOP) */
 	struct cmd *next;
 };
 
@@ -276,6 +279,7 @@ static int shard_post(struct shard *sh, struct cmd *c)
 {
 	uint64_t one = 1;
 	c->done = false;
+	c->ran = false;
 	c->next = NULL;
 	pthread_mutex_lock(&sh->mu);
 	if (sh->stopped) {
@@ -713,6 +717,7 @@ static bool run_commands(struct shard *sh)
 			cmd_finish(sh, c, ws_fail(-ESHUTDOWN, "shard %u: engine stopped", sh->id));
 			continue;
 		}
+		c->ran = true;
 		switch (c->kind) {
 		case CMD_ADD: cmd_finish(sh, c, do_add(sh, c->t)); break;
 		case CMD_REMOVE: cmd_finish(sh, c, do_remove(sh, c->t)); break;
@@ -772,7 +777,7 @@ static void read_events(struct shard *sh)
 static void *shard_main(void *arg)
 {
 	struct shard *sh = arg;
-	bool stop = false;
+	bool stop = false, poll_failing = false;
 	char name[16];
 
 	snprintf(name, sizeof(name), "ws-shard-%u", sh->id);
@@ -810,9 +815,12 @@ static void *shard_main(void *arg)
 				read_events(sh);
 				events_ms = now = ws_mono_ms();
 			}
-			if (t->dirty && t->due_ms < next)
-				next = t->due_ms;
 		}
+		/* When the next tail is due, over every tenant: the events read
+		 * after a tail may have made one due that this pass went by. */
+		for (size_t i = 0; i < sh->n; i++)
+			if (sh->tenants[i]->dirty && sh->tenants[i]->due_ms < next)
+				next = sh->tenants[i]->due_ms;
 		/* Events read moments ago: let the next ones gather (the fd
 		 * leaves the poll set until the gap is over). A first event after
 		 * a quiet spell is read at once. */
@@ -825,10 +833,22 @@ static void *shard_main(void *arg)
 			timeout = -1;
 		else
 			timeout = next <= now ? 0 : (int)(next - now > INT_MAX ? INT_MAX : next - now);
-		if (poll(pfd, 2, timeout) < 0 && errno != EINTR) {
-			ws_error("shard %u: poll: %s", sh->id, strerror(errno));
-			break;
+		int prc = WS_FAULT("shard.poll");
+		if (prc)
+			errno = -prc;
+		else
+			prc = poll(pfd, 2, timeout);
+		if (prc < 0 && errno != EINTR) {
+			/* (ENOMEM: the kernel's, for a moment.) The shard goes on:
+			 * leaving its loop would leave every later command, the
+			 * engine's stop included, waiting for ever. */
+			if (!poll_failing)
+				ws_error("shard %u: poll: %s; retrying every 10 ms", sh->id, strerror(errno));
+			poll_failing = true;
+			ws_sleep_ms(10);
+			continue;
 		}
+		poll_failing = false;
 		add(&sh->wakeups, 1);
 		if (pfd[0].fd >= 0 && (pfd[0].revents & POLLIN)) {
 			read_events(sh);
@@ -983,6 +1003,8 @@ static int shard_init(struct ws_engine *e, struct shard *sh, unsigned i)
 
 static void shard_free(struct shard *sh)
 {
+	if (!sh->e)
+		return; /* ws_engine_create failed before this shard's turn: nothing to free */
 	if (sh->started) {
 		struct cmd c = { .kind = CMD_STOP };
 		if (sh->pipe_ok)
@@ -1108,9 +1130,14 @@ int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *tc)
 	t->added_mono_ms = (int64_t)ws_mono_ms();
 
 	pthread_mutex_lock(&e->reg_mu);
-	if (reg_find(e, t->name, NULL)) {
+	struct tenant *old = reg_find(e, t->name, NULL);
+	if (old) {
+		/* A tenant being removed is still registered until its stream is
+		 * closed: a second stream of the same name must not start before. */
+		rc = old->removing ? ws_fail(-EBUSY, "tenant %s: still being removed; add it again once its "
+					     "remove has returned", t->name)
+				   : ws_fail(WS_ECONFIG, "tenant %s: already registered", t->name);
 		pthread_mutex_unlock(&e->reg_mu);
-		rc = ws_fail(WS_ECONFIG, "tenant %s: already registered", t->name);
 		tenant_free(t);
 		return rc;
 	}
@@ -1141,10 +1168,10 @@ int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *tc)
 	if (rc) {
 		bool ours;
 		pthread_mutex_lock(&e->reg_mu);
-		ours = reg_unlink(e, t);
-		pthread_mutex_unlock(&e->reg_mu);
-		/* Not there: a remove took it meanwhile, and frees it after its
+		/* Being removed: the remove unlinks and frees it after its
 		 * REMOVE (which finds it never added). */
+		ours = !t->removing && reg_unlink(e, t);
+		pthread_mutex_unlock(&e->reg_mu);
 		if (ours)
 			tenant_free(t);
 	}
@@ -1155,31 +1182,46 @@ int ws_engine_remove_tenant(struct ws_engine *e, const char *name)
 {
 	struct cmd c = { .kind = CMD_REMOVE };
 	struct tenant *t;
-	size_t pos;
 	int rc;
 
+	/*
+	 * The tenant stays registered, marked, until its REMOVE has run: an add
+	 * of the same name meanwhile is refused (on another shard it would
+	 * start a second stream of the database before this one is closed).
+	 * Posted under the registry's lock, as an add posts its ADD.
+	 */
 	pthread_mutex_lock(&e->reg_mu);
-	t = name ? reg_find(e, name, &pos) : NULL;
-	if (t) {
-		memmove(&e->reg[pos], &e->reg[pos + 1], (e->nreg - pos - 1) * sizeof(*e->reg));
-		e->nreg--;
+	t = name ? reg_find(e, name, NULL) : NULL;
+	if (t && t->removing) {
+		pthread_mutex_unlock(&e->reg_mu);
+		return ws_fail(-EBUSY, "tenant %s: already being removed", name);
 	}
-	pthread_mutex_unlock(&e->reg_mu);
-	if (!t)
+	if (!t) {
+		pthread_mutex_unlock(&e->reg_mu);
 		return ws_fail(WS_ENOTFOUND, "tenant %s: not registered", name ? name : "(null)");
+	}
 	c.t = t;
 	rc = shard_post(&e->shards[t->shard], &c);
 	if (rc) {
 		/* The shard has stopped: it still holds the tenant (its stream
-		 * is closed with the shard); back into the registry, which
-		 * ws_engine_destroy frees. */
-		pthread_mutex_lock(&e->reg_mu);
-		if (e->nreg < e->capreg)
-			e->reg[e->nreg++] = t;
+		 * is closed with the shard), which stays registered:
+		 * ws_engine_destroy frees it. */
 		pthread_mutex_unlock(&e->reg_mu);
 		return rc;
 	}
+	t->removing = true;
+	pthread_mutex_unlock(&e->reg_mu);
 	rc = shard_wait(&e->shards[t->shard], &c);
+	pthread_mutex_lock(&e->reg_mu);
+	if (!c.ran) {
+		/* Queued behind the engine's STOP, never run: the shard still
+		 * holds the tenant, as above. */
+		t->removing = false;
+		pthread_mutex_unlock(&e->reg_mu);
+		return rc;
+	}
+	reg_unlink(e, t);
+	pthread_mutex_unlock(&e->reg_mu);
 	tenant_free(t);
 	return rc;
 }
@@ -1217,6 +1259,15 @@ int ws_engine_flush(struct ws_engine *e)
 	return all_shards(e, CMD_FLUSH);
 }
 
+void ws_engine_give_up(struct ws_engine *e)
+{
+	/* pipe_ok is set before ws_engine_create returns and cleared only
+	 * by ws_engine_destroy: safe to read from any thread meanwhile. */
+	for (unsigned i = 0; e && i < e->nshards; i++)
+		if (e->shards[i].pipe_ok)
+			ws_pipe_give_up(&e->shards[i].pipe);
+}
+
 int ws_engine_stop(struct ws_engine *e)
 {
 	char msg[512];
@@ -1225,9 +1276,7 @@ int ws_engine_stop(struct ws_engine *e)
 	/* A sink that is gone must not hold the stop for ever: block stops
 	 * waiting out failures, now (a tail in flight too), and the final
 	 * drain's uploads get their requests' own bounded retries. */
-	for (unsigned i = 0; i < e->nshards; i++)
-		if (e->shards[i].started && e->shards[i].pipe_ok)
-			ws_pipe_give_up(&e->shards[i].pipe);
+	ws_engine_give_up(e);
 	/* Every shard drains at once. */
 	e->stop_rc = all_shards(e, CMD_STOP);
 	snprintf(msg, sizeof(msg), "%s", ws_errmsg());

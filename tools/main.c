@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -293,6 +294,74 @@ static int take_checkpoint(struct ws_engine *e, struct ws_sink *sink, uint64_t e
 	return ci.committed ? 0 : -EAGAIN;
 }
 
+/*
+ * A periodic checkpoint runs on a thread of its own while this one keeps
+ * watching for SIGINT and SIGTERM: its flush, under block, waits out a sink
+ * that keeps refusing for as long as it refuses, and a signal must still
+ * stop the process. A signal meanwhile makes the engine give up its waits
+ * (ws_engine_give_up): the flush ends with its error, no checkpoint is
+ * taken, and the caller stops.
+ */
+struct ckpt_job {
+	struct ws_engine *e;
+	struct ws_sink *sink;
+	uint64_t epoch;
+	bool json;
+	int rc;
+	int done_fd;
+};
+
+static void *ckpt_job_main(void *arg)
+{
+	struct ckpt_job *j = arg;
+	uint64_t one = 1;
+	j->rc = take_checkpoint(j->e, j->sink, j->epoch, j->json);
+	if (write(j->done_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+		fprintf(stderr, "walship: checkpoint thread: cannot say it ended: %s\n", strerror(errno));
+	return NULL;
+}
+
+/* The checkpoint's result; *signalled when a signal came meanwhile. */
+static int checkpoint_watched(struct ws_engine *e, struct ws_sink *sink, const struct run_opts *ro, int sig_fd,
+			      bool *signalled)
+{
+	struct ckpt_job j = { .e = e, .sink = sink, .epoch = ro->epoch, .json = ro->json };
+	struct pollfd pf[2];
+	pthread_t th;
+
+	*signalled = false;
+	j.done_fd = eventfd(0, EFD_CLOEXEC);
+	if (j.done_fd < 0 || pthread_create(&th, NULL, ckpt_job_main, &j) != 0) {
+		fprintf(stderr, "walship: checkpoint thread: %s; a signal is read once the checkpoint ends\n",
+			strerror(errno ? errno : EAGAIN));
+		if (j.done_fd >= 0)
+			close(j.done_fd);
+		return take_checkpoint(e, sink, ro->epoch, ro->json);
+	}
+	pf[0] = (struct pollfd){ .fd = sig_fd, .events = POLLIN };
+	pf[1] = (struct pollfd){ .fd = j.done_fd, .events = POLLIN };
+	for (;;) {
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			fprintf(stderr, "walship: poll: %s; waiting for the checkpoint to end\n", strerror(errno));
+			break;
+		}
+		if (pf[1].revents)
+			break;
+		if (pf[0].revents) {
+			/* Left unread: the caller's poll sees it next and stops. */
+			*signalled = true;
+			pf[0].fd = -1;
+			fprintf(stderr, "walship: stopping: the checkpoint in progress gives up waiting on the sink\n");
+			ws_engine_give_up(e);
+		}
+	}
+	pthread_join(th, NULL);
+	close(j.done_fd);
+	return j.rc;
+}
+
 /* Runs until a signal (or every tenant fenced); returns the last periodic
  * checkpoint's result (0 when none was due). */
 static int wait_for_stop(int sig_fd, int wake_fd, struct ws_engine *e, struct ws_sink *ck_sink,
@@ -306,7 +375,10 @@ static int wait_for_stop(int sig_fd, int wake_fd, struct ws_engine *e, struct ws
 		if (period) {
 			uint64_t now = mono_ms();
 			if (now >= next) {
-				last = take_checkpoint(e, ck_sink, ro->epoch, ro->json);
+				bool signalled;
+				last = checkpoint_watched(e, ck_sink, ro, sig_fd, &signalled);
+				if (signalled)
+					return last;
 				next = mono_ms() + period;
 				continue;
 			}

@@ -47,7 +47,8 @@
 # its own tests); the summary lists failures and the exit status is non-zero
 # if any section failed.
 #
-# Env: WS_JOBS (parallel build jobs, default 2), WS_SKIP_INSTALL=1,
+# Env: WS_JOBS (parallel build jobs, default 2), WS_CTEST_JOBS (tests run at
+#      once by ctest, default 2), WS_SKIP_INSTALL=1,
 #      WS_TSAN_TESTS (ctest -R regex for the TSan build),
 #      WS_BENCH_MB (bench smoke size in MiB, default 8), WS_TORTURE_S,
 #      WS_TORTURE_RUNS (runs of the restart-busy torture scenario, default 2),
@@ -56,6 +57,10 @@ set -euo pipefail
 
 cd "$(dirname "$(readlink -f "$0")")/.."
 JOBS="${WS_JOBS:-2}"
+# Tests run two at a time: most of their time is spent waiting (on SQLite
+# writers, radosgw, timeouts), and the S3 tests serialise among themselves
+# (RESOURCE_LOCK s3, tests/CMakeLists.txt).
+CTEST_JOBS="${WS_CTEST_JOBS:-2}"
 TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io|test_net|test_core_stream|test_core_ring|test_core_engine}"
 BENCH_MB="${WS_BENCH_MB:-8}"
 FUZZ_SECONDS="${WS_FUZZ_SECONDS:-5}"
@@ -94,7 +99,7 @@ build_and_test() {
 	rm -rf "$dir/testtmp"
 	mkdir -p "$dir/testtmp"
 	# shellcheck disable=SC2086
-	if ! (cd "$dir" && ${CTEST_WRAP:-} ctest --output-on-failure $ctest_args); then
+	if ! (cd "$dir" && ${CTEST_WRAP:-} ctest --output-on-failure -j"$CTEST_JOBS" $ctest_args); then
 		note_fail "$name: tests"
 	fi
 }

@@ -268,9 +268,18 @@ int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *t) 
  * stopping or stopped (the tenant stays registered; ws_engine_destroy
  * releases it). */
 int ws_engine_remove_tenant(struct ws_engine *e, const char *name) WS_MUST_CHECK;
+/* (Also -EBUSY: the tenant is being removed by another call; an add of its
+ * name meanwhile gets -EBUSY too, until that remove returns.) */
 /* Tail every tenant now and wait until each tail has finished; returns the
  * first tail error (0 when all succeeded; Fenced and Shed are not errors). */
 int ws_engine_flush(struct ws_engine *e) WS_MUST_CHECK;
+/* From any thread, while another is in ws_engine_flush or a tenant's add or
+ * remove: block stops waiting out a failing sink, now (a tail in flight
+ * too) and from then on, as ws_engine_stop does first; each upload gets its
+ * requests' own bounded retries, and a flush waiting on a sink that keeps
+ * refusing returns its error. For a host that is stopping (a signal) while
+ * a flush runs; there is no undoing it. */
+void ws_engine_give_up(struct ws_engine *e);
 /* Drain: a last tail of every tenant, every shard stopped. The last tails
  * ship everything committed, whatever the policy: under shed they wait for
  * ring space as block does, and an upload that runs out of retries is an

@@ -931,7 +931,8 @@ static void test_add_remove_race(void **state)
 	for (int i = 0; i < 200; i++) {
 		struct ws_tenant_config t = { .name = "churn", .db_path = env.db, .shard = 0 };
 		int rc = ws_engine_add_tenant(e, &t);
-		assert_true(rc == 0 || rc == WS_ECONFIG); /* registered already (not yet removed) */
+		/* registered already (not yet removed), or being removed */
+		assert_true(rc == 0 || rc == WS_ECONFIG || rc == -EBUSY);
 	}
 	pthread_join(th, NULL);
 	{
@@ -941,6 +942,280 @@ static void test_add_remove_race(void **state)
 	assert_int_equal(ws_engine_tenant_metrics(e, "keep", &tm), 0); /* still registered */
 	flush_ok(e);
 	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	wt_env_free(&env);
+}
+
+/*
+ * A remove queued behind the engine's STOP never runs (the shard answers it
+ * -ESHUTDOWN): the tenant, still the shard's, stays registered and
+ * ws_engine_destroy closes its stream and frees it. The remove freed it
+ * (ws_engine_destroy then read freed memory) and dropped it from the
+ * registry. The stop and the remove are made from two threads while the
+ * shard is paused in a tail, the stop first.
+ */
+struct stop_remove {
+	struct ws_engine *e;
+	pthread_t stop_th, remove_th;
+	int stop_rc, remove_rc;
+};
+
+static void *remove_thread(void *arg)
+{
+	struct stop_remove *x = arg;
+	x->remove_rc = ws_engine_remove_tenant(x->e, "gone");
+	return NULL;
+}
+
+static void *stop_thread2(void *arg)
+{
+	struct stop_remove *x = arg;
+	x->stop_rc = ws_engine_stop(x->e);
+	return NULL;
+}
+
+static void stop_then_remove(const char *site, void *arg)
+{
+	struct stop_remove *x = arg;
+	(void)site;
+	assert_int_equal(pthread_create(&x->stop_th, NULL, stop_thread2, x), 0);
+	wt_sleep_ms(200); /* STOP is queued */
+	assert_int_equal(pthread_create(&x->remove_th, NULL, remove_thread, x), 0);
+	wt_sleep_ms(200); /* and the REMOVE behind it */
+}
+
+static void test_remove_behind_stop_keeps_tenant(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 1u << 20, 256u << 10);
+	struct stop_remove x;
+	struct ws_tenant_metrics tm;
+	(void)state;
+
+	wt_env_init(&env, "engine_remove_behind_stop", 0);
+	wt_write_txn(env.w, 5, 100);
+	seen_reset();
+	memset(&x, 0, sizeof(x));
+	x.e = engine_new(env.sink_url, 1, &sc);
+	add_tenant(x.e, "gone", env.db, 0);
+	flush_ok(x.e);
+	assert_int_equal(ws_fault_arm_pause("stream.before_wal_header", 1, stop_then_remove, &x), 0);
+	wt_write_txn(env.w, 5, 100); /* a due tail reaches the pause */
+	for (int i = 0; i < 500 && !x.stop_th; i++)
+		wt_sleep_ms(10);
+	assert_true(x.stop_th != 0);
+	pthread_join(x.stop_th, NULL);
+	pthread_join(x.remove_th, NULL);
+	ws_fault_disarm();
+	assert_int_equal(x.stop_rc, 0);
+	assert_int_equal(x.remove_rc, -ESHUTDOWN);
+	assert_int_equal(ws_engine_tenant_metrics(x.e, "gone", &tm), 0); /* still registered */
+	restore_equals(env.sink, "gone", env.w, env.out_dir);
+	ws_engine_destroy(x.e); /* closes its stream, frees it once (ASan) */
+	wt_env_free(&env);
+}
+
+/*
+ * A tenant being removed stays registered until its stream is closed: an
+ * add of its name meanwhile is refused (-EBUSY), on any shard. It was
+ * accepted, and on another shard a second stream of the same database ran
+ * beside the first's final drain. The add is made while the remove's drain
+ * is paused in its tail.
+ */
+struct readd {
+	struct ws_engine *e;
+	const char *db;
+	int add_rc, remove_rc;
+	bool paused;
+};
+
+static void *readd_thread(void *arg)
+{
+	struct readd *r = arg;
+	struct ws_tenant_config t = { .name = "twice", .db_path = r->db, .shard = 1 };
+	r->add_rc = ws_engine_add_tenant(r->e, &t);
+	return NULL;
+}
+
+static void readd_during_remove(const char *site, void *arg)
+{
+	struct readd *r = arg;
+	pthread_t th;
+	(void)site;
+	r->paused = true;
+	assert_int_equal(pthread_create(&th, NULL, readd_thread, r), 0);
+	pthread_join(th, NULL);
+}
+
+static void test_readd_while_removing_refused(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 1u << 20, 256u << 10);
+	struct readd r;
+	struct ws_tenant_metrics tm;
+	(void)state;
+
+	wt_env_init(&env, "engine_readd", 0);
+	wt_write_txn(env.w, 5, 100);
+	seen_reset();
+	memset(&r, 0, sizeof(r));
+	r.e = engine_new(env.sink_url, 2, &sc);
+	r.db = env.db;
+	add_tenant(r.e, "twice", env.db, 0);
+	flush_ok(r.e);
+	wt_write_txn(env.w, 5, 100); /* the remove's drain has something to ship */
+	assert_int_equal(ws_fault_arm_pause("stream.before_wal_header", 1, readd_during_remove, &r), 0);
+	r.remove_rc = ws_engine_remove_tenant(r.e, "twice");
+	ws_fault_disarm();
+	assert_true(r.paused);
+	assert_int_equal(r.add_rc, -EBUSY);
+	assert_int_equal(r.remove_rc, 0);
+	assert_int_equal(ws_engine_tenant_metrics(r.e, "twice", &tm), WS_ENOTFOUND);
+	restore_equals(env.sink, "twice", env.w, env.out_dir);
+	/* Once the remove has returned, the name can be added again. */
+	add_tenant(r.e, "twice", env.db, 1);
+	wt_write_txn(env.w, 5, 100);
+	flush_ok(r.e);
+	restore_equals(env.sink, "twice", env.w, env.out_dir);
+	assert_int_equal(ws_engine_stop(r.e), 0);
+	ws_engine_destroy(r.e);
+	wt_env_free(&env);
+}
+
+/*
+ * batch_age_ms_max under 4 ms (no gap between inotify reads): a commit to
+ * tenant a (the shard's first) seen in the events read after tenant b's
+ * tail was left out of the next wake-up, and the shard slept in poll with
+ * no timeout until some other change. The commit is made while b's tail
+ * is paused.
+ */
+struct commit_a {
+	sqlite3 *wa;
+};
+
+static void commit_to_a(const char *site, void *arg)
+{
+	struct commit_a *c = arg;
+	(void)site;
+	wt_write_txn(c->wa, 3, 100);
+}
+
+static void test_change_seen_after_a_later_tail_wakes(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 1u << 20, 256u << 10);
+	struct ws_engine *e;
+	struct commit_a c;
+	char *db_b;
+	sqlite3 *wb;
+	uint64_t a_frames, deadline;
+	(void)state;
+
+	sc.batch_age_ms_max = 2;
+	sc.adaptive = false;
+	wt_env_init(&env, "engine_late_wake", 0);
+	db_b = wt_path(env.dir, "b.db");
+	wb = wt_writer_open(db_b, 0);
+	wt_write_txn(env.w, 3, 100);
+	wt_write_txn(wb, 3, 100);
+	seen_reset();
+	e = engine_new(env.sink_url, 1, &sc);
+	add_tenant(e, "a", env.db, 0); /* index 0 */
+	add_tenant(e, "b", db_b, 0);   /* index 1 */
+	flush_ok(e);
+	a_frames = tenant_frames(e, "a");
+	c.wa = env.w;
+	assert_int_equal(ws_fault_arm_pause("stream.before_wal_header", 1, commit_to_a, &c), 0);
+	wt_write_txn(wb, 3, 100); /* b's tail pauses; a commits meanwhile */
+	deadline = ws_mono_ms() + 3000;
+	while (tenant_frames(e, "a") == a_frames && ws_mono_ms() < deadline)
+		wt_sleep_ms(5);
+	ws_fault_disarm();
+	if (tenant_frames(e, "a") == a_frames)
+		fail_msg("tenant a's commit, seen after b's tail, was not shipped in 3 s");
+	assert_int_equal(ws_engine_stop(e), 0);
+	restore_equals(env.sink, "a", env.w, env.out_dir);
+	ws_engine_destroy(e);
+	sqlite3_close(wb);
+	free(db_b);
+	wt_env_free(&env);
+}
+
+/*
+ * A failed ws_engine_create closes only what it opened: the shards after
+ * the one that failed were never set up, and their descriptors (zero)
+ * were closed, twice: the host's fd 0. Shard 1's store cannot be opened.
+ */
+static struct ws_store *fail_shard1(const char *url, unsigned shard, bool uploader, void *arg, int *err)
+{
+	(void)arg;
+	if (shard == 1) {
+		*err = ws_fail(-EIO, "test: shard 1's store cannot be opened");
+		return NULL;
+	}
+	return ws_store_open_flags(url, uploader || shard ? WS_STORE_EXISTING : 0, err);
+}
+
+static void test_failed_create_leaves_host_fds(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc[3];
+	struct ws_engine_config ec;
+	int p[2], saved, err = 0;
+	(void)state;
+
+	wt_env_init(&env, "engine_failed_create", 0);
+	for (int i = 0; i < 3; i++)
+		sc[i] = shard_cfg(WS_POLICY_BLOCK, 1u << 20, 256u << 10);
+	memset(&ec, 0, sizeof(ec));
+	ec.sink_url = env.sink_url;
+	ec.shards = 3;
+	ec.shard = sc;
+	ec.epoch = 1;
+	ec.pointer_generation = 1;
+	saved = dup(0);
+	assert_true(saved >= 0);
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(dup2(p[0], 0), 0);
+	ws_engine_open_store_hook = fail_shard1;
+	assert_null(ws_engine_create(&ec, &err));
+	ws_engine_open_store_hook = NULL;
+	assert_int_equal(err, -EIO);
+	int still_open = fcntl(0, F_GETFD) != -1;
+	assert_int_equal(dup2(saved, 0), 0);
+	close(saved);
+	close(p[0]);
+	close(p[1]);
+	assert_true(still_open);
+	wt_env_free(&env);
+}
+
+/*
+ * A shard whose poll fails (ENOMEM, for a moment) goes on serving: it left
+ * its loop, and every later command, the engine's stop included, waited
+ * for ever. Three failures in a row, then a flush and a stop.
+ */
+static void test_poll_failure_keeps_shard(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 1u << 20, 256u << 10);
+	struct ws_engine *e;
+	(void)state;
+
+	wt_env_init(&env, "engine_poll_fail", 0);
+	wt_write_txn(env.w, 5, 100);
+	seen_reset();
+	e = engine_new(env.sink_url, 1, &sc);
+	add_tenant(e, "p", env.db, 0);
+	flush_ok(e);
+	assert_int_equal(ws_fault_add("shard.poll", 1, WS_FAULT_FAIL, NULL, NULL), 0);
+	wt_write_txn(env.w, 5, 100); /* wakes the shard: its next poll fails */
+	wt_sleep_ms(200);
+	ws_fault_disarm();
+	wt_write_txn(env.w, 5, 100);
+	flush_ok(e);
+	assert_int_equal(ws_engine_stop(e), 0);
+	restore_equals(env.sink, "p", env.w, env.out_dir);
 	ws_engine_destroy(e);
 	wt_env_free(&env);
 }
@@ -1650,6 +1925,11 @@ int main(void)
 		cmocka_unit_test(test_stop_ends_under_block_when_sink_is_gone),
 		cmocka_unit_test(test_add_during_stop_refused),
 		cmocka_unit_test(test_add_remove_race),
+		cmocka_unit_test(test_remove_behind_stop_keeps_tenant),
+		cmocka_unit_test(test_readd_while_removing_refused),
+		cmocka_unit_test(test_change_seen_after_a_later_tail_wakes),
+		cmocka_unit_test(test_failed_create_leaves_host_fds),
+		cmocka_unit_test(test_poll_failure_keeps_shard),
 		cmocka_unit_test(test_wake_only_the_writer),
 		cmocka_unit_test(test_busy_writer_does_not_wake_per_write),
 		cmocka_unit_test(test_chain_end_in_either_thread),
