@@ -92,6 +92,21 @@ need_radosgw() {
 	command -v curl >/dev/null || { bad "curl CLI not found"; echo "$pass passed, $fail failed"; exit 1; }
 }
 
+# make_bucket ENDPOINT NAME: creates the bucket (SigV4 with the fixture's
+# credentials, load_s3_env first); on failure the test ends, failed, naming
+# the HTTP status and body.
+make_bucket() {
+	local code
+	code=$(curl -sS --max-time 30 -o "$ROOT/mkbucket.body" -w '%{http_code}' --aws-sigv4 "aws:amz:$AWS_REGION:s3" \
+		--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' \
+		-X PUT "$1/$2" || true)
+	if [ "$code" != 200 ]; then
+		bad "create bucket $2 at $1: HTTP $code $(cat "$ROOT/mkbucket.body" 2>/dev/null)"
+		echo "$pass passed, $fail failed"
+		exit 1
+	fi
+}
+
 # load_s3_env FILE: exports the endpoint and credentials a fixture's env file holds.
 load_s3_env() {
 	set -a

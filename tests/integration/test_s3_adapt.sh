@@ -41,10 +41,7 @@ DIRECT=$WS_S3_ENDPOINT
 PROXY=$(sed -n 's/^WS_S3_ENDPOINT=//p' rgw/env-throttled)
 
 B="walship-adapt-$(date +%s)-$$"
-code=$(curl -sS --max-time 30 -o mkbucket.body -w '%{http_code}' --aws-sigv4 "aws:amz:$AWS_REGION:s3" \
-	--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' \
-	-X PUT "$DIRECT/$B" || true)
-[ "$code" = 200 ] || { bad "create bucket $B: HTTP $code"; echo "$pass passed, $fail failed"; exit 1; }
+make_bucket "$DIRECT" "$B"
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 TENANTS=6 RATE=20 TXN_BYTES=1500 LOAD_S=12

@@ -21,14 +21,7 @@ load_s3_env "$WS_S3_DIR/env"
 E=$WS_S3_ENDPOINT
 
 B="walship-sig-$(date +%s)-$$"
-code=$(curl -sS --max-time 30 -o mkbucket.body -w '%{http_code}' --aws-sigv4 "aws:amz:$AWS_REGION:s3" \
-	--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' \
-	-X PUT "$E/$B" || true)
-if [ "$code" != 200 ]; then
-	bad "create bucket $B at $E: HTTP $code $(cat mkbucket.body 2>/dev/null)"
-	echo "$pass passed, $fail failed"
-	exit 1
-fi
+make_bucket "$E" "$B"
 
 echo '{"mode": "pass"}' >control.json
 python3 "$WS_FAULTPROXY" --upstream "${E#http://}" --port-file proxy.port --control control.json \
