@@ -901,10 +901,12 @@ struct scan {
  * Each kept part then carries the cursor's commit after it, as settle
  * expects.
  */
-static void merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_part)
+static int merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_part)
 {
 	uint32_t keep_parts = first_part, keep_refs = first_part < st->part_count ? st->parts[first_part].ref : 0;
 	bool chain = true;
+	int read_rc = 0;
+	uint64_t read_at = 0;
 
 	ws_pipe_drain(st->pipe);
 	for (uint32_t i = first_part; i < st->part_count; i++) {
@@ -915,6 +917,17 @@ static void merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_
 			chain = false; /* the upload side saw the chain end before it */
 		if (!chain)
 			continue;
+		/* The chain reached a slot the upload thread could not read:
+		 * where the WAL's commits end is unknown, and the call must fail
+		 * (ending the chain there would read as "nothing more", an Empty
+		 * or a complete tail, and let walship's WAL checkpoint copy the
+		 * unread commits away). */
+		if (pt.done && !pt.chk.filled && pt.rc) {
+			read_rc = pt.rc;
+			read_at = st->batches[pt.ref].first;
+			chain = false;
+			continue;
+		}
 		/* A slot that is not the tail's first took its seed from the
 		 * file, read at another moment than the slot before it: SQLite
 		 * rewrites the frames of a transaction that spilled, with new
@@ -961,6 +974,10 @@ static void merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_
 	/* Every part so far is collected; the next slot published fills the
 	 * next part (part_done maps ring index - part_base to a part). */
 	st->part_base = st->pipe->ring.head - st->part_count;
+	if (read_rc)
+		return ws_fail(read_rc, "tenant %s: read %s from frame %" PRIu64 " (upload thread): %s (nothing "
+			       "acknowledged)", st->tenant, st->wal_path, read_at, ws_strerror(read_rc));
+	return 0;
 }
 
 /*
@@ -1073,8 +1090,7 @@ static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_byte
 			break; /* the chain ended in a slot read here */
 		next += want;
 	}
-	merge_checked(st, sc, first_part);
-	return 0;
+	return merge_checked(st, sc, first_part);
 }
 
 /*
@@ -1494,7 +1510,15 @@ static int step_decide_continuity(struct ws_stream *st, struct tail *t, struct w
 		if (off + fsz <= t->wal_bytes) {
 			struct ws_wal_cursor probe = sc->cur;
 			ssize_t got = ws_reader_read(st->reader, st->wal_slot, off, st->small_off, fsz);
-			if (got == (ssize_t)fsz &&
+			/* A failed read proves nothing: Empty would leave the
+			 * commits there unshipped with no failure to retry, and
+			 * let walship's WAL checkpoint copy them away. A short one
+			 * (the file changed since its size was taken): the scan
+			 * finds what is there. */
+			if (got < 0)
+				return ws_fail((int)got, "tenant %s: read %s at %" PRIu64 ": %s (nothing acknowledged)",
+					       st->tenant, st->wal_path, off, ws_strerror((int)got));
+			if (got != (ssize_t)fsz ||
 			    ws_wal_cursor_step(&probe, ws_reader_buf(st->reader) + st->small_off, NULL) == 1)
 				return 0;
 		}

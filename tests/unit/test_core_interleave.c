@@ -803,6 +803,51 @@ static void test_every_site_paused_under_writer(void **state)
 }
 
 /*
+ * The read that probes for a frame after the watermark (a CONTINUE's third
+ * read, before anything is uploaded; a failed one now fails the call
+ * instead of saying Empty) paused while a real writer commits and runs
+ * each kind of WAL checkpoint: what is acknowledged is a state the source
+ * committed, and the next tails reach the latest.
+ */
+static void test_probe_read_paused_under_writer(void **state)
+{
+	(void)state;
+	for (unsigned how = 0; how < WT_MUTATIONS; how++) {
+		struct wt_env e;
+		struct ws_outcome o;
+		struct ws_stream *st;
+		struct ws_stream_config cfg;
+		struct wt_mutator c;
+		int rc;
+
+		wt_env_init(&e, "paused-probe", 0);
+		wt_mutator_init(&c, &e, how);
+		cfg = cfg_for(&e, 1);
+		cfg.wal_checkpoint_bytes = how & 1 ? 1 : UINT64_MAX;
+		st = open_cfg(&e, &cfg);
+		wt_write_txn(e.w, 20, 300);
+		wt_mutator_record(&c);
+		wt_tail_ok(st, &o);
+		wt_write_txn(e.w, 15, 300);
+		wt_mutator_record(&c);
+		assert_int_equal(ws_fault_arm_pause("reader.read", 3, wt_mutate, &c), 0);
+		rc = ws_stream_tail_frames(st, &o);
+		ws_fault_disarm();
+		if (rc)
+			fail_msg("mutation %u: %s (%s)", how, ws_strerror(rc), ws_errmsg());
+		assert_int_equal(c.fired, 1);
+		restore_is_recorded(&c, "reader.read", __LINE__);
+		for (int k = 0; k < 3; k++)
+			wt_tail_ok(st, &o);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+		ws_stream_close(st);
+		wt_mutator_free(&c);
+		wt_env_free(&e);
+	}
+}
+
+/*
  * A snapshot of more parts than the per-call arrays start with (64; they
  * grow on demand): a first-contact re-base of ~1,300 pages at the smallest
  * batch (16 pages a part), paused at the 70th part's upload (past the
@@ -1107,6 +1152,7 @@ int main(void)
 		cmocka_unit_test(test_verify_during_retention),
 		cmocka_unit_test(test_every_site_failed),
 		cmocka_unit_test(test_every_site_paused_under_writer),
+		cmocka_unit_test(test_probe_read_paused_under_writer),
 		cmocka_unit_test(test_grown_snapshot_paused_under_writer),
 		cmocka_unit_test(test_tail_bound_paused_under_writer),
 	};

@@ -1388,9 +1388,8 @@ struct shard_env {
 	struct ws_stream_shared sh;
 };
 
-static void shard_env_init(struct shard_env *x, struct wt_env *e)
+static void shard_env_init_slot(struct shard_env *x, struct wt_env *e, size_t slot)
 {
-	const size_t slot = 65536 + 24; /* the smallest batch_bytes_max */
 	const uint32_t nslots = 8;
 	const size_t small = (size_t)128 << 10;
 	int err = 0;
@@ -1407,6 +1406,11 @@ static void shard_env_init(struct shard_env *x, struct wt_env *e)
 	x->sh.ring_off = small;
 	x->sh.pipe = &x->pipe;
 	x->sh.work = &x->work;
+}
+
+static void shard_env_init(struct shard_env *x, struct wt_env *e)
+{
+	shard_env_init_slot(x, e, 65536 + 24); /* the smallest batch_bytes_max */
 }
 
 static void shard_env_free(struct shard_env *x)
@@ -1527,6 +1531,110 @@ static void test_locked_call_waits_out_nothing(void **state)
 	shard_env_free(&x);
 	assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == wt_content_hash(e.w, NULL));
 	wt_env_free(&e);
+}
+
+/*
+ * A failed WAL read is a failed call, never "nothing new": the read that
+ * probes for a frame after the watermark (here the call's third read) failed
+ * and the call said Empty, with commits there unshipped and no failure for
+ * the engine to retry; and with the write lock taken (every call past
+ * wal_checkpoint_bytes) walship's WAL checkpoint then copied those commits
+ * into the database file, the next WAL generation was chained onto the old
+ * watermark, and restore published a state the source never had (verify
+ * passed it).
+ */
+static void test_probe_read_error_is_no_empty(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_stream_config c;
+	int rc;
+	(void)state;
+
+	wt_env_init(&e, "stream_probe_read_error", 0);
+	wt_exec(e.w, "CREATE TABLE a(k INTEGER PRIMARY KEY, v TEXT); CREATE TABLE b(k INTEGER PRIMARY KEY, v TEXT);"
+		     "INSERT INTO a VALUES (1, 'a0'); INSERT INTO b VALUES (1, 'b0');");
+	c = cfg_default(&e);
+	c.wal_checkpoint_bytes = 1;
+	st = stream_open_cfg(&e, NULL, &c);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	wt_exec(e.w, "UPDATE a SET v = 'a1'");
+	uint64_t before = ws_stream_wal_checkpoints(st);
+	assert_int_equal(ws_fault_arm("reader.read", 3, 0), 0);
+	rc = ws_stream_tail_frames(st, &o);
+	ws_fault_disarm();
+	print_message("  probe read failed: rc %d, outcome %s (%s)\n", rc, ws_outcome_name(o.kind),
+		      rc ? ws_errmsg() : "-");
+	assert_int_not_equal(rc, 0);
+	assert_int_equal(ws_stream_wal_checkpoints(st), before);
+	wt_exec(e.w, "UPDATE b SET v = 'b1'");
+	wt_tail_ok(st, &o);
+	wt_tail_ok(st, &o);
+	ws_stream_close(st);
+	assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == wt_content_hash(e.w, NULL));
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	wt_env_free(&e);
+}
+
+/*
+ * The same for a slot of WAL frames the upload thread reads: its failure
+ * ended the chain where it was, read as the end of the WAL. Under block
+ * the call said Empty (no commit before the failed slot) and the WAL
+ * checkpoint followed; under shed it said Streamed with nothing shed. The
+ * slots are page multiples so that the upload thread's own ring can read
+ * them; "reader.attach" fails the upload thread's read of a slot.
+ */
+static void delegated_read_error(enum ws_policy policy, unsigned nth)
+{
+	struct wt_env e;
+	struct shard_env x;
+	struct ws_stream_config cfg;
+	struct ws_stream *st;
+	struct ws_outcome o;
+	int err = 0, rc;
+
+	wt_env_init(&e, policy == WS_POLICY_SHED ? "delegated-read-shed" : "delegated-read-block", 0);
+	wt_write_txn(e.w, 5, 200);
+	shard_env_init_slot(&x, &e, 17 * 4096);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.tenant = TENANT;
+	cfg.db_path = e.db;
+	cfg.epoch = cfg.pointer_generation = 1;
+	cfg.policy = policy;
+	cfg.wal_checkpoint_bytes = 4096;
+	st = ws_stream_open_shared(e.sink, &cfg, &x.sh, &err);
+	assert_non_null(st);
+	wt_tail_ok(st, &o);
+	for (int i = 0; i < 25; i++)
+		wt_write_txn(e.w, 4, 2000); /* a backlog of 25 commits over several slots */
+	uint64_t before = ws_stream_wal_checkpoints(st);
+	assert_int_equal(ws_fault_arm("reader.attach", nth, 0), 0);
+	rc = ws_stream_tail_frames(st, &o);
+	ws_fault_disarm();
+	print_message("  %s, the upload thread's read failed: rc %d, outcome %s (%s)\n", ws_policy_name(policy), rc,
+		      ws_outcome_name(o.kind), rc ? ws_errmsg() : "-");
+	assert_int_not_equal(rc, 0);
+	assert_int_equal(ws_stream_wal_checkpoints(st), before);
+	wt_write_txn(e.w, 3, 200);
+	wt_tail_ok(st, &o);
+	wt_tail_ok(st, &o);
+	ws_stream_close(st);
+	shard_env_free(&x);
+	assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == wt_content_hash(e.w, NULL));
+	wt_env_free(&e);
+}
+
+static void test_delegated_read_error_block(void **state)
+{
+	(void)state;
+	delegated_read_error(WS_POLICY_BLOCK, 1);
+}
+
+static void test_delegated_read_error_shed(void **state)
+{
+	(void)state;
+	delegated_read_error(WS_POLICY_SHED, 2);
 }
 
 /*
@@ -1803,6 +1911,9 @@ int main(void)
 		cmocka_unit_test(test_shared_work_grows),
 		cmocka_unit_test(test_shed_snapshot_without_wal),
 		cmocka_unit_test(test_locked_call_waits_out_nothing),
+		cmocka_unit_test(test_probe_read_error_is_no_empty),
+		cmocka_unit_test(test_delegated_read_error_block),
+		cmocka_unit_test(test_delegated_read_error_shed),
 	};
 	const char *filter = getenv("WS_TEST_FILTER");
 	if (filter)
