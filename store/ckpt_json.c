@@ -287,7 +287,37 @@ char *ckpt_enc_witness(const char *dep, const struct ws_ckpt_witness *w, size_t 
 struct pctx {
 	const char *key;
 	int rc;
+	size_t max_values;   /* 0: CKPT_VALUES_MAX */
 };
+
+/*
+ * The most values (array elements and object members, counted by the
+ * commas outside strings) a decoded object may hold, checked before it is
+ * parsed: the parser holds every value in memory, about 40 times its few
+ * bytes of text, so a hostile object of a few hundred MiB of "0," would take
+ * many GiB. An index names up to a million tenants and artifacts, a dozen
+ * values each.
+ */
+#define CKPT_VALUES_MAX ((size_t)16 << 20)
+
+static size_t json_commas(const uint8_t *d, size_t len, size_t stop)
+{
+	size_t n = 0;
+	bool in_str = false;
+	for (size_t i = 0; i < len && n <= stop; i++) {
+		if (in_str) {
+			if (d[i] == '\\')
+				i++;
+			else if (d[i] == '"')
+				in_str = false;
+		} else if (d[i] == '"') {
+			in_str = true;
+		} else if (d[i] == ',') {
+			n++;
+		}
+	}
+	return n;
+}
 
 WS_PRINTF(2, 3)
 static void pbad(struct pctx *p, const char *fmt, ...)
@@ -408,6 +438,9 @@ static void poutcome(struct pctx *p, json_t *o, struct ws_ckpt_outcome *oc)
 	pfields(p, o, 5, "an outcome");
 	oc->checkpoint_id = pu64(p, o, "checkpoint_id");
 	oc->epoch = pu64(p, o, "epoch");
+	/* Epochs are 0..2^63-1 (the CLI's range), as an attempt's. */
+	if (!p->rc && oc->epoch > INT64_MAX)
+		pbad(p, "outcome has epoch %" PRIu64 ", above 2^63-1", oc->epoch);
 	v = pget(p, o, "scope", JSON_STRING);
 	if (v && strcmp(json_string_value(v), "local") != 0)
 		pbad(p, "outcome scope is not \"local\"");
@@ -449,6 +482,11 @@ static int pdoc(struct pctx *p, const uint8_t *data, size_t len, const char *for
 	size_t again_len = 0;
 
 	*out = NULL;
+	const size_t max_values = p->max_values ? p->max_values : CKPT_VALUES_MAX;
+	if (json_commas(data, len, max_values) >= max_values) {
+		pbad(p, "holds more than %zu values (not parsed)", max_values);
+		return p->rc;
+	}
 	o = json_loadb((const char *)data, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!o) {
 		pbad(p, "not JSON: %s at byte %d", jerr.text, jerr.position);
@@ -483,7 +521,7 @@ static int pdoc(struct pctx *p, const uint8_t *data, size_t len, const char *for
 
 int ckpt_dec_deployment(const char *key, const uint8_t *data, size_t len, struct ckpt_deployment *d)
 {
-	struct pctx p = { key, 0 };
+	struct pctx p = { key, 0, 0 };
 	json_t *o, *v;
 	if (pdoc(&p, data, len, CKPT_FMT_DEPLOYMENT, NULL, 4, &o))
 		return p.rc;
@@ -546,7 +584,7 @@ const char *ckpt_index_invalid(const struct ws_ckpt_index *idx, char *why, size_
 
 int ckpt_dec_index(const char *key, const uint8_t *data, size_t len, const char *dep, struct ws_ckpt_index *idx)
 {
-	struct pctx p = { key, 0 };
+	struct pctx p = { key, 0, 0 };
 	json_t *o, *ts, *as, *v;
 	char why[256];
 
@@ -556,6 +594,8 @@ int ckpt_dec_index(const char *key, const uint8_t *data, size_t len, const char 
 	pstr(&p, o, "deployment", idx->deployment, sizeof(idx->deployment));
 	idx->checkpoint_id = pu64(&p, o, "checkpoint_id");
 	idx->epoch = pu64(&p, o, "epoch");
+	if (!p.rc && idx->epoch > INT64_MAX)
+		pbad(&p, "index has epoch %" PRIu64 ", above 2^63-1", idx->epoch);
 	v = pget(&p, o, "predecessor", -1);
 	if (v && !json_is_null(v)) {
 		idx->has_predecessor = true;
@@ -607,7 +647,7 @@ out:
 
 int ckpt_dec_seal(const char *key, const uint8_t *data, size_t len, const char *dep, struct ckpt_seal *s)
 {
-	struct pctx p = { key, 0 };
+	struct pctx p = { key, 0, 0 };
 	json_t *o;
 	if (pdoc(&p, data, len, CKPT_FMT_SEAL, dep, 5, &o))
 		return p.rc;
@@ -632,13 +672,17 @@ bool ckpt_is_seal(const uint8_t *data, size_t len)
 
 int ckpt_dec_head(const char *key, const uint8_t *data, size_t len, const char *dep, struct ws_ckpt_head *h)
 {
-	struct pctx p = { key, 0 };
+	struct pctx p = { key, 0, 0 };
 	json_t *o, *v;
 	memset(h, 0, sizeof(*h));
 	if (pdoc(&p, data, len, CKPT_FMT_HEAD, dep, 6, &o))
 		return p.rc;
 	h->decisions = pu64(&p, o, "decisions");
 	h->epoch = pu64(&p, o, "epoch");
+	/* An epoch above the CLI's range would fence every later taker, as if
+	 * a newer owner had decided: a forged or damaged head, said so. */
+	if (!p.rc && h->epoch > INT64_MAX)
+		pbad(&p, "head has epoch %" PRIu64 ", above 2^63-1", h->epoch);
 	v = pget(&p, o, "latest_terminal", JSON_OBJECT);
 	if (v)
 		poutcome(&p, v, &h->latest_terminal);
@@ -686,7 +730,8 @@ static void pkeys(struct pctx *p, json_t *arr, size_t max, char *out, size_t *co
 int ckpt_dec_inventory(const char *key, const uint8_t *data, size_t len, const char *dep,
 		       struct ckpt_inventory_rec *r)
 {
-	struct pctx p = { key, 0 };
+	/* One key per artifact, and a few fields around them. */
+	struct pctx p = { key, 0, WS_CKPT_ARTIFACTS_MAX + 64 };
 	json_t *o, *v, *keys;
 	memset(r, 0, sizeof(*r));
 	if (pdoc(&p, data, len, CKPT_FMT_INVENTORY, dep, 4, &o))
@@ -703,6 +748,9 @@ int ckpt_dec_inventory(const char *key, const uint8_t *data, size_t len, const c
 		pfields(&p, v, 2, "the active attempt");
 		pattempt(&p, json_object_get(v, "attempt"), &r->inv.attempt);
 		keys = pget(&p, v, "keys", JSON_ARRAY);
+		if (keys && !p.rc && json_array_size(keys) > WS_CKPT_ARTIFACTS_MAX)
+			pbad(&p, "active attempt names %zu keys, more than %u", json_array_size(keys),
+			     WS_CKPT_ARTIFACTS_MAX);
 		if (keys && !p.rc) {
 			r->inv.keys = calloc(json_array_size(keys) + 1, WS_KEY_MAX);
 			if (!r->inv.keys)
@@ -725,7 +773,7 @@ int ckpt_dec_inventory(const char *key, const uint8_t *data, size_t len, const c
 int ckpt_dec_retention(const char *key, const uint8_t *data, size_t len, const char *dep,
 		       struct ws_ckpt_retention *r)
 {
-	struct pctx p = { key, 0 };
+	struct pctx p = { key, 0, 0 };
 	json_t *o, *v;
 	memset(r, 0, sizeof(*r));
 	if (pdoc(&p, data, len, CKPT_FMT_RETENTION, dep, 5, &o))
@@ -748,6 +796,10 @@ int ckpt_dec_retention(const char *key, const uint8_t *data, size_t len, const c
 		pref(&p, v, &r->protected_ref);
 	if (!p.rc && r->generation == 0)
 		pbad(&p, "retention generation is 0");
+	/* Each phase adds one: a generation this high could only wrap to 0
+	 * (a state no reader accepts) after a write that already deleted. */
+	if (!p.rc && r->generation > INT64_MAX)
+		pbad(&p, "retention generation %" PRIu64 " is above 2^63-1", r->generation);
 	json_decref(o);
 	return p.rc;
 }
@@ -765,7 +817,7 @@ bool ckpt_name_ok(const char *s)
 
 int ckpt_dec_witness(const char *key, const uint8_t *data, size_t len, const char *dep, struct ws_ckpt_witness *w)
 {
-	struct pctx p = { key, 0 };
+	struct pctx p = { key, 0, 0 };
 	json_t *o, *v;
 	memset(w, 0, sizeof(*w));
 	if (pdoc(&p, data, len, CKPT_FMT_WITNESS, dep, 8, &o))

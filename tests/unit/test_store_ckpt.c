@@ -731,6 +731,83 @@ static void test_head_decisions_at_max(void **state)
 	free(good);
 }
 
+/* s with every occurrence of from replaced by to (malloc'd; at least one). */
+static char *replace_all(const char *s, const char *from, const char *to)
+{
+	size_t n = 0, fl = strlen(from), tl = strlen(to);
+	const char *p, *q;
+	char *out, *o;
+	for (p = strstr(s, from); p; p = strstr(p + fl, from))
+		n++;
+	assert_true(n > 0);
+	out = o = malloc(strlen(s) + n * tl + 1);
+	assert_non_null(out);
+	for (p = s; (q = strstr(p, from)) != NULL; p = q + fl) {
+		memcpy(o, p, (size_t)(q - p));
+		o += q - p;
+		memcpy(o, to, tl);
+		o += tl;
+	}
+	strcpy(o, p);
+	return out;
+}
+
+/*
+ * Counters and epochs read back are bounded where one more write would
+ * overflow them: an epoch above 2^63-1 in the decision head fenced every
+ * later taker as if a newer owner had decided (the CLI cannot pass such an
+ * epoch); a retention generation at 2^64-1 wrapped to 0 in the next run's
+ * first write, after which every retention and listing failed. Both are
+ * malformed objects, said so, and the retention run writes nothing.
+ */
+static void test_epoch_and_generation_bounds(void **state)
+{
+	struct fx *f = *state;
+	struct ws_ckpt_record_result rr;
+	struct ws_ckpt_retention_result res;
+	struct ws_ckpt_retention st, exp;
+	struct ws_ckpt_head h;
+	struct ws_ckpt_ref c1, c2;
+	bool found;
+	char *good, *bad, *after;
+	int rc;
+
+	create_ok(f, 1, 1, NULL, &c1);
+	EXPECT(ws_ckpt_record_outcome(f->c, 1, 1, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_COMMIT, &c1, &rr), 0,
+	       WS_CKPT_OK, NONE);
+	good = wt_get_str(f->s, "checkpoints/head", &rc, NULL);
+	assert_int_equal(rc, 0);
+	bad = replace_all(good, "\"epoch\":\"1\"", "\"epoch\":\"18446744073709551615\"");
+	wt_put_str(f->s, "checkpoints/head", bad, NULL);
+	EXPECT(ws_ckpt_decision_head(f->c, &h, &found), WS_EFORMAT, WS_CKPT_MALFORMED, "above 2^63-1");
+	wt_put_str(f->s, "checkpoints/head", good, NULL);
+	free(bad);
+	free(good);
+
+	/* A run at generation 2^64-1, finished (idle), and a later cut to protect. */
+	EXPECT(ws_ckpt_begin_retention(f->c, &c1, &res), 0, WS_CKPT_OK, NONE);
+	exp = res.state;
+	EXPECT(ws_ckpt_advance_retention(f->c, &exp, &res), 0, WS_CKPT_OK, NONE);
+	exp = res.state;
+	EXPECT(ws_ckpt_advance_retention(f->c, &exp, &res), 0, WS_CKPT_OK, NONE);
+	assert_int_equal(res.state.phase, WS_CKPT_RET_IDLE);
+	good = wt_get_str(f->s, "checkpoints/retention", &rc, NULL);
+	assert_int_equal(rc, 0);
+	bad = replace_all(good, "\"generation\":\"3\"", "\"generation\":\"18446744073709551615\"");
+	wt_put_str(f->s, "checkpoints/retention", bad, NULL);
+	EXPECT(ws_ckpt_retention_state(f->c, &st, &found), WS_EFORMAT, WS_CKPT_MALFORMED, "generation");
+	create_ok(f, 2, 1, &c1, &c2);
+	EXPECT(ws_ckpt_record_outcome(f->c, 1, 2, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_COMMIT, &c2, &rr), 0,
+	       WS_CKPT_OK, NONE);
+	EXPECT(ws_ckpt_begin_retention(f->c, &c2, &res), WS_EFORMAT, WS_CKPT_MALFORMED, "generation");
+	after = wt_get_str(f->s, "checkpoints/retention", &rc, NULL);
+	assert_int_equal(rc, 0);
+	assert_string_equal(after, bad); /* nothing written */
+	free(after);
+	free(bad);
+	free(good);
+}
+
 /* An empty object at a committed index's path is refused by its length
  * (UBSan: the seal check passed memmem a NULL pointer; issue 12 item 8). */
 static void test_committed_empty_object(void **state)
@@ -839,6 +916,28 @@ static void test_inventory(void **state)
 	wt_put_str(f->s, "checkpoints/inventory", "{}", NULL);
 	make_inv(&b, kb, f->dep, 6, 9);
 	EXPECT(ws_ckpt_begin_inventory(f->c, &b, &res), WS_EFORMAT, WS_CKPT_MALFORMED, "checkpoints/inventory");
+
+	/* Two million values (4 MB): refused before it is parsed, which would
+	 * hold each value in memory (some 40 times its text), and before an
+	 * array of a key's size for each is allocated. Commas inside strings
+	 * are not values. */
+	{
+		const size_t n = 2000000;
+		char *big = malloc(2 * n + 64), *q = big;
+		assert_non_null(big);
+		q += sprintf(q, "{\"active\":{\"keys\":[");
+		for (size_t i = 0; i < n; i++) {
+			*q++ = '0';
+			*q++ = ',';
+		}
+		strcpy(q - 1, "]}}");
+		wt_put_str(f->s, "checkpoints/inventory", big, NULL);
+		free(big);
+		EXPECT(ws_ckpt_begin_inventory(f->c, &b, &res), WS_EFORMAT, WS_CKPT_MALFORMED, "more than 1000064 values");
+		wt_put_str(f->s, "checkpoints/inventory", "{\"format\":\"a,b,c\"}", NULL);
+		EXPECT(ws_ckpt_begin_inventory(f->c, &b, &res), WS_EFORMAT, WS_CKPT_MALFORMED, "checkpoints/inventory");
+		assert_null(strstr(ws_errmsg(), "values"));
+	}
 }
 
 /*
@@ -1190,6 +1289,7 @@ int main(void)
 		BOTH(test_delete),
 		BOTH(test_record_outcome),
 		BOTH(test_head_decisions_at_max),
+		BOTH(test_epoch_and_generation_bounds),
 		BOTH(test_committed_empty_object),
 		BOTH(test_head_malformed),
 		BOTH(test_inventory),
