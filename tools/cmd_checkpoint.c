@@ -142,7 +142,11 @@ int cmd_checkpoint(int argc, char **argv)
 
 	memset(&co, 0, sizeof(co));
 	optind = 1;
+	uint64_t seen = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		const char *twice = ws_cli_twice(opts, c, &seen);
+		if (twice)
+			return usage("--%s given twice", twice);
 		switch (c) {
 		case 'h': return ws_cli_help("checkpoint");
 		case OPT_SINK: sink_url = optarg; break;
@@ -212,7 +216,11 @@ int cmd_retention(int argc, char **argv)
 	int c, rc, code;
 
 	optind = 1;
+	uint64_t seen = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		const char *twice = ws_cli_twice(opts, c, &seen);
+		if (twice)
+			return usage("--%s given twice", twice);
 		switch (c) {
 		case 'h': return ws_cli_help("retention");
 		case OPT_SINK: sink_url = optarg; break;

@@ -27,6 +27,7 @@
  * wins.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <fcntl.h>
 #include <ini.h>
 #include <inttypes.h>
@@ -63,6 +64,19 @@ static int leading_u64(const char *s, unsigned long long *v, char **end)
 	errno = 0;
 	*v = strtoull(s, end, 10);
 	return errno ? -1 : 0;
+}
+
+const char *ws_cli_twice(const struct option *opts, int c, uint64_t *seen)
+{
+	for (unsigned i = 0; i < 64 && opts[i].name; i++) {
+		if (opts[i].val != c || opts[i].flag || opts[i].has_arg != required_argument)
+			continue;
+		if (*seen & (UINT64_C(1) << i))
+			return opts[i].name;
+		*seen |= UINT64_C(1) << i;
+		return NULL;
+	}
+	return NULL;
 }
 
 int ws_cli_parse_u64(const char *s, uint64_t *out)
@@ -436,6 +450,16 @@ static char *read_line(char *out, int out_bytes, void *stream)
 		fail_at(p, p->line, "line longer than %d bytes (without comments and surrounding blanks)",
 			out_bytes - 2);
 		return NULL;
+	}
+	if (*s && *s != '[') {
+		/* inih also takes "key: value"; the format is key = value only
+		 * (a value may hold ':', a key never does). */
+		const char *colon = strchr(s, ':'), *eq = strchr(s, '=');
+		if (colon && (!eq || colon < eq)) {
+			fail_at(p, p->line, "syntax error (expected key = value; ':' does not separate a key from "
+				"its value)");
+			return NULL;
+		}
 	}
 	if (*s == '[') {
 		char *close = strchr(s, ']');

@@ -95,6 +95,12 @@ int ws_cli_verror(const char *file, int line, const char *hint, const char *fmt,
 
 /* Strict parsers shared with the command line; 0 or -1. */
 int ws_cli_parse_u64(const char *s, uint64_t *out);          /* digits only, no overflow */
+/* getopt_long's c for opts: the option's name when it takes a value and was
+ * already given (*seen holds one bit per entry of opts), else NULL. A value
+ * given twice is a usage error: the last one silently winning dropped the
+ * first (a second --config's tenants, another --sink). */
+struct option;
+const char *ws_cli_twice(const struct option *opts, int c, uint64_t *seen);
 /* An owner token (epoch, pointer generation): ws_cli_parse_u64, at most 2^63-1
  * (what --json prints as a number). */
 int ws_cli_parse_token(const char *s, uint64_t *out);

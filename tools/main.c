@@ -104,7 +104,9 @@ static int parse_rfc3339(const char *s, int64_t *out_ms)
 	} else {
 		return -1;
 	}
-	if (*p || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || sec > 60)
+	/* Second 60 (a leap second) is refused: timegm() takes it as the next
+	 * day's first second, a moment the user did not name. */
+	if (*p || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || sec > 59)
 		return -1;
 	{
 		/* timegm() would take 2026-02-30 as 2026-03-02: a day the user did not name. */
@@ -562,7 +564,11 @@ static int cmd_replicate(int argc, char **argv)
 
 	memset(&cfg, 0, sizeof(cfg));
 	memset(&ov, 0, sizeof(ov));
+	uint64_t seen = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		const char *twice = ws_cli_twice(opts, c, &seen);
+		if (twice)
+			return usage_error("--%s given twice", twice);
 		switch (c) {
 		case 'h': return ws_cli_help("replicate");
 		case OPT_SINK: ov.sink = optarg; break;
@@ -669,7 +675,11 @@ static int cmd_restore(int argc, char **argv)
 	struct ws_sink *sink;
 	int c, rc;
 
+	uint64_t seen = 0;
 	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+		const char *twice = ws_cli_twice(opts, c, &seen);
+		if (twice)
+			return usage_error("--%s given twice", twice);
 		switch (c) {
 		case 'h': return ws_cli_help("restore");
 		case OPT_SINK: sink_url = optarg; break;
@@ -785,7 +795,11 @@ static int cmd_ls(int argc, char **argv)
 	struct ws_sink *sink;
 	int c, rc;
 
+	uint64_t seen = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		const char *twice = ws_cli_twice(opts, c, &seen);
+		if (twice)
+			return usage_error("--%s given twice", twice);
 		switch (c) {
 		case 'h': return ws_cli_help("ls");
 		case OPT_SINK: sink_url = optarg; break;
@@ -865,7 +879,11 @@ static int cmd_verify(int argc, char **argv)
 	uint64_t norphans = 0;
 	int c, rc, orc = 0;
 
+	uint64_t seen = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		const char *twice = ws_cli_twice(opts, c, &seen);
+		if (twice)
+			return usage_error("--%s given twice", twice);
 		switch (c) {
 		case 'h': return ws_cli_help("verify");
 		case OPT_SINK: sink_url = optarg; break;

@@ -193,6 +193,20 @@ for t in 2026-01-01T-1:00:00Z 2026-01-01T00:00:-5Z 2026-01-01T00:00:00+-1:00 202
 	ws restore --sink "$URL" --tenant tm --time "$t" -o tt.db
 	check "restore --time $t (a signed field): exit 2, no file" eval '[ "$rc" = 2 ] && [ ! -e tt.db ]'
 done
+# Second 60 would be read as the next day's first second: not the moment named.
+ws restore --sink "$URL" --tenant tm --time 2026-01-01T23:59:60Z -o tt.db
+check "restore --time 23:59:60 (a leap second): exit 2, no file" eval '[ "$rc" = 2 ] && [ ! -e tt.db ]'
+
+# A value given twice: the first one was silently dropped (a second
+# --config's tenants, another --sink).
+printf '[engine]\nsink = file://%s/twice-sink\n[tenant.tw]\npath = %s/tm.db\n' "$ROOT" "$ROOT" >twice.ini
+ws replicate --once --sink "$URL" --config twice.ini --config twice.ini
+check "replicate --config twice: exit 2, naming it" eval '[ "$rc" = 2 ] && grep -q -- "--config given twice" err'
+ws restore --sink "$URL" --sink "$URL" --tenant tm -o tt.db
+check "restore --sink twice: exit 2, naming it, no file" \
+	eval '[ "$rc" = 2 ] && grep -q -- "--sink given twice" err && [ ! -e tt.db ]'
+ws checkpoint --sink "$URL" --epoch 1 --epoch 2
+check "checkpoint --epoch twice: exit 2, naming it" eval '[ "$rc" = 2 ] && grep -q -- "--epoch given twice" err'
 
 # A reader of --json that goes away: replicate does not die of SIGPIPE, it
 # drains and exits as usual.

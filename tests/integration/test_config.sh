@@ -220,6 +220,10 @@ badcfg "syntax error (no '=')" 3 'syntax error' <<EOF
 $E
 this line has no equals sign
 EOF
+badcfg "key: value (inih's other separator, not walship's format)" 2 "syntax error.*':' does not separate" <<EOF
+[engine]
+sink: file://$BSINK
+EOF
 badcfg "syntax error (unclosed section)" 1 'syntax error' <<EOF
 [engine
 sink = file://$BSINK
