@@ -75,6 +75,8 @@ struct tenant {
 	unsigned shard;
 	enum ws_policy policy;
 	bool removing;       /* under reg_mu: a remove's REMOVE is queued or running */
+	bool adding;         /* under reg_mu: its add still waits for its ADD (the add holds it) */
+	bool removed;        /* under reg_mu: a remove is done with it while adding; the add frees it */
 
 	/* Shard thread only. */
 	struct ws_stream *st;
@@ -1156,6 +1158,7 @@ int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *tc)
 	/* Posted under the registry's lock: a remove that finds the tenant
 	 * there queues its REMOVE after this ADD, never before it. */
 	c.t = t;
+	t->adding = true;
 	rc = shard_post(&e->shards[t->shard], &c);
 	if (rc) {
 		reg_unlink(e, t);
@@ -1165,16 +1168,16 @@ int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *tc)
 	}
 	pthread_mutex_unlock(&e->reg_mu);
 	rc = shard_wait(&e->shards[t->shard], &c);
-	if (rc) {
-		bool ours;
-		pthread_mutex_lock(&e->reg_mu);
-		/* Being removed: the remove unlinks and frees it after its
-		 * REMOVE (which finds it never added). */
-		ours = !t->removing && reg_unlink(e, t);
-		pthread_mutex_unlock(&e->reg_mu);
-		if (ours)
-			tenant_free(t);
-	}
+	/* A remove may have found the tenant meanwhile: if it is done, it
+	 * left the tenant to be freed here (this call still used it); if it
+	 * is not, it unlinks and frees it (its REMOVE finds it never added). */
+	bool free_it;
+	pthread_mutex_lock(&e->reg_mu);
+	t->adding = false;
+	free_it = t->removed || (rc && !t->removing && reg_unlink(e, t));
+	pthread_mutex_unlock(&e->reg_mu);
+	if (free_it)
+		tenant_free(t);
 	return rc;
 }
 
@@ -1221,8 +1224,14 @@ int ws_engine_remove_tenant(struct ws_engine *e, const char *name)
 		return rc;
 	}
 	reg_unlink(e, t);
+	/* Its add has not yet returned (its ADD failed, or the REMOVE ran
+	 * before the add woke): that call frees it. */
+	bool adding = t->adding;
+	if (adding)
+		t->removed = true;
 	pthread_mutex_unlock(&e->reg_mu);
-	tenant_free(t);
+	if (!adding)
+		tenant_free(t);
 	return rc;
 }
 

@@ -677,12 +677,27 @@ int ws_artifact_fetch(struct ws_store *s, const char *key, uint64_t length, cons
 		return ws_fail(rc, "read checkpoint artifact %s: no memory for its hash", key);
 	ws_buf_init(&b, (size_t)ARTIFACT_RANGE);
 	memset(&info, 0, sizeof(info));
+	bool whole = false;
 	do {
 		uint64_t want = length - off < ARTIFACT_RANGE ? length - off : ARTIFACT_RANGE;
+		if (whole)
+			want = length;
 		ws_buf_reset(&b);
 		/* The first read also says how large the object is: one the
 		 * index does not describe is not read on. */
-		rc = ws_store_get(s, key, off, want, &b, off == 0 ? &info : NULL);
+		rc = ws_store_get(s, key, off, whole ? UINT64_MAX : want, &b, off == 0 ? &info : NULL);
+		if (rc == WS_ETOOBIG && off == 0 && !whole && length > ARTIFACT_RANGE) {
+			/* A store that answers a range with the whole object (HTTP
+			 * allows it; the S3 backend keeps the range asked for): read
+			 * it whole, once, as large as it is, rather than whole
+			 * again for every range. */
+			ws_info("checkpoint artifact %s: the store answers ranges with the whole object; reading it "
+				"whole (%" PRIu64 " bytes in memory)", key, length);
+			whole = true;
+			ws_buf_free(&b);
+			ws_buf_init(&b, WS_BUF_DEFAULT_MAX);
+			continue;
+		}
 		if (rc == WS_ENOTFOUND) {
 			rc = ws_fail(WS_EINCOMPLETE, "checkpoint artifact %s is missing", key);
 			goto out;

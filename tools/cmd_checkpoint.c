@@ -66,6 +66,7 @@ static json_t *info_json(const struct ws_checkpoint_info *i)
 	json_object_set_new(o, "tenants", u64(i->tenants));
 	json_object_set_new(o, "artifacts", u64(i->artifacts));
 	json_object_set_new(o, "artifact_bytes", u64(i->artifact_bytes));
+	json_object_set_new(o, "incremental", u64(i->incremental));
 	json_object_set_new(o, "predecessor", i->has_predecessor ? u64(i->predecessor_id) : json_null());
 	return o;
 }

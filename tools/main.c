@@ -332,10 +332,15 @@ static int checkpoint_watched(struct ws_engine *e, struct ws_sink *sink, const s
 	pthread_t th;
 
 	*signalled = false;
+	int terr;
 	j.done_fd = eventfd(0, EFD_CLOEXEC);
-	if (j.done_fd < 0 || pthread_create(&th, NULL, ckpt_job_main, &j) != 0) {
+	if (j.done_fd < 0)
+		terr = errno;
+	else
+		terr = pthread_create(&th, NULL, ckpt_job_main, &j);
+	if (terr) {
 		fprintf(stderr, "walship: checkpoint thread: %s; a signal is read once the checkpoint ends\n",
-			strerror(errno ? errno : EAGAIN));
+			strerror(terr));
 		if (j.done_fd >= 0)
 			close(j.done_fd);
 		return take_checkpoint(e, sink, ro->epoch, ro->json);

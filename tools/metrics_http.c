@@ -10,6 +10,9 @@
  * renders the engine's metrics once, on MHD's thread.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -19,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "metrics_http.h"
@@ -203,6 +207,47 @@ static int listen_on(const char *addr, const char *host, unsigned port, int *fam
 	return fd;
 }
 
+/*
+ * libmicrohttpd's own messages (a refused connection, a malformed request):
+ * each as one line with walship's prefix, at most one a second; the others
+ * are counted and said with the next. By default MHD writes them to stderr
+ * unprefixed, over several lines, once per bad connection: a remote client
+ * could flood the log.
+ */
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t log_last_ms, log_dropped;
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	struct timespec ts;
+	uint64_t now, dropped;
+	(void)cls;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	for (char *c = msg; *c; c++)
+		if (*c == '\n' || *c == '\r' || *c == '\t')
+			*c = ' ';
+	for (size_t n = strlen(msg); n > 0 && msg[n - 1] == ' '; n--)
+		msg[n - 1] = '\0';
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	pthread_mutex_lock(&log_mu);
+	if (log_last_ms && now - log_last_ms < 1000) {
+		log_dropped++;
+		pthread_mutex_unlock(&log_mu);
+		return;
+	}
+	log_last_ms = now;
+	dropped = log_dropped;
+	log_dropped = 0;
+	pthread_mutex_unlock(&log_mu);
+	if (dropped)
+		fprintf(stderr, "walship: metrics: %s (and %" PRIu64 " more such messages in the last seconds)\n", msg,
+			dropped);
+	else
+		fprintf(stderr, "walship: metrics: %s\n", msg);
+}
+
 struct ws_metrics_http *ws_metrics_http_start(const char *addr, struct ws_engine *e, char *err, size_t err_bytes)
 {
 	char host[HOST_BYTES_MAX], why[160];
@@ -237,7 +282,8 @@ struct ws_metrics_http *ws_metrics_http_start(const char *addr, struct ws_engine
 		flags |= MHD_USE_IPv6;
 	m->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, m, MHD_OPTION_LISTEN_SOCKET, fd,
 				     MHD_OPTION_CONNECTION_LIMIT, CONNECTIONS_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-				     PER_IP_MAX, MHD_OPTION_CONNECTION_TIMEOUT, TIMEOUT_S, MHD_OPTION_END);
+				     PER_IP_MAX, MHD_OPTION_CONNECTION_TIMEOUT, TIMEOUT_S, MHD_OPTION_EXTERNAL_LOGGER,
+				     mhd_log, NULL, MHD_OPTION_END);
 	if (!m->daemon) {
 		/* MHD may or may not have closed the socket it was given; a
 		 * descriptor leaked on a path that ends the program is the lesser

@@ -107,6 +107,32 @@ make_bucket() {
 	fi
 }
 
+# start_faultproxy ENDPOINT: tests/s3/faultproxy.py ($WS_FAULTPROXY) in
+# front of ENDPOINT, passing everything, its control file $ROOT/control.json
+# (set_fault JSON changes it); sets PROXY (its URL) and PROXY_PID (killed
+# on exit with the script's other jobs).
+start_faultproxy() {
+	: "${WS_FAULTPROXY:?WS_FAULTPROXY must name tests/s3/faultproxy.py}"
+	echo '{"mode": "pass"}' >"$ROOT/control.json"
+	rm -f "$ROOT/proxy.port"
+	python3 "$WS_FAULTPROXY" --upstream "${1#http://}" --port-file "$ROOT/proxy.port" \
+		--control "$ROOT/control.json" >"$ROOT/proxy.log" 2>&1 &
+	PROXY_PID=$!
+	local _
+	for _ in $(seq 200); do [ -s "$ROOT/proxy.port" ] && break; sleep 0.05; done
+	if [ ! -s "$ROOT/proxy.port" ]; then
+		bad "the fault proxy did not start ($(cat "$ROOT/proxy.log"))"
+		echo "$pass passed, $fail failed"
+		exit 1
+	fi
+	PROXY="http://127.0.0.1:$(cat "$ROOT/proxy.port")"
+}
+# set_fault JSON: the fault proxy's control (re-read when it changes).
+set_fault() {
+	echo "$1" >"$ROOT/control.json.tmp"
+	mv "$ROOT/control.json.tmp" "$ROOT/control.json"
+}
+
 # load_s3_env FILE: exports the endpoint and credentials a fixture's env file holds.
 load_s3_env() {
 	set -a

@@ -14,10 +14,12 @@
 #      retention;
 #   4. a database of 20 MiB: its artifact is sent from the mapped image and
 #      read back in ranges (8 MiB each), restore --checkpoint equals the
-#      source and verify passes.
+#      source and verify passes; and through tests/s3/faultproxy.py
+#      answering every range with the whole object (a fault radosgw cannot
+#      be made to produce).
 #
 # Env: WS_BIN, WS_TEST_TMP, WS_S3_DIR (the fixture's dir; $WS_S3_DIR/env has
-# WS_S3_ENDPOINT and the AWS_* variables). Without WS_S3_DIR the test
+# WS_S3_ENDPOINT and the AWS_* variables), WS_FAULTPROXY. Without WS_S3_DIR the test
 # fails: it never passes without a server.
 # Prints "N passed, M failed" last; exits non-zero on any failure.
 set -euo pipefail
@@ -115,6 +117,17 @@ check "restore --checkpoint latest of the 20 MiB database equals the source" \
 		"$(sq rbig.db "SELECT hex(sha3_query('"'SELECT * FROM t'"'))")" ]'
 ws verify --sink "$U" --tenant big
 check "verify: exit 0" [ "$rc" = 0 ]
+# Through a store that answers every range with the whole object (HTTP
+# allows it): the ranged read failed ("too large"), and restore --checkpoint
+# of every artifact over one range with it.
+start_faultproxy "$E"
+set_fault '{"mode": "ignore_range", "count": 1000000, "methods": ["GET"]}'
+ws restore --sink "s3://$B/ck?endpoint=$PROXY" --tenant big --checkpoint latest -o rbig2.db
+check "restore --checkpoint through a store that ignores Range equals the source" \
+	eval '[ "$rc" = 0 ] && [ "$(sq big.db "SELECT hex(sha3_query('"'SELECT * FROM t'"'))")" = \
+		"$(sq rbig2.db "SELECT hex(sha3_query('"'SELECT * FROM t'"'))")" ]'
+kill "$PROXY_PID" 2>/dev/null || true
+wait "$PROXY_PID" 2>/dev/null || true
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

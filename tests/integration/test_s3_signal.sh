@@ -23,14 +23,8 @@ E=$WS_S3_ENDPOINT
 B="walship-sig-$(date +%s)-$$"
 make_bucket "$E" "$B"
 
-echo '{"mode": "pass"}' >control.json
-python3 "$WS_FAULTPROXY" --upstream "${E#http://}" --port-file proxy.port --control control.json \
-	>proxy.log 2>&1 &
-proxy=$!
-for _ in $(seq 200); do [ -s proxy.port ] && break; sleep 0.05; done
-check "the fault proxy is listening" [ -s proxy.port ]
-P="http://127.0.0.1:$(cat proxy.port)"
-U="s3://$B/sig?endpoint=$P&retry_deadline_ms=1000"
+start_faultproxy "$E"
+U="s3://$B/sig?endpoint=$PROXY&retry_deadline_ms=1000"
 
 sq a.db "PRAGMA journal_mode=WAL; CREATE TABLE t(x INTEGER PRIMARY KEY, v TEXT);" >/dev/null
 sq a.db "INSERT INTO t(v) VALUES ('one'), ('two');"
@@ -45,8 +39,7 @@ sq a.db "INSERT INTO t(v) VALUES ('three');"
 rep=$!
 for _ in $(seq 300); do grep -q '"checkpoint"' rep.out 2>/dev/null && break; sleep 0.1; done
 check "replicate is running and took a periodic checkpoint" grep -q '"checkpoint"' rep.out
-echo '{"mode": "slowdown", "count": 100000000, "methods": ["PUT"]}' >control.json.tmp
-mv control.json.tmp control.json
+set_fault '{"mode": "slowdown", "count": 100000000, "methods": ["PUT"]}'
 sq a.db "INSERT INTO t(v) VALUES ('four');"
 sleep 4 # the next periodic checkpoint's flush waits out the refusals
 if ! kill -TERM $rep 2>/dev/null; then
@@ -68,14 +61,13 @@ check "and that the checkpoint was skipped" grep -q "checkpoint skipped: a tail 
 
 # The store accepts writes again: nothing acknowledged was lost, and the
 # commit the stopped run could not ship is shipped now.
-echo '{"mode": "pass"}' >control.json.tmp
-mv control.json.tmp control.json
+set_fault '{"mode": "pass"}'
 ws replicate --sink "$U" --once a=a.db
 check "replicate --once after the store recovers: exit 0" [ "$rc" = 0 ]
 ws restore --sink "$U" --tenant a -o r.db
 check "restore equals the source" eval '[ "$rc" = 0 ] && same_dump a.db r.db'
 
-kill "$proxy" 2>/dev/null || true
-wait "$proxy" 2>/dev/null || true
+kill "$PROXY_PID" 2>/dev/null || true
+wait "$PROXY_PID" 2>/dev/null || true
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

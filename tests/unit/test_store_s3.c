@@ -1732,7 +1732,6 @@ static void test_put_many_throttled_out(void **state)
 	ws_store_close(s);
 }
 
-/* Uploads cut off mid-body (the store never sees them): retried or re-sent, each lands whole once. */
 /*
  * put_many signs each request as it is sent, not when its round begins:
  * with one request in flight, each answered 1.5 s late, the third goes out
@@ -1764,6 +1763,7 @@ static void test_put_many_signed_when_sent(void **state)
 	ws_store_close(s);
 }
 
+/* Uploads cut off mid-body (the store never sees them): retried or re-sent, each lands whole once. */
 static void test_put_many_reset(void **state)
 {
 	struct ws_store *s = open_proxied(NULL);
