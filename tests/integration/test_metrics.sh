@@ -190,6 +190,13 @@ reap $rep rep.err "replicate --metrics-addr"
 t1=$(date +%s%N)
 check "replicate exits 0 on SIGTERM" [ "$reaped" = 0 ]
 check "... within 5 s with the slow client connected ($(( (t1 - t0) / 1000000 )) ms)" [ $(( (t1 - t0) / 1000000 )) -lt 5000 ]
+# The 16 connections refused (4 per address) made libmicrohttpd write a
+# line each to stderr, unprefixed: its messages are walship's now, one a
+# second at most.
+check "every stderr line is walship's own (prefixed): $(grep -vc '^walship' rep.err || true) not" \
+	eval '! grep -v "^walship" rep.err | grep -q .'
+check "libmicrohttpd's messages: one a second at most ($(grep -c '^walship: metrics: ' rep.err || true))" \
+	eval '[ "$(grep -c "^walship: metrics: " rep.err || true)" -le 10 ]'
 kill $slow 2>/dev/null || true
 wait $slow 2>/dev/null || true
 check "after exit the port is closed" [ "$(scrape "$M" gone.txt)" = 000 ]
