@@ -84,9 +84,23 @@ wsl verify --sink "$URL"
 check "verify under the limit: exit 0" [ "$rc" = 0 ]
 
 # A damaged byte deep inside the artifact (past the first range read) is
-# found by its SHA-256: restore refuses and names it, verify fails.
+# found by its SHA-256: restore refuses and names it, verify fails. Before
+# it, an artifact one byte longer or shorter than its index records.
 art=$(find "$SINK" -path '*checkpoint*' -type f -size +$((DB_MIB / 2))M -newer c1.db | head -1)
 if [ -n "$art" ]; then
+	cp "$art" art.bak
+	printf 'x' >>"$art"
+	wsl restore --sink "$URL" --tenant db --checkpoint latest -o c5.db
+	check "an artifact one byte longer: restore --checkpoint refuses, saying so" \
+		eval '[ "$rc" != 0 ] && grep -q "is longer than the" err && [ ! -e c5.db ]'
+	wsl verify --sink "$URL"
+	check "an artifact one byte longer: verify fails" [ "$rc" != 0 ]
+	truncate -s -2 "$art"
+	wsl restore --sink "$URL" --tenant db --checkpoint latest -o c5.db
+	check "an artifact one byte shorter: restore --checkpoint refuses, saying so" \
+		eval '[ "$rc" != 0 ] && grep -q "is not the [0-9]* bytes its index records" err && [ ! -e c5.db ]'
+	cp art.bak "$art"
+	rm -f art.bak
 	printf '\x5a' | dd of="$art" bs=1 seek=$((size - 5000)) conv=notrunc status=none
 	wsl restore --sink "$URL" --tenant db --checkpoint latest -o c4.db
 	check "a damaged artifact: restore --checkpoint refuses, names it, writes no file" \
