@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,14 +32,101 @@
 #define CONNECTIONS_MAX 64u
 #define PER_IP_MAX 4u      /* one client (a slow one) cannot hold every connection */
 #define TIMEOUT_S 10u
+/* A request's head must arrive whole within this of its connection's start
+ * (or of the connection's last answer): the idle timeout alone lets a
+ * client that sends a byte every few seconds keep its connections for ever,
+ * and on the scraper's own address (loopback) that locks the scraper out. */
+#define REQUEST_DEADLINE_MS 10000u
 #define BACKLOG 16
 #define HOST_BYTES_MAX 256
+
+/* A connection waiting for its request's head, for the watchdog. */
+struct conn_ent {
+	struct MHD_Connection *conn;   /* NULL: free entry */
+	int fd;
+	uint64_t since_ms;             /* waiting since (0: a request is being answered) */
+	bool cut;
+};
 
 struct ws_metrics_http {
 	struct MHD_Daemon *daemon;
 	struct ws_engine *engine;
 	char url[HOST_BYTES_MAX + 32];
+	pthread_mutex_t mu;
+	struct conn_ent conns[CONNECTIONS_MAX];
+	pthread_t watchdog;
+	bool watchdog_started;
+	int stop_fd;                   /* eventfd: the watchdog ends */
 };
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Under m->mu. */
+static struct conn_ent *conn_find(struct ws_metrics_http *m, const struct MHD_Connection *conn)
+{
+	for (unsigned i = 0; i < CONNECTIONS_MAX; i++)
+		if (m->conns[i].conn == conn)
+			return &m->conns[i];
+	return NULL;
+}
+
+/* MHD says when a connection starts and ends (before it closes the socket). */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct ws_metrics_http *m = cls;
+	struct conn_ent *e;
+	(void)socket_context;
+	pthread_mutex_lock(&m->mu);
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (ci && (e = conn_find(m, NULL)) != NULL)
+			*e = (struct conn_ent){ conn, ci->connect_fd, now_ms(), false };
+	} else if ((e = conn_find(m, conn)) != NULL) {
+		memset(e, 0, sizeof(*e));
+	}
+	pthread_mutex_unlock(&m->mu);
+}
+
+/* A request answered: the connection's next request head is due anew. */
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct ws_metrics_http *m = cls;
+	struct conn_ent *e;
+	(void)con_cls;
+	(void)toe;
+	pthread_mutex_lock(&m->mu);
+	if ((e = conn_find(m, conn)) != NULL)
+		e->since_ms = now_ms();
+	pthread_mutex_unlock(&m->mu);
+}
+
+/* Once a second: a connection whose request head is overdue is shut down
+ * (MHD then sees it end and closes it). */
+static void *watchdog_main(void *arg)
+{
+	struct ws_metrics_http *m = arg;
+	struct pollfd pf = { m->stop_fd, POLLIN, 0 };
+	while (poll(&pf, 1, 1000) == 0 || (pf.revents == 0 && errno == EINTR)) {
+		uint64_t now = now_ms();
+		pthread_mutex_lock(&m->mu);
+		for (unsigned i = 0; i < CONNECTIONS_MAX; i++) {
+			struct conn_ent *e = &m->conns[i];
+			if (e->conn && e->since_ms && !e->cut && now - e->since_ms > REQUEST_DEADLINE_MS) {
+				(void)shutdown(e->fd, SHUT_RDWR);
+				e->cut = true;
+			}
+		}
+		pthread_mutex_unlock(&m->mu);
+	}
+	return NULL;
+}
 
 /* HOST:PORT or [HOST]:PORT into host and port. 0 or -1 with err. */
 static int split_addr(const char *addr, char *host, size_t host_bytes, unsigned *port, char *err, size_t err_bytes)
@@ -141,6 +230,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	(void)version;
 	(void)upload_data;
 	(void)con_cls;
+	{
+		/* The head is in: no deadline while it is answered. */
+		struct conn_ent *e;
+		pthread_mutex_lock(&m->mu);
+		if ((e = conn_find(m, conn)) != NULL)
+			e->since_ms = 0;
+		pthread_mutex_unlock(&m->mu);
+	}
 	if (*upload_data_bytes) { /* a body on a GET: ignored */
 		*upload_data_bytes = 0;
 		return MHD_YES;
@@ -270,6 +367,13 @@ struct ws_metrics_http *ws_metrics_http_start(const char *addr, struct ws_engine
 		return NULL;
 	}
 	m->engine = e;
+	m->stop_fd = -1;
+	pthread_mutex_init(&m->mu, NULL);
+	m->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (m->stop_fd < 0) {
+		snprintf(err, err_bytes, "metrics: eventfd: %s", strerror(errno));
+		goto fail;
+	}
 	fd = listen_on(addr, host, port, &family, err, err_bytes);
 	if (fd < 0)
 		goto fail;
@@ -283,7 +387,8 @@ struct ws_metrics_http *ws_metrics_http_start(const char *addr, struct ws_engine
 	m->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, m, MHD_OPTION_LISTEN_SOCKET, fd,
 				     MHD_OPTION_CONNECTION_LIMIT, CONNECTIONS_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 				     PER_IP_MAX, MHD_OPTION_CONNECTION_TIMEOUT, TIMEOUT_S, MHD_OPTION_EXTERNAL_LOGGER,
-				     mhd_log, NULL, MHD_OPTION_END);
+				     mhd_log, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, m,
+				     MHD_OPTION_NOTIFY_COMPLETED, on_completed, m, MHD_OPTION_END);
 	if (!m->daemon) {
 		/* MHD may or may not have closed the socket it was given; a
 		 * descriptor leaked on a path that ends the program is the lesser
@@ -291,8 +396,16 @@ struct ws_metrics_http *ws_metrics_http_start(const char *addr, struct ws_engine
 		snprintf(err, err_bytes, "metrics address %s: libmicrohttpd would not start", addr);
 		goto fail;
 	}
+	if (pthread_create(&m->watchdog, NULL, watchdog_main, m) == 0)
+		m->watchdog_started = true;
+	else
+		fprintf(stderr, "walship: metrics: no request deadline (cannot start its thread); the idle "
+			"timeout alone bounds a slow client\n");
 	return m;
 fail:
+	if (m->stop_fd >= 0)
+		close(m->stop_fd);
+	pthread_mutex_destroy(&m->mu);
 	free(m);
 	return NULL;
 }
@@ -306,6 +419,15 @@ void ws_metrics_http_stop(struct ws_metrics_http *m)
 {
 	if (!m)
 		return;
+	if (m->watchdog_started) {
+		uint64_t one = 1;
+		if (write(m->stop_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+			fprintf(stderr, "walship: metrics: cannot stop the request deadline's thread\n");
+		else
+			pthread_join(m->watchdog, NULL);
+	}
 	MHD_stop_daemon(m->daemon); /* closes the listening socket too */
+	close(m->stop_fd);
+	pthread_mutex_destroy(&m->mu);
 	free(m);
 }

@@ -182,6 +182,33 @@ PY
 slow=$!
 sleep 1
 check "a scrape answers 200 while a slow client holds connections" eval '[ "$(scrape "$M" slow.txt)" = 200 ]'
+# The same from the scraper's own address (loopback): 4 connections (the
+# per-address limit) each sending a header line every 2 s, never idle for
+# the 10 s timeout, held the scraper out for as long as they went on. Each
+# request head must arrive within 10 s: by 13 s they are cut and the
+# scrape answers.
+python3 - "$PORT" >trickle.out 2>&1 <<'PY' &
+import socket, sys, time
+port = int(sys.argv[1]); socks = []
+for _ in range(4):
+    s = socket.socket(); s.connect(("127.0.0.1", port))
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n"); socks.append(s)
+end = time.time() + 20
+while time.time() < end:
+    for s in socks:
+        try: s.sendall(b"X-Slow: 1\r\n")
+        except OSError: pass
+    time.sleep(2)
+PY
+trickle=$!
+sleep 1
+check "while 4 loopback connections trickle, a loopback scrape is refused at first" \
+	eval '[ "$(scrape "$M" trickle1.txt)" != 200 ]'
+sleep 12
+check "13 s later (their request heads overdue, cut) a loopback scrape answers 200" \
+	eval '[ "$(scrape "$M" trickle2.txt)" = 200 ]'
+kill $trickle 2>/dev/null || true
+wait $trickle 2>/dev/null || true
 sq live.db "INSERT INTO t(v) VALUES ('last before SIGTERM');"
 check "replicate is still running before SIGTERM" kill -0 $rep
 t0=$(date +%s%N)
