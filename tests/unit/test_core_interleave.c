@@ -758,6 +758,50 @@ static void restore_is_recorded(struct wt_mutator *c, const char *site, int line
 
 static bool is_stream_site(const char *name) { return strncmp(name, "stream.", 7) == 0; }
 
+/*
+ * One tail paused at the nth hit of site while a real writer mutates the
+ * database (mutation how): what it acknowledged is a state the source
+ * committed, and the next tails reach the source's latest state. rows1
+ * rows are shipped first, rows2 more are there when the paused tail runs;
+ * must_fire: the site must be reached.
+ */
+static void paused_under_writer(const char *site, unsigned nth, unsigned how, int rows1, int rows2, bool must_fire)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_stream_config cfg;
+	struct wt_mutator c;
+	int rc;
+
+	wt_env_init(&e, "paused", 0);
+	wt_mutator_init(&c, &e, how);
+	cfg = cfg_for(&e, 1);
+	/* Odd hows also take walship's own WAL checkpoint path. */
+	cfg.wal_checkpoint_bytes = how & 1 ? 1 : UINT64_MAX;
+	st = open_cfg(&e, &cfg);
+	wt_write_txn(e.w, rows1, 300);
+	wt_mutator_record(&c);
+	wt_tail_ok(st, &o);
+	wt_write_txn(e.w, rows2, 300);
+	wt_mutator_record(&c);
+	assert_int_equal(ws_fault_arm_pause(site, nth, wt_mutate, &c), 0);
+	rc = ws_stream_tail_frames(st, &o);
+	ws_fault_disarm();
+	if (rc)
+		fail_msg("site %s, mutation %u: %s (%s)", site, how, ws_strerror(rc), ws_errmsg());
+	if (must_fire)
+		assert_int_equal(c.fired, 1);
+	restore_is_recorded(&c, site, __LINE__);
+	for (int k = 0; k < 3; k++)
+		wt_tail_ok(st, &o);
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	ws_stream_close(st);
+	wt_mutator_free(&c);
+	wt_env_free(&e);
+}
+
 static void test_every_site_paused_under_writer(void **state)
 {
 	(void)state;
@@ -765,40 +809,8 @@ static void test_every_site_paused_under_writer(void **state)
 		const char *site = ws_fault_site_name(i);
 		if (!is_stream_site(site))
 			continue;
-		for (unsigned how = 0; how < WT_MUTATIONS; how++) {
-			struct wt_env e;
-			struct ws_outcome o;
-			struct ws_stream *st;
-			struct ws_stream_config cfg;
-			struct wt_mutator c;
-			int rc;
-
-			wt_env_init(&e, "paused", 0);
-			wt_mutator_init(&c, &e, how);
-			cfg = cfg_for(&e, 1);
-			/* Odd hows also take walship's own WAL checkpoint path. */
-			cfg.wal_checkpoint_bytes = how & 1 ? 1 : UINT64_MAX;
-			st = open_cfg(&e, &cfg);
-			wt_write_txn(e.w, 200, 300);
-			wt_mutator_record(&c);
-			wt_tail_ok(st, &o);
-			wt_write_txn(e.w, 150, 300);
-			wt_mutator_record(&c);
-			assert_int_equal(ws_fault_arm_pause(site, 1, wt_mutate, &c), 0);
-			rc = ws_stream_tail_frames(st, &o);
-			ws_fault_disarm();
-			if (rc)
-				fail_msg("site %s, mutation %u: %s (%s)", site, how, ws_strerror(rc), ws_errmsg());
-			restore_is_recorded(&c, site, __LINE__);
-			/* The next calls bring the sink to the source's latest state. */
-			for (int k = 0; k < 3; k++)
-				wt_tail_ok(st, &o);
-			restore_equals_source(&e, __LINE__);
-			verify_ok(&e, __LINE__);
-			ws_stream_close(st);
-			wt_mutator_free(&c);
-			wt_env_free(&e);
-		}
+		for (unsigned how = 0; how < WT_MUTATIONS; how++)
+			paused_under_writer(site, 1, how, 200, 150, false); /* not every site is on this path */
 	}
 }
 
@@ -812,39 +824,8 @@ static void test_every_site_paused_under_writer(void **state)
 static void test_probe_read_paused_under_writer(void **state)
 {
 	(void)state;
-	for (unsigned how = 0; how < WT_MUTATIONS; how++) {
-		struct wt_env e;
-		struct ws_outcome o;
-		struct ws_stream *st;
-		struct ws_stream_config cfg;
-		struct wt_mutator c;
-		int rc;
-
-		wt_env_init(&e, "paused-probe", 0);
-		wt_mutator_init(&c, &e, how);
-		cfg = cfg_for(&e, 1);
-		cfg.wal_checkpoint_bytes = how & 1 ? 1 : UINT64_MAX;
-		st = open_cfg(&e, &cfg);
-		wt_write_txn(e.w, 20, 300);
-		wt_mutator_record(&c);
-		wt_tail_ok(st, &o);
-		wt_write_txn(e.w, 15, 300);
-		wt_mutator_record(&c);
-		assert_int_equal(ws_fault_arm_pause("reader.read", 3, wt_mutate, &c), 0);
-		rc = ws_stream_tail_frames(st, &o);
-		ws_fault_disarm();
-		if (rc)
-			fail_msg("mutation %u: %s (%s)", how, ws_strerror(rc), ws_errmsg());
-		assert_int_equal(c.fired, 1);
-		restore_is_recorded(&c, "reader.read", __LINE__);
-		for (int k = 0; k < 3; k++)
-			wt_tail_ok(st, &o);
-		restore_equals_source(&e, __LINE__);
-		verify_ok(&e, __LINE__);
-		ws_stream_close(st);
-		wt_mutator_free(&c);
-		wt_env_free(&e);
-	}
+	for (unsigned how = 0; how < WT_MUTATIONS; how++)
+		paused_under_writer("reader.read", 3, how, 20, 15, true);
 }
 
 /*
