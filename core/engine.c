@@ -39,7 +39,6 @@
 #include "core_internal.h"
 #include "pipe.h"
 #include "ws_clock.h"
-#include "ws_fault.h"
 #include "ws_hash.h"
 #include "ws_logging.h"
 #include "ws_reader.h"
@@ -55,6 +54,7 @@
 #define EVENTS_GAP_MAX_MS 10
 
 ws_engine_store_fn ws_engine_open_store_hook;
+int (*ws_engine_poll_hook)(void);
 void *ws_engine_open_store_arg;
 
 struct tenant;
@@ -835,7 +835,7 @@ static void *shard_main(void *arg)
 			timeout = -1;
 		else
 			timeout = next <= now ? 0 : (int)(next - now > INT_MAX ? INT_MAX : next - now);
-		int prc = WS_FAULT("shard.poll");
+		int prc = ws_engine_poll_hook ? ws_engine_poll_hook() : 0;
 		if (prc)
 			errno = -prc;
 		else

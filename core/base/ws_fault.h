@@ -98,8 +98,7 @@
 	X("stream.before_watermark_put", "tail: manifest durable, before the watermark CAS")                \
 	X("stream.after_watermark_put", "tail: watermark written, before the read mark handover")          \
 	X("stream.before_wal_checkpoint", "tail: under the write lock, before walship's WAL checkpoint") \
-	X("stream.wal_checkpoint_gap", "tail: WAL checkpoint fallback, between the spare's two transactions") \
-	X("shard.poll", "engine: a shard thread's wait for changes and commands (poll)")
+	X("stream.wal_checkpoint_gap", "tail: WAL checkpoint fallback, between the spare's two transactions")
 
 enum ws_fault_action { WS_FAULT_FAIL = 0, WS_FAULT_CRASH = 1, WS_FAULT_PAUSE = 2, WS_FAULT_STOP = 3 };
 

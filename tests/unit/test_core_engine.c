@@ -1239,9 +1239,21 @@ static void test_failed_create_leaves_host_fds(void **state)
 /*
  * A shard whose poll fails (ENOMEM, for a moment) goes on serving: it left
  * its loop, and every later command, the engine's stop included, waited
- * for ever. One failure (the site fires on the shard's next poll), then a
- * flush and a stop.
+ * for ever. Three failed polls (ws_engine_poll_hook: the kernel cannot be
+ * made to fail a poll on demand), then a flush and a stop.
  */
+static int poll_fails_left, poll_fails_seen;
+
+static int poll_fail_hook(void)
+{
+	if (__atomic_load_n(&poll_fails_left, __ATOMIC_ACQUIRE) <= 0)
+		return 0;
+	if (__atomic_sub_fetch(&poll_fails_left, 1, __ATOMIC_ACQ_REL) < 0)
+		return 0;
+	__atomic_add_fetch(&poll_fails_seen, 1, __ATOMIC_RELAXED);
+	return -ENOMEM;
+}
+
 static void test_poll_failure_keeps_shard(void **state)
 {
 	struct wt_env env;
@@ -1252,18 +1264,23 @@ static void test_poll_failure_keeps_shard(void **state)
 	wt_env_init(&env, "engine_poll_fail", 0);
 	wt_write_txn(env.w, 5, 100);
 	seen_reset();
+	__atomic_store_n(&poll_fails_left, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&poll_fails_seen, 0, __ATOMIC_RELEASE);
+	ws_engine_poll_hook = poll_fail_hook;
 	e = engine_new(env.sink_url, 1, &sc);
 	add_tenant(e, "p", env.db, 0);
 	flush_ok(e);
-	assert_int_equal(ws_fault_add("shard.poll", 1, WS_FAULT_FAIL, NULL, NULL), 0);
-	wt_write_txn(env.w, 5, 100); /* wakes the shard: its next poll fails */
-	wt_sleep_ms(200);
-	ws_fault_disarm();
+	__atomic_store_n(&poll_fails_left, 3, __ATOMIC_RELEASE);
+	wt_write_txn(env.w, 5, 100); /* wakes the shard: its next polls fail */
+	for (int i = 0; i < 200 && __atomic_load_n(&poll_fails_seen, __ATOMIC_ACQUIRE) < 3; i++)
+		wt_sleep_ms(10);
+	assert_int_equal(__atomic_load_n(&poll_fails_seen, __ATOMIC_ACQUIRE), 3);
 	wt_write_txn(env.w, 5, 100);
 	flush_ok(e);
 	assert_int_equal(ws_engine_stop(e), 0);
 	restore_equals(env.sink, "p", env.w, env.out_dir);
 	ws_engine_destroy(e);
+	ws_engine_poll_hook = NULL;
 	wt_env_free(&env);
 }
 
