@@ -314,6 +314,7 @@ static int listen_on(const char *addr, const char *host, unsigned port, int *fam
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t log_last_ms, log_dropped;
 
+__attribute__((format(printf, 2, 0)))
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char msg[512];
