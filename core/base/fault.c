@@ -2,6 +2,7 @@
 #include "ws_clock.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,7 +26,10 @@ static const char *const site_about[] = { WS_FAULT_SITES(SITE_ABOUT) };
  * arms, then starts the engine or calls tail), or on the first hit (the
  * environment), so plain stores suffice for the configuration; the hit
  * counters are atomic because the shard and upload threads both reach
- * "reader.read" and the stream's read sites.
+ * "reader.read" and the stream's read sites. Whether the environment was
+ * read is decided once (pthread_once): a running engine's idle shard may
+ * reach a site while a test arms another (arming from the disarmed state,
+ * its entries are published by armed_count's release).
  */
 #define ARMED_MAX 4
 struct armed_site {
@@ -38,7 +42,8 @@ struct armed_site {
 };
 static struct armed_site armed[ARMED_MAX];
 static unsigned armed_count;
-static int env_loaded;
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static void env_skip(void) {}
 
 /* WS_PAUSE_RANDOM */
 static unsigned rnd_permille, rnd_max_ms;
@@ -57,11 +62,12 @@ int ws_fault_site_index(const char *site)
 	return -1;
 }
 
-int ws_fault_add(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg)
+/* add, arm and disarm without deciding about the environment (load_env
+ * runs inside pthread_once and arms through these). */
+static int add_raw(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg)
 {
 	int i = ws_fault_site_index(site);
 	struct armed_site *a;
-	env_loaded = 1;
 	if (i < 0 || armed_count == ARMED_MAX)
 		return -EINVAL;
 	a = &armed[armed_count];
@@ -75,12 +81,27 @@ int ws_fault_add(const char *site, unsigned nth, enum ws_fault_action action, ws
 	return 0;
 }
 
-static int arm(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg)
+static void disarm_raw(void) { __atomic_store_n(&armed_count, 0, __ATOMIC_RELEASE); }
+
+static int arm_raw(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg)
 {
 	if (ws_fault_site_index(site) < 0)
 		return -EINVAL;
-	ws_fault_disarm();
-	return ws_fault_add(site, nth, action, fn, arg);
+	disarm_raw();
+	return add_raw(site, nth, action, fn, arg);
+}
+
+/* Armed by the caller: WS_FAULT is not read. */
+int ws_fault_add(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg)
+{
+	pthread_once(&env_once, env_skip);
+	return add_raw(site, nth, action, fn, arg);
+}
+
+static int arm(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg)
+{
+	pthread_once(&env_once, env_skip);
+	return arm_raw(site, nth, action, fn, arg);
 }
 
 int ws_fault_arm(const char *site, unsigned nth, int crash)
@@ -100,8 +121,8 @@ int ws_fault_arm_pause(const char *site, unsigned nth, ws_fault_pause_fn fn, voi
 
 void ws_fault_disarm(void)
 {
-	__atomic_store_n(&armed_count, 0, __ATOMIC_RELEASE);
-	env_loaded = 1;
+	pthread_once(&env_once, env_skip);
+	disarm_raw();
 }
 
 static void load_env(void)
@@ -112,7 +133,6 @@ static void load_env(void)
 	char *nth, *action;
 	enum ws_fault_action act = WS_FAULT_FAIL;
 
-	env_loaded = 1;
 	if (rnd && *rnd) {
 		unsigned long long seed = 0;
 		if (sscanf(rnd, "%llu:%u:%u", &seed, &rnd_permille, &rnd_max_ms) != 3 || rnd_max_ms == 0) {
@@ -143,7 +163,7 @@ static void load_env(void)
 		fprintf(stderr, "walship: WS_FAULT=%s: action '%s' is not fail, crash, pause or stop\n", spec, action);
 		_exit(2);
 	}
-	if (arm(buf, nth ? (unsigned)strtoul(nth, NULL, 10) : 1, act, NULL, NULL) != 0) {
+	if (arm_raw(buf, nth ? (unsigned)strtoul(nth, NULL, 10) : 1, act, NULL, NULL) != 0) {
 		fprintf(stderr, "walship: WS_FAULT=%s: '%s' is not a fault site\n", spec, buf);
 		_exit(2);
 	}
@@ -199,8 +219,7 @@ int ws_fault_hit(const char *site)
 	unsigned n;
 	bool known = false;
 	int rc = 0;
-	if (!env_loaded)
-		load_env();
+	pthread_once(&env_once, load_env);
 	if (rnd_permille)
 		random_pause(site);
 	n = __atomic_load_n(&armed_count, __ATOMIC_ACQUIRE);
