@@ -627,9 +627,8 @@ int ws_restore_publish(const char *tmp, const char *out_path, bool force)
 }
 
 /* The artifact's bytes are the state of cut: its size (len) and page 1
- * (head: its first head_len bytes) agree. */
-static int artifact_shape(const char *key, const uint8_t *head, size_t head_len, uint64_t len,
-			  const struct ws_fmt_manifest *cut)
+ * (head: its first 100 bytes, or all of a shorter one) agree. */
+static int artifact_shape(const char *key, const uint8_t *head, uint64_t len, const struct ws_fmt_manifest *cut)
 {
 	const uint64_t ps = cut->gen.page_size, want = (uint64_t)cut->db_pages * ps;
 	uint32_t hdr_ps, hdr_pages;
@@ -640,7 +639,7 @@ static int artifact_shape(const char *key, const uint8_t *head, size_t head_len,
 			       len, cut->db_pages, (unsigned long long)ps, (unsigned long long)want);
 	if (len == 0)
 		return 0;
-	if (len < 100 || head_len < 100)
+	if (len < 100)
 		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %" PRIu64 " bytes: too short for a "
 			       "database", key, len);
 	hdr_ps = (uint32_t)head[16] << 8 | head[17];
@@ -746,7 +745,7 @@ int ws_artifact_fetch(struct ws_store *s, const char *key, uint64_t length, cons
 		goto out_freed;
 	}
 	if (cut)
-		rc = artifact_shape(key, head, head_len, off, cut);
+		rc = artifact_shape(key, head, off, cut);
 	goto out_freed;
 out:
 	ws_sha256_end(&h, NULL);

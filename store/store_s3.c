@@ -1003,17 +1003,6 @@ static size_t give_up_late(struct s3_store *s, struct s3_put_op *ops, struct ws_
 }
 
 /*
- * n PUTs at once. Each runs s3_call's attempt loop (call_sign, call_judge,
- * backoff_ms), but in rounds: every request still pending is signed afresh
- * and all of them go into one ws_http_perform (at most max_in_flight on the
- * wire at a time); those that need a retry wait for the largest backoff of
- * the round, then go again together. Backoff, Retry-After, attempts and
- * deadline are each request's own, as for single PUTs, and a 412 of a
- * create-once is reconciled by its attempt token (put_end).
- * Returns 0 with every reqs[i].rc set, or a negative error when the HTTP
- * client itself failed (then every request not yet finished carries it).
- */
-/*
  * A put_many request is signed as it is sent, not when its round begins: a
  * round of more requests than max_in_flight sends its last ones only as
  * earlier ones end, and a store refuses a signature dated more than 15
@@ -1027,6 +1016,17 @@ static int put_sign_on_send(void *arg, struct ws_http_req *r)
 	return op->sign_rc;
 }
 
+/*
+ * n PUTs at once. Each runs s3_call's attempt loop (call_sign, call_judge,
+ * backoff_ms), but in rounds: every request still pending goes into one
+ * ws_http_perform, signed afresh as it is sent (at most max_in_flight on the
+ * wire at a time); those that need a retry wait for the largest backoff of
+ * the round, then go again together. Backoff, Retry-After, attempts and
+ * deadline are each request's own, as for single PUTs, and a 412 of a
+ * create-once is reconciled by its attempt token (put_end).
+ * Returns 0 with every reqs[i].rc set, or a negative error when the HTTP
+ * client itself failed (then every request not yet finished carries it).
+ */
 static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 {
 	struct s3_store *s = (struct s3_store *)base;
@@ -1082,14 +1082,13 @@ static int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 		pending = kept;
 		if (pace)
 			ws_sleep_ms((unsigned)pace);
-		for (size_t j = 0; j < pending; j++) {
-			size_t i = idx[j];
-			ops[i].store = s;
-			ops[i].sign_rc = 0;
-			ops[i].c.req.on_send = put_sign_on_send;
-			ops[i].c.req.on_send_arg = &ops[i];
-			idx[m] = i;
-			round[m++] = &ops[i].c.req;
+		for (m = 0; m < pending; m++) {
+			struct s3_put_op *op = &ops[idx[m]];
+			op->store = s;
+			op->sign_rc = 0;
+			op->c.req.on_send = put_sign_on_send;
+			op->c.req.on_send_arg = op;
+			round[m] = &op->c.req;
 		}
 		rc = ws_http_perform_each(s->http, round, m);
 		if (rc) {

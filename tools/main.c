@@ -36,6 +36,7 @@
 #include "config.h"
 #include "metrics_http.h"
 #include "walship.h"
+#include "ws_clock.h"
 #include "ws_logging.h"
 
 #define EXIT_OK 0
@@ -254,14 +255,6 @@ static void print_registered(struct ws_engine *e, const struct ws_cli_config *cf
 		shard, path);
 }
 
-/* Until SIGINT or SIGTERM (read from sig_fd), or every tenant is fenced (wake_fd). */
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Every interval: everything committed so far shipped, then a checkpoint. */
 /* 0 when a checkpoint was committed (ours or another writer's); else failed. */
 static int take_checkpoint(struct ws_engine *e, struct ws_sink *sink, uint64_t epoch, bool json)
@@ -369,24 +362,25 @@ static int checkpoint_watched(struct ws_engine *e, struct ws_sink *sink, const s
 	return j.rc;
 }
 
-/* Runs until a signal (or every tenant fenced); returns the last periodic
- * checkpoint's result (0 when none was due). */
+/* Runs until SIGINT or SIGTERM (read from sig_fd), or every tenant is fenced
+ * (wake_fd); returns the last periodic checkpoint's result (0 when none was
+ * due). */
 static int wait_for_stop(int sig_fd, int wake_fd, struct ws_engine *e, struct ws_sink *ck_sink,
 			 const struct run_opts *ro)
 {
 	int last = 0;
 	struct pollfd pf[2] = { { .fd = sig_fd, .events = POLLIN }, { .fd = wake_fd, .events = POLLIN } };
-	uint64_t period = ro->checkpoint_interval_s * 1000, next = period ? mono_ms() + period : 0;
+	uint64_t period = ro->checkpoint_interval_s * 1000, next = period ? ws_mono_ms() + period : 0;
 	for (;;) {
 		int timeout = -1, n;
 		if (period) {
-			uint64_t now = mono_ms();
+			uint64_t now = ws_mono_ms();
 			if (now >= next) {
 				bool signalled;
 				last = checkpoint_watched(e, ck_sink, ro, sig_fd, &signalled);
 				if (signalled)
 					return last;
-				next = mono_ms() + period;
+				next = ws_mono_ms() + period;
 				continue;
 			}
 			/* At most a minute at a time: a period of weeks in

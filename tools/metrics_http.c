@@ -24,10 +24,10 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "metrics_http.h"
+#include "ws_clock.h"
 
 #define CONNECTIONS_MAX 64u
 #define PER_IP_MAX 4u      /* one client (a slow one) cannot hold every connection */
@@ -59,13 +59,6 @@ struct ws_metrics_http {
 	int stop_fd;                   /* eventfd: the watchdog ends */
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Under m->mu. */
 static struct conn_ent *conn_find(struct ws_metrics_http *m, const struct MHD_Connection *conn)
 {
@@ -86,7 +79,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
 		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 		if (ci && (e = conn_find(m, NULL)) != NULL)
-			*e = (struct conn_ent){ conn, ci->connect_fd, now_ms(), false };
+			*e = (struct conn_ent){ conn, ci->connect_fd, ws_mono_ms(), false };
 	} else if ((e = conn_find(m, conn)) != NULL) {
 		memset(e, 0, sizeof(*e));
 	}
@@ -103,7 +96,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	(void)toe;
 	pthread_mutex_lock(&m->mu);
 	if ((e = conn_find(m, conn)) != NULL)
-		e->since_ms = now_ms();
+		e->since_ms = ws_mono_ms();
 	pthread_mutex_unlock(&m->mu);
 }
 
@@ -113,8 +106,11 @@ static void *watchdog_main(void *arg)
 {
 	struct ws_metrics_http *m = arg;
 	struct pollfd pf = { m->stop_fd, POLLIN, 0 };
-	while (poll(&pf, 1, 1000) == 0 || (pf.revents == 0 && errno == EINTR)) {
-		uint64_t now = now_ms();
+	for (;;) {
+		int n = poll(&pf, 1, 1000);
+		if (n > 0 || (n < 0 && errno != EINTR))
+			break; /* stopped (or poll cannot work: no deadline from here on) */
+		uint64_t now = ws_mono_ms();
 		pthread_mutex_lock(&m->mu);
 		for (unsigned i = 0; i < CONNECTIONS_MAX; i++) {
 			struct conn_ent *e = &m->conns[i];
@@ -318,7 +314,6 @@ __attribute__((format(printf, 2, 0)))
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char msg[512];
-	struct timespec ts;
 	uint64_t now, dropped;
 	(void)cls;
 	vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -327,8 +322,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 			*c = ' ';
 	for (size_t n = strlen(msg); n > 0 && msg[n - 1] == ' '; n--)
 		msg[n - 1] = '\0';
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	now = ws_mono_ms();
 	pthread_mutex_lock(&log_mu);
 	if (log_last_ms && now - log_last_ms < 1000) {
 		log_dropped++;
@@ -368,7 +362,6 @@ struct ws_metrics_http *ws_metrics_http_start(const char *addr, struct ws_engine
 		return NULL;
 	}
 	m->engine = e;
-	m->stop_fd = -1;
 	pthread_mutex_init(&m->mu, NULL);
 	m->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (m->stop_fd < 0) {

@@ -68,22 +68,6 @@ void ws_sha256(const void *data, size_t len, uint8_t out[WS_SHA256_LEN])
 	SHA256(data, len, out);
 }
 
-void ws_sha256v(const struct iovec *iov, int iovcnt, uint8_t out[WS_SHA256_LEN])
-{
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	unsigned int n = 0;
-	if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
-		/* Out of memory in OpenSSL: a hash that cannot match anything real. */
-		memset(out, 0, WS_SHA256_LEN);
-		EVP_MD_CTX_free(ctx);
-		return;
-	}
-	for (int i = 0; i < iovcnt; i++)
-		EVP_DigestUpdate(ctx, iov[i].iov_base, iov[i].iov_len);
-	EVP_DigestFinal_ex(ctx, out, &n);
-	EVP_MD_CTX_free(ctx);
-}
-
 int ws_sha256_begin(struct ws_sha256_state *s)
 {
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
@@ -108,6 +92,19 @@ void ws_sha256_end(struct ws_sha256_state *s, uint8_t out[WS_SHA256_LEN])
 		memset(out, 0, WS_SHA256_LEN); /* a hash that cannot match anything real */
 	EVP_MD_CTX_free((EVP_MD_CTX *)s->ctx);
 	s->ctx = NULL;
+}
+
+void ws_sha256v(const struct iovec *iov, int iovcnt, uint8_t out[WS_SHA256_LEN])
+{
+	struct ws_sha256_state s;
+	if (ws_sha256_begin(&s) != 0) {
+		/* Out of memory in OpenSSL: a hash that cannot match anything real. */
+		memset(out, 0, WS_SHA256_LEN);
+		return;
+	}
+	for (int i = 0; i < iovcnt; i++)
+		ws_sha256_update(&s, iov[i].iov_base, iov[i].iov_len);
+	ws_sha256_end(&s, out);
 }
 
 int ws_hexval(char c)

@@ -261,15 +261,15 @@ struct ws_engine;
 struct ws_engine *ws_engine_create(const struct ws_engine_config *cfg, int *err);
 /* Register a tenant while shards run; it is tailed at once. Errors:
  * WS_ECONFIG (bad name, shard out of range, duplicate), -ENOENT (no database),
- * -ESHUTDOWN (the engine is stopping or stopped: it would never be shipped). */
+ * -ESHUTDOWN (the engine is stopping or stopped: it would never be shipped),
+ * -EBUSY (a tenant of that name is being removed: add it once that remove
+ * has returned). */
 int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *t) WS_MUST_CHECK;
 /* Ship what the tenant has committed (never shed, as ws_engine_stop), then
- * stop streaming it. WS_ENOTFOUND if unknown; -ESHUTDOWN once the engine is
- * stopping or stopped (the tenant stays registered; ws_engine_destroy
- * releases it). */
+ * stop streaming it. WS_ENOTFOUND if unknown; -EBUSY while another call
+ * removes it; -ESHUTDOWN once the engine is stopping or stopped (the tenant
+ * stays registered; ws_engine_destroy releases it). */
 int ws_engine_remove_tenant(struct ws_engine *e, const char *name) WS_MUST_CHECK;
-/* (Also -EBUSY: the tenant is being removed by another call; an add of its
- * name meanwhile gets -EBUSY too, until that remove returns.) */
 /* Tail every tenant now and wait until each tail has finished; returns the
  * first tail error (0 when all succeeded; Fenced and Shed are not errors). */
 int ws_engine_flush(struct ws_engine *e) WS_MUST_CHECK;

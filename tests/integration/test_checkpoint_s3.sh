@@ -113,8 +113,7 @@ ws checkpoint --sink "$U"
 check "checkpoint: exit 0" [ "$rc" = 0 ]
 ws restore --sink "$U" --tenant big --checkpoint latest -o rbig.db
 check "restore --checkpoint latest of the 20 MiB database equals the source" \
-	eval '[ "$rc" = 0 ] && [ "$(sq big.db "SELECT hex(sha3_query('"'SELECT * FROM t'"'))")" = \
-		"$(sq rbig.db "SELECT hex(sha3_query('"'SELECT * FROM t'"'))")" ]'
+	eval '[ "$rc" = 0 ] && same_rows big.db rbig.db'
 ws verify --sink "$U" --tenant big
 check "verify: exit 0" [ "$rc" = 0 ]
 # Through a store that answers every range with the whole object (HTTP
@@ -124,8 +123,7 @@ start_faultproxy "$E"
 set_fault '{"mode": "ignore_range", "count": 1000000, "methods": ["GET"]}'
 ws restore --sink "s3://$B/ck?endpoint=$PROXY" --tenant big --checkpoint latest -o rbig2.db
 check "restore --checkpoint through a store that ignores Range equals the source" \
-	eval '[ "$rc" = 0 ] && [ "$(sq big.db "SELECT hex(sha3_query('"'SELECT * FROM t'"'))")" = \
-		"$(sq rbig2.db "SELECT hex(sha3_query('"'SELECT * FROM t'"'))")" ]'
+	eval '[ "$rc" = 0 ] && same_rows big.db rbig2.db'
 kill "$PROXY_PID" 2>/dev/null || true
 wait "$PROXY_PID" 2>/dev/null || true
 

@@ -1504,10 +1504,7 @@ static void test_locked_call_waits_out_nothing(void **state)
 	wt_env_init(&e, "locked-bounded", 0);
 	wt_write_txn(e.w, 50, 200);
 	shard_env_init(&x, &e);
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.tenant = TENANT;
-	cfg.db_path = e.db;
-	cfg.epoch = cfg.pointer_generation = 1;
+	cfg = cfg_default(&e);
 	cfg.policy = WS_POLICY_BLOCK;
 	cfg.wal_checkpoint_bytes = 4096; /* every call after the first takes the write lock */
 	st = ws_stream_open_shared(e.sink, &cfg, &x.sh, &err);
@@ -1597,10 +1594,7 @@ static void delegated_read_error(enum ws_policy policy, unsigned nth)
 	wt_env_init(&e, policy == WS_POLICY_SHED ? "delegated-read-shed" : "delegated-read-block", 0);
 	wt_write_txn(e.w, 5, 200);
 	shard_env_init_slot(&x, &e, 17 * 4096);
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.tenant = TENANT;
-	cfg.db_path = e.db;
-	cfg.epoch = cfg.pointer_generation = 1;
+	cfg = cfg_default(&e);
 	cfg.policy = policy;
 	cfg.wal_checkpoint_bytes = 4096;
 	st = ws_stream_open_shared(e.sink, &cfg, &x.sh, &err);
