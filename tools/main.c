@@ -399,6 +399,43 @@ static int wait_for_stop(int sig_fd, int wake_fd, struct ws_engine *e, struct ws
 	}
 }
 
+/*
+ * The engine, as ws_engine_create makes it; but a long-running replicate
+ * (sig_fd >= 0) whose store throttles its start (the conditional-write
+ * probe, or the first reads, refused with 503 SlowDown or 429 until the
+ * store's retries ran out) waits and tries again, 1 s, then twice as long
+ * each time up to 30 s, until the store accepts or SIGINT/SIGTERM comes: a
+ * store that pushes back for minutes must not make a restarted shipper
+ * exit. Any other failure, or --once, is returned at once. A signal while
+ * waiting returns NULL with *err 0 (the caller reports it).
+ */
+static struct ws_engine *create_engine_waiting(const struct ws_engine_config *ec, int sig_fd, int *err)
+{
+	int wait_ms = 1000;
+	for (;;) {
+		struct ws_engine *e = ws_engine_create(ec, err);
+		if (e || sig_fd < 0 || *err != WS_ETHROTTLED)
+			return e;
+		fprintf(stderr, "walship: %s; the store is throttling: trying again in %d s\n", ws_errmsg(),
+			wait_ms / 1000);
+		struct pollfd pf = { .fd = sig_fd, .events = POLLIN };
+		uint64_t until = ws_mono_ms() + (uint64_t)wait_ms;
+		for (uint64_t now = ws_mono_ms(); now < until; now = ws_mono_ms()) {
+			int n = poll(&pf, 1, (int)(until - now));
+			if (n < 0 && errno != EINTR) {
+				fprintf(stderr, "walship: poll: %s; stopping\n", strerror(errno));
+				return NULL;
+			}
+			if (n > 0) {
+				fprintf(stderr, "walship: stopping: a signal came before the store accepted the start\n");
+				*err = 0;
+				return NULL;
+			}
+		}
+		wait_ms = wait_ms >= 15000 ? 30000 : wait_ms * 2;
+	}
+}
+
 static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts *ro)
 {
 	struct run r;
@@ -446,9 +483,10 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 	ec.reader_flags = ro->reader_flags;
 	ec.on_outcome = on_outcome;
 	ec.arg = &r;
-	e = ws_engine_create(&ec, &err);
+	e = create_engine_waiting(&ec, ro->once ? -1 : sig_fd, &err);
 	if (!e) {
-		fprintf(stderr, "walship: %s\n", ws_errmsg());
+		if (err)
+			fprintf(stderr, "walship: %s\n", ws_errmsg());
 		exit_code = err == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
 		goto out;
 	}
@@ -482,7 +520,9 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 	}
 
 	if (ro->checkpoint_interval_s && !ro->once) {
-		ck_sink = ws_sink_open(cfg->sink, &err);
+		/* The engine has made the sink and probed its conditional
+		 * writes: no second probe to be throttled here. */
+		ck_sink = ws_sink_open_flags(cfg->sink, WS_SINK_EXISTING, &err);
 		if (!ck_sink) {
 			fprintf(stderr, "walship: %s\n", ws_errmsg());
 			goto out;

@@ -67,6 +67,53 @@ check "replicate --once after the store recovers: exit 0" [ "$rc" = 0 ]
 ws restore --sink "$U" --tenant a -o r.db
 check "restore equals the source" eval '[ "$rc" = 0 ] && same_dump a.db r.db'
 
+# replicate started while the store throttles every write: the
+# conditional-write probe runs out of retries. It waits and tries again
+# (it used to exit 1 at once), ships once the store accepts, and a signal
+# while it waits stops it.
+set_fault '{"mode": "slowdown", "count": 100000000, "methods": ["PUT"]}'
+sq a.db "INSERT INTO t(v) VALUES ('five');"
+"$WS_BIN" replicate --sink "$U" --json a=a.db >rep2.out 2>rep2.err &
+rep=$!
+for _ in $(seq 300); do grep -q "the store is throttling: trying again" rep2.err 2>/dev/null && break; sleep 0.1; done
+check "started against a throttling store, replicate says it tries again" \
+	grep -q "conditional-write probe.*the store is throttling: trying again in 1 s" rep2.err
+for _ in $(seq 100); do [ "$(grep -c "trying again" rep2.err)" -ge 2 ] && break; sleep 0.1; done
+check "and tries again, waiting longer (2 s)" grep -q "trying again in 2 s" rep2.err
+check "it is still running" kill -0 $rep
+sq a.db "INSERT INTO t(v) VALUES ('six');"
+set_fault '{"mode": "pass"}'
+for _ in $(seq 300); do grep -q "walship: tenant a:" rep2.err 2>/dev/null && break; sleep 0.1; done
+check "the store accepts again: replicate starts its tenant" grep -q "walship: tenant a:" rep2.err
+sq a.db "INSERT INTO t(v) VALUES ('seven');"
+sleep 2
+kill -TERM $rep 2>/dev/null || true
+reap $rep rep2.err "replicate"
+check "SIGTERM then: exit 0 (exit $reaped)" eval '[ "$reaped" = 0 ]'
+ws restore --sink "$U" --tenant a -o r2.db
+check "restore equals the source, every commit made while it waited included" \
+	eval '[ "$rc" = 0 ] && same_dump a.db r2.db'
+
+set_fault '{"mode": "slowdown", "count": 100000000, "methods": ["PUT"]}'
+"$WS_BIN" replicate --sink "$U" a=a.db >/dev/null 2>rep3.err &
+rep=$!
+for _ in $(seq 300); do grep -q "trying again" rep3.err 2>/dev/null && break; sleep 0.1; done
+kill -TERM $rep 2>/dev/null || true
+t0=$(date +%s)
+reap $rep rep3.err "replicate"
+t1=$(date +%s)
+check "SIGTERM while it waits for the store: exit 1 in $((t1 - t0)) s (exit $reaped)" \
+	eval '[ "$reaped" = 1 ] && [ $((t1 - t0)) -le 3 ]'
+check "it says why" grep -q "a signal came before the store accepted the start" rep3.err
+set_fault '{"mode": "pass"}'
+
+# --once does not wait: a one-shot run reports the throttling store.
+set_fault '{"mode": "slowdown", "count": 100000000, "methods": ["PUT"]}'
+ws replicate --sink "$U" --once a=a.db
+check "replicate --once against a throttling store: exit 1 (exit $rc)" [ "$rc" = 1 ]
+check "naming the throttling" grep -qi "throttled" "$ROOT/err"
+set_fault '{"mode": "pass"}'
+
 kill "$PROXY_PID" 2>/dev/null || true
 wait "$PROXY_PID" 2>/dev/null || true
 echo "$pass passed, $fail failed"
