@@ -228,7 +228,9 @@ static void on_outcome(const char *tenant, const struct ws_outcome *o, int err, 
 				ws_cli_print_outcome_json(tenant, o);
 		}
 	}
-	t->reported = true;
+	/* A tail after a failed one is printed even when it found nothing, as
+	 * the first is: a reader of --json sees the tenant recover. */
+	t->reported = !err;
 	pthread_mutex_unlock(&r->mu);
 }
 

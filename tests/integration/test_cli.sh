@@ -333,6 +333,24 @@ for sig in TERM INT; do
 		eval '[ "$rc" = 0 ] && [ "$(rows sigr.db)" = 1,2,3,4,11,12,13,14 ] && same_dump $db sigr.db'
 done
 
+# ---- --json after a failed tail ----------------------------------------------------
+# The first tail fails (an injected read fault; a real one cannot be made on
+# demand); the retry finds nothing new to ship. It is printed all the same,
+# as a first tail is: the JSON reader sees the tenant recover. (It used to
+# stay silent: the failed tail counted as the printed first one.)
+echo "# --json after a failed tail"
+newdb rec.db
+sq rec.db "INSERT INTO t VALUES (1);"
+ws replicate --sink "$URL" --once rec.db
+WS_FAULT=stream.before_wal_header:1:fail "$WS_BIN" replicate --sink "$URL" --json rec.db >rec.out 2>rec.err &
+pid=$!
+for _ in $(seq 100); do [ -s rec.out ] && break; sleep 0.1; done
+kill -TERM $pid
+reap $pid rec.err "replicate after a failed tail"
+check "the first tail failed (stderr names the injected fault)" grep -q "injected fault before reading the WAL header" rec.err
+check "the retry that found nothing is printed: one JSON line, outcome empty" \
+	eval '[ "$(grep -c . rec.out)" = 1 ] && [ "$(python3 -c "import json,sys; print(json.load(sys.stdin)[\"outcome\"])" <rec.out)" = empty ]'
+
 # ---- usage errors: exit 2 and a message ------------------------------------------
 echo "# usage errors"
 newdb u.db
