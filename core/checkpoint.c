@@ -1371,10 +1371,15 @@ int ws_checkpoint_retained_cut(struct ws_sink *sink, const char *tenant, struct 
 }
 
 /*
- * Committed checkpoints older than an unfinished retention run's protected
- * one are being removed (their artifacts may be gone already): *below is
- * that protected checkpoint's id, or 0 when no run is in flight. Listing,
- * restore by id and verify all leave them out alike.
+ * Committed checkpoints older than the last retention run's protected one
+ * are being removed (their artifacts may be gone already): *below is that
+ * protected checkpoint's id, or 0 when no run was recorded. Listing,
+ * restore by id and verify all leave them out alike. In every phase, idle
+ * too: a run resumed for an older cut ends idle having deleted the
+ * artifacts, not the indexes, of the checkpoints before it, and the newer
+ * run that deletes those indexes may not start (a kill, its protected
+ * checkpoint failing to verify, a checkpoint committed meanwhile); after a
+ * run that finished, nothing older is left to hide.
  */
 static int retiring_below(struct ws_ckpt *c, uint64_t *below)
 {
@@ -1385,7 +1390,7 @@ static int retiring_below(struct ws_ckpt *c, uint64_t *below)
 	*below = 0;
 	if (rc)
 		return rc;
-	if (found && st.phase != WS_CKPT_RET_IDLE)
+	if (found)
 		*below = st.protected_ref.id;
 	return 0;
 }
@@ -1722,9 +1727,9 @@ int ws_restore_checkpoint(struct ws_sink *sink, const char *tenant, uint64_t che
 		uint64_t below;
 		rc = retiring_below(c, &below);
 		if (rc == 0 && idx.checkpoint_id < below)
-			rc = ws_fail(WS_ENOTFOUND, "checkpoint %" PRIu64 " is being removed: an unfinished retention "
-				     "run keeps checkpoint %" PRIu64 " and later (run `walship retention` to finish "
-				     "it)", idx.checkpoint_id, below);
+			rc = ws_fail(WS_ENOTFOUND, "checkpoint %" PRIu64 " is being removed: retention keeps "
+				     "checkpoint %" PRIu64 " and later (run `walship retention` to finish "
+				     "removing it)", idx.checkpoint_id, below);
 		if (rc) {
 			ws_ckpt_index_free(&idx);
 			goto out;

@@ -1133,6 +1133,63 @@ static void test_verify_older_checkpoint(void **state)
 }
 
 /*
+ * A retention run resumed for an older cut ends idle having deleted the
+ * artifacts, not the indexes, of the checkpoints before it; the run for
+ * the latest checkpoint, which deletes those indexes, is killed before it
+ * is recorded. The older checkpoints are still being removed: the listing
+ * leaves them out, restore by id says so, verify passes over them. (They
+ * used to be listed, restore by id said an artifact was missing, and
+ * verify failed, until a later retention finished the work.)
+ */
+static void test_resumed_older_run_then_killed(void **state)
+{
+	struct cpenv c;
+	struct ws_checkpoint_info a, b, d;
+	struct problems pr;
+	struct ids listed;
+	char key[WS_KEY_MAX], *path, *p;
+	int rc;
+	(void)state;
+
+	ws_fault_disarm();
+	cp_init(&c, "ckpt-resumed");
+	cp_write(&c, 2);
+	take_ok(&c, &a);
+	cp_write(&c, 2);
+	take_ok(&c, &b);
+	/* Retention for b killed once recorded: nothing deleted yet. */
+	assert_true(crash_child(&c, "ckpt.retention.after_begin", 1, true));
+	cp_write(&c, 2);
+	take_ok(&c, &d);
+	/* The next run finishes b's (a's artifacts go), and is killed before
+	 * its own run, for d, is recorded. */
+	assert_true(crash_child(&c, "ckpt.retention.before_begin", 1, true));
+	snprintf(key, sizeof(key), "checkpoints/artifacts/%016" PRIx64 "/%s", a.id, TENANT);
+	path = wt_path(c.e.sink_dir, key);
+	assert_int_equal(access(path, F_OK), -1); /* the state this test is about */
+
+	assert_int_equal(count_listed(&c, &listed), 0);
+	assert_int_equal(listed.n, 2);
+	assert_true(listed.id[0] == d.id && listed.id[1] == b.id);
+	p = out_path(&c);
+	assert_int_equal(ws_restore_checkpoint(c.e.sink, TENANT, a.id, p, false), WS_ENOTFOUND);
+	assert_non_null(strstr(ws_errmsg(), "being removed"));
+	free(p);
+	rc = verify_all(&c, NULL, &pr);
+	if (rc)
+		fail_msg("verify after the resumed run: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_int_equal(restore_ckpt_hash(&c, TENANT, b.id), restore_ckpt_hash(&c, TENANT, b.id));
+
+	assert_int_equal(ws_retention_run(c.e.sink, false, NULL, NULL, NULL), 0);
+	assert_int_equal(verify_all(&c, NULL, &pr), 0);
+	assert_int_equal(count_listed(&c, &listed), 0);
+	assert_int_equal(listed.n, 1);
+	assert_true(listed.id[0] == d.id);
+	free(path);
+	cp_free(&c);
+}
+
+/*
  * A retention run a crash left in flight, whose protected checkpoint no
  * longer verifies (its artifact damaged), is skipped as a whole by the next
  * run: its index sweep too, which deleted the older indexes without their
@@ -1450,6 +1507,7 @@ int main(void)
 		cmocka_unit_test(test_take_crash_every_step),
 		cmocka_unit_test(test_retention_crash_every_step),
 		cmocka_unit_test(test_verify_older_checkpoint),
+		cmocka_unit_test(test_resumed_older_run_then_killed),
 		cmocka_unit_test(test_retention_skipped_run_leaks_nothing),
 		cmocka_unit_test(test_retention_dry_run_after_crash),
 		cmocka_unit_test(test_inventory_names_no_foreign_key),
