@@ -1,5 +1,6 @@
 /* ls and verify: read-only views of a sink. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,41 @@ struct verify_ctx {
 	uint64_t verified_id;   /* the Commit whose artifacts ws_checkpoint_verify checked */
 };
 
+/*
+ * The highest watermark sequence any of tenant's manifests was written for
+ * (0: no manifest), and that manifest's key. A manifest is written for the
+ * sequence after the watermark its tail read, so one above 1 proves that a
+ * watermark was written (acknowledged) before it.
+ */
+static int manifest_seq_max(struct ws_store *s, const char *tenant, uint64_t *max, char key[WS_KEY_MAX])
+{
+	char prefix[WS_KEY_MAX], token[WS_KEY_MAX] = "";
+	int rc;
+
+	*max = 0;
+	key[0] = '\0';
+	snprintf(prefix, WS_KEY_MAX, "%s/", tenant);
+	for (;;) {
+		struct ws_list_page page;
+		memset(&page, 0, sizeof(page));
+		if ((rc = ws_store_list(s, prefix, token, WS_LIST_PAGE_MAX, &page)) != 0)
+			return ws_fail_wrap(rc, "tenant %s: list %s", tenant, prefix);
+		for (size_t i = 0; i < page.count; i++) {
+			uint64_t seq = ws_key_manifest_seq(page.keys[i]);
+			if (seq > *max) {
+				*max = seq;
+				snprintf(key, WS_KEY_MAX, "%s", page.keys[i]);
+			}
+		}
+		bool more = page.truncated && strcmp(page.next_token, token) > 0;
+		if (more)
+			snprintf(token, sizeof(token), "%s", page.next_token);
+		ws_list_page_free(&page);
+		if (!more)
+			return 0;
+	}
+}
+
 static int verify_tenant(const char *tenant, struct verify_ctx *x)
 {
 	struct ws_fmt_watermark wm;
@@ -138,9 +174,29 @@ static int verify_tenant(const char *tenant, struct verify_ctx *x)
 	rc = ws_wm_load(x->s, tenant, &wm, NULL);
 	if (rc == WS_ENOTFOUND && !x->explicit_tenant) {
 		/* Objects without a watermark: what a crash before the first
-		 * watermark leaves. Nothing was acknowledged, nothing to verify. */
-		ws_info("verify: tenant %s has objects but no watermark yet (nothing acknowledged)", tenant);
-		return 0;
+		 * watermark leaves (its manifests are all written for sequence
+		 * 1). Nothing was acknowledged, nothing to verify. A manifest
+		 * written for a later sequence shows a watermark was: it is
+		 * gone, and restore refuses the tenant. */
+		uint64_t max;
+		char mkey[WS_KEY_MAX], wkey[WS_KEY_MAX];
+		rc = manifest_seq_max(x->s, tenant, &max, mkey);
+		if (rc == 0 && max < 2) {
+			ws_info("verify: tenant %s has objects but no watermark yet (nothing acknowledged)", tenant);
+			return 0;
+		}
+		if (rc == 0 && ws_key_watermark(wkey, sizeof(wkey), tenant) == 0) {
+			rc = ws_fail(WS_EINCOMPLETE, "tenant %s: watermark %s is missing, but manifest %s was "
+				     "written after watermark %" PRIu64 ": shipped state was acknowledged, and "
+				     "restore refuses the tenant", tenant, wkey, mkey, max - 1);
+			if (x->fn)
+				x->fn(tenant, wkey, rc, ws_errmsg(), x->arg);
+			if (!x->first_err)
+				x->first_err = rc;
+			return 0;
+		}
+		if (rc == 0)
+			rc = WS_ENOTFOUND;
 	}
 	if (rc == WS_ENOTFOUND)
 		ws_fail(rc, "tenant %s has no watermark: nothing was shipped", tenant);

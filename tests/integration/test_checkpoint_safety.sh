@@ -13,8 +13,9 @@
 #   - one damaged bit in the latest artifact: verify reports it, restore
 #     falls back, checkpoint goes on (no temporary database left), retention
 #     refuses to delete what the damaged artifact would replace;
-#   - verify with a named tenant's watermark gone (or a directory or FIFO
-#     in its place), a REBASE base manifest gone, checkpoints/head gone;
+#   - verify with a tenant's watermark gone (named by a checkpoint or
+#     not; or a directory or FIFO in its place), a REBASE base manifest
+#     gone, checkpoints/head gone;
 #   - retention removes an old chain's manifests that a re-base cut off;
 #   - batch keys no two chains share (a re-base re-shipping an old chain's
 #     frames while retention deletes that chain); a sink written before
@@ -369,6 +370,30 @@ ws retention --sink "$U7"
 check "retention with the cut manifest damaged: exit 1 naming it, none of the tenant's objects deleted" \
 	eval '[ "$rc" = 1 ] && grep -q "$cut" err && [ "$(files "$S7/d7")" = "$before" ]'
 cp cut.save "$S7/$cut"
+
+echo "# verify with the watermark of a tenant no checkpoint names gone"
+# Three tails acknowledged, then the watermark goes: restore refuses the
+# tenant, so verify must not pass it as "objects but no watermark yet"
+# (what a crash before the first watermark leaves; its manifests are all
+# written for sequence 1, test_core_crash covers that).
+S13="$ROOT/s13"
+U13="file://$S13"
+newdb d13.db
+for _ in 1 2 3; do
+	write d13.db 2
+	ws replicate --sink "$U13" --once d13=d13.db
+done
+ws verify --sink "$U13"
+check "verify before: exit 0" [ "$rc" = 0 ]
+mv "$S13/d13/wm" wm13.save
+ws restore --sink "$U13" --tenant d13 -o r13.db
+check "restore of the tenant without its watermark refuses: exit 1" [ "$rc" = 1 ]
+ws verify --sink "$U13"
+check "plain verify: exit 1, naming d13/wm as missing" \
+	eval '[ "$rc" = 1 ] && grep -q "d13/wm is missing" out err'
+mv wm13.save "$S13/d13/wm"
+ws verify --sink "$U13"
+check "the watermark back: verify exit 0" [ "$rc" = 0 ]
 
 echo "# retention with a named tenant's watermark gone keeps the cut"
 S8="$ROOT/s8"
