@@ -7,6 +7,7 @@
  * continuity). A mismatch is an error naming the object.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,113 @@ int ws_batch_verify(const uint8_t *obj, size_t len, const struct ws_fmt_manifest
 	end[0] = c.cksum[0];
 	end[1] = c.cksum[1];
 	return 0;
+}
+
+int ws_manifests_each(struct ws_store *s, const char *prefix, ws_manifest_key_fn fn, void *arg)
+{
+	char token[WS_KEY_MAX] = "";
+	int rc = 0;
+	for (;;) {
+		struct ws_list_page page;
+		memset(&page, 0, sizeof(page));
+		if ((rc = ws_store_list(s, prefix, token, WS_LIST_PAGE_MAX, &page)) != 0)
+			return ws_fail_wrap(rc, "list %s", prefix);
+		for (size_t i = 0; i < page.count && !rc; i++) {
+			uint64_t seq = ws_key_manifest_seq(page.keys[i]);
+			if (seq)
+				rc = fn(page.keys[i], seq, arg);
+		}
+		bool more = !rc && page.truncated && strcmp(page.next_token, token) > 0;
+		if (more)
+			snprintf(token, sizeof(token), "%s", page.next_token);
+		ws_list_page_free(&page);
+		if (!more)
+			return rc;
+	}
+}
+
+#define WENT_BACK_CANDIDATES 16
+
+struct went_back {
+	uint64_t seq;
+	char (*keys)[WS_KEY_MAX];
+	size_t n;
+};
+
+static int went_back_key(const char *key, uint64_t seq, void *arg)
+{
+	struct went_back *w = arg;
+	if (seq == w->seq && w->n < WENT_BACK_CANDIDATES)
+		snprintf(w->keys[w->n++], WS_KEY_MAX, "%s", key);
+	return 0;
+}
+
+/* Read and decode manifest key; with sha (and len), it must be that one. 1 when absent. */
+static int manifest_read(struct ws_store *s, const char *key, const uint8_t *sha, uint64_t len, struct ws_buf *b,
+			 struct ws_fmt_manifest *m)
+{
+	uint8_t got[WS_SHA256_LEN];
+	ws_buf_reset(b);
+	int rc = ws_store_get(s, key, 0, UINT64_MAX, b, NULL);
+	if (rc == WS_ENOTFOUND)
+		return 1;
+	if (rc)
+		return ws_fail_wrap(rc, "read manifest %s", key);
+	if (sha) {
+		ws_sha256(b->data, b->len, got);
+		if (b->len != len || memcmp(got, sha, WS_SHA256_LEN) != 0)
+			return 1;
+	}
+	return ws_fmt_manifest_decode(b->data, b->len, m) == 0 ? 0 : 1;
+}
+
+int ws_wm_went_back(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm, bool thorough,
+		    char evidence[WS_KEY_MAX])
+{
+	char prefix[WS_KEY_MAX], keys[WENT_BACK_CANDIDATES][WS_KEY_MAX];
+	struct went_back w = { wm->seq + 2, keys, 0 };
+	const char *slash = strrchr(wm->manifest_key, '/');
+	struct ws_buf b;
+	int rc, found = 0;
+
+	evidence[0] = '\0';
+	if (wm->seq > UINT64_MAX - 2)
+		return 0;
+	if (thorough || !slash)
+		snprintf(prefix, sizeof(prefix), "%s/", tenant);
+	else if (snprintf(prefix, sizeof(prefix), "%.*sm%016" PRIx64 "-", (int)(slash - wm->manifest_key + 1),
+			  wm->manifest_key, w.seq) >= (int)sizeof(prefix))
+		return 0;
+	if ((rc = ws_manifests_each(s, prefix, went_back_key, &w)) != 0)
+		return ws_fail_wrap(rc, "tenant %s: looking for manifests after its watermark", tenant);
+	ws_buf_init(&b, 256u << 20);
+	for (size_t i = 0; i < w.n && !found; i++) {
+		struct ws_fmt_manifest m, p;
+		rc = manifest_read(s, keys[i], NULL, 0, &b, &m);
+		if (rc < 0)
+			break;
+		if (rc > 0)
+			continue;
+		bool linked = !strcmp(m.tenant, tenant) && m.wm_seq == w.seq && m.prev_key[0];
+		if (linked && (rc = manifest_read(s, m.prev_key, m.prev_sha, m.prev_length, &b, &p)) == 0) {
+			linked = p.wm_seq == wm->seq + 1 && !strcmp(p.prev_key, wm->manifest_key) &&
+				 p.prev_length == wm->manifest_length &&
+				 !memcmp(p.prev_sha, wm->manifest_sha, WS_SHA256_LEN);
+			ws_fmt_manifest_free(&p);
+		} else {
+			linked = false;
+		}
+		ws_fmt_manifest_free(&m);
+		if (rc < 0)
+			break;
+		rc = 0;
+		if (linked) {
+			snprintf(evidence, WS_KEY_MAX, "%s", keys[i]);
+			found = 1;
+		}
+	}
+	ws_buf_free(&b);
+	return rc < 0 ? rc : found;
 }
 
 /* A version-1 watermark carries no salts (decode zeroes them); its manifest

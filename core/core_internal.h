@@ -29,6 +29,26 @@ uint64_t ws_key_object_seq(const char *key);
 int ws_wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm,
 	       struct ws_etag *etag) WS_MUST_CHECK;
 
+/* Calls fn for each manifest key under prefix (with the watermark sequence it
+ * carries), in key order, every page; stops at fn's non-zero return. */
+typedef int (*ws_manifest_key_fn)(const char *key, uint64_t seq, void *arg);
+int ws_manifests_each(struct ws_store *s, const char *prefix, ws_manifest_key_fn fn, void *arg) WS_MUST_CHECK;
+
+/*
+ * Whether the watermark went back (a store that lost its later writes): a
+ * manifest written for sequence wm->seq + 2 whose predecessor, verified by
+ * its SHA-256 and length, was written for wm->seq + 1 on top of the
+ * manifest the watermark names. A tail writes sequence N + 2 only after
+ * reading watermark N + 1, so such a manifest proves watermark N + 1 was
+ * acknowledged. thorough: look in every generation of the tenant (a LIST
+ * of all its objects); else only in the watermark's manifest's own
+ * directory (one LIST). 1 with evidence[] the manifest's key, 0 when none
+ * is found (a re-base or a new generation right after the watermark hides
+ * it from this check), or an error.
+ */
+int ws_wm_went_back(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm, bool thorough,
+		    char evidence[WS_KEY_MAX]) WS_MUST_CHECK;
+
 /* Fetch one object and check it is the one referenced: length, and the
  * header hash at hash_off. The caller's decoder then checks every hash. */
 int ws_obj_fetch(struct ws_store *s, const struct ws_fmt_objref *ref, size_t hash_off,

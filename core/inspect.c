@@ -134,33 +134,43 @@ struct verify_ctx {
  * sequence after the watermark its tail read, so one above 1 proves that a
  * watermark was written (acknowledged) before it.
  */
+struct seq_max {
+	uint64_t max;
+	char *key;
+};
+
+static int seq_max_key(const char *key, uint64_t seq, void *arg)
+{
+	struct seq_max *m = arg;
+	if (seq > m->max) {
+		m->max = seq;
+		snprintf(m->key, WS_KEY_MAX, "%s", key);
+	}
+	return 0;
+}
+
 static int manifest_seq_max(struct ws_store *s, const char *tenant, uint64_t *max, char key[WS_KEY_MAX])
 {
-	char prefix[WS_KEY_MAX], token[WS_KEY_MAX] = "";
+	char prefix[WS_KEY_MAX];
+	struct seq_max m = { 0, key };
 	int rc;
 
-	*max = 0;
 	key[0] = '\0';
 	snprintf(prefix, WS_KEY_MAX, "%s/", tenant);
-	for (;;) {
-		struct ws_list_page page;
-		memset(&page, 0, sizeof(page));
-		if ((rc = ws_store_list(s, prefix, token, WS_LIST_PAGE_MAX, &page)) != 0)
-			return ws_fail_wrap(rc, "tenant %s: list %s", tenant, prefix);
-		for (size_t i = 0; i < page.count; i++) {
-			uint64_t seq = ws_key_manifest_seq(page.keys[i]);
-			if (seq > *max) {
-				*max = seq;
-				snprintf(key, WS_KEY_MAX, "%s", page.keys[i]);
-			}
-		}
-		bool more = page.truncated && strcmp(page.next_token, token) > 0;
-		if (more)
-			snprintf(token, sizeof(token), "%s", page.next_token);
-		ws_list_page_free(&page);
-		if (!more)
-			return 0;
-	}
+	rc = ws_manifests_each(s, prefix, seq_max_key, &m);
+	*max = m.max;
+	return rc ? ws_fail_wrap(rc, "tenant %s", tenant) : 0;
+}
+
+/* One problem of tenant's (key may be NULL), err's message the last failed
+ * call's; verification goes on with the next tenant (returns 0). */
+static int tenant_problem(struct verify_ctx *x, const char *tenant, const char *key, int err)
+{
+	if (x->fn)
+		x->fn(tenant, key, err, ws_errmsg(), x->arg);
+	if (!x->first_err)
+		x->first_err = err;
+	return 0;
 }
 
 static int verify_tenant(const char *tenant, struct verify_ctx *x)
@@ -186,20 +196,33 @@ static int verify_tenant(const char *tenant, struct verify_ctx *x)
 			return 0;
 		}
 		if (rc == 0 && ws_key_watermark(wkey, sizeof(wkey), tenant) == 0) {
-			rc = ws_fail(WS_EINCOMPLETE, "tenant %s: watermark %s is missing, but manifest %s was "
-				     "written after watermark %" PRIu64 ": shipped state was acknowledged, and "
-				     "restore refuses the tenant", tenant, wkey, mkey, max - 1);
-			if (x->fn)
-				x->fn(tenant, wkey, rc, ws_errmsg(), x->arg);
-			if (!x->first_err)
-				x->first_err = rc;
-			return 0;
+			return tenant_problem(x, tenant, wkey,
+					      ws_fail(WS_EINCOMPLETE, "tenant %s: watermark %s is missing, but "
+						      "manifest %s was written after watermark %" PRIu64 ": shipped "
+						      "state was acknowledged, and restore refuses the tenant", tenant,
+						      wkey, mkey, max - 1));
 		}
 		if (rc == 0)
 			rc = WS_ENOTFOUND;
 	}
 	if (rc == WS_ENOTFOUND)
 		ws_fail(rc, "tenant %s has no watermark: nothing was shipped", tenant);
+	if (rc == 0) {
+		/* A watermark that went back: restore of the latest state
+		 * refuses it (there, only the watermark's own directory is
+		 * searched; here every generation). */
+		char ev[WS_KEY_MAX], wkey[WS_KEY_MAX];
+		int back = ws_wm_went_back(x->s, tenant, &wm, true, ev);
+		if (back < 0)
+			rc = back;
+		else if (back && ws_key_watermark(wkey, sizeof(wkey), tenant) == 0) {
+			return tenant_problem(x, tenant, wkey,
+					      ws_fail(WS_EINCOMPLETE, "tenant %s: watermark %s (sequence %" PRIu64
+						      ") went back: manifest %s was written after watermark %" PRIu64
+						      " on top of it; the store lost acknowledged writes", tenant, wkey,
+						      wm.seq, ev, wm.seq + 1));
+		}
+	}
 	if (rc == 0)
 		rc = ws_chain_load_flags(x->s, tenant, &wm, WS_CHAIN_UPTO_MISSING, &c);
 	if (rc == 0 && (rc = WS_FAULT("verify.after_chain_load")) != 0)
@@ -228,12 +251,8 @@ static int verify_tenant(const char *tenant, struct verify_ctx *x)
 			return 0;
 		}
 	}
-	if (rc) {
-		if (x->fn)
-			x->fn(tenant, NULL, rc, ws_errmsg(), x->arg);
-		if (!x->first_err)
-			x->first_err = rc;
-	}
+	if (rc)
+		tenant_problem(x, tenant, NULL, rc);
 	return 0; /* keep going: report every tenant */
 }
 

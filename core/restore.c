@@ -1023,6 +1023,20 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 			       tenant, sink->store->url);
 	if (rc)
 		return rc;
+	if (!opts->frame && !opts->time_ms) {
+		/* The latest state is the watermark's: one that went back would
+		 * restore less than was acknowledged. */
+		char ev[WS_KEY_MAX];
+		rc = ws_wm_went_back(sink->store, tenant, &wm, false, ev);
+		if (rc > 0)
+			return ws_fail(WS_EINCOMPLETE, "tenant %s: the watermark (sequence %" PRIu64 ") went back: "
+				       "manifest %s was written after watermark %" PRIu64 " on top of it, so the "
+				       "store lost acknowledged writes and the latest state it names is older than "
+				       "what was acknowledged; refusing it (--time or --frame restores an earlier "
+				       "point on purpose)", tenant, wm.seq, ev, wm.seq + 1);
+		if (rc < 0)
+			return rc;
+	}
 	/* The latest state can start from the latest Commit's artifact when the
 	 * live chain passes through its cut: after retention, the manifests
 	 * before the cut are gone. Any failure to read the checkpoint metadata

@@ -1080,6 +1080,34 @@ static int count_listed(struct cpenv *c, struct ids *x)
 	return ws_checkpoint_list(c->e.sink, collect, x);
 }
 
+/* A fresh sink with two checkpoints, a then b, a few commits apart. */
+static void two_checkpoints(struct cpenv *c, const char *name, struct ws_checkpoint_info *a,
+			    struct ws_checkpoint_info *b)
+{
+	ws_fault_disarm();
+	cp_init(c, name);
+	cp_write(c, 2);
+	take_ok(c, a);
+	cp_write(c, 2);
+	take_ok(c, b);
+	assert_true(a->id < b->id);
+}
+
+/* Checkpoint id is being removed: restore by its id says so, verify passes. */
+static void assert_being_removed(struct cpenv *c, uint64_t id)
+{
+	struct problems pr;
+	char *p = out_path(c);
+	int rc;
+	assert_int_equal(ws_restore_checkpoint(c->e.sink, TENANT, id, p, false), WS_ENOTFOUND);
+	assert_non_null(strstr(ws_errmsg(), "being removed"));
+	free(p);
+	rc = verify_all(c, NULL, &pr);
+	if (rc)
+		fail_msg("verify while checkpoint %" PRIu64 " is being removed: %s (%s)", id, ws_strerror(rc),
+			 ws_errmsg());
+}
+
 static void test_verify_older_checkpoint(void **state)
 {
 	struct cpenv c;
@@ -1090,13 +1118,7 @@ static void test_verify_older_checkpoint(void **state)
 	int rc;
 	(void)state;
 
-	ws_fault_disarm();
-	cp_init(&c, "ckpt-vold");
-	cp_write(&c, 2);
-	take_ok(&c, &a);
-	cp_write(&c, 2);
-	take_ok(&c, &b);
-	assert_true(a.id < b.id);
+	two_checkpoints(&c, "ckpt-vold", &a, &b);
 	assert_int_equal(verify_all(&c, NULL, &pr), 0);
 
 	snprintf(key, sizeof(key), "checkpoints/artifacts/%016" PRIx64 "/%s", a.id, TENANT);
@@ -1118,13 +1140,7 @@ static void test_verify_older_checkpoint(void **state)
 	assert_int_equal(count_listed(&c, &listed), 0);
 	assert_int_equal(listed.n, 1);
 	assert_true(listed.id[0] == b.id);
-	p = out_path(&c);
-	assert_int_equal(ws_restore_checkpoint(c.e.sink, TENANT, a.id, p, false), WS_ENOTFOUND);
-	assert_non_null(strstr(ws_errmsg(), "being removed"));
-	free(p);
-	rc = verify_all(&c, NULL, &pr);
-	if (rc)
-		fail_msg("verify while a is being removed: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_being_removed(&c, a.id);
 	assert_int_equal(ws_retention_run(c.e.sink, false, NULL, NULL, NULL), 0);
 	assert_int_equal(verify_all(&c, NULL, &pr), 0);
 	assert_int_equal(restore_ckpt_hash(&c, TENANT, b.id), restore_ckpt_hash(&c, TENANT, b.id));
@@ -1147,16 +1163,10 @@ static void test_resumed_older_run_then_killed(void **state)
 	struct ws_checkpoint_info a, b, d;
 	struct problems pr;
 	struct ids listed;
-	char key[WS_KEY_MAX], *path, *p;
-	int rc;
+	char key[WS_KEY_MAX], *path;
 	(void)state;
 
-	ws_fault_disarm();
-	cp_init(&c, "ckpt-resumed");
-	cp_write(&c, 2);
-	take_ok(&c, &a);
-	cp_write(&c, 2);
-	take_ok(&c, &b);
+	two_checkpoints(&c, "ckpt-resumed", &a, &b);
 	/* Retention for b killed once recorded: nothing deleted yet. */
 	assert_true(crash_child(&c, "ckpt.retention.after_begin", 1, true));
 	cp_write(&c, 2);
@@ -1171,13 +1181,7 @@ static void test_resumed_older_run_then_killed(void **state)
 	assert_int_equal(count_listed(&c, &listed), 0);
 	assert_int_equal(listed.n, 2);
 	assert_true(listed.id[0] == d.id && listed.id[1] == b.id);
-	p = out_path(&c);
-	assert_int_equal(ws_restore_checkpoint(c.e.sink, TENANT, a.id, p, false), WS_ENOTFOUND);
-	assert_non_null(strstr(ws_errmsg(), "being removed"));
-	free(p);
-	rc = verify_all(&c, NULL, &pr);
-	if (rc)
-		fail_msg("verify after the resumed run: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_being_removed(&c, a.id);
 	assert_int_equal(restore_ckpt_hash(&c, TENANT, b.id), restore_ckpt_hash(&c, TENANT, b.id));
 
 	assert_int_equal(ws_retention_run(c.e.sink, false, NULL, NULL, NULL), 0);
