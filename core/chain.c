@@ -14,6 +14,7 @@
 
 #include "core_internal.h"
 #include "replay.h"
+#include "ws_fault.h"
 #include "ws_wal.h"
 
 #define CHAIN_MAX (1u << 20)
@@ -190,7 +191,8 @@ int ws_wm_went_back(struct ws_store *s, const char *tenant, const struct ws_fmt_
 	else if (snprintf(prefix, sizeof(prefix), "%.*sm%016" PRIx64 "-", (int)(slash - wm->manifest_key + 1),
 			  wm->manifest_key, w.seq) >= (int)sizeof(prefix))
 		return 0;
-	if ((rc = ws_manifests_each(s, prefix, went_back_key, &w)) != 0)
+	if ((rc = WS_FAULT("chain.before_went_back_list")) != 0 ||
+	    (rc = ws_manifests_each(s, prefix, went_back_key, &w)) != 0)
 		return ws_fail_wrap(rc, "tenant %s: looking for manifests after its watermark", tenant);
 	ws_buf_init(&b, 256u << 20);
 	for (size_t i = 0; i < w.n && !found; i++) {
@@ -219,6 +221,19 @@ int ws_wm_went_back(struct ws_store *s, const char *tenant, const struct ws_fmt_
 		}
 	}
 	ws_buf_free(&b);
+	if (rc >= 0 && found) {
+		/* Evidence, or a writer that went on since the caller read the
+		 * watermark (it wrote seq + 1 and a manifest on top of it): only
+		 * a watermark still at seq, or behind it, went back. */
+		struct ws_fmt_watermark now;
+		rc = ws_wm_load(s, tenant, &now, NULL);
+		if (rc == 0 && now.seq > wm->seq) {
+			found = 0;
+			evidence[0] = '\0';
+		}
+		if (rc == WS_ENOTFOUND)
+			rc = 0;
+	}
 	return rc < 0 ? rc : found;
 }
 

@@ -42,9 +42,11 @@ int ws_manifests_each(struct ws_store *s, const char *prefix, ws_manifest_key_fn
  * reading watermark N + 1, so such a manifest proves watermark N + 1 was
  * acknowledged. thorough: look in every generation of the tenant (a LIST
  * of all its objects); else only in the watermark's manifest's own
- * directory (one LIST). 1 with evidence[] the manifest's key, 0 when none
- * is found (a re-base or a new generation right after the watermark hides
- * it from this check), or an error.
+ * directory (one LIST). The watermark is read again when evidence is
+ * found: a writer may have gone on since the caller read wm, which is no
+ * loss. 1 with evidence[] the manifest's key, 0 when none is found (a
+ * re-base or a new generation right after the watermark hides it from this
+ * check), or an error.
  */
 int ws_wm_went_back(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm, bool thorough,
 		    char evidence[WS_KEY_MAX]) WS_MUST_CHECK;

@@ -195,15 +195,16 @@ static int verify_tenant(const char *tenant, struct verify_ctx *x)
 			ws_info("verify: tenant %s has objects but no watermark yet (nothing acknowledged)", tenant);
 			return 0;
 		}
-		if (rc == 0 && ws_key_watermark(wkey, sizeof(wkey), tenant) == 0) {
+		/* Or its first watermark was written while we listed: then it
+		 * is verified as any other. */
+		if (rc == 0 && (rc = ws_wm_load(x->s, tenant, &wm, NULL)) == WS_ENOTFOUND &&
+		    ws_key_watermark(wkey, sizeof(wkey), tenant) == 0) {
 			return tenant_problem(x, tenant, wkey,
 					      ws_fail(WS_EINCOMPLETE, "tenant %s: watermark %s is missing, but "
 						      "manifest %s was written after watermark %" PRIu64 ": shipped "
 						      "state was acknowledged, and restore refuses the tenant", tenant,
 						      wkey, mkey, max - 1));
 		}
-		if (rc == 0)
-			rc = WS_ENOTFOUND;
 	}
 	if (rc == WS_ENOTFOUND)
 		ws_fail(rc, "tenant %s has no watermark: nothing was shipped", tenant);

@@ -1035,7 +1035,8 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 				       "what was acknowledged; refusing it (--time or --frame restores an earlier "
 				       "point on purpose)", tenant, wm.seq, ev, wm.seq + 1);
 		if (rc < 0)
-			return rc;
+			ws_warn("tenant %s: cannot look for manifests after its watermark (%s): the state it names "
+				"is restored without that check", tenant, ws_errmsg());
 	}
 	/* The latest state can start from the latest Commit's artifact when the
 	 * live chain passes through its cut: after retention, the manifests

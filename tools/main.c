@@ -523,7 +523,11 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 
 	if (ro->checkpoint_interval_s && !ro->once) {
 		/* The engine has made the sink and probed its conditional
-		 * writes: no second probe to be throttled here. */
+		 * writes: not probed again at open, where a throttling store
+		 * would end the run. (With etag_quotes auto the If-Match form is
+		 * probed at this handle's first compare-and-swap, in the first
+		 * checkpoint: a throttled one fails that checkpoint, and the
+		 * next interval tries again.) */
 		ck_sink = ws_sink_open_flags(cfg->sink, WS_SINK_EXISTING, &err);
 		if (!ck_sink) {
 			fprintf(stderr, "walship: %s\n", ws_errmsg());

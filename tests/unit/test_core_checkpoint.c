@@ -1143,7 +1143,7 @@ static void test_verify_older_checkpoint(void **state)
 	assert_being_removed(&c, a.id);
 	assert_int_equal(ws_retention_run(c.e.sink, false, NULL, NULL, NULL), 0);
 	assert_int_equal(verify_all(&c, NULL, &pr), 0);
-	assert_int_equal(restore_ckpt_hash(&c, TENANT, b.id), restore_ckpt_hash(&c, TENANT, b.id));
+	(void)restore_ckpt_hash(&c, TENANT, b.id); /* b restores (asserted inside) */
 	free(path);
 	cp_free(&c);
 }
@@ -1182,7 +1182,7 @@ static void test_resumed_older_run_then_killed(void **state)
 	assert_int_equal(listed.n, 2);
 	assert_true(listed.id[0] == d.id && listed.id[1] == b.id);
 	assert_being_removed(&c, a.id);
-	assert_int_equal(restore_ckpt_hash(&c, TENANT, b.id), restore_ckpt_hash(&c, TENANT, b.id));
+	(void)restore_ckpt_hash(&c, TENANT, b.id); /* b restores (asserted inside) */
 
 	assert_int_equal(ws_retention_run(c.e.sink, false, NULL, NULL, NULL), 0);
 	assert_int_equal(verify_all(&c, NULL, &pr), 0);

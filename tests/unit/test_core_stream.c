@@ -1531,6 +1531,85 @@ static void test_locked_call_waits_out_nothing(void **state)
 }
 
 /*
+ * Restore and verify look for manifests after the watermark they read (a
+ * watermark that went back); a writer that ships two more tails meanwhile
+ * leaves exactly such manifests, linked back to the watermark read. That
+ * is no loss: both must pass (they refused, saying the store lost writes,
+ * when the writer did so before each of restore's two attempts). The
+ * watermark then put back to an earlier version of itself (a store that
+ * lost writes) is refused by both.
+ */
+struct went_on {
+	struct wt_env *e;
+	struct ws_stream *st;
+	int fired;
+};
+
+static void ship_two_more(const char *site, void *arg)
+{
+	struct went_on *w = arg;
+	struct ws_outcome o;
+	(void)site;
+	for (int i = 0; i < 2; i++) {
+		wt_write_txn(w->e->w, 3, 300);
+		tail_expect(w->st, &o, WS_OUTCOME_STREAMED);
+	}
+	w->fired++;
+}
+
+static void test_writer_going_on_is_no_went_back(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct went_on w;
+	char *wm_path;
+	uint8_t *saved;
+	size_t saved_len;
+	int rc;
+	(void)state;
+
+	wt_env_init(&e, "stream_went_on", 0);
+	w = (struct went_on){ &e, stream_open(&e), 0 };
+	for (int i = 0; i < 2; i++) {
+		wt_write_txn(e.w, 3, 300);
+		tail_expect(w.st, &o, WS_OUTCOME_STREAMED);
+	}
+	wm_path = wt_path(e.sink_dir, TENANT "/wm");
+	saved = wt_read_file(wm_path, &saved_len);
+	assert_non_null(saved);
+
+	/* Restore: each of its attempts paused after reading the watermark. */
+	assert_int_equal(ws_fault_add("chain.before_went_back_list", 1, WS_FAULT_PAUSE, ship_two_more, &w), 0);
+	assert_int_equal(ws_fault_add("chain.before_went_back_list", 2, WS_FAULT_PAUSE, ship_two_more, &w), 0);
+	char *out = wt_path(e.out_dir, "went-on.db");
+	rc = ws_restore(e.sink, TENANT, NULL, out);
+	ws_fault_disarm();
+	if (rc)
+		fail_msg("restore while the writer went on: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_int_equal(w.fired, 1);
+	/* Verify, paused the same way. */
+	assert_int_equal(ws_fault_arm_pause("chain.before_went_back_list", 1, ship_two_more, &w), 0);
+	rc = ws_verify(e.sink, TENANT, NULL, NULL);
+	ws_fault_disarm();
+	if (rc)
+		fail_msg("verify while the writer went on: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_int_equal(w.fired, 2);
+	assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == wt_content_hash(e.w, NULL));
+
+	/* The watermark back at its version of six tails ago: refused. */
+	assert_int_equal(wt_write_file(wm_path, saved, saved_len), 0);
+	assert_int_equal(unlink(out), 0);
+	assert_int_equal(ws_restore(e.sink, TENANT, NULL, out), WS_EINCOMPLETE);
+	assert_non_null(strstr(ws_errmsg(), "went back"));
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), WS_EINCOMPLETE);
+	ws_stream_close(w.st);
+	free(out);
+	free(saved);
+	free(wm_path);
+	wt_env_free(&e);
+}
+
+/*
  * A failed WAL read is a failed call, never "nothing new": the read that
  * probes for a frame after the watermark (here the call's third read) failed
  * and the call said Empty, with commits there unshipped and no failure for
@@ -1906,6 +1985,7 @@ int main(void)
 		cmocka_unit_test(test_shed_snapshot_without_wal),
 		cmocka_unit_test(test_locked_call_waits_out_nothing),
 		cmocka_unit_test(test_probe_read_error_is_no_empty),
+		cmocka_unit_test(test_writer_going_on_is_no_went_back),
 		cmocka_unit_test(test_delegated_read_error_block),
 		cmocka_unit_test(test_delegated_read_error_shed),
 	};
