@@ -119,7 +119,9 @@ int ws_batch_verify(const uint8_t *obj, size_t len, const struct ws_fmt_manifest
 int ws_manifests_each(struct ws_store *s, const char *prefix, ws_manifest_key_fn fn, void *arg)
 {
 	char token[WS_KEY_MAX] = "";
-	int rc = 0;
+	int rc = WS_FAULT("chain.before_manifest_list");
+	if (rc)
+		return ws_fail(rc, "injected fault before listing %s", prefix);
 	for (;;) {
 		struct ws_list_page page;
 		memset(&page, 0, sizeof(page));
@@ -191,8 +193,7 @@ int ws_wm_went_back(struct ws_store *s, const char *tenant, const struct ws_fmt_
 	else if (snprintf(prefix, sizeof(prefix), "%.*sm%016" PRIx64 "-", (int)(slash - wm->manifest_key + 1),
 			  wm->manifest_key, w.seq) >= (int)sizeof(prefix))
 		return 0;
-	if ((rc = WS_FAULT("chain.before_went_back_list")) != 0 ||
-	    (rc = ws_manifests_each(s, prefix, went_back_key, &w)) != 0)
+	if ((rc = ws_manifests_each(s, prefix, went_back_key, &w)) != 0)
 		return ws_fail_wrap(rc, "tenant %s: looking for manifests after its watermark", tenant);
 	ws_buf_init(&b, 256u << 20);
 	for (size_t i = 0; i < w.n && !found; i++) {

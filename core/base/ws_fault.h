@@ -82,8 +82,8 @@
 	X("retention.before_delete", "retention: before a delete batch")                                    \
 	X("retention.after_delete", "retention: after a delete batch")                                      \
 	X("verify.after_chain_load", "verify: a tenant's chain is read, its objects not yet")               \
-	X("chain.before_went_back_list", "restore, verify: the watermark is read, manifests after it not "   \
-	  "yet listed")                                                                                   \
+	X("chain.before_manifest_list", "restore, verify: the watermark is read (or found missing), the "   \
+	  "tenant's manifests not yet listed")                                                            \
 	X("stream.after_begin_read", "tail: a read transaction was just taken (its read mark fixed)")       \
 	X("stream.before_wal_header", "tail: before the WAL header is read")                                \
 	X("stream.after_wal_header", "tail: the WAL header was read, nothing else yet")                     \
