@@ -1576,6 +1576,7 @@ static void test_writer_going_on_is_no_went_back(void **state)
 	}
 	wm_path = wt_path(e.sink_dir, TENANT "/wm");
 	saved = wt_read_file(wm_path, &saved_len);
+	const uint64_t at_two = wt_content_hash(e.w, NULL);
 	assert_non_null(saved);
 
 	/* Restore: each of its attempts paused after reading the watermark. */
@@ -1602,6 +1603,16 @@ static void test_writer_going_on_is_no_went_back(void **state)
 	assert_int_equal(ws_restore(e.sink, TENANT, NULL, out), WS_EINCOMPLETE);
 	assert_non_null(strstr(ws_errmsg(), "went back"));
 	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), WS_EINCOMPLETE);
+	/* A LIST that fails (read-only credentials, say) is no refusal:
+	 * restore warns and restores the state the watermark names, which is
+	 * the one of six tails ago (fault injected: a store refusing LIST on
+	 * demand is not at hand). */
+	assert_int_equal(ws_fault_arm("chain.before_manifest_list", 1, 0), 0);
+	rc = ws_restore(e.sink, TENANT, NULL, out);
+	ws_fault_disarm();
+	if (rc)
+		fail_msg("restore when the LIST fails: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_true(wt_file_hash(out, NULL) == at_two);
 	ws_stream_close(w.st);
 	free(out);
 	free(saved);
