@@ -198,6 +198,8 @@ struct ws_cut_skip {
 	char passed_over[WS_KEY_MAX + 160]; /* an artifact of a cut in the chain that was not there
 					     * whole (missing, or not its recorded size); "" none */
 	bool before_used_cut;   /* the point asked for is before the cut the restore started from */
+	uint64_t wm_checked;    /* 1 + the watermark sequence the went-back check was run for; 0: none */
+	bool went_back;         /* refused: the watermark went back (no other base serves) */
 };
 int ws_chain_from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
 		      struct ws_chain *c, struct ws_restore_base *base, struct ws_cut_skip *skip) WS_MUST_CHECK;

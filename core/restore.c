@@ -1023,11 +1023,14 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 			       tenant, sink->store->url);
 	if (rc)
 		return rc;
-	if (!opts->frame && !opts->time_ms) {
+	if (!opts->frame && !opts->time_ms && skip->wm_checked != wm.seq + 1) {
 		/* The latest state is the watermark's: one that went back would
-		 * restore less than was acknowledged. */
+		 * restore less than was acknowledged. Once per watermark: a
+		 * later attempt of this restore (another base) reads the same. */
 		char ev[WS_KEY_MAX];
 		rc = ws_wm_went_back(sink->store, tenant, &wm, false, ev);
+		skip->wm_checked = wm.seq + 1;
+		skip->went_back = rc > 0;
 		if (rc > 0)
 			return ws_fail(WS_EINCOMPLETE, "tenant %s: the watermark (sequence %" PRIu64 ") went back: "
 				       "manifest %s was written after watermark %" PRIu64 " on top of it, so the "
@@ -1111,7 +1114,7 @@ int ws_restore(struct ws_sink *sink, const char *tenant, const struct ws_restore
 	if ((rc = ws_restore_prepare(sink->store, tenant, out_path, opts->force)) != 0)
 		return rc;
 	rc = restore_once(sink, tenant, opts, out_path, true, &skip);
-	if (rc && rc != WS_ECONFIG && rc != WS_ENOTFOUND && !opts->frame && !opts->time_ms) {
+	if (rc && rc != WS_ECONFIG && rc != WS_ENOTFOUND && !skip.went_back && !opts->frame && !opts->time_ms) {
 		/* The latest Commit's artifact (or its cut) could not be used:
 		 * damaged, or gone. The full chain, or an older checkpoint, may
 		 * still hold the state: one bad artifact is never total loss. */

@@ -51,6 +51,11 @@ write() { # write DB N
 	done
 }
 newdb() { sq "$1" "PRAGMA journal_mode=WAL; CREATE TABLE t(x INTEGER PRIMARY KEY, v TEXT);" >/dev/null; }
+# ship DB N URL TENANT: N more rows, then one `replicate --once` of them.
+ship() {
+	write "$1" "$2"
+	ws replicate --sink "$3" --once "$4=$1"
+}
 # flip one bit of FILE at byte offset OFF
 flip() { python3 -c 'import sys; p,o=sys.argv[1],int(sys.argv[2]); b=bytearray(open(p,"rb").read()); b[o]^=1; open(p,"wb").write(b)' "$@"; }
 
@@ -379,10 +384,7 @@ echo "# verify with the watermark of a tenant no checkpoint names gone"
 S13="$ROOT/s13"
 U13="file://$S13"
 newdb d13.db
-for _ in 1 2 3; do
-	write d13.db 2
-	ws replicate --sink "$U13" --once d13=d13.db
-done
+for _ in 1 2 3; do ship d13.db 2 "$U13" d13; done
 ws verify --sink "$U13"
 check "verify before: exit 0" [ "$rc" = 0 ]
 # verify_says SINK RC PATTERN DESC: verify's exit status and a line of its output.
@@ -409,16 +411,10 @@ echo "# a watermark that went back"
 S14="$ROOT/s14"
 U14="file://$S14"
 newdb d14.db
-write d14.db 2
-ws replicate --sink "$U14" --once d14=d14.db
-write d14.db 2
-ws replicate --sink "$U14" --once d14=d14.db
+for _ in 1 2; do ship d14.db 2 "$U14" d14; done
 cp "$S14/d14/wm" wm14.old
 rows_then=$(sq d14.db "SELECT count(*) FROM t;")
-for _ in 1 2; do
-	write d14.db 2
-	ws replicate --sink "$U14" --once d14=d14.db
-done
+for _ in 1 2; do ship d14.db 2 "$U14" d14; done
 ws restore --sink "$U14" --tenant d14 -o r14.db
 check "restore before: exit 0, equals the source" eval '[ "$rc" = 0 ] && same_dump d14.db r14.db'
 cp "$S14/d14/wm" wm14.new
@@ -439,10 +435,7 @@ echo "# retention with a named tenant's watermark gone keeps the cut"
 S8="$ROOT/s8"
 U8="file://$S8"
 newdb d8.db
-for _ in 1 2 3 4; do
-	write d8.db 3
-	ws replicate --sink "$U8" --once d8=d8.db
-done
+for _ in 1 2 3 4; do ship d8.db 3 "$U8" d8; done
 ws checkpoint --sink "$U8"
 cut=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tenants"][0]["manifest_key"])' \
 	"$(ls "$S8"/checkpoints/committed/*.json | tail -1)")
@@ -513,8 +506,7 @@ echo "# verify --orphans, and retention removing uploads no manifest names"
 S11="$ROOT/s11"
 U11="file://$S11"
 newdb d11.db
-write d11.db 5
-ws replicate --sink "$U11" --once d11=d11.db
+ship d11.db 5 "$U11" d11
 write d11.db 5
 set +e
 WS_FAULT=stream.before_manifest_put:1:crash "$WS_BIN" replicate --sink "$U11" --once d11=d11.db >/dev/null 2>&1

@@ -1557,6 +1557,18 @@ static void ship_two_more(const char *site, void *arg)
 	w->fired++;
 }
 
+/* Verify (of tenant, or NULL: every one) paused before its manifest listing
+ * while the writer ships two more tails: it must pass. */
+static void verify_while_writer_goes_on(struct wt_env *e, struct went_on *w, const char *tenant)
+{
+	int rc;
+	assert_int_equal(ws_fault_arm_pause("chain.before_manifest_list", 1, ship_two_more, w), 0);
+	rc = ws_verify(e->sink, tenant, NULL, NULL);
+	ws_fault_disarm();
+	if (rc)
+		fail_msg("verify while the writer went on: %s (%s)", ws_strerror(rc), ws_errmsg());
+}
+
 static void test_writer_going_on_is_no_went_back(void **state)
 {
 	struct wt_env e;
@@ -1579,7 +1591,8 @@ static void test_writer_going_on_is_no_went_back(void **state)
 	const uint64_t at_two = wt_content_hash(e.w, NULL);
 	assert_non_null(saved);
 
-	/* Restore: each of its attempts paused after reading the watermark. */
+	/* Restore, paused after reading the watermark (a second attempt, had
+	 * there been one with another watermark, paused too). */
 	assert_int_equal(ws_fault_add("chain.before_manifest_list", 1, WS_FAULT_PAUSE, ship_two_more, &w), 0);
 	assert_int_equal(ws_fault_add("chain.before_manifest_list", 2, WS_FAULT_PAUSE, ship_two_more, &w), 0);
 	char *out = wt_path(e.out_dir, "went-on.db");
@@ -1589,11 +1602,7 @@ static void test_writer_going_on_is_no_went_back(void **state)
 		fail_msg("restore while the writer went on: %s (%s)", ws_strerror(rc), ws_errmsg());
 	assert_int_equal(w.fired, 1);
 	/* Verify, paused the same way. */
-	assert_int_equal(ws_fault_arm_pause("chain.before_manifest_list", 1, ship_two_more, &w), 0);
-	rc = ws_verify(e.sink, TENANT, NULL, NULL);
-	ws_fault_disarm();
-	if (rc)
-		fail_msg("verify while the writer went on: %s (%s)", ws_strerror(rc), ws_errmsg());
+	verify_while_writer_goes_on(&e, &w, TENANT);
 	assert_int_equal(w.fired, 2);
 	assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == wt_content_hash(e.w, NULL));
 
@@ -1634,7 +1643,6 @@ static void test_first_watermark_while_verify_lists(void **state)
 	struct wt_env e;
 	struct ws_outcome o;
 	struct went_on w;
-	int rc;
 	(void)state;
 
 	wt_env_init(&e, "stream_first_wm", 0);
@@ -1644,11 +1652,7 @@ static void test_first_watermark_while_verify_lists(void **state)
 	assert_int_not_equal(ws_stream_tail_frames(w.st, &o), 0);
 	ws_fault_disarm();
 	assert_int_equal(ws_verify(e.sink, NULL, NULL, NULL), 0);
-	assert_int_equal(ws_fault_arm_pause("chain.before_manifest_list", 1, ship_two_more, &w), 0);
-	rc = ws_verify(e.sink, NULL, NULL, NULL);
-	ws_fault_disarm();
-	if (rc)
-		fail_msg("verify while the first watermark was written: %s (%s)", ws_strerror(rc), ws_errmsg());
+	verify_while_writer_goes_on(&e, &w, NULL);
 	assert_int_equal(w.fired, 1);
 	assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == wt_content_hash(e.w, NULL));
 	ws_stream_close(w.st);
