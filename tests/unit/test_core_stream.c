@@ -1630,6 +1630,57 @@ static void test_writer_going_on_is_no_went_back(void **state)
 }
 
 /*
+ * Garbage where the went-back check looks (objects named as manifests for
+ * the watermark's sequence + 2 in its directory: random bytes, and a real
+ * manifest cut short) is no evidence: restore of the latest state and
+ * verify pass, and the restore is the source's state.
+ */
+static void test_garbage_after_watermark_is_no_went_back(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_fmt_watermark wm;
+	struct ws_stream *st;
+	char key[WS_KEY_MAX], *path;
+	uint8_t junk[700], *real;
+	size_t real_len;
+	uint64_t rng = 20261202;
+	(void)state;
+
+	wt_env_init(&e, "stream_went_back_garbage", 0);
+	st = stream_open(&e);
+	for (int i = 0; i < 2; i++) {
+		wt_write_txn(e.w, 3, 300);
+		tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	}
+	assert_int_equal(ws_wm_load(e.sink->store, TENANT, &wm, NULL), 0);
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (uint8_t)wt_rand(&rng);
+	const char *slash = strrchr(wm.manifest_key, '/');
+	assert_non_null(slash);
+	snprintf(key, sizeof(key), "%.*sm%016" PRIx64 "-00000000deadbeef", (int)(slash - wm.manifest_key + 1),
+		 wm.manifest_key, wm.seq + 2);
+	path = wt_path(e.sink_dir, key);
+	assert_int_equal(wt_write_file(path, junk, sizeof(junk)), 0);
+	free(path);
+	path = wt_path(e.sink_dir, wm.manifest_key);
+	real = wt_read_file(path, &real_len);
+	assert_non_null(real);
+	free(path);
+	snprintf(key, sizeof(key), "%.*sm%016" PRIx64 "-00000000feedface", (int)(slash - wm.manifest_key + 1),
+		 wm.manifest_key, wm.seq + 2);
+	path = wt_path(e.sink_dir, key);
+	assert_int_equal(wt_write_file(path, real, real_len / 2), 0);
+	free(path);
+
+	assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == wt_content_hash(e.w, NULL));
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	free(real);
+	ws_stream_close(st);
+	wt_env_free(&e);
+}
+
+/*
  * Verify of a tenant with objects but no watermark (its first tail stopped
  * before the watermark) passes; when, while verify lists its manifests,
  * the writer ships its first watermark and more, verify finds a manifest
@@ -2037,6 +2088,7 @@ int main(void)
 		cmocka_unit_test(test_probe_read_error_is_no_empty),
 		cmocka_unit_test(test_writer_going_on_is_no_went_back),
 		cmocka_unit_test(test_first_watermark_while_verify_lists),
+		cmocka_unit_test(test_garbage_after_watermark_is_no_went_back),
 		cmocka_unit_test(test_delegated_read_error_block),
 		cmocka_unit_test(test_delegated_read_error_shed),
 	};
