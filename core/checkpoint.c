@@ -2039,6 +2039,13 @@ static int manifest_seq_cmp(const void *a, const void *b)
  * past the cut, so nothing in flight is among them. Each manifest after the
  * objects it names, sparing the keep set.
  */
+/* The watermark (as last read) is behind the cut, or gone: the tenant was
+ * removed and is shipped anew, its sequences restarting below the cut's. */
+static bool shipped_anew(const struct keyset *keep)
+{
+	return keep->wm_seq < keep->cut_seq;
+}
+
 static int sweep_unreachable(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, struct keyset *keep)
 {
 	char prefix[WS_KEY_MAX], token[WS_KEY_MAX] = "";
@@ -2049,9 +2056,14 @@ static int sweep_unreachable(struct ret_ctx *x, const struct ws_ckpt_tenant_entr
 	int rc = 0;
 
 	/* A watermark behind the cut is a tenant removed and shipped anew:
-	 * its sequences restart, and lower ones may be its live stream. */
-	if (keep->cut_seq == 0 || keep->wm_seq < keep->cut_seq)
+	 * its sequences restart, and lower ones may be its live stream. Read
+	 * again after every refresh below: the tenant may be shipped anew
+	 * while the listing runs, and what the listing then shows of the new
+	 * stream is keyed with the low sequences this sweep deletes. */
+	if (keep->cut_seq == 0 || shipped_anew(keep))
 		return 0;
+	if ((rc = WS_FAULT("retention.before_unreachable_list")) != 0)
+		return ws_fail(rc, "fault retention.before_unreachable_list at %s", t->tenant);
 	memset(&loose, 0, sizeof(loose));
 	memset(&done, 0, sizeof(done));
 	snprintf(prefix, sizeof(prefix), "%s/", t->tenant);
@@ -2118,6 +2130,10 @@ static int sweep_unreachable(struct ret_ctx *x, const struct ws_ckpt_tenant_entr
 		}
 		if (!x->dry)
 			rc = keep_refresh(x, t, keep);
+		if (!rc && shipped_anew(keep)) {
+			ws_fmt_manifest_free(&m);
+			break;
+		}
 		for (uint32_t k = 0; k < m.snap_count && !rc; k++)
 			if (!keyset_has(keep, m.snaps[k].key) && (rc = ret_delete(x, m.snaps[k].key)) == 0)
 				rc = keyset_add(&done, m.snaps[k].key);
@@ -2129,11 +2145,14 @@ static int sweep_unreachable(struct ret_ctx *x, const struct ws_ckpt_tenant_entr
 		ws_fmt_manifest_free(&m);
 	}
 	/* The uploads no manifest names (those a manifest above named are
-	 * gone already). */
+	 * gone already): one more delete batch, after one more read of the
+	 * watermark, sparing what a chain it names now holds. */
 	if (!rc && done.n)
 		qsort(done.k, done.n, sizeof(*done.k), key_cmp);
-	for (size_t i = 0; i < loose.n && !rc; i++)
-		if (!keyset_has(&done, loose.k[i]))
+	if (!rc && loose.n && !x->dry)
+		rc = keep_refresh(x, t, keep);
+	for (size_t i = 0; i < loose.n && !rc && !shipped_anew(keep); i++)
+		if (!keyset_has(&done, loose.k[i]) && !keyset_has(keep, loose.k[i]))
 			rc = ret_delete(x, loose.k[i]);
 	ws_buf_free(&b);
 	free(keys);

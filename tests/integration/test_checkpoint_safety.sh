@@ -21,7 +21,9 @@
 #     frames while retention deletes that chain); a sink written before
 #     keys carried the sequence still restores;
 #   - verify --orphans / --fail-on-orphans, retention deleting uploads no
-#     manifest names, no directory left holding only lock files.
+#     manifest names, no directory left holding only lock files;
+#   - retention stopped before it lists a tenant for unreachable objects
+#     while the tenant is removed and shipped anew.
 #
 # Env: WS_BIN (the walship binary), WS_TEST_TMP (scratch dir).
 # Prints "N passed, M failed" last; exits non-zero on any failure.
@@ -449,6 +451,39 @@ check "retention: exit 0, the cut manifest kept (its keep set is searched sorted
 check "nothing of a tenant without a watermark is deleted" [ "$(files "$S8/d8")" = "$before" ]
 ws restore --sink "$U8" --tenant d8 --checkpoint latest -o r8.db
 check "the checkpoint still restores" eval '[ "$rc" = 0 ] && same_dump d8.db r8.db'
+
+echo "# retention while a tenant is removed and shipped anew under its listing"
+# Retention lists a tenant's keys for manifests no walk reaches and uploads
+# no manifest names, keyed with sequences at or below the protected cut's,
+# once it has seen the watermark at or past the cut. Stopped just before
+# that listing (WS_FAULT "stop"), the tenant's watermark is removed and it
+# is shipped anew: its new stream's sequences restart at 1, below the
+# cut's, so the listing shows its snapshot parts and batches among the
+# uploads no manifest names. They are its live stream, not history.
+S15="$ROOT/s15"
+U15="file://$S15"
+newdb d15.db
+for _ in 1 2 3 4; do ship d15.db 3 "$U15" d15; done
+ws checkpoint --sink "$U15"
+check "checkpoint at sequence 4: exit 0" [ "$rc" = 0 ]
+ship d15.db 3 "$U15" d15
+WS_FAULT=retention.before_unreachable_list:1:stop "$WS_BIN" retention --sink "$U15" >ret15.out 2>ret15.err &
+ret=$!
+check "retention stops before it lists the tenant" wait_stopped $ret
+rm "$S15/d15/wm"
+ship d15.db 3 "$U15" d15
+check "the tenant is shipped anew meanwhile: exit 0" [ "$rc" = 0 ]
+ship d15.db 3 "$U15" d15
+check "and again (sequence 2): exit 0" [ "$rc" = 0 ]
+kill -CONT $ret
+reap $ret ret15.err "retention while a tenant is shipped anew"
+check "retention: exit 0" [ "$reaped" = 0 ]
+ws restore --sink "$U15" --tenant d15 -o r15.db
+check "the new stream's latest state restores exactly" eval '[ "$rc" = 0 ] && same_dump d15.db r15.db'
+ws verify --sink "$U15"
+check "verify: exit 0" [ "$rc" = 0 ]
+ws restore --sink "$U15" --tenant d15 --checkpoint latest -o r15c.db
+check "the checkpoint still restores" [ "$rc" = 0 ]
 
 echo "# a re-base re-ships frames an older chain shipped while retention deletes that chain"
 # State A (a database and its WAL, frames 1..N of one generation) is

@@ -1014,7 +1014,7 @@ static const char *const ret_sites[] = {
 	"ckpt.retention.before_begin",   "ckpt.retention.after_begin",
 	"ckpt.retention.before_advance", "ckpt.retention.after_advance",
 	"retention.before_delete",       "retention.after_delete",
-	"ckpt.delete.before_del",
+	"ckpt.delete.before_del",        "retention.before_unreachable_list",
 };
 
 static void test_retention_crash_every_step(void **state)
