@@ -399,6 +399,7 @@ static void reset_out(struct ws_http_req *r)
 	r->body_bytes = 0;
 	r->content_length = -1;
 	r->truncated = false;
+	r->unframed = false;
 	r->hdr_count = 0;
 	r->resends = 0;
 }
@@ -534,6 +535,11 @@ static void slot_finish(struct ws_http *h, struct slot *s, CURLcode result)
 	r->content_length = cl >= 0 ? (int64_t)cl : -1;
 	r->truncated = result == CURLE_PARTIAL_FILE ||
 		       (!s->nobody && cl >= 0 && r->body_bytes < (uint64_t)cl);
+	{
+		const char *te = ws_http_header(r, "transfer-encoding");
+		r->unframed = !s->nobody && cl < 0 && status != 204 && status != 304 && status >= 200 &&
+			      !(te && strcasestr(te, "chunked"));
+	}
 	if (result == CURLE_WRITE_ERROR && s->sink_err) {
 		r->err = s->sink_err;
 		snprintf(r->err_detail, sizeof(r->err_detail),

@@ -86,6 +86,9 @@ struct ws_http_req {
 	uint64_t body_bytes;         /* response body bytes accepted by the sink */
 	int64_t content_length;      /* from the response header, -1 unknown */
 	bool truncated;              /* fewer body bytes than Content-Length (never for HEAD) */
+	bool unframed;               /* a body (not HEAD, 204 or 304) with neither Content-Length nor
+					chunked encoding: it ended where the connection closed, which
+					a body cut short does too */
 	struct ws_http_header hdrs[WS_HTTP_HDR_MAX]; /* of the final response; names over 63
 							bytes and headers past the first
 							WS_HTTP_HDR_MAX are dropped, values

@@ -248,6 +248,10 @@ struct s3_call {
 	struct ws_buf *resp;         /* response body, may be NULL */
 	bool conditional;            /* 409 ConditionalRequestConflict is retried */
 	bool unsigned_payload;       /* body sent as UNSIGNED-PAYLOAD: never hashed */
+	bool framed;                 /* a 2xx body must say where it ends (Content-Length or chunked):
+					one that ends where the connection closes is retried as cut */
+	uint64_t within_ms;          /* monotonic, 0 = none: a step of a call with this deadline (a HEAD
+					that settles a PUT's 412), which may not outlast it */
 	/* state across attempts (call_begin) */
 	char payload_hash[65];
 	uint64_t deadline_ms;        /* monotonic */
@@ -456,6 +460,8 @@ static void call_begin(struct s3_store *s, struct s3_call *c)
 		ws_sha256_hex("", 0, c->payload_hash);
 	}
 	c->deadline_ms = ws_mono_ms() + s->deadline_ms;
+	if (c->within_ms && c->within_ms < c->deadline_ms)
+		c->deadline_ms = c->within_ms;
 	c->resp_len0 = c->resp ? c->resp->len : 0;
 	c->attempts = 0;
 	c->throttle_retries = 0;
@@ -609,6 +615,11 @@ static int call_judge(struct s3_store *s, struct s3_call *c)
 			return ws_fail(c->req.err, "s3 %s: %s %s: response too large", s->base.url, c->method, c->key);
 		retry = true;
 	} else if (c->req.truncated) {
+		retry = true;
+	} else if (c->framed && c->req.unframed && c->req.status >= 200 && c->req.status <= 299) {
+		/* A body that ends where the connection closed cannot be told
+		 * from one cut short: never taken for the whole object. */
+		c->req.truncated = true;
 		retry = true;
 	} else if (retryable_status(c->req.status)) {
 		retry = true;
@@ -768,10 +779,11 @@ void ws_s3_head_info(const struct ws_http_req *r, struct ws_obj_info *info, char
 	}
 }
 
+/* within_ms: the deadline of the call this HEAD is a step of (0: its own). */
 static int s3_head_raw(struct s3_store *s, const char *key, struct ws_obj_info *info, char *attempt,
-		       size_t attempt_cap)
+		       size_t attempt_cap, uint64_t within_ms)
 {
-	struct s3_call c = { .method = "HEAD", .key = key };
+	struct s3_call c = { .method = "HEAD", .key = key, .within_ms = within_ms };
 	int rc = s3_call(s, &c);
 	if (rc)
 		return rc;
@@ -779,6 +791,9 @@ static int s3_head_raw(struct s3_store *s, const char *key, struct ws_obj_info *
 		return WS_ENOTFOUND;
 	if (c.req.status != 200)
 		return status_error(s, &c, NULL);
+	if (c.req.content_length < 0)
+		return ws_fail(-EPROTO, "s3 %s: HEAD %s: the store's answer has no Content-Length: the object's "
+			       "size is unknown", s->base.url, key);
 	ws_s3_head_info(&c.req, info, attempt, attempt_cap);
 	return 0;
 }
@@ -788,7 +803,7 @@ static int s3_head(struct ws_store *base, const char *key, struct ws_obj_info *i
 	struct s3_store *s = (struct s3_store *)base;
 	if (!ws_key_valid(key))
 		return ws_fail(-EINVAL, "s3 %s: invalid key \"%s\"", base->url, key);
-	int rc = s3_head_raw(s, key, info, NULL, 0);
+	int rc = s3_head_raw(s, key, info, NULL, 0, 0);
 	if (rc == WS_ENOTFOUND)
 		return ws_fail(rc, "s3 %s: %s: no such object", base->url, key);
 	return rc;
@@ -866,7 +881,7 @@ static int etag_after_put(struct s3_store *s, const struct s3_put_op *op, struct
 {
 	char attempt[64];
 	struct ws_obj_info info;
-	int hrc = s3_head_raw(s, op->c.key, &info, attempt, sizeof(attempt));
+	int hrc = s3_head_raw(s, op->c.key, &info, attempt, sizeof(attempt), op->c.deadline_ms);
 
 	if (hrc == 0 && !strcmp(attempt, op->token) && info.etag.s[0])
 		*out_etag = info.etag;
@@ -882,7 +897,9 @@ static int put_end(struct s3_store *s, struct s3_put_op *op, struct ws_etag *out
 {
 	const struct s3_call *c = &op->c;
 
-	if (c->req.status == 200) {
+	/* 200 as S3 answers, or 201 and 204 as HTTP allows; never 202, which
+	 * says the write is only accepted for later. */
+	if (c->req.status == 200 || c->req.status == 201 || c->req.status == 204) {
 		const char *v = ws_http_header(&c->req, "etag");
 		if (out_etag) {
 			memset(out_etag, 0, sizeof(*out_etag));
@@ -900,7 +917,7 @@ static int put_end(struct s3_store *s, struct s3_put_op *op, struct ws_etag *out
 		 * first 412 we see may already answer our own second send. */
 		char attempt[64];
 		struct ws_obj_info info;
-		int hrc = s3_head_raw(s, c->key, &info, attempt, sizeof(attempt));
+		int hrc = s3_head_raw(s, c->key, &info, attempt, sizeof(attempt), c->deadline_ms);
 		if (hrc == 0 && !strcmp(attempt, op->token)) {
 			if (out_etag)
 				*out_etag = info.etag;
@@ -1181,6 +1198,15 @@ static int get_range_check(struct s3_store *s, const struct s3_call *c, const ch
 				       s->base.url, key, v ? v : "", len, off);
 		}
 		total = size ? size : off + got;
+		/* All of the range asked for that the object holds: a server
+		 * may not answer with less (RFC 9110 14.2), and less would be
+		 * taken for the object's end. */
+		if (size && got < (len == UINT64_MAX || off + len > size || off + len < off ? size - off : len)) {
+			out->len = len0;
+			return ws_fail(-EIO, "s3 %s: %s: a partial answer (206, Content-Range \"%.64s\") with fewer "
+				       "bytes than the %" PRIu64 " asked for at %" PRIu64 " that the object holds",
+				       s->base.url, key, v ? v : "", len, off);
+		}
 	} else if (ranged) {
 		/* 200: the whole object; keep the range asked for. */
 		uint64_t keep = off >= got ? 0 : got - off;
@@ -1205,7 +1231,7 @@ static int s3_get(struct ws_store *base, const char *key, uint64_t off, uint64_t
 {
 	struct s3_store *s = (struct s3_store *)base;
 	char h_range[96];
-	struct s3_call c = { .method = "GET", .key = key, .resp = out };
+	struct s3_call c = { .method = "GET", .key = key, .resp = out, .framed = true };
 	size_t len0 = out->len;
 	int rc;
 
@@ -1228,8 +1254,12 @@ static int s3_get(struct ws_store *base, const char *key, uint64_t off, uint64_t
 	if (c.req.status == 416) {
 		/* The range starts past the end: nothing there, like the file store. */
 		out->len = len0;
-		if (info)
-			return s3_head(base, key, info);
+		if (info) {
+			rc = s3_head_raw(s, key, info, NULL, 0, c.deadline_ms);
+			if (rc == WS_ENOTFOUND)
+				return ws_fail(rc, "s3 %s: %s: no such object", base->url, key);
+			return rc;
+		}
 		return 0;
 	}
 	if (c.req.status != 200 && c.req.status != 206) {
@@ -1277,8 +1307,13 @@ struct list_parse {
 	size_t text_len;
 	bool text_overflow;
 	bool truncated;
+	bool truncated_seen;        /* <IsTruncated> was there */
+	bool key_seen;              /* this <Contents> had a <Key> */
+	bool size_seen;             /* ... and a <Size>, size (in whichever order) */
+	uint64_t size;
 	bool root_ok;               /* the document is a <ListBucketResult> */
 	bool overflow;              /* more <Contents> than max-keys asked for */
+	size_t long_key;            /* length of a key too long for walship (0: none) */
 	char next[WS_KEY_MAX * 2];
 	int err;
 };
@@ -1290,8 +1325,12 @@ static void XMLCALL xml_start(void *arg, const XML_Char *name, const XML_Char **
 	p->depth++;
 	if (p->depth == 1)
 		p->root_ok = !strcmp(name, "ListBucketResult");
-	if (p->depth == 2 && !strcmp(name, "Contents"))
+	if (p->depth == 2 && !strcmp(name, "Contents")) {
 		p->in_contents = true;
+		p->key_taken = false;
+		p->key_seen = false;
+		p->size_seen = false;
+	}
 	p->text_len = 0;
 	p->text_overflow = false;
 }
@@ -1312,11 +1351,19 @@ static void XMLCALL xml_end(void *arg, const XML_Char *name)
 	struct list_parse *p = arg;
 	p->text[p->text_len] = '\0';
 	if (p->in_contents && p->depth == 3 && !strcmp(name, "Key")) {
+		if (p->key_seen)
+			p->err = WS_EFORMAT; /* two keys in one <Contents> */
+		p->key_seen = true;
 		if (p->text_overflow || p->text_len < p->strip ||
 		    (p->strip && (memcmp(p->text, p->store_prefix, p->strip - 1) != 0 ||
 				  p->text[p->strip - 1] != '/'))) {
 			/* Short, or another prefix's key: never strip it into one of ours. */
 			p->err = WS_EFORMAT;
+		} else if (p->text_len - p->strip >= WS_KEY_MAX) {
+			/* Longer than any key walship writes or reads: copied into a
+			 * key buffer, it would be cut into another key. */
+			p->err = WS_EFORMAT;
+			p->long_key = p->text_len - p->strip;
 		} else if (p->page->count < p->cap) {
 			char *k = strdup(p->text + p->strip);
 			if (!k)
@@ -1328,20 +1375,37 @@ static void XMLCALL xml_end(void *arg, const XML_Char *name)
 			p->key_taken = false;
 			p->overflow = true;
 		}
-	} else if (p->in_contents && p->depth == 3 && !strcmp(name, "Size") && p->key_taken) {
-		/* <Size> follows <Key> in each <Contents>. */
+	} else if (p->in_contents && p->depth == 3 && !strcmp(name, "Size")) {
 		char *end;
 		unsigned long long v;
 		errno = 0;
 		v = strtoull(p->text, &end, 10);
 		/* Decimal digits only: strtoull alone takes "-1" (as 2^64-1), "+5", " 5". */
-		if (p->page->count == 0 || !isdigit((unsigned char)p->text[0]) || *end || errno == ERANGE)
+		if (p->size_seen || !isdigit((unsigned char)p->text[0]) || *end || errno == ERANGE)
 			p->err = WS_EFORMAT;
-		else
-			p->page->sizes[p->page->count - 1] = v;
+		p->size = v;
+		p->size_seen = true;
 	} else if (p->depth == 2 && !strcmp(name, "IsTruncated")) {
-		p->truncated = !strcmp(p->text, "true");
+		/* xs:boolean, with the whitespace XML allows around it. */
+		const char *t = p->text + strspn(p->text, " \t\r\n");
+		size_t n = strlen(t);
+		while (n && strchr(" \t\r\n", t[n - 1]))
+			n--;
+		if ((n == 4 && !memcmp(t, "true", 4)) || (n == 1 && t[0] == '1'))
+			p->truncated = true;
+		else if ((n == 5 && !memcmp(t, "false", 5)) || (n == 1 && t[0] == '0'))
+			p->truncated = false;
+		else
+			p->err = WS_EFORMAT;
+		if (p->truncated_seen)
+			p->err = WS_EFORMAT;
+		p->truncated_seen = true;
 	} else if (p->depth == 2 && !strcmp(name, "Contents")) {
+		/* An object without a key or a size: nothing to take it for. */
+		if (!p->key_seen || !p->size_seen)
+			p->err = WS_EFORMAT;
+		else if (p->key_taken)
+			p->page->sizes[p->page->count - 1] = p->size;
 		p->in_contents = false;
 	}
 	p->depth--;
@@ -1379,9 +1443,21 @@ int ws_s3_list_parse(const char *url, const void *xml, size_t len, const char *s
 			     "document in a 200?)", url);
 		goto out;
 	}
+	if (lp.long_key) {
+		rc = ws_fail(WS_EFORMAT, "s3 %s: ListObjectsV2 returned a key of %zu bytes under the sink's prefix, "
+			     "longer than walship's %d: not an object of this sink (move it out of the prefix)", url,
+			     lp.long_key, WS_KEY_MAX - 1);
+		goto out;
+	}
 	if (lp.err) {
-		rc = ws_fail(lp.err, "s3 %s: ListObjectsV2 response has a malformed key or size, or a key "
-			     "outside the sink's prefix", url);
+		rc = ws_fail(lp.err, "s3 %s: ListObjectsV2 response has a malformed key, size or IsTruncated, or a "
+			     "key outside the sink's prefix", url);
+		goto out;
+	}
+	/* Without it a listing that goes on would be taken for a whole one. */
+	if (!lp.truncated_seen) {
+		rc = ws_fail(WS_EFORMAT, "s3 %s: ListObjectsV2 response has no IsTruncated: cannot tell whether "
+			     "the listing goes on", url);
 		goto out;
 	}
 	if (lp.overflow) {
@@ -1682,7 +1758,7 @@ static int probe_etag(struct s3_store *s, const char *key, struct ws_etag *e)
 	int rc;
 	if (e->s[0])
 		return 0;
-	rc = s3_head_raw(s, key, &info, NULL, 0);
+	rc = s3_head_raw(s, key, &info, NULL, 0, 0);
 	if (rc)
 		return ws_fail_wrap(rc, "s3 %s: conditional-write probe: HEAD %s", s->base.url, key);
 	if (!info.etag.s[0])

@@ -39,7 +39,15 @@ a server that answers a range request with the whole object, 200, as HTTP
 allows) | shift_range (ask the server for the range from byte 0 instead,
 signed again: a 206 for another range than the one asked for) | slow_reply
 (forward, and send the reply at rate_bps bytes a second: a slow link, a
-transfer that is slow but never stops).
+transfer that is slow but never stops) | unframed (forward, then send the
+reply without its Content-Length and only half its body, and close: a body
+cut short that nothing in HTTP/1.1 tells from a whole one; radosgw always
+frames its bodies) | short_range (a 206 cut to half its bytes, its
+Content-Range saying so: fewer bytes than asked for and than the object
+holds) | put_status (a PUT's reply with its status line replaced by
+"status", e.g. 201 or 204, headers kept: the success codes HTTP allows that
+radosgw does not send) | head_no_length (a HEAD's reply without its
+Content-Length).
 
 Stores that spell If-Match differently from radosgw (which matches only a
 bare etag and answers 412 to a quoted one) are made from radosgw by
@@ -198,6 +206,15 @@ async def read_body(reader, headers, no_body):
     return await reader.readexactly(int(n)) if n else b""
 
 
+def edit_head(rhead, drop=(), add=(), status=None):
+    """A reply head with the named headers dropped, others added, and the
+    status line replaced (status: "201 Created")."""
+    lines = rhead.decode("latin-1").split("\r\n")
+    first = lines[0] if status is None else lines[0].split(" ", 1)[0] + " " + status
+    keep = [x for x in lines[1:] if x and x.split(":", 1)[0].strip().lower() not in drop]
+    return ("\r\n".join([first] + keep + list(add)) + "\r\n\r\n").encode("latin-1")
+
+
 def s3_error(status, reason, code, retry_after, pad=0):
     body = (f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code>'
             f"<Message>injected by faultproxy{' ' * pad}</Message></Error>").encode()
@@ -311,6 +328,27 @@ async def handle(reader, writer, upstream, control, stats_path):
                 writer.write(b"HTTP/1.1 200 OK\r\nETag: \"0\"\r\nContent-Length: 0\r\n\r\n")
                 await writer.drain()
                 continue
+            if fault == "unframed" and len(rbody) > 1:
+                writer.write(edit_head(rhead, drop=("content-length", "connection"), add=("Connection: close",)) +
+                             rbody[: len(rbody) // 2])
+                await writer.drain()
+                writer.close()
+                return
+            if fault == "short_range" and status == 206 and len(rbody) > 1:
+                cr = header(rheaders, "content-range")
+                first, _, rest = cr[len("bytes "):].partition("-")
+                size = rest.partition("/")[2]
+                half = rbody[: len(rbody) // 2]
+                rhead = edit_head(rhead, drop=("content-length", "content-range"),
+                                  add=(f"Content-Length: {len(half)}",
+                                       f"Content-Range: bytes {first}-{int(first) + len(half) - 1}/{size}"))
+                writer.write(rhead + half)
+                await writer.drain()
+                continue
+            if fault == "put_status" and method == "PUT" and status == 200:
+                rhead = edit_head(rhead, status=str(control.conf.get("status", "201 Created")))
+            if fault == "head_no_length" and method == "HEAD":
+                rhead = edit_head(rhead, drop=("content-length",))
             if fault == "strip_etag":
                 lines = rhead.decode("latin-1").split("\r\n")
                 rhead = "\r\n".join(x for x in lines if not x.lower().startswith("etag:")).encode("latin-1")

@@ -8,7 +8,8 @@
  * says the listing goes on but shows no key to go on after, or one with more
  * keys than asked for is refused too: each would end a listing early, and
  * what it did not show (a tenant) be missed by verify, ls or a checkpoint's
- * cut. DeleteObjects replies likewise: an error document is no success.
+ * cut; so is an IsTruncated that is missing or no xs:boolean, a <Contents>
+ * without its key or size, and a key longer than walship's. DeleteObjects replies likewise: an error document is no success.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -162,6 +163,118 @@ static void test_not_a_whole_page(void **state)
 	ws_list_page_free(&pg);
 }
 
+/* A two-key page ("pre/a", 1; "pre/b", 2) around the given IsTruncated element ("" for none). */
+static int parse_truncated(const char *elem, struct ws_list_page *pg)
+{
+	char b[1024];
+	snprintf(b, sizeof(b), "<ListBucketResult>%s<Contents><Key>pre/a</Key><Size>1</Size></Contents>"
+		 "<Contents><Key>pre/b</Key><Size>2</Size></Contents></ListBucketResult>", elem);
+	return parse_raw(b, pg);
+}
+
+/*
+ * IsTruncated as xs:boolean, whitespace around it allowed (a proxy that
+ * pretty-prints): read right, never taken for "false" because it is not
+ * exactly "true", which would end a listing after its first page. Missing,
+ * twice, or anything else: refused.
+ */
+static void test_is_truncated_forms(void **state)
+{
+	static const char *const yes[] = { "<IsTruncated>true</IsTruncated>", "<IsTruncated>\n  true\n</IsTruncated>",
+					   "<IsTruncated>1</IsTruncated>", "<IsTruncated> 1\t</IsTruncated>", NULL };
+	static const char *const no[] = { "<IsTruncated>false</IsTruncated>", "<IsTruncated>\r\n false </IsTruncated>",
+					  "<IsTruncated>0</IsTruncated>", NULL };
+	static const char *const bad[] = { "<IsTruncated>True</IsTruncated>", "<IsTruncated>yes</IsTruncated>",
+					   "<IsTruncated></IsTruncated>", "<IsTruncated>t rue</IsTruncated>",
+					   "<IsTruncated>true</IsTruncated><IsTruncated>false</IsTruncated>", NULL };
+	struct ws_list_page pg;
+	(void)state;
+	for (int i = 0; yes[i]; i++) {
+		print_message("%s\n", yes[i]);
+		assert_int_equal(parse_truncated(yes[i], &pg), 0);
+		assert_true(pg.truncated);
+		assert_string_equal(pg.next_token, "b");
+		ws_list_page_free(&pg);
+	}
+	for (int i = 0; no[i]; i++) {
+		print_message("%s\n", no[i]);
+		assert_int_equal(parse_truncated(no[i], &pg), 0);
+		assert_false(pg.truncated);
+		assert_int_equal(pg.count, 2);
+		ws_list_page_free(&pg);
+	}
+	for (int i = 0; bad[i]; i++) {
+		print_message("%s\n", bad[i]);
+		assert_int_equal(parse_truncated(bad[i], &pg), WS_EFORMAT);
+		assert_non_null(strstr(ws_errmsg(), "IsTruncated"));
+		ws_list_page_free(&pg);
+	}
+	assert_int_equal(parse_truncated("", &pg), WS_EFORMAT);
+	assert_non_null(strstr(ws_errmsg(), "no IsTruncated"));
+	ws_list_page_free(&pg);
+}
+
+/*
+ * Each <Contents> stands alone: its size is its own in whichever order
+ * its elements come; one without a key or a size, or with two keys, is
+ * refused, never given the size of the one before it.
+ */
+static void test_contents_shapes(void **state)
+{
+	struct ws_list_page pg;
+	(void)state;
+	assert_int_equal(parse_raw("<ListBucketResult><IsTruncated>false</IsTruncated>"
+				   "<Contents><Key>pre/a</Key><Size>7</Size></Contents>"
+				   "<Contents><Size>9</Size><ETag>x</ETag><Key>pre/b</Key></Contents>"
+				   "</ListBucketResult>", &pg), 0);
+	assert_int_equal(pg.count, 2);
+	assert_true(pg.sizes[0] == 7);
+	assert_true(pg.sizes[1] == 9);
+	ws_list_page_free(&pg);
+	refused_raw("<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>pre/a</Key><Size>7</Size>"
+		    "</Contents><Contents><Size>9</Size></Contents></ListBucketResult>", "malformed key, size");
+	refused_raw("<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>pre/a</Key></Contents>"
+		    "</ListBucketResult>", "malformed key, size");
+	refused_raw("<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>pre/a</Key><Key>pre/b</Key>"
+		    "<Size>1</Size></Contents></ListBucketResult>", "malformed key, size");
+	refused_raw("<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>pre/a</Key><Size>1</Size>"
+		    "<Size>2</Size></Contents></ListBucketResult>", "malformed key, size");
+}
+
+/*
+ * A key under the sink's prefix longer than any walship key (S3 allows
+ * 1,024 bytes; a sink nested in another's prefix can hold one): refused,
+ * naming its length, never cut into a shorter key that retention would
+ * then read and delete.
+ */
+static void test_key_too_long(void **state)
+{
+	char b[4096], key[1100];
+	size_t n;
+	struct ws_list_page pg;
+	(void)state;
+	for (size_t len = WS_KEY_MAX - 2; len <= WS_KEY_MAX; len++) {
+		memset(key, 'k', len);
+		key[len] = '\0';
+		n = (size_t)snprintf(b, sizeof(b), "<ListBucketResult><IsTruncated>false</IsTruncated>"
+				     "<Contents><Key>pre/%s</Key><Size>1</Size></Contents></ListBucketResult>", key);
+		assert_true(n < sizeof(b));
+		print_message("key of %zu bytes\n", len);
+		if (len < WS_KEY_MAX) {
+			assert_int_equal(parse_raw(b, &pg), 0);
+			assert_int_equal(strlen(pg.keys[0]), len);
+			ws_list_page_free(&pg);
+		} else {
+			refused_raw(b, "longer than walship's");
+		}
+	}
+	memset(key, 'k', 1000);
+	key[1000] = '\0';
+	snprintf(b, sizeof(b), "<ListBucketResult><IsTruncated>false</IsTruncated><Contents><Key>pre/%s</Key>"
+		 "<Size>1</Size></Contents></ListBucketResult>", key);
+	refused_raw(b, "1000 bytes");
+}
+
 static void test_delete_replies(void **state)
 {
 	(void)state;
@@ -186,6 +299,9 @@ int main(void)
 		cmocka_unit_test(test_bad_sizes),
 		cmocka_unit_test(test_order_and_prefix),
 		cmocka_unit_test(test_not_a_whole_page),
+		cmocka_unit_test(test_is_truncated_forms),
+		cmocka_unit_test(test_contents_shapes),
+		cmocka_unit_test(test_key_too_long),
 		cmocka_unit_test(test_delete_replies),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
