@@ -171,6 +171,7 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 		reqs[i].rc = frc ? frc : send ? 1 : 0; /* 1: not run yet */
 		run[i] = frc == 0 && send;
 		d->throttle_retries = 0;
+		d->why[0] = '\0';
 	}
 	do {
 		struct ws_put_req *todo[64];
@@ -199,8 +200,14 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 		for (uint32_t i = 0; i < m; i++) {
 			struct ws_pipe_desc *d = ws_pipe_desc(p, from + (uint32_t)(todo[i] - reqs));
 			int r = rc ? rc : batch[i].rc;
-			if (r == WS_EPRECOND)
-				r = 0;
+			if (r == WS_EPRECOND) {
+				uint64_t len = 0;
+				for (int k = 0; k < batch[i].iovcnt; k++)
+					len += batch[i].iov[k].iov_len;
+				r = ws_store_created_same(p->store, batch[i].key, len);
+				if (r)
+					snprintf(d->why, sizeof(d->why), "%s", ws_errmsg());
+			}
 			todo[i]->rc = r;
 			d->throttle_retries += batch[i].throttle_retries;
 			if (batch[i].throttle_retries || r == WS_ETHROTTLED)

@@ -68,6 +68,7 @@ struct ws_pipe_desc {
 	struct ws_batch_check chk; /* R (dropped: U) */
 	uint64_t hdr_xxh;         /* R */
 	int rc;                   /* U: the upload's result */
+	char why[1024];           /* U: its detail, when the upload found one worth keeping ("" otherwise) */
 	uint32_t throttle_retries; /* U */
 };
 

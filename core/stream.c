@@ -120,6 +120,8 @@ struct ws_stream {
 	uint32_t batch_count, snap_count, part_count;
 	uint32_t part_base;          /* ring index of parts[0] in this call */
 	uint64_t call_throttle;      /* throttle retries of this call's parts */
+	char upload_why_key[WS_KEY_MAX]; /* this attempt's first failed upload with a detail kept (pipe.h why) */
+	char upload_why[1024];
 	uint64_t frames_shed;        /* this call */
 	bool shed_stop;              /* shed: the ring was full, reading stopped */
 	bool shed_nowait;            /* this call sheds at a full ring */
@@ -779,8 +781,12 @@ static void fill_fenced(const struct ws_stream *st, struct ws_outcome *out)
 static int put_immutable(struct ws_stream *st, const char *key, const struct iovec *iov, int iovcnt)
 {
 	int rc = ws_store_putv(st->sink->store, key, iov, iovcnt, WS_PUT_CREATE, NULL, NULL);
-	if (rc == WS_EPRECOND)
-		return 0;
+	if (rc == WS_EPRECOND) {
+		uint64_t len = 0;
+		for (int i = 0; i < iovcnt; i++)
+			len += iov[i].iov_len;
+		rc = ws_store_created_same(st->sink->store, key, len);
+	}
 	if (rc)
 		return ws_fail_wrap(rc, "tenant %s: upload %s", st->tenant, key);
 	return 0;
@@ -796,6 +802,10 @@ static void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d)
 	st->parts[i].done = true;
 	st->parts[i].rc = d->rc;
 	st->call_throttle += d->throttle_retries;
+	if (d->rc && d->why[0] && !st->upload_why[0]) {
+		snprintf(st->upload_why_key, sizeof(st->upload_why_key), "%s", d->key);
+		snprintf(st->upload_why, sizeof(st->upload_why), "%s", d->why);
+	}
 	if (d->checked) {
 		struct ws_part *pt = &st->parts[i];
 		struct ws_fmt_objref *ref = &st->batches[pt->ref];
@@ -803,10 +813,12 @@ static void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d)
 		ref->first = d->batch.first_frame;
 		ref->count = d->chk.ship;
 		ref->length = WS_BATCH_HDR_SIZE + d->payload_len;
-		if (d->rc == 0 && d->chk.ship) {
+		/* The real key, for the manifest, or for the message that names
+		 * the upload that failed. */
+		if (d->chk.ship && !d->chk.dropped)
 			snprintf(ref->key, sizeof(ref->key), "%s", d->key);
+		if (d->rc == 0 && d->chk.ship)
 			ref->xxh = d->hdr_xxh;
-		}
 		if (d->chk.dropped || !d->chk.ship)
 			return; /* nothing was sent */
 	}
@@ -1276,7 +1288,8 @@ static int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t
 	}
 	if (first_err && (st->policy != WS_POLICY_SHED || st->drain || !ws_err_transient(first_err)))
 		return ws_fail(first_err, "tenant %s: upload %s: %s (policy %s%s; nothing acknowledged)", st->tenant,
-			       bad_key, ws_strerror(first_err), ws_policy_name(st->policy),
+			       bad_key, strcmp(bad_key, st->upload_why_key) == 0 ? st->upload_why : ws_strerror(first_err),
+			       ws_policy_name(st->policy),
 			       st->lock_call ? ", not waited out under the database's write lock" : "");
 	if (first_err || st->shed_stop) {
 		uint64_t range_last = *last;
@@ -1950,6 +1963,8 @@ static void attempt_reset(struct ws_stream *st)
 {
 	st->part_count = 0;
 	st->part_base = st->pipe->ring.head;
+	st->upload_why[0] = '\0';
+	st->upload_why_key[0] = '\0';
 	st->frames_shed = 0;
 	st->shed_stop = false;
 	st->shed_nowait = false;

@@ -7,6 +7,7 @@
 #include "s3_internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +218,25 @@ int ws_store_head(struct ws_store *s, const char *key, struct ws_obj_info *info)
 {
 	stat_add(&s->stats.heads, 1);
 	return s->ops->head(s, key, info);
+}
+
+int ws_store_created_same(struct ws_store *s, const char *key, uint64_t len)
+{
+	struct ws_obj_info info;
+	int rc = ws_store_head(s, key, &info);
+
+	if (rc == WS_ENOTFOUND)
+		return ws_fail(-EIO, "store %s: %s: a create was refused as already there, but the object is gone "
+			       "now; not taken as written", s->url, key);
+	if (rc)
+		return ws_fail_wrap(rc, "store %s: %s: a create was refused as already there, and the object "
+				    "could not be looked at", s->url, key);
+	if (info.size_bytes != len)
+		return ws_fail(WS_ECORRUPT, "store %s: %s: a create was refused as already there, but the object "
+			       "there is %" PRIu64 " bytes and this write is %" PRIu64 ": its key names other bytes "
+			       "than it holds (a damaged object; remove it to let this write through)", s->url, key,
+			       info.size_bytes, len);
+	return 0;
 }
 
 /*

@@ -170,6 +170,14 @@ int ws_store_putv(struct ws_store *s, const char *key, const struct iovec *iov, 
 int ws_store_get(struct ws_store *s, const char *key, uint64_t off, uint64_t len,
 		 struct ws_buf *out, struct ws_obj_info *info) WS_MUST_CHECK;
 int ws_store_head(struct ws_store *s, const char *key, struct ws_obj_info *info) WS_MUST_CHECK;
+/*
+ * A create-once of len bytes under a key that names its content was
+ * refused as already there (WS_EPRECOND): 0 when the object there is len
+ * bytes long (an earlier attempt's same bytes), WS_ECORRUPT naming the key
+ * when it is not (a damaged object, never to be taken as this write),
+ * -EIO when it is gone again, or the HEAD's error.
+ */
+int ws_store_created_same(struct ws_store *s, const char *key, uint64_t len) WS_MUST_CHECK;
 /* Also checks that the page moves past token (-EPROTO otherwise), so that a
  * paging loop ends whatever the backend answers. */
 int ws_store_list(struct ws_store *s, const char *prefix, const char *token, unsigned max_keys,

@@ -12,8 +12,12 @@
  * spelling the probe picks (bare on radosgw's defaults; quoted on stores
  * made from it by faultproxy rewriting If-Match; a store that ignores
  * If-Match refused; a 412 on the object's own etag reported as the store's
- * defect, WS_EBADSTORE), and deadlines that cut requests a server leaves
- * hanging (faultproxy hang and stall).
+ * defect, WS_EBADSTORE), deadlines that cut requests a server leaves
+ * hanging (faultproxy hang and stall) and the HEAD that settles a 412
+ * within its call's deadline, replies radosgw never sends (a body without
+ * Content-Length cut short, a 206 shorter than asked, a PUT answered 201
+ * or 204, a HEAD without Content-Length), and a create refused over other
+ * bytes under its key (ws_store_created_same).
  *
  * Every URL here is walship's default but for the endpoint and what a test
  * sets on purpose: no etag_quotes, so radosgw runs with its defaults.
@@ -709,6 +713,29 @@ static void test_race_create(void **state)
 		wt_assert_content(s, key, want);
 	}
 	munmap(g_race, sizeof(*g_race));
+	ws_store_close(s);
+}
+
+/*
+ * A create-once refused as already there is taken for the same bytes only
+ * when the object there is as long as the write (ws_store_created_same):
+ * radosgw holding other bytes under the key (put first, unconditionally)
+ * answers the create 412 and the store says WS_EPRECOND, as it must for
+ * the checkpoint store's races; the content-keyed callers then refuse it.
+ */
+static void test_create_over_other_bytes(void **state)
+{
+	struct ws_store *s = open_sink("created-same", NULL);
+	(void)state;
+
+	assert_int_equal(ws_store_put(s, "k/obj", "abc", 3, WS_PUT_OVERWRITE, NULL, NULL), 0);
+	assert_int_equal(ws_store_put(s, "k/obj", "abcdef", 6, WS_PUT_CREATE, NULL, NULL), WS_EPRECOND);
+	assert_int_equal(ws_store_created_same(s, "k/obj", 6), WS_ECORRUPT);
+	assert_non_null(strstr(ws_errmsg(), "k/obj"));
+	assert_non_null(strstr(ws_errmsg(), "3 bytes"));
+	assert_int_equal(ws_store_created_same(s, "k/obj", 3), 0);
+	assert_int_equal(ws_store_created_same(s, "k/missing", 3), -EIO);
+	assert_int_equal(ws_store_del(s, "k/obj"), 0);
 	ws_store_close(s);
 }
 
@@ -2087,6 +2114,125 @@ static void test_if_match_ignored(void **state)
 }
 
 /*
+ * Replies radosgw never sends, made from its real ones by faultproxy:
+ *   - unframed: a GET's body without Content-Length, cut in half and the
+ *     connection closed. Nothing in HTTP/1.1 tells it from a whole body:
+ *     it is retried as cut, never taken for the object;
+ *   - short_range: a 206 with half the range asked for, its Content-Range
+ *     saying so: an error, never the object's end;
+ *   - put_status: a PUT answered 201 or 204, success codes HTTP allows:
+ *     written (create and compare-and-swap, the etag kept), not refused;
+ *   - head_no_length: a HEAD without Content-Length: an error naming it,
+ *     not an object of 0 bytes.
+ */
+static void test_fault_unusual_replies(void **state)
+{
+	struct ws_store *s = open_proxied(NULL);
+	size_t n = 64 << 10;
+	uint8_t *data = malloc(n);
+	struct ws_buf b;
+	struct ws_obj_info info;
+	struct ws_etag e1, e2;
+	struct snap a;
+	int rc;
+	(void)state;
+
+	assert_non_null(data);
+	fill_random(data, n, 11);
+	wt_put_bytes(s, "odd/obj", data, n, NULL);
+	ws_buf_init(&b, 0);
+
+	proxy_control("{\"mode\": \"unframed\", \"count\": 1, \"methods\": [\"GET\"]}");
+	a = snap(s);
+	rc = ws_store_get(s, "odd/obj", 0, UINT64_MAX, &b, &info);
+	if (rc)
+		fail_msg("unframed: %s", ws_errmsg());
+	assert_int_equal(b.len, n);
+	assert_memory_equal(b.data, data, n);
+	assert_true(info.size_bytes == n);
+	assert_delta(s, a, 1, 0, 1);
+	proxy_control("{\"mode\": \"unframed\", \"count\": 1000, \"methods\": [\"GET\"]}");
+	{
+		struct ws_store *s3 = open_proxied("retry_attempts_max=3");
+		b.len = 0;
+		rc = ws_store_get(s3, "odd/obj", 0, UINT64_MAX, &b, NULL);
+		print_message("  unframed every time: %s\n", ws_errmsg());
+		assert_int_equal(rc, -EIO);
+		assert_int_equal(b.len, 0);
+		assert_non_null(strstr(ws_errmsg(), "odd/obj"));
+		ws_store_close(s3);
+	}
+	proxy_control("{\"mode\": \"pass\"}");
+
+	proxy_control("{\"mode\": \"short_range\", \"count\": 2, \"methods\": [\"GET\"]}");
+	b.len = 0;
+	rc = ws_store_get(s, "odd/obj", 100, 1000, &b, NULL);
+	print_message("  short 206: %s\n", ws_errmsg());
+	assert_int_equal(rc, -EIO);
+	assert_int_equal(b.len, 0);
+	assert_non_null(strstr(ws_errmsg(), "fewer bytes than the 1000 asked for at 100"));
+	b.len = 0;
+	rc = ws_store_get(s, "odd/obj", n - 10, UINT64_MAX, &b, NULL);
+	assert_int_equal(rc, -EIO);
+	proxy_control("{\"mode\": \"pass\"}");
+	b.len = 0;
+	assert_int_equal(ws_store_get(s, "odd/obj", n - 10, 1000, &b, NULL), 0); /* to the end, not past it */
+	assert_int_equal(b.len, 10);
+
+	proxy_control("{\"mode\": \"put_status\", \"count\": 1, \"methods\": [\"PUT\"], \"status\": \"201 Created\"}");
+	memset(&e1, 0, sizeof(e1));
+	rc = ws_store_put(s, "odd/created", "one", 3, WS_PUT_CREATE, NULL, &e1);
+	if (rc)
+		fail_msg("create answered 201: %s", ws_errmsg());
+	assert_true(e1.s[0] != '\0');
+	proxy_control("{\"mode\": \"put_status\", \"count\": 1, \"methods\": [\"PUT\"], \"status\": \"204 No Content\"}");
+	memset(&e2, 0, sizeof(e2));
+	rc = ws_store_put(s, "odd/created", "two", 3, WS_PUT_CAS, &e1, &e2);
+	if (rc)
+		fail_msg("compare-and-swap answered 204: %s", ws_errmsg());
+	proxy_control("{\"mode\": \"pass\"}");
+	wt_assert_content(s, "odd/created", "two");
+	assert_int_equal(ws_store_head(s, "odd/created", &info), 0);
+	assert_string_equal(e2.s, info.etag.s);
+
+	proxy_control("{\"mode\": \"head_no_length\", \"count\": 1, \"methods\": [\"HEAD\"]}");
+	rc = ws_store_head(s, "odd/obj", &info);
+	print_message("  HEAD without Content-Length: %s\n", ws_errmsg());
+	assert_int_equal(rc, -EPROTO);
+	assert_non_null(strstr(ws_errmsg(), "no Content-Length"));
+	proxy_control("{\"mode\": \"pass\"}");
+	ws_buf_free(&b);
+	free(data);
+	ws_store_close(s);
+}
+
+/*
+ * A step of a call is bound by the call's deadline: a create answered 412
+ * is settled by a HEAD, which may not start a deadline of its own. Every
+ * request delayed 1.5 s (faultproxy latency) against retry_deadline_ms=2000:
+ * the 412 comes after 1.5 s, and the HEAD is cut at 2 s, not 3.5 s.
+ */
+static void test_deadline_covers_settling_head(void **state)
+{
+	struct ws_store *s = open_proxied("retry_deadline_ms=2000");
+	int64_t t0, dt;
+	int rc;
+	(void)state;
+
+	wt_put_str(s, "hang/settle", "there already", NULL);
+	proxy_control("{\"mode\": \"latency\", \"latency_ms\": 1500, \"methods\": [\"PUT\", \"HEAD\"]}");
+	t0 = wt_now_ms();
+	rc = ws_store_put(s, "hang/settle", "other", 5, WS_PUT_CREATE, NULL, NULL);
+	dt = wt_now_ms() - t0;
+	proxy_control("{\"mode\": \"pass\"}");
+	print_message("  create answered 412 after 1.5 s, its HEAD as slow: %lld ms: %s (%s)\n", (long long)dt,
+		      ws_errmsg(), ws_strerror(rc));
+	assert_true(rc != 0 && rc != WS_EPRECOND);
+	assert_true(dt >= 1900 && dt < 2700);
+	ws_store_close(s);
+}
+
+/*
  * Every request ends by the call's deadline (retry_deadline_ms), whatever
  * it is doing then: a server that accepted and never answers, or a reply
  * that stops half way, is cut there, not after the client's 30 s transfer
@@ -2422,6 +2568,7 @@ int main(void)
 		cmocka_unit_test(test_delete_many),
 		cmocka_unit_test(test_prefix),
 		cmocka_unit_test(test_race_create),
+		cmocka_unit_test(test_create_over_other_bytes),
 		cmocka_unit_test(test_race_cas),
 		cmocka_unit_test(test_wrong_secret),
 		cmocka_unit_test_setup_teardown(test_fault_throttling, proxy_start, proxy_stop),
@@ -2432,11 +2579,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fault_ignore_conditional, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_fault_phantom_and_no_etag, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_fault_ranges, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_fault_unusual_replies, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_fault_long_error_page, proxy_start, proxy_stop),
 		cmocka_unit_test(test_if_match_radosgw),
 		cmocka_unit_test_setup_teardown(test_if_match_quoted_stores, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_if_match_ignored, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_deadline_hung_request, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_deadline_covers_settling_head, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_slow_transfer_runs_to_deadline, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_refused_request_is_final, proxy_start, proxy_stop),
 		cmocka_unit_test(test_put_many),
