@@ -47,13 +47,41 @@ static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off)
 #define SQLITE_PAGES_MAX 4294967294u
 
 /*
+ * Page 1's in-header database size (offset 28) when SQLite takes it as
+ * the database's size: valid when the change counter at 24 equals
+ * version-valid-for at 92, and not 0. 0 when SQLite goes by the file's
+ * size instead (or h holds no database header).
+ */
+static uint32_t header_pages(const uint8_t h[100])
+{
+	if (memcmp(h, "SQLite format 3", 16) != 0 || ws_get_be32(h + 24) != ws_get_be32(h + 92))
+		return 0;
+	return ws_get_be32(h + 28);
+}
+
+/*
+ * The pages a published image of a state of db_pages pages holds. A
+ * commit frame's size is the file's, which may run past the database's
+ * end: SQLITE_FCNTL_CHUNK_SIZE grows the file in chunks, and a commit on
+ * an empty WAL takes its size from the file. SQLite reads only the pages
+ * page 1's valid in-header size names and rewrites any page past them
+ * before it uses one (a new page goes through the WAL), so the image ends
+ * there: the same database, without the file's slack (a sparse file of up
+ * to 16 TiB when the size is a hash-consistent forgery).
+ */
+static uint32_t image_pages(const uint8_t h[100], uint32_t db_pages)
+{
+	uint32_t hp = db_pages ? header_pages(h) : 0;
+	return hp && hp < db_pages ? hp : db_pages;
+}
+
+/*
  * A commit frame's database size, checked before it becomes the image's
  * length: against SQLite's ceiling, and against page 1's in-header size
- * when the image holds page 1 and that field is valid (offset 28, valid
- * when the change counter at 24 equals version-valid-for at 92; SQLite
- * 3.7.0 and later keep it exact at every commit). A hash-consistent forged
- * size would otherwise publish a sparse file of up to 16 TiB that SQLite,
- * which trusts the header, passes in integrity_check.
+ * when the image holds page 1 and that field is valid (header_pages).
+ * SQLite takes a database whose header names more pages than its file
+ * holds for corrupt; fewer is a file with slack past the database's end
+ * (image_pages), as SQLite itself leaves it.
  */
 static int check_commit_size(const char *tenant, const char *key, uint64_t frame, uint32_t dbsz, uint32_t ps,
 			     int fd, const uint8_t *page1, bool exact)
@@ -79,13 +107,12 @@ static int check_commit_size(const char *tenant, const char *key, uint64_t frame
 	} else {
 		return 0;
 	}
-	if (n < (ssize_t)sizeof(h) || memcmp(h, "SQLite format 3", 16) != 0)
+	if (n < (ssize_t)sizeof(h))
 		return 0; /* no page 1 yet: the chain's own checks decide */
-	if (ws_get_be32(h + 24) == ws_get_be32(h + 92) && ws_get_be32(h + 28) != 0 &&
-	    ws_get_be32(h + 28) != dbsz)
+	if (header_pages(h) > dbsz)
 		return ws_fail(WS_ECORRUPT, "tenant %s: batch %s: commit frame %" PRIu64 " says the database has "
-			       "%" PRIu32 " pages of %" PRIu32 " bytes, but page 1's header says %" PRIu32, tenant,
-			       key, frame, dbsz, ps, ws_get_be32(h + 28));
+			       "%" PRIu32 " pages of %" PRIu32 " bytes, but page 1's header says %" PRIu32 ": more than "
+			       "the commit holds", tenant, key, frame, dbsz, ps, header_pages(h));
 	return 0;
 }
 
@@ -452,9 +479,13 @@ static int image_finish(int fd, const char *path, const struct ws_replay_result 
 	/* A standalone file: switch the header from WAL to rollback-journal
 	 * mode (bytes 18-19), as PRAGMA journal_mode=DELETE would. */
 	static const uint8_t legacy[2] = { 1, 1 };
+	uint8_t h[100];
+	uint32_t pages = res->db_pages;
 	int rc;
 
-	if (ftruncate(fd, (off_t)res->db_pages * res->page_size) != 0)
+	if (pages && pread(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h))
+		pages = image_pages(h, pages);
+	if (ftruncate(fd, (off_t)pages * res->page_size) != 0)
 		return ws_fail(-errno, "truncate %s", path);
 	/* An empty file is an empty database (the source's file was empty
 	 * when it was shipped): nothing to switch. */
@@ -627,29 +658,34 @@ int ws_restore_publish(const char *tmp, const char *out_path, bool force)
 }
 
 /* The artifact's bytes are the state of cut: its size (len) and page 1
- * (head: its first 100 bytes, or all of a shorter one) agree. */
+ * (head: its first 100 bytes, or all of a shorter one) agree: as long as
+ * the image of that state (image_pages: the cut's size, or page 1's valid
+ * in-header size when that is smaller), page 1 naming the cut's page size
+ * and, when its in-header size is valid, a size no larger than the cut's. */
 static int artifact_shape(const char *key, const uint8_t *head, uint64_t len, const struct ws_fmt_manifest *cut)
 {
-	const uint64_t ps = cut->gen.page_size, want = (uint64_t)cut->db_pages * ps;
+	const uint64_t ps = cut->gen.page_size, full = (uint64_t)cut->db_pages * ps;
 	uint32_t hdr_ps, hdr_pages;
 
-	if (len != want)
-		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %" PRIu64 " bytes; the state it stands for "
-			       "(cut manifest, %u pages of %llu bytes) is %llu bytes: not that state's image", key,
-			       len, cut->db_pages, (unsigned long long)ps, (unsigned long long)want);
-	if (len == 0)
+	if (len == 0 && full == 0)
 		return 0;
 	if (len < 100)
-		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %" PRIu64 " bytes: too short for a "
-			       "database", key, len);
+		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %" PRIu64 " bytes; the state it stands for "
+			       "(cut manifest, %u pages of %llu bytes) is %llu bytes: not that state's image", key,
+			       len, cut->db_pages, (unsigned long long)ps, (unsigned long long)full);
 	hdr_ps = (uint32_t)head[16] << 8 | head[17];
 	if (hdr_ps == 1)
 		hdr_ps = 65536;
-	hdr_pages = ws_get_be32(head + 28);
-	if (hdr_ps != ps || hdr_pages != cut->db_pages)
+	hdr_pages = header_pages(head);
+	if (hdr_ps != ps || hdr_pages > cut->db_pages)
 		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s: page 1 says %u pages of %u bytes; the state it "
 			       "stands for (cut manifest) has %u pages of %llu bytes", key, hdr_pages, hdr_ps,
 			       cut->db_pages, (unsigned long long)ps);
+	if (len != (uint64_t)image_pages(head, cut->db_pages) * ps && len != full)
+		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %" PRIu64 " bytes; the state it stands for "
+			       "(cut manifest, %u pages of %llu bytes, page 1 saying %u) is %llu bytes: not that "
+			       "state's image", key, len, cut->db_pages, (unsigned long long)ps, hdr_pages,
+			       (unsigned long long)image_pages(head, cut->db_pages) * ps);
 	return 0;
 }
 
