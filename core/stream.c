@@ -230,15 +230,54 @@ static void conn_end_read(struct ws_stream *st, int i)
 		sqlite3_exec(st->conn[i], "COMMIT", NULL, NULL, NULL);
 }
 
-/* Make sure a read transaction is held; taking a fresh one breaks continuity. */
+/*
+ * The journal mode page 1 of the database file names (bytes 18-19), read
+ * through connection i's own open file (SQLite opens it with the
+ * connection; no lock is needed to read it): DB_WAL, DB_NO_HEADER (empty,
+ * shorter than a header, or no SQLite file: SQLite decides), DB_ROLLBACK.
+ */
+enum db_mode { DB_NO_HEADER, DB_WAL, DB_ROLLBACK };
+static enum db_mode conn_db_mode(struct ws_stream *st, int i)
+{
+	sqlite3_file *f = NULL;
+	sqlite3_int64 size = 0;
+	uint8_t h[20];
+	if (!st->conn[i] || sqlite3_file_control(st->conn[i], "main", SQLITE_FCNTL_FILE_POINTER, &f) != SQLITE_OK ||
+	    !f || !f->pMethods || f->pMethods->xFileSize(f, &size) != SQLITE_OK || size < 100 ||
+	    f->pMethods->xRead(f, h, sizeof(h), 0) != SQLITE_OK || memcmp(h, "SQLite format 3", 16) != 0)
+		return DB_NO_HEADER;
+	return h[18] == 2 && h[19] == 2 ? DB_WAL : DB_ROLLBACK;
+}
+
+static int not_wal(struct ws_stream *st)
+{
+	return ws_fail(WS_ECONFIG, "tenant %s: %s is not in WAL mode (PRAGMA journal_mode=WAL); no lock is held on it "
+		       "meanwhile", st->tenant, st->db_path);
+}
+
+/*
+ * Make sure a read transaction is held; taking a fresh one breaks
+ * continuity. Never on a database in rollback-journal mode: there a read
+ * transaction is a SHARED lock on the database file, which would keep the
+ * application from ever writing (or switching it to WAL mode) while held.
+ */
 static int hold_read(struct ws_stream *st)
 {
 	int rc;
 	if (st->held >= 0)
 		return 0;
+	if (!st->conn[0] && (rc = conn_open(st, &st->conn[0])) != 0)
+		return rc;
+	if (conn_db_mode(st, 0) == DB_ROLLBACK)
+		return not_wal(st);
 	rc = conn_begin_read(st, 0);
 	if (rc)
 		return rc;
+	/* Switched between the look and the lock. */
+	if (conn_db_mode(st, 0) == DB_ROLLBACK) {
+		conn_end_read(st, 0);
+		return not_wal(st);
+	}
 	st->held = 0;
 	st->continuous = false;
 	return 0;
@@ -2056,6 +2095,11 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 	if (rc == WS_EREPLACED)
 		ws_stream_park(st);
 	else if (rc == 0 && out->kind == WS_OUTCOME_FENCED)
+		release_reads(st);
+	else if (st->held >= 0 && conn_db_mode(st, st->held) != DB_WAL)
+		/* An empty file (shipped as an empty database) or one not in
+		 * WAL mode: a read transaction there is a lock that keeps the
+		 * application from writing, or from switching it to WAL. */
 		release_reads(st);
 	return rc;
 }

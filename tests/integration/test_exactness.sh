@@ -7,7 +7,9 @@
 #    the restore is the new database exactly, never a splice of the two;
 #  - the same while replicate is stopped, and replicate started again;
 #  - a database whose file runs past its end (SQLITE_FCNTL_CHUNK_SIZE):
-#    every state as shipped, a checkpoint, verify.
+#    every state as shipped, a checkpoint, verify;
+#  - an empty file and databases in rollback-journal mode, which replicate
+#    never keeps locked.
 #
 # Env: WS_BIN (the walship binary), WS_TEST_TMP (scratch dir).
 # Prints "N passed, M failed" last; exits non-zero on any failure.
@@ -157,6 +159,49 @@ for round in 1 2 3 4; do
 done
 ws verify --sink "$CU"
 check "verify: exit 0" [ "$rc" = 0 ]
+
+echo "# databases not in WAL mode, or empty, next to a running replicate: no lock held on them"
+# A read transaction on a database in rollback-journal mode (an empty file
+# is one) is a SHARED lock on its file. Held from one call to the next, it
+# kept the application from writing, and from switching the database to
+# WAL mode, for good: an empty file replicate was started on, a database in
+# DELETE mode, and the README's recovery flow (a restored file, which
+# restore leaves in rollback-journal mode, moved into place).
+NS="$ROOT/nowal"
+URL="file://$NS"
+rm -f e.db e.db-wal e.db-shm k.db k.db-wal k.db-shm
+: >e.db
+sq k.db "PRAGMA journal_mode=DELETE; CREATE TABLE t(x INTEGER PRIMARY KEY, tag TEXT, v BLOB);
+         INSERT INTO t(tag, v) VALUES ('k', randomblob(300));" >/dev/null
+"$WS_BIN" replicate --sink "$URL" e=e.db k=k.db >nowal.out 2>nowal.err &
+rep=$!
+looked() { [ -f "$NS/e/wm" ] && grep -q "k.db is not in WAL mode" nowal.err; }
+for _ in $(seq 100); do looked && break; sleep 0.1; done
+check "replicate ships the empty file and names the one not in WAL mode" looked
+sleep 0.5 # a retry of k or two
+check "the application writes the database in DELETE mode meanwhile" \
+	sq k.db "INSERT INTO t(tag, v) VALUES ('k', randomblob(300));"
+check "and switches it to WAL mode" sq k.db "PRAGMA journal_mode=WAL;"
+check "the application makes the empty file a WAL database" \
+	sq e.db "PRAGMA journal_mode=WAL; CREATE TABLE t(x INTEGER PRIMARY KEY, tag TEXT, v BLOB);
+	         INSERT INTO t(tag, v) VALUES ('e', randomblob(300));"
+sq k.db "INSERT INTO t(tag, v) VALUES ('k', randomblob(300));" >/dev/null
+check "both ship once in WAL mode: e" wait_restores_to e.db e 20
+check "both ship once in WAL mode: k" wait_restores_to k.db k 20
+# The recovery flow: the application stops, the restored file replaces e.
+rm -f x.db
+"$WS_BIN" restore --sink "$URL" --tenant e -o x.db >/dev/null 2>&1
+rm -f e.db-wal e.db-shm
+mv x.db e.db
+sleep 1 # replicate sees the new file (rollback-journal mode) and retries on it
+check "the application writes the restored file moved into place" \
+	sq e.db "INSERT INTO t(tag, v) VALUES ('e', randomblob(300));"
+check "and switches it back to WAL mode" sq e.db "PRAGMA journal_mode=WAL;"
+sq e.db "INSERT INTO t(tag, v) VALUES ('e', randomblob(300));" >/dev/null
+check "which then ships" wait_restores_to e.db e 20
+kill -TERM "$rep" 2>/dev/null || true
+reap "$rep" nowal.err "replicate (databases not in WAL mode)"
+check "replicate exits 0 after SIGTERM" [ "$reaped" = 0 ]
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
