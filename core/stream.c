@@ -1364,7 +1364,12 @@ static int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t
 #define TAIL_RETRY 1
 #define TAIL_ATTEMPTS 3
 
-/* The live WAL header, for the generation it names; -ENOENT when empty. */
+/*
+ * The live WAL header, for the generation it names; -ENOENT when the WAL
+ * is empty as SQLite reads it: 0 bytes, shorter than a header, or a header
+ * that fails SQLite's checks (ws_wal_hdr_sqlite_empty). SQLite then reads
+ * the database file alone and restarts the WAL at its next write.
+ */
 static int read_wal_gen(struct ws_stream *st, struct ws_wal_hdr *wh)
 {
 	uint8_t *buf = ws_reader_buf(st->reader) + st->small_off;
@@ -1372,11 +1377,8 @@ static int read_wal_gen(struct ws_stream *st, struct ws_wal_hdr *wh)
 	int rc;
 	if (got < 0)
 		return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->wal_path);
-	if (got == 0)
+	if (ws_wal_hdr_sqlite_empty(buf, (size_t)got))
 		return -ENOENT;
-	if (got < (ssize_t)WS_WAL_HDR_SIZE)
-		return ws_fail(WS_ENOTWAL, "tenant %s: %s is %zd bytes, shorter than a WAL header; "
-			       "nothing uploaded", st->tenant, st->wal_path, got);
 	rc = ws_wal_hdr_parse(buf, wh);
 	if (rc)
 		return ws_fail_wrap(rc, "tenant %s: %s (nothing uploaded)", st->tenant, st->wal_path);
@@ -1462,6 +1464,17 @@ static int step_read_generation(struct ws_stream *st, struct tail *t)
 	if (rc && rc != -ENOENT)
 		return rc;
 	t->wal_bytes = file_size(st->wal_fd);
+	if (t->wal_bytes != 0) {
+		rc = read_wal_gen(st, &t->wh);
+		if (rc == -ENOENT) {
+			/* No frame SQLite would read: the database file alone. */
+			ws_debug("tenant %s: %s (%" PRIu64 " bytes) holds no valid WAL header; read as an empty WAL, "
+				 "as SQLite reads it", st->tenant, st->wal_path, t->wal_bytes);
+			t->wal_bytes = 0;
+		} else if (rc) {
+			return rc;
+		}
+	}
 	if (t->wal_bytes == 0) {
 		uint32_t ps, pages;
 		rc = db_header(st, &ps, &pages);
@@ -1469,12 +1482,6 @@ static int step_read_generation(struct ws_stream *st, struct tail *t)
 			return rc;
 		t->sc.gen.page_size = ps;
 	} else {
-		rc = read_wal_gen(st, &t->wh);
-		if (rc == -ENOENT)
-			rc = ws_fail(WS_ENOTWAL, "tenant %s: %s was emptied while read; nothing uploaded",
-				     st->tenant, st->wal_path);
-		if (rc)
-			return rc;
 		t->sc.gen.wal_magic = t->wh.magic;
 		t->sc.gen.checkpoint_seq = t->wh.checkpoint_seq;
 		t->sc.gen.salt1 = t->wh.salt1;

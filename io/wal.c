@@ -245,6 +245,19 @@ int ws_wal_hdr_parse(const uint8_t buf[WS_WAL_HDR_SIZE], struct ws_wal_hdr *out)
 	return 0;
 }
 
+bool ws_wal_hdr_sqlite_empty(const uint8_t *buf, size_t len)
+{
+	uint32_t magic, s[2] = { 0, 0 };
+
+	if (len < WS_WAL_HDR_SIZE)
+		return true;
+	magic = ws_get_be32(buf);
+	if ((magic != WS_WAL_MAGIC_LE && magic != WS_WAL_MAGIC_BE) || !page_size_valid(ws_get_be32(buf + 8)))
+		return true;
+	ws_wal_checksum(magic == WS_WAL_MAGIC_BE, buf, WS_WAL_HDR_SIZE - 8, s);
+	return s[0] != ws_get_be32(buf + 24) || s[1] != ws_get_be32(buf + 28);
+}
+
 void ws_wal_hdr_encode(struct ws_wal_hdr *hdr, uint8_t buf[WS_WAL_HDR_SIZE])
 {
 	uint32_t s[2] = { 0, 0 };

@@ -58,6 +58,15 @@ struct ws_wal_frame_hdr {
  */
 int ws_wal_hdr_parse(const uint8_t buf[WS_WAL_HDR_SIZE], struct ws_wal_hdr *out) WS_MUST_CHECK;
 
+/*
+ * True when SQLite reads a WAL file whose first len bytes are buf as an
+ * empty WAL (walIndexRecover): shorter than a header, or a header with a
+ * wrong magic, page size or checksum (a crash before the header was
+ * synced, a file zeroed). A wrong version alone is SQLite's error, not an
+ * empty WAL.
+ */
+bool ws_wal_hdr_sqlite_empty(const uint8_t *buf, size_t len);
+
 /* Encode a header (computing its checksum). Used by tests and tools. */
 void ws_wal_hdr_encode(struct ws_wal_hdr *hdr, uint8_t buf[WS_WAL_HDR_SIZE]);
 

@@ -9,7 +9,8 @@
 #  - a database whose file runs past its end (SQLITE_FCNTL_CHUNK_SIZE):
 #    every state as shipped, a checkpoint, verify;
 #  - an empty file and databases in rollback-journal mode, which replicate
-#    never keeps locked.
+#    never keeps locked;
+#  - a WAL file SQLite reads as empty (zeroed, short, bad header checksum).
 #
 # Env: WS_BIN (the walship binary), WS_TEST_TMP (scratch dir).
 # Prints "N passed, M failed" last; exits non-zero on any failure.
@@ -202,6 +203,72 @@ check "which then ships" wait_restores_to e.db e 20
 kill -TERM "$rep" 2>/dev/null || true
 reap "$rep" nowal.err "replicate (databases not in WAL mode)"
 check "replicate exits 0 after SIGTERM" [ "$reaped" = 0 ]
+
+echo "# a WAL file SQLite reads as empty (zeroed, shorter than a header, a bad header checksum)"
+# A crash before the header was synced, or a file zeroed: SQLite reads the
+# database file alone and restarts the WAL at its next write. replicate
+# read the same file as an error, every call, for good: no backup at all
+# until the application wrote again. It now ships the database file, and
+# then the commits made on top of it.
+ZS="$ROOT/zwal"
+for how in zeroed short badsum; do
+	rm -f z.db z.db-wal z.db-shm
+	sq z.db "PRAGMA journal_mode=WAL; CREATE TABLE t(x INTEGER PRIMARY KEY, tag TEXT, v BLOB);
+	         INSERT INTO t(tag, v) VALUES ('z', randomblob(300)); PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
+	case $how in
+	zeroed) head -c 4096 /dev/zero >z.db-wal ;;
+	short) printf '\067\177\006\202abc' >z.db-wal ;;
+	badsum) python3 -c 'import struct,sys; sys.stdout.buffer.write(struct.pack(">8I", 0x377f0682, 3007000, 4096, 0, 1, 2, 3, 4) + bytes(4096 + 24))' >z.db-wal ;;
+	esac
+	dump z.db >z.dump
+	ws replicate --sink "file://$ZS-$how" --once z=z.db
+	check "$how WAL: replicate ships the database file: exit 0" [ "$rc" = 0 ]
+	rm -f r.db
+	ws restore --sink "file://$ZS-$how" --tenant z -o r.db
+	check "$how WAL: the restore is the database" eval '[ "$rc" = 0 ] && [ "$(dump r.db)" = "$(cat z.dump)" ]'
+	sq z.db "INSERT INTO t(tag, v) VALUES ('z', randomblob(300));" >/dev/null
+	ws replicate --sink "file://$ZS-$how" --once z=z.db
+	rm -f r.db
+	ws restore --sink "file://$ZS-$how" --tenant z -o r.db
+	check "$how WAL: the next commit ships on top" eval '[ "$rc" = 0 ] && same_dump z.db r.db'
+done
+
+# Stopped right after it read the zeroed header as an empty WAL (WS_FAULT
+# stop), replicate holds its read transaction while the application
+# commits, which restarts the WAL: what it ships is a state the source
+# committed (the database file its read transaction saw, or, when the call
+# starts over on the new WAL, the commit); the next call ships the commit.
+rm -f z.db z.db-wal z.db-shm
+sq z.db "PRAGMA journal_mode=WAL; CREATE TABLE t(x INTEGER PRIMARY KEY, tag TEXT, v BLOB);
+         INSERT INTO t(tag, v) VALUES ('z', randomblob(300)); PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
+head -c 4096 /dev/zero >z.db-wal
+dump z.db >z.dump
+WS_FAULT=stream.after_wal_header:1:stop "$WS_BIN" replicate --sink "file://$ZS-paused" --once z=z.db \
+	>zp.out 2>zp.err &
+zp=$!
+stopped=0
+for _ in $(seq 200); do
+	[ "$(ps -o stat= -p "$zp" 2>/dev/null | cut -c1)" = T ] && { stopped=1; break; }
+	sleep 0.05
+done
+check "replicate stops after reading the zeroed header" [ "$stopped" = 1 ]
+check "the application commits meanwhile (restarting the WAL)" \
+	sq z.db "INSERT INTO t(tag, v) VALUES ('z2', randomblob(300));"
+dump z.db >z2.dump
+kill -CONT "$zp"
+reap "$zp" zp.err "replicate --once (stopped at a zeroed WAL header)"
+check "the stopped call ships: exit 0" [ "$reaped" = 0 ]
+rm -f r.db
+ws restore --sink "file://$ZS-paused" --tenant z -o r.db
+zr=none
+[ "$(dump r.db)" = "$(cat z.dump)" ] && zr=before
+[ "$(dump r.db)" = "$(cat z2.dump)" ] && zr=after
+echo "# the stopped call shipped the state $zr the commit"
+check "what it shipped is a state the source committed ($zr the commit)" eval '[ "$rc" = 0 ] && [ "$zr" != none ]'
+ws replicate --sink "file://$ZS-paused" --once z=z.db
+rm -f r.db
+ws restore --sink "file://$ZS-paused" --tenant z -o r.db
+check "the next call ships the commit" eval '[ "$rc" = 0 ] && same_dump z.db r.db'
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
