@@ -1624,6 +1624,24 @@ static int step_fence(struct ws_stream *st, struct tail *t, struct ws_outcome *o
 	return 0;
 }
 
+/*
+ * A re-base reads and uploads the whole database file: taken for a call
+ * that then cannot prove continuity (a stream parked over the open-file
+ * budget, a database replaced at its path), the write lock would hold the
+ * application's writers for all of it. Let go before the scan; the call
+ * goes on as an unlocked one (its own read transaction keeps the image
+ * exact), and walship's WAL checkpoint waits for a later locked call.
+ */
+static void unlock_for_rebase(struct ws_stream *st, struct tail *t)
+{
+	if (!t->locked || t->kind != WS_MANIFEST_REBASE)
+		return;
+	write_lock_release(st);
+	t->locked = false;
+	st->lock_call = false;
+	ws_debug("tenant %s: re-basing: the database's write lock is let go first", st->tenant);
+}
+
 /* 4. Scan and check the WAL from the first frame to ship, publishing each
  * slot as a batch (pipe.h); learns the last commit and its database size. */
 static int step_scan(struct ws_stream *st, struct tail *t, struct ws_outcome *out)
@@ -1631,6 +1649,7 @@ static int step_scan(struct ws_stream *st, struct tail *t, struct ws_outcome *ou
 	struct scan *sc = &t->sc;
 	int rc;
 	WS_ASSERT(st->held >= 0); /* every frame is read under our read mark */
+	unlock_for_rebase(st, t);
 	/* Shed stops reading at a full ring, except while re-basing: the
 	 * snapshot must be whole, and a database larger than the ring would
 	 * otherwise never re-base at all. */
@@ -2070,7 +2089,7 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 	st->pipe->arg = st;
 	for (unsigned attempt = 1;; attempt++) {
 		attempt_reset(st);
-		rc = tail_inner(st, out, locked);
+		rc = tail_inner(st, out, st->locker >= 0); /* an attempt that re-based let it go */
 		/* A failed call may leave parts in flight: none outlives it. */
 		ws_pipe_drain(st->pipe);
 		if (rc != TAIL_RETRY)
@@ -2089,6 +2108,7 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 	st->call.ended_early = rc == 0 && st->early_stop;
 	st->lock_call = false;
 	st->last_ok = rc == 0 && out->kind != WS_OUTCOME_SHED && out->kind != WS_OUTCOME_FENCED;
+	locked = locked && st->locker >= 0;
 	if (locked) {
 		/* Nothing could commit since the scan began: on success every
 		 * committed frame in the WAL is durable at the sink, unless the

@@ -1531,6 +1531,77 @@ static void test_locked_call_waits_out_nothing(void **state)
 }
 
 /*
+ * A call that took the application's write lock (the last call went
+ * through, the WAL past wal_checkpoint_bytes) and then finds it must
+ * re-base (continuity lost: the stream was parked, as the engine parks one
+ * over its open-file budget) lets the lock go before it reads and uploads
+ * the database file: a snapshot is as large as the database, and the
+ * application's writers waited for all of it. Paused before the snapshot's
+ * upload, an application write with no busy timeout goes through; what is
+ * acknowledged is a state the source committed (the state before that
+ * write, or after it when the call starts over), and the next tail ships
+ * the write.
+ */
+struct lock_probe {
+	sqlite3 *db;
+	int rc;
+	int fired;
+};
+
+static void write_during_snapshot(const char *site, void *arg)
+{
+	struct lock_probe *p = arg;
+	(void)site;
+	if (p->fired++)
+		return;
+	p->rc = sqlite3_exec(p->db, "INSERT INTO t(v) VALUES (randomblob(300))", NULL, NULL, NULL);
+}
+
+static void test_rebase_lets_the_write_lock_go(void **state)
+{
+	struct wt_env e;
+	struct shard_env x;
+	struct ws_stream_config cfg;
+	struct ws_stream *st;
+	struct ws_outcome o;
+	struct lock_probe p = { 0 };
+	uint64_t before, after, got;
+	int err = 0;
+	(void)state;
+
+	wt_env_init(&e, "rebase-unlocked", 0);
+	wt_write_txn(e.w, 50, 200);
+	shard_env_init(&x, &e);
+	cfg = cfg_default(&e);
+	cfg.wal_checkpoint_bytes = 4096; /* every call after a good one takes the write lock */
+	st = ws_stream_open_shared(e.sink, &cfg, &x.sh, &err);
+	assert_non_null(st);
+	wt_tail_ok(st, &o);
+	wt_write_txn(e.w, 5, 200);
+	wt_tail_ok(st, &o);
+	wt_write_txn(e.w, 5, 200);
+	ws_stream_park(st); /* continuity lost: the next call re-bases */
+	wt_exec(e.w, "PRAGMA busy_timeout=0");
+	before = wt_content_hash(e.w, NULL);
+	p.db = e.w;
+	p.rc = -1;
+	assert_int_equal(ws_fault_arm_pause("stream.before_snapshot_put", 1, write_during_snapshot, &p), 0);
+	tail_expect(st, &o, WS_OUTCOME_RESTARTED);
+	ws_fault_disarm();
+	after = wt_content_hash(e.w, NULL);
+	assert_true(p.fired > 0);
+	if (p.rc != SQLITE_OK)
+		fail_msg("the application's write during the re-base's snapshot: %s", sqlite3_errstr(p.rc));
+	got = wt_restore_hash(&e, TENANT, NULL, NULL);
+	assert_true(got == before || got == after);
+	wt_tail_ok(st, &o);
+	ws_stream_close(st);
+	shard_env_free(&x);
+	assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == wt_content_hash(e.w, NULL));
+	wt_env_free(&e);
+}
+
+/*
  * Restore and verify look for manifests after the watermark they read (a
  * watermark that went back); a writer that ships two more tails meanwhile
  * leaves exactly such manifests, linked back to the watermark read. That
@@ -2085,6 +2156,7 @@ int main(void)
 		cmocka_unit_test(test_shared_work_grows),
 		cmocka_unit_test(test_shed_snapshot_without_wal),
 		cmocka_unit_test(test_locked_call_waits_out_nothing),
+		cmocka_unit_test(test_rebase_lets_the_write_lock_go),
 		cmocka_unit_test(test_probe_read_error_is_no_empty),
 		cmocka_unit_test(test_writer_going_on_is_no_went_back),
 		cmocka_unit_test(test_first_watermark_while_verify_lists),
