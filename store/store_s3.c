@@ -616,10 +616,25 @@ static int call_judge(struct s3_store *s, struct s3_call *c)
 		retry = true;
 	} else if (c->req.truncated) {
 		retry = true;
+	} else if (!strcmp(c->method, "PUT") && c->req.status >= 200 && c->req.status <= 299 && c->resp &&
+		   c->resp->len > c->resp_len0 &&
+		   memmem(c->resp->data + c->resp_len0, c->resp->len - c->resp_len0, "<Error>", 7)) {
+		/* A success status over an error document (a proxy's, or a
+		 * store's that reports late): not taken as written. Sent again
+		 * with the same attempt token, a write that did land is told
+		 * from another's by its 412 (put_end). */
+		char code[64];
+		ws_s3_error_code(c->resp->data + c->resp_len0, c->resp->len - c->resp_len0, code, sizeof(code));
+		c->req.err = -EIO;
+		snprintf(c->req.err_detail, sizeof(c->req.err_detail), "HTTP %ld with an error document (%s)",
+			 c->req.status, code[0] ? code : "no code");
+		retry = true;
 	} else if (c->framed && c->req.unframed && c->req.status >= 200 && c->req.status <= 299) {
 		/* A body that ends where the connection closed cannot be told
 		 * from one cut short: never taken for the whole object. */
-		c->req.truncated = true;
+		c->req.err = -EIO;
+		snprintf(c->req.err_detail, sizeof(c->req.err_detail), "HTTP %ld with neither Content-Length nor "
+			 "chunked encoding: a body that may be cut short", c->req.status);
 		retry = true;
 	} else if (retryable_status(c->req.status)) {
 		retry = true;

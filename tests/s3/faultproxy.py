@@ -47,7 +47,9 @@ Content-Range saying so: fewer bytes than asked for and than the object
 holds) | put_status (a PUT's reply with its status line replaced by
 "status", e.g. 201 or 204, headers kept: the success codes HTTP allows that
 radosgw does not send) | head_no_length (a HEAD's reply without its
-Content-Length).
+Content-Length) | put_error_body (forward a PUT, then answer its 200 with an
+S3 error document as the body: a proxy's, or a store's that reports an
+error after the status line).
 
 Stores that spell If-Match differently from radosgw (which matches only a
 bare etag and answers 412 to a quoted one) are made from radosgw by
@@ -347,6 +349,11 @@ async def handle(reader, writer, upstream, control, stats_path):
                 continue
             if fault == "put_status" and method == "PUT" and status == 200:
                 rhead = edit_head(rhead, status=str(control.conf.get("status", "201 Created")))
+            if fault == "put_error_body" and method == "PUT" and status == 200:
+                err = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code>'
+                       b"<Message>injected by faultproxy</Message></Error>")
+                rhead = edit_head(rhead, drop=("content-length",), add=(f"Content-Length: {len(err)}",))
+                rbody = err
             if fault == "head_no_length" and method == "HEAD":
                 rhead = edit_head(rhead, drop=("content-length",))
             if fault == "strip_etag":

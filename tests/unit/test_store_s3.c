@@ -2122,6 +2122,8 @@ static void test_if_match_ignored(void **state)
  *     saying so: an error, never the object's end;
  *   - put_status: a PUT answered 201 or 204, success codes HTTP allows:
  *     written (create and compare-and-swap, the etag kept), not refused;
+ *   - put_error_body: a PUT's 200 over an S3 error document: retried, the
+ *     write that landed told ours by its attempt token;
  *   - head_no_length: a HEAD without Content-Length: an error naming it,
  *     not an object of 0 bytes.
  */
@@ -2194,6 +2196,26 @@ static void test_fault_unusual_replies(void **state)
 	wt_assert_content(s, "odd/created", "two");
 	assert_int_equal(ws_store_head(s, "odd/created", &info), 0);
 	assert_string_equal(e2.s, info.etag.s);
+
+	/* 200 over an error document: sent again, the write that landed is
+	 * told ours by its attempt token (412, then HEAD). */
+	proxy_control("{\"mode\": \"put_error_body\", \"count\": 1, \"methods\": [\"PUT\"]}");
+	a = snap(s);
+	rc = ws_store_put(s, "odd/errdoc", "three", 5, WS_PUT_CREATE, NULL, NULL);
+	if (rc)
+		fail_msg("create answered 200 with an error document once: %s", ws_errmsg());
+	assert_delta(s, a, 1, 0, 1);
+	wt_assert_content(s, "odd/errdoc", "three");
+	proxy_control("{\"mode\": \"put_error_body\", \"count\": 1000, \"methods\": [\"PUT\"]}");
+	{
+		struct ws_store *s2 = open_proxied("retry_attempts_max=2");
+		rc = ws_store_put(s2, "odd/errdoc2", "four", 4, WS_PUT_OVERWRITE, NULL, NULL);
+		print_message("  200 with an error document every time: %s\n", ws_errmsg());
+		assert_int_equal(rc, -EIO);
+		assert_non_null(strstr(ws_errmsg(), "error document (InternalError)"));
+		ws_store_close(s2);
+	}
+	proxy_control("{\"mode\": \"pass\"}");
 
 	proxy_control("{\"mode\": \"head_no_length\", \"count\": 1, \"methods\": [\"HEAD\"]}");
 	rc = ws_store_head(s, "odd/obj", &info);
