@@ -1482,6 +1482,30 @@ static void test_shared_work_grows(void **state)
 	wt_env_free(&e);
 }
 
+/* A `block` stream whose next call takes the application's write lock: two
+ * good calls shipped, the WAL past wal_checkpoint_bytes (4096), and more
+ * written since. */
+static struct ws_stream *open_locking_stream(struct wt_env *e, struct shard_env *x)
+{
+	struct ws_stream_config cfg;
+	struct ws_stream *st;
+	struct ws_outcome o;
+	int err = 0;
+
+	wt_write_txn(e->w, 50, 200);
+	shard_env_init(x, e);
+	cfg = cfg_default(e);
+	cfg.policy = WS_POLICY_BLOCK;
+	cfg.wal_checkpoint_bytes = 4096; /* every call after a good one takes the write lock */
+	st = ws_stream_open_shared(e->sink, &cfg, &x->sh, &err);
+	assert_non_null(st);
+	wt_tail_ok(st, &o);
+	wt_write_txn(e->w, 5, 200);
+	wt_tail_ok(st, &o);
+	wt_write_txn(e->w, 5, 200);
+	return st;
+}
+
 /*
  * A call that holds the application's write lock (walship's own WAL
  * checkpoint, the WAL past wal_checkpoint_bytes) does not wait out a
@@ -1495,24 +1519,13 @@ static void test_locked_call_waits_out_nothing(void **state)
 {
 	struct wt_env e;
 	struct shard_env x;
-	struct ws_stream_config cfg;
 	struct ws_stream *st;
 	struct ws_outcome o;
-	int err = 0, rc;
+	int rc;
 	(void)state;
 
 	wt_env_init(&e, "locked-bounded", 0);
-	wt_write_txn(e.w, 50, 200);
-	shard_env_init(&x, &e);
-	cfg = cfg_default(&e);
-	cfg.policy = WS_POLICY_BLOCK;
-	cfg.wal_checkpoint_bytes = 4096; /* every call after the first takes the write lock */
-	st = ws_stream_open_shared(e.sink, &cfg, &x.sh, &err);
-	assert_non_null(st);
-	wt_tail_ok(st, &o);
-	wt_write_txn(e.w, 5, 200);
-	wt_tail_ok(st, &o);
-	wt_write_txn(e.w, 5, 200);
+	st = open_locking_stream(&e, &x);
 	assert_int_equal(ws_fault_arm("file.put.before_publish", 1, 0), 0);
 	rc = ws_stream_tail_frames(st, &o);
 	ws_fault_disarm();
@@ -1561,25 +1574,14 @@ static void test_rebase_lets_the_write_lock_go(void **state)
 {
 	struct wt_env e;
 	struct shard_env x;
-	struct ws_stream_config cfg;
 	struct ws_stream *st;
 	struct ws_outcome o;
 	struct lock_probe p = { 0 };
 	uint64_t before, after, got;
-	int err = 0;
 	(void)state;
 
 	wt_env_init(&e, "rebase-unlocked", 0);
-	wt_write_txn(e.w, 50, 200);
-	shard_env_init(&x, &e);
-	cfg = cfg_default(&e);
-	cfg.wal_checkpoint_bytes = 4096; /* every call after a good one takes the write lock */
-	st = ws_stream_open_shared(e.sink, &cfg, &x.sh, &err);
-	assert_non_null(st);
-	wt_tail_ok(st, &o);
-	wt_write_txn(e.w, 5, 200);
-	wt_tail_ok(st, &o);
-	wt_write_txn(e.w, 5, 200);
+	st = open_locking_stream(&e, &x);
 	ws_stream_park(st); /* continuity lost: the next call re-bases */
 	wt_exec(e.w, "PRAGMA busy_timeout=0");
 	before = wt_content_hash(e.w, NULL);
