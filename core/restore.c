@@ -623,7 +623,9 @@ int ws_restore_check_output(struct ws_store *s, const char *out_path, bool force
 		return ws_fail(WS_ECONFIG, "output %s names a directory; give a file name", out_path);
 	if ((rc = check_replaceable(out_path, force)) != 0)
 		return rc;
-	if (force && (rc = check_no_sidecar(out_path)) != 0)
+	/* With or without --force: a -wal or hot -journal left beside a file
+	 * that is gone is applied to whatever database next takes its name. */
+	if ((rc = check_no_sidecar(out_path)) != 0)
 		return rc;
 	copy = strdup(out_path);
 	if (!copy)
@@ -638,8 +640,10 @@ int ws_restore_publish(const char *tmp, const char *out_path, bool force)
 	int rc = integrity_check(tmp);
 	if (rc)
 		return rc;
+	/* Again, just before: something else may have appeared there. */
+	if ((rc = check_no_sidecar(out_path)) != 0)
+		return rc;
 	if (force) {
-		/* Again, just before: something else may have appeared there. */
 		if ((rc = check_replaceable(out_path, true)) != 0)
 			return rc;
 		if (rename(tmp, out_path) != 0)

@@ -283,6 +283,26 @@ run restore --sink "$U" --tenant a --force -o "$OUT/r.db"
 expect "--force over a regular database: ok" 0 ""
 check "... equal to the source" same_dump a.db "$OUT/r.db"
 check "... no temporary file left" [ -z "$(find "$OUT" -name '*walship-restore*')" ]
+# Without --force too: a -wal or hot -journal left where a database was
+# is applied to whatever database next takes its name, the restored one
+# (its rows replaced by the old ones, for good once SQLite checkpoints).
+cp "$OUT/r.db" "$ROOT/keep.db"
+sq "$OUT/r.db" "PRAGMA journal_mode=WAL; INSERT INTO t(v) VALUES ('old life');" >/dev/null
+cp "$OUT/r.db-wal" "$ROOT/old.wal"
+rm -f "$OUT/r.db" "$OUT/r.db-wal" "$OUT/r.db-shm"
+for side in wal journal; do
+	cp "$ROOT/old.wal" "$OUT/r.db-$side"
+	run restore --sink "$U" --tenant a -o "$OUT/r.db"
+	expect "a new file with a -$side left beside it: refused" 1 "r.db-$side"
+	check "... nothing published" [ ! -e "$OUT/r.db" ]
+	run restore --sink "$U" --tenant a --checkpoint latest -o "$OUT/r.db"
+	expect "--checkpoint latest likewise" 1 "r.db-$side"
+	rm -f "$OUT/r.db-$side"
+done
+run restore --sink "$U" --tenant a -o "$OUT/r.db"
+expect "with it gone: ok" 0 ""
+check "... equal to the source" same_dump a.db "$OUT/r.db"
+rm -f "$OUT"/* "$ROOT/keep.db" "$ROOT/old.wal"
 
 echo "# a hash-consistent forged commit size (0xFFFFFFFF pages, a larger one, a smaller one)"
 # A commit size above page 1's valid in-header size is a file with slack
