@@ -120,6 +120,8 @@ struct ws_stream {
 	uint32_t batch_count, snap_count, part_count;
 	uint32_t part_base;          /* ring index of parts[0] in this call */
 	uint64_t call_throttle;      /* throttle retries of this call's parts */
+	char stamp_key[WS_KEY_MAX];  /* a manifest whose time_ms is known: stamp_ms (stamp_floor) */
+	int64_t stamp_ms;
 	char upload_why_key[WS_KEY_MAX]; /* this attempt's first failed upload with a detail kept (pipe.h why) */
 	char upload_why[1024];
 	uint64_t frames_shed;        /* this call */
@@ -1365,10 +1367,41 @@ static int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t
 #define TAIL_ATTEMPTS 3
 
 /*
+ * Whether the wal-index (the -shm, mapped through SQLite's own open file
+ * of the database, under our read transaction) says the WAL holds no
+ * frame: its header (walformat: two copies of 48 bytes, isInit at byte 12,
+ * mxFrame at byte 16, native byte order) initialised, both copies the
+ * same, mxFrame 0. SQLite reads a WAL whose file header fails its checks
+ * as empty only when it rebuilds the wal-index from the file; while the
+ * wal-index is in use, its readers and writers go on with the frames it
+ * names, whatever the file header says. Anything else (not mapped, in
+ * flux): false.
+ */
+static bool wal_index_empty(struct ws_stream *st)
+{
+	sqlite3_file *f = db_file(st);
+	void volatile *p = NULL;
+	uint8_t h[96];
+	uint32_t mx;
+
+	if (!f || f->pMethods->iVersion < 2 || !f->pMethods->xShmMap ||
+	    f->pMethods->xShmMap(f, 0, 32768, 0, &p) != SQLITE_OK || !p)
+		return false;
+	for (size_t i = 0; i < sizeof(h); i++)
+		h[i] = ((const volatile uint8_t *)p)[i];
+	if (memcmp(h, h + 48, 48) != 0 || h[12] != 1)
+		return false;
+	memcpy(&mx, h + 16, sizeof(mx));
+	return mx == 0;
+}
+
+/*
  * The live WAL header, for the generation it names; -ENOENT when the WAL
- * is empty as SQLite reads it: 0 bytes, shorter than a header, or a header
- * that fails SQLite's checks (ws_wal_hdr_sqlite_empty). SQLite then reads
- * the database file alone and restarts the WAL at its next write.
+ * is empty as SQLite reads it: 0 bytes, or a file header that fails
+ * SQLite's checks (ws_wal_hdr_sqlite_empty: shorter than a header, a wrong
+ * magic, page size or checksum) while the wal-index names no frame
+ * (wal_index_empty): SQLite then reads the database file alone and
+ * restarts the WAL at its next write.
  */
 static int read_wal_gen(struct ws_stream *st, struct ws_wal_hdr *wh)
 {
@@ -1377,8 +1410,11 @@ static int read_wal_gen(struct ws_stream *st, struct ws_wal_hdr *wh)
 	int rc;
 	if (got < 0)
 		return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->wal_path);
-	if (ws_wal_hdr_sqlite_empty(buf, (size_t)got))
+	if (got == 0 || (ws_wal_hdr_sqlite_empty(buf, (size_t)got) && wal_index_empty(st)))
 		return -ENOENT;
+	if (got < (ssize_t)WS_WAL_HDR_SIZE)
+		return ws_fail(WS_ENOTWAL, "tenant %s: %s is %zd bytes, shorter than a WAL header, while SQLite's "
+			       "wal-index names frames in it; nothing uploaded", st->tenant, st->wal_path, got);
 	rc = ws_wal_hdr_parse(buf, wh);
 	if (rc)
 		return ws_fail_wrap(rc, "tenant %s: %s (nothing uploaded)", st->tenant, st->wal_path);
@@ -1468,8 +1504,9 @@ static int step_read_generation(struct ws_stream *st, struct tail *t)
 		rc = read_wal_gen(st, &t->wh);
 		if (rc == -ENOENT) {
 			/* No frame SQLite would read: the database file alone. */
-			ws_debug("tenant %s: %s (%" PRIu64 " bytes) holds no valid WAL header; read as an empty WAL, "
-				 "as SQLite reads it", st->tenant, st->wal_path, t->wal_bytes);
+			ws_warn("tenant %s: %s (%" PRIu64 " bytes) holds no valid WAL header and SQLite's wal-index "
+				"names no frame: read as an empty WAL, as SQLite reads it (the database file alone)",
+				st->tenant, st->wal_path, t->wal_bytes);
 			t->wal_bytes = 0;
 		} else if (rc) {
 			return rc;
@@ -1768,6 +1805,43 @@ static int step_settle(struct ws_stream *st, struct tail *t, struct ws_outcome *
 	return 0;
 }
 
+/*
+ * The earliest time the next manifest may be stamped with: the stamp of
+ * the manifest the watermark names (read once from the sink when this
+ * stream did not write it), so stamps never go back along a tenant's
+ * history, whatever the clock does (NTP stepping it back, a takeover by a
+ * host whose clock is behind). restore --time takes the run of manifests
+ * from the oldest it loads that are stamped at or before the time; that
+ * run starts at a re-base or a checkpoint's cut, and a re-base stamped
+ * before the history behind it would let a time before that history
+ * restore commits made after it. A stamp raised to the floor is later
+ * than the read it stands for, never earlier: a restore by time then
+ * yields an earlier state, never a later one.
+ */
+static int64_t stamp_floor(struct ws_stream *st)
+{
+	struct ws_fmt_manifest m;
+	struct ws_buf b;
+
+	if (!st->have_wm)
+		return INT64_MIN;
+	if (strcmp(st->stamp_key, st->wm.manifest_key) == 0)
+		return st->stamp_ms;
+	/* Unreadable (retention, a damaged object): the watermark's own time
+	 * is the best known; it is not later than its manifest's stamp. */
+	st->stamp_ms = st->wm.time_ms;
+	ws_buf_init(&b, 256u << 20);
+	if (ws_store_get(st->sink->store, st->wm.manifest_key, 0, UINT64_MAX, &b, NULL) == 0 &&
+	    ws_fmt_manifest_decode(b.data, b.len, &m) == 0) {
+		if (strcmp(m.tenant, st->tenant) == 0 && m.time_ms > st->stamp_ms)
+			st->stamp_ms = m.time_ms;
+		ws_fmt_manifest_free(&m);
+	}
+	ws_buf_free(&b);
+	snprintf(st->stamp_key, sizeof(st->stamp_key), "%s", st->wm.manifest_key);
+	return st->stamp_ms;
+}
+
 /* 7. The generation manifest: names every batch and part of this call,
  * chained to the manifest the watermark names (unless re-basing). */
 static int step_write_manifest(struct ws_stream *st, struct tail *t)
@@ -1788,6 +1862,11 @@ static int step_write_manifest(struct ws_stream *st, struct tail *t)
 	 * yield a commit made after the time it was asked for. */
 	t->sc.read_ms = ws_wall_ms();
 	m.time_ms = t->sc.read_ms;
+	{
+		int64_t floor = stamp_floor(st);
+		if (m.time_ms < floor)
+			m.time_ms = floor;
+	}
 	m.gen = sc->gen;
 	m.kind = t->kind;
 	m.first_frame = sc->first_frame;
@@ -1824,6 +1903,8 @@ static int step_write_manifest(struct ws_stream *st, struct tail *t)
 	rc = put_immutable(st, t->mkey, &iov, 1);
 	if (rc)
 		return rc;
+	snprintf(st->stamp_key, sizeof(st->stamp_key), "%s", t->mkey);
+	st->stamp_ms = m.time_ms;
 	st->call.puts++;
 	st->call.bytes += iov.iov_len;
 	return 0;

@@ -16,10 +16,11 @@ PKGS=(
 # S3 tests; curl: the metrics test's scrapes; clang-14 and its libFuzzer
 # runtime, libclang-rt-14-dev: the fuzz targets of tests/fuzz; haproxy: the
 # throttling store of tests/s3/throttle.sh; gnuplot-nox: walship-bench's
-# plots); `install-deps.sh --core` skips them.
+# plots; faketime: a writer whose clock is behind); `install-deps.sh --core`
+# skips them.
 if [ "${1:-}" != "--core" ]; then
   PKGS+=(libcmocka-dev libbenchmark-dev python3 curl ceph-mon ceph-osd radosgw clang-14 libclang-rt-14-dev
-         haproxy gnuplot-nox)
+         haproxy gnuplot-nox faketime)
 fi
 missing=()
 for p in "${PKGS[@]}"; do

@@ -10,7 +10,8 @@
 #    every state as shipped, a checkpoint, verify;
 #  - an empty file and databases in rollback-journal mode, which replicate
 #    never keeps locked;
-#  - a WAL file SQLite reads as empty (zeroed, short, bad header checksum).
+#  - a WAL file SQLite reads as empty (zeroed, short, bad header checksum);
+#  - a re-base shipped by a clock that is behind, and restore --time.
 #
 # Env: WS_BIN (the walship binary), WS_TEST_TMP (scratch dir).
 # Prints "N passed, M failed" last; exits non-zero on any failure.
@@ -269,6 +270,33 @@ ws replicate --sink "file://$ZS-paused" --once z=z.db
 rm -f r.db
 ws restore --sink "file://$ZS-paused" --tenant z -o r.db
 check "the next call ships the commit" eval '[ "$rc" = 0 ] && same_dump z.db r.db'
+
+echo "# a re-base shipped by a clock 60 s behind (faketime): restore --time never yields a later commit"
+# Two tails shipped by the real clock; then the WAL is reset and a third
+# tail, a re-base, is shipped by a clock 60 s behind (NTP stepping back, a
+# takeover by a host whose clock is behind). restore --time reads the run
+# of manifests from its base that are stamped at or before the time, and
+# the base is the re-base: stamped 60 s early, a time before every commit
+# restored them all. Stamps no longer go back along a tenant's history.
+FS="$ROOT/fake"
+rm -f f.db f.db-wal f.db-shm
+sq f.db "PRAGMA journal_mode=WAL; CREATE TABLE t(x INTEGER PRIMARY KEY, tag TEXT, v BLOB);
+         INSERT INTO t(tag, v) VALUES ('f', randomblob(300));" >/dev/null
+ws replicate --sink "file://$FS" --once f=f.db
+sq f.db "INSERT INTO t(tag, v) VALUES ('f', randomblob(300));" >/dev/null
+ws replicate --sink "file://$FS" --once f=f.db
+sq f.db "PRAGMA wal_checkpoint(TRUNCATE); INSERT INTO t(tag, v) VALUES ('f', randomblob(300));" >/dev/null
+set +e
+faketime -f -60s "$WS_BIN" replicate --sink "file://$FS" --once f=f.db >fake.out 2>fake.err
+rc=$?
+set -e
+check "the re-base by a clock 60 s behind ships: exit 0" [ "$rc" = 0 ]
+T=$(date -u -d '-50 seconds' +%Y-%m-%dT%H:%M:%S.%3NZ) # before every commit above, after the early stamp
+rm -f r.db
+ws restore --sink "file://$FS" --tenant f --time "$T" -o r.db
+check "restore --time before every commit: refused, nothing restored" eval '[ "$rc" = 1 ] && [ ! -e r.db ]'
+ws restore --sink "file://$FS" --tenant f -o r.db
+check "the latest state still restores" eval '[ "$rc" = 0 ] && same_dump f.db r.db'
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
