@@ -200,11 +200,9 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 		for (uint32_t i = 0; i < m; i++) {
 			struct ws_pipe_desc *d = ws_pipe_desc(p, from + (uint32_t)(todo[i] - reqs));
 			int r = rc ? rc : batch[i].rc;
+			d->why[0] = '\0'; /* this round's */
 			if (r == WS_EPRECOND) {
-				uint64_t len = 0;
-				for (int k = 0; k < batch[i].iovcnt; k++)
-					len += batch[i].iov[k].iov_len;
-				r = ws_store_created_same(p->store, batch[i].key, len);
+				r = ws_store_created_same(p->store, batch[i].key, batch[i].iov, batch[i].iovcnt);
 				if (r)
 					snprintf(d->why, sizeof(d->why), "%s", ws_errmsg());
 			}

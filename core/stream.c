@@ -822,12 +822,8 @@ static void fill_fenced(const struct ws_stream *st, struct ws_outcome *out)
 static int put_immutable(struct ws_stream *st, const char *key, const struct iovec *iov, int iovcnt)
 {
 	int rc = ws_store_putv(st->sink->store, key, iov, iovcnt, WS_PUT_CREATE, NULL, NULL);
-	if (rc == WS_EPRECOND) {
-		uint64_t len = 0;
-		for (int i = 0; i < iovcnt; i++)
-			len += iov[i].iov_len;
-		rc = ws_store_created_same(st->sink->store, key, len);
-	}
+	if (rc == WS_EPRECOND)
+		rc = ws_store_created_same(st->sink->store, key, iov, iovcnt);
 	if (rc)
 		return ws_fail_wrap(rc, "tenant %s: upload %s", st->tenant, key);
 	return 0;

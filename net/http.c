@@ -179,7 +179,7 @@ static void copy_trunc(char *dst, size_t cap, const char *p, size_t n)
 static bool header_read(const char *lname)
 {
 	static const char *const names[] = { "etag", "content-range", "content-length", "last-modified",
-					     "retry-after", "x-amz-meta-ws-attempt" };
+					     "retry-after", "x-amz-meta-ws-attempt", "transfer-encoding" };
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (!strcmp(lname, names[i]))
 			return true;

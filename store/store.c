@@ -220,11 +220,16 @@ int ws_store_head(struct ws_store *s, const char *key, struct ws_obj_info *info)
 	return s->ops->head(s, key, info);
 }
 
-int ws_store_created_same(struct ws_store *s, const char *key, uint64_t len)
+int ws_store_created_same(struct ws_store *s, const char *key, const struct iovec *iov, int iovcnt)
 {
 	struct ws_obj_info info;
-	int rc = ws_store_head(s, key, &info);
+	struct ws_buf b;
+	uint64_t len = 0, off = 0;
+	int rc;
 
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	rc = ws_store_head(s, key, &info);
 	if (rc == WS_ENOTFOUND)
 		return ws_fail(-EIO, "store %s: %s: a create was refused as already there, but the object is gone "
 			       "now; not taken as written", s->url, key);
@@ -236,7 +241,27 @@ int ws_store_created_same(struct ws_store *s, const char *key, uint64_t len)
 			       "there is %" PRIu64 " bytes and this write is %" PRIu64 ": its key names other bytes "
 			       "than it holds (a damaged object; remove it to let this write through)", s->url, key,
 			       info.size_bytes, len);
-	return 0;
+	ws_buf_init(&b, len + 1 > WS_BUF_DEFAULT_MAX ? (size_t)len + 1 : WS_BUF_DEFAULT_MAX);
+	rc = ws_store_get(s, key, 0, UINT64_MAX, &b, NULL);
+	if (rc == WS_ENOTFOUND)
+		rc = ws_fail(-EIO, "store %s: %s: a create was refused as already there, but the object is gone "
+			     "now; not taken as written", s->url, key);
+	else if (rc)
+		ws_fail_wrap(rc, "store %s: %s: a create was refused as already there, and the object could not be "
+			     "read back", s->url, key);
+	for (int i = 0; i < iovcnt && !rc; i++) {
+		if (b.len < off + iov[i].iov_len || memcmp(b.data + off, iov[i].iov_base, iov[i].iov_len) != 0)
+			rc = ws_fail(WS_ECORRUPT, "store %s: %s: a create was refused as already there, but the object "
+				     "there holds other bytes than this write: its key names other bytes than it holds "
+				     "(a damaged object; remove it to let this write through)", s->url, key);
+		off += iov[i].iov_len;
+	}
+	if (!rc && b.len != len)
+		rc = ws_fail(WS_ECORRUPT, "store %s: %s: a create was refused as already there, but the object read "
+			     "back is %zu bytes and this write is %" PRIu64 " (a damaged object; remove it to let this "
+			     "write through)", s->url, key, b.len, len);
+	ws_buf_free(&b);
+	return rc;
 }
 
 /*

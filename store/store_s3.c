@@ -794,9 +794,10 @@ void ws_s3_head_info(const struct ws_http_req *r, struct ws_obj_info *info, char
 	}
 }
 
-/* within_ms: the deadline of the call this HEAD is a step of (0: its own). */
+/* within_ms: the deadline of the call this HEAD is a step of (0: its own);
+ * need_size: the caller reads info->size_bytes. */
 static int s3_head_raw(struct s3_store *s, const char *key, struct ws_obj_info *info, char *attempt,
-		       size_t attempt_cap, uint64_t within_ms)
+		       size_t attempt_cap, uint64_t within_ms, bool need_size)
 {
 	struct s3_call c = { .method = "HEAD", .key = key, .within_ms = within_ms };
 	int rc = s3_call(s, &c);
@@ -806,7 +807,9 @@ static int s3_head_raw(struct s3_store *s, const char *key, struct ws_obj_info *
 		return WS_ENOTFOUND;
 	if (c.req.status != 200)
 		return status_error(s, &c, NULL);
-	if (c.req.content_length < 0)
+	/* Only where the size is read: the HEADs that settle a 412 or read
+	 * an etag need none, and HTTP lets a HEAD omit it. */
+	if (need_size && c.req.content_length < 0)
 		return ws_fail(-EPROTO, "s3 %s: HEAD %s: the store's answer has no Content-Length: the object's "
 			       "size is unknown", s->base.url, key);
 	ws_s3_head_info(&c.req, info, attempt, attempt_cap);
@@ -818,7 +821,7 @@ static int s3_head(struct ws_store *base, const char *key, struct ws_obj_info *i
 	struct s3_store *s = (struct s3_store *)base;
 	if (!ws_key_valid(key))
 		return ws_fail(-EINVAL, "s3 %s: invalid key \"%s\"", base->url, key);
-	int rc = s3_head_raw(s, key, info, NULL, 0, 0);
+	int rc = s3_head_raw(s, key, info, NULL, 0, 0, true);
 	if (rc == WS_ENOTFOUND)
 		return ws_fail(rc, "s3 %s: %s: no such object", base->url, key);
 	return rc;
@@ -896,7 +899,7 @@ static int etag_after_put(struct s3_store *s, const struct s3_put_op *op, struct
 {
 	char attempt[64];
 	struct ws_obj_info info;
-	int hrc = s3_head_raw(s, op->c.key, &info, attempt, sizeof(attempt), op->c.deadline_ms);
+	int hrc = s3_head_raw(s, op->c.key, &info, attempt, sizeof(attempt), op->c.deadline_ms, false);
 
 	if (hrc == 0 && !strcmp(attempt, op->token) && info.etag.s[0])
 		*out_etag = info.etag;
@@ -932,7 +935,7 @@ static int put_end(struct s3_store *s, struct s3_put_op *op, struct ws_etag *out
 		 * first 412 we see may already answer our own second send. */
 		char attempt[64];
 		struct ws_obj_info info;
-		int hrc = s3_head_raw(s, c->key, &info, attempt, sizeof(attempt), c->deadline_ms);
+		int hrc = s3_head_raw(s, c->key, &info, attempt, sizeof(attempt), c->deadline_ms, false);
 		if (hrc == 0 && !strcmp(attempt, op->token)) {
 			if (out_etag)
 				*out_etag = info.etag;
@@ -1270,7 +1273,7 @@ static int s3_get(struct ws_store *base, const char *key, uint64_t off, uint64_t
 		/* The range starts past the end: nothing there, like the file store. */
 		out->len = len0;
 		if (info) {
-			rc = s3_head_raw(s, key, info, NULL, 0, c.deadline_ms);
+			rc = s3_head_raw(s, key, info, NULL, 0, c.deadline_ms, true);
 			if (rc == WS_ENOTFOUND)
 				return ws_fail(rc, "s3 %s: %s: no such object", base->url, key);
 			return rc;
@@ -1773,7 +1776,7 @@ static int probe_etag(struct s3_store *s, const char *key, struct ws_etag *e)
 	int rc;
 	if (e->s[0])
 		return 0;
-	rc = s3_head_raw(s, key, &info, NULL, 0, 0);
+	rc = s3_head_raw(s, key, &info, NULL, 0, 0, false);
 	if (rc)
 		return ws_fail_wrap(rc, "s3 %s: conditional-write probe: HEAD %s", s->base.url, key);
 	if (!info.etag.s[0])

@@ -171,13 +171,15 @@ int ws_store_get(struct ws_store *s, const char *key, uint64_t off, uint64_t len
 		 struct ws_buf *out, struct ws_obj_info *info) WS_MUST_CHECK;
 int ws_store_head(struct ws_store *s, const char *key, struct ws_obj_info *info) WS_MUST_CHECK;
 /*
- * A create-once of len bytes under a key that names its content was
- * refused as already there (WS_EPRECOND): 0 when the object there is len
- * bytes long (an earlier attempt's same bytes), WS_ECORRUPT naming the key
- * when it is not (a damaged object, never to be taken as this write),
- * -EIO when it is gone again, or the HEAD's error.
+ * A create-once of iov under a key that names its content was refused as
+ * already there (WS_EPRECOND): 0 when the object there holds the very same
+ * bytes (an earlier attempt's), WS_ECORRUPT naming the key when it does
+ * not (a damaged object, never to be taken as this write: its length, or
+ * its bytes read back and compared), -EIO when it is gone again, or the
+ * read's error. A rare path (after a lost reply or a killed tail), so the
+ * object is read whole.
  */
-int ws_store_created_same(struct ws_store *s, const char *key, uint64_t len) WS_MUST_CHECK;
+int ws_store_created_same(struct ws_store *s, const char *key, const struct iovec *iov, int iovcnt) WS_MUST_CHECK;
 /* Also checks that the page moves past token (-EPROTO otherwise), so that a
  * paging loop ends whatever the backend answers. */
 int ws_store_list(struct ws_store *s, const char *prefix, const char *token, unsigned max_keys,

@@ -376,11 +376,14 @@ echo "# a damaged object under a key an earlier attempt wrote: never taken as th
 # A tail stopped before its manifest leaves its snapshot parts and batches
 # behind; the next tail uploads the same bytes under the same keys (each
 # names its content) and takes "already there" for its own earlier write.
-# One of them cut short meanwhile (a damaged store) must not be named by
-# the next manifest: replicate fails naming it, and once the damaged
-# object is gone, ships, and restore is equal.
+# One of them cut short, or with bytes flipped in its middle at the same
+# length (a damaged store), must not be named by the next manifest: replicate fails
+# naming it, and once the damaged object is gone, ships, and restore is
+# equal.
 DS="$ROOT/dmg"
-for kind in 's*/*' 'b*'; do
+for kind in 's*/*' 'b*' 'flip s*/*' 'flip b*'; do
+	damage=cut
+	case $kind in flip*) damage=flipped; kind=${kind#flip } ;; esac
 	rm -rf "$DS"
 	newdb d.db
 	grow d.db 30
@@ -396,9 +399,15 @@ for kind in 's*/*' 'b*'; do
 		bad "no object $kind left behind by the stopped tail"
 		continue
 	fi
-	truncate -s -7 "$DS/$obj"
+	if [ "$damage" = cut ]; then
+		truncate -s -7 "$DS/$obj"
+	else
+		python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); m=len(b)//2
+for i in range(m, m + 64): b[i] ^= 0xFF
+open(p,"wb").write(b)' "$DS/$obj"
+	fi
 	run replicate --sink "file://$DS" --once --quiet d=d.db
-	expect "the next replicate refuses the damaged $kind object, naming it" 1 "$(basename "$obj").*(other bytes|damaged)"
+	expect "the next replicate refuses the $damage $kind object, naming it" 1 "$(basename "$obj").*(other bytes|damaged)"
 	run restore --sink "file://$DS" --tenant d -o "$OUT/dmg.db"
 	expect "nothing was acknowledged on top of it (restore finds no watermark)" 1 "watermark|no such tenant|not found"
 	rm "$DS/$obj"

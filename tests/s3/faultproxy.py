@@ -49,7 +49,9 @@ holds) | put_status (a PUT's reply with its status line replaced by
 radosgw does not send) | head_no_length (a HEAD's reply without its
 Content-Length) | put_error_body (forward a PUT, then answer its 200 with an
 S3 error document as the body: a proxy's, or a store's that reports an
-error after the status line).
+error after the status line) | chunked_padded (a reply's body sent in
+chunked encoding after 40 extra headers, as a proxy or CDN in front of a
+store may send it).
 
 Stores that spell If-Match differently from radosgw (which matches only a
 bare etag and answers 412 to a quoted one) are made from radosgw by
@@ -354,6 +356,15 @@ async def handle(reader, writer, upstream, control, stats_path):
                        b"<Message>injected by faultproxy</Message></Error>")
                 rhead = edit_head(rhead, drop=("content-length",), add=(f"Content-Length: {len(err)}",))
                 rbody = err
+            if fault == "chunked_padded" and len(rbody) > 1:
+                half = len(rbody) // 2
+                pads = tuple(f"X-Pad-{i}: {'x' * 20}" for i in range(40))
+                writer.write(edit_head(rhead, drop=("content-length",),
+                                       add=pads + ("Transfer-Encoding: chunked",)) +
+                             b"%x\r\n" % half + rbody[:half] + b"\r\n" +
+                             b"%x\r\n" % (len(rbody) - half) + rbody[half:] + b"\r\n0\r\n\r\n")
+                await writer.drain()
+                continue
             if fault == "head_no_length" and method == "HEAD":
                 rhead = edit_head(rhead, drop=("content-length",))
             if fault == "strip_etag":

@@ -726,15 +726,21 @@ static void test_race_create(void **state)
 static void test_create_over_other_bytes(void **state)
 {
 	struct ws_store *s = open_sink("created-same", NULL);
+	struct iovec six = { "abcdef", 6 }, three = { "abc", 3 }, same_len = { "abd", 3 };
+	struct iovec split[2] = { { "ab", 2 }, { "c", 1 } };
 	(void)state;
 
 	assert_int_equal(ws_store_put(s, "k/obj", "abc", 3, WS_PUT_OVERWRITE, NULL, NULL), 0);
 	assert_int_equal(ws_store_put(s, "k/obj", "abcdef", 6, WS_PUT_CREATE, NULL, NULL), WS_EPRECOND);
-	assert_int_equal(ws_store_created_same(s, "k/obj", 6), WS_ECORRUPT);
+	assert_int_equal(ws_store_created_same(s, "k/obj", &six, 1), WS_ECORRUPT);
 	assert_non_null(strstr(ws_errmsg(), "k/obj"));
 	assert_non_null(strstr(ws_errmsg(), "3 bytes"));
-	assert_int_equal(ws_store_created_same(s, "k/obj", 3), 0);
-	assert_int_equal(ws_store_created_same(s, "k/missing", 3), -EIO);
+	/* As long, other bytes: read back and compared. */
+	assert_int_equal(ws_store_created_same(s, "k/obj", &same_len, 1), WS_ECORRUPT);
+	assert_non_null(strstr(ws_errmsg(), "other bytes"));
+	assert_int_equal(ws_store_created_same(s, "k/obj", &three, 1), 0);
+	assert_int_equal(ws_store_created_same(s, "k/obj", split, 2), 0);
+	assert_int_equal(ws_store_created_same(s, "k/missing", &three, 1), -EIO);
 	assert_int_equal(ws_store_del(s, "k/obj"), 0);
 	ws_store_close(s);
 }
@@ -2125,7 +2131,9 @@ static void test_if_match_ignored(void **state)
  *   - put_error_body: a PUT's 200 over an S3 error document: retried, the
  *     write that landed told ours by its attempt token;
  *   - head_no_length: a HEAD without Content-Length: an error naming it,
- *     not an object of 0 bytes.
+ *     not an object of 0 bytes, where the size is read; a HEAD that settles
+ *     a 412 needs none;
+ *   - chunked_padded: a chunked body after 40 extra headers: framed still.
  */
 static void test_fault_unusual_replies(void **state)
 {
@@ -2217,11 +2225,27 @@ static void test_fault_unusual_replies(void **state)
 	}
 	proxy_control("{\"mode\": \"pass\"}");
 
-	proxy_control("{\"mode\": \"head_no_length\", \"count\": 1, \"methods\": [\"HEAD\"]}");
+	proxy_control("{\"mode\": \"head_no_length\", \"count\": 1000, \"methods\": [\"HEAD\"]}");
 	rc = ws_store_head(s, "odd/obj", &info);
 	print_message("  HEAD without Content-Length: %s\n", ws_errmsg());
 	assert_int_equal(rc, -EPROTO);
 	assert_non_null(strstr(ws_errmsg(), "no Content-Length"));
+	/* A HEAD that needs no size (the one that settles a 412) does without. */
+	rc = ws_store_put(s, "odd/obj", "other", 5, WS_PUT_CREATE, NULL, NULL);
+	if (rc != WS_EPRECOND)
+		fail_msg("create over an object, HEAD without Content-Length: %s (%s)", ws_errmsg(), ws_strerror(rc));
+	proxy_control("{\"mode\": \"pass\"}");
+
+	/* Chunked after more headers than the client keeps: still framed. */
+	proxy_control("{\"mode\": \"chunked_padded\", \"count\": 1, \"methods\": [\"GET\"]}");
+	a = snap(s);
+	b.len = 0;
+	rc = ws_store_get(s, "odd/obj", 0, UINT64_MAX, &b, NULL);
+	if (rc)
+		fail_msg("chunked after 40 headers: %s", ws_errmsg());
+	assert_int_equal(b.len, n);
+	assert_memory_equal(b.data, data, n);
+	assert_delta(s, a, 0, 0, 1);
 	proxy_control("{\"mode\": \"pass\"}");
 	ws_buf_free(&b);
 	free(data);
