@@ -143,6 +143,14 @@ static void problem_cb(const char *tenant, const char *key, int err, const char 
 
 /* ---- garbage WAL ---------------------------------------------------------- */
 
+/*
+ * A -wal of garbage (or shorter than a header) beside a database nobody has
+ * open: SQLite rebuilds its wal-index from the file, finds no valid header
+ * and reads the database file alone, so the tail ships that (it failed on
+ * it every call before, leaving the tenant without a backup until the
+ * application wrote again), and leaves the file as it was. Under a live
+ * wal-index that names frames the same header is an error (test_cli.sh).
+ */
 static void garbage_wal_case(size_t wal_len, bool shipped_before)
 {
 	struct wt_env s;
@@ -152,8 +160,8 @@ static void garbage_wal_case(size_t wal_len, bool shipped_before)
 	uint8_t *after;
 	size_t after_len = 0;
 	uint64_t rng = 0x5eed + wal_len;
-	uint64_t h_shipped = 0;
-	char *before, *now;
+	uint64_t h_db;
+	char *out;
 	int err = 0, rc;
 
 	wt_env_init(&s, "bad_wal", 0);
@@ -163,8 +171,8 @@ static void garbage_wal_case(size_t wal_len, bool shipped_before)
 		assert_non_null(st);
 		tail_ok(st);
 		ws_stream_close(st);
-		h_shipped = content_hash(s.w);
 	}
+	h_db = content_hash(s.w);
 	sqlite3_close(s.w); /* WAL checkpointed and deleted */
 	s.w = NULL;
 	assert_int_equal(access(s.wal, F_OK), -1);
@@ -172,31 +180,23 @@ static void garbage_wal_case(size_t wal_len, bool shipped_before)
 		junk[i] = (uint8_t)wt_rand(&rng);
 	assert_int_equal(wt_write_file(s.wal, junk, wal_len), 0);
 
-	before = wt_dir_digest(s.sink_dir);
 	st = stream_for(s.sink, TENANT, s.db, &err);
 	assert_non_null(st);
 	for (int i = 0; i < 2; i++) {
 		rc = ws_stream_tail_frames(st, &o);
-		assert_int_equal(rc, WS_ENOTWAL);
-		assert_non_null(strstr(ws_errmsg(), TENANT));
-		assert_non_null(strstr(ws_errmsg(), s.wal));
+		if (rc)
+			fail_msg("tail %d over a garbage WAL of %zu bytes: %s", i, wal_len, ws_errmsg());
 	}
 	ws_stream_close(st);
-	now = wt_dir_digest(s.sink_dir);
-	assert_string_equal(before, now);
 	/* The file is still the garbage we wrote: the test saw what it meant to. */
 	after = wt_read_file(s.wal, &after_len);
 	assert_int_equal(after_len, wal_len);
 	assert_memory_equal(after, junk, wal_len);
-	if (shipped_before) {
-		char *out = wt_path(s.dir, "r.db");
-		assert_int_equal(ws_restore(s.sink, TENANT, NULL, out), 0);
-		assert_true(file_hash(out) == h_shipped);
-		free(out);
-	}
+	out = wt_path(s.dir, "r.db");
+	assert_int_equal(ws_restore(s.sink, TENANT, NULL, out), 0);
+	assert_true(file_hash(out) == h_db);
+	free(out);
 	free(after);
-	free(before);
-	free(now);
 	free(junk);
 	wt_env_free(&s);
 }
