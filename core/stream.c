@@ -37,6 +37,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1363,32 +1364,87 @@ static int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t
 #define TAIL_ATTEMPTS 3
 
 /*
- * Whether the wal-index (the -shm, mapped through SQLite's own open file
- * of the database, under our read transaction) says the WAL holds no
- * frame: its header (walformat: two copies of 48 bytes, isInit at byte 12,
- * mxFrame at byte 16, native byte order) initialised, both copies the
- * same, mxFrame 0. SQLite reads a WAL whose file header fails its checks
- * as empty only when it rebuilds the wal-index from the file; while the
- * wal-index is in use, its readers and writers go on with the frames it
- * names, whatever the file header says. Anything else (not mapped, in
- * flux): false.
+ * The wal-index header (SQLite's walformat: two 48-byte copies at the start
+ * of the -shm; isInit at byte 12, mxFrame at 16 and aFrameCksum at 24, both
+ * native, aSalt at 32 as the WAL header's bytes 16..23, aCksum at 40 over
+ * bytes 0..39 in native order), read through SQLite's own open file of the
+ * database under our read transaction, as SQLite's readers read it: the
+ * first copy, then the second (a writer writes them in the other order),
+ * equal, initialised and the checksum right. A writer holds them in flux
+ * for a few stores: try again a little. false: not mapped (no other
+ * connection has built it), not initialised, or in flux on every try.
  */
-static bool wal_index_empty(struct ws_stream *st)
+static bool wal_index_hdr(struct ws_stream *st, uint8_t h[48])
 {
 	sqlite3_file *f = db_file(st);
 	void volatile *p = NULL;
-	uint8_t h[96];
-	uint32_t mx;
+	uint8_t both[96];
 
 	if (!f || f->pMethods->iVersion < 2 || !f->pMethods->xShmMap ||
 	    f->pMethods->xShmMap(f, 0, 32768, 0, &p) != SQLITE_OK || !p)
 		return false;
-	for (size_t i = 0; i < sizeof(h); i++)
-		h[i] = ((const volatile uint8_t *)p)[i];
-	if (memcmp(h, h + 48, 48) != 0 || h[12] != 1)
-		return false;
+	for (int tries = 0; tries < 64; tries++) {
+		uint32_t s[2] = { 0, 0 }, want[2];
+		for (size_t i = 0; i < 48; i++)
+			both[i] = ((const volatile uint8_t *)p)[i];
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		for (size_t i = 48; i < 96; i++)
+			both[i] = ((const volatile uint8_t *)p)[i];
+		if (both[12] != 1 && memcmp(both, both + 48, 48) == 0)
+			return false;
+		ws_wal_checksum(__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__, both, 40, s);
+		memcpy(want, both + 40, sizeof(want));
+		if (memcmp(both, both + 48, 48) == 0 && both[12] == 1 && s[0] == want[0] && s[1] == want[1]) {
+			memcpy(h, both, 48);
+			return true;
+		}
+		sched_yield();
+	}
+	return false;
+}
+
+/* mxFrame of a wal-index header. */
+static uint32_t wal_index_mx(const uint8_t h[48])
+{
+	uint32_t mx;
 	memcpy(&mx, h + 16, sizeof(mx));
-	return mx == 0;
+	return mx;
+}
+
+/*
+ * Whether the wal-index says the WAL holds no frame: its header read whole
+ * and mxFrame 0. SQLite reads a WAL whose file header fails its checks as
+ * empty only when it rebuilds the wal-index from the file; while the
+ * wal-index is in use, its readers and writers go on with the frames it
+ * names, whatever the file header says.
+ */
+static bool wal_index_empty(struct ws_stream *st)
+{
+	uint8_t h[48];
+	return wal_index_hdr(st, h) && wal_index_mx(h) == 0;
+}
+
+/*
+ * Where the committed frames of the generation end, as SQLite's readers
+ * see them: frames past the wal-index's mxFrame are not committed, even a
+ * whole chain ending in a valid commit frame (a writer whose sync failed,
+ * or that was killed before it wrote the wal-index: the next writer writes
+ * over them from mxFrame + 1). Bounds *wal_bytes at mxFrame when the
+ * wal-index is in use and names this generation (the same salts); a
+ * wal-index of another generation, or none (no other connection: SQLite
+ * rebuilds it from the file, and every valid commit counts), leaves it.
+ */
+static void wal_index_bound(struct ws_stream *st, const struct ws_wal_hdr *wh, uint64_t *wal_bytes)
+{
+	uint8_t h[48];
+	if (!wal_index_hdr(st, h) || ws_get_be32(h + 32) != wh->salt1 || ws_get_be32(h + 36) != wh->salt2)
+		return;
+	uint64_t end = ws_wal_frame_offset(wh->page_size, (uint64_t)wal_index_mx(h) + 1);
+	if (*wal_bytes > end) {
+		ws_debug("tenant %s: %s runs %" PRIu64 " bytes past the wal-index's last commit (frame %u): "
+			 "not committed, not read", st->tenant, st->wal_path, *wal_bytes - end, wal_index_mx(h));
+		*wal_bytes = end;
+	}
 }
 
 /*
@@ -1506,6 +1562,8 @@ static int step_read_generation(struct ws_stream *st, struct tail *t)
 			t->wal_bytes = 0;
 		} else if (rc) {
 			return rc;
+		} else {
+			wal_index_bound(st, &t->wh, &t->wal_bytes);
 		}
 	}
 	if (t->wal_bytes == 0) {

@@ -302,5 +302,107 @@ check "restore --time before every commit: refused, nothing restored" eval '[ "$
 ws restore --sink "file://$FS" --tenant f -o r.db
 check "the latest state still restores" eval '[ "$rc" = 0 ] && same_dump f.db r.db'
 
+echo "# a commit written past the wal-index's mxFrame (a writer that failed or died after writing it)"
+# SQLite's readers and writers see the frames the wal-index names
+# (mxFrame); a commit frame written after it, by a writer whose sync failed
+# or that was killed before it updated the wal-index, is not committed: the
+# next writer writes over it. The phantom commit here is a real SQLite
+# commit, made in a copy of the database and its WAL and appended to the
+# WAL by hand (a fake: a writer dying in that window cannot be produced on
+# demand). The application keeps the database open throughout, so its
+# wal-index stays in use.
+PS="$ROOT/phantom"
+rm -rf ph.db ph.db-wal ph.db-shm ph.ready ph.go ph.ready2 ph.go2 ph.ready3 ph.done phcopy-*
+python3 - ph.db <<'PY' &
+import os, shutil, sqlite3, sys, time
+db = sys.argv[1]
+def wait(name):
+    while not os.path.exists(name):
+        time.sleep(0.05)
+def phantom(tag):
+    # The copy recovers the same committed frames and writes its commit
+    # after them; its WAL, written over ours, adds that commit past mxFrame.
+    d = "phcopy-" + tag
+    os.mkdir(d)
+    shutil.copy(db, d + "/p.db")
+    shutil.copy(db + "-wal", d + "/p.db-wal")
+    p = sqlite3.connect(d + "/p.db", isolation_level=None)
+    p.execute("INSERT INTO t(tag) VALUES (?)", (tag,))
+    with open(d + "/p.db-wal", "rb") as f:
+        wal = f.read()
+    p.close()
+    with open(db + "-wal", "rb") as f:
+        ours = f.read()
+    assert len(wal) > len(ours) or wal != ours[:len(wal)], "the copy wrote no frame"
+    with open(db + "-wal", "r+b") as f:
+        f.write(wal)
+c = sqlite3.connect(db, isolation_level=None)
+c.execute("PRAGMA journal_mode=WAL")
+c.execute("PRAGMA wal_autocheckpoint=0")
+c.execute("CREATE TABLE t(x INTEGER PRIMARY KEY, tag TEXT)")
+c.execute("INSERT INTO t(tag) VALUES ('a')")
+c.execute("INSERT INTO t(tag) VALUES ('b')")
+phantom("phantom")
+open("ph.ready", "w").close()
+wait("ph.go")
+c.execute("INSERT INTO t(tag) VALUES ('c')")
+phantom("phantom2")
+open("ph.ready2", "w").close()
+wait("ph.go2")
+c.execute("INSERT INTO t(tag) VALUES ('d')")
+open("ph.ready3", "w").close()
+wait("ph.done")
+c.close()
+PY
+phpid=$!
+for _ in $(seq 100); do [ -e ph.ready ] && break; sleep 0.1; done
+check "the phantom commit is in the WAL, the application does not see it" \
+	eval '[ -e ph.ready ] && [ "$(sq ph.db "SELECT group_concat(tag) FROM t")" = a,b ]'
+ws replicate --sink "file://$PS" --once ph=ph.db
+check "replicate beside the phantom commit: exit 0" [ "$rc" = 0 ]
+rm -f r.db
+ws restore --sink "file://$PS" --tenant ph -o r.db
+check "the restore is what the application committed, without the phantom" \
+	eval '[ "$rc" = 0 ] && [ "$(sq r.db "SELECT group_concat(tag) FROM t")" = a,b ] && same_dump ph.db r.db'
+touch ph.go
+for _ in $(seq 100); do [ -e ph.ready2 ] && break; sleep 0.1; done
+check "the next commit, written over the phantom, is there with another phantom after it" \
+	eval '[ -e ph.ready2 ] && [ "$(sq ph.db "SELECT group_concat(tag) FROM t")" = a,b,c ]'
+ws replicate --sink "file://$PS" --once ph=ph.db
+check "the next commit ships: exit 0" [ "$rc" = 0 ]
+rm -f r.db
+ws restore --sink "file://$PS" --tenant ph -o r.db
+check "the restore is the next commit, without the second phantom" \
+	eval '[ "$rc" = 0 ] && [ "$(sq r.db "SELECT group_concat(tag) FROM t")" = a,b,c ] && same_dump ph.db r.db'
+# The same bound, with a commit written over the phantom while the tail
+# is stopped right after it read the WAL header and the wal-index.
+WS_FAULT=stream.after_wal_header:1:stop "$WS_BIN" replicate --sink "file://$PS" --once ph=ph.db \
+	>php.out 2>php.err &
+php=$!
+stopped=0
+for _ in $(seq 200); do
+	[ "$(ps -o stat= -p "$php" 2>/dev/null | cut -c1)" = T ] && { stopped=1; break; }
+	sleep 0.05
+done
+check "replicate stops after reading the WAL header beside the phantom" [ "$stopped" = 1 ]
+touch ph.go2
+for _ in $(seq 100); do [ -e ph.ready3 ] && break; sleep 0.1; done
+check "the application commits over the phantom meanwhile" \
+	eval '[ -e ph.ready3 ] && [ "$(sq ph.db "SELECT group_concat(tag) FROM t")" = a,b,c,d ]'
+kill -CONT "$php"
+reap "$php" php.err "replicate --once (stopped beside a phantom commit)"
+rm -f r.db
+ws restore --sink "file://$PS" --tenant ph -o r.db
+got=$(sq r.db "SELECT group_concat(tag) FROM t")
+check "the stopped call ships a state the application committed ($got)" \
+	eval '[ "$reaped" = 0 ] && [ "$rc" = 0 ] && { [ "$got" = a,b,c ] || [ "$got" = a,b,c,d ]; }'
+ws replicate --sink "file://$PS" --once ph=ph.db
+rm -f r.db
+ws restore --sink "file://$PS" --tenant ph -o r.db
+check "the next call ships the commit" \
+	eval '[ "$rc" = 0 ] && [ "$(sq r.db "SELECT group_concat(tag) FROM t")" = a,b,c,d ] && same_dump ph.db r.db'
+touch ph.done
+wait $phpid || true
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
