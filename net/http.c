@@ -235,6 +235,12 @@ void ws_http_header_line(struct ws_http_req *r, const char *line, size_t len)
 		v++;
 	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
 		end--;
+	h->cut_len = 0;
+	if ((size_t)(end - v) >= sizeof(h->value)) {
+		h->cut_len = (size_t)(end - v);
+		h->value[0] = '\0';
+		return;
+	}
 	copy_trunc(h->value, sizeof(h->value), v, (size_t)(end - v));
 }
 
@@ -700,8 +706,18 @@ const char *ws_http_header(const struct ws_http_req *r, const char *name)
 		return NULL;
 	for (size_t i = 0; i < r->hdr_count && i < WS_HTTP_HDR_MAX; i++)
 		if (strcasecmp(r->hdrs[i].name, name) == 0)
-			return r->hdrs[i].value;
+			return r->hdrs[i].cut_len ? NULL : r->hdrs[i].value;
 	return NULL;
+}
+
+size_t ws_http_header_cut(const struct ws_http_req *r, const char *name)
+{
+	if (!r || !name)
+		return 0;
+	for (size_t i = 0; i < r->hdr_count && i < WS_HTTP_HDR_MAX; i++)
+		if (strcasecmp(r->hdrs[i].name, name) == 0)
+			return r->hdrs[i].cut_len;
+	return 0;
 }
 
 void ws_http_get_stats(const struct ws_http *h, struct ws_http_stats *out)

@@ -45,7 +45,8 @@ struct ws_http_opts {
 
 struct ws_http_header {
 	char name[64];               /* lower-cased */
-	char value[WS_HTTP_HDR_VALUE_MAX];
+	char value[WS_HTTP_HDR_VALUE_MAX]; /* "" when cut_len is set */
+	size_t cut_len;              /* a value longer than value holds: its length (never kept cut) */
 };
 
 /* Appends response body bytes; returns 0 or a negative error to abort. */
@@ -134,6 +135,10 @@ int ws_http_perform_each(struct ws_http *h, struct ws_http_req *const *reqs, siz
 
 /* First response header with this (lower-case) name, or NULL. */
 const char *ws_http_header(const struct ws_http_req *r, const char *name);
+/* The length of a response header's value too long to keep (ws_http_header
+ * is NULL for it: no prefix of a value is ever read as the value); 0 when
+ * the header is absent or kept. */
+size_t ws_http_header_cut(const struct ws_http_req *r, const char *name);
 
 void ws_http_get_stats(const struct ws_http *h, struct ws_http_stats *out);
 

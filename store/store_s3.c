@@ -177,17 +177,41 @@ static uint64_t rnd64(struct s3_store *s)
 	return x * 0x2545f4914f6cdd1dull;
 }
 
+/* An ETag header's value, bare. One longer than struct ws_etag holds is
+ * never cut (a compare-and-swap naming a prefix of it would never match):
+ * it is kept as "" with its length, which a swap against it reports. */
 static void strip_quotes(const char *in, struct ws_etag *out)
 {
-	size_t n = strlen(in);
+	size_t whole = strlen(in), n = whole;
 	if (n >= 2 && in[0] == '"' && in[n - 1] == '"') {
 		in++;
 		n -= 2;
 	}
-	if (n >= sizeof(out->s))
-		n = sizeof(out->s) - 1;
+	out->too_long = 0;
+	if (n >= sizeof(out->s)) {
+		out->too_long = whole > UINT32_MAX ? UINT32_MAX : (uint32_t)whole;
+		n = 0;
+	}
 	memcpy(out->s, in, n);
 	out->s[n] = '\0';
+}
+
+/* A reply's ETag, bare; too long to keep: "" with its length. */
+static void reply_etag(const struct ws_http_req *r, struct ws_etag *out)
+{
+	const char *v = ws_http_header(r, "etag");
+	size_t cut = ws_http_header_cut(r, "etag");
+	memset(out, 0, sizeof(*out));
+	if (v)
+		strip_quotes(v, out);
+	else if (cut)
+		out->too_long = cut > UINT32_MAX ? UINT32_MAX : (uint32_t)cut;
+}
+
+static int etag_too_long(const struct s3_store *s, const char *what, const char *key, const struct ws_etag *e)
+{
+	return ws_fail(-EPROTO, "s3 %s: %s%s: the store's ETag for it is %u bytes, longer than the %d bytes walship "
+		       "keeps: compare-and-swap cannot name it", s->base.url, what, key, e->too_long, WS_ETAG_MAX - 1);
 }
 
 /* Object path for key ("" for the bucket itself), URI-encoded. */
@@ -779,8 +803,7 @@ void ws_s3_head_info(const struct ws_http_req *r, struct ws_obj_info *info, char
 	if (info) {
 		memset(info, 0, sizeof(*info));
 		info->size_bytes = r->content_length >= 0 ? (uint64_t)r->content_length : 0;
-		if ((v = ws_http_header(r, "etag")))
-			strip_quotes(v, &info->etag);
+		reply_etag(r, &info->etag);
 		if ((v = ws_http_header(r, "last-modified"))) {
 			struct tm tm;
 			memset(&tm, 0, sizeof(tm));
@@ -854,6 +877,8 @@ static int put_begin(struct s3_store *s, struct s3_put_op *op, const char *key, 
 	memset(op, 0, sizeof(*op));
 	if (!ws_key_valid(key))
 		return ws_fail(-EINVAL, "s3 %s: invalid key \"%s\"", s->base.url, key ? key : "(null)");
+	if (mode == WS_PUT_CAS && expect && expect->too_long)
+		return etag_too_long(s, "", key, expect);
 	if (mode == WS_PUT_CAS && (!expect || !expect->s[0]))
 		return expect ? ws_fail(WS_EPRECOND, "s3 %s: %s: compare-and-swap against an unknown etag (the "
 					"store gave none for it): re-read it first", s->base.url, key)
@@ -901,7 +926,7 @@ static int etag_after_put(struct s3_store *s, const struct s3_put_op *op, struct
 	struct ws_obj_info info;
 	int hrc = s3_head_raw(s, op->c.key, &info, attempt, sizeof(attempt), op->c.deadline_ms, false);
 
-	if (hrc == 0 && !strcmp(attempt, op->token) && info.etag.s[0])
+	if (hrc == 0 && !strcmp(attempt, op->token) && (info.etag.s[0] || info.etag.too_long))
 		*out_etag = info.etag;
 	else
 		ws_warn("s3 %s: %s: written, but the store's answer carried no ETag and the object's could not be "
@@ -918,12 +943,10 @@ static int put_end(struct s3_store *s, struct s3_put_op *op, struct ws_etag *out
 	/* 200 as S3 answers, or 201 and 204 as HTTP allows; never 202, which
 	 * says the write is only accepted for later. */
 	if (c->req.status == 200 || c->req.status == 201 || c->req.status == 204) {
-		const char *v = ws_http_header(&c->req, "etag");
 		if (out_etag) {
-			memset(out_etag, 0, sizeof(*out_etag));
-			if (v)
-				strip_quotes(v, out_etag);
-			if (!out_etag->s[0])
+			reply_etag(&c->req, out_etag);
+			/* One too long to keep is reported by the swap that names it. */
+			if (!out_etag->s[0] && !out_etag->too_long)
 				return etag_after_put(s, op, out_etag);
 		}
 		return 0;
@@ -1235,10 +1258,8 @@ static int get_range_check(struct s3_store *s, const struct s3_call *c, const ch
 		out->len = len0 + (size_t)keep;
 	}
 	if (info) {
-		const char *e;
 		memset(info, 0, sizeof(*info));
-		if ((e = ws_http_header(&c->req, "etag")))
-			strip_quotes(e, &info->etag);
+		reply_etag(&c->req, &info->etag);
 		info->size_bytes = total;
 	}
 	return 0;
@@ -1779,6 +1800,11 @@ static int probe_etag(struct s3_store *s, const char *key, struct ws_etag *e)
 	rc = s3_head_raw(s, key, &info, NULL, 0, 0, false);
 	if (rc)
 		return ws_fail_wrap(rc, "s3 %s: conditional-write probe: HEAD %s", s->base.url, key);
+	if (info.etag.too_long)
+		return ws_fail(WS_ECONFIG, "s3 %s: conditional-write probe: the store's ETag for %s is %u bytes, longer "
+			       "than the %d bytes walship keeps: compare-and-swap cannot name it; refusing it "
+			       "(conditional_writes=off overrides)", s->base.url, key, info.etag.too_long,
+			       WS_ETAG_MAX - 1);
 	if (!info.etag.s[0])
 		return ws_fail(WS_ECONFIG, "s3 %s: conditional-write probe: the store returns no ETag for %s: "
 			       "compare-and-swap cannot work; refusing it (conditional_writes=off overrides)",

@@ -25,7 +25,7 @@
 #include "ws_fail.h"
 
 #define WS_KEY_MAX 512
-#define WS_ETAG_MAX 80
+#define WS_ETAG_MAX 256
 #define WS_LIST_PAGE_MAX 1000u
 
 /* Growable byte buffer with a hard maximum; a write past max sets a sticky error. */
@@ -46,6 +46,7 @@ void ws_buf_free(struct ws_buf *b);
 
 struct ws_etag {
 	char s[WS_ETAG_MAX];   /* opaque, NUL-terminated, "" = none */
+	uint32_t too_long;     /* the store's ETag header was this many bytes, more than s holds (s is ""); else 0 */
 };
 
 enum ws_put_mode {

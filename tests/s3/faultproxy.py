@@ -61,7 +61,11 @@ every condition, on the object's real etag. if_match_quoted_only (an
 RFC 9110 store: only a quoted etag matches; a bare one is sent on quoted,
 so never matches) | if_match_any (an AWS-like store: quoted or bare both
 match) | if_match_ignored (a store that ignores If-Match: the header is
-dropped, the write is unconditional; radosgw cannot be made to do this).
+dropped, the write is unconditional; radosgw cannot be made to do this) |
+long_etag (a store whose ETags are etag_bytes long, default 200: every
+reply's ETag becomes the real one, "-" and a padding derived from it; an
+If-Match naming exactly that is sent to radosgw as the real etag, signed
+again, and any other, a cut one included, as it came, never matching).
 
 count: how many matching requests get the fault before the proxy passes
 everything again (latency, hang and the if_match_* modes ignore it: they
@@ -121,7 +125,7 @@ class Control:
 
 
 STATS = {"requests": 0, "faulted": 0, "amz_dates": []}
-PERSISTENT = ("latency", "hang", "if_match_quoted_only", "if_match_any", "if_match_ignored")
+PERSISTENT = ("latency", "hang", "if_match_quoted_only", "if_match_any", "if_match_ignored", "long_etag")
 
 
 def _hmac(key, msg):
@@ -173,6 +177,36 @@ def rewrite_if_match(mode, reqline, headers):
     method, target, _ = reqline.split(" ", 2)
     headers = resign(method, target, headers, os.environ.get("AWS_SECRET_ACCESS_KEY", ""))
     return (reqline + "\r\n" + "".join(f"{n}: {x}\r\n" for n, x in headers) + "\r\n").encode("latin-1")
+
+
+def etag_pad(real, total):
+    """The padding long_etag appends to the real etag (bare)."""
+    want = max(0, total - len(real) - 1)
+    digest = hashlib.sha256(real.encode("latin-1")).hexdigest()
+    return (digest * (want // len(digest) + 1))[:want]
+
+
+def long_etag_request(reqline, headers, total):
+    """The request head radosgw acts on in long_etag mode, or None (as is)."""
+    v = header(headers, "if-match")
+    if v is None:
+        return None
+    bare = v[1:-1] if len(v) >= 2 and v[0] == '"' and v[-1] == '"' else v
+    real, _, pad = bare.partition("-")
+    if pad != etag_pad(real, total):
+        return None
+    headers = [(n, real if n.lower() == "if-match" else x) for n, x in headers]
+    method, target, _ = reqline.split(" ", 2)
+    headers = resign(method, target, headers, os.environ.get("AWS_SECRET_ACCESS_KEY", ""))
+    return (reqline + "\r\n" + "".join(f"{n}: {x}\r\n" for n, x in headers) + "\r\n").encode("latin-1")
+
+
+def long_etag_reply(rhead, rheaders, total):
+    v = header(rheaders, "etag")
+    if v is None:
+        return rhead
+    real = v[1:-1] if len(v) >= 2 and v[0] == '"' and v[-1] == '"' else v
+    return edit_head(rhead, drop=("etag",), add=(f'ETag: "{real}-{etag_pad(real, total)}"',))
 
 
 async def read_head(reader):
@@ -296,6 +330,8 @@ async def handle(reader, writer, upstream, control, stats_path):
                 head = (reqline + "\r\n" + "".join(f"{n}: {x}\r\n" for n, x in headers) + "\r\n").encode("latin-1")
             if fault.startswith("if_match_"):
                 head = rewrite_if_match(fault, reqline, headers) or head
+            if fault == "long_etag":
+                head = long_etag_request(reqline, headers, int(control.conf.get("etag_bytes", 200))) or head
             ra = int(control.conf.get("retry_after", 0))
             if fault == "slowdown":
                 writer.write(s3_error(503, "Slow Down", "SlowDown", ra, int(control.conf.get("error_pad", 0))))
@@ -322,6 +358,8 @@ async def handle(reader, writer, upstream, control, stats_path):
             rhead, status_line, rheaders = await read_head(up_r)
             status = int(status_line.split(" ")[1])
             rbody = await read_body(up_r, rheaders, method == "HEAD" or status in (204, 304))
+            if fault == "long_etag":
+                rhead = long_etag_reply(rhead, rheaders, int(control.conf.get("etag_bytes", 200)))
             if fault == "reset":
                 if len(rbody) > 1:
                     writer.write(rhead + rbody[: len(rbody) // 2])

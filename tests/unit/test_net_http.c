@@ -901,9 +901,10 @@ static void test_response_headers(void **state)
 	assert_string_equal(ws_http_header(&r, "x-mixed-case"), "Value With Spaces");
 	assert_string_equal(ws_http_header(&r, "X-MIXED-CASE"), "Value With Spaces");
 	assert_string_equal(ws_http_header(&r, "etag"), "\"abc\"");
+	/* A value too long to keep is absent, with its length: never read cut. */
 	v = ws_http_header(&r, "x-long");
-	assert_non_null(v);
-	assert_int_equal(strlen(v), WS_HTTP_HDR_VALUE_MAX - 1);
+	assert_null(v);
+	assert_int_equal(ws_http_header_cut(&r, "x-long"), 600);
 	/* A name too long to keep is dropped, not truncated into another name. */
 	for (size_t i = 0; i < r.hdr_count; i++)
 		assert_null(strstr(r.hdrs[i].name, "averylongheader"));
@@ -1046,6 +1047,21 @@ static void test_header_lines(void **state)
 	assert_string_equal(ws_http_header(&r, "etag"), "\"abc\"");
 	assert_string_equal(ws_http_header(&r, "retry-after"), "2");
 	assert_non_null(ws_http_header(&r, "x-filler-00"));
+	assert_int_equal(ws_http_header_cut(&r, "etag"), 0);
+
+	/* A value longer than is kept is never read cut (a prefix of an
+	 * ETag or a Content-Range would be another value): absent, with its
+	 * length. */
+	{
+		char big[700];
+		int n = snprintf(big, sizeof(big), "Content-Range: bytes 0-9/%0600d\r\n", 1);
+		memset(&r, 0, sizeof(r));
+		ws_http_header_line(&r, "HTTP/1.1 206 Partial Content\r\n", 31);
+		ws_http_header_line(&r, big, (size_t)n);
+		assert_null(ws_http_header(&r, "content-range"));
+		assert_int_equal(ws_http_header_cut(&r, "content-range"), 610);
+		assert_int_equal(ws_http_header_cut(&r, "etag"), 0);
+	}
 }
 
 int main(void)

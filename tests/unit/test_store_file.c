@@ -1463,7 +1463,7 @@ static void test_links_fifos_devices(void **state)
 	assert_null(wt_get_str(f->s, "t2/fifo", &rc, NULL));
 	assert_int_equal(rc, WS_EFORMAT);
 	assert_non_null(strstr(ws_errmsg(), "FIFO"));
-	assert_int_equal(ws_store_put(f->s, "t2/fifo", "x", 1, WS_PUT_CAS, &(struct ws_etag){ "e" }, NULL),
+	assert_int_equal(ws_store_put(f->s, "t2/fifo", "x", 1, WS_PUT_CAS, &(struct ws_etag){ .s = "e" }, NULL),
 			 WS_EFORMAT);
 	p = wt_path(f->dir, "t2/null");
 	if (mknod(p, S_IFCHR | 0666, makedev(1, 3)) == 0) { /* as root only */

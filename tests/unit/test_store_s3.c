@@ -2082,6 +2082,54 @@ static void test_if_match_quoted_stores(void **state)
 }
 
 /*
+ * A store whose ETags are long (faultproxy long_etag: the real one, "-" and
+ * a padding, matched only whole). 200 bytes: kept whole, the probe passes
+ * and swaps work (a cut etag would never match). 1,000 bytes, more than
+ * walship keeps: refused at open by the probe, and where no probe ran, a
+ * swap against it is an error naming the length, never a 412 read as
+ * another writer, nor a swap against a prefix.
+ */
+static void test_long_etags(void **state)
+{
+	char url[1024];
+	struct ws_store *s;
+	struct ws_etag e1, e2;
+	int err = 0, rc;
+	(void)state;
+
+	proxy_control("{\"mode\": \"long_etag\", \"etag_bytes\": 200}");
+	sink_url(url, sizeof(url), g_px.endpoint, NULL, NULL);
+	if (!open_probed(url, &s, &err))
+		fail_msg("open %s with 200-byte ETags: %s", url, ws_errmsg());
+	wt_put_str(s, "etag/long", "v0", &e1);
+	assert_int_equal(strlen(e1.s), 200);
+	assert_cas_works(s, "etag/long");
+	ws_store_close(s);
+
+	proxy_control("{\"mode\": \"long_etag\", \"etag_bytes\": 1000}");
+	s = ws_store_open(url, &err);
+	print_message("  1000-byte ETags, probed: %s\n", ws_errmsg());
+	assert_null(s);
+	assert_int_equal(err, WS_ECONFIG);
+	assert_non_null(strstr(ws_errmsg(), "1002 bytes")); /* the header's value, quotes and all */
+	sink_url(url, sizeof(url), g_px.endpoint, NULL, "etag_quotes=0");
+	s = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
+	assert_non_null(s);
+	wt_put_str(s, "etag/longer", "v1", &e1);
+	assert_int_equal(e1.s[0], '\0');
+	assert_int_equal(e1.too_long, 1002);
+	rc = ws_store_put(s, "etag/longer", "v2", 2, WS_PUT_CAS, &e1, &e2);
+	print_message("  swap against a 1000-byte ETag: %s\n", ws_errmsg());
+	assert_int_equal(rc, -EPROTO);
+	assert_non_null(strstr(ws_errmsg(), "1002 bytes"));
+	assert_non_null(strstr(ws_errmsg(), "etag/longer"));
+	wt_assert_content(s, "etag/longer", "v1");
+	ws_store_close(s);
+	proxy_control("{\"mode\": \"pass\"}");
+	assert_no_probe_left();
+}
+
+/*
  * A store that honours If-None-Match but ignores If-Match (faultproxy drops
  * the header; radosgw cannot be made to do this): compare-and-swap would
  * silently overwrite, so it is refused with what each form got, at open and
@@ -2630,6 +2678,7 @@ int main(void)
 		cmocka_unit_test(test_if_match_radosgw),
 		cmocka_unit_test_setup_teardown(test_if_match_quoted_stores, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_if_match_ignored, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_long_etags, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_deadline_hung_request, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_deadline_covers_settling_head, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_slow_transfer_runs_to_deadline, proxy_start, proxy_stop),
