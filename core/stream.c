@@ -767,7 +767,7 @@ static int refresh_wm(struct ws_stream *st)
 	int rc = ws_wm_load(st->sink->store, st->tenant, &w, &etag);
 	if (rc == WS_ENOTFOUND) {
 		st->have_wm = false;
-		st->wm_etag.s[0] = '\0';
+		memset(&st->wm_etag, 0, sizeof(st->wm_etag));
 		st->wm_loaded = true;
 		st->continuous = false;
 		return 0;

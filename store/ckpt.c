@@ -326,6 +326,7 @@ static int probe_conditional(struct ws_store *s)
 		return ckpt_fail(WS_CKPT_IO, -errno, "checkpoint store: getrandom failed");
 	ws_hex(raw, sizeof(raw), hex);
 	snprintf(key, sizeof(key), KEY_PROBE_DIR "/%s", hex);
+	memset(&wrong, 0, sizeof(wrong));
 	snprintf(wrong.s, sizeof(wrong.s), "walship-probe-%s", hex);
 	rc = ws_store_put(s, key, "1", 1, WS_PUT_CREATE, NULL, NULL);
 	if (rc)

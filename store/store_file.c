@@ -116,6 +116,7 @@ static int64_t mtime_ms_of(const struct stat *st)
 
 static void etag_make(uint64_t h, uint64_t size, struct ws_etag *out)
 {
+	memset(out, 0, sizeof(*out));
 	snprintf(out->s, sizeof(out->s), "%016" PRIx64 "-%" PRIu64, h, size);
 }
 
