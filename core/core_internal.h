@@ -152,6 +152,9 @@ struct ws_stream_call {
 	uint64_t frames_shed;
 	uint64_t spill_high_water;
 	bool ended_early;            /* the tail stopped at its work bound (ws_stream_set_tail_bound) */
+	bool past_index;             /* frames of the live generation lie past the wal-index's last
+				      * commit: most often a commit whose writer has not yet
+				      * written the wal-index, which wakes no one: look again */
 };
 /*
  * A bound on one tail's work, so the durable watermark advances while a

@@ -497,6 +497,10 @@ static int tail_one(struct shard *sh, struct tenant *t, enum tail_mode mode)
 		add(&sh->ended_early, 1);
 		mark_due(t, key_due(sh, t, ws_mono_ms()));
 	}
+	/* A commit under way (its frames written, the wal-index not yet):
+	 * only the frames woke the engine, so look again after the usual gather. */
+	if (call.past_index)
+		mark_due(t, due_after_change(sh, t, ws_mono_ms()));
 	/* Shed, or shipped a prefix and shed the rest: the rest is still to do. */
 	if (o.kind == WS_OUTCOME_SHED || call.frames_shed > 0) {
 		add(&t->sheds, 1);

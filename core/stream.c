@@ -141,6 +141,7 @@ struct ws_stream {
 	uint64_t wm_put_mono_ms;     /* when our last watermark write finished (0: none) */
 	uint64_t tail_stop_ms;       /* this call: stop publishing at this mono time (0: never) */
 	bool early_stop;             /* this call stopped there */
+	bool past_index;             /* this call left frames of its generation past the wal-index */
 };
 
 /* ---- SQLite read transaction ------------------------------------------ */
@@ -1433,18 +1434,33 @@ static bool wal_index_empty(struct ws_stream *st)
  * wal-index is in use and names this generation (the same salts); a
  * wal-index of another generation, or none (no other connection: SQLite
  * rebuilds it from the file, and every valid commit counts), leaves it.
+ *
+ * A frame of this generation right after mxFrame is most often a commit
+ * still under way (its writer syncs the WAL between writing the frames and
+ * the wal-index, and only the frames wake the engine): the call reports
+ * past_index, so the tenant is looked at again without a write to wake it.
  */
-static void wal_index_bound(struct ws_stream *st, const struct ws_wal_hdr *wh, uint64_t *wal_bytes)
+static int wal_index_bound(struct ws_stream *st, const struct ws_wal_hdr *wh, uint64_t *wal_bytes)
 {
 	uint8_t h[48];
 	if (!wal_index_hdr(st, h) || ws_get_be32(h + 32) != wh->salt1 || ws_get_be32(h + 36) != wh->salt2)
-		return;
+		return 0;
 	uint64_t end = ws_wal_frame_offset(wh->page_size, (uint64_t)wal_index_mx(h) + 1);
-	if (*wal_bytes > end) {
-		ws_debug("tenant %s: %s runs %" PRIu64 " bytes past the wal-index's last commit (frame %u): "
-			 "not committed, not read", st->tenant, st->wal_path, *wal_bytes - end, wal_index_mx(h));
-		*wal_bytes = end;
+	if (*wal_bytes <= end)
+		return 0;
+	if (*wal_bytes >= end + WS_WAL_FRAME_HDR_SIZE) {
+		const uint8_t *buf = ws_reader_buf(st->reader) + st->small_off;
+		ssize_t got = ws_reader_read(st->reader, st->wal_slot, end, st->small_off, WS_WAL_FRAME_HDR_SIZE);
+		if (got < 0)
+			return ws_fail((int)got, "tenant %s: read %s at %" PRIu64, st->tenant, st->wal_path, end);
+		st->past_index = got == (ssize_t)WS_WAL_FRAME_HDR_SIZE && ws_get_be32(buf + 8) == wh->salt1 &&
+				 ws_get_be32(buf + 12) == wh->salt2;
 	}
+	ws_debug("tenant %s: %s runs %" PRIu64 " bytes past the wal-index's last commit (frame %u)%s: "
+		 "not committed, not read", st->tenant, st->wal_path, *wal_bytes - end, wal_index_mx(h),
+		 st->past_index ? ", a frame of this generation next" : "");
+	*wal_bytes = end;
+	return 0;
 }
 
 /*
@@ -1562,8 +1578,8 @@ static int step_read_generation(struct ws_stream *st, struct tail *t)
 			t->wal_bytes = 0;
 		} else if (rc) {
 			return rc;
-		} else {
-			wal_index_bound(st, &t->wh, &t->wal_bytes);
+		} else if ((rc = wal_index_bound(st, &t->wh, &t->wal_bytes)) != 0) {
+			return rc;
 		}
 	}
 	if (t->wal_bytes == 0) {
@@ -2169,6 +2185,7 @@ static void attempt_reset(struct ws_stream *st)
 	st->shed_stop = false;
 	st->shed_nowait = false;
 	st->early_stop = false;
+	st->past_index = false;
 	st->tail_stop_ms = 0;
 }
 
@@ -2241,6 +2258,7 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 	st->call.frames_shed = st->frames_shed;
 	st->call.spill_high_water = st->high_water;
 	st->call.ended_early = rc == 0 && st->early_stop;
+	st->call.past_index = rc == 0 && st->past_index;
 	st->lock_call = false;
 	st->last_ok = rc == 0 && out->kind != WS_OUTCOME_SHED && out->kind != WS_OUTCOME_FENCED;
 	locked = locked && st->locker >= 0;

@@ -404,5 +404,31 @@ check "the next call ships the commit" \
 touch ph.done
 wait $phpid || true
 
+echo "# a commit whose writer syncs the WAL slowly ships with no later write to wake replicate"
+# The frames of the commit wake replicate; the wal-index, written after the
+# sync, wakes nobody. A tail that runs during the sync leaves the frames (not
+# committed yet) and must look again: the application writes nothing more.
+# The slow disk is a shim (slowsync.c): fsync of the -wal sleeps 3 s.
+cc -shared -fPIC -O1 -o slowsync.so "$(dirname "$0")/slowsync.c" -ldl
+rm -f sl.db sl.db-wal sl.db-shm
+sq sl.db "PRAGMA journal_mode=WAL; CREATE TABLE t(x INTEGER PRIMARY KEY, tag TEXT);
+          INSERT INTO t(tag) VALUES ('a');" >/dev/null
+SLS="$ROOT/slowsync-sink"
+"$WS_BIN" replicate --sink "file://$SLS" sl=sl.db >sl.out 2>sl.err &
+slrep=$!
+check "the first state ships" eval 'URL="file://$SLS" wait_restores_to sl.db sl 20'
+WS_SLOW_SYNC_MS=3000 LD_PRELOAD="$ROOT/slowsync.so" python3 - sl.db <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("PRAGMA synchronous=FULL")
+c.execute("INSERT INTO t(tag) VALUES ('slow')")
+c.close()
+PY
+check "the application's commit (3 s in its WAL sync) is there" [ "$(sq sl.db "SELECT group_concat(tag) FROM t")" = a,slow ]
+check "it ships with nothing more written" eval 'URL="file://$SLS" wait_restores_to sl.db sl 10'
+kill -TERM "$slrep" 2>/dev/null || true
+reap "$slrep" sl.err "replicate (a writer with a slow WAL sync)"
+check "replicate exits 0 after SIGTERM" [ "$reaped" = 0 ]
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
