@@ -685,6 +685,13 @@ static int do_remove(struct shard *sh, struct tenant *t)
 	return rc;
 }
 
+static bool ended_early(const struct tenant *t)
+{
+	struct ws_stream_call call;
+	ws_stream_last_call(t->st, &call);
+	return call.ended_early;
+}
+
 static int tail_all(struct shard *sh, enum tail_mode mode)
 {
 	struct first_err fe = { 0 };
@@ -695,6 +702,11 @@ static int tail_all(struct shard *sh, enum tail_mode mode)
 		 * re-bases onto the new one. A flush or the final drain makes
 		 * that call now instead of ending on the error. */
 		if (rc == WS_EREPLACED)
+			rc = tail_one(sh, sh->tenants[i], mode);
+		/* A call names at most as many batches as one manifest holds
+		 * (and stops earlier at nothing else here: no work bound): a
+		 * flush or the final drain goes on to the end of the backlog. */
+		while (rc == 0 && ended_early(sh->tenants[i]))
 			rc = tail_one(sh, sh->tenants[i], mode);
 		first_err_note(&fe, rc);
 	}

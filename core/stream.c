@@ -1039,7 +1039,7 @@ static int merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_p
  * end of the file, at a slot of its own that ended the chain, or (shed)
  * at a full ring.
  */
-static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes)
+static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, bool may_stop)
 {
 	const uint32_t fsz = ws_wal_frame_size(sc->gen.page_size);
 	const size_t slot_frames = st->pipe->ring.slot_bytes / fsz;
@@ -1086,9 +1086,25 @@ static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_byte
 			st->early_stop = true;
 			break;
 		}
-		if (st->batch_count >= MAX_REFS)
+		/* As many batches as one manifest names: a backlog beyond that
+		 * (a long outage under small batches, walship's read mark holding
+		 * the WAL) ships in prefixes, one per call, up to the last commit
+		 * read, and the next call goes on; a flush or the final drain goes
+		 * on to the end. A re-base must reach its read mark in one
+		 * manifest (the image may hold pages of every frame below it),
+		 * and a call must make progress. */
+		int lim = st->batch_count >= MAX_REFS ? WS_ETOOBIG : k > 0 ? WS_FAULT("stream.batch_limit") : 0;
+		if (lim) {
+			if (may_stop && k > 0) {
+				st->early_stop = true;
+				break;
+			}
+			if (lim != WS_ETOOBIG)
+				return ws_fail(lim, "tenant %s: injected fault at the call's batch limit", st->tenant);
 			return ws_fail(WS_ETOOBIG, "tenant %s: the WAL holds more than %u batches of %zu frames "
-				       "(batch_bytes_max); raise batch_bytes_max", st->tenant, MAX_REFS, slot_frames);
+				       "(batch_bytes_max)%s; raise batch_bytes_max", st->tenant, MAX_REFS, slot_frames,
+				       may_stop ? " in one transaction" : " to re-base from");
+		}
 		rc = reserve_slot(st, &idx);
 		if (rc == -EAGAIN) {
 			st->shed_stop = true;
@@ -1770,7 +1786,8 @@ static int step_scan(struct ws_stream *st, struct tail *t, struct ws_outcome *ou
 		st->tail_stop_ms = at;
 	}
 	if (sc->gen.wal_magic != 0) {
-		rc = scan_checked(st, sc, t->wal_bytes);
+		const bool may_stop = t->kind != WS_MANIFEST_REBASE;
+		rc = scan_checked(st, sc, t->wal_bytes, may_stop);
 		if (rc)
 			return rc;
 		/* Stopped before any commit (one transaction longer than the
@@ -1778,7 +1795,7 @@ static int step_scan(struct ws_stream *st, struct tail *t, struct ws_outcome *ou
 		if (st->early_stop && sc->cur.last_commit < sc->first_frame) {
 			st->early_stop = false;
 			st->tail_stop_ms = 0;
-			rc = scan_checked(st, sc, t->wal_bytes);
+			rc = scan_checked(st, sc, t->wal_bytes, may_stop);
 			if (rc)
 				return rc;
 		}

@@ -95,6 +95,8 @@
 	X("stream.ring_handover", "tail: a slot is published to the upload side")                           \
 	X("stream.before_batch_put", "tail: before a batch is published")                                   \
 	X("stream.tail_bound", "tail: the work bound was reached, the rest of the WAL left to the next tail") \
+	X("stream.batch_limit", "tail: before each batch after a call's first; failed, as if the call had "  \
+	  "named as many batches as a manifest holds (the rest left to the next call)")                   \
 	X("stream.after_scan", "tail: the WAL scan is done, before the snapshot")                           \
 	X("stream.before_snapshot_put", "tail: before a snapshot part is published")                        \
 	X("stream.after_snapshot", "tail: the snapshot is read, before the WAL header is checked again")    \

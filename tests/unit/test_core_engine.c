@@ -664,6 +664,42 @@ static void test_block_holds_memory_loses_nothing(void **state)
 }
 
 /*
+ * A flush ships everything committed when it was called, even a backlog
+ * longer than one call may name (a manifest names at most 4096 batches):
+ * it calls again while a call ends early. The limit is put at a call's
+ * third batch by the fault site (a fake: the real one takes a WAL of
+ * 256 MiB or more); the restore is checked before stop, whose drain would
+ * ship the rest anyway.
+ */
+static void test_flush_goes_past_the_batch_limit(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 8 * 80u << 10, 80u << 10);
+	struct ws_engine *e;
+	struct ws_shard_metrics m;
+	(void)state;
+
+	wt_env_init(&env, "engine_batchlim", 0);
+	backlog(env.w, 2);
+	seen_reset();
+	e = engine_new(env.sink_url, 1, &sc);
+	add_tenant(e, "lim", env.db, 0);
+	flush_ok(e);
+	backlog(env.w, 20);
+	assert_int_equal(ws_fault_arm("stream.batch_limit", 2, 0), 0);
+	flush_ok(e);
+	ws_fault_disarm();
+	assert_int_equal(seen.errors, 0);
+	assert_int_equal(ws_engine_shard_metrics(e, 0, &m), 0);
+	assert_true(m.tails_ended_early >= 1);
+	restore_equals(env.sink, "lim", env.w, env.out_dir);
+	verify_ok(env.sink, "lim");
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	wt_env_free(&env);
+}
+
+/*
  * A watermark compare-and-swap that landed but whose reply was lost, the
  * retry refused because the watermark changed (to this very write): the
  * tail is acknowledged, not failed as "another writer" (an error an
@@ -1999,6 +2035,7 @@ int main(void)
 		cmocka_unit_test(test_busy_writer_does_not_wake_per_write),
 		cmocka_unit_test(test_chain_end_in_either_thread),
 		cmocka_unit_test(test_block_holds_memory_loses_nothing),
+		cmocka_unit_test(test_flush_goes_past_the_batch_limit),
 		cmocka_unit_test(test_throttle_counts_and_fails_bounded),
 		cmocka_unit_test(test_lost_watermark_reply_is_own_write),
 		cmocka_unit_test(test_rpo_after_restart_with_failing_sink),

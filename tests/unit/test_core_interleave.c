@@ -583,6 +583,70 @@ static void test_backlog_beyond_batch_limit(void **state)
 	wt_env_free(&e);
 }
 
+/* ---- a call that reaches its batch limit ------------------------------- */
+
+/*
+ * A backlog of more batches than one call may name (a manifest names at
+ * most 4096: at the smallest batches, a WAL of 256 MiB, which a long outage
+ * with walship's read mark holding the WAL makes). The fault site puts the
+ * limit at the call's third batch (a fake: the real limit is too large to
+ * write in a unit test). The call ships a prefix that ends at a commit, says
+ * it ended early, and the next call goes on from there. A re-base must
+ * reach its read mark in one manifest: at the limit it fails, acknowledging
+ * nothing.
+ */
+static void test_batch_limit_ships_prefixes(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_stream_config cfg;
+	struct ws_stream_call call;
+	uint64_t hs[30], h;
+	int64_t rr = 0;
+	int rc, at = -1;
+	(void)state;
+
+	wt_env_init(&e, "batchlim", 0);
+	cfg = cfg_for(&e, 1);
+	cfg.batch_frames_max = 4;
+	st = open_cfg(&e, &cfg);
+	wt_write_txn(e.w, 20, 3000);
+	assert_int_equal(ws_fault_arm("stream.batch_limit", 1, 0), 0);
+	rc = ws_stream_tail_frames(st, &o);
+	ws_fault_disarm();
+	assert_int_not_equal(rc, 0);
+	assert_non_null(strstr(ws_errmsg(), "batch limit"));
+	wt_tail_ok(st, &o); /* the re-base, whole */
+	restore_equals_source(&e, __LINE__);
+
+	for (int i = 0; i < 30; i++) {
+		wt_write_txn(e.w, 1, 3000);
+		hs[i] = wt_content_hash(e.w, NULL);
+	}
+	assert_int_equal(ws_fault_arm("stream.batch_limit", 2, 0), 0);
+	wt_tail_ok(st, &o);
+	ws_fault_disarm();
+	ws_stream_last_call(st, &call);
+	assert_true(call.ended_early);
+	assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+	h = wt_restore_hash(&e, TENANT, NULL, &rr);
+	for (int i = 0; i < 30; i++)
+		if (hs[i] == h)
+			at = i;
+	if (at < 0 || at == 29)
+		fail_msg("the call at its batch limit acknowledged %" PRId64 " rows: %s", rr,
+			 at < 0 ? "no state the source committed" : "everything (it did not stop)");
+	verify_ok(&e, __LINE__);
+	wt_tail_ok(st, &o);
+	ws_stream_last_call(st, &call);
+	assert_false(call.ended_early);
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	ws_stream_close(st);
+	wt_env_free(&e);
+}
+
 /* ---- a re-base over a grown, checkpointed database ---------------------- */
 
 /* First contact with a WAL that holds a small commit and then a large one,
@@ -1130,6 +1194,7 @@ int main(void)
 		cmocka_unit_test(test_fenced_releases_read_marks),
 		cmocka_unit_test(test_checkpoint_fallback_gap_rebases),
 		cmocka_unit_test(test_backlog_beyond_batch_limit),
+		cmocka_unit_test(test_batch_limit_ships_prefixes),
 		cmocka_unit_test(test_rebase_over_grown_database),
 		cmocka_unit_test(test_image_tmp_never_through_a_link),
 		cmocka_unit_test(test_verify_during_retention),
