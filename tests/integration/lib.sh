@@ -53,6 +53,16 @@ ws() {
 	set -e
 	no_sanitizer_report "$ROOT/err" "walship $*"
 }
+# wait_stopped PID: the process stopped itself (a WS_FAULT "stop" site
+# fired) within 30 s.
+wait_stopped() {
+	local _
+	for _ in $(seq 600); do
+		[ "$(ps -o stat= -p "$1" 2>/dev/null | cut -c1)" = T ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
 # reap PID ERRFILE WHAT: wait for the background walship PID; its exit status
 # -> $reaped. A sanitizer report in ERRFILE fails, as WHAT.
 reaped=0

@@ -35,15 +35,6 @@ B="walship-ck-$(date +%s)-$$"
 make_bucket "$E" "$B"
 U="s3://$B/ck?endpoint=$E"
 
-# stopped PID: the process is stopped (a WS_FAULT "stop" site fired).
-wait_stopped() {
-	local _
-	for _ in $(seq 600); do
-		[ "$(ps -o stat= -p "$1" 2>/dev/null | cut -c1)" = T ] && return 0
-		sleep 0.05
-	done
-	return 1
-}
 json_id() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["id"])' "$1"; }
 
 sq a.db "PRAGMA journal_mode=WAL; CREATE TABLE t(x INTEGER PRIMARY KEY, v TEXT);" >/dev/null

@@ -35,15 +35,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 
 files() { (cd "$1" && find . -type f ! -name '.lock*' | sort); }
 json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$@"; }
-# stopped PID: the process is stopped (a WS_FAULT "stop" site fired).
-wait_stopped() {
-	local _
-	for _ in $(seq 300); do
-		[ "$(ps -o stat= -p "$1" 2>/dev/null | cut -c1)" = T ] && return 0
-		sleep 0.05
-	done
-	return 1
-}
 n=0
 write() { # write DB N
 	local _

@@ -247,12 +247,7 @@ dump z.db >z.dump
 WS_FAULT=stream.after_wal_header:1:stop "$WS_BIN" replicate --sink "file://$ZS-paused" --once z=z.db \
 	>zp.out 2>zp.err &
 zp=$!
-stopped=0
-for _ in $(seq 200); do
-	[ "$(ps -o stat= -p "$zp" 2>/dev/null | cut -c1)" = T ] && { stopped=1; break; }
-	sleep 0.05
-done
-check "replicate stops after reading the zeroed header" [ "$stopped" = 1 ]
+check "replicate stops after reading the zeroed header" wait_stopped "$zp"
 check "the application commits meanwhile (restarting the WAL)" \
 	sq z.db "INSERT INTO t(tag, v) VALUES ('z2', randomblob(300));"
 dump z.db >z2.dump
@@ -379,12 +374,7 @@ check "the restore is the next commit, without the second phantom" \
 WS_FAULT=stream.after_wal_header:1:stop "$WS_BIN" replicate --sink "file://$PS" --once ph=ph.db \
 	>php.out 2>php.err &
 php=$!
-stopped=0
-for _ in $(seq 200); do
-	[ "$(ps -o stat= -p "$php" 2>/dev/null | cut -c1)" = T ] && { stopped=1; break; }
-	sleep 0.05
-done
-check "replicate stops after reading the WAL header beside the phantom" [ "$stopped" = 1 ]
+check "replicate stops after reading the WAL header beside the phantom" wait_stopped "$php"
 touch ph.go2
 for _ in $(seq 100); do [ -e ph.ready3 ] && break; sleep 0.1; done
 check "the application commits over the phantom meanwhile" \
