@@ -132,8 +132,10 @@ static int d_put(struct ws_store *s, const char *key, const struct iovec *iov, i
 		k->len += iov[i].iov_len;
 	}
 	k->version++;
-	if (out_etag)
+	if (out_etag) {
+		memset(out_etag, 0, sizeof(*out_etag));
 		snprintf(out_etag->s, sizeof(out_etag->s), "%" PRIu64, k->version);
+	}
 	pthread_mutex_unlock(&d_mu);
 	return 0;
 }

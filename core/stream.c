@@ -1039,7 +1039,14 @@ static int merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_p
  * end of the file, at a slot of its own that ended the chain, or (shed)
  * at a full ring.
  */
-static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, bool may_stop)
+/* How a call's scan meets the batch limit (scan_checked). */
+enum at_limit {
+	LIMIT_STOP,      /* ship the prefix read, up to its last commit */
+	LIMIT_ONE_TXN,   /* the scan goes on past a stop that met no commit: one transaction too large */
+	LIMIT_REBASE,    /* a re-base must reach its read mark in one manifest */
+};
+
+static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum at_limit at_limit)
 {
 	const uint32_t fsz = ws_wal_frame_size(sc->gen.page_size);
 	const size_t slot_frames = st->pipe->ring.slot_bytes / fsz;
@@ -1095,7 +1102,7 @@ static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_byte
 		 * and a call must make progress. */
 		int lim = st->batch_count >= MAX_REFS ? WS_ETOOBIG : k > 0 ? WS_FAULT("stream.batch_limit") : 0;
 		if (lim) {
-			if (may_stop && k > 0) {
+			if (at_limit == LIMIT_STOP && k > 0) {
 				st->early_stop = true;
 				break;
 			}
@@ -1103,7 +1110,7 @@ static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_byte
 				return ws_fail(lim, "tenant %s: injected fault at the call's batch limit", st->tenant);
 			return ws_fail(WS_ETOOBIG, "tenant %s: the WAL holds more than %u batches of %zu frames "
 				       "(batch_bytes_max)%s; raise batch_bytes_max", st->tenant, MAX_REFS, slot_frames,
-				       may_stop ? " in one transaction" : " to re-base from");
+				       at_limit == LIMIT_REBASE ? " to re-base from" : " in one transaction");
 		}
 		rc = reserve_slot(st, &idx);
 		if (rc == -EAGAIN) {
@@ -1447,9 +1454,18 @@ static bool wal_index_empty(struct ws_stream *st)
  * whole chain ending in a valid commit frame (a writer whose sync failed,
  * or that was killed before it wrote the wal-index: the next writer writes
  * over them from mxFrame + 1). Bounds *wal_bytes at mxFrame when the
- * wal-index is in use and names this generation (the same salts); a
- * wal-index of another generation, or none (no other connection: SQLite
- * rebuilds it from the file, and every valid commit counts), leaves it.
+ * wal-index is in use and names this generation (the same salts); none (no
+ * other connection: SQLite rebuilds it from the file, and every valid
+ * commit counts) leaves it.
+ *
+ * A wal-index of other salts than the file's names no frame of the file's
+ * generation (a restart resets mxFrame to 0). Either the restart is not in
+ * the file yet (the wal-index's salt-1 is the file's plus one, as SQLite's
+ * restart makes it): the file still holds the generation before, every
+ * frame of which was committed and backfilled before the restart, and is
+ * read as it stands. Or a writer has begun a generation in the file (a
+ * connection that did not make the restart writes new random salts) that
+ * the wal-index does not name yet: none of its frames is committed.
  *
  * A frame of this generation right after mxFrame is most often a commit
  * still under way (its writer syncs the WAL between writing the frames and
@@ -1459,9 +1475,15 @@ static bool wal_index_empty(struct ws_stream *st)
 static int wal_index_bound(struct ws_stream *st, const struct ws_wal_hdr *wh, uint64_t *wal_bytes)
 {
 	uint8_t h[48];
-	if (!wal_index_hdr(st, h) || ws_get_be32(h + 32) != wh->salt1 || ws_get_be32(h + 36) != wh->salt2)
+	uint32_t mx;
+	if (!wal_index_hdr(st, h))
 		return 0;
-	uint64_t end = ws_wal_frame_offset(wh->page_size, (uint64_t)wal_index_mx(h) + 1);
+	mx = wal_index_mx(h);
+	if (ws_get_be32(h + 32) != wh->salt1 || ws_get_be32(h + 36) != wh->salt2) {
+		if (mx != 0 || ws_get_be32(h + 32) == wh->salt1 + 1u)
+			return 0;
+	}
+	uint64_t end = ws_wal_frame_offset(wh->page_size, (uint64_t)mx + 1);
 	if (*wal_bytes <= end)
 		return 0;
 	if (*wal_bytes >= end + WS_WAL_FRAME_HDR_SIZE) {
@@ -1473,7 +1495,7 @@ static int wal_index_bound(struct ws_stream *st, const struct ws_wal_hdr *wh, ui
 				 ws_get_be32(buf + 12) == wh->salt2;
 	}
 	ws_debug("tenant %s: %s runs %" PRIu64 " bytes past the wal-index's last commit (frame %u)%s: "
-		 "not committed, not read", st->tenant, st->wal_path, *wal_bytes - end, wal_index_mx(h),
+		 "not committed, not read", st->tenant, st->wal_path, *wal_bytes - end, mx,
 		 st->past_index ? ", a frame of this generation next" : "");
 	*wal_bytes = end;
 	return 0;
@@ -1786,8 +1808,7 @@ static int step_scan(struct ws_stream *st, struct tail *t, struct ws_outcome *ou
 		st->tail_stop_ms = at;
 	}
 	if (sc->gen.wal_magic != 0) {
-		const bool may_stop = t->kind != WS_MANIFEST_REBASE;
-		rc = scan_checked(st, sc, t->wal_bytes, may_stop);
+		rc = scan_checked(st, sc, t->wal_bytes, t->kind == WS_MANIFEST_REBASE ? LIMIT_REBASE : LIMIT_STOP);
 		if (rc)
 			return rc;
 		/* Stopped before any commit (one transaction longer than the
@@ -1795,7 +1816,7 @@ static int step_scan(struct ws_stream *st, struct tail *t, struct ws_outcome *ou
 		if (st->early_stop && sc->cur.last_commit < sc->first_frame) {
 			st->early_stop = false;
 			st->tail_stop_ms = 0;
-			rc = scan_checked(st, sc, t->wal_bytes, may_stop);
+			rc = scan_checked(st, sc, t->wal_bytes, LIMIT_ONE_TXN);
 			if (rc)
 				return rc;
 		}
@@ -2005,7 +2026,7 @@ static int step_write_manifest(struct ws_stream *st, struct tail *t)
 static int step_write_watermark(struct ws_stream *st, struct tail *t)
 {
 	struct ws_fmt_watermark nw;
-	struct ws_etag new_etag;
+	struct ws_etag new_etag = { .s = "" };
 	char wmkey[WS_KEY_MAX];
 	int rc;
 
@@ -2274,7 +2295,10 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 	st->call.throttle_retries = call_throttle(st);
 	st->call.frames_shed = st->frames_shed;
 	st->call.spill_high_water = st->high_water;
-	st->call.ended_early = rc == 0 && st->early_stop;
+	/* Ended early: what it read shipped, the rest is due at once. A call
+	 * that shed (nothing, or a prefix) waits as shedding says. */
+	st->call.ended_early = rc == 0 && st->early_stop && st->frames_shed == 0 &&
+			       (out->kind == WS_OUTCOME_STREAMED || out->kind == WS_OUTCOME_RESTARTED);
 	st->call.past_index = rc == 0 && st->past_index;
 	st->lock_call = false;
 	st->last_ok = rc == 0 && out->kind != WS_OUTCOME_SHED && out->kind != WS_OUTCOME_FENCED;

@@ -416,9 +416,61 @@ c.close()
 PY
 check "the application's commit (3 s in its WAL sync) is there" [ "$(sq sl.db "SELECT group_concat(tag) FROM t")" = a,slow ]
 check "it ships with nothing more written" eval 'URL="file://$SLS" wait_restores_to sl.db sl 10'
+
 kill -TERM "$slrep" 2>/dev/null || true
 reap "$slrep" sl.err "replicate (a writer with a slow WAL sync)"
 check "replicate exits 0 after SIGTERM" [ "$reaped" = 0 ]
+
+echo "# a writer killed in its WAL sync, the first commit of a new WAL generation"
+# The application truncates the WAL (a restart: the wal-index gets the next
+# salts, mxFrame 0), then another connection, which did not make the
+# restart, begins the next generation with salts of its own, writes its
+# commit and is killed in the commit's sync, before the wal-index names it:
+# a commit SQLite never made (the next writer writes over it). A third
+# connection keeps the database open throughout, so the wal-index stays in
+# use. replicate --once runs while the writer syncs: nothing of it ships.
+rm -f kw.db kw.db-wal kw.db-shm kw.hold.done
+sq kw.db "PRAGMA journal_mode=WAL; CREATE TABLE t(x INTEGER PRIMARY KEY, tag TEXT);
+          INSERT INTO t(tag) VALUES ('a');" >/dev/null
+KS="$ROOT/killed-sink"
+ws replicate --sink "file://$KS" --once kw=kw.db
+check "the first state ships" [ "$rc" = 0 ]
+python3 - kw.db <<'PY' &
+import os, sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("SELECT count(*) FROM t").fetchall()
+open("kw.hold", "w").close()
+while not os.path.exists("kw.hold.done"):
+    time.sleep(0.05)
+PY
+kwh=$!
+for _ in $(seq 100); do [ -e kw.hold ] && break; sleep 0.1; done
+check "the application truncates the WAL" eval '[ "$(sq kw.db "PRAGMA wal_checkpoint(TRUNCATE);")" = "0|0|0" ] && [ ! -s kw.db-wal ]'
+dump kw.db >kw.before
+WS_SLOW_SYNC_MS=30000 WS_SLOW_SYNC_SKIP=1 LD_PRELOAD="$ROOT/slowsync.so" python3 - kw.db <<'PY' &
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("PRAGMA synchronous=FULL")
+c.execute("INSERT INTO t(tag) VALUES ('never')")
+PY
+kww=$!
+for _ in $(seq 100); do [ "$(stat -c %s kw.db-wal)" -gt 4096 ] && break; sleep 0.1; done
+check "the writer's commit is in the WAL, in its sync" eval '[ "$(stat -c %s kw.db-wal)" -gt 4096 ] && kill -0 "$kww"'
+ws replicate --sink "file://$KS" --once kw=kw.db
+check "replicate --once meanwhile: exit 0" [ "$rc" = 0 ]
+kill -KILL "$kww" 2>/dev/null || true
+wait "$kww" 2>/dev/null || true
+check "the killed writer's commit is not the database's" [ "$(dump kw.db)" = "$(cat kw.before)" ]
+rm -f r.db
+ws restore --sink "file://$KS" --tenant kw -o r.db
+check "the restore holds nothing of it" eval '[ "$rc" = 0 ] && [ "$(dump r.db)" = "$(cat kw.before)" ]'
+sq kw.db "INSERT INTO t(tag) VALUES ('next');" >/dev/null
+ws replicate --sink "file://$KS" --once kw=kw.db
+rm -f r.db
+ws restore --sink "file://$KS" --tenant kw -o r.db
+check "the next writer's commit ships" eval '[ "$rc" = 0 ] && same_dump kw.db r.db'
+touch kw.hold.done
+wait "$kwh" || true
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

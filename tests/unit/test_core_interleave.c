@@ -643,6 +643,27 @@ static void test_batch_limit_ships_prefixes(void **state)
 	assert_false(call.ended_early);
 	restore_equals_source(&e, __LINE__);
 	verify_ok(&e, __LINE__);
+
+	/* One transaction longer than the limit: a call that stopped before
+	 * any commit scans on, and at the limit there it fails (raise
+	 * batch_bytes_max), never an Empty call said to have ended early,
+	 * which the engine would make again at once, for ever. */
+	h = wt_content_hash(e.w, NULL);
+	wt_write_txn(e.w, 40, 3000);
+	assert_int_equal(ws_fault_arm("stream.batch_limit", 1, 0), 0);
+	assert_int_equal(ws_fault_add("stream.batch_limit", 2, WS_FAULT_FAIL, NULL, NULL), 0);
+	rc = ws_stream_tail_frames(st, &o);
+	ws_fault_disarm();
+	ws_stream_last_call(st, &call);
+	if (rc == 0)
+		fail_msg("one transaction past the batch limit: outcome %d, ended early %d, not an error", (int)o.kind,
+			 (int)call.ended_early);
+	assert_non_null(strstr(ws_errmsg(), "batch limit"));
+	if (wt_restore_hash(&e, TENANT, NULL, &rr) != h)
+		fail_msg("the failed call acknowledged something: %" PRId64 " rows", rr);
+	wt_tail_ok(st, &o);
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
 	ws_stream_close(st);
 	wt_env_free(&e);
 }
