@@ -54,43 +54,52 @@ out:
 	return rc;
 }
 
-int ws_obj_fetch(struct ws_store *s, const struct ws_fmt_objref *ref, size_t hash_off, struct ws_buf *out)
+int ws_obj_fetch(struct ws_store *s, const char *mkey, const struct ws_fmt_objref *ref, size_t hash_off,
+		 struct ws_buf *out)
 {
+	/* An inline batch is read from the manifest that carries it; the
+	 * manifest was verified whole (SHA-256) when the chain was read, and
+	 * the bytes read now are held to the hash it names, as an object's. */
+	const bool inl = ref->key[0] == '\0';
+	const char *key = inl ? mkey : ref->key;
+	const char *what = inl ? " (inline batch)" : "";
 	int rc;
 	ws_buf_reset(out);
-	rc = ws_store_get(s, ref->key, 0, UINT64_MAX, out, NULL);
+	if (inl && !mkey)
+		return ws_fail(WS_EFORMAT, "an inline object outside a manifest");
+	rc = ws_store_get(s, key, inl ? ref->inline_off : 0, inl ? ref->length : UINT64_MAX, out, NULL);
 	if (rc == WS_ENOTFOUND)
-		return ws_fail(WS_EINCOMPLETE, "object %s is missing", ref->key);
+		return ws_fail(WS_EINCOMPLETE, "object %s%s is missing", key, what);
 	if (rc)
-		return ws_fail_wrap(rc, "read %s", ref->key);
+		return ws_fail_wrap(rc, "read %s%s", key, what);
 	if (out->len != ref->length)
-		return ws_fail(WS_ECORRUPT, "object %s is %zu bytes, manifest says %llu (truncated?)", ref->key,
+		return ws_fail(WS_ECORRUPT, "object %s%s is %zu bytes, manifest says %llu (truncated?)", key, what,
 			       out->len, (unsigned long long)ref->length);
 	/* The decoder checks the header and payload hashes; here, that this is
 	 * the object the manifest names. */
 	if (hash_off + 8 > out->len || ws_get_le64(out->data + hash_off) != ref->xxh)
-		return ws_fail(WS_ECORRUPT, "object %s is not the object its manifest names (hash mismatch)",
-			       ref->key);
+		return ws_fail(WS_ECORRUPT, "object %s%s is not the object its manifest names (hash mismatch)",
+			       key, what);
 	return 0;
 }
 
 int ws_batch_verify(const uint8_t *obj, size_t len, const struct ws_fmt_manifest *m,
-		    const struct ws_fmt_objref *ref, const uint32_t seed[2], uint32_t end[2],
+		    const struct ws_fmt_objref *ref, const char *name, const uint32_t seed[2], uint32_t end[2],
 		    struct ws_fmt_batch *b, const uint8_t **frames)
 {
 	struct ws_wal_hdr wh;
 	struct ws_wal_cursor c;
 	int rc = ws_fmt_batch_decode(obj, len, b, frames);
 	if (rc)
-		return ws_fail_wrap(rc, "batch %s", ref->key);
+		return ws_fail_wrap(rc, "batch %s", name);
 	if (b->gen.wal_magic != m->gen.wal_magic || b->gen.checkpoint_seq != m->gen.checkpoint_seq ||
 	    b->gen.salt1 != m->gen.salt1 || b->gen.salt2 != m->gen.salt2 ||
 	    b->gen.page_size != m->gen.page_size || b->first_frame != ref->first ||
 	    b->frame_count != ref->count)
 		return ws_fail(WS_EFORMAT, "batch %s does not match its manifest entry (generation or range)",
-			       ref->key);
+			       name);
 	if (b->seed_cksum[0] != seed[0] || b->seed_cksum[1] != seed[1])
-		return ws_fail(WS_EINCOMPLETE, "batch %s does not continue the checksum chain", ref->key);
+		return ws_fail(WS_EINCOMPLETE, "batch %s does not continue the checksum chain", name);
 	memset(&wh, 0, sizeof(wh));
 	wh.magic = b->gen.wal_magic;
 	wh.page_size = b->gen.page_size;
@@ -106,11 +115,11 @@ int ws_batch_verify(const uint8_t *obj, size_t len, const struct ws_fmt_manifest
 	const uint32_t fsz = ws_wal_frame_size(b->gen.page_size);
 	for (uint64_t i = 0; i < b->frame_count; i++) {
 		if (ws_wal_cursor_step(&c, *frames + i * fsz, NULL) != 1)
-			return ws_fail(WS_ECORRUPT, "batch %s: frame %llu fails SQLite's checksum chain", ref->key,
+			return ws_fail(WS_ECORRUPT, "batch %s: frame %llu fails SQLite's checksum chain", name,
 				       (unsigned long long)(b->first_frame + i));
 	}
 	if (c.cksum[0] != b->end_cksum[0] || c.cksum[1] != b->end_cksum[1])
-		return ws_fail(WS_ECORRUPT, "batch %s: end checksum mismatch", ref->key);
+		return ws_fail(WS_ECORRUPT, "batch %s: end checksum mismatch", name);
 	end[0] = c.cksum[0];
 	end[1] = c.cksum[1];
 	return 0;

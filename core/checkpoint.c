@@ -1817,6 +1817,8 @@ static void seen_free(struct ret_ctx *x)
 static int ret_delete(struct ret_ctx *x, const char *key)
 {
 	int rc;
+	/* An inline batch has no key of its own: it goes with its manifest. */
+	WS_ASSERT(key[0] != '\0');
 	if (x->dry && (rc = seen_add(x, key)) <= 0)
 		return rc;
 	/* A dry run reports what a real run would delete: not a key already
@@ -1883,7 +1885,8 @@ static int keyset_add_chain(struct keyset *ks, const struct ws_chain *c)
 		for (uint32_t k = 0; k < m->snap_count && !rc; k++)
 			rc = keyset_add(ks, m->snaps[k].key);
 		for (uint32_t k = 0; k < m->batch_count && !rc; k++)
-			rc = keyset_add(ks, m->batches[k].key);
+			if (m->batches[k].key[0]) /* "" is inline: part of its manifest */
+				rc = keyset_add(ks, m->batches[k].key);
 	}
 	return rc;
 }
@@ -2013,7 +2016,7 @@ static int sweep_chain(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, 
 			if (!keyset_has(keep, m->snaps[k].key))
 				rc = ret_delete(x, m->snaps[k].key);
 		for (uint32_t k = 0; k < m->batch_count && !rc; k++)
-			if (!keyset_has(keep, m->batches[k].key))
+			if (m->batches[k].key[0] && !keyset_has(keep, m->batches[k].key))
 				rc = ret_delete(x, m->batches[k].key);
 	}
 	ws_chain_free(&c);
@@ -2138,7 +2141,8 @@ static int sweep_unreachable(struct ret_ctx *x, const struct ws_ckpt_tenant_entr
 			if (!keyset_has(keep, m.snaps[k].key) && (rc = ret_delete(x, m.snaps[k].key)) == 0)
 				rc = keyset_add(&done, m.snaps[k].key);
 		for (uint32_t k = 0; k < m.batch_count && !rc; k++)
-			if (!keyset_has(keep, m.batches[k].key) && (rc = ret_delete(x, m.batches[k].key)) == 0)
+			if (m.batches[k].key[0] && !keyset_has(keep, m.batches[k].key) &&
+			    (rc = ret_delete(x, m.batches[k].key)) == 0)
 				rc = keyset_add(&done, m.batches[k].key);
 		if (!rc && !keyset_has(keep, keys[i]))
 			rc = ret_delete(x, keys[i]);

@@ -52,8 +52,9 @@ int ws_wm_went_back(struct ws_store *s, const char *tenant, const struct ws_fmt_
 		    char evidence[WS_KEY_MAX]) WS_MUST_CHECK;
 
 /* Fetch one object and check it is the one referenced: length, and the
- * header hash at hash_off. The caller's decoder then checks every hash. */
-int ws_obj_fetch(struct ws_store *s, const struct ws_fmt_objref *ref, size_t hash_off,
+ * header hash at hash_off. The caller's decoder then checks every hash.
+ * mkey: the manifest naming it, which holds it when it is inline (key ""). */
+int ws_obj_fetch(struct ws_store *s, const char *mkey, const struct ws_fmt_objref *ref, size_t hash_off,
 		 struct ws_buf *out) WS_MUST_CHECK;
 
 /* A verified manifest chain, oldest (the base) first. */
@@ -76,7 +77,7 @@ void ws_chain_free(struct ws_chain *c);
 
 /* Verify one batch object fully, including SQLite's checksum chain. */
 int ws_batch_verify(const uint8_t *obj, size_t len, const struct ws_fmt_manifest *m,
-		    const struct ws_fmt_objref *ref, const uint32_t seed[2], uint32_t end[2],
+		    const struct ws_fmt_objref *ref, const char *name, const uint32_t seed[2], uint32_t end[2],
 		    struct ws_fmt_batch *hdr, const uint8_t **frames) WS_MUST_CHECK;
 
 /* A stored generation as the seed's WalGeneration; salted=false: salts unknown. */

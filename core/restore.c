@@ -216,7 +216,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 			for (uint32_t k = 0; k < m->snap_count; k++) {
 				struct ws_fmt_snap sh;
 				const uint8_t *pages;
-				rc = ws_obj_fetch(s, &m->snaps[k], WS_SNAP_HDR_HASH_OFF, &b);
+				rc = ws_obj_fetch(s, c->keys[i], &m->snaps[k], WS_SNAP_HDR_HASH_OFF, &b);
 				if (!rc)
 					rc = ws_fmt_snap_decode(b.data, b.len, &sh, &pages);
 				if (!rc && (sh.first_page != m->snaps[k].first || sh.page_count != m->snaps[k].count ||
@@ -256,17 +256,23 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 			struct ws_fmt_batch bh;
 			const uint8_t *frames;
 			uint32_t end[2];
-			rc = ws_obj_fetch(s, &m->batches[k], WS_BATCH_HDR_HASH_OFF, &b);
+			char name[WS_KEY_MAX + 32];
+			/* What messages and reports call it: an inline batch by its manifest. */
+			if (m->batches[k].key[0])
+				snprintf(name, sizeof(name), "%s", m->batches[k].key);
+			else
+				snprintf(name, sizeof(name), "%s (inline batch %u)", c->keys[i], k);
+			rc = ws_obj_fetch(s, c->keys[i], &m->batches[k], WS_BATCH_HDR_HASH_OFF, &b);
 			if (!rc && resync && ws_fmt_batch_decode(b.data, b.len, &bh, NULL) == 0) {
 				/* After a bad batch, check the rest on their own. */
 				run[0] = bh.seed_cksum[0];
 				run[1] = bh.seed_cksum[1];
 			}
 			if (!rc)
-				rc = ws_batch_verify(b.data, b.len, m, &m->batches[k], run, end, &bh, &frames);
+				rc = ws_batch_verify(b.data, b.len, m, &m->batches[k], name, run, end, &bh, &frames);
 			if (rc) {
 				ws_fail_wrap(rc, "tenant %s", tenant);
-				if (go_on(rep, &fd, tenant, m->batches[k].key, rc)) {
+				if (go_on(rep, &fd, tenant, name, rc)) {
 					resync = true;
 					have_p1 = false; /* what page 1 holds is unknown from here */
 					continue;
@@ -285,7 +291,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 					break;
 				if (pgno == 0) {
 					rc = ws_fail(WS_ECORRUPT, "tenant %s: batch %s frame %" PRIu64 " has page 0",
-						     tenant, m->batches[k].key, no);
+						     tenant, name, no);
 					goto out;
 				}
 				if (fd >= 0 && (rc = pwrite_all(fd, fr + WS_WAL_FRAME_HDR_SIZE, ps,
@@ -296,18 +302,18 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 				if (pgno == 1 && ps >= sizeof(p1)) {
 					memcpy(p1, fr + WS_WAL_FRAME_HDR_SIZE, sizeof(p1));
 					have_p1 = true;
-					if ((rc = check_page1(tenant, m->batches[k].key, p1, ps)) != 0) {
-						if (go_on(rep, &fd, tenant, m->batches[k].key, rc)) {
+					if ((rc = check_page1(tenant, name, p1, ps)) != 0) {
+						if (go_on(rep, &fd, tenant, name, rc)) {
 							rc = 0;
 							break;
 						}
 						goto out;
 					}
 				}
-				if (dbsz && (rc = check_commit_size(tenant, m->batches[k].key, no, dbsz, ps, fd,
+				if (dbsz && (rc = check_commit_size(tenant, name, no, dbsz, ps, fd,
 								    have_p1 ? p1 : NULL,
 								    no >= m->valid_from_frame)) != 0) {
-					if (go_on(rep, &fd, tenant, m->batches[k].key, rc)) {
+					if (go_on(rep, &fd, tenant, name, rc)) {
 						rc = 0;
 						break;
 					}

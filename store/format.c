@@ -32,6 +32,7 @@
 #define MANIFEST_MAGIC "WSMANIF1"
 #define WM_MAGIC "WSWMARK1"
 #define MANIFEST_VERSION 1u
+#define MANIFEST_VERSION_INLINE 2u /* carries batches of its own (docs/FORMAT.md) */
 #define WM_VERSION_CURRENT 2u
 
 static bool wal_magic_ok(uint32_t m, bool allow_zero)
@@ -309,10 +310,33 @@ static void w_refs(struct ws_buf *b, const struct ws_fmt_objref *refs, uint32_t 
 	}
 }
 
+/* Bytes of the inline batches a manifest names; false if it names none. */
+static bool inline_bytes(const struct ws_fmt_objref *refs, uint32_t n, uint64_t *total)
+{
+	bool any = false;
+	*total = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (refs[i].key[0] == '\0') {
+			any = true;
+			*total += refs[i].length;
+		}
+	return any;
+}
+
 int ws_fmt_manifest_encode(const struct ws_fmt_manifest *m, struct ws_buf *b)
 {
+	uint64_t want = 0, have = 0;
+	const bool inl = inline_bytes(m->batches, m->batch_count, &want);
+
+	for (int i = 0; i < m->inline_iovcnt; i++)
+		have += m->inline_iov[i].iov_len;
+	if (have != want || (inl && want == 0))
+		return -EINVAL;
+	for (uint32_t i = 0; i < m->snap_count; i++)
+		if (m->snaps[i].key[0] == '\0')
+			return -EINVAL;
 	ws_buf_reset(b);
-	begin_framed(b, MANIFEST_MAGIC, MANIFEST_VERSION);
+	begin_framed(b, MANIFEST_MAGIC, inl ? MANIFEST_VERSION_INLINE : MANIFEST_VERSION);
 	wstr(b, m->tenant);
 	w64(b, m->epoch);
 	w64(b, m->pointer_generation);
@@ -335,10 +359,13 @@ int ws_fmt_manifest_encode(const struct ws_fmt_manifest *m, struct ws_buf *b)
 	w32(b, m->batch_count);
 	w_refs(b, m->snaps, m->snap_count);
 	w_refs(b, m->batches, m->batch_count);
+	for (int i = 0; i < m->inline_iovcnt; i++)
+		w_bytes(b, m->inline_iov[i].iov_base, m->inline_iov[i].iov_len);
 	return finish_framed(b);
 }
 
-static int r_refs(struct rd *r, uint32_t n, struct ws_fmt_objref **out)
+/* inline_ok: a key "" (an inline batch) is allowed. */
+static int r_refs(struct rd *r, uint32_t n, bool inline_ok, struct ws_fmt_objref **out)
 {
 	struct ws_fmt_objref *refs;
 	*out = NULL;
@@ -360,7 +387,8 @@ static int r_refs(struct rd *r, uint32_t n, struct ws_fmt_objref **out)
 		refs[i].count = r64(r, "object count");
 		refs[i].xxh = r64(r, "object hash");
 		refs[i].length = r64(r, "object length");
-		if (!r->err && (!ws_key_valid(refs[i].key) || refs[i].count == 0)) {
+		if (!r->err && ((refs[i].key[0] == '\0' ? !inline_ok : !ws_key_valid(refs[i].key)) ||
+				refs[i].count == 0)) {
 			r->err = WS_EFORMAT;
 			r->what = "object reference";
 		}
@@ -380,7 +408,7 @@ int ws_fmt_manifest_decode(const uint8_t *obj, size_t len, struct ws_fmt_manifes
 	rc = open_framed(obj, len, MANIFEST_MAGIC, "manifest", &r, &version);
 	if (rc)
 		return rc;
-	if (version != MANIFEST_VERSION)
+	if (version != MANIFEST_VERSION && version != MANIFEST_VERSION_INLINE)
 		return ws_fail(WS_EFORMAT, "unsupported manifest version %u", version);
 	rstr(&r, m->tenant, sizeof(m->tenant), "tenant");
 	m->epoch = r64(&r, "epoch");
@@ -404,10 +432,37 @@ int ws_fmt_manifest_decode(const uint8_t *obj, size_t len, struct ws_fmt_manifes
 	m->prev_length = r64(&r, "prev_length");
 	m->snap_count = r32(&r, "snap_count");
 	m->batch_count = r32(&r, "batch_count");
-	if (!r.err && (rc = r_refs(&r, m->snap_count, &m->snaps)) == -ENOMEM)
+	if (!r.err && (rc = r_refs(&r, m->snap_count, false, &m->snaps)) == -ENOMEM)
 		goto fail;
-	if (!r.err && (rc = r_refs(&r, m->batch_count, &m->batches)) == -ENOMEM)
+	if (!r.err && (rc = r_refs(&r, m->batch_count, version == MANIFEST_VERSION_INLINE, &m->batches)) == -ENOMEM)
 		goto fail;
+	if (!r.err && version == MANIFEST_VERSION_INLINE) {
+		/* The inline batches follow the refs, in ref order, and fill the
+		 * rest of the object exactly; each is at least a batch header.
+		 * Their own hashes are checked where they are read. */
+		uint64_t total = 0;
+		bool any = false;
+		for (uint32_t i = 0; i < m->batch_count; i++) {
+			struct ws_fmt_objref *ref = &m->batches[i];
+			if (ref->key[0] != '\0')
+				continue;
+			any = true;
+			if (ref->length < WS_BATCH_HDR_SIZE || ref->length > r.left - total) {
+				rc = ws_fail(WS_EFORMAT, "manifest inline batch %u of %llu bytes does not fit the %zu "
+					     "bytes it carries", i, (unsigned long long)ref->length, r.left - total);
+				goto fail;
+			}
+			ref->inline_off = (uint64_t)(r.p - obj) + total;
+			total += ref->length;
+		}
+		if (!any || total != r.left) {
+			rc = ws_fail(WS_EFORMAT, "manifest version 2 carries %zu bytes of batches, its inline refs "
+				     "name %llu", r.left, (unsigned long long)total);
+			goto fail;
+		}
+		r.p += total;
+		r.left = 0;
+	}
 	rc = close_framed(&r, "manifest");
 	if (rc)
 		goto fail;

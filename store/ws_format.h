@@ -89,6 +89,9 @@ struct ws_fmt_objref {
 	uint64_t count;            /* batch: frames;     snapshot: pages */
 	uint64_t xxh;              /* the object's header hash (covers its payload hash) */
 	uint64_t length;           /* object length in bytes */
+	/* An inline batch (key ""): its offset inside the manifest that names
+	 * it (set by the decoder; docs/FORMAT.md "Manifest", version 2). */
+	uint64_t inline_off;
 };
 
 struct ws_fmt_manifest {
@@ -111,8 +114,14 @@ struct ws_fmt_manifest {
 	uint32_t batch_count;
 	struct ws_fmt_objref *snaps;   /* snap_count entries (owned; ws_fmt_manifest_free) */
 	struct ws_fmt_objref *batches; /* batch_count entries */
+	/* Encode only: the bytes of the inline batches (refs with key ""), in
+	 * ref order, each a whole batch object. The manifest then carries them
+	 * (version 2); a decoded one points at them with inline_off. */
+	const struct iovec *inline_iov;
+	int inline_iovcnt;
 };
 
+/* Errors: -EINVAL when inline_iov does not hold exactly the inline refs' lengths. */
 int ws_fmt_manifest_encode(const struct ws_fmt_manifest *m, struct ws_buf *out) WS_MUST_CHECK;
 /* Errors: WS_EFORMAT, WS_ECORRUPT (trailer hash), -ENOMEM. Free with ws_fmt_manifest_free. */
 int ws_fmt_manifest_decode(const uint8_t *obj, size_t len, struct ws_fmt_manifest *out) WS_MUST_CHECK;

@@ -16,10 +16,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-static void accepted(const uint8_t *obj, size_t len, const struct ws_fmt_manifest *m)
+static void accepted(const uint8_t *obj, size_t len, const struct ws_fmt_manifest *m_in)
 {
+	struct ws_fmt_manifest mm = *m_in, *m = &mm;
 	struct ws_buf b;
-	uint64_t next;
+	uint64_t next, inl_at = 0, inl_end = 0;
+	struct iovec inl;
 
 	FUZZ_CHECK(m->kind <= WS_MANIFEST_REBASE && ws_tenant_name_valid(m->tenant));
 	FUZZ_CHECK(m->batch_count == 0 || m->batches != NULL);
@@ -30,13 +32,32 @@ static void accepted(const uint8_t *obj, size_t len, const struct ws_fmt_manifes
 	next = m->first_frame;
 	for (uint32_t i = 0; i < m->batch_count; i++) {
 		FUZZ_CHECK(m->batches[i].first == next && m->batches[i].count >= 1);
-		FUZZ_CHECK(ws_key_valid(m->batches[i].key));
+		if (m->batches[i].key[0] == '\0') {
+			/* Inline (version 2): back to back, in ref order, each
+			 * inside the object before its trailing hash. */
+			const uint64_t off = m->batches[i].inline_off;
+			FUZZ_CHECK(off >= 16 && (inl_end == 0 || off == inl_end));
+			FUZZ_CHECK(m->batches[i].length >= WS_BATCH_HDR_SIZE && m->batches[i].length <= len - 8 - off);
+			if (!inl_end)
+				inl_at = off;
+			inl_end = off + m->batches[i].length;
+		} else {
+			FUZZ_CHECK(ws_key_valid(m->batches[i].key) && m->batches[i].inline_off == 0);
+		}
 		FUZZ_CHECK(m->batches[i].count <= UINT64_MAX - next);
 		next += m->batches[i].count;
 	}
 	FUZZ_CHECK(m->batch_count == 0 || next - 1 >= m->last_frame);
 	for (uint32_t i = 0; i < m->snap_count; i++)
 		FUZZ_CHECK(ws_key_valid(m->snaps[i].key) && m->snaps[i].count >= 1);
+	/* The inline bytes fill the object up to its trailing hash. */
+	FUZZ_CHECK(inl_end == 0 || inl_end == len - 8);
+	if (inl_end) {
+		inl.iov_base = (void *)(uintptr_t)(obj + inl_at);
+		inl.iov_len = (size_t)(inl_end - inl_at);
+		m->inline_iov = &inl;
+		m->inline_iovcnt = 1;
+	}
 	ws_buf_init(&b, 64u << 20);
 	FUZZ_CHECK(ws_fmt_manifest_encode(m, &b) == 0);
 	FUZZ_CHECK(b.len == len && memcmp(b.data, obj, len) == 0);

@@ -201,6 +201,24 @@ static void manifests(const struct ws_wal_hdr *h, uint64_t frames, uint64_t last
 	batches[0] = ref("app/b0000000000000001", 1, 3, 96);
 	m.batch_count = 1;
 	manifest("next-gen", &m);
+	{
+		/* Version 2: the second batch carried inside the manifest. */
+		uint8_t inl[96];
+		struct iovec iov = { inl, sizeof(inl) };
+		memset(inl, 0x5a, sizeof(inl));
+		m.kind = WS_MANIFEST_CONTINUE;
+		m.first_frame = 5;
+		m.last_frame = 7;
+		m.valid_from_frame = 5;
+		batches[0] = ref("app/b0000000000000005", 5, 2, 96);
+		batches[1] = ref("", 7, 1, sizeof(inl));
+		m.batch_count = 2;
+		m.inline_iov = &iov;
+		m.inline_iovcnt = 1;
+		manifest("continue-inline", &m);
+		m.inline_iov = NULL;
+		m.inline_iovcnt = 0;
+	}
 }
 
 static void watermarks(const struct ws_wal_hdr *h, uint64_t last_commit)

@@ -519,6 +519,8 @@ static void forge(const char *dir, unsigned depth, forge_fn fn, void *arg, char 
 {
 	struct ws_fmt_manifest ms[FORGE_DEPTH_MAX];
 	char keys[FORGE_DEPTH_MAX][WS_KEY_MAX];
+	uint8_t *raws[FORGE_DEPTH_MAX];
+	struct iovec inl[FORGE_DEPTH_MAX];
 	struct ws_fmt_watermark wm;
 	struct ws_buf b;
 	char *wm_path = obj_path(dir, TENANT "/wm");
@@ -535,7 +537,15 @@ static void forge(const char *dir, unsigned depth, forge_fn fn, void *arg, char 
 		raw = wt_read_file(mp, &len);
 		assert_non_null(raw);
 		assert_int_equal(ws_fmt_manifest_decode(raw, len, &ms[i]), 0);
-		free(raw);
+		/* Inline batches (one run before the trailing hash) go with it. */
+		raws[i] = raw;
+		for (uint32_t k = 0; k < ms[i].batch_count; k++)
+			if (ms[i].batches[k].key[0] == '\0' && !ms[i].inline_iovcnt) {
+				inl[i].iov_base = raw + ms[i].batches[k].inline_off;
+				inl[i].iov_len = len - 8 - ms[i].batches[k].inline_off;
+				ms[i].inline_iov = &inl[i];
+				ms[i].inline_iovcnt = 1;
+			}
 		free(mp);
 		if (i < depth) {
 			assert_true(ms[i].prev_key[0] != '\0');
@@ -571,6 +581,7 @@ static void forge(const char *dir, unsigned depth, forge_fn fn, void *arg, char 
 			snprintf(key_out, WS_KEY_MAX, "%s", nk);
 		ws_buf_free(&b);
 		ws_fmt_manifest_free(&ms[i]);
+		free(raws[i]);
 	}
 	ws_buf_init(&b, 0);
 	assert_int_equal(ws_fmt_watermark_encode(&wm, &b), 0);

@@ -4,12 +4,15 @@
  * targets of tests/fuzz found accepted (their corpus keeps it as
  * regress-*), rebuilt here with the encoder so the intent is readable.
  */
+#include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "testutil.h"
 #include "ws_format.h"
+#include "ws_hash.h"
 
 /* A valid re-base of frames 1..3 in one batch, on top of which cases mutate. */
 static void rebase(struct ws_fmt_manifest *m, struct ws_fmt_objref *batches, uint32_t batch_count)
@@ -112,12 +115,130 @@ static void test_rebase_frames_from_one(void **state)
 	assert_non_null(strstr(ws_errmsg(), "start at 2, not 1"));
 }
 
+/*
+ * Version 2: batches carried inside the manifest (key ""), their bytes
+ * after the refs in ref order. The decoder points at each (inline_off)
+ * and refuses every layout that does not add up; a version 1 manifest
+ * never names an inline batch, and a snapshot part is never inline.
+ */
+static void test_manifest_inline_batches(void **state)
+{
+	struct ws_fmt_objref batches[3];
+	struct ws_fmt_manifest m, out;
+	uint8_t a[100], c[130];
+	struct iovec iov[2] = { { a, sizeof(a) }, { c, sizeof(c) } };
+	struct ws_buf b;
+	(void)state;
+
+	memset(a, 0xa1, sizeof(a));
+	memset(c, 0xc3, sizeof(c));
+	ws_buf_init(&b, 1u << 20);
+	rebase(&m, batches, 3);
+	batches[0].first = 1;
+	batches[0].count = 1;
+	batches[0].key[0] = '\0';
+	batches[0].length = sizeof(a);
+	batches[1].first = 2;
+	batches[1].count = 1;
+	batches[2].first = 3;
+	batches[2].count = 1;
+	batches[2].key[0] = '\0';
+	batches[2].length = sizeof(c);
+	m.inline_iov = iov;
+	m.inline_iovcnt = 2;
+	assert_int_equal(ws_fmt_manifest_encode(&m, &b), 0);
+	assert_int_equal(ws_get_le32(b.data + 8), 2); /* version 2 */
+	assert_int_equal(ws_fmt_manifest_decode(b.data, b.len, &out), 0);
+	assert_string_equal(out.batches[0].key, "");
+	assert_string_equal(out.batches[1].key, batches[1].key);
+	assert_int_equal(out.batches[1].inline_off, 0);
+	assert_memory_equal(b.data + out.batches[0].inline_off, a, sizeof(a));
+	assert_memory_equal(b.data + out.batches[2].inline_off, c, sizeof(c));
+	assert_int_equal(out.batches[2].inline_off + sizeof(c) + 8, b.len);
+	ws_fmt_manifest_free(&out);
+
+	/* Bytes that do not match the inline refs' lengths: not encoded. */
+	iov[1].iov_len = sizeof(c) - 1;
+	assert_int_equal(ws_fmt_manifest_encode(&m, &b), -EINVAL);
+	iov[1].iov_len = sizeof(c);
+	m.inline_iovcnt = 0;
+	assert_int_equal(ws_fmt_manifest_encode(&m, &b), -EINVAL);
+
+	/* A ref that says it is longer than what the object carries. */
+	batches[2].length = sizeof(c) + 200;
+	{
+		uint8_t big[430];
+		struct iovec one = { big, sizeof(a) + sizeof(c) + 200 };
+		memset(big, 0, sizeof(big));
+		m.inline_iov = &one;
+		m.inline_iovcnt = 1;
+		assert_int_equal(ws_fmt_manifest_encode(&m, &b), 0);
+		/* Cut the carried bytes by 200 and fix length and hash: the
+		 * frame holds, the inline refs do not add up. */
+		uint8_t *cut = malloc(b.len - 200);
+		assert_non_null(cut);
+		memcpy(cut, b.data, b.len - 208);
+		ws_put_le32(cut + 12, (uint32_t)(b.len - 200));
+		ws_put_le64(cut + b.len - 208, ws_xxh64(cut, b.len - 208));
+		assert_int_equal(ws_fmt_manifest_decode(cut, b.len - 200, &out), WS_EFORMAT);
+		assert_non_null(strstr(ws_errmsg(), "inline batch 2"));
+		free(cut);
+	}
+
+	/* Version 1 with a key "": an empty key is not a reference there. */
+	rebase(&m, batches, 1);
+	batches[0].first = 1;
+	batches[0].count = 3;
+	assert_int_equal(ws_fmt_manifest_encode(&m, &b), 0);
+	{
+		/* Rewrite the key to "" by hand: find it, drop it, re-frame. */
+		const char *key = batches[0].key;
+		size_t kl = strlen(key);
+		uint8_t *p = memmem(b.data, b.len, key, kl);
+		assert_non_null(p);
+		size_t at = (size_t)(p - b.data), n = b.len - kl;
+		uint8_t *v1 = malloc(n);
+		assert_non_null(v1);
+		memcpy(v1, b.data, at - 2);
+		v1[at - 2] = 0;
+		v1[at - 1] = 0;
+		memcpy(v1 + at, p + kl, b.len - at - kl);
+		ws_put_le32(v1 + 12, (uint32_t)n);
+		ws_put_le64(v1 + n - 8, ws_xxh64(v1, n - 8));
+		assert_int_equal(ws_fmt_manifest_decode(v1, n, &out), WS_EFORMAT);
+		assert_non_null(strstr(ws_errmsg(), "object reference"));
+		/* The same as version 2 carrying nothing: the refs name 96 bytes. */
+		ws_put_le32(v1 + 8, 2);
+		ws_put_le64(v1 + n - 8, ws_xxh64(v1, n - 8));
+		assert_int_equal(ws_fmt_manifest_decode(v1, n, &out), WS_EFORMAT);
+		free(v1);
+	}
+
+	/* A snapshot part is never inline. */
+	{
+		struct ws_fmt_objref snap;
+		memset(&snap, 0, sizeof(snap));
+		snap.first = 1;
+		snap.count = 1;
+		snap.length = 96;
+		rebase(&m, batches, 1);
+		batches[0].first = 1;
+		batches[0].count = 3;
+		m.snaps = &snap;
+		m.snap_count = 1;
+		m.db_pages = 1;
+		assert_int_equal(ws_fmt_manifest_encode(&m, &b), -EINVAL);
+	}
+	ws_buf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_manifest_valid_baseline),
 		cmocka_unit_test(test_rebase_frames_from_one),
 		cmocka_unit_test(test_manifest_batch_range_wraps),
+		cmocka_unit_test(test_manifest_inline_batches),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
