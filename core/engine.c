@@ -631,6 +631,7 @@ static int do_add(struct shard *sh, struct tenant *t)
 		.policy = t->policy,
 		.wal_checkpoint_bytes = e->cfg.wal_checkpoint_bytes,
 		.batch_frames_max = sh->cfg.batch_frames_max,
+		.inline_batch_bytes_max = sh->cfg.inline_batch_bytes_max,
 	};
 	struct ws_stream_shared shared = {
 		.reader = sh->reader,

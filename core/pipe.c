@@ -156,7 +156,7 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 			}
 			if (d->chk.dropped || frc || !d->chk.cont)
 				p->chain_broken = true;
-			send = !d->chk.dropped && d->chk.ship > 0;
+			send = !d->chk.dropped && d->chk.ship > 0 && !d->hold;
 		}
 		iov[i][0].iov_base = d->hdr;
 		iov[i][0].iov_len = d->hdr_len;

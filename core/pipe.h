@@ -59,6 +59,7 @@ struct ws_pipe_desc {
 	bool checked;             /* T */
 	bool delegated;           /* T: the upload thread reads it (wal_fd, wal_off) */
 	bool first_slot;          /* T: first batch of a tail: batch.seed_cksum is known */
+	bool hold;                /* T: read and check, but do not send: its manifest carries it (inline) */
 	int wal_fd;               /* T */
 	uint64_t wal_off;         /* T: file offset of batch.first_frame */
 	uint32_t want, per_chunk; /* T: frames to read; a full slot's frames */

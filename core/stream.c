@@ -65,6 +65,9 @@
 #define MAX_PARTS WS_MANIFEST_ITEMS_MAX
 #define WORK_INITIAL 64u
 #define WAL_CKPT_DEFAULT ((uint64_t)4 << 20)
+/* A tail whose frames fit one batch this small sends it inside its manifest. */
+#define INLINE_DEFAULT ((uint64_t)1 << 20)
+#define OWN_SMALL_BYTES ((size_t)128 << 10) /* a stream opened alone: header/probe reads, >= one 64 KiB frame */
 #define WRITE_LOCK_WAIT_MS 200
 
 struct ws_stream {
@@ -105,6 +108,7 @@ struct ws_stream {
 	struct ws_tail_work *work;
 	struct ws_tail_work own_work;
 	uint32_t batch_frames_max;
+	uint64_t inline_max;         /* a tail's frames up to this many bytes go inside its manifest (0: never) */
 
 	bool wm_loaded;       /* wm/wm_etag reflect the sink (have_wm says if one exists) */
 	bool have_wm;
@@ -142,6 +146,12 @@ struct ws_stream {
 	uint64_t tail_stop_ms;       /* this call: stop publishing at this mono time (0: never) */
 	bool early_stop;             /* this call stopped there */
 	bool past_index;             /* this call left frames of its generation past the wal-index */
+	/* This call's batch held in its ring slot for the manifest (inline),
+	 * not sent on its own: the slot is not reserved again before the
+	 * manifest is written (no reserve follows a scan but a snapshot's,
+	 * and a re-base holds nothing). */
+	bool inl_held;
+	uint32_t inl_idx;
 };
 
 /* ---- SQLite read transaction ------------------------------------------ */
@@ -596,6 +606,8 @@ static struct ws_stream *stream_new(struct ws_sink *sink, const struct ws_stream
 	st->held = -1;
 	st->locker = -1;
 	st->wal_checkpoint_bytes = cfg->wal_checkpoint_bytes ? cfg->wal_checkpoint_bytes : WAL_CKPT_DEFAULT;
+	st->inline_max = cfg->inline_batch_bytes_max == UINT64_MAX ? 0
+			 : cfg->inline_batch_bytes_max ? cfg->inline_batch_bytes_max : INLINE_DEFAULT;
 	st->wal_fd = st->wal_slot = -1;
 	st->opened_ms = ws_wall_ms();
 	if (asprintf(&st->db_path, "%s", cfg->db_path) < 0 ||
@@ -637,16 +649,17 @@ struct ws_stream *ws_stream_open(struct ws_sink *sink, const struct ws_stream_co
 	if (rc)
 		goto fail;
 	use_work(st, &st->own_work);
-	st->reader = ws_reader_open(st->batch_bytes_max, 2, cfg->reader_flags, &rc);
+	st->reader = ws_reader_open(st->batch_bytes_max + OWN_SMALL_BYTES, 2, cfg->reader_flags, &rc);
 	if (!st->reader)
 		goto fail;
-	/* One slot over the whole buffer, uploaded on our thread at publish:
-	 * header reads and the slot share the buffer, never at once. */
-	st->small_off = 0;
-	st->small_bytes = ws_reader_buf_bytes(st->reader);
+	/* One slot, uploaded on our thread at publish, and header reads after
+	 * it: a batch held for its manifest (inline) outlives the reads that
+	 * check the WAL again before the manifest is written. */
+	st->small_off = st->batch_bytes_max;
+	st->small_bytes = OWN_SMALL_BYTES;
 	st->ring_off = 0;
-	rc = ws_pipe_init(&st->own_pipe, ws_reader_buf(st->reader), ws_reader_buf_bytes(st->reader), 1,
-			  sink->store, 1, false, false);
+	rc = ws_pipe_init(&st->own_pipe, ws_reader_buf(st->reader), st->batch_bytes_max, 1, sink->store, 1, false,
+			  false);
 	if (rc)
 		goto fail;
 	st->pipe = &st->own_pipe;
@@ -860,6 +873,13 @@ static void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d)
 			ref->xxh = d->hdr_xxh;
 		if (d->chk.dropped || !d->chk.ship)
 			return; /* nothing was sent */
+		if (d->hold && d->rc == 0) {
+			/* Kept in its slot for the manifest, which carries it. */
+			ref->key[0] = '\0';
+			st->inl_held = true;
+			st->inl_idx = idx;
+			return;
+		}
 	}
 	if (d->rc == 0) {
 		st->call.puts++;
@@ -913,6 +933,7 @@ static int publish_part(struct ws_stream *st, uint32_t idx, const struct ws_fmt_
 		d->hdr_len = (uint32_t)hdr_len;
 		d->payload_len = payload_len;
 		d->delegated = false;
+		d->hold = false;
 	}
 	d->chk.dropped = false;
 	d->rc = 0;
@@ -1069,6 +1090,11 @@ static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_byte
 		per_chunk = need < slot_frames ? (size_t)need : slot_frames;
 	}
 	const bool multi = frames_total > per_chunk;
+	/* A tail this small sends its one batch inside its manifest: two
+	 * writes instead of three. Never in a re-base, whose snapshot parts
+	 * reserve slots after the scan. */
+	const bool hold = st->inline_max && !multi && at_limit != LIMIT_REBASE &&
+			  frames_total * fsz + WS_BATCH_HDR_SIZE <= st->inline_max;
 	for (uint32_t k = 0;; k++) {
 		uint64_t off = ws_wal_frame_offset(sc->gen.page_size, next);
 		struct ws_pipe_desc *d;
@@ -1128,6 +1154,7 @@ static int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_byte
 		d->batch.seed_cksum[0] = sc->cur.cksum[0];
 		d->batch.seed_cksum[1] = sc->cur.cksum[1];
 		d->first_slot = k == 0;
+		d->hold = hold && k == 0;
 		d->wal_fd = st->wal_fd;
 		d->wal_off = off;
 		d->want = (uint32_t)want;
@@ -1994,6 +2021,21 @@ static int step_write_manifest(struct ws_stream *st, struct tail *t)
 	m.batches = st->batches;
 	m.snap_count = st->snap_count;
 	m.snaps = st->snaps;
+	struct iovec inl[2];
+	for (uint32_t k = 0; k < m.batch_count; k++) {
+		if (m.batches[k].key[0])
+			continue;
+		/* The batch held in its slot (part_done): the only inline one. */
+		struct ws_pipe_desc *d = ws_pipe_desc(st->pipe, st->inl_idx);
+		WS_ASSERT(st->inl_held && m.inline_iovcnt == 0 &&
+			  m.batches[k].length == d->hdr_len + d->payload_len);
+		inl[0].iov_base = d->hdr;
+		inl[0].iov_len = d->hdr_len;
+		inl[1].iov_base = ws_pipe_slot(st->pipe, st->inl_idx);
+		inl[1].iov_len = d->payload_len;
+		m.inline_iov = inl;
+		m.inline_iovcnt = 2;
+	}
 	rc = ws_fmt_manifest_encode(&m, &st->work->scratch);
 	if (rc)
 		return ws_fail(rc, "tenant %s: cannot encode manifest", st->tenant);
@@ -2225,6 +2267,7 @@ static void attempt_reset(struct ws_stream *st)
 	st->early_stop = false;
 	st->past_index = false;
 	st->tail_stop_ms = 0;
+	st->inl_held = false;
 }
 
 int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)

@@ -159,7 +159,7 @@ bool ws_cli_tenant_name_ok(const char *name)
 enum shard_key {
 	SK_CORE, SK_RING_BYTES, SK_BATCH_BYTES_MAX, SK_BATCH_FRAMES_MAX, SK_BATCH_AGE_MS_MAX, SK_POLICY,
 	SK_UPLOADS_IN_FLIGHT, SK_RETRY_ATTEMPTS_MAX, SK_RETRY_DEADLINE_MS, SK_SQPOLL, SK_ADAPTIVE,
-	SK_THROTTLE_AGE_MS_MAX, SK_KEY_WRITE_INTERVAL_MS, SK_TAIL_MS_MAX, SK_COUNT,
+	SK_THROTTLE_AGE_MS_MAX, SK_KEY_WRITE_INTERVAL_MS, SK_TAIL_MS_MAX, SK_INLINE_BATCH_BYTES_MAX, SK_COUNT,
 };
 
 enum key_kind { K_CORE, K_SIZE, K_U32, K_POLICY, K_BOOL };
@@ -183,6 +183,7 @@ static const struct {
 	[SK_THROTTLE_AGE_MS_MAX] = { "throttle_age_ms_max", K_U32, 0, MS_MAX },
 	[SK_KEY_WRITE_INTERVAL_MS] = { "key_write_interval_ms", K_U32, 0, MS_MAX },
 	[SK_TAIL_MS_MAX] = { "tail_ms_max", K_U32, 0, MS_MAX },
+	[SK_INLINE_BATCH_BYTES_MAX] = { "inline_batch_bytes_max", K_SIZE, 4096, BATCH_BYTES_MAX },
 };
 
 enum engine_key { EK_SINK, EK_SHARDS, EK_METRICS_ADDR, EK_EPOCH, EK_PG, EK_WAL_CKPT, EK_COUNT };
@@ -509,12 +510,19 @@ static int set_shard_key(struct ws_cli_config_parse *p, struct shard_sec *sec, c
 		break;
 	}
 	case K_SIZE:
+		if (k == SK_INLINE_BATCH_BYTES_MAX && !strcmp(value, "off")) {
+			sec->v.inline_batch_bytes_max = UINT64_MAX;
+			break;
+		}
 		if (ws_cli_parse_size(value, &v) || v < shard_keys[k].min || v > shard_keys[k].max)
 			return fail_at(p, line,
 				       "[%s] %s: '%s' must be a size from %" PRIu64 " bytes to %" PRIu64
-				       " GiB (e.g. 4MiB, 64KiB, 65536)",
-				       where, key, value, shard_keys[k].min, shard_keys[k].max >> 30);
-		if (k == SK_RING_BYTES)
+				       " GiB (e.g. 4MiB, 64KiB, 65536)%s",
+				       where, key, value, shard_keys[k].min, shard_keys[k].max >> 30,
+				       k == SK_INLINE_BATCH_BYTES_MAX ? " or off" : "");
+		if (k == SK_INLINE_BATCH_BYTES_MAX)
+			sec->v.inline_batch_bytes_max = v;
+		else if (k == SK_RING_BYTES)
 			sec->v.ring_bytes = v;
 		else
 			sec->v.batch_bytes_max = v;
@@ -1039,6 +1047,7 @@ int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides 
 			if (set[SK_THROTTLE_AGE_MS_MAX]) s->throttle_age_ms_max = sec->v.throttle_age_ms_max;
 			if (set[SK_KEY_WRITE_INTERVAL_MS]) s->key_write_interval_ms = sec->v.key_write_interval_ms;
 			if (set[SK_TAIL_MS_MAX]) s->tail_ms_max = sec->v.tail_ms_max;
+			if (set[SK_INLINE_BATCH_BYTES_MAX]) s->inline_batch_bytes_max = sec->v.inline_batch_bytes_max;
 		}
 		if (!o->sink_only && check_core(c, i, s->core, p->shard[i].key_line[SK_CORE]))
 			return WS_CLI_EXIT_USAGE;

@@ -167,6 +167,13 @@ struct ws_stream_config {
 	 */
 	uint64_t wal_checkpoint_bytes;
 	uint32_t batch_frames_max;   /* 0 = as many as batch_bytes_max holds */
+	/*
+	 * A tail whose new frames fit one batch of at most this many bytes
+	 * (with its 96-byte header) sends that batch inside its manifest: two
+	 * object writes (manifest, watermark) instead of three. 0 = the default
+	 * (1 MiB); UINT64_MAX = never.
+	 */
+	uint64_t inline_batch_bytes_max;
 };
 
 
@@ -224,11 +231,12 @@ struct ws_shard_config {
 	uint32_t key_write_interval_ms; /* a tenant's watermark is written at most once per this long (0: no limit) */
 	uint32_t tail_ms_max;          /* a tail that scanned this long ships what it has and the next goes on;
 				        * 0 = batch_age_ms_max / 2 */
+	uint64_t inline_batch_bytes_max; /* as ws_stream_config's: 0 = 1 MiB, UINT64_MAX = never */
 };
 /* The defaults: core -1, 64 MiB ring, 4 MiB / 4096-frame batches, 1000 ms,
  * block, 8 uploads in flight, 10 attempts, 30000 ms, no SQPOLL; adaptive
  * on, throttle_age_ms_max 0 (1500 ms), key_write_interval_ms 1000,
- * tail_ms_max 0 (500 ms). */
+ * tail_ms_max 0 (500 ms), inline_batch_bytes_max 0 (1 MiB). */
 void ws_shard_config_default(struct ws_shard_config *c);
 
 /* Called on the shard's thread after every tail of a tenant (err != 0: the

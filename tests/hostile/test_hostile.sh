@@ -74,6 +74,10 @@ expect() {
 }
 
 # ---- a real sink: two tenants, two checkpoints, history to retire ----------------------
+# Its tails write batches as objects of their own (not inline in their
+# manifests, the default for small tails), which the batch cases replace.
+NOINL="$ROOT/noinline.ini"
+printf '[engine]\ninline_batch_bytes_max = off\n' >"$NOINL"
 newdb() { rm -f "$1" "$1-wal" "$1-shm"; sq "$1" "PRAGMA journal_mode=WAL; CREATE TABLE t(x INTEGER PRIMARY KEY, v TEXT);" >/dev/null; }
 grow() { sq "$1" "INSERT INTO t(v) SELECT hex(randomblob(500)) FROM generate_series(1,$2);"; }
 P="$ROOT/pristine"
@@ -82,7 +86,7 @@ newdb b.db
 for round in 1 2 3; do
 	grow a.db 20
 	grow b.db 20
-	"$WS_BIN" replicate --sink "file://$P" --once --quiet a.db b.db 2>/dev/null
+	"$WS_BIN" replicate --sink "file://$P" --config "$NOINL" --once --quiet a.db b.db 2>/dev/null
 	if [ "$round" -lt 3 ]; then "$WS_BIN" checkpoint --sink "file://$P" >/dev/null 2>&1; fi
 done
 check "setup: the pristine sink verifies" "$WS_BIN" verify --sink "file://$P"
@@ -318,7 +322,7 @@ for pages in 0xFFFFFFFF 100000 1; do
 	"$WS_BIN" replicate --sink "file://$ROOT/fsink" --once --quiet f.db 2>/dev/null
 	grow f.db 1
 	python3 "$HERE/forge_wal.py" f.db-wal "$pages" >/dev/null
-	run replicate --sink "file://$ROOT/fsink" --once --quiet f.db
+	run replicate --sink "file://$ROOT/fsink" --config "$NOINL" --once --quiet f.db # a batch object
 	rm -f "$OUT"/*
 	if [ "$pages" = 1 ]; then
 		expect "forged $pages: replicate refuses what SQLite calls malformed" 1 "f.db: database disk image is malformed"
@@ -365,6 +369,52 @@ check "forged cells: ... and published nothing" [ -z "$(ls -A "$OUT")" ]
 run verify --sink "file://$ROOT/fsink"
 expect "forged cells: verify fails with the same report, as restore does" 1 \
 	"tenant f: restored image fails PRAGMA integrity_check: .*(On tree page|Page [0-9])"
+
+echo "# inline batches (the default for a small tail): damaged or forged inside their manifest"
+# A tail after the first whose frames fit one batch carries the batch in
+# its manifest (version 2), after the refs. A byte flipped in it (its
+# header or its frames) is the manifest's damage: restore and verify both
+# refuse, naming the manifest, and nothing is published. A hash-consistent
+# forged commit size in it is named as the manifest's inline batch.
+IS="$ROOT/isink"
+# inline_sink: f's first tail, then a small one; $m is the latter's manifest.
+inline_sink() {
+	rm -rf "$IS"
+	newdb f.db
+	grow f.db 3
+	"$WS_BIN" replicate --sink "file://$IS" --once --quiet f.db 2>/dev/null
+	grow f.db 1
+	if [ -n "${1:-}" ]; then python3 "$HERE/forge_wal.py" f.db-wal "$1" >/dev/null; fi
+	run replicate --sink "file://$IS" --once --quiet f.db
+	m=$(cd "$IS" && find f -name 'm*' -type f | sort | tail -1)
+	rm -f "$OUT"/*
+}
+for where in header frames; do
+	inline_sink
+	expect "inline ($where): replicate ships" 0 ""
+	check "inline ($where): the second tail's manifest is version 2 and carries a batch" python3 -c 'import struct,sys
+b=open(sys.argv[1],"rb").read(); sys.exit(not (struct.unpack_from("<I",b,8)[0]==2 and b.find(b"WSBATCH1")>0))' "$IS/$m"
+	check "inline ($where): ... and no batch object of its own (only the first tail's)" \
+		[ "$(cd "$IS" && find f -name 'b*' -type f | wc -l)" = 1 ]
+	python3 -c 'import sys; p,w=sys.argv[1],sys.argv[2]; b=bytearray(open(p,"rb").read()); i=b.find(b"WSBATCH1")
+b[i + 20 if w == "header" else (i + 96 + len(b) - 8) // 2] ^= 1; open(p,"wb").write(b)' "$IS/$m" "$where"
+	run restore --sink "file://$IS" --tenant f -o "$OUT/f.db"
+	expect "inline ($where): a flipped byte: restore refused naming the manifest" 1 \
+		"manifest $m does not match the SHA-256"
+	check "inline ($where): ... and published nothing" [ -z "$(ls -A "$OUT")" ]
+	run verify --sink "file://$IS"
+	expect "inline ($where): verify fails naming the manifest, as restore does" 1 \
+		"manifest $m does not match the SHA-256"
+done
+inline_sink 0xFFFFFFFF
+expect "inline forged 0xFFFFFFFF: replicate ships it (the frames' checksums hold)" 0 ""
+run restore --sink "file://$IS" --tenant f -o "$OUT/f.db"
+expect "inline forged 0xFFFFFFFF: restore refused naming the manifest's inline batch" 1 \
+	"batch $m \(inline batch 0\): commit frame [0-9]+ says the database has 4294967295 pages"
+check "inline forged 0xFFFFFFFF: ... and published nothing" [ -z "$(ls -A "$OUT")" ]
+run verify --sink "file://$IS"
+expect "inline forged 0xFFFFFFFF: verify fails naming it, as restore does" 1 \
+	"batch $m \(inline batch 0\): commit frame [0-9]+ says the database has 4294967295 pages"
 
 echo "# replicate --config: only a regular file, bounded"
 for f in /dev/zero "$SENT/fifo" "$SENT/dir"; do

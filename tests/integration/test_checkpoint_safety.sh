@@ -528,14 +528,17 @@ echo "# verify --orphans, and retention removing uploads no manifest names"
 # leaves objects nothing names; the next run ships more frames, so its
 # batches are others. verify --orphans lists them by kind; retention after
 # a checkpoint past them deletes them (their sequence is behind the cut);
-# and deleting a directory's last object removes the directory.
+# and deleting a directory's last object removes the directory. The killed
+# tail writes its batch as an object of its own (a small tail's would
+# otherwise travel inline in the manifest it never wrote).
 S11="$ROOT/s11"
 U11="file://$S11"
+printf '[engine]\ninline_batch_bytes_max = off\n' >noinline.ini
 newdb d11.db
 ship d11.db 5 "$U11" d11
 write d11.db 5
 set +e
-WS_FAULT=stream.before_manifest_put:1:crash "$WS_BIN" replicate --sink "$U11" --once d11=d11.db >/dev/null 2>&1
+WS_FAULT=stream.before_manifest_put:1:crash "$WS_BIN" replicate --sink "$U11" --config noinline.ini --once d11=d11.db >/dev/null 2>&1
 krc=$?
 set -e
 check "a replicate killed before its manifest (exit $krc)" [ "$krc" = 137 ]

@@ -53,8 +53,8 @@ static struct ws_stream *open_stream(struct ws_sink *sink, const char *tenant, c
 	return open_stream_wal(sink, tenant, db, 1);
 }
 
-static struct ws_stream *open_stream_wal(struct ws_sink *sink, const char *tenant, const char *db,
-				 uint64_t wal_checkpoint_bytes)
+static struct ws_stream *open_stream_inl(struct ws_sink *sink, const char *tenant, const char *db,
+					 uint64_t wal_checkpoint_bytes, uint64_t inline_max)
 {
 	struct ws_stream_config cfg;
 	struct ws_stream *st;
@@ -65,10 +65,17 @@ static struct ws_stream *open_stream_wal(struct ws_sink *sink, const char *tenan
 	cfg.epoch = 1;
 	cfg.pointer_generation = 1;
 	cfg.wal_checkpoint_bytes = wal_checkpoint_bytes;
+	cfg.inline_batch_bytes_max = inline_max;
 	st = ws_stream_open(sink, &cfg, &err);
 	if (!st)
 		fail_msg("ws_stream_open: %s (%s)", ws_strerror(err), ws_errmsg());
 	return st;
+}
+
+static struct ws_stream *open_stream_wal(struct ws_sink *sink, const char *tenant, const char *db,
+					 uint64_t wal_checkpoint_bytes)
+{
+	return open_stream_inl(sink, tenant, db, wal_checkpoint_bytes, 0);
 }
 
 static void cp_init(struct cpenv *c, const char *tag)
@@ -697,9 +704,10 @@ static void test_verify_restore_after_retention(void **state)
 
 	ws_fault_disarm();
 	cp_init(&c, "ckpt-vr");
-	/* One WAL generation throughout: this stream never checkpoints the WAL. */
+	/* One WAL generation throughout: this stream never checkpoints the WAL.
+	 * Batches of their own (not inline): the test deletes one. */
 	ws_stream_close(c.st);
-	c.st = open_stream_wal(c.e.sink, TENANT, c.e.db, UINT64_MAX);
+	c.st = open_stream_inl(c.e.sink, TENANT, c.e.db, UINT64_MAX, UINT64_MAX);
 	wt_tail_ok(c.st, &o);
 	wt_tail_ok(c.st2, &o);
 	/* Commits A and B, then the checkpoint's cut at B, then C and D. */

@@ -797,7 +797,12 @@ static void test_verify_during_retention(void **state)
 	(void)state;
 
 	wt_env_init(&e, "verify-retention", 0);
-	st = open_epoch(&e, 1);
+	{
+		/* Batches of their own (not inline): the test deletes one. */
+		struct ws_stream_config c0 = cfg_for(&e, 1);
+		c0.inline_batch_bytes_max = UINT64_MAX;
+		st = open_cfg(&e, &c0);
+	}
 	for (int i = 0; i < 3; i++) {
 		wt_write_txn(e.w, 20, 300);
 		wt_tail_ok(st, &o);
@@ -899,6 +904,46 @@ static void test_every_site_paused_under_writer(void **state)
 		for (unsigned how = 0; how < WT_MUTATIONS; how++)
 			paused_under_writer(site, 1, how, 200, 150, false); /* not every site is on this path */
 	}
+}
+
+/*
+ * A small tail sends its one batch inside its manifest (inline): the
+ * frames stay in their ring slot from the scan until the manifest is
+ * written. Every site from the WAL read to the watermark, paused while a
+ * real writer commits and runs each kind of WAL checkpoint: what is
+ * acknowledged is a state the source committed. The tail unpaused writes
+ * two objects, the manifest carrying the batch.
+ */
+static void test_inline_tail_paused_under_writer(void **state)
+{
+	static const char *const sites[] = {
+		"stream.after_wal_header", "stream.before_wal_read", "stream.after_wal_read",
+		"stream.before_batch_put", "stream.ring_handover",    "stream.after_scan",
+		"stream.before_manifest_put", "stream.before_watermark_put", "stream.after_watermark_put",
+	};
+	(void)state;
+	{
+		struct wt_env e;
+		struct ws_outcome o;
+		struct ws_stream *st;
+		struct ws_stream_call call;
+		wt_env_init(&e, "inline", 0);
+		st = open_epoch(&e, 1);
+		wt_write_txn(e.w, 200, 300);
+		wt_tail_ok(st, &o);
+		wt_write_txn(e.w, 5, 300);
+		wt_tail_ok(st, &o);
+		assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+		ws_stream_last_call(st, &call);
+		assert_int_equal(call.puts, 2); /* manifest (with the batch) and watermark */
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+		ws_stream_close(st);
+		wt_env_free(&e);
+	}
+	for (size_t i = 0; i < sizeof(sites) / sizeof(sites[0]); i++)
+		for (unsigned how = 0; how < WT_MUTATIONS; how++)
+			paused_under_writer(sites[i], 1, how, 200, 5, false);
 }
 
 /*
@@ -1221,6 +1266,7 @@ int main(void)
 		cmocka_unit_test(test_verify_during_retention),
 		cmocka_unit_test(test_every_site_failed),
 		cmocka_unit_test(test_every_site_paused_under_writer),
+		cmocka_unit_test(test_inline_tail_paused_under_writer),
 		cmocka_unit_test(test_probe_read_paused_under_writer),
 		cmocka_unit_test(test_grown_snapshot_paused_under_writer),
 		cmocka_unit_test(test_tail_bound_paused_under_writer),

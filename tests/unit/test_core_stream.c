@@ -1497,6 +1497,7 @@ static struct ws_stream *open_locking_stream(struct wt_env *e, struct shard_env 
 	cfg = cfg_default(e);
 	cfg.policy = WS_POLICY_BLOCK;
 	cfg.wal_checkpoint_bytes = 4096; /* every call after a good one takes the write lock */
+	cfg.inline_batch_bytes_max = UINT64_MAX; /* batch uploads under the lock are the subject */
 	st = ws_stream_open_shared(e->sink, &cfg, &x->sh, &err);
 	assert_non_null(st);
 	wt_tail_ok(st, &o);
