@@ -1979,7 +1979,59 @@ static int64_t stamp_floor(struct ws_stream *st)
 
 /* 7. The generation manifest: names every batch and part of this call,
  * chained to the manifest the watermark names (unless re-basing). */
-static int step_write_manifest(struct ws_stream *st, struct tail *t)
+/*
+ * A manifest that carries its batch is that batch's upload too, and meets
+ * a struggling sink as a batch would (pipe.h): under `block` it is tried
+ * again, with a growing pause, until it lands or the engine stops (never
+ * under the application's write lock); under `shed` the call sheds its
+ * range (no manifest, no watermark: the next call ships it); otherwise
+ * the call fails. 0, TAIL_DONE (shed: *out filled) or the error.
+ */
+static int put_inline_manifest(struct ws_stream *st, struct tail *t, const struct iovec *iov,
+			       struct ws_outcome *out)
+{
+	const enum ws_policy policy = st->lock_call && st->policy == WS_POLICY_BLOCK ? WS_POLICY_THROTTLE
+									       : st->policy;
+	uint32_t backoff = 10;
+	for (;;) {
+		int rc = ws_store_putv(st->sink->store, t->mkey, iov, 1, WS_PUT_CREATE, NULL, NULL);
+		if (rc == WS_EPRECOND)
+			rc = ws_store_created_same(st->sink->store, t->mkey, iov, 1);
+		if (rc == 0)
+			return 0;
+		if (rc == WS_ETHROTTLED)
+			st->call_throttle++;
+		if (!ws_err_transient(rc))
+			return ws_fail_wrap(rc, "tenant %s: upload %s", st->tenant, t->mkey);
+		if (policy == WS_POLICY_SHED && !st->drain) {
+			st->frames_shed = t->last - t->sc.first_frame + 1;
+			ws_info("tenant %s: shed frames %" PRIu64 "..%" PRIu64 " (%s)", st->tenant, t->sc.first_frame,
+				t->last, ws_strerror(rc));
+			memset(out, 0, sizeof(*out));
+			out->kind = WS_OUTCOME_SHED;
+			out->u.shed.checkpoint_seq = t->sc.gen.checkpoint_seq;
+			out->u.shed.first_frame = t->sc.first_frame;
+			out->u.shed.last_frame = t->last;
+			fill_bp(st, &out->u.shed.backpressure);
+			fill_rpo(st, &out->u.shed.rpo);
+			return TAIL_DONE;
+		}
+		/* As the pipe's uploads: waited out only by a shard's (threaded)
+		 * pipeline, which the engine stops with ws_pipe_give_up. */
+		if (policy != WS_POLICY_BLOCK || !st->pipe->threaded ||
+		    __atomic_load_n(&st->pipe->giving_up, __ATOMIC_ACQUIRE) ||
+		    __atomic_load_n(&st->pipe->ring.closed, __ATOMIC_ACQUIRE))
+			return ws_fail_wrap(rc, "tenant %s: upload %s (carrying its batch; policy %s%s; nothing "
+					    "acknowledged)", st->tenant, t->mkey, ws_policy_name(policy),
+					    st->lock_call ? ", not waited out under the database's write lock" : "");
+		ws_debug("tenant %s: sink struggling (%s); block policy waits %u ms and retries %s", st->tenant,
+			 ws_errmsg(), backoff, t->mkey);
+		ws_sleep_ms(backoff);
+		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
+	}
+}
+
+static int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome *out)
 {
 	const struct scan *sc = &t->sc;
 	struct ws_fmt_manifest m;
@@ -2050,7 +2102,7 @@ static int step_write_manifest(struct ws_stream *st, struct tail *t)
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault before manifest upload", st->tenant);
 	struct iovec iov = { st->work->scratch.data, st->work->scratch.len };
-	rc = put_immutable(st, t->mkey, &iov, 1);
+	rc = m.inline_iovcnt ? put_inline_manifest(st, t, &iov, out) : put_immutable(st, t->mkey, &iov, 1);
 	if (rc)
 		return rc;
 	snprintf(st->stamp_key, sizeof(st->stamp_key), "%s", t->mkey);
@@ -2237,7 +2289,7 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	if ((rc = step_read_generation(st, &t)) != 0 || (rc = step_decide_continuity(st, &t, out)) != 0 ||
 	    (rc = step_fence(st, &t, out)) != 0 || (rc = step_scan(st, &t, out)) != 0 ||
 	    (rc = step_snapshot(st, &t)) != 0 || (rc = step_settle(st, &t, out)) != 0 ||
-	    (rc = step_write_manifest(st, &t)) != 0 || (rc = step_write_watermark(st, &t)) != 0)
+	    (rc = step_write_manifest(st, &t, out)) != 0 || (rc = step_write_watermark(st, &t)) != 0)
 		return rc == TAIL_DONE ? 0 : rc;
 	step_report(st, &t, out);
 	return 0;

@@ -2131,6 +2131,61 @@ static void test_unproven_tail_keeps_rpo(void **state)
 	wt_env_free(&e);
 }
 
+/*
+ * A manifest carrying its batch (inline) is that batch's upload, and a
+ * refused one meets the stream's policy as a refused batch does: under
+ * `shed` the call sheds its range (no manifest, no watermark) and the next
+ * ships it; under `throttle` the call fails; under `block` in a shard's
+ * pipeline it is tried again until it lands. The refusal is injected (a
+ * file sink cannot refuse on demand).
+ */
+static void test_inline_manifest_meets_policy(void **state)
+{
+	static const enum ws_policy policies[] = { WS_POLICY_SHED, WS_POLICY_THROTTLE, WS_POLICY_BLOCK };
+	(void)state;
+	for (size_t i = 0; i < sizeof(policies) / sizeof(policies[0]); i++) {
+		struct wt_env e;
+		struct shard_env x;
+		struct ws_stream_config cfg;
+		struct ws_stream_call call;
+		struct ws_stream *st;
+		struct ws_outcome o;
+		int err = 0, rc;
+
+		wt_env_init(&e, "inline-policy", 0);
+		shard_env_init(&x, &e);
+		cfg = cfg_default(&e);
+		cfg.policy = policies[i];
+		st = ws_stream_open_shared(e.sink, &cfg, &x.sh, &err);
+		assert_non_null(st);
+		wt_tail_ok(st, &o); /* the re-base: snapshot parts of their own */
+		wt_write_txn(e.w, 3, 300);
+		assert_int_equal(ws_fault_arm("file.put.before_publish", 1, 0), 0);
+		rc = ws_stream_tail_frames(st, &o);
+		ws_fault_disarm();
+		print_message("  policy %s: %s\n", ws_policy_name(policies[i]), rc ? ws_errmsg() : "no error");
+		if (policies[i] == WS_POLICY_SHED) {
+			assert_int_equal(rc, 0);
+			assert_int_equal(o.kind, WS_OUTCOME_SHED);
+			assert_true(o.u.shed.first_frame >= 1 && o.u.shed.last_frame >= o.u.shed.first_frame);
+		} else if (policies[i] == WS_POLICY_THROTTLE) {
+			assert_int_not_equal(rc, 0);
+			assert_non_null(strstr(ws_errmsg(), "carrying its batch"));
+			assert_non_null(strstr(ws_errmsg(), "policy throttle"));
+		} else {
+			assert_int_equal(rc, 0);
+			assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+			ws_stream_last_call(st, &call);
+			assert_int_equal(call.puts, 2); /* the manifest (once it landed) and the watermark */
+		}
+		wt_tail_ok(st, &o);
+		ws_stream_close(st);
+		shard_env_free(&x);
+		assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == wt_content_hash(e.w, NULL));
+		wt_env_free(&e);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2159,6 +2214,7 @@ int main(void)
 		cmocka_unit_test(test_shared_work_grows),
 		cmocka_unit_test(test_shed_snapshot_without_wal),
 		cmocka_unit_test(test_locked_call_waits_out_nothing),
+		cmocka_unit_test(test_inline_manifest_meets_policy),
 		cmocka_unit_test(test_rebase_lets_the_write_lock_go),
 		cmocka_unit_test(test_probe_read_error_is_no_empty),
 		cmocka_unit_test(test_writer_going_on_is_no_went_back),
