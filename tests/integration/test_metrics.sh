@@ -193,6 +193,7 @@ port = int(sys.argv[1]); socks = []
 for _ in range(4):
     s = socket.socket(); s.connect(("127.0.0.1", port))
     s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n"); socks.append(s)
+print("ready", flush=True)
 end = time.time() + 20
 while time.time() < end:
     for s in socks:
@@ -201,7 +202,10 @@ while time.time() < end:
     time.sleep(2)
 PY
 trickle=$!
-sleep 1
+# Scrape once all 4 are connected (python's start can take a second or
+# more on a loaded machine), not after a fixed sleep.
+for _ in $(seq 100); do grep -q ready trickle.out 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
 check "while 4 loopback connections trickle, a loopback scrape is refused at first" \
 	eval '[ "$(scrape "$M" trickle1.txt)" != 200 ]'
 sleep 12
