@@ -1391,7 +1391,7 @@ static int retiring_below(struct ws_ckpt *c, uint64_t *below)
 	if (rc)
 		return rc;
 	if (found)
-		*below = st.protected_ref.id;
+		*below = st.has_kept ? st.kept_ref.id : st.protected_ref.id;
 	return 0;
 }
 
@@ -1768,6 +1768,7 @@ struct ret_ctx {
 	 * deletes all of it). */
 	bool older_run;
 	bool older_skipped;   /* the older run's protected cut did not verify: none of its sweep runs */
+	unsigned keep;        /* committed checkpoints kept, the protected one the newest (>= 1) */
 };
 
 static uint64_t key_hash(const char *k)
@@ -2345,13 +2346,48 @@ static bool ckpt_ref_same(const struct ws_ckpt_ref *a, const struct ws_ckpt_ref 
 	return a->id == b->id && a->length == b->length && strcmp(a->key, b->key) == 0;
 }
 
-static int run_phase(struct ret_ctx *x, const struct ws_ckpt_ref *protected_ref,
-		     enum ws_ckpt_retention_phase phase)
+/* The keep-th newest committed checkpoint from ref back (the oldest stored
+ * when there are fewer). */
+struct keep_walk {
+	unsigned left;
+	struct ws_ckpt_ref ref;
+};
+
+static int keep_step(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
 {
+	struct keep_walk *w = arg;
+	(void)idx;
+	w->ref = *ref;
+	return --w->left == 0 ? 1 : 0;
+}
+
+static int keep_base(struct ret_ctx *x, const struct ws_ckpt_ref *protected_ref, struct ws_ckpt_ref *out)
+{
+	struct keep_walk w = { x->keep, *protected_ref };
+	int rc = x->keep > 1 ? walk_committed(x->c, *protected_ref, true, keep_step, &w) : 0;
+	if (rc < 0)
+		return ws_fail_wrap(rc, "retention: the checkpoints before %" PRIu64, protected_ref->id);
+	*out = w.ref;
+	return 0;
+}
+
+static int run_phase(struct ret_ctx *x, const struct ws_ckpt_retention *st)
+{
+	const enum ws_ckpt_retention_phase phase = st->phase;
+	/* Keeping older checkpoints than the protected one: the sweeps run for
+	 * the oldest one kept, as if it were the protected one. Everything
+	 * newer than it stays (the checkpoints between, and every tenant's
+	 * chain from its cut), so restore --time and --checkpoint reach back
+	 * to it. The run's record names both (readers hide only what is
+	 * older). */
+	const struct ws_ckpt_ref *base = st->has_kept ? &st->kept_ref : &st->protected_ref;
 	struct ws_ckpt_index p;
-	int rc = ws_ckpt_load_committed(x->c, protected_ref, &p);
+	int rc;
+	if (!x->older_run)
+		x->rep->kept_from_id = base->id;
+	rc = ws_ckpt_load_committed(x->c, base, &p);
 	if (rc)
-		return ws_fail_wrap(rc, "retention: protected checkpoint %" PRIu64, protected_ref->id);
+		return ws_fail_wrap(rc, "retention: protected checkpoint %" PRIu64, base->id);
 	if (phase == WS_CKPT_RET_SWEEP_ARTIFACTS && (rc = protected_verify(x, &p)) != 0) {
 		ws_ckpt_index_free(&p);
 		if (!x->older_run)
@@ -2380,7 +2416,7 @@ static int run_phases(struct ret_ctx *x, struct ws_ckpt_retention st)
 {
 	while (st.phase != WS_CKPT_RET_IDLE) {
 		struct ws_ckpt_retention_result res;
-		int rc = run_phase(x, &st.protected_ref, st.phase);
+		int rc = run_phase(x, &st);
 		if (rc)
 			return rc;
 		if (x->dry) { /* as the run would go on, writing nothing */
@@ -2397,12 +2433,19 @@ static int run_phases(struct ret_ctx *x, struct ws_ckpt_retention st)
 int ws_retention_run(struct ws_sink *sink, bool dry_run, ws_retention_fn fn, void *arg,
 		     struct ws_retention_report *rep)
 {
+	return ws_retention_run_keep(sink, dry_run, 1, fn, arg, rep);
+}
+
+int ws_retention_run_keep(struct ws_sink *sink, bool dry_run, unsigned keep, ws_retention_fn fn, void *arg,
+			  struct ws_retention_report *rep)
+{
 	struct ws_retention_report none;
 	struct ret_ctx x;
 	struct ws_ckpt_outcome latest;
 	struct ws_ckpt_retention st;
 	struct ws_ckpt_retention_result res;
-	bool found, sfound;
+	struct ws_ckpt_ref kept;
+	bool found, sfound, want_kept;
 	int rc;
 
 	if (!rep)
@@ -2414,6 +2457,9 @@ int ws_retention_run(struct ws_sink *sink, bool dry_run, ws_retention_fn fn, voi
 	x.fn = fn;
 	x.arg = arg;
 	x.rep = rep;
+	if (keep == 0)
+		return ws_fail(WS_ECONFIG, "retention: keep at least 1 checkpoint");
+	x.keep = keep;
 	if ((rc = ckpt_open(sink, true, LEASE_WAIT_MS_DEFAULT, &x.c)) != 0)
 		return rc;
 	if ((rc = ws_ckpt_latest_commit(x.c, &latest, &found)) != 0 || !found)
@@ -2425,7 +2471,13 @@ int ws_retention_run(struct ws_sink *sink, bool dry_run, ws_retention_fn fn, voi
 	/* A run a crash left in flight for an older cut finishes first. */
 	if ((rc = ws_ckpt_retention_state(x.c, &st, &sfound)) != 0)
 		goto out;
-	if (sfound && st.phase != WS_CKPT_RET_IDLE && strcmp(st.protected_ref.key, latest.committed.key) != 0) {
+	if ((rc = keep_base(&x, &latest.committed, &kept)) != 0)
+		goto out;
+	want_kept = strcmp(kept.key, latest.committed.key) != 0;
+	rep->kept_from_id = kept.id;
+	if (sfound && st.phase != WS_CKPT_RET_IDLE &&
+	    (strcmp(st.protected_ref.key, latest.committed.key) != 0 || st.has_kept != want_kept ||
+	     (want_kept && strcmp(st.kept_ref.key, kept.key) != 0))) {
 		struct ws_ckpt_index p;
 		/* Only when the newer cut verifies may the older run skip its
 		 * sweep: check the newer one first. */
@@ -2456,17 +2508,20 @@ int ws_retention_run(struct ws_sink *sink, bool dry_run, ws_retention_fn fn, voi
 	}
 	if (dry_run) {
 		struct ws_ckpt_retention cur = st;
-		if (!sfound || !ckpt_ref_same(&st.protected_ref, &latest.committed)) {
+		if (!sfound || !ckpt_ref_same(&st.protected_ref, &latest.committed) || st.has_kept != want_kept ||
+		    (want_kept && !ckpt_ref_same(&st.kept_ref, &kept))) {
 			memset(&cur, 0, sizeof(cur));
 			cur.phase = WS_CKPT_RET_SWEEP_ARTIFACTS;
 			cur.protected_ref = latest.committed;
+			cur.has_kept = want_kept;
+			cur.kept_ref = kept;
 		} else if (cur.phase != WS_CKPT_RET_IDLE) {
 			rep->resumed = true;
 		}
 		rc = run_phases(&x, cur);
 		goto out;
 	}
-	if ((rc = ws_ckpt_begin_retention(x.c, &latest.committed, &res)) != 0)
+	if ((rc = ws_ckpt_begin_retention_keep(x.c, &latest.committed, want_kept ? &kept : NULL, &res)) != 0)
 		goto out;
 	if (res.kind == WS_CKPT_CONVERGED && res.state.phase != WS_CKPT_RET_IDLE)
 		rep->resumed = true;

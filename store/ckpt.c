@@ -1215,19 +1215,34 @@ int ws_ckpt_list_candidates(struct ws_ckpt *c, uint64_t id, ws_ckpt_ref_fn fn, v
 
 /* ---- retention ---------------------------------------------------------------------- */
 
+static bool kept_equal(const struct ws_ckpt_retention *a, const struct ws_ckpt_retention *b)
+{
+	return a->has_kept == b->has_kept && (!a->has_kept || ckpt_ref_equal(&a->kept_ref, &b->kept_ref));
+}
+
 static bool retention_equal(const struct ws_ckpt_retention *a, const struct ws_ckpt_retention *b)
 {
 	return a->phase == b->phase && a->generation == b->generation &&
-	       ckpt_ref_equal(&a->protected_ref, &b->protected_ref);
+	       ckpt_ref_equal(&a->protected_ref, &b->protected_ref) && kept_equal(a, b);
 }
+
+struct retention_want {
+	const struct ws_ckpt_ref *protected_ref;
+	bool has_kept;
+	struct ws_ckpt_ref kept_ref;
+};
 
 /* begin: a new run for op->in, unless one for it exists (resume) or another is in flight. */
 static int retention_begin_decide(struct ws_ckpt *c, struct cas_op *op, bool found, char **body, size_t *len)
 {
 	struct ws_ckpt_retention *cur = op->cur, next;
-	const struct ws_ckpt_ref *protected_ref = op->in;
+	const struct retention_want *want = op->in;
+	const struct ws_ckpt_ref *protected_ref = want->protected_ref;
 
-	if (found && ckpt_ref_equal(&cur->protected_ref, protected_ref))
+	memset(&next, 0, sizeof(next));
+	next.has_kept = want->has_kept;
+	next.kept_ref = want->kept_ref;
+	if (found && ckpt_ref_equal(&cur->protected_ref, protected_ref) && kept_equal(cur, &next))
 		return 0; /* resume, or already done */
 	if (found && cur->phase != WS_CKPT_RET_IDLE)
 		return ckpt_fail(WS_CKPT_STATE_MISMATCH, WS_EPRECOND,
@@ -1237,7 +1252,6 @@ static int retention_begin_decide(struct ws_ckpt *c, struct cas_op *op, bool fou
 		return ckpt_fail(WS_CKPT_STALE_CUT, WS_EPRECOND,
 				 "checkpoint object %s: already retained a later cut %s", KEY_RETENTION,
 				 cur->protected_ref.key);
-	memset(&next, 0, sizeof(next));
 	next.phase = WS_CKPT_RET_SWEEP_ARTIFACTS;
 	next.generation = found ? cur->generation + 1 : 1;
 	next.protected_ref = *protected_ref;
@@ -1253,6 +1267,8 @@ static struct ws_ckpt_retention retention_successor(const struct ws_ckpt_retenti
 	next.phase = s->phase == WS_CKPT_RET_SWEEP_ARTIFACTS ? WS_CKPT_RET_SWEEP_INDEXES : WS_CKPT_RET_IDLE;
 	next.generation = s->generation + 1;
 	next.protected_ref = s->protected_ref;
+	next.has_kept = s->has_kept;
+	next.kept_ref = s->kept_ref;
 	return next;
 }
 
@@ -1288,9 +1304,16 @@ static int retention_update(struct ws_ckpt *c, struct cas_op *op, bool begin, st
 int ws_ckpt_begin_retention(struct ws_ckpt *c, const struct ws_ckpt_ref *protected_ref,
 			    struct ws_ckpt_retention_result *res)
 {
+	return ws_ckpt_begin_retention_keep(c, protected_ref, NULL, res);
+}
+
+int ws_ckpt_begin_retention_keep(struct ws_ckpt *c, const struct ws_ckpt_ref *protected_ref,
+				 const struct ws_ckpt_ref *kept, struct ws_ckpt_retention_result *res)
+{
 	struct ws_ckpt_retention cur;
+	struct retention_want want = { protected_ref, false, { 0 } };
 	struct cas_op op = { OBJ_RETENTION, "ckpt.retention.before_begin", &cur, retention_begin_decide,
-			     protected_ref };
+			     &want };
 	struct ws_ckpt_index idx;
 	struct ws_ckpt_head h;
 	bool hfound;
@@ -1311,6 +1334,19 @@ int ws_ckpt_begin_retention(struct ws_ckpt *c, const struct ws_ckpt_ref *protect
 	if ((rc = ws_ckpt_load_committed(c, protected_ref, &idx)) != 0)
 		return ws_fail_wrap(rc, "retention cut");
 	ws_ckpt_index_free(&idx);
+	if (kept && !ckpt_ref_equal(kept, protected_ref)) {
+		if ((rc = check_ref_input(kept)) != 0)
+			return rc;
+		if (kept->id >= protected_ref->id)
+			return ckpt_fail(WS_CKPT_INVALID_INPUT, WS_ECONFIG, "checkpoint store: retention keeps "
+					 "checkpoint %" PRIu64 ", not older than the protected %" PRIu64, kept->id,
+					 protected_ref->id);
+		if ((rc = ws_ckpt_load_committed(c, kept, &idx)) != 0)
+			return ws_fail_wrap(rc, "retention: the oldest checkpoint kept");
+		ws_ckpt_index_free(&idx);
+		want.has_kept = true;
+		want.kept_ref = *kept;
+	}
 	return retention_update(c, &op, true, res);
 }
 

@@ -261,6 +261,8 @@ char *ckpt_enc_retention(const char *dep, const struct ws_ckpt_retention *r, siz
 	jset(o, "generation", ju64(r->generation), &bad);
 	jset(o, "phase", json_string(phase_name(r->phase)), &bad);
 	jset(o, "protected", enc_ref(&r->protected_ref), &bad);
+	if (r->has_kept)
+		jset(o, "kept", enc_ref(&r->kept_ref), &bad);
 	return dump(done(o, bad), len);
 }
 
@@ -775,8 +777,11 @@ int ckpt_dec_retention(const char *key, const uint8_t *data, size_t len, const c
 {
 	struct pctx p = { key, 0, 0 };
 	json_t *o, *v;
+	/* "kept" is there only for a run that keeps older checkpoints: the
+	 * field count says which (the parse checks it exactly). */
+	const bool kept = memmem(data, len, "\"kept\":", 7) != NULL;
 	memset(r, 0, sizeof(*r));
-	if (pdoc(&p, data, len, CKPT_FMT_RETENTION, dep, 5, &o))
+	if (pdoc(&p, data, len, CKPT_FMT_RETENTION, dep, kept ? 6 : 5, &o))
 		return p.rc;
 	r->generation = pu64(&p, o, "generation");
 	v = pget(&p, o, "phase", JSON_STRING);
@@ -794,6 +799,15 @@ int ckpt_dec_retention(const char *key, const uint8_t *data, size_t len, const c
 	v = pget(&p, o, "protected", JSON_OBJECT);
 	if (v)
 		pref(&p, v, &r->protected_ref);
+	if (kept) {
+		v = pget(&p, o, "kept", JSON_OBJECT);
+		if (v)
+			pref(&p, v, &r->kept_ref);
+		r->has_kept = true;
+		if (!p.rc && r->kept_ref.id >= r->protected_ref.id)
+			pbad(&p, "retention keeps checkpoint %" PRIu64 ", not older than the protected %" PRIu64,
+			     r->kept_ref.id, r->protected_ref.id);
+	}
 	if (!p.rc && r->generation == 0)
 		pbad(&p, "retention generation is 0");
 	/* Each phase adds one: a generation this high could only wrap to 0

@@ -190,6 +190,11 @@ struct ws_ckpt_retention {
 	enum ws_ckpt_retention_phase phase;
 	uint64_t generation;                  /* bumps on every transition */
 	struct ws_ckpt_ref protected_ref;     /* the cut being kept */
+	/* The oldest checkpoint kept, older than protected_ref: the sweeps run
+	 * for it, and every checkpoint from it on stays (absent: the run keeps
+	 * protected_ref alone). Readers hide what is older than it. */
+	bool has_kept;
+	struct ws_ckpt_ref kept_ref;
 };
 
 struct ws_ckpt_retention_result {
@@ -351,6 +356,14 @@ int ws_ckpt_latest_commit(struct ws_ckpt *c, struct ws_ckpt_outcome *out, bool *
  */
 int ws_ckpt_begin_retention(struct ws_ckpt *c, const struct ws_ckpt_ref *protected_ref,
 			    struct ws_ckpt_retention_result *res) WS_MUST_CHECK;
+/*
+ * The same, keeping every checkpoint from kept (older than protected_ref,
+ * committed and stored; NULL or protected_ref itself: none older). A run
+ * for the same cut and kept resumes (or is done); for the same cut and
+ * another kept, a finished run is followed by a new one.
+ */
+int ws_ckpt_begin_retention_keep(struct ws_ckpt *c, const struct ws_ckpt_ref *protected_ref,
+				 const struct ws_ckpt_ref *kept, struct ws_ckpt_retention_result *res) WS_MUST_CHECK;
 /* Advance one phase by CAS from exactly expected. Errors: WS_ECONFIG (idle or invalid), WS_EPRECOND, I/O. */
 int ws_ckpt_advance_retention(struct ws_ckpt *c, const struct ws_ckpt_retention *expected,
 			      struct ws_ckpt_retention_result *res) WS_MUST_CHECK;

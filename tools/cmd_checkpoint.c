@@ -20,7 +20,7 @@
 #define EXIT_FAIL 1
 #define EXIT_USAGE WS_CLI_EXIT_USAGE
 
-enum { OPT_SINK = 1000, OPT_CONFIG, OPT_EPOCH, OPT_DRY_RUN, OPT_JSON };
+enum { OPT_SINK = 1000, OPT_CONFIG, OPT_EPOCH, OPT_DRY_RUN, OPT_JSON, OPT_KEEP };
 
 static int usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage(const char *fmt, ...)
@@ -206,6 +206,7 @@ int cmd_retention(int argc, char **argv)
 		{ "config", required_argument, NULL, OPT_CONFIG },
 		{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
 		{ "json", no_argument, NULL, OPT_JSON },
+		{ "keep-checkpoints", required_argument, NULL, OPT_KEEP },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -214,6 +215,7 @@ int cmd_retention(int argc, char **argv)
 	struct ws_retention_report rep;
 	struct ws_sink *sink;
 	bool dry = false;
+	uint64_t keep = 1;
 	int c, rc, code;
 
 	optind = 1;
@@ -228,6 +230,10 @@ int cmd_retention(int argc, char **argv)
 		case OPT_CONFIG: config = optarg; break;
 		case OPT_DRY_RUN: dry = true; break;
 		case OPT_JSON: p.json = true; break;
+		case OPT_KEEP:
+			if (ws_cli_parse_u64(optarg, &keep) || keep < 1 || keep > 1000000)
+				return usage("retention: --keep-checkpoints '%s' is not a count 1..1000000", optarg);
+			break;
 		default: return usage("retention: unknown or incomplete option");
 		}
 	}
@@ -237,12 +243,13 @@ int cmd_retention(int argc, char **argv)
 		return code;
 	if (p.json)
 		p.keys = json_array();
-	rc = ws_retention_run(sink, dry, on_delete, &p, &rep);
+	rc = ws_retention_run_keep(sink, dry, (unsigned)keep, on_delete, &p, &rep);
 	ws_sink_close(sink);
 	if (p.json) {
 		json_t *o = json_object();
 		json_object_set_new(o, "dry_run", json_boolean(dry));
 		json_object_set_new(o, "protected", rep.ran ? u64(rep.protected_id) : json_null());
+		json_object_set_new(o, "kept_from", rep.ran && rep.kept_from_id ? u64(rep.kept_from_id) : json_null());
 		json_object_set_new(o, "ok", json_boolean(rc == 0));
 		json_object_set_new(o, "deleted", p.keys);
 		emit(o);
@@ -256,9 +263,10 @@ int cmd_retention(int argc, char **argv)
 	if (!rep.ran)
 		fprintf(stderr, "walship: retention: no committed checkpoint yet; nothing deleted\n");
 	else
-		fprintf(stderr, "walship: retention: protected checkpoint %" PRIu64 "; %s %" PRIu64 " objects (%" PRIu64
-			" older checkpoints)\n", rep.protected_id, dry ? "would delete" : "deleted", rep.deleted,
-			rep.checkpoints_deleted);
+		fprintf(stderr, "walship: retention: protected checkpoint %" PRIu64 ", kept from checkpoint %" PRIu64
+			"; %s %" PRIu64 " objects (%" PRIu64 " older checkpoints)\n", rep.protected_id,
+			rep.kept_from_id ? rep.kept_from_id : rep.protected_id, dry ? "would delete" : "deleted",
+			rep.deleted, rep.checkpoints_deleted);
 	return EXIT_OK;
 }
 

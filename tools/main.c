@@ -1091,7 +1091,7 @@ static const struct command {
 	  "exit status: 0 committed; 1 failed, aborted, or another writer's was decided\n"
 	  "first; 2 usage error.\n" },
 	{ "retention", cmd_retention, "delete what the latest committed checkpoint makes unneeded",
-	  "usage: walship retention --sink URL [--config FILE] [--dry-run] [--json]\n"
+	  "usage: walship retention --sink URL [--config FILE] [--keep-checkpoints N] [--dry-run] [--json]\n"
 	  "\n"
 	  "Protect the latest committed checkpoint and everything newer; delete older\n"
 	  "checkpoints and each tenant's objects older than the protected cut (never\n"
@@ -1100,6 +1100,10 @@ static const struct command {
 	  "options:\n"
 	  "  --sink URL                  the sink (else [engine] sink of --config)\n"
 	  "  --config FILE               replicate's config file: its sink\n"
+	  "  --keep-checkpoints N        keep the N newest committed checkpoints and\n"
+	  "                              everything since the oldest of them: a restore\n"
+	  "                              by time or frame reaches back to its cut\n"
+	  "                              (default 1, 1..1000000)\n"
 	  "  --dry-run                   print what would be deleted, delete nothing\n"
 	  "  --json                      one JSON object instead of one key per line\n"
 	  "  -h, --help                  this help\n"

@@ -484,6 +484,7 @@ struct ws_retention_report {
 	uint64_t deleted;            /* keys deleted (dry run: that would be) */
 	uint64_t checkpoints_deleted;
 	bool resumed;                /* finished a run a crash had left in flight first */
+	uint64_t kept_from_id;       /* the oldest checkpoint kept (ws_retention_run_keep; else protected_id) */
 };
 
 /*
@@ -496,6 +497,16 @@ struct ws_retention_report {
  */
 int ws_retention_run(struct ws_sink *sink, bool dry_run, ws_retention_fn fn, void *arg,
 		     struct ws_retention_report *rep) WS_MUST_CHECK;
+/*
+ * The same, keeping the keep newest committed checkpoints (keep >= 1; 1 is
+ * ws_retention_run): what is deleted is what retention would delete were
+ * the oldest of them the latest, so every checkpoint kept can still be
+ * restored, and restore --time reaches back to the oldest one's cut. With
+ * fewer checkpoints stored, the oldest one stored is the oldest kept.
+ * Errors: WS_ECONFIG (keep 0), as ws_retention_run.
+ */
+int ws_retention_run_keep(struct ws_sink *sink, bool dry_run, unsigned keep, ws_retention_fn fn, void *arg,
+			  struct ws_retention_report *rep) WS_MUST_CHECK;
 
 #ifdef __cplusplus
 }

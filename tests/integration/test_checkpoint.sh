@@ -38,6 +38,7 @@ write 20
 ws replicate --sink "$URL" --once db.db
 ws checkpoint --sink "$URL"
 id2=$(json_field out id)
+sq db.db .dump >at2.dump
 check "a second checkpoint has a larger id" [ "$id2" -gt "$id1" ]
 ws ls --sink "$URL" --checkpoints --json
 check "ls --checkpoints lists both" eval '[ "$rc" = 0 ] && grep -q "$id1" out && grep -q "$id2" out'
@@ -51,6 +52,20 @@ write 10
 ws replicate --sink "$URL" --once db.db
 ws checkpoint --sink "$URL"
 id3=$(json_field out id)
+ws retention --sink "$URL" --keep-checkpoints 2 --json
+check "retention --keep-checkpoints 2: exit 0, kept from the second checkpoint" \
+	eval '[ "$rc" = 0 ] && [ "$(json_field out kept_from)" = "$id2" ] && [ "$(json_field out protected)" = "$id3" ]'
+ws ls --sink "$URL" --checkpoints --json
+check "... the first checkpoint is gone, the two kept are listed" \
+	eval '[ "$rc" = 0 ] && ! grep -q "^{\"id\":$id1," out && grep -q "^{\"id\":$id2," out && grep -q "^{\"id\":$id3," out'
+ws restore --sink "$URL" --tenant db --checkpoint "$id2" -o k2.db
+check "... and the older one kept still restores its cut" eval '[ "$rc" = 0 ] && [ "$(sq k2.db .dump)" = "$(cat at2.dump)" ]'
+ws verify --sink "$URL"
+check "... verify: exit 0" [ "$rc" = 0 ]
+for bad in 0 -1 abc 1000001; do
+	ws retention --sink "$URL" --keep-checkpoints "$bad"
+	check "retention --keep-checkpoints $bad: exit 2, naming the option" eval '[ "$rc" = 2 ] && grep -q "keep-checkpoints" err'
+done
 before=$(cd "$SINK" && find . -type f | sort)
 ws retention --sink "$URL" --dry-run
 check "retention --dry-run: exit 0, names what it would delete" eval '[ "$rc" = 0 ] && [ -s out ]'

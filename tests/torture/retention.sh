@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Retention torture test (issue 11): real SQLite writers on several tenants
 # (names that sort unusually: db, db-2, db.x, db_y, Zeta), `walship
-# replicate` running, a checkpoint every second, retention every 1.5 s,
+# replicate` running, a checkpoint every second, retention every 1.5 s
+# (keeping 1 to 3 checkpoints, at random),
 # re-bases forced (TRUNCATE checkpoints, the WAL gone between replicate
 # runs), and kill -9 of replicate, checkpoint or retention at random
 # moments. Afterwards (the writers stopped, replicate shipped the rest):
@@ -117,7 +118,9 @@ checkpointer() {
 
 retainer() {
 	while [ ! -e quiet ]; do
-		"$BIN" retention --sink "$URL" >>retention.out 2>>retention.err &
+		# 1 to 3 checkpoints kept, changing from run to run (a run for
+		# the same cut with another keep, a killed one resumed by another).
+		"$BIN" retention --sink "$URL" --keep-checkpoints $((RANDOM % 3 + 1)) >>retention.out 2>>retention.err &
 		echo $! >retention.pid
 		if wait $!; then date -u +%s%3N >>retention.ok; fi
 		sleep 1.5

@@ -795,6 +795,127 @@ static void test_verify_restore_after_retention(void **state)
 	cp_free(&c);
 }
 
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Ship one transaction on TENANT while retention is paused at a delete. */
+struct ship_during {
+	struct cpenv *c;
+	unsigned fired;
+};
+
+static void ship_now(const char *site, void *arg)
+{
+	struct ship_during *d = arg;
+	(void)site;
+	if (d->fired++)
+		return;
+	(void)ship_txn(d->c, 4, NULL);
+}
+
+/*
+ * Retention keeping the N newest checkpoints: what goes is what retention
+ * would delete were the oldest kept one the latest, so restore --time,
+ * --frame and --checkpoint reach back to it and no further; keeping 1 is
+ * plain retention. A run paused at its first delete while the tenant
+ * ships loses nothing shipped. Keep 0 is refused; keeping more than are
+ * stored keeps from the oldest.
+ */
+static void test_retention_keeps_checkpoints(void **state)
+{
+	struct cpenv c;
+	struct ws_checkpoint_info i1, i2, i3;
+	struct ws_retention_report rep;
+	struct ws_restore_opts ro;
+	struct problems pr;
+	struct ids ids = { { 0 }, 0 };
+	struct ship_during d;
+	struct ws_outcome o;
+	uint64_t fA, fB, fC, hA, hB, hC, h;
+	int64_t tA, tB;
+	int rc;
+	(void)state;
+
+	ws_fault_disarm();
+	cp_init(&c, "ckpt-keep");
+	ws_stream_close(c.st);
+	c.st = open_stream_wal(c.e.sink, TENANT, c.e.db, UINT64_MAX); /* one WAL generation */
+	wt_tail_ok(c.st, &o);
+	wt_tail_ok(c.st2, &o);
+	fA = ship_txn(&c, 3, &hA);
+	take_ok(&c, &i1);
+	tA = wall_ms();
+	wt_sleep_ms(20);
+	fB = ship_txn(&c, 3, &hB);
+	take_ok(&c, &i2);
+	tB = wall_ms();
+	wt_sleep_ms(20);
+	fC = ship_txn(&c, 3, &hC);
+	take_ok(&c, &i3);
+	assert_true(fA < fB && fB < fC);
+
+	assert_int_equal(ws_retention_run_keep(c.e.sink, false, 0, NULL, NULL, &rep), WS_ECONFIG);
+	/* Keep 2, while the tenant ships under the run's first delete. */
+	d.c = &c;
+	d.fired = 0;
+	assert_int_equal(ws_fault_arm_pause("retention.before_delete", 1, ship_now, &d), 0);
+	rc = ws_retention_run_keep(c.e.sink, false, 2, NULL, NULL, &rep);
+	ws_fault_disarm();
+	if (rc)
+		fail_msg("retention keeping 2: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_int_equal(d.fired, 1);
+	assert_int_equal(rep.protected_id, i3.id);
+	assert_int_equal(rep.kept_from_id, i2.id);
+	assert_int_equal(rep.checkpoints_deleted, 1);
+	assert_int_equal(ws_checkpoint_list(c.e.sink, collect, &ids), 0);
+	assert_false(has_id(&ids, i1.id));
+	assert_true(has_id(&ids, i2.id) && has_id(&ids, i3.id));
+	assert_int_equal(verify_all(&c, NULL, &pr), 0);
+	assert_int_equal(restore_live_hash(&c, TENANT), wt_content_hash(c.e.w, NULL));
+	/* Back to the oldest kept checkpoint, by each way of naming a point. */
+	assert_int_equal(restore_ckpt_hash(&c, TENANT, i2.id), hB);
+	memset(&ro, 0, sizeof(ro));
+	ro.frame = fB;
+	assert_int_equal(restore_opts_hash(&c, &ro, &h), 0);
+	assert_int_equal(h, hB);
+	ro.frame = fC;
+	assert_int_equal(restore_opts_hash(&c, &ro, &h), 0);
+	assert_int_equal(h, hC);
+	memset(&ro, 0, sizeof(ro));
+	ro.time_ms = tB;
+	rc = restore_opts_hash(&c, &ro, &h);
+	if (rc)
+		fail_msg("restore --time (after checkpoint %" PRIu64 "): %s", i2.id, ws_errmsg());
+	assert_int_equal(h, hB);
+	/* ... and not before it. */
+	ro.time_ms = tA;
+	assert_int_equal(restore_opts_hash(&c, &ro, &h), WS_ERANGE_);
+	memset(&ro, 0, sizeof(ro));
+	ro.frame = fA;
+	assert_int_equal(restore_opts_hash(&c, &ro, &h), WS_ERANGE_);
+
+	/* More than are stored: kept from the oldest, nothing more to delete. */
+	rc = ws_retention_run_keep(c.e.sink, false, 5, NULL, NULL, &rep);
+	if (rc)
+		fail_msg("retention keeping 5: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_int_equal(rep.kept_from_id, i2.id);
+	assert_int_equal(rep.checkpoints_deleted, 0);
+	/* Keep 1: plain retention, the window closes to the latest cut. */
+	assert_int_equal(ws_retention_run_keep(c.e.sink, false, 1, NULL, NULL, &rep), 0);
+	assert_int_equal(rep.kept_from_id, i3.id);
+	assert_int_equal(rep.checkpoints_deleted, 1);
+	memset(&ro, 0, sizeof(ro));
+	ro.time_ms = tB;
+	assert_int_equal(restore_opts_hash(&c, &ro, &h), WS_ERANGE_);
+	assert_int_equal(verify_all(&c, NULL, &pr), 0);
+	assert_int_equal(restore_live_hash(&c, TENANT), wt_content_hash(c.e.w, NULL));
+	cp_free(&c);
+}
+
 /*
  * After retention, a past point restores from the oldest stored cut in the
  * chain. When that cut's artifact is damaged (same length, other bytes) a
@@ -1510,6 +1631,7 @@ int main(void)
 		cmocka_unit_test(test_retention_keeps_base_of_tenant_left_out),
 		cmocka_unit_test(test_retention_after_rebase),
 		cmocka_unit_test(test_verify_restore_after_retention),
+		cmocka_unit_test(test_retention_keeps_checkpoints),
 		cmocka_unit_test(test_restore_past_point_skips_damaged_cut),
 		cmocka_unit_test(test_verify_missing_link_without_checkpoint),
 		cmocka_unit_test(test_lease),

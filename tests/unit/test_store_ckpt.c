@@ -18,6 +18,7 @@
 
 #include "storeutil.h"
 #include "testutil.h"
+#include "ckpt_internal.h"
 #include "ws_ckpt.h"
 #include "ws_fault.h"
 #include "ws_store.h"
@@ -1107,6 +1108,59 @@ static void test_retention(void **state)
 	EXPECT(ws_ckpt_retention_state(f->c, &st, &found), 0, WS_CKPT_OK, NONE);
 	assert_true(found);
 	assert_memory_equal(&st.protected_ref, &c2, sizeof(c2));
+	assert_false(st.has_kept);
+	/* Keeping the older checkpoint: a run of its own for the same cut once
+	 * the last one is done, recorded (and read back) with what it keeps;
+	 * the same request again converges; one keeping nothing older follows. */
+	exp = res.state;
+	EXPECT(ws_ckpt_begin_retention_keep(f->c, &c2, &c1, &res), WS_EPRECOND, WS_CKPT_STATE_MISMATCH, NONE);
+	EXPECT(ws_ckpt_advance_retention(f->c, &exp, &res), 0, WS_CKPT_OK, NONE);
+	exp = res.state;
+	EXPECT(ws_ckpt_advance_retention(f->c, &exp, &res), 0, WS_CKPT_OK, NONE);
+	assert_int_equal(res.state.phase, WS_CKPT_RET_IDLE);
+	EXPECT(ws_ckpt_begin_retention_keep(f->c, &c2, &c2, &res), 0, WS_CKPT_CONVERGED, NONE);
+	EXPECT(ws_ckpt_begin_retention_keep(f->c, &c2, &c1, &res), 0, WS_CKPT_OK, NONE);
+	assert_int_equal(res.state.phase, WS_CKPT_RET_SWEEP_ARTIFACTS);
+	assert_true(res.state.has_kept);
+	EXPECT(ws_ckpt_retention_state(f->c, &st, &found), 0, WS_CKPT_OK, NONE);
+	assert_true(st.has_kept);
+	assert_memory_equal(&st.kept_ref, &c1, sizeof(c1));
+	EXPECT(ws_ckpt_begin_retention_keep(f->c, &c2, &c1, &res), 0, WS_CKPT_CONVERGED, NONE);
+	exp = res.state;
+	EXPECT(ws_ckpt_advance_retention(f->c, &exp, &res), 0, WS_CKPT_OK, NONE);
+	assert_true(res.state.has_kept); /* every phase keeps it */
+	exp = res.state;
+	EXPECT(ws_ckpt_advance_retention(f->c, &exp, &res), 0, WS_CKPT_OK, NONE);
+	EXPECT(ws_ckpt_begin_retention_keep(f->c, &c2, NULL, &res), 0, WS_CKPT_OK, NONE);
+	assert_false(res.state.has_kept);
+	exp = res.state;
+	EXPECT(ws_ckpt_advance_retention(f->c, &exp, &res), 0, WS_CKPT_OK, NONE);
+	exp = res.state;
+	EXPECT(ws_ckpt_advance_retention(f->c, &exp, &res), 0, WS_CKPT_OK, NONE);
+	/* Keeping from a checkpoint not older than the cut: refused. */
+	EXPECT(ws_ckpt_begin_retention_keep(f->c, &c1, &c2, &res), WS_EPRECOND, WS_CKPT_STALE_CUT, NONE);
+	{
+		struct ws_ckpt_ref later = c2;
+		later.id = c2.id + 1;
+		EXPECT(ws_ckpt_begin_retention_keep(f->c, &c2, &later, &res), WS_ECONFIG, WS_CKPT_INVALID_INPUT,
+		       NONE);
+	}
+	/* A record whose kept is not older than its cut is malformed. */
+	{
+		struct ws_ckpt_retention bad = res.state;
+		size_t len = 0;
+		char *body;
+		bad.has_kept = true;
+		bad.kept_ref = c2;
+		char dep[WS_CKPT_DEPLOYMENT_LEN + 1];
+		memset(dep, 'a', WS_CKPT_DEPLOYMENT_LEN);
+		dep[WS_CKPT_DEPLOYMENT_LEN] = '\0';
+		body = ckpt_enc_retention(dep, &bad, &len);
+		assert_non_null(body);
+		assert_int_equal(ckpt_dec_retention("checkpoints/retention", (const uint8_t *)body, len, NULL, &st),
+				 WS_EFORMAT);
+		free(body);
+	}
 	/* A cut whose index no longer verifies. */
 	wt_put_str(f->s, c2.key, "broken", NULL);
 	EXPECT(ws_ckpt_begin_retention(f->c, &c2, &res), WS_ECORRUPT, WS_CKPT_REF_MISMATCH, c2.key);
