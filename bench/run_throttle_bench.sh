@@ -3,6 +3,7 @@
 #
 #   bench/run_throttle_bench.sh --scenario NAME [--minutes N | --seconds N] [--tiny]
 #                               [--build DIR] [--out DIR] [--rgw DIR] [--policies LIST]
+#                               [--bench-args "ARGS"]
 #
 #   one-tenant    one tenant writing as fast as SQLite can, file:// sink
 #   many-tenants  1,000 tenants at a low rate each (--tiny: 50), s3:// on radosgw
@@ -24,11 +25,13 @@
 # Each run writes NAME.json, NAME.csv and NAME.png (gnuplot) to --out
 # (default build/bench-results) and a row of --out/summary.md. Exit status:
 # non-zero when a run failed or a tenant did not restore equal to its source;
-# figures are reported, never compared with a target.
+# figures are reported, never compared with a target. --bench-args adds
+# ARGS (split on spaces) to every walship-bench run: the same scenario with
+# another shard setting, e.g. "--inline-batch-bytes off".
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-scenario="" seconds="" tiny=0 build="$here/build" out="" rgw="" policies=""
+scenario="" seconds="" tiny=0 build="$here/build" out="" rgw="" policies="" bench_args=""
 die() { echo "run_throttle_bench.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -39,13 +42,14 @@ while [ $# -gt 0 ]; do
         --build) build=${2:-}; shift 2 ;;
         --out) out=${2:-}; shift 2 ;;
         --rgw) rgw=${2:-}; shift 2 ;;
+        --bench-args) bench_args=${2:-}; shift 2 ;;
         --policies) policies=${2:-}; shift 2
             for p in $policies; do
                 case "$p" in block|throttle|shed|shed-ring|fixed) ;;
                     *) die "--policies: block, throttle, shed, shed-ring or fixed, not '$p'" ;; esac
             done
             [ -n "$policies" ] || die "--policies: at least one of block, throttle, shed, shed-ring, fixed" ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
         *) die "unknown argument '$1'" ;;
     esac
 done
@@ -150,7 +154,7 @@ run() {
     echo "== $name: walship-bench $*"
     rm -rf "${out:?}/work-$name"
     if ! nice -n 5 "$bench" --label "$name" --dir "$out/work-$name" --json "$out/$name.json" \
-            --csv "$out/$name.csv" --seconds "$seconds" "${baseline_arg[@]}" "$@"; then
+            --csv "$out/$name.csv" --seconds "$seconds" "${baseline_arg[@]}" "$@" $bench_args; then
         echo "run_throttle_bench.sh: $name FAILED" >&2
         failures=$((failures + 1))
     fi

@@ -75,6 +75,7 @@ struct opts {
 	bool baselines, restore_check;
 	bool adaptive;
 	uint32_t throttle_age_ms, tail_ms;
+	uint64_t inline_bytes;   /* the shards' inline_batch_bytes_max (0: default; UINT64_MAX: off) */
 	double baseline_s;
 };
 
@@ -662,7 +663,7 @@ static void usage(void)
 		"         [--batch-age-ms MS] [--uploads-in-flight N] [--sample-ms MS] [--sync off|normal|full]\n"
 		"         [--at SEC:COMMAND]... [--recovery-from SEC] [--label NAME] [--json FILE] [--csv FILE]\n"
 		"         [--baseline-ms MS] [--no-baselines] [--no-restore-check] [--no-adaptive]\n"
-		"         [--throttle-age-ms MS] [--tail-ms MS]\n");
+		"         [--throttle-age-ms MS] [--tail-ms MS] [--inline-batch-bytes B|off]\n");
 	exit(2);
 }
 
@@ -753,6 +754,8 @@ static void parse(int argc, char **argv)
 			O.throttle_age_ms = (uint32_t)bench_parse_num(a, v, 0, 86400000);
 		else if (ARG("--tail-ms"))
 			O.tail_ms = (uint32_t)bench_parse_num(a, v, 0, 86400000);
+		else if (ARG("--inline-batch-bytes"))
+			O.inline_bytes = !strcmp(v, "off") ? UINT64_MAX : bench_parse_num(a, v, 4096, 16u << 20);
 		else if (!strcmp(a, "--no-adaptive"))
 			O.adaptive = false;
 		else if (!strcmp(a, "--no-baselines"))
@@ -821,6 +824,7 @@ int main(int argc, char **argv)
 		sc[i].adaptive = O.adaptive;
 		sc[i].throttle_age_ms_max = O.throttle_age_ms;
 		sc[i].tail_ms_max = O.tail_ms;
+		sc[i].inline_batch_bytes_max = O.inline_bytes;
 		sc[i].policy = O.policy;
 	}
 	struct ws_engine_config ec;
@@ -1016,7 +1020,7 @@ int main(int argc, char **argv)
 		fprintf(j,
 			"{\"label\":\"%s\",\"sink\":\"%s\",\"tenants\":%u,\"rate_txn_s\":%.3f,\"txn_bytes\":%" PRIu64
 			",\"seconds\":%" PRIu64 ",\"policy\":\"%s\",\"shards\":%u,\"batch_bytes_max\":%" PRIu64
-			",\"batch_age_ms_max\":%u,\"ring_bytes\":%" PRIu64 ",\n"
+			",\"batch_age_ms_max\":%u,\"ring_bytes\":%" PRIu64 ",\"inline_batch_bytes_max\":%" PRIu64 ",\n"
 			" \"txns\":%" PRIu64 ",\"wal_produced_bytes\":%" PRIu64 ",\"wal_produced_mb_s\":%.3f,"
 			"\"wal_shipped_bytes\":%" PRIu64 ",\"wal_shipped_mb_s\":%.3f,\"load_s\":%.3f,\"drain_s\":%.3f,\n"
 			" \"rpo_ms\":{\"p50\":%" PRIu64 ",\"p99\":%" PRIu64 ",\"max\":%" PRIu64 ",\"samples\":%" PRIu64 "},\n"
@@ -1032,7 +1036,8 @@ int main(int argc, char **argv)
 			",\"tails_coalesced\":%" PRIu64 ",\"bytes_per_put\":%.0f,\n"
 			" \"restore_equal\":%u,\"restore_checked\":%s,\"csv\":\"%s\"}\n",
 			O.label, O.sink, O.tenants, O.rate, O.txn_bytes, O.seconds, ws_policy_name(O.policy), O.shards, O.batch_bytes,
-			O.batch_age_ms, O.ring_bytes, txns, produced, (double)produced / load_s / 1e6, shipped,
+			O.batch_age_ms, O.ring_bytes, O.inline_bytes == UINT64_MAX ? 0 : O.inline_bytes ? O.inline_bytes : 1u << 20,
+			txns, produced, (double)produced / load_s / 1e6, shipped,
 			(double)shipped / (load_s + drain_s) / 1e6, load_s, drain_s, rpo50, rpo99, rpomax, s.rpo.count,
 			hpct(&s.loss, 50), hpct(&s.loss, 99), s.loss.max, puts,
 			puts_gb, ideal_puts_gb, s.max_puts_per_s, engine_cpu, cpu_gb, writers_cpu,

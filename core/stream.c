@@ -67,6 +67,7 @@
 #define WAL_CKPT_DEFAULT ((uint64_t)4 << 20)
 /* A tail whose frames fit one batch this small sends it inside its manifest. */
 #define INLINE_DEFAULT ((uint64_t)1 << 20)
+#define INLINE_MAX ((uint64_t)16 << 20)
 #define OWN_SMALL_BYTES ((size_t)128 << 10) /* a stream opened alone: header/probe reads, >= one 64 KiB frame */
 #define WRITE_LOCK_WAIT_MS 200
 
@@ -608,6 +609,10 @@ static struct ws_stream *stream_new(struct ws_sink *sink, const struct ws_stream
 	st->wal_checkpoint_bytes = cfg->wal_checkpoint_bytes ? cfg->wal_checkpoint_bytes : WAL_CKPT_DEFAULT;
 	st->inline_max = cfg->inline_batch_bytes_max == UINT64_MAX ? 0
 			 : cfg->inline_batch_bytes_max ? cfg->inline_batch_bytes_max : INLINE_DEFAULT;
+	/* A manifest is encoded whole in memory and read whole by every reader
+	 * of the chain: what it carries stays small. */
+	if (st->inline_max > INLINE_MAX)
+		st->inline_max = INLINE_MAX;
 	st->wal_fd = st->wal_slot = -1;
 	st->opened_ms = ws_wall_ms();
 	if (asprintf(&st->db_path, "%s", cfg->db_path) < 0 ||

@@ -183,7 +183,7 @@ static const struct {
 	[SK_THROTTLE_AGE_MS_MAX] = { "throttle_age_ms_max", K_U32, 0, MS_MAX },
 	[SK_KEY_WRITE_INTERVAL_MS] = { "key_write_interval_ms", K_U32, 0, MS_MAX },
 	[SK_TAIL_MS_MAX] = { "tail_ms_max", K_U32, 0, MS_MAX },
-	[SK_INLINE_BATCH_BYTES_MAX] = { "inline_batch_bytes_max", K_SIZE, 4096, BATCH_BYTES_MAX },
+	[SK_INLINE_BATCH_BYTES_MAX] = { "inline_batch_bytes_max", K_SIZE, 4096, 16ull << 20 },
 };
 
 enum engine_key { EK_SINK, EK_SHARDS, EK_METRICS_ADDR, EK_EPOCH, EK_PG, EK_WAL_CKPT, EK_COUNT };
@@ -514,12 +514,17 @@ static int set_shard_key(struct ws_cli_config_parse *p, struct shard_sec *sec, c
 			sec->v.inline_batch_bytes_max = UINT64_MAX;
 			break;
 		}
+		if (k == SK_INLINE_BATCH_BYTES_MAX &&
+		    (ws_cli_parse_size(value, &v) || v < shard_keys[k].min || v > shard_keys[k].max))
+			return fail_at(p, line,
+				       "[%s] %s: '%s' must be a size from %" PRIu64 " bytes to %" PRIu64
+				       " MiB (e.g. 1MiB, 256KiB) or off",
+				       where, key, value, shard_keys[k].min, shard_keys[k].max >> 20);
 		if (ws_cli_parse_size(value, &v) || v < shard_keys[k].min || v > shard_keys[k].max)
 			return fail_at(p, line,
 				       "[%s] %s: '%s' must be a size from %" PRIu64 " bytes to %" PRIu64
-				       " GiB (e.g. 4MiB, 64KiB, 65536)%s",
-				       where, key, value, shard_keys[k].min, shard_keys[k].max >> 30,
-				       k == SK_INLINE_BATCH_BYTES_MAX ? " or off" : "");
+				       " GiB (e.g. 4MiB, 64KiB, 65536)",
+				       where, key, value, shard_keys[k].min, shard_keys[k].max >> 30);
 		if (k == SK_INLINE_BATCH_BYTES_MAX)
 			sec->v.inline_batch_bytes_max = v;
 		else if (k == SK_RING_BYTES)

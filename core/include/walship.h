@@ -171,7 +171,7 @@ struct ws_stream_config {
 	 * A tail whose new frames fit one batch of at most this many bytes
 	 * (with its 96-byte header) sends that batch inside its manifest: two
 	 * object writes (manifest, watermark) instead of three. 0 = the default
-	 * (1 MiB); UINT64_MAX = never.
+	 * (1 MiB); UINT64_MAX = never; at most 16 MiB (larger is taken as 16 MiB).
 	 */
 	uint64_t inline_batch_bytes_max;
 };

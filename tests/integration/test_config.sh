@@ -311,7 +311,8 @@ key_write_interval_ms|-1|key_write_interval_ms: '-1'
 key_write_interval_ms|1000ms|key_write_interval_ms: '1000ms'
 tail_ms_max|99999999999999999999|tail_ms_max: '99999999999999999999'
 tail_ms_max|half|tail_ms_max: 'half'
-inline_batch_bytes_max|4095|inline_batch_bytes_max: '4095' must be a size from 4096 bytes to 1 GiB .* or off
+inline_batch_bytes_max|4095|inline_batch_bytes_max: '4095' must be a size from 4096 bytes to 16 MiB .* or off
+inline_batch_bytes_max|17MiB|inline_batch_bytes_max: '17MiB' must be a size from 4096 bytes to 16 MiB
 inline_batch_bytes_max|never|inline_batch_bytes_max: 'never'
 inline_batch_bytes_max|2GiB|inline_batch_bytes_max: '2GiB'
 sqpoll|2|sqpoll: '2'
