@@ -60,7 +60,7 @@ int ws_obj_fetch(struct ws_store *s, const char *mkey, const struct ws_fmt_objre
 	/* An inline batch is read from the manifest that carries it; the
 	 * manifest was verified whole (SHA-256) when the chain was read, and
 	 * the bytes read now are held to the hash it names, as an object's. */
-	const bool inl = ref->key[0] == '\0';
+	const bool inl = ws_fmt_objref_inline(ref);
 	const char *key = inl ? mkey : ref->key;
 	const char *what = inl ? " (inline batch)" : "";
 	int rc;

@@ -1886,7 +1886,7 @@ static int keyset_add_chain(struct keyset *ks, const struct ws_chain *c)
 		for (uint32_t k = 0; k < m->snap_count && !rc; k++)
 			rc = keyset_add(ks, m->snaps[k].key);
 		for (uint32_t k = 0; k < m->batch_count && !rc; k++)
-			if (m->batches[k].key[0]) /* "" is inline: part of its manifest */
+			if (!ws_fmt_objref_inline(&m->batches[k]))
 				rc = keyset_add(ks, m->batches[k].key);
 	}
 	return rc;
@@ -2017,7 +2017,7 @@ static int sweep_chain(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, 
 			if (!keyset_has(keep, m->snaps[k].key))
 				rc = ret_delete(x, m->snaps[k].key);
 		for (uint32_t k = 0; k < m->batch_count && !rc; k++)
-			if (m->batches[k].key[0] && !keyset_has(keep, m->batches[k].key))
+			if (!ws_fmt_objref_inline(&m->batches[k]) && !keyset_has(keep, m->batches[k].key))
 				rc = ret_delete(x, m->batches[k].key);
 	}
 	ws_chain_free(&c);
@@ -2142,7 +2142,7 @@ static int sweep_unreachable(struct ret_ctx *x, const struct ws_ckpt_tenant_entr
 			if (!keyset_has(keep, m.snaps[k].key) && (rc = ret_delete(x, m.snaps[k].key)) == 0)
 				rc = keyset_add(&done, m.snaps[k].key);
 		for (uint32_t k = 0; k < m.batch_count && !rc; k++)
-			if (m.batches[k].key[0] && !keyset_has(keep, m.batches[k].key) &&
+			if (!ws_fmt_objref_inline(&m.batches[k]) && !keyset_has(keep, m.batches[k].key) &&
 			    (rc = ret_delete(x, m.batches[k].key)) == 0)
 				rc = keyset_add(&done, m.batches[k].key);
 		if (!rc && !keyset_has(keep, keys[i]))
@@ -2382,10 +2382,7 @@ static int run_phase(struct ret_ctx *x, const struct ws_ckpt_retention *st)
 	 * older). */
 	const struct ws_ckpt_ref *base = st->has_kept ? &st->kept_ref : &st->protected_ref;
 	struct ws_ckpt_index p;
-	int rc;
-	if (!x->older_run)
-		x->rep->kept_from_id = base->id;
-	rc = ws_ckpt_load_committed(x->c, base, &p);
+	int rc = ws_ckpt_load_committed(x->c, base, &p);
 	if (rc)
 		return ws_fail_wrap(rc, "retention: protected checkpoint %" PRIu64, base->id);
 	if (phase == WS_CKPT_RET_SWEEP_ARTIFACTS && (rc = protected_verify(x, &p)) != 0) {
@@ -2409,6 +2406,14 @@ static int run_phase(struct ret_ctx *x, const struct ws_ckpt_retention *st)
 	rc = phase == WS_CKPT_RET_SWEEP_ARTIFACTS ? sweep_artifacts(x, &p) : sweep_indexes(x, &p);
 	ws_ckpt_index_free(&p);
 	return rc;
+}
+
+/* st is the run for this cut, keeping from kept (the cut itself: none older). */
+static bool run_for(const struct ws_ckpt_retention *st, const struct ws_ckpt_ref *cut, const struct ws_ckpt_ref *kept)
+{
+	const bool want_kept = !ckpt_ref_same(kept, cut);
+	return ckpt_ref_same(&st->protected_ref, cut) && st->has_kept == want_kept &&
+	       (!want_kept || ckpt_ref_same(&st->kept_ref, kept));
 }
 
 /* Run st's phases to IDLE, each advanced by an exact CAS. */
@@ -2445,7 +2450,7 @@ int ws_retention_run_keep(struct ws_sink *sink, bool dry_run, unsigned keep, ws_
 	struct ws_ckpt_retention st;
 	struct ws_ckpt_retention_result res;
 	struct ws_ckpt_ref kept;
-	bool found, sfound, want_kept;
+	bool found, sfound;
 	int rc;
 
 	if (!rep)
@@ -2473,11 +2478,8 @@ int ws_retention_run_keep(struct ws_sink *sink, bool dry_run, unsigned keep, ws_
 		goto out;
 	if ((rc = keep_base(&x, &latest.committed, &kept)) != 0)
 		goto out;
-	want_kept = strcmp(kept.key, latest.committed.key) != 0;
 	rep->kept_from_id = kept.id;
-	if (sfound && st.phase != WS_CKPT_RET_IDLE &&
-	    (strcmp(st.protected_ref.key, latest.committed.key) != 0 || st.has_kept != want_kept ||
-	     (want_kept && strcmp(st.kept_ref.key, kept.key) != 0))) {
+	if (sfound && st.phase != WS_CKPT_RET_IDLE && !run_for(&st, &latest.committed, &kept)) {
 		struct ws_ckpt_index p;
 		/* Only when the newer cut verifies may the older run skip its
 		 * sweep: check the newer one first. */
@@ -2508,12 +2510,11 @@ int ws_retention_run_keep(struct ws_sink *sink, bool dry_run, unsigned keep, ws_
 	}
 	if (dry_run) {
 		struct ws_ckpt_retention cur = st;
-		if (!sfound || !ckpt_ref_same(&st.protected_ref, &latest.committed) || st.has_kept != want_kept ||
-		    (want_kept && !ckpt_ref_same(&st.kept_ref, &kept))) {
+		if (!sfound || !run_for(&st, &latest.committed, &kept)) {
 			memset(&cur, 0, sizeof(cur));
 			cur.phase = WS_CKPT_RET_SWEEP_ARTIFACTS;
 			cur.protected_ref = latest.committed;
-			cur.has_kept = want_kept;
+			cur.has_kept = !ckpt_ref_same(&kept, &latest.committed);
 			cur.kept_ref = kept;
 		} else if (cur.phase != WS_CKPT_RET_IDLE) {
 			rep->resumed = true;
@@ -2521,7 +2522,7 @@ int ws_retention_run_keep(struct ws_sink *sink, bool dry_run, unsigned keep, ws_
 		rc = run_phases(&x, cur);
 		goto out;
 	}
-	if ((rc = ws_ckpt_begin_retention_keep(x.c, &latest.committed, want_kept ? &kept : NULL, &res)) != 0)
+	if ((rc = ws_ckpt_begin_retention_keep(x.c, &latest.committed, &kept, &res)) != 0)
 		goto out;
 	if (res.kind == WS_CKPT_CONVERGED && res.state.phase != WS_CKPT_RET_IDLE)
 		rep->resumed = true;

@@ -441,7 +441,7 @@ static int keymap_put_chain(struct keymap *m, const struct ws_chain *c)
 		for (uint32_t k = 0; k < mf->snap_count && !rc; k++)
 			rc = keymap_put(m, mf->snaps[k].key, 0);
 		for (uint32_t k = 0; k < mf->batch_count && !rc; k++)
-			if (mf->batches[k].key[0]) /* "" is inline: part of its manifest */
+			if (!ws_fmt_objref_inline(&mf->batches[k]))
 				rc = keymap_put(m, mf->batches[k].key, 0);
 	}
 	return rc;
@@ -581,7 +581,7 @@ static int orphan_objects_kind(struct orphan_ctx *x, char **keys, uint64_t *kind
 		for (uint32_t k = 0; k < m.snap_count && !rc; k++)
 			rc = keymap_put(&of, m.snaps[k].key, kinds[i]);
 		for (uint32_t k = 0; k < m.batch_count && !rc; k++)
-			if (m.batches[k].key[0])
+			if (!ws_fmt_objref_inline(&m.batches[k]))
 				rc = keymap_put(&of, m.batches[k].key, kinds[i]);
 		ws_fmt_manifest_free(&m);
 	}

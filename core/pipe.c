@@ -12,8 +12,6 @@
 #include "ws_logging.h"
 #include "ws_wal.h"
 
-#define BLOCK_BACKOFF_MIN_MS 10
-#define BLOCK_BACKOFF_MAX_MS 1000
 
 /* WAL bytes read at a time: small enough to stay in L2 until checked. */
 #define FILL_READ_BYTES ((size_t)256 << 10)
@@ -128,7 +126,7 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 	struct ws_put_req reqs[64];
 	struct iovec iov[64][2];
 	bool run[64];
-	uint32_t n = to - from, backoff = BLOCK_BACKOFF_MIN_MS;
+	uint32_t n = to - from, backoff = WS_PIPE_BACKOFF_MIN_MS;
 	bool again;
 
 	for (uint32_t i = 0; i < n; i++) {
@@ -223,10 +221,7 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 		again = false;
 		for (uint32_t i = 0; i < n; i++) {
 			struct ws_pipe_desc *d = ws_pipe_desc(p, from + i);
-			if (run[i] && reqs[i].rc != 0 && p->threaded && d->policy == WS_POLICY_BLOCK &&
-			    ws_err_transient(reqs[i].rc) &&
-			    !__atomic_load_n(&p->ring.closed, __ATOMIC_ACQUIRE) &&
-			    !__atomic_load_n(&p->giving_up, __ATOMIC_ACQUIRE)) {
+			if (run[i] && reqs[i].rc != 0 && ws_pipe_waits_out(p, d->policy, reqs[i].rc)) {
 				again = true;
 				/* Sent again because the store kept throttling it:
 				 * a retry the store's own count does not hold. */
@@ -238,7 +233,7 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 			ws_debug("upload: sink struggling (%s); block policy waits %u ms and retries",
 				 ws_errmsg(), backoff);
 			ws_sleep_ms(backoff);
-			backoff = backoff * 2 > BLOCK_BACKOFF_MAX_MS ? BLOCK_BACKOFF_MAX_MS : backoff * 2;
+			backoff = ws_pipe_backoff_next(backoff);
 		}
 	} while (again);
 	for (uint32_t i = 0; i < n; i++)
@@ -315,6 +310,12 @@ void ws_pipe_set_adaptive(struct ws_pipe *p, bool on)
 }
 
 void ws_pipe_give_up(struct ws_pipe *p) { __atomic_store_n(&p->giving_up, 1, __ATOMIC_RELEASE); }
+
+bool ws_pipe_waits_out(struct ws_pipe *p, enum ws_policy policy, int err)
+{
+	return p->threaded && policy == WS_POLICY_BLOCK && ws_err_transient(err) &&
+	       !__atomic_load_n(&p->ring.closed, __ATOMIC_ACQUIRE) && !__atomic_load_n(&p->giving_up, __ATOMIC_ACQUIRE);
+}
 
 void ws_pipe_destroy(struct ws_pipe *p)
 {

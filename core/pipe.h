@@ -33,6 +33,13 @@
 #include "ws_wal.h"
 
 #define WS_PIPE_HDR_MAX 128
+/* The pause before a block policy's next try: doubling, capped. */
+#define WS_PIPE_BACKOFF_MIN_MS 10u
+#define WS_PIPE_BACKOFF_MAX_MS 1000u
+static inline uint32_t ws_pipe_backoff_next(uint32_t ms)
+{
+	return ms * 2 > WS_PIPE_BACKOFF_MAX_MS ? WS_PIPE_BACKOFF_MAX_MS : ms * 2;
+}
 
 /*
  * One slot's descriptor. Who writes what:
@@ -115,6 +122,10 @@ void ws_pipe_destroy(struct ws_pipe *p);
  * policy's own waiting (each request keeps the store's bounded retries):
  * an engine stopping must not wait for ever on a sink that is gone. */
 void ws_pipe_give_up(struct ws_pipe *p);
+/* An upload that failed with err under policy is tried again (after a
+ * pause): block, a transient error, and a shard's (threaded) pipeline
+ * that is neither closing nor giving up. */
+bool ws_pipe_waits_out(struct ws_pipe *p, enum ws_policy policy, int err);
 
 /* Producer: a free slot, collecting finished ones first; wait as
  * ws_ring_reserve (0 = do not wait, -1 = for ever). 0 or -EAGAIN. */

@@ -258,7 +258,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 			uint32_t end[2];
 			char name[WS_KEY_MAX + 32];
 			/* What messages and reports call it: an inline batch by its manifest. */
-			if (m->batches[k].key[0])
+			if (!ws_fmt_objref_inline(&m->batches[k]))
 				snprintf(name, sizeof(name), "%s", m->batches[k].key);
 			else
 				snprintf(name, sizeof(name), "%s (inline batch %u)", c->keys[i], k);

@@ -1887,6 +1887,23 @@ static int step_snapshot(struct ws_stream *st, struct tail *t)
 	return 0;
 }
 
+/* The outcome of a call that shed its range (nothing acknowledged). */
+static int done_shed(const struct ws_stream *st, const struct tail *t, struct ws_outcome *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->kind = WS_OUTCOME_SHED;
+	out->u.shed.checkpoint_seq = t->sc.gen.checkpoint_seq;
+	/* A re-base of a database without frames (no WAL) shed only its
+	 * snapshot: no frame range, 0..0 as Streamed says of one. */
+	if (t->last >= t->sc.first_frame) {
+		out->u.shed.first_frame = t->sc.first_frame;
+		out->u.shed.last_frame = t->last;
+	}
+	fill_bp(st, &out->u.shed.backpressure);
+	fill_rpo(st, &out->u.shed.rpo);
+	return TAIL_DONE;
+}
+
 /*
  * 6. Wait until everything published is durable (or failed), check that
  * what was read still belongs together (the WAL under a re-base, the file
@@ -1928,20 +1945,8 @@ static int step_settle(struct ws_stream *st, struct tail *t, struct ws_outcome *
 	rc = settle(st, &t->sc, t->kind, &t->last, &t->db_pages);
 	if (rc < 0)
 		return rc;
-	if (rc == 1) {
-		memset(out, 0, sizeof(*out));
-		out->kind = WS_OUTCOME_SHED;
-		out->u.shed.checkpoint_seq = t->sc.gen.checkpoint_seq;
-		/* A re-base of a database without frames (no WAL) shed only its
-		 * snapshot: no frame range, 0..0 as Streamed says of one. */
-		if (t->last >= t->sc.first_frame) {
-			out->u.shed.first_frame = t->sc.first_frame;
-			out->u.shed.last_frame = t->last;
-		}
-		fill_bp(st, &out->u.shed.backpressure);
-		fill_rpo(st, &out->u.shed.rpo);
-		return TAIL_DONE;
-	}
+	if (rc == 1)
+		return done_shed(st, t, out);
 	return 0;
 }
 
@@ -1997,7 +2002,7 @@ static int put_inline_manifest(struct ws_stream *st, struct tail *t, const struc
 {
 	const enum ws_policy policy = st->lock_call && st->policy == WS_POLICY_BLOCK ? WS_POLICY_THROTTLE
 									       : st->policy;
-	uint32_t backoff = 10;
+	uint32_t backoff = WS_PIPE_BACKOFF_MIN_MS;
 	for (;;) {
 		int rc = ws_store_putv(st->sink->store, t->mkey, iov, 1, WS_PUT_CREATE, NULL, NULL);
 		if (rc == WS_EPRECOND)
@@ -2012,27 +2017,17 @@ static int put_inline_manifest(struct ws_stream *st, struct tail *t, const struc
 			st->frames_shed = t->last - t->sc.first_frame + 1;
 			ws_info("tenant %s: shed frames %" PRIu64 "..%" PRIu64 " (%s)", st->tenant, t->sc.first_frame,
 				t->last, ws_strerror(rc));
-			memset(out, 0, sizeof(*out));
-			out->kind = WS_OUTCOME_SHED;
-			out->u.shed.checkpoint_seq = t->sc.gen.checkpoint_seq;
-			out->u.shed.first_frame = t->sc.first_frame;
-			out->u.shed.last_frame = t->last;
-			fill_bp(st, &out->u.shed.backpressure);
-			fill_rpo(st, &out->u.shed.rpo);
-			return TAIL_DONE;
+			return done_shed(st, t, out);
 		}
-		/* As the pipe's uploads: waited out only by a shard's (threaded)
-		 * pipeline, which the engine stops with ws_pipe_give_up. */
-		if (policy != WS_POLICY_BLOCK || !st->pipe->threaded ||
-		    __atomic_load_n(&st->pipe->giving_up, __ATOMIC_ACQUIRE) ||
-		    __atomic_load_n(&st->pipe->ring.closed, __ATOMIC_ACQUIRE))
+		/* As the pipe's uploads (the engine stops them with ws_pipe_give_up). */
+		if (!ws_pipe_waits_out(st->pipe, policy, rc))
 			return ws_fail_wrap(rc, "tenant %s: upload %s (carrying its batch; policy %s%s; nothing "
 					    "acknowledged)", st->tenant, t->mkey, ws_policy_name(policy),
 					    st->lock_call ? ", not waited out under the database's write lock" : "");
 		ws_debug("tenant %s: sink struggling (%s); block policy waits %u ms and retries %s", st->tenant,
 			 ws_errmsg(), backoff, t->mkey);
 		ws_sleep_ms(backoff);
-		backoff = backoff * 2 > 1000 ? 1000 : backoff * 2;
+		backoff = ws_pipe_backoff_next(backoff);
 	}
 }
 
@@ -2080,7 +2075,7 @@ static int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_o
 	m.snaps = st->snaps;
 	struct iovec inl[2];
 	for (uint32_t k = 0; k < m.batch_count; k++) {
-		if (m.batches[k].key[0])
+		if (!ws_fmt_objref_inline(&m.batches[k]))
 			continue;
 		/* The batch held in its slot (part_done): the only inline one. */
 		struct ws_pipe_desc *d = ws_pipe_desc(st->pipe, st->inl_idx);

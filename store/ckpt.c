@@ -1226,22 +1226,14 @@ static bool retention_equal(const struct ws_ckpt_retention *a, const struct ws_c
 	       ckpt_ref_equal(&a->protected_ref, &b->protected_ref) && kept_equal(a, b);
 }
 
-struct retention_want {
-	const struct ws_ckpt_ref *protected_ref;
-	bool has_kept;
-	struct ws_ckpt_ref kept_ref;
-};
-
 /* begin: a new run for op->in, unless one for it exists (resume) or another is in flight. */
 static int retention_begin_decide(struct ws_ckpt *c, struct cas_op *op, bool found, char **body, size_t *len)
 {
-	struct ws_ckpt_retention *cur = op->cur, next;
-	const struct retention_want *want = op->in;
-	const struct ws_ckpt_ref *protected_ref = want->protected_ref;
+	/* op->in: the run wanted (its cut and what it keeps; phase and
+	 * generation unset). */
+	struct ws_ckpt_retention *cur = op->cur, next = *(const struct ws_ckpt_retention *)op->in;
+	const struct ws_ckpt_ref *protected_ref = &next.protected_ref;
 
-	memset(&next, 0, sizeof(next));
-	next.has_kept = want->has_kept;
-	next.kept_ref = want->kept_ref;
 	if (found && ckpt_ref_equal(&cur->protected_ref, protected_ref) && kept_equal(cur, &next))
 		return 0; /* resume, or already done */
 	if (found && cur->phase != WS_CKPT_RET_IDLE)
@@ -1254,7 +1246,6 @@ static int retention_begin_decide(struct ws_ckpt *c, struct cas_op *op, bool fou
 				 cur->protected_ref.key);
 	next.phase = WS_CKPT_RET_SWEEP_ARTIFACTS;
 	next.generation = found ? cur->generation + 1 : 1;
-	next.protected_ref = *protected_ref;
 	*cur = next;
 	*body = ckpt_enc_retention(c->dep, &next, len);
 	return 1;
@@ -1310,8 +1301,7 @@ int ws_ckpt_begin_retention(struct ws_ckpt *c, const struct ws_ckpt_ref *protect
 int ws_ckpt_begin_retention_keep(struct ws_ckpt *c, const struct ws_ckpt_ref *protected_ref,
 				 const struct ws_ckpt_ref *kept, struct ws_ckpt_retention_result *res)
 {
-	struct ws_ckpt_retention cur;
-	struct retention_want want = { protected_ref, false, { 0 } };
+	struct ws_ckpt_retention cur, want;
 	struct cas_op op = { OBJ_RETENTION, "ckpt.retention.before_begin", &cur, retention_begin_decide,
 			     &want };
 	struct ws_ckpt_index idx;
@@ -1323,6 +1313,8 @@ int ws_ckpt_begin_retention_keep(struct ws_ckpt *c, const struct ws_ckpt_ref *pr
 	memset(res, 0, sizeof(*res));
 	if ((rc = check_ref_input(protected_ref)) != 0 || (rc = ensure_dep(c)) != 0)
 		return rc;
+	memset(&want, 0, sizeof(want));
+	want.protected_ref = *protected_ref;
 	if ((rc = load_singleton(c, OBJ_HEAD, &h, NULL, &hfound)) != 0)
 		return rc;
 	if (!hfound || !h.has_commit || !ckpt_ref_equal(&h.latest_commit.committed, protected_ref))

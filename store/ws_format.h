@@ -121,6 +121,9 @@ struct ws_fmt_manifest {
 	int inline_iovcnt;
 };
 
+/* An inline batch: carried by its manifest, no object (and no key) of its own. */
+static inline bool ws_fmt_objref_inline(const struct ws_fmt_objref *r) { return r->key[0] == '\0'; }
+
 /* Errors: -EINVAL when inline_iov does not hold exactly the inline refs' lengths. */
 int ws_fmt_manifest_encode(const struct ws_fmt_manifest *m, struct ws_buf *out) WS_MUST_CHECK;
 /* Errors: WS_EFORMAT, WS_ECORRUPT (trailer hash), -ENOMEM. Free with ws_fmt_manifest_free. */

@@ -41,6 +41,10 @@ wait_restores_to() {
 	done
 	return 1
 }
+restore_r() { # restore_r SINK TENANT [ARGS...]: restore into a fresh r.db (rc as ws)
+	rm -f r.db
+	ws restore --sink "$1" --tenant "$2" "${@:3}" -o r.db
+}
 tags() { sq "$1" "SELECT group_concat(DISTINCT tag) FROM t;"; }
 
 # ---- replaced while replicate runs ------------------------------------------------
@@ -78,8 +82,7 @@ mv c.db a.db
 rm -f c.db-wal c.db-shm
 ws replicate --sink "$URL" --once a=a.db
 check "replicate --once after the swap: exit 0" [ "$rc" = 0 ]
-rm -f r.db
-ws restore --sink "$URL" --tenant a -o r.db
+restore_r "$URL" a
 check "restore is the third database" eval 'same_dump a.db r.db && [ "$(tags r.db)" = third ]'
 ws verify --sink "$URL" --tenant a
 check "verify passes" [ "$rc" = 0 ]
@@ -107,8 +110,7 @@ reap "$pid" paused.err "replicate --once (paused)"
 # new file, so --once still ends with it shipped.
 check "the paused call names the replacement, the retry ships: exit 0" \
 	eval '[ "$reaped" = 0 ] && grep -q "replaced at its path during the call; nothing acknowledged" paused.err'
-rm -f r.db
-ws restore --sink "$URL" --tenant a -o r.db
+restore_r "$URL" a
 check "restore is the fourth database" eval 'same_dump a.db r.db && [ "$(tags r.db)" = fourth ]'
 
 echo "# a database file that runs past the database's end (SQLITE_FCNTL_CHUNK_SIZE)"
@@ -146,15 +148,13 @@ for round in 1 2 3 4; do
 		commit_past_header c.db
 	ws replicate --sink "$CU" --once c=c.db
 	check "round $round: replicate: exit 0" [ "$rc" = 0 ]
-	rm -f r.db
-	ws restore --sink "$CU" --tenant c -o r.db
+	restore_r "$CU" c
 	check "round $round: the acknowledged state restores equal to the source" \
 		eval '[ "$rc" = 0 ] && same_dump c.db r.db && [ "$(sq r.db "PRAGMA integrity_check;")" = ok ]'
 	if [ "$round" = 2 ]; then
 		ws checkpoint --sink "$CU"
 		check "round 2: checkpoint: exit 0" [ "$rc" = 0 ]
-		rm -f r.db
-		ws restore --sink "$CU" --tenant c --checkpoint latest -o r.db
+		restore_r "$CU" c --checkpoint latest
 		check "round 2: the checkpoint restores equal to the source" eval '[ "$rc" = 0 ] && same_dump c.db r.db'
 		chunked c.db "PRAGMA wal_checkpoint(TRUNCATE);"
 	fi
@@ -224,13 +224,11 @@ for how in zeroed short badsum; do
 	dump z.db >z.dump
 	ws replicate --sink "file://$ZS-$how" --once z=z.db
 	check "$how WAL: replicate ships the database file: exit 0" [ "$rc" = 0 ]
-	rm -f r.db
-	ws restore --sink "file://$ZS-$how" --tenant z -o r.db
+	restore_r "file://$ZS-$how" z
 	check "$how WAL: the restore is the database" eval '[ "$rc" = 0 ] && [ "$(dump r.db)" = "$(cat z.dump)" ]'
 	sq z.db "INSERT INTO t(tag, v) VALUES ('z', randomblob(300));" >/dev/null
 	ws replicate --sink "file://$ZS-$how" --once z=z.db
-	rm -f r.db
-	ws restore --sink "file://$ZS-$how" --tenant z -o r.db
+	restore_r "file://$ZS-$how" z
 	check "$how WAL: the next commit ships on top" eval '[ "$rc" = 0 ] && same_dump z.db r.db'
 done
 
@@ -254,16 +252,14 @@ dump z.db >z2.dump
 kill -CONT "$zp"
 reap "$zp" zp.err "replicate --once (stopped at a zeroed WAL header)"
 check "the stopped call ships: exit 0" [ "$reaped" = 0 ]
-rm -f r.db
-ws restore --sink "file://$ZS-paused" --tenant z -o r.db
+restore_r "file://$ZS-paused" z
 zr=none
 [ "$(dump r.db)" = "$(cat z.dump)" ] && zr=before
 [ "$(dump r.db)" = "$(cat z2.dump)" ] && zr=after
 echo "# the stopped call shipped the state $zr the commit"
 check "what it shipped is a state the source committed ($zr the commit)" eval '[ "$rc" = 0 ] && [ "$zr" != none ]'
 ws replicate --sink "file://$ZS-paused" --once z=z.db
-rm -f r.db
-ws restore --sink "file://$ZS-paused" --tenant z -o r.db
+restore_r "file://$ZS-paused" z
 check "the next call ships the commit" eval '[ "$rc" = 0 ] && same_dump z.db r.db'
 
 echo "# a re-base shipped by a clock 60 s behind (faketime): restore --time never yields a later commit"
@@ -291,8 +287,7 @@ set -e
 no_sanitizer_report "$ROOT/err" "faketime walship replicate"
 check "the re-base by a clock 60 s behind ships: exit 0" [ "$rc" = 0 ]
 T=$(date -u -d '-50 seconds' +%Y-%m-%dT%H:%M:%S.%3NZ) # before every commit above, after the early stamp
-rm -f r.db
-ws restore --sink "file://$FS" --tenant f --time "$T" -o r.db
+restore_r "file://$FS" f --time "$T"
 check "restore --time before every commit: refused, nothing restored" eval '[ "$rc" = 1 ] && [ ! -e r.db ]'
 ws restore --sink "file://$FS" --tenant f -o r.db
 check "the latest state still restores" eval '[ "$rc" = 0 ] && same_dump f.db r.db'
@@ -355,8 +350,7 @@ check "the phantom commit is in the WAL, the application does not see it" \
 	eval '[ -e ph.ready ] && [ "$(sq ph.db "SELECT group_concat(tag) FROM t")" = a,b ]'
 ws replicate --sink "file://$PS" --once ph=ph.db
 check "replicate beside the phantom commit: exit 0" [ "$rc" = 0 ]
-rm -f r.db
-ws restore --sink "file://$PS" --tenant ph -o r.db
+restore_r "file://$PS" ph
 check "the restore is what the application committed, without the phantom" \
 	eval '[ "$rc" = 0 ] && [ "$(sq r.db "SELECT group_concat(tag) FROM t")" = a,b ] && same_dump ph.db r.db'
 touch ph.go
@@ -365,8 +359,7 @@ check "the next commit, written over the phantom, is there with another phantom 
 	eval '[ -e ph.ready2 ] && [ "$(sq ph.db "SELECT group_concat(tag) FROM t")" = a,b,c ]'
 ws replicate --sink "file://$PS" --once ph=ph.db
 check "the next commit ships: exit 0" [ "$rc" = 0 ]
-rm -f r.db
-ws restore --sink "file://$PS" --tenant ph -o r.db
+restore_r "file://$PS" ph
 check "the restore is the next commit, without the second phantom" \
 	eval '[ "$rc" = 0 ] && [ "$(sq r.db "SELECT group_concat(tag) FROM t")" = a,b,c ] && same_dump ph.db r.db'
 # The same bound, with a commit written over the phantom while the tail
@@ -381,14 +374,12 @@ check "the application commits over the phantom meanwhile" \
 	eval '[ -e ph.ready3 ] && [ "$(sq ph.db "SELECT group_concat(tag) FROM t")" = a,b,c,d ]'
 kill -CONT "$php"
 reap "$php" php.err "replicate --once (stopped beside a phantom commit)"
-rm -f r.db
-ws restore --sink "file://$PS" --tenant ph -o r.db
+restore_r "file://$PS" ph
 got=$(sq r.db "SELECT group_concat(tag) FROM t")
 check "the stopped call ships a state the application committed ($got)" \
 	eval '[ "$reaped" = 0 ] && [ "$rc" = 0 ] && { [ "$got" = a,b,c ] || [ "$got" = a,b,c,d ]; }'
 ws replicate --sink "file://$PS" --once ph=ph.db
-rm -f r.db
-ws restore --sink "file://$PS" --tenant ph -o r.db
+restore_r "file://$PS" ph
 check "the next call ships the commit" \
 	eval '[ "$rc" = 0 ] && [ "$(sq r.db "SELECT group_concat(tag) FROM t")" = a,b,c,d ] && same_dump ph.db r.db'
 touch ph.done
@@ -461,13 +452,11 @@ check "replicate --once meanwhile: exit 0" [ "$rc" = 0 ]
 kill -KILL "$kww" 2>/dev/null || true
 wait "$kww" 2>/dev/null || true
 check "the killed writer's commit is not the database's" [ "$(dump kw.db)" = "$(cat kw.before)" ]
-rm -f r.db
-ws restore --sink "file://$KS" --tenant kw -o r.db
+restore_r "file://$KS" kw
 check "the restore holds nothing of it" eval '[ "$rc" = 0 ] && [ "$(dump r.db)" = "$(cat kw.before)" ]'
 sq kw.db "INSERT INTO t(tag) VALUES ('next');" >/dev/null
 ws replicate --sink "file://$KS" --once kw=kw.db
-rm -f r.db
-ws restore --sink "file://$KS" --tenant kw -o r.db
+restore_r "file://$KS" kw
 check "the next writer's commit ships" eval '[ "$rc" = 0 ] && same_dump kw.db r.db'
 touch kw.hold.done
 wait "$kwh" || true
