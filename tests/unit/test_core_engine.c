@@ -1060,10 +1060,12 @@ static void stop_then_remove(const char *site, void *arg)
 {
 	struct stop_remove *x = arg;
 	(void)site;
+	/* The order of the two commands rests on these pauses: on a loaded
+	 * machine 200 ms was once not enough for the STOP to be queued first. */
 	assert_int_equal(pthread_create(&x->stop_th, NULL, stop_thread2, x), 0);
-	wt_sleep_ms(200); /* STOP is queued */
+	wt_sleep_ms(1000); /* STOP is queued */
 	assert_int_equal(pthread_create(&x->remove_th, NULL, remove_thread, x), 0);
-	wt_sleep_ms(200); /* and the REMOVE behind it */
+	wt_sleep_ms(1000); /* and the REMOVE behind it */
 }
 
 static void test_remove_behind_stop_keeps_tenant(void **state)
