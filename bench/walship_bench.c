@@ -76,6 +76,7 @@ struct opts {
 	bool adaptive;
 	uint32_t throttle_age_ms, tail_ms;
 	uint64_t inline_bytes;   /* the shards' inline_batch_bytes_max (0: default; UINT64_MAX: off) */
+	enum ws_carry carry;     /* the shards' carry_in_watermark */
 	double baseline_s;
 };
 
@@ -365,7 +366,7 @@ static int cmp_u64(const void *a, const void *b)
 
 struct totals {
 	uint64_t puts, bytes, frames, throttle, shed, ring_used, ring_hw, errors;
-	uint64_t window_decreases, ended_early, coalesced, window_min;
+	uint64_t window_decreases, ended_early, coalesced, carried, window_min;
 };
 
 static void engine_totals(struct ws_engine *e, struct totals *tt)
@@ -386,6 +387,7 @@ static void engine_totals(struct ws_engine *e, struct totals *tt)
 		tt->window_decreases += m.window_decreases;
 		tt->ended_early += m.tails_ended_early;
 		tt->coalesced += m.tails_coalesced;
+		tt->carried += m.tails_carried;
 		if (i == 0 || m.uploads_window < tt->window_min)
 			tt->window_min = m.uploads_window;
 	}
@@ -663,7 +665,8 @@ static void usage(void)
 		"         [--batch-age-ms MS] [--uploads-in-flight N] [--sample-ms MS] [--sync off|normal|full]\n"
 		"         [--at SEC:COMMAND]... [--recovery-from SEC] [--label NAME] [--json FILE] [--csv FILE]\n"
 		"         [--baseline-ms MS] [--no-baselines] [--no-restore-check] [--no-adaptive]\n"
-		"         [--throttle-age-ms MS] [--tail-ms MS] [--inline-batch-bytes B|off]\n");
+		"         [--throttle-age-ms MS] [--tail-ms MS] [--inline-batch-bytes B|off]\n"
+		"         [--carry pressed|always|never]\n");
 	exit(2);
 }
 
@@ -756,6 +759,16 @@ static void parse(int argc, char **argv)
 			O.tail_ms = (uint32_t)bench_parse_num(a, v, 0, 86400000);
 		else if (ARG("--inline-batch-bytes"))
 			O.inline_bytes = !strcmp(v, "off") ? UINT64_MAX : bench_parse_num(a, v, 4096, 16u << 20);
+		else if (ARG("--carry")) {
+			if (!strcmp(v, "pressed"))
+				O.carry = WS_CARRY_PRESSED;
+			else if (!strcmp(v, "always"))
+				O.carry = WS_CARRY_ALWAYS;
+			else if (!strcmp(v, "never"))
+				O.carry = WS_CARRY_NEVER;
+			else
+				bench_die("--carry: '%s' is not pressed, always or never", v);
+		}
 		else if (!strcmp(a, "--no-adaptive"))
 			O.adaptive = false;
 		else if (!strcmp(a, "--no-baselines"))
@@ -825,6 +838,7 @@ int main(int argc, char **argv)
 		sc[i].throttle_age_ms_max = O.throttle_age_ms;
 		sc[i].tail_ms_max = O.tail_ms;
 		sc[i].inline_batch_bytes_max = O.inline_bytes;
+		sc[i].carry = O.carry;
 		sc[i].policy = O.policy;
 	}
 	struct ws_engine_config ec;
@@ -989,6 +1003,8 @@ int main(int argc, char **argv)
 	printf("  %-34s %12.1f MiB\n", "spill ring peak (sampled)", (double)s.ring_peak / 1048576.0);
 	printf("  %-34s %12" PRIu64 "  (%" PRIu64 " shed outcomes)\n", "frames shed", shed, (uint64_t)atomic_load(&shed_outcomes));
 	printf("  %-34s %12" PRIu64 "\n", "throttle retries", retries);
+	printf("  %-34s %12" PRIu64 "  (carry_in_watermark %s)\n", "tails carried by the watermark",
+	       after.carried - before.carried, ws_carry_name(O.carry));
 	printf("  %-34s %12" PRIu64 "\n", "tail errors", (uint64_t)atomic_load(&tail_errors));
 	printf("  %-34s %8.3f / %.3f ms\n", "commit latency p50 / p99", lat50, lat99);
 	if (O.recovery_from >= 0) {
@@ -1020,7 +1036,8 @@ int main(int argc, char **argv)
 		fprintf(j,
 			"{\"label\":\"%s\",\"sink\":\"%s\",\"tenants\":%u,\"rate_txn_s\":%.3f,\"txn_bytes\":%" PRIu64
 			",\"seconds\":%" PRIu64 ",\"policy\":\"%s\",\"shards\":%u,\"batch_bytes_max\":%" PRIu64
-			",\"batch_age_ms_max\":%u,\"ring_bytes\":%" PRIu64 ",\"inline_batch_bytes_max\":%" PRIu64 ",\n"
+			",\"batch_age_ms_max\":%u,\"ring_bytes\":%" PRIu64 ",\"inline_batch_bytes_max\":%" PRIu64
+			",\"carry_in_watermark\":\"%s\",\n"
 			" \"txns\":%" PRIu64 ",\"wal_produced_bytes\":%" PRIu64 ",\"wal_produced_mb_s\":%.3f,"
 			"\"wal_shipped_bytes\":%" PRIu64 ",\"wal_shipped_mb_s\":%.3f,\"load_s\":%.3f,\"drain_s\":%.3f,\n"
 			" \"rpo_ms\":{\"p50\":%" PRIu64 ",\"p99\":%" PRIu64 ",\"max\":%" PRIu64 ",\"samples\":%" PRIu64 "},\n"
@@ -1033,10 +1050,11 @@ int main(int argc, char **argv)
 			" \"baseline\":{\"cached_read_mb_s\":%.1f,\"write_fsync_rename_mb_s\":%.1f,\"write_fsync_rename_files_s\":%.1f,"
 			"\"raw_put_per_s\":%.1f},\n"
 			" \"adaptive\":%s,\"window_decreases\":%" PRIu64 ",\"tails_ended_early\":%" PRIu64
-			",\"tails_coalesced\":%" PRIu64 ",\"bytes_per_put\":%.0f,\n"
+			",\"tails_coalesced\":%" PRIu64 ",\"tails_carried\":%" PRIu64 ",\"bytes_per_put\":%.0f,\n"
 			" \"restore_equal\":%u,\"restore_checked\":%s,\"csv\":\"%s\"}\n",
 			O.label, O.sink, O.tenants, O.rate, O.txn_bytes, O.seconds, ws_policy_name(O.policy), O.shards, O.batch_bytes,
 			O.batch_age_ms, O.ring_bytes, O.inline_bytes == UINT64_MAX ? 0 : O.inline_bytes ? O.inline_bytes : 1u << 20,
+			ws_carry_name(O.carry),
 			txns, produced, (double)produced / load_s / 1e6, shipped,
 			(double)shipped / (load_s + drain_s) / 1e6, load_s, drain_s, rpo50, rpo99, rpomax, s.rpo.count,
 			hpct(&s.loss, 50), hpct(&s.loss, 99), s.loss.max, puts,
@@ -1044,7 +1062,8 @@ int main(int argc, char **argv)
 			(long long)ru.ru_maxrss * 1024, s.ring_peak, shed, retries, (uint64_t)atomic_load(&tail_errors), lat50,
 			lat99, recovery, read_mb, wf_mb, wf_files, put_rate, O.adaptive ? "true" : "false",
 			after.window_decreases - before.window_decreases, after.ended_early - before.ended_early,
-			after.coalesced - before.coalesced, puts ? (double)shipped / (double)puts : 0.0,
+			after.coalesced - before.coalesced, after.carried - before.carried,
+			puts ? (double)shipped / (double)puts : 0.0,
 			equal, O.restore_check ? "true" : "false", csv_path);
 		fclose(j);
 	}

@@ -19,25 +19,30 @@
 
 #define CHAIN_MAX (1u << 20)
 
-int ws_wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm, struct ws_etag *etag)
+int ws_wm_load_keep(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm, struct ws_etag *etag,
+		    struct ws_buf *keep)
 {
 	char key[WS_KEY_MAX];
-	struct ws_buf b;
+	struct ws_buf own, *b = keep ? keep : &own;
 	struct ws_obj_info info;
 	int rc;
 
 	rc = ws_key_watermark(key, sizeof(key), tenant);
 	if (rc)
 		return ws_fail(rc, "tenant %s: watermark key too long", tenant);
-	ws_buf_init(&b, 1u << 20);
-	rc = ws_store_get(s, key, 0, UINT64_MAX, &b, &info);
+	/* A watermark may carry its manifest (up to 16 MiB of inline batches). */
+	if (keep)
+		ws_buf_reset(keep);
+	else
+		ws_buf_init(&own, WS_WM_BYTES_MAX);
+	rc = ws_store_get(s, key, 0, UINT64_MAX, b, &info);
 	if (rc == WS_ENOTFOUND)
 		goto out;
 	if (rc) {
 		ws_fail_wrap(rc, "tenant %s: read watermark %s", tenant, key);
 		goto out;
 	}
-	rc = ws_fmt_watermark_decode(b.data, b.len, wm);
+	rc = ws_fmt_watermark_decode(b->data, b->len, wm);
 	if (rc) {
 		ws_fail_wrap(rc, "tenant %s: watermark %s", tenant, key);
 		goto out;
@@ -47,11 +52,19 @@ int ws_wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *
 			     tenant, key, wm->tenant);
 		goto out;
 	}
+	if (!keep)
+		wm->carried = NULL; /* its bytes go with own; carried_len says there was one */
 	if (etag)
 		*etag = info.etag;
 out:
-	ws_buf_free(&b);
+	if (!keep)
+		ws_buf_free(&own);
 	return rc;
+}
+
+int ws_wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm, struct ws_etag *etag)
+{
+	return ws_wm_load_keep(s, tenant, wm, etag, NULL);
 }
 
 int ws_obj_fetch(struct ws_store *s, const char *mkey, const struct ws_fmt_objref *ref, size_t hash_off,
@@ -81,6 +94,27 @@ int ws_obj_fetch(struct ws_store *s, const char *mkey, const struct ws_fmt_objre
 		return ws_fail(WS_ECORRUPT, "object %s%s is not the object its manifest names (hash mismatch)",
 			       key, what);
 	return 0;
+}
+
+int ws_chain_obj_fetch(struct ws_store *s, const struct ws_chain *c, size_t i, const struct ws_fmt_objref *ref,
+		       size_t hash_off, struct ws_buf *out)
+{
+	/* The head manifest carried by the watermark is stored nowhere else:
+	 * its inline batches are read from the copy the walk kept. */
+	if (c->carried && i + 1 == c->count && ws_fmt_objref_inline(ref)) {
+		ws_buf_reset(out);
+		if (ref->inline_off > c->carried_len || ref->length > c->carried_len - ref->inline_off)
+			return ws_fail(WS_ECORRUPT, "object %s (inline batch, carried by the watermark) lies "
+				       "outside its manifest", c->keys[i]);
+		if (ws_buf_append(out, c->carried + ref->inline_off, (size_t)ref->length) != 0)
+			return ws_fail(WS_ETOOBIG, "object %s (inline batch): %llu bytes", c->keys[i],
+				       (unsigned long long)ref->length);
+		if (hash_off + 8 > out->len || ws_get_le64(out->data + hash_off) != ref->xxh)
+			return ws_fail(WS_ECORRUPT, "object %s (inline batch, carried by the watermark) is not "
+				       "the object its manifest names (hash mismatch)", c->keys[i]);
+		return 0;
+	}
+	return ws_obj_fetch(s, c->keys[i], ref, hash_off, out);
 }
 
 int ws_batch_verify(const uint8_t *obj, size_t len, const struct ws_fmt_manifest *m,
@@ -153,7 +187,7 @@ int ws_manifests_each(struct ws_store *s, const char *prefix, ws_manifest_key_fn
 #define WENT_BACK_CANDIDATES 16
 
 struct went_back {
-	uint64_t seq;
+	uint64_t seq, seq_sib;   /* sequences whose manifests are candidates (seq_sib 0: none) */
 	char (*keys)[WS_KEY_MAX];
 	size_t n;
 };
@@ -161,7 +195,7 @@ struct went_back {
 static int went_back_key(const char *key, uint64_t seq, void *arg)
 {
 	struct went_back *w = arg;
-	if (seq == w->seq && w->n < WENT_BACK_CANDIDATES)
+	if ((seq == w->seq || (w->seq_sib && seq == w->seq_sib)) && w->n < WENT_BACK_CANDIDATES)
 		snprintf(w->keys[w->n++], WS_KEY_MAX, "%s", key);
 	return 0;
 }
@@ -185,25 +219,49 @@ static int manifest_read(struct ws_store *s, const char *key, const uint8_t *sha
 	return ws_fmt_manifest_decode(b->data, b->len, m) == 0 ? 0 : 1;
 }
 
+/* The manifest listing prefix for sequence seq in the watermark's manifest
+ * directory (thorough: every key of the tenant). */
+static bool went_back_prefix(const char *tenant, const struct ws_fmt_watermark *wm, bool thorough, uint64_t seq,
+			     char prefix[WS_KEY_MAX])
+{
+	const char *slash = strrchr(wm->manifest_key, '/');
+	if (thorough || !slash)
+		return snprintf(prefix, WS_KEY_MAX, "%s/", tenant) < WS_KEY_MAX;
+	return snprintf(prefix, WS_KEY_MAX, "%.*sm%016" PRIx64 "-", (int)(slash - wm->manifest_key + 1),
+			wm->manifest_key, seq) < WS_KEY_MAX;
+}
+
 int ws_wm_went_back(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm, bool thorough,
 		    char evidence[WS_KEY_MAX])
 {
 	char prefix[WS_KEY_MAX], keys[WENT_BACK_CANDIDATES][WS_KEY_MAX];
-	struct went_back w = { wm->seq + 2, keys, 0 };
-	const char *slash = strrchr(wm->manifest_key, '/');
+	struct went_back w = { wm->seq + 2, 0, keys, 0 };
+	struct ws_fmt_manifest head;
+	bool have_head = false;
 	struct ws_buf b;
-	int rc, found = 0;
+	int rc = 0, found = 0;
 
 	evidence[0] = '\0';
 	if (wm->seq > UINT64_MAX - 2)
 		return 0;
-	if (thorough || !slash)
-		snprintf(prefix, sizeof(prefix), "%s/", tenant);
-	else if (snprintf(prefix, sizeof(prefix), "%.*sm%016" PRIx64 "-", (int)(slash - wm->manifest_key + 1),
-			  wm->manifest_key, w.seq) >= (int)sizeof(prefix))
-		return 0;
-	if ((rc = ws_manifests_each(s, prefix, went_back_key, &w)) != 0)
-		return ws_fail_wrap(rc, "tenant %s: looking for manifests after its watermark", tenant);
+	/* A carried head (docs/FORMAT.md "Watermark") is replaced in place by
+	 * its owner's merges, and stored merged before anything links to it: a
+	 * manifest for seq + 1 on a stored manifest for seq that is not this
+	 * head but continues the same predecessor proves a later watermark
+	 * named that merge. */
+	if (wm->carried && ws_fmt_manifest_decode(wm->carried, (size_t)wm->carried_len, &head) == 0) {
+		have_head = true;
+		if (head.prev_key[0])
+			w.seq_sib = wm->seq + 1;
+	}
+	for (int pass = 0; pass < (w.seq_sib && !thorough ? 2 : 1) && rc == 0; pass++) {
+		if (!went_back_prefix(tenant, wm, thorough, pass ? w.seq_sib : w.seq, prefix))
+			goto done;
+		if ((rc = ws_manifests_each(s, prefix, went_back_key, &w)) != 0)
+			rc = ws_fail_wrap(rc, "tenant %s: looking for manifests after its watermark", tenant);
+	}
+	if (rc)
+		goto done;
 	ws_buf_init(&b, 256u << 20);
 	for (size_t i = 0; i < w.n && !found; i++) {
 		struct ws_fmt_manifest m, p;
@@ -212,11 +270,17 @@ int ws_wm_went_back(struct ws_store *s, const char *tenant, const struct ws_fmt_
 			break;
 		if (rc > 0)
 			continue;
-		bool linked = !strcmp(m.tenant, tenant) && m.wm_seq == w.seq && m.prev_key[0];
+		bool sib = m.wm_seq == w.seq_sib && w.seq_sib;
+		bool linked = !strcmp(m.tenant, tenant) && (m.wm_seq == w.seq || sib) && m.prev_key[0];
 		if (linked && (rc = manifest_read(s, m.prev_key, m.prev_sha, m.prev_length, &b, &p)) == 0) {
-			linked = p.wm_seq == wm->seq + 1 && !strcmp(p.prev_key, wm->manifest_key) &&
-				 p.prev_length == wm->manifest_length &&
-				 !memcmp(p.prev_sha, wm->manifest_sha, WS_SHA256_LEN);
+			if (sib)
+				linked = p.wm_seq == wm->seq && strcmp(m.prev_key, wm->manifest_key) != 0 &&
+					 !strcmp(p.prev_key, head.prev_key) && p.prev_length == head.prev_length &&
+					 !memcmp(p.prev_sha, head.prev_sha, WS_SHA256_LEN);
+			else
+				linked = p.wm_seq == wm->seq + 1 && !strcmp(p.prev_key, wm->manifest_key) &&
+					 p.prev_length == wm->manifest_length &&
+					 !memcmp(p.prev_sha, wm->manifest_sha, WS_SHA256_LEN);
 			ws_fmt_manifest_free(&p);
 		} else {
 			linked = false;
@@ -234,16 +298,22 @@ int ws_wm_went_back(struct ws_store *s, const char *tenant, const struct ws_fmt_
 	if (rc >= 0 && found) {
 		/* Evidence, or a writer that went on since the caller read the
 		 * watermark (it wrote seq + 1 and a manifest on top of it): only
-		 * a watermark still at seq, or behind it, went back. */
+		 * a watermark still at seq, or behind it, went back. A carried
+		 * head the writer has since stored merged, at the same seq, is
+		 * no longer what the watermark names. */
 		struct ws_fmt_watermark now;
 		rc = ws_wm_load(s, tenant, &now, NULL);
-		if (rc == 0 && now.seq > wm->seq) {
+		if (rc == 0 && (now.seq > wm->seq ||
+				(now.seq == wm->seq && memcmp(now.manifest_sha, wm->manifest_sha, WS_SHA256_LEN) != 0))) {
 			found = 0;
 			evidence[0] = '\0';
 		}
 		if (rc == WS_ENOTFOUND)
 			rc = 0;
 	}
+done:
+	if (have_head)
+		ws_fmt_manifest_free(&head);
 	return rc < 0 ? rc : found;
 }
 
@@ -263,6 +333,7 @@ void ws_chain_free(struct ws_chain *c)
 		ws_fmt_manifest_free(&c->m[i]);
 	free(c->m);
 	free(c->keys);
+	free(c->carried);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -308,7 +379,26 @@ static int chain_walk(struct ws_store *s, const char *tenant, const char *start_
 			goto fail;
 		}
 		ws_buf_reset(&b);
-		rc = ws_store_get(s, key, 0, UINT64_MAX, &b, NULL);
+		if (out->count == 0 && wm && wm->carried_len) {
+			/* The head is carried by the watermark (docs/FORMAT.md
+			 * "Watermark"), checked against its SHA-256 when it was
+			 * decoded and again below; stored nowhere else. */
+			if (!wm->carried) {
+				rc = ws_fail(-EINVAL, "tenant %s: the watermark carries manifest %s, and its "
+					     "bytes were not kept", tenant, key);
+				goto fail;
+			}
+			out->carried = malloc((size_t)wm->carried_len);
+			if (!out->carried || ws_buf_append(&b, wm->carried, (size_t)wm->carried_len) != 0) {
+				rc = -ENOMEM;
+				goto fail;
+			}
+			memcpy(out->carried, wm->carried, (size_t)wm->carried_len);
+			out->carried_len = (size_t)wm->carried_len;
+			rc = 0;
+		} else {
+			rc = ws_store_get(s, key, 0, UINT64_MAX, &b, NULL);
+		}
 		if (rc == WS_ENOTFOUND && out->count > 0 && (flags & WS_CHAIN_UPTO_MISSING)) {
 			rc = 0;
 			break;
@@ -377,6 +467,13 @@ static int chain_walk(struct ws_store *s, const char *tenant, const char *start_
 			ws_fmt_manifest_free(&m);
 			rc = ws_fail(WS_EINCOMPLETE, "tenant %s: manifest %s does not match its watermark", tenant,
 				     key);
+			goto fail;
+		} else if (out->count == 0 && out->carried && (m.kind != WS_MANIFEST_CONTINUE || !m.prev_key[0])) {
+			/* Only a continuation of a stored manifest is carried: a
+			 * checkpoint's cut is that one (checkpoint.c cut_of_carried). */
+			ws_fmt_manifest_free(&m);
+			rc = ws_fail(WS_EFORMAT, "tenant %s: manifest %s carried by the watermark does not continue "
+				     "a stored manifest", tenant, key);
 			goto fail;
 		}
 		out->m[out->count] = m;

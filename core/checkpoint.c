@@ -226,12 +226,49 @@ struct cut {
 	size_t count, cap;
 };
 
+/*
+ * A watermark that carries its manifest (docs/FORMAT.md "Watermark") names
+ * a head stored nowhere else, which its owner replaces while it keeps
+ * merging what it ships into it: the tenant's cut is the stored manifest
+ * that head continues. A cut must be an object that retention keeps and
+ * whose predecessors it may delete, and the owner's next manifest links to
+ * that one, never to a carried head it replaced.
+ */
+static int cut_of_carried(const char *tenant, struct ws_fmt_watermark *wm)
+{
+	struct ws_fmt_manifest m;
+	int rc = ws_fmt_manifest_decode(wm->carried, (size_t)wm->carried_len, &m);
+	if (rc)
+		return ws_fail_wrap(rc, "tenant %s: manifest %s carried by its watermark", tenant, wm->manifest_key);
+	if (m.kind != WS_MANIFEST_CONTINUE || !m.prev_key[0] || m.first_frame < 1 || m.wm_seq != wm->seq ||
+	    strcmp(m.tenant, tenant) != 0) {
+		ws_fmt_manifest_free(&m);
+		return ws_fail(WS_EFORMAT, "tenant %s: manifest %s carried by its watermark does not continue a "
+			       "stored manifest", tenant, wm->manifest_key);
+	}
+	snprintf(wm->manifest_key, sizeof(wm->manifest_key), "%s", m.prev_key);
+	memcpy(wm->manifest_sha, m.prev_sha, WS_SHA256_LEN);
+	wm->manifest_length = m.prev_length;
+	wm->last_frame = m.first_frame - 1;
+	wm->seq--;
+	wm->carried = NULL;
+	wm->carried_len = 0;
+	ws_fmt_manifest_free(&m);
+	return 0;
+}
+
 static int cut_add(struct ws_store *s, const char *tenant, struct cut *cut)
 {
 	struct ws_fmt_watermark wm;
 	struct ws_ckpt_tenant_entry *e;
-	int rc = ws_wm_load(s, tenant, &wm, NULL);
+	struct ws_buf wmraw;
+	int rc;
 
+	ws_buf_init(&wmraw, WS_WM_BYTES_MAX);
+	rc = ws_wm_load_keep(s, tenant, &wm, NULL, &wmraw);
+	if (rc == 0 && wm.carried_len)
+		rc = cut_of_carried(tenant, &wm);
+	ws_buf_free(&wmraw);
 	if (rc == WS_ENOTFOUND)
 		return 0; /* objects but no watermark yet: nothing durable to cut */
 	if (rc)
@@ -1916,13 +1953,14 @@ static void cut_of(const struct ws_ckpt_tenant_entry *t, struct ws_chain_stop *o
  * the delete names is deleted (the cut's own manifest and objects, and
  * objects an older chain shares under content keys of the old format).
  */
-static int keep_refresh(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, struct keyset *ks)
+static int keep_refresh_kept(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, struct keyset *ks,
+			     struct ws_buf *wmraw)
 {
 	struct ws_fmt_watermark wm;
 	struct ws_chain_stop cut;
 	struct ws_chain c;
 	bool stopped;
-	int rc = ws_wm_load(x->s, t->tenant, &wm, NULL);
+	int rc = ws_wm_load_keep(x->s, t->tenant, &wm, NULL, wmraw);
 
 	if (rc == WS_ENOTFOUND) {
 		ks->wm_seq = 0;
@@ -1943,6 +1981,17 @@ static int keep_refresh(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t,
 	snprintf(ks->head, sizeof(ks->head), "%s", wm.manifest_key);
 	qsort(ks->k, ks->n, sizeof(*ks->k), key_cmp);
 	return 0;
+}
+
+/* The watermark's bytes are kept while its chain is read: a manifest it
+ * carries is stored nowhere else. */
+static int keep_refresh(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, struct keyset *ks)
+{
+	struct ws_buf wmraw;
+	ws_buf_init(&wmraw, WS_WM_BYTES_MAX);
+	int rc = keep_refresh_kept(x, t, ks, &wmraw);
+	ws_buf_free(&wmraw);
+	return rc;
 }
 
 static int keep_set(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, struct keyset *ks)

@@ -25,7 +25,16 @@ uint64_t ws_key_manifest_seq(const char *key);
  * a key of the format before keys carried it, or no such key). */
 uint64_t ws_key_object_seq(const char *key);
 
-/* Load a tenant's watermark. Returns WS_ENOTFOUND when the tenant has none. */
+/* The largest watermark read: one that carries a manifest of inline batches
+ * (at most 16 MiB of them, README "Configuration file"). */
+#define WS_WM_BYTES_MAX (64u << 20)
+/* Load a tenant's watermark. Returns WS_ENOTFOUND when the tenant has none.
+ * A watermark that carries its manifest (carried_len) gets carried NULL:
+ * a reader that walks the chain from it loads it with ws_wm_load_keep,
+ * whose keep holds the bytes wm->carried points into (a later read may
+ * meet a newer watermark: the manifest this one carried is then gone). */
+int ws_wm_load_keep(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm, struct ws_etag *etag,
+		    struct ws_buf *keep) WS_MUST_CHECK;
 int ws_wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm,
 	       struct ws_etag *etag) WS_MUST_CHECK;
 
@@ -62,6 +71,10 @@ struct ws_chain {
 	struct ws_fmt_manifest *m;
 	char (*keys)[WS_KEY_MAX];
 	size_t count;
+	/* The head's bytes when the watermark carried it (m[count - 1]); NULL
+	 * when the head is a stored object. */
+	uint8_t *carried;
+	size_t carried_len;
 };
 
 /*
@@ -75,6 +88,10 @@ int ws_chain_load(struct ws_store *s, const char *tenant, const struct ws_fmt_wa
 		  struct ws_chain *out) WS_MUST_CHECK;
 void ws_chain_free(struct ws_chain *c);
 
+/* ws_obj_fetch for c->m[i]'s object ref: an inline batch of a head the
+ * watermark carried comes from the chain's copy of it. */
+int ws_chain_obj_fetch(struct ws_store *s, const struct ws_chain *c, size_t i, const struct ws_fmt_objref *ref,
+		       size_t hash_off, struct ws_buf *out) WS_MUST_CHECK;
 /* Verify one batch object fully, including SQLite's checksum chain. */
 int ws_batch_verify(const uint8_t *obj, size_t len, const struct ws_fmt_manifest *m,
 		    const struct ws_fmt_objref *ref, const char *name, const uint32_t seed[2], uint32_t end[2],
@@ -136,6 +153,11 @@ struct ws_stream_shared {
 	size_t ring_off;               /* the pipe's slot memory in the reader buffer */
 	struct ws_pipe *pipe;
 	struct ws_tail_work *work;
+	/* The bytes of manifests carried by watermarks that the shard's
+	 * streams hold, for merging (shard thread only), and their bound: a
+	 * tail that would pass it stores its manifest instead. */
+	uint64_t *carry_used;
+	uint64_t carry_budget;
 };
 struct ws_stream *ws_stream_open_shared(struct ws_sink *sink, const struct ws_stream_config *cfg,
 					const struct ws_stream_shared *sh, int *err);
@@ -153,6 +175,7 @@ struct ws_stream_call {
 	uint64_t frames_shed;
 	uint64_t spill_high_water;
 	bool ended_early;            /* the tail stopped at its work bound (ws_stream_set_tail_bound) */
+	bool carried;                /* its watermark carried its manifest (one write for the call) */
 	bool past_index;             /* frames of the live generation lie past the wal-index's last
 				      * commit: most often a commit whose writer has not yet
 				      * written the wal-index, which wakes no one: look again */

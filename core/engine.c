@@ -133,6 +133,7 @@ struct shard {
 	struct ws_pipe pipe;
 	bool pipe_ok;
 	struct ws_tail_work work;
+	uint64_t carry_used;            /* bytes of carried manifests the shard's streams hold (its thread) */
 	int ifd, evfd;
 
 	pthread_mutex_t mu;
@@ -154,7 +155,7 @@ struct shard {
 
 	/* Metrics. */
 	uint64_t tails, wakeups, errors, frames, bytes, puts, throttle, shed_frames, high_water;
-	uint64_t ended_early, coalesced;
+	uint64_t ended_early, coalesced, carried;
 	uint32_t tenant_count;
 };
 
@@ -493,6 +494,8 @@ static int tail_one(struct shard *sh, struct tenant *t, enum tail_mode mode)
 	/* Stopped at its work bound: the rest of the backlog is due as soon as
 	 * this tail's watermark write allows another (the next tail may reach
 	 * the end of the WAL at once and write its own). */
+	if (call.carried)
+		add(&sh->carried, 1);
 	if (call.ended_early) {
 		add(&sh->ended_early, 1);
 		mark_due(t, key_due(sh, t, ws_mono_ms()));
@@ -632,6 +635,7 @@ static int do_add(struct shard *sh, struct tenant *t)
 		.wal_checkpoint_bytes = e->cfg.wal_checkpoint_bytes,
 		.batch_frames_max = sh->cfg.batch_frames_max,
 		.inline_batch_bytes_max = sh->cfg.inline_batch_bytes_max,
+		.carry = sh->cfg.carry,
 	};
 	struct ws_stream_shared shared = {
 		.reader = sh->reader,
@@ -640,6 +644,10 @@ static int do_add(struct shard *sh, struct tenant *t)
 		.ring_off = SMALL_BYTES,
 		.pipe = &sh->pipe,
 		.work = &sh->work,
+		/* Carried manifests held for merging: a quarter of the ring's
+		 * memory at most. */
+		.carry_used = &sh->carry_used,
+		.carry_budget = sh->cfg.ring_bytes / 4,
 	};
 	int rc;
 
@@ -943,6 +951,8 @@ static int check_shard(const struct ws_shard_config *c, unsigned i)
 		return ws_fail(WS_ECONFIG, "shard %u: retry_attempts_max must be at least 1", i);
 	if (c->policy != WS_POLICY_BLOCK && c->policy != WS_POLICY_THROTTLE && c->policy != WS_POLICY_SHED)
 		return ws_fail(WS_ECONFIG, "shard %u: unknown policy %d", i, (int)c->policy);
+	if (c->carry != WS_CARRY_PRESSED && c->carry != WS_CARRY_ALWAYS && c->carry != WS_CARRY_NEVER)
+		return ws_fail(WS_ECONFIG, "shard %u: unknown carry %d", i, (int)c->carry);
 	return 0;
 }
 
@@ -1395,6 +1405,8 @@ int ws_engine_shard_metrics(struct ws_engine *e, unsigned i, struct ws_shard_met
 	m->window_decreases = sh->pipe_ok ? __atomic_load_n(&sh->pipe.decreases, __ATOMIC_RELAXED) : 0;
 	m->tails_ended_early = ld(&sh->ended_early);
 	m->tails_coalesced = ld(&sh->coalesced);
+	m->tails_carried = ld(&sh->carried);
+	m->carried_bytes = ld(&sh->carry_used);
 	return 0;
 }
 
@@ -1544,6 +1556,10 @@ int ws_engine_metrics_text(struct ws_engine *e, char **out, size_t *len)
 		  offsetof(struct ws_shard_metrics, tails_ended_early) },
 		{ "walship_shard_tails_coalesced_total", "counter", "Tails after which changes gathered longer (throttled).",
 		  offsetof(struct ws_shard_metrics, tails_coalesced) },
+		{ "walship_shard_tails_carried_total", "counter", "Tails whose watermark carried their manifest "
+		  "(one write).", offsetof(struct ws_shard_metrics, tails_carried) },
+		{ "walship_shard_carried_bytes", "gauge", "Carried manifests held for merging, in bytes.",
+		  offsetof(struct ws_shard_metrics, carried_bytes) },
 	};
 	for (size_t i = 0; i < sizeof(sf) / sizeof(sf[0]); i++) {
 		emit(&t, "# HELP %s %s\n# TYPE %s %s\n", sf[i].name, sf[i].help, sf[i].name, sf[i].type);

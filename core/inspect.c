@@ -173,7 +173,7 @@ static int tenant_problem(struct verify_ctx *x, const char *tenant, const char *
 	return 0;
 }
 
-static int verify_tenant(const char *tenant, struct verify_ctx *x)
+static int verify_tenant_kept(const char *tenant, struct verify_ctx *x, struct ws_buf *wmraw)
 {
 	struct ws_fmt_watermark wm;
 	struct ws_chain c;
@@ -181,7 +181,7 @@ static int verify_tenant(const char *tenant, struct verify_ctx *x)
 	bool from_cut = false;
 	int rc;
 
-	rc = ws_wm_load(x->s, tenant, &wm, NULL);
+	rc = ws_wm_load_keep(x->s, tenant, &wm, NULL, wmraw);
 	if (rc == WS_ENOTFOUND && !x->explicit_tenant) {
 		/* Objects without a watermark: what a crash before the first
 		 * watermark leaves (its manifests are all written for sequence
@@ -197,7 +197,7 @@ static int verify_tenant(const char *tenant, struct verify_ctx *x)
 		}
 		/* Or its first watermark was written while we listed: then it
 		 * is verified as any other. */
-		if (rc == 0 && (rc = ws_wm_load(x->s, tenant, &wm, NULL)) == WS_ENOTFOUND &&
+		if (rc == 0 && (rc = ws_wm_load_keep(x->s, tenant, &wm, NULL, wmraw)) == WS_ENOTFOUND &&
 		    ws_key_watermark(wkey, sizeof(wkey), tenant) == 0) {
 			return tenant_problem(x, tenant, wkey,
 					      ws_fail(WS_EINCOMPLETE, "tenant %s: watermark %s is missing, but "
@@ -255,6 +255,17 @@ static int verify_tenant(const char *tenant, struct verify_ctx *x)
 	if (rc)
 		tenant_problem(x, tenant, NULL, rc);
 	return 0; /* keep going: report every tenant */
+}
+
+/* The watermark's bytes are kept while its chain is verified: a manifest it
+ * carries is stored nowhere else. */
+static int verify_tenant(const char *tenant, struct verify_ctx *x)
+{
+	struct ws_buf wmraw;
+	ws_buf_init(&wmraw, WS_WM_BYTES_MAX);
+	int rc = verify_tenant_kept(tenant, x, &wmraw);
+	ws_buf_free(&wmraw);
+	return rc;
 }
 
 /* Problems of one tenant, held back until its verification is final. */
@@ -492,9 +503,8 @@ static int orphan_named(const char *key, const char *tenant, const struct ws_cha
 	return walk_end(rc) ? 0 : ws_fail_wrap(rc, "checkpoint cut %s", key);
 }
 
-static int orphan_tenant(const char *tenant, void *arg)
+static int orphan_tenant_kept(const char *tenant, struct orphan_ctx *x, struct ws_buf *wmraw)
 {
-	struct orphan_ctx *x = arg;
 	struct ws_fmt_watermark wm;
 	struct ws_chain c;
 	char key[WS_KEY_MAX];
@@ -503,7 +513,7 @@ static int orphan_tenant(const char *tenant, void *arg)
 	if (!rc)
 		rc = keymap_put(&x->named, key, 0);
 	if (!rc)
-		rc = ws_wm_load(x->s, tenant, &wm, NULL);
+		rc = ws_wm_load_keep(x->s, tenant, &wm, NULL, wmraw);
 	if (rc == WS_ENOTFOUND)
 		return 0;
 	if (rc)
@@ -515,6 +525,15 @@ static int orphan_tenant(const char *tenant, void *arg)
 		return walk_end(rc) ? 0 : ws_fail_wrap(rc, "tenant %s: chain", tenant);
 	rc = keymap_put_chain(&x->named, &c);
 	ws_chain_free(&c);
+	return rc;
+}
+
+static int orphan_tenant(const char *tenant, void *arg)
+{
+	struct ws_buf wmraw;
+	ws_buf_init(&wmraw, WS_WM_BYTES_MAX);
+	int rc = orphan_tenant_kept(tenant, arg, &wmraw);
+	ws_buf_free(&wmraw);
 	return rc;
 }
 

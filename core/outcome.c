@@ -13,6 +13,16 @@ const char *ws_policy_name(enum ws_policy p)
 	return "unknown";
 }
 
+const char *ws_carry_name(enum ws_carry c)
+{
+	switch (c) {
+	case WS_CARRY_PRESSED: return "pressed";
+	case WS_CARRY_ALWAYS: return "always";
+	case WS_CARRY_NEVER: return "never";
+	}
+	return "unknown";
+}
+
 const char *ws_outcome_name(enum ws_outcome_kind k)
 {
 	switch (k) {
@@ -72,4 +82,5 @@ void ws_wm_to_public(const struct ws_fmt_watermark *w, struct ws_watermark *out)
 	out->seq = w->seq;
 	out->time_ms = w->time_ms;
 	snprintf(out->manifest_key, sizeof(out->manifest_key), "%s", w->manifest_key);
+	out->carried = w->carried_len > 0;
 }

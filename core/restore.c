@@ -216,7 +216,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 			for (uint32_t k = 0; k < m->snap_count; k++) {
 				struct ws_fmt_snap sh;
 				const uint8_t *pages;
-				rc = ws_obj_fetch(s, c->keys[i], &m->snaps[k], WS_SNAP_HDR_HASH_OFF, &b);
+				rc = ws_chain_obj_fetch(s, c, i, &m->snaps[k], WS_SNAP_HDR_HASH_OFF, &b);
 				if (!rc)
 					rc = ws_fmt_snap_decode(b.data, b.len, &sh, &pages);
 				if (!rc && (sh.first_page != m->snaps[k].first || sh.page_count != m->snaps[k].count ||
@@ -262,7 +262,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 				snprintf(name, sizeof(name), "%s", m->batches[k].key);
 			else
 				snprintf(name, sizeof(name), "%s (inline batch %u)", c->keys[i], k);
-			rc = ws_obj_fetch(s, c->keys[i], &m->batches[k], WS_BATCH_HDR_HASH_OFF, &b);
+			rc = ws_chain_obj_fetch(s, c, i, &m->batches[k], WS_BATCH_HDR_HASH_OFF, &b);
 			if (!rc && resync && ws_fmt_batch_decode(b.data, b.len, &bh, NULL) == 0) {
 				/* After a bad batch, check the rest on their own. */
 				run[0] = bh.seed_cksum[0];
@@ -1053,6 +1053,7 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 {
 	bool from_cut = false, artifact_failed = false, before = false;
 	struct ws_fmt_watermark wm;
+	struct ws_buf wmraw; /* the watermark's bytes: a manifest it carries is stored nowhere else */
 	struct ws_chain c;
 	struct ws_replay_result res;
 	struct ws_restore_base base;
@@ -1063,12 +1064,17 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 	int fd = -1, rc;
 
 	memset(&c, 0, sizeof(c));
-	rc = ws_wm_load(sink->store, tenant, &wm, NULL);
-	if (rc == WS_ENOTFOUND)
+	ws_buf_init(&wmraw, WS_WM_BYTES_MAX);
+	rc = ws_wm_load_keep(sink->store, tenant, &wm, NULL, &wmraw);
+	if (rc == WS_ENOTFOUND) {
+		ws_buf_free(&wmraw);
 		return ws_fail(WS_ENOTFOUND, "tenant %s has no watermark at %s: nothing was shipped",
 			       tenant, sink->store->url);
-	if (rc)
+	}
+	if (rc) {
+		ws_buf_free(&wmraw);
 		return rc;
+	}
 	if (!opts->frame && !opts->time_ms && skip->wm_checked != wm.seq + 1) {
 		/* The latest state is the watermark's: one that went back would
 		 * restore less than was acknowledged. Once per watermark: a
@@ -1077,12 +1083,15 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 		rc = ws_wm_went_back(sink->store, tenant, &wm, false, ev);
 		skip->wm_checked = wm.seq + 1;
 		skip->went_back = rc > 0;
-		if (rc > 0)
-			return ws_fail(WS_EINCOMPLETE, "tenant %s: the watermark (sequence %" PRIu64 ") went back: "
+		if (rc > 0) {
+			rc = ws_fail(WS_EINCOMPLETE, "tenant %s: the watermark (sequence %" PRIu64 ") went back: "
 				       "manifest %s was written after watermark %" PRIu64 " on top of it, so the "
 				       "store lost acknowledged writes and the latest state it names is older than "
 				       "what was acknowledged; refusing it (--time or --frame restores an earlier "
 				       "point on purpose)", tenant, wm.seq, ev, wm.seq + 1);
+			ws_buf_free(&wmraw);
+			return rc;
+		}
 		if (rc < 0)
 			ws_warn("tenant %s: cannot look for manifests after its watermark (%s): the state it names "
 				"is restored without that check", tenant, ws_errmsg());
@@ -1143,6 +1152,7 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 out:
 	rc = ws_restore_end(fd, tmp, out_path, opts->force, tenant, rc);
 	ws_chain_free(&c);
+	ws_buf_free(&wmraw);
 	/* The arguments were checked above: from here on a WS_ECONFIG came
 	 * from what the sink holds, a damaged object, never the user's input. */
 	return rc == WS_ECONFIG ? WS_EFORMAT : rc;

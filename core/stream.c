@@ -153,6 +153,17 @@ struct ws_stream {
 	 * and a re-base holds nothing). */
 	bool inl_held;
 	uint32_t inl_idx;
+	/* The manifest the watermark wm carries (wm.carried_len; docs/FORMAT.md
+	 * "Watermark"): its bytes, kept while wm names it. carry_own: this
+	 * stream wrote it and it is stored nowhere else, so the next tail may
+	 * merge what it ships into it, replacing it; a carried manifest read
+	 * from the sink is stored before anything links to it. */
+	enum ws_carry carry_mode;
+	struct ws_buf carry;
+	struct ws_buf carry_next;    /* this call's carried manifest, until its watermark lands */
+	bool carry_own;
+	uint64_t *carry_used;        /* the shard's count of carried bytes held (NULL: this stream alone) */
+	uint64_t carry_budget;
 };
 
 /* ---- SQLite read transaction ------------------------------------------ */
@@ -613,6 +624,16 @@ static struct ws_stream *stream_new(struct ws_sink *sink, const struct ws_stream
 	 * of the chain: what it carries stays small. */
 	if (st->inline_max > INLINE_MAX)
 		st->inline_max = INLINE_MAX;
+	st->carry_mode = cfg->carry;
+	if (st->carry_mode != WS_CARRY_PRESSED && st->carry_mode != WS_CARRY_ALWAYS &&
+	    st->carry_mode != WS_CARRY_NEVER) {
+		rc = ws_fail(WS_ECONFIG, "tenant %s: carry %d is not one of pressed, always, never", cfg->tenant,
+			     (int)cfg->carry);
+		goto fail;
+	}
+	ws_buf_init(&st->carry, WS_WM_BYTES_MAX);
+	ws_buf_init(&st->carry_next, WS_WM_BYTES_MAX);
+	st->carry_budget = UINT64_MAX;
 	st->wal_fd = st->wal_slot = -1;
 	st->opened_ms = ws_wall_ms();
 	if (asprintf(&st->db_path, "%s", cfg->db_path) < 0 ||
@@ -688,8 +709,45 @@ struct ws_stream *ws_stream_open_shared(struct ws_sink *sink, const struct ws_st
 	st->ring_off = sh->ring_off;
 	st->pipe = sh->pipe;
 	st->batch_bytes_max = sh->pipe->ring.slot_bytes;
+	st->carry_used = sh->carry_used;
+	st->carry_budget = sh->carry_budget;
 	use_work(st, sh->work);
 	return st;
+}
+
+/* The shard's count of carried bytes (written on its thread, read by metrics). */
+static void carry_count(struct ws_stream *st, int64_t d)
+{
+	if (st->carry_used)
+		__atomic_fetch_add(st->carry_used, (uint64_t)d, __ATOMIC_RELAXED);
+}
+
+/* The carried manifest's bytes go (the shard's count with them); the next
+ * tail reads the watermark again before it decides anything. */
+static void carry_drop(struct ws_stream *st)
+{
+	carry_count(st, -(int64_t)st->carry.len);
+	ws_buf_free(&st->carry);
+	st->carry_own = false;
+	if (st->have_wm && st->wm.carried_len)
+		st->wm_loaded = false;
+}
+
+/* Keep the bytes of the manifest the watermark now names as carried (or
+ * none), counted against the shard's bound. */
+static int carry_set(struct ws_stream *st, const uint8_t *p, size_t n)
+{
+	carry_count(st, -(int64_t)st->carry.len);
+	ws_buf_reset(&st->carry);
+	int rc = n ? ws_buf_append(&st->carry, p, n) : 0;
+	if (rc) {
+		ws_buf_free(&st->carry);
+		return rc;
+	}
+	if (!n && st->carry.data && st->carry.cap > (1u << 16))
+		ws_buf_free(&st->carry); /* idle: nothing held */
+	carry_count(st, (int64_t)st->carry.len);
+	return 0;
 }
 
 void ws_stream_park(struct ws_stream *st)
@@ -706,6 +764,9 @@ void ws_stream_park(struct ws_stream *st)
 	st->have_ident = false;
 	if (st->reader)
 		file_close(st, &st->wal_fd, &st->wal_slot);
+	/* An idle tenant holds no carried bytes: the next tail reads them back
+	 * with the watermark and stores that manifest before going on. */
+	carry_drop(st);
 }
 
 bool ws_stream_parked(const struct ws_stream *st) { return st->held < 0 && !st->conn[0] && !st->conn[1]; }
@@ -721,6 +782,8 @@ void ws_stream_close(struct ws_stream *st)
 		ws_reader_close(st->reader);
 		ws_tail_work_free(&st->own_work);
 	}
+	carry_drop(st);
+	ws_buf_free(&st->carry_next);
 	free(st->db_path);
 	free(st->wal_path);
 	free(st);
@@ -783,8 +846,19 @@ static int refresh_wm(struct ws_stream *st)
 {
 	struct ws_fmt_watermark w;
 	struct ws_etag etag;
-	int rc = ws_wm_load(st->sink->store, st->tenant, &w, &etag);
+	/* The watermark lands in carry_next: a manifest it carries is kept. */
+	int rc = ws_wm_load_keep(st->sink->store, st->tenant, &w, &etag, &st->carry_next);
+	/* Still ours to merge into only if it is the very watermark we wrote
+	 * last (a fencing read finds it so); anything else read back is
+	 * stored before it is linked to. */
+	st->carry_own = st->carry_own && rc == 0 && w.carried_len && st->own_seq == w.seq &&
+			memcmp(w.manifest_sha, st->own_msha, WS_SHA256_LEN) == 0;
+	if (rc == 0)
+		rc = carry_set(st, w.carried, w.carried ? (size_t)w.carried_len : 0);
+	w.carried = NULL;
+	ws_buf_reset(&st->carry_next);
 	if (rc == WS_ENOTFOUND) {
+		(void)carry_set(st, NULL, 0);
 		st->have_wm = false;
 		memset(&st->wm_etag, 0, sizeof(st->wm_etag));
 		st->wm_loaded = true;
@@ -1607,6 +1681,8 @@ struct tail {
 	bool had;
 	bool unproven;            /* a CONTINUE on a fresh read mark that cannot prove where its
 				   * generation ended (step_write_watermark) */
+	bool merged;              /* the manifest replaces the carried one the watermark names (same seq) */
+	bool carried;             /* the watermark carries the manifest: it is stored nowhere else */
 };
 
 /* Empty: nothing new since the watermark (or only an uncommitted transaction). */
@@ -1976,11 +2052,14 @@ static int64_t stamp_floor(struct ws_stream *st)
 	 * is the best known; it is not later than its manifest's stamp. */
 	st->stamp_ms = st->wm.time_ms;
 	ws_buf_init(&b, 256u << 20);
-	if (ws_store_get(st->sink->store, st->wm.manifest_key, 0, UINT64_MAX, &b, NULL) == 0 &&
-	    ws_fmt_manifest_decode(b.data, b.len, &m) == 0) {
-		if (strcmp(m.tenant, st->tenant) == 0 && m.time_ms > st->stamp_ms)
-			st->stamp_ms = m.time_ms;
-		ws_fmt_manifest_free(&m);
+	if (st->wm.carried_len && st->carry.len == st->wm.carried_len ?
+		    ws_buf_append(&b, st->carry.data, st->carry.len) == 0 :
+		    ws_store_get(st->sink->store, st->wm.manifest_key, 0, UINT64_MAX, &b, NULL) == 0) {
+		if (ws_fmt_manifest_decode(b.data, b.len, &m) == 0) {
+			if (strcmp(m.tenant, st->tenant) == 0 && m.time_ms > st->stamp_ms)
+				st->stamp_ms = m.time_ms;
+			ws_fmt_manifest_free(&m);
+		}
 	}
 	ws_buf_free(&b);
 	snprintf(st->stamp_key, sizeof(st->stamp_key), "%s", st->wm.manifest_key);
@@ -2031,10 +2110,93 @@ static int put_inline_manifest(struct ws_stream *st, struct tail *t, const struc
 	}
 }
 
+/*
+ * Whether this call's manifest may be carried by its watermark (one write
+ * for the call): a continuation of what the watermark names whose every
+ * batch is inline, while the sink holds writes back (or always, as
+ * configured), within inline_batch_bytes_max and the shard's bound.
+ */
+static bool carry_wanted(struct ws_stream *st, const struct tail *t)
+{
+	if (st->carry_mode == WS_CARRY_NEVER || !st->inline_max || t->kind != WS_MANIFEST_CONTINUE ||
+	    !st->have_wm || st->snap_count || !st->inl_held || st->batch_count != 1)
+		return false;
+	return st->carry_mode == WS_CARRY_ALWAYS || ws_store_pressed(st->sink->store);
+}
+
+/* The carried manifest the watermark names, stored under its own key (the
+ * key names its content: any earlier store of it wrote the same bytes),
+ * so that the manifest written now can link to it. */
+static int store_carried(struct ws_stream *st)
+{
+	struct iovec iov = { st->carry.data, st->carry.len };
+	int rc;
+	if (st->carry.len != st->wm.carried_len)
+		return ws_fail(WS_EINCOMPLETE, "tenant %s: the manifest %s its watermark carries was not kept",
+			       st->tenant, st->wm.manifest_key);
+	rc = WS_FAULT("stream.before_carried_store");
+	if (rc)
+		return ws_fail(rc, "tenant %s: injected fault before storing the carried manifest", st->tenant);
+	rc = put_immutable(st, st->wm.manifest_key, &iov, 1);
+	if (rc)
+		return rc;
+	st->call.puts++;
+	st->call.bytes += iov.iov_len;
+	st->carry_own = false; /* stored: what follows links to it */
+	return 0;
+}
+
+/*
+ * A tail that merges into the carried manifest the watermark names (which
+ * this stream wrote and stored nowhere): the new manifest takes that one's
+ * place, with its sequence, its predecessor, its first frame and seed, its
+ * inline batches and then this call's. p is that manifest, decoded; refs
+ * and iov are filled for the encoder.
+ */
+static int merge_carried(struct ws_stream *st, struct ws_fmt_manifest *m, const struct ws_fmt_manifest *p,
+			 struct ws_fmt_objref **refs, struct iovec **iov, int *iovcnt)
+{
+	const uint32_t n = p->batch_count + m->batch_count;
+	*refs = calloc(n, sizeof(**refs));
+	*iov = calloc(n + 1, sizeof(**iov));
+	if (!*refs || !*iov)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < p->batch_count; k++) {
+		const struct ws_fmt_objref *r = &p->batches[k];
+		WS_ASSERT(ws_fmt_objref_inline(r)); /* carried manifests hold inline batches only */
+		(*refs)[k] = *r;
+		(*iov)[k].iov_base = st->carry.data + r->inline_off;
+		(*iov)[k].iov_len = r->length;
+	}
+	memcpy(*refs + p->batch_count, m->batches, m->batch_count * sizeof(**refs));
+	for (int i = 0; i < m->inline_iovcnt; i++)
+		(*iov)[p->batch_count + (uint32_t)i] = m->inline_iov[i];
+	*iovcnt = (int)p->batch_count + m->inline_iovcnt;
+	m->batches = *refs;
+	m->batch_count = n;
+	m->inline_iov = *iov;
+	m->inline_iovcnt = *iovcnt;
+	m->wm_seq = p->wm_seq;
+	m->first_frame = p->first_frame;
+	m->valid_from_frame = p->valid_from_frame;
+	m->seed_cksum[0] = p->seed_cksum[0];
+	m->seed_cksum[1] = p->seed_cksum[1];
+	snprintf(m->prev_key, sizeof(m->prev_key), "%s", p->prev_key);
+	memcpy(m->prev_sha, p->prev_sha, WS_SHA256_LEN);
+	m->prev_length = p->prev_length;
+	if (m->time_ms < p->time_ms)
+		m->time_ms = p->time_ms;
+	return 0;
+}
+
 static int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome *out)
 {
 	const struct scan *sc = &t->sc;
-	struct ws_fmt_manifest m;
+	struct ws_fmt_manifest m, pm;
+	struct ws_fmt_objref *mrefs = NULL;
+	struct iovec *miov = NULL;
+	int miovcnt = 0;
+	bool have_pm = false;
 	char shahex[WS_SHA256_HEX_LEN + 1];
 	int rc;
 
@@ -2088,28 +2250,78 @@ static int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_o
 		m.inline_iov = inl;
 		m.inline_iovcnt = 2;
 	}
+	if (st->have_wm && st->wm.carried_len && t->kind != WS_MANIFEST_REBASE) {
+		/* The watermark carries the manifest this one follows: merge
+		 * into it when this stream wrote it and this call ships one
+		 * inline batch more of its generation; otherwise store it first,
+		 * so that this manifest can link to it. */
+		if (st->carry_own && t->kind == WS_MANIFEST_CONTINUE && st->inl_held && st->batch_count == 1 &&
+		    !st->snap_count) {
+			rc = ws_fmt_manifest_decode(st->carry.data, st->carry.len, &pm);
+			if (rc) {
+				rc = ws_fail_wrap(rc, "tenant %s: the carried manifest %s", st->tenant,
+						  st->wm.manifest_key);
+				goto out;
+			}
+			have_pm = true;
+			if (pm.kind != WS_MANIFEST_CONTINUE || pm.wm_seq != st->wm.seq ||
+			    pm.last_frame + 1 != m.first_frame || !ws_fmt_gen_equal(&pm.gen, &m.gen) ||
+			    pm.end_cksum[0] != m.seed_cksum[0] || pm.end_cksum[1] != m.seed_cksum[1]) {
+				rc = ws_fail(WS_EINCOMPLETE, "tenant %s: this call does not continue the carried "
+					     "manifest %s", st->tenant, st->wm.manifest_key);
+				goto out;
+			}
+			if ((rc = merge_carried(st, &m, &pm, &mrefs, &miov, &miovcnt)) != 0)
+				goto out;
+			t->merged = true;
+		} else if ((rc = store_carried(st)) != 0) {
+			goto out;
+		}
+	}
 	rc = ws_fmt_manifest_encode(&m, &st->work->scratch);
-	if (rc)
-		return ws_fail(rc, "tenant %s: cannot encode manifest", st->tenant);
+	if (rc) {
+		rc = ws_fail(rc, "tenant %s: cannot encode manifest", st->tenant);
+		goto out;
+	}
 
 	t->mlen = st->work->scratch.len;
 	ws_sha256(st->work->scratch.data, st->work->scratch.len, t->msha);
 	ws_hex(t->msha, 8, shahex);
 	if (snprintf(t->mkey, sizeof(t->mkey), "%s/m%016" PRIx64 "-%s", sc->prefix, m.wm_seq, shahex) >=
-	    (int)sizeof(t->mkey))
-		return ws_fail(WS_ETOOBIG, "tenant %s: manifest key too long", st->tenant);
-	rc = WS_FAULT("stream.before_manifest_put");
-	if (rc)
-		return ws_fail(rc, "tenant %s: injected fault before manifest upload", st->tenant);
-	struct iovec iov = { st->work->scratch.data, st->work->scratch.len };
-	rc = m.inline_iovcnt ? put_inline_manifest(st, t, &iov, out) : put_immutable(st, t->mkey, &iov, 1);
-	if (rc)
-		return rc;
+	    (int)sizeof(t->mkey)) {
+		rc = ws_fail(WS_ETOOBIG, "tenant %s: manifest key too long", st->tenant);
+		goto out;
+	}
+	/* Carried: the watermark is this manifest's one write (step 8). */
+	t->carried = carry_wanted(st, t) && t->mlen <= st->inline_max &&
+		     (!st->carry_used || __atomic_load_n(st->carry_used, __ATOMIC_RELAXED) - st->carry.len + t->mlen <=
+					     st->carry_budget);
+	if (t->carried) {
+		ws_buf_reset(&st->carry_next);
+		rc = ws_buf_append(&st->carry_next, st->work->scratch.data, st->work->scratch.len);
+		if (rc)
+			goto out;
+	} else {
+		rc = WS_FAULT("stream.before_manifest_put");
+		if (rc) {
+			rc = ws_fail(rc, "tenant %s: injected fault before manifest upload", st->tenant);
+			goto out;
+		}
+		struct iovec iov = { st->work->scratch.data, st->work->scratch.len };
+		rc = m.inline_iovcnt ? put_inline_manifest(st, t, &iov, out) : put_immutable(st, t->mkey, &iov, 1);
+		if (rc)
+			goto out;
+		st->call.puts++;
+		st->call.bytes += iov.iov_len;
+	}
 	snprintf(st->stamp_key, sizeof(st->stamp_key), "%s", t->mkey);
 	st->stamp_ms = m.time_ms;
-	st->call.puts++;
-	st->call.bytes += iov.iov_len;
-	return 0;
+out:
+	if (have_pm)
+		ws_fmt_manifest_free(&pm);
+	free(mrefs);
+	free(miov);
+	return rc;
 }
 
 /*
@@ -2130,7 +2342,9 @@ static int step_write_watermark(struct ws_stream *st, struct tail *t)
 	snprintf(nw.tenant, sizeof(nw.tenant), "%s", st->tenant);
 	nw.epoch = st->epoch;
 	nw.pointer_generation = st->pg;
-	nw.seq = (st->have_wm ? st->wm.seq : 0) + 1;
+	/* A manifest merged into the carried one takes its place, and its
+	 * sequence: consecutive manifests still differ by exactly 1. */
+	nw.seq = (st->have_wm ? st->wm.seq : 0) + (t->merged ? 0 : 1);
 	/* The time as of which everything the source had committed is durable
 	 * (its age is the RPO): when this call began, if it ships all it
 	 * found; a partial ship (shed, or stopped at the work bound) leaves
@@ -2155,13 +2369,17 @@ static int step_write_watermark(struct ws_stream *st, struct tail *t)
 	snprintf(nw.manifest_key, sizeof(nw.manifest_key), "%s", t->mkey);
 	memcpy(nw.manifest_sha, t->msha, WS_SHA256_LEN);
 	nw.manifest_length = t->mlen;
+	if (t->carried) {
+		nw.carried = st->carry_next.data;
+		nw.carried_len = st->carry_next.len;
+	}
 	rc = ws_fmt_watermark_encode(&nw, &st->work->scratch);
 	if (rc)
 		return ws_fail(rc, "tenant %s: cannot encode watermark", st->tenant);
 	rc = ws_key_watermark(wmkey, sizeof(wmkey), st->tenant);
 	if (rc)
 		return rc;
-	rc = WS_FAULT("stream.before_watermark_put");
+	rc = WS_FAULT(t->carried ? "stream.before_carrying_watermark_put" : "stream.before_watermark_put");
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault before watermark write", st->tenant);
 	st->pend_seq = nw.seq;
@@ -2215,6 +2433,23 @@ static int step_write_watermark(struct ws_stream *st, struct tail *t)
 
 	t->prev = st->wm;
 	t->had = st->have_wm;
+	/* The manifest it carries (or none) is kept while it names it. */
+	if (t->carried && st->carry_next.len == t->mlen) {
+		struct ws_buf tmp = st->carry;
+		carry_count(st, (int64_t)st->carry_next.len - (int64_t)st->carry.len);
+		st->carry = st->carry_next;
+		st->carry_next = tmp;
+		ws_buf_reset(&st->carry_next);
+	} else if (t->carried) {
+		/* A refused swap that found this very write there (above): the
+		 * read kept the bytes it carries. */
+		WS_ASSERT(st->carry.len == t->mlen);
+	} else {
+		(void)carry_set(st, NULL, 0);
+	}
+	st->carry_own = t->carried;
+	st->call.carried = t->carried;
+	nw.carried = NULL;
 	st->wm = nw;
 	st->wm_etag = new_etag;
 	st->have_wm = true;

@@ -22,6 +22,7 @@
  * finds any length, count or hash out of place rejects the whole object.
  */
 #include "ws_format.h"
+#include "ws_hash.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@
 #define MANIFEST_VERSION 1u
 #define MANIFEST_VERSION_INLINE 2u /* carries batches of its own (docs/FORMAT.md) */
 #define WM_VERSION_CURRENT 2u
+#define WM_VERSION_CARRY 3u /* version 2 and the manifest it names, carried whole */
 
 static bool wal_magic_ok(uint32_t m, bool allow_zero)
 {
@@ -581,9 +583,11 @@ void ws_fmt_manifest_free(struct ws_fmt_manifest *m)
 
 int ws_fmt_watermark_encode(const struct ws_fmt_watermark *w, struct ws_buf *b)
 {
-	uint32_t version = w->version ? w->version : WM_VERSION_CURRENT;
+	uint32_t version = w->carried_len ? WM_VERSION_CARRY : w->version ? w->version : WM_VERSION_CURRENT;
 	struct ws_fmt_gen g = w->gen;
 
+	if (w->carried_len && (!w->carried || w->carried_len != w->manifest_length))
+		return -EINVAL;
 	if (version < 2)
 		g.salt1 = g.salt2 = 0;
 	ws_buf_reset(b);
@@ -600,6 +604,10 @@ int ws_fmt_watermark_encode(const struct ws_fmt_watermark *w, struct ws_buf *b)
 	wstr(b, w->manifest_key);
 	w_bytes(b, w->manifest_sha, WS_SHA256_LEN);
 	w64(b, w->manifest_length);
+	if (version >= WM_VERSION_CARRY) {
+		w64(b, w->carried_len);
+		w_bytes(b, w->carried, w->carried_len);
+	}
 	return finish_framed(b);
 }
 
@@ -613,7 +621,7 @@ int ws_fmt_watermark_decode(const uint8_t *obj, size_t len, struct ws_fmt_waterm
 	rc = open_framed(obj, len, WM_MAGIC, "watermark", &r, &w->version);
 	if (rc)
 		return rc;
-	if (w->version < 1 || w->version > WM_VERSION_CURRENT)
+	if (w->version < 1 || w->version > WM_VERSION_CARRY)
 		return ws_fail(WS_EFORMAT, "unsupported watermark version %u", w->version);
 	rstr(&r, w->tenant, sizeof(w->tenant), "tenant");
 	w->epoch = r64(&r, "epoch");
@@ -629,9 +637,27 @@ int ws_fmt_watermark_decode(const uint8_t *obj, size_t len, struct ws_fmt_waterm
 	if (p)
 		memcpy(w->manifest_sha, p, WS_SHA256_LEN);
 	w->manifest_length = r64(&r, "manifest_length");
+	if (w->version >= WM_VERSION_CARRY) {
+		/* The manifest it names, whole: the same length and SHA-256 a
+		 * stored one is held to, checked here so that no reader can use
+		 * carried bytes that are not the manifest named. */
+		w->carried_len = r64(&r, "carried manifest length");
+		if (w->carried_len != w->manifest_length || w->carried_len > SIZE_MAX)
+			return ws_fail(WS_EFORMAT, "watermark: carried manifest is %llu bytes, the watermark names "
+				       "%llu", (unsigned long long)w->carried_len,
+				       (unsigned long long)w->manifest_length);
+		w->carried = r_take(&r, (size_t)w->carried_len, "carried manifest");
+	}
 	rc = close_framed(&r, "watermark");
 	if (rc)
 		return rc;
+	if (w->carried) {
+		uint8_t sha[WS_SHA256_LEN];
+		ws_sha256(w->carried, (size_t)w->carried_len, sha);
+		if (memcmp(sha, w->manifest_sha, WS_SHA256_LEN) != 0)
+			return ws_fail(WS_ECORRUPT, "watermark: carried manifest's SHA-256 is not the one the "
+				       "watermark names");
+	}
 	if (!ws_tenant_name_valid(w->tenant) || !ws_key_valid(w->manifest_key) || w->seq == 0 ||
 	    !page_size_ok(w->gen.page_size) || !wal_magic_ok(w->gen.wal_magic, true))
 		return ws_fail(WS_EFORMAT, "watermark fields invalid (tenant, manifest key, seq or page size)");

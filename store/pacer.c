@@ -137,6 +137,16 @@ void ws_pacer_answer(struct ws_pacer *p, bool throttled, uint64_t now)
 	pthread_mutex_unlock(&p->mu);
 }
 
+bool ws_pacer_pressed(struct ws_pacer *p, uint64_t now)
+{
+	bool r;
+	pthread_mutex_lock(&p->mu);
+	r = p->enabled && ((p->throttle_ms && p->throttle_ms + WS_PACER_PRESSED_MS > now) ||
+			   (p->held_ms && p->held_ms + 1000 > now));
+	pthread_mutex_unlock(&p->mu);
+	return r;
+}
+
 double ws_pacer_rate(struct ws_pacer *p)
 {
 	double r;

@@ -386,6 +386,11 @@ int ws_store_del_many(struct ws_store *s, const char *const *keys, size_t n)
 	return 0;
 }
 
+bool ws_store_pressed(struct ws_store *s)
+{
+	return s && s->ops->pressed && s->ops->pressed(s);
+}
+
 enum ws_store_kind ws_store_kind(const struct ws_store *s)
 {
 	return s ? s->ops->kind : WS_STORE_OTHER;

@@ -1742,6 +1742,12 @@ static void s3_close(struct ws_store *base)
 	free(s);
 }
 
+static bool s3_pressed(struct ws_store *base)
+{
+	struct s3_store *s = (struct s3_store *)base;
+	return s->pacer && ws_pacer_pressed(&s->pacer->p, ws_mono_ms());
+}
+
 static const struct ws_store_ops s3_ops = {
 	.put = s3_put,
 	.get = s3_get,
@@ -1750,6 +1756,7 @@ static const struct ws_store_ops s3_ops = {
 	.del = s3_del,
 	.del_many = s3_del_many,
 	.put_many = s3_put_many,
+	.pressed = s3_pressed,
 	.close = s3_close,
 	.kind = WS_STORE_S3,
 };

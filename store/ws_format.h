@@ -144,6 +144,12 @@ struct ws_fmt_watermark {
 	char manifest_key[WS_KEY_MAX];
 	uint8_t manifest_sha[WS_SHA256_LEN];
 	uint64_t manifest_length;
+	/* Version 3: the manifest named above, carried whole (docs/FORMAT.md
+	 * "Watermark"); carried_len 0: none. Decoding points carried into the
+	 * object decoded (borrowed: valid while those bytes are); a reader that
+	 * keeps no copy sets it NULL and keeps carried_len. */
+	const uint8_t *carried;
+	uint64_t carried_len;
 };
 
 int ws_fmt_watermark_encode(const struct ws_fmt_watermark *w, struct ws_buf *out) WS_MUST_CHECK;

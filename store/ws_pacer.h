@@ -57,6 +57,11 @@ uint64_t ws_pacer_reserve(struct ws_pacer *p, uint64_t now_ms);
 /* The store's answer to one request at now_ms: throttled (503 SlowDown,
  * 429) or not (anything else, success or not). */
 void ws_pacer_answer(struct ws_pacer *p, bool throttled, uint64_t now_ms);
+/* Whether the store is holding this sender back at now_ms: it refused a
+ * request in the last WS_PACER_PRESSED_MS, or a request had to wait for
+ * its token in the last second. */
+#define WS_PACER_PRESSED_MS 10000u
+bool ws_pacer_pressed(struct ws_pacer *p, uint64_t now_ms);
 /* The sending rate in requests per second (0 while not enabled). */
 double ws_pacer_rate(struct ws_pacer *p);
 

@@ -151,6 +151,11 @@ struct ws_store_ops {
 	 * rc and retries. NULL: the wrapper runs them one by one.
 	 */
 	int (*put_many)(struct ws_store *s, struct ws_put_req *reqs, size_t n);
+	/*
+	 * Whether the store is holding this process's writes back now (s3: it
+	 * refused one lately, or the pacer is spacing them out). NULL: never.
+	 */
+	bool (*pressed)(struct ws_store *s);
 	void (*close)(struct ws_store *s);
 	enum ws_store_kind kind;     /* which backend: ws_store_kind */
 };
@@ -162,6 +167,8 @@ struct ws_store {
 };
 
 enum ws_store_kind ws_store_kind(const struct ws_store *s);
+/* The store is holding writes back now (ws_store_ops.pressed). */
+bool ws_store_pressed(struct ws_store *s);
 
 /* Thin wrappers that count operations in s->stats. */
 int ws_store_put(struct ws_store *s, const char *key, const void *data, size_t len,

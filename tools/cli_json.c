@@ -50,6 +50,7 @@ static json_t *wm_json(const struct ws_watermark *w)
 	json_object_set_new(o, "seq", u64(w->seq));
 	json_object_set_new(o, "time_ms", json_integer(w->time_ms));
 	json_object_set_new(o, "manifest_key", json_string(w->manifest_key));
+	json_object_set_new(o, "carried", json_boolean(w->carried));
 	return o;
 }
 

@@ -159,10 +159,11 @@ bool ws_cli_tenant_name_ok(const char *name)
 enum shard_key {
 	SK_CORE, SK_RING_BYTES, SK_BATCH_BYTES_MAX, SK_BATCH_FRAMES_MAX, SK_BATCH_AGE_MS_MAX, SK_POLICY,
 	SK_UPLOADS_IN_FLIGHT, SK_RETRY_ATTEMPTS_MAX, SK_RETRY_DEADLINE_MS, SK_SQPOLL, SK_ADAPTIVE,
-	SK_THROTTLE_AGE_MS_MAX, SK_KEY_WRITE_INTERVAL_MS, SK_TAIL_MS_MAX, SK_INLINE_BATCH_BYTES_MAX, SK_COUNT,
+	SK_THROTTLE_AGE_MS_MAX, SK_KEY_WRITE_INTERVAL_MS, SK_TAIL_MS_MAX, SK_INLINE_BATCH_BYTES_MAX, SK_CARRY_IN_WATERMARK,
+	SK_COUNT,
 };
 
-enum key_kind { K_CORE, K_SIZE, K_U32, K_POLICY, K_BOOL };
+enum key_kind { K_CORE, K_SIZE, K_U32, K_POLICY, K_BOOL, K_CARRY };
 
 static const struct {
 	const char *name;
@@ -184,6 +185,7 @@ static const struct {
 	[SK_KEY_WRITE_INTERVAL_MS] = { "key_write_interval_ms", K_U32, 0, MS_MAX },
 	[SK_TAIL_MS_MAX] = { "tail_ms_max", K_U32, 0, MS_MAX },
 	[SK_INLINE_BATCH_BYTES_MAX] = { "inline_batch_bytes_max", K_SIZE, 4096, 16ull << 20 },
+	[SK_CARRY_IN_WATERMARK] = { "carry_in_watermark", K_CARRY, 0, 0 },
 };
 
 enum engine_key { EK_SINK, EK_SHARDS, EK_METRICS_ADDR, EK_EPOCH, EK_PG, EK_WAL_CKPT, EK_COUNT };
@@ -556,6 +558,16 @@ static int set_shard_key(struct ws_cli_config_parse *p, struct shard_sec *sec, c
 	case K_POLICY:
 		if (ws_cli_parse_policy(value, &sec->v.policy))
 			return fail_at(p, line, "[%s] policy: '%s' is not block, throttle or shed", where, value);
+		break;
+	case K_CARRY:
+		if (!strcmp(value, "pressed"))
+			sec->v.carry = WS_CARRY_PRESSED;
+		else if (!strcmp(value, "always"))
+			sec->v.carry = WS_CARRY_ALWAYS;
+		else if (!strcmp(value, "never"))
+			sec->v.carry = WS_CARRY_NEVER;
+		else
+			return fail_at(p, line, "[%s] %s: '%s' is not pressed, always or never", where, key, value);
 		break;
 	case K_BOOL:
 		if (parse_bool(value, k == SK_ADAPTIVE ? &sec->v.adaptive : &sec->v.sqpoll))
@@ -1053,6 +1065,7 @@ int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides 
 			if (set[SK_KEY_WRITE_INTERVAL_MS]) s->key_write_interval_ms = sec->v.key_write_interval_ms;
 			if (set[SK_TAIL_MS_MAX]) s->tail_ms_max = sec->v.tail_ms_max;
 			if (set[SK_INLINE_BATCH_BYTES_MAX]) s->inline_batch_bytes_max = sec->v.inline_batch_bytes_max;
+			if (set[SK_CARRY_IN_WATERMARK]) s->carry = sec->v.carry;
 		}
 		if (!o->sink_only && check_core(c, i, s->core, p->shard[i].key_line[SK_CORE]))
 			return WS_CLI_EXIT_USAGE;

@@ -817,10 +817,11 @@ static int ls_cb(const struct ws_tenant_info *t, void *arg)
 	gmtime_r(&secs, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	printf("%-24s epoch=%" PRIu64 " pg=%" PRIu64 " wal_ckpt_seq=%u salt=%s last_frame=%" PRIu64
-	       " watermark=%s objects=%" PRIu64 " bytes=%" PRIu64 "\n",
+	       " watermark=%s objects=%" PRIu64 " bytes=%" PRIu64 "%s\n",
 	       t->tenant, t->watermark.epoch, t->watermark.pointer_generation,
 	       t->watermark.generation.checkpoint_seq, t->watermark.generation.has_salt ? "yes" : "none",
-	       t->watermark.last_frame, when, t->objects, t->bytes);
+	       t->watermark.last_frame, when, t->objects, t->bytes,
+	       t->watermark.carried ? " manifest=carried" : "");
 	return 0;
 }
 

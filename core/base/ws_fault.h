@@ -102,6 +102,8 @@
 	X("stream.after_snapshot", "tail: the snapshot is read, before the WAL header is checked again")    \
 	X("stream.before_manifest_put", "tail: everything uploaded, before the manifest")                   \
 	X("stream.before_watermark_put", "tail: manifest durable, before the watermark CAS")                \
+	X("stream.before_carrying_watermark_put", "tail: before the CAS of a watermark carrying its manifest") \
+	X("stream.before_carried_store", "tail: before storing the manifest the watermark carried")        \
 	X("stream.after_watermark_put", "tail: watermark written, before the read mark handover")          \
 	X("stream.before_wal_checkpoint", "tail: under the write lock, before walship's WAL checkpoint") \
 	X("stream.wal_checkpoint_gap", "tail: WAL checkpoint fallback, between the spare's two transactions")

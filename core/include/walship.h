@@ -64,6 +64,21 @@ enum ws_policy {
 };
 const char *ws_policy_name(enum ws_policy p);
 
+/*
+ * When a tail's watermark carries its manifest (docs/FORMAT.md "Watermark"):
+ * a tail whose frames go inside its manifest (inline_batch_bytes_max) then
+ * writes one object, the watermark, and the tails after it merge what they
+ * ship into that manifest until it is stored. PRESSED (the default): while
+ * the store holds writes back (it refused one in the last 10 s, or the
+ * pacer is spacing them out); ALWAYS; NEVER.
+ */
+enum ws_carry {
+	WS_CARRY_PRESSED = 0,
+	WS_CARRY_ALWAYS = 1,
+	WS_CARRY_NEVER = 2,
+};
+const char *ws_carry_name(enum ws_carry c);
+
 struct ws_backpressure_report {
 	enum ws_policy policy;
 	uint64_t spill_high_water;  /* high-water spill occupancy in this call, bytes */
@@ -87,9 +102,11 @@ struct ws_watermark {
 	uint64_t pointer_generation;
 	struct ws_wal_generation generation;
 	uint64_t last_frame;        /* last committed WAL frame durable at the sink */
-	uint64_t seq;               /* bumps on every watermark write */
+	uint64_t seq;               /* its manifest's sequence: bumps on every watermark write but one that
+				     * merges into the manifest it carries (carried) */
 	int64_t time_ms;            /* wall clock as of which all committed is durable (watermark_age_ms) */
 	char manifest_key[WS_GEN_KEY_MAX];
+	bool carried;               /* it carries that manifest (enum ws_carry), stored nowhere else yet */
 };
 
 enum ws_outcome_kind {
@@ -174,6 +191,9 @@ struct ws_stream_config {
 	 * (1 MiB); UINT64_MAX = never; at most 16 MiB (larger is taken as 16 MiB).
 	 */
 	uint64_t inline_batch_bytes_max;
+	/* When the watermark carries the manifest (enum ws_carry; 0 = PRESSED).
+	 * A carried manifest is at most inline_batch_bytes_max bytes. */
+	enum ws_carry carry;
 };
 
 
@@ -232,11 +252,12 @@ struct ws_shard_config {
 	uint32_t tail_ms_max;          /* a tail that scanned this long ships what it has and the next goes on;
 				        * 0 = batch_age_ms_max / 2 */
 	uint64_t inline_batch_bytes_max; /* as ws_stream_config's: 0 = 1 MiB, UINT64_MAX = never */
+	enum ws_carry carry;            /* as ws_stream_config's: 0 = PRESSED */
 };
 /* The defaults: core -1, 64 MiB ring, 4 MiB / 4096-frame batches, 1000 ms,
  * block, 8 uploads in flight, 10 attempts, 30000 ms, no SQPOLL; adaptive
  * on, throttle_age_ms_max 0 (1500 ms), key_write_interval_ms 1000,
- * tail_ms_max 0 (500 ms), inline_batch_bytes_max 0 (1 MiB). */
+ * tail_ms_max 0 (500 ms), inline_batch_bytes_max 0 (1 MiB), carry PRESSED. */
 void ws_shard_config_default(struct ws_shard_config *c);
 
 /* Called on the shard's thread after every tail of a tenant (err != 0: the
@@ -328,6 +349,8 @@ struct ws_shard_metrics {
 	uint64_t window_decreases;   /* rounds of uploads the store throttled (each halved the window) */
 	uint64_t tails_ended_early;  /* tails that stopped at tail_ms_max, the rest left to the next */
 	uint64_t tails_coalesced;    /* tails started later than batch_age_ms_max while throttled */
+	uint64_t tails_carried;      /* tails whose watermark carried their manifest (enum ws_carry) */
+	uint64_t carried_bytes;      /* carried manifests held for merging (at most ring_bytes / 4) */
 };
 
 int ws_engine_shard_metrics(struct ws_engine *e, unsigned shard, struct ws_shard_metrics *out) WS_MUST_CHECK;

@@ -18,6 +18,7 @@
 
 #include "ckpt_internal.h"
 #include "ws_format.h"
+#include "ws_hash.h"
 #include "ws_wal.h"
 
 static const char *g_out;
@@ -255,6 +256,22 @@ static void watermarks(const struct ws_wal_hdr *h, uint64_t last_commit)
 	if (ws_fmt_watermark_encode(&w, &b) != 0 || ws_fmt_watermark_decode(b.data, b.len, &back) != 0)
 		die("a generated watermark does not decode");
 	put("watermark", "v2-no-wal", b.data, b.len);
+	/* Carrying the manifest it names (version 3). */
+	{
+		uint8_t man[400];
+		for (size_t i = 0; i < sizeof(man); i++)
+			man[i] = (uint8_t)(i * 13 + 5);
+		w.gen = (struct ws_fmt_gen){ h->magic, h->checkpoint_seq, h->salt1, h->salt2, h->page_size };
+		w.last_frame = last_commit;
+		ws_sha256(man, sizeof(man), w.manifest_sha);
+		w.manifest_length = sizeof(man);
+		w.carried = man;
+		w.carried_len = sizeof(man);
+		if (ws_fmt_watermark_encode(&w, &b) != 0 || ws_fmt_watermark_decode(b.data, b.len, &back) != 0 ||
+		    back.version != 3)
+			die("a generated watermark does not decode");
+		put("watermark", "v3-carried", b.data, b.len);
+	}
 	ws_buf_free(&b);
 }
 

@@ -315,6 +315,9 @@ inline_batch_bytes_max|4095|inline_batch_bytes_max: '4095' must be a size from 4
 inline_batch_bytes_max|17MiB|inline_batch_bytes_max: '17MiB' must be a size from 4096 bytes to 16 MiB
 inline_batch_bytes_max|never|inline_batch_bytes_max: 'never'
 inline_batch_bytes_max|2GiB|inline_batch_bytes_max: '2GiB'
+carry_in_watermark|yes|carry_in_watermark: 'yes' is not pressed, always or never
+carry_in_watermark|Always|carry_in_watermark: 'Always'
+carry_in_watermark|throttled|carry_in_watermark: 'throttled'
 sqpoll|2|sqpoll: '2'
 EOF
 while IFS='|' read -r key value regex; do
@@ -509,6 +512,43 @@ for tn in orders users audit cli; do
 	check "... $tn restores equal to its source" eval '[ "$rc" = 0 ] && same_dump $tn.db r.$tn.db'
 done
 check "... nothing went to the file's own sink" [ ! -e "$ROOT/elsewhere" ]
+
+# carry_in_watermark = always: the second run's small tail writes one
+# object, its watermark carrying the manifest (ls says so), which restores
+# and verifies; never: the next run stores it and links to it.
+CSINK="$ROOT/carrysink"
+newdb carry.db
+sq carry.db "INSERT INTO t(v) VALUES ('c 1');"
+printf '[engine]\nsink = file://%s\ncarry_in_watermark = always\n' "$CSINK" >carry.ini
+ws replicate --config carry.ini --once carry=carry.db
+check "carry_in_watermark = always: first run exits 0" [ "$rc" = 0 ]
+sq carry.db "INSERT INTO t(v) VALUES ('c 2');"
+nobj=$(find "$CSINK/carry" -type f ! -name '.*' | wc -l)
+ws replicate --config carry.ini --once --json carry=carry.db
+nobj2=$(find "$CSINK/carry" -type f ! -name '.*' | wc -l)
+check "carry_in_watermark = always: second run streamed and wrote no object but its watermark" \
+	eval '[ "$rc" = 0 ] && [ "$(jget out carry outcome)" = streamed ] && [ "$nobj2" = "$nobj" ]'
+ws ls --sink "file://$CSINK" --json
+check "... ls --json: the watermark carries its manifest" \
+	python3 -c 'import json; o = json.loads(open("out").readline()); assert o["watermark"]["carried"] is True, o'
+ws ls --sink "file://$CSINK"
+check "... ls: manifest=carried" grep -q "^carry .* manifest=carried$" out
+ws verify --sink "file://$CSINK"
+check "... verify passes" [ "$rc" = 0 ]
+rm -f r.carry.db
+ws restore --sink "file://$CSINK" --tenant carry -o r.carry.db
+check "... restores equal to its source" eval '[ "$rc" = 0 ] && same_dump carry.db r.carry.db'
+sq carry.db "INSERT INTO t(v) VALUES ('c 3');"
+sed -i 's/^carry_in_watermark = .*/carry_in_watermark = never/' carry.ini
+ws replicate --config carry.ini --once carry=carry.db
+ws ls --sink "file://$CSINK" --json
+check "carry_in_watermark = never: the next run stores it (not carried)" \
+	eval '[ "$rc" = 0 ] && python3 -c "import json; o = json.loads(open(\"out\").readline()); assert o[\"watermark\"][\"carried\"] is False, o"'
+rm -f r.carry.db
+ws restore --sink "file://$CSINK" --tenant carry -o r.carry.db
+check "... restores equal to its source" eval '[ "$rc" = 0 ] && same_dump carry.db r.carry.db'
+ws verify --sink "file://$CSINK"
+check "... verify passes" [ "$rc" = 0 ]
 
 # A config holding only [s3] and shard tuning, tenants and sink from the
 # command line; sizes in every accepted form.

@@ -10,6 +10,8 @@
 #     longer (tails coalesced > 0);
 #   - capped, each PUT carried more bytes and fewer PUTs went out per MB
 #     shipped than uncapped (the request rate per unit of work fell);
+#   - capped, tails wrote their manifest inside their watermark (carry,
+#     one write a tail: tails carried > 0);
 #   - uncapped, none of that happened;
 #   - in both, every tenant restores equal to its source after SIGTERM.
 #
@@ -118,15 +120,17 @@ for n in open capped; do
 	eval "${n}_thr=\$(shard_metric $n.metrics walship_shard_throttle_retries_total)"
 	eval "${n}_dec=\$(shard_metric $n.metrics walship_shard_window_decreases_total)"
 	eval "${n}_coal=\$(shard_metric $n.metrics walship_shard_tails_coalesced_total)"
+	eval "${n}_carr=\$(shard_metric $n.metrics walship_shard_tails_carried_total)"
 done
-echo "# uncapped: puts $open_puts bytes $open_bytes throttle retries $open_thr window decreases $open_dec coalesced $open_coal"
-echo "# capped:   puts $capped_puts bytes $capped_bytes throttle retries $capped_thr window decreases $capped_dec coalesced $capped_coal"
+echo "# uncapped: puts $open_puts bytes $open_bytes throttle retries $open_thr window decreases $open_dec coalesced $open_coal carried $open_carr"
+echo "# capped:   puts $capped_puts bytes $capped_bytes throttle retries $capped_thr window decreases $capped_dec coalesced $capped_coal carried $capped_carr"
 check "metrics were scraped in both runs" [ -n "$open_puts" ] && [ -n "$capped_puts" ] && [ "$open_puts" -gt 0 ] && [ "$capped_puts" -gt 0 ]
-check "uncapped: no throttling, no window decrease, no coalescing" \
-	[ "$open_thr" = 0 ] && [ "$open_dec" = 0 ] && [ "$open_coal" = 0 ]
+check "uncapped: no throttling, no window decrease, no coalescing, nothing carried" \
+	[ "$open_thr" = 0 ] && [ "$open_dec" = 0 ] && [ "$open_coal" = 0 ] && [ "$open_carr" = 0 ]
 check "capped: the store throttled ($capped_thr retries)" [ "$capped_thr" -gt 0 ]
 check "capped: uploads in flight were cut ($capped_dec window decreases)" [ "$capped_dec" -gt 0 ]
 check "capped: changes gathered longer ($capped_coal tails)" [ "$capped_coal" -gt 0 ]
+check "capped: watermarks carried their manifests ($capped_carr tails)" [ "$capped_carr" -gt 0 ]
 # Bytes per PUT grew: fewer requests for the same work.
 check "capped: each PUT carried more bytes ($((capped_bytes / capped_puts)) vs $((open_bytes / open_puts)) uncapped)" \
 	python3 -c "import sys; sys.exit(not ($capped_bytes / $capped_puts > 1.15 * $open_bytes / $open_puts))"

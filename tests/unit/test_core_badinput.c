@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core_internal.h"
 #include "coreutil.h"
 #include "walship.h"
 #include "ws_format.h"
@@ -958,6 +959,206 @@ static void test_stream_refuses_bad_watermark(void **state)
 	good_free(&g);
 }
 
+/*
+ * A watermark that carries its manifest (docs/FORMAT.md "Watermark"),
+ * damaged or forged: restore and verify refuse it, naming it, a checkpoint
+ * refuses to cut it, and nothing is written at the restore's output.
+ */
+static void reseal(uint8_t *b, size_t len)
+{
+	ws_put_le32(b + 12, (uint32_t)len);
+	ws_put_le64(b + len - 8, ws_xxh64(b, len - 8));
+}
+
+/* stream_for's, with every small tail carried by its watermark. */
+static struct ws_stream *carrying_stream(struct wt_env *e, uint64_t inline_max)
+{
+	struct ws_stream_config c;
+	struct ws_stream *st;
+	int err = 0;
+	memset(&c, 0, sizeof(c));
+	c.tenant = TENANT;
+	c.db_path = e->db;
+	c.epoch = 1;
+	c.pointer_generation = 1;
+	c.batch_bytes_max = 128u << 10;
+	c.wal_checkpoint_bytes = UINT64_MAX;
+	c.carry = WS_CARRY_ALWAYS;
+	c.inline_batch_bytes_max = inline_max;
+	st = ws_stream_open(e->sink, &c, &err);
+	if (!st)
+		fail_msg("stream: %s (%s)", ws_strerror(err), ws_errmsg());
+	return st;
+}
+
+static void carried_refused(struct wt_env *e, const uint8_t *wm, size_t len, const char *what, const char *needle)
+{
+	char *wp = obj_path(e->sink_dir, TENANT "/wm");
+	char *out = wt_path(e->out_dir, "carried.db");
+	struct ws_checkpoint_info ci;
+	int rc;
+	assert_int_equal(unlink(wp), 0);
+	assert_int_equal(wt_write_file(wp, wm, len), 0);
+	rc = ws_restore(e->sink, TENANT, NULL, out);
+	if (rc != WS_ECORRUPT && rc != WS_EFORMAT && rc != WS_EINCOMPLETE)
+		fail_msg("%s: restore gave %d (%s)", what, rc, ws_errmsg());
+	if (needle && !strstr(ws_errmsg(), needle))
+		fail_msg("%s: restore's error does not name %s: %s", what, needle, ws_errmsg());
+	assert_int_equal(access(out, F_OK), -1);
+	rc = ws_verify(e->sink, TENANT, NULL, NULL);
+	if (rc == 0)
+		fail_msg("%s: verify passed what restore refuses", what);
+	rc = ws_checkpoint_take(e->sink, NULL, &ci);
+	if (rc == 0 && ci.committed)
+		fail_msg("%s: a checkpoint was committed over it", what);
+	free(out);
+	free(wp);
+}
+
+static void test_carried_watermark_damaged(void **state)
+{
+	struct wt_env e;
+	struct ws_stream *st;
+	struct ws_outcome o;
+	struct ws_fmt_watermark w;
+	struct ws_fmt_manifest m;
+	struct ws_buf mb, wb;
+	uint8_t *orig, *b;
+	size_t len = 0;
+	char *wp;
+	(void)state;
+
+	wt_env_init(&e, "carried_bad", 0);
+	st = carrying_stream(&e, 0);
+	wt_write_txn(e.w, 60, 3000);
+	assert_int_equal(ws_stream_tail_frames(st, &o), 0);
+	for (int i = 0; i < 2; i++) {
+		wt_write_txn(e.w, 3, 100);
+		assert_int_equal(ws_stream_tail_frames(st, &o), 0);
+	}
+	ws_stream_close(st);
+	wp = obj_path(e.sink_dir, TENANT "/wm");
+	orig = wt_read_file(wp, &len);
+	assert_non_null(orig);
+	assert_int_equal(ws_fmt_watermark_decode(orig, len, &w), 0);
+	assert_int_equal(w.version, 3); /* it does carry */
+	assert_true(w.carried_len > 0);
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	b = malloc(len);
+
+	/* One bit of the carried manifest: the watermark's own hash. */
+	memcpy(b, orig, len);
+	b[len - 8 - w.carried_len / 2] ^= 0x01;
+	carried_refused(&e, b, len, "flipped", TENANT "/wm");
+	/* The same, re-hashed: not the manifest the watermark names. */
+	reseal(b, len);
+	carried_refused(&e, b, len, "flipped and re-hashed", "carried manifest");
+
+	/* Forged: a carried manifest whose predecessor is recorded with another
+	 * length, re-encoded with its SHA-256 in the watermark (a self-consistent
+	 * object): the chain behind it does not match. */
+	assert_int_equal(ws_fmt_watermark_decode(orig, len, &w), 0);
+	assert_int_equal(ws_fmt_manifest_decode(w.carried, (size_t)w.carried_len, &m), 0);
+	{
+		struct iovec iov[16];
+		int n = 0;
+		for (uint32_t k = 0; k < m.batch_count && n < 16; k++) {
+			assert_true(ws_fmt_objref_inline(&m.batches[k]));
+			iov[n].iov_base = (void *)(uintptr_t)(w.carried + m.batches[k].inline_off);
+			iov[n].iov_len = m.batches[k].length;
+			n++;
+		}
+		m.inline_iov = iov;
+		m.inline_iovcnt = n;
+		m.prev_length += 1;
+		ws_buf_init(&mb, 1u << 24);
+		assert_int_equal(ws_fmt_manifest_encode(&m, &mb), 0);
+	}
+	w.carried = mb.data;
+	w.carried_len = mb.len;
+	w.manifest_length = mb.len;
+	ws_sha256(mb.data, mb.len, w.manifest_sha);
+	ws_buf_init(&wb, 1u << 24);
+	assert_int_equal(ws_fmt_watermark_encode(&w, &wb), 0);
+	carried_refused(&e, wb.data, wb.len, "forged predecessor", NULL);
+	ws_fmt_manifest_free(&m);
+	ws_buf_free(&mb);
+	ws_buf_free(&wb);
+
+	/* Back as it was: everything restores and verifies again. */
+	assert_int_equal(unlink(wp), 0);
+	assert_int_equal(wt_write_file(wp, orig, len), 0);
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	{
+		int64_t rs = 0, rr = 0;
+		assert_true(wt_restore_hash(&e, TENANT, NULL, &rr) == wt_content_hash(e.w, &rs));
+		assert_true(rs == rr);
+	}
+	free(b);
+	free(orig);
+	free(wp);
+	wt_env_free(&e);
+}
+
+/*
+ * A store that loses writes and returns an older watermark that carried its
+ * manifest, after the owner stored a merge of that manifest (at the same
+ * sequence) and went on past it: restore of the latest state refuses it as
+ * gone back, and verify reports it; --frame still restores on purpose.
+ */
+static void test_carried_watermark_went_back(void **state)
+{
+	struct wt_env e;
+	struct ws_stream *st;
+	struct ws_outcome o;
+	struct ws_stream_call call;
+	struct ws_fmt_watermark w;
+	uint8_t *old;
+	size_t len = 0;
+	char *wp, *out;
+	int rc;
+	(void)state;
+
+	wt_env_init(&e, "carried_back", 0);
+	st = carrying_stream(&e, 6u << 10); /* one one-frame tail carried; two merged are stored */
+	wt_write_txn(e.w, 60, 3000);
+	assert_int_equal(ws_stream_tail_frames(st, &o), 0);
+	wt_write_txn(e.w, 1, 100);
+	assert_int_equal(ws_stream_tail_frames(st, &o), 0);
+	wp = obj_path(e.sink_dir, TENANT "/wm");
+	old = wt_read_file(wp, &len);
+	assert_non_null(old);
+	assert_int_equal(ws_fmt_watermark_decode(old, len, &w), 0);
+	assert_int_equal(w.version, 3);
+	/* Merged past the bound: stored, at the same sequence; then one more. */
+	wt_write_txn(e.w, 1, 100);
+	assert_int_equal(ws_stream_tail_frames(st, &o), 0);
+	ws_stream_last_call(st, &call);
+	assert_int_equal(call.puts, 2);
+	wt_write_txn(e.w, 5, 3000); /* too large to carry: a stored manifest on the merge */
+	assert_int_equal(ws_stream_tail_frames(st, &o), 0);
+	ws_stream_close(st);
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	/* The store loses both later watermark writes. */
+	assert_int_equal(unlink(wp), 0);
+	assert_int_equal(wt_write_file(wp, old, len), 0);
+	out = wt_path(e.out_dir, "back.db");
+	rc = ws_restore(e.sink, TENANT, NULL, out);
+	assert_int_equal(rc, WS_EINCOMPLETE);
+	assert_non_null(strstr(ws_errmsg(), "went back"));
+	assert_int_equal(access(out, F_OK), -1);
+	assert_int_not_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	{
+		struct ws_restore_opts ro = { .frame = w.last_frame };
+		assert_int_equal(ws_restore(e.sink, TENANT, &ro, out), 0);
+		unlink(out);
+	}
+	free(out);
+	free(old);
+	free(wp);
+	wt_env_free(&e);
+}
+
 /* ---- foreign objects ---------------------------------------------------------- */
 
 static void test_foreign_objects(void **state)
@@ -1206,6 +1407,8 @@ int main(void)
 		cmocka_unit_test(test_not_wal_database),
 		cmocka_unit_test(test_damaged_sink),
 		cmocka_unit_test(test_stream_refuses_bad_watermark),
+		cmocka_unit_test(test_carried_watermark_damaged),
+		cmocka_unit_test(test_carried_watermark_went_back),
 		cmocka_unit_test(test_forged_manifests),
 		cmocka_unit_test(test_restore_time_not_past_a_later_stamp),
 		cmocka_unit_test(test_forged_next_gen_page_size),

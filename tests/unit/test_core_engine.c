@@ -1836,6 +1836,78 @@ static void test_thousand_tenants_two_shards(void **state)
 	wt_env_free(&env);
 }
 
+/*
+ * Watermarks that carry their manifests (carry_in_watermark = always) on
+ * two shards whose streams share each shard's ring and its bound on
+ * carried bytes (a quarter of ring_bytes): real writers commit while the
+ * shards run; tails carry, merge and store; the bytes held stay within
+ * the bound; every tenant restores equal to its source and verifies,
+ * after the stop and after a restart of the engine that goes on from the
+ * carried watermarks it finds.
+ */
+static void test_carried_tenants_two_shards(void **state)
+{
+	const unsigned n = 24;
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 2u << 20, 256u << 10);
+	struct ws_engine *e;
+	sqlite3 *w[24];
+	char name[32], file[64];
+	uint64_t carried = 0;
+	(void)state;
+
+	sc.carry = WS_CARRY_ALWAYS;
+	sc.key_write_interval_ms = 0; /* a tail per round of commits */
+	wt_env_init(&env, "engine_carry", 0);
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(file, sizeof(file), "c%02u.db", i);
+		char *p = wt_path(env.dir, file);
+		make_db(p, 3);
+		w[i] = wt_writer_open(p, 0);
+		free(p);
+	}
+	for (int life = 0; life < 2; life++) {
+		seen_reset();
+		e = engine_new(env.sink_url, 2, &sc);
+		for (unsigned i = 0; i < n; i++) {
+			snprintf(name, sizeof(name), "c%02u", i);
+			snprintf(file, sizeof(file), "c%02u.db", i);
+			char *p = wt_path(env.dir, file);
+			add_tenant(e, name, p, -1);
+			free(p);
+		}
+		for (int round = 0; round < 12; round++) {
+			for (unsigned i = 0; i < n; i++)
+				wt_write_txn(w[i], 2 + (int)(i % 5), 1500);
+			usleep(20000);
+			for (unsigned s = 0; s < 2; s++) {
+				struct ws_shard_metrics m;
+				assert_int_equal(ws_engine_shard_metrics(e, s, &m), 0);
+				assert_true(m.carried_bytes <= sc.ring_bytes / 4);
+			}
+		}
+		flush_ok(e);
+		for (unsigned s = 0; s < 2; s++) {
+			struct ws_shard_metrics m;
+			assert_int_equal(ws_engine_shard_metrics(e, s, &m), 0);
+			assert_true(m.carried_bytes <= sc.ring_bytes / 4);
+			carried += m.tails_carried;
+		}
+		assert_int_equal(seen.errors, 0);
+		assert_int_equal(ws_engine_stop(e), 0);
+		ws_engine_destroy(e);
+		for (unsigned i = 0; i < n; i++) {
+			snprintf(name, sizeof(name), "c%02u", i);
+			restore_equals(env.sink, name, w[i], env.out_dir);
+			verify_ok(env.sink, name);
+		}
+	}
+	assert_true(carried > n);
+	for (unsigned i = 0; i < n; i++)
+		sqlite3_close(w[i]);
+	wt_env_free(&env);
+}
+
 /* ---- tenants come and go -------------------------------------------------- */
 
 static void test_register_unregister_while_running(void **state)
@@ -2054,6 +2126,7 @@ int main(void)
 		cmocka_unit_test(test_register_unregister_while_running),
 		cmocka_unit_test(test_kill9_and_restart),
 		cmocka_unit_test(test_thousand_tenants_two_shards),
+		cmocka_unit_test(test_carried_tenants_two_shards),
 	};
 	/* WT_FILTER=pattern runs only the tests it matches (cmocka's wildcards). */
 	if (getenv("WT_FILTER"))

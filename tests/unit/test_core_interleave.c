@@ -35,16 +35,22 @@
 #include "coreutil.h"
 #include "replay.h"
 #include "walship.h"
+#include "ws_clock.h"
 #include "ws_fault.h"
 
 #define TENANT "ledger"
 #define SLOT_FRAMES 64u
 #define SPILL_SLOT_FRAMES 16u /* the smallest slot of 4 KiB pages */
 
+/* When the watermark carries the manifest (the default, PRESSED, never does
+ * against a file sink: it never holds writes back). */
+static enum ws_carry carry_mode = WS_CARRY_PRESSED;
+
 static struct ws_stream_config cfg_for(const struct wt_env *e, uint64_t epoch)
 {
 	struct ws_stream_config c;
 	memset(&c, 0, sizeof(c));
+	c.carry = carry_mode;
 	c.tenant = TENANT;
 	c.db_path = e->db;
 	c.epoch = epoch;
@@ -857,7 +863,18 @@ static bool is_stream_site(const char *name) { return strncmp(name, "stream.", 7
  * rows are shipped first, rows2 more are there when the paused tail runs;
  * must_fire: the site must be reached.
  */
+static void paused_mid(const char *site, unsigned nth, unsigned how, int rows1, int rows_mid, int rows2,
+		       bool must_fire);
+
 static void paused_under_writer(const char *site, unsigned nth, unsigned how, int rows1, int rows2, bool must_fire)
+{
+	paused_mid(site, nth, how, rows1, 0, rows2, must_fire);
+}
+
+/* The same, with rows_mid more rows shipped by a tail of their own in
+ * between (0: none). */
+static void paused_mid(const char *site, unsigned nth, unsigned how, int rows1, int rows_mid, int rows2,
+		       bool must_fire)
 {
 	struct wt_env e;
 	struct ws_outcome o;
@@ -875,15 +892,22 @@ static void paused_under_writer(const char *site, unsigned nth, unsigned how, in
 	wt_write_txn(e.w, rows1, 300);
 	wt_mutator_record(&c);
 	wt_tail_ok(st, &o);
+	if (rows_mid) {
+		wt_write_txn(e.w, rows_mid, 300);
+		wt_mutator_record(&c);
+		wt_tail_ok(st, &o);
+	}
 	wt_write_txn(e.w, rows2, 300);
 	wt_mutator_record(&c);
 	assert_int_equal(ws_fault_arm_pause(site, nth, wt_mutate, &c), 0);
 	rc = ws_stream_tail_frames(st, &o);
 	ws_fault_disarm();
 	if (rc)
-		fail_msg("site %s, mutation %u: %s (%s)", site, how, ws_strerror(rc), ws_errmsg());
-	if (must_fire)
-		assert_int_equal(c.fired, 1);
+		fail_msg("site %s, mutation %u (carry %s, %d rows between): %s (%s)", site, how,
+			 ws_carry_name(carry_mode), rows_mid, ws_strerror(rc), ws_errmsg());
+	if (must_fire && c.fired != 1)
+		fail_msg("site %s, mutation %u (carry %s, %d rows between): not reached", site, how,
+			 ws_carry_name(carry_mode), rows_mid);
 	restore_is_recorded(&c, site, __LINE__);
 	for (int k = 0; k < 3; k++)
 		wt_tail_ok(st, &o);
@@ -944,6 +968,207 @@ static void test_inline_tail_paused_under_writer(void **state)
 	for (size_t i = 0; i < sizeof(sites) / sizeof(sites[0]); i++)
 		for (unsigned how = 0; how < WT_MUTATIONS; how++)
 			paused_under_writer(sites[i], 1, how, 200, 5, false);
+}
+
+/*
+ * A watermark that carries its manifest (carry_in_watermark; docs/FORMAT.md
+ * "Watermark"): a small tail writes one object, and the tails after it
+ * merge what they ship into that manifest, same sequence, same
+ * predecessor. Every acknowledged state restores to what the source
+ * committed, by latest, by frame and by time; a tail too large to carry
+ * stores the carried manifest first and links to it; a new stream (a
+ * restart, a takeover) stores the carried manifest it finds before it
+ * links to it; a checkpoint cuts at the stored manifest a carried one
+ * continues, and retention behind that cut leaves the carried head whole.
+ */
+static uint64_t wm_seq_of(struct wt_env *e, bool *carried)
+{
+	struct ws_fmt_watermark wm;
+	assert_int_equal(ws_wm_load(e->sink->store, TENANT, &wm, NULL), 0);
+	*carried = wm.carried_len > 0;
+	assert_null(wm.carried);
+	return wm.seq;
+}
+
+static void test_carried_manifest_tails(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_stream_call call;
+	struct ws_stream_config cfg;
+	uint64_t h[8], seq0, seq, h_cut;
+	uint64_t frames[8];
+	int64_t times[8];
+	bool carried;
+	(void)state;
+
+	carry_mode = WS_CARRY_ALWAYS;
+	wt_env_init(&e, "carried", 0);
+	st = open_epoch(&e, 1);
+	wt_write_txn(e.w, 200, 300);
+	wt_tail_ok(st, &o); /* a re-base: stored, never carried */
+	ws_stream_last_call(st, &call);
+	assert_true(call.puts > 2);
+	seq0 = wm_seq_of(&e, &carried);
+	assert_false(carried);
+	for (int i = 0; i < 4; i++) {
+		wt_write_txn(e.w, 3, 300);
+		h[i] = wt_content_hash(e.w, NULL);
+		times[i] = ws_wall_ms();
+		usleep(20000);
+		wt_tail_ok(st, &o);
+		assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+		frames[i] = o.u.streamed.last_frame;
+		ws_stream_last_call(st, &call);
+		assert_int_equal(call.puts, 1); /* the watermark alone */
+		seq = wm_seq_of(&e, &carried);
+		assert_true(carried);
+		assert_int_equal(seq, seq0 + 1); /* merged: the same sequence */
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+		usleep(20000);
+	}
+	/* Every merged state by frame; by time, a state no newer than asked. */
+	for (int i = 0; i < 4; i++) {
+		struct ws_restore_opts ro = { .frame = frames[i] };
+		assert_true(wt_restore_hash(&e, TENANT, &ro, NULL) == h[i]);
+	}
+	{
+		struct ws_restore_opts ro = { .time_ms = times[0] - 1 };
+		uint64_t got = wt_restore_hash(&e, TENANT, &ro, NULL);
+		for (int i = 0; i < 4; i++)
+			assert_true(got != h[i]); /* before the carried manifest's frames: the re-base */
+	}
+	/* Too large to carry (more than one slot of frames): the carried
+	 * manifest is stored, then linked to. */
+	wt_write_txn(e.w, 1500, 300);
+	wt_tail_ok(st, &o);
+	ws_stream_last_call(st, &call);
+	assert_true(call.puts >= 4); /* the carried manifest, batches, manifest, watermark */
+	seq = wm_seq_of(&e, &carried);
+	assert_false(carried);
+	assert_int_equal(seq, seq0 + 2);
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	/* Carried again, then a new stream (a restart) finds it carried. */
+	wt_write_txn(e.w, 3, 300);
+	h_cut = wt_content_hash(e.w, NULL);
+	wt_tail_ok(st, &o);
+	seq = wm_seq_of(&e, &carried);
+	assert_true(carried);
+	assert_int_equal(seq, seq0 + 3);
+	ws_stream_close(st);
+	cfg = cfg_for(&e, 2);
+	st = open_cfg(&e, &cfg);
+	wt_write_txn(e.w, 3, 300);
+	wt_tail_ok(st, &o);
+	ws_stream_last_call(st, &call);
+	/* Not its own: stored (1), then a carried watermark of its own (1),
+	 * after the CONTINUE's proof reads. */
+	assert_int_equal(call.puts, 2);
+	seq = wm_seq_of(&e, &carried);
+	assert_true(carried);
+	assert_int_equal(seq, seq0 + 4);
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	/* A checkpoint while the head is carried cuts at the stored manifest
+	 * it continues: restore by id gives that state; retention behind that
+	 * cut leaves the live chain whole; the tails go on merging. */
+	{
+		struct ws_checkpoint_info ci;
+		struct ws_retention_report rep;
+		char *p = wt_path(e.out_dir, "ck.db");
+		wt_write_txn(e.w, 3, 300);
+		wt_tail_ok(st, &o); /* merged: the cut is still seq0 + 3's stored manifest */
+		assert_int_equal(ws_checkpoint_take(e.sink, NULL, &ci), 0);
+		assert_true(ci.committed);
+		assert_int_equal(ws_restore_checkpoint(e.sink, TENANT, ci.id, p, false), 0);
+		assert_true(wt_file_hash(p, NULL) == h_cut);
+		unlink(p);
+		assert_int_equal(ws_retention_run(e.sink, false, NULL, NULL, &rep), 0);
+		assert_true(rep.ran);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+		wt_write_txn(e.w, 3, 300);
+		wt_tail_ok(st, &o);
+		ws_stream_last_call(st, &call);
+		assert_int_equal(call.puts, 1);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+		free(p);
+	}
+	ws_stream_close(st);
+	wt_env_free(&e);
+	carry_mode = WS_CARRY_PRESSED;
+}
+
+/*
+ * The carried path paused at each of its sites (and the scan's) while a
+ * real writer commits and runs each kind of WAL checkpoint: the tail that
+ * starts the carried manifest, and the tail that merges into it (a small
+ * tail in between). What is acknowledged is a state the source committed;
+ * the next tails reach the latest.
+ */
+static void test_carried_tail_paused_under_writer(void **state)
+{
+	static const char *const sites[] = {
+		"stream.after_wal_header", "stream.after_wal_read", "stream.after_scan",
+		"stream.before_carrying_watermark_put", "stream.after_watermark_put",
+	};
+	(void)state;
+	carry_mode = WS_CARRY_ALWAYS;
+	for (size_t i = 0; i < sizeof(sites) / sizeof(sites[0]); i++)
+		for (unsigned how = 0; how < WT_MUTATIONS; how++) {
+			/* Odd hows run walship's own WAL checkpoint after each
+			 * tail: the WAL restarts, and the next tail is a new
+			 * generation, which stores the carried manifest instead
+			 * (its sites are not all reached). */
+			paused_mid(sites[i], 1, how, 200, 0, 4, (how & 1) == 0);
+			paused_mid(sites[i], 1, how, 200, 3, 4, (how & 1) == 0);
+		}
+	carry_mode = WS_CARRY_PRESSED;
+}
+
+/*
+ * The carried manifest stored before a tail too large to carry links to
+ * it, paused there while a real writer commits and checkpoints; and a
+ * failure there acknowledges nothing new.
+ */
+static void test_carried_store_paused_under_writer(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	uint64_t before;
+	int rc;
+	(void)state;
+	carry_mode = WS_CARRY_ALWAYS;
+	for (unsigned how = 0; how < WT_MUTATIONS; how++)
+		paused_mid("stream.before_carried_store", 1, how, 200, 3, 1500, (how & 1) == 0);
+	/* Failed there: the carried state stays acknowledged, nothing more. */
+	wt_env_init(&e, "failed-store", 0);
+	st = open_epoch(&e, 1);
+	wt_write_txn(e.w, 200, 300);
+	wt_tail_ok(st, &o);
+	wt_write_txn(e.w, 3, 300);
+	wt_tail_ok(st, &o); /* carried */
+	before = wt_restore_hash(&e, TENANT, NULL, NULL);
+	assert_true(before == wt_content_hash(e.w, NULL));
+	wt_write_txn(e.w, 1500, 300);
+	assert_int_equal(ws_fault_arm("stream.before_carried_store", 1, 0), 0);
+	rc = ws_stream_tail_frames(st, &o);
+	ws_fault_disarm();
+	assert_int_not_equal(rc, 0);
+	assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == before);
+	verify_ok(&e, __LINE__);
+	for (int k = 0; k < 3; k++)
+		wt_tail_ok(st, &o);
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	ws_stream_close(st);
+	wt_env_free(&e);
+	carry_mode = WS_CARRY_PRESSED;
 }
 
 /*
@@ -1267,6 +1492,9 @@ int main(void)
 		cmocka_unit_test(test_every_site_failed),
 		cmocka_unit_test(test_every_site_paused_under_writer),
 		cmocka_unit_test(test_inline_tail_paused_under_writer),
+		cmocka_unit_test(test_carried_manifest_tails),
+		cmocka_unit_test(test_carried_tail_paused_under_writer),
+		cmocka_unit_test(test_carried_store_paused_under_writer),
 		cmocka_unit_test(test_probe_read_paused_under_writer),
 		cmocka_unit_test(test_grown_snapshot_paused_under_writer),
 		cmocka_unit_test(test_tail_bound_paused_under_writer),

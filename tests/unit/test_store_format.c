@@ -232,6 +232,108 @@ static void test_manifest_inline_batches(void **state)
 	ws_buf_free(&b);
 }
 
+/* Re-seal a framed object after a change: its length field and XXH3. */
+static void reframe(struct ws_buf *b, size_t len)
+{
+	b->len = len - 8;
+	ws_put_le32(b->data + 12, (uint32_t)len);
+	ws_put_le64(b->data + len - 8, ws_xxh64(b->data, len - 8));
+	b->len = len;
+}
+
+/*
+ * Version 3 watermarks carry the manifest they name (docs/FORMAT.md
+ * "Watermark"): it round-trips, and every carried part that does not add
+ * up is refused, also when the object's own hash is right.
+ */
+static void test_watermark_carries_manifest(void **state)
+{
+	struct ws_fmt_watermark w, out;
+	struct ws_buf b;
+	uint8_t man[300];
+	size_t len;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(man); i++)
+		man[i] = (uint8_t)(i * 7 + 1);
+	memset(&w, 0, sizeof(w));
+	snprintf(w.tenant, sizeof(w.tenant), "app");
+	w.epoch = 1;
+	w.seq = 5;
+	w.gen = (struct ws_fmt_gen){ 0x377f0682u, 0, 1, 2, 4096 };
+	w.last_frame = 9;
+	snprintf(w.manifest_key, sizeof(w.manifest_key), "app/e1-p0/g00000000-0000000100000002/m0000000000000005-00");
+	ws_sha256(man, sizeof(man), w.manifest_sha);
+	w.manifest_length = sizeof(man);
+	ws_buf_init(&b, 1u << 20);
+
+	/* Version 2 without, version 3 with; the decoder points into the object. */
+	assert_int_equal(ws_fmt_watermark_encode(&w, &b), 0);
+	assert_int_equal(ws_fmt_watermark_decode(b.data, b.len, &out), 0);
+	assert_int_equal(out.version, 2);
+	assert_null(out.carried);
+	assert_int_equal(out.carried_len, 0);
+	w.carried = man;
+	w.carried_len = sizeof(man);
+	assert_int_equal(ws_fmt_watermark_encode(&w, &b), 0);
+	assert_int_equal(ws_fmt_watermark_decode(b.data, b.len, &out), 0);
+	assert_int_equal(out.version, 3);
+	assert_int_equal(out.carried_len, sizeof(man));
+	assert_true(out.carried > b.data && out.carried + sizeof(man) <= b.data + b.len);
+	assert_memory_equal(out.carried, man, sizeof(man));
+
+	/* The encoder refuses a carried length that is not the named one. */
+	w.carried_len = sizeof(man) - 1;
+	assert_int_equal(ws_fmt_watermark_encode(&w, &b), -EINVAL);
+	w.carried_len = sizeof(man);
+	w.carried = NULL;
+	assert_int_equal(ws_fmt_watermark_encode(&w, &b), -EINVAL);
+	w.carried = man;
+
+	/* One carried byte changed, the object re-hashed: not the manifest named. */
+	assert_int_equal(ws_fmt_watermark_encode(&w, &b), 0);
+	len = b.len;
+	b.data[len - 8 - 100] ^= 0x40;
+	reframe(&b, len);
+	assert_int_equal(ws_fmt_watermark_decode(b.data, b.len, &out), WS_ECORRUPT);
+	assert_non_null(strstr(ws_errmsg(), "carried manifest"));
+
+	/* The carried length field says more, or less, than the watermark names. */
+	assert_int_equal(ws_fmt_watermark_encode(&w, &b), 0);
+	len = b.len;
+	ws_put_le64(b.data + len - 8 - sizeof(man) - 8, sizeof(man) + 1);
+	reframe(&b, len);
+	assert_int_equal(ws_fmt_watermark_decode(b.data, b.len, &out), WS_EFORMAT);
+	ws_put_le64(b.data + len - 8 - sizeof(man) - 8, UINT64_MAX);
+	reframe(&b, len);
+	assert_int_equal(ws_fmt_watermark_decode(b.data, b.len, &out), WS_EFORMAT);
+
+	/* Cut short (the bytes end before the carried length says), re-framed. */
+	assert_int_equal(ws_fmt_watermark_encode(&w, &b), 0);
+	len = b.len;
+	memmove(b.data + len - 8 - 50, b.data + len - 8, 8);
+	reframe(&b, len - 50);
+	assert_int_equal(ws_fmt_watermark_decode(b.data, b.len, &out), WS_EFORMAT);
+
+	/* A version 2 watermark with bytes after its fields: trailing bytes. */
+	w.carried = NULL;
+	w.carried_len = 0;
+	assert_int_equal(ws_fmt_watermark_encode(&w, &b), 0);
+	len = b.len;
+	assert_int_equal(ws_buf_append(&b, man, 16), 0);
+	memmove(b.data + len + 8, b.data + len - 8, 8);
+	memcpy(b.data + len - 8, man, 16);
+	reframe(&b, len + 16);
+	assert_int_equal(ws_fmt_watermark_decode(b.data, b.len, &out), WS_EFORMAT);
+
+	/* Version 4 is not known. */
+	assert_int_equal(ws_fmt_watermark_encode(&w, &b), 0);
+	ws_put_le32(b.data + 8, 4);
+	reframe(&b, b.len);
+	assert_int_equal(ws_fmt_watermark_decode(b.data, b.len, &out), WS_EFORMAT);
+	ws_buf_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -239,6 +341,7 @@ int main(void)
 		cmocka_unit_test(test_rebase_frames_from_one),
 		cmocka_unit_test(test_manifest_batch_range_wraps),
 		cmocka_unit_test(test_manifest_inline_batches),
+		cmocka_unit_test(test_watermark_carries_manifest),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,6 +27,36 @@ static void test_out_of_the_way_until_throttled(void **state)
 	ws_pacer_destroy(&p);
 }
 
+/* Pressed (a watermark then carries its manifest): from a refusal for
+ * WS_PACER_PRESSED_MS, and while requests wait for their tokens; never
+ * before the first refusal; not once both have passed. */
+static void test_pressed_while_refused_or_held(void **state)
+{
+	struct ws_pacer p;
+	uint64_t t = 20000;
+	(void)state;
+	ws_pacer_init(&p);
+	for (int i = 0; i < 100; i++, t += 10) {
+		assert_int_equal(ws_pacer_reserve(&p, t), 0);
+		ws_pacer_answer(&p, false, t);
+	}
+	assert_false(ws_pacer_pressed(&p, t));
+	ws_pacer_answer(&p, true, t);
+	assert_true(ws_pacer_pressed(&p, t));
+	assert_true(ws_pacer_pressed(&p, t + WS_PACER_PRESSED_MS - 1));
+	assert_false(ws_pacer_pressed(&p, t + WS_PACER_PRESSED_MS));
+	/* Long after: a burst that has to wait for its tokens presses again,
+	 * for a second after the last wait. */
+	t += 60000;
+	uint64_t waited = 0;
+	for (int i = 0; i < 50; i++)
+		waited += ws_pacer_reserve(&p, t);
+	assert_true(waited > 0);
+	assert_true(ws_pacer_pressed(&p, t + 999));
+	assert_false(ws_pacer_pressed(&p, t + 1000));
+	ws_pacer_destroy(&p);
+}
+
 static void test_throttle_cuts_the_rate_and_spaces_requests(void **state)
 {
 	struct ws_pacer p;
@@ -190,6 +220,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_out_of_the_way_until_throttled),
 		cmocka_unit_test(test_throttle_cuts_the_rate_and_spaces_requests),
+		cmocka_unit_test(test_pressed_while_refused_or_held),
 		cmocka_unit_test(test_converges_near_the_cap),
 		cmocka_unit_test(test_recovers_when_the_cap_lifts),
 		cmocka_unit_test(test_answers_from_threads),
