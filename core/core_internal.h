@@ -153,11 +153,6 @@ struct ws_stream_shared {
 	size_t ring_off;               /* the pipe's slot memory in the reader buffer */
 	struct ws_pipe *pipe;
 	struct ws_tail_work *work;
-	/* The bytes of manifests carried by watermarks that the shard's
-	 * streams hold, for merging (shard thread only), and their bound: a
-	 * tail that would pass it stores its manifest instead. */
-	uint64_t *carry_used;
-	uint64_t carry_budget;
 };
 struct ws_stream *ws_stream_open_shared(struct ws_sink *sink, const struct ws_stream_config *cfg,
 					const struct ws_stream_shared *sh, int *err);

@@ -133,7 +133,6 @@ struct shard {
 	struct ws_pipe pipe;
 	bool pipe_ok;
 	struct ws_tail_work work;
-	uint64_t carry_used;            /* bytes of carried manifests the shard's streams hold (its thread) */
 	int ifd, evfd;
 
 	pthread_mutex_t mu;
@@ -485,9 +484,12 @@ static int tail_one(struct shard *sh, struct tenant *t, enum tail_mode mode)
 		t->wm_put_ms = ws_mono_ms(); /* both end with a watermark write */
 	if (sh->cfg.adaptive) {
 		/* Throttled: gather longer, so the next tail's PUTs carry more
-		 * frames and come less often; accepted: back towards normal. */
+		 * frames and come less often; accepted: back towards normal. A
+		 * tail whose watermark carried its manifest made one write
+		 * whatever it gathered: gathering longer would only age the
+		 * tenant whose write the store refused behind all the others. */
 		t->age_ms = ws_adapt_age_next(t->age_ms, sh->cfg.batch_age_ms_max, throttle_age(&sh->cfg),
-					      call.throttle_retries > 0);
+					      call.throttle_retries > 0 && !call.carried);
 		if (t->age_ms > sh->cfg.batch_age_ms_max)
 			add(&sh->coalesced, 1);
 	}
@@ -644,10 +646,6 @@ static int do_add(struct shard *sh, struct tenant *t)
 		.ring_off = SMALL_BYTES,
 		.pipe = &sh->pipe,
 		.work = &sh->work,
-		/* Carried manifests held for merging: a quarter of the ring's
-		 * memory at most. */
-		.carry_used = &sh->carry_used,
-		.carry_budget = sh->cfg.ring_bytes / 4,
 	};
 	int rc;
 
@@ -1406,7 +1404,6 @@ int ws_engine_shard_metrics(struct ws_engine *e, unsigned i, struct ws_shard_met
 	m->tails_ended_early = ld(&sh->ended_early);
 	m->tails_coalesced = ld(&sh->coalesced);
 	m->tails_carried = ld(&sh->carried);
-	m->carried_bytes = ld(&sh->carry_used);
 	return 0;
 }
 
@@ -1558,8 +1555,6 @@ int ws_engine_metrics_text(struct ws_engine *e, char **out, size_t *len)
 		  offsetof(struct ws_shard_metrics, tails_coalesced) },
 		{ "walship_shard_tails_carried_total", "counter", "Tails whose watermark carried their manifest "
 		  "(one write).", offsetof(struct ws_shard_metrics, tails_carried) },
-		{ "walship_shard_carried_bytes", "gauge", "Carried manifests held for merging, in bytes.",
-		  offsetof(struct ws_shard_metrics, carried_bytes) },
 	};
 	for (size_t i = 0; i < sizeof(sf) / sizeof(sf[0]); i++) {
 		emit(&t, "# HELP %s %s\n# TYPE %s %s\n", sf[i].name, sf[i].help, sf[i].name, sf[i].type);

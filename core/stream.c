@@ -154,16 +154,15 @@ struct ws_stream {
 	bool inl_held;
 	uint32_t inl_idx;
 	/* The manifest the watermark wm carries (wm.carried_len; docs/FORMAT.md
-	 * "Watermark"): its bytes, kept while wm names it. carry_own: this
-	 * stream wrote it and it is stored nowhere else, so the next tail may
-	 * merge what it ships into it, replacing it; a carried manifest read
-	 * from the sink is stored before anything links to it. */
+	 * "Watermark"): its bytes, from this call's fencing read (none held
+	 * between calls). carry_own: this stream wrote it and it is stored
+	 * nowhere else, so the next tail may merge what it ships into it,
+	 * replacing it; a carried manifest another writer left is stored
+	 * before anything links to it. */
 	enum ws_carry carry_mode;
 	struct ws_buf carry;
 	struct ws_buf carry_next;    /* this call's carried manifest, until its watermark lands */
 	bool carry_own;
-	uint64_t *carry_used;        /* the shard's count of carried bytes held (NULL: this stream alone) */
-	uint64_t carry_budget;
 };
 
 /* ---- SQLite read transaction ------------------------------------------ */
@@ -633,7 +632,6 @@ static struct ws_stream *stream_new(struct ws_sink *sink, const struct ws_stream
 	}
 	ws_buf_init(&st->carry, WS_WM_BYTES_MAX);
 	ws_buf_init(&st->carry_next, WS_WM_BYTES_MAX);
-	st->carry_budget = UINT64_MAX;
 	st->wal_fd = st->wal_slot = -1;
 	st->opened_ms = ws_wall_ms();
 	if (asprintf(&st->db_path, "%s", cfg->db_path) < 0 ||
@@ -709,44 +707,26 @@ struct ws_stream *ws_stream_open_shared(struct ws_sink *sink, const struct ws_st
 	st->ring_off = sh->ring_off;
 	st->pipe = sh->pipe;
 	st->batch_bytes_max = sh->pipe->ring.slot_bytes;
-	st->carry_used = sh->carry_used;
-	st->carry_budget = sh->carry_budget;
 	use_work(st, sh->work);
 	return st;
 }
 
-/* The shard's count of carried bytes (written on its thread, read by metrics). */
-static void carry_count(struct ws_stream *st, int64_t d)
-{
-	if (st->carry_used)
-		__atomic_fetch_add(st->carry_used, (uint64_t)d, __ATOMIC_RELAXED);
-}
-
-/* The carried manifest's bytes go (the shard's count with them); the next
- * tail reads the watermark again before it decides anything. */
-static void carry_drop(struct ws_stream *st)
-{
-	carry_count(st, -(int64_t)st->carry.len);
-	ws_buf_free(&st->carry);
-	st->carry_own = false;
-	if (st->have_wm && st->wm.carried_len)
-		st->wm_loaded = false;
-}
+/* The carried manifest's bytes go; the next call's fencing read brings
+ * them back with the watermark. */
+static void carry_drop(struct ws_stream *st) { ws_buf_free(&st->carry); }
 
 /* Keep the bytes of the manifest the watermark now names as carried (or
- * none), counted against the shard's bound. */
+ * none) for this call. */
 static int carry_set(struct ws_stream *st, const uint8_t *p, size_t n)
 {
-	carry_count(st, -(int64_t)st->carry.len);
 	ws_buf_reset(&st->carry);
 	int rc = n ? ws_buf_append(&st->carry, p, n) : 0;
 	if (rc) {
 		ws_buf_free(&st->carry);
 		return rc;
 	}
-	if (!n && st->carry.data && st->carry.cap > (1u << 16))
-		ws_buf_free(&st->carry); /* idle: nothing held */
-	carry_count(st, (int64_t)st->carry.len);
+	if (!n)
+		ws_buf_free(&st->carry);
 	return 0;
 }
 
@@ -764,8 +744,6 @@ void ws_stream_park(struct ws_stream *st)
 	st->have_ident = false;
 	if (st->reader)
 		file_close(st, &st->wal_fd, &st->wal_slot);
-	/* An idle tenant holds no carried bytes: the next tail reads them back
-	 * with the watermark and stores that manifest before going on. */
 	carry_drop(st);
 }
 
@@ -856,7 +834,7 @@ static int refresh_wm(struct ws_stream *st)
 	if (rc == 0)
 		rc = carry_set(st, w.carried, w.carried ? (size_t)w.carried_len : 0);
 	w.carried = NULL;
-	ws_buf_reset(&st->carry_next);
+	ws_buf_free(&st->carry_next); /* only carry holds memory between calls */
 	if (rc == WS_ENOTFOUND) {
 		(void)carry_set(st, NULL, 0);
 		st->have_wm = false;
@@ -2114,8 +2092,13 @@ static int put_inline_manifest(struct ws_stream *st, struct tail *t, const struc
  * Whether this call's manifest may be carried by its watermark (one write
  * for the call): a continuation of what the watermark names whose every
  * batch is inline, while the sink holds writes back (or always, as
- * configured), within inline_batch_bytes_max and the shard's bound.
+ * configured), within carry_max and the shard's bound.
  */
+/* The largest manifest a watermark carries, merges included: each merge
+ * writes it whole again (and each fencing read reads it back), so the
+ * bound trades request count against bytes. */
+static uint64_t carry_max(const struct ws_stream *st) { return st->inline_max; }
+
 static bool carry_wanted(struct ws_stream *st, const struct tail *t)
 {
 	if (st->carry_mode == WS_CARRY_NEVER || !st->inline_max || t->kind != WS_MANIFEST_CONTINUE ||
@@ -2293,9 +2276,7 @@ static int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_o
 		goto out;
 	}
 	/* Carried: the watermark is this manifest's one write (step 8). */
-	t->carried = carry_wanted(st, t) && t->mlen <= st->inline_max &&
-		     (!st->carry_used || __atomic_load_n(st->carry_used, __ATOMIC_RELAXED) - st->carry.len + t->mlen <=
-					     st->carry_budget);
+	t->carried = carry_wanted(st, t) && t->mlen <= carry_max(st);
 	if (t->carried) {
 		ws_buf_reset(&st->carry_next);
 		rc = ws_buf_append(&st->carry_next, st->work->scratch.data, st->work->scratch.len);
@@ -2433,20 +2414,11 @@ static int step_write_watermark(struct ws_stream *st, struct tail *t)
 
 	t->prev = st->wm;
 	t->had = st->have_wm;
-	/* The manifest it carries (or none) is kept while it names it. */
-	if (t->carried && st->carry_next.len == t->mlen) {
-		struct ws_buf tmp = st->carry;
-		carry_count(st, (int64_t)st->carry_next.len - (int64_t)st->carry.len);
-		st->carry = st->carry_next;
-		st->carry_next = tmp;
-		ws_buf_reset(&st->carry_next);
-	} else if (t->carried) {
-		/* A refused swap that found this very write there (above): the
-		 * read kept the bytes it carries. */
-		WS_ASSERT(st->carry.len == t->mlen);
-	} else {
-		(void)carry_set(st, NULL, 0);
-	}
+	/* Nothing is held between calls: the next call's fencing read brings
+	 * back the manifest this watermark carries, still this stream's to
+	 * merge into while the watermark there is this write (refresh_wm). */
+	carry_drop(st);
+	ws_buf_free(&st->carry_next);
 	st->carry_own = t->carried;
 	st->call.carried = t->carried;
 	nw.carried = NULL;

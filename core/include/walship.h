@@ -192,7 +192,8 @@ struct ws_stream_config {
 	 */
 	uint64_t inline_batch_bytes_max;
 	/* When the watermark carries the manifest (enum ws_carry; 0 = PRESSED).
-	 * A carried manifest is at most inline_batch_bytes_max bytes. */
+	 * A carried manifest, merges included, is at most
+	 * inline_batch_bytes_max bytes. */
 	enum ws_carry carry;
 };
 
@@ -350,7 +351,6 @@ struct ws_shard_metrics {
 	uint64_t tails_ended_early;  /* tails that stopped at tail_ms_max, the rest left to the next */
 	uint64_t tails_coalesced;    /* tails started later than batch_age_ms_max while throttled */
 	uint64_t tails_carried;      /* tails whose watermark carried their manifest (enum ws_carry) */
-	uint64_t carried_bytes;      /* carried manifests held for merging (at most ring_bytes / 4) */
 };
 
 int ws_engine_shard_metrics(struct ws_engine *e, unsigned shard, struct ws_shard_metrics *out) WS_MUST_CHECK;

@@ -377,18 +377,23 @@ echo "# inline batches (the default for a small tail): damaged or forged inside 
 # refuse, naming the manifest, and nothing is published. A hash-consistent
 # forged commit size in it is named as the manifest's inline batch.
 IS="$ROOT/isink"
-# inline_sink: f's first tail, then a small one; $m is the latter's manifest.
-inline_sink() {
+# small_sink CONFIG [FORGE]: f's first tail, then a small one (its WAL
+# forged first, if asked), each replicate run with CONFIG (may be /dev/null
+# for none); $m is the last stored manifest.
+small_sink() {
 	rm -rf "$IS"
 	newdb f.db
 	grow f.db 3
-	"$WS_BIN" replicate --sink "file://$IS" --once --quiet f.db 2>/dev/null
+	"$WS_BIN" replicate --sink "file://$IS" --config "$1" --once --quiet f.db 2>/dev/null
 	grow f.db 1
-	if [ -n "${1:-}" ]; then python3 "$HERE/forge_wal.py" f.db-wal "$1" >/dev/null; fi
-	run replicate --sink "file://$IS" --once --quiet f.db
+	if [ -n "${2:-}" ]; then python3 "$HERE/forge_wal.py" f.db-wal "$2" >/dev/null; fi
+	run replicate --sink "file://$IS" --config "$1" --once --quiet f.db
 	m=$(cd "$IS" && find f -name 'm*' -type f | sort | tail -1)
 	rm -f "$OUT"/*
 }
+NOCFG="$ROOT/empty.ini"
+: >"$NOCFG"
+inline_sink() { small_sink "$NOCFG" "${1:-}"; }
 for where in header frames; do
 	inline_sink
 	expect "inline ($where): replicate ships" 0 ""
@@ -406,15 +411,49 @@ b[i + 20 if w == "header" else (i + 96 + len(b) - 8) // 2] ^= 1; open(p,"wb").wr
 	expect "inline ($where): verify fails naming the manifest, as restore does" 1 \
 		"manifest $m does not match the SHA-256"
 done
+# forged_refused WHAT MANIFEST_RE: after small_sink ... 0xFFFFFFFF, the
+# forged commit size is refused by restore and verify alike, naming the
+# inline batch of the manifest MANIFEST_RE matches.
+forged_refused() {
+	expect "$1 forged 0xFFFFFFFF: replicate ships it (the frames' checksums hold)" 0 ""
+	run restore --sink "file://$IS" --tenant f -o "$OUT/f.db"
+	expect "$1 forged 0xFFFFFFFF: restore refused naming the manifest's inline batch" 1 \
+		"batch $2 \(inline batch 0\): commit frame [0-9]+ says the database has 4294967295 pages"
+	check "$1 forged 0xFFFFFFFF: ... and published nothing" [ -z "$(ls -A "$OUT")" ]
+	run verify --sink "file://$IS"
+	expect "$1 forged 0xFFFFFFFF: verify fails naming it, as restore does" 1 \
+		"batch $2 \(inline batch 0\): commit frame [0-9]+ says the database has 4294967295 pages"
+}
 inline_sink 0xFFFFFFFF
-expect "inline forged 0xFFFFFFFF: replicate ships it (the frames' checksums hold)" 0 ""
+forged_refused inline "$m"
+
+echo "# a watermark carrying its manifest (carry_in_watermark = always): damaged or forged"
+# The second tail's manifest, its inline batch with it, travels inside the
+# watermark (version 3) and is stored nowhere else. A byte flipped in it
+# (the watermark's own hash fails), or a hash-consistent forged commit size
+# in its frames: restore and verify both refuse, naming the watermark or
+# the carried manifest's inline batch, and nothing is published. (A flip
+# re-hashed, so that only the carried manifest's SHA-256 fails, and a forged
+# predecessor are in test_core_badinput.)
+CARRY="$ROOT/carry.ini"
+printf '[engine]\ncarry_in_watermark = always\n' >"$CARRY"
+carried_sink() { small_sink "$CARRY" "${1:-}"; }
+carried_sink
+expect "carried: replicate ships" 0 ""
+check "carried: the watermark is version 3 and carries a manifest with its batch" python3 -c 'import struct,sys
+b=open(sys.argv[1],"rb").read(); sys.exit(not (struct.unpack_from("<I",b,8)[0]==3 and b.find(b"WSMANIF1")>0 and b.find(b"WSBATCH1")>0))' "$IS/f/wm"
+check "carried: ... and no manifest object of the second tail (only the first tail's)" \
+	[ "$(cd "$IS" && find f -name 'm*' -type f | wc -l)" = 1 ]
+python3 -c 'import sys
+p=sys.argv[1]; b=bytearray(open(p,"rb").read()); i=b.find(b"WSBATCH1"); b[(i + len(b)) // 2] ^= 1
+open(p,"wb").write(b)' "$IS/f/wm"
 run restore --sink "file://$IS" --tenant f -o "$OUT/f.db"
-expect "inline forged 0xFFFFFFFF: restore refused naming the manifest's inline batch" 1 \
-	"batch $m \(inline batch 0\): commit frame [0-9]+ says the database has 4294967295 pages"
-check "inline forged 0xFFFFFFFF: ... and published nothing" [ -z "$(ls -A "$OUT")" ]
+expect "carried: a flipped byte: restore refused naming the watermark" 1 "watermark f/wm: watermark hash mismatch"
+check "carried: ... and published nothing" [ -z "$(ls -A "$OUT")" ]
 run verify --sink "file://$IS"
-expect "inline forged 0xFFFFFFFF: verify fails naming it, as restore does" 1 \
-	"batch $m \(inline batch 0\): commit frame [0-9]+ says the database has 4294967295 pages"
+expect "carried: verify fails naming the watermark, as restore does" 1 "f/wm"
+carried_sink 0xFFFFFFFF
+forged_refused carried "f/e0-p0/[^ ]*/m0*2-[0-9a-f]+"
 
 echo "# replicate --config: only a regular file, bounded"
 for f in /dev/zero "$SENT/fifo" "$SENT/dir"; do

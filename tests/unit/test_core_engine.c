@@ -1838,12 +1838,12 @@ static void test_thousand_tenants_two_shards(void **state)
 
 /*
  * Watermarks that carry their manifests (carry_in_watermark = always) on
- * two shards whose streams share each shard's ring and its bound on
- * carried bytes (a quarter of ring_bytes): real writers commit while the
- * shards run; tails carry, merge and store; the bytes held stay within
- * the bound; every tenant restores equal to its source and verifies,
- * after the stop and after a restart of the engine that goes on from the
- * carried watermarks it finds.
+ * two shards whose streams share each shard's ring and work arrays: real
+ * writers commit while the shards run; tails carry, merge (each bringing
+ * its carried manifest back with its fencing read) and store; every
+ * tenant restores equal to its source and verifies, after the stop and
+ * after a restart of the engine that goes on from the carried watermarks
+ * it finds.
  */
 static void test_carried_tenants_two_shards(void **state)
 {
@@ -1880,17 +1880,11 @@ static void test_carried_tenants_two_shards(void **state)
 			for (unsigned i = 0; i < n; i++)
 				wt_write_txn(w[i], 2 + (int)(i % 5), 1500);
 			usleep(20000);
-			for (unsigned s = 0; s < 2; s++) {
-				struct ws_shard_metrics m;
-				assert_int_equal(ws_engine_shard_metrics(e, s, &m), 0);
-				assert_true(m.carried_bytes <= sc.ring_bytes / 4);
-			}
 		}
 		flush_ok(e);
 		for (unsigned s = 0; s < 2; s++) {
 			struct ws_shard_metrics m;
 			assert_int_equal(ws_engine_shard_metrics(e, s, &m), 0);
-			assert_true(m.carried_bytes <= sc.ring_bytes / 4);
 			carried += m.tails_carried;
 		}
 		assert_int_equal(seen.errors, 0);
