@@ -2,7 +2,8 @@
 # Retention torture test (issue 11): real SQLite writers on several tenants
 # (names that sort unusually: db, db-2, db.x, db_y, Zeta), `walship
 # replicate` running, a checkpoint every second, retention every 1.5 s
-# (keeping 1 to 3 checkpoints, at random),
+# (keeping 1 to 3 checkpoints, at random), watermarks carrying their
+# manifests in every other replicate run (at random),
 # re-bases forced (TRUNCATE checkpoints, the WAL gone between replicate
 # runs), and kill -9 of replicate, checkpoint or retention at random
 # moments. Afterwards (the writers stopped, replicate shipped the rest):
@@ -96,9 +97,18 @@ for t in $TENANTS; do args+=("$t=$t.db"); done
 
 # replicator: `replicate` until killed; sometimes stopped cleanly, the
 # databases checkpointed so the WAL is gone, then started again (a re-base).
+# Every other run (at random) has its watermarks carry their manifests
+# (carry_in_watermark = always): merged, stored, found carried by the next
+# run, cut by checkpoints, under kill -9.
+printf '[engine]\ncarry_in_watermark = always\n' >carry.ini
+printf '[engine]\ncarry_in_watermark = never\n' >nocarry.ini
 replicator() {
+	local cfg
 	while [ ! -e stop ]; do
-		"$BIN" replicate --sink "$URL" --quiet "${args[@]}" >>replicate.out 2>>replicate.err &
+		cfg=nocarry.ini
+		[ $((RANDOM % 2)) = 0 ] && cfg=carry.ini
+		echo "$cfg" >>replicate.cfgs
+		"$BIN" replicate --sink "$URL" --config "$cfg" --quiet "${args[@]}" >>replicate.out 2>>replicate.err &
 		echo $! >replicate.pid
 		wait $! 2>/dev/null || true
 		if [ ! -e stop ] && [ $((RANDOM % 3)) = 0 ]; then
@@ -284,6 +294,7 @@ rets=$(wc -l <retention.ok 2>/dev/null || echo 0)
 kills=$(wc -l <kills 2>/dev/null || echo 0)
 echo "torture: ${SECONDS_RUN} s, tenants: $TENANTS"
 echo "torture: checkpoints committed: $committed, retention runs completed: $rets, kills: $kills ($(sort kills 2>/dev/null | uniq -c | tr -s ' ' | tr '\n' ',' ))"
+echo "torture: replicate runs: $(wc -l <replicate.cfgs), of which with carried manifests: $(grep -c '^carry' replicate.cfgs || true)"
 echo "torture: orphans before the last checkpoint and retention: $leaked ($(sed -n 's/^orphan \([^ ]*\) .*/\1/p' orphans-before.out | sort | uniq -c | tr -s ' ' | tr '\n' ',')); after: 0; directories left empty or holding only lock files (by kills): $emptydirs"
 echo "torture: restores checked: $restores latest, $points points in time (of $(($(wc -l <samples) * $(echo $TENANTS | wc -w))) sampled; the others before a re-base or retention's cut), $ckpts by checkpoint; verify ok"
 [ "$committed" -ge 1 ] || fail "no checkpoint committed during the load"
