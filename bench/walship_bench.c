@@ -760,13 +760,7 @@ static void parse(int argc, char **argv)
 		else if (ARG("--inline-batch-bytes"))
 			O.inline_bytes = !strcmp(v, "off") ? UINT64_MAX : bench_parse_num(a, v, 4096, 16u << 20);
 		else if (ARG("--carry")) {
-			if (!strcmp(v, "pressed"))
-				O.carry = WS_CARRY_PRESSED;
-			else if (!strcmp(v, "always"))
-				O.carry = WS_CARRY_ALWAYS;
-			else if (!strcmp(v, "never"))
-				O.carry = WS_CARRY_NEVER;
-			else
+			if (ws_carry_parse(v, &O.carry))
 				bench_die("--carry: '%s' is not pressed, always or never", v);
 		}
 		else if (!strcmp(a, "--no-adaptive"))

@@ -67,6 +67,20 @@ int ws_wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *
 	return ws_wm_load_keep(s, tenant, wm, etag, NULL);
 }
 
+/* The bytes read for ref are the object it names: its length, and (the
+ * decoder checks the header and payload hashes) its header hash. */
+static int obj_is_named(const struct ws_buf *out, const struct ws_fmt_objref *ref, size_t hash_off, const char *key,
+			const char *what)
+{
+	if (out->len != ref->length)
+		return ws_fail(WS_ECORRUPT, "object %s%s is %zu bytes, manifest says %llu (truncated?)", key, what,
+			       out->len, (unsigned long long)ref->length);
+	if (hash_off + 8 > out->len || ws_get_le64(out->data + hash_off) != ref->xxh)
+		return ws_fail(WS_ECORRUPT, "object %s%s is not the object its manifest names (hash mismatch)",
+			       key, what);
+	return 0;
+}
+
 int ws_obj_fetch(struct ws_store *s, const char *mkey, const struct ws_fmt_objref *ref, size_t hash_off,
 		 struct ws_buf *out)
 {
@@ -85,15 +99,7 @@ int ws_obj_fetch(struct ws_store *s, const char *mkey, const struct ws_fmt_objre
 		return ws_fail(WS_EINCOMPLETE, "object %s%s is missing", key, what);
 	if (rc)
 		return ws_fail_wrap(rc, "read %s%s", key, what);
-	if (out->len != ref->length)
-		return ws_fail(WS_ECORRUPT, "object %s%s is %zu bytes, manifest says %llu (truncated?)", key, what,
-			       out->len, (unsigned long long)ref->length);
-	/* The decoder checks the header and payload hashes; here, that this is
-	 * the object the manifest names. */
-	if (hash_off + 8 > out->len || ws_get_le64(out->data + hash_off) != ref->xxh)
-		return ws_fail(WS_ECORRUPT, "object %s%s is not the object its manifest names (hash mismatch)",
-			       key, what);
-	return 0;
+	return obj_is_named(out, ref, hash_off, key, what);
 }
 
 int ws_chain_obj_fetch(struct ws_store *s, const struct ws_chain *c, size_t i, const struct ws_fmt_objref *ref,
@@ -109,10 +115,7 @@ int ws_chain_obj_fetch(struct ws_store *s, const struct ws_chain *c, size_t i, c
 		if (ws_buf_append(out, c->carried + ref->inline_off, (size_t)ref->length) != 0)
 			return ws_fail(WS_ETOOBIG, "object %s (inline batch): %llu bytes", c->keys[i],
 				       (unsigned long long)ref->length);
-		if (hash_off + 8 > out->len || ws_get_le64(out->data + hash_off) != ref->xxh)
-			return ws_fail(WS_ECORRUPT, "object %s (inline batch, carried by the watermark) is not "
-				       "the object its manifest names (hash mismatch)", c->keys[i]);
-		return 0;
+		return obj_is_named(out, ref, hash_off, c->keys[i], " (inline batch, carried by the watermark)");
 	}
 	return ws_obj_fetch(s, c->keys[i], ref, hash_off, out);
 }

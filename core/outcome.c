@@ -23,6 +23,17 @@ const char *ws_carry_name(enum ws_carry c)
 	return "unknown";
 }
 
+int ws_carry_parse(const char *name, enum ws_carry *out)
+{
+	for (enum ws_carry c = WS_CARRY_PRESSED; c <= WS_CARRY_NEVER; c++) {
+		if (!strcmp(name, ws_carry_name(c))) {
+			*out = c;
+			return 0;
+		}
+	}
+	return WS_ECONFIG;
+}
+
 const char *ws_outcome_name(enum ws_outcome_kind k)
 {
 	switch (k) {

@@ -715,19 +715,19 @@ struct ws_stream *ws_stream_open_shared(struct ws_sink *sink, const struct ws_st
  * them back with the watermark. */
 static void carry_drop(struct ws_stream *st) { ws_buf_free(&st->carry); }
 
-/* Keep the bytes of the manifest the watermark now names as carried (or
- * none) for this call. */
-static int carry_set(struct ws_stream *st, const uint8_t *p, size_t n)
+/* The manifest watermark w carries (or none), for this call: moved to the
+ * front of the buffer w was read into (raw), which becomes carry. */
+static void carry_take(struct ws_stream *st, struct ws_buf *raw, const struct ws_fmt_watermark *w)
 {
-	ws_buf_reset(&st->carry);
-	int rc = n ? ws_buf_append(&st->carry, p, n) : 0;
-	if (rc) {
-		ws_buf_free(&st->carry);
-		return rc;
+	carry_drop(st);
+	if (!w->carried) {
+		ws_buf_free(raw);
+		return;
 	}
-	if (!n)
-		ws_buf_free(&st->carry);
-	return 0;
+	memmove(raw->data, w->carried, (size_t)w->carried_len);
+	raw->len = (size_t)w->carried_len;
+	st->carry = *raw;
+	ws_buf_init(raw, WS_WM_BYTES_MAX);
 }
 
 void ws_stream_park(struct ws_stream *st)
@@ -832,11 +832,12 @@ static int refresh_wm(struct ws_stream *st)
 	st->carry_own = st->carry_own && rc == 0 && w.carried_len && st->own_seq == w.seq &&
 			memcmp(w.manifest_sha, st->own_msha, WS_SHA256_LEN) == 0;
 	if (rc == 0)
-		rc = carry_set(st, w.carried, w.carried ? (size_t)w.carried_len : 0);
+		carry_take(st, &st->carry_next, &w);
+	else
+		ws_buf_free(&st->carry_next);
 	w.carried = NULL;
-	ws_buf_free(&st->carry_next); /* only carry holds memory between calls */
 	if (rc == WS_ENOTFOUND) {
-		(void)carry_set(st, NULL, 0);
+		carry_drop(st);
 		st->have_wm = false;
 		memset(&st->wm_etag, 0, sizeof(st->wm_etag));
 		st->wm_loaded = true;
@@ -2030,14 +2031,13 @@ static int64_t stamp_floor(struct ws_stream *st)
 	 * is the best known; it is not later than its manifest's stamp. */
 	st->stamp_ms = st->wm.time_ms;
 	ws_buf_init(&b, 256u << 20);
-	if (st->wm.carried_len && st->carry.len == st->wm.carried_len ?
-		    ws_buf_append(&b, st->carry.data, st->carry.len) == 0 :
-		    ws_store_get(st->sink->store, st->wm.manifest_key, 0, UINT64_MAX, &b, NULL) == 0) {
-		if (ws_fmt_manifest_decode(b.data, b.len, &m) == 0) {
-			if (strcmp(m.tenant, st->tenant) == 0 && m.time_ms > st->stamp_ms)
-				st->stamp_ms = m.time_ms;
-			ws_fmt_manifest_free(&m);
-		}
+	/* A carried one is in hand (this call's fencing read). */
+	const bool carried = st->wm.carried_len && st->carry.len == st->wm.carried_len;
+	if ((carried || ws_store_get(st->sink->store, st->wm.manifest_key, 0, UINT64_MAX, &b, NULL) == 0) &&
+	    ws_fmt_manifest_decode(carried ? st->carry.data : b.data, carried ? st->carry.len : b.len, &m) == 0) {
+		if (strcmp(m.tenant, st->tenant) == 0 && m.time_ms > st->stamp_ms)
+			st->stamp_ms = m.time_ms;
+		ws_fmt_manifest_free(&m);
 	}
 	ws_buf_free(&b);
 	snprintf(st->stamp_key, sizeof(st->stamp_key), "%s", st->wm.manifest_key);
@@ -2088,21 +2088,25 @@ static int put_inline_manifest(struct ws_stream *st, struct tail *t, const struc
 	}
 }
 
-/*
- * Whether this call's manifest may be carried by its watermark (one write
- * for the call): a continuation of what the watermark names whose every
- * batch is inline, while the sink holds writes back (or always, as
- * configured), within carry_max and the shard's bound.
- */
-/* The largest manifest a watermark carries, merges included: each merge
- * writes it whole again (and each fencing read reads it back), so the
- * bound trades request count against bytes. */
-static uint64_t carry_max(const struct ws_stream *st) { return st->inline_max; }
-
-static bool carry_wanted(struct ws_stream *st, const struct tail *t)
+/* This call ships one inline batch more of the watermark's generation:
+ * what a carried manifest may take in. */
+static bool one_inline_continue(const struct ws_stream *st, const struct tail *t)
 {
-	if (st->carry_mode == WS_CARRY_NEVER || !st->inline_max || t->kind != WS_MANIFEST_CONTINUE ||
-	    !st->have_wm || st->snap_count || !st->inl_held || st->batch_count != 1)
+	return t->kind == WS_MANIFEST_CONTINUE && st->have_wm && !st->snap_count && st->inl_held &&
+	       st->batch_count == 1;
+}
+
+/*
+ * Whether this call's manifest of mlen bytes may be carried by its
+ * watermark (one write for the call): one_inline_continue, while the sink
+ * holds writes back (or always, as configured), and at most
+ * inline_batch_bytes_max, merges included (each merge writes it whole
+ * again, and each fencing read reads it back: the bound trades request
+ * count against bytes).
+ */
+static bool carry_wanted(struct ws_stream *st, const struct tail *t, uint64_t mlen)
+{
+	if (st->carry_mode == WS_CARRY_NEVER || !one_inline_continue(st, t) || mlen > st->inline_max)
 		return false;
 	return st->carry_mode == WS_CARRY_ALWAYS || ws_store_pressed(st->sink->store);
 }
@@ -2238,8 +2242,7 @@ static int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_o
 		 * into it when this stream wrote it and this call ships one
 		 * inline batch more of its generation; otherwise store it first,
 		 * so that this manifest can link to it. */
-		if (st->carry_own && t->kind == WS_MANIFEST_CONTINUE && st->inl_held && st->batch_count == 1 &&
-		    !st->snap_count) {
+		if (st->carry_own && one_inline_continue(st, t)) {
 			rc = ws_fmt_manifest_decode(st->carry.data, st->carry.len, &pm);
 			if (rc) {
 				rc = ws_fail_wrap(rc, "tenant %s: the carried manifest %s", st->tenant,
@@ -2276,7 +2279,7 @@ static int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_o
 		goto out;
 	}
 	/* Carried: the watermark is this manifest's one write (step 8). */
-	t->carried = carry_wanted(st, t) && t->mlen <= carry_max(st);
+	t->carried = carry_wanted(st, t, t->mlen);
 	if (t->carried) {
 		ws_buf_reset(&st->carry_next);
 		rc = ws_buf_append(&st->carry_next, st->work->scratch.data, st->work->scratch.len);

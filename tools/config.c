@@ -560,13 +560,7 @@ static int set_shard_key(struct ws_cli_config_parse *p, struct shard_sec *sec, c
 			return fail_at(p, line, "[%s] policy: '%s' is not block, throttle or shed", where, value);
 		break;
 	case K_CARRY:
-		if (!strcmp(value, "pressed"))
-			sec->v.carry = WS_CARRY_PRESSED;
-		else if (!strcmp(value, "always"))
-			sec->v.carry = WS_CARRY_ALWAYS;
-		else if (!strcmp(value, "never"))
-			sec->v.carry = WS_CARRY_NEVER;
-		else
+		if (ws_carry_parse(value, &sec->v.carry))
 			return fail_at(p, line, "[%s] %s: '%s' is not pressed, always or never", where, key, value);
 		break;
 	case K_BOOL:

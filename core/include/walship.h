@@ -78,6 +78,8 @@ enum ws_carry {
 	WS_CARRY_NEVER = 2,
 };
 const char *ws_carry_name(enum ws_carry c);
+/* The enum ws_carry whose ws_carry_name is name: 0, or WS_ECONFIG. */
+int ws_carry_parse(const char *name, enum ws_carry *out) WS_MUST_CHECK;
 
 struct ws_backpressure_report {
 	enum ws_policy policy;
