@@ -2532,6 +2532,31 @@ static void attempt_reset(struct ws_stream *st)
 	st->inl_held = false;
 }
 
+/* The generation the watermark names has passed wal_checkpoint_bytes. */
+static bool wm_gen_past_ckpt_bytes(const struct ws_stream *st)
+{
+	return st->wm.last_frame * ws_wal_frame_size(st->wm.gen.page_size) >= st->wal_checkpoint_bytes;
+}
+
+/*
+ * Whether the live WAL is still the generation the watermark names. A
+ * WAL that restarted since (a writer's own checkpoint) is as long as its
+ * new frames, not as the watermark's last frame: locking writers out and
+ * checkpointing it then would only restart the WAL a second time, a few
+ * frames in. A restart between this look and the lock is caught after
+ * the call (wm_gen_past_ckpt_bytes on what it shipped).
+ */
+static bool wal_still_wm_gen(struct ws_stream *st)
+{
+	struct ws_wal_hdr wh;
+	if (file_refresh(st, st->wal_path, &st->wal_fd, &st->wal_slot) != 0 || file_size(st->wal_fd) == 0)
+		return false;
+	if (read_wal_gen(st, &wh) != 0)
+		return false; /* the call's own read of it says what is wrong */
+	return wh.magic == st->wm.gen.wal_magic && wh.checkpoint_seq == st->wm.gen.checkpoint_seq &&
+	       wh.salt1 == st->wm.gen.salt1 && wh.salt2 == st->wm.gen.salt2;
+}
+
 int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 {
 	bool locked = false;
@@ -2576,9 +2601,13 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 	 * this call: only when the last call went through (a sink that fails
 	 * now would hold them for its retries), and then with no upload
 	 * waited out (publish_part). */
-	if (st->have_wm && st->wm.gen.wal_magic != 0 && st->last_ok &&
-	    st->wm.last_frame * ws_wal_frame_size(st->wm.gen.page_size) >= st->wal_checkpoint_bytes)
+	if (st->have_wm && st->wm.gen.wal_magic != 0 && st->last_ok && wm_gen_past_ckpt_bytes(st) &&
+	    wal_still_wm_gen(st)) {
+		if ((rc = WS_FAULT("stream.before_checkpoint_lock")) != 0)
+			return ws_fail(rc, "tenant %s: injected fault before the WAL checkpoint's write lock",
+				       st->tenant);
 		locked = write_lock_try(st);
+	}
 	st->lock_call = locked;
 	st->pipe->on_done = part_done;
 	st->pipe->arg = st;
@@ -2613,7 +2642,7 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 		 * committed frame in the WAL is durable at the sink, unless the
 		 * tail stopped at its work bound. */
 		if (rc == 0 && out->kind != WS_OUTCOME_FENCED && out->kind != WS_OUTCOME_SHED &&
-		    st->frames_shed == 0 && !st->early_stop && st->continuous &&
+		    st->frames_shed == 0 && !st->early_stop && st->continuous && wm_gen_past_ckpt_bytes(st) &&
 		    WS_FAULT("stream.before_wal_checkpoint") == 0)
 			wal_checkpoint_locked(st);
 		write_lock_release(st);

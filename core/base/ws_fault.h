@@ -105,6 +105,8 @@
 	X("stream.before_carrying_watermark_put", "tail: before the CAS of a watermark carrying its manifest") \
 	X("stream.before_carried_store", "tail: before storing the manifest the watermark carried")        \
 	X("stream.after_watermark_put", "tail: watermark written, before the read mark handover")          \
+	X("stream.before_checkpoint_lock", "tail: the live WAL is still the watermark's generation, past "  \
+	  "wal_checkpoint_bytes: before the write lock for walship's WAL checkpoint")                    \
 	X("stream.before_wal_checkpoint", "tail: under the write lock, before walship's WAL checkpoint") \
 	X("stream.wal_checkpoint_gap", "tail: WAL checkpoint fallback, between the spare's two transactions")
 

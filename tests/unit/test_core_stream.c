@@ -1502,7 +1502,12 @@ static struct ws_stream *open_locking_stream(struct wt_env *e, struct shard_env 
 	assert_non_null(st);
 	wt_tail_ok(st, &o);
 	wt_write_txn(e->w, 5, 200);
+	wt_tail_ok(st, &o); /* locked: checkpoints, and the next write restarts the WAL */
+	wt_write_txn(e->w, 5, 200);
+	/* The new generation: not locked (the live WAL is not the one the
+	 * watermark names, however long that one was). */
 	wt_tail_ok(st, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_RESTARTED);
 	wt_write_txn(e->w, 5, 200);
 	return st;
 }
@@ -1546,15 +1551,18 @@ static void test_locked_call_waits_out_nothing(void **state)
 
 /*
  * A call that took the application's write lock (the last call went
- * through, the WAL past wal_checkpoint_bytes) and then finds it must
- * re-base (continuity lost: the stream was parked, as the engine parks one
- * over its open-file budget) lets the lock go before it reads and uploads
- * the database file: a snapshot is as large as the database, and the
- * application's writers waited for all of it. Paused before the snapshot's
- * upload, an application write with no busy timeout goes through; what is
- * acknowledged is a state the source committed (the state before that
- * write, or after it when the call starts over), and the next tail ships
- * the write.
+ * through, the WAL the watermark names past wal_checkpoint_bytes and still
+ * live) and then finds it must re-base (continuity lost: the stream was
+ * parked, as the engine parks one over its open-file budget) lets the lock
+ * go before it reads and uploads the database file: a snapshot is as large
+ * as the database, and the application's writers waited for all of it.
+ * The call finds a re-base under the lock only when the WAL restarted
+ * between its look at the live generation and the lock: its fresh read
+ * mark is 0 (the WAL fully backfilled), so a writer paused in there
+ * restarts it. Paused before the snapshot's upload, an application write
+ * with no busy timeout goes through; what is acknowledged is a state the
+ * source committed (the state before that write, or after it when the
+ * call starts over), and the next tail ships the write.
  */
 struct lock_probe {
 	sqlite3 *db;
@@ -1571,6 +1579,23 @@ static void write_during_snapshot(const char *site, void *arg)
 	p->rc = sqlite3_exec(p->db, "INSERT INTO t(v) VALUES (randomblob(300))", NULL, NULL, NULL);
 }
 
+struct restart_probe {
+	sqlite3 *db;
+	int rc;
+	int fired;
+	uint64_t hash; /* the source after the write that restarted the WAL */
+};
+
+static void restart_before_lock(const char *site, void *arg)
+{
+	struct restart_probe *r = arg;
+	(void)site;
+	if (r->fired++)
+		return;
+	r->rc = sqlite3_exec(r->db, "INSERT INTO t(v) VALUES (randomblob(300))", NULL, NULL, NULL);
+	r->hash = wt_content_hash(r->db, NULL);
+}
+
 static void test_rebase_lets_the_write_lock_go(void **state)
 {
 	struct wt_env e;
@@ -1578,19 +1603,25 @@ static void test_rebase_lets_the_write_lock_go(void **state)
 	struct ws_stream *st;
 	struct ws_outcome o;
 	struct lock_probe p = { 0 };
+	struct restart_probe r = { 0 };
 	uint64_t before, after, got;
 	(void)state;
 
 	wt_env_init(&e, "rebase-unlocked", 0);
 	st = open_locking_stream(&e, &x);
+	wt_tail_ok(st, &o); /* locked: ships all and checkpoints; the WAL fully backfilled */
 	ws_stream_park(st); /* continuity lost: the next call re-bases */
 	wt_exec(e.w, "PRAGMA busy_timeout=0");
-	before = wt_content_hash(e.w, NULL);
-	p.db = e.w;
-	p.rc = -1;
-	assert_int_equal(ws_fault_arm_pause("stream.before_snapshot_put", 1, write_during_snapshot, &p), 0);
+	p.db = r.db = e.w;
+	p.rc = r.rc = -1;
+	assert_int_equal(ws_fault_arm_pause("stream.before_checkpoint_lock", 1, restart_before_lock, &r), 0);
+	assert_int_equal(ws_fault_add("stream.before_snapshot_put", 1, WS_FAULT_PAUSE, write_during_snapshot, &p), 0);
 	tail_expect(st, &o, WS_OUTCOME_RESTARTED);
 	ws_fault_disarm();
+	if (r.fired != 1 || r.rc != SQLITE_OK)
+		fail_msg("the write that restarts the WAL before the lock: %s",
+			 r.fired ? sqlite3_errstr(r.rc) : "not reached");
+	before = r.hash;
 	after = wt_content_hash(e.w, NULL);
 	assert_true(p.fired > 0);
 	if (p.rc != SQLITE_OK)
