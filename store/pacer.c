@@ -8,6 +8,9 @@
 #define GROWTH_FAR 0.5     /* per second, below NEAR */
 #define GROWTH_NEAR 0.01   /* per second, above it */
 #define PAST 1.05          /* of the rate last throttled: accepted past it, the cap has moved */
+#define STABLE 0.1         /* two refusals this close (of the earlier rate): the store's limit holds */
+#define HOLD 0.95          /* of a limit that holds: the pace kept until the next probe */
+#define PROBE_MS 30000u    /* a limit that holds is probed again this long after its last refusal */
 #define MIN_FILL 0.5       /* requests per second, at the least */
 #define MIN_CAPACITY 1.0
 #define BURST 8.0          /* a burst takes at most 1/8 s of the rate at once */
@@ -93,6 +96,11 @@ void ws_pacer_answer(struct ws_pacer *p, bool throttled, uint64_t now)
 		 * was measured also counts the Retry-After waits), else what was
 		 * being sent. */
 		double base = p->enabled ? p->fill_rate : p->measured;
+		/* Refused near where the store refused before: its limit
+		 * holds, and probing it every ten seconds would only buy a
+		 * Retry-After wait each time. */
+		if (!p->enabled || now >= p->throttle_ms + 1000) /* not one burst's answers */
+			p->stable = p->enabled && fabs(base - p->last_max) <= STABLE * p->last_max;
 		p->enabled = true;
 		p->throttles++;
 		p->throttle_ms = now;
@@ -103,17 +111,22 @@ void ws_pacer_answer(struct ws_pacer *p, bool throttled, uint64_t now)
 		 * per cent more each second past it, so the next refusal (each
 		 * costs a Retry-After wait) comes some ten seconds later. */
 		double dt = (double)(now - p->answer_ms) / 1000.0;
-		double since = (double)(now - p->throttle_ms) / 10000.0; /* in 10 s */
+		/* A limit that holds: quickly to HOLD of it, kept there until
+		 * PROBE_MS after the refusal, then probed as below from then. */
+		uint64_t probe_ms = p->throttle_ms + (p->stable ? PROBE_MS : 0);
+		double since = now > probe_ms ? (double)(now - probe_ms) / 10000.0 : 0; /* in 10 s */
 		/* Past the rate last throttled, growing faster the longer the
 		 * store has not refused (as CUBIC's convex half). */
 		/* Only while the pace holds requests back: a sender with less
 		 * to send does not talk the rate up to what it never tried. */
 		if (p->held_ms + 1000 > now) {
-			double near = NEAR * p->last_max;
+			double near = (p->stable ? HOLD : NEAR) * p->last_max;
 			if (rate < near) {
 				rate *= 1.0 + GROWTH_FAR * dt;
 				if (rate > near)
 					rate = near;
+			} else if (now < probe_ms) {
+				/* held */
 			} else if (rate < PAST * p->last_max) {
 				rate *= 1.0 + GROWTH_NEAR * (1.0 + since * since) * dt;
 			} else {

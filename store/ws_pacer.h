@@ -43,6 +43,7 @@ struct ws_pacer {
 	unsigned nseen, seen_next;
 	uint64_t answer_ms;      /* the last answer */
 	double last_max;         /* the rate last throttled */
+	bool stable;             /* and the one before was within STABLE of it */
 	uint64_t throttle_ms;    /* when */
 	uint64_t held_ms;        /* a request last had to wait for its token */
 	uint64_t throttles;      /* throttled answers fed */
