@@ -471,9 +471,10 @@ static int chain_walk(struct ws_store *s, const char *tenant, const char *start_
 			rc = ws_fail(WS_EINCOMPLETE, "tenant %s: manifest %s does not match its watermark", tenant,
 				     key);
 			goto fail;
-		} else if (out->count == 0 && out->carried && (m.kind != WS_MANIFEST_CONTINUE || !m.prev_key[0])) {
-			/* Only a continuation of a stored manifest is carried: a
-			 * checkpoint's cut is that one (checkpoint.c cut_of_carried). */
+		} else if (out->count == 0 && out->carried && (m.kind == WS_MANIFEST_REBASE || !m.prev_key[0])) {
+			/* Only a manifest on a stored one (a continuation, or a
+			 * next generation's first) is carried: a checkpoint's cut
+			 * is that one (checkpoint.c cut_of_carried). */
 			ws_fmt_manifest_free(&m);
 			rc = ws_fail(WS_EFORMAT, "tenant %s: manifest %s carried by the watermark does not continue "
 				     "a stored manifest", tenant, key);

@@ -230,26 +230,63 @@ struct cut {
  * A watermark that carries its manifest (docs/FORMAT.md "Watermark") names
  * a head stored nowhere else, which its owner replaces while it keeps
  * merging what it ships into it: the tenant's cut is the stored manifest
- * that head continues. A cut must be an object that retention keeps and
- * whose predecessors it may delete, and the owner's next manifest links to
- * that one, never to a carried head it replaced.
+ * that head is on. A cut must be an object that retention keeps and whose
+ * predecessors it may delete, and the owner's next manifest links to that
+ * one, never to a carried head it replaced. A continuation's predecessor
+ * ends where it begins, in its generation; a carried next generation's
+ * first manifest is on the end of another generation, which only the
+ * stored predecessor itself tells (read back, its SHA-256 and length
+ * checked against the link).
  */
-static int cut_of_carried(const char *tenant, struct ws_fmt_watermark *wm)
+static int cut_of_carried(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm)
 {
-	struct ws_fmt_manifest m;
+	struct ws_fmt_manifest m, p;
+	struct ws_buf b;
+	uint8_t sha[WS_SHA256_LEN];
 	int rc = ws_fmt_manifest_decode(wm->carried, (size_t)wm->carried_len, &m);
 	if (rc)
 		return ws_fail_wrap(rc, "tenant %s: manifest %s carried by its watermark", tenant, wm->manifest_key);
-	if (m.kind != WS_MANIFEST_CONTINUE || !m.prev_key[0] || m.first_frame < 1 || m.wm_seq != wm->seq ||
+	if ((m.kind != WS_MANIFEST_CONTINUE && m.kind != WS_MANIFEST_NEXT_GEN) || !m.prev_key[0] ||
+	    m.first_frame < 1 || (m.kind == WS_MANIFEST_NEXT_GEN && m.first_frame != 1) || m.wm_seq != wm->seq ||
 	    strcmp(m.tenant, tenant) != 0) {
 		ws_fmt_manifest_free(&m);
-		return ws_fail(WS_EFORMAT, "tenant %s: manifest %s carried by its watermark does not continue a "
-			       "stored manifest", tenant, wm->manifest_key);
+		return ws_fail(WS_EFORMAT, "tenant %s: manifest %s carried by its watermark is not on a stored "
+			       "manifest", tenant, wm->manifest_key);
+	}
+	if (m.kind == WS_MANIFEST_NEXT_GEN) {
+		ws_buf_init(&b, WS_WM_BYTES_MAX);
+		rc = ws_store_get(s, m.prev_key, 0, UINT64_MAX, &b, NULL);
+		if (rc) {
+			rc = ws_fail_wrap(rc, "tenant %s: manifest %s, the predecessor of the one its watermark "
+					  "carries", tenant, m.prev_key);
+		} else {
+			ws_sha256(b.data, b.len, sha);
+			if (b.len != m.prev_length || memcmp(sha, m.prev_sha, WS_SHA256_LEN) != 0)
+				rc = ws_fail(WS_EFORMAT, "tenant %s: manifest %s is not the predecessor the carried "
+					     "manifest names (length or SHA-256 differs)", tenant, m.prev_key);
+			else if ((rc = ws_fmt_manifest_decode(b.data, b.len, &p)) != 0)
+				rc = ws_fail_wrap(rc, "tenant %s: manifest %s", tenant, m.prev_key);
+		}
+		ws_buf_free(&b);
+		if (rc) {
+			ws_fmt_manifest_free(&m);
+			return rc;
+		}
+		if (p.wm_seq + 1 != m.wm_seq || strcmp(p.tenant, tenant) != 0 || ws_fmt_gen_equal(&p.gen, &m.gen)) {
+			ws_fmt_manifest_free(&p);
+			ws_fmt_manifest_free(&m);
+			return ws_fail(WS_EFORMAT, "tenant %s: manifest %s is not the predecessor of the next "
+				       "generation its watermark carries", tenant, m.prev_key);
+		}
+		wm->gen = p.gen;
+		wm->last_frame = p.last_frame;
+		ws_fmt_manifest_free(&p);
+	} else {
+		wm->last_frame = m.first_frame - 1;
 	}
 	snprintf(wm->manifest_key, sizeof(wm->manifest_key), "%s", m.prev_key);
 	memcpy(wm->manifest_sha, m.prev_sha, WS_SHA256_LEN);
 	wm->manifest_length = m.prev_length;
-	wm->last_frame = m.first_frame - 1;
 	wm->seq--;
 	wm->carried = NULL;
 	wm->carried_len = 0;
@@ -267,7 +304,7 @@ static int cut_add(struct ws_store *s, const char *tenant, struct cut *cut)
 	ws_buf_init(&wmraw, WS_WM_BYTES_MAX);
 	rc = ws_wm_load_keep(s, tenant, &wm, NULL, &wmraw);
 	if (rc == 0 && wm.carried_len)
-		rc = cut_of_carried(tenant, &wm);
+		rc = cut_of_carried(s, tenant, &wm);
 	ws_buf_free(&wmraw);
 	if (rc == WS_ENOTFOUND)
 		return 0; /* objects but no watermark yet: nothing durable to cut */

@@ -50,6 +50,7 @@
 #include "ws_assert.h"
 #include "ws_clock.h"
 #include "ws_fault.h"
+#include "ws_hash.h"
 #include "ws_logging.h"
 #include "ws_reader.h"
 #include "ws_wal.h"
@@ -2088,25 +2089,52 @@ static int put_inline_manifest(struct ws_stream *st, struct tail *t, const struc
 	}
 }
 
-/* This call ships one inline batch more of the watermark's generation:
- * what a carried manifest may take in. */
-static bool one_inline_continue(const struct ws_stream *st, const struct tail *t)
+/* This call ships one inline batch, and no snapshot, on top of the
+ * watermark: what a carried manifest may be. A re-base names no
+ * predecessor: it is never carried. */
+static bool one_inline_on_wm(const struct ws_stream *st, const struct tail *t)
 {
-	return t->kind == WS_MANIFEST_CONTINUE && st->have_wm && !st->snap_count && st->inl_held &&
+	return t->kind != WS_MANIFEST_REBASE && st->have_wm && !st->snap_count && st->inl_held &&
 	       st->batch_count == 1;
 }
 
-/*
- * Whether this call's manifest of mlen bytes may be carried by its
- * watermark (one write for the call): one_inline_continue, while the sink
- * holds writes back (or always, as configured), and at most
- * inline_batch_bytes_max, merges included (each merge writes it whole
- * again, and each fencing read reads it back: the bound trades request
- * count against bytes).
- */
-static bool carry_wanted(struct ws_stream *st, const struct tail *t, uint64_t mlen)
+/* ... and continues the watermark's generation: what a carried manifest
+ * may take in. */
+static bool one_inline_continue(const struct ws_stream *st, const struct tail *t)
 {
-	if (st->carry_mode == WS_CARRY_NEVER || !one_inline_continue(st, t) || mlen > st->inline_max)
+	return t->kind == WS_MANIFEST_CONTINUE && one_inline_on_wm(st, t);
+}
+
+/*
+ * The most bytes the carried manifest of sequence seq may grow to: between
+ * 1/2 and 3/2 of inline_batch_bytes_max, drawn from the tenant's name and
+ * seq (the same for every merge into it). Tenants that write alike would
+ * otherwise pass one bound on the same round and all store their merges
+ * together: one round of two writes a tenant, which ages every one of them
+ * by as much again, and then a round of one.
+ */
+static uint64_t carry_bound(const struct ws_stream *st, uint64_t seq)
+{
+	uint64_t h = ws_xxh64(st->tenant, strlen(st->tenant)) ^ (seq * 0x9e3779b97f4a7c15ull);
+	/* splitmix64's finaliser: seq alone changes every bit */
+	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+	h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+	h ^= h >> 31;
+	return st->inline_max / 2 + h % (st->inline_max + 1);
+}
+
+/*
+ * Whether this call's manifest of mlen bytes (sequence seq) may be carried
+ * by its watermark (one write for the call): one_inline_on_wm (a
+ * continuation, or the first manifest of a next generation), while
+ * the sink holds writes back (or always, as configured), and at most
+ * carry_bound, merges included (each merge writes it whole again, and
+ * each fencing read reads it back: the bound trades request count against
+ * bytes).
+ */
+static bool carry_wanted(struct ws_stream *st, const struct tail *t, uint64_t seq, uint64_t mlen)
+{
+	if (st->carry_mode == WS_CARRY_NEVER || !one_inline_on_wm(st, t) || mlen > carry_bound(st, seq))
 		return false;
 	return st->carry_mode == WS_CARRY_ALWAYS || ws_store_pressed(st->sink->store);
 }
@@ -2136,8 +2164,9 @@ static int store_carried(struct ws_stream *st)
 /*
  * A tail that merges into the carried manifest the watermark names (which
  * this stream wrote and stored nowhere): the new manifest takes that one's
- * place, with its sequence, its predecessor, its first frame and seed, its
- * inline batches and then this call's. p is that manifest, decoded; refs
+ * place, with its kind (CONTINUE, or the NEXT_GEN that began this
+ * generation), sequence, predecessor, first frame and seed, its inline
+ * batches and then this call's. p is that manifest, decoded; refs
  * and iov are filled for the encoder.
  */
 static int merge_carried(struct ws_stream *st, struct ws_fmt_manifest *m, const struct ws_fmt_manifest *p,
@@ -2163,6 +2192,7 @@ static int merge_carried(struct ws_stream *st, struct ws_fmt_manifest *m, const 
 	m->batch_count = n;
 	m->inline_iov = *iov;
 	m->inline_iovcnt = *iovcnt;
+	m->kind = p->kind; /* a carried NEXT_GEN stays the generation's first */
 	m->wm_seq = p->wm_seq;
 	m->first_frame = p->first_frame;
 	m->valid_from_frame = p->valid_from_frame;
@@ -2250,7 +2280,7 @@ static int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_o
 				goto out;
 			}
 			have_pm = true;
-			if (pm.kind != WS_MANIFEST_CONTINUE || pm.wm_seq != st->wm.seq ||
+			if (pm.kind == WS_MANIFEST_REBASE || !pm.prev_key[0] || pm.wm_seq != st->wm.seq ||
 			    pm.last_frame + 1 != m.first_frame || !ws_fmt_gen_equal(&pm.gen, &m.gen) ||
 			    pm.end_cksum[0] != m.seed_cksum[0] || pm.end_cksum[1] != m.seed_cksum[1]) {
 				rc = ws_fail(WS_EINCOMPLETE, "tenant %s: this call does not continue the carried "
@@ -2279,7 +2309,7 @@ static int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_o
 		goto out;
 	}
 	/* Carried: the watermark is this manifest's one write (step 8). */
-	t->carried = carry_wanted(st, t, t->mlen);
+	t->carried = carry_wanted(st, t, m.wm_seq, t->mlen);
 	if (t->carried) {
 		ws_buf_reset(&st->carry_next);
 		rc = ws_buf_append(&st->carry_next, st->work->scratch.data, st->work->scratch.len);

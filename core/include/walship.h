@@ -194,8 +194,8 @@ struct ws_stream_config {
 	 */
 	uint64_t inline_batch_bytes_max;
 	/* When the watermark carries the manifest (enum ws_carry; 0 = PRESSED).
-	 * A carried manifest, merges included, is at most
-	 * inline_batch_bytes_max bytes. */
+	 * A carried manifest, merges included, is at most a bound drawn per
+	 * tenant and sequence between 1/2 and 3/2 of inline_batch_bytes_max. */
 	enum ws_carry carry;
 };
 

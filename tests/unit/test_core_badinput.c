@@ -1101,6 +1101,90 @@ static void test_carried_watermark_damaged(void **state)
 }
 
 /*
+ * A watermark that carries the first manifest of a next generation (the
+ * WAL restarted under a carried head): the manifest it is on, stored, is
+ * damaged (one bit). Restore and verify refuse it; a checkpoint, whose cut
+ * is that manifest (its frame and generation read from it), refuses,
+ * naming it; nothing is committed or written at the restore's output.
+ */
+static void test_carried_next_gen_on_damaged(void **state)
+{
+	struct wt_env e;
+	struct ws_stream *st;
+	struct ws_stream_config c;
+	struct ws_outcome o;
+	struct ws_fmt_watermark w;
+	struct ws_fmt_manifest m;
+	struct ws_checkpoint_info ci;
+	uint8_t *wm, *pb;
+	size_t wlen = 0, plen = 0;
+	char *wp, *pp, *out;
+	int err = 0, rc;
+	(void)state;
+
+	wt_env_init(&e, "carried_gen_bad", 0);
+	memset(&c, 0, sizeof(c));
+	c.tenant = TENANT;
+	c.db_path = e.db;
+	c.epoch = 1;
+	c.pointer_generation = 1;
+	c.batch_bytes_max = 128u << 10;
+	c.wal_checkpoint_bytes = 1; /* walship's own checkpoint after each locked tail */
+	c.carry = WS_CARRY_ALWAYS;
+	st = ws_stream_open(e.sink, &c, &err);
+	assert_non_null(st);
+	wt_write_txn(e.w, 60, 3000);
+	assert_int_equal(ws_stream_tail_frames(st, &o), 0);
+	wt_write_txn(e.w, 3, 100);
+	assert_int_equal(ws_stream_tail_frames(st, &o), 0); /* locked: carried, checkpointed */
+	wt_write_txn(e.w, 3, 100);                          /* restarts the WAL */
+	assert_int_equal(ws_stream_tail_frames(st, &o), 0);
+	assert_int_equal(o.kind, WS_OUTCOME_RESTARTED);
+	ws_stream_close(st);
+	wp = obj_path(e.sink_dir, TENANT "/wm");
+	wm = wt_read_file(wp, &wlen);
+	assert_non_null(wm);
+	assert_int_equal(ws_fmt_watermark_decode(wm, wlen, &w), 0);
+	assert_true(w.carried_len > 0);
+	assert_int_equal(ws_fmt_manifest_decode(w.carried, (size_t)w.carried_len, &m), 0);
+	assert_int_equal(m.kind, WS_MANIFEST_NEXT_GEN);
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	pp = obj_path(e.sink_dir, m.prev_key);
+	pb = wt_read_file(pp, &plen);
+	assert_non_null(pb);
+	pb[plen / 2] ^= 0x01;
+	assert_int_equal(unlink(pp), 0);
+	assert_int_equal(wt_write_file(pp, pb, plen), 0);
+
+	out = wt_path(e.out_dir, "carried_gen.db");
+	rc = ws_restore(e.sink, TENANT, NULL, out);
+	if (rc != WS_ECORRUPT && rc != WS_EFORMAT && rc != WS_EINCOMPLETE)
+		fail_msg("restore gave %d (%s)", rc, ws_errmsg());
+	assert_int_equal(access(out, F_OK), -1);
+	assert_int_not_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	rc = ws_checkpoint_take(e.sink, NULL, &ci);
+	if (rc == 0 && ci.committed)
+		fail_msg("a checkpoint was committed on a damaged cut");
+	if (!strstr(ws_errmsg(), m.prev_key))
+		fail_msg("the checkpoint's error does not name %s: %s", m.prev_key, ws_errmsg());
+
+	/* Back as it was: restore, verify and a checkpoint go through. */
+	pb[plen / 2] ^= 0x01;
+	assert_int_equal(unlink(pp), 0);
+	assert_int_equal(wt_write_file(pp, pb, plen), 0);
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	assert_int_equal(ws_checkpoint_take(e.sink, NULL, &ci), 0);
+	assert_true(ci.committed);
+	ws_fmt_manifest_free(&m);
+	free(out);
+	free(pb);
+	free(pp);
+	free(wm);
+	free(wp);
+	wt_env_free(&e);
+}
+
+/*
  * A store that loses writes and returns an older watermark that carried its
  * manifest, after the owner stored a merge of that manifest (at the same
  * sequence) and went on past it: restore of the latest state refuses it as
@@ -1408,6 +1492,7 @@ int main(void)
 		cmocka_unit_test(test_damaged_sink),
 		cmocka_unit_test(test_stream_refuses_bad_watermark),
 		cmocka_unit_test(test_carried_watermark_damaged),
+		cmocka_unit_test(test_carried_next_gen_on_damaged),
 		cmocka_unit_test(test_carried_watermark_went_back),
 		cmocka_unit_test(test_forged_manifests),
 		cmocka_unit_test(test_restore_time_not_past_a_later_stamp),

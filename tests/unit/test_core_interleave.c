@@ -1103,6 +1103,164 @@ static void test_carried_manifest_tails(void **state)
 	carry_mode = WS_CARRY_PRESSED;
 }
 
+/* The kind of the manifest the watermark carries (it must carry one). */
+static uint32_t carried_kind(struct wt_env *e)
+{
+	struct ws_fmt_watermark wm;
+	struct ws_fmt_manifest m;
+	struct ws_buf b;
+	uint32_t kind;
+	ws_buf_init(&b, WS_WM_BYTES_MAX);
+	assert_int_equal(ws_wm_load_keep(e->sink->store, TENANT, &wm, NULL, &b), 0);
+	assert_non_null(wm.carried);
+	assert_int_equal(ws_fmt_manifest_decode(wm.carried, (size_t)wm.carried_len, &m), 0);
+	kind = m.kind;
+	ws_fmt_manifest_free(&m);
+	ws_buf_free(&b);
+	return kind;
+}
+
+/* The number after "name" in the checkpoint's committed record (one tenant;
+ * numbers are written as strings). */
+static uint64_t ckpt_field(struct wt_env *e, const struct ws_checkpoint_info *ci, const char *name)
+{
+	struct ws_buf b;
+	char key[64];
+	const char *p;
+	uint64_t v;
+	ws_buf_init(&b, 1u << 20);
+	assert_int_equal(ws_store_get(e->sink->store, ci->ref_key, 0, UINT64_MAX, &b, NULL), 0);
+	assert_int_equal(ws_buf_append(&b, "", 1), 0);
+	snprintf(key, sizeof(key), "\"%s\"", name);
+	p = strstr((const char *)b.data, key);
+	if (!p)
+		fail_msg("checkpoint %s has no %s", ci->ref_key, name);
+	p += strlen(key);
+	while (*p == ' ' || *p == ':' || *p == '"')
+		p++;
+	v = strtoull(p, NULL, 10);
+	ws_buf_free(&b);
+	return v;
+}
+
+/*
+ * A WAL restart under a carried head: the next generation's first tail
+ * stores the carried manifest and carries its own NEXT_GEN manifest (two
+ * writes, not three), and the tails after it merge into that one (one
+ * write, the same sequence), until the next restart stores it in turn.
+ * walship's own WAL checkpoint (wal_checkpoint_bytes 1) restarts the WAL
+ * at the application's next write after each locked tail. At each step
+ * the restore is the source, verify passes, and every state is restored by
+ * frame within its generation. A checkpoint while a NEXT_GEN head is
+ * carried cuts at the stored manifest of the generation before (its
+ * generation and last frame are that manifest's): restore by id gives the
+ * state it held.
+ */
+static void test_carried_next_generation(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_stream_call call;
+	struct ws_stream_config cfg;
+	uint64_t seq0, seq, h_cut, h_mid, f_mid, f_cut;
+	uint32_t g_cut;
+	bool carried;
+	(void)state;
+
+	carry_mode = WS_CARRY_ALWAYS;
+	wt_env_init(&e, "carried-gen", 0);
+	cfg = cfg_for(&e, 1);
+	cfg.wal_checkpoint_bytes = 1;
+	st = open_cfg(&e, &cfg);
+	wt_write_txn(e.w, 200, 300);
+	wt_tail_ok(st, &o); /* a re-base: stored */
+	seq0 = wm_seq_of(&e, &carried);
+	assert_false(carried);
+	/* Locked: carried, and walship's checkpoint backfills the WAL. */
+	wt_write_txn(e.w, 3, 300);
+	h_cut = wt_content_hash(e.w, NULL);
+	wt_tail_ok(st, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+	f_cut = o.u.streamed.last_frame;
+	g_cut = o.u.streamed.checkpoint_seq;
+	assert_int_equal(wm_seq_of(&e, &carried), seq0 + 1);
+	assert_true(carried);
+	assert_int_equal(carried_kind(&e), WS_MANIFEST_CONTINUE);
+	for (int round = 0; round < 2; round++) {
+		/* The application's write restarts the WAL: a next generation,
+		 * the carried head stored, the new one carried. */
+		wt_write_txn(e.w, 3, 300);
+		wt_tail_ok(st, &o);
+		assert_int_equal(o.kind, WS_OUTCOME_RESTARTED);
+		ws_stream_last_call(st, &call);
+		assert_int_equal(call.puts, 2);
+		seq = wm_seq_of(&e, &carried);
+		assert_true(carried);
+		assert_int_equal(seq, seq0 + 2 + (uint64_t)round);
+		assert_int_equal(carried_kind(&e), WS_MANIFEST_NEXT_GEN);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+		if (round == 0) {
+			/* Cut at the stored manifest before the carried NEXT_GEN. */
+			struct ws_checkpoint_info ci;
+			char *p = wt_path(e.out_dir, "ck.db");
+			assert_int_equal(ws_checkpoint_take(e.sink, NULL, &ci), 0);
+			assert_true(ci.committed);
+			assert_int_equal(ws_restore_checkpoint(e.sink, TENANT, ci.id, p, false), 0);
+			assert_true(wt_file_hash(p, NULL) == h_cut);
+			/* The cut's frame and generation are its manifest's, in
+			 * the generation before the carried one. */
+			assert_int_equal(ckpt_field(&e, &ci, "last_frame"), f_cut);
+			assert_int_equal(ckpt_field(&e, &ci, "wal_generation"), g_cut);
+			unlink(p);
+			free(p);
+		}
+		/* The same generation: merged into the carried NEXT_GEN. */
+		wt_write_txn(e.w, 3, 300);
+		h_mid = wt_content_hash(e.w, NULL);
+		wt_tail_ok(st, &o);
+		assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+		f_mid = o.u.streamed.last_frame;
+		ws_stream_last_call(st, &call);
+		assert_int_equal(call.puts, 1);
+		assert_int_equal(wm_seq_of(&e, &carried), seq);
+		assert_true(carried);
+		assert_int_equal(carried_kind(&e), WS_MANIFEST_NEXT_GEN);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+		{
+			struct ws_restore_opts ro = { .frame = f_mid };
+			assert_true(wt_restore_hash(&e, TENANT, &ro, NULL) == h_mid);
+		}
+		h_cut = h_mid;
+		f_cut = f_mid;
+		g_cut = o.u.streamed.checkpoint_seq;
+	}
+	/* Retention behind a cut at the stored generation before, then the
+	 * head stored by a tail that cannot carry (never): the chain whole. */
+	{
+		struct ws_checkpoint_info ci;
+		struct ws_retention_report rep;
+		assert_int_equal(ws_checkpoint_take(e.sink, NULL, &ci), 0);
+		assert_int_equal(ws_retention_run(e.sink, false, NULL, NULL, &rep), 0);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+	}
+	ws_stream_close(st);
+	carry_mode = WS_CARRY_NEVER;
+	cfg = cfg_for(&e, 2);
+	st = open_cfg(&e, &cfg);
+	wt_write_txn(e.w, 3, 300);
+	wt_tail_ok(st, &o);
+	assert_false((wm_seq_of(&e, &carried), carried));
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	ws_stream_close(st);
+	wt_env_free(&e);
+	carry_mode = WS_CARRY_PRESSED;
+}
+
 /*
  * The carried path paused at each of its sites (and the scan's) while a
  * real writer commits and runs each kind of WAL checkpoint: the tail that
@@ -1493,6 +1651,7 @@ int main(void)
 		cmocka_unit_test(test_every_site_paused_under_writer),
 		cmocka_unit_test(test_inline_tail_paused_under_writer),
 		cmocka_unit_test(test_carried_manifest_tails),
+		cmocka_unit_test(test_carried_next_generation),
 		cmocka_unit_test(test_carried_tail_paused_under_writer),
 		cmocka_unit_test(test_carried_store_paused_under_writer),
 		cmocka_unit_test(test_probe_read_paused_under_writer),
