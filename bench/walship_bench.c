@@ -366,7 +366,7 @@ static int cmp_u64(const void *a, const void *b)
 
 struct totals {
 	uint64_t puts, bytes, frames, throttle, shed, ring_used, ring_hw, errors;
-	uint64_t window_decreases, ended_early, coalesced, carried, window_min;
+	uint64_t window_decreases, ended_early, coalesced, carried, deferred, window_min;
 };
 
 static void engine_totals(struct ws_engine *e, struct totals *tt)
@@ -388,6 +388,7 @@ static void engine_totals(struct ws_engine *e, struct totals *tt)
 		tt->ended_early += m.tails_ended_early;
 		tt->coalesced += m.tails_coalesced;
 		tt->carried += m.tails_carried;
+		tt->deferred += m.tails_deferred;
 		if (i == 0 || m.uploads_window < tt->window_min)
 			tt->window_min = m.uploads_window;
 	}
@@ -999,6 +1000,8 @@ int main(int argc, char **argv)
 	printf("  %-34s %12" PRIu64 "\n", "throttle retries", retries);
 	printf("  %-34s %12" PRIu64 "  (carry_in_watermark %s)\n", "tails carried by the watermark",
 	       after.carried - before.carried, ws_carry_name(O.carry));
+	printf("  %-34s %12" PRIu64 "  (refused, again after Retry-After, the others going on)\n", "tails deferred",
+	       after.deferred - before.deferred);
 	printf("  %-34s %12" PRIu64 "\n", "tail errors", (uint64_t)atomic_load(&tail_errors));
 	printf("  %-34s %8.3f / %.3f ms\n", "commit latency p50 / p99", lat50, lat99);
 	if (O.recovery_from >= 0) {
@@ -1044,7 +1047,8 @@ int main(int argc, char **argv)
 			" \"baseline\":{\"cached_read_mb_s\":%.1f,\"write_fsync_rename_mb_s\":%.1f,\"write_fsync_rename_files_s\":%.1f,"
 			"\"raw_put_per_s\":%.1f},\n"
 			" \"adaptive\":%s,\"window_decreases\":%" PRIu64 ",\"tails_ended_early\":%" PRIu64
-			",\"tails_coalesced\":%" PRIu64 ",\"tails_carried\":%" PRIu64 ",\"bytes_per_put\":%.0f,\n"
+			",\"tails_coalesced\":%" PRIu64 ",\"tails_carried\":%" PRIu64 ",\"tails_deferred\":%" PRIu64
+			",\"bytes_per_put\":%.0f,\n"
 			" \"restore_equal\":%u,\"restore_checked\":%s,\"csv\":\"%s\"}\n",
 			O.label, O.sink, O.tenants, O.rate, O.txn_bytes, O.seconds, ws_policy_name(O.policy), O.shards, O.batch_bytes,
 			O.batch_age_ms, O.ring_bytes, O.inline_bytes == UINT64_MAX ? 0 : O.inline_bytes ? O.inline_bytes : 1u << 20,
@@ -1057,7 +1061,7 @@ int main(int argc, char **argv)
 			lat99, recovery, read_mb, wf_mb, wf_files, put_rate, O.adaptive ? "true" : "false",
 			after.window_decreases - before.window_decreases, after.ended_early - before.ended_early,
 			after.coalesced - before.coalesced, after.carried - before.carried,
-			puts ? (double)shipped / (double)puts : 0.0,
+			after.deferred - before.deferred, puts ? (double)shipped / (double)puts : 0.0,
 			equal, O.restore_check ? "true" : "false", csv_path);
 		fclose(j);
 	}

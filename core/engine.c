@@ -154,7 +154,7 @@ struct shard {
 
 	/* Metrics. */
 	uint64_t tails, wakeups, errors, frames, bytes, puts, throttle, shed_frames, high_water;
-	uint64_t ended_early, coalesced, carried;
+	uint64_t ended_early, coalesced, carried, deferred;
 	uint32_t tenant_count;
 };
 
@@ -421,7 +421,18 @@ static int tail_one(struct shard *sh, struct tenant *t, enum tail_mode mode)
 	ws_stream_set_tail_bound(t->st, mode == TAIL_DUE && sh->cfg.adaptive ? tail_bound(&sh->cfg) : 0,
 				 sh->cfg.key_write_interval_ms);
 	ws_stream_set_drain(t->st, mode == TAIL_DRAIN);
+	/* The shard's own schedule does not wait out a throttled write on
+	 * this thread, where every tenant's manifest and watermark writes go
+	 * one at a time: the tail fails with nothing acknowledged, and the
+	 * tenant is tailed again once the store's Retry-After is over, while
+	 * the others go on at the pacer's cut rate (as the AWS SDKs' adaptive
+	 * mode: the refused request waits, the client's token bucket paces the
+	 * rest). A flush and the final drain wait as before. */
+	const bool fail_fast = mode == TAIL_DUE && sh->cfg.adaptive;
+	sh->sink.store->throttle_fail_fast = fail_fast;
+	sh->sink.store->throttle_until_ms = 0;
 	rc = ws_stream_tail_frames(t->st, &o);
+	sh->sink.store->throttle_fail_fast = false;
 	if (!ws_stream_parked(t->st) && !t->open) {
 		t->open = true;
 		sh->open_count++;
@@ -441,6 +452,22 @@ static int tail_one(struct shard *sh, struct tenant *t, enum tail_mode mode)
 	add(&t->shed_frames, call.frames_shed);
 	add(&sh->shed_frames, call.frames_shed);
 	max64(&sh->high_water, call.spill_high_water);
+	if (rc == WS_ETHROTTLED && fail_fast && sh->sink.store->throttle_until_ms) {
+		/* Refused by a store that throttles: not an error, nothing
+		 * acknowledged; again after its Retry-After. */
+		uint64_t until = sh->sink.store->throttle_until_ms;
+		if (!call.throttle_retries) {
+			add(&t->throttle, 1);
+			add(&sh->throttle, 1);
+		}
+		add(&sh->deferred, 1);
+		t->retry_ms = 0;
+		t->retry_at = until;
+		mark_due(t, key_due(sh, t, until));
+		ws_debug("shard %u: %s (tenant %s again in %" PRIu64 " ms)", sh->id, ws_errmsg(), t->name,
+			 until > ws_mono_ms() ? until - ws_mono_ms() : 0);
+		return 0;
+	}
 	if (rc) {
 		/* The watermark at the sink is no younger for the failure: once
 		 * the stream has read it (a restart during an outage), the RPO is
@@ -1404,6 +1431,7 @@ int ws_engine_shard_metrics(struct ws_engine *e, unsigned i, struct ws_shard_met
 	m->tails_ended_early = ld(&sh->ended_early);
 	m->tails_coalesced = ld(&sh->coalesced);
 	m->tails_carried = ld(&sh->carried);
+	m->tails_deferred = ld(&sh->deferred);
 	return 0;
 }
 
@@ -1555,6 +1583,8 @@ int ws_engine_metrics_text(struct ws_engine *e, char **out, size_t *len)
 		  offsetof(struct ws_shard_metrics, tails_coalesced) },
 		{ "walship_shard_tails_carried_total", "counter", "Tails whose watermark carried their manifest "
 		  "(one write).", offsetof(struct ws_shard_metrics, tails_carried) },
+		{ "walship_shard_tails_deferred_total", "counter", "Tails a throttling store refused, tried again "
+		  "after its Retry-After while the shard went on.", offsetof(struct ws_shard_metrics, tails_deferred) },
 	};
 	for (size_t i = 0; i < sizeof(sf) / sizeof(sf[0]); i++) {
 		emit(&t, "# HELP %s %s\n# TYPE %s %s\n", sf[i].name, sf[i].help, sf[i].name, sf[i].type);

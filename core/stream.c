@@ -2069,7 +2069,9 @@ static int put_inline_manifest(struct ws_stream *st, struct tail *t, const struc
 			return 0;
 		if (rc == WS_ETHROTTLED)
 			st->call_throttle++;
-		if (!ws_err_transient(rc))
+		/* The caller retries the whole call after the store's
+		 * Retry-After (ws_store.throttle_fail_fast): nothing shed. */
+		if (!ws_err_transient(rc) || (rc == WS_ETHROTTLED && st->sink->store->throttle_fail_fast))
 			return ws_fail_wrap(rc, "tenant %s: upload %s", st->tenant, t->mkey);
 		if (policy == WS_POLICY_SHED && !st->drain) {
 			st->frames_shed = t->last - t->sc.first_frame + 1;

@@ -164,6 +164,14 @@ struct ws_store {
 	const struct ws_store_ops *ops;
 	char url[1024];
 	struct ws_store_stats stats;
+	/* Set by the one thread that uses the handle, around its calls: a
+	 * throttled answer (503 SlowDown, 429) fails the call at once with
+	 * WS_ETHROTTLED instead of being waited out and retried within it,
+	 * and throttle_until_ms (mono) is set to when its Retry-After (or
+	 * backoff) ends. The caller retries the work no sooner, and its
+	 * other work goes on meanwhile (s3 only; other stores never throttle). */
+	bool throttle_fail_fast;
+	uint64_t throttle_until_ms;
 };
 
 enum ws_store_kind ws_store_kind(const struct ws_store *s);

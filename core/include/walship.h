@@ -353,6 +353,8 @@ struct ws_shard_metrics {
 	uint64_t tails_ended_early;  /* tails that stopped at tail_ms_max, the rest left to the next */
 	uint64_t tails_coalesced;    /* tails started later than batch_age_ms_max while throttled */
 	uint64_t tails_carried;      /* tails whose watermark carried their manifest (enum ws_carry) */
+	uint64_t tails_deferred;     /* tails a throttling store refused (nothing acknowledged), tried
+				      * again after its Retry-After while the shard's other tenants went on */
 };
 
 int ws_engine_shard_metrics(struct ws_engine *e, unsigned shard, struct ws_shard_metrics *out) WS_MUST_CHECK;

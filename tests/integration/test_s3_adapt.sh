@@ -14,10 +14,12 @@
 #   - capped, tails wrote their manifest inside their watermark (carry,
 #     one write a tail: tails carried > 0);
 #   - uncapped, none of that happened;
-#   - in both, every tenant restores equal to its source after SIGTERM.
+#   - in both, every tenant restores equal to its source after SIGTERM;
+#   - a write refused once on a shard's thread (tests/s3/faultproxy.py)
+#     defers that tenant's tail, with no error, and all restore equal.
 #
 # Env: WS_BIN, WS_TEST_TMP, WS_S3_DIR (the radosgw fixture; $WS_S3_DIR/env),
-# WS_SRC (the source tree, for tests/s3/throttle.sh).
+# WS_SRC (the source tree, for tests/s3/throttle.sh), WS_FAULTPROXY.
 # Prints "N passed, M failed" last; exits non-zero on any failure.
 set -euo pipefail
 
@@ -122,12 +124,13 @@ for n in open capped; do
 	eval "${n}_dec=\$(shard_metric $n.metrics walship_shard_window_decreases_total)"
 	eval "${n}_coal=\$(shard_metric $n.metrics walship_shard_tails_coalesced_total)"
 	eval "${n}_carr=\$(shard_metric $n.metrics walship_shard_tails_carried_total)"
+	eval "${n}_defr=\$(shard_metric $n.metrics walship_shard_tails_deferred_total)"
 done
-echo "# uncapped: puts $open_puts bytes $open_bytes throttle retries $open_thr window decreases $open_dec coalesced $open_coal carried $open_carr"
-echo "# capped:   puts $capped_puts bytes $capped_bytes throttle retries $capped_thr window decreases $capped_dec coalesced $capped_coal carried $capped_carr"
+echo "# uncapped: puts $open_puts bytes $open_bytes throttle retries $open_thr window decreases $open_dec coalesced $open_coal carried $open_carr deferred $open_defr"
+echo "# capped:   puts $capped_puts bytes $capped_bytes throttle retries $capped_thr window decreases $capped_dec coalesced $capped_coal carried $capped_carr deferred $capped_defr"
 check "metrics were scraped in both runs" [ -n "$open_puts" ] && [ -n "$capped_puts" ] && [ "$open_puts" -gt 0 ] && [ "$capped_puts" -gt 0 ]
-check "uncapped: no throttling, no window decrease, no coalescing, nothing carried" \
-	[ "$open_thr" = 0 ] && [ "$open_dec" = 0 ] && [ "$open_coal" = 0 ] && [ "$open_carr" = 0 ]
+check "uncapped: no throttling, no window decrease, no coalescing, nothing carried or deferred" \
+	[ "$open_thr" = 0 ] && [ "$open_dec" = 0 ] && [ "$open_coal" = 0 ] && [ "$open_carr" = 0 ] && [ "$open_defr" = 0 ]
 check "capped: the store throttled ($capped_thr retries)" [ "$capped_thr" -gt 0 ]
 check "capped: uploads in flight were cut ($capped_dec window decreases)" [ "$capped_dec" -gt 0 ]
 # A throttled tail gathers longer unless its watermark carried its manifest
@@ -138,5 +141,44 @@ check "capped: watermarks carried their manifests ($capped_carr tails)" [ "$capp
 # Bytes per PUT grew: fewer requests for the same work.
 check "capped: each PUT carried more bytes ($((capped_bytes / capped_puts)) vs $((open_bytes / open_puts)) uncapped)" \
 	python3 -c "import sys; sys.exit(not ($capped_bytes / $capped_puts > 1.15 * $open_bytes / $open_puts))"
+
+# A write the store refuses (503 SlowDown, Retry-After: 2, once; the fault
+# proxy in front of the fixture's radosgw) on the shard's own thread, where
+# every tenant's manifest and watermark writes go one at a time: the tail
+# is deferred (nothing acknowledged, no error), the tenant tailed again
+# after the Retry-After while the others go on, and every tenant restores
+# equal. LOAD_S is shortened for this phase.
+start_faultproxy "$DIRECT"
+LOAD_S=6
+mkdir -p refused
+for i in $(seq 0 $((TENANTS - 1))); do
+	sq "refused/t$i.db" "PRAGMA journal_mode=WAL; CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB);" >/dev/null
+done
+port=$(free_port)
+{
+	printf '[engine]\nsink = s3://%s/refused?endpoint=%s\nshards = 1\nmetrics_addr = 127.0.0.1:%s\n' "$B" "$PROXY" "$port"
+	for i in $(seq 0 $((TENANTS - 1))); do printf '[tenant.t%s]\npath = %s\n' "$i" "$ROOT/refused/t$i.db"; done
+} >refused.ini
+"$WS_BIN" replicate --config refused.ini >refused.rep.out 2>refused.rep.err &
+rep=$!
+sleep 2
+set_fault '{"mode": "slowdown", "count": 1, "methods": ["PUT"], "retry_after": 2}'
+writers "$ROOT/refused"
+sleep 3
+curl -s -m 5 -o refused.metrics "http://127.0.0.1:$port/metrics" || true
+kill -TERM "$rep"
+reap "$rep" refused.rep.err "replicate (refused)"
+check "refused: replicate exits 0 on SIGTERM (got $reaped)" [ "$reaped" = 0 ]
+defr=$(shard_metric refused.metrics walship_shard_tails_deferred_total)
+errs=$(shard_metric refused.metrics walship_shard_errors_total)
+echo "# refused: deferred ${defr:-?} errors ${errs:-?}"
+check "refused: the refused tail was deferred (${defr:-no metric})" [ -n "$defr" ] && [ "$defr" -ge 1 ]
+check "refused: no tail failed (${errs:-no metric} errors)" [ "$errs" = 0 ]
+check "refused: no tail warned of a failure" eval '! grep -q "retry in" refused.rep.err'
+for i in $(seq 0 $((TENANTS - 1))); do
+	rm -f "refused/r$i.db"
+	ws restore --sink "s3://$B/refused?endpoint=$DIRECT" --tenant "t$i" -o "refused/r$i.db"
+	check "refused: t$i restores equal to its source" same_dump "refused/t$i.db" "refused/r$i.db"
+done
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

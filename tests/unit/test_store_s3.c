@@ -44,6 +44,7 @@
 
 #include "storeutil.h"
 #include "testutil.h"
+#include "ws_clock.h"
 #include "ws_hash.h"
 #include "ws_logging.h"
 #include "ws_store.h"
@@ -1097,6 +1098,47 @@ static void test_fault_throttling(void **state)
 	assert_int_equal(ws_store_del(s, "fault/err500"), 0);
 	proxy_control("{\"mode\": \"pass\"}");
 	assert_int_equal(ws_store_head(s, "fault/err500", NULL), WS_ENOTFOUND);
+	ws_store_close(s);
+}
+
+/*
+ * A handle whose owner asked not to wait out throttling on it
+ * (throttle_fail_fast: an engine shard's own schedule): a 503 SlowDown with
+ * Retry-After: 1 fails the PUT at once as throttled, nothing written, with
+ * throttle_until_ms about a second on; a 500 is still retried within the
+ * call (not throttling); the same PUT afterwards goes through.
+ */
+static void test_fault_throttle_fail_fast(void **state)
+{
+	struct ws_store *s = open_proxied(NULL);
+	struct snap a;
+	int64_t t0;
+	uint64_t m0;
+	int rc;
+	(void)state;
+
+	s->throttle_fail_fast = true;
+	proxy_control("{\"mode\": \"slowdown\", \"count\": 1, \"methods\": [\"PUT\"], \"retry_after\": 1}");
+	a = snap(s);
+	t0 = wt_now_ms();
+	m0 = ws_mono_ms();
+	rc = ws_store_put(s, "fault/ff", "x", 1, WS_PUT_CREATE, NULL, NULL);
+	assert_int_equal(rc, WS_ETHROTTLED);
+	assert_true(wt_now_ms() - t0 < 900); /* not waited out here */
+	assert_non_null(strstr(ws_errmsg(), "throttled (HTTP 503)"));
+	assert_true(s->throttle_until_ms >= m0 + 990 && s->throttle_until_ms <= ws_mono_ms() + 1100);
+	assert_delta(s, a, 1, 1, 1);
+	proxy_control("{\"mode\": \"pass\"}");
+	assert_int_equal(ws_store_head(s, "fault/ff", NULL), WS_ENOTFOUND);
+	/* Not throttling: retried within the call as always. */
+	proxy_control("{\"mode\": \"error500\", \"count\": 2, \"methods\": [\"PUT\"]}");
+	a = snap(s);
+	wt_put_str(s, "fault/ff", "after two 500s", NULL);
+	assert_delta(s, a, 2, 0, 2);
+	proxy_control("{\"mode\": \"pass\"}");
+	wt_assert_content(s, "fault/ff", "after two 500s");
+	assert_int_equal(ws_store_del(s, "fault/ff"), 0);
+	s->throttle_fail_fast = false;
 	ws_store_close(s);
 }
 
@@ -2666,6 +2708,7 @@ int main(void)
 		cmocka_unit_test(test_race_cas),
 		cmocka_unit_test(test_wrong_secret),
 		cmocka_unit_test_setup_teardown(test_fault_throttling, proxy_start, proxy_stop),
+		cmocka_unit_test_setup_teardown(test_fault_throttle_fail_fast, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_fault_latency, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_fault_get_reset_truncate, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_fault_put_reset, proxy_start, proxy_stop),
