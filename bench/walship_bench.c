@@ -12,7 +12,7 @@
  *                 [--ring-bytes B] [--batch-bytes B] [--batch-age-ms MS]
  *                 [--uploads-in-flight N] [--sample-ms MS] [--sync off|normal|full]
  *                 [--at SEC:COMMAND]... [--recovery-from SEC] [--label NAME]
- *                 [--json FILE] [--csv FILE] [--baseline-ms MS] [--no-baselines]
+ *                 [--json FILE] [--csv FILE] [--tenant-csv FILE] [--baseline-ms MS] [--no-baselines]
  *                 [--no-restore-check]
  *
  * --rate 0 (the default) writes as fast as SQLite can. --at runs a shell
@@ -21,7 +21,8 @@
  * until the worst tenant's RPO is back under batch_age_ms_max.
  *
  * RPO is the watermark age the engine reports per tenant (now minus the
- * time the newest watermark was made durable), sampled every --sample-ms
+ * time the newest watermark was made durable, at most the time since the
+ * writers started: the setup before is no loss window), sampled every --sample-ms
  * for every tenant during the load; percentiles are over all samples of
  * all tenants. Because a tenant's watermark only moves when it has
  * something new, an idle tenant's watermark age grows though nothing is
@@ -61,7 +62,7 @@
 #define AT_MAX 8
 
 struct opts {
-	const char *sink, *dir, *json, *csv, *label;
+	const char *sink, *dir, *json, *csv, *tenant_csv, *label;
 	unsigned tenants, shards;
 	double rate;
 	uint64_t txn_bytes, seconds, ring_bytes, batch_bytes;
@@ -307,6 +308,7 @@ static void make_db(struct tenant *t)
 struct sampler {
 	struct ws_engine *e;
 	FILE *csv;
+	FILE *tenant_csv; /* --tenant-csv: every tenant's watermark age per sample */
 	pthread_t th;
 	atomic_bool stop;
 	atomic_bool loading;         /* RPO samples count while the writers run */
@@ -353,8 +355,15 @@ static int collect_age(const struct ws_tenant_metrics *m, void *arg)
 	struct sampler *s = arg;
 	if (s->n_ages >= O.tenants) /* registration order: T[i] is the i-th */
 		return 1;
+	/* Nothing was at risk before the writers started: a watermark older
+	 * than the load counts from its start (the setup before it is no
+	 * loss window). */
+	double since = (bench_now_s() - t0) * 1000.0;
+	uint64_t age = m->rpo.watermark_age_ms;
+	if (since >= 0 && (double)age > since)
+		age = (uint64_t)since;
 	s->lost[s->n_ages] = unshipped_age(&T[s->n_ages], m, wall_ms());
-	s->ages[s->n_ages++] = m->rpo.watermark_age_ms;
+	s->ages[s->n_ages++] = age;
 	return 0;
 }
 
@@ -418,6 +427,12 @@ static void sample_once(struct sampler *s)
 		}
 		if (s->lost[i] > loss_max)
 			loss_max = s->lost[i];
+	}
+	if (s->tenant_csv) {
+		fprintf(s->tenant_csv, "%.3f", t);
+		for (unsigned i = 0; i < s->n_ages; i++)
+			fprintf(s->tenant_csv, ",%" PRIu64, s->ages[i]);
+		fputc('\n', s->tenant_csv);
 	}
 	qsort(s->ages, s->n_ages, sizeof(*s->ages), cmp_u64);
 	uint64_t p50 = s->n_ages ? s->ages[s->n_ages / 2] : 0;
@@ -665,6 +680,7 @@ static void usage(void)
 		"         [--policy block|throttle|shed] [--shards N] [--ring-bytes B] [--batch-bytes B]\n"
 		"         [--batch-age-ms MS] [--uploads-in-flight N] [--sample-ms MS] [--sync off|normal|full]\n"
 		"         [--at SEC:COMMAND]... [--recovery-from SEC] [--label NAME] [--json FILE] [--csv FILE]\n"
+		"         [--tenant-csv FILE]\n"
 		"         [--baseline-ms MS] [--no-baselines] [--no-restore-check] [--no-adaptive]\n"
 		"         [--throttle-age-ms MS] [--tail-ms MS] [--inline-batch-bytes B|off]\n"
 		"         [--carry pressed|always|never]\n");
@@ -703,6 +719,8 @@ static void parse(int argc, char **argv)
 			O.json = v;
 		else if (ARG("--csv"))
 			O.csv = v;
+		else if (ARG("--tenant-csv"))
+			O.tenant_csv = v;
 		else if (ARG("--label"))
 			O.label = v;
 		else if (ARG("--tenants"))
@@ -874,6 +892,15 @@ int main(int argc, char **argv)
 		bench_die("%s: %s", csv_path, strerror(errno));
 	fprintf(s.csv, "t_s,phase,rpo_p50_ms,rpo_p99_ms,rpo_max_ms,ring_used_bytes,ring_bytes,puts_per_s,"
 		       "shipped_mb_per_s,produced_mb_per_s,throttle_retries,frames_shed,unshipped_max_ms\n");
+	if (O.tenant_csv) {
+		s.tenant_csv = fopen(O.tenant_csv, "w");
+		if (!s.tenant_csv)
+			bench_die("%s: %s", O.tenant_csv, strerror(errno));
+		fputs("t_s", s.tenant_csv);
+		for (unsigned i = 0; i < O.tenants; i++)
+			fprintf(s.tenant_csv, ",t%u_age_ms", i);
+		fputc('\n', s.tenant_csv);
+	}
 
 	struct totals before;
 	engine_totals(e, &before);
@@ -921,6 +948,8 @@ int main(int argc, char **argv)
 	pthread_join(s.th, NULL);
 	sample_once(&s);
 	fclose(s.csv);
+	if (s.tenant_csv)
+		fclose(s.tenant_csv);
 	int stop_rc = ws_engine_stop(e);
 	struct totals after;
 	engine_totals(e, &after);
