@@ -22,7 +22,8 @@
 # radosgw (tests/s3/radosgw.sh) and the throttling proxy (tests/s3/throttle.sh)
 # are started in --rgw DIR (default: a fresh directory under --out) and stopped
 # at the end, unless DIR/env already exists (then they are reused and left).
-# Each run writes NAME.json, NAME.csv and NAME.png (gnuplot) to --out
+# Each run writes NAME.json, NAME.csv, NAME-tenants.csv (every tenant's
+# watermark age per sample) and NAME.png (gnuplot) to --out
 # (default build/bench-results) and a row of --out/summary.md. Exit status:
 # non-zero when a run failed or a tenant did not restore equal to its source;
 # figures are reported, never compared with a target. --bench-args adds
@@ -154,7 +155,8 @@ run() {
     echo "== $name: walship-bench $*"
     rm -rf "${out:?}/work-$name"
     if ! nice -n 5 "$bench" --label "$name" --dir "$out/work-$name" --json "$out/$name.json" \
-            --csv "$out/$name.csv" --seconds "$seconds" "${baseline_arg[@]}" "$@" $bench_args; then
+            --csv "$out/$name.csv" --tenant-csv "$out/$name-tenants.csv" --seconds "$seconds" \
+            "${baseline_arg[@]}" "$@" $bench_args; then
         echo "run_throttle_bench.sh: $name FAILED" >&2
         failures=$((failures + 1))
     fi

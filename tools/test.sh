@@ -225,6 +225,10 @@ if [ -x build-ci/bench/walship-bench ]; then
 			if [ ! -s "build-ci/bench-smoke/$run.json" ] || [ ! -s "build-ci/bench-smoke/$run.csv" ]; then
 				note_fail "throttle bench smoke: $run wrote no JSON or CSV"
 			fi
+			head -n1 "build-ci/bench-smoke/$run-tenants.csv" 2>/dev/null | grep -q '^t_s,t0_age_ms' ||
+				note_fail "throttle bench smoke: $run wrote no per-tenant CSV"
+			[ "$(wc -l <"build-ci/bench-smoke/$run-tenants.csv" 2>/dev/null || echo 0)" -gt 2 ] ||
+				note_fail "throttle bench smoke: $run's per-tenant CSV has no samples"
 		done
 		for figure in "WAL shipped" "RPO p50 / p99 / max" "PUTs per GB" "peak RSS" "throttle retries" \
 			"commit latency p50 / p99" "baseline: raw PUT rate" "recovery"; do
