@@ -203,9 +203,8 @@ static int went_back_key(const char *key, uint64_t seq, void *arg)
 	return 0;
 }
 
-/* Read and decode manifest key; with sha (and len), it must be that one. 1 when absent. */
-static int manifest_read(struct ws_store *s, const char *key, const uint8_t *sha, uint64_t len, struct ws_buf *b,
-			 struct ws_fmt_manifest *m)
+int ws_manifest_read(struct ws_store *s, const char *key, const uint8_t *sha, uint64_t len, struct ws_buf *b,
+		     struct ws_fmt_manifest *m)
 {
 	uint8_t got[WS_SHA256_LEN];
 	ws_buf_reset(b);
@@ -268,14 +267,14 @@ int ws_wm_went_back(struct ws_store *s, const char *tenant, const struct ws_fmt_
 	ws_buf_init(&b, 256u << 20);
 	for (size_t i = 0; i < w.n && !found; i++) {
 		struct ws_fmt_manifest m, p;
-		rc = manifest_read(s, keys[i], NULL, 0, &b, &m);
+		rc = ws_manifest_read(s, keys[i], NULL, 0, &b, &m);
 		if (rc < 0)
 			break;
 		if (rc > 0)
 			continue;
 		bool sib = m.wm_seq == w.seq_sib && w.seq_sib;
 		bool linked = !strcmp(m.tenant, tenant) && (m.wm_seq == w.seq || sib) && m.prev_key[0];
-		if (linked && (rc = manifest_read(s, m.prev_key, m.prev_sha, m.prev_length, &b, &p)) == 0) {
+		if (linked && (rc = ws_manifest_read(s, m.prev_key, m.prev_sha, m.prev_length, &b, &p)) == 0) {
 			if (sib)
 				linked = p.wm_seq == wm->seq && strcmp(m.prev_key, wm->manifest_key) != 0 &&
 					 !strcmp(p.prev_key, head.prev_key) && p.prev_length == head.prev_length &&

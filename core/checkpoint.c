@@ -242,7 +242,6 @@ static int cut_of_carried(struct ws_store *s, const char *tenant, struct ws_fmt_
 {
 	struct ws_fmt_manifest m, p;
 	struct ws_buf b;
-	uint8_t sha[WS_SHA256_LEN];
 	int rc = ws_fmt_manifest_decode(wm->carried, (size_t)wm->carried_len, &m);
 	if (rc)
 		return ws_fail_wrap(rc, "tenant %s: manifest %s carried by its watermark", tenant, wm->manifest_key);
@@ -255,19 +254,15 @@ static int cut_of_carried(struct ws_store *s, const char *tenant, struct ws_fmt_
 	}
 	if (m.kind == WS_MANIFEST_NEXT_GEN) {
 		ws_buf_init(&b, WS_WM_BYTES_MAX);
-		rc = ws_store_get(s, m.prev_key, 0, UINT64_MAX, &b, NULL);
-		if (rc) {
+		rc = ws_manifest_read(s, m.prev_key, m.prev_sha, m.prev_length, &b, &p);
+		ws_buf_free(&b);
+		if (rc > 0)
+			rc = ws_fail(WS_EFORMAT, "tenant %s: manifest %s, the predecessor of the one its watermark "
+				     "carries, is missing or not the one it names (length or SHA-256 differs)",
+				     tenant, m.prev_key);
+		else if (rc < 0)
 			rc = ws_fail_wrap(rc, "tenant %s: manifest %s, the predecessor of the one its watermark "
 					  "carries", tenant, m.prev_key);
-		} else {
-			ws_sha256(b.data, b.len, sha);
-			if (b.len != m.prev_length || memcmp(sha, m.prev_sha, WS_SHA256_LEN) != 0)
-				rc = ws_fail(WS_EFORMAT, "tenant %s: manifest %s is not the predecessor the carried "
-					     "manifest names (length or SHA-256 differs)", tenant, m.prev_key);
-			else if ((rc = ws_fmt_manifest_decode(b.data, b.len, &p)) != 0)
-				rc = ws_fail_wrap(rc, "tenant %s: manifest %s", tenant, m.prev_key);
-		}
-		ws_buf_free(&b);
 		if (rc) {
 			ws_fmt_manifest_free(&m);
 			return rc;

@@ -60,6 +60,12 @@ int ws_manifests_each(struct ws_store *s, const char *prefix, ws_manifest_key_fn
 int ws_wm_went_back(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm, bool thorough,
 		    char evidence[WS_KEY_MAX]) WS_MUST_CHECK;
 
+/* Read and decode manifest key into *m (b holds its bytes); with sha, it
+ * must be that one (SHA-256 and len). 0, 1 when it is absent, not that one
+ * or does not decode, or the read's error (negative). */
+int ws_manifest_read(struct ws_store *s, const char *key, const uint8_t *sha, uint64_t len, struct ws_buf *b,
+		     struct ws_fmt_manifest *m) WS_MUST_CHECK;
+
 /* Fetch one object and check it is the one referenced: length, and the
  * header hash at hash_off. The caller's decoder then checks every hash.
  * mkey: the manifest naming it, which holds it when it is inline (key ""). */

@@ -733,12 +733,12 @@ static int s3_call(struct s3_store *s, struct s3_call *c)
 		if (rc <= 0)
 			return rc;
 		if (s->base.throttle_fail_fast && !c->req.err && !c->req.truncated && throttle_status(c->req.status)) {
-			/* Not waited out here: the caller retries after it. */
-			uint64_t until = ws_mono_ms() + c->backoff_ms;
-			s->base.throttle_until_ms = c->retry_until_ms > until ? c->retry_until_ms : until;
+			/* Not waited out here: the caller retries after it (the
+			 * backoff already covers the Retry-After). */
+			s->base.throttle_until_ms = ws_mono_ms() + c->backoff_ms;
 			return ws_fail(WS_ETHROTTLED, "s3 %s: %s %s throttled (HTTP %ld); left to the caller to retry "
 				       "in %" PRIu64 " ms", s->base.url, c->method, c->key, c->req.status,
-				       s->base.throttle_until_ms - ws_mono_ms());
+				       c->backoff_ms);
 		}
 		if (c->backoff_ms)
 			ws_sleep_ms((unsigned)c->backoff_ms);

@@ -1143,6 +1143,30 @@ static uint64_t ckpt_field(struct wt_env *e, const struct ws_checkpoint_info *ci
 	return v;
 }
 
+/* Three rows more and a tail of st: outcome kind, puts writes, the
+ * watermark at seq carrying a NEXT_GEN; the restore is the source and
+ * verify passes. Returns the source's content hash after the rows. */
+static uint64_t carried_tail(struct wt_env *e, struct ws_stream *st, struct ws_outcome *o, enum ws_outcome_kind kind,
+			     uint64_t puts, uint64_t seq, int line)
+{
+	struct ws_stream_call call;
+	bool carried;
+	uint64_t h;
+	wt_write_txn(e->w, 3, 300);
+	h = wt_content_hash(e->w, NULL);
+	wt_tail_ok(st, o);
+	if (o->kind != kind)
+		fail_msg("line %d: outcome %s", line, ws_outcome_name(o->kind));
+	ws_stream_last_call(st, &call);
+	assert_int_equal(call.puts, puts);
+	assert_int_equal(wm_seq_of(e, &carried), seq);
+	assert_true(carried);
+	assert_int_equal(carried_kind(e), WS_MANIFEST_NEXT_GEN);
+	restore_equals_source(e, line);
+	verify_ok(e, line);
+	return h;
+}
+
 /*
  * A WAL restart under a carried head: the next generation's first tail
  * stores the carried manifest and carries its own NEXT_GEN manifest (two
@@ -1161,7 +1185,6 @@ static void test_carried_next_generation(void **state)
 	struct wt_env e;
 	struct ws_outcome o;
 	struct ws_stream *st;
-	struct ws_stream_call call;
 	struct ws_stream_config cfg;
 	uint64_t seq0, seq, h_cut, h_mid, f_mid, f_cut;
 	uint32_t g_cut;
@@ -1190,17 +1213,8 @@ static void test_carried_next_generation(void **state)
 	for (int round = 0; round < 2; round++) {
 		/* The application's write restarts the WAL: a next generation,
 		 * the carried head stored, the new one carried. */
-		wt_write_txn(e.w, 3, 300);
-		wt_tail_ok(st, &o);
-		assert_int_equal(o.kind, WS_OUTCOME_RESTARTED);
-		ws_stream_last_call(st, &call);
-		assert_int_equal(call.puts, 2);
-		seq = wm_seq_of(&e, &carried);
-		assert_true(carried);
-		assert_int_equal(seq, seq0 + 2 + (uint64_t)round);
-		assert_int_equal(carried_kind(&e), WS_MANIFEST_NEXT_GEN);
-		restore_equals_source(&e, __LINE__);
-		verify_ok(&e, __LINE__);
+		seq = seq0 + 2 + (uint64_t)round;
+		(void)carried_tail(&e, st, &o, WS_OUTCOME_RESTARTED, 2, seq, __LINE__);
 		if (round == 0) {
 			/* Cut at the stored manifest before the carried NEXT_GEN. */
 			struct ws_checkpoint_info ci;
@@ -1217,18 +1231,8 @@ static void test_carried_next_generation(void **state)
 			free(p);
 		}
 		/* The same generation: merged into the carried NEXT_GEN. */
-		wt_write_txn(e.w, 3, 300);
-		h_mid = wt_content_hash(e.w, NULL);
-		wt_tail_ok(st, &o);
-		assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+		h_mid = carried_tail(&e, st, &o, WS_OUTCOME_STREAMED, 1, seq, __LINE__);
 		f_mid = o.u.streamed.last_frame;
-		ws_stream_last_call(st, &call);
-		assert_int_equal(call.puts, 1);
-		assert_int_equal(wm_seq_of(&e, &carried), seq);
-		assert_true(carried);
-		assert_int_equal(carried_kind(&e), WS_MANIFEST_NEXT_GEN);
-		restore_equals_source(&e, __LINE__);
-		verify_ok(&e, __LINE__);
 		{
 			struct ws_restore_opts ro = { .frame = f_mid };
 			assert_true(wt_restore_hash(&e, TENANT, &ro, NULL) == h_mid);
