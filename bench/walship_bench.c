@@ -1,7 +1,7 @@
 /*
  * walship-bench: an end-to-end load generator. M tenants, each a real
  * SQLite writer thread committing transactions of a given size at a given
- * rate; the engine (core/include/walship.h, built as `walship replicate`
+ * rate; the engine (include/walship/walship.h, built as `walship replicate`
  * builds it) ships them to the sink for T seconds; then the writers stop
  * and the engine drains. Every tenant is then restored and compared with
  * its source. Figures are printed and written as JSON, a time series as

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checkpoints of an s3:// sink (the shared authority: no lease, attempts
 # race through conditional writes) through the CLI, with real processes
-# stopped or killed at WS_FAULT sites (core/base/ws_fault.h), against the
+# stopped or killed at WS_FAULT sites (base/ws_fault.h), against the
 # radosgw the ctest fixture starts:
 #   1. a checkpoint whose attempt another writer's decides first (that
 #      writer's attempt was open when this one began, and decides while this

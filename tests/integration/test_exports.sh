@@ -15,8 +15,8 @@ set -euo pipefail
 
 nm -D --defined-only "$WS_LIB" | awk '$2 ~ /^[TW]$/ {print $3}' | sed 's/@.*//' | sort -u >exported
 # Functions walship.h declares (callback typedefs are not functions).
-grep -oE '\bws_[a-z0-9_]+\s*\(' "$WS_SRC/core/include/walship.h" | tr -d '( ' | sort -u >declared
-grep -oE '\(\*\s*ws_[a-z0-9_]+\)' "$WS_SRC/core/include/walship.h" | tr -d '(*) ' | sort -u >typedefs
+grep -oE '\bws_[a-z0-9_]+\s*\(' "$WS_SRC/include/walship/walship.h" | tr -d '( ' | sort -u >declared
+grep -oE '\(\*\s*ws_[a-z0-9_]+\)' "$WS_SRC/include/walship/walship.h" | tr -d '(*) ' | sort -u >typedefs
 comm -23 declared typedefs >api
 printf '%s\n' ws_strerror ws_errmsg ws_errclear ws_log_set_level ws_log_set_sink >>api
 sort -u -o api api
@@ -27,8 +27,8 @@ extra=$(comm -13 api exported | tr '\n' ' ')
 check "nothing else is exported${extra:+ (extra: $extra)}" [ -z "$extra" ]
 # A host sees walship.h, ws_err.h and ws_log.h (core/CMakeLists.txt installs
 # them): each function they declare must link, so each must be exported.
-grep -ohE '\bws_[a-z0-9_]+\s*\(' "$WS_SRC/core/include/walship.h" "$WS_SRC/core/base/ws_err.h" \
-	"$WS_SRC/core/base/ws_log.h" | tr -d '( ' | sort -u >installed_decls
+grep -ohE '\bws_[a-z0-9_]+\s*\(' "$WS_SRC/include/walship/walship.h" "$WS_SRC/include/walship/ws_err.h" \
+	"$WS_SRC/include/walship/ws_log.h" | tr -d '( ' | sort -u >installed_decls
 unlinkable=$(comm -23 <(comm -23 installed_decls typedefs) exported | tr '\n' ' ')
 check "the installed headers declare only exported functions${unlinkable:+ (not exported: $unlinkable)}" \
 	[ -z "$unlinkable" ]
@@ -58,7 +58,7 @@ libdir=$(dirname "$WS_LIB")
 san=()
 undef=$(nm -D --undefined-only "$WS_LIB")
 case "$undef" in *__asan_*) san=(-fsanitize=address,undefined) ;; *__tsan_*) san=(-fsanitize=thread) ;; esac
-if cc "${san[@]}" -std=c11 -Wall -Werror -I"$WS_SRC/core/include" -I"$WS_SRC/core/base" embed.c -L"$libdir" -lwalship -o embed 2>cc.err; then
+if cc "${san[@]}" -std=c11 -Wall -Werror -I"$WS_SRC/include/walship" embed.c -L"$libdir" -lwalship -o embed 2>cc.err; then
 	ok "a program using walship.h builds against libwalship"
 	mkdir -p sinkdir
 	if LD_LIBRARY_PATH="$libdir" ./embed "file://$ROOT/sinkdir" >out 2>err && grep -q ' streamed$' out; then

@@ -1,6 +1,6 @@
 /*
  * Exactness under interleavings SQLite allows: the tail is paused at a
- * fault site (core/base/ws_fault.h) and the database is changed under it
+ * fault site (base/ws_fault.h) and the database is changed under it
  * by a real SQLite writer in the same process (another connection), at
  * exactly the moment that used to break exactness. Each test then checks
  * what a restore gives against what the source really committed.

@@ -1,5 +1,5 @@
 /*
- * XXH3-64 as walship computes it (core/base/hash.c): the AVX2 kernel, the
+ * XXH3-64 as walship computes it (base/hash.c): the AVX2 kernel, the
  * baseline kernel and the system's libxxhash must agree on every length
  * and alignment (object names and batch headers carry these hashes, so a
  * kernel that differed would make a sink written on one CPU unreadable on
