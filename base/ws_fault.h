@@ -5,10 +5,11 @@
  * A site is a named point such as "file.put.before_publish". Every site is
  * listed once in WS_FAULT_SITES below, with what it stands between: a test
  * iterates the list (ws_fault_site_count/ws_fault_site_name) to run every
- * failure path, and tests/unit/test_io_fault.c checks that every site the
- * sources name is listed and every listed site is named somewhere.
+ * failure path, and test_registry_matches_sources
+ * (tests/unit/test_core_interleave.c) checks that every site the sources
+ * name is listed and every listed site is named somewhere.
  *
- * A site is armed to fire on its nth hit (1-based) with one of three
+ * A site is armed to fire on its nth hit (1-based) with one of four
  * actions (up to four sites at once, see ws_fault_add):
  *   fail   the site returns -EIO to its caller (the default);
  *   crash  the process is killed on the spot with SIGKILL: how crash tests

@@ -34,7 +34,7 @@ const char *ws_version(void);
  */
 struct ws_sink;
 
-/* "file:///abs/dir" or "s3://bucket/prefix?..." (README). Errors: WS_ECONFIG, I/O errors. */
+/* "file:///abs/dir" or "s3://bucket/prefix?..." (docs/CLI.md). Errors: WS_ECONFIG, I/O errors. */
 struct ws_sink *ws_sink_open(const char *url, int *err);
 /* WS_SINK_EXISTING: fail with WS_ENOTFOUND rather than create the sink. */
 #define WS_SINK_EXISTING 1u
@@ -48,7 +48,7 @@ struct ws_sink_stats {
 };
 void ws_sink_get_stats(const struct ws_sink *sink, struct ws_sink_stats *out);
 
-/* ---- the seed's types ----------------------------------------------- */
+/* ---- generations, policies, outcomes --------------------------------- */
 
 /* One incarnation of a -wal file: checkpoint sequence and salt pair. */
 struct ws_wal_generation {
@@ -120,7 +120,7 @@ enum ws_outcome_kind {
 };
 const char *ws_outcome_name(enum ws_outcome_kind k); /* "empty", "streamed", ... */
 
-/* What one tail_frames call did: a tagged union, as the seed's StreamOutcome. */
+/* What one ws_stream_tail_frames call did: a tagged union, one member per kind. */
 struct ws_outcome {
 	enum ws_outcome_kind kind;
 	union {
@@ -204,7 +204,7 @@ struct ws_stream;
 
 /*
  * Open a stream: validates the config and opens the database (it never writes it)
- * (holding a read transaction while shipping: README, "WAL checkpoints").
+ * (holding a read transaction while shipping: docs/DESIGN.md, "WAL checkpoints").
  * Does not touch the sink. Errors: WS_ECONFIG, -ENOENT (database missing), I/O.
  */
 struct ws_stream *ws_stream_open(struct ws_sink *sink, const struct ws_stream_config *cfg, int *err);
@@ -227,8 +227,8 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out) WS_MUST_
  * io_uring, its own spill ring (registered memory, WAL reads land there and
  * uploads send from there) and its own tenants. A shard wakes on change
  * (inotify on each tenant's directory), never by polling: an idle tenant
- * costs no object-store request and no CPU. README "Engine" and
- * "Configuration file" describe every setting.
+ * costs no object-store request and no CPU. docs/DESIGN.md "Engine" and
+ * docs/CLI.md "Configuration file" describe every setting.
  */
 #define WS_SHARDS_MAX 256
 
@@ -244,7 +244,7 @@ struct ws_shard_config {
 	uint32_t retry_deadline_ms;  /* per request */
 	bool sqpoll;                 /* io_uring SQ polling thread */
 	/*
-	 * Adapting to a store that pushes back (README, "Under throttling").
+	 * Adapting to a store that pushes back (docs/DESIGN.md, "Under throttling").
 	 * adaptive: uploads in flight follow AIMD (halved on throttling, one
 	 * more per window of successes, up to uploads_in_flight; Retry-After
 	 * holds new uploads back), and the keys below apply; off: none of it.
@@ -477,8 +477,9 @@ struct ws_checkpoint_info {
  * next call (or ws_checkpoint_recover).
  * Errors: WS_EFENCED (another process holds a file sink's lease),
  * WS_EPRECOND (another writer's attempt did not end in peer_wait_ms), the
- * decision store's errors (ws_ckpt_last_kind), restore errors naming the
- * tenant whose image could not be built, I/O.
+ * decision store's errors (WS_EPRECOND, WS_EFORMAT, WS_ECORRUPT, WS_ECONFIG,
+ * WS_ETOOBIG: docs/CHECKPOINTS.md), restore errors naming the tenant whose
+ * image could not be built, I/O.
  */
 int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *opts,
 		       struct ws_checkpoint_info *out) WS_MUST_CHECK;
