@@ -1,6 +1,6 @@
 /*
  * Checkpoints: restore speed-up and the cost of a checkpoint, as ratios and
- * request counts measured in one run (DESIGN.md, "Performance model").
+ * request counts measured in one run (docs/DESIGN.md, "Performance model").
  *
  *   bench_checkpoint [--tiny] [--generations N] [--txns N] [--rows N] [--tenants N] [--reps N]
  *                    [--dir DIR] [--keep]

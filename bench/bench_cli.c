@@ -2,7 +2,7 @@
  * The CLI path, end to end: `walship replicate --once` of one tenant into a
  * fresh file:// sink, as a user runs it (a whole process: start-up, config,
  * sink open and probe, engine, drain, exit), as a ratio against a baseline
- * measured in the same run (DESIGN.md, "Performance model").
+ * measured in the same run (docs/DESIGN.md, "Performance model").
  *
  *   bench_cli --walship PATH [--compare PATH] [--mb N] [--reps N] [--batch-bytes N] [--page-size N]
  *             [--dir DIR] [--json FILE] [--keep] [-- extra walship arguments]

@@ -1,6 +1,6 @@
 /*
  * End-to-end shipping throughput, as a ratio against a baseline measured in
- * the same run (DESIGN.md, "Performance model").
+ * the same run (docs/DESIGN.md, "Performance model").
  *
  *   bench_e2e [--mb N] [--batch-bytes N] [--reps N] [--page-size N] [--dir DIR] [--keep]
  *

@@ -1,6 +1,6 @@
 /*
  * Shard throughput and the cost of idle tenants, as ratios against
- * baselines measured in the same run (DESIGN.md, "Performance model").
+ * baselines measured in the same run (docs/DESIGN.md, "Performance model").
  *
  *   bench_engine [--mb N] [--tenants N] [--idle N] [--idle-s S] [--reps N] [--dir DIR] [--tiny]
  *

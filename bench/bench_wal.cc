@@ -1,6 +1,6 @@
 // Google Benchmark shim over io/ws_wal.h: SQLite's WAL checksum and the
 // frame-by-frame cursor that verifies a WAL, each against memcpy of the same
-// bytes measured in the same run (DESIGN.md: every figure is a ratio against
+// bytes measured in the same run (docs/DESIGN.md: every figure is a ratio against
 // a baseline). Throughput is reported as bytes/s via SetBytesProcessed.
 //
 //   bench_wal [--benchmark_filter=...] [--benchmark_min_time=...]

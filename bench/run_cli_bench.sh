@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CLI path benchmark, one command (README "Benchmarks"): `walship
+# The CLI path benchmark, one command (docs/bench/README.md): `walship
 # replicate --once` of one tenant (a ~250 MiB WAL written by SQLite, in the
 # page cache, WAL checkpoints off) into a fresh file:// sink, the whole
 # process as a user runs it, against a write+fdatasync+rename+dir-fsync

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# walship-bench scenarios, each one command (README "Benchmarks"):
+# walship-bench scenarios, each one command (docs/bench/README.md):
 #
 #   bench/run_throttle_bench.sh --scenario NAME [--minutes N | --seconds N] [--tiny]
 #                               [--build DIR] [--out DIR] [--rgw DIR] [--policies LIST]

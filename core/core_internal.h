@@ -26,7 +26,7 @@ uint64_t ws_key_manifest_seq(const char *key);
 uint64_t ws_key_object_seq(const char *key);
 
 /* The largest watermark read: one that carries a manifest of inline batches
- * (at most 16 MiB of them, README "Configuration file"). */
+ * (at most 16 MiB of them, docs/CLI.md "Configuration file"). */
 #define WS_WM_BYTES_MAX (64u << 20)
 /* Load a tenant's watermark. Returns WS_ENOTFOUND when the tenant has none.
  * A watermark that carries its manifest (carried_len) gets carried NULL:

@@ -1,7 +1,7 @@
 /*
  * `walship replicate --config FILE`: the INI file, read with Debian's libinih.
  *
- * Shape (README "Configuration file" lists every key, default and range):
+ * Shape (docs/CLI.md "Configuration file" lists every key, default and range):
  *
  *   [engine]          sink, shards, metrics_addr, epoch, pointer_generation,
  *                     wal_checkpoint_bytes, interval_ms (older name of

@@ -1,7 +1,7 @@
 /*
  * The CLI's configuration: the INI file of `replicate --config` (libinih),
  * tenants from the command line, and the command line's overrides, merged
- * into one ws_engine_config's worth of settings. README "Configuration file"
+ * into one ws_engine_config's worth of settings. docs/CLI.md "Configuration file"
  * documents every key.
  *
  * Every error is printed to stderr as "walship: config FILE:LINE: reason"

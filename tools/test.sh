@@ -191,7 +191,7 @@ fi
 # The decoders of everything walship reads back (store objects, WAL, config,
 # sink URLs, S3 responses) under libFuzzer + ASan + UBSan, briefly: this
 # catches a target that no longer builds or a seed that now crashes; the
-# long runs are tools/fuzz.sh --minutes N (README "Fuzzing").
+# long runs are tools/fuzz.sh --minutes N (tests/README.md "Fuzzing").
 section "fuzz smoke: tests/fuzz, ${FUZZ_SECONDS}s per target (build-fuzz, clang, libFuzzer+ASan+UBSan)"
 # Debian's clang-14 package installs clang-14; plain clang comes from another package.
 FUZZ_CC=$(command -v clang-14 || command -v clang || true)

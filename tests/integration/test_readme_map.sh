@@ -128,5 +128,23 @@ check "the map names both threads (${n_thread:-0})" [ "${n_thread:-0}" -ge 2 ]
 check "docs/DESIGN.md numbers its invariants (${n_invariant:-0})" [ "${n_invariant:-0}" -ge 10 ]
 check "the code cites them (${n_citation:-0} citations checked)" [ "${n_citation:-0}" -ge 5 ]
 
+# docs/CLI.md names every command and every option the commands' --help
+# texts name (the help texts come from the binary, so an option added
+# without its reference fails here).
+if [ "$WS_BIN" != /bin/true ]; then
+	cli="$WS_SRC/docs/CLI.md"
+	cmds=$("$WS_BIN" help | awk '/^commands:/ { on = 1; next } on && NF == 0 { exit } on { print $1 }')
+	check "walship help lists commands ($(echo "$cmds" | wc -w))" [ "$(echo "$cmds" | wc -w)" -ge 8 ]
+	missing=""
+	for c in $cmds; do
+		grep -q "walship $c" "$cli" || missing="$missing $c"
+		for o in $("$WS_BIN" "$c" --help | grep -oE -- '--[a-z][a-z-]+' | sort -u); do
+			grep -qe "$o" "$cli" || missing="$missing $c:$o"
+		done
+	done
+	check "docs/CLI.md names every command and option of the --help texts (missing:${missing:- none})" \
+		[ -z "$missing" ]
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
