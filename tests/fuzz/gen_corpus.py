@@ -13,7 +13,7 @@ Seeds are small real files:
                 `walship checkpoint` wrote to a file:// sink (real-*), and
                 the library's own encoders' variants (gen-*, fuzz_gen_corpus)
   config/ sink_url/ s3_xml/ http_headers/
-                hand-written: the README's examples and edge cases
+                hand-written: docs/CLI.md's examples and edge cases
 Files that exist and are not regenerated (hand-made ones, crash
 reproducers named regress-*) are left alone.
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `walship replicate --config FILE`: the per-shard INI file (README
+# `walship replicate --config FILE`: the per-shard INI file (docs/CLI.md
 # "Configuration file"). Every kind of bad file exits 2 with
 # "config FILE:LINE: reason" and writes nothing; good files with two shards,
 # tenants placed by config and by hash, and policy overrides replicate --once

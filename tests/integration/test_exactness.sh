@@ -167,7 +167,7 @@ echo "# databases not in WAL mode, or empty, next to a running replicate: no loc
 # is one) is a SHARED lock on its file. Held from one call to the next, it
 # kept the application from writing, and from switching the database to
 # WAL mode, for good: an empty file replicate was started on, a database in
-# DELETE mode, and the README's recovery flow (a restored file, which
+# DELETE mode, and docs/CLI.md's recovery flow (a restored file, which
 # restore leaves in rollback-journal mode, moved into place).
 NS="$ROOT/nowal"
 URL="file://$NS"

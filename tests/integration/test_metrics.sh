@@ -109,7 +109,7 @@ for n, l in enumerate(open(sys.argv[1]), 1):
 assert samples > 0, "no samples"
 PY
 
-# The families the README lists, per tenant and per shard.
+# The families docs/CLI.md lists, per tenant and per shard.
 for fam in frames_shipped bytes_shipped puts throttle_retries frames_shed watermark_age; do
 	check "family *${fam}* has a sample for tenant live" [ "$(sample m1.txt "$fam" live)" -ge 0 ]
 	check "family *${fam}* has a sample for tenant idle" [ "$(sample m1.txt "$fam" idle)" -ge 0 ]

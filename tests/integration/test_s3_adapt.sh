@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The shipper adapts to a throttling store (README "Under throttling"):
+# The shipper adapts to a throttling store (docs/DESIGN.md "Under throttling"):
 # the same load (real SQLite writers at a fixed transaction rate) is
 # replicated by `walship replicate` through tests/s3/throttle.sh (Debian's
 # haproxy in front of the fixture's radosgw) twice: uncapped, then with
