@@ -88,7 +88,7 @@ int ws_attempt_decided(struct ws_ckpt *c, uint64_t id, bool *is_decided, bool *i
  * inventory (when it is a's) and close the witness (when it is a's).
  */
 int ws_attempt_finish(struct ws_ckpt *c, const struct ws_ckpt_attempt *a, const struct ws_ckpt_inventory *inv,
-			  const struct ws_ckpt_witness *wit)
+		      const struct ws_ckpt_witness *wit)
 {
 	struct ws_ckpt_inventory_result ir;
 	bool is_decided, is_commit;
@@ -150,7 +150,7 @@ int ws_attempt_recover_locked(struct ws_ckpt *c, bool *recovered)
 		return rc;
 	if (iactive)
 		rc = ws_attempt_finish(c, &inv.attempt, &inv,
-				    wopen && ws_ckpt_attempt_equal(&wit.attempt, &inv.attempt) ? &wit : NULL);
+				       wopen && ws_ckpt_attempt_equal(&wit.attempt, &inv.attempt) ? &wit : NULL);
 	if (!rc && wopen && (!iactive || !ws_ckpt_attempt_equal(&wit.attempt, &inv.attempt)))
 		rc = ws_attempt_finish(c, &wit.attempt, NULL, &wit);
 	*recovered = !rc && (iactive || wopen);

@@ -156,7 +156,7 @@ int ws_ckread_base_from_index(const struct ws_ckpt_index *idx, const char *tenan
 }
 
 void ws_ckread_info_from(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, bool own,
-		      struct ws_checkpoint_info *out)
+			 struct ws_checkpoint_info *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->id = ref->id;
@@ -246,7 +246,7 @@ int ws_checkpoint_base_for(struct ws_sink *sink, const char *tenant, struct ws_r
  * and is returned. Where else it ends is end's (enum ws_walk_end).
  */
 int ws_ckread_walk_committed_to(struct ws_ckpt *c, struct ws_ckpt_ref ref, enum ws_walk_end end, ws_committed_fn fn,
-			     void *arg)
+				void *arg)
 {
 	for (unsigned n = 0; n < WS_CKPT_PREDECESSORS_MAX; n++) {
 		struct ws_ckpt_index idx;
@@ -271,9 +271,11 @@ int ws_ckread_walk_committed_to(struct ws_ckpt *c, struct ws_ckpt_ref ref, enum 
 
 /* The walk that a missing index ends (retention removed the older ones), except the first when first_must_exist. */
 int ws_ckread_walk_committed(struct ws_ckpt *c, struct ws_ckpt_ref ref, bool first_must_exist, ws_committed_fn fn,
-			  void *arg)
+			     void *arg)
 {
-	return ws_ckread_walk_committed_to(c, ref, first_must_exist ? WS_WALK_END_MISSING_AFTER_FIRST : WS_WALK_END_MISSING, fn, arg);
+	return ws_ckread_walk_committed_to(c, ref,
+					   first_must_exist ? WS_WALK_END_MISSING_AFTER_FIRST : WS_WALK_END_MISSING,
+					   fn, arg);
 }
 
 /* Room for one more element in a growing array (*cap elements of elem bytes). */
@@ -425,7 +427,8 @@ static int verify_older(const struct ws_ckpt_ref *ref, const struct ws_ckpt_inde
 		if (w->only && strcmp(w->only, t) != 0)
 			continue;
 		memset(&base, 0, sizeof(base));
-		if ((rc = ws_ckread_base_from_index(idx, t, &base)) != 0 || (rc = ws_artifact_verify(w->sink->store, &base)) != 0) {
+		if ((rc = ws_ckread_base_from_index(idx, t, &base)) != 0 ||
+		    (rc = ws_artifact_verify(w->sink->store, &base)) != 0) {
 			ws_fail_wrap(rc, "checkpoint %" PRIu64, idx->checkpoint_id);
 			problem(w->fn, w->arg, t, base.artifact_key, rc, w->first);
 		}
@@ -505,7 +508,8 @@ int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn f
 			problem(fn, arg, t, key, rc, &first);
 		/* The artifact the latest state starts from: its bytes and that
 		 * it opens as a database (one damaged bit is reported here). */
-		if ((rc = ws_ckread_base_from_index(&idx, t, &base)) != 0 || (rc = ws_artifact_verify(sink->store, &base)) != 0)
+		if ((rc = ws_ckread_base_from_index(&idx, t, &base)) != 0 ||
+		    (rc = ws_artifact_verify(sink->store, &base)) != 0)
 			problem(fn, arg, t, base.artifact_key, rc, &first);
 	}
 	{

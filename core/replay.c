@@ -243,7 +243,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 				/* The decoder checked first_page >= 1 and the part's size. */
 				WS_ASSERT(sh.first_page >= 1);
 				if (fd >= 0 && (rc = ws_image_pwrite(fd, pages, (size_t)sh.page_count * ps,
-								(uint64_t)(sh.first_page - 1) * ps)) != 0) {
+								     (uint64_t)(sh.first_page - 1) * ps)) != 0) {
 					ws_fail(rc, "tenant %s: write restored pages", tenant);
 					goto out;
 				}
@@ -298,7 +298,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 					goto out;
 				}
 				if (fd >= 0 && (rc = ws_image_pwrite(fd, fr + WS_WAL_FRAME_HDR_SIZE, ps,
-								(uint64_t)(pgno - 1) * ps)) != 0) {
+								     (uint64_t)(pgno - 1) * ps)) != 0) {
 					ws_fail(rc, "tenant %s: write restored pages", tenant);
 					goto out;
 				}
