@@ -1,6 +1,8 @@
 /*
- * Checkpoints of a sink, restore by checkpoint, and retention, on top of the
- * checkpoint decision store (store/ws_ckpt.h, docs/CHECKPOINTS.md).
+ * Taking a checkpoint of a sink, on top of the checkpoint decision store
+ * (store/ws_ckpt.h, docs/CHECKPOINTS.md). Reading checkpoints and restore by
+ * checkpoint are ckpt_read.c's, finishing an attempt that did not finish
+ * ckpt_attempt.c's, retention retention.c's.
  *
  * A checkpoint is a consistent cut across every tenant of one sink: for
  * each tenant the watermark at the cut (WAL generation, last frame, and the
