@@ -52,6 +52,7 @@
 
 #include "bench_util.h"
 #include "core_internal.h"
+#include "engine.h"
 #include "ws_reader.h"
 #include "ws_store.h"
 

@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core_internal.h"
-#include "replay.h"
+#include "chain.h"
+#include "sink.h"
+#include "ws_assert.h"
 #include "ws_fault.h"
-#include "ws_wal.h"
 
 #define CHAIN_MAX (1u << 20)
 
@@ -105,6 +105,7 @@ int ws_obj_fetch(struct ws_store *s, const char *mkey, const struct ws_fmt_objre
 int ws_chain_obj_fetch(struct ws_store *s, const struct ws_chain *c, size_t i, const struct ws_fmt_objref *ref,
 		       size_t hash_off, struct ws_buf *out)
 {
+	WS_ASSERT(i < c->count); /* an index into the chain the caller walks */
 	/* The head manifest carried by the watermark is stored nowhere else:
 	 * its inline batches are read from the copy the walk kept. */
 	if (c->carried && i + 1 == c->count && ws_fmt_objref_inline(ref)) {
@@ -339,7 +340,7 @@ void ws_chain_free(struct ws_chain *c)
 	memset(c, 0, sizeof(*c));
 }
 
-static int missing(const char *tenant, const char *key)
+int ws_chain_missing(const char *tenant, const char *key)
 {
 	return ws_fail(WS_EINCOMPLETE, "tenant %s: manifest %s is missing", tenant, key);
 }
@@ -406,7 +407,7 @@ static int chain_walk(struct ws_store *s, const char *tenant, const char *start_
 			break;
 		}
 		if (rc == WS_ENOTFOUND) {
-			rc = missing(tenant, key);
+			rc = ws_chain_missing(tenant, key);
 			goto fail;
 		}
 		if (rc) {
@@ -473,12 +474,13 @@ static int chain_walk(struct ws_store *s, const char *tenant, const char *start_
 		} else if (out->count == 0 && out->carried && (m.kind == WS_MANIFEST_REBASE || !m.prev_key[0])) {
 			/* Only a manifest on a stored one (a continuation, or a
 			 * next generation's first) is carried: a checkpoint's cut
-			 * is that one (checkpoint.c cut_of_carried). */
+			 * is that one (ckpt_take.c cut_of_carried). */
 			ws_fmt_manifest_free(&m);
 			rc = ws_fail(WS_EFORMAT, "tenant %s: manifest %s carried by the watermark does not continue "
 				     "a stored manifest", tenant, key);
 			goto fail;
 		}
+		WS_ASSERT(out->count < cap);
 		out->m[out->count] = m;
 		snprintf(out->keys[out->count], WS_KEY_MAX, "%s", key);
 		out->count++;
@@ -494,6 +496,8 @@ static int chain_walk(struct ws_store *s, const char *tenant, const char *start_
 		memcpy(want_sha, m.prev_sha, WS_SHA256_LEN);
 		want_len = m.prev_length;
 	}
+	/* Every way out of the walk above has added the head at least. */
+	WS_ASSERT(out->count > 0);
 	/* Oldest first. */
 	for (size_t i = 0, j = out->count - 1; i < j; i++, j--) {
 		struct ws_fmt_manifest t = out->m[i];
@@ -504,6 +508,12 @@ static int chain_walk(struct ws_store *s, const char *tenant, const char *start_
 		memcpy(out->keys[i], out->keys[j], WS_KEY_MAX);
 		memcpy(out->keys[j], tk, WS_KEY_MAX);
 	}
+	/* Chain order: each manifest the predecessor of the next (the link
+	 * check above), the base first: a REBASE, the stop, or (UPTO_MISSING)
+	 * the oldest still stored. */
+	for (size_t i = 1; i < out->count; i++)
+		WS_ASSERT(out->m[i - 1].wm_seq + 1 == out->m[i].wm_seq);
+	WS_ASSERT(!stopped || !*stopped || strcmp(out->keys[0], stop->key) == 0);
 	ws_buf_free(&b);
 	return 0;
 fail:
@@ -537,110 +547,4 @@ int ws_chain_load_flags(struct ws_store *s, const char *tenant, const struct ws_
 {
 	return chain_walk(s, tenant, wm->manifest_key, wm->manifest_sha, wm->manifest_length, wm, NULL, flags,
 			  out, NULL);
-}
-
-/* Where in c (walked from wm) the manifest stop is, or c->count. */
-static size_t chain_find(const struct ws_chain *c, const struct ws_fmt_watermark *wm, const struct ws_chain_stop *stop)
-{
-	for (size_t i = c->count; i-- > 0;) {
-		/* What the newer manifest (or the watermark) records for c->m[i]. */
-		bool head = i + 1 == c->count;
-		const uint8_t *sha = head ? wm->manifest_sha : c->m[i + 1].prev_sha;
-		uint64_t len = head ? wm->manifest_length : c->m[i + 1].prev_length;
-		if (strcmp(c->keys[i], stop->key) == 0 && len == stop->length &&
-		    memcmp(sha, stop->sha, WS_SHA256_LEN) == 0)
-			return i;
-	}
-	return c->count;
-}
-
-/*
- * Every stored checkpoint whose cut is in c and whose artifact is present
- * (its recorded length) is a base; the one whose cut is oldest in c keeps
- * the most history restorable (a newer checkpoint never shrinks the window),
- * the newest checkpoint winning a tie.
- */
-static bool skipped(const struct ws_cut_skip *skip, uint64_t id)
-{
-	for (size_t k = 0; skip && k < skip->n; k++)
-		if (skip->ids[k] == id)
-			return true;
-	return false;
-}
-
-static int from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
-		    struct ws_chain *c, struct ws_restore_base *base, bool retained, struct ws_cut_skip *skip)
-{
-	struct ws_restore_base *bases = NULL;
-	struct ws_chain_stop kept;
-	size_t nb = 0, best = c->count, bad = c->count, i;
-	uint64_t kept_id = 0;
-
-	if (skip)
-		skip->passed_over[0] = '\0';
-
-	if (retained) {
-		/* verify: only retention removes history, and only behind the cut
-		 * it protected. */
-		if (ws_checkpoint_retained_cut(sink, tenant, &kept, &kept_id) != 0 ||
-		    chain_find(c, wm, &kept) == c->count)
-			return ws_fail(WS_EINCOMPLETE, "tenant %s: manifest %s is missing (no retention run "
-				       "removed it: %s)", tenant, c->m[0].prev_key,
-				       kept_id ? "it lies after the cut retention protected" :
-				       "no retention run protected a cut of this tenant");
-	}
-	if (ws_checkpoint_bases_for(sink, tenant, &bases, &nb) == 0) {
-		for (size_t k = 0; k < nb; k++) {
-			struct ws_obj_info info;
-			int hrc;
-			i = chain_find(c, wm, &bases[k].cut);
-			if (i >= c->count || skipped(skip, bases[k].checkpoint_id))
-				continue;
-			hrc = ws_store_head(sink->store, bases[k].artifact_key, &info);
-			if (hrc || info.size_bytes != bases[k].artifact_length) {
-				/* Not there whole: said when it is older than the cut
-				 * used (it would have served more), or none serves. */
-				if (skip && i < bad) {
-					bad = i;
-					snprintf(skip->passed_over, sizeof(skip->passed_over),
-						 "checkpoint artifact %s %s", bases[k].artifact_key,
-						 hrc == WS_ENOTFOUND ? "is missing" : hrc ? "cannot be read" :
-						 "is not the size its index records");
-				}
-				continue;
-			}
-			if (i >= best)
-				continue;
-			best = i;
-			*base = bases[k];
-		}
-	}
-	free(bases);
-	if (skip && bad >= best)
-		skip->passed_over[0] = '\0'; /* not older than the cut used: it would serve nothing more */
-	if (best == c->count && skip && skip->passed_over[0])
-		return ws_fail(WS_EINCOMPLETE, "tenant %s: manifest %s is missing (history before a checkpoint's "
-			       "cut), and %s", tenant, c->m[0].prev_key, skip->passed_over);
-	if (best == c->count)
-		return missing(tenant, c->m[0].prev_key);
-	i = best;
-	/* The manifests before the cut are history its artifact replaces. */
-	for (size_t k = 0; k < i; k++)
-		ws_fmt_manifest_free(&c->m[k]);
-	memmove(c->m, c->m + i, (c->count - i) * sizeof(*c->m));
-	memmove(c->keys, c->keys + i, (c->count - i) * sizeof(*c->keys));
-	c->count -= i;
-	return 0;
-}
-
-int ws_chain_from_cut(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
-		      struct ws_chain *c, struct ws_restore_base *base, struct ws_cut_skip *skip)
-{
-	return from_cut(sink, tenant, wm, c, base, false, skip);
-}
-
-int ws_chain_from_cut_retained(struct ws_sink *sink, const char *tenant, const struct ws_fmt_watermark *wm,
-			       struct ws_chain *c, struct ws_restore_base *base)
-{
-	return from_cut(sink, tenant, wm, c, base, true, NULL);
 }

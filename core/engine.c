@@ -37,6 +37,8 @@
 
 #include "adapt.h"
 #include "core_internal.h"
+#include "engine.h"
+#include "ws_stream.h"
 #include "pipe.h"
 #include "ws_clock.h"
 #include "ws_hash.h"

@@ -5,8 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core_internal.h"
-#include "replay.h"
+#include "chain.h"
+#include "chain_cut.h"
+#include "ckpt_read.h"
+#include "inspect.h"
+#include "outcome.h"
+#include "restore.h"
+#include "sink.h"
 #include "ws_ckpt.h"
 #include "ws_fault.h"
 #include "ws_logging.h"
@@ -14,9 +19,9 @@
 /* Calls fn per tenant name in order: one LIST per top-level name
  * (ws_store_next_top), so a name of any length, or one that is no
  * tenant's, is stepped over rather than listed again. */
-typedef int (*name_fn)(const char *tenant, void *arg);
+typedef int (*ws_tenant_name_fn)(const char *tenant, void *arg);
 
-static int for_each_tenant(struct ws_store *s, name_fn fn, void *arg)
+int ws_tenants_each(struct ws_store *s, ws_tenant_name_fn fn, void *arg)
 {
 	char name[WS_KEY_MAX] = "", next[WS_KEY_MAX];
 	int rc;
@@ -48,7 +53,7 @@ struct ls_ctx {
 
 /* What reading a sink finds is the sink's problem, never a configuration
  * error: exit status 2 means the arguments or config were wrong. */
-static int read_err(int rc)
+int ws_read_err(int rc)
 {
 	return rc == WS_ECONFIG ? WS_EFORMAT : rc;
 }
@@ -71,7 +76,7 @@ static int ls_one(const char *tenant, void *arg)
 		snprintf(err, sizeof(err), "%s", ws_errmsg());
 		info.error = err;
 		if (!x->first_err)
-			x->first_err = read_err(rc);
+			x->first_err = ws_read_err(rc);
 	}
 	if (rc == 0) {
 		info.has_watermark = true;
@@ -88,7 +93,7 @@ static int ls_one(const char *tenant, void *arg)
 			snprintf(err, sizeof(err), "%s", ws_errmsg());
 			info.error = err;
 			if (!x->first_err)
-				x->first_err = read_err(rc);
+				x->first_err = ws_read_err(rc);
 			break;
 		}
 		info.objects += page.count;
@@ -113,9 +118,9 @@ int ws_list_tenants(struct ws_sink *sink, const char *tenant, ws_tenant_fn fn, v
 			return ws_fail(WS_ECONFIG, "tenant name '%s' is invalid", tenant);
 		rc = ls_one(tenant, &x);
 	} else {
-		rc = for_each_tenant(sink->store, ls_one, &x);
+		rc = ws_tenants_each(sink->store, ls_one, &x);
 	}
-	return read_err(rc ? rc : x.first_err);
+	return ws_read_err(rc ? rc : x.first_err);
 }
 
 struct verify_ctx {
@@ -360,336 +365,9 @@ int ws_verify(struct ws_sink *sink, const char *tenant, ws_problem_fn fn, void *
 			return ws_fail(WS_ECONFIG, "tenant name '%s' is invalid", tenant);
 		verify_one(tenant, &x);
 	} else {
-		rc = for_each_tenant(sink->store, verify_one, &x);
+		rc = ws_tenants_each(sink->store, verify_one, &x);
 		if (rc)
-			return read_err(rc);
+			return ws_read_err(rc);
 	}
-	return read_err(x.first_err);
-}
-
-/* ---- verify --orphans ------------------------------------------------------------------- */
-
-/* A set of keys, each with a value (open addressing; cap a power of two). */
-struct keymap {
-	char **k;
-	uint64_t *v;
-	size_t n, cap;
-};
-
-static uint64_t keymap_hash(const char *k)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (; *k; k++)
-		h = (h ^ (uint8_t)*k) * 1099511628211ull;
-	return h;
-}
-
-static size_t keymap_slot(const struct keymap *m, const char *key)
-{
-	size_t i = keymap_hash(key) & (m->cap - 1);
-	while (m->k[i] && strcmp(m->k[i], key) != 0)
-		i = (i + 1) & (m->cap - 1);
-	return i;
-}
-
-/* Insert key with value v (an existing key keeps its value). */
-static int keymap_put(struct keymap *m, const char *key, uint64_t v)
-{
-	size_t i;
-	if (2 * (m->n + 1) > m->cap) {
-		size_t ncap = m->cap ? m->cap * 2 : 1024;
-		struct keymap g = { calloc(ncap, sizeof(char *)), calloc(ncap, sizeof(uint64_t)), m->n, ncap };
-		if (!g.k || !g.v) {
-			free(g.k);
-			free(g.v);
-			return -ENOMEM;
-		}
-		for (size_t j = 0; j < m->cap; j++) {
-			if (!m->k[j])
-				continue;
-			i = keymap_slot(&g, m->k[j]);
-			g.k[i] = m->k[j];
-			g.v[i] = m->v[j];
-		}
-		free(m->k);
-		free(m->v);
-		*m = g;
-	}
-	i = keymap_slot(m, key);
-	if (m->k[i])
-		return 0;
-	if (!(m->k[i] = strdup(key)))
-		return -ENOMEM;
-	m->v[i] = v;
-	m->n++;
-	return 0;
-}
-
-static const uint64_t *keymap_get(const struct keymap *m, const char *key)
-{
-	size_t i;
-	if (!m->cap)
-		return NULL;
-	i = keymap_slot(m, key);
-	return m->k[i] ? &m->v[i] : NULL;
-}
-
-static void keymap_free(struct keymap *m)
-{
-	for (size_t i = 0; i < m->cap; i++)
-		free(m->k[i]);
-	free(m->k);
-	free(m->v);
-	memset(m, 0, sizeof(*m));
-}
-
-static int keymap_put_chain(struct keymap *m, const struct ws_chain *c)
-{
-	int rc = 0;
-	for (size_t i = 0; i < c->count && !rc; i++) {
-		const struct ws_fmt_manifest *mf = &c->m[i];
-		rc = keymap_put(m, c->keys[i], 0);
-		for (uint32_t k = 0; k < mf->snap_count && !rc; k++)
-			rc = keymap_put(m, mf->snaps[k].key, 0);
-		for (uint32_t k = 0; k < mf->batch_count && !rc; k++)
-			if (!ws_fmt_objref_inline(&mf->batches[k]))
-				rc = keymap_put(m, mf->batches[k].key, 0);
-	}
-	return rc;
-}
-
-enum orphan_kind { ORPHAN_UNPUBLISHED = 1, ORPHAN_CUT_OFF, ORPHAN_ARTIFACT, ORPHAN_INDEX, ORPHAN_PROBE,
-		   ORPHAN_FOREIGN };
-
-static const char *orphan_kind_name(uint64_t k)
-{
-	switch (k) {
-	case ORPHAN_UNPUBLISHED: return "unpublished";
-	case ORPHAN_CUT_OFF: return "cut-off";
-	case ORPHAN_ARTIFACT: return "artifact";
-	case ORPHAN_INDEX: return "checkpoint-index";
-	case ORPHAN_PROBE: return "probe";
-	default: return "foreign";
-	}
-}
-
-struct orphan_ctx {
-	struct ws_store *s;
-	const char *only;        /* the one tenant, or NULL */
-	struct keymap named;     /* every named key (value unused) */
-	struct keymap wm_seq;    /* tenant -> its watermark's sequence + 1 (0 never stored) */
-};
-
-/* A missing object ends a chain walk here: what is still stored is named,
- * what is gone is nobody's orphan (verify reports a missing link). */
-static bool walk_end(int rc)
-{
-	return rc == WS_ENOTFOUND || rc == WS_EINCOMPLETE;
-}
-
-static int orphan_named(const char *key, const char *tenant, const struct ws_chain_stop *cut, void *arg)
-{
-	struct orphan_ctx *x = arg;
-	struct ws_chain c;
-	int rc = keymap_put(&x->named, key, 0);
-	if (rc || !cut || (x->only && strcmp(x->only, tenant) != 0))
-		return rc;
-	rc = ws_chain_load_from(x->s, tenant, cut, NULL, WS_CHAIN_UPTO_MISSING, &c, NULL);
-	if (rc == 0 || (walk_end(rc) && c.count)) {
-		int arc = keymap_put_chain(&x->named, &c);
-		ws_chain_free(&c);
-		return arc;
-	}
-	return walk_end(rc) ? 0 : ws_fail_wrap(rc, "checkpoint cut %s", key);
-}
-
-static int orphan_tenant_kept(const char *tenant, struct orphan_ctx *x, struct ws_buf *wmraw)
-{
-	struct ws_fmt_watermark wm;
-	struct ws_chain c;
-	char key[WS_KEY_MAX];
-	int rc = ws_key_watermark(key, sizeof(key), tenant);
-
-	if (!rc)
-		rc = keymap_put(&x->named, key, 0);
-	if (!rc)
-		rc = ws_wm_load_keep(x->s, tenant, &wm, NULL, wmraw);
-	if (rc == WS_ENOTFOUND)
-		return 0;
-	if (rc)
-		return ws_fail_wrap(rc, "tenant %s: watermark", tenant);
-	if ((rc = keymap_put(&x->wm_seq, tenant, wm.seq + 1)) != 0)
-		return rc;
-	rc = ws_chain_load_flags(x->s, tenant, &wm, WS_CHAIN_UPTO_MISSING, &c);
-	if (rc)
-		return walk_end(rc) ? 0 : ws_fail_wrap(rc, "tenant %s: chain", tenant);
-	rc = keymap_put_chain(&x->named, &c);
-	ws_chain_free(&c);
-	return rc;
-}
-
-static int orphan_tenant(const char *tenant, void *arg)
-{
-	struct ws_buf wmraw;
-	ws_buf_init(&wmraw, WS_WM_BYTES_MAX);
-	int rc = orphan_tenant_kept(tenant, arg, &wmraw);
-	ws_buf_free(&wmraw);
-	return rc;
-}
-
-/* The kind of an unnamed key; objects of a tenant: 0 (decided later). */
-static uint64_t orphan_kind(const struct orphan_ctx *x, const char *key)
-{
-	char top[WS_KEY_MAX];
-	const char *slash = strchr(key, '/');
-	const uint64_t *seq;
-	uint64_t mseq;
-
-	if (strncmp(key, WS_CKPT_PREFIX "/", sizeof(WS_CKPT_PREFIX)) == 0) {
-		const char *rest = key + sizeof(WS_CKPT_PREFIX);
-		if (strncmp(rest, "probe/", 6) == 0)
-			return ORPHAN_PROBE;
-		if (strncmp(rest, "artifacts/", 10) == 0)
-			return ORPHAN_ARTIFACT;
-		if (strncmp(rest, "committed/", 10) == 0)
-			return ORPHAN_INDEX;
-		return ORPHAN_FOREIGN;
-	}
-	/* The S3 backend's conditional-write probe at open (store_s3.c). */
-	if (strncmp(key, "_walship/probe-", 15) == 0)
-		return ORPHAN_PROBE;
-	if (!slash || (size_t)(slash - key) >= sizeof(top))
-		return ORPHAN_FOREIGN;
-	memcpy(top, key, (size_t)(slash - key));
-	top[slash - key] = '\0';
-	if (!ws_tenant_name_valid(top) || strncmp(slash + 1, "e", 1) != 0)
-		return ORPHAN_FOREIGN;
-	if ((mseq = ws_key_manifest_seq(key)) == 0)
-		return 0;
-	seq = keymap_get(&x->wm_seq, top);
-	return seq && mseq < *seq ? ORPHAN_CUT_OFF : ORPHAN_UNPUBLISHED;
-}
-
-/*
- * The objects an unnamed manifest names take its kind (a cut-off chain's
- * batches are cut-off too); those no manifest names are unpublished.
- */
-static int orphan_objects_kind(struct orphan_ctx *x, char **keys, uint64_t *kinds, size_t n)
-{
-	struct keymap of = { NULL, NULL, 0, 0 };
-	struct ws_buf b;
-	int rc = 0;
-
-	ws_buf_init(&b, 256u << 20);
-	for (size_t i = 0; i < n && !rc; i++) {
-		struct ws_fmt_manifest m;
-		if (kinds[i] != ORPHAN_CUT_OFF && kinds[i] != ORPHAN_UNPUBLISHED)
-			continue;
-		ws_buf_reset(&b);
-		rc = ws_store_get(x->s, keys[i], 0, UINT64_MAX, &b, NULL);
-		if (rc == WS_ENOTFOUND) {
-			rc = 0;
-			continue;
-		}
-		if (rc) {
-			ws_fail_wrap(rc, "read %s", keys[i]);
-			break;
-		}
-		if (ws_fmt_manifest_decode(b.data, b.len, &m) != 0)
-			continue; /* a damaged manifest: its objects stay unpublished */
-		for (uint32_t k = 0; k < m.snap_count && !rc; k++)
-			rc = keymap_put(&of, m.snaps[k].key, kinds[i]);
-		for (uint32_t k = 0; k < m.batch_count && !rc; k++)
-			if (!ws_fmt_objref_inline(&m.batches[k]))
-				rc = keymap_put(&of, m.batches[k].key, kinds[i]);
-		ws_fmt_manifest_free(&m);
-	}
-	for (size_t i = 0; i < n && !rc; i++) {
-		const uint64_t *k;
-		if (kinds[i])
-			continue;
-		k = keymap_get(&of, keys[i]);
-		kinds[i] = k ? *k : ORPHAN_UNPUBLISHED;
-	}
-	ws_buf_free(&b);
-	keymap_free(&of);
-	return rc;
-}
-
-int ws_verify_orphans(struct ws_sink *sink, const char *tenant, ws_orphan_fn fn, void *arg, uint64_t *count)
-{
-	struct orphan_ctx x;
-	char prefix[WS_KEY_MAX] = "", token[WS_KEY_MAX] = "";
-	char **keys = NULL;
-	uint64_t *kinds = NULL;
-	size_t n = 0, cap = 0;
-	int rc;
-
-	*count = 0;
-	if (tenant && !ws_tenant_name_valid(tenant))
-		return ws_fail(WS_ECONFIG, "tenant name '%s' is invalid", tenant);
-	memset(&x, 0, sizeof(x));
-	x.s = sink->store;
-	x.only = tenant;
-	/* What is named: the checkpoints' objects and cuts, then each
-	 * tenant's live chain. */
-	rc = ws_checkpoint_named(sink, orphan_named, &x);
-	if (!rc)
-		rc = tenant ? orphan_tenant(tenant, &x) : for_each_tenant(x.s, orphan_tenant, &x);
-	if (tenant)
-		snprintf(prefix, sizeof(prefix), "%s/", tenant);
-	/* What is stored, in key order. */
-	while (!rc) {
-		struct ws_list_page page;
-		bool more;
-		memset(&page, 0, sizeof(page));
-		if ((rc = ws_store_list(x.s, prefix, token, WS_LIST_PAGE_MAX, &page)) != 0) {
-			ws_fail_wrap(rc, "list %s", x.s->url);
-			break;
-		}
-		for (size_t i = 0; i < page.count && !rc; i++) {
-			if (keymap_get(&x.named, page.keys[i]))
-				continue;
-			if (n == cap) {
-				size_t ncap = cap ? cap * 2 : 64;
-				char **nk = realloc(keys, ncap * sizeof(*keys));
-				uint64_t *nv = nk ? realloc(kinds, ncap * sizeof(*kinds)) : NULL;
-				if (nk)
-					keys = nk;
-				if (nv)
-					kinds = nv;
-				if (!nk || !nv) {
-					rc = -ENOMEM;
-					break;
-				}
-				cap = ncap;
-			}
-			if (!(keys[n] = strdup(page.keys[i]))) {
-				rc = -ENOMEM;
-				break;
-			}
-			kinds[n] = orphan_kind(&x, keys[n]);
-			n++;
-		}
-		more = page.truncated && strcmp(page.next_token, token) > 0;
-		if (more)
-			snprintf(token, sizeof(token), "%s", page.next_token);
-		ws_list_page_free(&page);
-		if (!more)
-			break;
-	}
-	if (!rc)
-		rc = orphan_objects_kind(&x, keys, kinds, n);
-	for (size_t i = 0; i < n; i++) {
-		if (!rc && fn)
-			fn(keys[i], orphan_kind_name(kinds[i]), arg);
-		free(keys[i]);
-	}
-	if (!rc)
-		*count = n;
-	free(keys);
-	free(kinds);
-	keymap_free(&x.named);
-	keymap_free(&x.wm_seq);
-	return read_err(rc);
+	return ws_read_err(x.first_err);
 }

@@ -1,4 +1,4 @@
-#include "core_internal.h"
+#include "outcome.h"
 
 #include <stdio.h>
 #include <string.h>

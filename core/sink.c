@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core_internal.h"
+#include "sink.h"
 #include "ws_hash.h"
 
 struct ws_sink *ws_sink_open(const char *url, int *err)

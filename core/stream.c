@@ -45,7 +45,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "chain.h"
 #include "core_internal.h"
+#include "outcome.h"
+#include "sink.h"
+#include "ws_stream.h"
 #include "pipe.h"
 #include "ws_assert.h"
 #include "ws_clock.h"

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "core_internal.h"
+#include "ws_stream.h"
 #include "coreutil.h"
 #include "walship.h"
 #include "ws_format.h"

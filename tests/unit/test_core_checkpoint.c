@@ -1,6 +1,6 @@
 /*
  * Checkpoints of a sink, restore by checkpoint and retention
- * (core/checkpoint.c), against a real SQLite writer and a file:// sink
+ * (core/ckpt_take.c, ckpt_read.c, retention.c), against a real SQLite writer and a file:// sink
  * (the local single-writer authority).
  *
  * Expected states come from the source database itself (wt_content_hash

@@ -18,7 +18,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "chain.h"
 #include "core_internal.h"
+#include "engine.h"
 #include "coreutil.h"
 #include "throttlestore.h"
 #include "ws_fault.h"

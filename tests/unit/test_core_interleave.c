@@ -33,7 +33,9 @@
 
 #include "core_internal.h"
 #include "coreutil.h"
-#include "replay.h"
+#include "chain.h"
+#include "restore.h"
+#include "ws_stream.h"
 #include "walship.h"
 #include "ws_clock.h"
 #include "ws_fault.h"

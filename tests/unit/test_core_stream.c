@@ -23,7 +23,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "chain.h"
 #include "core_internal.h"
+#include "ws_stream.h"
 #include "coreutil.h"
 #include "walship.h"
 #include "ws_clock.h"

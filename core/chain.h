@@ -1,0 +1,107 @@
+/*
+ * Reading a tenant's stream back (chain.c): its watermark, the manifest chain
+ * from the watermark back to its base, and each object verified before use.
+ */
+#ifndef WS_CORE_CHAIN_H
+#define WS_CORE_CHAIN_H
+
+#include "core_internal.h"
+
+/* Load a tenant's watermark. Returns WS_ENOTFOUND when the tenant has none.
+ * A watermark that carries its manifest (carried_len) gets carried NULL:
+ * a reader that walks the chain from it loads it with ws_wm_load_keep,
+ * whose keep holds the bytes wm->carried points into (a later read may
+ * meet a newer watermark: the manifest this one carried is then gone). */
+int ws_wm_load_keep(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm, struct ws_etag *etag,
+		    struct ws_buf *keep) WS_MUST_CHECK;
+int ws_wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm,
+	       struct ws_etag *etag) WS_MUST_CHECK;
+
+/* Calls fn for each manifest key under prefix (with the watermark sequence it
+ * carries), in key order, every page; stops at fn's non-zero return. */
+typedef int (*ws_manifest_key_fn)(const char *key, uint64_t seq, void *arg);
+int ws_manifests_each(struct ws_store *s, const char *prefix, ws_manifest_key_fn fn, void *arg) WS_MUST_CHECK;
+
+/*
+ * Whether the watermark went back (a store that lost its later writes): a
+ * manifest written for sequence wm->seq + 2 whose predecessor, verified by
+ * its SHA-256 and length, was written for wm->seq + 1 on top of the
+ * manifest the watermark names. A tail writes sequence N + 2 only after
+ * reading watermark N + 1, so such a manifest proves watermark N + 1 was
+ * acknowledged. thorough: look in every generation of the tenant (a LIST
+ * of all its objects); else only in the watermark's manifest's own
+ * directory (one LIST). The watermark is read again when evidence is
+ * found: a writer may have gone on since the caller read wm, which is no
+ * loss. 1 with evidence[] the manifest's key, 0 when none is found (a
+ * re-base or a new generation right after the watermark hides it from this
+ * check), or an error.
+ */
+int ws_wm_went_back(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm, bool thorough,
+		    char evidence[WS_KEY_MAX]) WS_MUST_CHECK;
+
+/* Read and decode manifest key into *m (b holds its bytes); with sha, it
+ * must be that one (SHA-256 and len). 0, 1 when it is absent, not that one
+ * or does not decode, or the read's error (negative). */
+int ws_manifest_read(struct ws_store *s, const char *key, const uint8_t *sha, uint64_t len, struct ws_buf *b,
+		     struct ws_fmt_manifest *m) WS_MUST_CHECK;
+
+/* Fetch one object and check it is the one referenced: length, and the
+ * header hash at hash_off. The caller's decoder then checks every hash.
+ * mkey: the manifest naming it, which holds it when it is inline (key ""). */
+int ws_obj_fetch(struct ws_store *s, const char *mkey, const struct ws_fmt_objref *ref, size_t hash_off,
+		 struct ws_buf *out) WS_MUST_CHECK;
+
+/*
+ * Load the chain from the manifest the watermark names back to its REBASE
+ * base, verifying each manifest's SHA-256, length and links (generation,
+ * frame and checksum continuity).
+ * Errors name the object: WS_ENOTFOUND/WS_EINCOMPLETE (missing link),
+ * WS_ECORRUPT, WS_EFORMAT, I/O.
+ */
+int ws_chain_load(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm,
+		  struct ws_chain *out) WS_MUST_CHECK;
+void ws_chain_free(struct ws_chain *c);
+
+/* ws_obj_fetch for c->m[i]'s object ref: an inline batch of a head the
+ * watermark carried comes from the chain's copy of it. */
+int ws_chain_obj_fetch(struct ws_store *s, const struct ws_chain *c, size_t i, const struct ws_fmt_objref *ref,
+		       size_t hash_off, struct ws_buf *out) WS_MUST_CHECK;
+/* Verify one batch object fully, including SQLite's checksum chain. */
+int ws_batch_verify(const uint8_t *obj, size_t len, const struct ws_fmt_manifest *m,
+		    const struct ws_fmt_objref *ref, const char *name, const uint32_t seed[2], uint32_t end[2],
+		    struct ws_fmt_batch *hdr, const uint8_t **frames) WS_MUST_CHECK;
+
+/*
+ * ws_chain_load, but the walk also ends at stop (when the chain passes
+ * through it, *stopped = true and stop is c->m[0]).
+ */
+int ws_chain_load_stop(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm,
+		       const struct ws_chain_stop *stop, struct ws_chain *out, bool *stopped) WS_MUST_CHECK;
+
+/* A missing predecessor ends the walk (the chain so far is returned). */
+#define WS_CHAIN_UPTO_MISSING 1u
+/*
+ * The chain from the manifest head names (no watermark check) back to its
+ * REBASE base or to stop (may be NULL). Errors as ws_chain_load.
+ */
+int ws_chain_load_from(struct ws_store *s, const char *tenant, const struct ws_chain_stop *head,
+		       const struct ws_chain_stop *stop, unsigned flags, struct ws_chain *out,
+		       bool *stopped) WS_MUST_CHECK;
+
+/*
+ * The chain the watermark names, walked back with flags (ws_chain_load with
+ * WS_CHAIN_UPTO_MISSING: ws_chain_truncated(out) when a predecessor is
+ * missing).
+ */
+int ws_chain_load_flags(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm, unsigned flags,
+			struct ws_chain *out) WS_MUST_CHECK;
+
+/* The walk ended at a missing predecessor, not at a REBASE base. */
+static inline bool ws_chain_truncated(const struct ws_chain *c)
+{
+	return c->count > 0 && c->m[0].kind != WS_MANIFEST_REBASE;
+}
+/* WS_EINCOMPLETE naming tenant's missing manifest key (the error recorded). */
+int ws_chain_missing(const char *tenant, const char *key);
+
+#endif

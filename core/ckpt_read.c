@@ -1,0 +1,612 @@
+/*
+ * Reading the checkpoints of a sink (docs/CHECKPOINTS.md): the committed
+ * indexes from the latest Commit back through their predecessors, the
+ * base (cut and artifact) restore starts from, the cut retention protected,
+ * ls, verify of the checkpoint namespace, and restore by checkpoint. The
+ * readers (restore, verify, ls) reach checkpoints through this file only,
+ * never through the side that takes them (ckpt_take.c).
+ *
+ * A reader never takes the writer's lease: every object it reads is
+ * create-once or replaced by one atomic write.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "artifact.h"
+#include "chain.h"
+#include "ckpt_read.h"
+#include "publish.h"
+#include "sink.h"
+#include "ws_assert.h"
+#include "ws_clock.h"
+
+/*
+ * The decision store of the sink. A writer of a file:// sink holds the local
+ * lease for one call; wait up to wait_ms for it. A reader (restore, verify,
+ * ls) never takes it: it reads through a read-only handle, so a busy writer
+ * never makes a reader wait or fall back (every object it reads is
+ * create-once or replaced by one atomic write).
+ */
+int ws_ckread_open(struct ws_sink *sink, bool writer, unsigned wait_ms, struct ws_ckpt **out)
+{
+	int err = 0;
+	unsigned waited = 0;
+
+	*out = NULL;
+	if (!writer) {
+		*out = ws_ckpt_open_reader(sink->store, &err);
+		return *out ? 0 : err;
+	}
+	if (ws_store_kind(sink->store) != WS_STORE_FILE) {
+		*out = ws_ckpt_open_shared(sink->store, 0, &err);
+		return *out ? 0 : err;
+	}
+	/* The file backend's own directory, however the URL spelled it. */
+	WS_ASSERT(ws_store_file_root(sink->store) != NULL);
+	for (;;) {
+		*out = ws_ckpt_open_local(ws_store_file_root(sink->store), &err);
+		if (*out)
+			return 0;
+		if (err != WS_EFENCED || waited >= wait_ms)
+			return err;
+		ws_sleep_ms(10);
+		waited += 10;
+	}
+}
+
+void ws_ckread_hex_of(const uint8_t *sha, char out[WS_SHA256_HEX_LEN + 1])
+{
+	ws_hex(sha, WS_SHA256_LEN, out);
+}
+
+bool ws_ckread_hex_to_sha(const char *hex, uint8_t out[WS_SHA256_LEN])
+{
+	for (size_t i = 0; i < WS_SHA256_LEN; i++) {
+		int hi = ws_hexval(hex[2 * i]), lo = hi < 0 ? -1 : ws_hexval(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return false;
+		out[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return hex[2 * WS_SHA256_LEN] == '\0';
+}
+
+void ws_ckread_artifact_key(char out[WS_KEY_MAX], uint64_t id, const char *tenant)
+{
+	snprintf(out, WS_KEY_MAX, WS_CKPT_ART_PREFIX "/%016" PRIx64 "/%s", id, tenant);
+}
+
+/*
+ * Whether key has the form artifact_key gives checkpoint id's artifacts.
+ * Recovery and retention delete the keys an inventory or an older index
+ * names: only such keys, never another (a record naming a watermark, say,
+ * is damaged or hostile; what it names is left alone, with a warning).
+ */
+bool ws_ckread_artifact_key_of(const char *key, uint64_t id)
+{
+	char want[WS_KEY_MAX];
+	int n = snprintf(want, sizeof(want), WS_CKPT_ART_PREFIX "/%016" PRIx64 "/", id);
+	return n > 0 && strncmp(key, want, (size_t)n) == 0 && ws_tenant_name_valid(key + n);
+}
+
+int ws_ckread_tenant_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ws_ckpt_tenant_entry *)a)->tenant,
+		      ((const struct ws_ckpt_tenant_entry *)b)->tenant);
+}
+
+static int artifact_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ws_ckpt_artifact *)a)->key, ((const struct ws_ckpt_artifact *)b)->key);
+}
+
+const struct ws_ckpt_tenant_entry *ws_ckread_index_tenant(const struct ws_ckpt_index *idx, const char *tenant)
+{
+	struct ws_ckpt_tenant_entry k;
+	snprintf(k.tenant, sizeof(k.tenant), "%s", tenant);
+	return bsearch(&k, idx->tenants, idx->tenant_count, sizeof(k), ws_ckread_tenant_cmp);
+}
+
+const struct ws_ckpt_artifact *ws_ckread_index_artifact(const struct ws_ckpt_index *idx, const char *key)
+{
+	struct ws_ckpt_artifact k;
+	snprintf(k.key, sizeof(k.key), "%s", key);
+	return bsearch(&k, idx->artifacts, idx->artifact_count, sizeof(k), artifact_cmp);
+}
+
+/* The base restore needs for tenant from a loaded index: its cut and artifact. */
+int ws_ckread_base_from_index(const struct ws_ckpt_index *idx, const char *tenant, struct ws_restore_base *out)
+{
+	const struct ws_ckpt_tenant_entry *t = ws_ckread_index_tenant(idx, tenant);
+	const struct ws_ckpt_artifact *a;
+	char key[WS_KEY_MAX];
+
+	memset(out, 0, sizeof(*out));
+	if (!t)
+		return ws_fail(WS_ENOTFOUND, "checkpoint %" PRIu64 " does not include tenant %s",
+			       idx->checkpoint_id, tenant);
+	ws_ckread_artifact_key(key, idx->checkpoint_id, tenant);
+	a = ws_ckread_index_artifact(idx, key);
+	if (!a) {
+		snprintf(out->artifact_key, sizeof(out->artifact_key), "%s", key); /* the one missing */
+		return ws_fail(WS_EFORMAT, "checkpoint %" PRIu64 " names tenant %s but no artifact %s",
+			       idx->checkpoint_id, tenant, key);
+	}
+	snprintf(out->cut.key, sizeof(out->cut.key), "%s", t->manifest_key);
+	if (!ws_ckread_hex_to_sha(t->manifest_sha256, out->cut.sha))
+		return ws_fail(WS_EFORMAT, "checkpoint %" PRIu64 ": tenant %s manifest hash is not hex",
+			       idx->checkpoint_id, tenant);
+	out->cut.length = t->manifest_length;
+	snprintf(out->artifact_key, sizeof(out->artifact_key), "%s", a->key);
+	out->artifact_length = a->length;
+	snprintf(out->artifact_sha256, sizeof(out->artifact_sha256), "%s", a->sha256);
+	out->checkpoint_id = idx->checkpoint_id;
+	return 0;
+}
+
+void ws_ckread_info_from(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, bool own,
+			 struct ws_checkpoint_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->id = ref->id;
+	out->own = own;
+	out->committed = true;
+	out->ref_length = ref->length;
+	snprintf(out->ref_key, sizeof(out->ref_key), "%s", ref->key);
+	snprintf(out->ref_sha256, sizeof(out->ref_sha256), "%s", ref->sha256);
+	if (!idx)
+		return;
+	out->epoch = idx->epoch;
+	out->tenants = idx->tenant_count;
+	out->artifacts = idx->artifact_count;
+	for (size_t i = 0; i < idx->artifact_count; i++)
+		out->artifact_bytes += idx->artifacts[i].length;
+	out->has_predecessor = idx->has_predecessor;
+	out->predecessor_id = idx->has_predecessor ? idx->predecessor.id : 0;
+}
+
+void ws_ckread_cut_of(const struct ws_ckpt_tenant_entry *t, struct ws_chain_stop *out)
+{
+	memset(out, 0, sizeof(*out));
+	snprintf(out->key, sizeof(out->key), "%s", t->manifest_key);
+	if (!ws_ckread_hex_to_sha(t->manifest_sha256, out->sha))
+		memset(out->sha, 0, sizeof(out->sha)); /* never matches: nothing is taken for the cut */
+	out->length = t->manifest_length;
+}
+
+/* ---- reading checkpoints -------------------------------------------------------------- */
+
+/* The ref of checkpoint id (0: the latest Commit), walking predecessors. */
+int ws_ckread_find_ref(struct ws_ckpt *c, uint64_t id, struct ws_ckpt_ref *ref, struct ws_ckpt_index *idx)
+{
+	struct ws_ckpt_outcome latest;
+	bool found;
+	int rc = ws_ckpt_latest_commit(c, &latest, &found);
+	if (rc)
+		return rc;
+	if (!found)
+		return ws_fail(WS_ENOTFOUND, "no committed checkpoint at this sink");
+	*ref = latest.committed;
+	for (unsigned n = 0; n < WS_CKPT_PREDECESSORS_MAX; n++) {
+		rc = ws_ckpt_load_committed(c, ref, idx);
+		if (rc == WS_ENOTFOUND && id)
+			return ws_fail(WS_ENOTFOUND, "checkpoint %" PRIu64 " is not stored (retention removed "
+				       "it, or it was never committed)", id);
+		if (rc)
+			return rc;
+		if (!id || idx->checkpoint_id == id)
+			return 0;
+		if (idx->checkpoint_id < id || !idx->has_predecessor) {
+			ws_ckpt_index_free(idx);
+			return ws_fail(WS_ENOTFOUND, "checkpoint %" PRIu64 " is not a committed checkpoint", id);
+		}
+		/* Only an older checkpoint's predecessors can hold id. */
+		WS_ASSERT(id && idx->checkpoint_id > id);
+		*ref = idx->predecessor;
+		ws_ckpt_index_free(idx);
+	}
+	return ws_fail(WS_ETOOBIG, "checkpoint chain longer than %u", WS_CKPT_PREDECESSORS_MAX);
+}
+
+int ws_checkpoint_base_for(struct ws_sink *sink, const char *tenant, struct ws_restore_base *out)
+{
+	struct ws_ckpt *c;
+	struct ws_ckpt_ref ref;
+	struct ws_ckpt_index idx;
+	struct ws_obj_info info;
+	int rc = ws_store_head(sink->store, WS_CKPT_HEAD_KEY, &info);
+
+	if (rc)
+		return rc; /* WS_ENOTFOUND: nothing decided, the common case */
+	if ((rc = ws_ckread_open(sink, false, WS_CKPT_LEASE_WAIT_MS, &c)) != 0)
+		return rc;
+	rc = ws_ckread_find_ref(c, 0, &ref, &idx);
+	if (rc == 0) {
+		rc = ws_ckread_base_from_index(&idx, tenant, out);
+		ws_ckpt_index_free(&idx);
+	}
+	ws_ckpt_close(c);
+	return rc;
+}
+
+/*
+ * Each committed checkpoint from start back through its predecessors,
+ * newest first, while they are stored: fn's non-zero return ends the walk
+ * and is returned. Where else it ends is end's (enum ws_walk_end).
+ */
+int ws_ckread_walk_committed_to(struct ws_ckpt *c, struct ws_ckpt_ref ref, enum ws_walk_end end, ws_committed_fn fn,
+				void *arg)
+{
+	for (unsigned n = 0; n < WS_CKPT_PREDECESSORS_MAX; n++) {
+		struct ws_ckpt_index idx;
+		bool more;
+		int rc = ws_ckpt_load_committed(c, &ref, &idx);
+		if (rc && end == WS_WALK_END_ANY_FAILURE)
+			return 0;
+		if (rc == WS_ENOTFOUND && (n > 0 || end == WS_WALK_END_MISSING))
+			return 0;
+		if (rc)
+			return rc;
+		rc = fn(&ref, &idx, arg);
+		more = idx.has_predecessor;
+		if (more)
+			ref = idx.predecessor;
+		ws_ckpt_index_free(&idx);
+		if (rc || !more)
+			return rc;
+	}
+	return 0;
+}
+
+/* The walk that a missing index ends (retention removed the older ones), except the first when first_must_exist. */
+int ws_ckread_walk_committed(struct ws_ckpt *c, struct ws_ckpt_ref ref, bool first_must_exist, ws_committed_fn fn,
+			     void *arg)
+{
+	return ws_ckread_walk_committed_to(c, ref,
+					   first_must_exist ? WS_WALK_END_MISSING_AFTER_FIRST : WS_WALK_END_MISSING,
+					   fn, arg);
+}
+
+/* Room for one more element in a growing array (*cap elements of elem bytes). */
+int ws_ckread_grow(void **arr, size_t *cap, size_t count, size_t elem)
+{
+	void *n;
+	size_t ncap;
+	WS_ASSERT(count <= *cap && elem > 0);
+	if (count < *cap)
+		return 0;
+	ncap = *cap ? *cap * 2 : 8;
+	n = realloc(*arr, ncap * elem);
+	if (!n)
+		return -ENOMEM;
+	*arr = n;
+	*cap = ncap;
+	return 0;
+}
+
+struct bases_walk {
+	const char *tenant;
+	struct ws_restore_base *bases;
+	size_t count, cap;
+};
+
+static int add_base(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
+{
+	struct bases_walk *w = arg;
+	struct ws_restore_base b;
+	(void)ref;
+	if (ws_ckread_base_from_index(idx, w->tenant, &b) != 0)
+		return 0;
+	if (ws_ckread_grow((void **)&w->bases, &w->cap, w->count, sizeof(*w->bases)) != 0)
+		return -ENOMEM;
+	WS_ASSERT(w->count < w->cap && b.checkpoint_id == idx->checkpoint_id);
+	w->bases[w->count++] = b;
+	return 0;
+}
+
+int ws_checkpoint_bases_for(struct ws_sink *sink, const char *tenant, struct ws_restore_base **out, size_t *count)
+{
+	struct ws_ckpt *c;
+	struct ws_ckpt_outcome latest;
+	struct ws_obj_info info;
+	bool found;
+	int rc = ws_store_head(sink->store, WS_CKPT_HEAD_KEY, &info);
+
+	*out = NULL;
+	*count = 0;
+	if (rc)
+		return rc;
+	if ((rc = ws_ckread_open(sink, false, 0, &c)) != 0)
+		return rc;
+	rc = ws_ckpt_latest_commit(c, &latest, &found);
+	if (!rc && found) {
+		struct bases_walk w = { tenant, NULL, 0, 0 };
+		rc = ws_ckread_walk_committed(c, latest.committed, true, add_base, &w);
+		*out = w.bases;
+		*count = w.count;
+	}
+	ws_ckpt_close(c);
+	if (rc) {
+		free(*out);
+		*out = NULL;
+		*count = 0;
+	}
+	return rc;
+}
+
+int ws_checkpoint_retained_cut(struct ws_sink *sink, const char *tenant, struct ws_chain_stop *cut, uint64_t *id)
+{
+	struct ws_ckpt *c;
+	struct ws_ckpt_retention st;
+	struct ws_ckpt_index idx;
+	const struct ws_ckpt_tenant_entry *t;
+	bool found;
+	int rc;
+
+	if ((rc = ws_ckread_open(sink, false, 0, &c)) != 0)
+		return rc;
+	rc = ws_ckpt_retention_state(c, &st, &found);
+	if (!rc && !found)
+		rc = WS_ENOTFOUND;
+	if (!rc)
+		rc = ws_ckpt_load_committed(c, &st.protected_ref, &idx);
+	if (!rc) {
+		t = ws_ckread_index_tenant(&idx, tenant);
+		if (t) {
+			WS_ASSERT(strcmp(t->tenant, tenant) == 0);
+			ws_ckread_cut_of(t, cut);
+			*id = idx.checkpoint_id;
+		} else {
+			rc = WS_ENOTFOUND;
+		}
+		ws_ckpt_index_free(&idx);
+	}
+	ws_ckpt_close(c);
+	return rc;
+}
+
+/*
+ * Committed checkpoints older than the last retention run's protected one
+ * are being removed (their artifacts may be gone already): *below is that
+ * protected checkpoint's id, or 0 when no run was recorded. Listing,
+ * restore by id and verify all leave them out alike. In every phase, idle
+ * too: a run resumed for an older cut ends idle having deleted the
+ * artifacts, not the indexes, of the checkpoints before it, and the newer
+ * run that deletes those indexes may not start (a kill, its protected
+ * checkpoint failing to verify, a checkpoint committed meanwhile); after a
+ * run that finished, nothing older is left to hide.
+ */
+int ws_ckread_retiring_below(struct ws_ckpt *c, uint64_t *below)
+{
+	struct ws_ckpt_retention st;
+	bool found;
+	int rc = ws_ckpt_retention_state(c, &st, &found);
+
+	*below = 0;
+	if (rc)
+		return rc;
+	if (found)
+		*below = st.has_kept ? st.kept_ref.id : st.protected_ref.id;
+	return 0;
+}
+
+static int problem(ws_problem_fn fn, void *arg, const char *tenant, const char *key, int rc, int *first);
+
+/* ws_checkpoint_verify's walk over the older stored checkpoints. */
+struct older_verify {
+	struct ws_sink *sink;
+	const char *only;
+	ws_problem_fn fn;
+	void *arg;
+	uint64_t below;
+	int *first;
+};
+
+/* Every artifact of one stored checkpoint: what restore --checkpoint reads. */
+static int verify_older(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
+{
+	struct older_verify *w = arg;
+	(void)ref;
+	if (idx->checkpoint_id < w->below)
+		return 1; /* being removed by retention, and every older one: done */
+	for (size_t i = 0; i < idx->tenant_count; i++) {
+		const char *t = idx->tenants[i].tenant;
+		struct ws_restore_base base;
+		int rc;
+		if (w->only && strcmp(w->only, t) != 0)
+			continue;
+		memset(&base, 0, sizeof(base));
+		if ((rc = ws_ckread_base_from_index(idx, t, &base)) != 0 ||
+		    (rc = ws_artifact_verify(w->sink->store, &base)) != 0) {
+			ws_fail_wrap(rc, "checkpoint %" PRIu64, idx->checkpoint_id);
+			problem(w->fn, w->arg, t, base.artifact_key, rc, w->first);
+		}
+	}
+	return 0;
+}
+
+static int problem(ws_problem_fn fn, void *arg, const char *tenant, const char *key, int rc, int *first)
+{
+	if (fn)
+		fn(tenant, key, rc, ws_errmsg(), arg);
+	if (!*first)
+		*first = rc;
+	return rc;
+}
+
+int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn fn, void *arg, uint64_t *verified_id)
+{
+	struct ws_ckpt *c = NULL;
+	struct ws_ckpt_outcome latest;
+	struct ws_ckpt_index idx;
+	struct ws_obj_info info;
+	bool found;
+	int rc, first = 0;
+
+	*verified_id = 0;
+	rc = ws_store_head(sink->store, WS_CKPT_HEAD_KEY, &info);
+	if (rc == WS_ENOTFOUND) {
+		/* Nothing decided, the common case; unless committed indexes are
+		 * there: then the head that names the latest was lost. */
+		struct ws_list_page page;
+		memset(&page, 0, sizeof(page));
+		rc = ws_store_list(sink->store, WS_CKPT_PREFIX "/committed/", "", 1, &page);
+		found = rc == 0 && page.count > 0;
+		ws_list_page_free(&page);
+		if (rc)
+			return problem(fn, arg, NULL, WS_CKPT_PREFIX "/committed/", ws_fail_wrap(rc, "list checkpoints"),
+				       &first);
+		if (found)
+			problem(fn, arg, NULL, WS_CKPT_HEAD_KEY,
+				ws_fail(WS_EINCOMPLETE, "checkpoint object %s is missing, but committed "
+					"checkpoint indexes exist under " WS_CKPT_PREFIX "/committed/", WS_CKPT_HEAD_KEY),
+				&first);
+		return first;
+	}
+	if (rc)
+		return problem(fn, arg, NULL, WS_CKPT_HEAD_KEY, ws_fail_wrap(rc, "read %s", WS_CKPT_HEAD_KEY), &first);
+	if ((rc = ws_ckread_open(sink, false, 0, &c)) != 0)
+		return problem(fn, arg, NULL, WS_CKPT_HEAD_KEY, rc, &first);
+	rc = ws_ckpt_latest_commit(c, &latest, &found);
+	if (rc) {
+		problem(fn, arg, NULL, WS_CKPT_HEAD_KEY, rc, &first);
+		goto out;
+	}
+	if (!found)
+		goto out;
+	if ((rc = ws_ckpt_load_committed(c, &latest.committed, &idx)) != 0) {
+		problem(fn, arg, NULL, latest.committed.key, rc, &first);
+		goto out;
+	}
+	for (size_t i = 0; i < idx.tenant_count; i++) {
+		const char *t = idx.tenants[i].tenant;
+		struct ws_fmt_watermark wm;
+		struct ws_restore_base base;
+		char key[WS_KEY_MAX];
+		if (only && strcmp(only, t) != 0)
+			continue;
+		/* The tenant a Commit names must still have a watermark: without
+		 * one, nothing restores its latest state. */
+		if (ws_key_watermark(key, sizeof(key), t) != 0)
+			key[0] = '\0';
+		rc = ws_wm_load(sink->store, t, &wm, NULL);
+		if (rc == WS_ENOTFOUND)
+			rc = ws_fail(WS_EINCOMPLETE, "tenant %s: watermark %s is missing, but checkpoint %" PRIu64
+				     " names the tenant", t, key, idx.checkpoint_id);
+		if (rc)
+			problem(fn, arg, t, key, rc, &first);
+		/* The artifact the latest state starts from: its bytes and that
+		 * it opens as a database (one damaged bit is reported here). */
+		if ((rc = ws_ckread_base_from_index(&idx, t, &base)) != 0 ||
+		    (rc = ws_artifact_verify(sink->store, &base)) != 0)
+			problem(fn, arg, t, base.artifact_key, rc, &first);
+	}
+	{
+		/* The older checkpoints restore --checkpoint still takes: verify
+		 * passes none of them that restore would refuse. */
+		struct older_verify w = { sink, only, fn, arg, 0, &first };
+		rc = ws_ckread_retiring_below(c, &w.below);
+		if (rc == 0 && idx.has_predecessor)
+			rc = ws_ckread_walk_committed(c, idx.predecessor, false, verify_older, &w);
+		if (rc != 0 && rc != 1)
+			problem(fn, arg, NULL, latest.committed.key,
+				ws_fail_wrap(rc, "checkpoints before %" PRIu64, idx.checkpoint_id), &first);
+	}
+	*verified_id = idx.checkpoint_id;
+	ws_ckpt_index_free(&idx);
+out:
+	ws_ckpt_close(c);
+	return first;
+}
+
+struct list_walk {
+	ws_checkpoint_fn fn;
+	void *arg;
+	uint64_t below;          /* retiring_below */
+};
+
+static int list_one(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
+{
+	struct list_walk *w = arg;
+	struct ws_checkpoint_info info;
+	if (idx->checkpoint_id < w->below)
+		return 1; /* being removed by retention, and every older one */
+	ws_ckread_info_from(ref, idx, true, &info);
+	return w->fn(&info, w->arg);
+}
+
+int ws_checkpoint_list(struct ws_sink *sink, ws_checkpoint_fn fn, void *arg)
+{
+	struct ws_ckpt *c;
+	struct ws_ckpt_outcome latest;
+	struct list_walk w = { fn, arg, 0 };
+	bool found;
+	int rc = ws_ckread_open(sink, false, WS_CKPT_LEASE_WAIT_MS, &c);
+
+	if (rc)
+		return rc;
+	rc = ws_ckpt_latest_commit(c, &latest, &found);
+	if (!rc && found && (rc = ws_ckread_retiring_below(c, &w.below)) == 0) {
+		rc = ws_ckread_walk_committed(c, latest.committed, true, list_one, &w);
+		if (rc == 1)
+			rc = 0;
+	}
+	ws_ckpt_close(c);
+	return rc;
+}
+
+
+int ws_restore_checkpoint(struct ws_sink *sink, const char *tenant, uint64_t checkpoint_id, const char *out_path,
+			  bool force)
+{
+	struct ws_ckpt *c = NULL;
+	struct ws_ckpt_ref ref;
+	struct ws_ckpt_index idx;
+	struct ws_restore_base base;
+	char *tmp = NULL;
+	int fd = -1, rc;
+
+	if ((rc = ws_restore_prepare(sink->store, tenant, out_path, force)) != 0)
+		return rc;
+	if ((rc = ws_ckread_open(sink, false, WS_CKPT_LEASE_WAIT_MS, &c)) != 0)
+		return rc;
+	rc = ws_ckread_find_ref(c, checkpoint_id, &ref, &idx);
+	if (rc)
+		goto out;
+	{
+		uint64_t below;
+		rc = ws_ckread_retiring_below(c, &below);
+		if (rc == 0 && idx.checkpoint_id < below)
+			rc = ws_fail(WS_ENOTFOUND, "checkpoint %" PRIu64 " is being removed: retention keeps "
+				     "checkpoint %" PRIu64 " and later (run `walship retention` to finish "
+				     "removing it)", idx.checkpoint_id, below);
+		if (rc) {
+			ws_ckpt_index_free(&idx);
+			goto out;
+		}
+	}
+	rc = ws_ckread_base_from_index(&idx, tenant, &base);
+	ws_ckpt_index_free(&idx);
+	if (rc)
+		goto out;
+	if ((rc = ws_restore_tmp_open(out_path, &tmp, &fd)) != 0)
+		goto out;
+	rc = ws_artifact_fetch_base(sink->store, &base, fd);
+	if (!rc && fsync(fd) != 0)
+		rc = ws_fail(-errno, "fsync %s", tmp);
+out:
+	rc = ws_restore_end(fd, tmp, out_path, force, tenant, rc);
+	ws_ckpt_close(c);
+	return rc;
+}

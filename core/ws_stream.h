@@ -1,0 +1,39 @@
+/* The calls an engine makes on its streams (stream.c), besides walship.h's. */
+#ifndef WS_CORE_WS_STREAM_H
+#define WS_CORE_WS_STREAM_H
+
+#include "core_internal.h"
+
+int ws_tail_work_init(struct ws_tail_work *w) WS_MUST_CHECK;
+void ws_tail_work_free(struct ws_tail_work *w);
+
+struct ws_stream *ws_stream_open_shared(struct ws_sink *sink, const struct ws_stream_config *cfg,
+					const struct ws_stream_shared *sh, int *err);
+
+/* Release the stream's SQLite connections and WAL descriptor (an idle
+ * tenant); the next tail reopens them and re-proves continuity. */
+void ws_stream_park(struct ws_stream *st);
+bool ws_stream_parked(const struct ws_stream *st);
+
+/*
+ * A bound on one tail's work, so the durable watermark advances while a
+ * backlog drains: a tail that has scanned for tail_ms and whose last
+ * watermark write is at least key_ms old stops publishing batches there,
+ * ships what it has up to the last commit in them (manifest, watermark)
+ * and reports ended_early; the next tail goes on from that watermark.
+ * tail_ms 0: no bound (the default; a flush and the final drain always
+ * go to the end). Never while re-basing (the snapshot must be whole), and
+ * a tail that met no commit yet goes on to the end.
+ */
+void ws_stream_set_tail_bound(struct ws_stream *st, uint32_t tail_ms, uint32_t key_ms);
+/* drain: the next calls ship everything committed or fail, never shed, even
+ * under the shed policy (a full ring is waited for, as under block, and an
+ * upload that runs out of retries is an error): the final drain and a
+ * tenant's removal, which promise everything committed is shipped. */
+void ws_stream_set_drain(struct ws_stream *st, bool drain);
+void ws_stream_last_call(const struct ws_stream *st, struct ws_stream_call *out);
+uint64_t ws_stream_wm_last_frame(const struct ws_stream *st);
+/* The watermark the stream knows (loaded or written): its time_ms; 0: none. */
+int64_t ws_stream_wm_time_ms(const struct ws_stream *st);
+
+#endif
