@@ -27,6 +27,7 @@ static int fill_slot(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t r
 	const size_t boff = ring_off + (size_t)(frames - p->ring.mem);
 	const uint32_t sub = FILL_READ_BYTES / fsz ? (uint32_t)(FILL_READ_BYTES / fsz) : 1;
 	struct ws_xxh_state hs;
+	struct ws_wal_frame_hdr fh;
 	uint32_t have = 0;
 	ssize_t got;
 
@@ -45,8 +46,9 @@ static int fill_slot(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t r
 			c->run.ended = true;
 			return 0;
 		}
-		b->seed_cksum[0] = ws_get_be32(frames + 16);
-		b->seed_cksum[1] = ws_get_be32(frames + 20);
+		ws_wal_frame_hdr_decode(frames, &fh);
+		b->seed_cksum[0] = fh.cksum1;
+		b->seed_cksum[1] = fh.cksum2;
 	}
 	c->run.first_frame = b->first_frame;
 	c->run.seed[0] = b->seed_cksum[0];
@@ -78,8 +80,9 @@ static int fill_slot(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t r
 	}
 	const uint8_t *last = frames + (size_t)(c->ship - 1) * fsz;
 	b->frame_count = c->ship;
-	b->end_cksum[0] = ws_get_be32(last + 16);
-	b->end_cksum[1] = ws_get_be32(last + 20);
+	ws_wal_frame_hdr_decode(last, &fh);
+	b->end_cksum[0] = fh.cksum1;
+	b->end_cksum[1] = fh.cksum2;
 	/* The hash covers the valid frames; a batch cut at its last commit is
 	 * hashed again (only where a transaction was still being written). */
 	b->payload_xxh = c->ship == c->run.valid ? ws_xxh_digest(&hs) : ws_xxh64(frames, (size_t)c->ship * fsz);
