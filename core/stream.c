@@ -53,9 +53,9 @@ void ws_tail_work_free(struct ws_tail_work *w)
 void use_work(struct ws_stream *st, struct ws_tail_work *w)
 {
 	st->work = w;
-	st->batches = w->batches;
-	st->snaps = w->snaps;
-	st->parts = w->parts;
+	st->call.batches = w->batches;
+	st->call.snaps = w->snaps;
+	st->call.parts = w->parts;
 }
 
 /*
@@ -66,21 +66,21 @@ void use_work(struct ws_stream *st, struct ws_tail_work *w)
  */
 int room_batch(struct ws_stream *st, uint32_t n)
 {
-	int rc = grow_to((void **)&st->work->batches, &st->work->batches_cap, n, MAX_REFS, sizeof(*st->batches));
+	int rc = grow_to((void **)&st->work->batches, &st->work->batches_cap, n, MAX_REFS, sizeof(*st->call.batches));
 	use_work(st, st->work);
 	return rc;
 }
 
 int room_snap(struct ws_stream *st, uint32_t n)
 {
-	int rc = grow_to((void **)&st->work->snaps, &st->work->snaps_cap, n, MAX_SNAPS, sizeof(*st->snaps));
+	int rc = grow_to((void **)&st->work->snaps, &st->work->snaps_cap, n, MAX_SNAPS, sizeof(*st->call.snaps));
 	use_work(st, st->work);
 	return rc;
 }
 
 int room_part(struct ws_stream *st, uint32_t n)
 {
-	int rc = grow_to((void **)&st->work->parts, &st->work->parts_cap, n, MAX_PARTS, sizeof(*st->parts));
+	int rc = grow_to((void **)&st->work->parts, &st->work->parts_cap, n, MAX_PARTS, sizeof(*st->call.parts));
 	use_work(st, st->work);
 	return rc;
 }
@@ -123,8 +123,8 @@ static struct ws_stream *stream_new(struct ws_sink *sink, const struct ws_stream
 	st->policy = cfg->policy;
 	st->batch_bytes_max = cfg->batch_bytes_max ? cfg->batch_bytes_max : BATCH_BYTES_DEFAULT;
 	st->batch_frames_max = cfg->batch_frames_max;
-	st->held = -1;
-	st->locker = -1;
+	st->txn.held = -1;
+	st->txn.locker = -1;
 	st->wal_checkpoint_bytes = cfg->wal_checkpoint_bytes ? cfg->wal_checkpoint_bytes : WAL_CKPT_DEFAULT;
 	st->inline_max = cfg->inline_batch_bytes_max == UINT64_MAX ? 0
 			 : cfg->inline_batch_bytes_max ? cfg->inline_batch_bytes_max : INLINE_DEFAULT;
@@ -132,16 +132,16 @@ static struct ws_stream *stream_new(struct ws_sink *sink, const struct ws_stream
 	 * of the chain: what it carries stays small. */
 	if (st->inline_max > INLINE_MAX)
 		st->inline_max = INLINE_MAX;
-	st->carry_mode = cfg->carry;
-	if (st->carry_mode != WS_CARRY_PRESSED && st->carry_mode != WS_CARRY_ALWAYS &&
-	    st->carry_mode != WS_CARRY_NEVER) {
+	st->carry.mode = cfg->carry;
+	if (st->carry.mode != WS_CARRY_PRESSED && st->carry.mode != WS_CARRY_ALWAYS &&
+	    st->carry.mode != WS_CARRY_NEVER) {
 		rc = ws_fail(WS_ECONFIG, "tenant %s: carry %d is not one of pressed, always, never", cfg->tenant,
 			     (int)cfg->carry);
 		goto fail;
 	}
-	ws_buf_init(&st->carry, WS_WM_BYTES_MAX);
-	ws_buf_init(&st->carry_next, WS_WM_BYTES_MAX);
-	st->wal_fd = st->wal_slot = -1;
+	ws_buf_init(&st->carry.buf, WS_WM_BYTES_MAX);
+	ws_buf_init(&st->carry.next, WS_WM_BYTES_MAX);
+	st->io.wal_fd = st->io.wal_slot = -1;
 	st->opened_ms = ws_wall_ms();
 	if (asprintf(&st->db_path, "%s", cfg->db_path) < 0 ||
 	    asprintf(&st->wal_path, "%s-wal", cfg->db_path) < 0) {
@@ -182,16 +182,16 @@ struct ws_stream *ws_stream_open(struct ws_sink *sink, const struct ws_stream_co
 	if (rc)
 		goto fail;
 	use_work(st, &st->own_work);
-	st->reader = ws_reader_open(st->batch_bytes_max + OWN_SMALL_BYTES, 2, cfg->reader_flags, &rc);
-	if (!st->reader)
+	st->io.reader = ws_reader_open(st->batch_bytes_max + OWN_SMALL_BYTES, 2, cfg->reader_flags, &rc);
+	if (!st->io.reader)
 		goto fail;
 	/* One slot, uploaded on our thread at publish, and header reads after
 	 * it: a batch held for its manifest (inline) outlives the reads that
 	 * check the WAL again before the manifest is written. */
-	st->small_off = st->batch_bytes_max;
-	st->small_bytes = OWN_SMALL_BYTES;
-	st->ring_off = 0;
-	rc = ws_pipe_init(&st->own_pipe, ws_reader_buf(st->reader), st->batch_bytes_max, 1, sink->store, 1, false,
+	st->io.small_off = st->batch_bytes_max;
+	st->io.small_bytes = OWN_SMALL_BYTES;
+	st->io.ring_off = 0;
+	rc = ws_pipe_init(&st->own_pipe, ws_reader_buf(st->io.reader), st->batch_bytes_max, 1, sink->store, 1, false,
 			  false);
 	if (rc)
 		goto fail;
@@ -210,10 +210,10 @@ struct ws_stream *ws_stream_open_shared(struct ws_sink *sink, const struct ws_st
 	struct ws_stream *st = stream_new(sink, cfg, err);
 	if (!st)
 		return NULL;
-	st->reader = sh->reader;
-	st->small_off = sh->small_off;
-	st->small_bytes = sh->small_bytes;
-	st->ring_off = sh->ring_off;
+	st->io.reader = sh->reader;
+	st->io.small_off = sh->small_off;
+	st->io.small_bytes = sh->small_bytes;
+	st->io.ring_off = sh->ring_off;
 	st->pipe = sh->pipe;
 	st->batch_bytes_max = sh->pipe->ring.slot_bytes;
 	use_work(st, sh->work);
@@ -222,7 +222,7 @@ struct ws_stream *ws_stream_open_shared(struct ws_sink *sink, const struct ws_st
 
 /* The carried manifest's bytes go; the next call's fencing read brings
  * them back with the watermark. */
-void carry_drop(struct ws_stream *st) { ws_buf_free(&st->carry); }
+void carry_drop(struct ws_stream *st) { ws_buf_free(&st->carry.buf); }
 
 /* The manifest watermark w carries (or none), for this call: moved to the
  * front of the buffer w was read into (raw), which becomes carry. */
@@ -235,28 +235,28 @@ static void carry_take(struct ws_stream *st, struct ws_buf *raw, const struct ws
 	}
 	memmove(raw->data, w->carried, (size_t)w->carried_len);
 	raw->len = (size_t)w->carried_len;
-	st->carry = *raw;
+	st->carry.buf = *raw;
 	ws_buf_init(raw, WS_WM_BYTES_MAX);
 }
 
 void ws_stream_park(struct ws_stream *st)
 {
 	for (int i = 0; i < 2; i++) {
-		if (st->conn[i]) {
+		if (st->txn.conn[i]) {
 			conn_end_read(st, i);
-			sqlite3_close(st->conn[i]);
-			st->conn[i] = NULL;
+			sqlite3_close(st->txn.conn[i]);
+			st->txn.conn[i] = NULL;
 		}
 	}
-	st->held = -1;
-	st->continuous = false;
-	st->have_ident = false;
-	if (st->reader)
-		file_close(st, &st->wal_fd, &st->wal_slot);
+	st->txn.held = -1;
+	st->txn.continuous = false;
+	st->txn.have_ident = false;
+	if (st->io.reader)
+		file_close(st, &st->io.wal_fd, &st->io.wal_slot);
 	carry_drop(st);
 }
 
-bool ws_stream_parked(const struct ws_stream *st) { return st->held < 0 && !st->conn[0] && !st->conn[1]; }
+bool ws_stream_parked(const struct ws_stream *st) { return st->txn.held < 0 && !st->txn.conn[0] && !st->txn.conn[1]; }
 
 void ws_stream_close(struct ws_stream *st)
 {
@@ -266,18 +266,18 @@ void ws_stream_close(struct ws_stream *st)
 	if (st->own_reader) {
 		if (st->pipe)
 			ws_pipe_destroy(st->pipe);
-		ws_reader_close(st->reader);
+		ws_reader_close(st->io.reader);
 		ws_tail_work_free(&st->own_work);
 	}
 	carry_drop(st);
-	ws_buf_free(&st->carry_next);
+	ws_buf_free(&st->carry.next);
 	free(st->db_path);
 	free(st->wal_path);
 	free(st);
 }
 
-void ws_stream_last_call(const struct ws_stream *st, struct ws_stream_call *out) { *out = st->call; }
-uint64_t ws_stream_wm_last_frame(const struct ws_stream *st) { return st->have_wm ? st->wm.last_frame : 0; }
+void ws_stream_last_call(const struct ws_stream *st, struct ws_stream_call *out) { *out = st->call.report; }
+uint64_t ws_stream_wm_last_frame(const struct ws_stream *st) { return st->mark.have ? st->mark.wm.last_frame : 0; }
 
 /* The public flags are io's (io cannot see walship.h). */
 _Static_assert(WS_READ_FORCE_PREAD == WS_READER_FORCE_PREAD && WS_READ_SQPOLL == WS_READER_SQPOLL,
@@ -288,37 +288,37 @@ _Static_assert(WS_READ_FORCE_PREAD == WS_READER_FORCE_PREAD && WS_READ_SQPOLL ==
 void fill_rpo(const struct ws_stream *st, struct ws_rpo_status *rpo)
 {
 	int64_t now = ws_wall_ms();
-	int64_t since = st->have_wm ? st->wm.time_ms : st->opened_ms;
-	rpo->has_watermark = st->have_wm;
+	int64_t since = st->mark.have ? st->mark.wm.time_ms : st->opened_ms;
+	rpo->has_watermark = st->mark.have;
 	/* Our own watermark's age by the monotonic clock: a wall clock
 	 * stepped back would read it as 0 for as long as the step. */
-	if (st->have_wm && st->own_mono_ms && st->wm.seq == st->own_seq &&
-	    memcmp(st->wm.manifest_sha, st->own_msha, WS_SHA256_LEN) == 0) {
+	if (st->mark.have && st->mark.own_mono_ms && st->mark.wm.seq == st->mark.own_seq &&
+	    memcmp(st->mark.wm.manifest_sha, st->mark.own_msha, WS_SHA256_LEN) == 0) {
 		uint64_t mono = ws_mono_ms();
-		rpo->watermark_age_ms = mono > st->own_mono_ms ? mono - st->own_mono_ms : 0;
+		rpo->watermark_age_ms = mono > st->mark.own_mono_ms ? mono - st->mark.own_mono_ms : 0;
 		return;
 	}
 	rpo->watermark_age_ms = now > since ? (uint64_t)(now - since) : 0;
 }
 
-int64_t ws_stream_wm_time_ms(const struct ws_stream *st) { return st->have_wm ? st->wm.time_ms : 0; }
+int64_t ws_stream_wm_time_ms(const struct ws_stream *st) { return st->mark.have ? st->mark.wm.time_ms : 0; }
 
 /* Throttle retries of this call: the sink's own requests (manifest,
  * watermark, reads) plus the parts, when an uploader's store sent them. */
 uint64_t call_throttle(const struct ws_stream *st)
 {
 	uint64_t own = __atomic_load_n(&st->sink->store->stats.throttle_retries, __ATOMIC_RELAXED) -
-		       st->throttle_at_start;
-	return own + (st->pipe->store == st->sink->store ? 0 : st->call_throttle);
+		       st->call.throttle_at_start;
+	return own + (st->pipe->store == st->sink->store ? 0 : st->call.throttle);
 }
 
 void fill_bp(const struct ws_stream *st, struct ws_backpressure_report *bp)
 {
 	memset(bp, 0, sizeof(*bp));
 	bp->policy = st->policy;
-	bp->spill_high_water = st->high_water;
+	bp->spill_high_water = st->at.high_water;
 	bp->throttle_retries = call_throttle(st);
-	bp->frames_shed = st->frames_shed;
+	bp->frames_shed = st->at.frames_shed;
 }
 
 /*
@@ -334,44 +334,44 @@ int refresh_wm(struct ws_stream *st)
 	struct ws_fmt_watermark w;
 	struct ws_etag etag;
 	/* The watermark lands in carry_next: a manifest it carries is kept. */
-	int rc = ws_wm_load_keep(st->sink->store, st->tenant, &w, &etag, &st->carry_next);
+	int rc = ws_wm_load_keep(st->sink->store, st->tenant, &w, &etag, &st->carry.next);
 	/* Still ours to merge into only if it is the very watermark we wrote
 	 * last (a fencing read finds it so); anything else read back is
 	 * stored before it is linked to. */
-	st->carry_own = st->carry_own && rc == 0 && w.carried_len && st->own_seq == w.seq &&
-			memcmp(w.manifest_sha, st->own_msha, WS_SHA256_LEN) == 0;
+	st->carry.own = st->carry.own && rc == 0 && w.carried_len && st->mark.own_seq == w.seq &&
+			memcmp(w.manifest_sha, st->mark.own_msha, WS_SHA256_LEN) == 0;
 	if (rc == 0)
-		carry_take(st, &st->carry_next, &w);
+		carry_take(st, &st->carry.next, &w);
 	else
-		ws_buf_free(&st->carry_next);
+		ws_buf_free(&st->carry.next);
 	w.carried = NULL;
 	if (rc == WS_ENOTFOUND) {
 		carry_drop(st);
-		st->have_wm = false;
-		memset(&st->wm_etag, 0, sizeof(st->wm_etag));
-		st->wm_loaded = true;
-		st->continuous = false;
+		st->mark.have = false;
+		memset(&st->mark.etag, 0, sizeof(st->mark.etag));
+		st->mark.loaded = true;
+		st->txn.continuous = false;
 		return 0;
 	}
 	if (rc) {
 		/* Nothing learned: the next decision reads it again first. */
-		st->wm_loaded = false;
+		st->mark.loaded = false;
 		return rc;
 	}
 	/* A write of ours whose reply was lost (an ambiguous failure) that
 	 * landed after all: it is our last write. */
-	if (st->pend_seq && w.seq == st->pend_seq && memcmp(w.manifest_sha, st->pend_msha, WS_SHA256_LEN) == 0) {
-		st->own_seq = st->pend_seq;
-		memcpy(st->own_msha, st->pend_msha, WS_SHA256_LEN);
-		st->own_mono_ms = st->pend_mono_ms;
+	if (st->mark.pend_seq && w.seq == st->mark.pend_seq && memcmp(w.manifest_sha, st->mark.pend_msha, WS_SHA256_LEN) == 0) {
+		st->mark.own_seq = st->mark.pend_seq;
+		memcpy(st->mark.own_msha, st->mark.pend_msha, WS_SHA256_LEN);
+		st->mark.own_mono_ms = st->mark.pend_mono_ms;
 	}
-	st->pend_seq = 0;
-	if (!st->own_seq || w.seq != st->own_seq || memcmp(w.manifest_sha, st->own_msha, WS_SHA256_LEN) != 0)
-		st->continuous = false;
-	st->wm = w;
-	st->wm_etag = etag;
-	st->have_wm = true;
-	st->wm_loaded = true;
+	st->mark.pend_seq = 0;
+	if (!st->mark.own_seq || w.seq != st->mark.own_seq || memcmp(w.manifest_sha, st->mark.own_msha, WS_SHA256_LEN) != 0)
+		st->txn.continuous = false;
+	st->mark.wm = w;
+	st->mark.etag = etag;
+	st->mark.have = true;
+	st->mark.loaded = true;
 	return 0;
 }
 
@@ -393,9 +393,9 @@ void fill_fenced(const struct ws_stream *st, struct ws_outcome *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->kind = WS_OUTCOME_FENCED;
-	out->u.fenced.current_epoch = st->wm.epoch;
+	out->u.fenced.current_epoch = st->mark.wm.epoch;
 	out->u.fenced.our_epoch = st->epoch;
-	out->u.fenced.current_pointer_generation = st->wm.pointer_generation;
+	out->u.fenced.current_pointer_generation = st->mark.wm.pointer_generation;
 	out->u.fenced.our_pointer_generation = st->pg;
 }
 

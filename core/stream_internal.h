@@ -77,24 +77,20 @@
 #define OWN_SMALL_BYTES ((size_t)128 << 10) /* a stream opened alone: header/probe reads, >= one 64 KiB frame */
 #define WRITE_LOCK_WAIT_MS 200
 
-struct ws_stream {
-	struct ws_sink *sink;
-	char tenant[WS_TENANT_MAX];
-	char *db_path;
-	char *wal_path;
-	uint64_t epoch, pg;
-	enum ws_policy policy;
-	size_t batch_bytes_max;
+/*
+ * The tail's state, grouped by how long each part lives, so that a reset
+ * is one assignment: the stream's own fields (set at open, for its life),
+ * then the read transaction (until parked), the reader and the WAL file
+ * open in it, the watermark (as last read or written), the call, the
+ * attempt (a call retries a re-base under a moving WAL), and the carried
+ * manifest.
+ */
 
-	/* Read-transaction handover (see top of file). */
+/* The read-transaction handover (stream_txn.c; see the top of this file). */
+struct ws_stream_txn {
 	sqlite3 *conn[2];
 	int held;             /* index of the connection holding a read txn, -1 none */
 	bool continuous;      /* held without a gap since our own last watermark write */
-	uint64_t own_seq;     /* that write's sequence (0: none yet) ... */
-	uint8_t own_msha[WS_SHA256_LEN]; /* ... and the SHA-256 of the manifest it named */
-	uint64_t pend_seq;    /* a watermark write whose outcome is not known (0: none) ... */
-	uint8_t pend_msha[WS_SHA256_LEN];
-	uint64_t pend_mono_ms;
 	/* The database file both connections have open (invariant 9): set when
 	 * the first of them opens, checked for every later one and at the
 	 * start and end of every tail. A file replaced at its path is another
@@ -103,72 +99,115 @@ struct ws_stream {
 	dev_t db_dev;
 	ino_t db_ino;
 	int locker;           /* connection holding the write lock this call, -1 none */
+};
 
+/* The reader and the WAL file open in it (stream_wal.c). */
+struct ws_stream_io {
 	struct ws_reader *reader;
 	int wal_fd, wal_slot;
-	bool own_reader;       /* reader, pipe and work are this stream's own (no engine) */
 	size_t small_off;      /* reader buffer offset for header and probe reads */
 	size_t small_bytes;
 	size_t ring_off;       /* reader buffer offset of the pipe's slots */
-	struct ws_pipe *pipe;  /* where batches and snapshot parts go */
-	struct ws_pipe own_pipe;
-	struct ws_tail_work *work;
-	struct ws_tail_work own_work;
-	uint32_t batch_frames_max;
-	uint64_t inline_max;         /* a tail's frames up to this many bytes go inside its manifest (0: never) */
+};
 
-	bool wm_loaded;       /* wm/wm_etag reflect the sink (have_wm says if one exists) */
-	bool have_wm;
+/* The watermark as this stream last read or wrote it, and its own writes. */
+struct ws_stream_mark {
+	bool loaded;          /* wm/etag reflect the sink (have says if one exists) */
+	bool have;
 	struct ws_fmt_watermark wm;
-	struct ws_etag wm_etag;
-	int64_t opened_ms;
-	int64_t call_wall_ms;        /* when this call began: wall clock ... */
-	uint64_t call_mono_ms;       /* ... and monotonic */
+	struct ws_etag etag;
+	uint64_t own_seq;     /* our last watermark write's sequence (0: none yet) ... */
+	uint8_t own_msha[WS_SHA256_LEN]; /* ... and the SHA-256 of the manifest it named */
 	uint64_t own_mono_ms;        /* monotonic time of our last watermark's time_ms (0: none) */
+	uint64_t pend_seq;    /* a watermark write whose outcome is not known (0: none) ... */
+	uint8_t pend_msha[WS_SHA256_LEN];
+	uint64_t pend_mono_ms;
+	uint64_t put_mono_ms;        /* when our last watermark write finished (0: none) */
+	char stamp_key[WS_KEY_MAX];  /* a manifest whose time_ms is known: stamp_ms (stamp_floor) */
+	int64_t stamp_ms;
+};
 
+/* One call of ws_stream_tail_frames: reset as a whole at its start. */
+struct ws_stream_call_state {
+	struct ws_stream_call report; /* what ws_stream_last_call answers */
+	int64_t wall_ms;             /* when this call began: wall clock ... */
+	uint64_t mono_ms;            /* ... and monotonic */
+	uint64_t throttle;           /* throttle retries of this call's parts */
+	uint64_t throttle_at_start;  /* store's throttle_retries when this call began */
+	bool locked;                 /* this call holds the database's write lock */
+	/* The shard's per-call arrays (struct ws_tail_work), taken at the start
+	 * of the call and after each growth (use_work). */
 	struct ws_fmt_objref *batches;
 	struct ws_fmt_objref *snaps;
 	struct ws_part *parts;
+};
+
+/* One attempt of a call (a call starts over when the WAL moves under a
+ * re-base): reset as a whole before each. */
+struct ws_stream_attempt {
 	uint32_t batch_count, snap_count, part_count;
 	uint32_t part_base;          /* ring index of parts[0] in this call */
-	uint64_t call_throttle;      /* throttle retries of this call's parts */
-	char stamp_key[WS_KEY_MAX];  /* a manifest whose time_ms is known: stamp_ms (stamp_floor) */
-	int64_t stamp_ms;
+	uint64_t high_water;         /* the most the ring held for it */
 	char upload_why_key[WS_KEY_MAX]; /* this attempt's first failed upload with a detail kept (pipe.h why) */
 	char upload_why[1024];
-	uint64_t frames_shed;        /* this call */
+	uint64_t frames_shed;
 	bool shed_stop;              /* shed: the ring was full, reading stopped */
-	bool shed_nowait;            /* this call sheds at a full ring */
-	bool drain;                  /* never shed (ws_stream_set_drain) */
-	bool lock_call;              /* this call holds the database's write lock */
-	bool last_ok;                /* the last call shipped what it read (the sink answers) */
-	struct ws_stream_call call;
-	uint64_t high_water;
-	uint64_t throttle_at_start;   /* store's throttle_retries when this call began */
-	uint64_t wal_checkpoint_bytes;
-	uint64_t wal_checkpoints;
-	/* The work bound (ws_stream_set_tail_bound). */
-	uint32_t tail_ms, key_ms;
-	uint64_t wm_put_mono_ms;     /* when our last watermark write finished (0: none) */
-	uint64_t tail_stop_ms;       /* this call: stop publishing at this mono time (0: never) */
-	bool early_stop;             /* this call stopped there */
-	bool past_index;             /* this call left frames of its generation past the wal-index */
+	bool shed_nowait;            /* this attempt sheds at a full ring */
+	uint64_t tail_stop_ms;       /* stop publishing at this mono time (0: never) */
+	bool early_stop;             /* the attempt stopped there */
+	bool past_index;             /* it left frames of its generation past the wal-index */
 	/* This call's batch held in its ring slot for the manifest (inline),
 	 * not sent on its own: the slot is not reserved again before the
 	 * manifest is written (no reserve follows a scan but a snapshot's,
 	 * and a re-base holds nothing). */
 	bool inl_held;
 	uint32_t inl_idx;
-	/* The manifest the watermark wm carries (wm.carried_len; docs/FORMAT.md
-	 * "Watermark"): its bytes, from this call's fencing read (none held
-	 * between calls). carry_own: this stream wrote it and it is stored
-	 * nowhere else, so the next tail may merge what it ships into it,
-	 * replacing it; a carried manifest another writer left is stored
-	 * before anything links to it. */
-	enum ws_carry carry_mode;
-	struct ws_buf carry;
-	struct ws_buf carry_next;    /* this call's carried manifest, until its watermark lands */
-	bool carry_own;
+};
+
+/* The manifest the watermark wm carries (wm.carried_len; docs/FORMAT.md
+ * "Watermark"): its bytes, from this call's fencing read (none held
+ * between calls). own: this stream wrote it and it is stored nowhere
+ * else, so the next tail may merge what it ships into it, replacing it; a
+ * carried manifest another writer left is stored before anything links
+ * to it. Heap buffers: released, never assigned over. */
+struct ws_stream_carry {
+	enum ws_carry mode;
+	struct ws_buf buf;
+	struct ws_buf next;          /* this call's carried manifest, until its watermark lands */
+	bool own;
+};
+
+struct ws_stream {
+	/* The stream: set at open, for its life. */
+	struct ws_sink *sink;
+	char tenant[WS_TENANT_MAX];
+	char *db_path;
+	char *wal_path;
+	uint64_t epoch, pg;
+	enum ws_policy policy;
+	size_t batch_bytes_max;
+	uint32_t batch_frames_max;
+	uint64_t inline_max;         /* a tail's frames up to this many bytes go inside its manifest (0: never) */
+	bool own_reader;             /* reader, pipe and work are this stream's own (no engine) */
+	struct ws_pipe *pipe;        /* where batches and snapshot parts go */
+	struct ws_pipe own_pipe;
+	struct ws_tail_work *work;
+	struct ws_tail_work own_work;
+	int64_t opened_ms;
+	uint64_t wal_checkpoint_bytes;
+	/* Set between calls by the engine. */
+	bool drain;                  /* never shed (ws_stream_set_drain) */
+	uint32_t tail_ms, key_ms;    /* the work bound (ws_stream_set_tail_bound) */
+	/* Across calls. */
+	bool last_ok;                /* the last call shipped what it read (the sink answers) */
+	uint64_t wal_checkpoints;
+
+	struct ws_stream_txn txn;
+	struct ws_stream_io io;
+	struct ws_stream_mark mark;
+	struct ws_stream_call_state call;
+	struct ws_stream_attempt at;
+	struct ws_stream_carry carry;
 };
 
 /* ---- the scan --------------------------------------------------------- */

@@ -23,25 +23,25 @@ static int64_t stamp_floor(struct ws_stream *st)
 	struct ws_fmt_manifest m;
 	struct ws_buf b;
 
-	if (!st->have_wm)
+	if (!st->mark.have)
 		return INT64_MIN;
-	if (strcmp(st->stamp_key, st->wm.manifest_key) == 0)
-		return st->stamp_ms;
+	if (strcmp(st->mark.stamp_key, st->mark.wm.manifest_key) == 0)
+		return st->mark.stamp_ms;
 	/* Unreadable (retention, a damaged object): the watermark's own time
 	 * is the best known; it is not later than its manifest's stamp. */
-	st->stamp_ms = st->wm.time_ms;
+	st->mark.stamp_ms = st->mark.wm.time_ms;
 	ws_buf_init(&b, 256u << 20);
 	/* A carried one is in hand (this call's fencing read). */
-	const bool carried = st->wm.carried_len && st->carry.len == st->wm.carried_len;
-	if ((carried || ws_store_get(st->sink->store, st->wm.manifest_key, 0, UINT64_MAX, &b, NULL) == 0) &&
-	    ws_fmt_manifest_decode(carried ? st->carry.data : b.data, carried ? st->carry.len : b.len, &m) == 0) {
-		if (strcmp(m.tenant, st->tenant) == 0 && m.time_ms > st->stamp_ms)
-			st->stamp_ms = m.time_ms;
+	const bool carried = st->mark.wm.carried_len && st->carry.buf.len == st->mark.wm.carried_len;
+	if ((carried || ws_store_get(st->sink->store, st->mark.wm.manifest_key, 0, UINT64_MAX, &b, NULL) == 0) &&
+	    ws_fmt_manifest_decode(carried ? st->carry.buf.data : b.data, carried ? st->carry.buf.len : b.len, &m) == 0) {
+		if (strcmp(m.tenant, st->tenant) == 0 && m.time_ms > st->mark.stamp_ms)
+			st->mark.stamp_ms = m.time_ms;
 		ws_fmt_manifest_free(&m);
 	}
 	ws_buf_free(&b);
-	snprintf(st->stamp_key, sizeof(st->stamp_key), "%s", st->wm.manifest_key);
-	return st->stamp_ms;
+	snprintf(st->mark.stamp_key, sizeof(st->mark.stamp_key), "%s", st->mark.wm.manifest_key);
+	return st->mark.stamp_ms;
 }
 
 /* 7. The generation manifest: names every batch and part of this call,
@@ -57,7 +57,7 @@ static int64_t stamp_floor(struct ws_stream *st)
 static int put_inline_manifest(struct ws_stream *st, struct tail *t, const struct iovec *iov,
 			       struct ws_outcome *out)
 {
-	const enum ws_policy policy = st->lock_call && st->policy == WS_POLICY_BLOCK ? WS_POLICY_THROTTLE
+	const enum ws_policy policy = st->call.locked && st->policy == WS_POLICY_BLOCK ? WS_POLICY_THROTTLE
 									       : st->policy;
 	uint32_t backoff = WS_PIPE_BACKOFF_MIN_MS;
 	for (;;) {
@@ -67,13 +67,13 @@ static int put_inline_manifest(struct ws_stream *st, struct tail *t, const struc
 		if (rc == 0)
 			return 0;
 		if (rc == WS_ETHROTTLED)
-			st->call_throttle++;
+			st->call.throttle++;
 		/* The caller retries the whole call after the store's
 		 * Retry-After (ws_store.throttle_fail_fast): nothing shed. */
 		if (!ws_err_transient(rc) || (rc == WS_ETHROTTLED && st->sink->store->throttle_fail_fast))
 			return ws_fail_wrap(rc, "tenant %s: upload %s", st->tenant, t->mkey);
 		if (policy == WS_POLICY_SHED && !st->drain) {
-			st->frames_shed = t->last - t->sc.first_frame + 1;
+			st->at.frames_shed = t->last - t->sc.first_frame + 1;
 			ws_info("tenant %s: shed frames %" PRIu64 "..%" PRIu64 " (%s)", st->tenant, t->sc.first_frame,
 				t->last, ws_strerror(rc));
 			return done_shed(st, t, out);
@@ -82,7 +82,7 @@ static int put_inline_manifest(struct ws_stream *st, struct tail *t, const struc
 		if (!ws_pipe_waits_out(st->pipe, policy, rc))
 			return ws_fail_wrap(rc, "tenant %s: upload %s (carrying its batch; policy %s%s; nothing "
 					    "acknowledged)", st->tenant, t->mkey, ws_policy_name(policy),
-					    st->lock_call ? ", not waited out under the database's write lock" : "");
+					    st->call.locked ? ", not waited out under the database's write lock" : "");
 		ws_debug("tenant %s: sink struggling (%s); block policy waits %u ms and retries %s", st->tenant,
 			 ws_errmsg(), backoff, t->mkey);
 		ws_sleep_ms(backoff);
@@ -95,8 +95,8 @@ static int put_inline_manifest(struct ws_stream *st, struct tail *t, const struc
  * predecessor: it is never carried. */
 static bool one_inline_on_wm(const struct ws_stream *st, const struct tail *t)
 {
-	return t->kind != WS_MANIFEST_REBASE && st->have_wm && !st->snap_count && st->inl_held &&
-	       st->batch_count == 1;
+	return t->kind != WS_MANIFEST_REBASE && st->mark.have && !st->at.snap_count && st->at.inl_held &&
+	       st->at.batch_count == 1;
 }
 
 /* ... and continues the watermark's generation: what a carried manifest
@@ -135,9 +135,9 @@ static uint64_t carry_bound(const struct ws_stream *st, uint64_t seq)
  */
 static bool carry_wanted(struct ws_stream *st, const struct tail *t, uint64_t seq, uint64_t mlen)
 {
-	if (st->carry_mode == WS_CARRY_NEVER || !one_inline_on_wm(st, t) || mlen > carry_bound(st, seq))
+	if (st->carry.mode == WS_CARRY_NEVER || !one_inline_on_wm(st, t) || mlen > carry_bound(st, seq))
 		return false;
-	return st->carry_mode == WS_CARRY_ALWAYS || ws_store_pressed(st->sink->store);
+	return st->carry.mode == WS_CARRY_ALWAYS || ws_store_pressed(st->sink->store);
 }
 
 /* The carried manifest the watermark names, stored under its own key (the
@@ -145,20 +145,20 @@ static bool carry_wanted(struct ws_stream *st, const struct tail *t, uint64_t se
  * so that the manifest written now can link to it. */
 static int store_carried(struct ws_stream *st)
 {
-	struct iovec iov = { st->carry.data, st->carry.len };
+	struct iovec iov = { st->carry.buf.data, st->carry.buf.len };
 	int rc;
-	if (st->carry.len != st->wm.carried_len)
+	if (st->carry.buf.len != st->mark.wm.carried_len)
 		return ws_fail(WS_EINCOMPLETE, "tenant %s: the manifest %s its watermark carries was not kept",
-			       st->tenant, st->wm.manifest_key);
+			       st->tenant, st->mark.wm.manifest_key);
 	rc = WS_FAULT("stream.before_carried_store");
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault before storing the carried manifest", st->tenant);
-	rc = put_immutable(st, st->wm.manifest_key, &iov, 1);
+	rc = put_immutable(st, st->mark.wm.manifest_key, &iov, 1);
 	if (rc)
 		return rc;
-	st->call.puts++;
-	st->call.bytes += iov.iov_len;
-	st->carry_own = false; /* stored: what follows links to it */
+	st->call.report.puts++;
+	st->call.report.bytes += iov.iov_len;
+	st->carry.own = false; /* stored: what follows links to it */
 	return 0;
 }
 
@@ -182,7 +182,7 @@ static int merge_carried(struct ws_stream *st, struct ws_fmt_manifest *m, const 
 		const struct ws_fmt_objref *r = &p->batches[k];
 		WS_ASSERT(ws_fmt_objref_inline(r)); /* carried manifests hold inline batches only */
 		(*refs)[k] = *r;
-		(*iov)[k].iov_base = st->carry.data + r->inline_off;
+		(*iov)[k].iov_base = st->carry.buf.data + r->inline_off;
 		(*iov)[k].iov_len = r->length;
 	}
 	memcpy(*refs + p->batch_count, m->batches, m->batch_count * sizeof(**refs));
@@ -223,7 +223,7 @@ int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome 
 	snprintf(m.tenant, sizeof(m.tenant), "%s", st->tenant);
 	m.epoch = st->epoch;
 	m.pointer_generation = st->pg;
-	m.wm_seq = (st->have_wm ? st->wm.seq : 0) + 1;
+	m.wm_seq = (st->mark.have ? st->mark.wm.seq : 0) + 1;
 	/* Stamped after the scan, not before it: a reused WAL file lets the
 	 * scan meet commits made while it ran, and restore by time must never
 	 * yield a commit made after the time it was asked for. */
@@ -244,48 +244,48 @@ int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome 
 	m.end_cksum[0] = t->last ? sc->cur.commit_cksum[0] : sc->seed[0];
 	m.end_cksum[1] = t->last ? sc->cur.commit_cksum[1] : sc->seed[1];
 	m.db_pages = t->db_pages;
-	if (st->have_wm && t->kind != WS_MANIFEST_REBASE) {
-		snprintf(m.prev_key, sizeof(m.prev_key), "%s", st->wm.manifest_key);
-		memcpy(m.prev_sha, st->wm.manifest_sha, WS_SHA256_LEN);
-		m.prev_length = st->wm.manifest_length;
+	if (st->mark.have && t->kind != WS_MANIFEST_REBASE) {
+		snprintf(m.prev_key, sizeof(m.prev_key), "%s", st->mark.wm.manifest_key);
+		memcpy(m.prev_sha, st->mark.wm.manifest_sha, WS_SHA256_LEN);
+		m.prev_length = st->mark.wm.manifest_length;
 	}
-	m.batch_count = st->batch_count;
-	m.batches = st->batches;
-	m.snap_count = st->snap_count;
-	m.snaps = st->snaps;
+	m.batch_count = st->at.batch_count;
+	m.batches = st->call.batches;
+	m.snap_count = st->at.snap_count;
+	m.snaps = st->call.snaps;
 	struct iovec inl[2];
 	for (uint32_t k = 0; k < m.batch_count; k++) {
 		if (!ws_fmt_objref_inline(&m.batches[k]))
 			continue;
 		/* The batch held in its slot (part_done): the only inline one. */
-		struct ws_pipe_desc *d = ws_pipe_desc(st->pipe, st->inl_idx);
-		WS_ASSERT(st->inl_held && m.inline_iovcnt == 0 &&
+		struct ws_pipe_desc *d = ws_pipe_desc(st->pipe, st->at.inl_idx);
+		WS_ASSERT(st->at.inl_held && m.inline_iovcnt == 0 &&
 			  m.batches[k].length == d->hdr_len + d->payload_len);
 		inl[0].iov_base = d->hdr;
 		inl[0].iov_len = d->hdr_len;
-		inl[1].iov_base = ws_pipe_slot(st->pipe, st->inl_idx);
+		inl[1].iov_base = ws_pipe_slot(st->pipe, st->at.inl_idx);
 		inl[1].iov_len = d->payload_len;
 		m.inline_iov = inl;
 		m.inline_iovcnt = 2;
 	}
-	if (st->have_wm && st->wm.carried_len && t->kind != WS_MANIFEST_REBASE) {
+	if (st->mark.have && st->mark.wm.carried_len && t->kind != WS_MANIFEST_REBASE) {
 		/* The watermark carries the manifest this one follows: merge
 		 * into it when this stream wrote it and this call ships one
 		 * inline batch more of its generation; otherwise store it first,
 		 * so that this manifest can link to it. */
-		if (st->carry_own && one_inline_continue(st, t)) {
-			rc = ws_fmt_manifest_decode(st->carry.data, st->carry.len, &pm);
+		if (st->carry.own && one_inline_continue(st, t)) {
+			rc = ws_fmt_manifest_decode(st->carry.buf.data, st->carry.buf.len, &pm);
 			if (rc) {
 				rc = ws_fail_wrap(rc, "tenant %s: the carried manifest %s", st->tenant,
-						  st->wm.manifest_key);
+						  st->mark.wm.manifest_key);
 				goto out;
 			}
 			have_pm = true;
-			if (pm.kind == WS_MANIFEST_REBASE || !pm.prev_key[0] || pm.wm_seq != st->wm.seq ||
+			if (pm.kind == WS_MANIFEST_REBASE || !pm.prev_key[0] || pm.wm_seq != st->mark.wm.seq ||
 			    pm.last_frame + 1 != m.first_frame || !ws_fmt_gen_equal(&pm.gen, &m.gen) ||
 			    pm.end_cksum[0] != m.seed_cksum[0] || pm.end_cksum[1] != m.seed_cksum[1]) {
 				rc = ws_fail(WS_EINCOMPLETE, "tenant %s: this call does not continue the carried "
-					     "manifest %s", st->tenant, st->wm.manifest_key);
+					     "manifest %s", st->tenant, st->mark.wm.manifest_key);
 				goto out;
 			}
 			if ((rc = merge_carried(st, &m, &pm, &mrefs, &miov, &miovcnt)) != 0)
@@ -312,8 +312,8 @@ int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome 
 	/* Carried: the watermark is this manifest's one write (step 8). */
 	t->carried = carry_wanted(st, t, m.wm_seq, t->mlen);
 	if (t->carried) {
-		ws_buf_reset(&st->carry_next);
-		rc = ws_buf_append(&st->carry_next, st->work->scratch.data, st->work->scratch.len);
+		ws_buf_reset(&st->carry.next);
+		rc = ws_buf_append(&st->carry.next, st->work->scratch.data, st->work->scratch.len);
 		if (rc)
 			goto out;
 	} else {
@@ -326,11 +326,11 @@ int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome 
 		rc = m.inline_iovcnt ? put_inline_manifest(st, t, &iov, out) : put_immutable(st, t->mkey, &iov, 1);
 		if (rc)
 			goto out;
-		st->call.puts++;
-		st->call.bytes += iov.iov_len;
+		st->call.report.puts++;
+		st->call.report.bytes += iov.iov_len;
 	}
-	snprintf(st->stamp_key, sizeof(st->stamp_key), "%s", t->mkey);
-	st->stamp_ms = m.time_ms;
+	snprintf(st->mark.stamp_key, sizeof(st->mark.stamp_key), "%s", t->mkey);
+	st->mark.stamp_ms = m.time_ms;
 out:
 	if (have_pm)
 		ws_fmt_manifest_free(&pm);
@@ -359,20 +359,20 @@ int step_write_watermark(struct ws_stream *st, struct tail *t)
 	nw.pointer_generation = st->pg;
 	/* A manifest merged into the carried one takes its place, and its
 	 * sequence: consecutive manifests still differ by exactly 1. */
-	nw.seq = (st->have_wm ? st->wm.seq : 0) + (t->merged ? 0 : 1);
+	nw.seq = (st->mark.have ? st->mark.wm.seq : 0) + (t->merged ? 0 : 1);
 	/* The time as of which everything the source had committed is durable
 	 * (its age is the RPO): when this call began, if it ships all it
 	 * found; a partial ship (shed, or stopped at the work bound) leaves
 	 * commits behind whose age is unknown, so the time stays where the
 	 * last complete ship put it (from when the stream opened if none). */
-	bool complete = st->frames_shed == 0 && !st->early_stop && !t->unproven;
+	bool complete = st->at.frames_shed == 0 && !st->at.early_stop && !t->unproven;
 	uint64_t nw_mono;
 	if (complete) {
-		nw.time_ms = st->call_wall_ms;
-		nw_mono = st->call_mono_ms;
-	} else if (st->have_wm) {
-		nw.time_ms = st->wm.time_ms;
-		nw_mono = st->wm.seq == st->own_seq ? st->own_mono_ms : 0;
+		nw.time_ms = st->call.wall_ms;
+		nw_mono = st->call.mono_ms;
+	} else if (st->mark.have) {
+		nw.time_ms = st->mark.wm.time_ms;
+		nw_mono = st->mark.wm.seq == st->mark.own_seq ? st->mark.own_mono_ms : 0;
 	} else {
 		nw.time_ms = st->opened_ms;
 		nw_mono = 0;
@@ -385,8 +385,8 @@ int step_write_watermark(struct ws_stream *st, struct tail *t)
 	memcpy(nw.manifest_sha, t->msha, WS_SHA256_LEN);
 	nw.manifest_length = t->mlen;
 	if (t->carried) {
-		nw.carried = st->carry_next.data;
-		nw.carried_len = st->carry_next.len;
+		nw.carried = st->carry.next.data;
+		nw.carried_len = st->carry.next.len;
 	}
 	rc = ws_fmt_watermark_encode(&nw, &st->work->scratch);
 	if (rc)
@@ -397,74 +397,74 @@ int step_write_watermark(struct ws_stream *st, struct tail *t)
 	rc = WS_FAULT(t->carried ? "stream.before_carrying_watermark_put" : "stream.before_watermark_put");
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault before watermark write", st->tenant);
-	st->pend_seq = nw.seq;
-	memcpy(st->pend_msha, nw.manifest_sha, WS_SHA256_LEN);
-	st->pend_mono_ms = nw_mono;
+	st->mark.pend_seq = nw.seq;
+	memcpy(st->mark.pend_msha, nw.manifest_sha, WS_SHA256_LEN);
+	st->mark.pend_mono_ms = nw_mono;
 	rc = ws_store_put(st->sink->store, wmkey, st->work->scratch.data, st->work->scratch.len,
-			  st->have_wm ? WS_PUT_CAS : WS_PUT_CREATE, st->have_wm ? &st->wm_etag : NULL, &new_etag);
+			  st->mark.have ? WS_PUT_CAS : WS_PUT_CREATE, st->mark.have ? &st->mark.etag : NULL, &new_etag);
 	if (rc == WS_EPRECOND) {
 		/* Someone wrote the watermark since our fencing read. Batches and
 		 * the manifest are already up: this is not Fenced (a pure read),
 		 * it is a lost race, and nothing of it is acknowledged. Unless
 		 * the watermark there is this very one: an earlier attempt of
 		 * this write landed and its reply was lost. */
-		struct ws_fmt_watermark before = st->wm;
-		bool had = st->have_wm, was_continuous = st->continuous;
+		struct ws_fmt_watermark before = st->mark.wm;
+		bool had = st->mark.have, was_continuous = st->txn.continuous;
 		int rc2 = refresh_wm(st);
 		if (rc2)
 			return rc2;
-		if (st->have_wm && wm_same_write(&st->wm, &nw)) {
+		if (st->mark.have && wm_same_write(&st->mark.wm, &nw)) {
 			ws_info("tenant %s: watermark %s: the compare-and-swap was refused, but the watermark there "
 				"is this write (an earlier attempt landed): written", st->tenant, wmkey);
-			new_etag = st->wm_etag;
-			st->wm = before;
-			st->have_wm = had;
-			st->continuous = was_continuous;
+			new_etag = st->mark.etag;
+			st->mark.wm = before;
+			st->mark.have = had;
+			st->txn.continuous = was_continuous;
 			rc = 0;
-		} else if (st->have_wm && fenced_by(st, &st->wm))
+		} else if (st->mark.have && fenced_by(st, &st->mark.wm))
 			return ws_fail(WS_ELOSTRACE, "tenant %s: epoch %llu pointer generation %llu took the "
 				       "stream over after our fencing read (we are %llu/%llu); objects uploaded "
 				       "by this call are not named by any watermark; nothing acknowledged",
-				       st->tenant, (unsigned long long)st->wm.epoch,
-				       (unsigned long long)st->wm.pointer_generation, (unsigned long long)st->epoch,
+				       st->tenant, (unsigned long long)st->mark.wm.epoch,
+				       (unsigned long long)st->mark.wm.pointer_generation, (unsigned long long)st->epoch,
 				       (unsigned long long)st->pg);
 		else {
-			st->wm_loaded = false;
+			st->mark.loaded = false;
 			return ws_fail(WS_EPRECOND, "tenant %s: watermark %s changed concurrently (another writer "
 				       "with epoch %llu?); nothing acknowledged", st->tenant, wmkey,
 				       (unsigned long long)st->epoch);
 		}
 	}
 	if (rc) {
-		st->wm_loaded = false; /* ambiguous: re-read before the next decision */
+		st->mark.loaded = false; /* ambiguous: re-read before the next decision */
 		return ws_fail_wrap(rc, "tenant %s: write watermark %s", st->tenant, wmkey);
 	}
-	st->call.puts++;
-	st->call.bytes += st->work->scratch.len;
-	st->wm_put_mono_ms = ws_mono_ms();
+	st->call.report.puts++;
+	st->call.report.bytes += st->work->scratch.len;
+	st->mark.put_mono_ms = ws_mono_ms();
 	rc = WS_FAULT("stream.after_watermark_put");
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault after watermark write", st->tenant);
 
-	t->prev = st->wm;
-	t->had = st->have_wm;
+	t->prev = st->mark.wm;
+	t->had = st->mark.have;
 	/* Nothing is held between calls: the next call's fencing read brings
 	 * back the manifest this watermark carries, still this stream's to
 	 * merge into while the watermark there is this write (refresh_wm). */
 	carry_drop(st);
-	ws_buf_free(&st->carry_next);
-	st->carry_own = t->carried;
-	st->call.carried = t->carried;
+	ws_buf_free(&st->carry.next);
+	st->carry.own = t->carried;
+	st->call.report.carried = t->carried;
 	nw.carried = NULL;
-	st->wm = nw;
-	st->wm_etag = new_etag;
-	st->have_wm = true;
-	st->own_seq = nw.seq;
-	memcpy(st->own_msha, nw.manifest_sha, WS_SHA256_LEN);
-	st->own_mono_ms = nw_mono;
+	st->mark.wm = nw;
+	st->mark.etag = new_etag;
+	st->mark.have = true;
+	st->mark.own_seq = nw.seq;
+	memcpy(st->mark.own_msha, nw.manifest_sha, WS_SHA256_LEN);
+	st->mark.own_mono_ms = nw_mono;
 	/* No etag known (the store gave none, even to a HEAD): re-read it
 	 * before the next swap rather than send one that cannot match. */
-	st->wm_loaded = new_etag.s[0] != '\0';
+	st->mark.loaded = new_etag.s[0] != '\0';
 	/* continuous: no frame past this watermark can have been
 	 * checkpointed away unshipped, so a new generation continues it
 	 * (NEXT_GEN). A read mark held since our last watermark, or a REBASE
@@ -477,14 +477,14 @@ int step_write_watermark(struct ws_stream *st, struct tail *t)
 	 * what shipped (while mark 0 is held nothing more can be backfilled,
 	 * and a restart needs everything backfilled). Otherwise the shipped
 	 * prefix is acknowledged, and a new generation re-bases. */
-	bool proven = st->continuous || t->kind != WS_MANIFEST_CONTINUE ||
-		      (!t->unproven && st->frames_shed == 0 && !st->early_stop);
+	bool proven = st->txn.continuous || t->kind != WS_MANIFEST_CONTINUE ||
+		      (!t->unproven && st->at.frames_shed == 0 && !st->at.early_stop);
 	/* After a partial ship (shed, or stopped at the work bound) the old
 	 * mark stays: frames between what shipped and it must not be
 	 * checkpointed away. */
-	if (!t->locked && st->frames_shed == 0 && !st->early_stop)
+	if (!t->locked && st->at.frames_shed == 0 && !st->at.early_stop)
 		handover_read(st);
-	st->continuous = proven;
+	st->txn.continuous = proven;
 	return 0;
 }
 

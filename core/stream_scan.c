@@ -8,19 +8,19 @@
 void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d)
 {
 	struct ws_stream *st = arg;
-	uint32_t i = idx - st->part_base;
-	if (i >= st->part_count)
+	uint32_t i = idx - st->at.part_base;
+	if (i >= st->at.part_count)
 		return;
-	st->parts[i].done = true;
-	st->parts[i].rc = d->rc;
-	st->call_throttle += d->throttle_retries;
-	if (d->rc && d->why[0] && !st->upload_why[0]) {
-		snprintf(st->upload_why_key, sizeof(st->upload_why_key), "%s", d->key);
-		snprintf(st->upload_why, sizeof(st->upload_why), "%s", d->why);
+	st->call.parts[i].done = true;
+	st->call.parts[i].rc = d->rc;
+	st->call.throttle += d->throttle_retries;
+	if (d->rc && d->why[0] && !st->at.upload_why[0]) {
+		snprintf(st->at.upload_why_key, sizeof(st->at.upload_why_key), "%s", d->key);
+		snprintf(st->at.upload_why, sizeof(st->at.upload_why), "%s", d->why);
 	}
 	if (d->checked) {
-		struct ws_part *pt = &st->parts[i];
-		struct ws_fmt_objref *ref = &st->batches[pt->ref];
+		struct ws_part *pt = &st->call.parts[i];
+		struct ws_fmt_objref *ref = &st->call.batches[pt->ref];
 		pt->chk = d->chk;
 		ref->first = d->batch.first_frame;
 		ref->count = d->chk.ship;
@@ -36,14 +36,14 @@ void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d)
 		if (d->hold && d->rc == 0) {
 			/* Kept in its slot for the manifest, which carries it. */
 			ref->key[0] = '\0';
-			st->inl_held = true;
-			st->inl_idx = idx;
+			st->at.inl_held = true;
+			st->at.inl_idx = idx;
 			return;
 		}
 	}
 	if (d->rc == 0) {
-		st->call.puts++;
-		st->call.bytes += d->hdr_len + d->payload_len;
+		st->call.report.puts++;
+		st->call.report.bytes += d->hdr_len + d->payload_len;
 	}
 }
 
@@ -55,13 +55,13 @@ void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d)
  */
 static int reserve_slot(struct ws_stream *st, uint32_t *idx)
 {
-	int rc = room_part(st, st->part_count);
+	int rc = room_part(st, st->at.part_count);
 	if (rc == WS_ETOOBIG)
 		return ws_fail(rc, "tenant %s: more than %u objects in one call; raise batch_bytes_max", st->tenant,
 			       MAX_PARTS);
 	if (rc)
-		return ws_fail(rc, "tenant %s: no memory for the call's %u objects", st->tenant, st->part_count + 1);
-	return ws_pipe_reserve(st->pipe, st->shed_nowait ? 0 : -1, idx);
+		return ws_fail(rc, "tenant %s: no memory for the call's %u objects", st->tenant, st->at.part_count + 1);
+	return ws_pipe_reserve(st->pipe, st->at.shed_nowait ? 0 : -1, idx);
 }
 
 /*
@@ -82,7 +82,7 @@ static int publish_part(struct ws_stream *st, uint32_t idx, const struct ws_fmt_
 	/* Under the application's write lock a struggling sink is not
 	 * waited out (block): the call fails, the lock goes, the next call
 	 * (unlocked) waits. */
-	d->policy = st->lock_call && st->policy == WS_POLICY_BLOCK ? WS_POLICY_THROTTLE : st->policy;
+	d->policy = st->call.locked && st->policy == WS_POLICY_BLOCK ? WS_POLICY_THROTTLE : st->policy;
 	d->checked = checked;
 	if (!checked) {
 		/* Sent as it is; a checked batch's fields were set by the tail
@@ -100,13 +100,13 @@ static int publish_part(struct ws_stream *st, uint32_t idx, const struct ws_fmt_
 	d->throttle_retries = 0;
 	/* Parts and ring slots go in step: part i of this call is ring slot
 	 * part_base + i, which is how part_done finds it. */
-	WS_ASSERT(st->part_count < MAX_PARTS && idx == st->part_base + st->part_count);
-	st->parts[st->part_count] = *info;
-	st->parts[st->part_count].done = false;
-	st->part_count++;
+	WS_ASSERT(st->at.part_count < MAX_PARTS && idx == st->at.part_base + st->at.part_count);
+	st->call.parts[st->at.part_count] = *info;
+	st->call.parts[st->at.part_count].done = false;
+	st->at.part_count++;
 	used = st->pipe->outstanding + payload_len; /* a checked batch: what it may hold */
-	if (used > st->high_water)
-		st->high_water = used;
+	if (used > st->at.high_water)
+		st->at.high_water = used;
 	if ((rc = WS_FAULT("stream.ring_handover")) != 0)
 		return ws_fail(rc, "tenant %s: injected fault publishing %s", st->tenant, ref->key);
 	ws_pipe_publish(st->pipe);
@@ -126,14 +126,14 @@ static int publish_part(struct ws_stream *st, uint32_t idx, const struct ws_fmt_
  */
 static int merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_part)
 {
-	uint32_t keep_parts = first_part, keep_refs = first_part < st->part_count ? st->parts[first_part].ref : 0;
+	uint32_t keep_parts = first_part, keep_refs = first_part < st->at.part_count ? st->call.parts[first_part].ref : 0;
 	bool chain = true;
 	int read_rc = 0;
 	uint64_t read_at = 0;
 
 	ws_pipe_drain(st->pipe);
-	for (uint32_t i = first_part; i < st->part_count; i++) {
-		struct ws_part pt = st->parts[i];
+	for (uint32_t i = first_part; i < st->at.part_count; i++) {
+		struct ws_part pt = st->call.parts[i];
 		const struct ws_wal_run *run = &pt.chk.run;
 		const bool read = pt.done && pt.chk.filled;
 		if (pt.chk.dropped)
@@ -147,7 +147,7 @@ static int merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_p
 		 * unread commits away). */
 		if (pt.done && !pt.chk.filled && pt.rc) {
 			read_rc = pt.rc;
-			read_at = st->batches[pt.ref].first;
+			read_at = st->call.batches[pt.ref].first;
 			chain = false;
 			continue;
 		}
@@ -188,15 +188,15 @@ static int merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_p
 			chain = false;
 		if (read && pt.chk.ship == 0)
 			continue; /* nothing was sent for it */
-		st->batches[keep_refs] = st->batches[pt.ref];
+		st->call.batches[keep_refs] = st->call.batches[pt.ref];
 		pt.ref = keep_refs++;
-		st->parts[keep_parts++] = pt;
+		st->call.parts[keep_parts++] = pt;
 	}
-	st->part_count = keep_parts;
-	st->batch_count = keep_refs;
+	st->at.part_count = keep_parts;
+	st->at.batch_count = keep_refs;
 	/* Every part so far is collected; the next slot published fills the
 	 * next part (part_done maps ring index - part_base to a part). */
-	st->part_base = st->pipe->ring.head - st->part_count;
+	st->at.part_base = st->pipe->ring.head - st->at.part_count;
 	if (read_rc)
 		return ws_fail(read_rc, "tenant %s: read %s from frame %" PRIu64 " (upload thread): %s (nothing "
 			       "acknowledged)", st->tenant, st->wal_path, read_at, ws_strerror(read_rc));
@@ -216,7 +216,7 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 	const uint32_t fsz = ws_wal_frame_size(sc->gen.page_size);
 	const size_t slot_frames = st->pipe->ring.slot_bytes / fsz;
 	size_t per_chunk = slot_frames;
-	const uint32_t first_part = st->part_count;
+	const uint32_t first_part = st->at.part_count;
 	uint64_t next = sc->cur.next_frame;
 
 	if (st->batch_frames_max && st->batch_frames_max < per_chunk)
@@ -228,7 +228,7 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 	 * slot): the setting bounds how long a frame waits in a batch, and a
 	 * backlog has waited already. Otherwise a tail of many small batches
 	 * would fail on every retry, and the tenant never ship again. */
-	const uint64_t refs_left = MAX_REFS - st->batch_count;
+	const uint64_t refs_left = MAX_REFS - st->at.batch_count;
 	if (per_chunk < slot_frames && (uint64_t)per_chunk * refs_left < frames_total) {
 		uint64_t need = (frames_total + refs_left - 1) / refs_left;
 		per_chunk = need < slot_frames ? (size_t)need : slot_frames;
@@ -256,11 +256,11 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 			want = (size_t)((wal_bytes - off) / fsz);
 		/* The work bound: what is published so far ships now; the rest
 		 * is the next tail's (never the first slot: a tail makes progress). */
-		if (k > 0 && st->tail_stop_ms && ws_mono_ms() >= st->tail_stop_ms) {
+		if (k > 0 && st->at.tail_stop_ms && ws_mono_ms() >= st->at.tail_stop_ms) {
 			rc = WS_FAULT("stream.tail_bound");
 			if (rc)
 				return ws_fail(rc, "tenant %s: injected fault at the tail's work bound", st->tenant);
-			st->early_stop = true;
+			st->at.early_stop = true;
 			break;
 		}
 		/* As many batches as one manifest names: a backlog beyond that
@@ -270,10 +270,10 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 		 * on to the end. A re-base must reach its read mark in one
 		 * manifest (the image may hold pages of every frame below it),
 		 * and a call must make progress. */
-		int lim = st->batch_count >= MAX_REFS ? WS_ETOOBIG : k > 0 ? WS_FAULT("stream.batch_limit") : 0;
+		int lim = st->at.batch_count >= MAX_REFS ? WS_ETOOBIG : k > 0 ? WS_FAULT("stream.batch_limit") : 0;
 		if (lim) {
 			if (at_limit == LIMIT_STOP && k > 0) {
-				st->early_stop = true;
+				st->at.early_stop = true;
 				break;
 			}
 			if (lim != WS_ETOOBIG)
@@ -284,13 +284,13 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 		}
 		rc = reserve_slot(st, &idx);
 		if (rc == -EAGAIN) {
-			st->shed_stop = true;
+			st->at.shed_stop = true;
 			break;
 		}
 		if (rc)
 			return rc;
-		if ((rc = room_batch(st, st->batch_count)) != 0)
-			return ws_fail(rc, "tenant %s: no room for batch %u of the call", st->tenant, st->batch_count + 1);
+		if ((rc = room_batch(st, st->at.batch_count)) != 0)
+			return ws_fail(rc, "tenant %s: no room for batch %u of the call", st->tenant, st->at.batch_count + 1);
 		d = ws_pipe_desc(st->pipe, idx);
 		memset(&d->batch, 0, sizeof(d->batch));
 		d->batch.gen = sc->gen;
@@ -299,7 +299,7 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 		d->batch.seed_cksum[1] = sc->cur.cksum[1];
 		d->first_slot = k == 0;
 		d->hold = hold && k == 0;
-		d->wal_fd = st->wal_fd;
+		d->wal_fd = st->io.wal_fd;
 		d->wal_off = off;
 		d->want = (uint32_t)want;
 		d->per_chunk = (uint32_t)per_chunk;
@@ -308,21 +308,21 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 		 * part's does: a later chain that re-ships the same frames (a
 		 * re-base of a WAL an older chain shipped) never names an object
 		 * of that older chain, which retention may be deleting. */
-		d->key_seq = (st->have_wm ? st->wm.seq : 0) + 1;
+		d->key_seq = (st->mark.have ? st->mark.wm.seq : 0) + 1;
 		/* The pipe decides which thread reads the slot. */
 		d->delegated = !ws_pipe_reads_here(st->pipe, k, multi);
 		memset(&d->chk, 0, sizeof(d->chk)); /* R fills it: nothing of a slot's last use */
-		ref = &st->batches[st->batch_count];
+		ref = &st->call.batches[st->at.batch_count];
 		memset(ref, 0, sizeof(*ref));
 		ref->first = next;
 		/* Named for messages until the reader sets the real key. */
 		if (snprintf(ref->key, sizeof(ref->key), "%s/b%016" PRIx64, sc->prefix, next) >= (int)sizeof(ref->key))
 			return ws_fail(WS_ETOOBIG, "tenant %s: batch key too long", st->tenant);
 		memset(&part, 0, sizeof(part));
-		part.ref = st->batch_count;
-		st->batch_count++;
+		part.ref = st->at.batch_count;
+		st->at.batch_count++;
 		if (!d->delegated) {
-			rc = ws_pipe_fill(st->pipe, st->reader, st->wal_slot, st->ring_off, idx, d);
+			rc = ws_pipe_fill(st->pipe, st->io.reader, st->io.wal_slot, st->io.ring_off, idx, d);
 			if (rc)
 				return ws_fail(rc == WS_ETOOBIG ? rc : -EIO, "tenant %s: read %s at %" PRIu64 ": %s",
 					       st->tenant, st->wal_path, off, ws_strerror(rc));
@@ -346,8 +346,8 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 int scan_rest(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes)
 {
 	const uint32_t fsz = ws_wal_frame_size(sc->gen.page_size);
-	const size_t per_chunk = st->small_bytes / fsz;
-	uint8_t *buf = ws_reader_buf(st->reader) + st->small_off;
+	const size_t per_chunk = st->io.small_bytes / fsz;
+	uint8_t *buf = ws_reader_buf(st->io.reader) + st->io.small_off;
 
 	for (;;) {
 		uint64_t off = ws_wal_frame_offset(sc->gen.page_size, sc->cur.next_frame);
@@ -357,7 +357,7 @@ int scan_rest(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes)
 			return 0;
 		if ((wal_bytes - off) / fsz < want)
 			want = (size_t)((wal_bytes - off) / fsz);
-		got = ws_reader_read(st->reader, st->wal_slot, off, st->small_off, want * fsz);
+		got = ws_reader_read(st->io.reader, st->io.wal_slot, off, st->io.small_off, want * fsz);
 		if (got < 0)
 			return ws_fail(-EIO, "tenant %s: read %s at %" PRIu64 ": %s", st->tenant, st->wal_path,
 				       off, ws_strerror((int)got));
@@ -377,7 +377,7 @@ int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pag
 	uint64_t file_bytes, file_pages, pages;
 	int rc0;
 	/* The image is exact only under the read mark the scan was made under. */
-	WS_ASSERT(st->held >= 0);
+	WS_ASSERT(st->txn.held >= 0);
 	rc0 = db_size(st, &file_bytes);
 	if (rc0)
 		return rc0;
@@ -399,7 +399,7 @@ int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pag
 			n = (size_t)(pages - p);
 		rc = reserve_slot(st, &idx);
 		if (rc == -EAGAIN) {
-			st->shed_stop = true;
+			st->at.shed_stop = true;
 			return 0;
 		}
 		if (rc)
@@ -411,18 +411,18 @@ int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pag
 		n = (size_t)got / ps;
 		if (n == 0)
 			break; /* the file shrank under us; frames carry the rest */
-		rc = room_snap(st, st->snap_count);
+		rc = room_snap(st, st->at.snap_count);
 		if (rc == WS_ETOOBIG)
 			return ws_fail(rc, "tenant %s: the database needs more than %u snapshot parts of %zu pages "
 				       "(batch_bytes_max); raise batch_bytes_max", st->tenant, MAX_SNAPS, per_part);
 		if (rc)
-			return ws_fail(rc, "tenant %s: no memory for snapshot part %u", st->tenant, st->snap_count + 1);
+			return ws_fail(rc, "tenant %s: no memory for snapshot part %u", st->tenant, st->at.snap_count + 1);
 		s.page_size = ps;
 		s.first_page = (uint32_t)(p + 1);
 		s.page_count = (uint32_t)n;
 		s.payload_xxh = ws_xxh64(buf, n * ps);
 		ws_fmt_snap_encode_hdr(&s, hdr);
-		ref = &st->snaps[st->snap_count];
+		ref = &st->call.snaps[st->at.snap_count];
 		memset(ref, 0, sizeof(*ref));
 		ref->first = p + 1;
 		ref->count = n;
@@ -433,13 +433,13 @@ int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pag
 		 * never re-uses a part of an older chain, which retention may be
 		 * deleting as that chain's history. */
 		if (snprintf(ref->key, sizeof(ref->key), "%s/s%016" PRIx64 "-%016" PRIx64 "/%08" PRIx64 "-%016" PRIx64,
-			     sc->prefix, sc->cur.last_commit, (st->have_wm ? st->wm.seq : 0) + 1, p + 1,
+			     sc->prefix, sc->cur.last_commit, (st->mark.have ? st->mark.wm.seq : 0) + 1, p + 1,
 			     ref->xxh) >= (int)sizeof(ref->key))
 			return ws_fail(WS_ETOOBIG, "tenant %s: snapshot key too long", st->tenant);
 		memset(&part, 0, sizeof(part));
 		part.snap = true;
-		part.ref = st->snap_count;
-		st->snap_count++;
+		part.ref = st->at.snap_count;
+		st->at.snap_count++;
 		rc = publish_part(st, idx, ref, hdr, sizeof(hdr), n * ps, &part, "stream.before_snapshot_put", false);
 		if (rc)
 			return rc;
@@ -462,12 +462,12 @@ int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t *last,
 	uint32_t prefix = 0;
 	int first_err = 0;
 
-	for (uint32_t i = 0; i < st->part_count; i++) {
-		const struct ws_part *pt = &st->parts[i];
+	for (uint32_t i = 0; i < st->at.part_count; i++) {
+		const struct ws_part *pt = &st->call.parts[i];
 		int r = pt->done ? pt->rc : -EIO;
 		if (r && !first_err) {
 			first_err = r;
-			bad_key = pt->snap ? st->snaps[pt->ref].key : st->batches[pt->ref].key;
+			bad_key = pt->snap ? st->call.snaps[pt->ref].key : st->call.batches[pt->ref].key;
 		}
 		if (pt->snap) {
 			snap_bad |= r != 0;
@@ -482,21 +482,21 @@ int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t *last,
 	}
 	if (first_err && (st->policy != WS_POLICY_SHED || st->drain || !ws_err_transient(first_err)))
 		return ws_fail(first_err, "tenant %s: upload %s: %s (policy %s%s; nothing acknowledged)", st->tenant,
-			       bad_key, strcmp(bad_key, st->upload_why_key) == 0 ? st->upload_why : ws_strerror(first_err),
+			       bad_key, strcmp(bad_key, st->at.upload_why_key) == 0 ? st->at.upload_why : ws_strerror(first_err),
 			       ws_policy_name(st->policy),
-			       st->lock_call ? ", not waited out under the database's write lock" : "");
-	if (first_err || st->shed_stop) {
+			       st->call.locked ? ", not waited out under the database's write lock" : "");
+	if (first_err || st->at.shed_stop) {
 		uint64_t range_last = *last;
 		uint64_t kept = keep ? keep->last_commit : 0;
 		if (kind == WS_MANIFEST_REBASE || snap_bad || kept < sc->first_frame) {
 			/* Nothing usable persisted: no manifest, no watermark. */
-			st->frames_shed = range_last >= sc->first_frame ? range_last - sc->first_frame + 1 : 0;
+			st->at.frames_shed = range_last >= sc->first_frame ? range_last - sc->first_frame + 1 : 0;
 			ws_info("tenant %s: shed frames %" PRIu64 "..%" PRIu64 " (%s)", st->tenant, sc->first_frame,
 				range_last, first_err ? ws_strerror(first_err) : "spill ring full");
 			return 1;
 		}
-		st->frames_shed = range_last - kept;
-		st->batch_count = prefix;
+		st->at.frames_shed = range_last - kept;
+		st->at.batch_count = prefix;
 		sc->cur.last_commit = kept;
 		sc->cur.commit_cksum[0] = keep->commit_cksum[0];
 		sc->cur.commit_cksum[1] = keep->commit_cksum[1];
@@ -504,12 +504,12 @@ int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t *last,
 		*last = kept;
 		*db_pages = keep->commit_db_size;
 		ws_info("tenant %s: shipped frames %" PRIu64 "..%" PRIu64 ", shed %" PRIu64 " (%s)", st->tenant,
-			sc->first_frame, kept, st->frames_shed, first_err ? ws_strerror(first_err) : "spill ring full");
+			sc->first_frame, kept, st->at.frames_shed, first_err ? ws_strerror(first_err) : "spill ring full");
 	}
 	/* Batches that extend past the last commit stay unnamed by the manifest;
 	 * drop trailing batches that contain no committed frame at all. */
-	while (st->batch_count > 0 && st->batches[st->batch_count - 1].first > *last)
-		st->batch_count--;
+	while (st->at.batch_count > 0 && st->call.batches[st->at.batch_count - 1].first > *last)
+		st->at.batch_count--;
 	return 0;
 }
 

@@ -9,8 +9,8 @@ static int done_empty(const struct ws_stream *st, struct ws_outcome *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->kind = WS_OUTCOME_EMPTY;
-	if (st->have_wm)
-		ws_wm_to_public(&st->wm, &out->u.empty.watermark);
+	if (st->mark.have)
+		ws_wm_to_public(&st->mark.wm, &out->u.empty.watermark);
 	fill_rpo(st, &out->u.empty.rpo);
 	return TAIL_DONE;
 }
@@ -29,10 +29,10 @@ static int step_read_generation(struct ws_stream *st, struct tail *t)
 		return ws_fail(-ENOENT, "tenant %s: database %s vanished", st->tenant, st->db_path);
 	if ((rc = WS_FAULT("stream.before_wal_header")) != 0)
 		return ws_fail(rc, "tenant %s: injected fault before reading the WAL header", st->tenant);
-	rc = file_refresh(st, st->wal_path, &st->wal_fd, &st->wal_slot);
+	rc = file_refresh(st, st->wal_path, &st->io.wal_fd, &st->io.wal_slot);
 	if (rc && rc != -ENOENT)
 		return rc;
-	t->wal_bytes = file_size(st->wal_fd);
+	t->wal_bytes = file_size(st->io.wal_fd);
 	if (t->wal_bytes != 0) {
 		rc = read_wal_gen(st, &t->wh);
 		if (rc == -ENOENT) {
@@ -89,14 +89,14 @@ static int step_decide_continuity(struct ws_stream *st, struct tail *t, struct w
 	struct scan *sc = &t->sc;
 	int rc;
 
-	t->fresh = !st->wm_loaded;
+	t->fresh = !st->mark.loaded;
 	if (t->fresh && (rc = refresh_wm(st)) != 0)
 		return rc;
 	/* A watermark we hold that fences us: say so before anything else,
 	 * re-reading it (unless just read) so the outcome names the current
 	 * owner. A takeover after our last read is found by the fencing read
 	 * that comes before any upload; an idle stale owner makes no request. */
-	if (st->have_wm && fenced_by(st, &st->wm)) {
+	if (st->mark.have && fenced_by(st, &st->mark.wm)) {
 		if (!t->fresh && (rc = refresh_wm(st)) != 0)
 			return rc;
 		return done_fenced(st, out);
@@ -104,27 +104,27 @@ static int step_decide_continuity(struct ws_stream *st, struct tail *t, struct w
 	/* With no WAL on either side, only the held read mark proves the
 	 * database file unchanged: without it, writes may have come and been
 	 * checkpointed away (a TRUNCATE, or the last connection closing). */
-	bool same_gen = st->have_wm && st->wm.version >= 2 && ws_fmt_gen_equal(&st->wm.gen, &sc->gen) &&
-			(sc->gen.wal_magic != 0 || st->continuous);
-	if (same_gen && sc->gen.wal_magic != 0 && st->wm.last_frame > 0) {
+	bool same_gen = st->mark.have && st->mark.wm.version >= 2 && ws_fmt_gen_equal(&st->mark.wm.gen, &sc->gen) &&
+			(sc->gen.wal_magic != 0 || st->txn.continuous);
+	if (same_gen && sc->gen.wal_magic != 0 && st->mark.wm.last_frame > 0) {
 		/* Prove the live WAL still holds the frame we stopped at. */
-		uint8_t *buf = ws_reader_buf(st->reader) + st->small_off;
-		uint64_t off = ws_wal_frame_offset(sc->gen.page_size, st->wm.last_frame);
+		uint8_t *buf = ws_reader_buf(st->io.reader) + st->io.small_off;
+		uint64_t off = ws_wal_frame_offset(sc->gen.page_size, st->mark.wm.last_frame);
 		struct ws_wal_frame_hdr fh = { 0 };
-		ssize_t got = ws_reader_read(st->reader, st->wal_slot, off, st->small_off, WS_WAL_FRAME_HDR_SIZE);
+		ssize_t got = ws_reader_read(st->io.reader, st->io.wal_slot, off, st->io.small_off, WS_WAL_FRAME_HDR_SIZE);
 		if (got < 0)
 			return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->wal_path);
 		if (got == (ssize_t)WS_WAL_FRAME_HDR_SIZE)
 			ws_wal_frame_hdr_decode(buf, &fh);
-		if (got != (ssize_t)WS_WAL_FRAME_HDR_SIZE || fh.cksum1 != st->wm.end_cksum[0] ||
-		    fh.cksum2 != st->wm.end_cksum[1])
+		if (got != (ssize_t)WS_WAL_FRAME_HDR_SIZE || fh.cksum1 != st->mark.wm.end_cksum[0] ||
+		    fh.cksum2 != st->mark.wm.end_cksum[1])
 			same_gen = false;
 	}
 	if (same_gen) {
 		t->kind = WS_MANIFEST_CONTINUE;
-		if (sc->gen.wal_magic != 0 && st->wm.last_frame > 0)
-			ws_wal_cursor_resume(&sc->cur, &t->wh, st->wm.last_frame + 1, st->wm.end_cksum);
-	} else if (st->have_wm && st->continuous && !ws_fmt_gen_equal(&st->wm.gen, &sc->gen)) {
+		if (sc->gen.wal_magic != 0 && st->mark.wm.last_frame > 0)
+			ws_wal_cursor_resume(&sc->cur, &t->wh, st->mark.wm.last_frame + 1, st->mark.wm.end_cksum);
+	} else if (st->mark.have && st->txn.continuous && !ws_fmt_gen_equal(&st->mark.wm.gen, &sc->gen)) {
 		/* A different generation is all the handover proves; the same
 		 * salts with different frames would be a WAL we cannot explain. */
 		t->kind = WS_MANIFEST_NEXT_GEN;
@@ -143,7 +143,7 @@ static int step_decide_continuity(struct ws_stream *st, struct tail *t, struct w
 		const uint32_t fsz = ws_wal_frame_size(sc->gen.page_size);
 		if (off + fsz <= t->wal_bytes) {
 			struct ws_wal_cursor probe = sc->cur;
-			ssize_t got = ws_reader_read(st->reader, st->wal_slot, off, st->small_off, fsz);
+			ssize_t got = ws_reader_read(st->io.reader, st->io.wal_slot, off, st->io.small_off, fsz);
 			/* A failed read proves nothing: Empty would leave the
 			 * commits there unshipped with no failure to retry, and
 			 * let walship's WAL checkpoint copy them away. A short one
@@ -153,7 +153,7 @@ static int step_decide_continuity(struct ws_stream *st, struct tail *t, struct w
 				return ws_fail((int)got, "tenant %s: read %s at %" PRIu64 ": %s (nothing acknowledged)",
 					       st->tenant, st->wal_path, off, ws_strerror((int)got));
 			if (got != (ssize_t)fsz ||
-			    ws_wal_cursor_step(&probe, ws_reader_buf(st->reader) + st->small_off, NULL) == 1)
+			    ws_wal_cursor_step(&probe, ws_reader_buf(st->io.reader) + st->io.small_off, NULL) == 1)
 				return 0;
 		}
 	}
@@ -169,23 +169,23 @@ static int step_decide_continuity(struct ws_stream *st, struct tail *t, struct w
 static int step_fence(struct ws_stream *st, struct tail *t, struct ws_outcome *out)
 {
 	int rc;
-	WS_ASSERT(st->part_count == 0); /* nothing uploaded before the fencing read */
+	WS_ASSERT(st->at.part_count == 0); /* nothing uploaded before the fencing read */
 	if ((rc = WS_FAULT("stream.before_fence")) != 0)
 		return ws_fail(rc, "tenant %s: injected fault before the fencing read", st->tenant);
 	if ((rc = refresh_wm(st)) != 0)
 		return rc;
-	if (st->have_wm && fenced_by(st, &st->wm))
+	if (st->mark.have && fenced_by(st, &st->mark.wm))
 		return done_fenced(st, out);
 	if (t->kind != WS_MANIFEST_REBASE) {
 		/* NEXT_GEN: continuous holds only while the watermark read now is
 		 * our own last write (refresh_wm), and the live WAL must be
 		 * another generation than the one it names. */
-		bool still = st->have_wm &&
-			     ((t->kind == WS_MANIFEST_CONTINUE && ws_fmt_gen_equal(&st->wm.gen, &t->sc.gen) &&
-			       st->wm.last_frame + 1 == t->sc.first_frame && st->wm.end_cksum[0] == t->sc.seed[0] &&
-			       st->wm.end_cksum[1] == t->sc.seed[1]) ||
-			      (t->kind == WS_MANIFEST_NEXT_GEN && st->continuous && st->wm.epoch == st->epoch &&
-			       st->wm.pointer_generation == st->pg && !ws_fmt_gen_equal(&st->wm.gen, &t->sc.gen)));
+		bool still = st->mark.have &&
+			     ((t->kind == WS_MANIFEST_CONTINUE && ws_fmt_gen_equal(&st->mark.wm.gen, &t->sc.gen) &&
+			       st->mark.wm.last_frame + 1 == t->sc.first_frame && st->mark.wm.end_cksum[0] == t->sc.seed[0] &&
+			       st->mark.wm.end_cksum[1] == t->sc.seed[1]) ||
+			      (t->kind == WS_MANIFEST_NEXT_GEN && st->txn.continuous && st->mark.wm.epoch == st->epoch &&
+			       st->mark.wm.pointer_generation == st->pg && !ws_fmt_gen_equal(&st->mark.wm.gen, &t->sc.gen)));
 		if (!still)
 			scan_from_top(t);
 	}
@@ -213,7 +213,7 @@ static void unlock_for_rebase(struct ws_stream *st, struct tail *t)
 		return;
 	write_lock_release(st);
 	t->locked = false;
-	st->lock_call = false;
+	st->call.locked = false;
 	ws_debug("tenant %s: re-basing: the database's write lock is let go first", st->tenant);
 }
 
@@ -223,19 +223,19 @@ static int step_scan(struct ws_stream *st, struct tail *t, struct ws_outcome *ou
 {
 	struct scan *sc = &t->sc;
 	int rc;
-	WS_ASSERT(st->held >= 0); /* every frame is read under our read mark */
+	WS_ASSERT(st->txn.held >= 0); /* every frame is read under our read mark */
 	unlock_for_rebase(st, t);
 	/* Shed stops reading at a full ring, except while re-basing: the
 	 * snapshot must be whole, and a database larger than the ring would
 	 * otherwise never re-base at all. */
-	st->shed_nowait = st->policy == WS_POLICY_SHED && !st->drain && t->kind != WS_MANIFEST_REBASE;
+	st->at.shed_nowait = st->policy == WS_POLICY_SHED && !st->drain && t->kind != WS_MANIFEST_REBASE;
 	/* The work bound, never while re-basing: the snapshot names the cut. */
-	st->tail_stop_ms = 0;
+	st->at.tail_stop_ms = 0;
 	if (st->tail_ms && t->kind != WS_MANIFEST_REBASE) {
 		uint64_t at = ws_mono_ms() + st->tail_ms;
-		if (st->key_ms && st->wm_put_mono_ms && st->wm_put_mono_ms + st->key_ms > at)
-			at = st->wm_put_mono_ms + st->key_ms; /* one watermark write per key_ms */
-		st->tail_stop_ms = at;
+		if (st->key_ms && st->mark.put_mono_ms && st->mark.put_mono_ms + st->key_ms > at)
+			at = st->mark.put_mono_ms + st->key_ms; /* one watermark write per key_ms */
+		st->at.tail_stop_ms = at;
 	}
 	if (sc->gen.wal_magic != 0) {
 		rc = scan_checked(st, sc, t->wal_bytes, t->kind == WS_MANIFEST_REBASE ? LIMIT_REBASE : LIMIT_STOP);
@@ -243,14 +243,14 @@ static int step_scan(struct ws_stream *st, struct tail *t, struct ws_outcome *ou
 			return rc;
 		/* Stopped before any commit (one transaction longer than the
 		 * bound): going on is the only way forward. */
-		if (st->early_stop && sc->cur.last_commit < sc->first_frame) {
-			st->early_stop = false;
-			st->tail_stop_ms = 0;
+		if (st->at.early_stop && sc->cur.last_commit < sc->first_frame) {
+			st->at.early_stop = false;
+			st->at.tail_stop_ms = 0;
 			rc = scan_checked(st, sc, t->wal_bytes, LIMIT_ONE_TXN);
 			if (rc)
 				return rc;
 		}
-		if (st->shed_stop && (rc = scan_rest(st, sc, t->wal_bytes)) != 0)
+		if (st->at.shed_stop && (rc = scan_rest(st, sc, t->wal_bytes)) != 0)
 			return rc;
 	}
 	if ((rc = WS_FAULT("stream.after_scan")) != 0)
@@ -322,7 +322,7 @@ static int step_settle(struct ws_stream *st, struct tail *t, struct ws_outcome *
 	if (!ident_same(st))
 		return ws_fail(WS_EREPLACED, "tenant %s: database %s was replaced at its path during the call; "
 			       "nothing acknowledged (the next call re-bases)", st->tenant, st->db_path);
-	if (t->kind == WS_MANIFEST_CONTINUE && !st->continuous && t->sc.gen.wal_magic != 0) {
+	if (t->kind == WS_MANIFEST_CONTINUE && !st->txn.continuous && t->sc.gen.wal_magic != 0) {
 		/* A fresh read mark: see step_write_watermark. What was
 		 * scanned is still a state the source committed, and ships. */
 		rc = wal_unmoved(st, &t->sc);
@@ -382,8 +382,6 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	memset(out, 0, sizeof(*out));
 	memset(&t, 0, sizeof(t));
 	t.locked = locked;
-	st->batch_count = st->snap_count = 0;
-	st->high_water = 0;
 	if ((rc = step_read_generation(st, &t)) != 0 || (rc = step_decide_continuity(st, &t, out)) != 0 ||
 	    (rc = step_fence(st, &t, out)) != 0 || (rc = step_scan(st, &t, out)) != 0 ||
 	    (rc = step_snapshot(st, &t)) != 0 || (rc = step_settle(st, &t, out)) != 0 ||
@@ -400,30 +398,22 @@ static void release_reads(struct ws_stream *st)
 {
 	for (int i = 0; i < 2; i++)
 		conn_end_read(st, i);
-	st->held = -1;
-	st->continuous = false;
+	st->txn.held = -1;
+	st->txn.continuous = false;
 }
 
-/* Per attempt of a call: no part published, nothing shed. */
+/* Per attempt of a call: no part published, nothing shed; its parts
+ * start at the ring's head (part_done maps ring index - part_base to a
+ * part). */
 static void attempt_reset(struct ws_stream *st)
 {
-	st->part_count = 0;
-	st->part_base = st->pipe->ring.head;
-	st->upload_why[0] = '\0';
-	st->upload_why_key[0] = '\0';
-	st->frames_shed = 0;
-	st->shed_stop = false;
-	st->shed_nowait = false;
-	st->early_stop = false;
-	st->past_index = false;
-	st->tail_stop_ms = 0;
-	st->inl_held = false;
+	st->at = (struct ws_stream_attempt){ .part_base = st->pipe->ring.head };
 }
 
 /* The generation the watermark names has passed wal_checkpoint_bytes. */
 static bool wm_gen_past_ckpt_bytes(const struct ws_stream *st)
 {
-	return st->wm.last_frame * ws_wal_frame_size(st->wm.gen.page_size) >= st->wal_checkpoint_bytes;
+	return st->mark.wm.last_frame * ws_wal_frame_size(st->mark.wm.gen.page_size) >= st->wal_checkpoint_bytes;
 }
 
 /*
@@ -437,12 +427,12 @@ static bool wm_gen_past_ckpt_bytes(const struct ws_stream *st)
 static bool wal_still_wm_gen(struct ws_stream *st)
 {
 	struct ws_wal_hdr wh;
-	if (file_refresh(st, st->wal_path, &st->wal_fd, &st->wal_slot) != 0 || file_size(st->wal_fd) == 0)
+	if (file_refresh(st, st->wal_path, &st->io.wal_fd, &st->io.wal_slot) != 0 || file_size(st->io.wal_fd) == 0)
 		return false;
 	if (read_wal_gen(st, &wh) != 0)
 		return false; /* the call's own read of it says what is wrong */
-	return wh.magic == st->wm.gen.wal_magic && wh.checkpoint_seq == st->wm.gen.checkpoint_seq &&
-	       wh.salt1 == st->wm.gen.salt1 && wh.salt2 == st->wm.gen.salt2;
+	return wh.magic == st->mark.wm.gen.wal_magic && wh.checkpoint_seq == st->mark.wm.gen.checkpoint_seq &&
+	       wh.salt1 == st->mark.wm.gen.salt1 && wh.salt2 == st->mark.wm.gen.salt2;
 }
 
 int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
@@ -450,20 +440,21 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 	bool locked = false;
 	int rc;
 
+	/* The call's state is new; the attempt's is reset before each attempt
+	 * reads it (attempt_reset). */
+	st->call = (struct ws_stream_call_state){
+		.wall_ms = ws_wall_ms(),
+		.mono_ms = ws_mono_ms(),
+		.throttle_at_start = __atomic_load_n(&st->sink->store->stats.throttle_retries, __ATOMIC_RELAXED),
+	};
 	/* The shard's per-call arrays, where another stream's call left them. */
 	use_work(st, st->work);
-	st->call_wall_ms = ws_wall_ms();
-	st->call_mono_ms = ws_mono_ms();
-	memset(&st->call, 0, sizeof(st->call));
-	st->call_throttle = 0;
-	st->frames_shed = 0;
-	st->throttle_at_start = __atomic_load_n(&st->sink->store->stats.throttle_retries, __ATOMIC_RELAXED);
 	/* Known to be fenced: answer from a fresh read of the watermark, with
 	 * no read transaction taken. */
-	if (st->have_wm && fenced_by(st, &st->wm)) {
+	if (st->mark.have && fenced_by(st, &st->mark.wm)) {
 		if ((rc = refresh_wm(st)) != 0)
 			return rc;
-		if (st->have_wm && fenced_by(st, &st->wm)) {
+		if (st->mark.have && fenced_by(st, &st->mark.wm)) {
 			release_reads(st);
 			fill_fenced(st, out);
 			return 0;
@@ -472,7 +463,7 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 	/* The path names another file than the one we hold: a new life of the
 	 * tenant. Let go of the old file; hold_read opens the new one and
 	 * the call re-bases. */
-	if (st->held >= 0 && !ident_same(st)) {
+	if (st->txn.held >= 0 && !ident_same(st)) {
 		ws_info("tenant %s: database %s was replaced at its path; re-basing", st->tenant, st->db_path);
 		ws_stream_park(st);
 	}
@@ -489,19 +480,19 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 	 * this call: only when the last call went through (a sink that fails
 	 * now would hold them for its retries), and then with no upload
 	 * waited out (publish_part). */
-	if (st->have_wm && st->wm.gen.wal_magic != 0 && st->last_ok && wm_gen_past_ckpt_bytes(st) &&
+	if (st->mark.have && st->mark.wm.gen.wal_magic != 0 && st->last_ok && wm_gen_past_ckpt_bytes(st) &&
 	    wal_still_wm_gen(st)) {
 		if ((rc = WS_FAULT("stream.before_checkpoint_lock")) != 0)
 			return ws_fail(rc, "tenant %s: injected fault before the WAL checkpoint's write lock",
 				       st->tenant);
 		locked = write_lock_try(st);
 	}
-	st->lock_call = locked;
+	st->call.locked = locked;
 	st->pipe->on_done = part_done;
 	st->pipe->arg = st;
 	for (unsigned attempt = 1;; attempt++) {
 		attempt_reset(st);
-		rc = tail_inner(st, out, st->locker >= 0); /* an attempt that re-based let it go */
+		rc = tail_inner(st, out, st->txn.locker >= 0); /* an attempt that re-based let it go */
 		/* A failed call may leave parts in flight: none outlives it. */
 		ws_pipe_drain(st->pipe);
 		if (rc != TAIL_RETRY)
@@ -514,23 +505,23 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 	}
 	st->pipe->on_done = NULL;
 	st->pipe->arg = NULL;
-	st->call.throttle_retries = call_throttle(st);
-	st->call.frames_shed = st->frames_shed;
-	st->call.spill_high_water = st->high_water;
+	st->call.report.throttle_retries = call_throttle(st);
+	st->call.report.frames_shed = st->at.frames_shed;
+	st->call.report.spill_high_water = st->at.high_water;
 	/* Ended early: what it read shipped, the rest is due at once. A call
 	 * that shed (nothing, or a prefix) waits as shedding says. */
-	st->call.ended_early = rc == 0 && st->early_stop && st->frames_shed == 0 &&
+	st->call.report.ended_early = rc == 0 && st->at.early_stop && st->at.frames_shed == 0 &&
 			       (out->kind == WS_OUTCOME_STREAMED || out->kind == WS_OUTCOME_RESTARTED);
-	st->call.past_index = rc == 0 && st->past_index;
-	st->lock_call = false;
+	st->call.report.past_index = rc == 0 && st->at.past_index;
+	st->call.locked = false;
 	st->last_ok = rc == 0 && out->kind != WS_OUTCOME_SHED && out->kind != WS_OUTCOME_FENCED;
-	locked = locked && st->locker >= 0;
+	locked = locked && st->txn.locker >= 0;
 	if (locked) {
 		/* Nothing could commit since the scan began: on success every
 		 * committed frame in the WAL is durable at the sink, unless the
 		 * tail stopped at its work bound. */
 		if (rc == 0 && out->kind != WS_OUTCOME_FENCED && out->kind != WS_OUTCOME_SHED &&
-		    st->frames_shed == 0 && !st->early_stop && st->continuous && wm_gen_past_ckpt_bytes(st) &&
+		    st->at.frames_shed == 0 && !st->at.early_stop && st->txn.continuous && wm_gen_past_ckpt_bytes(st) &&
 		    WS_FAULT("stream.before_wal_checkpoint") == 0)
 			wal_checkpoint_locked(st);
 		write_lock_release(st);
@@ -539,7 +530,7 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 		ws_stream_park(st);
 	else if (rc == 0 && out->kind == WS_OUTCOME_FENCED)
 		release_reads(st);
-	else if (st->held >= 0 && conn_db_mode(st, st->held) != DB_WAL)
+	else if (st->txn.held >= 0 && conn_db_mode(st, st->txn.held) != DB_WAL)
 		/* An empty file (shipped as an empty database) or one not in
 		 * WAL mode: a read transaction there is a lock that keeps the
 		 * application from writing, or from switching it to WAL. */

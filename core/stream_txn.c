@@ -23,7 +23,7 @@ bool ident_same(const struct ws_stream *st)
 {
 	dev_t dev = 0;
 	ino_t ino = 0;
-	return !st->have_ident || (ident_at_path(st, &dev, &ino) == 0 && dev == st->db_dev && ino == st->db_ino);
+	return !st->txn.have_ident || (ident_at_path(st, &dev, &ino) == 0 && dev == st->txn.db_dev && ino == st->txn.db_ino);
 }
 
 static int conn_open(struct ws_stream *st, sqlite3 **out)
@@ -50,15 +50,15 @@ static int conn_open(struct ws_stream *st, sqlite3 **out)
 	 * saw the same file, that is the file it has open. */
 	rc = ident_at_path(st, &dev1, &ino1);
 	if (rc || dev0 != dev1 || ino0 != ino1 ||
-	    (st->have_ident && (dev1 != st->db_dev || ino1 != st->db_ino))) {
+	    (st->txn.have_ident && (dev1 != st->txn.db_dev || ino1 != st->txn.db_ino))) {
 		sqlite3_close(db);
 		return ws_fail(WS_EREPLACED, "tenant %s: database %s was replaced at its path", st->tenant,
 			       st->db_path);
 	}
-	if (!st->have_ident) {
-		st->have_ident = true;
-		st->db_dev = dev1;
-		st->db_ino = ino1;
+	if (!st->txn.have_ident) {
+		st->txn.have_ident = true;
+		st->txn.db_dev = dev1;
+		st->txn.db_ino = ino1;
 	}
 	*out = db;
 	return 0;
@@ -68,22 +68,22 @@ static int conn_begin_read(struct ws_stream *st, int i)
 {
 	char *msg = NULL;
 	int rc;
-	if (!st->conn[i] && (rc = conn_open(st, &st->conn[i])) != 0)
+	if (!st->txn.conn[i] && (rc = conn_open(st, &st->txn.conn[i])) != 0)
 		return rc;
 	/* A deferred transaction takes its read mark at the first read and keeps
 	 * it until COMMIT. */
-	rc = sqlite3_exec(st->conn[i], "BEGIN; PRAGMA schema_version;", NULL, NULL, &msg);
+	rc = sqlite3_exec(st->txn.conn[i], "BEGIN; PRAGMA schema_version;", NULL, NULL, &msg);
 	if (rc != SQLITE_OK) {
 		rc = ws_fail(-EIO, "tenant %s: cannot begin read transaction on %s: %s", st->tenant,
 			     st->db_path, msg ? msg : sqlite3_errstr(rc));
 		sqlite3_free(msg);
-		sqlite3_exec(st->conn[i], "ROLLBACK", NULL, NULL, NULL);
+		sqlite3_exec(st->txn.conn[i], "ROLLBACK", NULL, NULL, NULL);
 		return rc;
 	}
 	/* The read mark is fixed now: a test may pause here and write, or
 	 * make the begin fail as SQLITE_BUSY would. */
 	if ((rc = WS_FAULT("stream.after_begin_read")) != 0) {
-		sqlite3_exec(st->conn[i], "ROLLBACK", NULL, NULL, NULL);
+		sqlite3_exec(st->txn.conn[i], "ROLLBACK", NULL, NULL, NULL);
 		return ws_fail(rc, "tenant %s: injected fault taking a read transaction", st->tenant);
 	}
 	return 0;
@@ -91,8 +91,8 @@ static int conn_begin_read(struct ws_stream *st, int i)
 
 void conn_end_read(struct ws_stream *st, int i)
 {
-	if (st->conn[i])
-		sqlite3_exec(st->conn[i], "COMMIT", NULL, NULL, NULL);
+	if (st->txn.conn[i])
+		sqlite3_exec(st->txn.conn[i], "COMMIT", NULL, NULL, NULL);
 }
 
 /*
@@ -106,7 +106,7 @@ enum db_mode conn_db_mode(struct ws_stream *st, int i)
 	sqlite3_file *f = NULL;
 	sqlite3_int64 size = 0;
 	uint8_t h[WS_DB_HDR_MODE_END];
-	if (!st->conn[i] || sqlite3_file_control(st->conn[i], "main", SQLITE_FCNTL_FILE_POINTER, &f) != SQLITE_OK ||
+	if (!st->txn.conn[i] || sqlite3_file_control(st->txn.conn[i], "main", SQLITE_FCNTL_FILE_POINTER, &f) != SQLITE_OK ||
 	    !f || !f->pMethods || f->pMethods->xFileSize(f, &size) != SQLITE_OK || size < WS_DB_HDR_SIZE ||
 	    f->pMethods->xRead(f, h, sizeof(h), 0) != SQLITE_OK || !ws_db_hdr_is_sqlite(h, sizeof(h)))
 		return DB_NO_HEADER;
@@ -128,9 +128,9 @@ static int not_wal(struct ws_stream *st)
 int hold_read(struct ws_stream *st)
 {
 	int rc;
-	if (st->held >= 0)
+	if (st->txn.held >= 0)
 		return 0;
-	if (!st->conn[0] && (rc = conn_open(st, &st->conn[0])) != 0)
+	if (!st->txn.conn[0] && (rc = conn_open(st, &st->txn.conn[0])) != 0)
 		return rc;
 	if (conn_db_mode(st, 0) == DB_ROLLBACK)
 		return not_wal(st);
@@ -142,23 +142,23 @@ int hold_read(struct ws_stream *st)
 		conn_end_read(st, 0);
 		return not_wal(st);
 	}
-	st->held = 0;
-	st->continuous = false;
+	st->txn.held = 0;
+	st->txn.continuous = false;
 	return 0;
 }
 
 /* Take the other connection's read transaction, then release the old one. */
 void handover_read(struct ws_stream *st)
 {
-	int next = st->held < 0 ? 0 : 1 - st->held;
+	int next = st->txn.held < 0 ? 0 : 1 - st->txn.held;
 	if (conn_begin_read(st, next) != 0) {
 		/* Keep the old one: still gap-free, just an older mark. */
 		ws_warn("%s", ws_errmsg());
 		return;
 	}
-	if (st->held >= 0)
-		conn_end_read(st, st->held);
-	st->held = next;
+	if (st->txn.held >= 0)
+		conn_end_read(st, st->txn.held);
+	st->txn.held = next;
 }
 
 /*
@@ -189,55 +189,55 @@ static int busy_poll_1ms(void *arg, int count)
 
 bool write_lock_try(struct ws_stream *st)
 {
-	int spare = st->held < 0 ? 1 : 1 - st->held;
+	int spare = st->txn.held < 0 ? 1 : 1 - st->txn.held;
 	int rc;
-	if (!st->conn[spare] && conn_open(st, &st->conn[spare]) != 0)
+	if (!st->txn.conn[spare] && conn_open(st, &st->txn.conn[spare]) != 0)
 		return false;
-	sqlite3_busy_handler(st->conn[spare], busy_poll_1ms, NULL);
-	rc = sqlite3_exec(st->conn[spare], "BEGIN IMMEDIATE", NULL, NULL, NULL);
-	sqlite3_busy_timeout(st->conn[spare], 5000);
+	sqlite3_busy_handler(st->txn.conn[spare], busy_poll_1ms, NULL);
+	rc = sqlite3_exec(st->txn.conn[spare], "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	sqlite3_busy_timeout(st->txn.conn[spare], 5000);
 	if (rc != SQLITE_OK) {
 		ws_debug("tenant %s: write lock busy; WAL checkpoint deferred", st->tenant);
 		return false;
 	}
-	st->locker = spare;
+	st->txn.locker = spare;
 	return true;
 }
 
 void write_lock_release(struct ws_stream *st)
 {
-	if (st->locker >= 0 && st->conn[st->locker] && st->locker != st->held)
-		sqlite3_exec(st->conn[st->locker], "ROLLBACK", NULL, NULL, NULL);
-	st->locker = -1;
+	if (st->txn.locker >= 0 && st->txn.conn[st->txn.locker] && st->txn.locker != st->txn.held)
+		sqlite3_exec(st->txn.conn[st->txn.locker], "ROLLBACK", NULL, NULL, NULL);
+	st->txn.locker = -1;
 }
 
 void wal_checkpoint_locked(struct ws_stream *st)
 {
 	int log_frames = 0, ckpt_frames = 0;
 	/* Our read mark on one connection, the write lock on the other. */
-	WS_ASSERT(st->held >= 0 && st->locker == 1 - st->held);
-	conn_end_read(st, st->held);
-	sqlite3_wal_checkpoint_v2(st->conn[st->held], NULL, SQLITE_CHECKPOINT_PASSIVE, &log_frames,
+	WS_ASSERT(st->txn.held >= 0 && st->txn.locker == 1 - st->txn.held);
+	conn_end_read(st, st->txn.held);
+	sqlite3_wal_checkpoint_v2(st->txn.conn[st->txn.held], NULL, SQLITE_CHECKPOINT_PASSIVE, &log_frames,
 				  &ckpt_frames);
-	if (conn_begin_read(st, st->held) != 0) {
+	if (conn_begin_read(st, st->txn.held) != 0) {
 		/* Fall back to a read transaction on the spare. Its write
 		 * transaction must end first, so for a moment no connection of
 		 * ours holds a read mark: a writer may restart the WAL, commit
 		 * and checkpoint it away in that moment, and a next generation
 		 * would no longer be proven to follow what we shipped. The next
 		 * call re-bases (invariant 10). */
-		int spare = 1 - st->held;
+		int spare = 1 - st->txn.held;
 		ws_warn("%s", ws_errmsg());
-		sqlite3_exec(st->conn[spare], "ROLLBACK", NULL, NULL, NULL);
-		st->locker = -1;
+		sqlite3_exec(st->txn.conn[spare], "ROLLBACK", NULL, NULL, NULL);
+		st->txn.locker = -1;
 		(void)WS_FAULT("stream.wal_checkpoint_gap");
-		if (sqlite3_exec(st->conn[spare], "BEGIN; PRAGMA schema_version;", NULL, NULL, NULL) == SQLITE_OK) {
-			st->held = spare;
+		if (sqlite3_exec(st->txn.conn[spare], "BEGIN; PRAGMA schema_version;", NULL, NULL, NULL) == SQLITE_OK) {
+			st->txn.held = spare;
 		} else {
-			sqlite3_exec(st->conn[spare], "ROLLBACK", NULL, NULL, NULL);
-			st->held = -1; /* the next call takes a fresh one */
+			sqlite3_exec(st->txn.conn[spare], "ROLLBACK", NULL, NULL, NULL);
+			st->txn.held = -1; /* the next call takes a fresh one */
 		}
-		st->continuous = false;
+		st->txn.continuous = false;
 		return;
 	}
 	st->wal_checkpoints++;

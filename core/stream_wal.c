@@ -9,7 +9,7 @@
 void file_close(struct ws_stream *st, int *fd, int *slot)
 {
 	if (*slot >= 0)
-		ws_reader_detach(st->reader, *slot);
+		ws_reader_detach(st->io.reader, *slot);
 	if (*fd >= 0)
 		close(*fd);
 	*fd = -1;
@@ -29,7 +29,7 @@ int file_refresh(struct ws_stream *st, const char *path, int *fd, int *slot)
 	if (nfd < 0)
 		return errno == ENOENT ? -ENOENT : ws_fail(-errno, "tenant %s: open %s", st->tenant, path);
 	*fd = nfd;
-	*slot = ws_reader_attach(st->reader, nfd);
+	*slot = ws_reader_attach(st->io.reader, nfd);
 	if (*slot < 0) {
 		int rc = *slot;
 		*slot = -1;
@@ -56,8 +56,8 @@ uint64_t file_size(int fd)
 static sqlite3_file *db_file(struct ws_stream *st)
 {
 	sqlite3_file *f = NULL;
-	if (st->held < 0 ||
-	    sqlite3_file_control(st->conn[st->held], "main", SQLITE_FCNTL_FILE_POINTER, &f) != SQLITE_OK ||
+	if (st->txn.held < 0 ||
+	    sqlite3_file_control(st->txn.conn[st->txn.held], "main", SQLITE_FCNTL_FILE_POINTER, &f) != SQLITE_OK ||
 	    !f || !f->pMethods)
 		return NULL;
 	return f;
@@ -97,7 +97,7 @@ ssize_t db_read(struct ws_stream *st, uint64_t off, size_t len, uint8_t *dst)
 /* Database geometry from the file header (used when the WAL has no frames). */
 int db_header(struct ws_stream *st, uint32_t *page_size, uint32_t *pages)
 {
-	uint8_t *buf = ws_reader_buf(st->reader) + st->small_off;
+	uint8_t *buf = ws_reader_buf(st->io.reader) + st->io.small_off;
 	ssize_t got = db_read(st, 0, WS_DB_HDR_SIZE, buf);
 	struct ws_db_hdr h;
 	uint32_t ps;
@@ -219,19 +219,19 @@ int wal_index_bound(struct ws_stream *st, const struct ws_wal_hdr *wh, uint64_t 
 	if (*wal_bytes <= end)
 		return 0;
 	if (*wal_bytes >= end + WS_WAL_FRAME_HDR_SIZE) {
-		const uint8_t *buf = ws_reader_buf(st->reader) + st->small_off;
+		const uint8_t *buf = ws_reader_buf(st->io.reader) + st->io.small_off;
 		struct ws_wal_frame_hdr fh = { 0 };
-		ssize_t got = ws_reader_read(st->reader, st->wal_slot, end, st->small_off, WS_WAL_FRAME_HDR_SIZE);
+		ssize_t got = ws_reader_read(st->io.reader, st->io.wal_slot, end, st->io.small_off, WS_WAL_FRAME_HDR_SIZE);
 		if (got < 0)
 			return ws_fail((int)got, "tenant %s: read %s at %" PRIu64, st->tenant, st->wal_path, end);
 		if (got == (ssize_t)WS_WAL_FRAME_HDR_SIZE)
 			ws_wal_frame_hdr_decode(buf, &fh);
-		st->past_index = got == (ssize_t)WS_WAL_FRAME_HDR_SIZE && fh.salt1 == wh->salt1 &&
+		st->at.past_index = got == (ssize_t)WS_WAL_FRAME_HDR_SIZE && fh.salt1 == wh->salt1 &&
 				 fh.salt2 == wh->salt2;
 	}
 	ws_debug("tenant %s: %s runs %" PRIu64 " bytes past the wal-index's last commit (frame %u)%s: "
 		 "not committed, not read", st->tenant, st->wal_path, *wal_bytes - end, mx,
-		 st->past_index ? ", a frame of this generation next" : "");
+		 st->at.past_index ? ", a frame of this generation next" : "");
 	*wal_bytes = end;
 	return 0;
 }
@@ -246,8 +246,8 @@ int wal_index_bound(struct ws_stream *st, const struct ws_wal_hdr *wh, uint64_t 
  */
 int read_wal_gen(struct ws_stream *st, struct ws_wal_hdr *wh)
 {
-	uint8_t *buf = ws_reader_buf(st->reader) + st->small_off;
-	ssize_t got = ws_reader_read(st->reader, st->wal_slot, 0, st->small_off, WS_WAL_HDR_SIZE);
+	uint8_t *buf = ws_reader_buf(st->io.reader) + st->io.small_off;
+	ssize_t got = ws_reader_read(st->io.reader, st->io.wal_slot, 0, st->io.small_off, WS_WAL_HDR_SIZE);
 	int rc;
 	if (got < 0)
 		return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->wal_path);
