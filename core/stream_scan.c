@@ -65,17 +65,15 @@ static int reserve_slot(struct ws_stream *st, uint32_t *idx)
 }
 
 /*
- * Publish a batch or snapshot part whose payload is already in ring slot
- * idx: its header travels in the descriptor, the payload goes to the sink
- * straight from the slot. The object is named and referenced by its header
- * hash, which covers the payload hash: the payload is hashed once.
+ * Publishing a batch or snapshot part whose payload is already in ring
+ * slot idx: its header travels in the descriptor, the payload goes to the
+ * sink straight from the slot. The object is named and referenced by its
+ * header hash, which covers the payload hash: the payload is hashed once.
+ * publish_begin: the fault site and the slot's policy.
  */
-static int publish_part(struct ws_stream *st, uint32_t idx, const struct ws_fmt_objref *ref, const uint8_t *hdr,
-			size_t hdr_len, size_t payload_len, const struct ws_part *info, const char *fault_site,
-			bool checked)
+static int publish_begin(struct ws_stream *st, struct ws_pipe_desc *d, const struct ws_fmt_objref *ref,
+			 const char *fault_site, bool checked)
 {
-	struct ws_pipe_desc *d = ws_pipe_desc(st->pipe, idx);
-	uint64_t used;
 	int rc = WS_FAULT(fault_site);
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault before uploading %s", st->tenant, ref->key);
@@ -84,17 +82,15 @@ static int publish_part(struct ws_stream *st, uint32_t idx, const struct ws_fmt_
 	 * (unlocked) waits. */
 	d->policy = st->call.locked && st->policy == WS_POLICY_BLOCK ? WS_POLICY_THROTTLE : st->policy;
 	d->checked = checked;
-	if (!checked) {
-		/* Sent as it is; a checked batch's fields were set by the tail
-		 * (and its results by whichever thread read it). */
-		snprintf(d->key, sizeof(d->key), "%s", ref->key);
-		if (hdr_len)
-			memcpy(d->hdr, hdr, hdr_len);
-		d->hdr_len = (uint32_t)hdr_len;
-		d->payload_len = payload_len;
-		d->delegated = false;
-		d->hold = false;
-	}
+	return 0;
+}
+
+/* publish_end: the part joins the call's, the slot goes to the pipe. */
+static int publish_end(struct ws_stream *st, uint32_t idx, struct ws_pipe_desc *d, const struct ws_fmt_objref *ref,
+		       size_t payload_len, const struct ws_part *info)
+{
+	uint64_t used;
+	int rc;
 	d->chk.dropped = false;
 	d->rc = 0;
 	d->throttle_retries = 0;
@@ -111,6 +107,38 @@ static int publish_part(struct ws_stream *st, uint32_t idx, const struct ws_fmt_
 		return ws_fail(rc, "tenant %s: injected fault publishing %s", st->tenant, ref->key);
 	ws_pipe_publish(st->pipe);
 	return 0;
+}
+
+/* A checked batch: its fields were set by the tail (ws_pipe_describe_batch),
+ * its results by whichever thread read it. */
+static int publish_batch(struct ws_stream *st, uint32_t idx, const struct ws_fmt_objref *ref, size_t payload_len,
+			 const struct ws_part *info)
+{
+	struct ws_pipe_desc *d = ws_pipe_desc(st->pipe, idx);
+	int rc = publish_begin(st, d, ref, "stream.before_batch_put", true);
+	if (rc)
+		return rc;
+	WS_ASSERT(!info->snap && d->batch.first_frame == ref->first);
+	return publish_end(st, idx, d, ref, payload_len, info);
+}
+
+/* A snapshot part: sent as it is, under the header given. */
+static int publish_snap(struct ws_stream *st, uint32_t idx, const struct ws_fmt_objref *ref, const uint8_t *hdr,
+			size_t hdr_len, size_t payload_len, const struct ws_part *info)
+{
+	struct ws_pipe_desc *d = ws_pipe_desc(st->pipe, idx);
+	int rc = publish_begin(st, d, ref, "stream.before_snapshot_put", false);
+	if (rc)
+		return rc;
+	WS_ASSERT(info->snap && hdr_len <= sizeof(d->hdr));
+	snprintf(d->key, sizeof(d->key), "%s", ref->key);
+	if (hdr_len)
+		memcpy(d->hdr, hdr, hdr_len);
+	d->hdr_len = (uint32_t)hdr_len;
+	d->payload_len = payload_len;
+	d->delegated = false;
+	d->hold = false;
+	return publish_end(st, idx, d, ref, payload_len, info);
 }
 
 /* ---- the scan --------------------------------------------------------- */
@@ -188,6 +216,8 @@ static int merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_p
 			chain = false;
 		if (read && pt.chk.ship == 0)
 			continue; /* nothing was sent for it */
+		/* Kept parts stay in order, each naming a batch at or after the last kept one's. */
+		WS_ASSERT(!pt.snap && keep_refs <= pt.ref && pt.ref < st->at.batch_count);
 		st->call.batches[keep_refs] = st->call.batches[pt.ref];
 		pt.ref = keep_refs++;
 		st->call.parts[keep_parts++] = pt;
@@ -254,6 +284,8 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 		want = per_chunk;
 		if ((wal_bytes - off) / fsz < want)
 			want = (size_t)((wal_bytes - off) / fsz);
+		/* Whole frames, inside the file as measured and inside one slot. */
+		WS_ASSERT(want > 0 && want <= slot_frames && off + want * fsz <= wal_bytes);
 		/* The work bound: what is published so far ships now; the rest
 		 * is the next tail's (never the first slot: a tail makes progress). */
 		if (k > 0 && st->at.tail_stop_ms && ws_mono_ms() >= st->at.tail_stop_ms) {
@@ -292,26 +324,26 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 		if ((rc = room_batch(st, st->at.batch_count)) != 0)
 			return ws_fail(rc, "tenant %s: no room for batch %u of the call", st->tenant, st->at.batch_count + 1);
 		d = ws_pipe_desc(st->pipe, idx);
-		memset(&d->batch, 0, sizeof(d->batch));
-		d->batch.gen = sc->gen;
-		d->batch.first_frame = next;
-		d->batch.seed_cksum[0] = sc->cur.cksum[0];
-		d->batch.seed_cksum[1] = sc->cur.cksum[1];
-		d->first_slot = k == 0;
-		d->hold = hold && k == 0;
-		d->wal_fd = st->io.wal_fd;
-		d->wal_off = off;
-		d->want = (uint32_t)want;
-		d->per_chunk = (uint32_t)per_chunk;
-		snprintf(d->key_prefix, sizeof(d->key_prefix), "%s", sc->prefix);
-		/* The key carries the manifest's watermark sequence, as a snapshot
-		 * part's does: a later chain that re-ships the same frames (a
-		 * re-base of a WAL an older chain shipped) never names an object
-		 * of that older chain, which retention may be deleting. */
-		d->key_seq = (st->mark.have ? st->mark.wm.seq : 0) + 1;
-		/* The pipe decides which thread reads the slot. */
-		d->delegated = !ws_pipe_reads_here(st->pipe, k, multi);
-		memset(&d->chk, 0, sizeof(d->chk)); /* R fills it: nothing of a slot's last use */
+		ws_pipe_describe_batch(d, &(struct ws_pipe_batch_spec){
+			.gen = sc->gen,
+			.first_frame = next,
+			.seed_cksum = { sc->cur.cksum[0], sc->cur.cksum[1] },
+			.first_slot = k == 0,
+			.hold = hold && k == 0,
+			/* The pipe decides which thread reads the slot. */
+			.delegated = !ws_pipe_reads_here(st->pipe, k, multi),
+			.wal_fd = st->io.wal_fd,
+			.wal_off = off,
+			.want = (uint32_t)want,
+			.per_chunk = (uint32_t)per_chunk,
+			.key_prefix = sc->prefix,
+			/* The key carries the manifest's watermark sequence, as a
+			 * snapshot part's does: a later chain that re-ships the same
+			 * frames (a re-base of a WAL an older chain shipped) never
+			 * names an object of that older chain, which retention may
+			 * be deleting. */
+			.key_seq = (st->mark.have ? st->mark.wm.seq : 0) + 1,
+		});
 		ref = &st->call.batches[st->at.batch_count];
 		memset(ref, 0, sizeof(*ref));
 		ref->first = next;
@@ -328,7 +360,7 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 					       st->tenant, st->wal_path, off, ws_strerror(rc));
 			own_cont = d->chk.cont;
 		}
-		rc = publish_part(st, idx, ref, NULL, 0, want * fsz, &part, "stream.before_batch_put", true);
+		rc = publish_batch(st, idx, ref, want * fsz, &part);
 		if (rc)
 			return rc;
 		if (!own_cont)
@@ -409,6 +441,7 @@ int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pag
 		if (got < 0)
 			return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->db_path);
 		n = (size_t)got / ps;
+		WS_ASSERT(n <= per_part); /* a part fills one slot at most */
 		if (n == 0)
 			break; /* the file shrank under us; frames carry the rest */
 		rc = room_snap(st, st->at.snap_count);
@@ -440,7 +473,7 @@ int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pag
 		part.snap = true;
 		part.ref = st->at.snap_count;
 		st->at.snap_count++;
-		rc = publish_part(st, idx, ref, hdr, sizeof(hdr), n * ps, &part, "stream.before_snapshot_put", false);
+		rc = publish_snap(st, idx, ref, hdr, sizeof(hdr), n * ps, &part);
 		if (rc)
 			return rc;
 		p += n;
@@ -508,6 +541,7 @@ int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t *last,
 	}
 	/* Batches that extend past the last commit stay unnamed by the manifest;
 	 * drop trailing batches that contain no committed frame at all. */
+	WS_ASSERT(st->at.batch_count <= st->at.part_count);
 	while (st->at.batch_count > 0 && st->call.batches[st->at.batch_count - 1].first > *last)
 		st->at.batch_count--;
 	return 0;

@@ -479,7 +479,7 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 	/* The write lock stops the application's writers for the length of
 	 * this call: only when the last call went through (a sink that fails
 	 * now would hold them for its retries), and then with no upload
-	 * waited out (publish_part). */
+	 * waited out (publish_begin). */
 	if (st->mark.have && st->mark.wm.gen.wal_magic != 0 && st->last_ok && wm_gen_past_ckpt_bytes(st) &&
 	    wal_still_wm_gen(st)) {
 		if ((rc = WS_FAULT("stream.before_checkpoint_lock")) != 0)

@@ -68,6 +68,7 @@ static int conn_begin_read(struct ws_stream *st, int i)
 {
 	char *msg = NULL;
 	int rc;
+	WS_ASSERT(i == 0 || i == 1);
 	if (!st->txn.conn[i] && (rc = conn_open(st, &st->txn.conn[i])) != 0)
 		return rc;
 	/* A deferred transaction takes its read mark at the first read and keeps
@@ -91,6 +92,7 @@ static int conn_begin_read(struct ws_stream *st, int i)
 
 void conn_end_read(struct ws_stream *st, int i)
 {
+	WS_ASSERT(i == 0 || i == 1);
 	if (st->txn.conn[i])
 		sqlite3_exec(st->txn.conn[i], "COMMIT", NULL, NULL, NULL);
 }

@@ -98,9 +98,11 @@ ssize_t db_read(struct ws_stream *st, uint64_t off, size_t len, uint8_t *dst)
 int db_header(struct ws_stream *st, uint32_t *page_size, uint32_t *pages)
 {
 	uint8_t *buf = ws_reader_buf(st->io.reader) + st->io.small_off;
-	ssize_t got = db_read(st, 0, WS_DB_HDR_SIZE, buf);
+	ssize_t got;
 	struct ws_db_hdr h;
 	uint32_t ps;
+	WS_ASSERT(st->io.small_bytes >= WS_DB_HDR_SIZE); /* the small area holds a header */
+	got = db_read(st, 0, WS_DB_HDR_SIZE, buf);
 	if (got < 0)
 		return ws_fail((int)got, "tenant %s: read %s", st->tenant, st->db_path);
 	if (got == 0) {
