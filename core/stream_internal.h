@@ -221,7 +221,6 @@ struct scan {
 	int64_t read_ms;
 };
 
-/* The scan (scan_checked) when every slot is checked where it is read. */
 /* How a call's scan meets the batch limit (scan_checked). */
 enum at_limit {
 	LIMIT_STOP,      /* ship the prefix read, up to its last commit */
@@ -264,6 +263,9 @@ struct tail {
 };
 
 /* ---- cross-file calls (one block per file) ---------------------------- */
+
+/* Calls between the stream's files only: outside the library's export map
+ * (walship.map), and no file but core/stream*.c includes this header. */
 
 /* core/stream.c */
 void use_work(struct ws_stream *st, struct ws_tail_work *w);
