@@ -6,12 +6,36 @@
 #include <string.h>
 #include <time.h>
 
+#include "ws_assert.h"
 #include "ws_clock.h"
 #include "ws_fault.h"
 #include "ws_hash.h"
 #include "ws_logging.h"
 #include "ws_wal.h"
 
+
+void ws_pipe_describe_batch(struct ws_pipe_desc *d, const struct ws_pipe_batch_spec *s)
+{
+	/* Only a tail's first slot may be held for its manifest (inline), and
+	 * a slot reads at most a full slot's frames. */
+	WS_ASSERT(!s->hold || s->first_slot);
+	WS_ASSERT(s->want > 0 && s->want <= s->per_chunk);
+	memset(&d->batch, 0, sizeof(d->batch));
+	d->batch.gen = s->gen;
+	d->batch.first_frame = s->first_frame;
+	d->batch.seed_cksum[0] = s->seed_cksum[0];
+	d->batch.seed_cksum[1] = s->seed_cksum[1];
+	d->first_slot = s->first_slot;
+	d->hold = s->hold;
+	d->wal_fd = s->wal_fd;
+	d->wal_off = s->wal_off;
+	d->want = s->want;
+	d->per_chunk = s->per_chunk;
+	snprintf(d->key_prefix, sizeof(d->key_prefix), "%s", s->key_prefix);
+	d->key_seq = s->key_seq;
+	d->delegated = s->delegated;
+	memset(&d->chk, 0, sizeof(d->chk)); /* R fills it: nothing of a slot's last use */
+}
 
 /* WAL bytes read at a time: small enough to stay in L2 until checked. */
 #define FILL_READ_BYTES ((size_t)256 << 10)
@@ -27,9 +51,13 @@ static int fill_slot(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t r
 	const size_t boff = ring_off + (size_t)(frames - p->ring.mem);
 	const uint32_t sub = FILL_READ_BYTES / fsz ? (uint32_t)(FILL_READ_BYTES / fsz) : 1;
 	struct ws_xxh_state hs;
+	struct ws_wal_frame_hdr fh;
 	uint32_t have = 0;
 	ssize_t got;
 
+	/* R reads what the tail described into that slot only (d->checked is
+	 * set at publish, after the tail's own read). */
+	WS_ASSERT(d->want > 0 && (size_t)d->want * fsz <= p->ring.slot_bytes);
 	memset(c, 0, sizeof(*c));
 	d->hdr_len = 0;
 	d->payload_len = 0;
@@ -45,8 +73,9 @@ static int fill_slot(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t r
 			c->run.ended = true;
 			return 0;
 		}
-		b->seed_cksum[0] = ws_get_be32(frames + 16);
-		b->seed_cksum[1] = ws_get_be32(frames + 20);
+		ws_wal_frame_hdr_decode(frames, &fh);
+		b->seed_cksum[0] = fh.cksum1;
+		b->seed_cksum[1] = fh.cksum2;
 	}
 	c->run.first_frame = b->first_frame;
 	c->run.seed[0] = b->seed_cksum[0];
@@ -76,10 +105,12 @@ static int fill_slot(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t r
 		c->filled = true;
 		return 0;
 	}
+	WS_ASSERT(c->ship <= c->run.valid && c->ship <= d->want); /* never ships a frame it did not check */
 	const uint8_t *last = frames + (size_t)(c->ship - 1) * fsz;
 	b->frame_count = c->ship;
-	b->end_cksum[0] = ws_get_be32(last + 16);
-	b->end_cksum[1] = ws_get_be32(last + 20);
+	ws_wal_frame_hdr_decode(last, &fh);
+	b->end_cksum[0] = fh.cksum1;
+	b->end_cksum[1] = fh.cksum2;
 	/* The hash covers the valid frames; a batch cut at its last commit is
 	 * hashed again (only where a transaction was still being written). */
 	b->payload_xxh = c->ship == c->run.valid ? ws_xxh_digest(&hs) : ws_xxh64(frames, (size_t)c->ship * fsz);
@@ -111,8 +142,10 @@ int ws_pipe_fill(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t ring_
  * tail keeps the descriptor open until its slots are done). */
 static int fill_delegated(struct ws_pipe *p, uint32_t idx, struct ws_pipe_desc *d)
 {
-	int fslot = ws_reader_attach(p->reader, d->wal_fd);
+	int fslot;
 	int rc;
+	WS_ASSERT(d->delegated && p->reader); /* U reads only what T handed it */
+	fslot = ws_reader_attach(p->reader, d->wal_fd);
 	if (fslot < 0)
 		return fslot;
 	rc = ws_pipe_fill(p, p->reader, fslot, 0, idx, d);
@@ -343,6 +376,8 @@ static void collect(struct ws_pipe *p)
 	uint32_t tail = ws_ring_tail(&p->ring);
 	while (p->collected != tail) {
 		const struct ws_pipe_desc *d = ws_pipe_desc(p, p->collected);
+		/* T's count: accounted() reads only T fields, which U leaves alone. */
+		WS_ASSERT(p->outstanding >= accounted(d));
 		p->outstanding -= accounted(d);
 		if (p->on_done)
 			p->on_done(p->arg, p->collected, d);
@@ -361,6 +396,8 @@ void ws_pipe_publish(struct ws_pipe *p)
 {
 	uint32_t idx = p->ring.head;
 	struct ws_pipe_desc *d = ws_pipe_desc(p, idx);
+	/* T's fields agree: only a checked batch is read elsewhere or held. */
+	WS_ASSERT(d->checked || (!d->delegated && !d->hold));
 	p->outstanding += accounted(d);
 	ws_ring_publish(&p->ring);
 	if (!p->threaded) {
@@ -374,4 +411,5 @@ void ws_pipe_drain(struct ws_pipe *p)
 {
 	(void)ws_ring_wait_tail(&p->ring, p->ring.head, -1);
 	collect(p);
+	WS_ASSERT(p->collected != p->ring.head || p->outstanding == 0);
 }

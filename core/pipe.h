@@ -80,6 +80,29 @@ struct ws_pipe_desc {
 	uint32_t throttle_retries; /* U */
 };
 
+/*
+ * A checked WAL batch as the tail describes it: every T field of a batch
+ * slot (the stream<->pipe seam). The seed is known for a tail's first
+ * slot only; a later slot's reader takes it from the frame before.
+ */
+struct ws_pipe_batch_spec {
+	struct ws_fmt_gen gen;
+	uint64_t first_frame;
+	uint32_t seed_cksum[2];
+	bool first_slot;
+	bool hold;
+	bool delegated;
+	int wal_fd;
+	uint64_t wal_off;          /* file offset of first_frame */
+	uint32_t want, per_chunk;
+	const char *key_prefix;
+	uint64_t key_seq;
+};
+
+/* Producer (T): describe reserved slot d as the batch s; nothing of the
+ * slot's last use stays (R fills chk). */
+void ws_pipe_describe_batch(struct ws_pipe_desc *d, const struct ws_pipe_batch_spec *s);
+
 /* Called by the producer for each finished slot, in publish order. */
 typedef void (*ws_pipe_done_fn)(void *arg, uint32_t idx, const struct ws_pipe_desc *d);
 

@@ -21,6 +21,7 @@
  * tables (before 5.19) get the whole buffer registered at open, as before.
  * A chunk whose registration fails is read with pread (logged once).
  */
+#include "ws_assert.h"
 #include "ws_reader.h"
 
 #include <errno.h>
@@ -551,6 +552,8 @@ ssize_t ws_reader_read(struct ws_reader *r, int slot, uint64_t off, size_t buf_o
 				want = room;
 			fixed = chunk_register(r, ci) == 0;
 		}
+		/* The contract checked above: every piece lands inside the buffer. */
+		WS_ASSERT(want > 0 && done + want <= len && buf_off + done + want <= r->buf_bytes);
 		if (fixed) {
 			n = uring_read_once(r, slot, off + done, r->buf + buf_off + done, (unsigned)want,
 					    (unsigned)ci);
@@ -567,6 +570,7 @@ ssize_t ws_reader_read(struct ws_reader *r, int slot, uint64_t off, size_t buf_o
 				       (unsigned long long)(off + done), ws_strerror((int)n));
 		if (n == 0)
 			break;  /* end of file: a short read, not an error */
+		WS_ASSERT((size_t)n <= want); /* no read runs past what it asked for */
 		done += (size_t)n;
 		retries = 0;
 	}

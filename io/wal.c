@@ -77,11 +77,46 @@
  *   ws_wal_hdr_parse reports WS_ENOTWAL for these so the caller can tell a
  *   foreign file from a WAL; a caller mirroring SQLite maps a 0-byte file to
  *   "no frames".
+ *
+ * WAL-INDEX HEADER (SQLite's WalIndexHdr; the -shm's first 96 bytes)
+ *   Two copies of a 48-byte header. A writer stores the second copy, then
+ *   the first; a reader copies the first, then the second, and takes them
+ *   only when both are equal, initialised and their checksum right
+ *   (walIndexTryHdr); otherwise a writer is between its stores: read again.
+ *   Every field is in the host's byte order except the salts:
+ *    0  iVersion        3007000
+ *    4  unused
+ *    8  iChange         counts transactions
+ *   12  isInit          1 once a connection has built the wal-index
+ *   13  bigEndCksum     the WAL's checksum word order
+ *   14  szPage          u16 page size, 65536 written as 1
+ *   16  mxFrame         the last frame readers may use (a commit), 0 none
+ *   20  nPage           the database's size in pages at mxFrame
+ *   24  aFrameCksum     checksum of frame mxFrame, two u32
+ *   32  aSalt           the WAL header's bytes 16..23 as they are (so
+ *                       big-endian words, the WAL header's salts)
+ *   40  aCksum          checksum (above) of bytes 0..39, native word order
+ *   A restart (a writer beginning the WAL again) sets mxFrame to 0 and
+ *   salt-1 to the old one plus 1 before the file's header is rewritten.
+ *
+ * DATABASE HEADER (the first 100 bytes of page 1, big-endian; the fields
+ * this project reads)
+ *    0  magic           "SQLite format 3\0"
+ *   16  page size       u16, 1 means 65536
+ *   18  write version   1 rollback journal, 2 WAL
+ *   19  read version    the same
+ *   24  change counter  bumped by every transaction (rollback mode)
+ *   28  page count      the database's size in pages, valid only when
+ *                       version-valid-for equals the change counter
+ *                       (SQLite >= 3.7.0 writes both); else the file's size
+ *   92  version-valid-for
  */
 #include "ws_wal.h"
+#include "ws_assert.h"
 #include "ws_hash.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,23 +128,6 @@
 
 static_assert(WS_WAL_HDR_SIZE % 8 == 0 && WS_WAL_FRAME_HDR_SIZE % 8 == 0,
 	      "checksummed ranges must be whole 8-byte pairs");
-
-/*
- * Invariant checks that stay on in release builds (RelWithDebInfo defines
- * NDEBUG, which would silence assert()). They guard caller contracts whose
- * violation would make a checksum silently skip bytes.
- */
-#define WAL_INVARIANT(cond) \
-	do { \
-		if (__builtin_expect(!(cond), 0)) \
-			invariant_failed(#cond, __LINE__); \
-	} while (0)
-
-__attribute__((noreturn, cold)) static void invariant_failed(const char *what, int line)
-{
-	fprintf(stderr, "walship: io/wal.c:%d: invariant failed: %s\n", line, what);
-	abort();
-}
 
 static bool page_size_valid(uint32_t page_size)
 {
@@ -202,7 +220,7 @@ void ws_wal_checksum(bool big_endian, const uint8_t *data, size_t len, uint32_t 
 {
 	/* A trailing partial pair would silently be skipped: callers pass only
 	 * the 24-byte header prefix, the 8-byte frame prefix and whole pages. */
-	WAL_INVARIANT(len % 8 == 0);
+	WS_ASSERT(len % 8 == 0);
 	if (big_endian)
 		checksum_be(data, len, s);
 	else
@@ -304,7 +322,7 @@ void ws_wal_cursor_init(struct ws_wal_cursor *c, const struct ws_wal_hdr *hdr)
 void ws_wal_cursor_resume(struct ws_wal_cursor *c, const struct ws_wal_hdr *hdr,
 			  uint64_t next_frame, const uint32_t cksum[2])
 {
-	WAL_INVARIANT(next_frame > 1);
+	WS_ASSERT(next_frame > 1);
 	ws_wal_cursor_init(c, hdr);
 	c->cksum[0] = cksum[0];
 	c->cksum[1] = cksum[1];
@@ -433,4 +451,94 @@ uint32_t ws_wal_run_check(struct ws_wal_run *run, bool big_endian, uint32_t page
 			run->ended = true;
 	}
 	return done;
+}
+
+bool ws_wal_page_size_valid(uint32_t page_size)
+{
+	return page_size_valid(page_size);
+}
+
+/* ---- the wal-index header ---------------------------------------------- */
+
+static uint32_t get_ne32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+int ws_walidx_hdr_decode(const uint8_t *both, size_t len, struct ws_walidx_hdr *out)
+{
+	uint32_t s[2] = { 0, 0 };
+	if (len < WS_WALIDX_HDR_BOTH)
+		return -EINVAL;
+	if (memcmp(both, both + WS_WALIDX_HDR_SIZE, WS_WALIDX_HDR_SIZE) != 0)
+		return -EAGAIN;
+	if (both[12] != 1)
+		return -ENODATA;
+	ws_wal_checksum(__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__, both, 40, s);
+	if (s[0] != get_ne32(both + 40) || s[1] != get_ne32(both + 44))
+		return -EAGAIN;
+	uint16_t sz;
+	memcpy(&sz, both + 14, sizeof(sz));
+	out->version = get_ne32(both);
+	out->change = get_ne32(both + 8);
+	out->big_endian_cksum = both[13] != 0;
+	/* SQLite stores 65536 as 1 (walIndexWriteHdr: szPage & 0xff00 | szPage >> 16). */
+	out->page_size = (uint32_t)(sz & 0xfe00) + ((uint32_t)(sz & 1) << 16);
+	out->mx_frame = get_ne32(both + 16);
+	out->n_page = get_ne32(both + 20);
+	out->frame_cksum[0] = get_ne32(both + 24);
+	out->frame_cksum[1] = get_ne32(both + 28);
+	out->salt1 = ws_get_be32(both + 32);
+	out->salt2 = ws_get_be32(both + 36);
+	out->cksum[0] = s[0];
+	out->cksum[1] = s[1];
+	return 0;
+}
+
+/* ---- the database header ----------------------------------------------- */
+
+bool ws_db_hdr_is_sqlite(const uint8_t *buf, size_t len)
+{
+	return len >= WS_DB_HDR_MAGIC_SIZE && memcmp(buf, "SQLite format 3", WS_DB_HDR_MAGIC_SIZE) == 0;
+}
+
+uint32_t ws_db_hdr_page_size(const uint8_t buf[WS_DB_HDR_MODE_END])
+{
+	uint32_t ps = (uint32_t)buf[16] << 8 | buf[17];
+	return ps == 1 ? 65536 : ps;
+}
+
+bool ws_db_hdr_wal_mode(const uint8_t buf[WS_DB_HDR_MODE_END])
+{
+	return buf[18] == 2 && buf[19] == 2;
+}
+
+uint32_t ws_db_hdr_page_count(const uint8_t buf[WS_DB_HDR_SIZE])
+{
+	return ws_get_be32(buf + 92) == ws_get_be32(buf + 24) ? ws_get_be32(buf + 28) : 0;
+}
+
+int ws_db_hdr_decode(const uint8_t *buf, size_t len, struct ws_db_hdr *out)
+{
+	if (len < WS_DB_HDR_SIZE || !ws_db_hdr_is_sqlite(buf, len))
+		return WS_EFORMAT;
+	out->page_size = ws_db_hdr_page_size(buf);
+	out->write_version = buf[18];
+	out->read_version = buf[19];
+	out->change_counter = ws_get_be32(buf + 24);
+	out->page_count = ws_get_be32(buf + 28);
+	out->version_valid_for = ws_get_be32(buf + 92);
+	return 0;
+}
+
+bool ws_db_hdr_is_wal(const struct ws_db_hdr *h)
+{
+	return h->write_version == 2 && h->read_version == 2;
+}
+
+uint32_t ws_db_hdr_pages(const struct ws_db_hdr *h)
+{
+	return h->version_valid_for == h->change_counter ? h->page_count : 0;
 }

@@ -186,6 +186,84 @@ static inline uint64_t ws_wal_frame_offset(uint32_t page_size, uint64_t n)
 	return WS_WAL_HDR_SIZE + (n - 1) * (uint64_t)ws_wal_frame_size(page_size);
 }
 
+/*
+ * Page sizes SQLite can have: a power of two, WS_WAL_PAGE_MIN..WS_WAL_PAGE_MAX
+ * (the same for the WAL header, the wal-index and the database header).
+ */
+bool ws_wal_page_size_valid(uint32_t page_size);
+
+/*
+ * WAL-INDEX HEADER (wal.c, "WAL-INDEX HEADER"): two 48-byte copies at the
+ * start of the -shm, native byte order but for the salts. A reader copies
+ * both (the first, a fence, the second) and decodes them here.
+ */
+#define WS_WALIDX_HDR_SIZE 48u
+#define WS_WALIDX_HDR_BOTH (2u * WS_WALIDX_HDR_SIZE)
+
+struct ws_walidx_hdr {
+	uint32_t version;        /* iVersion: 3007000 */
+	uint32_t change;         /* iChange: counts the transactions written */
+	bool big_endian_cksum;   /* bigEndCksum: the WAL's checksum word order */
+	uint32_t page_size;      /* szPage decoded (1 = 65536) */
+	uint32_t mx_frame;       /* the last frame a reader may use, 0 none */
+	uint32_t n_page;         /* the database's size in pages at mx_frame */
+	uint32_t frame_cksum[2]; /* the checksum of frame mx_frame */
+	uint32_t salt1, salt2;   /* the WAL header's salts, as the WAL header's words */
+	uint32_t cksum[2];       /* over bytes 0..39, native order */
+};
+
+/*
+ * Decode the two copies of the wal-index header as SQLite's readers take
+ * them (walIndexTryHdr): equal, initialised and the checksum right.
+ * Errors: -EINVAL (len < WS_WALIDX_HDR_BOTH); -ENODATA (equal but not
+ * initialised: no connection has built the wal-index); -EAGAIN (the copies
+ * differ or the checksum is wrong: a writer is between its stores, read
+ * them again).
+ */
+int ws_walidx_hdr_decode(const uint8_t *both, size_t len, struct ws_walidx_hdr *out) WS_MUST_CHECK;
+
+/*
+ * DATABASE HEADER (wal.c, "DATABASE HEADER"): the first 100 bytes of page 1,
+ * big-endian. The accessors read one field of a buffer the caller knows
+ * holds it (the offsets below); ws_db_hdr_decode checks and takes them all.
+ */
+#define WS_DB_HDR_SIZE 100u
+#define WS_DB_HDR_MAGIC_SIZE 16u /* "SQLite format 3\0" */
+#define WS_DB_HDR_MODE_END 20u   /* bytes a reader needs for the journal mode */
+
+struct ws_db_hdr {
+	uint32_t page_size;          /* 16: decoded (1 = 65536), not validated */
+	uint8_t write_version;       /* 18: 1 rollback journal, 2 WAL */
+	uint8_t read_version;        /* 19 */
+	uint32_t change_counter;     /* 24 */
+	uint32_t page_count;         /* 28: the in-header database size */
+	uint32_t version_valid_for;  /* 92 */
+};
+
+/* Whether buf (len bytes) starts with the database header's magic string. */
+bool ws_db_hdr_is_sqlite(const uint8_t *buf, size_t len);
+/* The page size at 16..17, decoded (1 = 65536), not validated. */
+uint32_t ws_db_hdr_page_size(const uint8_t buf[WS_DB_HDR_MODE_END]);
+/* Whether bytes 18 and 19 both say WAL (2). */
+bool ws_db_hdr_wal_mode(const uint8_t buf[WS_DB_HDR_MODE_END]);
+/*
+ * The in-header page count at 28 when SQLite takes it as the database's
+ * size: the change counter at 24 equals version-valid-for at 92. 0 when
+ * SQLite goes by the file's size instead (or the field is 0).
+ */
+uint32_t ws_db_hdr_page_count(const uint8_t buf[WS_DB_HDR_SIZE]);
+
+/*
+ * Decode a database header. Errors: WS_EFORMAT (len < WS_DB_HDR_SIZE or no
+ * magic string: not a SQLite database). The fields are not validated: the
+ * caller decides what a wrong page size or journal mode means.
+ */
+int ws_db_hdr_decode(const uint8_t *buf, size_t len, struct ws_db_hdr *out) WS_MUST_CHECK;
+/* Whether the header says WAL mode (write and read version both 2). */
+bool ws_db_hdr_is_wal(const struct ws_db_hdr *h);
+/* The header's page count when valid (ws_db_hdr_page_count), else 0. */
+uint32_t ws_db_hdr_pages(const struct ws_db_hdr *h);
+
 /* Big-endian helpers shared by the format code. */
 static inline uint32_t ws_get_be32(const uint8_t *p)
 {

@@ -50,6 +50,11 @@ impl_map = {
     "ws_store.h": ["store.c", "store_file.c", "store_s3.c"],
     "s3_internal.h": ["store_s3.c"],
     "http_internal.h": ["http.c"],
+    # The tail: one stream, in the files of its steps.
+    "stream_internal.h": ["stream.c", "stream_txn.c", "stream_wal.c", "stream_scan.c", "stream_manifest.c",
+                          "stream_steps.c"],
+    "ws_stream.h": ["stream.c", "stream_txn.c", "stream_wal.c", "stream_scan.c", "stream_manifest.c",
+                    "stream_steps.c"],
 }
 inc_re = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -680,7 +680,7 @@ static void test_stream_close_keeps_app_locks(void **state)
 	if (access(r.wal, F_OK) != 0)
 		fail_msg("the -wal file of %s was deleted by another process's sqlite3_close while this "
 			 "process's writer was still open: closing the stream dropped the writer's POSIX lock on "
-			 "the database file (core/stream.c file_close on db_fd)", r.src);
+			 "the database file (core/stream_wal.c file_close on db_fd)", r.src);
 	/* And the writer's next commit is visible to other processes. */
 	wt_exec(r.w, "INSERT INTO t(k, v) VALUES(2, x'02')");
 	{

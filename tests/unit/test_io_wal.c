@@ -8,6 +8,7 @@
  */
 #include "testutil.h"
 
+#include <errno.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -747,6 +748,206 @@ static void test_sqlite_wal_reset_stale_tail(void **state)
 	free(dir);
 }
 
+/*
+ * The wal-index header SQLite's own connection wrote (the -shm file), and
+ * the database header of the same database: decoded, they agree with the
+ * WAL they describe and with what SQLite says.
+ */
+static void test_walidx_and_db_hdr_real(void **state)
+{
+	const uint32_t sizes[] = { 4096, 65536 };
+	char *dir = wt_tmpdir("walidx");
+
+	(void)state;
+	assert_non_null(dir);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		char name[32], *path;
+		struct ws_wal_hdr hdr;
+		struct ws_wal_cursor c;
+		struct ws_walidx_hdr ih;
+		struct ws_db_hdr dh;
+		uint8_t *buf;
+		size_t len;
+		sqlite3 *db;
+
+		snprintf(name, sizeof(name), "idx%u.db", sizes[i]);
+		db = open_wal_db(dir, name, sizes[i]);
+		for (int t = 0; t < 5; t++)
+			wt_exec(db, "INSERT INTO t(v) VALUES (randomblob(3000))");
+
+		snprintf(name, sizeof(name), "idx%u.db-wal", sizes[i]);
+		path = wt_path(dir, name);
+		buf = wt_read_file(path, &len);
+		assert_non_null(buf);
+		scan_ok(buf, len, &hdr, &c);
+		free(buf);
+		free(path);
+
+		snprintf(name, sizeof(name), "idx%u.db-shm", sizes[i]);
+		path = wt_path(dir, name);
+		buf = wt_read_file(path, &len);
+		assert_non_null(buf);
+		assert_true(len >= WS_WALIDX_HDR_BOTH);
+		assert_int_equal(ws_walidx_hdr_decode(buf, len, &ih), 0);
+		assert_int_equal(ih.version, WS_WAL_VERSION);
+		assert_int_equal(ih.page_size, sizes[i]);
+		assert_int_equal(ih.mx_frame, c.last_commit);
+		assert_int_equal(ih.n_page, c.commit_db_size);
+		assert_int_equal(ih.frame_cksum[0], c.commit_cksum[0]);
+		assert_int_equal(ih.frame_cksum[1], c.commit_cksum[1]);
+		assert_int_equal(ih.salt1, hdr.salt1);
+		assert_int_equal(ih.salt2, hdr.salt2);
+		assert_int_equal(ih.big_endian_cksum, hdr.magic == WS_WAL_MAGIC_BE);
+		free(buf);
+		free(path);
+
+		/* Page 1 reaches the database file at a checkpoint. */
+		wt_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+		snprintf(name, sizeof(name), "idx%u.db", sizes[i]);
+		path = wt_path(dir, name);
+		buf = wt_read_file(path, &len);
+		assert_non_null(buf);
+		assert_true(ws_db_hdr_is_sqlite(buf, len));
+		assert_int_equal(ws_db_hdr_decode(buf, len, &dh), 0);
+		assert_true(ws_db_hdr_is_wal(&dh));
+		assert_true(ws_db_hdr_wal_mode(buf));
+		assert_int_equal(dh.page_size, sizes[i]);
+		assert_int_equal(ws_db_hdr_page_size(buf), sizes[i]);
+		assert_true(ws_wal_page_size_valid(dh.page_size));
+		assert_int_equal(ws_db_hdr_pages(&dh), query_int(db, "PRAGMA page_count"));
+		assert_int_equal(ws_db_hdr_page_count(buf), ws_db_hdr_pages(&dh));
+		assert_int_equal(len, (size_t)ws_db_hdr_pages(&dh) * sizes[i]);
+		free(buf);
+		free(path);
+		assert_int_equal(sqlite3_close(db), SQLITE_OK);
+	}
+	wt_rmrf(dir);
+	free(dir);
+}
+
+/* A wal-index header as SQLite writes it: fields, checksum, two copies. */
+static void walidx_make(uint8_t both[WS_WALIDX_HDR_BOTH], uint32_t mx, uint32_t salt1, uint32_t salt2)
+{
+	const uint32_t version = WS_WAL_VERSION, change = 7, npage = 3;
+	const uint16_t szpage = 1; /* 65536 */
+	uint32_t s[2] = { 0, 0 };
+
+	memset(both, 0, WS_WALIDX_HDR_BOTH);
+	memcpy(both, &version, 4);
+	memcpy(both + 8, &change, 4);
+	both[12] = 1;
+	memcpy(both + 14, &szpage, 2);
+	memcpy(both + 16, &mx, 4);
+	memcpy(both + 20, &npage, 4);
+	ws_put_be32(both + 32, salt1);
+	ws_put_be32(both + 36, salt2);
+	ws_wal_checksum(__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__, both, 40, s);
+	memcpy(both + 40, s, 8);
+	memcpy(both + WS_WALIDX_HDR_SIZE, both, WS_WALIDX_HDR_SIZE);
+}
+
+/* What a reader that races a writer, or finds no wal-index, is told. */
+static void test_walidx_hdr_bad(void **state)
+{
+	uint8_t both[WS_WALIDX_HDR_BOTH];
+	struct ws_walidx_hdr h;
+
+	(void)state;
+	walidx_make(both, 42, 0x11223344u, 0xa5a5a5a5u);
+	assert_int_equal(ws_walidx_hdr_decode(both, sizeof(both), &h), 0);
+	assert_int_equal(h.mx_frame, 42);
+	assert_int_equal(h.page_size, 65536);
+	assert_int_equal(h.n_page, 3);
+	assert_int_equal(h.change, 7);
+	assert_int_equal(h.salt1, 0x11223344u);
+	assert_int_equal(h.salt2, 0xa5a5a5a5u);
+
+	/* Short buffers: one copy, or none. */
+	assert_int_equal(ws_walidx_hdr_decode(both, 0, &h), -EINVAL);
+	assert_int_equal(ws_walidx_hdr_decode(both, WS_WALIDX_HDR_SIZE, &h), -EINVAL);
+	assert_int_equal(ws_walidx_hdr_decode(both, sizeof(both) - 1, &h), -EINVAL);
+
+	/* Copies that differ: a writer between its two stores. */
+	walidx_make(both, 42, 1, 2);
+	both[WS_WALIDX_HDR_SIZE + 16] ^= 1; /* mxFrame of the second copy */
+	assert_int_equal(ws_walidx_hdr_decode(both, sizeof(both), &h), -EAGAIN);
+	walidx_make(both, 42, 1, 2);
+	both[33] ^= 0x80; /* a salt byte of the first copy */
+	assert_int_equal(ws_walidx_hdr_decode(both, sizeof(both), &h), -EAGAIN);
+
+	/* Equal copies with a wrong checksum: read again too. */
+	walidx_make(both, 42, 1, 2);
+	both[16] ^= 1;
+	both[WS_WALIDX_HDR_SIZE + 16] ^= 1;
+	assert_int_equal(ws_walidx_hdr_decode(both, sizeof(both), &h), -EAGAIN);
+
+	/* Not initialised (a zeroed -shm, or isInit 0 with equal copies). */
+	memset(both, 0, sizeof(both));
+	assert_int_equal(ws_walidx_hdr_decode(both, sizeof(both), &h), -ENODATA);
+	walidx_make(both, 42, 1, 2);
+	both[12] = 0;
+	both[WS_WALIDX_HDR_SIZE + 12] = 0;
+	assert_int_equal(ws_walidx_hdr_decode(both, sizeof(both), &h), -ENODATA);
+	/* ... but differing copies are a writer at work, whatever isInit says. */
+	both[WS_WALIDX_HDR_SIZE + 12] = 1;
+	assert_int_equal(ws_walidx_hdr_decode(both, sizeof(both), &h), -EAGAIN);
+}
+
+/* Database headers that are short, foreign, in rollback mode, or whose
+ * in-header size SQLite would not trust. */
+static void test_db_hdr_bad(void **state)
+{
+	uint8_t b[WS_DB_HDR_SIZE];
+	struct ws_db_hdr h;
+
+	(void)state;
+	memset(b, 0, sizeof(b));
+	memcpy(b, "SQLite format 3", 16);
+	b[16] = 0x10; /* 4096 */
+	b[18] = b[19] = 2;
+	ws_put_be32(b + 24, 9);
+	ws_put_be32(b + 28, 12);
+	ws_put_be32(b + 92, 9);
+	assert_int_equal(ws_db_hdr_decode(b, sizeof(b), &h), 0);
+	assert_int_equal(h.page_size, 4096);
+	assert_true(ws_db_hdr_is_wal(&h));
+	assert_int_equal(ws_db_hdr_pages(&h), 12);
+	assert_int_equal(ws_db_hdr_page_count(b), 12);
+
+	/* Short: no header, whatever its first bytes say. */
+	assert_int_equal(ws_db_hdr_decode(b, sizeof(b) - 1, &h), WS_EFORMAT);
+	assert_int_equal(ws_db_hdr_decode(b, 0, &h), WS_EFORMAT);
+	assert_false(ws_db_hdr_is_sqlite(b, WS_DB_HDR_MAGIC_SIZE - 1));
+	assert_true(ws_db_hdr_is_sqlite(b, WS_DB_HDR_MAGIC_SIZE));
+
+	/* Stale in-header size: the file's size rules. */
+	ws_put_be32(b + 92, 8);
+	assert_int_equal(ws_db_hdr_decode(b, sizeof(b), &h), 0);
+	assert_int_equal(ws_db_hdr_pages(&h), 0);
+	assert_int_equal(ws_db_hdr_page_count(b), 0);
+	ws_put_be32(b + 92, 9);
+
+	/* Rollback journal mode, and the "1 means 65536" page size. */
+	b[18] = 1;
+	b[16] = 0;
+	b[17] = 1;
+	assert_int_equal(ws_db_hdr_decode(b, sizeof(b), &h), 0);
+	assert_false(ws_db_hdr_is_wal(&h));
+	assert_false(ws_db_hdr_wal_mode(b));
+	assert_int_equal(h.page_size, 65536);
+	assert_true(ws_wal_page_size_valid(h.page_size));
+	/* Not a page size: decoded as it stands, the caller refuses it. */
+	b[16] = 0x03;
+	b[17] = 0x00;
+	assert_int_equal(ws_db_hdr_decode(b, sizeof(b), &h), 0);
+	assert_false(ws_wal_page_size_valid(h.page_size));
+
+	/* Foreign bytes. */
+	b[0] = 's';
+	assert_int_equal(ws_db_hdr_decode(b, sizeof(b), &h), WS_EFORMAT);
+	assert_false(ws_db_hdr_is_sqlite(b, sizeof(b)));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -763,6 +964,9 @@ int main(void)
 		cmocka_unit_test(test_resume_equals_full_scan),
 		cmocka_unit_test(test_sqlite_real_wal),
 		cmocka_unit_test(test_sqlite_wal_reset_stale_tail),
+		cmocka_unit_test(test_walidx_and_db_hdr_real),
+		cmocka_unit_test(test_walidx_hdr_bad),
+		cmocka_unit_test(test_db_hdr_bad),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

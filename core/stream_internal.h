@@ -1,0 +1,325 @@
+#ifndef WS_STREAM_INTERNAL_H
+#define WS_STREAM_INTERNAL_H
+
+/*
+ * One tenant stream and tail_frames: the state the files core/stream*.c
+ * share.
+ *
+ * WAL checkpoints (docs/DESIGN.md of this repo, "WAL checkpoints"): the
+ * stream holds a SQLite read transaction on the tenant's database at all
+ * times while it is open, handing it over between two connections so there
+ * is never a moment without one (the new one is taken before the old one is
+ * let go). While a reader holds a WAL read mark, no checkpoint can copy
+ * frames past that mark into the database and no writer can restart the
+ * WAL; a reader on read mark 0 only exists when every frame was already
+ * backfilled, which the handover proves were all shipped. So while the
+ * stream stays open, a WAL generation can end only at a frame that is
+ * already durable at the sink, and the next generation's frames continue
+ * the stream (manifest kind NEXT_GEN) with no gap.
+ *
+ * A watermark whose generation is still the live WAL's (same salts, and the
+ * frame it stops at still carries the checksum it recorded) is continued
+ * from, whoever wrote it. Otherwise, when continuity cannot be proven (first
+ * contact, the process restarted, another owner's watermark, a watermark
+ * without salts, no WAL on either side), the stream re-bases:
+ * it uploads the raw database file read under the read transaction plus
+ * every committed frame of the live WAL generation (kind REBASE). Pages a
+ * checkpoint may be writing into the file during that read all come from
+ * frames at or below our read mark, which the frames overlay, so the image
+ * is exact at the last shipped commit.
+ *
+ * tail_frames, in steps (each a function below, "step_*"), each effect
+ * durable before the next:
+ *   1 read the live WAL generation;      2 decide continuity (or Fenced, Empty);
+ *   3 fence: read the watermark before any upload (a stale owner writes
+ *     nothing);                          4 scan and check the WAL, uploading
+ *     batches;                           5 a re-base's snapshot;
+ *   6 settle: all durable, the WAL and the file unmoved, what to name;
+ *   7 write the manifest;                8 write the watermark by CAS, hand
+ *     the read mark over;                9 report.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "chain.h"
+#include "core_internal.h"
+#include "outcome.h"
+#include "pipe.h"
+#include "sink.h"
+#include "ws_assert.h"
+#include "ws_clock.h"
+#include "ws_fault.h"
+#include "ws_hash.h"
+#include "ws_logging.h"
+#include "ws_reader.h"
+#include "ws_stream.h"
+#include "ws_wal.h"
+
+#define BATCH_BYTES_DEFAULT ((size_t)4 << 20)
+#define BATCH_BYTES_MIN ((size_t)WS_WAL_PAGE_MAX + WS_WAL_FRAME_HDR_SIZE)
+/* Batches one call names at most (a longer backlog is read in larger
+ * batches, scan_checked); a snapshot names as many parts as the database
+ * needs, up to what one manifest holds. The per-call arrays start small
+ * and grow to these. */
+#define MAX_REFS 4096u
+#define MAX_SNAPS (WS_MANIFEST_ITEMS_MAX - MAX_REFS)
+#define MAX_PARTS WS_MANIFEST_ITEMS_MAX
+#define WORK_INITIAL 64u
+#define WAL_CKPT_DEFAULT ((uint64_t)4 << 20)
+/* A tail whose frames fit one batch this small sends it inside its manifest. */
+#define INLINE_DEFAULT ((uint64_t)1 << 20)
+#define INLINE_MAX ((uint64_t)16 << 20)
+#define OWN_SMALL_BYTES ((size_t)128 << 10) /* a stream opened alone: header/probe reads, >= one 64 KiB frame */
+#define WRITE_LOCK_WAIT_MS 200
+
+/*
+ * The tail's state, grouped by how long each part lives, so that a reset
+ * is one assignment: the stream's own fields (set at open, for its life),
+ * then the read transaction (until parked), the reader and the WAL file
+ * open in it, the watermark (as last read or written), the call, the
+ * attempt (a call retries a re-base under a moving WAL), and the carried
+ * manifest.
+ */
+
+/* The read-transaction handover (stream_txn.c; see the top of this file). */
+struct ws_stream_txn {
+	sqlite3 *conn[2];
+	int held;             /* index of the connection holding a read txn, -1 none */
+	bool continuous;      /* held without a gap since our own last watermark write */
+	/* The database file both connections have open (invariant 9): set when
+	 * the first of them opens, checked for every later one and at the
+	 * start and end of every tail. A file replaced at its path is another
+	 * database: its life starts with a re-base, never a continuation. */
+	bool have_ident;
+	dev_t db_dev;
+	ino_t db_ino;
+	int locker;           /* connection holding the write lock this call, -1 none */
+};
+
+/* The reader and the WAL file open in it (stream_wal.c). */
+struct ws_stream_io {
+	struct ws_reader *reader;
+	int wal_fd, wal_slot;
+	size_t small_off;      /* reader buffer offset for header and probe reads */
+	size_t small_bytes;
+	size_t ring_off;       /* reader buffer offset of the pipe's slots */
+};
+
+/* The watermark as this stream last read or wrote it, and its own writes. */
+struct ws_stream_mark {
+	bool loaded;          /* wm/etag reflect the sink (have says if one exists) */
+	bool have;
+	struct ws_fmt_watermark wm;
+	struct ws_etag etag;
+	uint64_t own_seq;     /* our last watermark write's sequence (0: none yet) ... */
+	uint8_t own_msha[WS_SHA256_LEN]; /* ... and the SHA-256 of the manifest it named */
+	uint64_t own_mono_ms;        /* monotonic time of our last watermark's time_ms (0: none) */
+	uint64_t pend_seq;    /* a watermark write whose outcome is not known (0: none) ... */
+	uint8_t pend_msha[WS_SHA256_LEN];
+	uint64_t pend_mono_ms;
+	uint64_t put_mono_ms;        /* when our last watermark write finished (0: none) */
+	char stamp_key[WS_KEY_MAX];  /* a manifest whose time_ms is known: stamp_ms (stamp_floor) */
+	int64_t stamp_ms;
+};
+
+/* One call of ws_stream_tail_frames: reset as a whole at its start. */
+struct ws_stream_call_state {
+	struct ws_stream_call report; /* what ws_stream_last_call answers */
+	int64_t wall_ms;             /* when this call began: wall clock ... */
+	uint64_t mono_ms;            /* ... and monotonic */
+	uint64_t throttle;           /* throttle retries of this call's parts */
+	uint64_t throttle_at_start;  /* store's throttle_retries when this call began */
+	bool locked;                 /* this call holds the database's write lock */
+	/* The shard's per-call arrays (struct ws_tail_work), taken at the start
+	 * of the call and after each growth (use_work). */
+	struct ws_fmt_objref *batches;
+	struct ws_fmt_objref *snaps;
+	struct ws_part *parts;
+};
+
+/* One attempt of a call (a call starts over when the WAL moves under a
+ * re-base): reset as a whole before each. */
+struct ws_stream_attempt {
+	uint32_t batch_count, snap_count, part_count;
+	uint32_t part_base;          /* ring index of parts[0] in this call */
+	uint64_t high_water;         /* the most the ring held for it */
+	char upload_why_key[WS_KEY_MAX]; /* this attempt's first failed upload with a detail kept (pipe.h why) */
+	char upload_why[1024];
+	uint64_t frames_shed;
+	bool shed_stop;              /* shed: the ring was full, reading stopped */
+	bool shed_nowait;            /* this attempt sheds at a full ring */
+	uint64_t tail_stop_ms;       /* stop publishing at this mono time (0: never) */
+	bool early_stop;             /* the attempt stopped there */
+	bool past_index;             /* it left frames of its generation past the wal-index */
+	/* This call's batch held in its ring slot for the manifest (inline),
+	 * not sent on its own: the slot is not reserved again before the
+	 * manifest is written (no reserve follows a scan but a snapshot's,
+	 * and a re-base holds nothing). */
+	bool inl_held;
+	uint32_t inl_idx;
+};
+
+/* The manifest the watermark wm carries (wm.carried_len; docs/FORMAT.md
+ * "Watermark"): its bytes, from this call's fencing read (none held
+ * between calls). own: this stream wrote it and it is stored nowhere
+ * else, so the next tail may merge what it ships into it, replacing it; a
+ * carried manifest another writer left is stored before anything links
+ * to it. Heap buffers: released, never assigned over. */
+struct ws_stream_carry {
+	enum ws_carry mode;
+	struct ws_buf buf;
+	struct ws_buf next;          /* this call's carried manifest, until its watermark lands */
+	bool own;
+};
+
+struct ws_stream {
+	/* The stream: set at open, for its life. */
+	struct ws_sink *sink;
+	char tenant[WS_TENANT_MAX];
+	char *db_path;
+	char *wal_path;
+	uint64_t epoch, pg;
+	enum ws_policy policy;
+	size_t batch_bytes_max;
+	uint32_t batch_frames_max;
+	uint64_t inline_max;         /* a tail's frames up to this many bytes go inside its manifest (0: never) */
+	bool own_reader;             /* reader, pipe and work are this stream's own (no engine) */
+	struct ws_pipe *pipe;        /* where batches and snapshot parts go */
+	struct ws_pipe own_pipe;
+	struct ws_tail_work *work;
+	struct ws_tail_work own_work;
+	int64_t opened_ms;
+	uint64_t wal_checkpoint_bytes;
+	/* Set between calls by the engine. */
+	bool drain;                  /* never shed (ws_stream_set_drain) */
+	uint32_t tail_ms, key_ms;    /* the work bound (ws_stream_set_tail_bound) */
+	/* Across calls. */
+	bool last_ok;                /* the last call shipped what it read (the sink answers) */
+	uint64_t wal_checkpoints;
+
+	struct ws_stream_txn txn;
+	struct ws_stream_io io;
+	struct ws_stream_mark mark;
+	struct ws_stream_call_state call;
+	struct ws_stream_attempt at;
+	struct ws_stream_carry carry;
+};
+
+/* ---- the scan --------------------------------------------------------- */
+
+struct scan {
+	struct ws_fmt_gen gen;
+	char prefix[WS_KEY_MAX];
+	struct ws_wal_cursor cur;
+	uint64_t first_frame;     /* first frame this call uploads */
+	uint32_t seed[2];
+	int64_t read_ms;
+};
+
+/* How a call's scan meets the batch limit (scan_checked). */
+enum at_limit {
+	LIMIT_STOP,      /* ship the prefix read, up to its last commit */
+	LIMIT_ONE_TXN,   /* the scan goes on past a stop that met no commit: one transaction too large */
+	LIMIT_REBASE,    /* a re-base must reach its read mark in one manifest */
+};
+
+/* ---- tail_frames ------------------------------------------------------ */
+
+/* tail_inner: the call must start over (the WAL moved under a re-base). */
+#define TAIL_RETRY 1
+#define TAIL_ATTEMPTS 3
+
+/*
+ * One call, as the steps the top of this file lists, each a function of its
+ * own over the call's state (struct tail). A step returns 0 to go on,
+ * TAIL_DONE when it has decided the outcome (*out), TAIL_RETRY when the
+ * call must start over, or an error (nothing acknowledged).
+ */
+#define TAIL_DONE 2
+
+struct tail {
+	struct scan sc;
+	struct ws_wal_hdr wh;     /* the live WAL's header (sc.gen.wal_magic != 0) */
+	uint64_t wal_bytes;       /* the WAL file's size when the call began */
+	uint32_t kind;            /* WS_MANIFEST_CONTINUE, _NEXT_GEN or _REBASE */
+	bool locked;              /* we hold the write lock: nothing commits meanwhile */
+	bool fresh;               /* the watermark was first read by this call */
+	uint64_t last;            /* the last committed frame this call ships */
+	uint32_t db_pages;        /* database size in pages at last */
+	char mkey[WS_KEY_MAX];    /* the manifest written */
+	uint8_t msha[WS_SHA256_LEN];
+	uint64_t mlen;
+	struct ws_fmt_watermark prev; /* the watermark before ours (report) */
+	bool had;
+	bool unproven;            /* a CONTINUE on a fresh read mark that cannot prove where its
+				   * generation ended (step_write_watermark) */
+	bool merged;              /* the manifest replaces the carried one the watermark names (same seq) */
+	bool carried;             /* the watermark carries the manifest: it is stored nowhere else */
+};
+
+/* ---- cross-file calls (one block per file) ---------------------------- */
+
+/* Calls between the stream's files only: outside the library's export map
+ * (walship.map), and no file but core/stream*.c includes this header. */
+
+/* core/stream.c */
+void use_work(struct ws_stream *st, struct ws_tail_work *w);
+int room_batch(struct ws_stream *st, uint32_t n);
+int room_snap(struct ws_stream *st, uint32_t n);
+int room_part(struct ws_stream *st, uint32_t n);
+void carry_drop(struct ws_stream *st);
+void fill_rpo(const struct ws_stream *st, struct ws_rpo_status *rpo);
+uint64_t call_throttle(const struct ws_stream *st);
+void fill_bp(const struct ws_stream *st, struct ws_backpressure_report *bp);
+int refresh_wm(struct ws_stream *st);
+bool wm_same_write(const struct ws_fmt_watermark *w, const struct ws_fmt_watermark *nw);
+bool fenced_by(const struct ws_stream *st, const struct ws_fmt_watermark *w);
+void fill_fenced(const struct ws_stream *st, struct ws_outcome *out);
+int put_immutable(struct ws_stream *st, const char *key, const struct iovec *iov, int iovcnt);
+
+/* core/stream_txn.c */
+enum db_mode { DB_NO_HEADER, DB_WAL, DB_ROLLBACK };
+bool ident_same(const struct ws_stream *st);
+void conn_end_read(struct ws_stream *st, int i);
+enum db_mode conn_db_mode(struct ws_stream *st, int i);
+int hold_read(struct ws_stream *st);
+void handover_read(struct ws_stream *st);
+bool write_lock_try(struct ws_stream *st);
+void write_lock_release(struct ws_stream *st);
+void wal_checkpoint_locked(struct ws_stream *st);
+
+/* core/stream_wal.c */
+void file_close(struct ws_stream *st, int *fd, int *slot);
+int file_refresh(struct ws_stream *st, const char *path, int *fd, int *slot);
+uint64_t file_size(int fd);
+int db_size(struct ws_stream *st, uint64_t *size);
+ssize_t db_read(struct ws_stream *st, uint64_t off, size_t len, uint8_t *dst);
+int db_header(struct ws_stream *st, uint32_t *page_size, uint32_t *pages);
+int wal_index_bound(struct ws_stream *st, const struct ws_wal_hdr *wh, uint64_t *wal_bytes);
+int read_wal_gen(struct ws_stream *st, struct ws_wal_hdr *wh);
+int wal_unmoved(struct ws_stream *st, const struct scan *sc);
+
+/* core/stream_scan.c */
+void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d);
+int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum at_limit at_limit);
+int scan_rest(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes);
+int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pages);
+int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t *last, uint32_t *db_pages);
+
+/* core/stream_manifest.c */
+int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome *out);
+int step_write_watermark(struct ws_stream *st, struct tail *t);
+
+/* core/stream_steps.c */
+int done_shed(const struct ws_stream *st, const struct tail *t, struct ws_outcome *out);
+
+#endif
