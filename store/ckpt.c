@@ -46,7 +46,7 @@ int ckpt_io_fail(int rc, const char *op, const char *key)
 
 /* GET key into b. *found false (rc 0) when the object is absent. */
 int ckpt_get_obj(struct ws_ckpt *c, const char *key, size_t max, struct ws_buf *b, struct ws_etag *etag,
-		   bool *found)
+		 bool *found)
 {
 	struct ws_obj_info info;
 	int rc;

@@ -221,7 +221,7 @@ static void append_param(char *q, size_t cap, const char *name, const char *valu
 }
 
 int s3_list(struct ws_store *base, const char *prefix, const char *token, unsigned max_keys,
-		   struct ws_list_page *out)
+	    struct ws_list_page *out)
 {
 	struct s3_store *s = (struct s3_store *)base;
 	char query[WS_KEY_MAX * 14] = "";

@@ -77,7 +77,7 @@ static int s3_head(struct ws_store *base, const char *key, struct ws_obj_info *i
  * etag), WS_EPRECOND (CAS against an empty etag).
  */
 int s3_put_begin(struct s3_store *s, struct s3_put_op *op, const char *key, const struct iovec *iov,
-		     int iovcnt, enum ws_put_mode mode, const struct ws_etag *expect)
+		 int iovcnt, enum ws_put_mode mode, const struct ws_etag *expect)
 {
 	struct s3_call *c = &op->c;
 	uint64_t len = 0;
