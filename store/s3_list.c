@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <expat.h>
+#include <inttypes.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,8 @@ struct list_parse {
 	bool root_ok;               /* the document is a <ListBucketResult> */
 	bool overflow;              /* more <Contents> than max-keys asked for */
 	size_t long_key;            /* length of a key too long for walship (0: none) */
+	uint64_t big_size;          /* the first size over WS_OBJ_BYTES_MAX (0: none) ... */
+	char big_key[WS_KEY_MAX];   /* ... and its key */
 	char next[WS_KEY_MAX * 2];
 	int err;
 };
@@ -124,10 +127,17 @@ static void XMLCALL xml_end(void *arg, const XML_Char *name)
 		p->truncated_seen = true;
 	} else if (p->depth == 2 && !strcmp(name, "Contents")) {
 		/* An object without a key or a size: nothing to take it for. */
-		if (!p->key_seen || !p->size_seen)
+		if (!p->key_seen || !p->size_seen) {
 			p->err = WS_EFORMAT;
-		else if (p->key_taken)
+		} else if (p->size > WS_OBJ_BYTES_MAX) {
+			/* No store holds it: summed, it would wrap (ls). */
+			if (!p->big_size)
+				snprintf(p->big_key, sizeof(p->big_key), "%s",
+					 p->key_taken ? p->page->keys[p->page->count - 1] : "(past the page)");
+			p->big_size = p->big_size ? p->big_size : p->size;
+		} else if (p->key_taken) {
 			p->page->sizes[p->page->count - 1] = p->size;
+		}
 		p->in_contents = false;
 	}
 	p->depth--;
@@ -169,6 +179,12 @@ int ws_s3_list_parse(const char *url, const void *xml, size_t len, const char *s
 		rc = ws_fail(WS_EFORMAT, "s3 %s: ListObjectsV2 returned a key of %zu bytes under the sink's prefix, "
 			     "longer than walship's %d: not an object of this sink (move it out of the prefix)", url,
 			     lp.long_key, WS_KEY_MAX - 1);
+		goto out;
+	}
+	if (lp.big_size && !lp.err) {
+		rc = ws_fail(WS_EFORMAT, "s3 %s: ListObjectsV2 gives %s a size of %" PRIu64 " bytes, more than an "
+			     "object can have (%llu): bad data from the store", url, lp.big_key, lp.big_size,
+			     WS_OBJ_BYTES_MAX);
 		goto out;
 	}
 	if (lp.err) {
