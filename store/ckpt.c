@@ -187,6 +187,8 @@ int ckpt_cas_loop(struct ws_ckpt *c, struct cas_op *op, bool *wrote)
 			rc = op->decide(c, op, found, &body, &len);
 		if (rc <= 0)
 			return rc;
+		/* decide() answers 1 with a body to write, 0 when done, or an error: nothing else. */
+		WS_ASSERT(rc == 1);
 		rc = cas_step(c, op->site, singleton_key[op->obj], body, len, found, &etag);
 		if (rc != WS_EPRECOND) {
 			*wrote = rc == 0;
@@ -482,6 +484,8 @@ int ws_ckpt_allocate_id_at_least(struct ws_ckpt *c, uint64_t minimum, uint64_t *
 	if (c->local && c->mem_next < c->mem_end) {
 		uint64_t id = minimum > c->mem_next ? minimum : c->mem_next;
 		if (id < c->mem_end) {
+			/* The reserved range never holds an ID past the ID space. */
+			WS_ASSERT(id >= minimum && id <= WS_CKPT_ID_MAX);
 			c->mem_next = id + 1;
 			*out = id;
 			return 0;
@@ -510,6 +514,8 @@ int ws_ckpt_allocate_id_at_least(struct ws_ckpt *c, uint64_t minimum, uint64_t *
 		if (c->local)
 			end = id <= WS_CKPT_ID_MAX - WS_CKPT_LOCAL_ID_RANGE ? id + WS_CKPT_LOCAL_ID_RANGE
 									   : WS_CKPT_ID_MAX + 1;
+		/* The reservation is never empty and never past the ID space. */
+		WS_ASSERT(end > id && end <= WS_CKPT_ID_MAX + 1);
 		d.next_id = end;
 		body = ckpt_enc_deployment(&d, &len);
 		rc = cas_step(c, "ckpt.alloc.before_cas", KEY_DEPLOYMENT, body, len, true, &etag);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "ws_fault.h"
+#include "ws_assert.h"
 #include "ws_logging.h"
 
 /*
@@ -80,7 +81,9 @@ static bool prune_dir(struct file_store *fs, const char *rel)
 				only_locks = false; /* in use: a writer is here */
 				break;
 			}
-			memcpy(names[nlocks], de->d_name, strlen(de->d_name) + 1); /* < sizeof(names[0]): above */
+			/* seen < LOCK_STRIPES and the name's length were checked above. */
+			WS_ASSERT(nlocks < LOCK_STRIPES && strlen(de->d_name) < sizeof(names[0]));
+			memcpy(names[nlocks], de->d_name, strlen(de->d_name) + 1);
 			locks[nlocks++] = lfd;
 		}
 		closedir(d);

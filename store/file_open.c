@@ -25,6 +25,7 @@
 
 #include "ws_fault.h"
 #include "ws_hash.h"
+#include "ws_assert.h"
 #include "ws_logging.h"
 
 struct file_store *file_store_of(struct ws_store *s)
@@ -52,8 +53,12 @@ int64_t file_mtime_ms(const struct stat *st)
 
 void file_etag_make(uint64_t h, uint64_t size, struct ws_etag *out)
 {
+	int n;
 	memset(out, 0, sizeof(*out));
-	snprintf(out->s, sizeof(out->s), "%016" PRIx64 "-%" PRIu64, h, size);
+	n = snprintf(out->s, sizeof(out->s), "%016" PRIx64 "-%" PRIu64, h, size);
+	/* 16 hex digits, '-', at most 20 digits: an etag is never cut, so a
+	 * swap naming it always names the whole. */
+	WS_ASSERT(n > 0 && (size_t)n < sizeof(out->s));
 }
 
 /*
@@ -135,6 +140,8 @@ const char *file_split_key(const char *key, char dir[WS_KEY_MAX])
 		dir[0] = '\0';
 		return key;
 	}
+	/* A valid key (file_check_key) is shorter than WS_KEY_MAX: so is its directory. */
+	WS_ASSERT((size_t)(slash - key) < WS_KEY_MAX);
 	memcpy(dir, key, (size_t)(slash - key));
 	dir[slash - key] = '\0';
 	return slash + 1;

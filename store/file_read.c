@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "ws_hash.h"
+#include "ws_assert.h"
 #include "ws_logging.h"
 
 /*
@@ -76,6 +77,8 @@ int file_get(struct ws_store *s, const char *key, uint64_t off, uint64_t len,
 			      " (buffer max %zu)", n, off, out->max);
 		goto fail;
 	}
+	/* ws_buf_reserve made room for the whole range: the reads below stay in it. */
+	WS_ASSERT(n == 0 || out->cap - out->len >= n);
 	dst = n ? out->data + out->len : NULL;
 	while (got < n) {
 		ssize_t r = pread(fd, dst + got, (size_t)(n - got), (off_t)(off + got));
@@ -93,6 +96,7 @@ int file_get(struct ws_store *s, const char *key, uint64_t off, uint64_t len,
 		}
 		got += (uint64_t)r;
 	}
+	WS_ASSERT(got == n); /* pread never returns more than asked */
 	if (info) {
 		info->size_bytes = size;
 		info->mtime_ms = file_mtime_ms(&st);
@@ -355,6 +359,8 @@ int file_list(struct ws_store *s, const char *prefix, const char *token, unsigne
 			ws_fail(rc, "file store %s: list %s: out of memory", fs->root, prefix);
 		goto fail;
 	}
+	/* The walk stops once it holds one key past the page (to know more follow). */
+	WS_ASSERT(c.count <= c.want);
 	if (c.count > max_keys) {
 		free(c.keys[max_keys]);
 		c.count = max_keys;

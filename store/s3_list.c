@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ws_hash.h"
+#include "ws_assert.h"
 #include "s3_internal.h"
 
 /* ---- ListObjectsV2 -------------------------------------------------------- */
@@ -74,6 +75,8 @@ static void XMLCALL xml_text(void *arg, const XML_Char *s, int len)
 static void XMLCALL xml_end(void *arg, const XML_Char *name)
 {
 	struct list_parse *p = arg;
+	/* expat pairs every end with its start; xml_text keeps room for the NUL. */
+	WS_ASSERT(p->depth > 0 && p->text_len < sizeof(p->text));
 	p->text[p->text_len] = '\0';
 	if (p->in_contents && p->depth == 3 && !strcmp(name, "Key")) {
 		if (p->key_seen)
@@ -90,7 +93,9 @@ static void XMLCALL xml_end(void *arg, const XML_Char *name)
 			p->err = WS_EFORMAT;
 			p->long_key = p->text_len - p->strip;
 		} else if (p->page->count < p->cap) {
-			char *k = strdup(p->text + p->strip);
+			char *k;
+			WS_ASSERT(p->text_len - p->strip < WS_KEY_MAX); /* (checked just above) */
+			k = strdup(p->text + p->strip);
 			if (!k)
 				p->err = -ENOMEM;
 			else
@@ -219,6 +224,7 @@ int ws_s3_list_parse(const char *url, const void *xml, size_t len, const char *s
 			goto out;
 		}
 	}
+	WS_ASSERT(out->count <= max_keys); /* the parser takes no key past the page */
 	out->truncated = lp.truncated;
 	if (out->truncated)
 		snprintf(out->next_token, sizeof(out->next_token), "%s", out->keys[out->count - 1]);
@@ -323,6 +329,7 @@ static void XMLCALL del_text(void *arg, const XML_Char *s, int len)
 static void XMLCALL del_end(void *arg, const XML_Char *name)
 {
 	struct del_parse *p = arg;
+	WS_ASSERT(p->depth > 0 && p->text_len < sizeof(p->text));
 	p->text[p->text_len] = '\0';
 	if (p->in_error && p->depth == 3 && p->errors == 0) {
 		if (!strcmp(name, "Key"))

@@ -14,6 +14,7 @@
 
 #include "ws_clock.h"
 #include "ws_logging.h"
+#include "ws_assert.h"
 #include "s3_internal.h"
 
 /* ---- ops ----------------------------------------------------------------- */
@@ -115,6 +116,7 @@ int s3_put_begin(struct s3_store *s, struct s3_put_op *op, const char *key, cons
 		c->extra[c->extra_count++] = op->h_cond;
 		c->conditional = true;
 	}
+	WS_ASSERT(c->extra_count <= sizeof(c->extra) / sizeof(c->extra[0]));
 	ws_buf_init(&op->err_body, 64u << 10);
 	c->resp = &op->err_body;
 	return 0;
@@ -281,6 +283,7 @@ static int get_range_check(struct s3_store *s, const struct s3_call *c, const ch
 			   uint64_t len, struct ws_buf *out, size_t len0, struct ws_obj_info *info)
 {
 	const bool ranged = off > 0 || len != UINT64_MAX;
+	WS_ASSERT(out->len >= len0); /* the call only appends to out */
 	const uint64_t got = out->len - len0;
 	uint64_t total = got;
 	const char *v = ws_http_header(&c->req, "content-range");
@@ -309,6 +312,7 @@ static int get_range_check(struct s3_store *s, const struct s3_call *c, const ch
 		uint64_t keep = off >= got ? 0 : got - off;
 		if (len != UINT64_MAX && keep > len)
 			keep = len;
+		WS_ASSERT(off + keep <= got || keep == 0); /* the range kept lies in what came */
 		if (keep && off)
 			memmove(out->data + len0, out->data + len0 + off, (size_t)keep);
 		out->len = len0 + (size_t)keep;

@@ -18,6 +18,7 @@
 #include "ws_clock.h"
 #include "ws_hash.h"
 #include "ws_logging.h"
+#include "ws_assert.h"
 #include "s3_internal.h"
 
 /* ---- write pacing (ws_pacer.h), one per endpoint and bucket ------------- */
@@ -42,6 +43,7 @@ struct shared_pacer *s3_pacer_get(const char *endpoint, const char *bucket)
 	}
 	if (sp)
 		sp->refs++;
+	WS_ASSERT(!sp || sp->refs > 0); /* (no wrap: one ref per open handle) */
 	pthread_mutex_unlock(&pacers_mu);
 	return sp;
 }
@@ -51,6 +53,8 @@ void s3_pacer_put(struct shared_pacer *sp)
 	if (!sp)
 		return;
 	pthread_mutex_lock(&pacers_mu);
+	/* Every put pairs with the get of the same handle. */
+	WS_ASSERT(sp->refs > 0);
 	if (--sp->refs == 0) {
 		struct shared_pacer **pp = &pacers;
 		while (*pp != sp)
@@ -167,6 +171,7 @@ static void display_url(const char *url, char *out, size_t cap)
 		unsigned char ch = (unsigned char)*p++;
 		out[o++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
 	}
+	WS_ASSERT(o < cap); /* room for the NUL: every write above stops short of cap */
 	out[o] = '\0';
 }
 

@@ -5,6 +5,7 @@
  */
 #include "ws_store.h"
 #include "s3_internal.h"
+#include "ws_assert.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -113,6 +114,7 @@ int ws_list_page_add_bytes(const struct ws_store *s, const struct ws_list_page *
 				       WS_LIST_BYTES_MAX);
 		*total += size;
 	}
+	WS_ASSERT(*total <= WS_LIST_BYTES_MAX);
 	return 0;
 }
 

@@ -67,10 +67,21 @@
 
 #include "ws_fault.h"
 #include "ws_hash.h"
+#include "ws_assert.h"
 #include "ws_logging.h"
 
 /* Temp names must differ between threads of one process; the pid separates processes. */
 static atomic_ulong tmp_seq;
+
+/*
+ * Where one put stands in the durability order: its temp file written,
+ * then synced (fdatasync) and closed, then published (link or rename),
+ * and only then its directory synced. A publish of bytes not yet synced
+ * could survive a crash as a torn object under its real name; a directory
+ * synced before the publish would not hold the name. Each step asserts
+ * the one before it.
+ */
+enum put_step { PUT_NONE, PUT_WRITTEN, PUT_SYNCED, PUT_PUBLISHED };
 
 /* ---- which directories are already durable ------------------------------- */
 
@@ -128,6 +139,8 @@ static void dir_remember(struct file_store *fs, uint64_t h)
 			break;
 		}
 	}
+	/* Cleared at 3/4 full: the probe above always finds a free slot. */
+	WS_ASSERT(fs->dir_known_count <= DIR_CACHE_SLOTS / 4 * 3);
 	pthread_mutex_unlock(&fs->dir_mu);
 }
 
@@ -300,7 +313,8 @@ static int create_tmp(int dir_fd, char name[TMP_NAME_MAX], int *out_fd)
 		unsigned long seq = atomic_fetch_add_explicit(&tmp_seq, 1, memory_order_relaxed);
 		int fd;
 
-		snprintf(name, TMP_NAME_MAX, TMP_PREFIX "%ld.%lu", (long)getpid(), seq);
+		int len = snprintf(name, TMP_NAME_MAX, TMP_PREFIX "%ld.%lu", (long)getpid(), seq);
+		WS_ASSERT(len > 0 && len < TMP_NAME_MAX); /* a pid and a counter: never cut */
 		fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		if (fd >= 0) {
 			*out_fd = fd;
@@ -336,6 +350,7 @@ static int write_all(int fd, const struct iovec *iov, int iovcnt)
 		}
 		if (n == 0)
 			return 0;
+		WS_ASSERT(idx < iovcnt && skip <= iov[idx].iov_len); /* (an empty iovec at idx: skip 0) */
 		w = pwritev(fd, win, n, off);
 		if (w < 0) {
 			if (errno == EINTR)
@@ -357,6 +372,7 @@ static int write_all(int fd, const struct iovec *iov, int iovcnt)
 				skip = 0;
 			}
 		}
+		WS_ASSERT(left == 0); /* the kernel wrote no more than the window offered */
 	}
 }
 
@@ -460,6 +476,7 @@ int file_put(struct ws_store *s, const char *key, const struct iovec *iov, int i
 	uint64_t size = 0;
 	int dir_fd = -1, fd = -1, lock_fd = -1, rc;
 	bool tmp_exists = false;
+	enum put_step step = PUT_NONE;
 
 	rc = check_put_args(fs, key, iov, iovcnt, mode, expect, &size);
 	if (rc)
@@ -502,6 +519,8 @@ int file_put(struct ws_store *s, const char *key, const struct iovec *iov, int i
 		rc = file_fail_key(rc, fs, "put", key, "fault injected after write");
 		goto fail;
 	}
+	WS_ASSERT(step == PUT_NONE && fd >= 0 && tmp_exists);
+	step = PUT_WRITTEN;
 	if (fdatasync(fd) < 0) {
 		rc = file_fail_key(-errno, fs, "put", key, "fdatasync of %s failed: %s", tmp, strerror(errno));
 		goto fail;
@@ -512,6 +531,7 @@ int file_put(struct ws_store *s, const char *key, const struct iovec *iov, int i
 		rc = file_fail_key(rc, fs, "put", key, "close of %s failed: %s", tmp, strerror(-rc));
 		goto fail;
 	}
+	step = PUT_SYNCED;
 	rc = WS_FAULT("file.put.before_publish");
 	if (rc) {
 		rc = file_fail_key(rc, fs, "put", key, "fault injected before publish");
@@ -528,6 +548,9 @@ int file_put(struct ws_store *s, const char *key, const struct iovec *iov, int i
 		if (rc)
 			goto fail;
 	}
+	/* Only synced bytes are published; an overwrite or swap under its lock. */
+	WS_ASSERT(step == PUT_SYNCED && fd < 0 && tmp_exists);
+	WS_ASSERT(mode == WS_PUT_CREATE || lock_fd >= 0);
 	if (mode == WS_PUT_CREATE) {
 		/* link() fails with EEXIST atomically: the decision, with no lock taken. */
 		if (linkat(dir_fd, tmp, dir_fd, name, 0) == 0) {
@@ -561,9 +584,11 @@ int file_put(struct ws_store *s, const char *key, const struct iovec *iov, int i
 		rc = file_fail_key(rc, fs, "put", key, "fault injected after publish");
 		goto fail;
 	}
+	step = PUT_PUBLISHED;
 	/* Still under the lock (but for a create-once): nobody may act on this
 	 * version before it is durable. An overwrite, CAS or delete of a
 	 * created object syncs the directory itself before it returns. */
+	WS_ASSERT(step == PUT_PUBLISHED && !tmp_exists);
 	if (fsync(dir_fd) < 0) {
 		rc = file_fail_key(-errno, fs, "put", key, "fsync of directory failed: %s", strerror(errno));
 		goto fail;
@@ -615,6 +640,7 @@ struct many_op {
 	int dir_fd, fd, lock_fd;    /* -1: a create-once, or an earlier op holds the same lock */
 	unsigned stripe;
 	bool tmp_exists;
+	enum put_step step;         /* the durability order (enum put_step) */
 	char why[256];              /* the error detail of a write on the helper thread */
 };
 
@@ -700,6 +726,7 @@ static int many_write(struct file_store *fs, struct many_op *op)
 	/* Only a hint (the fdatasync below is the guarantee, and reports any
 	 * error): the device gets every object's data at once. */
 	(void)sync_file_range(op->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+	op->step = PUT_WRITTEN;
 	return 0;
 }
 
@@ -708,12 +735,14 @@ static int many_sync(const struct file_store *fs, struct many_op *op)
 	const char *key = op->req->key;
 	int rc;
 
+	WS_ASSERT(op->step == PUT_WRITTEN && op->fd >= 0 && op->tmp_exists);
 	if (fdatasync(op->fd) < 0)
 		return file_fail_key(-errno, fs, "put", key, "fdatasync of %s failed: %s", op->tmp, strerror(errno));
 	rc = close(op->fd) < 0 ? -errno : 0;
 	op->fd = -1;
 	if (rc)
 		return file_fail_key(rc, fs, "put", key, "close of %s failed: %s", op->tmp, strerror(-rc));
+	op->step = PUT_SYNCED;
 	rc = WS_FAULT("file.put.before_publish");
 	if (rc)
 		return file_fail_key(rc, fs, "put", key, "fault injected before publish");
@@ -726,6 +755,7 @@ static int many_publish(const struct file_store *fs, struct many_op *op)
 	const char *key = op->req->key;
 	int rc;
 
+	WS_ASSERT(op->step == PUT_SYNCED && op->fd < 0 && op->tmp_exists);
 	if (op->req->mode == WS_PUT_CREATE) {
 		if (linkat(op->dir_fd, op->tmp, op->dir_fd, op->name, 0) == 0) {
 			if (unlinkat(op->dir_fd, op->tmp, 0) < 0)
@@ -751,6 +781,7 @@ static int many_publish(const struct file_store *fs, struct many_op *op)
 	rc = WS_FAULT("file.put.after_publish");
 	if (rc)
 		return file_fail_key(rc, fs, "put", key, "fault injected after publish");
+	op->step = PUT_PUBLISHED;
 	return 0;
 }
 
@@ -809,6 +840,7 @@ int file_put_many(struct ws_store *s, struct ws_put_req *reqs, size_t n)
 		struct many_op *op = order[k];
 		if (k > 0 && cmp_lock_order(&order[k - 1], &order[k]) == 0 && order[k - 1]->req->rc == 0)
 			continue; /* held already (by the op before it, or the one it shares with) */
+		WS_ASSERT(op->step == PUT_SYNCED && op->lock_fd < 0);
 		op->req->rc = file_lock_key(fs, "put", op->req->key, op->dir_fd, op->name, &op->lock_fd);
 	}
 	for (size_t i = 0; i < n; i++)
@@ -825,6 +857,7 @@ int file_put_many(struct ws_store *s, struct ws_put_req *reqs, size_t n)
 			seen = reqs[j].rc == 0 && strcmp(ops[j].dir, ops[i].dir) == 0;
 		if (seen)
 			continue; /* synced with the first of its directory */
+		WS_ASSERT(ops[i].step == PUT_PUBLISHED && !ops[i].tmp_exists);
 		if (fsync(ops[i].dir_fd) < 0)
 			rc = file_fail_key(-errno, fs, "put", reqs[i].key, "fsync of directory failed: %s", strerror(errno));
 		if (rc)

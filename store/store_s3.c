@@ -80,6 +80,7 @@
 #include "ws_hash.h"
 #include "ws_logging.h"
 #include "ws_sigv4.h"
+#include "ws_assert.h"
 #include "s3_internal.h"
 
 #define BACKOFF_BASE_MS 50
@@ -115,6 +116,7 @@ static void strip_quotes(const char *in, struct ws_etag *out)
 		out->too_long = whole > UINT32_MAX ? UINT32_MAX : (uint32_t)whole;
 		n = 0;
 	}
+	WS_ASSERT(n < sizeof(out->s)); /* never cut: kept whole or not at all */
 	memcpy(out->s, in, n);
 	out->s[n] = '\0';
 }
@@ -318,6 +320,7 @@ int ws_s3_parse_retry_after(const char *v, int64_t now_wall_ms, uint64_t *ms)
 		*ms = (uint64_t)(t * 1000 - now_wall_ms);
 	if (*ms > WS_S3_RETRY_AFTER_MAX_MS)
 		*ms = WS_S3_RETRY_AFTER_MAX_MS;
+	WS_ASSERT(*ms <= WS_S3_RETRY_AFTER_MAX_MS);
 	return 0;
 }
 
@@ -348,6 +351,8 @@ static uint64_t backoff_ms(struct s3_store *s, const struct s3_call *c)
 		ms = ra;
 	if (now + ms > c->deadline_ms)
 		ms = c->deadline_ms > now ? c->deadline_ms - now : 0;
+	/* Jitter within the cap, a Retry-After within its most: no wait is longer. */
+	WS_ASSERT(ms <= (BACKOFF_CAP_MS > WS_S3_RETRY_AFTER_MAX_MS ? BACKOFF_CAP_MS : WS_S3_RETRY_AFTER_MAX_MS));
 	return ms;
 }
 
@@ -389,6 +394,9 @@ static int call_sign(struct s3_store *s, struct s3_call *c)
 	struct ws_sigv4_out *sig;
 	int rc;
 
+	/* call_judge gives up once attempts_max were made: never one more. */
+	WS_ASSERT(c->attempts < s->attempts_max);
+	WS_ASSERT(c->extra_count <= sizeof(c->extra) / sizeof(c->extra[0]));
 	c->attempts++;
 	if (c->resp) {
 		/* A retried GET starts its body again. */
@@ -445,6 +453,8 @@ static int call_sign(struct s3_store *s, struct s3_call *c)
 		snprintf(c->h_token, sizeof(c->h_token), "x-amz-security-token: %s", s->creds.session_token);
 		c->lines[nl++] = c->h_token;
 	}
+	/* date, sha, auth, token and the extra headers: lines holds them all. */
+	WS_ASSERT(nl + c->extra_count <= sizeof(c->lines) / sizeof(c->lines[0]));
 	for (size_t i = 0; i < c->extra_count; i++)
 		c->lines[nl++] = c->extra[i];
 
@@ -617,6 +627,8 @@ int s3_call(struct s3_store *s, struct s3_call *c)
 		rc = call_judge(s, c);
 		if (rc <= 0)
 			return rc;
+		/* A retry is judged only while attempts and time remain. */
+		WS_ASSERT(rc == 1 && c->attempts < s->attempts_max);
 		if (s->base.throttle_fail_fast && !c->req.err && !c->req.truncated && throttle_status(c->req.status)) {
 			/* Not waited out here: the caller retries after it (the
 			 * backoff already covers the Retry-After). */
@@ -716,6 +728,7 @@ static size_t give_up_late(struct s3_store *s, struct s3_put_op *ops, struct ws_
 		reqs[i].throttle_retries = c->throttle_retries;
 		reqs[i].rc = call_give_up(s, c);
 	}
+	WS_ASSERT(keep <= pending);
 	return keep;
 }
 
@@ -807,6 +820,7 @@ int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 			op->c.req.on_send_arg = op;
 			round[m] = &op->c.req;
 		}
+		WS_ASSERT(m == pending && m <= n); /* each pending request once in the round */
 		rc = ws_http_perform_each(s->http, round, m);
 		if (rc) {
 			for (size_t j = 0; j < m; j++)
