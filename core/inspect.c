@@ -97,8 +97,16 @@ static int ls_one(const char *tenant, void *arg)
 			break;
 		}
 		info.objects += page.count;
-		for (size_t i = 0; i < page.count; i++)
-			info.bytes += page.sizes ? page.sizes[i] : 0;
+		rc = ws_list_page_add_bytes(x->s, &page, &info.bytes);
+		if (rc) {
+			/* A size no store holds, or a sum that would wrap: never a wrong count. */
+			snprintf(err, sizeof(err), "%s", ws_errmsg());
+			info.error = err;
+			if (!x->first_err)
+				x->first_err = rc;
+			ws_list_page_free(&page);
+			break;
+		}
 		bool more = page.truncated;
 		if (more)
 			snprintf(token, sizeof(token), "%s", page.next_token);

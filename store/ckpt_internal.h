@@ -1,4 +1,5 @@
-/* Checkpoint decision store internals shared by ckpt.c (protocol) and ckpt_json.c (objects). */
+/* Checkpoint decision store internals shared by ckpt.c (protocol), ckpt_index.c and ckpt_records.c
+ * (over it) and ckpt_json.c (objects). */
 #ifndef WS_CKPT_INTERNAL_H
 #define WS_CKPT_INTERNAL_H
 
@@ -73,5 +74,75 @@ bool ckpt_name_ok(const char *s);
 bool ckpt_ref_equal(const struct ws_ckpt_ref *a, const struct ws_ckpt_ref *b);
 bool ckpt_outcome_equal(const struct ws_ckpt_outcome *a, const struct ws_ckpt_outcome *b);
 bool ckpt_attempt_ok(const struct ws_ckpt_attempt *a);
+
+/* ---- the protocol's shared parts: ckpt.c, for ckpt_index.c and ckpt_records.c ---- */
+
+#define KEY_DEPLOYMENT WS_CKPT_PREFIX "/deployment"
+#define KEY_HEAD WS_CKPT_PREFIX "/head"
+#define KEY_INVENTORY WS_CKPT_PREFIX "/inventory"
+#define KEY_RETENTION WS_CKPT_PREFIX "/retention"
+#define KEY_WITNESS WS_CKPT_PREFIX "/witness"
+#define KEY_PROBE_DIR WS_CKPT_PREFIX "/probe"
+#define RETRY_MAX 256
+
+struct ws_ckpt {
+	struct ws_store *s;
+	bool owns_store;
+	bool local;
+	bool reader;         /* ws_ckpt_open_reader: either authority, no writes */
+	int lease_fd;
+	bool dep_known;
+	char dep[WS_CKPT_DEPLOYMENT_LEN + 1];
+	/* local: IDs [mem_next, mem_end) are reserved durably and not handed out yet */
+	uint64_t mem_next, mem_end;
+};
+
+/* The CAS'd singletons, each one fixed key read with one GET (never a listing). */
+enum singleton { OBJ_HEAD, OBJ_INVENTORY, OBJ_RETENTION, OBJ_WITNESS };
+
+/*
+ * The read-decide-write loop of every singleton update. decide() looks at
+ * the state just read into op->cur (absent when !found) and returns 1 with a
+ * new body for a conditional write, 0 when the call is done without writing
+ * (an identical retry), or an error. A lost condition re-reads and decides
+ * again. *wrote tells the caller which way a 0 came.
+ */
+struct cas_op;
+typedef int (*cas_decide_fn)(struct ws_ckpt *c, struct cas_op *op, bool found, char **body, size_t *len);
+struct cas_op {
+	enum singleton obj;
+	const char *site;       /* fault site right before the write */
+	void *cur;              /* the state load_singleton fills */
+	cas_decide_fn decide;
+	const void *in;         /* the call's input */
+};
+
+/* ws_fail_wrap(rc) naming the operation and key, kind WS_CKPT_IO. */
+int ckpt_io_fail(int rc, const char *op, const char *key);
+/* GET key into b (ws_buf_init'd here with max). *found false (rc 0) when the object is absent. */
+int ckpt_get_obj(struct ws_ckpt *c, const char *key, size_t max, struct ws_buf *b, struct ws_etag *etag,
+		 bool *found);
+/* A read-only handle (ws_ckpt_open_reader) never writes: WS_ECONFIG for one, else 0. */
+int ckpt_reader_refused(const struct ws_ckpt *c, const char *what);
+/* RETRY_MAX compare-and-swaps of key lost in a row: WS_EPRECOND. */
+int ckpt_contention(const char *key);
+/* Fault site `site` (crash tests): 0, or the error it injects. */
+int ckpt_fault(const char *site);
+/* Set the kind of a finished update (written, or an identical retry) and pass its after-write site. */
+int ckpt_finish(bool wrote, const char *after_site);
+/* The expected deployment for reads: "" (matches nothing) when none exists yet. */
+const char *ckpt_dep_or_none(struct ws_ckpt *c);
+/* GET and strictly decode one singleton into out (its struct); *found false when absent. */
+int ckpt_load_singleton(struct ws_ckpt *c, enum singleton o, void *out, struct ws_etag *etag, bool *found);
+/* op's read-decide-write loop, bounded by RETRY_MAX; *wrote: a 0 came from a write. */
+int ckpt_cas_loop(struct ws_ckpt *c, struct cas_op *op, bool *wrote);
+/* The deployment record, read (or created when create) into c->dep. */
+int ckpt_refresh_dep(struct ws_ckpt *c, bool create);
+/* The deployment record, created when absent. */
+int ckpt_ensure_dep(struct ws_ckpt *c);
+/* A public read of one singleton: no deployment record yet means nothing is there. */
+int ckpt_read_singleton(struct ws_ckpt *c, enum singleton o, void *out, bool *found);
+/* A reference a caller passed in, by its shape and length: 0, or WS_ECONFIG (INVALID_INPUT). */
+int ckpt_check_ref_input(const struct ws_ckpt_ref *ref);
 
 #endif

@@ -22,6 +22,7 @@
  * finds any length, count or hash out of place rejects the whole object.
  */
 #include "ws_format.h"
+#include "ws_assert.h"
 #include "ws_hash.h"
 
 #include <errno.h>
@@ -174,6 +175,8 @@ static void w64(struct ws_buf *b, uint64_t v) { uint8_t t[8]; ws_put_le64(t, v);
 static void wstr(struct ws_buf *b, const char *s)
 {
 	size_t n = strlen(s);
+	/* Only names and keys (< WS_KEY_MAX) are written as strings: the length fits its two bytes. */
+	WS_ASSERT(n <= UINT16_MAX);
 	uint8_t t[2] = { (uint8_t)n, (uint8_t)(n >> 8) };
 	w_bytes(b, t, 2);
 	w_bytes(b, s, n);
@@ -276,6 +279,7 @@ static int finish_framed(struct ws_buf *b)
 		return b->err;
 	if (b->len > UINT32_MAX - 8)
 		return WS_ETOOBIG;
+	WS_ASSERT(b->len >= 16); /* begin_framed's magic, version and length are there to patch */
 	ws_put_le32(b->data + 12, (uint32_t)(b->len + 8));
 	w64(b, ws_xxh64(b->data, b->len));
 	return b->err;

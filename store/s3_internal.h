@@ -1,15 +1,22 @@
 /*
- * The s3:// backend's response parsers, apart from the network so that
- * tests/fuzz can feed them any bytes. store_s3.c is their only caller in the
- * library; nothing outside store/ and tests/fuzz includes this header.
+ * The s3:// backend's internals: its response parsers, apart from the
+ * network so that tests/fuzz can feed them any bytes, and what its four
+ * files share (the store, one call, one PUT). store_s3.c runs the signed
+ * requests with their retries, s3_ops.c the operations over them,
+ * s3_list.c the XML bodies, s3_url.c the URL and open. Nothing outside
+ * store/, tests/unit and tests/fuzz includes this header.
  */
 #ifndef WS_S3_INTERNAL_H
 #define WS_S3_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "ws_http.h"
+#include "ws_pacer.h"
+#include "ws_sigv4.h"
 #include "ws_store.h"
 
 /*
@@ -47,5 +54,122 @@ const char *ws_s3_limits_query(const struct ws_store_limits *lim, char *q, size_
 int ws_s3_parse_retry_after(const char *v, int64_t now_wall_ms, uint64_t *ms);
 /* The response's Retry-After in ms (0: none, or not one of the forms). */
 uint64_t ws_s3_retry_after_ms(const struct ws_http_req *r);
+
+/* ---- the backend's pieces: store_s3.c (requests), s3_ops.c, s3_list.c, s3_url.c ---- */
+
+#define URL_MAX 2048
+
+struct s3_store {
+	struct ws_store base;
+	struct ws_http *http;
+	struct ws_sigv4_creds creds;
+	char bucket[64];
+	char prefix[WS_KEY_MAX];     /* "" or "dir/sub" without slashes at the ends */
+	char endpoint[512];          /* "http://127.0.0.1:7480", no trailing slash */
+	char host[512];              /* Host header */
+	bool path_style;
+	int etag_quotes;             /* -1 auto (probed), 0 bare, 1 quoted: as configured */
+	bool if_match_known;         /* if_match_quoted is settled (configured or probed) */
+	bool if_match_quoted;        /* If-Match carries the etag in quotes */
+	bool conditional_writes;
+	bool payload_unsigned;       /* PUT bodies as UNSIGNED-PAYLOAD (payload_signing=unsigned) */
+	unsigned attempts_max;
+	uint64_t deadline_ms;
+	uint64_t rng;
+	bool pace;                   /* pace writes once throttled (pace=1, the default) */
+	struct shared_pacer *pacer;  /* shared by the process's handles on this endpoint and bucket */
+};
+
+struct shared_pacer {
+	struct shared_pacer *next;
+	char name[600];              /* endpoint "|" bucket */
+	unsigned refs;
+	struct ws_pacer p;
+};
+
+struct body_ctx {
+	struct ws_buf *buf;
+	const struct ws_http_req *req;   /* its status, once the status line is in */
+};
+
+struct s3_call {
+	const char *method;
+	const char *key;             /* object key, or "" for the bucket */
+	const char *query;           /* raw, without '?', or NULL */
+	const char *extra[6];        /* extra "Name: value" headers (signed) */
+	size_t extra_count;
+	const struct iovec *body;
+	int body_iovcnt;
+	struct ws_buf *resp;         /* response body, may be NULL */
+	bool conditional;            /* 409 ConditionalRequestConflict is retried */
+	bool unsigned_payload;       /* body sent as UNSIGNED-PAYLOAD: never hashed */
+	bool framed;                 /* a 2xx body must say where it ends (Content-Length or chunked):
+					one that ends where the connection closes is retried as cut */
+	uint64_t within_ms;          /* monotonic, 0 = none: a step of a call with this deadline (a HEAD
+					that settles a PUT's 412), which may not outlast it */
+	/* state across attempts (call_begin) */
+	char payload_hash[65];
+	uint64_t deadline_ms;        /* monotonic */
+	size_t resp_len0;
+	struct body_ctx bc;
+	/* the signed request of the current attempt: req points into these */
+	char url[URL_MAX + WS_KEY_MAX * 7];
+	char h_date[64], h_sha[128], h_auth[WS_SIGV4_AUTH_MAX + 32], h_token[4200];
+	const char *lines[16];
+	/* out */
+	struct ws_http_req req;
+	unsigned attempts;
+	unsigned throttle_retries;   /* retries of this call caused by throttling */
+	uint64_t retry_until_ms;     /* mono ms: the latest end of a Retry-After a throttled attempt carried */
+	long throttle_status;        /* the HTTP status of the last throttled attempt (503, 429) */
+	uint64_t backoff_ms;         /* wait before the next attempt (call_judge returned 1) */
+};
+
+
+/* One PUT: its call, and what all its attempts share (headers, attempt token). */
+struct s3_put_op {
+	struct s3_call c;
+	struct s3_store *store;      /* put_many: signs c when it is sent */
+	int sign_rc;
+	enum ws_put_mode mode;
+	struct ws_etag expect;       /* CAS: the etag If-Match names (bare) */
+	char h_len[64], h_cond[WS_ETAG_MAX + 32], h_attempt[64], token[33];
+	struct ws_buf err_body;
+};
+
+/* The ops table (s3_ops.c) a store opened by s3_url.c carries. */
+extern const struct ws_store_ops s3_ops;
+
+/* store_s3.c: one signed request with retries. */
+/* Run c with retries: 0 with c->req.status the final HTTP status (2xx or a
+ * status not retried), or a negative error when retries ran out. */
+int s3_call(struct s3_store *s, struct s3_call *c);
+/* A final status that is not success, as an error naming what was asked. */
+int s3_status_error(struct s3_store *s, const struct s3_call *c, const struct ws_buf *body);
+/* An S3 error body's <Code> (b may be NULL: ""). */
+void s3_error_code(const struct ws_buf *b, char *out, size_t cap);
+/* The next of the store's random numbers (jitter, attempt tokens, probe keys). */
+uint64_t s3_rnd64(struct s3_store *s);
+/* A reply's ETag, bare; too long to keep: "" with its length. */
+void s3_reply_etag(const struct ws_http_req *r, struct ws_etag *out);
+/* -EPROTO: the store's etag for key is longer than walship keeps. */
+int s3_etag_too_long(const struct s3_store *s, const char *what, const char *key, const struct ws_etag *e);
+int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n);
+
+/* s3_ops.c: a PUT set up (nothing sent) and judged once its call ended. */
+int s3_put_begin(struct s3_store *s, struct s3_put_op *op, const char *key, const struct iovec *iov, int iovcnt,
+		 enum ws_put_mode mode, const struct ws_etag *expect);
+int s3_put_end(struct s3_store *s, struct s3_put_op *op, struct ws_etag *out_etag);
+/* Which If-Match spelling the store honours, and that it enforces both conditions. */
+int s3_probe_conditional(struct s3_store *s);
+
+/* s3_list.c */
+int s3_list(struct ws_store *base, const char *prefix, const char *token, unsigned max_keys,
+	    struct ws_list_page *out);
+int s3_del_many(struct ws_store *base, const char *const *keys, size_t n);
+
+/* s3_url.c: the write pacer of an endpoint and bucket, shared and counted. */
+struct shared_pacer *s3_pacer_get(const char *endpoint, const char *bucket);
+void s3_pacer_put(struct shared_pacer *sp);
 
 #endif

@@ -5,6 +5,7 @@
  */
 #include "ws_store.h"
 #include "s3_internal.h"
+#include "ws_assert.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -97,6 +98,24 @@ void ws_list_page_free(struct ws_list_page *p)
 	free(p->keys);
 	free(p->sizes);
 	memset(p, 0, sizeof(*p));
+}
+
+int ws_list_page_add_bytes(const struct ws_store *s, const struct ws_list_page *page, uint64_t *total)
+{
+	for (size_t i = 0; page->sizes && i < page->count; i++) {
+		uint64_t size = page->sizes[i];
+		if (size > WS_OBJ_BYTES_MAX)
+			return ws_fail(WS_EFORMAT, "%s: the listing gives %s a size of %" PRIu64 " bytes, more than "
+				       "an object can have (%llu): bad data from the store", s->url, page->keys[i],
+				       size, WS_OBJ_BYTES_MAX);
+		if (*total > WS_LIST_BYTES_MAX - size)
+			return ws_fail(WS_EFORMAT, "%s: the listed sizes, %s's %" PRIu64 " bytes the last, add up "
+				       "past %" PRIu64 " bytes: bad data from the store", s->url, page->keys[i], size,
+				       WS_LIST_BYTES_MAX);
+		*total += size;
+	}
+	WS_ASSERT(*total <= WS_LIST_BYTES_MAX);
+	return 0;
 }
 
 static bool key_char_ok(char c)

@@ -69,6 +69,12 @@ struct ws_list_page {
 	char next_token[WS_KEY_MAX];
 };
 void ws_list_page_free(struct ws_list_page *p);
+/* The most bytes a listed object may have: S3's object limit (5 TiB). A
+ * listing that names a larger size is bad data from the store. */
+#define WS_OBJ_BYTES_MAX (5ull << 40)
+/* The most a sum of listed sizes may reach: what a signed 64-bit count
+ * (and a JSON integer) holds. */
+#define WS_LIST_BYTES_MAX ((uint64_t)INT64_MAX)
 
 /* Operation counters per store, for metrics and the idle-tenant benchmark. */
 struct ws_store_stats {
@@ -200,6 +206,14 @@ int ws_store_created_same(struct ws_store *s, const char *key, const struct iove
  * paging loop ends whatever the backend answers. */
 int ws_store_list(struct ws_store *s, const char *prefix, const char *token, unsigned max_keys,
 		  struct ws_list_page *out) WS_MUST_CHECK;
+/*
+ * Add page's sizes to *total. A size over WS_OBJ_BYTES_MAX, or a total
+ * that would pass WS_LIST_BYTES_MAX, is WS_EFORMAT naming the store, the
+ * key and the value, as bad data from the store; *total then holds the
+ * sum of the sizes before it.
+ */
+int ws_list_page_add_bytes(const struct ws_store *s, const struct ws_list_page *page, uint64_t *total)
+	WS_MUST_CHECK;
 int ws_store_del(struct ws_store *s, const char *key) WS_MUST_CHECK;
 /*
  * The first top-level name (a key's first segment) after the name `after`

@@ -44,11 +44,13 @@ impl_map = {
     "hash_impl.h": ["hash.c", "hash_avx2.c"],
     "xxh_body.h": [],
     "ws_wal.h": ["wal.c", "wal_simd.c"],
-    "ckpt_internal.h": ["ckpt.c", "ckpt_json.c"],
-    "ws_ckpt.h": ["ckpt.c", "ckpt_json.c"],
+    "ckpt_internal.h": ["ckpt.c", "ckpt_index.c", "ckpt_records.c", "ckpt_json.c"],
+    "ws_ckpt.h": ["ckpt.c", "ckpt_index.c", "ckpt_records.c", "ckpt_json.c"],
     # The store's interface: the dispatcher and the backends behind it.
-    "ws_store.h": ["store.c", "store_file.c", "store_s3.c"],
-    "s3_internal.h": ["store_s3.c"],
+    "ws_store.h": ["store.c", "store_file.c", "file_open.c", "file_read.c", "file_delete.c",
+                   "store_s3.c", "s3_ops.c", "s3_list.c", "s3_url.c"],
+    "s3_internal.h": ["store_s3.c", "s3_ops.c", "s3_list.c", "s3_url.c"],
+    "file_internal.h": ["store_file.c", "file_open.c", "file_read.c", "file_delete.c"],
     "http_internal.h": ["http.c"],
     # The tail: one stream, in the files of its steps.
     "stream_internal.h": ["stream.c", "stream_txn.c", "stream_wal.c", "stream_scan.c", "stream_manifest.c",

@@ -361,6 +361,43 @@ static void check_listing(struct ws_store *s, const char *prefix, unsigned max_k
 	assert_int_equal(seen, n);
 }
 
+/*
+ * A sparse file the file store lists at more bytes than an object can have
+ * (someone's `truncate -s 6T` in the sink): ls's sum of the listing refuses
+ * it as bad data from the store, naming the key, rather than count it (two
+ * of 2^63 would wrap the tenant's bytes).
+ */
+static void test_list_size_beyond_a_store(void **state)
+{
+	struct fixture *f = *state;
+	struct ws_list_page page = { 0 };
+	char path[4096];
+	uint64_t total = 0;
+	int fd;
+
+	assert_int_equal(ws_store_put(f->s, "t/a", "x", 1, WS_PUT_OVERWRITE, NULL, NULL), 0);
+	snprintf(path, sizeof(path), "%s/t/huge", f->dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	assert_true(fd >= 0);
+	if (ftruncate(fd, (off_t)(WS_OBJ_BYTES_MAX + 4096)) != 0) {
+		/* A file system that cannot hold so large a sparse file. */
+		print_message("ftruncate to 5 TiB: %s; not run here\n", strerror(errno));
+		close(fd);
+		unlink(path);
+		skip();
+	}
+	close(fd);
+	assert_int_equal(ws_store_list(f->s, "t/", NULL, 10, &page), 0);
+	assert_int_equal(page.count, 2);
+	assert_int_equal(ws_list_page_add_bytes(f->s, &page, &total), WS_EFORMAT);
+	print_message("  refused: %s\n", ws_errmsg());
+	assert_non_null(strstr(ws_errmsg(), "t/huge a size of 5497558142976 bytes"));
+	assert_non_null(strstr(ws_errmsg(), "bad data from the store"));
+	assert_true(total == 1); /* t/a's byte, before it */
+	ws_list_page_free(&page);
+	unlink(path);
+}
+
 static void test_list_paging(void **state)
 {
 	struct fixture *f = *state;
@@ -1752,6 +1789,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_create_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cas, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_list_paging, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_list_size_beyond_a_store, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nested_and_conflicts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_invalid_keys, setup, teardown),
 		cmocka_unit_test(test_buf),

@@ -1,8 +1,8 @@
 /*
  * ListObjectsV2 bodies as the S3 backend reads them (store/s3_internal.h),
  * without a server: a good page is taken whole; a key from outside the
- * sink's prefix, a size that is not plain decimal or does not fit in 64
- * bits, keys out of order or outside the listed prefix are refused
+ * sink's prefix, a size that is not plain decimal, does not fit in 64
+ * bits or is more than an object can have (5 TiB), keys out of order or outside the listed prefix are refused
  * (WS_EFORMAT naming the listing) rather than read as something else. A
  * reply that is no listing page (an error document in a 200), a page that
  * says the listing goes on but shows no key to go on after, or one with more
@@ -79,14 +79,14 @@ static void refused_raw(const char *b, const char *why)
 
 static void test_good_page(void **state)
 {
-	const char *kv[] = { "pre/a/1", "0", "pre/a/2", "18446744073709551615", "pre/b", "4096", NULL };
+	const char *kv[] = { "pre/a/1", "0", "pre/a/2", "5497558138880", "pre/b", "4096", NULL };
 	struct ws_list_page pg;
 	(void)state;
 	assert_int_equal(parse(kv, "pre", "", &pg), 0);
 	assert_int_equal(pg.count, 3);
 	assert_string_equal(pg.keys[0], "a/1");
 	assert_string_equal(pg.keys[2], "b");
-	assert_true(pg.sizes[1] == UINT64_MAX);
+	assert_true(pg.sizes[1] == WS_OBJ_BYTES_MAX); /* 5 TiB, the most an object can have */
 	assert_true(pg.sizes[2] == 4096);
 	assert_false(pg.truncated);
 	ws_list_page_free(&pg);
@@ -121,6 +121,60 @@ static void test_bad_sizes(void **state)
 		print_message("size \"%s\"\n", bad[i]);
 		refused(kv, "pre", "");
 	}
+}
+
+/* A size no store can hold (over S3's 5 TiB) is bad data from the store,
+ * named with its key and value: summed by ls it would wrap ("bytes":-3). */
+static void test_size_beyond_a_store(void **state)
+{
+	static const char *const big[] = { "5497558138881", "9007199254740993", "18446744073709551615", NULL };
+	(void)state;
+	for (int i = 0; big[i]; i++) {
+		const char *kv[] = { "pre/a", "1", "pre/b", big[i], NULL };
+		struct ws_list_page pg;
+		print_message("size \"%s\"\n", big[i]);
+		assert_int_equal(parse(kv, "pre", "", &pg), WS_EFORMAT);
+		print_message("  refused: %s\n", ws_errmsg());
+		assert_non_null(strstr(ws_errmsg(), "bad data from the store"));
+		assert_non_null(strstr(ws_errmsg(), " b a size of "));
+		assert_non_null(strstr(ws_errmsg(), big[i]));
+		ws_list_page_free(&pg);
+	}
+}
+
+/* The sum ls makes of a listing's sizes: each size within an object's
+ * most, the total within a signed 64-bit count; past either it is bad
+ * data from the store, never a wrapped count. */
+static void test_size_sum(void **state)
+{
+	char *keys[] = { "t/a", "t/b" };
+	uint64_t sizes[] = { WS_OBJ_BYTES_MAX, 1 };
+	struct ws_list_page pg = { .keys = keys, .sizes = sizes, .count = 2 };
+	struct ws_store st;
+	uint64_t total = 0;
+	(void)state;
+	memset(&st, 0, sizeof(st));
+	snprintf(st.url, sizeof(st.url), "s3://bkt/pre");
+	assert_int_equal(ws_list_page_add_bytes(&st, &pg, &total), 0);
+	assert_true(total == WS_OBJ_BYTES_MAX + 1);
+	/* A total that would pass INT64_MAX: refused, naming the key, the sum kept. */
+	total = WS_LIST_BYTES_MAX - 10;
+	assert_int_equal(ws_list_page_add_bytes(&st, &pg, &total), WS_EFORMAT);
+	print_message("  refused: %s\n", ws_errmsg());
+	assert_non_null(strstr(ws_errmsg(), "bad data from the store"));
+	assert_non_null(strstr(ws_errmsg(), "t/a"));
+	assert_true(total == WS_LIST_BYTES_MAX - 10);
+	/* Exactly at the most: taken. */
+	total = WS_LIST_BYTES_MAX - WS_OBJ_BYTES_MAX - 1;
+	assert_int_equal(ws_list_page_add_bytes(&st, &pg, &total), 0);
+	assert_true(total == WS_LIST_BYTES_MAX);
+	/* One size over an object's most, from any store: refused with its value. */
+	sizes[1] = UINT64_MAX;
+	total = 0;
+	assert_int_equal(ws_list_page_add_bytes(&st, &pg, &total), WS_EFORMAT);
+	assert_non_null(strstr(ws_errmsg(), "t/b a size of 18446744073709551615 bytes"));
+	assert_non_null(strstr(ws_errmsg(), "bad data from the store"));
+	assert_true(total == WS_OBJ_BYTES_MAX);
 }
 
 static void test_order_and_prefix(void **state)
@@ -297,6 +351,8 @@ int main(void)
 		cmocka_unit_test(test_good_page),
 		cmocka_unit_test(test_foreign_prefix),
 		cmocka_unit_test(test_bad_sizes),
+		cmocka_unit_test(test_size_beyond_a_store),
+		cmocka_unit_test(test_size_sum),
 		cmocka_unit_test(test_order_and_prefix),
 		cmocka_unit_test(test_not_a_whole_page),
 		cmocka_unit_test(test_is_truncated_forms),
