@@ -38,9 +38,7 @@ static int artifact_shape(const char *key, const uint8_t *head, uint64_t len, co
 		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %" PRIu64 " bytes; the state it stands for "
 			       "(cut manifest, %u pages of %llu bytes) is %llu bytes: not that state's image", key,
 			       len, cut->db_pages, (unsigned long long)ps, (unsigned long long)full);
-	hdr_ps = (uint32_t)head[16] << 8 | head[17];
-	if (hdr_ps == 1)
-		hdr_ps = 65536;
+	hdr_ps = ws_db_hdr_page_size(head);
 	hdr_pages = ws_image_header_pages(head);
 	if (hdr_ps != ps || hdr_pages > cut->db_pages)
 		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s: page 1 says %u pages of %u bytes; the state it "

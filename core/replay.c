@@ -50,9 +50,7 @@ int ws_image_pwrite(int fd, const uint8_t *p, size_t n, uint64_t off)
  */
 uint32_t ws_image_header_pages(const uint8_t h[100])
 {
-	if (memcmp(h, "SQLite format 3", 16) != 0 || ws_get_be32(h + 24) != ws_get_be32(h + 92))
-		return 0;
-	return ws_get_be32(h + 28);
+	return ws_db_hdr_is_sqlite(h, WS_DB_HDR_SIZE) ? ws_db_hdr_page_count(h) : 0;
 }
 
 /*
@@ -115,10 +113,8 @@ static int check_commit_size(const char *tenant, const char *key, uint64_t frame
 /* Page 1 names its page size (bytes 16-17, 1 = 65536): the manifest's. */
 static int check_page1(const char *tenant, const char *key, const uint8_t *p1, uint32_t ps)
 {
-	uint32_t hps = (uint32_t)p1[16] << 8 | p1[17];
-	if (hps == 1)
-		hps = 65536;
-	if (memcmp(p1, "SQLite format 3", 16) == 0 && hps != ps)
+	uint32_t hps = ws_db_hdr_page_size(p1);
+	if (ws_db_hdr_is_sqlite(p1, WS_DB_HDR_MAGIC_SIZE) && hps != ps)
 		return ws_fail(WS_ECORRUPT, "tenant %s: %s: page 1 says the page size is %" PRIu32 " bytes, its "
 			       "manifest %" PRIu32, tenant, key, hps, ps);
 	return 0;
@@ -134,8 +130,9 @@ static int check_page1(const char *tenant, const char *key, const uint8_t *p1, u
 static int check_manifest_end(const char *tenant, const char *key, const struct ws_fmt_manifest *m,
 			      const uint8_t *fr, uint64_t no)
 {
-	uint32_t dbsz = ws_get_be32(fr + 4);
-	uint32_t ck0 = ws_get_be32(fr + 16), ck1 = ws_get_be32(fr + 20);
+	struct ws_wal_frame_hdr fh;
+	ws_wal_frame_hdr_decode(fr, &fh);
+	uint32_t dbsz = fh.db_size, ck0 = fh.cksum1, ck1 = fh.cksum2;
 	if (dbsz == 0)
 		return ws_fail(WS_ECORRUPT, "tenant %s: manifest %s ends at frame %" PRIu64 ", which is not a "
 			       "commit frame", tenant, key, no);
@@ -286,8 +283,9 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 			for (uint64_t f = 0; f < bh.frame_count; f++) {
 				uint64_t no = bh.first_frame + f;
 				const uint8_t *fr = frames + f * fsz;
-				uint32_t pgno = ws_get_be32(fr);
-				uint32_t dbsz = ws_get_be32(fr + 4);
+				struct ws_wal_frame_hdr fh;
+				ws_wal_frame_hdr_decode(fr, &fh);
+				uint32_t pgno = fh.pgno, dbsz = fh.db_size;
 				/* Stop at the manifest's last commit, and at the target
 				 * inside the last manifest: never past a commit. */
 				if (no > m->last_frame || (last_manifest && no > target_frame))
