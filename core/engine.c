@@ -605,6 +605,9 @@ int ws_engine_stop(struct ws_engine *e)
 	 * waiting out failures, now (a tail in flight too), and the final
 	 * drain's uploads get their requests' own bounded retries. */
 	ws_engine_give_up(e);
+	if (e->cfg.drain_ms_max)
+		e->drain_deadline_ms = ws_mono_ms() + e->cfg.drain_ms_max;
+	__atomic_store_n(&e->stopping, 1, __ATOMIC_RELAXED);
 	/* Every shard drains at once. */
 	e->stop_rc = all_shards(e, CMD_STOP);
 	snprintf(msg, sizeof(msg), "%s", ws_errmsg());

@@ -24,6 +24,9 @@
  * event per WAL write, and waking for each of them cost more CPU than
  * shipping its frames. Identical events wait merged in the kernel's queue. */
 #define EVENTS_GAP_MAX_MS 10
+/* The default stall_warn_ms stays under this; repeats come at most this often. */
+#define STALL_WARN_MS_MAX 60000
+#define STALL_REPEAT_MS 30000
 
 struct tenant;
 
@@ -69,6 +72,16 @@ struct tenant {
 	int64_t added_mono_ms;
 	uint32_t last_outcome;
 	uint32_t fenced;
+	uint64_t deferrals;
+	int64_t ack_mono_ms;     /* mono ms of its last acknowledged tail (0: none yet) */
+	uint32_t stalled;        /* warned: no acknowledged tail for stall_warn_ms */
+	uint32_t drained;        /* the stop's drain shipped all it had */
+
+	/* Shard thread only: a tenant that cannot ship (engine_tail.c). */
+	uint64_t trouble_ms;     /* mono ms of its first unacknowledged tail since the last acknowledged one */
+	uint64_t warn_ms;        /* of the last warning about it (0: none) */
+	uint64_t pending_throttle; /* refusals not yet counted in an outcome (block, throttle) */
+	char answer[WS_OUTCOME_MSG_MAX]; /* the store's last answer, for the warning */
 };
 
 struct watched_dir {
@@ -134,6 +147,10 @@ struct ws_engine {
 	unsigned nshards;
 	bool stopped;
 	int stop_rc;
+	/* mono ms by which ws_engine_stop's drain ends (0: no bound); set
+	 * before its STOP is posted, read by the shards that run it. */
+	uint64_t drain_deadline_ms;
+	uint32_t stopping;              /* (atomic) ws_engine_stop has begun */
 
 	pthread_mutex_t reg_mu;         /* the registry */
 	struct tenant **reg;
@@ -178,5 +195,7 @@ uint64_t ws_eng_due_after_change(const struct shard *sh, const struct tenant *t,
 void ws_eng_mark_due(struct tenant *t, uint64_t due);
 void ws_eng_park(struct shard *sh, struct tenant *t);
 int ws_eng_tail_one(struct shard *sh, struct tenant *t, enum tail_mode mode);
+/* Warn about t if it has not shipped for stall_warn_ms; when to look again (UINT64_MAX: no trouble). */
+uint64_t ws_eng_stall_check(struct shard *sh, struct tenant *t, uint64_t now);
 
 #endif

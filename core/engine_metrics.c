@@ -24,7 +24,7 @@
 
 /* ---- metrics ------------------------------------------------------------- */
 
-static void tenant_metrics(const struct tenant *t, struct ws_tenant_metrics *m)
+static void tenant_metrics(const struct ws_engine *e, const struct tenant *t, struct ws_tenant_metrics *m)
 {
 	int64_t now = (int64_t)ws_mono_ms();
 	int64_t wm = __atomic_load_n(&t->wm_mono_ms, __ATOMIC_RELAXED);
@@ -52,6 +52,14 @@ static void tenant_metrics(const struct tenant *t, struct ws_tenant_metrics *m)
 	m->last_frame = ld(&t->last_frame);
 	m->last_outcome = (enum ws_outcome_kind)__atomic_load_n(&t->last_outcome, __ATOMIC_RELAXED);
 	m->fenced = __atomic_load_n(&t->fenced, __ATOMIC_RELAXED) != 0;
+	m->deferrals = ld(&t->deferrals);
+	int64_t ack = __atomic_load_n(&t->ack_mono_ms, __ATOMIC_RELAXED);
+	if (!ack)
+		ack = t->added_mono_ms;
+	m->since_ack_ms = now > ack ? (uint64_t)(now - ack) : 0;
+	m->stalled = __atomic_load_n(&t->stalled, __ATOMIC_RELAXED) != 0;
+	/* Until its final tail has shipped everything, from the stop on. */
+	m->undrained = __atomic_load_n(&e->stopping, __ATOMIC_RELAXED) && !__atomic_load_n(&t->drained, __ATOMIC_RELAXED);
 }
 
 int ws_engine_shard_metrics(struct ws_engine *e, unsigned i, struct ws_shard_metrics *m)
@@ -92,7 +100,7 @@ int ws_engine_tenant_metrics(struct ws_engine *e, const char *name, struct ws_te
 	pthread_mutex_lock(&e->reg_mu);
 	t = name ? ws_eng_reg_find(e, name, NULL) : NULL;
 	if (t)
-		tenant_metrics(t, out);
+		tenant_metrics(e, t, out);
 	pthread_mutex_unlock(&e->reg_mu);
 	if (!t)
 		return ws_fail(WS_ENOTFOUND, "tenant %s: not registered", name ? name : "(null)");
@@ -105,7 +113,7 @@ int ws_engine_foreach_tenant(struct ws_engine *e, ws_tenant_metrics_fn fn, void 
 	pthread_mutex_lock(&e->reg_mu);
 	for (size_t i = 0; i < e->nreg && rc == 0; i++) {
 		struct ws_tenant_metrics m;
-		tenant_metrics(e->reg[i], &m);
+		tenant_metrics(e, e->reg[i], &m);
 		rc = fn(&m, arg);
 	}
 	pthread_mutex_unlock(&e->reg_mu);
@@ -169,8 +177,15 @@ static int text_tenant(const struct ws_tenant_metrics *m, void *arg)
 			     m->rpo.watermark_age_ms / 1000, (unsigned)(m->rpo.watermark_age_ms % 1000));
 		return 0;
 	}
+	if (f->off == SIZE_MAX - 2) {
+		emit(t, "%s{tenant=\"%s\",shard=\"%u\"} %" PRIu64 ".%03u\n", f->name, m->tenant, m->shard,
+		     m->since_ack_ms / 1000, (unsigned)(m->since_ack_ms % 1000));
+		return 0;
+	}
 	if (f->off == SIZE_MAX)
 		v = m->fenced;
+	else if (f->off == SIZE_MAX - 3)
+		v = m->stalled;
 	else
 		memcpy(&v, (const char *)m + f->off, sizeof(v));
 	emit(t, "%s{tenant=\"%s\",shard=\"%u\"} %" PRIu64 "\n", f->name, m->tenant, m->shard, v);
@@ -198,6 +213,11 @@ int ws_engine_metrics_text(struct ws_engine *e, char **out, size_t *len)
 		{ "walship_tenant_last_frame", "gauge", "Last WAL frame named by the watermark.",
 		  offsetof(struct ws_tenant_metrics, last_frame) },
 		{ "walship_tenant_fenced", "gauge", "1 when the last tail was Fenced.", SIZE_MAX },
+		{ "walship_tenant_deferrals_total", "counter", "Tails a throttling store refused, deferred to its "
+		  "Retry-After.", offsetof(struct ws_tenant_metrics, deferrals) },
+		{ "walship_tenant_last_ack_age_seconds", "gauge", "Time since the last acknowledged tail (or the add).",
+		  SIZE_MAX - 2 },
+		{ "walship_tenant_stalled", "gauge", "1 while nothing shipped for stall_warn_ms (warned).", SIZE_MAX - 3 },
 	};
 	struct text t = { 0 };
 	for (size_t i = 0; i < sizeof(tf) / sizeof(tf[0]); i++) {

@@ -209,22 +209,43 @@ static bool ended_early(const struct tenant *t)
 	return call.ended_early;
 }
 
+/* The stop's drain deadline has passed: the tenant is left as it is. */
+static bool drain_late(const struct shard *sh, enum tail_mode mode)
+{
+	return mode == TAIL_DRAIN && sh->e->drain_deadline_ms && ws_mono_ms() >= sh->e->drain_deadline_ms;
+}
+
+static int drain_left(struct tenant *t)
+{
+	return ws_fail(-ETIMEDOUT, "tenant %s: drain_ms_max reached; left unshipped past frame %" PRIu64
+		       " (the next start ships it)", t->name, ld(&t->last_frame));
+}
+
 static int tail_all(struct shard *sh, enum tail_mode mode)
 {
 	struct first_err fe = { 0 };
 	for (size_t i = 0; i < sh->n; i++) {
-		int rc = ws_eng_tail_one(sh, sh->tenants[i], mode);
+		struct tenant *t = sh->tenants[i];
+		WS_ASSERT(t->idx == i && t->shard == sh->id);
+		if (drain_late(sh, mode)) {
+			ws_eng_first_err_note(&fe, drain_left(t));
+			continue;
+		}
+		int rc = ws_eng_tail_one(sh, t, mode);
 		/* A database replaced during the call: nothing was acknowledged
 		 * and the stream let go of the old file, so the next call
 		 * re-bases onto the new one. A flush or the final drain makes
 		 * that call now instead of ending on the error. */
 		if (rc == WS_EREPLACED)
-			rc = ws_eng_tail_one(sh, sh->tenants[i], mode);
+			rc = ws_eng_tail_one(sh, t, mode);
 		/* A call names at most as many batches as one manifest holds
-		 * (and stops earlier at nothing else here: no work bound): a
-		 * flush or the final drain goes on to the end of the backlog. */
-		while (rc == 0 && ended_early(sh->tenants[i]))
-			rc = ws_eng_tail_one(sh, sh->tenants[i], mode);
+		 * (and a drain with a deadline stops at its work bound): a flush
+		 * or the final drain goes on to the end of the backlog, or to
+		 * the deadline. */
+		while (rc == 0 && ended_early(t))
+			rc = drain_late(sh, mode) ? drain_left(t) : ws_eng_tail_one(sh, t, mode);
+		if (rc == 0 && mode == TAIL_DRAIN)
+			__atomic_store_n(&t->drained, 1, __ATOMIC_RELAXED);
 		ws_eng_first_err_note(&fe, rc);
 	}
 	return ws_eng_first_err_done(&fe);
@@ -353,9 +374,15 @@ void *ws_eng_shard_main(void *arg)
 		}
 		/* When the next tail is due, over every tenant: the events read
 		 * after a tail may have made one due that this pass went by. */
-		for (size_t i = 0; i < sh->n; i++)
+		for (size_t i = 0; i < sh->n; i++) {
 			if (sh->tenants[i]->dirty && sh->tenants[i]->due_ms < next)
 				next = sh->tenants[i]->due_ms;
+			/* A tenant that cannot ship is warned about on time, even
+			 * while its retry waits longer than stall_warn_ms. */
+			uint64_t warn_at = ws_eng_stall_check(sh, sh->tenants[i], now);
+			if (warn_at < next)
+				next = warn_at;
+		}
 		/* Events read moments ago: let the next ones gather (the fd
 		 * leaves the poll set until the gap is over). A first event after
 		 * a quiet spell is read at once. */
