@@ -119,6 +119,7 @@ unsigned ws_engine_shards(const struct ws_engine *e) { return e->nshards; }
 static int shard_post(struct shard *sh, struct cmd *c)
 {
 	uint64_t one = 1;
+	WS_ASSERT(c->kind == CMD_STOP || c->kind == CMD_FLUSH || c->t);
 	c->done = false;
 	c->ran = false;
 	c->next = NULL;
@@ -473,6 +474,7 @@ int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *tc)
 		e->reg = n;
 		e->capreg = cap;
 	}
+	WS_ASSERT(e->nreg < e->capreg && t->shard < e->nshards);
 	e->reg[e->nreg++] = t;
 	/* Posted under the registry's lock: a remove that finds the tenant
 	 * there queues its REMOVE after this ADD, never before it. */
@@ -542,7 +544,8 @@ int ws_engine_remove_tenant(struct ws_engine *e, const char *name)
 		pthread_mutex_unlock(&e->reg_mu);
 		return rc;
 	}
-	reg_unlink(e, t);
+	bool linked = reg_unlink(e, t);
+	WS_ASSERT(linked); /* marked removing, nothing else unlinks it */
 	/* Its add has not yet returned (its ADD failed, or the REMOVE ran
 	 * before the add woke): that call frees it. */
 	bool adding = t->adding;

@@ -178,6 +178,7 @@ static int do_add(struct shard *sh, struct tenant *t)
 		t->st = NULL;
 		return rc;
 	}
+	WS_ASSERT(t->shard == sh->id && sh->n < sh->cap);
 	t->idx = sh->n;
 	sh->tenants[sh->n++] = t;
 	__atomic_store_n(&sh->tenant_count, (uint32_t)sh->n, __ATOMIC_RELAXED);
@@ -190,6 +191,7 @@ static int do_remove(struct shard *sh, struct tenant *t)
 	int rc;
 	if (!t->st)
 		return 0; /* its ADD failed: never on this shard */
+	WS_ASSERT(t->shard == sh->id && sh->tenants[t->idx] == t);
 	rc = ws_eng_tail_one(sh, t, TAIL_DRAIN);
 	ws_eng_park(sh, t);
 	names_remove(sh, t);
@@ -324,6 +326,7 @@ static void read_events(struct shard *sh)
 				 * stream closes files, and must not wake it again. */
 				if (!ne->wal && !(ev->mask & (IN_CREATE | IN_MOVED_TO)))
 					continue;
+				WS_ASSERT(ne->t->shard == sh->id);
 				ws_eng_mark_due(ne->t, ws_eng_due_after_change(sh, ne->t, now));
 			}
 		}

@@ -66,10 +66,12 @@ static void lru_unlink(struct shard *sh, struct tenant *t)
 	else if (sh->lru_tail == t)
 		sh->lru_tail = t->lru_prev;
 	t->lru_prev = t->lru_next = NULL;
+	WS_ASSERT(!sh->lru_head == !sh->lru_tail);
 }
 
 static void lru_front(struct shard *sh, struct tenant *t)
 {
+	WS_ASSERT(t->open && t->shard == sh->id);
 	lru_unlink(sh, t);
 	t->lru_next = sh->lru_head;
 	if (sh->lru_head)
@@ -83,6 +85,7 @@ void ws_eng_park(struct shard *sh, struct tenant *t)
 {
 	if (!t->open)
 		return;
+	WS_ASSERT(sh->open_count > 0);
 	ws_stream_park(t->st);
 	t->open = false;
 	sh->open_count--;
@@ -98,6 +101,7 @@ void ws_eng_mark_due(struct tenant *t, uint64_t due)
 	if (!t->dirty || due < t->due_ms)
 		t->due_ms = due;
 	t->dirty = true;
+	WS_ASSERT(t->due_ms >= t->retry_at);
 }
 
 /* The warning's threshold: stall_warn_ms, or 4 x batch_age_ms_max up to a minute. */
