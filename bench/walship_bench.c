@@ -495,6 +495,8 @@ static pthread_mutex_t err_mu = PTHREAD_MUTEX_INITIALIZER;
 static void on_outcome(const char *tenant, const struct ws_outcome *o, int err, void *arg)
 {
 	(void)arg;
+	if (o->kind == WS_OUTCOME_ERROR && o->u.error.deferred)
+		return; /* the store throttled: again after its Retry-After, not a failure */
 	if (err) {
 		if (atomic_fetch_add(&tail_errors, 1) == 0) {
 			pthread_mutex_lock(&err_mu);

@@ -115,6 +115,10 @@ struct ws_stream_call {
 	bool past_index;             /* frames of the live generation lie past the wal-index's last
 				      * commit: most often a commit whose writer has not yet
 				      * written the wal-index, which wakes no one: look again */
+	/* The frames the call set out to ship (0..0: none found), so a refused
+	 * call can say which it left: its generation's sequence too. */
+	uint64_t first_frame, last_frame;
+	uint32_t checkpoint_seq;
 };
 
 #endif

@@ -42,6 +42,7 @@ const char *ws_outcome_name(enum ws_outcome_kind k)
 	case WS_OUTCOME_RESTARTED: return "restarted";
 	case WS_OUTCOME_SHED: return "shed";
 	case WS_OUTCOME_FENCED: return "fenced";
+	case WS_OUTCOME_ERROR: return "error";
 	}
 	return "unknown";
 }
@@ -53,6 +54,7 @@ const struct ws_rpo_status *ws_outcome_rpo(const struct ws_outcome *o)
 	case WS_OUTCOME_STREAMED: return &o->u.streamed.rpo;
 	case WS_OUTCOME_RESTARTED: return &o->u.restarted.rpo;
 	case WS_OUTCOME_SHED: return &o->u.shed.rpo;
+	case WS_OUTCOME_ERROR: return &o->u.error.rpo;
 	case WS_OUTCOME_FENCED: return NULL;
 	}
 	return NULL;
@@ -65,7 +67,8 @@ const struct ws_backpressure_report *ws_outcome_backpressure(const struct ws_out
 	case WS_OUTCOME_RESTARTED: return &o->u.restarted.backpressure;
 	case WS_OUTCOME_SHED: return &o->u.shed.backpressure;
 	case WS_OUTCOME_EMPTY:
-	case WS_OUTCOME_FENCED: return NULL;
+	case WS_OUTCOME_FENCED:
+	case WS_OUTCOME_ERROR: return NULL;
 	}
 	return NULL;
 }

@@ -374,6 +374,14 @@ static void step_report(const struct ws_stream *st, const struct tail *t, struct
 	}
 }
 
+/* The frames this attempt set out to ship, for the engine's report of a refused call. */
+static void call_range(struct ws_stream *st, const struct tail *t)
+{
+	st->call.report.checkpoint_seq = t->sc.gen.checkpoint_seq;
+	st->call.report.first_frame = t->last >= t->sc.first_frame ? t->sc.first_frame : 0;
+	st->call.report.last_frame = t->last >= t->sc.first_frame ? t->last : 0;
+}
+
 static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 {
 	struct tail t;
@@ -385,8 +393,11 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	if ((rc = step_read_generation(st, &t)) != 0 || (rc = step_decide_continuity(st, &t, out)) != 0 ||
 	    (rc = step_fence(st, &t, out)) != 0 || (rc = step_scan(st, &t, out)) != 0 ||
 	    (rc = step_snapshot(st, &t)) != 0 || (rc = step_settle(st, &t, out)) != 0 ||
-	    (rc = step_write_manifest(st, &t, out)) != 0 || (rc = step_write_watermark(st, &t)) != 0)
+	    (rc = step_write_manifest(st, &t, out)) != 0 || (rc = step_write_watermark(st, &t)) != 0) {
+		call_range(st, &t);
 		return rc == TAIL_DONE ? 0 : rc;
+	}
+	call_range(st, &t);
 	step_report(st, &t, out);
 	return 0;
 }

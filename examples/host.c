@@ -38,19 +38,25 @@
 #define ROWS_PER_ROUND 40
 
 /* Outcome counts, by kind; on_outcome runs on the shard threads. */
-static atomic_ulong outcomes[WS_OUTCOME_FENCED + 1];
-static atomic_ulong tail_errors;
+static atomic_ulong outcomes[WS_OUTCOME_ERROR + 1];
+static atomic_ulong tail_errors, tails_deferred;
 
 static void on_outcome(const char *tenant, const struct ws_outcome *o, int err, void *arg)
 {
 	(void)arg;
-	if (err) {
-		/* ws_errmsg() is per thread: this is the failing tail's. */
-		fprintf(stderr, "host: tenant %s: tail failed: %s\n", tenant, ws_errmsg());
+	atomic_fetch_add(&outcomes[o->kind], 1);
+	if (o->kind == WS_OUTCOME_ERROR && o->u.error.deferred) {
+		/* The store throttled: tried again after its Retry-After, and
+		 * the next Streamed counts these refusals. Not a failure. */
+		atomic_fetch_add(&tails_deferred, 1);
+		return;
+	}
+	if (o->kind == WS_OUTCOME_ERROR) {
+		/* err == o->u.error.code; the message names the tenant. */
+		fprintf(stderr, "host: tail failed (%d): %s\n", err, o->u.error.message);
 		atomic_fetch_add(&tail_errors, 1);
 		return;
 	}
-	atomic_fetch_add(&outcomes[o->kind], 1);
 	if (o->kind == WS_OUTCOME_STREAMED && o->u.streamed.frame_count)
 		printf("host: tenant %s: streamed frames %llu..%llu\n", tenant,
 		       (unsigned long long)o->u.streamed.first_frame, (unsigned long long)o->u.streamed.last_frame);
@@ -207,10 +213,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "host: stop: %s\n", ws_errmsg());
 		goto out;
 	}
-	printf("host: outcomes: %lu streamed, %lu restarted, %lu empty, %lu shed, %lu fenced; %lu failed tails\n",
+	printf("host: outcomes: %lu streamed, %lu restarted, %lu empty, %lu shed, %lu fenced; %lu deferred, "
+	       "%lu failed tails\n",
 	       atomic_load(&outcomes[WS_OUTCOME_STREAMED]), atomic_load(&outcomes[WS_OUTCOME_RESTARTED]),
 	       atomic_load(&outcomes[WS_OUTCOME_EMPTY]), atomic_load(&outcomes[WS_OUTCOME_SHED]),
-	       atomic_load(&outcomes[WS_OUTCOME_FENCED]), atomic_load(&tail_errors));
+	       atomic_load(&outcomes[WS_OUTCOME_FENCED]), atomic_load(&tails_deferred), atomic_load(&tail_errors));
 	if (unshipped || atomic_load(&tail_errors)) {
 		fprintf(stderr, "host: %u tenant(s) not shipped cleanly\n", unshipped);
 		goto out;

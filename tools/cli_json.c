@@ -106,6 +106,12 @@ void ws_cli_print_outcome_json(const char *tenant, const struct ws_outcome *oc)
 		json_object_set_new(o, "current_pointer_generation", u64(oc->u.fenced.current_pointer_generation));
 		json_object_set_new(o, "our_pointer_generation", u64(oc->u.fenced.our_pointer_generation));
 		break;
+	case WS_OUTCOME_ERROR:
+		json_object_set_new(o, "code", json_integer(oc->u.error.code));
+		json_object_set_new(o, "error", json_string(ws_strerror(oc->u.error.code)));
+		json_object_set_new(o, "message", json_string(oc->u.error.message));
+		json_object_set_new(o, "deferred", json_boolean(oc->u.error.deferred));
+		break;
 	}
 	const struct ws_backpressure_report *bp = ws_outcome_backpressure(oc);
 	if (bp)

@@ -4,7 +4,7 @@
  * Shape (docs/CLI.md "Configuration file" lists every key, default and range):
  *
  *   [engine]          sink, shards, metrics_addr, epoch, pointer_generation,
- *                     wal_checkpoint_bytes, interval_ms (older name of
+ *                     wal_checkpoint_bytes, drain_ms_max, interval_ms (older name of
  *                     batch_age_ms_max); and any [shard.N] key but core,
  *                     as the default of every shard
  *   [shard.N]         0 <= N < shards; overrides only the keys it sets
@@ -160,7 +160,7 @@ enum shard_key {
 	SK_CORE, SK_RING_BYTES, SK_BATCH_BYTES_MAX, SK_BATCH_FRAMES_MAX, SK_BATCH_AGE_MS_MAX, SK_POLICY,
 	SK_UPLOADS_IN_FLIGHT, SK_RETRY_ATTEMPTS_MAX, SK_RETRY_DEADLINE_MS, SK_SQPOLL, SK_ADAPTIVE,
 	SK_THROTTLE_AGE_MS_MAX, SK_KEY_WRITE_INTERVAL_MS, SK_TAIL_MS_MAX, SK_INLINE_BATCH_BYTES_MAX, SK_CARRY_IN_WATERMARK,
-	SK_COUNT,
+	SK_STALL_WARN_MS, SK_COUNT,
 };
 
 enum key_kind { K_CORE, K_SIZE, K_U32, K_POLICY, K_BOOL, K_CARRY };
@@ -186,11 +186,12 @@ static const struct {
 	[SK_TAIL_MS_MAX] = { "tail_ms_max", K_U32, 0, MS_MAX },
 	[SK_INLINE_BATCH_BYTES_MAX] = { "inline_batch_bytes_max", K_SIZE, 4096, 16ull << 20 },
 	[SK_CARRY_IN_WATERMARK] = { "carry_in_watermark", K_CARRY, 0, 0 },
+	[SK_STALL_WARN_MS] = { "stall_warn_ms", K_U32, 0, MS_MAX },
 };
 
-enum engine_key { EK_SINK, EK_SHARDS, EK_METRICS_ADDR, EK_EPOCH, EK_PG, EK_WAL_CKPT, EK_COUNT };
+enum engine_key { EK_SINK, EK_SHARDS, EK_METRICS_ADDR, EK_EPOCH, EK_PG, EK_WAL_CKPT, EK_DRAIN_MS_MAX, EK_COUNT };
 static const char *const engine_keys[EK_COUNT] = {
-	"sink", "shards", "metrics_addr", "epoch", "pointer_generation", "wal_checkpoint_bytes",
+	"sink", "shards", "metrics_addr", "epoch", "pointer_generation", "wal_checkpoint_bytes", "drain_ms_max",
 };
 
 /* The keys one [shard.N] (or [engine], as defaults) sets, with their lines. */
@@ -552,6 +553,8 @@ static int set_shard_key(struct ws_cli_config_parse *p, struct shard_sec *sec, c
 			sec->v.key_write_interval_ms = (uint32_t)v;
 		else if (k == SK_TAIL_MS_MAX)
 			sec->v.tail_ms_max = (uint32_t)v;
+		else if (k == SK_STALL_WARN_MS)
+			sec->v.stall_warn_ms = (uint32_t)v;
 		else
 			sec->v.retry_deadline_ms = (uint32_t)v;
 		break;
@@ -644,6 +647,15 @@ static int engine_key(struct ws_cli_config *c, const char *key, const char *valu
 				       "[engine] wal_checkpoint_bytes: '%s' must be a positive size (e.g. 4MiB) or off",
 				       value);
 		c->wal_checkpoint_bytes = v;
+		break;
+	case EK_DRAIN_MS_MAX:
+		if (!strcmp(value, "off"))
+			v = 0;
+		else if (ws_cli_parse_u64(value, &v) || v < 1 || v > MS_MAX)
+			return fail_at(p, line, "[engine] drain_ms_max: '%s' must be an integer 1..%u or off", value,
+				       (unsigned)MS_MAX);
+		c->drain_ms_max = (uint32_t)v;
+		c->has_drain_ms_max = true;
 		break;
 	case EK_COUNT:
 		break;
@@ -1060,6 +1072,7 @@ int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides 
 			if (set[SK_TAIL_MS_MAX]) s->tail_ms_max = sec->v.tail_ms_max;
 			if (set[SK_INLINE_BATCH_BYTES_MAX]) s->inline_batch_bytes_max = sec->v.inline_batch_bytes_max;
 			if (set[SK_CARRY_IN_WATERMARK]) s->carry = sec->v.carry;
+			if (set[SK_STALL_WARN_MS]) s->stall_warn_ms = sec->v.stall_warn_ms;
 		}
 		if (!o->sink_only && check_core(c, i, s->core, p->shard[i].key_line[SK_CORE]))
 			return WS_CLI_EXIT_USAGE;

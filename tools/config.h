@@ -56,6 +56,8 @@ struct ws_cli_config {
 	char *metrics_addr;          /* NULL: no metrics endpoint */
 	uint64_t epoch, pointer_generation;
 	uint64_t wal_checkpoint_bytes; /* 0: the engine's default; UINT64_MAX: off */
+	uint32_t drain_ms_max;       /* the stop's drain as a whole (has_: set; 0 = off) */
+	bool has_drain_ms_max;
 	unsigned shards;
 	struct ws_shard_config *shard; /* shards entries */
 	struct ws_cli_tenant *tenants;

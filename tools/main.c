@@ -41,6 +41,7 @@
 
 #define EXIT_OK 0
 #define EXIT_FAIL 1
+#define DRAIN_MS_MAX_DEFAULT 60000u /* under systemd's 90 s stop timeout */
 #define EXIT_USAGE WS_CLI_EXIT_USAGE
 #define EXIT_FENCED 3
 
@@ -187,6 +188,14 @@ static void on_outcome(const char *tenant, const struct ws_outcome *o, int err, 
 		return; /* not registered by this run: cannot happen */
 	pthread_mutex_lock(&r->mu);
 	t = &r->tenant[i];
+	if (r->json && (err || o->kind == WS_OUTCOME_SHED))
+		ws_cli_print_outcome_json(tenant, o); /* every failed, deferred or shed tail */
+	if (err && o->u.error.deferred) {
+		/* Deferred to the store's Retry-After: not a failure; a tenant
+		 * deferred too long is warned about by the engine. */
+		pthread_mutex_unlock(&r->mu);
+		return;
+	}
 	if (err) {
 		r->errors++;
 		if (!t->failed || !t->error || strcmp(t->error, msg)) {
@@ -224,7 +233,7 @@ static void on_outcome(const char *tenant, const struct ws_outcome *o, int err, 
 			if (t->fenced)
 				r->fenced_count--;
 			t->fenced = false;
-			if (r->json && (o->kind != WS_OUTCOME_EMPTY || !t->reported))
+			if (r->json && o->kind != WS_OUTCOME_SHED && (o->kind != WS_OUTCOME_EMPTY || !t->reported))
 				ws_cli_print_outcome_json(tenant, o);
 		}
 	}
@@ -232,6 +241,86 @@ static void on_outcome(const char *tenant, const struct ws_outcome *o, int err, 
 	 * the first is: a reader of --json sees the tenant recover. */
 	t->reported = !err;
 	pthread_mutex_unlock(&r->mu);
+}
+
+/* The tenants a stop's drain left, and what the next start ships. */
+static int print_undrained(const struct ws_tenant_metrics *m, void *arg)
+{
+	(void)arg;
+	if (m->undrained)
+		fprintf(stderr, "walship: tenant %s: left unshipped past frame %" PRIu64 " (RPO %" PRIu64 ".%03u s); "
+			"the next start ships it\n", m->tenant, m->last_frame, m->rpo.watermark_age_ms / 1000,
+			(unsigned)(m->rpo.watermark_age_ms % 1000));
+	return 0;
+}
+
+/* drain_ms_max: the stop ends by then. The engine stops its drain a little
+ * before (ws_engine_config.drain_ms_max); this is for a tail that does not
+ * end at its work bound in time (one slow request): whatever is in flight is
+ * left, and nothing acknowledged is lost (the watermark is written last). */
+struct drain_watch {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+	uint32_t ms;
+	struct ws_engine *e;
+};
+
+static void *drain_watch_main(void *arg)
+{
+	struct drain_watch *w = arg;
+	struct timespec ts;
+	int rc = 0;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += w->ms / 1000;
+	ts.tv_nsec += (long)(w->ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&w->mu);
+	while (!w->done && rc != ETIMEDOUT)
+		rc = pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+	bool late = !w->done;
+	pthread_mutex_unlock(&w->mu);
+	if (late) {
+		fprintf(stderr, "walship: drain_ms_max (%u ms) reached; stopping now\n", w->ms);
+		(void)ws_engine_foreach_tenant(w->e, print_undrained, NULL);
+		_exit(EXIT_FAIL);
+	}
+	return NULL;
+}
+
+/* ws_engine_stop, bounded by drain_ms_max (0: not bounded). */
+static int stop_within(struct ws_engine *e, uint32_t drain_ms_max)
+{
+	struct drain_watch w = { .ms = drain_ms_max, .e = e };
+	pthread_condattr_t ca;
+	pthread_t th;
+	bool watching = false;
+	int rc;
+
+	pthread_mutex_init(&w.mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w.cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (drain_ms_max)
+		watching = pthread_create(&th, NULL, drain_watch_main, &w) == 0;
+	rc = ws_engine_stop(e);
+	pthread_mutex_lock(&w.mu);
+	w.done = true;
+	pthread_cond_signal(&w.cv);
+	pthread_mutex_unlock(&w.mu);
+	if (watching)
+		pthread_join(th, NULL);
+	pthread_mutex_destroy(&w.mu);
+	pthread_cond_destroy(&w.cv);
+	if (rc == -ETIMEDOUT) {
+		fprintf(stderr, "walship: drain_ms_max (%u ms) reached\n", drain_ms_max);
+		(void)ws_engine_foreach_tenant(e, print_undrained, NULL);
+	}
+	return rc;
 }
 
 struct run_opts {
@@ -485,6 +574,10 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 	ec.reader_flags = ro->reader_flags;
 	ec.on_outcome = on_outcome;
 	ec.arg = &r;
+	/* The engine's own bound a little before the deadline, so its drain
+	 * usually ends cleanly and names what it left. */
+	const uint32_t drain_ms = cfg->has_drain_ms_max ? cfg->drain_ms_max : DRAIN_MS_MAX_DEFAULT;
+	ec.drain_ms_max = drain_ms - drain_ms / 10;
 	e = create_engine_waiting(&ec, ro->once ? -1 : sig_fd, &err);
 	if (!e) {
 		if (err)
@@ -540,11 +633,13 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 		ckpt_rc = wait_for_stop(sig_fd, pipe_fds[0], e, ck_sink, ro);
 	ws_metrics_http_stop(mh);
 	mh = NULL;
-	stop_rc = ws_engine_stop(e); /* the last tail of every tenant, made durable */
+	stop_rc = stop_within(e, drain_ms); /* the last tail of every tenant, made durable */
 
 	pthread_mutex_lock(&r.mu);
 	if (r.fenced_count == cfg->tenant_count) {
 		exit_code = EXIT_FENCED;
+	} else if (stop_rc == -ETIMEDOUT) {
+		exit_code = EXIT_FAIL; /* what it left is listed above */
 	} else if (r.failed_count) {
 		exit_code = EXIT_FAIL;
 	} else if ((flush_rc || stop_rc) && !r.errors) {

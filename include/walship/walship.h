@@ -117,8 +117,14 @@ enum ws_outcome_kind {
 	WS_OUTCOME_RESTARTED,
 	WS_OUTCOME_SHED,
 	WS_OUTCOME_FENCED,
+	/* A tail that failed (only from the engine's on_outcome: the stream's
+	 * own call returns the error instead). Never Empty: a host switching
+	 * on the kind cannot take a failure for "nothing new". */
+	WS_OUTCOME_ERROR,
 };
-const char *ws_outcome_name(enum ws_outcome_kind k); /* "empty", "streamed", ... */
+const char *ws_outcome_name(enum ws_outcome_kind k); /* "empty", "streamed", ..., "error" */
+
+#define WS_OUTCOME_MSG_MAX 512
 
 /* What one ws_stream_tail_frames call did: a tagged union, one member per kind. */
 struct ws_outcome {
@@ -155,12 +161,23 @@ struct ws_outcome {
 			uint64_t current_epoch, our_epoch;
 			uint64_t current_pointer_generation, our_pointer_generation;
 		} fenced;
+		struct {
+			int code;            /* the error: negative errno or WS_E* (ws_strerror) */
+			char message[WS_OUTCOME_MSG_MAX]; /* its detail (ws_errmsg()), naming the tenant */
+			/* The store throttled and the tail was deferred to its
+			 * Retry-After (policy block or throttle): nothing
+			 * acknowledged; its refusals are counted in the
+			 * throttle_retries of the next Streamed/Restarted. */
+			bool deferred;
+			struct ws_rpo_status rpo;
+		} error;
 	} u;
 };
 
-/* This call's RPO snapshot; NULL for Fenced (a stale owner's view is not the stream's RPO). */
+/* This call's RPO snapshot (Error's too: how stale the sink is while failing);
+ * NULL for Fenced (a stale owner's view is not the stream's RPO). */
 const struct ws_rpo_status *ws_outcome_rpo(const struct ws_outcome *o);
-/* This call's backpressure activity; NULL for Empty and Fenced (never reached the drain loop). */
+/* This call's backpressure activity; NULL for Empty, Fenced (never reached the drain loop) and Error. */
 const struct ws_backpressure_report *ws_outcome_backpressure(const struct ws_outcome *o);
 
 /* ---- streams -------------------------------------------------------- */
@@ -256,6 +273,11 @@ struct ws_shard_config {
 				        * 0 = batch_age_ms_max / 2 */
 	uint64_t inline_batch_bytes_max; /* as ws_stream_config's: 0 = 1 MiB, UINT64_MAX = never */
 	enum ws_carry carry;            /* as ws_stream_config's: 0 = PRESSED */
+	/* A tenant deferred or failing this long (no acknowledged tail) logs a
+	 * warning naming it, the store's answer and its RPO, again at most
+	 * once per max(stall_warn_ms, 30 s) while it lasts, and one line when
+	 * it ships again. 0 = 4 x batch_age_ms_max, at most 60000. */
+	uint32_t stall_warn_ms;
 };
 /* The defaults: core -1, 64 MiB ring, 4 MiB / 4096-frame batches, 1000 ms,
  * block, 8 uploads in flight, 10 attempts, 30000 ms, no SQPOLL; adaptive
@@ -263,8 +285,17 @@ struct ws_shard_config {
  * tail_ms_max 0 (500 ms), inline_batch_bytes_max 0 (1 MiB), carry PRESSED. */
 void ws_shard_config_default(struct ws_shard_config *c);
 
-/* Called on the shard's thread after every tail of a tenant (err != 0: the
- * tail failed, o is zeroed, ws_errmsg() has the detail). Must not block long. */
+/*
+ * Called on the shard's thread after every tail the engine runs, once per
+ * tail. err != 0: the tail failed or was deferred; o->kind is then
+ * WS_OUTCOME_ERROR with o->u.error.code == err and its message (also
+ * ws_errmsg()). Under policy shed, a tail the throttling store refused is
+ * a Shed (its frames, frames_shed, throttle_retries), err 0; under block
+ * and throttle it is an Error with u.error.deferred, and the Streamed or
+ * Restarted that lands next counts every refusal since the tenant's last
+ * acknowledged tail in throttle_retries: summing the field over outcomes
+ * counts each refusal once. Must not block long.
+ */
 typedef void (*ws_outcome_fn)(const char *tenant, const struct ws_outcome *o, int err, void *arg);
 
 struct ws_engine_config {
@@ -277,6 +308,11 @@ struct ws_engine_config {
 	unsigned reader_flags;       /* WS_READ_* for every stream (0 = io_uring, falling back to pread) */
 	ws_outcome_fn on_outcome;    /* may be NULL */
 	void *arg;
+	/* ws_engine_stop's drain as a whole ends by this long after the call:
+	 * a tenant not drained by then is left (its watermark names what is
+	 * durable; the next start ships the rest) and the stop returns
+	 * -ETIMEDOUT. 0 = no bound (each request still has its own). */
+	uint32_t drain_ms_max;
 };
 
 struct ws_tenant_config {
@@ -312,7 +348,9 @@ int ws_engine_flush(struct ws_engine *e) WS_MUST_CHECK;
  * refusing returns its error. For a host that is stopping (a signal) while
  * a flush runs; there is no undoing it. */
 void ws_engine_give_up(struct ws_engine *e);
-/* Drain: a last tail of every tenant, every shard stopped. The last tails
+/* Drain: a last tail of every tenant, every shard stopped, within the
+ * config's drain_ms_max when set (then -ETIMEDOUT, the tenants left
+ * marked undrained in their metrics). The last tails
  * ship everything committed, whatever the policy: under shed they wait for
  * ring space as block does, and an upload that runs out of retries is an
  * error, not a Shed. From the call on, block no longer waits out a failing
@@ -336,6 +374,11 @@ struct ws_tenant_metrics {
 	uint64_t last_frame;         /* of the watermark */
 	enum ws_outcome_kind last_outcome;
 	bool fenced;                 /* the last tail was Fenced */
+	uint64_t deferrals;          /* tails a throttling store refused, deferred to its Retry-After */
+	uint64_t since_ack_ms;       /* since its last acknowledged tail (or its add, before one) */
+	bool stalled;                /* deferred or failing past stall_warn_ms (warned) */
+	bool undrained;              /* ws_engine_stop has begun and its final tail has not (yet) shipped
+				      * all it had: after a stop, what drain_ms_max or an error left */
 };
 
 struct ws_shard_metrics {

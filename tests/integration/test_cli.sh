@@ -344,12 +344,15 @@ sq rec.db "INSERT INTO t VALUES (1);"
 ws replicate --sink "$URL" --once rec.db
 WS_FAULT=stream.before_wal_header:1:fail "$WS_BIN" replicate --sink "$URL" --json rec.db >rec.out 2>rec.err &
 pid=$!
-for _ in $(seq 100); do [ -s rec.out ] && break; sleep 0.1; done
+for _ in $(seq 100); do [ "$(grep -c . rec.out)" -ge 2 ] && break; sleep 0.1; done
 kill -TERM $pid
 reap $pid rec.err "replicate after a failed tail"
 check "the first tail failed (stderr names the injected fault)" grep -q "injected fault before reading the WAL header" rec.err
-check "the retry that found nothing is printed: one JSON line, outcome empty" \
-	eval '[ "$(grep -c . rec.out)" = 1 ] && [ "$(python3 -c "import json,sys; print(json.load(sys.stdin)[\"outcome\"])" <rec.out)" = empty ]'
+# The failed tail is printed too, as an error (never as empty), with its code and message.
+check "the failed tail is printed: outcome error, its code and message" \
+	eval '[ "$(head -1 rec.out | python3 -c "import json,sys; o = json.load(sys.stdin); print(o[\"outcome\"], o[\"code\"] < 0, \"injected fault\" in o[\"message\"], o[\"deferred\"])")" = "error True True False" ]'
+check "the retry that found nothing is printed: then one JSON line, outcome empty" \
+	eval '[ "$(grep -c . rec.out)" = 2 ] && [ "$(tail -1 rec.out | python3 -c "import json,sys; print(json.load(sys.stdin)[\"outcome\"])")" = empty ]'
 
 # ---- usage errors: exit 2 and a message ------------------------------------------
 echo "# usage errors"

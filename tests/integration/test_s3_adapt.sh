@@ -174,7 +174,9 @@ errs=$(shard_metric refused.metrics walship_shard_errors_total)
 echo "# refused: deferred ${defr:-?} errors ${errs:-?}"
 check "refused: the refused tail was deferred (${defr:-no metric})" [ -n "$defr" ] && [ "$defr" -ge 1 ]
 check "refused: no tail failed (${errs:-no metric} errors)" [ "$errs" = 0 ]
-check "refused: no tail warned of a failure" eval '! grep -q "retry in" refused.rep.err'
+# (A tenant the shard did not get to for stall_warn_ms is warned about, the
+# store's answer quoted: that warning is not a failed tail's.)
+check "refused: no tail warned of a failure" eval '! grep -v "nothing shipped for" refused.rep.err | grep -q "retry in"'
 for i in $(seq 0 $((TENANTS - 1))); do
 	rm -f "refused/r$i.db"
 	ws restore --sink "s3://$B/refused?endpoint=$DIRECT" --tenant "t$i" -o "refused/r$i.db"

@@ -24,6 +24,7 @@
 #include "coreutil.h"
 #include "throttlestore.h"
 #include "ws_fault.h"
+#include "ws_log.h"
 #include "ws_clock.h"
 
 #define MAX_STORES 16
@@ -72,6 +73,14 @@ static void throttle_uploads(const char *match, int64_t pass, int64_t attempts)
 			wt_throttle_set(hook.stores[i], match, pass, attempts);
 }
 
+/* Apply to the shards' own stores (manifests and watermarks go there). */
+static void throttle_keys(const char *match, int64_t pass, int64_t attempts)
+{
+	for (unsigned i = 0; i < hook.n; i++)
+		if (!hook.uploader[i])
+			wt_throttle_set(hook.stores[i], match, pass, attempts);
+}
+
 static void slow_uploads(uint32_t ms)
 {
 	for (unsigned i = 0; i < hook.n; i++)
@@ -84,6 +93,8 @@ struct seen {
 	pthread_mutex_t mu;
 	unsigned n[8];
 	unsigned errors;
+	unsigned deferred;   /* Error outcomes of deferred tails (block, throttle) */
+	unsigned calls;      /* every on_outcome call */
 	uint64_t frames_shed;
 	uint64_t throttle_retries;
 	uint64_t high_water;
@@ -98,9 +109,18 @@ static void on_outcome(const char *tenant, const struct ws_outcome *o, int err, 
 	(void)tenant;
 	(void)arg;
 	pthread_mutex_lock(&seen.mu);
+	seen.calls++;
+	/* A failure is never Empty: its own kind, its code and message. */
+	assert_true((err != 0) == (o->kind == WS_OUTCOME_ERROR));
 	if (err) {
-		seen.errors++;
-		seen.last_err = err;
+		assert_int_equal(o->u.error.code, err);
+		assert_true(o->u.error.message[0] != '\0');
+		if (o->u.error.deferred) {
+			seen.deferred++;
+		} else {
+			seen.errors++;
+			seen.last_err = err;
+		}
 	} else {
 		seen.n[o->kind]++;
 		seen.last = *o;
@@ -118,7 +138,7 @@ static void seen_reset(void)
 {
 	pthread_mutex_lock(&seen.mu);
 	memset(seen.n, 0, sizeof(seen.n));
-	seen.errors = 0;
+	seen.errors = seen.deferred = seen.calls = 0;
 	seen.frames_shed = seen.throttle_retries = seen.high_water = 0;
 	seen.last_err = 0;
 	memset(&seen.last, 0, sizeof(seen.last));
@@ -137,6 +157,8 @@ static struct ws_shard_config shard_cfg(enum ws_policy p, uint64_t ring, uint64_
 	return c;
 }
 
+static uint32_t engine_drain_ms; /* the next engine_new's drain_ms_max */
+
 static struct ws_engine *engine_new(const char *sink_url, unsigned shards, const struct ws_shard_config *sc)
 {
 	struct ws_shard_config cfgs[4];
@@ -154,6 +176,7 @@ static struct ws_engine *engine_new(const char *sink_url, unsigned shards, const
 	ec.pointer_generation = 1;
 	ec.wal_checkpoint_bytes = UINT64_MAX;
 	ec.on_outcome = on_outcome;
+	ec.drain_ms_max = engine_drain_ms;
 	e = ws_engine_create(&ec, &err);
 	if (!e)
 		fail_msg("engine: %s (%s)", ws_strerror(err), ws_errmsg());
@@ -1517,6 +1540,187 @@ static uint64_t wm_seq(struct ws_sink *sink, const char *tenant)
 	return rc ? 0 : wm.seq;
 }
 
+/* ---- a tenant the store refuses ------------------------------------------- */
+
+/* Warnings the engine logged, for the tests of a tenant that cannot ship. */
+static struct {
+	pthread_mutex_t mu;
+	unsigned stalled, recovered;
+	char first[512];
+} logged = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static void log_capture(enum ws_log_level level, const char *msg, void *arg)
+{
+	(void)level;
+	(void)arg;
+	pthread_mutex_lock(&logged.mu);
+	if (strstr(msg, "nothing shipped for")) {
+		if (!logged.stalled++)
+			snprintf(logged.first, sizeof(logged.first), "%s", msg);
+	}
+	if (strstr(msg, "shipping again after"))
+		logged.recovered++;
+	pthread_mutex_unlock(&logged.mu);
+}
+
+static void log_capture_on(void)
+{
+	pthread_mutex_lock(&logged.mu);
+	logged.stalled = logged.recovered = 0;
+	logged.first[0] = '\0';
+	pthread_mutex_unlock(&logged.mu);
+	ws_log_set_sink(log_capture, NULL);
+}
+
+/* Wait (5 s at most) until the tenant's watermark names frame >= want. */
+static void wait_last_frame(struct ws_engine *e, const char *name, uint64_t want)
+{
+	struct ws_tenant_metrics tm;
+	for (int i = 0; i < 5000; i++) {
+		assert_int_equal(ws_engine_tenant_metrics(e, name, &tm), 0);
+		if (tm.last_frame >= want && !tm.stalled)
+			return;
+		ws_sleep_ms(1);
+	}
+	fail_msg("tenant %s: last frame %" PRIu64 ", want %" PRIu64, name, tm.last_frame, want);
+}
+
+static uint64_t wal_frames(const char *db)
+{
+	char wal[4096];
+	struct stat st;
+	snprintf(wal, sizeof(wal), "%s-wal", db);
+	assert_int_equal(stat(wal, &st), 0);
+	return ((uint64_t)st.st_size - 32) / (4096 + 24);
+}
+
+/*
+ * The shard's store refuses `refusals` key writes with a Retry-After
+ * (fail-fast): every tail the engine ran reached on_outcome (Error
+ * outcomes marked deferred under block, Shed under shed), the refusals
+ * summed over the outcomes are the tenant's count, one warning came once
+ * the tenant had not shipped for stall_warn_ms and one line when it did,
+ * and everything shipped in the end.
+ */
+static void refused_then_ships(enum ws_policy policy, const char *dir, const char *name)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(policy, 4 * 80u << 10, 80u << 10);
+	struct ws_engine *e;
+	struct ws_tenant_metrics tm;
+	const int refusals = 6; /* 6 x 20 ms of Retry-After: past stall_warn_ms */
+
+	sc.stall_warn_ms = 60;
+	wt_env_init(&env, dir, 0);
+	backlog(env.w, 2);
+	seen_reset();
+	log_capture_on();
+	hook_on(3);
+	e = engine_new(env.sink_url, 1, &sc);
+	throttle_keys("", 0, refusals);
+	add_tenant(e, name, env.db, 0);
+	wait_last_frame(e, name, wal_frames(env.db));
+	ws_sleep_ms(50); /* no tail in flight: the outcomes are all in */
+	assert_int_equal(ws_engine_tenant_metrics(e, name, &tm), 0);
+	pthread_mutex_lock(&seen.mu);
+	assert_int_equal(seen.calls, tm.tails);
+	assert_int_equal(seen.errors, 0);
+	assert_true(tm.deferrals >= 1);
+	if (policy == WS_POLICY_SHED) {
+		assert_int_equal(seen.deferred, 0);
+		assert_int_equal(seen.n[WS_OUTCOME_SHED], tm.deferrals);
+		assert_true(seen.frames_shed >= 1);
+	} else {
+		assert_int_equal(seen.deferred, tm.deferrals);
+		assert_int_equal(seen.n[WS_OUTCOME_SHED], 0);
+	}
+	/* A host summing the field sees each refusal once. */
+	assert_int_equal(seen.throttle_retries, tm.throttle_retries);
+	assert_true(seen.throttle_retries >= (uint64_t)refusals);
+	pthread_mutex_unlock(&seen.mu);
+	assert_false(tm.stalled);
+	assert_true(tm.since_ack_ms < 5000);
+	pthread_mutex_lock(&logged.mu);
+	assert_true(logged.stalled >= 1);
+	assert_true(logged.stalled <= 2); /* one, and repeats at most every 30 s */
+	assert_non_null(strstr(logged.first, name));
+	assert_non_null(strstr(logged.first, "SlowDown"));
+	assert_non_null(strstr(logged.first, "RPO"));
+	assert_int_equal(logged.recovered, 1);
+	pthread_mutex_unlock(&logged.mu);
+	ws_log_set_sink(NULL, NULL);
+	restore_equals(env.sink, name, env.w, env.out_dir);
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	hook_off();
+	wt_env_free(&env);
+}
+
+static void test_deferred_block_reaches_host(void **state)
+{
+	(void)state;
+	refused_then_ships(WS_POLICY_BLOCK, "engine_defer_block", "dfb");
+}
+
+static void test_deferred_throttle_reaches_host(void **state)
+{
+	(void)state;
+	refused_then_ships(WS_POLICY_THROTTLE, "engine_defer_thr", "dft");
+}
+
+static void test_deferred_shed_is_shed(void **state)
+{
+	(void)state;
+	refused_then_ships(WS_POLICY_SHED, "engine_defer_shed", "dfs");
+}
+
+/*
+ * drain_ms_max: a stop under a store that takes 300 ms a write ends near
+ * its deadline with -ETIMEDOUT, the tenant marked undrained; nothing
+ * acknowledged is lost, and the next engine ships the rest: restore equal.
+ */
+static void test_drain_deadline(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 4 * 80u << 10, 80u << 10);
+	struct ws_engine *e;
+	struct ws_tenant_metrics tm;
+	uint64_t t0, took;
+	(void)state;
+
+	wt_env_init(&env, "engine_drain_deadline", 0);
+	seen_reset();
+	hook_on(3);
+	engine_drain_ms = 400;
+	e = engine_new(env.sink_url, 1, &sc);
+	add_tenant(e, "dd", env.db, 0);
+	flush_ok(e);
+	slow_uploads(300);
+	backlog(env.w, 30);
+	t0 = ws_mono_ms();
+	assert_int_equal(ws_engine_stop(e), -ETIMEDOUT);
+	took = ws_mono_ms() - t0;
+	assert_true(took < 400 + 2000); /* the deadline, and the write in flight then */
+	assert_non_null(strstr(ws_errmsg(), "drain_ms_max"));
+	assert_int_equal(ws_engine_tenant_metrics(e, "dd", &tm), 0);
+	assert_true(tm.undrained);
+	ws_engine_destroy(e);
+	hook_off();
+	engine_drain_ms = 0;
+
+	/* The next start ships what the deadline left. */
+	e = engine_new(env.sink_url, 1, &sc);
+	add_tenant(e, "dd", env.db, 0);
+	flush_ok(e);
+	assert_int_equal(ws_engine_stop(e), 0);
+	assert_int_equal(ws_engine_tenant_metrics(e, "dd", &tm), 0);
+	assert_false(tm.undrained);
+	ws_engine_destroy(e);
+	restore_equals(env.sink, "dd", env.w, env.out_dir);
+	wt_env_free(&env);
+}
+
+
 static void test_shed_nothing_persisted_is_shed(void **state)
 {
 	struct wt_env env;
@@ -2114,6 +2318,10 @@ int main(void)
 		cmocka_unit_test(test_failing_tenant_backs_off_under_writes),
 		cmocka_unit_test(test_key_interval_holds_for_continuations),
 		cmocka_unit_test(test_change_during_a_round_is_due_from_when_seen),
+		cmocka_unit_test(test_deferred_block_reaches_host),
+		cmocka_unit_test(test_deferred_throttle_reaches_host),
+		cmocka_unit_test(test_deferred_shed_is_shed),
+		cmocka_unit_test(test_drain_deadline),
 		cmocka_unit_test(test_shed_nothing_persisted_is_shed),
 		cmocka_unit_test(test_shed_prefix_is_streamed_with_frames_shed),
 		cmocka_unit_test(test_shed_full_ring_drops_rest),

@@ -64,6 +64,11 @@ static int t_put(struct ws_store *s, const char *key, const struct iovec *iov, i
 	for (uint32_t attempt = 1;; attempt++) {
 		if (!throttle_now(t, key))
 			break;
+		if (s->throttle_fail_fast) {
+			/* As the S3 store: refused at once, again after a Retry-After. */
+			s->throttle_until_ms = ws_mono_ms() + WT_THROTTLE_RETRY_AFTER_MS;
+			return ws_fail(WS_ETHROTTLED, "throttle store: PUT %s throttled (HTTP 503 SlowDown)", key);
+		}
 		if (attempt >= t->attempts_max)
 			return ws_fail(WS_ETHROTTLED, "throttle store: PUT %s throttled (HTTP 503 SlowDown) through %u "
 				       "attempts", key, attempt);

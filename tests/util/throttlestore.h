@@ -15,6 +15,9 @@
 
 #include "ws_store.h"
 
+/* Under throttle_fail_fast a refused PUT returns at once, its Retry-After this far off. */
+#define WT_THROTTLE_RETRY_AFTER_MS 20
+
 struct ws_store *wt_throttle_store_open(struct ws_store *inner, uint32_t attempts_max, uint32_t delay_ms);
 /*
  * Throttle puts whose key contains `match` (NULL: every put): after the

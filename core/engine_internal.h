@@ -1,0 +1,205 @@
+/*
+ * The engine's parts (engine.c: the registry, commands and the engine's
+ * life; engine_shard.c: the shard thread, its inotify names and commands;
+ * engine_tail.c: one tail and what it tells the host; engine_metrics.c).
+ * Their shared structures, and who may touch which field.
+ */
+#ifndef WS_ENGINE_INTERNAL_H
+#define WS_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core_internal.h"
+#include "engine.h"
+#include "outcome.h"
+#include "sink.h"
+#include "ws_stream.h"
+#include "pipe.h"
+#include "ws_assert.h"
+
+#define SMALL_BYTES ((size_t)128 << 10)   /* header/probe reads; >= one 64 KiB-page frame */
+#define FDS_PER_STREAM 7
+#define RETRY_MIN_MS 100
+#define RETRY_MAX_MS 30000
+/* While events keep coming, the inotify queue is read at most this often
+ * (and at most every quarter of batch_age_ms_max): a busy writer makes one
+ * event per WAL write, and waking for each of them cost more CPU than
+ * shipping its frames. Identical events wait merged in the kernel's queue. */
+#define EVENTS_GAP_MAX_MS 10
+/* The default stall_warn_ms stays under this; repeats come at most this often. */
+#define STALL_WARN_MS_MAX 60000
+#define STALL_REPEAT_MS 30000
+
+struct tenant;
+
+/* One file name a tenant answers to in its watched directory (shard.names). */
+struct name_ent {
+	struct name_ent *next;
+	struct tenant *t;
+	bool wal;            /* the -wal file (else the database file) */
+};
+
+struct tenant {
+	char name[WS_TENANT_MAX];
+	char *db_path;
+	char *dir;           /* directory watched */
+	char *db_base;       /* "x.db" and "x.db-wal" as inotify names them */
+	char *wal_base;
+	unsigned shard;
+	enum ws_policy policy;
+	bool removing;       /* under reg_mu: a remove's REMOVE is queued or running */
+	bool adding;         /* under reg_mu: its add still waits for its ADD (the add holds it) */
+	bool removed;        /* under reg_mu: a remove is done with it while adding; the add frees it */
+
+	/* Shard thread only. */
+	struct ws_stream *st;
+	int dir_idx;
+	size_t idx;          /* position in shard.tenants */
+	struct name_ent ent[2];
+	bool dirty;
+	uint64_t due_ms;
+	uint32_t retry_ms;
+	uint64_t retry_at;   /* mono ms: after a failed tail, not due before this (0: none) */
+	uint32_t age_ms;     /* gather time of the next tail (adapt.h; 0 or batch_age_ms_max unless throttled) */
+	uint64_t wm_put_ms;  /* mono time our last watermark write for it finished (0: none yet) */
+	bool open;
+	struct tenant *lru_prev, *lru_next;
+
+	/* Metrics: written by the shard thread, read by anyone (relaxed atomics). */
+	uint64_t tails, errors, frames, bytes, puts, throttle, shed_frames, sheds, last_frame;
+	/* The RPO's base, on the monotonic clock (a wall clock stepped back
+	 * must not read a backlog as 0): the watermark's time, or when the
+	 * tenant was added while no watermark is known. 0: none yet. */
+	int64_t wm_mono_ms;
+	int64_t added_mono_ms;
+	uint32_t last_outcome;
+	uint32_t fenced;
+	uint64_t deferrals;
+	int64_t ack_mono_ms;     /* mono ms of its last acknowledged tail (0: none yet) */
+	uint32_t stalled;        /* warned: no acknowledged tail for stall_warn_ms */
+	uint32_t drained;        /* the stop's drain shipped all it had */
+
+	/* Shard thread only: a tenant that cannot ship (engine_tail.c). */
+	uint64_t trouble_ms;     /* mono ms of its first unacknowledged tail since the last acknowledged one */
+	uint64_t warn_ms;        /* of the last warning about it (0: none) */
+	uint64_t pending_throttle; /* refusals not yet counted in an outcome (block, throttle) */
+	char answer[WS_OUTCOME_MSG_MAX]; /* the store's last answer, for the warning */
+};
+
+struct watched_dir {
+	int wd;
+	char *path;
+	unsigned refs;
+};
+
+enum cmd_kind { CMD_ADD, CMD_REMOVE, CMD_FLUSH, CMD_STOP };
+
+struct cmd {
+	enum cmd_kind kind;
+	struct tenant *t;
+	int rc;
+	char err[512];
+	bool done;
+	bool ran;            /* run by the shard (false: refused, queued behind STOP) */
+	struct cmd *next;
+};
+
+struct shard {
+	struct ws_engine *e;
+	unsigned id;
+	struct ws_shard_config cfg;
+	pthread_t thread;
+	bool started;
+	struct ws_sink sink;            /* manifests, watermarks, reads */
+	struct ws_store *up_store;      /* the upload thread's connection */
+	struct ws_reader *reader;
+	struct ws_pipe pipe;
+	bool pipe_ok;
+	struct ws_tail_work work;
+	int ifd, evfd;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct cmd *cmds, *cmds_tail;
+
+	/* Shard thread only. */
+	struct tenant **tenants;
+	size_t n, cap;
+	struct watched_dir *dirs;
+	size_t ndirs;
+	/* (watch descriptor, file name) -> tenants, so an inotify event costs
+	 * the same with ten thousand tenants on the shard as with one. */
+	struct name_ent **names;
+	size_t nnames_buckets, nnames;
+	struct tenant *lru_head, *lru_tail;
+	unsigned open_count, open_max;
+	bool stopped;
+
+	/* Metrics. */
+	uint64_t tails, wakeups, errors, frames, bytes, puts, throttle, shed_frames, high_water;
+	uint64_t ended_early, coalesced, carried, deferred;
+	uint32_t tenant_count;
+};
+
+struct ws_engine {
+	struct ws_engine_config cfg;
+	struct ws_shard_config *shard_cfg;  /* our copy; cfg.shard points at it */
+	char *sink_url;
+	struct shard *shards;
+	unsigned nshards;
+	bool stopped;
+	int stop_rc;
+	/* mono ms by which ws_engine_stop's drain ends (0: no bound); set
+	 * before its STOP is posted, read by the shards that run it. */
+	uint64_t drain_deadline_ms;
+	uint32_t stopping;              /* (atomic) ws_engine_stop has begun */
+
+	pthread_mutex_t reg_mu;         /* the registry */
+	struct tenant **reg;
+	size_t nreg, capreg;
+};
+
+static inline uint64_t ld(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+static inline void add(uint64_t *p, uint64_t v) { __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+static inline void st64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+static inline void max64(uint64_t *p, uint64_t v)
+{
+	uint64_t cur = ld(p);
+	while (v > cur && !__atomic_compare_exchange_n(p, &cur, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+/* Why a tail runs, and so what it may leave for the next one. */
+enum tail_mode {
+	TAIL_DUE,   /* the shard's own schedule: may stop at its work bound, may shed */
+	TAIL_FLUSH, /* ws_engine_flush: ships everything committed, unless it sheds */
+	TAIL_DRAIN, /* the final drain, a removal: everything committed, or an error */
+};
+
+/* The first failure of several, with its detail (for ws_fail at the end). */
+struct first_err {
+	int rc;
+	char msg[512];
+};
+
+/* engine.c */
+struct tenant *ws_eng_reg_find(struct ws_engine *e, const char *name, size_t *pos);
+void ws_eng_cmd_finish(struct shard *sh, struct cmd *c, int rc);
+void ws_eng_first_err_note(struct first_err *f, int rc);
+int ws_eng_first_err_done(const struct first_err *f);
+
+/* engine_shard.c */
+void *ws_eng_shard_main(void *arg);
+
+/* engine_tail.c */
+uint64_t ws_eng_key_due(const struct shard *sh, const struct tenant *t, uint64_t at);
+uint64_t ws_eng_due_after_change(const struct shard *sh, const struct tenant *t, uint64_t now);
+void ws_eng_mark_due(struct tenant *t, uint64_t due);
+void ws_eng_park(struct shard *sh, struct tenant *t);
+int ws_eng_tail_one(struct shard *sh, struct tenant *t, enum tail_mode mode);
+/* Warn about t if it has not shipped for stall_warn_ms; when to look again (UINT64_MAX: no trouble). */
+uint64_t ws_eng_stall_check(struct shard *sh, struct tenant *t, uint64_t now);
+
+#endif
