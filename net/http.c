@@ -511,18 +511,66 @@ static int slot_setup(struct ws_http *h, struct slot *s, struct ws_http_req *r)
 	return 0;
 }
 
-static int map_curl(CURLcode c)
+/*
+ * A handshake that failed because of what the peer is or says, not because
+ * the connection broke: the certificate, its name, its issuer, or a protocol
+ * the two sides cannot agree on. Trying again meets the same certificate,
+ * so these are final (WS_HTTP_ETLS). CURLE_SSL_CONNECT_ERROR also covers a
+ * connection reset or closed mid-handshake (OpenSSL's SSL_ERROR_SYSCALL):
+ * that one stays a transient reset.
+ */
+static bool tls_final(CURLcode c, const char *detail)
 {
+	switch (c) {
+	case CURLE_PEER_FAILED_VERIFICATION: /* = CURLE_SSL_CACERT: untrusted, or the name does not match */
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_CRL_BADFILE:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+	case CURLE_SSL_INVALIDCERTSTATUS:
+	case CURLE_SSL_CLIENTCERT:
+	case CURLE_SSL_ENGINE_NOTFOUND:
+	case CURLE_SSL_ENGINE_SETFAILED:
+	case CURLE_SSL_ENGINE_INITFAILED:
+	case CURLE_USE_SSL_FAILED:
+		return true;
+	case CURLE_SSL_CONNECT_ERROR:
+		return !strstr(detail, "SSL_ERROR_SYSCALL") && !strstr(detail, "reset by peer") &&
+		       !strstr(detail, "unexpected eof") && !strstr(detail, "Connection timed out");
+	default:
+		return false;
+	}
+}
+
+static int map_curl(CURLcode c, const char *detail)
+{
+	if (tls_final(c, detail))
+		return WS_HTTP_ETLS;
 	switch (c) {
 	case CURLE_OK: return 0;
 	case CURLE_OPERATION_TIMEDOUT: return -ETIMEDOUT;
 	case CURLE_COULDNT_CONNECT: return -ECONNREFUSED;
+	case CURLE_SSL_CONNECT_ERROR: /* broken mid-handshake (tls_final) */
 	case CURLE_RECV_ERROR:
 	case CURLE_SEND_ERROR:
 	case CURLE_GOT_NOTHING: return -ECONNRESET;
 	case CURLE_OUT_OF_MEMORY: return -ENOMEM;
 	default: return -EIO;
 	}
+}
+
+/* r's detail for a final TLS failure: the URL (up to its query), curl's
+ * words, and the setting that decides whom walship trusts. */
+static void tls_detail(const struct ws_http *h, struct ws_http_req *r, const char *curl_msg)
+{
+	size_t url_len = strcspn(r->url, "?");
+	if (url_len > 120)
+		url_len = 120;
+	snprintf(r->err_detail, sizeof(r->err_detail), "TLS to %.*s failed, final (not retried): %.100s; "
+		 "ca_file=%s", (int)url_len, r->url, curl_msg,
+		 h->ca_file ? h->ca_file : "(unset: the system's CAs; set ca_file in the sink URL)");
 }
 
 /* Fill r's results from a finished transfer and free the slot. */
@@ -552,9 +600,12 @@ static void slot_finish(struct ws_http *h, struct slot *s, CURLcode result)
 			 "response body refused by the sink after %llu bytes",
 			 (unsigned long long)r->body_bytes);
 	} else if (result != CURLE_OK) {
-		r->err = map_curl(result);
-		snprintf(r->err_detail, sizeof(r->err_detail), "%s",
-			 s->errbuf[0] ? s->errbuf : curl_easy_strerror(result));
+		const char *msg = s->errbuf[0] ? s->errbuf : curl_easy_strerror(result);
+		r->err = map_curl(result, msg);
+		if (r->err == WS_HTTP_ETLS)
+			tls_detail(h, r, msg);
+		else
+			snprintf(r->err_detail, sizeof(r->err_detail), "%s", msg);
 	}
 	r->resends = s->sends > 1 ? s->sends - 1 : 0;
 	h->stats.resends += r->resends;
