@@ -54,6 +54,7 @@
 
 #include <curl/curl.h>
 
+#include "ws_assert.h"
 #include "ws_clock.h"
 #include "ws_fault.h"
 #include "ws_logging.h"
@@ -104,6 +105,7 @@ static size_t on_read(char *buf, size_t size, size_t nitems, void *arg)
 
 	while (done < room && s->iov_idx < s->iovcnt) {
 		const struct iovec *v = &s->iov[s->iov_idx];
+		WS_ASSERT(s->iov_off <= v->iov_len); /* the cursor stays inside its iovec */
 		size_t left = v->iov_len - s->iov_off;
 		size_t n = left < room - done ? left : room - done;
 		if (n)
@@ -115,6 +117,7 @@ static size_t on_read(char *buf, size_t size, size_t nitems, void *arg)
 			s->iov_off = 0;
 		}
 	}
+	WS_ASSERT(done <= room && s->iov_idx <= s->iovcnt);
 	return done;
 }
 
@@ -155,6 +158,7 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *arg)
 	struct ws_http_req *r = s->req;
 	size_t len = size * nmemb;
 
+	WS_ASSERT(r); /* a transfer runs only while its slot holds a request */
 	if (r->on_body && len) {
 		int rc = r->on_body(r->on_body_arg, data, len);
 		if (rc) {
@@ -169,6 +173,7 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *arg)
 /* Copy at most cap-1 bytes of [p, p+n) into dst, NUL-terminated. */
 static void copy_trunc(char *dst, size_t cap, const char *p, size_t n)
 {
+	WS_ASSERT(cap > 0);
 	if (n > cap - 1)
 		n = cap - 1;
 	memcpy(dst, p, n);
@@ -228,6 +233,9 @@ void ws_http_header_line(struct ws_http_req *r, const char *line, size_t len)
 		if (!h)
 			return;
 	}
+	/* The slot is one of hdrs[], and the name fits it (longer ones were dropped). */
+	WS_ASSERT(h >= r->hdrs && h < r->hdrs + WS_HTTP_HDR_MAX && r->hdr_count <= WS_HTTP_HDR_MAX);
+	WS_ASSERT(name_len < sizeof(h->name));
 	memcpy(h->name, lname, name_len + 1);
 	v = colon + 1;
 	end = line + len;
@@ -427,6 +435,7 @@ static int slot_setup(struct ws_http *h, struct slot *s, struct ws_http_req *r)
 	const char *m = r->method;
 	long timeout_ms = h->timeout_ms, connect_ms = h->connect_timeout_ms;
 
+	WS_ASSERT(!s->req); /* one request per slot at a time */
 	if (!r->method || !r->method[0] || !r->url || !r->url[0] || r->body_iovcnt < 0 ||
 	    (r->body_iovcnt > 0 && !r->body)) {
 		req_fail(r, -EINVAL, "http: request needs a method and a URL (and iovecs for its body count)");
@@ -578,6 +587,8 @@ static void slot_finish(struct ws_http *h, struct slot *s, CURLcode result)
 {
 	struct ws_http_req *r = s->req;
 	long status = 0, connects = 0;
+
+	WS_ASSERT(r); /* only a slot in use finishes */
 	curl_off_t cl = -1, up = 0, down = 0;
 
 	curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -675,6 +686,7 @@ static int perform(struct ws_http *h, struct ws_http_req *reqs, struct ws_http_r
 		while (active < h->slot_count && next < n) {
 			struct ws_http_req *r = req_at(reqs, ptrs, next++);
 			struct slot *s = free_slot(h);
+			WS_ASSERT(s); /* fewer active than slots: one is free */
 			if (r->on_send) {
 				int e = r->on_send(r->on_send_arg, r);
 				reset_out(r); /* whatever the callback set there */
@@ -717,6 +729,7 @@ static int perform(struct ws_http *h, struct ws_http_req *reqs, struct ws_http_r
 			s = (struct slot *)(void *)priv;
 			if (!s || !s->req)
 				continue;
+			WS_ASSERT(active > 0);
 			slot_finish(h, s, msg->data.result);
 			active--;
 			freed = true;
