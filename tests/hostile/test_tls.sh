@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # TLS failures are final at once (issue 30 item 4): against real TLS servers
-# on 127.0.0.1 (python3's ssl module, a self-signed certificate made here by
-# openssl), `walship ls` over an https endpoint
+# on 127.0.0.1 (python3's ssl module, the self-signed certificate kept
+# beside this script), `walship ls` over an https endpoint
 #   - an untrusted certificate: fails at the first attempt, in under 1 s,
 #     naming the URL and the ca_file setting;
 #   - a trusted certificate that does not name the host: the same;
@@ -18,11 +18,16 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/integration/lib.sh
 . "$HERE/../integration/lib.sh"
 
-command -v openssl >/dev/null || { echo "openssl not found"; exit 1; }
 export AWS_ACCESS_KEY_ID="AKIATLS0000" AWS_SECRET_ACCESS_KEY="tls-secret-0000"
 
-openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -out cert.pem -days 2 \
-	-subj /CN=localhost -addext subjectAltName=DNS:localhost 2>/dev/null
+# A self-signed certificate for DNS:localhost only, made once with
+#   openssl req -x509 -newkey rsa:2048 -nodes -keyout tls_test_key.pem \
+#     -out tls_test_cert.pem -days 36500 -subj /CN=localhost \
+#     -addext subjectAltName=DNS:localhost
+# and kept here (a test key, trusted by nothing but this script), so the
+# test needs no openssl command.
+cp "$HERE/tls_test_cert.pem" cert.pem
+cp "$HERE/tls_test_key.pem" key.pem
 
 cat >srv.py <<'EOF'
 # srv.py MODE [CERT KEY]: serve on 127.0.0.1 (a free port, printed first).
