@@ -62,20 +62,24 @@ print(srv.server_address[1], flush=True)
 srv.serve_forever()
 EOF
 
-# serve MODE: start srv.py, print its port once it listens.
-serve() {
-	local f="port.$1" _
-	python3 srv.py "$1" "$ROOT/cert.pem" "$ROOT/key.pem" >"$f" 2>"$f.err" &
+# The servers are jobs of this shell (not of a command substitution's
+# subshell), so that lib.sh's cleanup stops them.
+for mode in tls plain close; do
+	python3 srv.py "$mode" "$ROOT/cert.pem" "$ROOT/key.pem" >"port.$mode" 2>"port.$mode.err" &
+done
+# port MODE: the port srv.py MODE listens on, once it does.
+port() {
+	local _
 	for _ in $(seq 100); do
-		[ -s "$f" ] && { head -n1 "$f"; return 0; }
+		[ -s "port.$1" ] && { head -n1 "port.$1"; return 0; }
 		sleep 0.05
 	done
-	echo "srv.py $1 did not start: $(cat "$f.err")" >&2
+	echo "srv.py $1 did not start: $(cat "port.$1.err")" >&2
 	return 1
 }
-TLS_PORT=$(serve tls)
-PLAIN_PORT=$(serve plain)
-CLOSE_PORT=$(serve close)
+TLS_PORT=$(port tls)
+PLAIN_PORT=$(port plain)
+CLOSE_PORT=$(port close)
 # A port nothing listens on: one a server held and let go.
 REFUSED_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
