@@ -125,6 +125,9 @@ void ws_fault_disarm(void)
 	disarm_raw();
 }
 
+/* The environment arms sites only in builds that have them (WS_FAULTS, test
+ * builds): an installed library never reads WS_FAULT or WS_PAUSE_RANDOM. */
+#ifdef WS_FAULTS
 static void load_env(void)
 {
 	const char *spec = getenv("WS_FAULT");
@@ -168,6 +171,9 @@ static void load_env(void)
 		_exit(2);
 	}
 }
+#else
+static void load_env(void) {}
+#endif
 
 /* Across processes: announce the pause with a file and wait for its removal. */
 static void pause_by_file(const char *site)

@@ -1,6 +1,9 @@
 /*
- * Fault and pause sites, compiled into builds with WS_FAULTS (the default;
- * -DWS_FAULTS=OFF compiles every site to a constant 0).
+ * Fault and pause sites, compiled into test builds only (WS_FAULTS: the
+ * default for Debug and RelWithDebInfo builds with tests, off for Release
+ * and for what is installed, see CMakeLists.txt). Without it every site is
+ * a constant 0 and the environment (WS_FAULT, WS_PAUSE_RANDOM) is never
+ * read.
  *
  * A site is a named point such as "file.put.before_publish". Every site is
  * listed once in WS_FAULT_SITES below, with what it stands between: a test

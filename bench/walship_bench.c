@@ -731,8 +731,11 @@ static void parse(int argc, char **argv)
 			O.shards = (unsigned)bench_parse_num(a, v, 1, WS_SHARDS_MAX);
 		else if (ARG("--rate")) {
 			char *end;
+			/* Plain decimal only: strtod also takes "", "nan", "inf" and hex. */
+			if (!*v || strspn(v, "0123456789.") != strlen(v))
+				bench_die("--rate: not a decimal rate in 0..1e6 transactions/s: '%s'", v);
 			O.rate = strtod(v, &end);
-			if (*end || O.rate < 0 || O.rate > 1e6)
+			if (*end || !isfinite(O.rate) || O.rate < 0 || O.rate > 1e6)
 				bench_die("--rate: not a rate in 0..1e6 transactions/s: '%s'", v);
 		} else if (ARG("--txn-bytes"))
 			O.txn_bytes = bench_parse_num(a, v, 1, 64 << 20);
@@ -802,6 +805,31 @@ static void parse(int argc, char **argv)
 		fprintf(stderr, "walship-bench: --sink and --dir are required\n");
 		usage();
 	}
+	if (O.json && !*O.json)
+		bench_die("--json: an empty file name");
+}
+
+/* s as the body of a JSON string (quotes, backslashes and control bytes
+ * escaped), malloc'd: labels and URLs are the caller's text. */
+static char *json_escape(const char *s)
+{
+	size_t n = strlen(s);
+	char *out = malloc(n * 6 + 1), *o = out;
+	if (!out)
+		bench_die("out of memory");
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\') {
+			*o++ = '\\';
+			*o++ = (char)c;
+		} else if (c < 0x20 || c == 0x7f) {
+			o += sprintf(o, "\\u%04x", c);
+		} else {
+			*o++ = (char)c;
+		}
+	}
+	*o = '\0';
+	return out;
 }
 
 /* ---- main --------------------------------------------------------------- */
@@ -810,6 +838,11 @@ int main(int argc, char **argv)
 {
 	parse(argc, argv);
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* Opened before the run: a path that cannot be written fails now, not
+	 * after the load. */
+	FILE *json = NULL;
+	if (O.json && !(json = fopen(O.json, "w")))
+		bench_die("%s: %s", O.json, strerror(errno));
 	char p[700];
 	mkdir(O.dir, 0755);
 	snprintf(p, sizeof(p), "%s/db", O.dir);
@@ -868,6 +901,12 @@ int main(int argc, char **argv)
 	struct ws_engine *e = ws_engine_create(&ec, &err);
 	if (!e) {
 		fprintf(stderr, "walship-bench: engine: %s\n", ws_errmsg());
+		free(sc);
+		for (unsigned i = 0; i < O.tenants; i++)
+			free(T[i].ct_mem);
+		free(T);
+		if (json)
+			fclose(json);
 		return err == WS_ECONFIG ? 2 : 1;
 	}
 	for (unsigned i = 0; i < O.tenants; i++) {
@@ -1057,10 +1096,10 @@ int main(int argc, char **argv)
 	if (flush_rc || stop_rc)
 		fprintf(stderr, "walship-bench: drain: %s (first tail error: %s)\n", ws_errmsg(), first_error);
 
-	if (O.json) {
-		FILE *j = fopen(O.json, "w");
-		if (!j)
-			bench_die("%s: %s", O.json, strerror(errno));
+	bool json_ok = true;
+	if (json) {
+		FILE *j = json;
+		char *label = json_escape(O.label), *sink = json_escape(O.sink), *csv = json_escape(csv_path);
 		fprintf(j,
 			"{\"label\":\"%s\",\"sink\":\"%s\",\"tenants\":%u,\"rate_txn_s\":%.3f,\"txn_bytes\":%" PRIu64
 			",\"seconds\":%" PRIu64 ",\"policy\":\"%s\",\"shards\":%u,\"batch_bytes_max\":%" PRIu64
@@ -1081,7 +1120,7 @@ int main(int argc, char **argv)
 			",\"tails_coalesced\":%" PRIu64 ",\"tails_carried\":%" PRIu64 ",\"tails_deferred\":%" PRIu64
 			",\"bytes_per_put\":%.0f,\n"
 			" \"restore_equal\":%u,\"restore_checked\":%s,\"csv\":\"%s\"}\n",
-			O.label, O.sink, O.tenants, O.rate, O.txn_bytes, O.seconds, ws_policy_name(O.policy), O.shards, O.batch_bytes,
+			label, sink, O.tenants, O.rate, O.txn_bytes, O.seconds, ws_policy_name(O.policy), O.shards, O.batch_bytes,
 			O.batch_age_ms, O.ring_bytes, O.inline_bytes == UINT64_MAX ? 0 : O.inline_bytes ? O.inline_bytes : 1u << 20,
 			ws_carry_name(O.carry),
 			txns, produced, (double)produced / load_s / 1e6, shipped,
@@ -1093,8 +1132,19 @@ int main(int argc, char **argv)
 			after.window_decreases - before.window_decreases, after.ended_early - before.ended_early,
 			after.coalesced - before.coalesced, after.carried - before.carried,
 			after.deferred - before.deferred, puts ? (double)shipped / (double)puts : 0.0,
-			equal, O.restore_check ? "true" : "false", csv_path);
-		fclose(j);
+			equal, O.restore_check ? "true" : "false", csv);
+		/* A full disk must not leave a cut-short file taken for figures. */
+		if (fflush(j) != 0 || ferror(j)) {
+			fprintf(stderr, "walship-bench: writing %s: %s\n", O.json, strerror(errno));
+			json_ok = false;
+		}
+		if (fclose(j) != 0 && json_ok) {
+			fprintf(stderr, "walship-bench: closing %s: %s\n", O.json, strerror(errno));
+			json_ok = false;
+		}
+		free(label);
+		free(sink);
+		free(csv);
 	}
 	free(s.ages);
 	free(s.lost);
@@ -1102,6 +1152,6 @@ int main(int argc, char **argv)
 		free(T[i].ct_mem);
 	free(sc);
 	free(T);
-	bool ok = !writer_errors && !flush_rc && !stop_rc && (!O.restore_check || equal == O.tenants);
+	bool ok = json_ok && !writer_errors && !flush_rc && !stop_rc && (!O.restore_check || equal == O.tenants);
 	return ok ? 0 : 1;
 }

@@ -41,3 +41,10 @@ install(CODE "
   configure_file(\"${PROJECT_SOURCE_DIR}/cmake/walship.pc.in\" \"${PROJECT_BINARY_DIR}/walship.pc\" @ONLY)
 ")
 install(FILES ${PROJECT_BINARY_DIR}/walship.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# A library with fault sites obeys WS_FAULT=...:crash from any environment
+# (base/ws_fault.h): never what an operator means to install.
+if(WS_FAULTS)
+  install(CODE "message(WARNING \"walship: installing a build with fault sites (WS_FAULTS=ON): it obeys \
+WS_FAULT and WS_PAUSE_RANDOM from the environment. Build with -DCMAKE_BUILD_TYPE=Release (WS_FAULTS=OFF) to install.\")")
+endif()

@@ -38,6 +38,11 @@ int ws_wm_load_keep(struct ws_store *s, const char *tenant, struct ws_fmt_waterm
 	rc = ws_store_get(s, key, 0, UINT64_MAX, b, &info);
 	if (rc == WS_ENOTFOUND)
 		goto out;
+	if (rc == WS_ETOOBIG) { /* larger than any watermark walship writes: bad data, not a limit */
+		rc = ws_fail(WS_EFORMAT, "tenant %s: watermark %s is larger than the %u bytes a watermark can be",
+			     tenant, key, WS_WM_BYTES_MAX);
+		goto out;
+	}
 	if (rc) {
 		ws_fail_wrap(rc, "tenant %s: read watermark %s", tenant, key);
 		goto out;

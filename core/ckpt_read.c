@@ -195,8 +195,20 @@ int ws_ckread_find_ref(struct ws_ckpt *c, uint64_t id, struct ws_ckpt_ref *ref, 
 	int rc = ws_ckpt_latest_commit(c, &latest, &found);
 	if (rc)
 		return rc;
-	if (!found)
-		return ws_fail(WS_ENOTFOUND, "no committed checkpoint at this sink");
+	if (!found) {
+		/* No head: none decided, or the head that names them was lost. */
+		struct ws_list_page page;
+		struct ws_obj_info info;
+		memset(&page, 0, sizeof(page));
+		found = ws_store_head(ws_ckpt_store(c), WS_CKPT_HEAD_KEY, &info) == WS_ENOTFOUND &&
+			ws_store_list(ws_ckpt_store(c), WS_CKPT_PREFIX "/committed/", "", 1, &page) == 0 &&
+			page.count > 0;
+		ws_list_page_free(&page);
+		return found ? ws_fail(WS_EINCOMPLETE, "checkpoint object %s is missing, but committed checkpoint "
+				       "indexes exist under " WS_CKPT_PREFIX "/committed/: the head that names "
+				       "the latest was lost", WS_CKPT_HEAD_KEY)
+			     : ws_fail(WS_ENOTFOUND, "no committed checkpoint at this sink");
+	}
 	*ref = latest.committed;
 	for (unsigned n = 0; n < WS_CKPT_PREDECESSORS_MAX; n++) {
 		rc = ws_ckpt_load_committed(c, ref, idx);

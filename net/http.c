@@ -54,6 +54,7 @@
 
 #include <curl/curl.h>
 
+#include "ws_assert.h"
 #include "ws_clock.h"
 #include "ws_fault.h"
 #include "ws_logging.h"
@@ -104,6 +105,7 @@ static size_t on_read(char *buf, size_t size, size_t nitems, void *arg)
 
 	while (done < room && s->iov_idx < s->iovcnt) {
 		const struct iovec *v = &s->iov[s->iov_idx];
+		WS_ASSERT(s->iov_off <= v->iov_len); /* the cursor stays inside its iovec */
 		size_t left = v->iov_len - s->iov_off;
 		size_t n = left < room - done ? left : room - done;
 		if (n)
@@ -115,6 +117,7 @@ static size_t on_read(char *buf, size_t size, size_t nitems, void *arg)
 			s->iov_off = 0;
 		}
 	}
+	WS_ASSERT(done <= room && s->iov_idx <= s->iovcnt);
 	return done;
 }
 
@@ -155,6 +158,7 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *arg)
 	struct ws_http_req *r = s->req;
 	size_t len = size * nmemb;
 
+	WS_ASSERT(r); /* a transfer runs only while its slot holds a request */
 	if (r->on_body && len) {
 		int rc = r->on_body(r->on_body_arg, data, len);
 		if (rc) {
@@ -169,6 +173,7 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *arg)
 /* Copy at most cap-1 bytes of [p, p+n) into dst, NUL-terminated. */
 static void copy_trunc(char *dst, size_t cap, const char *p, size_t n)
 {
+	WS_ASSERT(cap > 0);
 	if (n > cap - 1)
 		n = cap - 1;
 	memcpy(dst, p, n);
@@ -228,6 +233,9 @@ void ws_http_header_line(struct ws_http_req *r, const char *line, size_t len)
 		if (!h)
 			return;
 	}
+	/* The slot is one of hdrs[], and the name fits it (longer ones were dropped). */
+	WS_ASSERT(h >= r->hdrs && h < r->hdrs + WS_HTTP_HDR_MAX && r->hdr_count <= WS_HTTP_HDR_MAX);
+	WS_ASSERT(name_len < sizeof(h->name));
 	memcpy(h->name, lname, name_len + 1);
 	v = colon + 1;
 	end = line + len;
@@ -427,6 +435,7 @@ static int slot_setup(struct ws_http *h, struct slot *s, struct ws_http_req *r)
 	const char *m = r->method;
 	long timeout_ms = h->timeout_ms, connect_ms = h->connect_timeout_ms;
 
+	WS_ASSERT(!s->req); /* one request per slot at a time */
 	if (!r->method || !r->method[0] || !r->url || !r->url[0] || r->body_iovcnt < 0 ||
 	    (r->body_iovcnt > 0 && !r->body)) {
 		req_fail(r, -EINVAL, "http: request needs a method and a URL (and iovecs for its body count)");
@@ -511,12 +520,48 @@ static int slot_setup(struct ws_http *h, struct slot *s, struct ws_http_req *r)
 	return 0;
 }
 
-static int map_curl(CURLcode c)
+/*
+ * A handshake that failed because of what the peer is or says, not because
+ * the connection broke: the certificate, its name, its issuer, or a protocol
+ * the two sides cannot agree on. Trying again meets the same certificate,
+ * so these are final (WS_HTTP_ETLS). CURLE_SSL_CONNECT_ERROR also covers a
+ * connection reset or closed mid-handshake (OpenSSL's SSL_ERROR_SYSCALL):
+ * that one stays a transient reset.
+ */
+static bool tls_final(CURLcode c, const char *detail)
 {
+	switch (c) {
+	case CURLE_PEER_FAILED_VERIFICATION: /* = CURLE_SSL_CACERT: untrusted, or the name does not match */
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_CRL_BADFILE:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+	case CURLE_SSL_INVALIDCERTSTATUS:
+	case CURLE_SSL_CLIENTCERT:
+	case CURLE_SSL_ENGINE_NOTFOUND:
+	case CURLE_SSL_ENGINE_SETFAILED:
+	case CURLE_SSL_ENGINE_INITFAILED:
+	case CURLE_USE_SSL_FAILED:
+		return true;
+	case CURLE_SSL_CONNECT_ERROR:
+		return !strstr(detail, "SSL_ERROR_SYSCALL") && !strstr(detail, "reset by peer") &&
+		       !strstr(detail, "unexpected eof") && !strstr(detail, "Connection timed out");
+	default:
+		return false;
+	}
+}
+
+static int map_curl(CURLcode c, const char *detail)
+{
+	if (tls_final(c, detail))
+		return WS_HTTP_ETLS;
 	switch (c) {
 	case CURLE_OK: return 0;
 	case CURLE_OPERATION_TIMEDOUT: return -ETIMEDOUT;
 	case CURLE_COULDNT_CONNECT: return -ECONNREFUSED;
+	case CURLE_SSL_CONNECT_ERROR: /* broken mid-handshake (tls_final) */
 	case CURLE_RECV_ERROR:
 	case CURLE_SEND_ERROR:
 	case CURLE_GOT_NOTHING: return -ECONNRESET;
@@ -525,11 +570,25 @@ static int map_curl(CURLcode c)
 	}
 }
 
+/* r's detail for a final TLS failure: the URL (up to its query), curl's
+ * words, and the setting that decides whom walship trusts. */
+static void tls_detail(const struct ws_http *h, struct ws_http_req *r, const char *curl_msg)
+{
+	size_t url_len = strcspn(r->url, "?");
+	if (url_len > 120)
+		url_len = 120;
+	snprintf(r->err_detail, sizeof(r->err_detail), "TLS to %.*s failed, final (not retried): %.100s; "
+		 "ca_file=%s", (int)url_len, r->url, curl_msg,
+		 h->ca_file ? h->ca_file : "(unset: the system's CAs; set ca_file in the sink URL)");
+}
+
 /* Fill r's results from a finished transfer and free the slot. */
 static void slot_finish(struct ws_http *h, struct slot *s, CURLcode result)
 {
 	struct ws_http_req *r = s->req;
 	long status = 0, connects = 0;
+
+	WS_ASSERT(r); /* only a slot in use finishes */
 	curl_off_t cl = -1, up = 0, down = 0;
 
 	curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -552,9 +611,12 @@ static void slot_finish(struct ws_http *h, struct slot *s, CURLcode result)
 			 "response body refused by the sink after %llu bytes",
 			 (unsigned long long)r->body_bytes);
 	} else if (result != CURLE_OK) {
-		r->err = map_curl(result);
-		snprintf(r->err_detail, sizeof(r->err_detail), "%s",
-			 s->errbuf[0] ? s->errbuf : curl_easy_strerror(result));
+		const char *msg = s->errbuf[0] ? s->errbuf : curl_easy_strerror(result);
+		r->err = map_curl(result, msg);
+		if (r->err == WS_HTTP_ETLS)
+			tls_detail(h, r, msg);
+		else
+			snprintf(r->err_detail, sizeof(r->err_detail), "%s", msg);
 	}
 	r->resends = s->sends > 1 ? s->sends - 1 : 0;
 	h->stats.resends += r->resends;
@@ -624,6 +686,7 @@ static int perform(struct ws_http *h, struct ws_http_req *reqs, struct ws_http_r
 		while (active < h->slot_count && next < n) {
 			struct ws_http_req *r = req_at(reqs, ptrs, next++);
 			struct slot *s = free_slot(h);
+			WS_ASSERT(s); /* fewer active than slots: one is free */
 			if (r->on_send) {
 				int e = r->on_send(r->on_send_arg, r);
 				reset_out(r); /* whatever the callback set there */
@@ -666,6 +729,7 @@ static int perform(struct ws_http *h, struct ws_http_req *reqs, struct ws_http_r
 			s = (struct slot *)(void *)priv;
 			if (!s || !s->req)
 				continue;
+			WS_ASSERT(active > 0);
 			slot_finish(h, s, msg->data.result);
 			active--;
 			freed = true;

@@ -34,6 +34,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "ws_assert.h"
 #include "ws_hash.h"
 
 #define SIGV4_ALGO "AWS4-HMAC-SHA256"
@@ -50,6 +51,7 @@ struct sb {
 
 static void sb_init(struct sb *b, char *p, size_t cap)
 {
+	WS_ASSERT(p && cap > 0); /* every builder writes into one of ws_sigv4_out's arrays */
 	b->p = p;
 	b->len = 0;
 	b->cap = cap;
@@ -65,6 +67,7 @@ static void sb_putn(struct sb *b, const char *s, size_t n)
 	}
 	memcpy(b->p + b->len, s, n);
 	b->len += n;
+	WS_ASSERT(b->len < b->cap); /* room for the NUL, checked above */
 	b->p[b->len] = '\0';
 }
 
@@ -287,6 +290,7 @@ static int add_hdr(struct hdr *h, size_t *count, const char *name, const char *v
 	if (n >= SIGV4_HEADER_NAME_MAX)
 		return ws_fail(WS_ETOOBIG, "sigv4: header name longer than %d", SIGV4_HEADER_NAME_MAX - 1);
 	e = &h[*count];
+	WS_ASSERT(n < sizeof(e->name)); /* the name and its NUL fit (checked above) */
 	for (size_t i = 0; i <= n; i++)
 		e->name[i] = (char)tolower((unsigned char)name[i]);
 	e->value = value;
@@ -397,6 +401,8 @@ static int put_uri(struct sb *creq, const char *path, bool s3)
 			norm[n++] = '/';
 			memcpy(norm + n, s, seg);
 			n += seg;
+			/* Kept segments and their slashes never outgrow the path. */
+			WS_ASSERT(n <= len + 1);
 			trailing = false;
 		}
 		i = j + 1;
@@ -405,6 +411,7 @@ static int put_uri(struct sb *creq, const char *path, bool s3)
 	}
 	if (n == 0 || trailing)
 		norm[n++] = '/';
+	WS_ASSERT(n <= len + 2); /* norm's size */
 	sb_uri_encode(creq, norm, n, true);
 	free(norm);
 	return 0;
@@ -602,6 +609,9 @@ int ws_sigv4_sign(const struct ws_sigv4_creds *creds, const struct ws_sigv4_requ
 		goto fail;
 	}
 
+	/* The canonical request stands whole in its buffer, NUL-terminated. */
+	WS_ASSERT(creq.len < sizeof(out->canonical_request) && creq.p[creq.len] == '\0');
+	WS_ASSERT(sh.len < sizeof(out->signed_headers));
 	memcpy(date8, req->amz_date, 8);
 	date8[8] = '\0';
 	ws_sha256_hex(creq.p, creq.len, creq_hash);

@@ -21,6 +21,7 @@
 #ifndef WS_HTTP_H
 #define WS_HTTP_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,6 +29,15 @@
 
 #include "ws_fail.h"
 
+
+/*
+ * A request's err for a TLS failure that no retry can mend: the server's
+ * certificate is not trusted or does not name the host, the CA file cannot
+ * be read, or the handshake failed on protocol (not on a broken
+ * connection). err_detail names the URL and the ca_file in force. Not in
+ * ws_err_transient's list: callers fail at once.
+ */
+#define WS_HTTP_ETLS (-EPROTO)
 
 #define WS_HTTP_HDR_MAX 32        /* response headers kept per request */
 #define WS_HTTP_HDR_VALUE_MAX 512
@@ -78,7 +88,8 @@ struct ws_http_req {
 	/* out */
 	int err;                     /* 0 (whatever the HTTP status), or negative: -ETIMEDOUT,
 					-ECONNRESET (reset, or closed with no reply),
-					-ECONNREFUSED, -EINVAL (bad request fields),
+					-ECONNREFUSED, WS_HTTP_ETLS (certificate, host name or
+					handshake: final), -EINVAL (bad request fields),
 					-ENOMEM, the sink's own error (WS_ETOOBIG when its
 					buffer is full), -EIO (other transport error,
 					including a body cut short by a clean close) */

@@ -26,6 +26,7 @@
 #include "ws_hash.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -615,6 +616,28 @@ int ws_fmt_watermark_encode(const struct ws_fmt_watermark *w, struct ws_buf *b)
 	return finish_framed(b);
 }
 
+/*
+ * A carried manifest is stored at its key by the next tail: the key must be
+ * the one its writer names it by, m<seq>-<first 8 bytes of its SHA-256 in
+ * hex>, so that a forged watermark cannot point that store at another
+ * manifest's key (the good predecessor the chain needs, which would then
+ * be "damaged" in every later tail's eyes).
+ */
+static int carried_key_check(const struct ws_fmt_watermark *w)
+{
+	const char *base = strrchr(w->manifest_key, '/');
+	char want[1 + 16 + 1 + 16 + 1], shahex[17];
+
+	ws_hex(w->manifest_sha, 8, shahex);
+	snprintf(want, sizeof(want), "m%016llx-%s", (unsigned long long)w->seq, shahex);
+	base = base ? base + 1 : w->manifest_key;
+	if (strcmp(base, want) != 0)
+		return ws_fail(WS_EFORMAT, "watermark %llu of tenant %.64s: its carried manifest's key %.200s is not "
+			       "the one its sequence and hash name (.../%s): a forged or damaged watermark",
+			       (unsigned long long)w->seq, w->tenant, w->manifest_key, want);
+	return 0;
+}
+
 int ws_fmt_watermark_decode(const uint8_t *obj, size_t len, struct ws_fmt_watermark *w)
 {
 	struct rd r;
@@ -661,6 +684,9 @@ int ws_fmt_watermark_decode(const uint8_t *obj, size_t len, struct ws_fmt_waterm
 		if (memcmp(sha, w->manifest_sha, WS_SHA256_LEN) != 0)
 			return ws_fail(WS_ECORRUPT, "watermark: carried manifest's SHA-256 is not the one the "
 				       "watermark names");
+		rc = carried_key_check(w);
+		if (rc)
+			return rc;
 	}
 	if (!ws_tenant_name_valid(w->tenant) || !ws_key_valid(w->manifest_key) || w->seq == 0 ||
 	    !page_size_ok(w->gen.page_size) || !wal_magic_ok(w->gen.wal_magic, true))

@@ -532,6 +532,9 @@ static int call_judge(struct s3_store *s, struct s3_call *c)
 	if (c->req.err) {
 		if (c->req.err == WS_ETOOBIG)
 			return ws_fail(c->req.err, "s3 %s: %s %s: response too large", s->base.url, c->method, c->key);
+		if (c->req.err == WS_HTTP_ETLS) /* the same certificate answers every retry */
+			return ws_fail(c->req.err, "s3 %s: %s %s: %s", s->base.url, c->method, c->key,
+				       c->req.err_detail);
 		retry = true;
 	} else if (c->req.truncated) {
 		retry = true;

@@ -7,7 +7,8 @@
 # Sections, each with a header:
 #   1. packages      tools/install-deps.sh: apt-get update + install of what is
 #                    missing (skipped with WS_SKIP_INSTALL=1)
-#   2. build-ci      -DWS_WERROR=ON, every ctest test
+#   2. build-ci      -DWS_WERROR=ON -DWS_FAULTS=ON, every ctest test (test
+#                    builds name WS_FAULTS=ON: fault sites are for tests only)
 #   3. build-asan    ASan+UBSan (-DWS_SANITIZE=address), every ctest test
 #   4. build-tsan    TSan (-DWS_SANITIZE=thread), the concurrent tests
 #                    (ctest -R 'test_store|test_io|test_net|test_core_stream|test_core_ring|
@@ -41,8 +42,10 @@
 #                    against a file:// sink and every tenant restored equal by
 #                    the installed walship; nm -D of the installed library
 #                    lists the public API only (tests/integration/test_install.sh)
-#  11. release       Release build of the library and CLI with the fault
-#                    sites compiled out (-DWS_FAULTS=OFF), warnings as errors
+#  11. release       Release build of the library and CLI at the defaults
+#                    (fault sites off, as installed), warnings as errors;
+#                    tests/hostile/no_faults.sh shows it ignores WS_FAULT=...:crash
+#                    and WS_PAUSE_RANDOM
 # Every section runs even when an earlier one failed (a failed build skips
 # its own tests); the summary lists failures and the exit status is non-zero
 # if any section failed.
@@ -105,12 +108,12 @@ build_and_test() {
 }
 
 # ---- 2. warnings as errors ----------------------------------------------------
-build_and_test build-ci build-ci "" -- -DWS_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+build_and_test build-ci build-ci "" -- -DWS_WERROR=ON -DWS_FAULTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 # ---- 3. ASan + UBSan ------------------------------------------------------------
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1:strict_string_checks=1:check_initialization_order=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-build_and_test build-asan build-asan "" -- -DWS_SANITIZE=address -DWS_WERROR=ON -DCMAKE_BUILD_TYPE=Debug \
+build_and_test build-asan build-asan "" -- -DWS_SANITIZE=address -DWS_WERROR=ON -DWS_FAULTS=ON -DCMAKE_BUILD_TYPE=Debug \
 	-DWS_BUILD_BENCH=OFF
 
 # ---- 4. TSan ------------------------------------------------------------------------
@@ -121,7 +124,7 @@ CTEST_WRAP=
 if command -v setarch >/dev/null && setarch "$(uname -m)" -R true 2>/dev/null; then
 	CTEST_WRAP="setarch $(uname -m) -R"
 fi
-WS_ENGINE_TENANTS=300 build_and_test build-tsan build-tsan "-R $TSAN_TESTS" -- -DWS_SANITIZE=thread \
+WS_ENGINE_TENANTS=300 build_and_test build-tsan build-tsan "-R $TSAN_TESTS" -- -DWS_SANITIZE=thread -DWS_FAULTS=ON \
 	-DCMAKE_BUILD_TYPE=Debug -DWS_BUILD_BENCH=OFF
 
 # ---- 5. bench smoke --------------------------------------------------------------------
@@ -197,7 +200,7 @@ section "fuzz smoke: tests/fuzz, ${FUZZ_SECONDS}s per target (build-fuzz, clang,
 FUZZ_CC=$(command -v clang-14 || command -v clang || true)
 if [ -z "$FUZZ_CC" ]; then
 	note_fail "fuzz smoke: clang-14 not installed (tools/install-deps.sh)"
-elif ! CC=$FUZZ_CC cmake -S . -B build-fuzz -DWS_FUZZ=ON -DWS_WERROR=ON -DWS_BUILD_TESTS=OFF \
+elif ! CC=$FUZZ_CC cmake -S . -B build-fuzz -DWS_FUZZ=ON -DWS_WERROR=ON -DWS_BUILD_TESTS=OFF -DWS_FAULTS=OFF \
 	-DWS_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo || ! cmake --build build-fuzz -j"$JOBS"; then
 	note_fail "fuzz smoke: build"
 else
@@ -256,12 +259,21 @@ else
 fi
 
 # ---- 11. release build, fault sites off -------------------------------------------------------
-# A production build compiles the fault sites out (WS_FAULTS=OFF): it must
-# build warning-free too, since nothing above compiles that variant.
-section "release: library and CLI with WS_FAULTS=OFF, -DWS_WERROR=ON, Release (compile only)"
-if ! cmake -S . -B build-release -DWS_WERROR=ON -DWS_FAULTS=OFF -DCMAKE_BUILD_TYPE=Release \
+# A production build (Release, what the install recipe makes) has no fault
+# sites by default: it must build warning-free too, since nothing above
+# compiles that variant, and take no fault from the environment.
+section "release: library and CLI at Release's defaults (no fault sites), -DWS_WERROR=ON; WS_FAULT/WS_PAUSE_RANDOM ignored"
+if ! cmake -S . -B build-release -DWS_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
 	-DWS_BUILD_TESTS=OFF -DWS_BUILD_BENCH=OFF || ! cmake --build build-release -j"$JOBS"; then
-	note_fail "release: build with WS_FAULTS=OFF"
+	note_fail "release: build at Release's defaults"
+elif ! grep -q '^WS_FAULTS:BOOL=OFF' build-release/CMakeCache.txt; then
+	note_fail "release: WS_FAULTS is not OFF by default in a Release build"
+else
+	mkdir -p build-release/testtmp
+	if ! WS_BIN="$PWD/build-release/tools/walship" WS_LIB="$(readlink -f build-release/core/libwalship.so)" \
+		WS_TEST_TMP="$PWD/build-release/testtmp" bash tests/hostile/no_faults.sh; then
+		note_fail "release: tests/hostile/no_faults.sh (a Release build obeyed WS_FAULT or WS_PAUSE_RANDOM)"
+	fi
 fi
 
 # ---- summary ------------------------------------------------------------------------------

@@ -263,7 +263,11 @@ static void watermarks(const struct ws_wal_hdr *h, uint64_t last_commit)
 			man[i] = (uint8_t)(i * 13 + 5);
 		w.gen = (struct ws_fmt_gen){ h->magic, h->checkpoint_seq, h->salt1, h->salt2, h->page_size };
 		w.last_frame = last_commit;
+		char shahex[17];
 		ws_sha256(man, sizeof(man), w.manifest_sha);
+		ws_hex(w.manifest_sha, 8, shahex);
+		/* A carried manifest's key is m<seq>-<sha8>, as its writer names it. */
+		snprintf(w.manifest_key, sizeof(w.manifest_key), "app/m%016llx-%s", (unsigned long long)w.seq, shahex);
 		w.manifest_length = sizeof(man);
 		w.carried = man;
 		w.carried_len = sizeof(man);

@@ -515,10 +515,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_slots, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_large_buffer_chunks, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_open_over_shared_memory, setup, teardown),
 #ifdef WS_FAULTS
 		cmocka_unit_test_setup_teardown(test_fallbacks_logged, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fault_read_and_attach, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_open_over_shared_memory, setup, teardown),
 #endif
 	};
 

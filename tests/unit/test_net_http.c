@@ -713,6 +713,58 @@ static void test_refused(void **state)
 	ws_http_close(h);
 }
 
+/* A plain-HTTP server of one connection: whatever it is sent, it answers
+ * 400 and closes (as a plain server meets a TLS ClientHello). */
+static void *plain_answer(void *arg)
+{
+	int lfd = *(int *)arg, c = accept(lfd, NULL, NULL);
+	static const char reply[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+	char buf[512];
+	if (c >= 0) {
+		(void)!read(c, buf, sizeof(buf));
+		(void)!write(c, reply, sizeof(reply) - 1);
+		close(c);
+	}
+	return NULL;
+}
+
+/*
+ * TLS spoken to a plain-HTTP server: the handshake fails on protocol, which
+ * no retry mends: WS_HTTP_ETLS (not transient), the detail naming the URL
+ * up to its query and the ca_file in force. (tests/hostile/test_tls.sh has
+ * the certificate cases against a real TLS server.)
+ */
+static void test_tls_failure_final(void **state)
+{
+	struct ws_http_opts o = { .max_in_flight = 1, .ca_file = "/etc/ssl/certs/ca-certificates.crt" };
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	int err = -1, lfd = socket(AF_INET, SOCK_STREAM, 0);
+	struct ws_http *h = ws_http_open(&o, &err);
+	char u[128], want[96];
+	pthread_t th;
+	(void)state;
+
+	assert_non_null(h);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(lfd, 1), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &alen), 0);
+	assert_int_equal(pthread_create(&th, NULL, plain_answer, &lfd), 0);
+	snprintf(u, sizeof(u), "https://127.0.0.1:%d/bkt/key?x-id=1", ntohs(a.sin_port));
+	snprintf(want, sizeof(want), "TLS to https://127.0.0.1:%d/bkt/key failed", ntohs(a.sin_port));
+	struct ws_http_req r = { .method = "GET", .url = u };
+	perform(h, &r, 1);
+	pthread_join(th, NULL);
+	close(lfd);
+	assert_int_equal(r.err, WS_HTTP_ETLS);
+	assert_false(ws_err_transient(r.err));
+	if (!strstr(r.err_detail, want) || !strstr(r.err_detail, "ca_file=/etc/ssl/certs/ca-certificates.crt") ||
+	    strstr(r.err_detail, "x-id"))
+		fail_msg("detail does not name the URL (less its query) and ca_file: %s", r.err_detail);
+	assert_int_equal(r.status, 0);
+	ws_http_close(h);
+}
+
 static void test_keepalive_reuse(void **state)
 {
 	struct fixture *f = *state;
@@ -1078,6 +1130,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
 		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_tls_failure_final),
 		cmocka_unit_test_setup_teardown(test_keepalive_reuse, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_server_drops_idle, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_silent_resend_counted, setup, teardown),

@@ -262,8 +262,14 @@ static void test_watermark_carries_manifest(void **state)
 	w.seq = 5;
 	w.gen = (struct ws_fmt_gen){ 0x377f0682u, 0, 1, 2, 4096 };
 	w.last_frame = 9;
-	snprintf(w.manifest_key, sizeof(w.manifest_key), "app/e1-p0/g00000000-0000000100000002/m0000000000000005-00");
 	ws_sha256(man, sizeof(man), w.manifest_sha);
+	{
+		/* m<seq>-<sha8>: the key a carried manifest must have. */
+		char shahex[17];
+		ws_hex(w.manifest_sha, 8, shahex);
+		snprintf(w.manifest_key, sizeof(w.manifest_key),
+			 "app/e1-p0/g00000000-0000000100000002/m0000000000000005-%s", shahex);
+	}
 	w.manifest_length = sizeof(man);
 	ws_buf_init(&b, 1u << 20);
 
@@ -281,6 +287,22 @@ static void test_watermark_carries_manifest(void **state)
 	assert_int_equal(out.carried_len, sizeof(man));
 	assert_true(out.carried > b.data && out.carried + sizeof(man) <= b.data + b.len);
 	assert_memory_equal(out.carried, man, sizeof(man));
+
+	/* A carried manifest under a key its sequence and hash do not name
+	 * (another manifest's, say): refused, though every hash holds. */
+	{
+		char keep[sizeof(w.manifest_key)];
+		memcpy(keep, w.manifest_key, sizeof(keep));
+		w.manifest_key[strlen(w.manifest_key) - 18] = '4'; /* m...04-: the predecessor's sequence */
+		assert_int_equal(ws_fmt_watermark_encode(&w, &b), 0);
+		assert_int_equal(ws_fmt_watermark_decode(b.data, b.len, &out), WS_EFORMAT);
+		assert_non_null(strstr(ws_errmsg(), "carried manifest's key"));
+		memcpy(w.manifest_key, keep, sizeof(keep));
+		w.manifest_key[strlen(w.manifest_key) - 1] ^= 1; /* another hash */
+		assert_int_equal(ws_fmt_watermark_encode(&w, &b), 0);
+		assert_int_equal(ws_fmt_watermark_decode(b.data, b.len, &out), WS_EFORMAT);
+		memcpy(w.manifest_key, keep, sizeof(keep));
+	}
 
 	/* The encoder refuses a carried length that is not the named one. */
 	w.carried_len = sizeof(man) - 1;
