@@ -228,7 +228,7 @@ static int check_shard(const struct ws_shard_config *c, unsigned i)
 		return ws_fail(WS_ECONFIG, "shard %u: core %d out of range", i, c->core);
 	if (c->core >= 0 && sched_getaffinity(0, sizeof(allowed), &allowed) == 0 && !CPU_ISSET((size_t)c->core, &allowed))
 		return ws_fail(WS_ECONFIG, "shard %u: core %d is not available to this process", i, c->core);
-	if (c->batch_bytes_max < (uint64_t)65536 + 24 + WS_BATCH_HDR_SIZE || c->batch_bytes_max > ((uint64_t)1 << 30))
+	if (c->batch_bytes_max < (uint64_t)WS_WAL_PAGE_MAX + WS_WAL_FRAME_HDR_SIZE + WS_BATCH_HDR_SIZE || c->batch_bytes_max > ((uint64_t)1 << 30))
 		return ws_fail(WS_ECONFIG, "shard %u: batch_bytes_max %" PRIu64 " must be 65656..1GiB", i,
 			       c->batch_bytes_max);
 	if (c->ring_bytes / c->batch_bytes_max < 2)
