@@ -273,8 +273,9 @@ struct ws_shard_config {
 				        * 0 = batch_age_ms_max / 2 */
 	uint64_t inline_batch_bytes_max; /* as ws_stream_config's: 0 = 1 MiB, UINT64_MAX = never */
 	enum ws_carry carry;            /* as ws_stream_config's: 0 = PRESSED */
-	/* A tenant deferred or failing this long (no acknowledged tail) logs a
-	 * warning naming it, the store's answer and its RPO, again at most
+	/* A tenant with no acknowledged tail this long (its tails deferred,
+	 * failing, or a Shed) logs a warning naming it, how many tails were
+	 * deferred, the store's last answer and its RPO, again at most
 	 * once per max(stall_warn_ms, 30 s) while it lasts, and one line when
 	 * it ships again. 0 = 4 x batch_age_ms_max, at most 60000. */
 	uint32_t stall_warn_ms;
@@ -282,7 +283,8 @@ struct ws_shard_config {
 /* The defaults: core -1, 64 MiB ring, 4 MiB / 4096-frame batches, 1000 ms,
  * block, 8 uploads in flight, 10 attempts, 30000 ms, no SQPOLL; adaptive
  * on, throttle_age_ms_max 0 (1500 ms), key_write_interval_ms 1000,
- * tail_ms_max 0 (500 ms), inline_batch_bytes_max 0 (1 MiB), carry PRESSED. */
+ * tail_ms_max 0 (500 ms), inline_batch_bytes_max 0 (1 MiB), carry PRESSED,
+ * stall_warn_ms 0 (4000 ms). */
 void ws_shard_config_default(struct ws_shard_config *c);
 
 /*
@@ -308,10 +310,15 @@ struct ws_engine_config {
 	unsigned reader_flags;       /* WS_READ_* for every stream (0 = io_uring, falling back to pread) */
 	ws_outcome_fn on_outcome;    /* may be NULL */
 	void *arg;
-	/* ws_engine_stop's drain as a whole ends by this long after the call:
-	 * a tenant not drained by then is left (its watermark names what is
-	 * durable; the next start ships the rest) and the stop returns
-	 * -ETIMEDOUT. 0 = no bound (each request still has its own). */
+	/* ws_engine_stop's drain is bounded by this long after the call: its
+	 * tails end at their work bound (tail_ms_max), so the drain can stop
+	 * between two, and none starts past the deadline; a tail in flight
+	 * then runs to its end, each request within its own retries (a host
+	 * that must stop by a hard time keeps a margin: walship's CLI gives
+	 * this 90% of its own drain_ms_max). A tenant not drained by then is
+	 * left (its watermark names what is durable; the next start ships the
+	 * rest), marked undrained, and the stop returns -ETIMEDOUT. 0 = no
+	 * bound (each request still has its own). */
 	uint32_t drain_ms_max;
 };
 
@@ -376,7 +383,7 @@ struct ws_tenant_metrics {
 	bool fenced;                 /* the last tail was Fenced */
 	uint64_t deferrals;          /* tails a throttling store refused, deferred to its Retry-After */
 	uint64_t since_ack_ms;       /* since its last acknowledged tail (or its add, before one) */
-	bool stalled;                /* deferred or failing past stall_warn_ms (warned) */
+	bool stalled;                /* no acknowledged tail for stall_warn_ms (warned) */
 	bool undrained;              /* ws_engine_stop has begun and its final tail has not (yet) shipped
 				      * all it had: after a stop, what drain_ms_max or an error left */
 };
