@@ -72,20 +72,34 @@ struct ws_batch_check {
 	struct ws_wal_run run;    /* first frame, seed, valid frames, last commit, end checksum */
 };
 
-/* One object uploaded through the pipe by a tail, in publish order. */
-struct ws_part {
-	bool snap;                   /* snapshot part, else batch */
+/*
+ * What one part came to: the object the manifest names (its key, frame or
+ * page range, hash and length), what its reader found, how its upload
+ * ended, and (a kept batch) where the chain's commits stand after it. The
+ * publish step starts it, the pipe's result (part_done) completes it once,
+ * the in-order merge adds the commit; the manifest reads `ref` from here.
+ */
+struct ws_part_result {
 	bool done;
-	uint32_t ref;                /* index into batches or snaps */
 	int rc;
+	struct ws_fmt_objref ref;    /* as the manifest names it (batch: key "" when inline) */
+	/* A checked batch (pipe.h): what its reader found, as it found it. */
+	struct ws_batch_check chk;
 	uint64_t last_commit;        /* batch: the cursor's last commit after it */
 	uint32_t commit_cksum[2];
 	uint32_t commit_db_size;
-	/* A checked batch (pipe.h): what its reader found, as it found it. */
-	struct ws_batch_check chk;
 };
 
-/* Per-call arrays; a shard's tails run one at a time and share one. */
+/* One object uploaded through the pipe by a tail, in publish order. */
+struct ws_part {
+	bool snap;                   /* snapshot part, else batch */
+	uint32_t ref;                /* its place among the call's batches or snaps */
+	struct ws_part_result res;
+};
+
+/* Per-call arrays; a shard's tails run one at a time and share one.
+ * batches and snaps are the manifest's lists, filled from the parts'
+ * results when the manifest is written. */
 struct ws_tail_work {
 	struct ws_fmt_objref *batches;
 	struct ws_fmt_objref *snaps;

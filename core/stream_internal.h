@@ -314,6 +314,7 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 int scan_rest(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes);
 int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pages);
 int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t *last, uint32_t *db_pages);
+void name_parts(struct ws_stream *st);
 
 /* core/stream_manifest.c */
 int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome *out);

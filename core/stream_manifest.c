@@ -249,6 +249,7 @@ int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome 
 		memcpy(m.prev_sha, st->mark.wm.manifest_sha, WS_SHA256_LEN);
 		m.prev_length = st->mark.wm.manifest_length;
 	}
+	name_parts(st);
 	m.batch_count = st->at.batch_count;
 	m.batches = st->call.batches;
 	m.snap_count = st->at.snap_count;

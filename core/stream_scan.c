@@ -11,17 +11,17 @@ void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d)
 	uint32_t i = idx - st->at.part_base;
 	if (i >= st->at.part_count)
 		return;
-	st->call.parts[i].done = true;
-	st->call.parts[i].rc = d->rc;
+	struct ws_part_result *res = &st->call.parts[i].res;
+	res->done = true;
+	res->rc = d->rc;
 	st->call.throttle += d->throttle_retries;
 	if (d->rc && d->why[0] && !st->at.upload_why[0]) {
 		snprintf(st->at.upload_why_key, sizeof(st->at.upload_why_key), "%s", d->key);
 		snprintf(st->at.upload_why, sizeof(st->at.upload_why), "%s", d->why);
 	}
 	if (d->checked) {
-		struct ws_part *pt = &st->call.parts[i];
-		struct ws_fmt_objref *ref = &st->call.batches[pt->ref];
-		pt->chk = d->chk;
+		struct ws_fmt_objref *ref = &res->ref;
+		res->chk = d->chk;
 		ref->first = d->batch.first_frame;
 		ref->count = d->chk.ship;
 		ref->length = WS_BATCH_HDR_SIZE + d->payload_len;
@@ -98,7 +98,7 @@ static int publish_end(struct ws_stream *st, uint32_t idx, struct ws_pipe_desc *
 	 * part_base + i, which is how part_done finds it. */
 	WS_ASSERT(st->at.part_count < MAX_PARTS && idx == st->at.part_base + st->at.part_count);
 	st->call.parts[st->at.part_count] = *info;
-	st->call.parts[st->at.part_count].done = false;
+	st->call.parts[st->at.part_count].res.done = false;
 	st->at.part_count++;
 	used = st->pipe->outstanding + payload_len; /* a checked batch: what it may hold */
 	if (used > st->at.high_water)
@@ -111,9 +111,9 @@ static int publish_end(struct ws_stream *st, uint32_t idx, struct ws_pipe_desc *
 
 /* A checked batch: its fields were set by the tail (ws_pipe_describe_batch),
  * its results by whichever thread read it. */
-static int publish_batch(struct ws_stream *st, uint32_t idx, const struct ws_fmt_objref *ref, size_t payload_len,
-			 const struct ws_part *info)
+static int publish_batch(struct ws_stream *st, uint32_t idx, size_t payload_len, const struct ws_part *info)
 {
+	const struct ws_fmt_objref *ref = &info->res.ref;
 	struct ws_pipe_desc *d = ws_pipe_desc(st->pipe, idx);
 	int rc = publish_begin(st, d, ref, "stream.before_batch_put", true);
 	if (rc)
@@ -123,9 +123,10 @@ static int publish_batch(struct ws_stream *st, uint32_t idx, const struct ws_fmt
 }
 
 /* A snapshot part: sent as it is, under the header given. */
-static int publish_snap(struct ws_stream *st, uint32_t idx, const struct ws_fmt_objref *ref, const uint8_t *hdr,
-			size_t hdr_len, size_t payload_len, const struct ws_part *info)
+static int publish_snap(struct ws_stream *st, uint32_t idx, const uint8_t *hdr, size_t hdr_len, size_t payload_len,
+			const struct ws_part *info)
 {
+	const struct ws_fmt_objref *ref = &info->res.ref;
 	struct ws_pipe_desc *d = ws_pipe_desc(st->pipe, idx);
 	int rc = publish_begin(st, d, ref, "stream.before_snapshot_put", false);
 	if (rc)
@@ -162,9 +163,9 @@ static int merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_p
 	ws_pipe_drain(st->pipe);
 	for (uint32_t i = first_part; i < st->at.part_count; i++) {
 		struct ws_part pt = st->call.parts[i];
-		const struct ws_wal_run *run = &pt.chk.run;
-		const bool read = pt.done && pt.chk.filled;
-		if (pt.chk.dropped)
+		const struct ws_wal_run *run = &pt.res.chk.run;
+		const bool read = pt.res.done && pt.res.chk.filled;
+		if (pt.res.chk.dropped)
 			chain = false; /* the upload side saw the chain end before it */
 		if (!chain)
 			continue;
@@ -173,9 +174,9 @@ static int merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_p
 		 * (ending the chain there would read as "nothing more", an Empty
 		 * or a complete tail, and let walship's WAL checkpoint copy the
 		 * unread commits away). */
-		if (pt.done && !pt.chk.filled && pt.rc) {
-			read_rc = pt.rc;
-			read_at = st->call.batches[pt.ref].first;
+		if (pt.res.done && !pt.res.chk.filled && pt.res.rc) {
+			read_rc = pt.res.rc;
+			read_at = pt.res.ref.first;
 			chain = false;
 			continue;
 		}
@@ -208,17 +209,17 @@ static int merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_p
 				sc->cur.commit_db_size = run->commit_db_size;
 			}
 		}
-		pt.last_commit = sc->cur.last_commit;
-		pt.commit_cksum[0] = sc->cur.commit_cksum[0];
-		pt.commit_cksum[1] = sc->cur.commit_cksum[1];
-		pt.commit_db_size = sc->cur.commit_db_size;
-		if (!read || !pt.chk.cont)
+		pt.res.last_commit = sc->cur.last_commit;
+		pt.res.commit_cksum[0] = sc->cur.commit_cksum[0];
+		pt.res.commit_cksum[1] = sc->cur.commit_cksum[1];
+		pt.res.commit_db_size = sc->cur.commit_db_size;
+		if (!read || !pt.res.chk.cont)
 			chain = false;
-		if (read && pt.chk.ship == 0)
+		if (read && pt.res.chk.ship == 0)
 			continue; /* nothing was sent for it */
-		/* Kept parts stay in order, each naming a batch at or after the last kept one's. */
+		/* Kept parts stay in order, each naming a batch at or after the last
+		 * kept one's; the batch it names travels with it (res.ref). */
 		WS_ASSERT(!pt.snap && keep_refs <= pt.ref && pt.ref < st->at.batch_count);
-		st->call.batches[keep_refs] = st->call.batches[pt.ref];
 		pt.ref = keep_refs++;
 		st->call.parts[keep_parts++] = pt;
 	}
@@ -272,7 +273,6 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 	for (uint32_t k = 0;; k++) {
 		uint64_t off = ws_wal_frame_offset(sc->gen.page_size, next);
 		struct ws_pipe_desc *d;
-		struct ws_fmt_objref *ref;
 		struct ws_part part;
 		uint32_t idx;
 		size_t want;
@@ -344,13 +344,12 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 			 * be deleting. */
 			.key_seq = (st->mark.have ? st->mark.wm.seq : 0) + 1,
 		});
-		ref = &st->call.batches[st->at.batch_count];
-		memset(ref, 0, sizeof(*ref));
-		ref->first = next;
-		/* Named for messages until the reader sets the real key. */
-		if (snprintf(ref->key, sizeof(ref->key), "%s/b%016" PRIx64, sc->prefix, next) >= (int)sizeof(ref->key))
-			return ws_fail(WS_ETOOBIG, "tenant %s: batch key too long", st->tenant);
 		memset(&part, 0, sizeof(part));
+		part.res.ref.first = next;
+		/* Named for messages until the reader sets the real key. */
+		if (snprintf(part.res.ref.key, sizeof(part.res.ref.key), "%s/b%016" PRIx64, sc->prefix, next) >=
+		    (int)sizeof(part.res.ref.key))
+			return ws_fail(WS_ETOOBIG, "tenant %s: batch key too long", st->tenant);
 		part.ref = st->at.batch_count;
 		st->at.batch_count++;
 		if (!d->delegated) {
@@ -360,7 +359,7 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 					       st->tenant, st->wal_path, off, ws_strerror(rc));
 			own_cont = d->chk.cont;
 		}
-		rc = publish_batch(st, idx, ref, want * fsz, &part);
+		rc = publish_batch(st, idx, want * fsz, &part);
 		if (rc)
 			return rc;
 		if (!own_cont)
@@ -455,8 +454,8 @@ int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pag
 		s.page_count = (uint32_t)n;
 		s.payload_xxh = ws_xxh64(buf, n * ps);
 		ws_fmt_snap_encode_hdr(&s, hdr);
-		ref = &st->call.snaps[st->at.snap_count];
-		memset(ref, 0, sizeof(*ref));
+		memset(&part, 0, sizeof(part));
+		ref = &part.res.ref;
 		ref->first = p + 1;
 		ref->count = n;
 		ref->xxh = ws_get_le64(hdr + WS_SNAP_HDR_HASH_OFF);
@@ -469,16 +468,24 @@ int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pag
 			     sc->prefix, sc->cur.last_commit, (st->mark.have ? st->mark.wm.seq : 0) + 1, p + 1,
 			     ref->xxh) >= (int)sizeof(ref->key))
 			return ws_fail(WS_ETOOBIG, "tenant %s: snapshot key too long", st->tenant);
-		memset(&part, 0, sizeof(part));
 		part.snap = true;
 		part.ref = st->at.snap_count;
 		st->at.snap_count++;
-		rc = publish_snap(st, idx, ref, hdr, sizeof(hdr), n * ps, &part);
+		rc = publish_snap(st, idx, hdr, sizeof(hdr), n * ps, &part);
 		if (rc)
 			return rc;
 		p += n;
 	}
 	return 0;
+}
+
+/* Batch k of the call: after the merge, the kept batches are the first
+ * parts, in order, each at its place. */
+static const struct ws_part *batch_part(const struct ws_stream *st, uint32_t k)
+{
+	const struct ws_part *pt = &st->call.parts[k];
+	WS_ASSERT(k < st->at.part_count && !pt->snap && pt->ref == k);
+	return pt;
 }
 
 /*
@@ -497,10 +504,10 @@ int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t *last,
 
 	for (uint32_t i = 0; i < st->at.part_count; i++) {
 		const struct ws_part *pt = &st->call.parts[i];
-		int r = pt->done ? pt->rc : -EIO;
+		int r = pt->res.done ? pt->res.rc : -EIO;
 		if (r && !first_err) {
 			first_err = r;
-			bad_key = pt->snap ? st->call.snaps[pt->ref].key : st->call.batches[pt->ref].key;
+			bad_key = pt->res.ref.key;
 		}
 		if (pt->snap) {
 			snap_bad |= r != 0;
@@ -520,7 +527,7 @@ int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t *last,
 			       st->call.locked ? ", not waited out under the database's write lock" : "");
 	if (first_err || st->at.shed_stop) {
 		uint64_t range_last = *last;
-		uint64_t kept = keep ? keep->last_commit : 0;
+		uint64_t kept = keep ? keep->res.last_commit : 0;
 		if (kind == WS_MANIFEST_REBASE || snap_bad || kept < sc->first_frame) {
 			/* Nothing usable persisted: no manifest, no watermark. */
 			st->at.frames_shed = range_last >= sc->first_frame ? range_last - sc->first_frame + 1 : 0;
@@ -531,19 +538,40 @@ int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t *last,
 		st->at.frames_shed = range_last - kept;
 		st->at.batch_count = prefix;
 		sc->cur.last_commit = kept;
-		sc->cur.commit_cksum[0] = keep->commit_cksum[0];
-		sc->cur.commit_cksum[1] = keep->commit_cksum[1];
-		sc->cur.commit_db_size = keep->commit_db_size;
+		sc->cur.commit_cksum[0] = keep->res.commit_cksum[0];
+		sc->cur.commit_cksum[1] = keep->res.commit_cksum[1];
+		sc->cur.commit_db_size = keep->res.commit_db_size;
 		*last = kept;
-		*db_pages = keep->commit_db_size;
+		*db_pages = keep->res.commit_db_size;
 		ws_info("tenant %s: shipped frames %" PRIu64 "..%" PRIu64 ", shed %" PRIu64 " (%s)", st->tenant,
 			sc->first_frame, kept, st->at.frames_shed, first_err ? ws_strerror(first_err) : "spill ring full");
 	}
 	/* Batches that extend past the last commit stay unnamed by the manifest;
 	 * drop trailing batches that contain no committed frame at all. */
 	WS_ASSERT(st->at.batch_count <= st->at.part_count);
-	while (st->at.batch_count > 0 && st->call.batches[st->at.batch_count - 1].first > *last)
+	while (st->at.batch_count > 0 && batch_part(st, st->at.batch_count - 1)->res.ref.first > *last)
 		st->at.batch_count--;
 	return 0;
+}
+
+/*
+ * The manifest's lists of this call's batches and snapshot parts, from the
+ * parts' results: batch k (k < batch_count) and every snapshot part, each
+ * at its place (ws_part.ref).
+ */
+void name_parts(struct ws_stream *st)
+{
+	uint32_t snaps = 0;
+	for (uint32_t k = 0; k < st->at.batch_count; k++)
+		st->call.batches[k] = batch_part(st, k)->res.ref;
+	for (uint32_t i = st->at.batch_count; i < st->at.part_count; i++) {
+		const struct ws_part *pt = &st->call.parts[i];
+		if (!pt->snap)
+			continue; /* a batch settle left unnamed */
+		WS_ASSERT(pt->ref < st->at.snap_count);
+		st->call.snaps[pt->ref] = pt->res.ref;
+		snaps++;
+	}
+	WS_ASSERT(snaps == st->at.snap_count); /* every snapshot part named, once */
 }
 
