@@ -1700,7 +1700,10 @@ static void test_drain_deadline(void **state)
 	t0 = ws_mono_ms();
 	assert_int_equal(ws_engine_stop(e), -ETIMEDOUT);
 	took = ws_mono_ms() - t0;
-	assert_true(took < 400 + 2000); /* the deadline, and the write in flight then */
+	/* The deadline, the write in flight then, and room for a loaded
+	 * sanitizer build: a drain of the whole backlog at 300 ms a write
+	 * would take far longer. */
+	assert_true(took < 400 + 5000);
 	assert_non_null(strstr(ws_errmsg(), "drain_ms_max"));
 	assert_int_equal(ws_engine_tenant_metrics(e, "dd", &tm), 0);
 	assert_true(tm.undrained);
