@@ -317,8 +317,9 @@ struct ws_engine_config {
 	 * that must stop by a hard time keeps a margin: walship's CLI gives
 	 * this 90% of its own drain_ms_max). A tenant not drained by then is
 	 * left (its watermark names what is durable; the next start ships the
-	 * rest), marked undrained, and the stop returns -ETIMEDOUT. 0 = no
-	 * bound (each request still has its own). */
+	 * rest), marked undrained, and the stop returns -ETIMEDOUT;
+	 * ws_engine_destroy then still waits for the requests in flight (the
+	 * CLI exits without it). 0 = no bound (each request still has its own). */
 	uint32_t drain_ms_max;
 };
 
