@@ -114,7 +114,10 @@ printf '[engine]\nsink = s3://%s/drain?endpoint=%s\nshards = 1\ndrain_ms_max = 4
 	"$B" "$SLOW" "$ROOT/drain/db.db" >drain.ini
 "$WS_BIN" replicate --config drain.ini >drain.out 2>drain.err &
 rep=$!
-sleep 2
+# The deadline bounds the drain, which begins once the engine runs: the
+# store's probes at start go through the same 1 PUT/s proxy (seconds under
+# ASan), so the signal waits for the tenant to be registered.
+wait_for drain.err "tenant dr: .* -> s3://" 60 || bad "replicate (drain) did not register its tenant"
 rows drain/db.db 300
 kill -TERM "$rep"
 t0=$(date +%s%N)
