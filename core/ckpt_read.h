@@ -80,20 +80,32 @@ int ws_ckread_find_ref(struct ws_ckpt *c, uint64_t id, struct ws_ckpt_ref *ref,
 		       struct ws_ckpt_index *idx) WS_MUST_CHECK;
 
 /*
- * The walk of the committed checkpoints: fn's non-zero return ends it;
- * besides, it ends where end says.
+ * The walk of the committed checkpoints, newest first: fn for each index
+ * that loads, dfn (may be NULL) for each damaged or missing one, which the
+ * walk goes past (the next older found by one LIST of
+ * checkpoints/committed/, only then). It ends at the oldest stored, or at
+ * a missing index older than what the last retention run kept. A non-zero
+ * return of fn or dfn ends it and is returned; so is the store's error.
  */
 typedef int (*ws_committed_fn)(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg);
-enum ws_walk_end {
-	WS_WALK_END_MISSING,              /* at a missing index: retention removed the older ones */
-	WS_WALK_END_MISSING_AFTER_FIRST,  /* likewise, but a missing first index is an error */
-	WS_WALK_END_ANY_FAILURE,          /* at any index that does not load: nothing older is usable */
-};
-int ws_ckread_walk_committed_to(struct ws_ckpt *c, struct ws_ckpt_ref ref, enum ws_walk_end end, ws_committed_fn fn,
-				void *arg) WS_MUST_CHECK;
-/* The walk that a missing index ends, except the first when first_must_exist. */
-int ws_ckread_walk_committed(struct ws_ckpt *c, struct ws_ckpt_ref ref, bool first_must_exist, ws_committed_fn fn,
+typedef int (*ws_damaged_fn)(const struct ws_ckpt_ref *ref, const char *detail, void *arg);
+int ws_ckread_walk_past(struct ws_ckpt *c, struct ws_ckpt_ref ref, ws_committed_fn fn, ws_damaged_fn dfn,
+			void *arg) WS_MUST_CHECK;
+/*
+ * The same walk down to the oldest index stored, not bounded by what the
+ * last retention run kept: retention's own, which removes what is older.
+ */
+int ws_ckread_walk_stored(struct ws_ckpt *c, struct ws_ckpt_ref ref, ws_committed_fn fn, ws_damaged_fn dfn,
+			  void *arg) WS_MUST_CHECK;
+/* The walk without dfn. quiet: a store error ends it too, returning 0. */
+int ws_ckread_walk_committed(struct ws_ckpt *c, struct ws_ckpt_ref ref, bool quiet, ws_committed_fn fn,
 			     void *arg) WS_MUST_CHECK;
+/*
+ * Whether a load error (rc, and the kind ws_ckpt_last_kind() gave right
+ * after it) says the index itself is damaged or missing, not the store
+ * failing.
+ */
+bool ws_ckread_damaged(int rc, enum ws_ckpt_kind kind);
 /* Room for one more element in a growing array (*cap elements of elem bytes). */
 int ws_ckread_grow(void **arr, size_t *cap, size_t count, size_t elem) WS_MUST_CHECK;
 /* Checkpoints older than *below are being removed by retention (0: none). */

@@ -519,6 +519,10 @@ struct ws_checkpoint_info {
 	uint64_t incremental;        /* take: images built from the previous checkpoint's artifact */
 	bool has_predecessor;
 	uint64_t predecessor_id;
+	/* ls: its committed index (ref_key) is damaged or missing: nothing of it
+	 * restores; damage says why. Only id and ref_* are set besides. */
+	bool damaged;
+	char damage[512];
 };
 
 /*
@@ -538,7 +542,10 @@ int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *op
 /* Finish an attempt a crash left open (abort it, or finish its clean-up). */
 int ws_checkpoint_recover(struct ws_sink *sink, bool *recovered) WS_MUST_CHECK;
 
-/* Every stored committed checkpoint, newest first; stops at fn's non-zero return. */
+/*
+ * Every stored committed checkpoint, newest first, one whose committed index
+ * is damaged or missing too (info->damaged); stops at fn's non-zero return.
+ */
 typedef int (*ws_checkpoint_fn)(const struct ws_checkpoint_info *info, void *arg);
 int ws_checkpoint_list(struct ws_sink *sink, ws_checkpoint_fn fn, void *arg) WS_MUST_CHECK;
 
