@@ -686,6 +686,31 @@ static int verify_damaged(const struct ws_ckpt_ref *ref, const char *detail, voi
 	return 0;
 }
 
+/*
+ * The control objects besides the head (read with the latest Commit): each
+ * that cannot be decoded is named, with what repairs it. An inventory or
+ * witness the next checkpoint rebuilds; a retention record it cannot.
+ */
+static void verify_controls(struct ws_ckpt *c, ws_problem_fn fn, void *arg, int *first)
+{
+	struct ws_ckpt_retention st;
+	struct ws_ckpt_inventory inv;
+	struct ws_ckpt_witness wit;
+	bool found;
+	int rc;
+
+	if ((rc = ws_ckpt_active_inventory(c, &inv, &found)) == 0)
+		ws_ckpt_inventory_free(&inv);
+	else
+		problem(fn, arg, NULL, WS_CKPT_PREFIX "/inventory",
+			ws_fail_wrap(rc, "cannot be decoded; the next `walship checkpoint` rebuilds it"), first);
+	if ((rc = ws_ckpt_sink_open_witness(c, &wit, &found)) != 0)
+		problem(fn, arg, NULL, WS_CKPT_PREFIX "/witness",
+			ws_fail_wrap(rc, "cannot be decoded; the next `walship checkpoint` rebuilds it"), first);
+	if ((rc = ws_ckpt_retention_state(c, &st, &found)) != 0)
+		problem(fn, arg, NULL, WS_CKPT_PREFIX "/retention", ws_fail_wrap(rc, "cannot be decoded"), first);
+}
+
 int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn fn, void *arg, uint64_t *verified_id)
 {
 	struct ws_ckpt *c = NULL;
@@ -723,6 +748,7 @@ int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn f
 		problem(fn, arg, NULL, WS_CKPT_HEAD_KEY, rc, &first);
 		goto out;
 	}
+	verify_controls(c, fn, arg, &first);
 	if (!found)
 		goto out;
 	{

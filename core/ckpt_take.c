@@ -65,6 +65,7 @@
 #include "chain.h"
 #include "ckpt_attempt.h"
 #include "ckpt_read.h"
+#include "ckpt_repair.h"
 #include "restore.h"
 #include "ws_assert.h"
 #include "ws_clock.h"
@@ -508,11 +509,17 @@ static void take_free(struct take *t)
 static int take_recover(struct take *t)
 {
 	bool recovered;
+	int rc;
 
 	/* The handle is open and nothing of this call's attempt exists yet. */
 	WS_ASSERT(t->c && !t->wit_open && !t->inv_tried);
 	if (ws_store_kind(t->sink->store) != WS_STORE_FILE && !t->opts->recover)
 		return 0;
+	/* A damaged inventory or witness would stop every attempt: rebuilt
+	 * first, from the rest of the sink. */
+	if ((rc = ws_repair_controls(t->c, t->opts->pipeline ? t->opts->pipeline : "walship",
+				     t->opts->participant ? t->opts->participant : 1, t->name)) != 0)
+		return rc;
 	return ws_attempt_recover_locked(t->c, &recovered);
 }
 

@@ -449,6 +449,91 @@ static void test_retention_crash_past_damaged(void **state)
 	}
 }
 
+/*
+ * A control object that cannot be decoded: verify names it (before the
+ * fix it said ok); an inventory or a witness the next checkpoint rebuilds
+ * from the rest of the sink (before, every checkpoint failed for good),
+ * and the checkpoint after it restores exactly; a retention record it
+ * cannot derive: retention fails naming it.
+ */
+static void damaged_control(const char *key, bool rebuilt)
+{
+	struct dmg d;
+	struct ws_retention_report rep;
+	unsigned naming = 0;
+	int rc;
+
+	d_init(&d, "ckdmg-control");
+	d_take(&d);
+	d_take(&d);
+	if (strcmp(key, "checkpoints/retention") == 0)
+		retention_ok(&d, 2, &rep);
+	flip(&d, key);
+	assert_true(verify_naming(&d, key, &naming) >= 1);
+	assert_true(naming >= 1);
+	if (rebuilt) {
+		d_take(&d);
+		assert_int_equal(verify_naming(&d, NULL, NULL), 0);
+		assert_restores(&d, 2);
+		assert_restores(&d, 0);
+		assert_live(&d);
+		d_take(&d);
+		assert_restores(&d, 3);
+	} else {
+		rc = ws_retention_run_keep(d.e.sink, false, 1, NULL, NULL, &rep);
+		assert_int_not_equal(rc, 0);
+		assert_non_null(strstr(ws_errmsg(), key));
+	}
+	d_free(&d);
+}
+
+static void test_damaged_inventory_rebuilt(void **state)
+{
+	(void)state;
+	damaged_control("checkpoints/inventory", true);
+}
+
+static void test_damaged_witness_rebuilt(void **state)
+{
+	(void)state;
+	damaged_control("checkpoints/witness", true);
+}
+
+static void test_damaged_retention_named(void **state)
+{
+	(void)state;
+	damaged_control("checkpoints/retention", false);
+}
+
+/* Both damaged, and a crashed attempt's witness open: rebuilt, the crashed attempt finished. */
+static void test_damaged_inventory_with_open_witness(void **state)
+{
+	struct dmg d;
+	pid_t pid;
+	int status = 0;
+	(void)state;
+
+	d_init(&d, "ckdmg-openwit");
+	d_take(&d);
+	d_write(&d, 3);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct ws_checkpoint_info info;
+		ws_fault_arm("checkpoint.artifact.after_put", 1, 1);
+		_exit(ws_checkpoint_take(d.e.sink, NULL, &info) == 0 ? 0 : 3);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	flip(&d, "checkpoints/inventory");
+	d_take(&d);
+	assert_int_equal(verify_naming(&d, NULL, NULL), 0);
+	assert_restores(&d, 1);
+	assert_restores(&d, 0);
+	assert_live(&d);
+	d_free(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -456,6 +541,10 @@ int main(void)
 		cmocka_unit_test(test_latest_index_deleted),
 		cmocka_unit_test(test_older_index_flipped),
 		cmocka_unit_test(test_retention_crash_past_damaged),
+		cmocka_unit_test(test_damaged_inventory_rebuilt),
+		cmocka_unit_test(test_damaged_witness_rebuilt),
+		cmocka_unit_test(test_damaged_retention_named),
+		cmocka_unit_test(test_damaged_inventory_with_open_witness),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
