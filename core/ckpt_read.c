@@ -688,8 +688,9 @@ static int verify_damaged(const struct ws_ckpt_ref *ref, const char *detail, voi
 
 /*
  * The control objects besides the head (read with the latest Commit): each
- * that cannot be decoded is named, with what repairs it. An inventory or
- * witness the next checkpoint rebuilds; a retention record it cannot.
+ * that cannot be decoded is named, with what repairs it: an inventory or
+ * witness the next checkpoint rebuilds, a retention record the next
+ * retention run.
  */
 static void verify_controls(struct ws_ckpt *c, ws_problem_fn fn, void *arg, int *first)
 {
@@ -708,7 +709,8 @@ static void verify_controls(struct ws_ckpt *c, ws_problem_fn fn, void *arg, int 
 		problem(fn, arg, NULL, WS_CKPT_PREFIX "/witness",
 			ws_fail_wrap(rc, "cannot be decoded; the next `walship checkpoint` rebuilds it"), first);
 	if ((rc = ws_ckpt_retention_state(c, &st, &found)) != 0)
-		problem(fn, arg, NULL, WS_CKPT_PREFIX "/retention", ws_fail_wrap(rc, "cannot be decoded"), first);
+		problem(fn, arg, NULL, WS_CKPT_PREFIX "/retention",
+			ws_fail_wrap(rc, "cannot be decoded; the next `walship retention` rebuilds it"), first);
 }
 
 int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn fn, void *arg, uint64_t *verified_id)

@@ -828,6 +828,48 @@ static int run_phases(struct ret_ctx *x, struct ws_ckpt_retention st)
 	return 0;
 }
 
+static int oldest_step(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
+{
+	(void)idx;
+	*(struct ws_ckpt_ref *)arg = *ref;
+	return 0;
+}
+
+/*
+ * checkpoints/retention cannot be decoded: its true value is lost, but a
+ * safe one follows from the sink. Idle, protecting the latest Commit and
+ * keeping the oldest committed checkpoint still stored: readers hide
+ * nothing that is stored, and verify accepts history missing only behind
+ * that oldest cut (what any earlier run may have deleted); the run below
+ * then starts afresh.
+ */
+static int rebuild_record(struct ret_ctx *x, const struct ws_ckpt_ref *latest, struct ws_ckpt_retention *st,
+			  bool *found)
+{
+	struct ws_ckpt_retention r;
+	struct ws_ckpt_ref oldest = *latest;
+	char why[512];
+	bool rebuilt = false;
+	int rc;
+
+	snprintf(why, sizeof(why), "%s", ws_errmsg());
+	if ((rc = ws_ckread_walk_stored(x->c, *latest, oldest_step, NULL, &oldest)) != 0)
+		return ws_fail_wrap(rc, "retention: rebuild " WS_CKPT_PREFIX "/retention");
+	memset(&r, 0, sizeof(r));
+	r.phase = WS_CKPT_RET_IDLE;
+	r.protected_ref = *latest;
+	r.has_kept = oldest.id != latest->id;
+	if (r.has_kept)
+		r.kept_ref = oldest;
+	if ((rc = ws_ckpt_rebuild_retention(x->c, &r, &rebuilt)) != 0)
+		return ws_fail_wrap(rc, "retention: rebuild " WS_CKPT_PREFIX "/retention");
+	if (rebuilt)
+		ws_info("retention: %s could not be decoded (%s); rebuilt idle, protecting checkpoint %" PRIu64
+			" and keeping from checkpoint %" PRIu64 ", the oldest stored", WS_CKPT_PREFIX "/retention", why,
+			latest->id, oldest.id);
+	return ws_ckpt_retention_state(x->c, st, found);
+}
+
 int ws_retention_run(struct ws_sink *sink, bool dry_run, ws_retention_fn fn, void *arg,
 		     struct ws_retention_report *rep)
 {
@@ -867,7 +909,10 @@ int ws_retention_run_keep(struct ws_sink *sink, bool dry_run, unsigned keep, ws_
 	/* A dry run goes the way the real one would, from the durable record
 	 * (a run a crash left in flight resumes at its phase), writing nothing. */
 	/* A run a crash left in flight for an older cut finishes first. */
-	if ((rc = ws_ckpt_retention_state(x.c, &st, &sfound)) != 0)
+	rc = ws_ckpt_retention_state(x.c, &st, &sfound);
+	if ((rc == WS_EFORMAT || rc == WS_ECORRUPT) && !dry_run)
+		rc = rebuild_record(&x, &latest.committed, &st, &sfound);
+	if (rc)
 		goto out;
 	if ((rc = keep_base(&x, &latest.committed, &kept)) != 0)
 		goto out;

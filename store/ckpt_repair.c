@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ckpt_internal.h"
+#include "ws_clock.h"
 #include "ws_assert.h"
 
 /*
@@ -25,6 +26,7 @@ static int damaged_at(struct ws_ckpt *c, enum singleton o, const char *key, stru
 	union {
 		struct ckpt_inventory_rec inv;
 		struct ws_ckpt_witness wit;
+		struct ws_ckpt_retention ret;
 	} cur;
 	struct ws_buf b;
 	bool found;
@@ -35,9 +37,12 @@ static int damaged_at(struct ws_ckpt *c, enum singleton o, const char *key, stru
 		ws_buf_free(&b);
 		return rc;
 	}
-	if (found)
-		rc = o == OBJ_INVENTORY ? ckpt_dec_inventory(key, b.data, b.len, c->dep, &cur.inv)
-					: ckpt_dec_witness(key, b.data, b.len, c->dep, &cur.wit);
+	if (found && o == OBJ_INVENTORY)
+		rc = ckpt_dec_inventory(key, b.data, b.len, c->dep, &cur.inv);
+	else if (found && o == OBJ_WITNESS)
+		rc = ckpt_dec_witness(key, b.data, b.len, c->dep, &cur.wit);
+	else if (found)
+		rc = ckpt_dec_retention(key, b.data, b.len, c->dep, &cur.ret);
 	ws_buf_free(&b);
 	if (!found)
 		return 0;
@@ -135,4 +140,27 @@ int ws_ckpt_rebuild_witness(struct ws_ckpt *c, const struct ws_ckpt_witness *clo
 	w.sequence = d.next_id;
 	body = ckpt_enc_witness(c->dep, &w, &len);
 	return rebuild(c, OBJ_WITNESS, KEY_WITNESS, body, len, rebuilt);
+}
+
+int ws_ckpt_rebuild_retention(struct ws_ckpt *c, const struct ws_ckpt_retention *idle, bool *rebuilt)
+{
+	struct ws_ckpt_retention r = *idle;
+	int64_t now = ws_wall_ms();
+	char *body;
+	size_t len = 0;
+	int rc;
+
+	*rebuilt = false;
+	ckpt_kind_set(WS_CKPT_OK);
+	if ((rc = ckpt_reader_refused(c, "rebuild retention")) != 0 || (rc = ckpt_refresh_dep(c, false)) != 0)
+		return rc;
+	if (!c->dep_known)
+		return ckpt_fail(WS_CKPT_MISSING, WS_ENOTFOUND, "checkpoint store: no deployment record");
+	/* The generation counts transitions, a few per run: the wall clock in
+	 * milliseconds is above any count a sink reached, so no earlier
+	 * record's bytes come back (no ABA). */
+	r.phase = WS_CKPT_RET_IDLE;
+	r.generation = now > 0 && (uint64_t)now > r.generation ? (uint64_t)now : r.generation + 1;
+	body = ckpt_enc_retention(c->dep, &r, &len);
+	return rebuild(c, OBJ_RETENTION, KEY_RETENTION, body, len, rebuilt);
 }

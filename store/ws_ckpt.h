@@ -398,5 +398,11 @@ void ws_ckpt_committed_key(uint64_t id, const char *sha256_hex, char *out);
 int ws_ckpt_rebuild_inventory(struct ws_ckpt *c, const struct ws_ckpt_inventory *active,
 			      const struct ws_ckpt_attempt *last_completed, bool *rebuilt) WS_MUST_CHECK;
 int ws_ckpt_rebuild_witness(struct ws_ckpt *c, const struct ws_ckpt_witness *closed, bool *rebuilt) WS_MUST_CHECK;
+/*
+ * Rebuild checkpoints/retention the same way: idle, protecting and keeping
+ * what idle names, its generation above any a sink reached (the wall clock
+ * in ms).
+ */
+int ws_ckpt_rebuild_retention(struct ws_ckpt *c, const struct ws_ckpt_retention *idle, bool *rebuilt) WS_MUST_CHECK;
 
 #endif

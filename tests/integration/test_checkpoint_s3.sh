@@ -16,7 +16,8 @@
 #      read back in ranges (8 MiB each), restore --checkpoint equals the
 #      source and verify passes; and through tests/s3/faultproxy.py
 #      answering every range with the whole object (a fault radosgw cannot
-#      be made to produce).
+#      be made to produce);
+#   5. one flipped byte in the latest committed index (issue 31 item 4).
 #
 # Env: WS_BIN, WS_TEST_TMP, WS_S3_DIR (the fixture's dir; $WS_S3_DIR/env has
 # WS_S3_ENDPOINT and the AWS_* variables), WS_FAULTPROXY. Without WS_S3_DIR the test
@@ -117,6 +118,54 @@ check "restore --checkpoint through a store that ignores Range equals the source
 	eval '[ "$rc" = 0 ] && same_rows big.db rbig2.db'
 kill "$PROXY_PID" 2>/dev/null || true
 wait "$PROXY_PID" 2>/dev/null || true
+
+echo "# 5: a damaged latest committed index (issue 31 item 4)"
+# One flipped byte in the latest committed index, rewritten through the
+# S3 API: verify names it, ls marks it, the intact older checkpoint restores
+# exactly, the next checkpoint commits past it and retention removes it.
+U5="s3://$B/ck31?endpoint=$E"
+s3obj() { # s3obj METHOD KEY [FILE]: one signed request on the bucket
+	local extra=()
+	[ -n "${3:-}" ] && extra=(--data-binary "@$3")
+	curl -sS --max-time 30 -o "$ROOT/s3obj.body" -w '%{http_code}' --aws-sigv4 "aws:amz:$AWS_REGION:s3" \
+		--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' \
+		-X "$1" "${extra[@]}" "$E/$B/$2"
+}
+sq e.db "PRAGMA journal_mode=WAL; CREATE TABLE t(x INTEGER PRIMARY KEY, v TEXT);" >/dev/null
+for i in 1 2; do
+	for _ in 1 2 3 4 5; do sq e.db "INSERT INTO t VALUES (NULL, hex(randomblob(100)));"; done
+	ws replicate --sink "$U5" --once e=e.db
+	ws checkpoint --sink "$U5"
+	cp out "ck5-$i.json"
+	sq e.db .dump >"e-$i.dump"
+done
+id51=$(json_id ck5-1.json)
+key52=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["reference"]["key"])' ck5-2.json)
+code=$(s3obj GET "ck31/$key52")
+cp "$ROOT/s3obj.body" idx52
+python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[len(b)//2]^=0xff; open(p,"wb").write(b)' idx52
+code2=$(s3obj PUT "ck31/$key52" idx52)
+check "the index read and rewritten damaged through S3: HTTP 200" eval '[ "$code" = 200 ] && [ "$code2" = 200 ]'
+ws verify --sink "$U5"
+check "verify: exit 1 naming the damaged index" eval '[ "$rc" = 1 ] && grep -q "$key52" out err'
+ws ls --sink "$U5" --checkpoints
+check "ls --checkpoints: the damaged one marked, the older listed" \
+	eval '[ "$rc" = 0 ] && grep -q "DAMAGED" out && grep -q "tenants=1" out'
+ws restore --sink "$U5" --tenant e --checkpoint "$id51" -o re51.db
+check "restore --checkpoint of the intact older one: exactly its rows" \
+	eval '[ "$rc" = 0 ] && [ "$(sq re51.db .dump)" = "$(cat e-1.dump)" ]'
+for _ in 1 2 3; do sq e.db "INSERT INTO t VALUES (NULL, hex(randomblob(100)));"; done
+ws replicate --sink "$U5" --once e=e.db
+ws checkpoint --sink "$U5"
+check "the next checkpoint commits past it: exit 0" [ "$rc" = 0 ]
+ws retention --sink "$U5"
+check "retention: exit 0" [ "$rc" = 0 ]
+code=$(s3obj GET "ck31/$key52")
+check "the damaged index is gone" [ "$code" = 404 ]
+ws verify --sink "$U5"
+check "verify: exit 0 again" [ "$rc" = 0 ]
+ws restore --sink "$U5" --tenant e --checkpoint latest -o re53.db
+check "the new checkpoint restores exactly" eval '[ "$rc" = 0 ] && same_rows e.db re53.db'
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
