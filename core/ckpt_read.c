@@ -382,6 +382,7 @@ static int walk_past(struct ws_ckpt *c, struct ws_ckpt_ref ref, ws_committed_fn 
 	struct listed l = { NULL, 0, 0, false };
 	uint64_t below = 0;
 	bool below_known = !bounded;
+	char why[1024];
 	int rc = 0;
 
 	for (unsigned n = 0; n < WS_CKPT_PREDECESSORS_MAX; n++) {
@@ -400,13 +401,14 @@ static int walk_past(struct ws_ckpt *c, struct ws_ckpt_ref ref, ws_committed_fn 
 		}
 		if (!ws_ckread_damaged(rc, ws_ckpt_last_kind()))
 			break;
+		snprintf(why, sizeof(why), "%s", ws_errmsg());
 		if (!below_known && (rc = ws_ckread_retiring_below(c, &below)) != 0)
 			break;
 		below_known = true;
 		rc = 0;
 		if (ref.id < below)
 			break; /* retention is removing it, and every older one */
-		if (dfn && (rc = dfn(&ref, ws_errmsg(), arg)) != 0)
+		if (dfn && (rc = dfn(&ref, why, arg)) != 0)
 			break;
 		if ((rc = listed_read(c, &l)) != 0)
 			break;
@@ -427,7 +429,8 @@ static int walk_past(struct ws_ckpt *c, struct ws_ckpt_ref ref, ws_committed_fn 
 			} else if (!ws_ckread_damaged(lrc, ws_ckpt_last_kind())) {
 				rc = lrc;
 			} else if (dfn) {
-				rc = dfn(r, ws_errmsg(), arg);
+				snprintf(why, sizeof(why), "%s", ws_errmsg());
+				rc = dfn(r, why, arg);
 			}
 		}
 		if (rc || !found)

@@ -513,13 +513,13 @@ static int take_recover(struct take *t)
 
 	/* The handle is open and nothing of this call's attempt exists yet. */
 	WS_ASSERT(t->c && !t->wit_open && !t->inv_tried);
-	if (ws_store_kind(t->sink->store) != WS_STORE_FILE && !t->opts->recover)
-		return 0;
-	/* A damaged inventory or witness would stop every attempt: rebuilt
-	 * first, from the rest of the sink. */
+	/* A damaged inventory or witness would stop every attempt, every
+	 * writer's alike: rebuilt first, from the rest of the sink. */
 	if ((rc = ws_repair_controls(t->c, t->opts->pipeline ? t->opts->pipeline : "walship",
 				     t->opts->participant ? t->opts->participant : 1, t->name)) != 0)
 		return rc;
+	if (ws_store_kind(t->sink->store) != WS_STORE_FILE && !t->opts->recover)
+		return 0;
 	return ws_attempt_recover_locked(t->c, &recovered);
 }
 

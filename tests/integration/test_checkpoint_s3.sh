@@ -17,7 +17,8 @@
 #      source and verify passes; and through tests/s3/faultproxy.py
 #      answering every range with the whole object (a fault radosgw cannot
 #      be made to produce);
-#   5. one flipped byte in the latest committed index (issue 31 item 4).
+#   5. one flipped byte in the latest committed index, in
+#      checkpoints/inventory and in checkpoints/witness (issue 31 items 4, 5).
 #
 # Env: WS_BIN, WS_TEST_TMP, WS_S3_DIR (the fixture's dir; $WS_S3_DIR/env has
 # WS_S3_ENDPOINT and the AWS_* variables), WS_FAULTPROXY. Without WS_S3_DIR the test
@@ -154,10 +155,19 @@ check "ls --checkpoints: the damaged one marked, the older listed" \
 ws restore --sink "$U5" --tenant e --checkpoint "$id51" -o re51.db
 check "restore --checkpoint of the intact older one: exactly its rows" \
 	eval '[ "$rc" = 0 ] && [ "$(sq re51.db .dump)" = "$(cat e-1.dump)" ]'
+for k in inventory witness; do
+	s3obj GET "ck31/checkpoints/$k" >/dev/null
+	cp "$ROOT/s3obj.body" "ctl-$k"
+	python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[3]^=0xff; open(p,"wb").write(b)' "ctl-$k"
+	s3obj PUT "ck31/checkpoints/$k" "ctl-$k" >/dev/null
+done
+ws verify --sink "$U5"
+check "a damaged inventory and witness: verify names both" \
+	eval '[ "$rc" = 1 ] && grep -q "checkpoints/inventory" out err && grep -q "checkpoints/witness" out err'
 for _ in 1 2 3; do sq e.db "INSERT INTO t VALUES (NULL, hex(randomblob(100)));"; done
 ws replicate --sink "$U5" --once e=e.db
 ws checkpoint --sink "$U5"
-check "the next checkpoint commits past it: exit 0" [ "$rc" = 0 ]
+check "the next checkpoint commits past the damaged index, rebuilding inventory and witness: exit 0" [ "$rc" = 0 ]
 ws retention --sink "$U5"
 check "retention: exit 0" [ "$rc" = 0 ]
 code=$(s3obj GET "ck31/$key52")
