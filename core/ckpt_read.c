@@ -100,6 +100,30 @@ bool ws_ckread_artifact_key_of(const char *key, uint64_t id)
 	return n > 0 && strncmp(key, want, (size_t)n) == 0 && ws_tenant_name_valid(key + n);
 }
 
+int ws_ckread_each_artifact(struct ws_store *s, uint64_t id, int (*fn)(const char *key, void *arg), void *arg)
+{
+	char prefix[WS_KEY_MAX], token[WS_KEY_MAX] = "";
+	int rc;
+
+	snprintf(prefix, sizeof(prefix), WS_CKPT_ART_PREFIX "/%016" PRIx64 "/", id);
+	for (;;) {
+		struct ws_list_page page;
+		bool more;
+		memset(&page, 0, sizeof(page));
+		if ((rc = ws_store_list(s, prefix, token, WS_LIST_PAGE_MAX, &page)) != 0)
+			return ws_fail_wrap(rc, "list %s", prefix);
+		for (size_t i = 0; i < page.count && !rc; i++)
+			if (ws_ckread_artifact_key_of(page.keys[i], id))
+				rc = fn(page.keys[i], arg);
+		more = page.truncated;
+		if (more)
+			snprintf(token, sizeof(token), "%s", page.next_token);
+		ws_list_page_free(&page);
+		if (rc || !more)
+			return rc;
+	}
+}
+
 int ws_ckread_tenant_cmp(const void *a, const void *b)
 {
 	return strcmp(((const struct ws_ckpt_tenant_entry *)a)->tenant,

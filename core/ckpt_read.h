@@ -63,6 +63,13 @@ bool ws_ckread_hex_to_sha(const char *hex, uint8_t out[WS_SHA256_LEN]);
 void ws_ckread_artifact_key(char out[WS_KEY_MAX], uint64_t id, const char *tenant);
 /* Whether key has the form ws_ckread_artifact_key gives checkpoint id's artifacts. */
 bool ws_ckread_artifact_key_of(const char *key, uint64_t id);
+/*
+ * Each artifact key stored under checkpoint id (one LIST of its prefix, only
+ * keys ws_ckread_artifact_key_of accepts): what a damaged index named, or a
+ * crashed attempt wrote. fn's non-zero return ends it.
+ */
+int ws_ckread_each_artifact(struct ws_store *s, uint64_t id, int (*fn)(const char *key, void *arg), void *arg)
+	WS_MUST_CHECK;
 /* The order of an index's tenant entries (by name). */
 int ws_ckread_tenant_cmp(const void *a, const void *b);
 /* An index's entry for tenant or artifact key, or NULL. */

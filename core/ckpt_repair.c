@@ -26,33 +26,19 @@ static bool undecodable(int rc)
 	return rc == WS_EFORMAT || rc == WS_ECORRUPT;
 }
 
-/* The artifact keys stored under checkpoint id, sorted (one LIST of its prefix). */
-static int stored_artifacts(struct ws_ckpt *c, uint64_t id, struct ws_ckpt_inventory *inv)
-{
-	char prefix[WS_KEY_MAX], token[WS_KEY_MAX] = "";
-	size_t cap = 0;
-	int rc;
+/* One stored artifact key into the rebuilt inventory (listed in order: sorted). */
+struct keys_acc {
+	struct ws_ckpt_inventory *inv;
+	size_t cap;
+};
 
-	snprintf(prefix, sizeof(prefix), WS_CKPT_ART_PREFIX "/%016" PRIx64 "/", id);
-	for (;;) {
-		struct ws_list_page page;
-		bool more;
-		memset(&page, 0, sizeof(page));
-		if ((rc = ws_store_list(ws_ckpt_store(c), prefix, token, WS_LIST_PAGE_MAX, &page)) != 0)
-			return ws_fail_wrap(rc, "checkpoint: list %s", prefix);
-		for (size_t i = 0; i < page.count && !rc; i++) {
-			if (!ws_ckread_artifact_key_of(page.keys[i], id))
-				continue;
-			if ((rc = ws_ckread_grow((void **)&inv->keys, &cap, inv->key_count, sizeof(*inv->keys))) == 0)
-				snprintf(inv->keys[inv->key_count++], WS_KEY_MAX, "%s", page.keys[i]);
-		}
-		more = page.truncated;
-		if (more)
-			snprintf(token, sizeof(token), "%s", page.next_token);
-		ws_list_page_free(&page);
-		if (rc || !more)
-			return rc;
-	}
+static int add_key(const char *key, void *arg)
+{
+	struct keys_acc *k = arg;
+	int rc = ws_ckread_grow((void **)&k->inv->keys, &k->cap, k->inv->key_count, sizeof(*k->inv->keys));
+	if (rc == 0)
+		snprintf(k->inv->keys[k->inv->key_count++], WS_KEY_MAX, "%s", key);
+	return rc;
 }
 
 /* The inventory, damaged: rebuilt from the witness (wit NULL: none, or damaged too). */
@@ -66,8 +52,9 @@ static int repair_inventory(struct ws_ckpt *c, const struct ws_ckpt_witness *wit
 	if (open) {
 		/* Its attempt is the one in flight (crashed: recovery aborts it):
 		 * what it may have written is what is stored under its ID. */
+		struct keys_acc k = { &inv, 0 };
 		inv.attempt = wit->attempt;
-		rc = stored_artifacts(c, wit->attempt.checkpoint_id, &inv);
+		rc = ws_ckread_each_artifact(ws_ckpt_store(c), wit->attempt.checkpoint_id, add_key, &k);
 	}
 	if (!rc)
 		rc = ws_ckpt_rebuild_inventory(c, open ? &inv : NULL, wit && !open ? &wit->attempt : NULL, &rebuilt);

@@ -505,36 +505,9 @@ static int older_refs(struct ret_ctx *x, const struct ws_ckpt_index *p, struct o
 	return rc;
 }
 
-/* Each artifact key stored for checkpoint id (one LIST of its prefix): what a damaged index named. */
-static int damaged_artifacts(struct ret_ctx *x, uint64_t id, int (*fn)(struct ret_ctx *x, const char *key, void *arg),
-			     void *arg)
+static int delete_one(const char *key, void *arg)
 {
-	char prefix[WS_KEY_MAX], token[WS_KEY_MAX] = "";
-	int rc;
-
-	snprintf(prefix, sizeof(prefix), WS_CKPT_ART_PREFIX "/%016" PRIx64 "/", id);
-	for (;;) {
-		struct ws_list_page page;
-		bool more;
-		memset(&page, 0, sizeof(page));
-		if ((rc = ws_store_list(x->s, prefix, token, WS_LIST_PAGE_MAX, &page)) != 0)
-			return ws_fail_wrap(rc, "retention: list %s", prefix);
-		for (size_t i = 0; i < page.count && !rc; i++)
-			if (ws_ckread_artifact_key_of(page.keys[i], id))
-				rc = fn(x, page.keys[i], arg);
-		more = page.truncated;
-		if (more)
-			snprintf(token, sizeof(token), "%s", page.next_token);
-		ws_list_page_free(&page);
-		if (rc || !more)
-			return rc;
-	}
-}
-
-static int delete_one(struct ret_ctx *x, const char *key, void *arg)
-{
-	(void)arg;
-	return ret_delete(x, key);
+	return ret_delete(arg, key);
 }
 
 /*
@@ -551,7 +524,7 @@ static int sweep_artifacts(struct ret_ctx *x, const struct ws_ckpt_index *p)
 	for (size_t i = 0; i < n && !rc; i++) {
 		struct ws_ckpt_index idx;
 		if (refs[i].damaged) {
-			rc = damaged_artifacts(x, refs[i].ref.id, delete_one, NULL);
+			rc = ws_ckread_each_artifact(x->s, refs[i].ref.id, delete_one, x);
 			continue;
 		}
 		rc = ws_ckpt_load_committed(x->c, &refs[i].ref, &idx);
@@ -646,13 +619,15 @@ static int sweep_indexes(struct ret_ctx *x, const struct ws_ckpt_index *p)
 
 /* A tenant a damaged index's artifact key names, checked as omitted_live checks an index's tenants. */
 struct omitted_damaged {
+	struct ret_ctx *x;
 	const struct ws_ckpt_index *p;
 	uint64_t id;
 };
 
-static int omitted_key(struct ret_ctx *x, const char *key, void *arg)
+static int omitted_key(const char *key, void *arg)
 {
 	const struct omitted_damaged *od = arg;
+	struct ret_ctx *x = od->x;
 	const char *t = strrchr(key, '/') + 1;
 	struct ws_fmt_watermark wm;
 	int wrc;
@@ -687,8 +662,8 @@ static int omitted_live(struct ret_ctx *x, const struct ws_ckpt_index *p)
 		struct ws_ckpt_index idx;
 		if (refs[i].damaged) {
 			/* Its tenants are those its artifacts' keys name. */
-			struct omitted_damaged od = { p, refs[i].ref.id };
-			rc = damaged_artifacts(x, refs[i].ref.id, omitted_key, &od);
+			struct omitted_damaged od = { x, p, refs[i].ref.id };
+			rc = ws_ckread_each_artifact(x->s, refs[i].ref.id, omitted_key, &od);
 			continue;
 		}
 		if ((rc = ws_ckpt_load_committed(x->c, &refs[i].ref, &idx)) != 0)
