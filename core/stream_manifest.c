@@ -269,11 +269,15 @@ int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome 
 		m.inline_iov = inl;
 		m.inline_iovcnt = 2;
 	}
-	if (st->mark.have && st->mark.wm.carried_len && t->kind != WS_MANIFEST_REBASE) {
+	if (st->mark.have && st->mark.wm.carried_len) {
 		/* The watermark carries the manifest this one follows: merge
 		 * into it when this stream wrote it and this call ships one
 		 * inline batch more of its generation; otherwise store it first,
-		 * so that this manifest can link to it. */
+		 * so that this manifest can link to it. A re-base links to
+		 * nothing, but its watermark replaces the carried one, the only
+		 * copy of every state that manifest holds: stored all the same,
+		 * so that history stays in the sink (restore by time, checkpoints
+		 * and retention find it as any manifest a re-base cut off). */
 		if (st->carry.own && one_inline_continue(st, t)) {
 			rc = ws_fmt_manifest_decode(st->carry.buf.data, st->carry.buf.len, &pm);
 			if (rc) {

@@ -23,6 +23,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -1336,6 +1337,241 @@ static void test_carried_store_paused_under_writer(void **state)
 }
 
 /*
+ * A re-base after a restart while the watermark carried its manifest
+ * (issue 31, item 1): the re-base's watermark replaces the carried one,
+ * the only copy of every state that manifest held, so the re-base stores
+ * it first, as any tail that does not merge does. The app closes its last
+ * connection while walship is down (SQLite deletes the WAL), the restarted
+ * stream re-bases; every state acknowledged before stays in the sink: the
+ * carried manifest is stored under the key, SHA-256 and length the old
+ * watermark named, and each state is rebuilt from the chain it heads,
+ * exactly as the source committed it.
+ */
+
+/* The chain whose head is the manifest the watermark named (key, SHA-256,
+ * length). */
+static struct ws_chain_stop wm_head(struct wt_env *e, bool *carried)
+{
+	struct ws_fmt_watermark wm;
+	struct ws_chain_stop h;
+	assert_int_equal(ws_wm_load(e->sink->store, TENANT, &wm, NULL), 0);
+	*carried = wm.carried_len > 0;
+	memset(&h, 0, sizeof(h));
+	snprintf(h.key, sizeof(h.key), "%s", wm.manifest_key);
+	memcpy(h.sha, wm.manifest_sha, WS_SHA256_LEN);
+	h.length = wm.manifest_length;
+	return h;
+}
+
+/* The state at commit frame `frame` of the chain head heads (stored
+ * manifests only), replayed and finished as restore finishes an image:
+ * its content hash. */
+static uint64_t chain_state_hash(struct wt_env *e, const struct ws_chain_stop *head, uint64_t frame)
+{
+	static const uint8_t legacy[2] = { 1, 1 };
+	struct ws_chain c;
+	struct ws_replay_result res;
+	char name[64];
+	char *p;
+	size_t upto;
+	uint64_t h;
+	int fd, rc;
+
+	rc = ws_chain_load_from(e->sink->store, TENANT, head, NULL, 0, &c, NULL);
+	if (rc)
+		fail_msg("chain from %s: %s (%s)", head->key, ws_strerror(rc), ws_errmsg());
+	for (upto = c.count - 1; upto > 0 && c.m[upto].first_frame > frame; upto--)
+		;
+	assert_true(frame <= c.m[upto].last_frame);
+	snprintf(name, sizeof(name), "replayed-%u.db", e->restores++);
+	p = wt_path(e->out_dir, name);
+	fd = open(p, O_RDWR | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	rc = ws_replay(e->sink->store, TENANT, &c, upto, frame, fd, &res, NULL);
+	if (rc)
+		fail_msg("replay to frame %" PRIu64 ": %s (%s)", frame, ws_strerror(rc), ws_errmsg());
+	assert_int_equal(res.commit_frame, frame);
+	assert_int_equal(ftruncate(fd, (off_t)res.db_pages * res.page_size), 0);
+	assert_int_equal(pwrite(fd, legacy, 2, 18), 2);
+	close(fd);
+	h = wt_file_hash(p, NULL);
+	unlink(p);
+	free(p);
+	ws_chain_free(&c);
+	return h;
+}
+
+#define REBASE_STATES 5
+
+/* Ship a re-base and four carried tails; then walship stops and the app
+ * closes its last connection (its WAL deleted) and writes again. h and
+ * frames: each acknowledged state; *old: the head the last watermark named
+ * (carried). The stream is closed, the writer reopened. */
+static void carried_then_app_restart(struct wt_env *e, uint64_t h[REBASE_STATES], uint64_t frames[REBASE_STATES],
+				     struct ws_chain_stop *old)
+{
+	struct ws_outcome o;
+	struct ws_stream *st = open_epoch(e, 1);
+	bool carried;
+	wt_write_txn(e->w, 200, 300);
+	wt_tail_ok(st, &o); /* the first contact: a stored re-base */
+	h[0] = wt_content_hash(e->w, NULL);
+	frames[0] = o.kind == WS_OUTCOME_RESTARTED ? o.u.restarted.last_frame : o.u.streamed.last_frame;
+	for (int i = 1; i < REBASE_STATES; i++) {
+		wt_write_txn(e->w, 3, 300);
+		h[i] = wt_content_hash(e->w, NULL);
+		wt_tail_ok(st, &o);
+		assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+		frames[i] = o.u.streamed.last_frame;
+		(void)wm_head(e, &carried);
+		assert_true(carried);
+	}
+	restore_equals_source(e, __LINE__);
+	*old = wm_head(e, &carried);
+	assert_true(carried);
+	ws_stream_close(st);
+	/* The app's last connection closes: SQLite checkpoints and deletes
+	 * the WAL. Walship comes back to a database without that WAL. */
+	sqlite3_close(e->w);
+	assert_true(access(e->wal, F_OK) != 0);
+	e->w = wt_writer_open(e->db, 0);
+	wt_write_txn(e->w, 3, 300);
+}
+
+/* What the re-base kept: the manifest the old watermark carried is stored
+ * (that very one), every state before the re-base is rebuilt from the
+ * chain it heads, and the watermark now names a stored REBASE. */
+static void carried_kept_after_rebase(struct wt_env *e, const uint64_t h[REBASE_STATES],
+				      const uint64_t frames[REBASE_STATES], const struct ws_chain_stop *old, int line)
+{
+	struct ws_fmt_manifest m;
+	struct ws_buf b;
+	struct ws_chain_stop now;
+	bool carried;
+	int rc;
+
+	ws_buf_init(&b, WS_WM_BYTES_MAX);
+	rc = ws_manifest_read(e->sink->store, old->key, old->sha, old->length, &b, &m);
+	if (rc)
+		fail_msg("line %d: the manifest %s the watermark carried before the re-base is %s", line, old->key,
+			 rc > 0 ? "not stored" : "unreadable");
+	ws_fmt_manifest_free(&m);
+	now = wm_head(e, &carried);
+	assert_false(carried);
+	ws_buf_reset(&b);
+	assert_int_equal(ws_manifest_read(e->sink->store, now.key, now.sha, now.length, &b, &m), 0);
+	assert_int_equal(m.kind, WS_MANIFEST_REBASE);
+	ws_fmt_manifest_free(&m);
+	ws_buf_free(&b);
+	for (int i = 0; i < REBASE_STATES; i++)
+		if (chain_state_hash(e, old, frames[i]) != h[i])
+			fail_msg("line %d: state %d (frame %" PRIu64 ") before the re-base is not the source's", line,
+				 i, frames[i]);
+}
+
+static void test_rebase_stores_carried_manifest(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_chain_stop old;
+	uint64_t h[REBASE_STATES], frames[REBASE_STATES];
+	(void)state;
+
+	carry_mode = WS_CARRY_ALWAYS;
+	wt_env_init(&e, "rebase-carried", 0);
+	carried_then_app_restart(&e, h, frames, &old);
+	st = open_epoch(&e, 1);
+	wt_tail_ok(st, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_RESTARTED);
+	carried_kept_after_rebase(&e, h, frames, &old, __LINE__);
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	ws_stream_close(st);
+	wt_env_free(&e);
+	carry_mode = WS_CARRY_PRESSED;
+}
+
+/*
+ * The same re-base paused where it stores the carried manifest, and where
+ * it writes its own manifest and watermark, while a real writer commits
+ * and runs each kind of WAL checkpoint: the re-base is reached and
+ * acknowledges a state the source committed, and the carried states stay
+ * stored. A failure where the carried manifest is stored acknowledges
+ * nothing: the carried watermark stays, and the next tail re-bases.
+ */
+static void test_rebase_carried_paused_under_writer(void **state)
+{
+	static const char *const sites[] = {
+		"stream.before_carried_store", "stream.before_manifest_put", "stream.before_watermark_put",
+	};
+	(void)state;
+	carry_mode = WS_CARRY_ALWAYS;
+	for (size_t i = 0; i < sizeof(sites) / sizeof(sites[0]); i++) {
+		for (unsigned how = 0; how < WT_MUTATIONS; how++) {
+			struct wt_env e;
+			struct ws_outcome o;
+			struct ws_stream *st;
+			struct ws_chain_stop old;
+			struct wt_mutator c;
+			uint64_t h[REBASE_STATES], frames[REBASE_STATES];
+			int rc;
+
+			wt_env_init(&e, "rebase-carried-paused", 0);
+			carried_then_app_restart(&e, h, frames, &old);
+			wt_mutator_init(&c, &e, how);
+			wt_mutator_record(&c);
+			st = open_epoch(&e, 1);
+			assert_int_equal(ws_fault_arm_pause(sites[i], 1, wt_mutate, &c), 0);
+			rc = ws_stream_tail_frames(st, &o);
+			ws_fault_disarm();
+			if (rc)
+				fail_msg("site %s, mutation %u: %s (%s)", sites[i], how, ws_strerror(rc), ws_errmsg());
+			if (c.fired != 1)
+				fail_msg("site %s, mutation %u: the re-base did not reach it", sites[i], how);
+			restore_is_recorded(&c, sites[i], __LINE__);
+			carried_kept_after_rebase(&e, h, frames, &old, __LINE__);
+			for (int k = 0; k < 3; k++)
+				wt_tail_ok(st, &o);
+			restore_equals_source(&e, __LINE__);
+			verify_ok(&e, __LINE__);
+			ws_stream_close(st);
+			wt_mutator_free(&c);
+			wt_env_free(&e);
+		}
+	}
+	{
+		struct wt_env e;
+		struct ws_outcome o;
+		struct ws_stream *st;
+		struct ws_chain_stop old, now;
+		uint64_t h[REBASE_STATES], frames[REBASE_STATES];
+		bool carried;
+		int rc;
+
+		wt_env_init(&e, "rebase-carried-failed", 0);
+		carried_then_app_restart(&e, h, frames, &old);
+		st = open_epoch(&e, 1);
+		assert_int_equal(ws_fault_arm("stream.before_carried_store", 1, 0), 0);
+		rc = ws_stream_tail_frames(st, &o);
+		ws_fault_disarm();
+		assert_int_not_equal(rc, 0);
+		now = wm_head(&e, &carried);
+		assert_true(carried);
+		assert_string_equal(now.key, old.key);
+		assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == h[REBASE_STATES - 1]);
+		wt_tail_ok(st, &o);
+		assert_int_equal(o.kind, WS_OUTCOME_RESTARTED);
+		carried_kept_after_rebase(&e, h, frames, &old, __LINE__);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+		ws_stream_close(st);
+		wt_env_free(&e);
+	}
+	carry_mode = WS_CARRY_PRESSED;
+}
+
+/*
  * The read that probes for a frame after the watermark (a CONTINUE's third
  * read, before anything is uploaded; a failed one now fails the call
  * instead of saying Empty) paused while a real writer commits and runs
@@ -1660,6 +1896,8 @@ int main(void)
 		cmocka_unit_test(test_carried_next_generation),
 		cmocka_unit_test(test_carried_tail_paused_under_writer),
 		cmocka_unit_test(test_carried_store_paused_under_writer),
+		cmocka_unit_test(test_rebase_stores_carried_manifest),
+		cmocka_unit_test(test_rebase_carried_paused_under_writer),
 		cmocka_unit_test(test_probe_read_paused_under_writer),
 		cmocka_unit_test(test_grown_snapshot_paused_under_writer),
 		cmocka_unit_test(test_tail_bound_paused_under_writer),
