@@ -1106,6 +1106,70 @@ static void test_carried_manifest_tails(void **state)
 	carry_mode = WS_CARRY_PRESSED;
 }
 
+/*
+ * restore --time inside a merged span (issue 31, item 3): each tail merged
+ * into a carried manifest keeps its own end and time (the manifest's tail
+ * index, version 3), so a time at which a tail was acknowledged restores
+ * that tail's state, not the state before the span; a time before the
+ * span's first tail restores the state before it. Both while the manifest
+ * is carried and once a tail too large to carry has stored it.
+ */
+#define SPAN_TAILS 5
+static void test_carried_time_inside_merged_span(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	uint64_t h[SPAN_TAILS], h_before;
+	int64_t acked[SPAN_TAILS], t_before;
+	bool carried;
+	(void)state;
+
+	carry_mode = WS_CARRY_ALWAYS;
+	wt_env_init(&e, "carried-time", 0);
+	st = open_epoch(&e, 1);
+	wt_write_txn(e.w, 200, 300);
+	wt_tail_ok(st, &o); /* a stored re-base */
+	h_before = wt_content_hash(e.w, NULL);
+	usleep(20000);
+	t_before = ws_wall_ms();
+	for (int i = 0; i < SPAN_TAILS; i++) {
+		usleep(20000);
+		wt_write_txn(e.w, 3, 300);
+		h[i] = wt_content_hash(e.w, NULL);
+		wt_tail_ok(st, &o);
+		acked[i] = ws_wall_ms(); /* acknowledged by now */
+		assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+		(void)wm_seq_of(&e, &carried);
+		assert_true(carried);
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		struct ws_restore_opts ro = { .time_ms = t_before };
+		if (wt_restore_hash(&e, TENANT, &ro, NULL) != h_before)
+			fail_msg("pass %d: the time before the merged span is not the state before it", pass);
+		for (int i = 0; i < SPAN_TAILS; i++) {
+			ro.time_ms = acked[i];
+			if (wt_restore_hash(&e, TENANT, &ro, NULL) != h[i])
+				fail_msg("pass %d: --time when tail %d of the merged span was acknowledged is not its "
+					 "state", pass, i);
+		}
+		if (pass == 0) {
+			/* Too large to carry: the merged manifest is stored and
+			 * linked to. */
+			usleep(20000);
+			wt_write_txn(e.w, 1500, 300);
+			wt_tail_ok(st, &o);
+			(void)wm_seq_of(&e, &carried);
+			assert_false(carried);
+		}
+	}
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	ws_stream_close(st);
+	wt_env_free(&e);
+	carry_mode = WS_CARRY_PRESSED;
+}
+
 /* The kind of the manifest the watermark carries (it must carry one). */
 static uint32_t carried_kind(struct wt_env *e)
 {
@@ -1893,6 +1957,7 @@ int main(void)
 		cmocka_unit_test(test_every_site_paused_under_writer),
 		cmocka_unit_test(test_inline_tail_paused_under_writer),
 		cmocka_unit_test(test_carried_manifest_tails),
+		cmocka_unit_test(test_carried_time_inside_merged_span),
 		cmocka_unit_test(test_carried_next_generation),
 		cmocka_unit_test(test_carried_tail_paused_under_writer),
 		cmocka_unit_test(test_carried_store_paused_under_writer),
