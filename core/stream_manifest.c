@@ -437,6 +437,15 @@ int step_write_watermark(struct ws_stream *st, struct tail *t)
 			st->mark.have = had;
 			st->txn.continuous = was_continuous;
 			rc = 0;
+		} else if (had && before.carried_len && st->mark.have && !st->mark.wm.carried_len &&
+			   wm_same_write(&st->mark.wm, &before)) {
+			/* A checkpoint stored the head our fencing read found
+			 * carried and put the same watermark there naming it
+			 * stored (ckpt_take.c uncarry): nothing of ours is
+			 * acknowledged; the call starts over and links to it. */
+			ws_info("tenant %s: a checkpoint stored the carried manifest %s as its cut; shipping again "
+				"on top of it", st->tenant, before.manifest_key);
+			return TAIL_RETRY;
 		} else if (st->mark.have && fenced_by(st, &st->mark.wm))
 			return ws_fail(WS_ELOSTRACE, "tenant %s: epoch %llu pointer generation %llu took the "
 				       "stream over after our fencing read (we are %llu/%llu); objects uploaded "

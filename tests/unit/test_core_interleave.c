@@ -1075,15 +1075,18 @@ static void test_carried_manifest_tails(void **state)
 	assert_int_equal(seq, seq0 + 4);
 	restore_equals_source(&e, __LINE__);
 	verify_ok(&e, __LINE__);
-	/* A checkpoint while the head is carried cuts at the stored manifest
-	 * it continues: restore by id gives that state; retention behind that
-	 * cut leaves the live chain whole; the tails go on merging. */
+	/* A checkpoint while the head is carried cuts at that head, the
+	 * newest acknowledged state (issue 31: it cut at the stored manifest
+	 * the head continues, a state older than acknowledged): restore by id
+	 * gives it; retention then leaves the live chain whole; the tails go
+	 * on merging. */
 	{
 		struct ws_checkpoint_info ci;
 		struct ws_retention_report rep;
 		char *p = wt_path(e.out_dir, "ck.db");
 		wt_write_txn(e.w, 3, 300);
-		wt_tail_ok(st, &o); /* merged: the cut is still seq0 + 3's stored manifest */
+		wt_tail_ok(st, &o); /* merged into the carried head */
+		h_cut = wt_content_hash(e.w, NULL);
 		assert_int_equal(ws_checkpoint_take(e.sink, NULL, &ci), 0);
 		assert_true(ci.committed);
 		assert_int_equal(ws_restore_checkpoint(e.sink, TENANT, ci.id, p, false), 0);
@@ -1211,10 +1214,11 @@ static uint64_t ckpt_field(struct wt_env *e, const struct ws_checkpoint_info *ci
 }
 
 /* Three rows more and a tail of st: outcome kind, puts writes, the
- * watermark at seq carrying a NEXT_GEN; the restore is the source and
- * verify passes. Returns the source's content hash after the rows. */
-static uint64_t carried_tail(struct wt_env *e, struct ws_stream *st, struct ws_outcome *o, enum ws_outcome_kind kind,
-			     uint64_t puts, uint64_t seq, int line)
+ * watermark at seq carrying a manifest of kind mkind; the restore is the
+ * source and verify passes. Returns the source's content hash after the
+ * rows. */
+static uint64_t carried_tail_kind(struct wt_env *e, struct ws_stream *st, struct ws_outcome *o,
+				  enum ws_outcome_kind kind, uint64_t puts, uint64_t seq, uint32_t mkind, int line)
 {
 	struct ws_stream_call call;
 	bool carried;
@@ -1228,10 +1232,17 @@ static uint64_t carried_tail(struct wt_env *e, struct ws_stream *st, struct ws_o
 	assert_int_equal(call.puts, puts);
 	assert_int_equal(wm_seq_of(e, &carried), seq);
 	assert_true(carried);
-	assert_int_equal(carried_kind(e), WS_MANIFEST_NEXT_GEN);
+	assert_int_equal(carried_kind(e), mkind);
 	restore_equals_source(e, line);
 	verify_ok(e, line);
 	return h;
+}
+
+/* The same, the watermark carrying a NEXT_GEN. */
+static uint64_t carried_tail(struct wt_env *e, struct ws_stream *st, struct ws_outcome *o, enum ws_outcome_kind kind,
+			     uint64_t puts, uint64_t seq, int line)
+{
+	return carried_tail_kind(e, st, o, kind, puts, seq, WS_MANIFEST_NEXT_GEN, line);
 }
 
 /*
@@ -1243,9 +1254,8 @@ static uint64_t carried_tail(struct wt_env *e, struct ws_stream *st, struct ws_o
  * at the application's next write after each locked tail. At each step
  * the restore is the source, verify passes, and every state is restored by
  * frame within its generation. A checkpoint while a NEXT_GEN head is
- * carried cuts at the stored manifest of the generation before (its
- * generation and last frame are that manifest's): restore by id gives the
- * state it held.
+ * carried cuts at that head (its generation and last frame), the newest
+ * state acknowledged: restore by id gives it.
  */
 static void test_carried_next_generation(void **state)
 {
@@ -1280,22 +1290,34 @@ static void test_carried_next_generation(void **state)
 	for (int round = 0; round < 2; round++) {
 		/* The application's write restarts the WAL: a next generation,
 		 * the carried head stored, the new one carried. */
-		seq = seq0 + 2 + (uint64_t)round;
-		(void)carried_tail(&e, st, &o, WS_OUTCOME_RESTARTED, 2, seq, __LINE__);
+		seq = round == 0 ? seq0 + 2 : seq + 1;
+		h_cut = carried_tail(&e, st, &o, WS_OUTCOME_RESTARTED, 2, seq, __LINE__);
+		f_cut = o.u.restarted.last_frame;
+		g_cut = o.u.restarted.new_generation.checkpoint_seq;
 		if (round == 0) {
-			/* Cut at the stored manifest before the carried NEXT_GEN. */
+			/* Cut at the carried NEXT_GEN itself: the newest state. */
 			struct ws_checkpoint_info ci;
 			char *p = wt_path(e.out_dir, "ck.db");
 			assert_int_equal(ws_checkpoint_take(e.sink, NULL, &ci), 0);
 			assert_true(ci.committed);
 			assert_int_equal(ws_restore_checkpoint(e.sink, TENANT, ci.id, p, false), 0);
 			assert_true(wt_file_hash(p, NULL) == h_cut);
-			/* The cut's frame and generation are its manifest's, in
-			 * the generation before the carried one. */
+			/* The cut's frame and generation are the carried head's,
+			 * in the new generation. */
 			assert_int_equal(ckpt_field(&e, &ci, "last_frame"), f_cut);
 			assert_int_equal(ckpt_field(&e, &ci, "wal_generation"), g_cut);
 			unlink(p);
 			free(p);
+			/* The checkpoint stored the head and put the watermark
+			 * naming it stored: the next tail links to it (a new
+			 * carried CONTINUE, one write), so the chain passes
+			 * through the cut. */
+			h_mid = carried_tail_kind(&e, st, &o, WS_OUTCOME_STREAMED, 1, ++seq, WS_MANIFEST_CONTINUE,
+						  __LINE__);
+			h_cut = h_mid;
+			f_cut = o.u.streamed.last_frame;
+			g_cut = o.u.streamed.checkpoint_seq;
+			continue;
 		}
 		/* The same generation: merged into the carried NEXT_GEN. */
 		h_mid = carried_tail(&e, st, &o, WS_OUTCOME_STREAMED, 1, seq, __LINE__);
@@ -1329,6 +1351,223 @@ static void test_carried_next_generation(void **state)
 	verify_ok(&e, __LINE__);
 	ws_stream_close(st);
 	wt_env_free(&e);
+	carry_mode = WS_CARRY_PRESSED;
+}
+
+/*
+ * A checkpoint while the head is carried (issue 31, item 3) names that
+ * head, the newest state acknowledged at its decision: it stores the head
+ * under its key and puts the same watermark there naming it stored, so the
+ * owner's next tail links to it and the live chain passes through the cut.
+ * Restore by id gives the newest acknowledged state; retention behind it
+ * leaves everything after it restorable; the next checkpoint builds on its
+ * artifact. Then the two races, each paused at its site with a real writer
+ * committing: a tail that merged into the head the checkpoint stores (its
+ * swap refused, it starts over on top of the stored head), and a
+ * checkpoint whose swap loses to a tail that merged (the cut stays the
+ * head it stored; retention keeps the chain the cut is not on).
+ */
+struct ck_race {
+	struct wt_env *e;
+	struct ws_stream *st;
+	struct ws_checkpoint_info ci;
+	uint64_t h_acked;       /* the state acknowledged when the checkpoint read the cut */
+	uint64_t h_after;       /* the source after the race's own commit */
+	int rc, fired;
+};
+
+/* Paused in the tail before its carrying watermark: a checkpoint. */
+static void race_checkpoint(const char *site, void *arg)
+{
+	struct ck_race *r = arg;
+	(void)site;
+	r->fired++;
+	r->rc = ws_checkpoint_take(r->e->sink, NULL, &r->ci);
+}
+
+/* Paused in the checkpoint before its swap: a commit and a merging tail. */
+static void race_tail(const char *site, void *arg)
+{
+	struct ck_race *r = arg;
+	struct ws_outcome o;
+	(void)site;
+	r->fired++;
+	wt_write_txn(r->e->w, 3, 300);
+	r->h_after = wt_content_hash(r->e->w, NULL);
+	r->rc = ws_stream_tail_frames(r->st, &o);
+}
+
+static uint64_t ck_restore_hash(struct wt_env *e, uint64_t id)
+{
+	char name[64];
+	char *p;
+	uint64_t h;
+	snprintf(name, sizeof(name), "ck-%u.db", e->restores++);
+	p = wt_path(e->out_dir, name);
+	if (ws_restore_checkpoint(e->sink, TENANT, id, p, false) != 0)
+		fail_msg("restore --checkpoint %" PRIu64 ": %s", id, ws_errmsg());
+	h = wt_file_hash(p, NULL);
+	unlink(p);
+	free(p);
+	return h;
+}
+
+/* A stored re-base and three carried tails merged into one head. */
+static struct ws_stream *carried_span(struct wt_env *e, const char *tag, uint64_t *h, uint64_t *frame)
+{
+	struct ws_outcome o;
+	struct ws_stream *st;
+	bool carried;
+	wt_env_init(e, tag, 0);
+	st = open_epoch(e, 1);
+	wt_write_txn(e->w, 200, 300);
+	wt_tail_ok(st, &o);
+	for (int i = 0; i < 3; i++) {
+		wt_write_txn(e->w, 3, 300);
+		wt_tail_ok(st, &o);
+		assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+		*frame = o.u.streamed.last_frame;
+		(void)wm_seq_of(e, &carried);
+		assert_true(carried);
+	}
+	*h = wt_content_hash(e->w, NULL);
+	return st;
+}
+
+static void test_checkpoint_names_carried_head(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_checkpoint_info ci, ci2;
+	struct ws_retention_report rep;
+	uint64_t h, frame, seq;
+	bool carried;
+	(void)state;
+
+	carry_mode = WS_CARRY_ALWAYS;
+	st = carried_span(&e, "ck-carried", &h, &frame);
+	seq = wm_seq_of(&e, &carried);
+	assert_int_equal(ws_checkpoint_take(e.sink, NULL, &ci), 0);
+	assert_true(ci.committed);
+	if (ck_restore_hash(&e, ci.id) != h)
+		fail_msg("checkpoint %" PRIu64 " is not the newest acknowledged state", ci.id);
+	assert_int_equal(ckpt_field(&e, &ci, "last_frame"), frame);
+	/* The head stored, the watermark naming it so: the next tail links. */
+	assert_int_equal(wm_seq_of(&e, &carried), seq);
+	assert_false(carried);
+	wt_write_txn(e.w, 3, 300);
+	wt_tail_ok(st, &o);
+	assert_int_equal(wm_seq_of(&e, &carried), seq + 1);
+	assert_true(carried);
+	assert_int_equal(ws_retention_run(e.sink, false, NULL, NULL, &rep), 0);
+	assert_true(rep.ran);
+	assert_true(rep.deleted > 0); /* the history behind the cut */
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	for (int i = 0; i < 2; i++) {
+		wt_write_txn(e.w, 3, 300);
+		wt_tail_ok(st, &o);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+	}
+	/* The next checkpoint: the newest state again, built on the first's
+	 * artifact (the chain passes through its cut). */
+	h = wt_content_hash(e.w, NULL);
+	assert_int_equal(ws_checkpoint_take(e.sink, NULL, &ci2), 0);
+	assert_int_equal(ci2.incremental, 1);
+	assert_true(ck_restore_hash(&e, ci2.id) == h);
+	assert_int_equal(ws_retention_run(e.sink, false, NULL, NULL, &rep), 0);
+	wt_write_txn(e.w, 3, 300);
+	wt_tail_ok(st, &o);
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	ws_stream_close(st);
+	wt_env_free(&e);
+	carry_mode = WS_CARRY_PRESSED;
+}
+
+static void test_checkpoint_carried_head_races(void **state)
+{
+	(void)state;
+	carry_mode = WS_CARRY_ALWAYS;
+	for (int side = 0; side < 2; side++) {
+		struct wt_env e;
+		struct ws_outcome o;
+		struct ck_race r;
+		struct ws_retention_report rep;
+		uint64_t h, frame, seq0;
+		int rc;
+
+		memset(&r, 0, sizeof(r));
+		r.st = carried_span(&e, side ? "ck-race-ckpt" : "ck-race-tail", &h, &frame);
+		r.e = &e;
+		r.h_acked = h;
+		{
+			bool carried;
+			seq0 = wm_seq_of(&e, &carried);
+		}
+		if (side == 0) {
+			/* The tail merges, then pauses before its watermark: the
+			 * checkpoint stores the head it merged into. */
+			wt_write_txn(e.w, 3, 300);
+			r.h_after = wt_content_hash(e.w, NULL);
+			assert_int_equal(ws_fault_arm_pause("stream.before_carrying_watermark_put", 1, race_checkpoint,
+							    &r), 0);
+			rc = ws_stream_tail_frames(r.st, &o);
+			ws_fault_disarm();
+			if (rc)
+				fail_msg("the tail under the checkpoint: %s (%s)", ws_strerror(rc), ws_errmsg());
+		} else {
+			/* The checkpoint stored the head, pauses before its swap:
+			 * the owner merges a tail into the head meanwhile. */
+			assert_int_equal(ws_fault_arm_pause("checkpoint.before_uncarry_put", 1, race_tail, &r), 0);
+			rc = ws_checkpoint_take(e.sink, NULL, &r.ci);
+			ws_fault_disarm();
+			if (rc)
+				fail_msg("the checkpoint under the tail: %s (%s)", ws_strerror(rc), ws_errmsg());
+		}
+		if (r.fired != 1 || r.rc)
+			fail_msg("side %d: the race did not run (%d) or failed: %s", side, r.fired, ws_errmsg());
+		{
+			/* side 0: the tail's swap was refused, it started over and
+			 * linked to the stored head (the next sequence); side 1:
+			 * the checkpoint's swap lost, the head merged stays carried. */
+			bool carried;
+			assert_int_equal(wm_seq_of(&e, &carried), seq0 + (side == 0 ? 1 : 0));
+			assert_true(carried);
+		}
+		assert_true(r.ci.committed);
+		if (ck_restore_hash(&e, r.ci.id) != r.h_acked)
+			fail_msg("side %d: the checkpoint is not the state acknowledged when it read the cut", side);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+		assert_int_equal(ws_retention_run(e.sink, false, NULL, NULL, &rep), 0);
+		assert_true(rep.ran);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+		for (int k = 0; k < 2; k++) {
+			wt_write_txn(e.w, 3, 300);
+			wt_tail_ok(r.st, &o);
+			restore_equals_source(&e, __LINE__);
+			verify_ok(&e, __LINE__);
+		}
+		assert_true(ck_restore_hash(&e, r.ci.id) == r.h_acked);
+		{
+			/* And the next checkpoint and retention on top of it. */
+			struct ws_checkpoint_info ci2;
+			uint64_t hn = wt_content_hash(e.w, NULL);
+			assert_int_equal(ws_checkpoint_take(e.sink, NULL, &ci2), 0);
+			assert_true(ck_restore_hash(&e, ci2.id) == hn);
+			assert_int_equal(ws_retention_run(e.sink, false, NULL, NULL, &rep), 0);
+			wt_write_txn(e.w, 3, 300);
+			wt_tail_ok(r.st, &o);
+			restore_equals_source(&e, __LINE__);
+			verify_ok(&e, __LINE__);
+		}
+		ws_stream_close(r.st);
+		wt_env_free(&e);
+	}
 	carry_mode = WS_CARRY_PRESSED;
 }
 
@@ -1959,6 +2198,8 @@ int main(void)
 		cmocka_unit_test(test_carried_manifest_tails),
 		cmocka_unit_test(test_carried_time_inside_merged_span),
 		cmocka_unit_test(test_carried_next_generation),
+		cmocka_unit_test(test_checkpoint_names_carried_head),
+		cmocka_unit_test(test_checkpoint_carried_head_races),
 		cmocka_unit_test(test_carried_tail_paused_under_writer),
 		cmocka_unit_test(test_carried_store_paused_under_writer),
 		cmocka_unit_test(test_rebase_stores_carried_manifest),
