@@ -1434,6 +1434,39 @@ static struct ws_stream *carried_span(struct wt_env *e, const char *tag, uint64_
 	return st;
 }
 
+/* The time_ms of the manifest the watermark carries (it must carry one). */
+static int64_t carried_time(struct wt_env *e)
+{
+	struct ws_fmt_watermark wm;
+	struct ws_fmt_manifest m;
+	struct ws_buf b;
+	int64_t t;
+	ws_buf_init(&b, WS_WM_BYTES_MAX);
+	assert_int_equal(ws_wm_load_keep(e->sink->store, TENANT, &wm, NULL, &b), 0);
+	assert_non_null(wm.carried);
+	assert_int_equal(ws_fmt_manifest_decode(wm.carried, (size_t)wm.carried_len, &m), 0);
+	t = m.time_ms;
+	ws_fmt_manifest_free(&m);
+	ws_buf_free(&b);
+	return t;
+}
+
+struct listed {
+	uint64_t id;
+	struct ws_checkpoint_info info;
+	bool found;
+};
+
+static int find_listed(const struct ws_checkpoint_info *i, void *arg)
+{
+	struct listed *l = arg;
+	if (i->id == l->id) {
+		l->info = *i;
+		l->found = true;
+	}
+	return 0;
+}
+
 static void test_checkpoint_names_carried_head(void **state)
 {
 	struct wt_env e;
@@ -1448,7 +1481,17 @@ static void test_checkpoint_names_carried_head(void **state)
 	carry_mode = WS_CARRY_ALWAYS;
 	st = carried_span(&e, "ck-carried", &h, &frame);
 	seq = wm_seq_of(&e, &carried);
-	assert_int_equal(ws_checkpoint_take(e.sink, NULL, &ci), 0);
+	{
+		/* ls --checkpoints: the cut's time is the carried head's. */
+		int64_t t_head = carried_time(&e);
+		struct listed l = { 0 };
+		assert_int_equal(ws_checkpoint_take(e.sink, NULL, &ci), 0);
+		l.id = ci.id;
+		assert_int_equal(ws_checkpoint_list(e.sink, find_listed, &l), 0);
+		assert_true(l.found);
+		assert_int_equal(l.info.cut_time_ms, t_head);
+		assert_true(l.info.decided_ms > 0);
+	}
 	assert_true(ci.committed);
 	if (ck_restore_hash(&e, ci.id) != h)
 		fail_msg("checkpoint %" PRIu64 " is not the newest acknowledged state", ci.id);
