@@ -1330,7 +1330,7 @@ static void test_carried_next_generation(void **state)
 		f_cut = f_mid;
 		g_cut = o.u.streamed.checkpoint_seq;
 	}
-	/* Retention behind a cut at the stored generation before, then the
+	/* Retention behind a cut at the carried head (the checkpoint stores it), then the
 	 * head stored by a tail that cannot carry (never): the chain whole. */
 	{
 		struct ws_checkpoint_info ci;
