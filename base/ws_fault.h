@@ -80,6 +80,10 @@
 	X("ckpt.retention.after_begin", "checkpoint store: after a retention run is recorded")              \
 	X("ckpt.retention.before_advance", "checkpoint store: before a retention phase advances")           \
 	X("ckpt.retention.after_advance", "checkpoint store: after a retention phase advances")             \
+	X("checkpoint.before_carried_cut_put", "checkpoint: a tenant's watermark carries its head, not yet " \
+	  "stored as the cut")                                                                            \
+	X("checkpoint.before_uncarry_put", "checkpoint: the carried head is stored, the watermark naming " \
+	  "it stored not yet written")                                                                    \
 	X("checkpoint.artifact.before_put", "checkpoint: before an artifact upload")                        \
 	X("checkpoint.artifact.after_put", "checkpoint: after an artifact upload")                          \
 	X("checkpoint.abort.before_delete", "checkpoint: abort, before deleting the attempt's objects")     \

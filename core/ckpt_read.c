@@ -546,7 +546,38 @@ struct list_walk {
 	ws_checkpoint_fn fn;
 	void *arg;
 	uint64_t below;          /* retiring_below */
+	struct ws_store *store;
 };
+
+/*
+ * When the checkpoint was decided (its committed index's date at the
+ * store) and the commit time of its cut: the newest time_ms among the
+ * manifests it names (a carried head's included: the cut is the newest
+ * state acknowledged). What cannot be read stays 0 (unknown): listing
+ * never fails for it.
+ */
+static void list_times(struct ws_store *s, const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx,
+		       struct ws_checkpoint_info *info)
+{
+	struct ws_obj_info oi;
+	struct ws_buf b;
+
+	if (ws_store_head(s, ref->key, &oi) == 0)
+		info->decided_ms = oi.mtime_ms;
+	ws_buf_init(&b, 256u << 20);
+	for (size_t i = 0; i < idx->tenant_count; i++) {
+		struct ws_chain_stop cut;
+		struct ws_fmt_manifest m;
+		ws_ckread_cut_of(&idx->tenants[i], &cut);
+		ws_buf_reset(&b);
+		if (ws_manifest_read(s, cut.key, cut.sha, cut.length, &b, &m) != 0)
+			continue;
+		if (m.time_ms > info->cut_time_ms)
+			info->cut_time_ms = m.time_ms;
+		ws_fmt_manifest_free(&m);
+	}
+	ws_buf_free(&b);
+}
 
 static int list_one(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
 {
@@ -555,6 +586,7 @@ static int list_one(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *i
 	if (idx->checkpoint_id < w->below)
 		return 1; /* being removed by retention, and every older one */
 	ws_ckread_info_from(ref, idx, true, &info);
+	list_times(w->store, ref, idx, &info);
 	return w->fn(&info, w->arg);
 }
 
@@ -562,7 +594,7 @@ int ws_checkpoint_list(struct ws_sink *sink, ws_checkpoint_fn fn, void *arg)
 {
 	struct ws_ckpt *c;
 	struct ws_ckpt_outcome latest;
-	struct list_walk w = { fn, arg, 0 };
+	struct list_walk w = { fn, arg, 0, sink->store };
 	bool found;
 	int rc = ws_ckread_open(sink, false, WS_CKPT_LEASE_WAIT_MS, &c);
 

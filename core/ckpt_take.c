@@ -66,6 +66,7 @@
 #include "ckpt_attempt.h"
 #include "ckpt_read.h"
 #include "restore.h"
+#include "sink.h"
 #include "ws_assert.h"
 #include "ws_clock.h"
 #include "ws_fault.h"
@@ -83,64 +84,85 @@ struct cut {
 
 /*
  * A watermark that carries its manifest (docs/FORMAT.md "Watermark") names
- * a head stored nowhere else, which its owner replaces while it keeps
- * merging what it ships into it: the tenant's cut is the stored manifest
- * that head is on. A cut must be an object that retention keeps and whose
- * predecessors it may delete, and the owner's next manifest links to that
- * one, never to a carried head it replaced. A continuation's predecessor
- * ends where it begins, in its generation; a carried next generation's
- * first manifest is on the end of another generation, which only the
- * stored predecessor itself tells (read back, its SHA-256 and length
- * checked against the link).
+ * a head stored nowhere else: the newest state the tenant acknowledged.
+ * The cut is that head (a checkpoint never lags what was acknowledged at
+ * its decision), so it is stored here under its own key first, create-once
+ * with the watermark's very bytes (its key names its content: the owner,
+ * storing it later, writes the same bytes). A cut must be an object that
+ * restore, checkpoints and retention can read. The owner may go on merging
+ * its next tails into that head: its next manifests then link to the
+ * stored predecessor, not to the cut, and the live chain does not pass
+ * through the cut; retention then keeps the whole live chain (it deletes
+ * only behind a cut the live chain passes through), so nothing the cut
+ * needs is removed, and restore builds such states from the chain.
  */
-static int cut_of_carried(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm)
+static int store_carried_cut(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm)
 {
-	struct ws_fmt_manifest m, p;
-	struct ws_buf b;
+	struct ws_fmt_manifest m;
+	struct iovec iov;
 	int rc = ws_fmt_manifest_decode(wm->carried, (size_t)wm->carried_len, &m);
 	if (rc)
 		return ws_fail_wrap(rc, "tenant %s: manifest %s carried by its watermark", tenant, wm->manifest_key);
 	if ((m.kind != WS_MANIFEST_CONTINUE && m.kind != WS_MANIFEST_NEXT_GEN) || !m.prev_key[0] ||
 	    m.first_frame < 1 || (m.kind == WS_MANIFEST_NEXT_GEN && m.first_frame != 1) || m.wm_seq != wm->seq ||
-	    strcmp(m.tenant, tenant) != 0) {
+	    m.last_frame != wm->last_frame || !ws_fmt_gen_equal(&m.gen, &wm->gen) || strcmp(m.tenant, tenant) != 0) {
 		ws_fmt_manifest_free(&m);
-		return ws_fail(WS_EFORMAT, "tenant %s: manifest %s carried by its watermark is not on a stored "
-			       "manifest", tenant, wm->manifest_key);
+		return ws_fail(WS_EFORMAT, "tenant %s: manifest %s carried by its watermark is not what the "
+			       "watermark names (kind, predecessor, sequence, generation or last frame differ)",
+			       tenant, wm->manifest_key);
 	}
-	if (m.kind == WS_MANIFEST_NEXT_GEN) {
-		ws_buf_init(&b, WS_WM_BYTES_MAX);
-		rc = ws_manifest_read(s, m.prev_key, m.prev_sha, m.prev_length, &b, &p);
-		ws_buf_free(&b);
-		if (rc > 0)
-			rc = ws_fail(WS_EFORMAT, "tenant %s: manifest %s, the predecessor of the one its watermark "
-				     "carries, is missing or not the one it names (length or SHA-256 differs)",
-				     tenant, m.prev_key);
-		else if (rc < 0)
-			rc = ws_fail_wrap(rc, "tenant %s: manifest %s, the predecessor of the one its watermark "
-					  "carries", tenant, m.prev_key);
-		if (rc) {
-			ws_fmt_manifest_free(&m);
-			return rc;
-		}
-		if (p.wm_seq + 1 != m.wm_seq || strcmp(p.tenant, tenant) != 0 || ws_fmt_gen_equal(&p.gen, &m.gen)) {
-			ws_fmt_manifest_free(&p);
-			ws_fmt_manifest_free(&m);
-			return ws_fail(WS_EFORMAT, "tenant %s: manifest %s is not the predecessor of the next "
-				       "generation its watermark carries", tenant, m.prev_key);
-		}
-		wm->gen = p.gen;
-		wm->last_frame = p.last_frame;
-		ws_fmt_manifest_free(&p);
-	} else {
-		wm->last_frame = m.first_frame - 1;
-	}
-	snprintf(wm->manifest_key, sizeof(wm->manifest_key), "%s", m.prev_key);
-	memcpy(wm->manifest_sha, m.prev_sha, WS_SHA256_LEN);
-	wm->manifest_length = m.prev_length;
-	wm->seq--;
-	wm->carried = NULL;
-	wm->carried_len = 0;
 	ws_fmt_manifest_free(&m);
+	if ((rc = WS_FAULT("checkpoint.before_carried_cut_put")) != 0)
+		return ws_fail(rc, "fault checkpoint.before_carried_cut_put");
+	iov.iov_base = (void *)(uintptr_t)wm->carried;
+	iov.iov_len = (size_t)wm->carried_len;
+	rc = ws_store_putv(s, wm->manifest_key, &iov, 1, WS_PUT_CREATE, NULL, NULL);
+	if (rc == WS_EPRECOND)
+		rc = ws_store_created_same(s, wm->manifest_key, &iov, 1);
+	if (rc)
+		return ws_fail_wrap(rc, "tenant %s: store the manifest %s its watermark carries (the cut)", tenant,
+				    wm->manifest_key);
+	return 0;
+}
+
+/*
+ * The watermark wm (read with etag) carried the head just stored: replace
+ * it, by compare-and-swap, with the same watermark naming that head
+ * stored (version 2, nothing carried), so that the owner's next tail links
+ * to the cut instead of merging into a copy of it: the live chain then
+ * passes through the cut, retention cuts behind it and the next
+ * checkpoint builds on its artifact. Losing the swap to the owner (a tail
+ * merged since) is no error: the cut stays the head stored, a state that
+ * was acknowledged, and retention keeps the chain it is not on.
+ */
+static int uncarry(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm,
+		   const struct ws_etag *etag)
+{
+	struct ws_fmt_watermark nw = *wm;
+	struct ws_buf b;
+	char key[WS_KEY_MAX];
+	int rc = ws_key_watermark(key, sizeof(key), tenant);
+
+	if (rc)
+		return rc;
+	nw.version = 2;
+	nw.carried = NULL;
+	nw.carried_len = 0;
+	ws_buf_init(&b, WS_WM_BYTES_MAX);
+	rc = ws_fmt_watermark_encode(&nw, &b);
+	if (!rc && (rc = WS_FAULT("checkpoint.before_uncarry_put")) != 0)
+		rc = ws_fail(rc, "fault checkpoint.before_uncarry_put");
+	else if (!rc)
+		rc = ws_store_put(s, key, b.data, b.len, WS_PUT_CAS, etag, NULL);
+	ws_buf_free(&b);
+	if (rc == WS_EPRECOND) {
+		ws_info("checkpoint: tenant %s: its owner wrote the watermark since it was read; the cut is the "
+			"head it carried, %s, stored", tenant, wm->manifest_key);
+		return 0;
+	}
+	if (rc)
+		return ws_fail_wrap(rc, "tenant %s: write watermark %s naming the cut %s stored", tenant, key,
+				    wm->manifest_key);
 	return 0;
 }
 
@@ -148,13 +170,14 @@ static int cut_add(struct ws_store *s, const char *tenant, struct cut *cut)
 {
 	struct ws_fmt_watermark wm;
 	struct ws_ckpt_tenant_entry *e;
+	struct ws_etag etag;
 	struct ws_buf wmraw;
 	int rc;
 
 	ws_buf_init(&wmraw, WS_WM_BYTES_MAX);
-	rc = ws_wm_load_keep(s, tenant, &wm, NULL, &wmraw);
-	if (rc == 0 && wm.carried_len)
-		rc = cut_of_carried(s, tenant, &wm);
+	rc = ws_wm_load_keep(s, tenant, &wm, &etag, &wmraw);
+	if (rc == 0 && wm.carried_len && (rc = store_carried_cut(s, tenant, &wm)) == 0)
+		rc = uncarry(s, tenant, &wm, &etag);
 	ws_buf_free(&wmraw);
 	if (rc == WS_ENOTFOUND)
 		return 0; /* objects but no watermark yet: nothing durable to cut */

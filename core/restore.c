@@ -63,6 +63,20 @@ static int choose_target(const char *tenant, const struct ws_chain *c, const str
 			*before = true;
 			return before_cut(tenant, c, cut);
 		}
+		/* The first manifest stamped after the time may hold tails merged
+		 * into it that were acknowledged by then (its tail index): the
+		 * last of them is the state. Not in a cut, whose state is its
+		 * artifact's, at its end. */
+		if (i < c->count && (i > 0 || !cut)) {
+			const struct ws_fmt_manifest *m = &c->m[i];
+			for (uint32_t k = m->tail_count; k-- > 0;) {
+				if (m->tails[k].time_ms <= o->time_ms) {
+					*idx = i;
+					*frame = m->tails[k].frame;
+					return 0;
+				}
+			}
+		}
 		if (i == 0)
 			return ws_fail(WS_ERANGE_, "tenant %s: nothing was shipped at or before the requested time "
 				       "(oldest stored state is from %lld ms)", tenant, (long long)c->m[0].time_ms);
@@ -321,7 +335,18 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 		goto out;
 	/* Replay bounds: the target is a manifest of the chain and a frame it holds. */
 	WS_ASSERT(idx < c.count && frame <= c.m[idx].last_frame);
-	if (opts->frame && frame < c.m[idx].last_frame) {
+	if (opts->time_ms && frame < c.m[idx].last_frame) {
+		/* A merged tail's end (the tail index): it must be a commit of
+		 * this manifest, as the tail that acknowledged it saw it. */
+		rc = ws_replay_from(sink->store, tenant, &c, stopped ? 1 : 0, idx, frame, -1, &res, NULL);
+		if (rc)
+			goto out;
+		if (res.commit_manifest != idx || res.commit_frame != frame) {
+			rc = ws_fail(WS_ECORRUPT, "tenant %s: manifest %s names frame %" PRIu64 " as the end of a "
+				     "tail merged into it, but that frame is no commit", tenant, c.keys[idx], frame);
+			goto out;
+		}
+	} else if (opts->frame && frame < c.m[idx].last_frame) {
 		/* A frame inside a manifest: find the last commit at or before it
 		 * first (a dry replay), so no uncommitted frame is applied. */
 		rc = ws_replay_from(sink->store, tenant, &c, stopped ? 1 : 0, idx, frame, -1, &res, NULL);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "cmd_checkpoint.h"
@@ -274,15 +275,35 @@ struct ls_print {
 	bool json;
 };
 
+/* ms since the epoch as RFC 3339 in UTC, to the millisecond; NULL when 0 (unknown). */
+static const char *rfc3339(int64_t ms, char out[40])
+{
+	struct tm tm;
+	time_t t;
+	if (ms <= 0)
+		return NULL;
+	t = (time_t)(ms / 1000);
+	if (!gmtime_r(&t, &tm) || strftime(out, 24, "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+		return NULL;
+	snprintf(out + strlen(out), 16, ".%03dZ", (int)(ms % 1000));
+	return out;
+}
+
 static int ls_cb(const struct ws_checkpoint_info *i, void *arg)
 {
 	struct ls_print *p = arg;
+	char dbuf[40], cbuf[40];
+	const char *decided = rfc3339(i->decided_ms, dbuf), *cut = rfc3339(i->cut_time_ms, cbuf);
 	if (p->json) {
-		emit(info_json(i));
+		json_t *o = info_json(i);
+		json_object_set_new(o, "decided", decided ? json_string(decided) : json_null());
+		json_object_set_new(o, "cut_time", cut ? json_string(cut) : json_null());
+		emit(o);
 		return 0;
 	}
-	printf("checkpoint %-8" PRIu64 " epoch=%" PRIu64 " tenants=%" PRIu64 " artifact_bytes=%" PRIu64 " index=%s\n",
-	       i->id, i->epoch, i->tenants, i->artifact_bytes, i->ref_key);
+	printf("checkpoint %-8" PRIu64 " epoch=%" PRIu64 " tenants=%" PRIu64 " artifact_bytes=%" PRIu64
+	       " decided=%s cut_time=%s index=%s\n", i->id, i->epoch, i->tenants, i->artifact_bytes,
+	       decided ? decided : "unknown", cut ? cut : "unknown", i->ref_key);
 	return 0;
 }
 

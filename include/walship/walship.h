@@ -519,6 +519,11 @@ struct ws_checkpoint_info {
 	uint64_t incremental;        /* take: images built from the previous checkpoint's artifact */
 	bool has_predecessor;
 	uint64_t predecessor_id;
+	/* list: when it was decided (its committed index written, as the store
+	 * dates it) and its cut's commit time (the newest time_ms of the
+	 * manifests it names, each read and checked); 0 when not known. */
+	int64_t decided_ms;
+	int64_t cut_time_ms;
 };
 
 /*

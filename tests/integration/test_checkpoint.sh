@@ -42,6 +42,11 @@ sq db.db .dump >at2.dump
 check "a second checkpoint has a larger id" [ "$id2" -gt "$id1" ]
 ws ls --sink "$URL" --checkpoints --json
 check "ls --checkpoints lists both" eval '[ "$rc" = 0 ] && grep -q "$id1" out && grep -q "$id2" out'
+check "ls --checkpoints --json: decided and cut_time in RFC 3339" \
+	eval '[ "$(grep -cE "\"decided\":\"20[0-9-]+T[0-9:.]+Z\",\"cut_time\":\"20[0-9-]+T[0-9:.]+Z\"" out)" = 2 ]'
+ws ls --sink "$URL" --checkpoints
+check "ls --checkpoints: the cut's commit time beside the decision's" \
+	eval '[ "$(grep -cE "decided=20[0-9-]+T[0-9:.]+Z cut_time=20[0-9-]+T[0-9:.]+Z" out)" = 2 ]'
 ws restore --sink "$URL" --tenant db --checkpoint "$id1" -o c1.db
 check "restore --checkpoint ID: the state at that cut" eval '[ "$rc" = 0 ] && [ "$(sq c1.db .dump)" = "$(cat at1.dump)" ]'
 ws restore --sink "$URL" --tenant db --checkpoint latest -o c2.db

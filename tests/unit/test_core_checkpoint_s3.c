@@ -33,6 +33,7 @@
 #include "coreutil.h"
 #include "walship.h"
 #include "ws_ckpt.h"
+#include "ws_clock.h"
 #include "ws_fault.h"
 #include "ws_store.h"
 
@@ -380,12 +381,87 @@ static void test_s3_stray_inventory_finished(void **state)
 	wt_env_free(&e);
 }
 
+/*
+ * Tails whose watermark carries their manifest (carry_in_watermark =
+ * always) on S3 (issue 31, item 3): four checkpoints in a row, each after
+ * more carried tails, each names the newest state acknowledged at its
+ * decision (they named the stored predecessor, the same older state every
+ * time); restore by time inside a merged span gives each tail's state;
+ * retention, then the latest state and verify, on S3.
+ */
+static void test_s3_carried_cut_is_newest(void **state)
+{
+	struct wt_env e;
+	struct ws_stream_config cfg;
+	struct ws_stream *st;
+	struct ws_outcome o;
+	struct ws_sink *s;
+	struct ws_retention_report rep;
+	char prefix[64], url[1024];
+	uint64_t h[3];
+	int64_t acked[3];
+	int err = 0;
+	(void)state;
+
+	wt_env_init(&e, "ckpt-s3-carried", 0);
+	snprintf(prefix, sizeof(prefix), "carried-%ld", (long)getpid());
+	sink_url(url, sizeof(url), prefix);
+	s = sink_open(url);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.tenant = "orders";
+	cfg.db_path = e.db;
+	cfg.epoch = 1;
+	cfg.pointer_generation = 1;
+	cfg.carry = WS_CARRY_ALWAYS;
+	st = ws_stream_open(s, &cfg, &err);
+	if (!st)
+		fail_msg("stream: %s", ws_errmsg());
+	wt_write_txn(e.w, 30, 500);
+	wt_tail_ok(st, &o); /* a stored re-base */
+	for (int round = 0; round < 4; round++) {
+		struct ws_checkpoint_info ci;
+		for (int i = 0; i < 3; i++) {
+			usleep(20000);
+			wt_write_txn(e.w, 3, 300);
+			h[i] = wt_content_hash(e.w, NULL);
+			wt_tail_ok(st, &o);
+			acked[i] = ws_wall_ms();
+		}
+		for (int i = 0; i < 3; i++) {
+			char name[64], *p;
+			struct ws_restore_opts ro = { .time_ms = acked[i] };
+			snprintf(name, sizeof(name), "t%u.db", ++e.restores);
+			p = wt_path(e.out_dir, name);
+			if (ws_restore(s, "orders", &ro, p) != 0)
+				fail_msg("round %d: restore --time of tail %d: %s", round, i, ws_errmsg());
+			if (wt_file_hash(p, NULL) != h[i])
+				fail_msg("round %d: --time of tail %d is not its state", round, i);
+			free(p);
+		}
+		assert_int_equal(ws_checkpoint_take(s, NULL, &ci), 0);
+		assert_true(ci.committed);
+		if (restored(&e, s, ci.id, true) != h[2])
+			fail_msg("round %d: checkpoint %" PRIu64 " is not the newest acknowledged state", round, ci.id);
+	}
+	wt_write_txn(e.w, 3, 300);
+	wt_tail_ok(st, &o);
+	assert_int_equal(ws_retention_run(s, false, NULL, NULL, &rep), 0);
+	assert_true(rep.ran);
+	assert_true(rep.deleted > 0);
+	assert_int_equal(restored(&e, s, 0, false), wt_content_hash(e.w, NULL));
+	assert_int_equal(ws_verify(s, "orders", NULL, NULL), 0);
+	ws_stream_close(st);
+	ws_sink_close(s);
+	wt_env_free(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_s3_race_and_restore),
 		cmocka_unit_test(test_s3_recover_crashed_attempt),
 		cmocka_unit_test(test_s3_stray_inventory_finished),
+		cmocka_unit_test(test_s3_carried_cut_is_newest),
 	};
 	if (wt_s3_load_env("test_core_checkpoint_s3") != 0)
 		return 1;
