@@ -144,5 +144,13 @@ int ckpt_ensure_dep(struct ws_ckpt *c);
 int ckpt_read_singleton(struct ws_ckpt *c, enum singleton o, void *out, bool *found);
 /* A reference a caller passed in, by its shape and length: 0, or WS_ECONFIG (INVALID_INPUT). */
 int ckpt_check_ref_input(const struct ws_ckpt_ref *ref);
+/*
+ * Is ref a Commit on the committed chain of head h: its latest Commit, or a
+ * predecessor reached from it (each index loaded and verified; ids fall at
+ * every link, so the walk ends)? A predecessor retention removed ends the
+ * walk (*on false). Errors: those of ws_ckpt_load_committed for a link that
+ * is there but does not verify. Leaves the thread's kind as it found it.
+ */
+int ckpt_commit_on_chain(struct ws_ckpt *c, const struct ws_ckpt_head *h, const struct ws_ckpt_ref *ref, bool *on);
 
 #endif

@@ -356,6 +356,12 @@ static void test_s3_stray_inventory_finished(void **state)
 	snprintf(key[0], sizeof(key[0]), "checkpoints/artifacts/%016" PRIx64 "/orders", a.checkpoint_id);
 	assert_int_equal(ws_ckpt_begin_inventory(c, &inv, &ir), 0);
 	assert_int_equal(ws_store_put(store, key[0], "half an artifact", 16, WS_PUT_CREATE, NULL, NULL), 0);
+	/* Its writer aborted (a witness closes only once its attempt is decided). */
+	{
+		struct ws_ckpt_record_result rr;
+		assert_int_equal(ws_ckpt_record_outcome(c, a.epoch, a.checkpoint_id, WS_CKPT_SCOPE_LOCAL, NULL, NULL,
+							WS_CKPT_ABORT, NULL, &rr), 0);
+	}
 	assert_int_equal(ws_ckpt_clear_sink_open_witness(c, &wit), 0);
 
 	memset(&co, 0, sizeof(co));
