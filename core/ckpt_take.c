@@ -403,49 +403,6 @@ static uint64_t random_token(void)
 	return t;
 }
 
-/*
- * Another attempt holds the witness: wait until it is terminal and return
- * the durable winner (the latest terminal outcome) as not our own. With
- * timed_out non-NULL, an attempt still undecided after wait_ms sets it
- * (rc 0) instead of failing.
- */
-static int wait_for_peer(struct ws_ckpt *c, uint64_t peer_id, unsigned wait_ms, struct ws_checkpoint_info *out,
-			 bool *timed_out)
-{
-	unsigned waited = 0;
-	if (timed_out)
-		*timed_out = false;
-	for (;;) {
-		struct ws_ckpt_head h;
-		bool found;
-		int rc = ws_ckpt_decision_head(c, &h, &found);
-		if (rc)
-			return rc;
-		if (found && h.latest_terminal.checkpoint_id >= peer_id) {
-			struct ws_ckpt_index idx;
-			const struct ws_ckpt_outcome *w = &h.latest_terminal;
-			memset(out, 0, sizeof(*out));
-			out->id = w->checkpoint_id;
-			out->own = false;
-			out->committed = w->verdict == WS_CKPT_COMMIT;
-			if (out->committed && ws_ckpt_load_committed(c, &w->committed, &idx) == 0) {
-				ws_ckread_info_from(&w->committed, &idx, false, out);
-				ws_ckpt_index_free(&idx);
-			}
-			return 0;
-		}
-		if (waited >= wait_ms && timed_out) {
-			*timed_out = true;
-			return 0;
-		}
-		if (waited >= wait_ms)
-			return ws_fail(WS_EPRECOND, "checkpoint: attempt %" PRIu64 " of another writer is "
-				       "still active after %u ms", peer_id, wait_ms);
-		ws_sleep_ms(20);
-		waited += 20;
-	}
-}
-
 /* ---- taking a checkpoint: one function per step of the protocol ---------------------- */
 
 /*
@@ -619,7 +576,7 @@ static int take_peer(struct take *t, unsigned round)
 	if ((rc = ws_attempt_decided(t->c, peer.attempt.checkpoint_id, &is_decided, &is_commit)) != 0)
 		return rc;
 	if (!is_decided) {
-		rc = wait_for_peer(t->c, peer.attempt.checkpoint_id, wait_ms, t->out, &timed_out);
+		rc = ws_attempt_wait_peer(t->c, peer.attempt.checkpoint_id, wait_ms, t->out, &timed_out);
 		if (rc || !timed_out) {
 			t->settled = rc == 0; /* the peer decided: its outcome is the result */
 			return rc;
@@ -815,7 +772,7 @@ static int take_abort_winner(struct take *t, bool forked, bool *settled)
 	/* Another writer decided a later checkpoint while ours ran (its ID
 	 * made ours terminal): that durable winner is the result. */
 	if (ws_ckpt_latest_terminal(t->c, &term, &tfound) == 0 && tfound && term.checkpoint_id > t->a.checkpoint_id)
-		return wait_for_peer(t->c, term.checkpoint_id, 0, t->out, NULL);
+		return ws_attempt_wait_peer(t->c, term.checkpoint_id, 0, t->out, NULL);
 	/* Or committed an earlier one after we read the latest Commit: our
 	 * Commit named a stale predecessor (a fork), ours is now aborted, and
 	 * their Commit is the durable winner. */

@@ -30,9 +30,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core_internal.h"
 #include "coreutil.h"
 #include "walship.h"
 #include "ws_ckpt.h"
+#include "ws_clock.h"
 #include "ws_fault.h"
 #include "ws_store.h"
 
@@ -304,6 +306,53 @@ static void test_s3_recover_crashed_attempt(void **state)
 }
 
 /*
+ * The wait for a crashed peer on a real S3 store: bounded by its deadline
+ * (not by the sleeps between GETs, each GET's own round trip uncounted),
+ * with a few GETs a second at most. Before, a 30 s wait took 103-106 s
+ * and about 1,600 GETs of checkpoints/head.
+ */
+static void test_s3_peer_wait_bounded(void **state)
+{
+	struct wt_env e;
+	struct ws_stream *st;
+	struct ws_sink *s;
+	struct ws_checkpoint_opts co;
+	struct ws_checkpoint_info info;
+	char prefix[64], url[1024];
+	uint64_t h, gets, t0, el;
+	int rc;
+	(void)state;
+
+	wt_env_init(&e, "ckpt-s3-peerwait", 0);
+	snprintf(prefix, sizeof(prefix), "peerwait-%ld", (long)getpid());
+	sink_url(url, sizeof(url), prefix);
+	s = sink_open(url);
+	st = orders_shipped(&e, s, &h);
+	if (!crash_take(url, "checkpoint.artifact.after_put"))
+		fail_msg("site checkpoint.artifact.after_put did not fire");
+	memset(&co, 0, sizeof(co));
+	co.peer_wait_ms = 3000;
+	gets = s->store->stats.gets;
+	t0 = ws_mono_ms();
+	rc = ws_checkpoint_take(s, &co, &info);
+	el = ws_mono_ms() - t0;
+	gets = s->store->stats.gets - gets;
+	if (rc)
+		fail_msg("take after the crash: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_true(info.own && info.committed);
+	/* The wait itself at most 3 s and a GET; the rest of the take a few s. */
+	if (el < co.peer_wait_ms || el > co.peer_wait_ms + 5000)
+		fail_msg("take past a crashed peer took %" PRIu64 " ms with a %u ms wait", el, co.peer_wait_ms);
+	/* 4 GETs a second of waiting at most, and the take's own reads. */
+	if (gets > 2 + 4 * co.peer_wait_ms / 1000 + 40)
+		fail_msg("take past a crashed peer made %" PRIu64 " GETs with a %u ms wait", gets, co.peer_wait_ms);
+	print_message("peer wait %u ms: take %" PRIu64 " ms, %" PRIu64 " GETs\n", co.peer_wait_ms, el, gets);
+	ws_stream_close(st);
+	ws_sink_close(s);
+	wt_env_free(&e);
+}
+
+/*
  * An attempt whose begin_inventory landed but whose writer never heard so,
  * and whose abort then closed its witness (the durable inventory could not
  * be read back either): the inventory stays active with no witness open.
@@ -391,6 +440,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_s3_race_and_restore),
 		cmocka_unit_test(test_s3_recover_crashed_attempt),
+		cmocka_unit_test(test_s3_peer_wait_bounded),
 		cmocka_unit_test(test_s3_stray_inventory_finished),
 	};
 	if (wt_s3_load_env("test_core_checkpoint_s3") != 0)
