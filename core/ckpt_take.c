@@ -65,6 +65,7 @@
 #include "chain.h"
 #include "ckpt_attempt.h"
 #include "ckpt_read.h"
+#include "probes.h"
 #include "restore.h"
 #include "ws_assert.h"
 #include "ws_clock.h"
@@ -826,6 +827,23 @@ static int take_abort(struct take *t, int rc)
 		       crc ? " (clean-up left for recovery)" : "");
 }
 
+/*
+ * After a checkpoint: remove the conditional-write probes killed processes
+ * left (older than WS_PROBE_STALE_MS; a live one is younger). The
+ * checkpoint stands whatever happens here; a failure is a warning and the
+ * next checkpoint (or retention) tries again.
+ */
+static void take_sweep_probes(struct take *t)
+{
+	uint64_t removed = 0;
+	if (ws_probes_sweep(t->sink->store, ws_wall_ms(), WS_PROBE_STALE_MS, false, NULL, NULL, &removed, NULL) != 0)
+		ws_warn("checkpoint %" PRIu64 ": stale conditional-write probes not removed: %s", t->out->id,
+			ws_errmsg());
+	else if (removed)
+		ws_info("checkpoint %" PRIu64 ": removed %" PRIu64 " stale conditional-write probe(s)", t->out->id,
+			removed);
+}
+
 int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *opts, struct ws_checkpoint_info *out)
 {
 	static const struct ws_checkpoint_opts none;
@@ -863,6 +881,8 @@ int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *op
 abort:
 	rc = take_abort(&t, rc);
 done:
+	if (rc == 0)
+		take_sweep_probes(&t);
 	take_free(&t);
 	return rc;
 }

@@ -24,8 +24,10 @@
 #include "artifact.h"
 #include "chain.h"
 #include "ckpt_read.h"
+#include "probes.h"
 #include "sink.h"
 #include "ws_assert.h"
+#include "ws_clock.h"
 #include "ws_fault.h"
 #include "ws_logging.h"
 
@@ -814,6 +816,12 @@ int ws_retention_run_keep(struct ws_sink *sink, bool dry_run, unsigned keep, ws_
 		rep->resumed = true;
 	rc = run_phases(&x, res.state);
 out:
+	if (rc == 0) {
+		/* Probes a killed process left (docs/CHECKPOINTS.md "Orphans"). */
+		uint64_t probes = 0;
+		rc = ws_probes_sweep(x.s, ws_wall_ms(), WS_PROBE_STALE_MS, dry_run, fn, arg, &probes, NULL);
+		rep->deleted += probes;
+	}
 	seen_free(&x);
 	ws_ckpt_close(x.c);
 	return rc;

@@ -32,6 +32,7 @@
 
 #include "core_internal.h"
 #include "coreutil.h"
+#include "probes.h"
 #include "walship.h"
 #include "ws_ckpt.h"
 #include "ws_clock.h"
@@ -352,6 +353,76 @@ static void test_s3_peer_wait_bounded(void **state)
 	wt_env_free(&e);
 }
 
+static void count_orphan(const char *key, const char *kind, void *arg)
+{
+	unsigned *n = arg;
+	n[0]++;
+	n[1] += strcmp(kind, "probe") == 0;
+	(void)key;
+}
+
+/*
+ * Probes left by kills on a real S3 store, at both probe sites (the S3
+ * backend's open, the checkpoint store's shared open): fresh, the next
+ * checkpoint keeps them (their writer may be alive); seen past
+ * WS_PROBE_STALE_MS by radosgw's own LastModified (the sweep asked as of an
+ * hour from now: S3 has no way to make an object older), they are removed
+ * and verify --orphans finds nothing.
+ */
+static void test_s3_stale_probes(void **state)
+{
+	struct wt_env e;
+	struct ws_stream *st;
+	struct ws_sink *s;
+	struct ws_checkpoint_info info;
+	char prefix[64], url[1024];
+	unsigned orph[2] = { 0, 0 };
+	uint64_t h, count = 0, removed = 0, fresh = 0;
+	int status = 0;
+	pid_t pid;
+	(void)state;
+
+	wt_env_init(&e, "ckpt-s3-probes", 0);
+	snprintf(prefix, sizeof(prefix), "probes-%ld", (long)getpid());
+	sink_url(url, sizeof(url), prefix);
+	s = sink_open(url);
+	st = orders_shipped(&e, s, &h);
+	assert_int_equal(ws_checkpoint_take(s, NULL, &info), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int err = 0;
+		ws_fault_arm("s3.probe.after_create", 1, 1);
+		_exit(ws_sink_open(url, &err) ? 0 : 3);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	if (!crash_take(url, "ckpt.probe.after_create"))
+		fail_msg("site ckpt.probe.after_create did not fire");
+	assert_int_equal(ws_verify_orphans(s, NULL, count_orphan, orph, &count), 0);
+	assert_int_equal(orph[1], 2);
+	/* Fresh: kept by the next checkpoint. */
+	assert_int_equal(ws_checkpoint_take(s, NULL, &info), 0);
+	memset(orph, 0, sizeof(orph));
+	assert_int_equal(ws_verify_orphans(s, NULL, count_orphan, orph, &count), 0);
+	assert_int_equal(orph[1], 2);
+	assert_int_equal(ws_probes_sweep(s->store, ws_wall_ms(), WS_PROBE_STALE_MS, false, NULL, NULL, &removed, &fresh),
+			 0);
+	assert_int_equal(removed, 0);
+	assert_int_equal(fresh, 2);
+	/* An hour on: both stale by their LastModified. */
+	assert_int_equal(ws_probes_sweep(s->store, ws_wall_ms() + (int64_t)WS_PROBE_STALE_MS + 60000, WS_PROBE_STALE_MS,
+					 false, NULL, NULL, &removed, &fresh), 0);
+	assert_int_equal(removed, 2);
+	assert_int_equal(fresh, 0);
+	memset(orph, 0, sizeof(orph));
+	assert_int_equal(ws_verify_orphans(s, NULL, count_orphan, orph, &count), 0);
+	assert_int_equal(orph[0], 0);
+	ws_stream_close(st);
+	ws_sink_close(s);
+	wt_env_free(&e);
+}
+
 /*
  * An attempt whose begin_inventory landed but whose writer never heard so,
  * and whose abort then closed its witness (the durable inventory could not
@@ -441,6 +512,7 @@ int main(void)
 		cmocka_unit_test(test_s3_race_and_restore),
 		cmocka_unit_test(test_s3_recover_crashed_attempt),
 		cmocka_unit_test(test_s3_peer_wait_bounded),
+		cmocka_unit_test(test_s3_stale_probes),
 		cmocka_unit_test(test_s3_stray_inventory_finished),
 	};
 	if (wt_s3_load_env("test_core_checkpoint_s3") != 0)
