@@ -66,6 +66,7 @@
 #include "ckpt_attempt.h"
 #include "ckpt_read.h"
 #include "probes.h"
+#include "tenant_removal.h"
 #include "restore.h"
 #include "ws_assert.h"
 #include "ws_clock.h"
@@ -517,7 +518,10 @@ static int take_read_cut(struct take *t)
 			return rc;
 		t->have_prev = true;
 	}
-	return cut_read(t->sink->store, &t->cut);
+	if ((rc = cut_read(t->sink->store, &t->cut)) != 0)
+		return rc;
+	/* Every tenant the previous checkpoint named, unless removed for good. */
+	return t->have_prev ? ws_removal_check_cut(t->c, &t->prev, t->cut.t, t->cut.count, t->sink->store->url) : 0;
 }
 
 /* Tenants strictly sorted by name: what the committed index and the inventory require. */

@@ -398,6 +398,19 @@ int ws_ckpt_create_sink_open_witness(struct ws_ckpt *c, const char *pipeline, ui
  */
 int ws_ckpt_clear_sink_open_witness(struct ws_ckpt *c, const struct ws_ckpt_witness *expected) WS_MUST_CHECK;
 
+/*
+ * Tenants removed for good (checkpoints/removed/<tenant>, docs/CHECKPOINTS.md
+ * "Removing a tenant"): record that tenant was removed while checkpoint
+ * `after` was the latest Commit (0: none yet). A record with an equal or
+ * later `after` stays (CONVERGED); an earlier one is replaced by CAS.
+ * Errors: WS_ECONFIG (INVALID_INPUT: not a tenant name, a reader), WS_EFORMAT
+ * (the record there is malformed or foreign), I/O.
+ */
+#define WS_CKPT_REMOVED_PREFIX WS_CKPT_PREFIX "/removed/"
+int ws_ckpt_record_removed(struct ws_ckpt *c, const char *tenant, uint64_t after) WS_MUST_CHECK;
+/* The removal record of tenant (one GET): *found, and *after its checkpoint. Errors as above. */
+int ws_ckpt_removed(struct ws_ckpt *c, const char *tenant, bool *found, uint64_t *after) WS_MUST_CHECK;
+
 /* The committed index key for (id, sha256 hex) into out (WS_KEY_MAX). */
 void ws_ckpt_committed_key(uint64_t id, const char *sha256_hex, char *out);
 

@@ -1394,6 +1394,55 @@ static void test_seed_witness(void **state)
 	free(cur);
 }
 
+/* checkpoints/removed/<tenant>: recorded once, only ever later, strictly decoded. */
+static void test_removed_record(void **state)
+{
+	struct fx *f = *state;
+	bool found = true;
+	uint64_t after = 9;
+	int err = 0;
+	struct ws_ckpt *rd;
+
+	EXPECT(ws_ckpt_removed(f->c, "users", &found, &after), 0, WS_CKPT_OK, NONE);
+	assert_false(found);
+	EXPECT(ws_ckpt_record_removed(f->c, "users", 5), 0, WS_CKPT_OK, NONE);
+	EXPECT(ws_ckpt_removed(f->c, "users", &found, &after), 0, WS_CKPT_OK, NONE);
+	assert_true(found);
+	assert_int_equal(after, 5);
+	/* The same or an earlier checkpoint: the record stays. */
+	EXPECT(ws_ckpt_record_removed(f->c, "users", 5), 0, WS_CKPT_CONVERGED, NONE);
+	EXPECT(ws_ckpt_record_removed(f->c, "users", 3), 0, WS_CKPT_CONVERGED, NONE);
+	EXPECT(ws_ckpt_removed(f->c, "users", &found, &after), 0, WS_CKPT_OK, NONE);
+	assert_int_equal(after, 5);
+	/* A later one replaces it. */
+	EXPECT(ws_ckpt_record_removed(f->c, "users", 8), 0, WS_CKPT_OK, NONE);
+	EXPECT(ws_ckpt_removed(f->c, "users", &found, &after), 0, WS_CKPT_OK, NONE);
+	assert_int_equal(after, 8);
+	/* Not a tenant name; a reader never writes. */
+	EXPECT(ws_ckpt_record_removed(f->c, "checkpoints", 1), WS_ECONFIG, WS_CKPT_INVALID_INPUT, NONE);
+	EXPECT(ws_ckpt_record_removed(f->c, "a/b", 1), WS_ECONFIG, WS_CKPT_INVALID_INPUT, NONE);
+	rd = ws_ckpt_open_reader(f->s, &err);
+	assert_non_null(rd);
+	EXPECT(ws_ckpt_record_removed(rd, "users", 9), WS_ECONFIG, WS_CKPT_INVALID_INPUT, "read-only");
+	EXPECT(ws_ckpt_removed(rd, "users", &found, &after), 0, WS_CKPT_OK, NONE);
+	assert_int_equal(after, 8);
+	ws_ckpt_close(rd);
+	/* Another tenant's record at this name, and a foreign one: named by key. */
+	{
+		char body[256];
+		snprintf(body, sizeof(body), "{\"after_checkpoint\":\"8\",\"deployment\":\"%s\",\"format\":"
+			 "\"walship.ckpt.removed.v1\",\"tenant\":\"orders\"}", f->dep);
+		wt_put_str(f->s, "checkpoints/removed/users", body, NULL);
+		EXPECT(ws_ckpt_removed(f->c, "users", &found, &after), WS_EFORMAT, WS_CKPT_MALFORMED,
+		       "checkpoints/removed/users");
+		snprintf(body, sizeof(body), "{\"after_checkpoint\":\"8\",\"deployment\":\"%s\",\"format\":"
+			 "\"walship.ckpt.removed.v1\",\"tenant\":\"users\"}", "0123456789abcdef0123456789abcdef");
+		wt_put_str(f->s, "checkpoints/removed/users", body, NULL);
+		EXPECT(ws_ckpt_removed(f->c, "users", &found, &after), WS_EFORMAT, WS_CKPT_FOREIGN, NONE);
+		EXPECT(ws_ckpt_record_removed(f->c, "users", 9), WS_EFORMAT, WS_CKPT_FOREIGN, NONE);
+	}
+}
+
 /* ---- shared-store specifics ---------------------------------------------------------------------------- */
 
 /* A store that ignores conditions: every put overwrites. */
@@ -1520,6 +1569,7 @@ int main(void)
 		BOTH(test_seed_record_commit_retry),
 		BOTH(test_seed_seal_refuses_commit),
 		BOTH(test_seed_witness),
+		BOTH(test_removed_record),
 		cmocka_unit_test_setup_teardown(test_shared_refuses_unconditional, setup_shared, teardown),
 		cmocka_unit_test_setup_teardown(test_shared_foreign_local_namespace, setup_shared, teardown),
 		BOTH(test_fault_sites),
