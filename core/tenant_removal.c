@@ -32,11 +32,12 @@
 #include "ws_logging.h"
 
 #define MISSING_NAMED_MAX 8u   /* tenants named in the refusal; the rest counted */
+#define NAMED_BYTES (MISSING_NAMED_MAX * (2 * 128 + 8))
 
 int ws_removal_check_cut(struct ws_ckpt *c, const struct ws_ckpt_index *prev, const struct ws_ckpt_tenant_entry *cut,
 			 size_t n, const char *sink_url)
 {
-	char names[MISSING_NAMED_MAX * 130] = "";
+	char names[NAMED_BYTES] = "";
 	size_t used = 0, j = 0, missing = 0;
 	int rc;
 
@@ -57,7 +58,8 @@ int ws_removal_check_cut(struct ws_ckpt *c, const struct ws_ckpt_index *prev, co
 		if (found && after >= prev->checkpoint_id)
 			continue; /* removed for good: the previous checkpoint named it as it was then */
 		if (missing++ < MISSING_NAMED_MAX)
-			used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s", used ? ", " : "", t);
+			used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s (%s/" WS_WM_NAME ")",
+						 used ? ", " : "", t, t);
 		WS_ASSERT(used < sizeof(names));
 	}
 	if (!missing)
@@ -65,7 +67,7 @@ int ws_removal_check_cut(struct ws_ckpt *c, const struct ws_ckpt_index *prev, co
 	if (missing > MISSING_NAMED_MAX)
 		snprintf(names + used, sizeof(names) - used, " and %zu more", missing - MISSING_NAMED_MAX);
 	return ws_fail(WS_EINCOMPLETE, "checkpoint: %zu tenant(s) that checkpoint %" PRIu64 " named are not in this "
-		       "cut: %s (the listing of %s did not show them, or their watermark is gone); nothing was "
+		       "cut: %s (the listing of %s did not show them, or their watermark is not there); nothing was "
 		       "written. A tenant removed for good: walship forget --sink URL --tenant NAME", missing,
 		       prev->checkpoint_id, names, sink_url);
 }

@@ -185,7 +185,7 @@ static void test_short_cut_refused(void **state)
 	hide(&t, T3, true);
 	rc = ws_checkpoint_take(t.e.sink, NULL, &x);
 	assert_int_equal(rc, WS_EINCOMPLETE);
-	if (!strstr(ws_errmsg(), T2 ", " T3) || !strstr(ws_errmsg(), "2 tenant(s)") ||
+	if (!strstr(ws_errmsg(), T2 " (" T2 "/wm), " T3 " (" T3 "/wm)") || !strstr(ws_errmsg(), "2 tenant(s)") ||
 	    !strstr(ws_errmsg(), "walship forget"))
 		fail_msg("refusal does not name the missing tenants and the way out: %s", ws_errmsg());
 	assert_int_equal(latest_commit(&t), i1.id);
