@@ -513,7 +513,9 @@ int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn f
 		if (ws_key_watermark(key, sizeof(key), t) != 0)
 			key[0] = '\0';
 		rc = ws_wm_load(sink->store, t, &wm, NULL);
-		if (rc == WS_ENOTFOUND)
+		if (rc == WS_ENOTFOUND && ws_ckread_removed_since(c, t, idx.checkpoint_id))
+			rc = 0; /* removed for good (walship forget) */
+		else if (rc == WS_ENOTFOUND)
 			rc = ws_fail(WS_EINCOMPLETE, "tenant %s: watermark %s is missing, but checkpoint %" PRIu64
 				     " names the tenant", t, key, idx.checkpoint_id);
 		if (rc)
@@ -540,6 +542,14 @@ int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn f
 out:
 	ws_ckpt_close(c);
 	return first;
+}
+
+/* Tenant t was removed for good while checkpoint id (or a later one) was the latest Commit. */
+bool ws_ckread_removed_since(struct ws_ckpt *c, const char *t, uint64_t id)
+{
+	bool found = false;
+	uint64_t after = 0;
+	return ws_ckpt_removed(c, t, &found, &after) == 0 && found && after >= id;
 }
 
 struct list_walk {

@@ -65,6 +65,8 @@
 #include "chain.h"
 #include "ckpt_attempt.h"
 #include "ckpt_read.h"
+#include "probes.h"
+#include "tenant_removal.h"
 #include "restore.h"
 #include "sink.h"
 #include "ws_assert.h"
@@ -426,49 +428,6 @@ static uint64_t random_token(void)
 	return t;
 }
 
-/*
- * Another attempt holds the witness: wait until it is terminal and return
- * the durable winner (the latest terminal outcome) as not our own. With
- * timed_out non-NULL, an attempt still undecided after wait_ms sets it
- * (rc 0) instead of failing.
- */
-static int wait_for_peer(struct ws_ckpt *c, uint64_t peer_id, unsigned wait_ms, struct ws_checkpoint_info *out,
-			 bool *timed_out)
-{
-	unsigned waited = 0;
-	if (timed_out)
-		*timed_out = false;
-	for (;;) {
-		struct ws_ckpt_head h;
-		bool found;
-		int rc = ws_ckpt_decision_head(c, &h, &found);
-		if (rc)
-			return rc;
-		if (found && h.latest_terminal.checkpoint_id >= peer_id) {
-			struct ws_ckpt_index idx;
-			const struct ws_ckpt_outcome *w = &h.latest_terminal;
-			memset(out, 0, sizeof(*out));
-			out->id = w->checkpoint_id;
-			out->own = false;
-			out->committed = w->verdict == WS_CKPT_COMMIT;
-			if (out->committed && ws_ckpt_load_committed(c, &w->committed, &idx) == 0) {
-				ws_ckread_info_from(&w->committed, &idx, false, out);
-				ws_ckpt_index_free(&idx);
-			}
-			return 0;
-		}
-		if (waited >= wait_ms && timed_out) {
-			*timed_out = true;
-			return 0;
-		}
-		if (waited >= wait_ms)
-			return ws_fail(WS_EPRECOND, "checkpoint: attempt %" PRIu64 " of another writer is "
-				       "still active after %u ms", peer_id, wait_ms);
-		ws_sleep_ms(20);
-		waited += 20;
-	}
-}
-
 /* ---- taking a checkpoint: one function per step of the protocol ---------------------- */
 
 /*
@@ -582,7 +541,10 @@ static int take_read_cut(struct take *t)
 			return rc;
 		t->have_prev = true;
 	}
-	return cut_read(t->sink->store, &t->cut);
+	if ((rc = cut_read(t->sink->store, &t->cut)) != 0)
+		return rc;
+	/* Every tenant the previous checkpoint named, unless removed for good. */
+	return t->have_prev ? ws_removal_check_cut(t->c, &t->prev, t->cut.t, t->cut.count, t->sink->store->url) : 0;
 }
 
 /* Tenants strictly sorted by name: what the committed index and the inventory require. */
@@ -642,7 +604,7 @@ static int take_peer(struct take *t, unsigned round)
 	if ((rc = ws_attempt_decided(t->c, peer.attempt.checkpoint_id, &is_decided, &is_commit)) != 0)
 		return rc;
 	if (!is_decided) {
-		rc = wait_for_peer(t->c, peer.attempt.checkpoint_id, wait_ms, t->out, &timed_out);
+		rc = ws_attempt_wait_peer(t->c, peer.attempt.checkpoint_id, wait_ms, t->out, &timed_out);
 		if (rc || !timed_out) {
 			t->settled = rc == 0; /* the peer decided: its outcome is the result */
 			return rc;
@@ -838,7 +800,7 @@ static int take_abort_winner(struct take *t, bool forked, bool *settled)
 	/* Another writer decided a later checkpoint while ours ran (its ID
 	 * made ours terminal): that durable winner is the result. */
 	if (ws_ckpt_latest_terminal(t->c, &term, &tfound) == 0 && tfound && term.checkpoint_id > t->a.checkpoint_id)
-		return wait_for_peer(t->c, term.checkpoint_id, 0, t->out, NULL);
+		return ws_attempt_wait_peer(t->c, term.checkpoint_id, 0, t->out, NULL);
 	/* Or committed an earlier one after we read the latest Commit: our
 	 * Commit named a stale predecessor (a fork), ours is now aborted, and
 	 * their Commit is the durable winner. */
@@ -892,6 +854,23 @@ static int take_abort(struct take *t, int rc)
 		       crc ? " (clean-up left for recovery)" : "");
 }
 
+/*
+ * After a checkpoint: remove the conditional-write probes killed processes
+ * left (older than WS_PROBE_STALE_MS; a live one is younger). The
+ * checkpoint stands whatever happens here; a failure is a warning and the
+ * next checkpoint (or retention) tries again.
+ */
+static void take_sweep_probes(struct take *t)
+{
+	uint64_t removed = 0;
+	if (ws_probes_sweep(t->sink->store, ws_wall_ms(), WS_PROBE_STALE_MS, false, NULL, NULL, &removed, NULL) != 0)
+		ws_warn("checkpoint %" PRIu64 ": stale conditional-write probes not removed: %s", t->out->id,
+			ws_errmsg());
+	else if (removed)
+		ws_info("checkpoint %" PRIu64 ": removed %" PRIu64 " stale conditional-write probe(s)", t->out->id,
+			removed);
+}
+
 int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *opts, struct ws_checkpoint_info *out)
 {
 	static const struct ws_checkpoint_opts none;
@@ -929,6 +908,8 @@ int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *op
 abort:
 	rc = take_abort(&t, rc);
 done:
+	if (rc == 0)
+		take_sweep_probes(&t);
 	take_free(&t);
 	return rc;
 }

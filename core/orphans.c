@@ -360,6 +360,14 @@ static int orphan_tenant(const char *tenant, void *arg)
 	return rc;
 }
 
+/* checkpoints/removed/<tenant>: a tenant removed for good (walship forget), a record of ours. */
+static bool removal_record(const char *key)
+{
+	const size_t n = strlen(WS_CKPT_REMOVED_PREFIX);
+	return strncmp(key, WS_CKPT_REMOVED_PREFIX, n) == 0 && ws_tenant_name_valid(key + n) &&
+	       strcmp(key + n, WS_CKPT_PREFIX) != 0;
+}
+
 /* The kind of an unnamed key; objects of a tenant: 0 (decided later). */
 static uint64_t orphan_kind(const struct orphan_ctx *x, const char *key)
 {
@@ -471,7 +479,7 @@ int ws_verify_orphans(struct ws_sink *sink, const char *tenant, ws_orphan_fn fn,
 			break;
 		}
 		for (size_t i = 0; i < page.count && !rc; i++) {
-			if (keymap_get(&x.named, page.keys[i]))
+			if (keymap_get(&x.named, page.keys[i]) || removal_record(page.keys[i]))
 				continue;
 			if (n == cap) {
 				size_t ncap = cap ? cap * 2 : 64;

@@ -24,8 +24,11 @@
 #include "artifact.h"
 #include "chain.h"
 #include "ckpt_read.h"
+#include "probes.h"
+#include "tenant_removal.h"
 #include "sink.h"
 #include "ws_assert.h"
+#include "ws_clock.h"
 #include "ws_fault.h"
 #include "ws_logging.h"
 
@@ -814,6 +817,18 @@ int ws_retention_run_keep(struct ws_sink *sink, bool dry_run, unsigned keep, ws_
 		rep->resumed = true;
 	rc = run_phases(&x, res.state);
 out:
+	if (rc == 0 && rep->ran) {
+		/* Tenants removed for good (docs/CHECKPOINTS.md "Removing a tenant"). */
+		uint64_t removed = 0;
+		rc = ws_removal_sweep(x.c, dry_run, fn, arg, &removed);
+		rep->deleted += removed;
+	}
+	if (rc == 0) {
+		/* Probes a killed process left (docs/CHECKPOINTS.md "Orphans"). */
+		uint64_t probes = 0;
+		rc = ws_probes_sweep(x.s, ws_wall_ms(), WS_PROBE_STALE_MS, dry_run, fn, arg, &probes, NULL);
+		rep->deleted += probes;
+	}
 	seen_free(&x);
 	ws_ckpt_close(x.c);
 	return rc;

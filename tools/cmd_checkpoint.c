@@ -21,7 +21,7 @@
 #define EXIT_FAIL 1
 #define EXIT_USAGE WS_CLI_EXIT_USAGE
 
-enum { OPT_SINK = 1000, OPT_CONFIG, OPT_EPOCH, OPT_DRY_RUN, OPT_JSON, OPT_KEEP };
+enum { OPT_SINK = 1000, OPT_CONFIG, OPT_EPOCH, OPT_DRY_RUN, OPT_JSON, OPT_KEEP, OPT_TENANT };
 
 static int usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage(const char *fmt, ...)
@@ -268,6 +268,64 @@ int cmd_retention(int argc, char **argv)
 			"; %s %" PRIu64 " objects (%" PRIu64 " older checkpoints)\n", rep.protected_id,
 			rep.kept_from_id ? rep.kept_from_id : rep.protected_id, dry ? "would delete" : "deleted",
 			rep.deleted, rep.checkpoints_deleted);
+	return EXIT_OK;
+}
+
+int cmd_forget(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "sink", required_argument, NULL, OPT_SINK },
+		{ "config", required_argument, NULL, OPT_CONFIG },
+		{ "tenant", required_argument, NULL, OPT_TENANT },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *sink_url = NULL, *config = NULL, *tenant = NULL;
+	struct ws_forget_report rep;
+	struct ws_sink *sink;
+	bool json = false;
+	int c, rc, code;
+
+	optind = 1;
+	uint64_t seen = 0;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		const char *twice = ws_cli_twice(opts, c, &seen);
+		if (twice)
+			return usage("--%s given twice", twice);
+		switch (c) {
+		case 'h': return ws_cli_help("forget");
+		case OPT_SINK: sink_url = optarg; break;
+		case OPT_CONFIG: config = optarg; break;
+		case OPT_TENANT: tenant = optarg; break;
+		case OPT_JSON: json = true; break;
+		default: return usage("forget: unknown or incomplete option");
+		}
+	}
+	if (optind < argc)
+		return usage("forget: unexpected argument '%s'", argv[optind]);
+	if (!tenant)
+		return usage("forget: --tenant NAME is required");
+	if (!(sink = sink_from_args(sink_url, config, &code, NULL)))
+		return code;
+	rc = ws_tenant_forget(sink, tenant, &rep);
+	ws_sink_close(sink);
+	if (rc) {
+		fprintf(stderr, "walship: forget failed: %s\n", ws_errmsg());
+		/* A name that is not a tenant's was the argument: usage. */
+		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
+	}
+	if (json) {
+		json_t *o = json_object();
+		json_object_set_new(o, "tenant", json_string(tenant));
+		json_object_set_new(o, "after_checkpoint", rep.after_checkpoint ? u64(rep.after_checkpoint) : json_null());
+		json_object_set_new(o, "watermark_deleted", json_boolean(rep.had_watermark));
+		json_object_set_new(o, "objects_left", json_boolean(rep.had_objects));
+		emit(o);
+	}
+	fprintf(stderr, "walship: tenant %s removed for good%s; checkpoints no longer require it%s\n", tenant,
+		rep.had_watermark ? " (its watermark deleted)" : "",
+		rep.had_objects ? ", and the retention after the next checkpoint deletes its objects" : "");
 	return EXIT_OK;
 }
 

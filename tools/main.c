@@ -10,6 +10,7 @@
  *   walship verify    --sink URL [--tenant NAME] [--orphans | --fail-on-orphans]
  *   walship checkpoint --sink URL [--config FILE]
  *   walship retention --sink URL [--dry-run] [--json]
+ *   walship forget    --sink URL --tenant NAME [--json]
  *   walship help [COMMAND]    (and `walship COMMAND -h|--help`: the command table at the end)
  *
  * Exit status: 0 success; 2 usage or configuration error; 3 every tenant was
@@ -1212,6 +1213,23 @@ static const struct command {
 	  "\n"
 	  "exit status: 0 ok; 1 failed (the protected checkpoint did not verify: nothing\n"
 	  "deleted); 2 usage error.\n" },
+	{ "forget", cmd_forget, "remove a tenant from a sink for good",
+	  "usage: walship forget --sink URL [--config FILE] --tenant NAME [--json]\n"
+	  "\n"
+	  "Remove a tenant for good: record it as removed (checkpoints/removed/NAME)\n"
+	  "and delete its watermark, so checkpoints stop requiring it (a checkpoint\n"
+	  "that misses a tenant the previous one named is refused otherwise) and the\n"
+	  "retention after the next checkpoint deletes its objects. Stop shipping it\n"
+	  "first: a tenant of that name shipped again is a new tenant.\n"
+	  "\n"
+	  "options:\n"
+	  "  --sink URL                  the sink (else [engine] sink of --config)\n"
+	  "  --config FILE               replicate's config file: its sink\n"
+	  "  --tenant NAME               the tenant to remove\n"
+	  "  --json                      print the result as one JSON object\n"
+	  "  -h, --help                  this help\n"
+	  "\n"
+	  "exit status: 0 removed; 1 failed (no such tenant, the sink); 2 usage error.\n" },
 	{ "help", cmd_help, "list the commands, or show one command's options",
 	  "usage: walship help [COMMAND]\n"
 	  "       walship COMMAND --help\n"

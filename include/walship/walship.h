@@ -540,6 +540,23 @@ struct ws_checkpoint_info {
 int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *opts,
 		       struct ws_checkpoint_info *out) WS_MUST_CHECK;
 
+/*
+ * Remove tenant from the sink for good (docs/CHECKPOINTS.md "Removing a
+ * tenant"): record checkpoints/removed/<tenant> with the latest Commit's ID
+ * and delete the tenant's watermark, so checkpoints stop requiring it (a
+ * checkpoint whose cut misses a tenant the previous one named is refused
+ * otherwise) and retention deletes its objects. Stop shipping the tenant
+ * first: a tenant of that name shipped again is a new tenant. Errors:
+ * WS_ECONFIG (not a tenant name), WS_ENOTFOUND (nothing stored under it and
+ * the latest checkpoint does not name it), the decision store's, I/O.
+ */
+struct ws_forget_report {
+	uint64_t after_checkpoint;   /* the latest Commit when removed (0: none) */
+	bool had_watermark;          /* its watermark was there and is deleted */
+	bool had_objects;            /* objects are stored under it (retention deletes them) */
+};
+int ws_tenant_forget(struct ws_sink *sink, const char *tenant, struct ws_forget_report *rep) WS_MUST_CHECK;
+
 /* Finish an attempt a crash left open (abort it, or finish its clean-up). */
 int ws_checkpoint_recover(struct ws_sink *sink, bool *recovered) WS_MUST_CHECK;
 
