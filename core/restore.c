@@ -70,7 +70,8 @@ static bool gen_run(const struct ws_chain *c, const char *gen, size_t *first, si
  * picked.
  */
 static int choose_target(const char *tenant, const struct ws_chain *c, const struct ws_restore_opts *o,
-			 const struct ws_restore_base *cut, size_t *idx, uint64_t *frame, bool *before, bool *older)
+			 const struct ws_restore_base *cut, size_t *idx, uint64_t *frame, bool *before, bool *older,
+			 uint64_t *gen_from)
 {
 	*before = false;
 	*older = false;
@@ -107,7 +108,15 @@ static int choose_target(const char *tenant, const struct ws_chain *c, const str
 		 * one named (its newest run: a chain before may hold it). */
 		size_t first = last;
 		if (o->generation && o->generation[0]) {
-			if (!gen_run(c, o->generation, &first, &last)) {
+			/* Not here, or from a later frame on only (a re-base inside
+			 * the generation holds its frames from its last on): an
+			 * older chain may hold the frame, the same WAL's. */
+			uint64_t from = 0;
+			if (gen_run(c, o->generation, &first, &last))
+				from = cut && first == 0 ? c->m[0].last_frame : c->m[first].valid_from_frame;
+			if (!from || o->frame < from) {
+				if (from)
+					*gen_from = from;
 				*older = true;
 				return 0;
 			}
@@ -144,11 +153,15 @@ static int choose_target(const char *tenant, const struct ws_chain *c, const str
 
 /* No chain holds the point: say where the stored history ends. */
 static int out_of_history(const char *tenant, const struct ws_restore_opts *o, const struct ws_chain *c,
-			  enum ws_hist_end end)
+			  enum ws_hist_end end, uint64_t gen_from)
 {
 	char when[WS_TIME_STR_MAX];
 	const char *why = end == WS_HIST_REMOVED ? "; older history was removed by retention" : "";
 	ws_time_str(c->m[0].time_ms, when);
+	if (o->frame && gen_from)
+		return ws_fail(WS_ERANGE_, "tenant %s: frame %" PRIu64 " is before the first restorable frame %" PRIu64
+			       " of generation %s in the oldest stored chain that holds it%s", tenant, o->frame,
+			       gen_from, o->generation, why);
 	if (o->frame)
 		return ws_fail(WS_ERANGE_, "tenant %s: no stored chain holds WAL generation %s (walship ls --sink "
 			       "URL %s lists the generations; the oldest stored state is from %s%s)", tenant,
@@ -167,17 +180,20 @@ static int choose_across(struct ws_sink *sink, const char *tenant, const struct 
 			 struct ws_chain *c, struct ws_restore_base *base, bool *stopped, bool *from_cut,
 			 size_t *idx, uint64_t *frame, bool *before, struct ws_cut_skip *skip)
 {
+	uint64_t gen_from = 0;
 	for (;;) {
 		struct ws_hist_chain prev;
-		enum ws_hist_end end;
+		enum ws_hist_end end = WS_HIST_REMOVED;
 		bool older;
-		int rc = choose_target(tenant, c, o, *stopped ? base : NULL, idx, frame, before, &older);
+		int rc = choose_target(tenant, c, o, *stopped ? base : NULL, idx, frame, before, &older, &gen_from);
 		if (rc || !older)
 			return rc;
-		if ((rc = ws_hist_prev(sink, tenant, c, false, skip, &prev, &end)) != 0)
+		/* A chain that starts at a cut links nowhere: retention removed
+		 * what was before it. */
+		if (!*stopped && (rc = ws_hist_prev(sink, tenant, c, false, skip, &prev, &end)) != 0)
 			return rc;
 		if (end != WS_HIST_MORE)
-			return out_of_history(tenant, o, c, end);
+			return out_of_history(tenant, o, c, end, gen_from);
 		ws_chain_free(c);
 		*c = prev.c;
 		*stopped = *from_cut = prev.from_cut;
