@@ -56,10 +56,16 @@ int ws_hist_prev(struct ws_sink *sink, const char *tenant, const struct ws_chain
 	*end = WS_HIST_FIRST;
 	WS_ASSERT(c->count > 0);
 	b = &c->m[0];
-	/* Only a REBASE links to another chain; a chain written before
-	 * re-bases did (or the tenant's first) names none. */
-	if (b->kind != WS_MANIFEST_REBASE || !b->prev_key[0])
+	/* Only a REBASE links to another chain; the tenant's first names
+	 * none, nor one written before re-bases recorded links (or while the
+	 * watermark carried its manifest): a watermark came before those. */
+	if (b->kind != WS_MANIFEST_REBASE)
 		return 0;
+	if (!b->prev_key[0]) {
+		if (b->wm_seq > 1)
+			*end = WS_HIST_UNLINKED;
+		return 0;
+	}
 	snprintf(head.key, sizeof(head.key), "%s", b->prev_key);
 	memcpy(head.sha, b->prev_sha, WS_SHA256_LEN);
 	head.length = b->prev_length;
@@ -144,7 +150,7 @@ static int gens_of(const char *tenant, const struct ws_hist_chain *h, unsigned c
 }
 
 static int list_generations(struct ws_sink *sink, const char *tenant, ws_generation_fn fn, void *arg,
-			    bool *removed, struct ws_buf *wmraw)
+			    enum ws_history_end *out_end, struct ws_buf *wmraw)
 {
 	struct ws_fmt_watermark wm;
 	struct ws_hist_chain h;
@@ -164,37 +170,36 @@ static int list_generations(struct ws_sink *sink, const char *tenant, ws_generat
 		if (rc)
 			ws_chain_free(&h.c);
 	}
-	/* The live chain that starts at a cut links nowhere: its REBASE base
-	 * is gone, and with it everything before. */
-	*removed = h.from_cut;
+	/* A chain that starts at a cut links nowhere: its REBASE base is
+	 * gone, and with it everything before. */
 	for (unsigned chain = 0; rc == 0; chain++) {
 		struct ws_hist_chain prev;
-		enum ws_hist_end end = WS_HIST_FIRST;
+		enum ws_hist_end end = WS_HIST_REMOVED;
 		rc = gens_of(tenant, &h, chain, fn, arg);
-		if (rc || h.from_cut)
-			break;
-		rc = ws_hist_prev(sink, tenant, &h.c, false, NULL, &prev, &end);
+		if (!rc && !h.from_cut)
+			rc = ws_hist_prev(sink, tenant, &h.c, false, NULL, &prev, &end);
 		if (rc || end != WS_HIST_MORE) {
-			*removed = end == WS_HIST_REMOVED;
+			*out_end = end == WS_HIST_REMOVED ? WS_HISTORY_REMOVED :
+				   end == WS_HIST_UNLINKED ? WS_HISTORY_UNLINKED : WS_HISTORY_FIRST;
 			break;
 		}
 		ws_hist_chain_free(&h);
 		h = prev;
-		*removed = h.from_cut;
 	}
 	ws_hist_chain_free(&h);
 	return rc;
 }
 
-int ws_list_generations(struct ws_sink *sink, const char *tenant, ws_generation_fn fn, void *arg, bool *removed)
+int ws_list_generations(struct ws_sink *sink, const char *tenant, ws_generation_fn fn, void *arg,
+			enum ws_history_end *end)
 {
 	struct ws_buf wmraw;
 	int rc;
-	*removed = false;
+	*end = WS_HISTORY_FIRST;
 	if (!ws_tenant_name_valid(tenant))
 		return ws_fail(WS_ECONFIG, "tenant name '%s' is invalid", tenant);
 	ws_buf_init(&wmraw, WS_WM_BYTES_MAX);
-	rc = list_generations(sink, tenant, fn, arg, removed, &wmraw);
+	rc = list_generations(sink, tenant, fn, arg, end, &wmraw);
 	ws_buf_free(&wmraw);
 	return rc == WS_ECONFIG ? WS_EFORMAT : rc;
 }

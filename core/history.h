@@ -21,6 +21,7 @@ enum ws_hist_end {
 	WS_HIST_MORE = 0,    /* the older chain is loaded */
 	WS_HIST_FIRST,       /* none: the chain starts the tenant's history (its base names no predecessor) */
 	WS_HIST_REMOVED,     /* retention removed the older history (behind the cut it protected) */
+	WS_HIST_UNLINKED,    /* its REBASE base records no link, but a watermark came before it */
 };
 
 /*

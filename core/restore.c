@@ -155,8 +155,11 @@ static int choose_target(const char *tenant, const struct ws_chain *c, const str
 static int out_of_history(const char *tenant, const struct ws_restore_opts *o, const struct ws_chain *c,
 			  enum ws_hist_end end, uint64_t gen_from)
 {
-	char when[WS_TIME_STR_MAX];
-	const char *why = end == WS_HIST_REMOVED ? "; older history was removed by retention" : "";
+	char when[WS_TIME_STR_MAX], unlinked[WS_KEY_MAX + 200];
+	const char *why = end == WS_HIST_REMOVED ? "; older history was removed by retention" : unlinked;
+	snprintf(unlinked, sizeof(unlinked), "%s%s%s", end == WS_HIST_UNLINKED ? "; the re-base " : "",
+		 end == WS_HIST_UNLINKED ? c->keys[0] : "", end == WS_HIST_UNLINKED ? " records no link to the "
+		 "history before it (restore --checkpoint ID may still reach that)" : "");
 	ws_time_str(c->m[0].time_ms, when);
 	if (o->frame && gen_from)
 		return ws_fail(WS_ERANGE_, "tenant %s: frame %" PRIu64 " is before the first restorable frame %" PRIu64

@@ -972,7 +972,7 @@ static int gen_cb(const struct ws_generation_info *g, void *arg)
 static int cmd_ls_generations(const char *sink_url, const char *tenant, bool json)
 {
 	struct ws_sink *sink;
-	bool removed = false;
+	enum ws_history_end end = WS_HISTORY_FIRST;
 	int rc;
 
 	sink = ws_sink_open_flags(sink_url, WS_SINK_EXISTING, &rc);
@@ -983,14 +983,16 @@ static int cmd_ls_generations(const char *sink_url, const char *tenant, bool jso
 	if (!json)
 		printf("%-5s %-27s %-11s %11s %11s  %-24s  %-24s %9s\n", "chain", "generation", "start",
 		       "first_frame", "last_frame", "first_time", "last_time", "manifests");
-	rc = ws_list_generations(sink, tenant, gen_cb, &json, &removed);
+	rc = ws_list_generations(sink, tenant, gen_cb, &json, &end);
 	ws_sink_close(sink);
 	if (rc) {
 		fprintf(stderr, "walship: ls: %s\n", ws_errmsg());
 		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
 	}
 	if (!json)
-		printf("%s\n", removed ? "(older history was removed by retention)" :
+		printf("%s\n", end == WS_HISTORY_REMOVED ? "(older history was removed by retention)" :
+				       end == WS_HISTORY_UNLINKED ? "(the oldest re-base listed records no link to the "
+								    "history before it: restore --checkpoint ID may reach it)" :
 				       "(the tenant's first chain: nothing was shipped before it)");
 	return EXIT_OK;
 }

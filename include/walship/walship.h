@@ -475,15 +475,23 @@ struct ws_generation_info {
 	uint64_t manifests;
 };
 typedef int (*ws_generation_fn)(const struct ws_generation_info *g, void *arg);
+/* Where a tenant's stored history ends, going back. */
+enum ws_history_end {
+	WS_HISTORY_FIRST = 0,   /* at the tenant's first chain: nothing was shipped before it */
+	WS_HISTORY_REMOVED,     /* at history retention removed */
+	WS_HISTORY_UNLINKED,    /* at a re-base that records no link to the chain before it (written
+				 * by a walship that did not record links, or while the watermark
+				 * carried its manifest): older chains may be stored, unreachable
+				 * but by restore --checkpoint */
+};
 /*
  * Calls fn for each stored WAL generation of tenant, newest first, walking
  * back from the watermark through the links re-bases record (no LIST).
- * *removed: the walk ended at history retention removed (else at the
- * tenant's first chain). Errors: WS_ENOTFOUND (no watermark), a link or
- * manifest missing or damaged (named), I/O.
+ * *end: where the walk ended. Errors: WS_ENOTFOUND (no watermark), a link
+ * or manifest missing or damaged (named), I/O.
  */
 int ws_list_generations(struct ws_sink *sink, const char *tenant, ws_generation_fn fn, void *arg,
-			bool *removed) WS_MUST_CHECK;
+			enum ws_history_end *end) WS_MUST_CHECK;
 
 /* One problem found by verify. */
 typedef void (*ws_problem_fn)(const char *tenant, const char *key, int err, const char *detail, void *arg);

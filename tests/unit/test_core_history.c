@@ -247,7 +247,7 @@ static void test_every_point_across_rebases(void **state)
 {
 	struct hist h;
 	struct gens g = { 0 };
-	bool removed = true;
+	enum ws_history_end removed = WS_HISTORY_REMOVED;
 	char a[WS_TIME_STR_MAX];
 	(void)state;
 
@@ -258,7 +258,7 @@ static void test_every_point_across_rebases(void **state)
 	/* ls TENANT: the four chains, newest first, each one generation here,
 	 * ending at the tenant's first chain. */
 	assert_int_equal(ws_list_generations(h.e.sink, TENANT, gen_cb, &g, &removed), 0);
-	assert_false(removed);
+	assert_int_equal(removed, WS_HISTORY_FIRST);
 	assert_int_equal(g.chains, 4);
 	assert_int_equal(g.n, 4);
 	for (unsigned i = 0; i < g.n; i++) {
@@ -383,7 +383,7 @@ static void test_missing_or_damaged_link(void **state)
 	struct ws_restore_opts o = { 0 };
 	struct problems pb = { 0, false, link };
 	struct gens g = { 0 };
-	bool removed = false;
+	enum ws_history_end removed = WS_HISTORY_FIRST;
 	uint64_t got = 0;
 	size_t len = 0;
 	uint8_t *saved;
@@ -443,7 +443,7 @@ static void test_retention_ends_the_walk(void **state)
 	struct ws_checkpoint_info info;
 	struct ws_retention_report rep;
 	struct gens g = { 0 };
-	bool removed = false;
+	enum ws_history_end removed = WS_HISTORY_FIRST;
 	unsigned cut_point;
 	uint64_t got;
 	(void)state;
@@ -475,7 +475,7 @@ static void test_retention_ends_the_walk(void **state)
 			fail_msg("point %u, behind what retention kept: %s", i, ws_errmsg());
 	}
 	assert_int_equal(ws_list_generations(h.e.sink, TENANT, gen_cb, &g, &removed), 0);
-	assert_true(removed);
+	assert_int_equal(removed, WS_HISTORY_REMOVED);
 	assert_int_equal(g.chains, 2);
 	assert_string_equal(g.g[g.n - 1].start, "checkpoint");
 	assert_int_equal(g.g[g.n - 1].first_frame, h.p[cut_point].frame);
