@@ -347,6 +347,24 @@ static int orphan_tenant_kept(const char *tenant, struct orphan_ctx *x, struct w
 	if (rc)
 		return ws_walk_end(rc) ? 0 : ws_fail_wrap(rc, "tenant %s: chain", tenant);
 	rc = keymap_put_chain(&x->named, &c);
+	/* And each chain before it, linked from its successor's re-base
+	 * (restore --time reaches them), down to what retention removed. */
+	while (!rc && c.m[0].kind == WS_MANIFEST_REBASE && c.m[0].prev_key[0]) {
+		struct ws_chain_stop head;
+		struct ws_chain p;
+		snprintf(head.key, sizeof(head.key), "%s", c.m[0].prev_key);
+		memcpy(head.sha, c.m[0].prev_sha, WS_SHA256_LEN);
+		head.length = c.m[0].prev_length;
+		rc = ws_chain_load_from(x->s, tenant, &head, NULL, WS_CHAIN_UPTO_MISSING, &p, NULL);
+		if (rc) {
+			rc = ws_walk_end(rc) ? 0 : ws_fail_wrap(rc, "tenant %s: the chain before re-base %s", tenant,
+								  c.keys[0]);
+			break;
+		}
+		ws_chain_free(&c);
+		c = p;
+		rc = keymap_put_chain(&x->named, &c);
+	}
 	ws_chain_free(&c);
 	return rc;
 }

@@ -322,8 +322,9 @@ static int manifest_seq_cmp(const void *a, const void *b)
 /*
  * The manifests of tenant t at or below the protected cut's sequence that
  * no walk reaches: an old chain's manifests after an older checkpoint's cut
- * that a REBASE then cut off from the live stream (a REBASE names no
- * predecessor), and a tail's manifest that never became its watermark's.
+ * that a REBASE then cut off from the live stream (retention's walks end
+ * at a REBASE; the link it records is restore's), and a tail's manifest
+ * that never became its watermark's.
  * All of it is history before the cut, as retention's to delete as the
  * cut's own ancestors. Then every batch and snapshot part keyed with such a
  * sequence that nothing kept names: an upload whose tail stopped before its

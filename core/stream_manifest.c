@@ -224,7 +224,7 @@ int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome 
 	struct ws_fmt_tail *mtails = NULL;
 	struct iovec *miov = NULL;
 	int miovcnt = 0;
-	bool have_pm = false;
+	bool have_pm = false, carried_stored = false;
 	char shahex[WS_SHA256_HEX_LEN + 1];
 	int rc;
 
@@ -308,7 +308,17 @@ int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome 
 			t->merged = true;
 		} else if ((rc = store_carried(st)) != 0) {
 			goto out;
+		} else {
+			carried_stored = true;
 		}
+	}
+	if (st->mark.have && t->kind == WS_MANIFEST_REBASE && (!st->mark.wm.carried_len || carried_stored)) {
+		/* A re-base links back to the manifest the watermark named, the
+		 * head of the chain it follows (docs/FORMAT.md "Manifest"), when
+		 * that one is stored: restore reaches the history behind it. */
+		snprintf(m.prev_key, sizeof(m.prev_key), "%s", st->mark.wm.manifest_key);
+		memcpy(m.prev_sha, st->mark.wm.manifest_sha, WS_SHA256_LEN);
+		m.prev_length = st->mark.wm.manifest_length;
 	}
 	rc = ws_fmt_manifest_encode(&m, &st->work->scratch);
 	if (rc) {
