@@ -57,6 +57,8 @@
 	X("file.open.root_entry_fsync", "file store: a writer's open, before syncing the root's entry in its parent") \
 	X("file.etag.before_read", "file store: an object's size known, before its bytes are read for its etag") \
 	X("file.del.before_lock", "file store: a delete's directory open, before it takes the key's lock") \
+	X("s3.probe.after_create", "s3 store: the conditional-write probe at open created, not yet deleted") \
+	X("ckpt.probe.after_create", "checkpoint store: a shared open's probe created, not yet deleted")    \
 	X("ckpt.deployment.before_create", "checkpoint store: before the deployment record")                \
 	X("ckpt.deployment.after_create", "checkpoint store: after the deployment record")                  \
 	X("ckpt.alloc.before_cas", "checkpoint store: before the ID allocation CAS")                        \
@@ -80,6 +82,10 @@
 	X("ckpt.retention.after_begin", "checkpoint store: after a retention run is recorded")              \
 	X("ckpt.retention.before_advance", "checkpoint store: before a retention phase advances")           \
 	X("ckpt.retention.after_advance", "checkpoint store: after a retention phase advances")             \
+	X("checkpoint.before_carried_cut_put", "checkpoint: a tenant's watermark carries its head, not yet " \
+	  "stored as the cut")                                                                            \
+	X("checkpoint.before_uncarry_put", "checkpoint: the carried head is stored, the watermark naming " \
+	  "it stored not yet written")                                                                    \
 	X("checkpoint.artifact.before_put", "checkpoint: before an artifact upload")                        \
 	X("checkpoint.artifact.after_put", "checkpoint: after an artifact upload")                          \
 	X("checkpoint.abort.before_delete", "checkpoint: abort, before deleting the attempt's objects")     \

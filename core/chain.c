@@ -478,8 +478,8 @@ static int chain_walk(struct ws_store *s, const char *tenant, const char *start_
 			goto fail;
 		} else if (out->count == 0 && out->carried && (m.kind == WS_MANIFEST_REBASE || !m.prev_key[0])) {
 			/* Only a manifest on a stored one (a continuation, or a
-			 * next generation's first) is carried: a checkpoint's cut
-			 * is that one (ckpt_take.c cut_of_carried). */
+			 * next generation's first) is carried: the owner's next
+			 * tails link to that one, or to the head once stored. */
 			ws_fmt_manifest_free(&m);
 			rc = ws_fail(WS_EFORMAT, "tenant %s: manifest %s carried by the watermark does not continue "
 				     "a stored manifest", tenant, key);

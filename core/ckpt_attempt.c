@@ -24,6 +24,7 @@
 #include "ckpt_attempt.h"
 #include "ckpt_read.h"
 #include "ws_assert.h"
+#include "ws_clock.h"
 #include "ws_fault.h"
 #include "ws_logging.h"
 
@@ -195,6 +196,76 @@ int ws_attempt_recover_peer(struct ws_ckpt *c, const struct ws_ckpt_witness *pee
 		rc = 0; /* its owner (or another recoverer) moved first: start over */
 	ws_ckpt_inventory_free(&inv);
 	return rc;
+}
+
+/* One read of the head, a throttled answer returned at once (WS_ETHROTTLED, *until set). */
+static int peer_head(struct ws_ckpt *c, struct ws_ckpt_head *h, bool *found, uint64_t *until)
+{
+	struct ws_store *s = ws_ckpt_store(c);
+	bool was = s->throttle_fail_fast;
+	int rc;
+
+	s->throttle_fail_fast = true;
+	s->throttle_until_ms = 0;
+	rc = ws_ckpt_decision_head(c, h, found);
+	*until = s->throttle_until_ms;
+	s->throttle_fail_fast = was;
+	return rc;
+}
+
+int ws_attempt_wait_peer(struct ws_ckpt *c, uint64_t peer_id, unsigned wait_ms, struct ws_checkpoint_info *out,
+			 bool *timed_out)
+{
+	const uint64_t deadline = ws_mono_ms() + wait_ms;
+	uint64_t delay = WS_PEER_POLL_FIRST_MS;
+	unsigned throttled = 0;
+
+	if (timed_out)
+		*timed_out = false;
+	for (;;) {
+		struct ws_ckpt_head h;
+		bool found = false;
+		uint64_t until = 0, now, next;
+		int rc = peer_head(c, &h, &found, &until);
+
+		if (rc && rc != WS_ETHROTTLED)
+			return rc;
+		if (rc == 0 && found && h.latest_terminal.checkpoint_id >= peer_id) {
+			struct ws_ckpt_index idx;
+			const struct ws_ckpt_outcome *w = &h.latest_terminal;
+			memset(out, 0, sizeof(*out));
+			out->id = w->checkpoint_id;
+			out->own = false;
+			out->committed = w->verdict == WS_CKPT_COMMIT;
+			if (out->committed && ws_ckpt_load_committed(c, &w->committed, &idx) == 0) {
+				ws_ckread_info_from(&w->committed, &idx, false, out);
+				ws_ckpt_index_free(&idx);
+			}
+			return 0;
+		}
+		throttled += rc == WS_ETHROTTLED;
+		now = ws_mono_ms();
+		if (now >= deadline) {
+			if (throttled)
+				ws_info("checkpoint: the store throttled %u of the reads of %s while waiting for "
+					"attempt %" PRIu64, throttled, WS_CKPT_PREFIX "/head", peer_id);
+			if (timed_out) {
+				*timed_out = true;
+				return 0;
+			}
+			return ws_fail(WS_EPRECOND, "checkpoint: attempt %" PRIu64 " of another writer is "
+				       "still active after %u ms", peer_id, wait_ms);
+		}
+		/* Backoff, or the store's Retry-After when it throttled; never past the deadline. */
+		next = now + delay;
+		if (until > next)
+			next = until;
+		if (next > deadline)
+			next = deadline;
+		WS_ASSERT(next >= now && next - now <= (uint64_t)wait_ms);
+		ws_sleep_ms((unsigned)(next - now));
+		delay = delay * 2 > WS_PEER_POLL_MAX_MS ? WS_PEER_POLL_MAX_MS : delay * 2;
+	}
 }
 
 /*

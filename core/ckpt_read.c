@@ -656,8 +656,8 @@ static int problem(ws_problem_fn fn, void *arg, const char *tenant, const char *
 }
 
 /* The latest Commit's checks: its tenants' watermarks and its artifacts. */
-static void verify_latest(struct ws_sink *sink, const char *only, const struct ws_ckpt_index *idx, ws_problem_fn fn,
-			  void *arg, int *first)
+static void verify_latest(struct ws_ckpt *c, struct ws_sink *sink, const char *only, const struct ws_ckpt_index *idx,
+			  ws_problem_fn fn, void *arg, int *first)
 {
 	for (size_t i = 0; i < idx->tenant_count; i++) {
 		const char *t = idx->tenants[i].tenant;
@@ -672,7 +672,9 @@ static void verify_latest(struct ws_sink *sink, const char *only, const struct w
 		if (ws_key_watermark(key, sizeof(key), t) != 0)
 			key[0] = '\0';
 		rc = ws_wm_load(sink->store, t, &wm, NULL);
-		if (rc == WS_ENOTFOUND)
+		if (rc == WS_ENOTFOUND && ws_ckread_removed_since(c, t, idx->checkpoint_id))
+			rc = 0; /* removed for good (walship forget) */
+		else if (rc == WS_ENOTFOUND)
 			rc = ws_fail(WS_EINCOMPLETE, "tenant %s: watermark %s is missing, but checkpoint %" PRIu64
 				     " names the tenant", t, key, idx->checkpoint_id);
 		if (rc)
@@ -687,6 +689,7 @@ static void verify_latest(struct ws_sink *sink, const char *only, const struct w
 
 /* ws_checkpoint_verify's walk: the latest Commit, then every older one stored. */
 struct verify_walk {
+	struct ws_ckpt *c;
 	struct older_verify o;
 	uint64_t latest_id;
 	uint64_t *verified_id;
@@ -697,7 +700,7 @@ static int verify_any(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index 
 	struct verify_walk *w = arg;
 	if (idx->checkpoint_id != w->latest_id)
 		return verify_older(ref, idx, &w->o);
-	verify_latest(w->o.sink, w->o.only, idx, w->o.fn, w->o.arg, w->o.first);
+	verify_latest(w->c, w->o.sink, w->o.only, idx, w->o.fn, w->o.arg, w->o.first);
 	*w->verified_id = idx->checkpoint_id;
 	return 0;
 }
@@ -784,7 +787,7 @@ int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn f
 		/* The latest Commit, then the older checkpoints restore
 		 * --checkpoint still takes: verify passes none of them that
 		 * restore would refuse, and names every index that does not load. */
-		struct verify_walk w = { { sink, only, fn, arg, 0, &first }, latest.checkpoint_id, verified_id };
+		struct verify_walk w = { c, { sink, only, fn, arg, 0, &first }, latest.checkpoint_id, verified_id };
 		rc = ws_ckread_retiring_below(c, &w.o.below);
 		if (rc == 0)
 			rc = ws_ckread_walk_past(c, latest.committed, verify_any, verify_damaged, &w);
@@ -797,11 +800,50 @@ out:
 	return first;
 }
 
+/* Tenant t was removed for good while checkpoint id (or a later one) was the latest Commit. */
+bool ws_ckread_removed_since(struct ws_ckpt *c, const char *t, uint64_t id)
+{
+	bool found = false;
+	uint64_t after = 0;
+	return ws_ckpt_removed(c, t, &found, &after) == 0 && found && after >= id;
+}
+
 struct list_walk {
 	ws_checkpoint_fn fn;
 	void *arg;
 	uint64_t below;          /* retiring_below */
+	struct ws_store *store;
 };
+
+/*
+ * When the checkpoint was decided (its committed index's date at the
+ * store) and the commit time of its cut: the newest time_ms among the
+ * manifests it names (a carried head's included: the cut is the newest
+ * state acknowledged). What cannot be read stays 0 (unknown): listing
+ * never fails for it.
+ */
+static void list_times(struct ws_store *s, const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx,
+		       struct ws_checkpoint_info *info)
+{
+	struct ws_obj_info oi;
+	struct ws_buf b;
+
+	if (ws_store_head(s, ref->key, &oi) == 0)
+		info->decided_ms = oi.mtime_ms;
+	ws_buf_init(&b, 256u << 20);
+	for (size_t i = 0; i < idx->tenant_count; i++) {
+		struct ws_chain_stop cut;
+		struct ws_fmt_manifest m;
+		ws_ckread_cut_of(&idx->tenants[i], &cut);
+		ws_buf_reset(&b);
+		if (ws_manifest_read(s, cut.key, cut.sha, cut.length, &b, &m) != 0)
+			continue;
+		if (m.time_ms > info->cut_time_ms)
+			info->cut_time_ms = m.time_ms;
+		ws_fmt_manifest_free(&m);
+	}
+	ws_buf_free(&b);
+}
 
 static int list_one(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
 {
@@ -810,6 +852,7 @@ static int list_one(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *i
 	if (idx->checkpoint_id < w->below)
 		return 1; /* being removed by retention, and every older one */
 	ws_ckread_info_from(ref, idx, true, &info);
+	list_times(w->store, ref, idx, &info);
 	return w->fn(&info, w->arg);
 }
 
@@ -828,7 +871,7 @@ int ws_checkpoint_list(struct ws_sink *sink, ws_checkpoint_fn fn, void *arg)
 {
 	struct ws_ckpt *c;
 	struct ws_ckpt_outcome latest;
-	struct list_walk w = { fn, arg, 0 };
+	struct list_walk w = { fn, arg, 0, sink->store };
 	bool found;
 	int rc = ws_ckread_open(sink, false, WS_CKPT_LEASE_WAIT_MS, &c);
 

@@ -115,6 +115,8 @@ int ws_ckread_walk_committed(struct ws_ckpt *c, struct ws_ckpt_ref ref, bool qui
 bool ws_ckread_damaged(int rc, enum ws_ckpt_kind kind);
 /* Room for one more element in a growing array (*cap elements of elem bytes). */
 int ws_ckread_grow(void **arr, size_t *cap, size_t count, size_t elem) WS_MUST_CHECK;
+/* Tenant t was removed for good (walship forget) while checkpoint id or a later one was the latest Commit. */
+bool ws_ckread_removed_since(struct ws_ckpt *c, const char *t, uint64_t id);
 /* Checkpoints older than *below are being removed by retention (0: none). */
 int ws_ckread_retiring_below(struct ws_ckpt *c, uint64_t *below) WS_MUST_CHECK;
 

@@ -66,7 +66,10 @@
 #include "ckpt_attempt.h"
 #include "ckpt_read.h"
 #include "ckpt_repair.h"
+#include "probes.h"
+#include "tenant_removal.h"
 #include "restore.h"
+#include "sink.h"
 #include "ws_assert.h"
 #include "ws_clock.h"
 #include "ws_fault.h"
@@ -84,64 +87,85 @@ struct cut {
 
 /*
  * A watermark that carries its manifest (docs/FORMAT.md "Watermark") names
- * a head stored nowhere else, which its owner replaces while it keeps
- * merging what it ships into it: the tenant's cut is the stored manifest
- * that head is on. A cut must be an object that retention keeps and whose
- * predecessors it may delete, and the owner's next manifest links to that
- * one, never to a carried head it replaced. A continuation's predecessor
- * ends where it begins, in its generation; a carried next generation's
- * first manifest is on the end of another generation, which only the
- * stored predecessor itself tells (read back, its SHA-256 and length
- * checked against the link).
+ * a head stored nowhere else: the newest state the tenant acknowledged.
+ * The cut is that head (a checkpoint never lags what was acknowledged at
+ * its decision), so it is stored here under its own key first, create-once
+ * with the watermark's very bytes (its key names its content: the owner,
+ * storing it later, writes the same bytes). A cut must be an object that
+ * restore, checkpoints and retention can read. The owner may go on merging
+ * its next tails into that head: its next manifests then link to the
+ * stored predecessor, not to the cut, and the live chain does not pass
+ * through the cut; retention then keeps the whole live chain (it deletes
+ * only behind a cut the live chain passes through), so nothing the cut
+ * needs is removed, and restore builds such states from the chain.
  */
-static int cut_of_carried(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm)
+static int store_carried_cut(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm)
 {
-	struct ws_fmt_manifest m, p;
-	struct ws_buf b;
+	struct ws_fmt_manifest m;
+	struct iovec iov;
 	int rc = ws_fmt_manifest_decode(wm->carried, (size_t)wm->carried_len, &m);
 	if (rc)
 		return ws_fail_wrap(rc, "tenant %s: manifest %s carried by its watermark", tenant, wm->manifest_key);
 	if ((m.kind != WS_MANIFEST_CONTINUE && m.kind != WS_MANIFEST_NEXT_GEN) || !m.prev_key[0] ||
 	    m.first_frame < 1 || (m.kind == WS_MANIFEST_NEXT_GEN && m.first_frame != 1) || m.wm_seq != wm->seq ||
-	    strcmp(m.tenant, tenant) != 0) {
+	    m.last_frame != wm->last_frame || !ws_fmt_gen_equal(&m.gen, &wm->gen) || strcmp(m.tenant, tenant) != 0) {
 		ws_fmt_manifest_free(&m);
-		return ws_fail(WS_EFORMAT, "tenant %s: manifest %s carried by its watermark is not on a stored "
-			       "manifest", tenant, wm->manifest_key);
+		return ws_fail(WS_EFORMAT, "tenant %s: manifest %s carried by its watermark is not what the "
+			       "watermark names (kind, predecessor, sequence, generation or last frame differ)",
+			       tenant, wm->manifest_key);
 	}
-	if (m.kind == WS_MANIFEST_NEXT_GEN) {
-		ws_buf_init(&b, WS_WM_BYTES_MAX);
-		rc = ws_manifest_read(s, m.prev_key, m.prev_sha, m.prev_length, &b, &p);
-		ws_buf_free(&b);
-		if (rc > 0)
-			rc = ws_fail(WS_EFORMAT, "tenant %s: manifest %s, the predecessor of the one its watermark "
-				     "carries, is missing or not the one it names (length or SHA-256 differs)",
-				     tenant, m.prev_key);
-		else if (rc < 0)
-			rc = ws_fail_wrap(rc, "tenant %s: manifest %s, the predecessor of the one its watermark "
-					  "carries", tenant, m.prev_key);
-		if (rc) {
-			ws_fmt_manifest_free(&m);
-			return rc;
-		}
-		if (p.wm_seq + 1 != m.wm_seq || strcmp(p.tenant, tenant) != 0 || ws_fmt_gen_equal(&p.gen, &m.gen)) {
-			ws_fmt_manifest_free(&p);
-			ws_fmt_manifest_free(&m);
-			return ws_fail(WS_EFORMAT, "tenant %s: manifest %s is not the predecessor of the next "
-				       "generation its watermark carries", tenant, m.prev_key);
-		}
-		wm->gen = p.gen;
-		wm->last_frame = p.last_frame;
-		ws_fmt_manifest_free(&p);
-	} else {
-		wm->last_frame = m.first_frame - 1;
-	}
-	snprintf(wm->manifest_key, sizeof(wm->manifest_key), "%s", m.prev_key);
-	memcpy(wm->manifest_sha, m.prev_sha, WS_SHA256_LEN);
-	wm->manifest_length = m.prev_length;
-	wm->seq--;
-	wm->carried = NULL;
-	wm->carried_len = 0;
 	ws_fmt_manifest_free(&m);
+	if ((rc = WS_FAULT("checkpoint.before_carried_cut_put")) != 0)
+		return ws_fail(rc, "fault checkpoint.before_carried_cut_put");
+	iov.iov_base = (void *)(uintptr_t)wm->carried;
+	iov.iov_len = (size_t)wm->carried_len;
+	rc = ws_store_putv(s, wm->manifest_key, &iov, 1, WS_PUT_CREATE, NULL, NULL);
+	if (rc == WS_EPRECOND)
+		rc = ws_store_created_same(s, wm->manifest_key, &iov, 1);
+	if (rc)
+		return ws_fail_wrap(rc, "tenant %s: store the manifest %s its watermark carries (the cut)", tenant,
+				    wm->manifest_key);
+	return 0;
+}
+
+/*
+ * The watermark wm (read with etag) carried the head just stored: replace
+ * it, by compare-and-swap, with the same watermark naming that head
+ * stored (version 2, nothing carried), so that the owner's next tail links
+ * to the cut instead of merging into a copy of it: the live chain then
+ * passes through the cut, retention cuts behind it and the next
+ * checkpoint builds on its artifact. Losing the swap to the owner (a tail
+ * merged since) is no error: the cut stays the head stored, a state that
+ * was acknowledged, and retention keeps the chain it is not on.
+ */
+static int uncarry(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm,
+		   const struct ws_etag *etag)
+{
+	struct ws_fmt_watermark nw = *wm;
+	struct ws_buf b;
+	char key[WS_KEY_MAX];
+	int rc = ws_key_watermark(key, sizeof(key), tenant);
+
+	if (rc)
+		return rc;
+	nw.version = 2;
+	nw.carried = NULL;
+	nw.carried_len = 0;
+	ws_buf_init(&b, WS_WM_BYTES_MAX);
+	rc = ws_fmt_watermark_encode(&nw, &b);
+	if (!rc && (rc = WS_FAULT("checkpoint.before_uncarry_put")) != 0)
+		rc = ws_fail(rc, "fault checkpoint.before_uncarry_put");
+	else if (!rc)
+		rc = ws_store_put(s, key, b.data, b.len, WS_PUT_CAS, etag, NULL);
+	ws_buf_free(&b);
+	if (rc == WS_EPRECOND) {
+		ws_info("checkpoint: tenant %s: its owner wrote the watermark since it was read; the cut is the "
+			"head it carried, %s, stored", tenant, wm->manifest_key);
+		return 0;
+	}
+	if (rc)
+		return ws_fail_wrap(rc, "tenant %s: write watermark %s naming the cut %s stored", tenant, key,
+				    wm->manifest_key);
 	return 0;
 }
 
@@ -149,13 +173,14 @@ static int cut_add(struct ws_store *s, const char *tenant, struct cut *cut)
 {
 	struct ws_fmt_watermark wm;
 	struct ws_ckpt_tenant_entry *e;
+	struct ws_etag etag;
 	struct ws_buf wmraw;
 	int rc;
 
 	ws_buf_init(&wmraw, WS_WM_BYTES_MAX);
-	rc = ws_wm_load_keep(s, tenant, &wm, NULL, &wmraw);
-	if (rc == 0 && wm.carried_len)
-		rc = cut_of_carried(s, tenant, &wm);
+	rc = ws_wm_load_keep(s, tenant, &wm, &etag, &wmraw);
+	if (rc == 0 && wm.carried_len && (rc = store_carried_cut(s, tenant, &wm)) == 0)
+		rc = uncarry(s, tenant, &wm, &etag);
 	ws_buf_free(&wmraw);
 	if (rc == WS_ENOTFOUND)
 		return 0; /* objects but no watermark yet: nothing durable to cut */
@@ -403,49 +428,6 @@ static uint64_t random_token(void)
 	return t;
 }
 
-/*
- * Another attempt holds the witness: wait until it is terminal and return
- * the durable winner (the latest terminal outcome) as not our own. With
- * timed_out non-NULL, an attempt still undecided after wait_ms sets it
- * (rc 0) instead of failing.
- */
-static int wait_for_peer(struct ws_ckpt *c, uint64_t peer_id, unsigned wait_ms, struct ws_checkpoint_info *out,
-			 bool *timed_out)
-{
-	unsigned waited = 0;
-	if (timed_out)
-		*timed_out = false;
-	for (;;) {
-		struct ws_ckpt_head h;
-		bool found;
-		int rc = ws_ckpt_decision_head(c, &h, &found);
-		if (rc)
-			return rc;
-		if (found && h.latest_terminal.checkpoint_id >= peer_id) {
-			struct ws_ckpt_index idx;
-			const struct ws_ckpt_outcome *w = &h.latest_terminal;
-			memset(out, 0, sizeof(*out));
-			out->id = w->checkpoint_id;
-			out->own = false;
-			out->committed = w->verdict == WS_CKPT_COMMIT;
-			if (out->committed && ws_ckpt_load_committed(c, &w->committed, &idx) == 0) {
-				ws_ckread_info_from(&w->committed, &idx, false, out);
-				ws_ckpt_index_free(&idx);
-			}
-			return 0;
-		}
-		if (waited >= wait_ms && timed_out) {
-			*timed_out = true;
-			return 0;
-		}
-		if (waited >= wait_ms)
-			return ws_fail(WS_EPRECOND, "checkpoint: attempt %" PRIu64 " of another writer is "
-				       "still active after %u ms", peer_id, wait_ms);
-		ws_sleep_ms(20);
-		waited += 20;
-	}
-}
-
 /* ---- taking a checkpoint: one function per step of the protocol ---------------------- */
 
 /*
@@ -574,7 +556,10 @@ static int take_read_cut(struct take *t)
 				ws_errmsg());
 		t->have_prev = rc == 0;
 	}
-	return cut_read(t->sink->store, &t->cut);
+	if ((rc = cut_read(t->sink->store, &t->cut)) != 0)
+		return rc;
+	/* Every tenant the previous checkpoint named, unless removed for good. */
+	return t->have_prev ? ws_removal_check_cut(t->c, &t->prev, t->cut.t, t->cut.count, t->sink->store->url) : 0;
 }
 
 /* Tenants strictly sorted by name: what the committed index and the inventory require. */
@@ -634,7 +619,7 @@ static int take_peer(struct take *t, unsigned round)
 	if ((rc = ws_attempt_decided(t->c, peer.attempt.checkpoint_id, &is_decided, &is_commit)) != 0)
 		return rc;
 	if (!is_decided) {
-		rc = wait_for_peer(t->c, peer.attempt.checkpoint_id, wait_ms, t->out, &timed_out);
+		rc = ws_attempt_wait_peer(t->c, peer.attempt.checkpoint_id, wait_ms, t->out, &timed_out);
 		if (rc || !timed_out) {
 			t->settled = rc == 0; /* the peer decided: its outcome is the result */
 			return rc;
@@ -837,7 +822,7 @@ static int take_abort_winner(struct take *t, bool forked, bool *settled)
 	/* Another writer decided a later checkpoint while ours ran (its ID
 	 * made ours terminal): that durable winner is the result. */
 	if (ws_ckpt_latest_terminal(t->c, &term, &tfound) == 0 && tfound && term.checkpoint_id > t->a.checkpoint_id)
-		return wait_for_peer(t->c, term.checkpoint_id, 0, t->out, NULL);
+		return ws_attempt_wait_peer(t->c, term.checkpoint_id, 0, t->out, NULL);
 	/* Or committed an earlier one after we read the latest Commit: our
 	 * Commit named a stale predecessor (a fork), ours is now aborted, and
 	 * their Commit is the durable winner. */
@@ -891,6 +876,23 @@ static int take_abort(struct take *t, int rc)
 		       crc ? " (clean-up left for recovery)" : "");
 }
 
+/*
+ * After a checkpoint: remove the conditional-write probes killed processes
+ * left (older than WS_PROBE_STALE_MS; a live one is younger). The
+ * checkpoint stands whatever happens here; a failure is a warning and the
+ * next checkpoint (or retention) tries again.
+ */
+static void take_sweep_probes(struct take *t)
+{
+	uint64_t removed = 0;
+	if (ws_probes_sweep(t->sink->store, ws_wall_ms(), WS_PROBE_STALE_MS, false, NULL, NULL, &removed, NULL) != 0)
+		ws_warn("checkpoint %" PRIu64 ": stale conditional-write probes not removed: %s", t->out->id,
+			ws_errmsg());
+	else if (removed)
+		ws_info("checkpoint %" PRIu64 ": removed %" PRIu64 " stale conditional-write probe(s)", t->out->id,
+			removed);
+}
+
 int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *opts, struct ws_checkpoint_info *out)
 {
 	static const struct ws_checkpoint_opts none;
@@ -928,6 +930,8 @@ int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *op
 abort:
 	rc = take_abort(&t, rc);
 done:
+	if (rc == 0)
+		take_sweep_probes(&t);
 	take_free(&t);
 	return rc;
 }

@@ -8,6 +8,7 @@
 #include "chain.h"
 #include "chain_cut.h"
 #include "ckpt_read.h"
+#include "history.h"
 #include "inspect.h"
 #include "outcome.h"
 #include "restore.h"
@@ -186,6 +187,50 @@ static int tenant_problem(struct verify_ctx *x, const char *tenant, const char *
 	return 0;
 }
 
+/*
+ * The chains before live (each behind the re-base that links to it), each
+ * built to its last state as restore --time builds it: every object and
+ * link checked, problems reported through rep. A link to history retention
+ * removed ends the walk; one to history missing for another reason, or
+ * damaged, is a problem (reported; *rc its error when none was).
+ */
+static void verify_older(struct verify_ctx *x, const char *tenant, const struct ws_chain *live,
+			 struct ws_replay_report *rep, int *rc)
+{
+	struct ws_hist_chain h, prev;
+	enum ws_hist_end end;
+	const struct ws_chain *c = live;
+	unsigned problems = rep->problems;
+	int prc;
+
+	memset(&h, 0, sizeof(h));
+	for (;;) {
+		prc = ws_hist_prev(x->sink, tenant, c, true, NULL, &prev, &end);
+		if (prc) {
+			ws_replay_keep_going(rep, tenant, c->m[0].prev_key, prc);
+			break;
+		}
+		if (end != WS_HIST_MORE)
+			break;
+		ws_hist_chain_free(&h);
+		h = prev;
+		c = &h.c;
+		prc = ws_replay_verify(x->s, tenant, c, h.from_cut ? &h.base : NULL,
+				       h.from_cut && h.base.checkpoint_id == x->verified_id, rep);
+		if (prc && rep->problems == problems) {
+			/* No object's problem: reported alone, the walk ends. */
+			ws_replay_keep_going(rep, tenant, NULL, prc);
+			break;
+		}
+		problems = rep->problems;
+		if (h.from_cut)
+			break; /* the chain starts at a cut: nothing before it is linked */
+	}
+	ws_hist_chain_free(&h);
+	if (rep->problems && !*rc)
+		*rc = rep->first_err;
+}
+
 static int verify_tenant_kept(const char *tenant, struct verify_ctx *x, struct ws_buf *wmraw)
 {
 	struct ws_fmt_watermark wm;
@@ -257,6 +302,9 @@ static int verify_tenant_kept(const char *tenant, struct verify_ctx *x, struct w
 		 * no object's problem is reported below, alone. */
 		rc = ws_replay_verify(x->s, tenant, &c, from_cut ? &base : NULL,
 				      from_cut && base.checkpoint_id == x->verified_id, &rep);
+		/* Then every chain before it that restore --time reaches. */
+		if (!from_cut && (rc == 0 || rep.problems))
+			verify_older(x, tenant, &c, &rep, &rc);
 		ws_chain_free(&c);
 		if (rep.problems) {
 			/* Each already reported. */

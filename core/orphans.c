@@ -347,6 +347,24 @@ static int orphan_tenant_kept(const char *tenant, struct orphan_ctx *x, struct w
 	if (rc)
 		return ws_walk_end(rc) ? 0 : ws_fail_wrap(rc, "tenant %s: chain", tenant);
 	rc = keymap_put_chain(&x->named, &c);
+	/* And each chain before it, linked from its successor's re-base
+	 * (restore --time reaches them), down to what retention removed. */
+	while (!rc && c.m[0].kind == WS_MANIFEST_REBASE && c.m[0].prev_key[0]) {
+		struct ws_chain_stop head;
+		struct ws_chain p;
+		snprintf(head.key, sizeof(head.key), "%s", c.m[0].prev_key);
+		memcpy(head.sha, c.m[0].prev_sha, WS_SHA256_LEN);
+		head.length = c.m[0].prev_length;
+		rc = ws_chain_load_from(x->s, tenant, &head, NULL, WS_CHAIN_UPTO_MISSING, &p, NULL);
+		if (rc) {
+			rc = ws_walk_end(rc) ? 0 : ws_fail_wrap(rc, "tenant %s: the chain before re-base %s", tenant,
+								  c.keys[0]);
+			break;
+		}
+		ws_chain_free(&c);
+		c = p;
+		rc = keymap_put_chain(&x->named, &c);
+	}
 	ws_chain_free(&c);
 	return rc;
 }
@@ -358,6 +376,14 @@ static int orphan_tenant(const char *tenant, void *arg)
 	int rc = orphan_tenant_kept(tenant, arg, &wmraw);
 	ws_buf_free(&wmraw);
 	return rc;
+}
+
+/* checkpoints/removed/<tenant>: a tenant removed for good (walship forget), a record of ours. */
+static bool removal_record(const char *key)
+{
+	const size_t n = strlen(WS_CKPT_REMOVED_PREFIX);
+	return strncmp(key, WS_CKPT_REMOVED_PREFIX, n) == 0 && ws_tenant_name_valid(key + n) &&
+	       strcmp(key + n, WS_CKPT_PREFIX) != 0;
 }
 
 /* The kind of an unnamed key; objects of a tenant: 0 (decided later). */
@@ -471,7 +497,7 @@ int ws_verify_orphans(struct ws_sink *sink, const char *tenant, ws_orphan_fn fn,
 			break;
 		}
 		for (size_t i = 0; i < page.count && !rc; i++) {
-			if (keymap_get(&x.named, page.keys[i]))
+			if (keymap_get(&x.named, page.keys[i]) || removal_record(page.keys[i]))
 				continue;
 			if (n == cap) {
 				size_t ncap = cap ? cap * 2 : 64;

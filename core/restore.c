@@ -26,30 +26,57 @@
 #include "chain.h"
 #include "chain_cut.h"
 #include "ckpt_read.h"
+#include "history.h"
 #include "publish.h"
 #include "replay.h"
 #include "restore.h"
 #include "ws_assert.h"
+#include "ws_clock.h"
 #include "ws_logging.h"
 
 /* The point asked for is before cut (c->m[0]), whose history retention removed. */
 static int before_cut(const char *tenant, const struct ws_chain *c, const struct ws_restore_base *cut)
 {
+	char when[WS_TIME_STR_MAX];
 	return ws_fail(WS_ERANGE_, "tenant %s: retention removed the history before checkpoint %" PRIu64
-		       "'s cut (frame %" PRIu64 " of manifest %s, shipped at %lld ms); the requested point is "
+		       "'s cut (frame %" PRIu64 " of manifest %s, shipped at %s); the requested point is "
 		       "before it", tenant, cut->checkpoint_id, c->m[0].last_frame, c->keys[0],
-		       (long long)c->m[0].time_ms);
+		       ws_time_str(c->m[0].time_ms, when));
+}
+
+/* The manifests c->m[first..*seg_last] of the newest run of WAL generation
+ * gen in c (a run starts at a REBASE, a NEXT_GEN or the chain's start);
+ * false when c holds none. */
+static bool gen_run(const struct ws_chain *c, const char *gen, size_t *first, size_t *seg_last)
+{
+	char id[WS_GEN_ID_MAX];
+	for (size_t i = c->count; i-- > 0;) {
+		ws_gen_id(&c->m[i].gen, id);
+		if (strcmp(id, gen) != 0)
+			continue;
+		*seg_last = i;
+		while (i > 0 && c->m[i].kind == WS_MANIFEST_CONTINUE)
+			i--;
+		*first = i;
+		return true;
+	}
+	return false;
 }
 
 /*
  * Pick the manifest and frame the options ask for. cut: c->m[0] is that
- * checkpoint's cut, the oldest state stored (else NULL).
+ * checkpoint's cut, the oldest state stored (else NULL). *older: the point
+ * is in the history before c's REBASE base (a chain before it), nothing
+ * picked.
  */
 static int choose_target(const char *tenant, const struct ws_chain *c, const struct ws_restore_opts *o,
-			 const struct ws_restore_base *cut, size_t *idx, uint64_t *frame, bool *before)
+			 const struct ws_restore_base *cut, size_t *idx, uint64_t *frame, bool *before, bool *older,
+			 uint64_t *gen_from)
 {
 	*before = false;
+	*older = false;
 	size_t last = c->count - 1;
+	const bool rebased = !cut && c->m[0].kind == WS_MANIFEST_REBASE;
 	if (o->time_ms) {
 		/* The longest run of manifests from the oldest that were all
 		 * stamped at or before the time: a clock that stepped back (NTP,
@@ -63,18 +90,54 @@ static int choose_target(const char *tenant, const struct ws_chain *c, const str
 			*before = true;
 			return before_cut(tenant, c, cut);
 		}
-		if (i == 0)
+		/* The first manifest stamped after the time may hold tails merged
+		 * into it that were acknowledged by then (its tail index): the
+		 * last of them is the state. Not in a cut, whose state is its
+		 * artifact's, at its end. */
+		if (i < c->count && (i > 0 || !cut)) {
+			const struct ws_fmt_manifest *m = &c->m[i];
+			for (uint32_t k = m->tail_count; k-- > 0;) {
+				if (m->tails[k].time_ms <= o->time_ms) {
+					*idx = i;
+					*frame = m->tails[k].frame;
+					return 0;
+				}
+			}
+		}
+		if (i == 0 && rebased) {
+			*older = true;
+			return 0;
+		}
+		if (i == 0) {
+			char when[WS_TIME_STR_MAX];
 			return ws_fail(WS_ERANGE_, "tenant %s: nothing was shipped at or before the requested time "
-				       "(oldest stored state is from %lld ms)", tenant, (long long)c->m[0].time_ms);
+				       "(oldest stored state is from %s)", tenant, ws_time_str(c->m[0].time_ms, when));
+		}
 		*idx = i - 1;
 		*frame = c->m[i - 1].last_frame;
 		return 0;
 	}
 	if (o->frame) {
-		/* Frames count within the newest WAL generation. */
+		/* Frames count within the newest WAL generation, or within the
+		 * one named (its newest run: a chain before may hold it). */
 		size_t first = last;
-		while (first > 0 && c->m[first].kind == WS_MANIFEST_CONTINUE)
-			first--;
+		if (o->generation && o->generation[0]) {
+			/* Not here, or from a later frame on only (a re-base inside
+			 * the generation holds its frames from its last on): an
+			 * older chain may hold the frame, the same WAL's. */
+			uint64_t from = 0;
+			if (gen_run(c, o->generation, &first, &last))
+				from = cut && first == 0 ? c->m[0].last_frame : c->m[first].valid_from_frame;
+			if (!from || o->frame < from) {
+				if (from)
+					*gen_from = from;
+				*older = true;
+				return 0;
+			}
+		} else {
+			while (first > 0 && c->m[first].kind == WS_MANIFEST_CONTINUE)
+				first--;
+		}
 		/* The generation began at or before the cut: only its frames
 		 * from the cut's last one on are stored. */
 		if (cut && first == 0 && o->frame < c->m[0].last_frame) {
@@ -83,8 +146,9 @@ static int choose_target(const char *tenant, const struct ws_chain *c, const str
 		}
 		if (o->frame < c->m[first].valid_from_frame || o->frame < 1)
 			return ws_fail(WS_ERANGE_, "tenant %s: frame %" PRIu64 " is before the first restorable "
-				       "frame %" PRIu64 " of the current generation", tenant, o->frame,
-				       c->m[first].valid_from_frame);
+				       "frame %" PRIu64 " of %s%s", tenant, o->frame, c->m[first].valid_from_frame,
+				       o->generation && o->generation[0] ? "generation " : "the current generation",
+				       o->generation && o->generation[0] ? o->generation : "");
 		for (size_t i = first; i <= last; i++) {
 			if (c->m[i].last_frame >= o->frame) {
 				*idx = i;
@@ -99,6 +163,60 @@ static int choose_target(const char *tenant, const struct ws_chain *c, const str
 	*idx = last;
 	*frame = c->m[last].last_frame;
 	return 0;
+}
+
+/* No chain holds the point: say where the stored history ends. */
+static int out_of_history(const char *tenant, const struct ws_restore_opts *o, const struct ws_chain *c,
+			  enum ws_hist_end end, uint64_t gen_from)
+{
+	char when[WS_TIME_STR_MAX], unlinked[WS_KEY_MAX + 200];
+	const char *why = end == WS_HIST_REMOVED ? "; older history was removed by retention" : unlinked;
+	snprintf(unlinked, sizeof(unlinked), "%s%s%s", end == WS_HIST_UNLINKED ? "; the re-base " : "",
+		 end == WS_HIST_UNLINKED ? c->keys[0] : "", end == WS_HIST_UNLINKED ? " records no link to the "
+		 "history before it (restore --checkpoint ID may still reach that)" : "");
+	ws_time_str(c->m[0].time_ms, when);
+	if (o->frame && gen_from)
+		return ws_fail(WS_ERANGE_, "tenant %s: frame %" PRIu64 " is before the first restorable frame %" PRIu64
+			       " of generation %s in the oldest stored chain that holds it%s", tenant, o->frame,
+			       gen_from, o->generation, why);
+	if (o->frame)
+		return ws_fail(WS_ERANGE_, "tenant %s: no stored chain holds WAL generation %s (walship ls --sink "
+			       "URL %s lists the generations; the oldest stored state is from %s%s)", tenant,
+			       o->generation, tenant, when, why);
+	return ws_fail(WS_ERANGE_, "tenant %s: nothing was shipped at or before the requested time (the oldest "
+		       "stored state is from %s%s)", tenant, when, why);
+}
+
+/*
+ * choose_target over the live chain c, then over each chain before it
+ * while the point lies behind the chain's REBASE base: c, *base and
+ * *stopped become the chain that holds it (*from_cut: it starts at a
+ * checkpoint's cut found for it).
+ */
+static int choose_across(struct ws_sink *sink, const char *tenant, const struct ws_restore_opts *o,
+			 struct ws_chain *c, struct ws_restore_base *base, bool *stopped, bool *from_cut,
+			 size_t *idx, uint64_t *frame, bool *before, struct ws_cut_skip *skip)
+{
+	uint64_t gen_from = 0;
+	for (;;) {
+		struct ws_hist_chain prev;
+		enum ws_hist_end end = WS_HIST_REMOVED;
+		bool older;
+		int rc = choose_target(tenant, c, o, *stopped ? base : NULL, idx, frame, before, &older, &gen_from);
+		if (rc || !older)
+			return rc;
+		/* A chain that starts at a cut links nowhere: retention removed
+		 * what was before it. */
+		if (!*stopped && (rc = ws_hist_prev(sink, tenant, c, false, skip, &prev, &end)) != 0)
+			return rc;
+		if (end != WS_HIST_MORE)
+			return out_of_history(tenant, o, c, end, gen_from);
+		ws_chain_free(c);
+		*c = prev.c;
+		*stopped = *from_cut = prev.from_cut;
+		if (prev.from_cut)
+			*base = prev.base;
+	}
 }
 
 /* Make fd (holding res's state) a standalone database file, durably. */
@@ -313,7 +431,7 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 	}
 	if (rc)
 		goto out;
-	rc = choose_target(tenant, &c, opts, stopped ? &base : NULL, &idx, &frame, &before);
+	rc = choose_across(sink, tenant, opts, &c, &base, &stopped, &from_cut, &idx, &frame, &before, skip);
 	/* Before the cut used: an older cut could have served it (said below
 	 * when one in the chain was passed over). */
 	skip->before_used_cut = rc == WS_ERANGE_ && before && from_cut;
@@ -321,7 +439,18 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 		goto out;
 	/* Replay bounds: the target is a manifest of the chain and a frame it holds. */
 	WS_ASSERT(idx < c.count && frame <= c.m[idx].last_frame);
-	if (opts->frame && frame < c.m[idx].last_frame) {
+	if (opts->time_ms && frame < c.m[idx].last_frame) {
+		/* A merged tail's end (the tail index): it must be a commit of
+		 * this manifest, as the tail that acknowledged it saw it. */
+		rc = ws_replay_from(sink->store, tenant, &c, stopped ? 1 : 0, idx, frame, -1, &res, NULL);
+		if (rc)
+			goto out;
+		if (res.commit_manifest != idx || res.commit_frame != frame) {
+			rc = ws_fail(WS_ECORRUPT, "tenant %s: manifest %s names frame %" PRIu64 " as the end of a "
+				     "tail merged into it, but that frame is no commit", tenant, c.keys[idx], frame);
+			goto out;
+		}
+	} else if (opts->frame && frame < c.m[idx].last_frame) {
 		/* A frame inside a manifest: find the last commit at or before it
 		 * first (a dry replay), so no uncommitted frame is applied. */
 		rc = ws_replay_from(sink->store, tenant, &c, stopped ? 1 : 0, idx, frame, -1, &res, NULL);

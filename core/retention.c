@@ -24,8 +24,11 @@
 #include "artifact.h"
 #include "chain.h"
 #include "ckpt_read.h"
+#include "probes.h"
+#include "tenant_removal.h"
 #include "sink.h"
 #include "ws_assert.h"
+#include "ws_clock.h"
 #include "ws_fault.h"
 #include "ws_logging.h"
 
@@ -319,8 +322,9 @@ static int manifest_seq_cmp(const void *a, const void *b)
 /*
  * The manifests of tenant t at or below the protected cut's sequence that
  * no walk reaches: an old chain's manifests after an older checkpoint's cut
- * that a REBASE then cut off from the live stream (a REBASE names no
- * predecessor), and a tail's manifest that never became its watermark's.
+ * that a REBASE then cut off from the live stream (retention's walks end
+ * at a REBASE; the link it records is restore's), and a tail's manifest
+ * that never became its watermark's.
  * All of it is history before the cut, as retention's to delete as the
  * cut's own ancestors. Then every batch and snapshot part keyed with such a
  * sequence that nothing kept names: an upload whose tail stopped before its
@@ -941,6 +945,18 @@ int ws_retention_run_keep(struct ws_sink *sink, bool dry_run, unsigned keep, ws_
 		rep->resumed = true;
 	rc = run_phases(&x, res.state);
 out:
+	if (rc == 0 && rep->ran) {
+		/* Tenants removed for good (docs/CHECKPOINTS.md "Removing a tenant"). */
+		uint64_t removed = 0;
+		rc = ws_removal_sweep(x.c, dry_run, fn, arg, &removed);
+		rep->deleted += removed;
+	}
+	if (rc == 0) {
+		/* Probes a killed process left (docs/CHECKPOINTS.md "Orphans"). */
+		uint64_t probes = 0;
+		rc = ws_probes_sweep(x.s, ws_wall_ms(), WS_PROBE_STALE_MS, dry_run, fn, arg, &probes, NULL);
+		rep->deleted += probes;
+	}
 	seen_free(&x);
 	ws_ckpt_close(x.c);
 	return rc;

@@ -167,17 +167,26 @@ static int store_carried(struct ws_stream *st)
  * this stream wrote and stored nowhere): the new manifest takes that one's
  * place, with its kind (CONTINUE, or the NEXT_GEN that began this
  * generation), sequence, predecessor, first frame and seed, its inline
- * batches and then this call's. p is that manifest, decoded; refs
- * and iov are filled for the encoder.
+ * batches and then this call's, and the end and time of each tail it
+ * held (the merged tails' index). p is that manifest, decoded; refs, iov
+ * and tails are filled for the encoder.
  */
 static int merge_carried(struct ws_stream *st, struct ws_fmt_manifest *m, const struct ws_fmt_manifest *p,
-			 struct ws_fmt_objref **refs, struct iovec **iov, int *iovcnt)
+			 struct ws_fmt_objref **refs, struct iovec **iov, int *iovcnt, struct ws_fmt_tail **tails)
 {
 	const uint32_t n = p->batch_count + m->batch_count;
 	*refs = calloc(n, sizeof(**refs));
 	*iov = calloc(n + 1, sizeof(**iov));
-	if (!*refs || !*iov)
+	/* Each tail merged in keeps its own end and time (version 3): the
+	 * carried one's tails, then its last, which this call follows. */
+	*tails = calloc((size_t)p->tail_count + 1, sizeof(**tails));
+	if (!*refs || !*iov || !*tails)
 		return -ENOMEM;
+	memcpy(*tails, p->tails, p->tail_count * sizeof(**tails));
+	(*tails)[p->tail_count].frame = p->last_frame;
+	(*tails)[p->tail_count].time_ms = p->time_ms;
+	m->tails = *tails;
+	m->tail_count = p->tail_count + 1;
 	for (uint32_t k = 0; k < p->batch_count; k++) {
 		const struct ws_fmt_objref *r = &p->batches[k];
 		WS_ASSERT(ws_fmt_objref_inline(r)); /* carried manifests hold inline batches only */
@@ -212,9 +221,10 @@ int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome 
 	const struct scan *sc = &t->sc;
 	struct ws_fmt_manifest m, pm;
 	struct ws_fmt_objref *mrefs = NULL;
+	struct ws_fmt_tail *mtails = NULL;
 	struct iovec *miov = NULL;
 	int miovcnt = 0;
-	bool have_pm = false;
+	bool have_pm = false, carried_stored = false;
 	char shahex[WS_SHA256_HEX_LEN + 1];
 	int rc;
 
@@ -269,11 +279,15 @@ int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome 
 		m.inline_iov = inl;
 		m.inline_iovcnt = 2;
 	}
-	if (st->mark.have && st->mark.wm.carried_len && t->kind != WS_MANIFEST_REBASE) {
+	if (st->mark.have && st->mark.wm.carried_len) {
 		/* The watermark carries the manifest this one follows: merge
 		 * into it when this stream wrote it and this call ships one
 		 * inline batch more of its generation; otherwise store it first,
-		 * so that this manifest can link to it. */
+		 * so that this manifest can link to it. A re-base links to
+		 * nothing, but its watermark replaces the carried one, the only
+		 * copy of every state that manifest holds: stored all the same,
+		 * so that history stays in the sink (restore by time, checkpoints
+		 * and retention find it as any manifest a re-base cut off). */
 		if (st->carry.own && one_inline_continue(st, t)) {
 			rc = ws_fmt_manifest_decode(st->carry.buf.data, st->carry.buf.len, &pm);
 			if (rc) {
@@ -289,12 +303,22 @@ int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome 
 					     "manifest %s", st->tenant, st->mark.wm.manifest_key);
 				goto out;
 			}
-			if ((rc = merge_carried(st, &m, &pm, &mrefs, &miov, &miovcnt)) != 0)
+			if ((rc = merge_carried(st, &m, &pm, &mrefs, &miov, &miovcnt, &mtails)) != 0)
 				goto out;
 			t->merged = true;
 		} else if ((rc = store_carried(st)) != 0) {
 			goto out;
+		} else {
+			carried_stored = true;
 		}
+	}
+	if (st->mark.have && t->kind == WS_MANIFEST_REBASE && (!st->mark.wm.carried_len || carried_stored)) {
+		/* A re-base links back to the manifest the watermark named, the
+		 * head of the chain it follows (docs/FORMAT.md "Manifest"), when
+		 * that one is stored: restore reaches the history behind it. */
+		snprintf(m.prev_key, sizeof(m.prev_key), "%s", st->mark.wm.manifest_key);
+		memcpy(m.prev_sha, st->mark.wm.manifest_sha, WS_SHA256_LEN);
+		m.prev_length = st->mark.wm.manifest_length;
 	}
 	rc = ws_fmt_manifest_encode(&m, &st->work->scratch);
 	if (rc) {
@@ -336,6 +360,7 @@ out:
 	if (have_pm)
 		ws_fmt_manifest_free(&pm);
 	free(mrefs);
+	free(mtails);
 	free(miov);
 	return rc;
 }
@@ -422,6 +447,15 @@ int step_write_watermark(struct ws_stream *st, struct tail *t)
 			st->mark.have = had;
 			st->txn.continuous = was_continuous;
 			rc = 0;
+		} else if (had && before.carried_len && st->mark.have && !st->mark.wm.carried_len &&
+			   wm_same_write(&st->mark.wm, &before)) {
+			/* A checkpoint stored the head our fencing read found
+			 * carried and put the same watermark there naming it
+			 * stored (ckpt_take.c uncarry): nothing of ours is
+			 * acknowledged; the call starts over and links to it. */
+			ws_info("tenant %s: a checkpoint stored the carried manifest %s as its cut; shipping again "
+				"on top of it", st->tenant, before.manifest_key);
+			return TAIL_RETRY;
 		} else if (st->mark.have && fenced_by(st, &st->mark.wm))
 			return ws_fail(WS_ELOSTRACE, "tenant %s: epoch %llu pointer generation %llu took the "
 				       "stream over after our fencing read (we are %llu/%llu); objects uploaded "

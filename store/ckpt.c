@@ -297,6 +297,9 @@ static int probe_conditional(struct ws_store *s)
 	rc = ws_store_put(s, key, "1", 1, WS_PUT_CREATE, NULL, NULL);
 	if (rc)
 		return ckpt_io_fail(rc, "probe put", key);
+	/* A process killed here leaves the probe: core/probes.c removes it once stale. */
+	if ((rc = ckpt_fault("ckpt.probe.after_create")) != 0)
+		return rc;
 	rc2 = ws_store_put(s, key, "2", 1, WS_PUT_CREATE, NULL, NULL);
 	rc3 = rc2 == WS_EPRECOND ? ws_store_put(s, key, "3", 1, WS_PUT_CAS, &wrong, NULL) : 0;
 	rc = ws_store_del(s, key);

@@ -195,6 +195,37 @@ int ws_ckpt_load_committed(struct ws_ckpt *c, const struct ws_ckpt_ref *ref, str
 	return rc;
 }
 
+int ckpt_commit_on_chain(struct ws_ckpt *c, const struct ws_ckpt_head *h, const struct ws_ckpt_ref *ref, bool *on)
+{
+	enum ws_ckpt_kind kind = ws_ckpt_last_kind();
+	struct ws_ckpt_ref cur;
+	int rc = 0;
+
+	*on = false;
+	if (!h->has_commit)
+		return 0;
+	cur = h->latest_commit.committed;
+	while (!(*on = ckpt_ref_equal(&cur, ref)) && cur.id > ref->id) {
+		struct ws_ckpt_index idx;
+		uint64_t id = cur.id;
+		if ((rc = ws_ckpt_load_committed(c, &cur, &idx)) != 0)
+			break;
+		if (!idx.has_predecessor) {
+			ws_ckpt_index_free(&idx);
+			break;
+		}
+		cur = idx.predecessor;
+		ws_ckpt_index_free(&idx);
+		/* A loaded index names only an older predecessor (its invariant). */
+		WS_ASSERT(cur.id < id);
+	}
+	if (rc == WS_ENOTFOUND)
+		rc = 0; /* retention removed the rest of the chain */
+	if (rc == 0)
+		ckpt_kind_set(kind);
+	return rc;
+}
+
 int ws_ckpt_seal_aborted_candidate(struct ws_ckpt *c, const struct ws_ckpt_index *idx)
 {
 	struct ws_ckpt_ref r;
@@ -208,6 +239,23 @@ int ws_ckpt_seal_aborted_candidate(struct ws_ckpt *c, const struct ws_ckpt_index
 		return rc;
 	if ((rc = check_index_input(c, idx)) != 0 || (rc = index_body(idx, &cand, &cand_len, &r)) != 0)
 		return rc;
+	/* Only an aborted candidate is sealed: never the index a Commit names
+	 * (the head's latest Commit or one on its chain), which would make a
+	 * decided checkpoint unloadable for good. */
+	{
+		struct ws_ckpt_head h;
+		bool hfound = false, on = false;
+		if ((rc = ckpt_load_singleton(c, OBJ_HEAD, &h, NULL, &hfound)) == 0 && hfound)
+			rc = ckpt_commit_on_chain(c, &h, &r, &on);
+		if (rc == 0 && on)
+			rc = ckpt_fail(WS_CKPT_CONFLICTING_OUTCOME, WS_EPRECOND,
+				       "checkpoint object %s: checkpoint %" PRIu64 " is committed (%s names it); "
+				       "only an aborted candidate is sealed", r.key, r.id, KEY_HEAD);
+		if (rc) {
+			free(cand);
+			return rc;
+		}
+	}
 	seal = ckpt_enc_seal(c->dep, r.id, r.sha256, r.length, &seal_len);
 	if (!seal) {
 		rc = ckpt_fail(WS_CKPT_IO, -ENOMEM, "checkpoint store: encode seal: out of memory");

@@ -14,6 +14,7 @@
 #define CKPT_FMT_INVENTORY "walship.ckpt.inventory.v1"
 #define CKPT_FMT_RETENTION "walship.ckpt.retention.v1"
 #define CKPT_FMT_WITNESS "walship.ckpt.witness.v1"
+#define CKPT_FMT_REMOVED "walship.ckpt.removed.v1"
 
 /* checkpoints/deployment */
 struct ckpt_deployment {
@@ -49,6 +50,7 @@ char *ckpt_enc_head(const char *dep, const struct ws_ckpt_head *h, size_t *len);
 char *ckpt_enc_inventory(const char *dep, const struct ckpt_inventory_rec *r, size_t *len);
 char *ckpt_enc_retention(const char *dep, const struct ws_ckpt_retention *r, size_t *len);
 char *ckpt_enc_witness(const char *dep, const struct ws_ckpt_witness *w, size_t *len);
+char *ckpt_enc_removed(const char *dep, const char *tenant, uint64_t after, size_t *len);
 
 /*
  * Strict decoders of the object at key. dep: the deployment the object must
@@ -64,6 +66,9 @@ int ckpt_dec_retention(const char *key, const uint8_t *data, size_t len, const c
 		       struct ws_ckpt_retention *r);
 int ckpt_dec_witness(const char *key, const uint8_t *data, size_t len, const char *dep, struct ws_ckpt_witness *w);
 bool ckpt_is_seal(const uint8_t *data, size_t len);
+/* checkpoints/removed/<tenant>: it must name tenant; *after its checkpoint. */
+int ckpt_dec_removed(const char *key, const uint8_t *data, size_t len, const char *dep, const char *tenant,
+		     uint64_t *after);
 
 /* Why idx breaks a committed-index invariant (into why), or NULL when it is valid. */
 const char *ckpt_index_invalid(const struct ws_ckpt_index *idx, char *why, size_t cap);
@@ -144,5 +149,13 @@ int ckpt_ensure_dep(struct ws_ckpt *c);
 int ckpt_read_singleton(struct ws_ckpt *c, enum singleton o, void *out, bool *found);
 /* A reference a caller passed in, by its shape and length: 0, or WS_ECONFIG (INVALID_INPUT). */
 int ckpt_check_ref_input(const struct ws_ckpt_ref *ref);
+/*
+ * Is ref a Commit on the committed chain of head h: its latest Commit, or a
+ * predecessor reached from it (each index loaded and verified; ids fall at
+ * every link, so the walk ends)? A predecessor retention removed ends the
+ * walk (*on false). Errors: those of ws_ckpt_load_committed for a link that
+ * is there but does not verify. Leaves the thread's kind as it found it.
+ */
+int ckpt_commit_on_chain(struct ws_ckpt *c, const struct ws_ckpt_head *h, const struct ws_ckpt_ref *ref, bool *on);
 
 #endif

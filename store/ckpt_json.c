@@ -863,6 +863,32 @@ int ckpt_dec_witness(const char *key, const uint8_t *data, size_t len, const cha
 	return p.rc;
 }
 
+char *ckpt_enc_removed(const char *dep, const char *tenant, uint64_t after, size_t *len)
+{
+	bool bad = false;
+	json_t *o = head_obj(CKPT_FMT_REMOVED, dep);
+	jset(o, "after_checkpoint", ju64(after), &bad);
+	jset(o, "tenant", json_string(tenant), &bad);
+	return dump(done(o, bad), len);
+}
+
+int ckpt_dec_removed(const char *key, const uint8_t *data, size_t len, const char *dep, const char *tenant,
+		     uint64_t *after)
+{
+	struct pctx p = { key, 0, 0 };
+	char name[WS_CKPT_NAME_MAX];
+	json_t *o;
+	if (pdoc(&p, data, len, CKPT_FMT_REMOVED, dep, 4, &o))
+		return p.rc;
+	*after = pu64(&p, o, "after_checkpoint");
+	pstr(&p, o, "tenant", name, sizeof(name));
+	if (!p.rc && (*after > WS_CKPT_ID_MAX || strcmp(name, tenant) != 0))
+		pbad(&p, "names tenant \"%s\" after checkpoint %" PRIu64 ", not tenant %s after a valid ID", name,
+		     *after, tenant);
+	json_decref(o);
+	return p.rc;
+}
+
 /* ---- comparisons ------------------------------------------------------------ */
 
 bool ckpt_ref_equal(const struct ws_ckpt_ref *a, const struct ws_ckpt_ref *b)

@@ -53,6 +53,18 @@ static int record_decide(struct ws_ckpt *c, struct cas_op *op, bool found, char 
 
 	if (found && lt->checkpoint_id == want->checkpoint_id && ckpt_outcome_equal(lt, want))
 		return winner(x->res, WS_CKPT_CONVERGED, lt), 0;
+	/* A retry of a Commit that a later decision followed: the head no
+	 * longer names it as the latest terminal, but the Commit stands while
+	 * it is on the committed chain (the latest Commit, or a predecessor
+	 * reached from it), whatever epoch decided since. */
+	if (found && x->idx && want->checkpoint_id < lt->checkpoint_id) {
+		bool on = false;
+		int rc = ckpt_commit_on_chain(c, h, &want->committed, &on);
+		if (rc)
+			return rc;
+		if (on)
+			return winner(x->res, WS_CKPT_CONVERGED, want), 0;
+	}
 	if (found && want->epoch < h->epoch)
 		return winner(x->res, WS_CKPT_STALE_EPOCH, lt), 0;
 	if (found && lt->checkpoint_id == want->checkpoint_id)
@@ -460,6 +472,57 @@ static int retention_update(struct ws_ckpt *c, struct cas_op *op, bool begin, st
 	return ckpt_finish(wrote, begin ? "ckpt.retention.after_begin" : "ckpt.retention.after_advance");
 }
 
+/*
+ * A run that keeps from kept keeps every checkpoint from protected_ref back
+ * to kept: each index on the way must load and verify, and kept must be on
+ * that chain (reached by predecessors), or the run would keep a checkpoint
+ * that is not the cut's history and delete the one between that is. A
+ * damaged or missing index on the way names no predecessor: the chain is
+ * followed to it, and kept, older, must verify.
+ */
+static int retention_chain_to_kept(struct ws_ckpt *c, const struct ws_ckpt_ref *protected_ref,
+				   const struct ws_ckpt_ref *kept)
+{
+	struct ws_ckpt_ref cur = *protected_ref;
+	int rc;
+
+	while (!ckpt_ref_equal(&cur, kept)) {
+		struct ws_ckpt_index idx;
+		uint64_t id = cur.id;
+		if (cur.id <= kept->id)
+			return ckpt_fail(WS_CKPT_INVALID_INPUT, WS_ECONFIG, "checkpoint store: retention keeps %s, "
+					 "which is not on the chain of %s (its predecessors pass %s instead)",
+					 kept->key, protected_ref->key, cur.key);
+		rc = ws_ckpt_load_committed(c, &cur, &idx);
+		/* A damaged or missing index between (docs/CHECKPOINTS.md "Damaged
+		 * control objects") names no predecessor: the caller found kept
+		 * past it by listing; kept, older, must still verify (below). */
+		if (rc && cur.id != protected_ref->id &&
+		    (rc == WS_ENOTFOUND || rc == WS_ECORRUPT || rc == WS_EFORMAT))
+			break;
+		if (rc)
+			return ws_fail_wrap(rc, "retention: the chain from %s to the oldest checkpoint kept %s",
+					    protected_ref->key, kept->key);
+		if (!idx.has_predecessor) {
+			ws_ckpt_index_free(&idx);
+			return ckpt_fail(WS_CKPT_INVALID_INPUT, WS_ECONFIG, "checkpoint store: retention keeps %s, "
+					 "which is not on the chain of %s (it ends at %s)", kept->key,
+					 protected_ref->key, cur.key);
+		}
+		cur = idx.predecessor;
+		ws_ckpt_index_free(&idx);
+		WS_ASSERT(cur.id < id); /* a verified index names an older predecessor */
+	}
+	/* kept itself must verify: the run keeps it as a base. */
+	{
+		struct ws_ckpt_index idx;
+		if ((rc = ws_ckpt_load_committed(c, kept, &idx)) != 0)
+			return ws_fail_wrap(rc, "retention: the oldest checkpoint kept");
+		ws_ckpt_index_free(&idx);
+	}
+	return 0;
+}
+
 int ws_ckpt_begin_retention(struct ws_ckpt *c, const struct ws_ckpt_ref *protected_ref,
 			    struct ws_ckpt_retention_result *res)
 {
@@ -501,9 +564,8 @@ int ws_ckpt_begin_retention_keep(struct ws_ckpt *c, const struct ws_ckpt_ref *pr
 			return ckpt_fail(WS_CKPT_INVALID_INPUT, WS_ECONFIG, "checkpoint store: retention keeps "
 					 "checkpoint %" PRIu64 ", not older than the protected %" PRIu64, kept->id,
 					 protected_ref->id);
-		if ((rc = ws_ckpt_load_committed(c, kept, &idx)) != 0)
-			return ws_fail_wrap(rc, "retention: the oldest checkpoint kept");
-		ws_ckpt_index_free(&idx);
+		if ((rc = retention_chain_to_kept(c, protected_ref, kept)) != 0)
+			return rc;
 		want.has_kept = true;
 		want.kept_ref = *kept;
 	}
@@ -617,10 +679,10 @@ int ws_ckpt_create_sink_open_witness(struct ws_ckpt *c, const char *pipeline, ui
 
 	ckpt_kind_set(WS_CKPT_OK);
 	if (!pipeline || !ckpt_name_ok(pipeline) || !attempt || !ckpt_attempt_ok(attempt) ||
-	    sink_count > WS_CKPT_SINKS_MAX || (sink_count && !sinks))
+	    sink_count == 0 || sink_count > WS_CKPT_SINKS_MAX || !sinks)
 		return ckpt_fail(WS_CKPT_INVALID_INPUT, WS_ECONFIG, "checkpoint store: create_sink_open_witness: "
-				 "needs a printable pipeline identity, a valid attempt and at most %u sinks",
-				 WS_CKPT_SINKS_MAX);
+				 "needs a printable pipeline identity, a valid attempt and 1 to %u committable "
+				 "sinks (got %zu)", WS_CKPT_SINKS_MAX, sink_count);
 	for (size_t i = 0; i < sink_count; i++)
 		if (!sinks[i] || !ckpt_name_ok(sinks[i]) || (i && strcmp(sinks[i - 1], sinks[i]) >= 0))
 			return ckpt_fail(WS_CKPT_INVALID_INPUT, WS_ECONFIG, "checkpoint store: "
@@ -653,6 +715,28 @@ out:
 	return rc;
 }
 
+/*
+ * A witness closes only once its attempt is terminal: the head decided it
+ * or a later checkpoint (which no record of it can overtake), or decides at
+ * an epoch above the attempt's (which can then never decide). Closing it
+ * earlier would let another attempt open while this one may still commit.
+ * The head only moves on, so one read before the close is enough.
+ */
+static int witness_attempt_terminal(struct ws_ckpt *c, const struct ws_ckpt_attempt *a)
+{
+	struct ws_ckpt_head h;
+	bool found;
+	int rc = ckpt_load_singleton(c, OBJ_HEAD, &h, NULL, &found);
+	if (rc)
+		return rc;
+	if (found && (h.latest_terminal.checkpoint_id >= a->checkpoint_id || a->epoch < h.epoch))
+		return 0;
+	return ckpt_fail(WS_CKPT_STATE_MISMATCH, WS_EPRECOND,
+			 "checkpoint object %s: attempt %" PRIu64 "/%" PRIu64 " is not terminal (%s has not "
+			 "decided it); record its outcome before closing its witness", KEY_WITNESS,
+			 a->checkpoint_id, a->token, KEY_HEAD);
+}
+
 int ws_ckpt_clear_sink_open_witness(struct ws_ckpt *c, const struct ws_ckpt_witness *expected)
 {
 	struct cas_op op = { OBJ_WITNESS, "ckpt.witness.before_close", NULL, witness_close_decide, expected };
@@ -663,7 +747,7 @@ int ws_ckpt_clear_sink_open_witness(struct ws_ckpt *c, const struct ws_ckpt_witn
 	if (!expected || expected->state != WS_CKPT_WITNESS_OPEN || expected->sequence == 0)
 		return ckpt_fail(WS_CKPT_INVALID_INPUT, WS_ECONFIG, "checkpoint store: "
 				 "clear_sink_open_witness: the expected witness must be an open one");
-	if ((rc = ckpt_ensure_dep(c)) != 0)
+	if ((rc = ckpt_ensure_dep(c)) != 0 || (rc = witness_attempt_terminal(c, &expected->attempt)) != 0)
 		return rc;
 	if (!(op.cur = calloc(1, sizeof(struct ws_ckpt_witness))))
 		return ckpt_fail(WS_CKPT_IO, -ENOMEM, "checkpoint store: out of memory");

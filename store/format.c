@@ -36,6 +36,7 @@
 #define WM_MAGIC "WSWMARK1"
 #define MANIFEST_VERSION 1u
 #define MANIFEST_VERSION_INLINE 2u /* carries batches of its own (docs/FORMAT.md) */
+#define MANIFEST_VERSION_TAILS 3u  /* version 2 and the time of each tail merged into it */
 #define WM_VERSION_CURRENT 2u
 #define WM_VERSION_CARRY 3u /* version 2 and the manifest it names, carried whole */
 
@@ -342,8 +343,12 @@ int ws_fmt_manifest_encode(const struct ws_fmt_manifest *m, struct ws_buf *b)
 	for (uint32_t i = 0; i < m->snap_count; i++)
 		if (m->snaps[i].key[0] == '\0')
 			return -EINVAL;
+	/* Tails merged into one manifest carry their batches inline. */
+	if (m->tail_count && (!inl || !m->tails))
+		return -EINVAL;
 	ws_buf_reset(b);
-	begin_framed(b, MANIFEST_MAGIC, inl ? MANIFEST_VERSION_INLINE : MANIFEST_VERSION);
+	begin_framed(b, MANIFEST_MAGIC, m->tail_count ? MANIFEST_VERSION_TAILS
+				      : inl ? MANIFEST_VERSION_INLINE : MANIFEST_VERSION);
 	wstr(b, m->tenant);
 	w64(b, m->epoch);
 	w64(b, m->pointer_generation);
@@ -366,6 +371,13 @@ int ws_fmt_manifest_encode(const struct ws_fmt_manifest *m, struct ws_buf *b)
 	w32(b, m->batch_count);
 	w_refs(b, m->snaps, m->snap_count);
 	w_refs(b, m->batches, m->batch_count);
+	if (m->tail_count) {
+		w32(b, m->tail_count);
+		for (uint32_t i = 0; i < m->tail_count; i++) {
+			w64(b, m->tails[i].frame);
+			w64(b, (uint64_t)m->tails[i].time_ms);
+		}
+	}
 	for (int i = 0; i < m->inline_iovcnt; i++)
 		w_bytes(b, m->inline_iov[i].iov_base, m->inline_iov[i].iov_len);
 	return finish_framed(b);
@@ -404,6 +416,48 @@ static int r_refs(struct rd *r, uint32_t n, bool inline_ok, struct ws_fmt_objref
 	return 0;
 }
 
+/* Version 3's tail index: a count (at least 1), then (frame, time) each. */
+static int r_tails(struct rd *r, struct ws_fmt_manifest *m)
+{
+	uint32_t n = r32(r, "tail_count");
+	if (r->err)
+		return 0;
+	if (n == 0 || n > WS_MANIFEST_ITEMS_MAX || (size_t)n * 16 > r->left)
+		return ws_fail(WS_EFORMAT, "manifest version 3 names %u merged tails, which its %zu bytes left "
+			       "cannot hold (1..%u of 16 bytes each)", n, r->left, WS_MANIFEST_ITEMS_MAX);
+	m->tails = calloc(n, sizeof(*m->tails));
+	if (!m->tails)
+		return -ENOMEM;
+	m->tail_count = n;
+	for (uint32_t i = 0; i < n; i++) {
+		m->tails[i].frame = r64(r, "tail frame");
+		m->tails[i].time_ms = (int64_t)r64(r, "tail time_ms");
+	}
+	return 0;
+}
+
+/* The tails merged before the last: inside the manifest's restorable
+ * frames, before its last, in frame order, stamped in order and never
+ * after the manifest (the last tail's time). */
+static int tails_check(const struct ws_fmt_manifest *m)
+{
+	for (uint32_t i = 0; i < m->tail_count; i++) {
+		const struct ws_fmt_tail *t = &m->tails[i];
+		if (t->frame < m->valid_from_frame || t->frame >= m->last_frame ||
+		    (i > 0 && t->frame <= m->tails[i - 1].frame))
+			return ws_fail(WS_EFORMAT, "manifest merged tail %u ends at frame %llu, not after the tail "
+				       "before it within frames %llu..%llu (the last tail ends at %llu)", i,
+				       (unsigned long long)t->frame, (unsigned long long)m->valid_from_frame,
+				       (unsigned long long)(m->last_frame ? m->last_frame - 1 : 0),
+				       (unsigned long long)m->last_frame);
+		if ((i > 0 && t->time_ms < m->tails[i - 1].time_ms) || t->time_ms > m->time_ms)
+			return ws_fail(WS_EFORMAT, "manifest merged tail %u is stamped %lld ms, before the tail "
+				       "before it or after the manifest's %lld ms: times must not decrease", i,
+				       (long long)t->time_ms, (long long)m->time_ms);
+	}
+	return 0;
+}
+
 int ws_fmt_manifest_decode(const uint8_t *obj, size_t len, struct ws_fmt_manifest *m)
 {
 	struct rd r;
@@ -415,8 +469,9 @@ int ws_fmt_manifest_decode(const uint8_t *obj, size_t len, struct ws_fmt_manifes
 	rc = open_framed(obj, len, MANIFEST_MAGIC, "manifest", &r, &version);
 	if (rc)
 		return rc;
-	if (version != MANIFEST_VERSION && version != MANIFEST_VERSION_INLINE)
+	if (version != MANIFEST_VERSION && version != MANIFEST_VERSION_INLINE && version != MANIFEST_VERSION_TAILS)
 		return ws_fail(WS_EFORMAT, "unsupported manifest version %u", version);
+	const bool inl = version == MANIFEST_VERSION_INLINE || version == MANIFEST_VERSION_TAILS;
 	rstr(&r, m->tenant, sizeof(m->tenant), "tenant");
 	m->epoch = r64(&r, "epoch");
 	m->pointer_generation = r64(&r, "pointer_generation");
@@ -441,9 +496,11 @@ int ws_fmt_manifest_decode(const uint8_t *obj, size_t len, struct ws_fmt_manifes
 	m->batch_count = r32(&r, "batch_count");
 	if (!r.err && (rc = r_refs(&r, m->snap_count, false, &m->snaps)) == -ENOMEM)
 		goto fail;
-	if (!r.err && (rc = r_refs(&r, m->batch_count, version == MANIFEST_VERSION_INLINE, &m->batches)) == -ENOMEM)
+	if (!r.err && (rc = r_refs(&r, m->batch_count, inl, &m->batches)) == -ENOMEM)
 		goto fail;
-	if (!r.err && version == MANIFEST_VERSION_INLINE) {
+	if (!r.err && version == MANIFEST_VERSION_TAILS && (rc = r_tails(&r, m)) != 0)
+		goto fail;
+	if (!r.err && inl) {
 		/* The inline batches follow the refs, in ref order, and fill the
 		 * rest of the object exactly; each is at least a batch header.
 		 * Their own hashes are checked where they are read. */
@@ -463,8 +520,8 @@ int ws_fmt_manifest_decode(const uint8_t *obj, size_t len, struct ws_fmt_manifes
 			total += ref->length;
 		}
 		if (!any || total != r.left) {
-			rc = ws_fail(WS_EFORMAT, "manifest version 2 carries %zu bytes of batches, its inline refs "
-				     "name %llu", r.left, (unsigned long long)total);
+			rc = ws_fail(WS_EFORMAT, "manifest version %u carries %zu bytes of batches, its inline refs "
+				     "name %llu", version, r.left, (unsigned long long)total);
 			goto fail;
 		}
 		r.p += total;
@@ -570,6 +627,8 @@ int ws_fmt_manifest_decode(const uint8_t *obj, size_t len, struct ws_fmt_manifes
 			goto fail;
 		}
 	}
+	if ((rc = tails_check(m)) != 0)
+		goto fail;
 	return 0;
 fail:
 	ws_fmt_manifest_free(m);
@@ -580,8 +639,11 @@ void ws_fmt_manifest_free(struct ws_fmt_manifest *m)
 {
 	free(m->snaps);
 	free(m->batches);
+	free(m->tails);
 	m->snaps = NULL;
 	m->batches = NULL;
+	m->tails = NULL;
+	m->tail_count = 0;
 }
 
 /* ---- watermark -------------------------------------------------------- */

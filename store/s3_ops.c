@@ -15,6 +15,7 @@
 #include "ws_clock.h"
 #include "ws_logging.h"
 #include "ws_assert.h"
+#include "ws_fault.h"
 #include "s3_internal.h"
 
 /* ---- ops ----------------------------------------------------------------- */
@@ -452,6 +453,11 @@ int s3_probe_conditional(struct s3_store *s)
 	rc = probe_put(s, key, ++n, WS_PUT_CREATE, NULL, &cur);
 	if (rc)
 		return ws_fail_wrap(rc, "conditional-write probe");
+	/* A process killed here leaves the probe: core/probes.c removes it once stale. */
+	if ((rc = WS_FAULT("s3.probe.after_create")) != 0) {
+		rc = ws_fail(rc, "fault s3.probe.after_create at %s", key);
+		goto out;
+	}
 	rc = probe_etag(s, key, &cur);
 	if (rc)
 		goto out;

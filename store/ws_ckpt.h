@@ -55,7 +55,7 @@ enum ws_ckpt_kind {
 	WS_CKPT_OK = 0,                  /* applied */
 	WS_CKPT_CONVERGED,               /* an identical retry: the durable state already matched */
 	WS_CKPT_STALE_EPOCH,             /* record_outcome: rc 0, winner returned */
-	WS_CKPT_CONFLICTING_OUTCOME,     /* record_outcome: rc 0, winner returned */
+	WS_CKPT_CONFLICTING_OUTCOME,     /* record_outcome: rc 0, winner returned; seal: WS_EPRECOND, committed */
 	WS_CKPT_STALE_CHECKPOINT,        /* record_outcome: rc 0, a later id already decided */
 	WS_CKPT_ACTIVE_ATTEMPT,          /* WS_EPRECOND: a different attempt is active */
 	WS_CKPT_TERMINAL_ATTEMPT_REUSED, /* WS_EPRECOND: the attempt already ended */
@@ -282,15 +282,21 @@ int ws_ckpt_load_committed(struct ws_ckpt *c, const struct ws_ckpt_ref *ref,
 
 /*
  * Replace (or pre-empt) the candidate body of an aborted attempt with a
- * permanent seal at the same path. Identical retries converge.
- * Errors: WS_ECONFIG, WS_EFORMAT (FOREIGN), WS_EPRECOND (CONFLICTING_BODY), I/O.
+ * permanent seal at the same path. Identical retries converge. The index a
+ * Commit names (the head's latest Commit or one on its chain) is never
+ * sealed.
+ * Errors: WS_ECONFIG, WS_EFORMAT (FOREIGN), WS_EPRECOND (CONFLICTING_BODY;
+ * CONFLICTING_OUTCOME: the candidate is committed), I/O.
  */
 int ws_ckpt_seal_aborted_candidate(struct ws_ckpt *c, const struct ws_ckpt_index *idx) WS_MUST_CHECK;
 
 /*
- * Delete the exact committed index (or its seal) ref names, after validating
- * any body there. A missing object is success.
- * Errors: WS_ECONFIG, WS_ECORRUPT/WS_EFORMAT (the body is not ref's), I/O.
+ * Delete the exact committed index ref names, after validating the body
+ * there. A missing object is success. A seal at ref's path is refused and
+ * stays (it occupies an aborted candidate's path for good, so a create of
+ * the candidate still in flight loses to it).
+ * Errors: WS_ECONFIG, WS_EPRECOND (SEALED), WS_ECORRUPT/WS_EFORMAT (the body
+ * is not ref's), I/O.
  */
 int ws_ckpt_delete_committed(struct ws_ckpt *c, const struct ws_ckpt_ref *ref) WS_MUST_CHECK;
 
@@ -330,7 +336,8 @@ int ws_ckpt_list_candidates(struct ws_ckpt *c, uint64_t id, ws_ckpt_ref_fn fn, v
 
 /*
  * Publish the terminal outcome of checkpoint_id: the CAS of checkpoints/head
- * is the decision. Equal retries converge (CONVERGED); a stale epoch, an
+ * is the decision. Equal retries converge (CONVERGED), a Commit's even after
+ * a later decision while it is on the committed chain; a stale epoch, an
  * older checkpoint or a conflicting outcome return rc 0 with the durable
  * winner and their kind in res. committed must be given exactly for COMMIT;
  * its index is loaded and verified, must carry epoch and id, and must name
@@ -352,13 +359,16 @@ int ws_ckpt_latest_commit(struct ws_ckpt *c, struct ws_ckpt_outcome *out, bool *
 /*
  * Start (or resume) retention protecting the latest Commit.
  * Errors: WS_EPRECOND (STALE_CUT, STATE_MISMATCH: another run in flight), the
- * errors of ws_ckpt_load_committed (the cut's chain), WS_EFORMAT, I/O.
+ * errors of ws_ckpt_load_committed (the cut, and each index of its chain
+ * back to the oldest kept), WS_ECONFIG (INVALID_INPUT: kept is not on the
+ * cut's chain), WS_EFORMAT, I/O.
  */
 int ws_ckpt_begin_retention(struct ws_ckpt *c, const struct ws_ckpt_ref *protected_ref,
 			    struct ws_ckpt_retention_result *res) WS_MUST_CHECK;
 /*
  * The same, keeping every checkpoint from kept (older than protected_ref,
- * committed and stored; NULL or protected_ref itself: none older). A run
+ * on its chain of predecessors, each index from protected_ref to kept
+ * stored and verified; NULL or protected_ref itself: none older). A run
  * for the same cut and kept resumes (or is done); for the same cut and
  * another kept, a finished run is followed by a new one.
  */
@@ -372,16 +382,34 @@ int ws_ckpt_retention_state(struct ws_ckpt *c, struct ws_ckpt_retention *out, bo
 /* The singleton sink-open witness (open or closed tombstone). */
 int ws_ckpt_sink_open_witness(struct ws_ckpt *c, struct ws_ckpt_witness *out, bool *found) WS_MUST_CHECK;
 /*
- * Open the witness before any committable sink begins. sinks: strictly
- * sorted, unique, non-empty names. Identical retries converge.
+ * Open the witness before any committable sink begins. sinks: at least one;
+ * strictly sorted, unique, non-empty names. Identical retries converge.
  * Errors: WS_ECONFIG (INVALID_INPUT), WS_EPRECOND (ACTIVE_ATTEMPT: another
  * live witness; TERMINAL_ATTEMPT_REUSED: this one was closed), WS_EFORMAT, I/O.
  */
 int ws_ckpt_create_sink_open_witness(struct ws_ckpt *c, const char *pipeline, uint64_t participant_id,
 				     const struct ws_ckpt_attempt *attempt, const char *const *sinks,
 				     size_t sink_count, struct ws_ckpt_witness *out) WS_MUST_CHECK;
-/* Close exactly expected into a tombstone. Errors: WS_EPRECOND (STATE_MISMATCH), WS_ENOTFOUND, WS_EFORMAT, I/O. */
+/*
+ * Close exactly expected into a tombstone, once its attempt is terminal (the
+ * head decided it or a later checkpoint, or decides at a higher epoch).
+ * Errors: WS_EPRECOND (STATE_MISMATCH: another witness, or the attempt is not
+ * terminal), WS_ENOTFOUND, WS_EFORMAT, I/O.
+ */
 int ws_ckpt_clear_sink_open_witness(struct ws_ckpt *c, const struct ws_ckpt_witness *expected) WS_MUST_CHECK;
+
+/*
+ * Tenants removed for good (checkpoints/removed/<tenant>, docs/CHECKPOINTS.md
+ * "Removing a tenant"): record that tenant was removed while checkpoint
+ * `after` was the latest Commit (0: none yet). A record with an equal or
+ * later `after` stays (CONVERGED); an earlier one is replaced by CAS.
+ * Errors: WS_ECONFIG (INVALID_INPUT: not a tenant name, a reader), WS_EFORMAT
+ * (the record there is malformed or foreign), I/O.
+ */
+#define WS_CKPT_REMOVED_PREFIX WS_CKPT_PREFIX "/removed/"
+int ws_ckpt_record_removed(struct ws_ckpt *c, const char *tenant, uint64_t after) WS_MUST_CHECK;
+/* The removal record of tenant (one GET): *found, and *after its checkpoint. Errors as above. */
+int ws_ckpt_removed(struct ws_ckpt *c, const char *tenant, bool *found, uint64_t *after) WS_MUST_CHECK;
 
 /* The committed index key for (id, sha256 hex) into out (WS_KEY_MAX). */
 void ws_ckpt_committed_key(uint64_t id, const char *sha256_hex, char *out);

@@ -94,6 +94,14 @@ struct ws_fmt_objref {
 	uint64_t inline_off;
 };
 
+/* One acknowledged tail merged into a carried manifest before its last
+ * one: the commit frame it ended at and its time (docs/FORMAT.md
+ * "Manifest", version 3). */
+struct ws_fmt_tail {
+	uint64_t frame;
+	int64_t time_ms;
+};
+
 struct ws_fmt_manifest {
 	char tenant[WS_TENANT_NAME_MAX];
 	uint64_t epoch, pointer_generation;
@@ -119,6 +127,12 @@ struct ws_fmt_manifest {
 	 * (version 2); a decoded one points at them with inline_off. */
 	const struct iovec *inline_iov;
 	int inline_iovcnt;
+	/* The tails merged into it before its last (version 3): frames
+	 * increasing, each in first_frame..last_frame - 1, times never
+	 * decreasing and never after time_ms (the last tail's). Owned by a
+	 * decoded manifest (ws_fmt_manifest_free). */
+	uint32_t tail_count;
+	struct ws_fmt_tail *tails;
 };
 
 /* An inline batch: carried by its manifest, no object (and no key) of its own. */

@@ -7,6 +7,8 @@
 void ws_cli_print_outcome_json(const char *tenant, const struct ws_outcome *o);
 /* One JSON line on stdout for a tenant listing. */
 void ws_cli_print_tenant_json(const struct ws_tenant_info *t);
+/* One JSON line on stdout for a stored WAL generation (ls TENANT). */
+void ws_cli_print_generation_json(const struct ws_generation_info *g);
 /* `walship NAME --help`: NAME's help on stdout; returns the exit status (0,
  * or 2 for a name that is no command). The texts are main.c's command table. */
 int ws_cli_help(const char *name);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
+#include "ws_clock.h"
 
 static json_t *u64(uint64_t v) { return json_integer((json_int_t)v); }
 
@@ -136,5 +137,23 @@ void ws_cli_print_tenant_json(const struct ws_tenant_info *t)
 	json_object_set_new(o, "bytes", u64(t->bytes));
 	if (t->error)
 		json_object_set_new(o, "error", json_string(t->error));
+	emit(o);
+}
+
+void ws_cli_print_generation_json(const struct ws_generation_info *g)
+{
+	char a[WS_TIME_STR_MAX], b[WS_TIME_STR_MAX];
+	json_t *o = json_object();
+	json_object_set_new(o, "tenant", json_string(g->tenant));
+	json_object_set_new(o, "chain", u64(g->chain));
+	json_object_set_new(o, "generation", json_string(g->generation));
+	json_object_set_new(o, "start", json_string(g->start));
+	json_object_set_new(o, "first_frame", u64(g->first_frame));
+	json_object_set_new(o, "last_frame", u64(g->last_frame));
+	json_object_set_new(o, "first_time", json_string(ws_time_str(g->first_time_ms, a)));
+	json_object_set_new(o, "last_time", json_string(ws_time_str(g->last_time_ms, b)));
+	json_object_set_new(o, "first_time_ms", json_integer(g->first_time_ms));
+	json_object_set_new(o, "last_time_ms", json_integer(g->last_time_ms));
+	json_object_set_new(o, "manifests", u64(g->manifests));
 	emit(o);
 }

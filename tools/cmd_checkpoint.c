@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "cmd_checkpoint.h"
@@ -20,7 +21,7 @@
 #define EXIT_FAIL 1
 #define EXIT_USAGE WS_CLI_EXIT_USAGE
 
-enum { OPT_SINK = 1000, OPT_CONFIG, OPT_EPOCH, OPT_DRY_RUN, OPT_JSON, OPT_KEEP };
+enum { OPT_SINK = 1000, OPT_CONFIG, OPT_EPOCH, OPT_DRY_RUN, OPT_JSON, OPT_KEEP, OPT_TENANT };
 
 static int usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage(const char *fmt, ...)
@@ -270,15 +271,91 @@ int cmd_retention(int argc, char **argv)
 	return EXIT_OK;
 }
 
+int cmd_forget(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "sink", required_argument, NULL, OPT_SINK },
+		{ "config", required_argument, NULL, OPT_CONFIG },
+		{ "tenant", required_argument, NULL, OPT_TENANT },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *sink_url = NULL, *config = NULL, *tenant = NULL;
+	struct ws_forget_report rep;
+	struct ws_sink *sink;
+	bool json = false;
+	int c, rc, code;
+
+	optind = 1;
+	uint64_t seen = 0;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		const char *twice = ws_cli_twice(opts, c, &seen);
+		if (twice)
+			return usage("--%s given twice", twice);
+		switch (c) {
+		case 'h': return ws_cli_help("forget");
+		case OPT_SINK: sink_url = optarg; break;
+		case OPT_CONFIG: config = optarg; break;
+		case OPT_TENANT: tenant = optarg; break;
+		case OPT_JSON: json = true; break;
+		default: return usage("forget: unknown or incomplete option");
+		}
+	}
+	if (optind < argc)
+		return usage("forget: unexpected argument '%s'", argv[optind]);
+	if (!tenant)
+		return usage("forget: --tenant NAME is required");
+	if (!(sink = sink_from_args(sink_url, config, &code, NULL)))
+		return code;
+	rc = ws_tenant_forget(sink, tenant, &rep);
+	ws_sink_close(sink);
+	if (rc) {
+		fprintf(stderr, "walship: forget failed: %s\n", ws_errmsg());
+		/* A name that is not a tenant's was the argument: usage. */
+		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
+	}
+	if (json) {
+		json_t *o = json_object();
+		json_object_set_new(o, "tenant", json_string(tenant));
+		json_object_set_new(o, "after_checkpoint", rep.after_checkpoint ? u64(rep.after_checkpoint) : json_null());
+		json_object_set_new(o, "watermark_deleted", json_boolean(rep.had_watermark));
+		json_object_set_new(o, "objects_left", json_boolean(rep.had_objects));
+		emit(o);
+	}
+	fprintf(stderr, "walship: tenant %s removed for good%s; checkpoints no longer require it%s\n", tenant,
+		rep.had_watermark ? " (its watermark deleted)" : "",
+		rep.had_objects ? ", and the retention after the next checkpoint deletes its objects" : "");
+	return EXIT_OK;
+}
+
 struct ls_print {
 	bool json;
 };
 
+/* ms since the epoch as RFC 3339 in UTC, to the millisecond; NULL when 0 (unknown). */
+static const char *rfc3339(int64_t ms, char out[40])
+{
+	struct tm tm;
+	time_t t;
+	if (ms <= 0)
+		return NULL;
+	t = (time_t)(ms / 1000);
+	if (!gmtime_r(&t, &tm) || strftime(out, 24, "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+		return NULL;
+	snprintf(out + strlen(out), 16, ".%03dZ", (int)(ms % 1000));
+	return out;
+}
+
 static int ls_cb(const struct ws_checkpoint_info *i, void *arg)
 {
 	struct ls_print *p = arg;
+	char dbuf[40], cbuf[40];
+	const char *decided = rfc3339(i->decided_ms, dbuf), *cut = rfc3339(i->cut_time_ms, cbuf);
 	if (p->json) {
 		json_t *o = info_json(i);
+		json_object_set_new(o, "decided", decided ? json_string(decided) : json_null());
+		json_object_set_new(o, "cut_time", cut ? json_string(cut) : json_null());
 		json_object_set_new(o, "damaged", json_boolean(i->damaged));
 		json_object_set_new(o, "damage", i->damaged ? json_string(i->damage) : json_null());
 		emit(o);
@@ -289,8 +366,9 @@ static int ls_cb(const struct ws_checkpoint_info *i, void *arg)
 		printf("checkpoint %-8" PRIu64 " DAMAGED index=%s: %s\n", i->id, i->ref_key, i->damage);
 		return 0;
 	}
-	printf("checkpoint %-8" PRIu64 " epoch=%" PRIu64 " tenants=%" PRIu64 " artifact_bytes=%" PRIu64 " index=%s\n",
-	       i->id, i->epoch, i->tenants, i->artifact_bytes, i->ref_key);
+	printf("checkpoint %-8" PRIu64 " epoch=%" PRIu64 " tenants=%" PRIu64 " artifact_bytes=%" PRIu64
+	       " decided=%s cut_time=%s index=%s\n", i->id, i->epoch, i->tenants, i->artifact_bytes,
+	       decided ? decided : "unknown", cut ? cut : "unknown", i->ref_key);
 	return 0;
 }
 

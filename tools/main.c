@@ -4,12 +4,13 @@
  *   walship replicate [--sink URL] [--config FILE] [--shards N] [--policy P] [--metrics-addr HOST:PORT]
  *                     [--epoch N] [--pointer-generation N] [--interval-ms N] [--checkpoint-interval-s N]
  *                     [--once] [--json] [NAME=]DB_PATH...
- *   walship restore   --sink URL --tenant NAME [--frame N | --time RFC3339 | --checkpoint ID|latest]
+ *   walship restore   --sink URL --tenant NAME [--frame [GEN:]N | --time RFC3339 | --checkpoint ID|latest]
  *                     [--force] -o OUT_DB
- *   walship ls        --sink URL [--tenant NAME | --checkpoints] [--json]
+ *   walship ls        --sink URL [--tenant NAME | --checkpoints | TENANT] [--json]
  *   walship verify    --sink URL [--tenant NAME] [--orphans | --fail-on-orphans]
  *   walship checkpoint --sink URL [--config FILE]
  *   walship retention --sink URL [--dry-run] [--json]
+ *   walship forget    --sink URL --tenant NAME [--json]
  *   walship help [COMMAND]    (and `walship COMMAND -h|--help`: the command table at the end)
  *
  * Exit status: 0 success; 2 usage or configuration error; 3 every tenant was
@@ -803,6 +804,29 @@ out:
 
 /* ---- restore / ls / verify -------------------------------------------- */
 
+/* --frame N, or GENERATION:N (g<8 hex>-<16 hex>, or g-none): 0, or -1. */
+static int parse_frame(const char *arg, char gen[32], uint64_t *frame)
+{
+	const char *colon = strrchr(arg, ':');
+	gen[0] = '\0';
+	if (colon) {
+		size_t n = (size_t)(colon - arg);
+		bool ok = n == 6 && !strncmp(arg, "g-none", 6);
+		if (n == 26 && arg[0] == 'g' && arg[9] == '-') {
+			ok = true;
+			for (size_t i = 1; i < n; i++)
+				if (i != 9 && !((arg[i] >= '0' && arg[i] <= '9') || (arg[i] >= 'a' && arg[i] <= 'f')))
+					ok = false;
+		}
+		if (!ok)
+			return -1;
+		memcpy(gen, arg, n);
+		gen[n] = '\0';
+		arg = colon + 1;
+	}
+	return ws_cli_parse_u64(arg, frame) || *frame == 0 ? -1 : 0;
+}
+
 static int cmd_restore(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -818,6 +842,7 @@ static int cmd_restore(int argc, char **argv)
 	};
 	const char *sink_url = NULL, *tenant = NULL, *out = NULL, *checkpoint = NULL;
 	struct ws_restore_opts ro = { 0 };
+	char gen[32] = "";
 	struct ws_sink *sink;
 	int c, rc;
 
@@ -831,8 +856,12 @@ static int cmd_restore(int argc, char **argv)
 		case OPT_SINK: sink_url = optarg; break;
 		case OPT_TENANT: tenant = optarg; break;
 		case OPT_FRAME:
-			if (ws_cli_parse_u64(optarg, &ro.frame) || ro.frame == 0)
-				return usage_error("--frame: '%s' must be a positive integer", optarg);
+			if (parse_frame(optarg, gen, &ro.frame))
+				return usage_error("--frame: '%s' must be a positive integer N, or GENERATION:N with "
+						   "a generation as `walship ls --sink URL TENANT` names it "
+						   "(g00000000-0123456789abcdef:N)", optarg);
+			if (gen[0])
+				ro.generation = gen;
 			break;
 		case OPT_TIME:
 			if (parse_rfc3339(optarg, &ro.time_ms))
@@ -926,6 +955,49 @@ static int ls_cb(const struct ws_tenant_info *t, void *arg)
 	return 0;
 }
 
+static int gen_cb(const struct ws_generation_info *g, void *arg)
+{
+	bool json = *(bool *)arg;
+	char a[WS_TIME_STR_MAX], b[WS_TIME_STR_MAX];
+	if (json) {
+		ws_cli_print_generation_json(g);
+		return 0;
+	}
+	printf("%-5u %-27s %-11s %11" PRIu64 " %11" PRIu64 "  %-24s  %-24s %9" PRIu64 "\n", g->chain,
+	       g->generation, g->start, g->first_frame, g->last_frame, ws_time_str(g->first_time_ms, a),
+	       ws_time_str(g->last_time_ms, b), g->manifests);
+	return 0;
+}
+
+/* ls TENANT: each stored WAL generation, newest first, across re-bases. */
+static int cmd_ls_generations(const char *sink_url, const char *tenant, bool json)
+{
+	struct ws_sink *sink;
+	enum ws_history_end end = WS_HISTORY_FIRST;
+	int rc;
+
+	sink = ws_sink_open_flags(sink_url, WS_SINK_EXISTING, &rc);
+	if (!sink) {
+		fprintf(stderr, "walship: %s\n", ws_errmsg());
+		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
+	}
+	if (!json)
+		printf("%-5s %-27s %-11s %11s %11s  %-24s  %-24s %9s\n", "chain", "generation", "start",
+		       "first_frame", "last_frame", "first_time", "last_time", "manifests");
+	rc = ws_list_generations(sink, tenant, gen_cb, &json, &end);
+	ws_sink_close(sink);
+	if (rc) {
+		fprintf(stderr, "walship: ls: %s\n", ws_errmsg());
+		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
+	}
+	if (!json)
+		printf("%s\n", end == WS_HISTORY_REMOVED ? "(older history was removed by retention)" :
+				       end == WS_HISTORY_UNLINKED ? "(the oldest re-base listed records no link to the "
+								    "history before it: restore --checkpoint ID may reach it)" :
+				       "(the tenant's first chain: nothing was shipped before it)");
+	return EXIT_OK;
+}
+
 static int cmd_ls(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -956,10 +1028,15 @@ static int cmd_ls(int argc, char **argv)
 		default: return usage_error("ls: unknown or incomplete option");
 		}
 	}
-	if (optind < argc)
-		return usage_error("ls: unexpected argument '%s'", argv[optind]);
+	if (optind + 1 < argc)
+		return usage_error("ls: unexpected argument '%s'", argv[optind + 1]);
 	if (!sink_url)
 		return usage_error("ls: --sink URL is required");
+	if (optind < argc) {
+		if (tenant || checkpoints)
+			return usage_error("ls: TENANT lists one tenant's generations; drop --tenant and --checkpoints");
+		return cmd_ls_generations(sink_url, argv[optind], p.json);
+	}
 	if (checkpoints && tenant)
 		return usage_error("ls: --checkpoints lists the whole sink; drop --tenant");
 	if (checkpoints)
@@ -1139,7 +1216,10 @@ static const struct command {
 	  "  --sink URL                  the sink to read\n"
 	  "  --tenant NAME               the tenant to restore\n"
 	  "  --frame N                   the last commit at or before frame N of the current WAL generation\n"
-	  "  --time RFC3339              the last state shipped at or before that time (2026-11-30T12:00:00Z)\n"
+	  "  --frame GENERATION:N        the same in a stored WAL generation, across re-bases (as\n"
+	  "                              `walship ls --sink URL TENANT` names it: g00000000-0123456789abcdef:N)\n"
+	  "  --time RFC3339              the last state shipped at or before that time (2026-11-30T12:00:00Z),\n"
+	  "                              in any chain still stored (across re-bases)\n"
 	  "  --checkpoint ID|latest      the tenant exactly at a checkpoint's cut\n"
 	  "  --force                     replace a regular file at OUT_DB (never a link, device or live database)\n"
 	  "  -o, --output OUT_DB         where to write the database\n"
@@ -1147,16 +1227,19 @@ static const struct command {
 	  "\n"
 	  "exit status: 0 restored; 1 refused or failed (nothing written); 2 usage error.\n" },
 	{ "ls", cmd_ls, "list the tenants (or the checkpoints) a sink holds",
-	  "usage: walship ls --sink URL [--tenant NAME | --checkpoints] [--json]\n"
+	  "usage: walship ls --sink URL [--tenant NAME | --checkpoints | TENANT] [--json]\n"
 	  "\n"
 	  "List each tenant's watermark (owner, WAL generation, last frame, when it was\n"
 	  "written) and how many objects and bytes it holds; or, with --checkpoints,\n"
-	  "every stored checkpoint, newest first.\n"
+	  "every stored checkpoint, newest first; or, with TENANT, each WAL generation\n"
+	  "of that tenant still stored, newest first, across re-bases: its chain (0 the\n"
+	  "live one), how it started, its first and last restorable frame and time.\n"
 	  "\n"
 	  "options:\n"
 	  "  --sink URL                  the sink to read\n"
 	  "  --tenant NAME               only this tenant\n"
 	  "  --checkpoints               list the sink's checkpoints instead of its tenants\n"
+	  "  TENANT                      list that tenant's stored WAL generations\n"
 	  "  --json                      one JSON object per line\n"
 	  "  -h, --help                  this help\n"
 	  "\n"
@@ -1212,6 +1295,23 @@ static const struct command {
 	  "\n"
 	  "exit status: 0 ok; 1 failed (the protected checkpoint did not verify: nothing\n"
 	  "deleted); 2 usage error.\n" },
+	{ "forget", cmd_forget, "remove a tenant from a sink for good",
+	  "usage: walship forget --sink URL [--config FILE] --tenant NAME [--json]\n"
+	  "\n"
+	  "Remove a tenant for good: record it as removed (checkpoints/removed/NAME)\n"
+	  "and delete its watermark, so checkpoints stop requiring it (a checkpoint\n"
+	  "that misses a tenant the previous one named is refused otherwise) and the\n"
+	  "retention after the next checkpoint deletes its objects. Stop shipping it\n"
+	  "first: a tenant of that name shipped again is a new tenant.\n"
+	  "\n"
+	  "options:\n"
+	  "  --sink URL                  the sink (else [engine] sink of --config)\n"
+	  "  --config FILE               replicate's config file: its sink\n"
+	  "  --tenant NAME               the tenant to remove\n"
+	  "  --json                      print the result as one JSON object\n"
+	  "  -h, --help                  this help\n"
+	  "\n"
+	  "exit status: 0 removed; 1 failed (no such tenant, the sink); 2 usage error.\n" },
 	{ "help", cmd_help, "list the commands, or show one command's options",
 	  "usage: walship help [COMMAND]\n"
 	  "       walship COMMAND --help\n"

@@ -421,8 +421,14 @@ int ws_engine_metrics_text(struct ws_engine *e, char **out, size_t *len) WS_MUST
 
 struct ws_restore_opts {
 	uint64_t frame;             /* 0 = latest; else last commit <= frame of the newest generation */
-	int64_t time_ms;            /* 0 = latest; else last shipped state observed at or before */
+	int64_t time_ms;            /* 0 = latest; else last shipped state observed at or before, in
+				     * any chain still stored (across re-bases) */
 	bool force;                 /* overwrite out_path if it exists */
+	/* With frame: the WAL generation the frame counts in, as
+	 * ws_list_generations names it (g<ckpt_seq>-<salt1><salt2>), in any
+	 * chain still stored (its newest run); NULL or "": the newest of the
+	 * live chain. */
+	const char *generation;
 };
 
 /*
@@ -454,6 +460,38 @@ struct ws_tenant_info {
  */
 typedef int (*ws_tenant_fn)(const struct ws_tenant_info *info, void *arg);
 int ws_list_tenants(struct ws_sink *sink, const char *tenant, ws_tenant_fn fn, void *arg) WS_MUST_CHECK;
+
+/* One WAL generation of a tenant's stored history: a run of manifests of
+ * one WAL, from the live chain back through every chain a re-base links. */
+struct ws_generation_info {
+	char tenant[WS_TENANT_MAX];
+	char generation[32];        /* g<ckpt_seq:08x>-<salt1:08x><salt2:08x> as in keys, or g-none */
+	unsigned chain;             /* 0: the live chain (the watermark's); 1: the one before its re-base; ... */
+	const char *start;          /* "rebase", "wal-restart", or "checkpoint" (history before its cut removed) */
+	uint64_t first_frame;       /* the first frame a restore may stop at */
+	uint64_t last_frame;
+	int64_t first_time_ms;      /* when the first restorable state was shipped */
+	int64_t last_time_ms;
+	uint64_t manifests;
+};
+typedef int (*ws_generation_fn)(const struct ws_generation_info *g, void *arg);
+/* Where a tenant's stored history ends, going back. */
+enum ws_history_end {
+	WS_HISTORY_FIRST = 0,   /* at the tenant's first chain: nothing was shipped before it */
+	WS_HISTORY_REMOVED,     /* at history retention removed */
+	WS_HISTORY_UNLINKED,    /* at a re-base that records no link to the chain before it (written
+				 * by a walship that did not record links, or while the watermark
+				 * carried its manifest): older chains may be stored, unreachable
+				 * but by restore --checkpoint */
+};
+/*
+ * Calls fn for each stored WAL generation of tenant, newest first, walking
+ * back from the watermark through the links re-bases record (no LIST).
+ * *end: where the walk ended. Errors: WS_ENOTFOUND (no watermark), a link
+ * or manifest missing or damaged (named), I/O.
+ */
+int ws_list_generations(struct ws_sink *sink, const char *tenant, ws_generation_fn fn, void *arg,
+			enum ws_history_end *end) WS_MUST_CHECK;
 
 /* One problem found by verify. */
 typedef void (*ws_problem_fn)(const char *tenant, const char *key, int err, const char *detail, void *arg);
@@ -519,6 +557,11 @@ struct ws_checkpoint_info {
 	uint64_t incremental;        /* take: images built from the previous checkpoint's artifact */
 	bool has_predecessor;
 	uint64_t predecessor_id;
+	/* list: when it was decided (its committed index written, as the store
+	 * dates it) and its cut's commit time (the newest time_ms of the
+	 * manifests it names, each read and checked); 0 when not known. */
+	int64_t decided_ms;
+	int64_t cut_time_ms;
 	/* ls: its committed index (ref_key) is damaged or missing: nothing of it
 	 * restores; damage says why. Only id and ref_* are set besides. */
 	bool damaged;
@@ -538,6 +581,23 @@ struct ws_checkpoint_info {
  */
 int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *opts,
 		       struct ws_checkpoint_info *out) WS_MUST_CHECK;
+
+/*
+ * Remove tenant from the sink for good (docs/CHECKPOINTS.md "Removing a
+ * tenant"): record checkpoints/removed/<tenant> with the latest Commit's ID
+ * and delete the tenant's watermark, so checkpoints stop requiring it (a
+ * checkpoint whose cut misses a tenant the previous one named is refused
+ * otherwise) and retention deletes its objects. Stop shipping the tenant
+ * first: a tenant of that name shipped again is a new tenant. Errors:
+ * WS_ECONFIG (not a tenant name), WS_ENOTFOUND (nothing stored under it and
+ * the latest checkpoint does not name it), the decision store's, I/O.
+ */
+struct ws_forget_report {
+	uint64_t after_checkpoint;   /* the latest Commit when removed (0: none) */
+	bool had_watermark;          /* its watermark was there and is deleted */
+	bool had_objects;            /* objects are stored under it (retention deletes them) */
+};
+int ws_tenant_forget(struct ws_sink *sink, const char *tenant, struct ws_forget_report *rep) WS_MUST_CHECK;
 
 /* Finish an attempt a crash left open (abort it, or finish its clean-up). */
 int ws_checkpoint_recover(struct ws_sink *sink, bool *recovered) WS_MUST_CHECK;

@@ -52,6 +52,16 @@ static void accepted(const uint8_t *obj, size_t len, const struct ws_fmt_manifes
 		FUZZ_CHECK(ws_key_valid(m->snaps[i].key) && m->snaps[i].count >= 1);
 	/* The inline bytes fill the object up to its trailing hash. */
 	FUZZ_CHECK(inl_end == 0 || inl_end == len - 8);
+	/* The merged tails' index (version 3): only with inline batches,
+	 * inside the restorable frames before the last, in order, stamped in
+	 * order and never after the manifest. */
+	FUZZ_CHECK(m->tail_count == 0 || (m->tails != NULL && inl_end != 0));
+	for (uint32_t i = 0; i < m->tail_count; i++) {
+		FUZZ_CHECK(m->tails[i].frame >= m->valid_from_frame && m->tails[i].frame < m->last_frame);
+		FUZZ_CHECK(m->tails[i].time_ms <= m->time_ms);
+		FUZZ_CHECK(i == 0 || (m->tails[i].frame > m->tails[i - 1].frame &&
+				      m->tails[i].time_ms >= m->tails[i - 1].time_ms));
+	}
 	if (inl_end) {
 		inl.iov_base = (void *)(uintptr_t)(obj + inl_at);
 		inl.iov_len = (size_t)(inl_end - inl_at);

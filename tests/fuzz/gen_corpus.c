@@ -217,6 +217,25 @@ static void manifests(const struct ws_wal_hdr *h, uint64_t frames, uint64_t last
 		m.inline_iov = &iov;
 		m.inline_iovcnt = 1;
 		manifest("continue-inline", &m);
+		{
+			/* Version 3: tails merged into a carried manifest, each
+			 * before the last with its end frame and time. */
+			uint8_t inl3[3][96];
+			struct iovec iov3[3] = { { inl3[0], 96 }, { inl3[1], 96 }, { inl3[2], 96 } };
+			struct ws_fmt_tail tails[2] = { { 5, 1767225599000 }, { 6, 1767225599500 } };
+			memset(inl3, 0x5b, sizeof(inl3));
+			batches[0] = ref("", 5, 1, 96);
+			batches[1] = ref("", 6, 1, 96);
+			batches[2] = ref("", 7, 1, 96);
+			m.batch_count = 3;
+			m.inline_iov = iov3;
+			m.inline_iovcnt = 3;
+			m.tails = tails;
+			m.tail_count = 2;
+			manifest("continue-merged", &m);
+			m.tails = NULL;
+			m.tail_count = 0;
+		}
 		m.inline_iov = NULL;
 		m.inline_iovcnt = 0;
 	}

@@ -191,11 +191,13 @@ link_new_manifest() {
 	SNAP0=$(snap)
 }
 link_wm() { cp "$S/a/wm" "$SENT/wm_a"; rm "$S/a/wm"; ln -s "$SENT/wm_a" "$S/a/wm"; SNAP0=$(snap); }
-# A tenant directory that is a link: listings skip it with a warning (ls,
-# verify and checkpoint see tenant b only); restore and retention, which
-# read a's watermark by name, refuse the link.
+# A tenant directory that is a link: listings skip it with a warning (ls
+# and verify see tenant b only); restore and retention, which read a's
+# watermark by name, refuse the link.
 # verify fails: a checkpoint names tenant a, whose data the sink no longer holds.
-every_command "tenant directory a -> outside" 0 1 1 1 0 "a is a symbolic link|skipping a" link_tenant_dir
+# checkpoint refuses a cut without a, which the last checkpoint named
+# (a tenant removed for good is forgotten first: walship forget).
+every_command "tenant directory a -> outside" 0 1 1 1 1 "a is a symbolic link|skipping a" link_tenant_dir
 every_command "generation directory -> outside" 0 1 1 1 1 "$GEN_A is a symbolic link" link_gen_dir
 # An older checkpoint's artifact directory a link: restore --checkpoint of
 # it refuses, so verify (which checks every stored checkpoint) fails too.
@@ -229,8 +231,9 @@ every_command "FIFO as the latest manifest" 0 1 1 1 1 "$M_NEW_A.*FIFO" fifo_mani
 every_command "FIFOs at the root and in a tenant" 0 0 0 0 0 "" fifo_root
 # A directory under an object's name is no object (as on S3, where a
 # prefix is not a key): a has no watermark.
-# verify fails: a checkpoint names tenant a, whose watermark is gone.
-every_command "directory as a watermark" 0 1 1 0 0 "tenant a has no watermark|a/wm" dir_wm
+# verify fails: a checkpoint names tenant a, whose watermark is gone;
+# checkpoint refuses a cut without a, naming a/wm.
+every_command "directory as a watermark" 0 1 1 0 1 "tenant a has no watermark|a/wm" dir_wm
 if [ "$IS_ROOT" = 1 ]; then
 	dev_wm() { rm "$S/a/wm"; mknod "$S/a/wm" c 1 3; }
 	dev_batch() {

@@ -127,14 +127,14 @@ make_bucket() {
 
 # start_faultproxy ENDPOINT: tests/s3/faultproxy.py ($WS_FAULTPROXY) in
 # front of ENDPOINT, passing everything, its control file $ROOT/control.json
-# (set_fault JSON changes it); sets PROXY (its URL) and PROXY_PID (killed
-# on exit with the script's other jobs).
+# (set_fault JSON changes it), its counts in $ROOT/proxy.stats; sets PROXY
+# (its URL) and PROXY_PID (killed on exit with the script's other jobs).
 start_faultproxy() {
 	: "${WS_FAULTPROXY:?WS_FAULTPROXY must name tests/s3/faultproxy.py}"
 	echo '{"mode": "pass"}' >"$ROOT/control.json"
 	rm -f "$ROOT/proxy.port"
 	python3 "$WS_FAULTPROXY" --upstream "${1#http://}" --port-file "$ROOT/proxy.port" \
-		--control "$ROOT/control.json" >"$ROOT/proxy.log" 2>&1 &
+		--control "$ROOT/control.json" --stats "$ROOT/proxy.stats" >"$ROOT/proxy.log" 2>&1 &
 	PROXY_PID=$!
 	local _
 	for _ in $(seq 200); do [ -s "$ROOT/proxy.port" ] && break; sleep 0.05; done

@@ -2,8 +2,8 @@
 # Checkpoints and retention through the CLI, on a file:// sink with a real
 # SQLite writer: checkpoint, ls --checkpoints, restore --checkpoint ID|latest,
 # retention (--dry-run first; verify and restore --frame after it),
-# replicate --checkpoint-interval-s, and bad
-# arguments (exit 2).
+# replicate --checkpoint-interval-s, a tenant missing from a cut and
+# walship forget, and bad arguments (exit 2).
 #
 # Env: WS_BIN (the walship binary), WS_TEST_TMP (scratch dir).
 # Prints "N passed, M failed" last; exits non-zero on any failure.
@@ -42,6 +42,11 @@ sq db.db .dump >at2.dump
 check "a second checkpoint has a larger id" [ "$id2" -gt "$id1" ]
 ws ls --sink "$URL" --checkpoints --json
 check "ls --checkpoints lists both" eval '[ "$rc" = 0 ] && grep -q "$id1" out && grep -q "$id2" out'
+check "ls --checkpoints --json: decided and cut_time in RFC 3339" \
+	eval '[ "$(grep -cE "\"decided\":\"20[0-9-]+T[0-9:.]+Z\",\"cut_time\":\"20[0-9-]+T[0-9:.]+Z\"" out)" = 2 ]'
+ws ls --sink "$URL" --checkpoints
+check "ls --checkpoints: the cut's commit time beside the decision's" \
+	eval '[ "$(grep -cE "decided=20[0-9-]+T[0-9:.]+Z cut_time=20[0-9-]+T[0-9:.]+Z" out)" = 2 ]'
 ws restore --sink "$URL" --tenant db --checkpoint "$id1" -o c1.db
 check "restore --checkpoint ID: the state at that cut" eval '[ "$rc" = 0 ] && [ "$(sq c1.db .dump)" = "$(cat at1.dump)" ]'
 ws restore --sink "$URL" --tenant db --checkpoint latest -o c2.db
@@ -199,6 +204,41 @@ check "forged: restore --checkpoint refuses it, writing nothing" eval '[ "$rc" =
 ws restore --sink "file://$FS" --tenant small -o forged-latest.db
 check "forged: restore of the latest state is small's own" \
 	eval '[ "$rc" = 0 ] && [ "$(sq forged-latest.db "SELECT count(*) FROM t")" = 5 ]'
+
+echo "# a tenant missing from a cut; walship forget"
+FG="$ROOT/forget-sink"
+for t in keep gone; do
+	sq "$t.db" "PRAGMA journal_mode=WAL; CREATE TABLE t(x INTEGER PRIMARY KEY, v TEXT);" >/dev/null
+	sq "$t.db" "INSERT INTO t VALUES (1, 'a'), (2, 'b');"
+done
+ws replicate --sink "file://$FG" --once keep.db gone.db
+ws checkpoint --sink "file://$FG"
+check "forget: two tenants, a checkpoint" eval '[ "$rc" = 0 ] && [ "$(json_field out tenants)" = 2 ]'
+mv "$FG/gone" "$ROOT/gone-hidden"
+ws checkpoint --sink "file://$FG"
+check "a cut missing a tenant the last checkpoint named: exit 1, naming it and walship forget" \
+	eval '[ "$rc" = 1 ] && grep -q "gone" err && grep -q "walship forget" err'
+mv "$ROOT/gone-hidden" "$FG/gone"
+ws forget --sink "file://$FG" --tenant nobody
+check "forget of a name nothing was shipped under: exit 1, naming it" eval '[ "$rc" = 1 ] && grep -q "nobody" err'
+ws forget --sink "file://$FG" --tenant "bad/name"
+check "forget of a name no tenant may have: exit 2" [ "$rc" = 2 ]
+ws forget --sink "file://$FG"
+check "forget without --tenant: exit 2" [ "$rc" = 2 ]
+ws forget --sink "file://$FG" --tenant gone --json
+check "forget --tenant gone: exit 0, JSON with its watermark deleted" \
+	eval '[ "$rc" = 0 ] && [ "$(json_field out watermark_deleted)" = True ] && [ "$(json_field out tenant)" = gone ]'
+ws checkpoint --sink "file://$FG"
+check "the next checkpoint commits without it" eval '[ "$rc" = 0 ] && [ "$(json_field out tenants)" = 1 ]'
+ws retention --sink "file://$FG"
+check "retention proceeds and deletes its objects" eval '[ "$rc" = 0 ] && grep -q "^gone/" out && [ ! -e "$FG/gone" ]'
+ws verify --sink "file://$FG" --fail-on-orphans
+check "verify --fail-on-orphans after it: exit 0" [ "$rc" = 0 ]
+ws replicate --sink "file://$FG" --once keep.db gone.db
+ws checkpoint --sink "file://$FG"
+check "shipped again: a new tenant the next checkpoint names" eval '[ "$rc" = 0 ] && [ "$(json_field out tenants)" = 2 ]'
+ws restore --sink "file://$FG" --tenant gone -o gone-again.db
+check "... and it restores" eval '[ "$rc" = 0 ] && same_dump gone.db gone-again.db'
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

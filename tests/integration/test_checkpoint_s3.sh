@@ -17,7 +17,10 @@
 #      source and verify passes; and through tests/s3/faultproxy.py
 #      answering every range with the whole object (a fault radosgw cannot
 #      be made to produce);
-#   5. one flipped byte in the latest committed index, in
+#   5. a checkpoint killed with its witness open: the next one waits 30 s
+#      for it by a monotonic deadline, a few GETs a second, waiting out the
+#      503s the proxy answers to its first GETs, then aborts it and commits.
+#   6. one flipped byte in the latest committed index, in
 #      checkpoints/inventory and in checkpoints/witness (issue 31 items 4, 5).
 #
 # Env: WS_BIN, WS_TEST_TMP, WS_S3_DIR (the fixture's dir; $WS_S3_DIR/env has
@@ -117,10 +120,45 @@ set_fault '{"mode": "ignore_range", "count": 1000000, "methods": ["GET"]}'
 ws restore --sink "s3://$B/ck?endpoint=$PROXY" --tenant big --checkpoint latest -o rbig2.db
 check "restore --checkpoint through a store that ignores Range equals the source" \
 	eval '[ "$rc" = 0 ] && same_rows big.db rbig2.db'
+
+echo "# 5. the wait for a crashed attempt, its reads throttled"
+# A checkpoint killed with its witness open leaves an attempt nobody will
+# decide: the next one waits 30 s for it (a monotonic deadline), reading
+# checkpoints/head a few times a second at most, then aborts it and takes
+# its own. Through the proxy, its first GETs answered 503 SlowDown (with
+# Retry-After) and delayed: waited out within the same deadline. Before,
+# the wait counted only its 20 ms sleeps: 103-106 s and ~1,600 GETs.
+set +e
+WS_FAULT=checkpoint.artifact.after_put:1:crash "$WS_BIN" checkpoint --sink "$U" >k.out 2>k.err
+krc=$?
+set -e
+check "a checkpoint killed with its witness open (exit $krc)" [ "$krc" = 137 ]
+pstat() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$ROOT/proxy.stats" "$1"; }
+preqs() { pstat requests; }
+set_fault '{"mode": "latency", "latency_ms": 50}'
+req0=$(preqs)
+t0=$(date +%s%N)
+"$WS_BIN" checkpoint --sink "s3://$B/ck?endpoint=$PROXY" >w.out 2>w.err &
+w=$!
+# Waiting by now: its next GETs of the head are refused (503, Retry-After 1 s).
+sleep 6
+f0=$(pstat faulted)
+set_fault '{"mode": "slowdown", "count": 6, "methods": ["GET"], "latency_ms": 50, "retry_after": 1}'
+reap $w w.err "checkpoint past the crashed attempt"
+el=$((($(date +%s%N) - t0) / 1000000))
+reqs=$(($(preqs) - req0))
+echo "  wait past the crashed attempt: ${el} ms, $reqs requests"
+check "the next checkpoint aborts it after the 30 s wait and commits its own: exit 0 ($reaped)" \
+	eval '[ "$reaped" = 0 ] && grep -q "\"committed\":true" w.out'
+check "... the proxy refused 6 of its GETs while it waited" eval '[ "$(($(pstat faulted) - f0))" = 6 ]'
+check "... in 30..45 s (${el} ms), not past the deadline" [ "$el" -ge 30000 ] && [ "$el" -le 45000 ]
+check "... with a few requests a second at most ($reqs in ${el} ms)" [ "$reqs" -le 200 ]
 kill "$PROXY_PID" 2>/dev/null || true
 wait "$PROXY_PID" 2>/dev/null || true
+ws verify --sink "$U" --fail-on-orphans
+check "verify --fail-on-orphans after it: exit 0" eval '[ "$rc" = 0 ] && grep -q "^orphans: 0$" out'
 
-echo "# 5: a damaged latest committed index (issue 31 item 4)"
+echo "# 6. a damaged latest committed index, inventory and witness (issue 31 items 4, 5)"
 # One flipped byte in the latest committed index, rewritten through the
 # S3 API: verify names it, ls marks it, the intact older checkpoint restores
 # exactly, the next checkpoint commits past it and retention removes it.

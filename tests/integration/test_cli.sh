@@ -563,5 +563,87 @@ check "--force-pread: exit 0, and no reader said it uses io_uring" \
 ws restore --sink "file://$ROOT/fpsink" --tenant fp -o fp.r.db
 check "--force-pread: restore equals the source" eval '[ "$rc" = 0 ] && [ "$(sq fp.r.db "SELECT count(*) FROM t")" = 2000 ]'
 
+echo "# restore across re-bases: ls TENANT, --time and --frame GENERATION:N in every chain"
+# sq keeps the WAL on close; plain sqlite3 checkpoints and deletes it when
+# it closes its (the last) connection, and a TRUNCATE checkpoint restarts
+# it: with walship down, the next replicate re-bases (each replicate --once
+# is a process of its own, which re-bases whenever it cannot prove the WAL
+# continues the watermark's). After each replicate: the time, and the live
+# chain's newest generation and last frame (ls TENANT, first line).
+now_ms() { python3 -c 'import time; print(repr(time.time()))'; }
+newdb rb.db
+RB=()
+: >rb.pos
+shiprb() {
+	ws replicate --sink "$URL" --once rb.db
+	RB+=("$(now_ms)")
+	"$WS_BIN" ls --sink "$URL" rb --json | head -1 |
+		python3 -c 'import json,sys; g=json.loads(sys.stdin.read()); print(g["generation"], g["last_frame"], g["chain"])' >>rb.pos
+	sleep 0.05
+}
+sq rb.db "INSERT INTO t VALUES (1);"; shiprb
+sq rb.db "INSERT INTO t VALUES (2);"; shiprb
+sqlite3 rb.db "INSERT INTO t VALUES (3);"
+check "rb: the last connection closing removed the WAL" [ ! -e rb.db-wal ]
+shiprb
+sq rb.db "INSERT INTO t VALUES (4);"; shiprb
+sq rb.db "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
+sq rb.db "INSERT INTO t VALUES (5);"; shiprb
+ws ls --sink "$URL" rb
+nchains=$(awk '$1 ~ /^[0-9]+$/ { n = $1 } END { print n + 1 }' out)
+check "ls TENANT: exit 0, a chain for each of the three re-bases at least ($nchains), the first one reached" \
+	eval '[ "$rc" = 0 ] && [ "$nchains" -ge 3 ] && grep -q "first chain" out'
+check "ls TENANT: times as RFC 3339 UTC with milliseconds" \
+	grep -Eq "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z" out
+ws ls --sink "$URL" rb --json
+cp out rb.json
+check "ls TENANT --json: one valid object per generation, newest chain first" \
+	python3 -c '
+import json, sys
+g = [json.loads(l) for l in open("rb.json")]
+assert [x["chain"] for x in g] == sorted(x["chain"] for x in g) and g[-1]["chain"] >= 2, g
+for a, b in zip(g, g[1:]):
+    assert b["last_time_ms"] <= a["first_time_ms"], (a, b)
+for x in g:
+    assert x["tenant"] == "rb" and x["first_frame"] <= x["last_frame"] and x["first_time_ms"] <= x["last_time_ms"], x
+    assert x["first_time"].endswith("Z") and x["start"] in ("rebase", "wal-restart"), x
+'
+i=0
+for t in "${RB[@]}"; do
+	i=$((i + 1))
+	want=$(seq -s, 1 "$i")
+	rm -f rt.db
+	ws restore --sink "$URL" --tenant rb --time "$(fmt "$t" frac)" -o rt.db
+	check "restore --time at state $i of 5 (each one behind a re-base but the last) has rows $want" \
+		eval '[ "$rc" = 0 ] && [ "$(rows rt.db)" = "$want" ]'
+done
+# The position each state was shipped at, by GENERATION:N.
+i=0
+while read -r gen last _; do
+	i=$((i + 1))
+	want=$(seq -s, 1 "$i")
+	[ "$last" -gt 0 ] || continue
+	rm -f rf.db
+	ws restore --sink "$URL" --tenant rb --frame "$gen:$last" -o rf.db
+	check "restore --frame $gen:$last (state $i) has rows $want" \
+		eval '[ "$rc" = 0 ] && [ "$(rows rf.db)" = "$want" ]'
+done <rb.pos
+ws restore --sink "$URL" --tenant rb --time 2001-01-01T00:00:00Z -o rf2.db
+check "restore --time before every chain: exit 1, the oldest state's time in RFC 3339, no raw ms" \
+	eval '[ "$rc" = 1 ] && grep -Eq "oldest stored state is from [0-9-]{10}T[0-9:]{8}\.[0-9]{3}Z" err && ! grep -q " ms)" err && [ ! -e rf2.db ]'
+ws restore --sink "$URL" --tenant rb --frame g00000000-0000000000000000:3 -o rf2.db
+check "restore --frame of a generation no chain holds: exit 1, named" \
+	eval '[ "$rc" = 1 ] && grep -q "g00000000-0000000000000000" err && [ ! -e rf2.db ]'
+for f in zz:3 g0:3 g00000000-000000000000000:3 g00000000-0000000000000000:0 :3; do
+	ws restore --sink "$URL" --tenant rb --frame "$f" -o rf2.db
+	check "restore --frame $f: exit 2" eval '[ "$rc" = 2 ] && [ ! -e rf2.db ]'
+done
+ws ls --sink "$URL" --tenant rb rb
+check "ls with --tenant and TENANT: exit 2" [ "$rc" = 2 ]
+ws ls --sink "$URL" nosuch
+check "ls TENANT of a tenant nothing was shipped under: exit 1" eval '[ "$rc" = 1 ] && grep -q nosuch err'
+ws verify --sink "$URL" --tenant rb
+check "verify of the tenant with its chains: exit 0" [ "$rc" = 0 ]
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -424,6 +424,26 @@ check "restore --time before the first shipment: exit 1, no file" \
 	eval '[ "$rc" = 1 ] && [ -s err ] && [ ! -e tm0.db ]'
 ws restore --sink "$URL5" --tenant tm --time 2999-01-01T00:00:00Z -o tm9.db
 check "restore --time in the future gives the latest" eval '[ "$rc" = 0 ] && same_dump tm.db tm9.db'
+# Across re-bases: the writer (plain sqlite3, no no_ckpt_on_close) closes
+# its last connection, which checkpoints and deletes the WAL, while walship
+# is down; the next replicate re-bases, linked to the chain before it.
+sleep 1.2
+T3=$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)
+sqlite3 tm.db "INSERT INTO t VALUES (4, 'four');"
+check "tm: the last connection closing removed the WAL" [ ! -e tm.db-wal ]
+ws replicate --sink "$URL5" --once --json tm.db
+check "tm: the next replicate re-bases" eval '[ "$rc" = 0 ] && grep -q "\"outcome\":\"restarted\"" out'
+ws ls --sink "$URL5" tm
+check "ls TENANT on s3://: two chains, the first one reached" \
+	eval '[ "$rc" = 0 ] && grep -Eq "^1 +g" out && grep -Eq "^0 +g" out && grep -q "first chain" out'
+for pt in "$T1:1" "$T2:1,2" "$T3:1,2,3"; do
+	rm -f tmx.db
+	ws restore --sink "$URL5" --tenant tm --time "${pt%:*}" -o tmx.db
+	check "restore --time ${pt%:*} behind the re-base has rows ${pt##*:}" \
+		eval '[ "$rc" = 0 ] && [ "$(rows tmx.db)" = "${pt##*:}" ]'
+done
+ws verify --sink "$URL5" --tenant tm
+check "verify of both chains on s3://: exit 0" [ "$rc" = 0 ]
 
 # ==== 6. the default URL on radosgw's defaults: If-Match ==========================
 # radosgw 16.2 matches only a bare If-Match etag. The default URL (every URL

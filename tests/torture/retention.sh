@@ -4,17 +4,18 @@
 # replicate` running, a checkpoint every second, retention every 1.5 s
 # (keeping 1 to 3 checkpoints, at random), watermarks carrying their
 # manifests in every other replicate run (at random),
-# re-bases forced (TRUNCATE checkpoints, the WAL gone between replicate
-# runs), and kill -9 of replicate, checkpoint or retention at random
+# re-bases forced while replicate is down (TRUNCATE checkpoints, the
+# writers' last connection closing and taking the WAL with it, a file
+# replaced), and kill -9 of replicate, checkpoint or retention at random
 # moments. Afterwards (the writers stopped, replicate shipped the rest):
 #   - verify passes;
 #   - every tenant's latest state restores exactly (the source's rows);
 #   - every point in time sampled during the run (every 0.7 s) restores
 #     exactly -- the rows a writer committed form a prefix of its insert
 #     sequence and each restored row equals the source's, and a later point
-#     never has fewer rows -- or is refused as outside the stored range
-#     (before retention's cut or the live chain's re-base), and then only
-#     when it is older than every point that restores;
+#     never has fewer rows -- across re-bases -- or is refused as removed by
+#     retention, and then only when it is older than every point that
+#     restores (any other refusal is a stored point refused: a failure);
 #   - every stored checkpoint restores each tenant it names to such a prefix;
 #   - verify --orphans lists only the kinds a kill leaves; after one more
 #     checkpoint and retention, no object is left that nothing names, and
@@ -74,10 +75,20 @@ done
 
 # writer TENANT: sequential inserts (one transaction each, sometimes a few
 # rows), a TRUNCATE checkpoint now and then (a new WAL generation, or a
-# re-base when walship holds no read mark).
+# re-base when walship holds no read mark). Each transaction is a sqlite3
+# process of its own: while replicate is down its close is the last one,
+# which checkpoints and deletes the WAL (a re-base). Asked to (a file
+# replace-TENANT), it replaces its database file with a copy of itself.
 writer() {
 	local t=$1 n=0 k
 	while [ ! -e quiet ]; do
+		if [ -e "replace-$t" ]; then
+			rm -f "$t.next"
+			sq "$t.db" "VACUUM INTO '$t.next';" >/dev/null 2>>"writer-$t.err" &&
+				sq "$t.next" "PRAGMA journal_mode=WAL;" >/dev/null &&
+				rm -f "$t.db-wal" "$t.db-shm" && mv "$t.next" "$t.db" && echo "$t" >>replaced
+			rm -f "replace-$t"
+		fi
 		k=$((1 + RANDOM % 3))
 		local sql="BEGIN;"
 		for _ in $(seq $k); do
@@ -114,6 +125,17 @@ replicator() {
 		if [ ! -e stop ] && [ $((RANDOM % 3)) = 0 ]; then
 			for t in $TENANTS; do sq "$t.db" "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null 2>&1 || true; done
 		fi
+		# While it is down: a tenant's file replaced now and then (its
+		# writer does it; waited for, at most 10 s).
+		if [ ! -e stop ] && [ ! -e quiet ] && [ $((RANDOM % 3)) = 0 ]; then
+			set -- $TENANTS
+			shift $((RANDOM % $#))
+			touch "replace-$1"
+			for _ in $(seq 100); do [ -e "replace-$1" ] || break; sleep 0.1; done
+		fi
+		# And the last connection's close while it is down: the writers'
+		# own (each transaction is a process), given a moment.
+		sleep 0.$((RANDOM % 5))
 	done
 }
 
@@ -164,14 +186,20 @@ replicator &
 rpid=$!
 sleep 1
 for t in $TENANTS; do writer "$t" & pids+=($!); done
+# Points in time are sampled from when every tenant has shipped: every one
+# of them is then a stored point until retention removes it.
+for _ in $(seq 300); do
+	n=$("$BIN" ls --sink "$URL" --json 2>/dev/null | grep -c '"watermark":{' || true)
+	[ "$n" -ge "$(echo $TENANTS | wc -w)" ] && break
+	sleep 0.1
+done
 checkpointer & pids+=($!)
 retainer & pids+=($!)
 sampler & pids+=($!)
 killer & pids+=($!)
 sleep "$SECONDS_RUN"
-# Calm: 6 s more without kills, so that the last points sampled are after
-# the live chains' last re-base (a replicate restarted after a kill
-# re-bases, and a point before a re-base is outside the stored range).
+# Calm: 6 s more without kills (the last points sampled are then after the
+# last retention runs that a kill interrupted).
 touch calm
 sleep 6
 # Quiet: the writers and the three stop; replicate (restarted if it was
@@ -221,11 +249,21 @@ print(len(rows))
 PY
 }
 
+# Every sampled point restores, across re-bases, unless retention removed
+# it: only a refusal that names retention, and only before every point
+# that restores. A point refused for any other reason is a stored point
+# refused: a failure.
 points=0
+removed=0
+refused=0
+chains=0
 failed_after_ok=""
 for t in $TENANTS; do
 	prev=0
 	seen_ok=0
+	"$BIN" ls --sink "$URL" "$t" --json >gens.out 2>gens.err || fail "tenant $t: ls TENANT: $(cat gens.err)"
+	chains=$((chains + $(python3 -c 'import json,sys
+print(1 + max(json.loads(l)["chain"] for l in open(sys.argv[1]) if l.strip()))' gens.out)))
 	while read -r T; do
 		if "$BIN" restore --sink "$URL" --tenant "$t" --time "$T" --force -o "at-$t.db" 2>at.err; then
 			k=$(prefix_ok "$t.db" "at-$t.db") || fail "tenant $t at $T: $k"
@@ -235,12 +273,20 @@ for t in $TENANTS; do
 			points=$((points + 1))
 		else
 			grep -q "not in stored range" at.err || fail "tenant $t at $T: restore failed: $(cat at.err)"
+			if ! grep -q "retention" at.err; then
+				refused=$((refused + 1))
+				echo "torture: tenant $t at $T: a stored point refused: $(cat at.err)" >&2
+				continue
+			fi
+			removed=$((removed + 1))
 			[ "$seen_ok" = 0 ] || failed_after_ok="tenant $t at $T: $(cat at.err)"
 			[ -z "$failed_after_ok" ] || fail "a point after one that restores fails: $failed_after_ok"
 		fi
 	done <samples
-	[ "$seen_ok" = 1 ] || fail "tenant $t: no sampled point restored (the last ones are after every re-base)"
+	[ "$seen_ok" = 1 ] || fail "tenant $t: no sampled point restored"
 done
+echo "torture: points in time checked: $((points + removed + refused)): $points restored, $removed refused as removed by retention, $refused stored points refused (must be 0); chains listed by ls TENANT: $chains"
+[ "$refused" = 0 ] || fail "$refused stored points in time were refused (above)"
 # The last samples are after the last retention that finished during the
 # load: they must restore (counted above; at least one per tenant).
 
@@ -296,7 +342,7 @@ echo "torture: ${SECONDS_RUN} s, tenants: $TENANTS"
 echo "torture: checkpoints committed: $committed, retention runs completed: $rets, kills: $kills ($(sort kills 2>/dev/null | uniq -c | tr -s ' ' | tr '\n' ',' ))"
 echo "torture: replicate runs: $(wc -l <replicate.cfgs), of which with carried manifests: $(grep -c '^carry' replicate.cfgs || true)"
 echo "torture: orphans before the last checkpoint and retention: $leaked ($(sed -n 's/^orphan \([^ ]*\) .*/\1/p' orphans-before.out | sort | uniq -c | tr -s ' ' | tr '\n' ',')); after: 0; directories left empty or holding only lock files (by kills): $emptydirs"
-echo "torture: restores checked: $restores latest, $points points in time (of $(($(wc -l <samples) * $(echo $TENANTS | wc -w))) sampled; the others before a re-base or retention's cut), $ckpts by checkpoint; verify ok"
+echo "torture: restores checked: $restores latest, $points points in time (of $(($(wc -l <samples) * $(echo $TENANTS | wc -w))) sampled; the others before retention's cut), $ckpts by checkpoint; verify ok; files replaced: $(wc -l <replaced 2>/dev/null || echo 0)"
 [ "$committed" -ge 1 ] || fail "no checkpoint committed during the load"
 [ "$rets" -ge 1 ] || fail "no retention run completed during the load"
 echo "torture: ok"

@@ -34,9 +34,14 @@ import digest as dg  # noqa: E402
 
 # Sizes: seconds a run writes, tenants, restores of acknowledged frames per
 # tenant and check.
+# times_per_tenant: points in time sampled per tenant at the final check
+# (restore --time each); rebase_p: how often a stop of walship is followed,
+# while it is down, by what makes the next one re-base.
 SIZES = {
-    "smoke": dict(run_s=(35, 35), tenants=(2, 2), frames_per_check=2, event_s=(2.0, 5.0)),
-    "full": dict(run_s=(45, 120), tenants=(1, 3), frames_per_check=3, event_s=(1.0, 8.0)),
+    "smoke": dict(run_s=(32, 32), tenants=(2, 2), frames_per_check=2, event_s=(2.0, 5.0), times_per_tenant=8,
+                  rebase_p=0.6),
+    "full": dict(run_s=(45, 120), tenants=(1, 3), frames_per_check=3, event_s=(1.0, 8.0), times_per_tenant=30,
+                 rebase_p=0.5),
 }
 
 
@@ -70,7 +75,7 @@ class Run:
         self.obs = []
         self.failures = []
         self.stats = dict(pauses=0, kills=0, terms=0, stops=0, checks=0, tail_errors=0, skipped_frames=0,
-                          drain_replaced=0, sink_checkpoints=0, outside_signals=0)
+                          drain_replaced=0, sink_checkpoints=0, outside_signals=0, rebase_requests=0)
         self.events = []
 
     def log(self, msg):
@@ -95,12 +100,14 @@ class Run:
             db = os.path.join(self.dir, name + ".db")
             st = os.path.join(self.dir, name + ".states.jsonl")
             out = open(os.path.join(self.dir, name + ".writer.out"), "w")
+            req = os.path.join(self.dir, name + ".request")
             p = subprocess.Popen([sys.executable, "-B", os.path.join(HERE, "writer.py"), "--db", db, "--log", st,
                                   "--seed", str(self.rng.randrange(1 << 30)), "--stop", self.stopfile,
+                                  "--request", req,
                                   "--profile", "restart-busy" if self.scenario == "restart-busy" else "mixed"]
                                  + [x for kv in self.h.writer_set for x in ("--set", kv)],
                                  stdout=out, stderr=subprocess.STDOUT)
-            self.tenants.append(dict(name=name, db=db, states=st, proc=p, out=out.name, acks=[]))
+            self.tenants.append(dict(name=name, db=db, states=st, proc=p, out=out.name, acks=[], request=req))
         deadline = now() + 60
         for t in self.tenants:
             while not (os.path.exists(t["states"]) and os.path.getsize(t["states"]) > 0):
@@ -253,7 +260,7 @@ class Run:
             self.fail("sanitizer report from %s:\n%s" % (what, text[i:i + 3000]))
 
     # -- checks ----------------------------------------------------------------
-    def restore(self, t, frame=None):
+    def restore(self, t, frame=None, at=None):
         out = os.path.join(self.dir, "restored.db")
         for suffix in ("", "-journal", "-wal", "-shm"):
             try:
@@ -263,6 +270,8 @@ class Run:
         args = ["restore", "--sink", self.sink, "--tenant", t["name"], "--force", "-o", out]
         if frame is not None:
             args += ["--frame", str(frame)]
+        if at is not None:
+            args += ["--time", at]
         rc, _, err = self.ws_cmd(*args)
         res = dict(rc=rc, err=err.strip()[:800])
         if rc != 0:
@@ -317,7 +326,37 @@ class Run:
             for f in sorted(pick):
                 o = dict(base, kind="frame", frame=f, salt=g["salt"], **self.restore(t, f))
                 self.obs.append(o)
+            if final:
+                self.check_times(t, base, acks)
         self.log("check (%s): %d observations so far" % (why, len(self.obs)))
+
+    def check_times(self, t, base, acks):
+        """restore --time at points sampled over the whole run, and at the
+        oldest stored state's time; ls TENANT must list a generation for
+        every restart acknowledged (nothing here runs retention: all is
+        kept)."""
+        rc, out, err = self.ws_cmd("ls", "--sink", self.sink, t["name"], "--json")
+        if rc != 0:
+            self.fail("%s: ls TENANT failed: %s" % (t["name"], err.strip()[-600:]))
+            return
+        gens = [json.loads(l) for l in out.strip().splitlines() if l.strip()]
+        chains = 1 + max(g["chain"] for g in gens)
+        # Each "restarted" outcome began a generation (a re-base, or the
+        # next WAL's) after the first: every one must still be listed.
+        restarts = sum(1 for a in acks if a["outcome"] == "restarted")
+        self.h.totals["chains listed"] += chains
+        if len(gens) < restarts + 1:
+            self.fail("%s: ls lists %d generations in %d chains, but %d restarts were acknowledged after the first: "
+                      "history behind a re-base is unreachable" % (t["name"], len(gens), chains, restarts))
+        oldest_ms = min(g["first_time_ms"] for g in gens)
+        states = [json.loads(l) for l in open(t["states"]).read().splitlines() if l.strip()]
+        lo, hi = states[0]["t"], time.time()
+        points = {int(self.rng.uniform(lo, hi) * 1000) for _ in range(self.size["times_per_tenant"])}
+        points.add(oldest_ms)
+        for ms in sorted(points):
+            at = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + ".%03dZ" % (ms % 1000)
+            o = dict(base, kind="time", t_ms=ms, at=at, oldest_ms=oldest_ms, **self.restore(t, at=at))
+            self.obs.append(o)
 
     # -- evaluation ----------------------------------------------------------
     def evaluate(self):
@@ -336,12 +375,25 @@ class Run:
                 1 for a in t["acks"] if a["outcome"] in ("streamed", "restarted"))
         checked_states = set()
         acks_checked = set()
+        times_seen = {}
         for o in self.obs:
             states, by_id, by_pos = hist[o["tenant"]]
             what = "%s %s%s (%s, walship %s)" % (o["tenant"], o["kind"],
                                                   " --frame %d" % o["frame"] if o["kind"] == "frame" else "",
                                                   o["why"], o["acks_before"][0][0] if o["acks_before"] else "-")
+            if o["kind"] == "time":
+                what = "%s restore --time %s (%s)" % (o["tenant"], o["at"], o["why"])
+                self.h.totals["points in time checked"] += 1
             verify_ok = o["verify_rc"] == 0
+            if o["rc"] != 0 and o["kind"] == "time":
+                # Only a point before the oldest stored state may be refused.
+                if o["t_ms"] < o["oldest_ms"] and "nothing was shipped at or before" in o["err"]:
+                    self.h.totals["points before the first shipment"] += 1
+                else:
+                    self.h.totals["points in time refused"] += 1
+                    self.fail("%s: refused a stored point (the oldest stored state is from %d ms): %s" % (
+                        what, o["oldest_ms"], o["err"]))
+                continue
             if o["rc"] != 0:
                 if o["kind"] == "frame" and "before the first restorable frame" in o["err"]:
                     self.stats["skipped_frames"] += 1
@@ -364,7 +416,19 @@ class Run:
                 else:
                     idx = hit[0]
                     checked_states.add((o["tenant"], o["life"], o["seq"]))
-                    if o["kind"] == "frame":
+                    if o["kind"] == "time":
+                        # Not newer than the point: the state after the one
+                        # restored began only once this one was recorded.
+                        if idx > 0 and states[idx - 1]["t"] > o["t_ms"] / 1000.0 + 0.002:
+                            bad.append("state #%d (life %d, seq %d) was committed after the point: its "
+                                       "predecessor was recorded at %.3f" % (idx, o["life"], o["seq"],
+                                                                              states[idx - 1]["t"]))
+                        prev = times_seen.get(o["tenant"])
+                        if prev is not None and prev[0] <= o["t_ms"] and prev[1] > idx:
+                            bad.append("not monotone: state #%d at %d ms, state #%d at %d ms" % (
+                                prev[1], prev[0], idx, o["t_ms"]))
+                        times_seen[o["tenant"]] = (o["t_ms"], idx)
+                    elif o["kind"] == "frame":
                         want = by_pos.get((tuple(o["salt"]), o["frame"]))
                         if want is None:
                             self.h.totals["acks without a recorded frame"] += 1
@@ -453,6 +517,29 @@ class Run:
                         self.h.errors[k] = self.h.errors.get(k, 0) + 1
         return not self.failures
 
+    def rebase_while_down(self):
+        """walship is down: ask each writer (some of them) for a cause of a
+        re-base and wait until it is done, so the next walship re-bases."""
+        if self.scenario == "restart-busy" or self.rng.random() >= self.size["rebase_p"]:
+            return
+        waiting = []
+        for t in self.tenants:
+            if t["proc"].poll() is not None or self.rng.random() < 0.3:
+                continue
+            what = self.rng.choice(("lastclose", "truncate", "replace"))
+            with open(t["request"] + ".tmp", "w") as f:
+                f.write(what + "\n")
+            os.rename(t["request"] + ".tmp", t["request"])
+            waiting.append(t)
+            self.stats["rebase_requests"] += 1
+            self.log("%s: asked the writer for a re-base's cause while walship is down: %s" % (t["name"], what))
+        deadline = now() + 60
+        for t in waiting:
+            while os.path.exists(t["request"]):
+                if t["proc"].poll() is not None or now() > deadline:
+                    raise Failure("writer %s did not serve its request: %s" % (t["name"], open(t["out"]).read()[-2000:]))
+                time.sleep(0.02)
+
     def mixed(self):
         lo, hi = self.size["run_s"]
         end = self.t0 + self.rng.uniform(lo, hi)
@@ -467,12 +554,14 @@ class Run:
                 if self.rng.random() < 0.5:
                     self.check("after kill -9")
                 time.sleep(self.rng.uniform(0, 2))
+                self.rebase_while_down()
                 self.start_ws()
             elif r < 0.45:
                 self.stop_ws("term")
                 if self.rng.random() < 0.5:
                     self.check("after SIGTERM")
                 time.sleep(self.rng.uniform(0, 2))
+                self.rebase_while_down()
                 self.start_ws()
             elif r < 0.75:
                 self.ws.send_signal(signal.SIGSTOP)
@@ -526,7 +615,8 @@ class Harness:
         self.errors = {}
         self.totals = {k: 0 for k in ("states recorded", "states checked", "acknowledged outcomes",
                                       "acknowledged outcomes checked", "acks without a recorded frame",
-                                      "restores")}
+                                      "restores", "points in time checked", "points in time refused",
+                                      "points before the first shipment", "chains listed")}
 
 
 def main():
@@ -594,6 +684,11 @@ def main():
     for k in ("states recorded", "states checked", "acknowledged outcomes", "acknowledged outcomes checked",
               "acks without a recorded frame", "restores"):
         print("  %s: %d" % (k, h.totals[k]))
+    print("  points in time checked (restore --time, every chain): %d, refused: %d (stored points; the goal is 0), "
+          "before the first shipment: %d; chains listed by ls TENANT: %d; re-bases asked for while walship was "
+          "down: %d" % (h.totals["points in time checked"], h.totals["points in time refused"],
+                        h.totals["points before the first shipment"], h.totals["chains listed"],
+                        stats.get("rebase_requests", 0)))
     print("  frame restores refused as before the generation's first restorable frame: %d" %
           stats.get("skipped_frames", 0))
     print("  pauses: %d" % stats.get("pauses", 0))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One source database's writer, and the oracle's record of its history.
 
-    writer.py --db PATH --log STATES.jsonl --seed N --stop FILE [--profile P]
+    writer.py --db PATH --log STATES.jsonl --seed N --stop FILE [--profile P] [--request FILE]
 
 A real SQLite application (Python's sqlite3, i.e. Debian's libsqlite3) that
 writes until FILE exists, and appends one JSON line to STATES.jsonl after
@@ -59,6 +59,7 @@ class Writer:
         self.prof = PROFILES[a.profile]
         self.log = open(a.log, "a", buffering=1)
         self.stop = a.stop
+        self.request = a.request
         self.max_txn = a.max_txn
         self.conns = []
         self.rows = {}  # k -> (n, hash of v, row hash)
@@ -67,7 +68,7 @@ class Writer:
         self.seq = 0
         self.txns = 0
         self.stats = dict(small=0, big=0, busy=0, ckpt=0, ckpt_busy=0, reconnect=0, replace=0, schema=0,
-                          lastclose=0)
+                          lastclose=0, requests=0)
 
     # -- connections -------------------------------------------------------
     def connect(self):
@@ -307,12 +308,42 @@ class Writer:
         self.record(self.conns[0], with_frame=False)
         self.stats["replace"] += 1
 
+    def serve_request(self):
+        """The harness asks (a file naming the action) for what makes the
+        next walship re-base, while walship is down: every connection
+        closed (the last close checkpoints and deletes the WAL), a WAL
+        restart (TRUNCATE checkpoint), or the file replaced; then one
+        transaction. The file goes once it is done."""
+        try:
+            what = open(self.request).read().strip()
+        except FileNotFoundError:
+            return
+        if what == "lastclose":
+            self.close_all()
+            self.open_all()
+            self.stats["lastclose"] += 1
+        elif what == "truncate":
+            c = self.conns[0]
+            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.stats["ckpt"] += 1
+        elif what == "replace":
+            self.replace()
+        else:
+            raise SystemExit("writer %s: unknown request %r" % (self.path, what))
+        self.txn(False)
+        self.txns += 1
+        self.stats["requests"] += 1
+        os.unlink(self.request)
+
     def run(self):
         self.create()
         self.close_all()
         self.open_all()
         p = self.prof
         while not os.path.exists(self.stop) and (self.max_txn == 0 or self.txns < self.max_txn):
+            if self.request and os.path.exists(self.request):
+                self.serve_request()
+                continue
             r = self.rng.random()
             if r < p["p_ckpt"]:
                 self.checkpoint()
@@ -350,6 +381,8 @@ def main():
     ap.add_argument("--stop", required=True)
     ap.add_argument("--profile", default="mixed", choices=sorted(PROFILES))
     ap.add_argument("--max-txn", type=int, default=0)
+    ap.add_argument("--request", default=None, metavar="FILE",
+                    help="a file the harness writes to ask for a re-base's cause (lastclose, truncate, replace)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a profile's probability (p_big, p_ckpt, p_reconnect, p_replace, ...)")
     a = ap.parse_args()

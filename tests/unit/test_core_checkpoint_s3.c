@@ -30,9 +30,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core_internal.h"
 #include "coreutil.h"
+#include "probes.h"
 #include "walship.h"
 #include "ws_ckpt.h"
+#include "ws_clock.h"
 #include "ws_fault.h"
 #include "ws_store.h"
 
@@ -304,6 +307,123 @@ static void test_s3_recover_crashed_attempt(void **state)
 }
 
 /*
+ * The wait for a crashed peer on a real S3 store: bounded by its deadline
+ * (not by the sleeps between GETs, each GET's own round trip uncounted),
+ * with a few GETs a second at most. Before, a 30 s wait took 103-106 s
+ * and about 1,600 GETs of checkpoints/head.
+ */
+static void test_s3_peer_wait_bounded(void **state)
+{
+	struct wt_env e;
+	struct ws_stream *st;
+	struct ws_sink *s;
+	struct ws_checkpoint_opts co;
+	struct ws_checkpoint_info info;
+	char prefix[64], url[1024];
+	uint64_t h, gets, t0, el;
+	int rc;
+	(void)state;
+
+	wt_env_init(&e, "ckpt-s3-peerwait", 0);
+	snprintf(prefix, sizeof(prefix), "peerwait-%ld", (long)getpid());
+	sink_url(url, sizeof(url), prefix);
+	s = sink_open(url);
+	st = orders_shipped(&e, s, &h);
+	if (!crash_take(url, "checkpoint.artifact.after_put"))
+		fail_msg("site checkpoint.artifact.after_put did not fire");
+	memset(&co, 0, sizeof(co));
+	co.peer_wait_ms = 3000;
+	gets = s->store->stats.gets;
+	t0 = ws_mono_ms();
+	rc = ws_checkpoint_take(s, &co, &info);
+	el = ws_mono_ms() - t0;
+	gets = s->store->stats.gets - gets;
+	if (rc)
+		fail_msg("take after the crash: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_true(info.own && info.committed);
+	/* The wait itself at most 3 s and a GET; the rest of the take a few s. */
+	if (el < co.peer_wait_ms || el > co.peer_wait_ms + 5000)
+		fail_msg("take past a crashed peer took %" PRIu64 " ms with a %u ms wait", el, co.peer_wait_ms);
+	/* 4 GETs a second of waiting at most, and the take's own reads. */
+	if (gets > 2 + 4 * co.peer_wait_ms / 1000 + 40)
+		fail_msg("take past a crashed peer made %" PRIu64 " GETs with a %u ms wait", gets, co.peer_wait_ms);
+	print_message("peer wait %u ms: take %" PRIu64 " ms, %" PRIu64 " GETs\n", co.peer_wait_ms, el, gets);
+	ws_stream_close(st);
+	ws_sink_close(s);
+	wt_env_free(&e);
+}
+
+static void count_orphan(const char *key, const char *kind, void *arg)
+{
+	unsigned *n = arg;
+	n[0]++;
+	n[1] += strcmp(kind, "probe") == 0;
+	(void)key;
+}
+
+/*
+ * Probes left by kills on a real S3 store, at both probe sites (the S3
+ * backend's open, the checkpoint store's shared open): fresh, the next
+ * checkpoint keeps them (their writer may be alive); seen past
+ * WS_PROBE_STALE_MS by radosgw's own LastModified (the sweep asked as of an
+ * hour from now: S3 has no way to make an object older), they are removed
+ * and verify --orphans finds nothing.
+ */
+static void test_s3_stale_probes(void **state)
+{
+	struct wt_env e;
+	struct ws_stream *st;
+	struct ws_sink *s;
+	struct ws_checkpoint_info info;
+	char prefix[64], url[1024];
+	unsigned orph[2] = { 0, 0 };
+	uint64_t h, count = 0, removed = 0, fresh = 0;
+	int status = 0;
+	pid_t pid;
+	(void)state;
+
+	wt_env_init(&e, "ckpt-s3-probes", 0);
+	snprintf(prefix, sizeof(prefix), "probes-%ld", (long)getpid());
+	sink_url(url, sizeof(url), prefix);
+	s = sink_open(url);
+	st = orders_shipped(&e, s, &h);
+	assert_int_equal(ws_checkpoint_take(s, NULL, &info), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int err = 0;
+		ws_fault_arm("s3.probe.after_create", 1, 1);
+		_exit(ws_sink_open(url, &err) ? 0 : 3);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	if (!crash_take(url, "ckpt.probe.after_create"))
+		fail_msg("site ckpt.probe.after_create did not fire");
+	assert_int_equal(ws_verify_orphans(s, NULL, count_orphan, orph, &count), 0);
+	assert_int_equal(orph[1], 2);
+	/* Fresh: kept by the next checkpoint. */
+	assert_int_equal(ws_checkpoint_take(s, NULL, &info), 0);
+	memset(orph, 0, sizeof(orph));
+	assert_int_equal(ws_verify_orphans(s, NULL, count_orphan, orph, &count), 0);
+	assert_int_equal(orph[1], 2);
+	assert_int_equal(ws_probes_sweep(s->store, ws_wall_ms(), WS_PROBE_STALE_MS, false, NULL, NULL, &removed, &fresh),
+			 0);
+	assert_int_equal(removed, 0);
+	assert_int_equal(fresh, 2);
+	/* An hour on: both stale by their LastModified. */
+	assert_int_equal(ws_probes_sweep(s->store, ws_wall_ms() + (int64_t)WS_PROBE_STALE_MS + 60000, WS_PROBE_STALE_MS,
+					 false, NULL, NULL, &removed, &fresh), 0);
+	assert_int_equal(removed, 2);
+	assert_int_equal(fresh, 0);
+	memset(orph, 0, sizeof(orph));
+	assert_int_equal(ws_verify_orphans(s, NULL, count_orphan, orph, &count), 0);
+	assert_int_equal(orph[0], 0);
+	ws_stream_close(st);
+	ws_sink_close(s);
+	wt_env_free(&e);
+}
+
+/*
  * An attempt whose begin_inventory landed but whose writer never heard so,
  * and whose abort then closed its witness (the durable inventory could not
  * be read back either): the inventory stays active with no witness open.
@@ -356,6 +476,12 @@ static void test_s3_stray_inventory_finished(void **state)
 	snprintf(key[0], sizeof(key[0]), "checkpoints/artifacts/%016" PRIx64 "/orders", a.checkpoint_id);
 	assert_int_equal(ws_ckpt_begin_inventory(c, &inv, &ir), 0);
 	assert_int_equal(ws_store_put(store, key[0], "half an artifact", 16, WS_PUT_CREATE, NULL, NULL), 0);
+	/* Its writer aborted (a witness closes only once its attempt is decided). */
+	{
+		struct ws_ckpt_record_result rr;
+		assert_int_equal(ws_ckpt_record_outcome(c, a.epoch, a.checkpoint_id, WS_CKPT_SCOPE_LOCAL, NULL, NULL,
+							WS_CKPT_ABORT, NULL, &rr), 0);
+	}
 	assert_int_equal(ws_ckpt_clear_sink_open_witness(c, &wit), 0);
 
 	memset(&co, 0, sizeof(co));
@@ -380,12 +506,89 @@ static void test_s3_stray_inventory_finished(void **state)
 	wt_env_free(&e);
 }
 
+/*
+ * Tails whose watermark carries their manifest (carry_in_watermark =
+ * always) on S3 (issue 31, item 3): four checkpoints in a row, each after
+ * more carried tails, each names the newest state acknowledged at its
+ * decision (they named the stored predecessor, the same older state every
+ * time); restore by time inside a merged span gives each tail's state;
+ * retention, then the latest state and verify, on S3.
+ */
+static void test_s3_carried_cut_is_newest(void **state)
+{
+	struct wt_env e;
+	struct ws_stream_config cfg;
+	struct ws_stream *st;
+	struct ws_outcome o;
+	struct ws_sink *s;
+	struct ws_retention_report rep;
+	char prefix[64], url[1024];
+	uint64_t h[3];
+	int64_t acked[3];
+	int err = 0;
+	(void)state;
+
+	wt_env_init(&e, "ckpt-s3-carried", 0);
+	snprintf(prefix, sizeof(prefix), "carried-%ld", (long)getpid());
+	sink_url(url, sizeof(url), prefix);
+	s = sink_open(url);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.tenant = "orders";
+	cfg.db_path = e.db;
+	cfg.epoch = 1;
+	cfg.pointer_generation = 1;
+	cfg.carry = WS_CARRY_ALWAYS;
+	st = ws_stream_open(s, &cfg, &err);
+	if (!st)
+		fail_msg("stream: %s", ws_errmsg());
+	wt_write_txn(e.w, 30, 500);
+	wt_tail_ok(st, &o); /* a stored re-base */
+	for (int round = 0; round < 4; round++) {
+		struct ws_checkpoint_info ci;
+		for (int i = 0; i < 3; i++) {
+			usleep(20000);
+			wt_write_txn(e.w, 3, 300);
+			h[i] = wt_content_hash(e.w, NULL);
+			wt_tail_ok(st, &o);
+			acked[i] = ws_wall_ms();
+		}
+		for (int i = 0; i < 3; i++) {
+			char name[64], *p;
+			struct ws_restore_opts ro = { .time_ms = acked[i] };
+			snprintf(name, sizeof(name), "t%u.db", ++e.restores);
+			p = wt_path(e.out_dir, name);
+			if (ws_restore(s, "orders", &ro, p) != 0)
+				fail_msg("round %d: restore --time of tail %d: %s", round, i, ws_errmsg());
+			if (wt_file_hash(p, NULL) != h[i])
+				fail_msg("round %d: --time of tail %d is not its state", round, i);
+			free(p);
+		}
+		assert_int_equal(ws_checkpoint_take(s, NULL, &ci), 0);
+		assert_true(ci.committed);
+		if (restored(&e, s, ci.id, true) != h[2])
+			fail_msg("round %d: checkpoint %" PRIu64 " is not the newest acknowledged state", round, ci.id);
+	}
+	wt_write_txn(e.w, 3, 300);
+	wt_tail_ok(st, &o);
+	assert_int_equal(ws_retention_run(s, false, NULL, NULL, &rep), 0);
+	assert_true(rep.ran);
+	assert_true(rep.deleted > 0);
+	assert_int_equal(restored(&e, s, 0, false), wt_content_hash(e.w, NULL));
+	assert_int_equal(ws_verify(s, "orders", NULL, NULL), 0);
+	ws_stream_close(st);
+	ws_sink_close(s);
+	wt_env_free(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_s3_race_and_restore),
 		cmocka_unit_test(test_s3_recover_crashed_attempt),
+		cmocka_unit_test(test_s3_peer_wait_bounded),
+		cmocka_unit_test(test_s3_stale_probes),
 		cmocka_unit_test(test_s3_stray_inventory_finished),
+		cmocka_unit_test(test_s3_carried_cut_is_newest),
 	};
 	if (wt_s3_load_env("test_core_checkpoint_s3") != 0)
 		return 1;

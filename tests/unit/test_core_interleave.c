@@ -23,6 +23,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -1074,15 +1075,18 @@ static void test_carried_manifest_tails(void **state)
 	assert_int_equal(seq, seq0 + 4);
 	restore_equals_source(&e, __LINE__);
 	verify_ok(&e, __LINE__);
-	/* A checkpoint while the head is carried cuts at the stored manifest
-	 * it continues: restore by id gives that state; retention behind that
-	 * cut leaves the live chain whole; the tails go on merging. */
+	/* A checkpoint while the head is carried cuts at that head, the
+	 * newest acknowledged state (issue 31: it cut at the stored manifest
+	 * the head continues, a state older than acknowledged): restore by id
+	 * gives it; retention then leaves the live chain whole; the tails go
+	 * on merging. */
 	{
 		struct ws_checkpoint_info ci;
 		struct ws_retention_report rep;
 		char *p = wt_path(e.out_dir, "ck.db");
 		wt_write_txn(e.w, 3, 300);
-		wt_tail_ok(st, &o); /* merged: the cut is still seq0 + 3's stored manifest */
+		wt_tail_ok(st, &o); /* merged into the carried head */
+		h_cut = wt_content_hash(e.w, NULL);
 		assert_int_equal(ws_checkpoint_take(e.sink, NULL, &ci), 0);
 		assert_true(ci.committed);
 		assert_int_equal(ws_restore_checkpoint(e.sink, TENANT, ci.id, p, false), 0);
@@ -1100,6 +1104,70 @@ static void test_carried_manifest_tails(void **state)
 		verify_ok(&e, __LINE__);
 		free(p);
 	}
+	ws_stream_close(st);
+	wt_env_free(&e);
+	carry_mode = WS_CARRY_PRESSED;
+}
+
+/*
+ * restore --time inside a merged span (issue 31, item 3): each tail merged
+ * into a carried manifest keeps its own end and time (the manifest's tail
+ * index, version 3), so a time at which a tail was acknowledged restores
+ * that tail's state, not the state before the span; a time before the
+ * span's first tail restores the state before it. Both while the manifest
+ * is carried and once a tail too large to carry has stored it.
+ */
+#define SPAN_TAILS 5
+static void test_carried_time_inside_merged_span(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	uint64_t h[SPAN_TAILS], h_before;
+	int64_t acked[SPAN_TAILS], t_before;
+	bool carried;
+	(void)state;
+
+	carry_mode = WS_CARRY_ALWAYS;
+	wt_env_init(&e, "carried-time", 0);
+	st = open_epoch(&e, 1);
+	wt_write_txn(e.w, 200, 300);
+	wt_tail_ok(st, &o); /* a stored re-base */
+	h_before = wt_content_hash(e.w, NULL);
+	usleep(20000);
+	t_before = ws_wall_ms();
+	for (int i = 0; i < SPAN_TAILS; i++) {
+		usleep(20000);
+		wt_write_txn(e.w, 3, 300);
+		h[i] = wt_content_hash(e.w, NULL);
+		wt_tail_ok(st, &o);
+		acked[i] = ws_wall_ms(); /* acknowledged by now */
+		assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+		(void)wm_seq_of(&e, &carried);
+		assert_true(carried);
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		struct ws_restore_opts ro = { .time_ms = t_before };
+		if (wt_restore_hash(&e, TENANT, &ro, NULL) != h_before)
+			fail_msg("pass %d: the time before the merged span is not the state before it", pass);
+		for (int i = 0; i < SPAN_TAILS; i++) {
+			ro.time_ms = acked[i];
+			if (wt_restore_hash(&e, TENANT, &ro, NULL) != h[i])
+				fail_msg("pass %d: --time when tail %d of the merged span was acknowledged is not its "
+					 "state", pass, i);
+		}
+		if (pass == 0) {
+			/* Too large to carry: the merged manifest is stored and
+			 * linked to. */
+			usleep(20000);
+			wt_write_txn(e.w, 1500, 300);
+			wt_tail_ok(st, &o);
+			(void)wm_seq_of(&e, &carried);
+			assert_false(carried);
+		}
+	}
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
 	ws_stream_close(st);
 	wt_env_free(&e);
 	carry_mode = WS_CARRY_PRESSED;
@@ -1146,10 +1214,11 @@ static uint64_t ckpt_field(struct wt_env *e, const struct ws_checkpoint_info *ci
 }
 
 /* Three rows more and a tail of st: outcome kind, puts writes, the
- * watermark at seq carrying a NEXT_GEN; the restore is the source and
- * verify passes. Returns the source's content hash after the rows. */
-static uint64_t carried_tail(struct wt_env *e, struct ws_stream *st, struct ws_outcome *o, enum ws_outcome_kind kind,
-			     uint64_t puts, uint64_t seq, int line)
+ * watermark at seq carrying a manifest of kind mkind; the restore is the
+ * source and verify passes. Returns the source's content hash after the
+ * rows. */
+static uint64_t carried_tail_kind(struct wt_env *e, struct ws_stream *st, struct ws_outcome *o,
+				  enum ws_outcome_kind kind, uint64_t puts, uint64_t seq, uint32_t mkind, int line)
 {
 	struct ws_stream_call call;
 	bool carried;
@@ -1163,10 +1232,17 @@ static uint64_t carried_tail(struct wt_env *e, struct ws_stream *st, struct ws_o
 	assert_int_equal(call.puts, puts);
 	assert_int_equal(wm_seq_of(e, &carried), seq);
 	assert_true(carried);
-	assert_int_equal(carried_kind(e), WS_MANIFEST_NEXT_GEN);
+	assert_int_equal(carried_kind(e), mkind);
 	restore_equals_source(e, line);
 	verify_ok(e, line);
 	return h;
+}
+
+/* The same, the watermark carrying a NEXT_GEN. */
+static uint64_t carried_tail(struct wt_env *e, struct ws_stream *st, struct ws_outcome *o, enum ws_outcome_kind kind,
+			     uint64_t puts, uint64_t seq, int line)
+{
+	return carried_tail_kind(e, st, o, kind, puts, seq, WS_MANIFEST_NEXT_GEN, line);
 }
 
 /*
@@ -1178,9 +1254,8 @@ static uint64_t carried_tail(struct wt_env *e, struct ws_stream *st, struct ws_o
  * at the application's next write after each locked tail. At each step
  * the restore is the source, verify passes, and every state is restored by
  * frame within its generation. A checkpoint while a NEXT_GEN head is
- * carried cuts at the stored manifest of the generation before (its
- * generation and last frame are that manifest's): restore by id gives the
- * state it held.
+ * carried cuts at that head (its generation and last frame), the newest
+ * state acknowledged: restore by id gives it.
  */
 static void test_carried_next_generation(void **state)
 {
@@ -1215,22 +1290,34 @@ static void test_carried_next_generation(void **state)
 	for (int round = 0; round < 2; round++) {
 		/* The application's write restarts the WAL: a next generation,
 		 * the carried head stored, the new one carried. */
-		seq = seq0 + 2 + (uint64_t)round;
-		(void)carried_tail(&e, st, &o, WS_OUTCOME_RESTARTED, 2, seq, __LINE__);
+		seq = round == 0 ? seq0 + 2 : seq + 1;
+		h_cut = carried_tail(&e, st, &o, WS_OUTCOME_RESTARTED, 2, seq, __LINE__);
+		f_cut = o.u.restarted.last_frame;
+		g_cut = o.u.restarted.new_generation.checkpoint_seq;
 		if (round == 0) {
-			/* Cut at the stored manifest before the carried NEXT_GEN. */
+			/* Cut at the carried NEXT_GEN itself: the newest state. */
 			struct ws_checkpoint_info ci;
 			char *p = wt_path(e.out_dir, "ck.db");
 			assert_int_equal(ws_checkpoint_take(e.sink, NULL, &ci), 0);
 			assert_true(ci.committed);
 			assert_int_equal(ws_restore_checkpoint(e.sink, TENANT, ci.id, p, false), 0);
 			assert_true(wt_file_hash(p, NULL) == h_cut);
-			/* The cut's frame and generation are its manifest's, in
-			 * the generation before the carried one. */
+			/* The cut's frame and generation are the carried head's,
+			 * in the new generation. */
 			assert_int_equal(ckpt_field(&e, &ci, "last_frame"), f_cut);
 			assert_int_equal(ckpt_field(&e, &ci, "wal_generation"), g_cut);
 			unlink(p);
 			free(p);
+			/* The checkpoint stored the head and put the watermark
+			 * naming it stored: the next tail links to it (a new
+			 * carried CONTINUE, one write), so the chain passes
+			 * through the cut. */
+			h_mid = carried_tail_kind(&e, st, &o, WS_OUTCOME_STREAMED, 1, ++seq, WS_MANIFEST_CONTINUE,
+						  __LINE__);
+			h_cut = h_mid;
+			f_cut = o.u.streamed.last_frame;
+			g_cut = o.u.streamed.checkpoint_seq;
+			continue;
 		}
 		/* The same generation: merged into the carried NEXT_GEN. */
 		h_mid = carried_tail(&e, st, &o, WS_OUTCOME_STREAMED, 1, seq, __LINE__);
@@ -1243,7 +1330,7 @@ static void test_carried_next_generation(void **state)
 		f_cut = f_mid;
 		g_cut = o.u.streamed.checkpoint_seq;
 	}
-	/* Retention behind a cut at the stored generation before, then the
+	/* Retention behind a cut at the carried head (the checkpoint stores it), then the
 	 * head stored by a tail that cannot carry (never): the chain whole. */
 	{
 		struct ws_checkpoint_info ci;
@@ -1264,6 +1351,266 @@ static void test_carried_next_generation(void **state)
 	verify_ok(&e, __LINE__);
 	ws_stream_close(st);
 	wt_env_free(&e);
+	carry_mode = WS_CARRY_PRESSED;
+}
+
+/*
+ * A checkpoint while the head is carried (issue 31, item 3) names that
+ * head, the newest state acknowledged at its decision: it stores the head
+ * under its key and puts the same watermark there naming it stored, so the
+ * owner's next tail links to it and the live chain passes through the cut.
+ * Restore by id gives the newest acknowledged state; retention behind it
+ * leaves everything after it restorable; the next checkpoint builds on its
+ * artifact. Then the two races, each paused at its site with a real writer
+ * committing: a tail that merged into the head the checkpoint stores (its
+ * swap refused, it starts over on top of the stored head), and a
+ * checkpoint whose swap loses to a tail that merged (the cut stays the
+ * head it stored; retention keeps the chain the cut is not on).
+ */
+struct ck_race {
+	struct wt_env *e;
+	struct ws_stream *st;
+	struct ws_checkpoint_info ci;
+	uint64_t h_acked;       /* the state acknowledged when the checkpoint read the cut */
+	uint64_t h_after;       /* the source after the race's own commit */
+	int rc, fired;
+};
+
+/* Paused in the tail before its carrying watermark: a checkpoint. */
+static void race_checkpoint(const char *site, void *arg)
+{
+	struct ck_race *r = arg;
+	(void)site;
+	r->fired++;
+	r->rc = ws_checkpoint_take(r->e->sink, NULL, &r->ci);
+}
+
+/* Paused in the checkpoint before its swap: a commit and a merging tail. */
+static void race_tail(const char *site, void *arg)
+{
+	struct ck_race *r = arg;
+	struct ws_outcome o;
+	(void)site;
+	r->fired++;
+	wt_write_txn(r->e->w, 3, 300);
+	r->h_after = wt_content_hash(r->e->w, NULL);
+	r->rc = ws_stream_tail_frames(r->st, &o);
+}
+
+static uint64_t ck_restore_hash(struct wt_env *e, uint64_t id)
+{
+	char name[64];
+	char *p;
+	uint64_t h;
+	snprintf(name, sizeof(name), "ck-%u.db", e->restores++);
+	p = wt_path(e->out_dir, name);
+	if (ws_restore_checkpoint(e->sink, TENANT, id, p, false) != 0)
+		fail_msg("restore --checkpoint %" PRIu64 ": %s", id, ws_errmsg());
+	h = wt_file_hash(p, NULL);
+	unlink(p);
+	free(p);
+	return h;
+}
+
+/* A stored re-base and three carried tails merged into one head. */
+static struct ws_stream *carried_span(struct wt_env *e, const char *tag, uint64_t *h, uint64_t *frame)
+{
+	struct ws_outcome o;
+	struct ws_stream *st;
+	bool carried;
+	wt_env_init(e, tag, 0);
+	st = open_epoch(e, 1);
+	wt_write_txn(e->w, 200, 300);
+	wt_tail_ok(st, &o);
+	for (int i = 0; i < 3; i++) {
+		wt_write_txn(e->w, 3, 300);
+		wt_tail_ok(st, &o);
+		assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+		*frame = o.u.streamed.last_frame;
+		(void)wm_seq_of(e, &carried);
+		assert_true(carried);
+	}
+	*h = wt_content_hash(e->w, NULL);
+	return st;
+}
+
+/* The time_ms of the manifest the watermark carries (it must carry one). */
+static int64_t carried_time(struct wt_env *e)
+{
+	struct ws_fmt_watermark wm;
+	struct ws_fmt_manifest m;
+	struct ws_buf b;
+	int64_t t;
+	ws_buf_init(&b, WS_WM_BYTES_MAX);
+	assert_int_equal(ws_wm_load_keep(e->sink->store, TENANT, &wm, NULL, &b), 0);
+	assert_non_null(wm.carried);
+	assert_int_equal(ws_fmt_manifest_decode(wm.carried, (size_t)wm.carried_len, &m), 0);
+	t = m.time_ms;
+	ws_fmt_manifest_free(&m);
+	ws_buf_free(&b);
+	return t;
+}
+
+struct listed {
+	uint64_t id;
+	struct ws_checkpoint_info info;
+	bool found;
+};
+
+static int find_listed(const struct ws_checkpoint_info *i, void *arg)
+{
+	struct listed *l = arg;
+	if (i->id == l->id) {
+		l->info = *i;
+		l->found = true;
+	}
+	return 0;
+}
+
+static void test_checkpoint_names_carried_head(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_checkpoint_info ci, ci2;
+	struct ws_retention_report rep;
+	uint64_t h, frame, seq;
+	bool carried;
+	(void)state;
+
+	carry_mode = WS_CARRY_ALWAYS;
+	st = carried_span(&e, "ck-carried", &h, &frame);
+	seq = wm_seq_of(&e, &carried);
+	{
+		/* ls --checkpoints: the cut's time is the carried head's. */
+		int64_t t_head = carried_time(&e);
+		struct listed l = { 0 };
+		assert_int_equal(ws_checkpoint_take(e.sink, NULL, &ci), 0);
+		l.id = ci.id;
+		assert_int_equal(ws_checkpoint_list(e.sink, find_listed, &l), 0);
+		assert_true(l.found);
+		assert_int_equal(l.info.cut_time_ms, t_head);
+		assert_true(l.info.decided_ms > 0);
+	}
+	assert_true(ci.committed);
+	if (ck_restore_hash(&e, ci.id) != h)
+		fail_msg("checkpoint %" PRIu64 " is not the newest acknowledged state", ci.id);
+	assert_int_equal(ckpt_field(&e, &ci, "last_frame"), frame);
+	/* The head stored, the watermark naming it so: the next tail links. */
+	assert_int_equal(wm_seq_of(&e, &carried), seq);
+	assert_false(carried);
+	wt_write_txn(e.w, 3, 300);
+	wt_tail_ok(st, &o);
+	assert_int_equal(wm_seq_of(&e, &carried), seq + 1);
+	assert_true(carried);
+	assert_int_equal(ws_retention_run(e.sink, false, NULL, NULL, &rep), 0);
+	assert_true(rep.ran);
+	assert_true(rep.deleted > 0); /* the history behind the cut */
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	for (int i = 0; i < 2; i++) {
+		wt_write_txn(e.w, 3, 300);
+		wt_tail_ok(st, &o);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+	}
+	/* The next checkpoint: the newest state again, built on the first's
+	 * artifact (the chain passes through its cut). */
+	h = wt_content_hash(e.w, NULL);
+	assert_int_equal(ws_checkpoint_take(e.sink, NULL, &ci2), 0);
+	assert_int_equal(ci2.incremental, 1);
+	assert_true(ck_restore_hash(&e, ci2.id) == h);
+	assert_int_equal(ws_retention_run(e.sink, false, NULL, NULL, &rep), 0);
+	wt_write_txn(e.w, 3, 300);
+	wt_tail_ok(st, &o);
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	ws_stream_close(st);
+	wt_env_free(&e);
+	carry_mode = WS_CARRY_PRESSED;
+}
+
+static void test_checkpoint_carried_head_races(void **state)
+{
+	(void)state;
+	carry_mode = WS_CARRY_ALWAYS;
+	for (int side = 0; side < 2; side++) {
+		struct wt_env e;
+		struct ws_outcome o;
+		struct ck_race r;
+		struct ws_retention_report rep;
+		uint64_t h, frame, seq0;
+		int rc;
+
+		memset(&r, 0, sizeof(r));
+		r.st = carried_span(&e, side ? "ck-race-ckpt" : "ck-race-tail", &h, &frame);
+		r.e = &e;
+		r.h_acked = h;
+		{
+			bool carried;
+			seq0 = wm_seq_of(&e, &carried);
+		}
+		if (side == 0) {
+			/* The tail merges, then pauses before its watermark: the
+			 * checkpoint stores the head it merged into. */
+			wt_write_txn(e.w, 3, 300);
+			r.h_after = wt_content_hash(e.w, NULL);
+			assert_int_equal(ws_fault_arm_pause("stream.before_carrying_watermark_put", 1, race_checkpoint,
+							    &r), 0);
+			rc = ws_stream_tail_frames(r.st, &o);
+			ws_fault_disarm();
+			if (rc)
+				fail_msg("the tail under the checkpoint: %s (%s)", ws_strerror(rc), ws_errmsg());
+		} else {
+			/* The checkpoint stored the head, pauses before its swap:
+			 * the owner merges a tail into the head meanwhile. */
+			assert_int_equal(ws_fault_arm_pause("checkpoint.before_uncarry_put", 1, race_tail, &r), 0);
+			rc = ws_checkpoint_take(e.sink, NULL, &r.ci);
+			ws_fault_disarm();
+			if (rc)
+				fail_msg("the checkpoint under the tail: %s (%s)", ws_strerror(rc), ws_errmsg());
+		}
+		if (r.fired != 1 || r.rc)
+			fail_msg("side %d: the race did not run (%d) or failed: %s", side, r.fired, ws_errmsg());
+		{
+			/* side 0: the tail's swap was refused, it started over and
+			 * linked to the stored head (the next sequence); side 1:
+			 * the checkpoint's swap lost, the head merged stays carried. */
+			bool carried;
+			assert_int_equal(wm_seq_of(&e, &carried), seq0 + (side == 0 ? 1 : 0));
+			assert_true(carried);
+		}
+		assert_true(r.ci.committed);
+		if (ck_restore_hash(&e, r.ci.id) != r.h_acked)
+			fail_msg("side %d: the checkpoint is not the state acknowledged when it read the cut", side);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+		assert_int_equal(ws_retention_run(e.sink, false, NULL, NULL, &rep), 0);
+		assert_true(rep.ran);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+		for (int k = 0; k < 2; k++) {
+			wt_write_txn(e.w, 3, 300);
+			wt_tail_ok(r.st, &o);
+			restore_equals_source(&e, __LINE__);
+			verify_ok(&e, __LINE__);
+		}
+		assert_true(ck_restore_hash(&e, r.ci.id) == r.h_acked);
+		{
+			/* And the next checkpoint and retention on top of it. */
+			struct ws_checkpoint_info ci2;
+			uint64_t hn = wt_content_hash(e.w, NULL);
+			assert_int_equal(ws_checkpoint_take(e.sink, NULL, &ci2), 0);
+			assert_true(ck_restore_hash(&e, ci2.id) == hn);
+			assert_int_equal(ws_retention_run(e.sink, false, NULL, NULL, &rep), 0);
+			wt_write_txn(e.w, 3, 300);
+			wt_tail_ok(r.st, &o);
+			restore_equals_source(&e, __LINE__);
+			verify_ok(&e, __LINE__);
+		}
+		ws_stream_close(r.st);
+		wt_env_free(&e);
+	}
 	carry_mode = WS_CARRY_PRESSED;
 }
 
@@ -1332,6 +1679,241 @@ static void test_carried_store_paused_under_writer(void **state)
 	verify_ok(&e, __LINE__);
 	ws_stream_close(st);
 	wt_env_free(&e);
+	carry_mode = WS_CARRY_PRESSED;
+}
+
+/*
+ * A re-base after a restart while the watermark carried its manifest
+ * (issue 31, item 1): the re-base's watermark replaces the carried one,
+ * the only copy of every state that manifest held, so the re-base stores
+ * it first, as any tail that does not merge does. The app closes its last
+ * connection while walship is down (SQLite deletes the WAL), the restarted
+ * stream re-bases; every state acknowledged before stays in the sink: the
+ * carried manifest is stored under the key, SHA-256 and length the old
+ * watermark named, and each state is rebuilt from the chain it heads,
+ * exactly as the source committed it.
+ */
+
+/* The chain whose head is the manifest the watermark named (key, SHA-256,
+ * length). */
+static struct ws_chain_stop wm_head(struct wt_env *e, bool *carried)
+{
+	struct ws_fmt_watermark wm;
+	struct ws_chain_stop h;
+	assert_int_equal(ws_wm_load(e->sink->store, TENANT, &wm, NULL), 0);
+	*carried = wm.carried_len > 0;
+	memset(&h, 0, sizeof(h));
+	snprintf(h.key, sizeof(h.key), "%s", wm.manifest_key);
+	memcpy(h.sha, wm.manifest_sha, WS_SHA256_LEN);
+	h.length = wm.manifest_length;
+	return h;
+}
+
+/* The state at commit frame `frame` of the chain head heads (stored
+ * manifests only), replayed and finished as restore finishes an image:
+ * its content hash. */
+static uint64_t chain_state_hash(struct wt_env *e, const struct ws_chain_stop *head, uint64_t frame)
+{
+	static const uint8_t legacy[2] = { 1, 1 };
+	struct ws_chain c;
+	struct ws_replay_result res;
+	char name[64];
+	char *p;
+	size_t upto;
+	uint64_t h;
+	int fd, rc;
+
+	rc = ws_chain_load_from(e->sink->store, TENANT, head, NULL, 0, &c, NULL);
+	if (rc)
+		fail_msg("chain from %s: %s (%s)", head->key, ws_strerror(rc), ws_errmsg());
+	for (upto = c.count - 1; upto > 0 && c.m[upto].first_frame > frame; upto--)
+		;
+	assert_true(frame <= c.m[upto].last_frame);
+	snprintf(name, sizeof(name), "replayed-%u.db", e->restores++);
+	p = wt_path(e->out_dir, name);
+	fd = open(p, O_RDWR | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	rc = ws_replay(e->sink->store, TENANT, &c, upto, frame, fd, &res, NULL);
+	if (rc)
+		fail_msg("replay to frame %" PRIu64 ": %s (%s)", frame, ws_strerror(rc), ws_errmsg());
+	assert_int_equal(res.commit_frame, frame);
+	assert_int_equal(ftruncate(fd, (off_t)res.db_pages * res.page_size), 0);
+	assert_int_equal(pwrite(fd, legacy, 2, 18), 2);
+	close(fd);
+	h = wt_file_hash(p, NULL);
+	unlink(p);
+	free(p);
+	ws_chain_free(&c);
+	return h;
+}
+
+#define REBASE_STATES 5
+
+/* Ship a re-base and four carried tails; then walship stops and the app
+ * closes its last connection (its WAL deleted) and writes again. h and
+ * frames: each acknowledged state; *old: the head the last watermark named
+ * (carried). The stream is closed, the writer reopened. */
+static void carried_then_app_restart(struct wt_env *e, uint64_t h[REBASE_STATES], uint64_t frames[REBASE_STATES],
+				     struct ws_chain_stop *old)
+{
+	struct ws_outcome o;
+	struct ws_stream *st = open_epoch(e, 1);
+	bool carried;
+	wt_write_txn(e->w, 200, 300);
+	wt_tail_ok(st, &o); /* the first contact: a stored re-base */
+	h[0] = wt_content_hash(e->w, NULL);
+	frames[0] = o.kind == WS_OUTCOME_RESTARTED ? o.u.restarted.last_frame : o.u.streamed.last_frame;
+	for (int i = 1; i < REBASE_STATES; i++) {
+		wt_write_txn(e->w, 3, 300);
+		h[i] = wt_content_hash(e->w, NULL);
+		wt_tail_ok(st, &o);
+		assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+		frames[i] = o.u.streamed.last_frame;
+		(void)wm_head(e, &carried);
+		assert_true(carried);
+	}
+	restore_equals_source(e, __LINE__);
+	*old = wm_head(e, &carried);
+	assert_true(carried);
+	ws_stream_close(st);
+	/* The app's last connection closes: SQLite checkpoints and deletes
+	 * the WAL. Walship comes back to a database without that WAL. */
+	sqlite3_close(e->w);
+	assert_true(access(e->wal, F_OK) != 0);
+	e->w = wt_writer_open(e->db, 0);
+	wt_write_txn(e->w, 3, 300);
+}
+
+/* What the re-base kept: the manifest the old watermark carried is stored
+ * (that very one), every state before the re-base is rebuilt from the
+ * chain it heads, and the watermark now names a stored REBASE. */
+static void carried_kept_after_rebase(struct wt_env *e, const uint64_t h[REBASE_STATES],
+				      const uint64_t frames[REBASE_STATES], const struct ws_chain_stop *old, int line)
+{
+	struct ws_fmt_manifest m;
+	struct ws_buf b;
+	struct ws_chain_stop now;
+	bool carried;
+	int rc;
+
+	ws_buf_init(&b, WS_WM_BYTES_MAX);
+	rc = ws_manifest_read(e->sink->store, old->key, old->sha, old->length, &b, &m);
+	if (rc)
+		fail_msg("line %d: the manifest %s the watermark carried before the re-base is %s", line, old->key,
+			 rc > 0 ? "not stored" : "unreadable");
+	ws_fmt_manifest_free(&m);
+	now = wm_head(e, &carried);
+	assert_false(carried);
+	ws_buf_reset(&b);
+	assert_int_equal(ws_manifest_read(e->sink->store, now.key, now.sha, now.length, &b, &m), 0);
+	assert_int_equal(m.kind, WS_MANIFEST_REBASE);
+	ws_fmt_manifest_free(&m);
+	ws_buf_free(&b);
+	for (int i = 0; i < REBASE_STATES; i++)
+		if (chain_state_hash(e, old, frames[i]) != h[i])
+			fail_msg("line %d: state %d (frame %" PRIu64 ") before the re-base is not the source's", line,
+				 i, frames[i]);
+}
+
+static void test_rebase_stores_carried_manifest(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct ws_chain_stop old;
+	uint64_t h[REBASE_STATES], frames[REBASE_STATES];
+	(void)state;
+
+	carry_mode = WS_CARRY_ALWAYS;
+	wt_env_init(&e, "rebase-carried", 0);
+	carried_then_app_restart(&e, h, frames, &old);
+	st = open_epoch(&e, 1);
+	wt_tail_ok(st, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_RESTARTED);
+	carried_kept_after_rebase(&e, h, frames, &old, __LINE__);
+	restore_equals_source(&e, __LINE__);
+	verify_ok(&e, __LINE__);
+	ws_stream_close(st);
+	wt_env_free(&e);
+	carry_mode = WS_CARRY_PRESSED;
+}
+
+/*
+ * The same re-base paused where it stores the carried manifest, and where
+ * it writes its own manifest and watermark, while a real writer commits
+ * and runs each kind of WAL checkpoint: the re-base is reached and
+ * acknowledges a state the source committed, and the carried states stay
+ * stored. A failure where the carried manifest is stored acknowledges
+ * nothing: the carried watermark stays, and the next tail re-bases.
+ */
+static void test_rebase_carried_paused_under_writer(void **state)
+{
+	static const char *const sites[] = {
+		"stream.before_carried_store", "stream.before_manifest_put", "stream.before_watermark_put",
+	};
+	(void)state;
+	carry_mode = WS_CARRY_ALWAYS;
+	for (size_t i = 0; i < sizeof(sites) / sizeof(sites[0]); i++) {
+		for (unsigned how = 0; how < WT_MUTATIONS; how++) {
+			struct wt_env e;
+			struct ws_outcome o;
+			struct ws_stream *st;
+			struct ws_chain_stop old;
+			struct wt_mutator c;
+			uint64_t h[REBASE_STATES], frames[REBASE_STATES];
+			int rc;
+
+			wt_env_init(&e, "rebase-carried-paused", 0);
+			carried_then_app_restart(&e, h, frames, &old);
+			wt_mutator_init(&c, &e, how);
+			wt_mutator_record(&c);
+			st = open_epoch(&e, 1);
+			assert_int_equal(ws_fault_arm_pause(sites[i], 1, wt_mutate, &c), 0);
+			rc = ws_stream_tail_frames(st, &o);
+			ws_fault_disarm();
+			if (rc)
+				fail_msg("site %s, mutation %u: %s (%s)", sites[i], how, ws_strerror(rc), ws_errmsg());
+			if (c.fired != 1)
+				fail_msg("site %s, mutation %u: the re-base did not reach it", sites[i], how);
+			restore_is_recorded(&c, sites[i], __LINE__);
+			carried_kept_after_rebase(&e, h, frames, &old, __LINE__);
+			for (int k = 0; k < 3; k++)
+				wt_tail_ok(st, &o);
+			restore_equals_source(&e, __LINE__);
+			verify_ok(&e, __LINE__);
+			ws_stream_close(st);
+			wt_mutator_free(&c);
+			wt_env_free(&e);
+		}
+	}
+	{
+		struct wt_env e;
+		struct ws_outcome o;
+		struct ws_stream *st;
+		struct ws_chain_stop old, now;
+		uint64_t h[REBASE_STATES], frames[REBASE_STATES];
+		bool carried;
+		int rc;
+
+		wt_env_init(&e, "rebase-carried-failed", 0);
+		carried_then_app_restart(&e, h, frames, &old);
+		st = open_epoch(&e, 1);
+		assert_int_equal(ws_fault_arm("stream.before_carried_store", 1, 0), 0);
+		rc = ws_stream_tail_frames(st, &o);
+		ws_fault_disarm();
+		assert_int_not_equal(rc, 0);
+		now = wm_head(&e, &carried);
+		assert_true(carried);
+		assert_string_equal(now.key, old.key);
+		assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == h[REBASE_STATES - 1]);
+		wt_tail_ok(st, &o);
+		assert_int_equal(o.kind, WS_OUTCOME_RESTARTED);
+		carried_kept_after_rebase(&e, h, frames, &old, __LINE__);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+		ws_stream_close(st);
+		wt_env_free(&e);
+	}
 	carry_mode = WS_CARRY_PRESSED;
 }
 
@@ -1657,9 +2239,14 @@ int main(void)
 		cmocka_unit_test(test_every_site_paused_under_writer),
 		cmocka_unit_test(test_inline_tail_paused_under_writer),
 		cmocka_unit_test(test_carried_manifest_tails),
+		cmocka_unit_test(test_carried_time_inside_merged_span),
 		cmocka_unit_test(test_carried_next_generation),
+		cmocka_unit_test(test_checkpoint_names_carried_head),
+		cmocka_unit_test(test_checkpoint_carried_head_races),
 		cmocka_unit_test(test_carried_tail_paused_under_writer),
 		cmocka_unit_test(test_carried_store_paused_under_writer),
+		cmocka_unit_test(test_rebase_stores_carried_manifest),
+		cmocka_unit_test(test_rebase_carried_paused_under_writer),
 		cmocka_unit_test(test_probe_read_paused_under_writer),
 		cmocka_unit_test(test_grown_snapshot_paused_under_writer),
 		cmocka_unit_test(test_tail_bound_paused_under_writer),

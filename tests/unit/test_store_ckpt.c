@@ -1197,7 +1197,13 @@ static void test_witness(void **state)
 	EXPECT(ws_ckpt_sink_open_witness(f->c, w2, &found), 0, WS_CKPT_OK, NONE);
 	assert_true(found);
 	assert_memory_equal(w, w2, sizeof(*w));
-	/* Clearing a different witness conflicts; the exact one closes, then converges. */
+	/* Clearing a different witness conflicts; the exact one closes (once
+	 * its attempt is decided), then converges. */
+	{
+		struct ws_ckpt_record_result rr;
+		EXPECT(ws_ckpt_record_outcome(f->c, 1, 7, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_ABORT, NULL, &rr),
+		       0, WS_CKPT_OK, NONE);
+	}
 	*w2 = *w;
 	w2->participant_id = 4;
 	EXPECT(ws_ckpt_clear_sink_open_witness(f->c, w2), WS_EPRECOND, WS_CKPT_STATE_MISMATCH, NONE);
@@ -1227,6 +1233,223 @@ static void test_witness(void **state)
 	free(bad);
 	free(w);
 	free(w2);
+}
+
+/* ---- the seed's contract (issue 31 item 8) ------------------------------------------------------------ */
+
+static void commit_ok(struct fx *f, uint64_t id, uint64_t epoch, const struct ws_ckpt_ref *pred,
+		      struct ws_ckpt_ref *ref)
+{
+	struct ws_ckpt_record_result rr;
+	create_ok(f, id, epoch, pred, ref);
+	EXPECT(ws_ckpt_record_outcome(f->c, epoch, id, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_COMMIT, ref, &rr), 0,
+	       WS_CKPT_OK, NONE);
+}
+
+/*
+ * begin_checkpoint_retention: a run keeping older checkpoints keeps the
+ * protected cut's chain back to kept; kept off that chain, or a protected
+ * cut that does not verify, is refused and nothing is recorded; a damaged
+ * link between is passed (kept, older, must verify).
+ */
+static void test_seed_retention_chain(void **state)
+{
+	struct fx *f = *state;
+	struct ws_ckpt_retention_result res;
+	struct ws_ckpt_retention st;
+	struct ws_ckpt_ref c1, stray, c3, c4, c5;
+	bool found = true;
+	char *good;
+	int rc;
+
+	commit_ok(f, 1, 1, NULL, &c1);
+	create_ok(f, 2, 1, NULL, &stray); /* stored and valid, never committed: no chain's */
+	commit_ok(f, 3, 1, &c1, &c3);
+	commit_ok(f, 4, 1, &c3, &c4);
+	commit_ok(f, 5, 1, &c4, &c5);
+	EXPECT(ws_ckpt_begin_retention_keep(f->c, &c5, &stray, &res), WS_ECONFIG, WS_CKPT_INVALID_INPUT,
+	       "not on the chain");
+	EXPECT(ws_ckpt_retention_state(f->c, &st, &found), 0, WS_CKPT_OK, NONE);
+	assert_false(found);
+	/* A damaged protected cut: refused, nothing recorded. */
+	good = wt_get_str(f->s, c5.key, &rc, NULL);
+	assert_non_null(good);
+	wt_put_str(f->s, c5.key, "damaged", NULL);
+	EXPECT(ws_ckpt_begin_retention_keep(f->c, &c5, &c3, &res), WS_ECORRUPT, WS_CKPT_REF_MISMATCH, c5.key);
+	EXPECT(ws_ckpt_retention_state(f->c, &st, &found), 0, WS_CKPT_OK, NONE);
+	assert_false(found);
+	wt_put_str(f->s, c5.key, good, NULL);
+	free(good);
+	/* A damaged link between the cut and kept names no predecessor: the
+	 * chain past it is the caller's to find (issue 31 item 4: retention
+	 * --keep-checkpoints must not be blocked by a damaged older index);
+	 * kept, older and verifying, is accepted, and c3 kept. */
+	good = wt_get_str(f->s, c4.key, &rc, NULL);
+	assert_non_null(good);
+	wt_put_str(f->s, c4.key, "damaged", NULL);
+	EXPECT(ws_ckpt_begin_retention_keep(f->c, &c5, &c3, &res), 0, WS_CKPT_OK, NONE);
+	assert_true(res.state.has_kept);
+	assert_memory_equal(&res.state.kept_ref, &c3, sizeof(c3));
+	wt_put_str(f->s, c4.key, good, NULL);
+	free(good);
+}
+
+/* record_outcome: a retried Commit converges after later decisions, while it is on the chain. */
+static void test_seed_record_commit_retry(void **state)
+{
+	struct fx *f = *state;
+	struct ws_ckpt_record_result res;
+	struct ws_ckpt_ref c1, c2, c3, c4;
+
+	commit_ok(f, 1, 1, NULL, &c1);
+	/* A later decision at a higher epoch (an Abort). */
+	EXPECT(ws_ckpt_record_outcome(f->c, 3, 2, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_ABORT, NULL, &res), 0,
+	       WS_CKPT_OK, NONE);
+	EXPECT(ws_ckpt_record_outcome(f->c, 1, 1, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_COMMIT, &c1, &res), 0,
+	       WS_CKPT_CONVERGED, NONE);
+	assert_int_equal(res.kind, WS_CKPT_CONVERGED);
+	assert_int_equal(res.winner.checkpoint_id, 1);
+	assert_int_equal(res.winner.verdict, WS_CKPT_COMMIT);
+	assert_memory_equal(&res.winner.committed, &c1, sizeof(c1));
+	/* Two later Commits: each earlier one is on the chain and converges. */
+	commit_ok(f, 3, 3, &c1, &c3);
+	commit_ok(f, 4, 3, &c3, &c4);
+	EXPECT(ws_ckpt_record_outcome(f->c, 3, 3, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_COMMIT, &c3, &res), 0,
+	       WS_CKPT_CONVERGED, NONE);
+	EXPECT(ws_ckpt_record_outcome(f->c, 1, 1, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_COMMIT, &c1, &res), 0,
+	       WS_CKPT_CONVERGED, NONE);
+	/* A Commit of the aborted 2 is no retry: the durable winner comes back. */
+	create_ok(f, 2, 3, NULL, &c2);
+	EXPECT(ws_ckpt_record_outcome(f->c, 3, 2, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_COMMIT, &c2, &res), 0,
+	       WS_CKPT_STALE_CHECKPOINT, NONE);
+	assert_int_equal(res.winner.checkpoint_id, 4);
+	/* The head did not move for any retry. */
+	{
+		struct ws_ckpt_head h;
+		bool found;
+		EXPECT(ws_ckpt_decision_head(f->c, &h, &found), 0, WS_CKPT_OK, NONE);
+		assert_int_equal(h.decisions, 4);
+	}
+}
+
+/* seal_aborted_committed_checkpoint_candidate: a committed index is never sealed. */
+static void test_seed_seal_refuses_commit(void **state)
+{
+	struct fx *f = *state;
+	struct ws_ckpt_index got;
+	struct ws_ckpt_ref c1, c2, r3;
+	struct tidx t;
+
+	commit_ok(f, 1, 1, NULL, &c1);
+	make_index(&t, f->dep, 1, 1, NULL);
+	EXPECT(ws_ckpt_seal_aborted_candidate(f->c, &t.idx), WS_EPRECOND, WS_CKPT_CONFLICTING_OUTCOME, "committed");
+	EXPECT(ws_ckpt_load_committed(f->c, &c1, &got), 0, WS_CKPT_OK, NONE);
+	ws_ckpt_index_free(&got);
+	/* Still on the chain once a later Commit names it. */
+	commit_ok(f, 2, 1, &c1, &c2);
+	EXPECT(ws_ckpt_seal_aborted_candidate(f->c, &t.idx), WS_EPRECOND, WS_CKPT_CONFLICTING_OUTCOME, c1.key);
+	EXPECT(ws_ckpt_load_committed(f->c, &c1, &got), 0, WS_CKPT_OK, NONE);
+	ws_ckpt_index_free(&got);
+	/* An aborted candidate is sealed as before. */
+	create_ok(f, 3, 1, &c2, &r3);
+	make_index(&t, f->dep, 3, 1, &c2);
+	{
+		struct ws_ckpt_record_result rr;
+		EXPECT(ws_ckpt_record_outcome(f->c, 1, 3, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_ABORT, NULL, &rr),
+		       0, WS_CKPT_OK, NONE);
+	}
+	EXPECT(ws_ckpt_seal_aborted_candidate(f->c, &t.idx), 0, WS_CKPT_OK, NONE);
+	EXPECT(ws_ckpt_load_committed(f->c, &r3, &got), WS_EPRECOND, WS_CKPT_SEALED, r3.key);
+	/* The header's word: a seal is not deleted, the committed index is. */
+	EXPECT(ws_ckpt_delete_committed(f->c, &r3), WS_EPRECOND, WS_CKPT_SEALED, r3.key);
+	EXPECT(ws_ckpt_load_committed(f->c, &r3, &got), WS_EPRECOND, WS_CKPT_SEALED, NONE);
+	EXPECT(ws_ckpt_delete_committed(f->c, &c1), 0, WS_CKPT_OK, NONE);
+}
+
+/* The sink-open witness: no empty sink list; closed only once its attempt is terminal. */
+static void test_seed_witness(void **state)
+{
+	struct fx *f = *state;
+	struct ws_ckpt_witness *w = calloc(1, sizeof(*w)), *cur = calloc(1, sizeof(*cur));
+	struct ws_ckpt_attempt a1 = { 7, 2, 70 }, a2 = { 9, 1, 90 };
+	struct ws_ckpt_record_result rr;
+	const char *sinks[] = { "s3-out" };
+	bool found;
+
+	EXPECT(ws_ckpt_create_sink_open_witness(f->c, "pipe-1", 3, &a1, sinks, 0, w), WS_ECONFIG,
+	       WS_CKPT_INVALID_INPUT, "1 to");
+	EXPECT(ws_ckpt_create_sink_open_witness(f->c, "pipe-1", 3, &a1, NULL, 0, w), WS_ECONFIG,
+	       WS_CKPT_INVALID_INPUT, NONE);
+	EXPECT(ws_ckpt_sink_open_witness(f->c, cur, &found), 0, WS_CKPT_OK, NONE);
+	assert_false(found);
+	EXPECT(ws_ckpt_create_sink_open_witness(f->c, "pipe-1", 3, &a1, sinks, 1, w), 0, WS_CKPT_OK, NONE);
+	/* Undecided: the close is refused and the witness stays open. */
+	EXPECT(ws_ckpt_clear_sink_open_witness(f->c, w), WS_EPRECOND, WS_CKPT_STATE_MISMATCH, "not terminal");
+	EXPECT(ws_ckpt_sink_open_witness(f->c, cur, &found), 0, WS_CKPT_OK, NONE);
+	assert_true(found && cur->state == WS_CKPT_WITNESS_OPEN);
+	/* An earlier checkpoint's decision does not make it terminal. */
+	EXPECT(ws_ckpt_record_outcome(f->c, 2, 6, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_ABORT, NULL, &rr), 0,
+	       WS_CKPT_OK, NONE);
+	EXPECT(ws_ckpt_clear_sink_open_witness(f->c, w), WS_EPRECOND, WS_CKPT_STATE_MISMATCH, "not terminal");
+	EXPECT(ws_ckpt_record_outcome(f->c, 2, 7, WS_CKPT_SCOPE_LOCAL, NULL, NULL, WS_CKPT_ABORT, NULL, &rr), 0,
+	       WS_CKPT_OK, NONE);
+	EXPECT(ws_ckpt_clear_sink_open_witness(f->c, w), 0, WS_CKPT_OK, NONE);
+	/* An attempt at an epoch below the head's can never decide: terminal. */
+	EXPECT(ws_ckpt_create_sink_open_witness(f->c, "pipe-1", 3, &a2, sinks, 1, w), 0, WS_CKPT_OK, NONE);
+	EXPECT(ws_ckpt_clear_sink_open_witness(f->c, w), 0, WS_CKPT_OK, NONE);
+	EXPECT(ws_ckpt_sink_open_witness(f->c, cur, &found), 0, WS_CKPT_OK, NONE);
+	assert_true(found && cur->state == WS_CKPT_WITNESS_CLOSED);
+	free(w);
+	free(cur);
+}
+
+/* checkpoints/removed/<tenant>: recorded once, only ever later, strictly decoded. */
+static void test_removed_record(void **state)
+{
+	struct fx *f = *state;
+	bool found = true;
+	uint64_t after = 9;
+	int err = 0;
+	struct ws_ckpt *rd;
+
+	EXPECT(ws_ckpt_removed(f->c, "users", &found, &after), 0, WS_CKPT_OK, NONE);
+	assert_false(found);
+	EXPECT(ws_ckpt_record_removed(f->c, "users", 5), 0, WS_CKPT_OK, NONE);
+	EXPECT(ws_ckpt_removed(f->c, "users", &found, &after), 0, WS_CKPT_OK, NONE);
+	assert_true(found);
+	assert_int_equal(after, 5);
+	/* The same or an earlier checkpoint: the record stays. */
+	EXPECT(ws_ckpt_record_removed(f->c, "users", 5), 0, WS_CKPT_CONVERGED, NONE);
+	EXPECT(ws_ckpt_record_removed(f->c, "users", 3), 0, WS_CKPT_CONVERGED, NONE);
+	EXPECT(ws_ckpt_removed(f->c, "users", &found, &after), 0, WS_CKPT_OK, NONE);
+	assert_int_equal(after, 5);
+	/* A later one replaces it. */
+	EXPECT(ws_ckpt_record_removed(f->c, "users", 8), 0, WS_CKPT_OK, NONE);
+	EXPECT(ws_ckpt_removed(f->c, "users", &found, &after), 0, WS_CKPT_OK, NONE);
+	assert_int_equal(after, 8);
+	/* Not a tenant name; a reader never writes. */
+	EXPECT(ws_ckpt_record_removed(f->c, "checkpoints", 1), WS_ECONFIG, WS_CKPT_INVALID_INPUT, NONE);
+	EXPECT(ws_ckpt_record_removed(f->c, "a/b", 1), WS_ECONFIG, WS_CKPT_INVALID_INPUT, NONE);
+	rd = ws_ckpt_open_reader(f->s, &err);
+	assert_non_null(rd);
+	EXPECT(ws_ckpt_record_removed(rd, "users", 9), WS_ECONFIG, WS_CKPT_INVALID_INPUT, "read-only");
+	EXPECT(ws_ckpt_removed(rd, "users", &found, &after), 0, WS_CKPT_OK, NONE);
+	assert_int_equal(after, 8);
+	ws_ckpt_close(rd);
+	/* Another tenant's record at this name, and a foreign one: named by key. */
+	{
+		char body[256];
+		snprintf(body, sizeof(body), "{\"after_checkpoint\":\"8\",\"deployment\":\"%s\",\"format\":"
+			 "\"walship.ckpt.removed.v1\",\"tenant\":\"orders\"}", f->dep);
+		wt_put_str(f->s, "checkpoints/removed/users", body, NULL);
+		EXPECT(ws_ckpt_removed(f->c, "users", &found, &after), WS_EFORMAT, WS_CKPT_MALFORMED,
+		       "checkpoints/removed/users");
+		snprintf(body, sizeof(body), "{\"after_checkpoint\":\"8\",\"deployment\":\"%s\",\"format\":"
+			 "\"walship.ckpt.removed.v1\",\"tenant\":\"users\"}", "0123456789abcdef0123456789abcdef");
+		wt_put_str(f->s, "checkpoints/removed/users", body, NULL);
+		EXPECT(ws_ckpt_removed(f->c, "users", &found, &after), WS_EFORMAT, WS_CKPT_FOREIGN, NONE);
+		EXPECT(ws_ckpt_record_removed(f->c, "users", 9), WS_EFORMAT, WS_CKPT_FOREIGN, NONE);
+	}
 }
 
 /* ---- shared-store specifics ---------------------------------------------------------------------------- */
@@ -1351,6 +1574,11 @@ int main(void)
 		BOTH(test_list_candidates),
 		BOTH(test_retention),
 		BOTH(test_witness),
+		BOTH(test_seed_retention_chain),
+		BOTH(test_seed_record_commit_retry),
+		BOTH(test_seed_seal_refuses_commit),
+		BOTH(test_seed_witness),
+		BOTH(test_removed_record),
 		cmocka_unit_test_setup_teardown(test_shared_refuses_unconditional, setup_shared, teardown),
 		cmocka_unit_test_setup_teardown(test_shared_foreign_local_namespace, setup_shared, teardown),
 		BOTH(test_fault_sites),

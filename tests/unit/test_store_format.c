@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "testutil.h"
 #include "ws_format.h"
@@ -242,6 +243,134 @@ static void reframe(struct ws_buf *b, size_t len)
 }
 
 /*
+ * Version 3: a carried manifest that tails were merged into keeps each
+ * merged tail's end frame and time before its last (restore --time). It
+ * round-trips; an index that is empty, cut short, out of order in frames
+ * or in time, stamped after the manifest, or naming a frame outside the
+ * manifest's restorable frames before its last is refused, naming it; an
+ * index without inline batches is not encoded.
+ */
+static void merged(struct ws_fmt_manifest *m, struct ws_fmt_objref batches[3], struct iovec iov[3],
+		   uint8_t bytes[3][100], struct ws_fmt_tail tails[2])
+{
+	memset(m, 0, sizeof(*m));
+	snprintf(m->tenant, sizeof(m->tenant), "app");
+	m->epoch = 1;
+	m->wm_seq = 4;
+	m->time_ms = 3000;
+	m->gen = (struct ws_fmt_gen){ 0x377f0682u, 0, 1, 2, 4096 };
+	m->kind = WS_MANIFEST_CONTINUE;
+	m->first_frame = 5;
+	m->last_frame = 7;
+	m->valid_from_frame = 5;
+	snprintf(m->prev_key, sizeof(m->prev_key), "app/m0000000000000003-0011223344556677");
+	m->prev_length = 200;
+	m->batches = batches;
+	m->batch_count = 3;
+	for (uint32_t i = 0; i < 3; i++) {
+		memset(&batches[i], 0, sizeof(batches[i]));
+		batches[i].first = 5 + i;
+		batches[i].count = 1;
+		batches[i].length = 100;
+		memset(bytes[i], 0xa0 + (int)i, 100);
+		iov[i].iov_base = bytes[i];
+		iov[i].iov_len = 100;
+	}
+	m->inline_iov = iov;
+	m->inline_iovcnt = 3;
+	tails[0] = (struct ws_fmt_tail){ 5, 1000 };
+	tails[1] = (struct ws_fmt_tail){ 6, 2000 };
+	m->tails = tails;
+	m->tail_count = 2;
+}
+
+static void test_manifest_tail_index(void **state)
+{
+	struct ws_fmt_objref batches[3];
+	struct iovec iov[3];
+	uint8_t bytes[3][100];
+	struct ws_fmt_tail tails[2];
+	struct ws_fmt_manifest m, out;
+	struct ws_buf b;
+	(void)state;
+
+	ws_buf_init(&b, 1u << 20);
+	merged(&m, batches, iov, bytes, tails);
+	assert_int_equal(ws_fmt_manifest_encode(&m, &b), 0);
+	assert_int_equal(ws_get_le32(b.data + 8), 3); /* version 3 */
+	assert_int_equal(ws_fmt_manifest_decode(b.data, b.len, &out), 0);
+	assert_int_equal(out.tail_count, 2);
+	assert_int_equal(out.tails[0].frame, 5);
+	assert_int_equal(out.tails[0].time_ms, 1000);
+	assert_int_equal(out.tails[1].frame, 6);
+	assert_int_equal(out.tails[1].time_ms, 2000);
+	assert_memory_equal(b.data + out.batches[2].inline_off, bytes[2], 100);
+	ws_fmt_manifest_free(&out);
+	assert_null(out.tails);
+
+	/* No index: version 2, as before. */
+	m.tail_count = 0;
+	assert_int_equal(ws_fmt_manifest_encode(&m, &b), 0);
+	assert_int_equal(ws_get_le32(b.data + 8), 2);
+	assert_int_equal(ws_fmt_manifest_decode(b.data, b.len, &out), 0);
+	assert_int_equal(out.tail_count, 0);
+	ws_fmt_manifest_free(&out);
+
+	/* Times that go back, or after the manifest's own. */
+	merged(&m, batches, iov, bytes, tails);
+	tails[1].time_ms = 999;
+	assert_int_equal(decode(&m), WS_EFORMAT);
+	assert_non_null(strstr(ws_errmsg(), "merged tail 1 is stamped 999"));
+	merged(&m, batches, iov, bytes, tails);
+	tails[1].time_ms = 3001;
+	assert_int_equal(decode(&m), WS_EFORMAT);
+	assert_non_null(strstr(ws_errmsg(), "times must not decrease"));
+
+	/* Frames beyond the manifest, before it, at its last, out of order. */
+	static const uint64_t bad[][2] = { { 5, 9 }, { 4, 6 }, { 5, 7 }, { 6, 5 }, { 5, 5 } };
+	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		merged(&m, batches, iov, bytes, tails);
+		tails[0].frame = bad[k][0];
+		tails[1].frame = bad[k][1];
+		assert_int_equal(decode(&m), WS_EFORMAT);
+		assert_non_null(strstr(ws_errmsg(), "merged tail"));
+		assert_non_null(strstr(ws_errmsg(), "within frames 5..6"));
+	}
+
+	/* An index without inline batches: not encoded. */
+	merged(&m, batches, iov, bytes, tails);
+	for (uint32_t i = 0; i < 3; i++)
+		snprintf(batches[i].key, sizeof(batches[i].key), "app/b%016x", i + 5);
+	m.inline_iovcnt = 0;
+	assert_int_equal(ws_fmt_manifest_encode(&m, &b), -EINVAL);
+
+	/* Cut short: a count the object cannot hold, and an empty index. */
+	merged(&m, batches, iov, bytes, tails);
+	assert_int_equal(ws_fmt_manifest_encode(&m, &b), 0);
+	{
+		/* The count sits right before the index's 32 bytes, which sit
+		 * right before the 300 inline bytes and the trailing hash. */
+		size_t at = b.len - 8 - 300 - 32 - 4;
+		assert_int_equal(ws_get_le32(b.data + at), 2);
+		ws_put_le32(b.data + at, 30);
+		reframe(&b, b.len);
+		assert_int_equal(ws_fmt_manifest_decode(b.data, b.len, &out), WS_EFORMAT);
+		assert_non_null(strstr(ws_errmsg(), "30 merged tails"));
+		ws_put_le32(b.data + at, 0);
+		reframe(&b, b.len);
+		assert_int_equal(ws_fmt_manifest_decode(b.data, b.len, &out), WS_EFORMAT);
+		assert_non_null(strstr(ws_errmsg(), "0 merged tails"));
+		/* The object ends inside the index. */
+		ws_put_le32(b.data + at, 2);
+		reframe(&b, at + 4 + 16 + 8);
+		assert_int_equal(ws_fmt_manifest_decode(b.data, b.len, &out), WS_EFORMAT);
+		assert_non_null(strstr(ws_errmsg(), "merged tails"));
+	}
+	ws_buf_free(&b);
+}
+
+
+/*
  * Version 3 watermarks carry the manifest they name (docs/FORMAT.md
  * "Watermark"): it round-trips, and every carried part that does not add
  * up is refused, also when the object's own hash is right.
@@ -363,6 +492,7 @@ int main(void)
 		cmocka_unit_test(test_rebase_frames_from_one),
 		cmocka_unit_test(test_manifest_batch_range_wraps),
 		cmocka_unit_test(test_manifest_inline_batches),
+		cmocka_unit_test(test_manifest_tail_index),
 		cmocka_unit_test(test_watermark_carries_manifest),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
