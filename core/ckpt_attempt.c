@@ -71,11 +71,16 @@ int ws_attempt_decided(struct ws_ckpt *c, uint64_t id, bool *is_decided, bool *i
 	if (*is_decided && !*is_commit && h.has_commit && h.latest_commit.checkpoint_id > id) {
 		struct ws_ckpt_ref ref;
 		struct ws_ckpt_index idx;
+		memset(&ref, 0, sizeof(ref));
 		rc = ws_ckread_find_ref(c, id, &ref, &idx);
 		if (rc == 0) {
 			WS_ASSERT(!id || idx.checkpoint_id == id); /* find_ref returns id's own index */
 			*is_commit = true;
 			ws_ckpt_index_free(&idx);
+		} else if (rc == WS_ECORRUPT && ref.id == id) {
+			/* On the chain, its index damaged or missing: a Commit. */
+			*is_commit = true;
+			rc = 0;
 		} else if (rc == WS_ENOTFOUND) {
 			rc = 0;
 		}

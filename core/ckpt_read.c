@@ -100,6 +100,30 @@ bool ws_ckread_artifact_key_of(const char *key, uint64_t id)
 	return n > 0 && strncmp(key, want, (size_t)n) == 0 && ws_tenant_name_valid(key + n);
 }
 
+int ws_ckread_each_artifact(struct ws_store *s, uint64_t id, int (*fn)(const char *key, void *arg), void *arg)
+{
+	char prefix[WS_KEY_MAX], token[WS_KEY_MAX] = "";
+	int rc;
+
+	snprintf(prefix, sizeof(prefix), WS_CKPT_ART_PREFIX "/%016" PRIx64 "/", id);
+	for (;;) {
+		struct ws_list_page page;
+		bool more;
+		memset(&page, 0, sizeof(page));
+		if ((rc = ws_store_list(s, prefix, token, WS_LIST_PAGE_MAX, &page)) != 0)
+			return ws_fail_wrap(rc, "list %s", prefix);
+		for (size_t i = 0; i < page.count && !rc; i++)
+			if (ws_ckread_artifact_key_of(page.keys[i], id))
+				rc = fn(page.keys[i], arg);
+		more = page.truncated;
+		if (more)
+			snprintf(token, sizeof(token), "%s", page.next_token);
+		ws_list_page_free(&page);
+		if (rc || !more)
+			return rc;
+	}
+}
+
 int ws_ckread_tenant_cmp(const void *a, const void *b)
 {
 	return strcmp(((const struct ws_ckpt_tenant_entry *)a)->tenant,
@@ -187,10 +211,47 @@ void ws_ckread_cut_of(const struct ws_ckpt_tenant_entry *t, struct ws_chain_stop
 
 /* ---- reading checkpoints -------------------------------------------------------------- */
 
-/* The ref of checkpoint id (0: the latest Commit), walking predecessors. */
+/* ws_ckread_find_ref's walk: checkpoint id's index, or where it fails. */
+struct find_walk {
+	uint64_t id;
+	struct ws_ckpt_ref *ref;
+	bool found;
+};
+
+static int find_one(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
+{
+	struct find_walk *w = arg;
+	if (idx->checkpoint_id > w->id)
+		return 0;
+	if (idx->checkpoint_id < w->id)
+		return 1; /* only an older checkpoint's predecessors could hold id: none does */
+	*w->ref = *ref;
+	w->found = true;
+	return 1;
+}
+
+static int find_damaged(const struct ws_ckpt_ref *ref, const char *detail, void *arg)
+{
+	struct find_walk *w = arg;
+	if (ref->id > w->id)
+		return 0; /* walked past: the one sought is older */
+	if (ref->id < w->id)
+		return 1;
+	*w->ref = *ref;
+	return ws_fail(WS_ECORRUPT, "checkpoint %" PRIu64 " cannot be read: its committed index %s is damaged "
+		       "or missing (%s); `walship verify` names it, the next `walship checkpoint` commits past "
+		       "it and `walship retention` removes it", w->id, ref->key, detail);
+}
+
+/*
+ * The ref of checkpoint id (0: the latest Commit), walking predecessors
+ * past damaged indexes. id's own index damaged or missing: WS_ECORRUPT
+ * naming it (*ref is its ref).
+ */
 int ws_ckread_find_ref(struct ws_ckpt *c, uint64_t id, struct ws_ckpt_ref *ref, struct ws_ckpt_index *idx)
 {
 	struct ws_ckpt_outcome latest;
+	struct find_walk w = { id, ref, false };
 	bool found;
 	int rc = ws_ckpt_latest_commit(c, &latest, &found);
 	if (rc)
@@ -209,26 +270,16 @@ int ws_ckread_find_ref(struct ws_ckpt *c, uint64_t id, struct ws_ckpt_ref *ref, 
 				       "the latest was lost", WS_CKPT_HEAD_KEY)
 			     : ws_fail(WS_ENOTFOUND, "no committed checkpoint at this sink");
 	}
-	*ref = latest.committed;
-	for (unsigned n = 0; n < WS_CKPT_PREDECESSORS_MAX; n++) {
-		rc = ws_ckpt_load_committed(c, ref, idx);
-		if (rc == WS_ENOTFOUND && id)
-			return ws_fail(WS_ENOTFOUND, "checkpoint %" PRIu64 " is not stored (retention removed "
-				       "it, or it was never committed)", id);
-		if (rc)
-			return rc;
-		if (!id || idx->checkpoint_id == id)
-			return 0;
-		if (idx->checkpoint_id < id || !idx->has_predecessor) {
-			ws_ckpt_index_free(idx);
-			return ws_fail(WS_ENOTFOUND, "checkpoint %" PRIu64 " is not a committed checkpoint", id);
-		}
-		/* Only an older checkpoint's predecessors can hold id. */
-		WS_ASSERT(id && idx->checkpoint_id > id);
-		*ref = idx->predecessor;
-		ws_ckpt_index_free(idx);
-	}
-	return ws_fail(WS_ETOOBIG, "checkpoint chain longer than %u", WS_CKPT_PREDECESSORS_MAX);
+	memset(idx, 0, sizeof(*idx));
+	if (!id)
+		w.id = latest.checkpoint_id;
+	rc = ws_ckread_walk_past(c, latest.committed, find_one, find_damaged, &w);
+	if (w.found)
+		return ws_ckpt_load_committed(c, ref, idx);
+	if (rc && rc != 1)
+		return rc;
+	return ws_fail(WS_ENOTFOUND, "checkpoint %" PRIu64 " is not stored (retention removed it, or it was "
+		       "never committed)", w.id);
 }
 
 int ws_checkpoint_base_for(struct ws_sink *sink, const char *tenant, struct ws_restore_base *out)
@@ -252,42 +303,189 @@ int ws_checkpoint_base_for(struct ws_sink *sink, const char *tenant, struct ws_r
 	return rc;
 }
 
-/*
- * Each committed checkpoint from start back through its predecessors,
- * newest first, while they are stored: fn's non-zero return ends the walk
- * and is returned. Where else it ends is end's (enum ws_walk_end).
- */
-int ws_ckread_walk_committed_to(struct ws_ckpt *c, struct ws_ckpt_ref ref, enum ws_walk_end end, ws_committed_fn fn,
-				void *arg)
+bool ws_ckread_damaged(int rc, enum ws_ckpt_kind kind)
 {
-	for (unsigned n = 0; n < WS_CKPT_PREDECESSORS_MAX; n++) {
-		struct ws_ckpt_index idx;
+	return rc == WS_ENOTFOUND || rc == WS_ECORRUPT || rc == WS_EFORMAT ||
+	       (rc == WS_EPRECOND && kind == WS_CKPT_SEALED) || (rc == WS_ECONFIG && kind == WS_CKPT_INVALID_INPUT);
+}
+
+/* The committed-index keys a LIST shows, as refs (id, SHA-256 and length from the listing). */
+struct listed {
+	struct ws_ckpt_ref *r;
+	size_t n, cap;
+	bool done;
+};
+
+static int listed_cmp_desc(const void *a, const void *b)
+{
+	const struct ws_ckpt_ref *x = a, *y = b;
+	if (x->id != y->id)
+		return x->id < y->id ? 1 : -1;
+	return strcmp(x->key, y->key);
+}
+
+/* checkpoints/committed/<16 hex>-<64 hex>.json: its ref; false for any other name. */
+static bool listed_ref(const char *key, uint64_t size, struct ws_ckpt_ref *out)
+{
+	const char *name = key + strlen(WS_CKPT_PREFIX "/committed/");
+	uint64_t id = 0;
+
+	if (strncmp(key, WS_CKPT_PREFIX "/committed/", strlen(WS_CKPT_PREFIX "/committed/")) != 0 ||
+	    strlen(name) != 16 + 1 + WS_SHA256_HEX_LEN + 5 || name[16] != '-' ||
+	    strcmp(name + 17 + WS_SHA256_HEX_LEN, ".json") != 0)
+		return false;
+	for (int i = 0; i < 16; i++) {
+		int v = ws_hexval(name[i]);
+		if (v < 0)
+			return false;
+		id = id << 4 | (uint64_t)v;
+	}
+	for (int i = 0; i < WS_SHA256_HEX_LEN; i++)
+		if (ws_hexval(name[17 + i]) < 0)
+			return false;
+	memset(out, 0, sizeof(*out));
+	out->id = id;
+	out->length = size;
+	snprintf(out->sha256, sizeof(out->sha256), "%.64s", name + 17);
+	snprintf(out->key, sizeof(out->key), "%s", key);
+	return id != 0;
+}
+
+/* One LIST of checkpoints/committed/, newest id first (only where a walk met a damaged index). */
+static int listed_read(struct ws_ckpt *c, struct listed *l)
+{
+	char token[WS_KEY_MAX] = "";
+	int rc;
+
+	if (l->done)
+		return 0;
+	for (;;) {
+		struct ws_list_page page;
 		bool more;
-		int rc = ws_ckpt_load_committed(c, &ref, &idx);
-		if (rc && end == WS_WALK_END_ANY_FAILURE)
-			return 0;
-		if (rc == WS_ENOTFOUND && (n > 0 || end == WS_WALK_END_MISSING))
-			return 0;
+		memset(&page, 0, sizeof(page));
+		rc = ws_store_list(ws_ckpt_store(c), WS_CKPT_PREFIX "/committed/", token, WS_LIST_PAGE_MAX, &page);
+		if (rc)
+			return ws_fail_wrap(rc, "list " WS_CKPT_PREFIX "/committed/");
+		for (size_t i = 0; i < page.count && !rc; i++) {
+			struct ws_ckpt_ref ref;
+			if (!listed_ref(page.keys[i], page.sizes ? page.sizes[i] : 0, &ref))
+				continue;
+			if ((rc = ws_ckread_grow((void **)&l->r, &l->cap, l->n, sizeof(*l->r))) == 0)
+				l->r[l->n++] = ref;
+		}
+		more = page.truncated;
+		if (more)
+			snprintf(token, sizeof(token), "%s", page.next_token);
+		ws_list_page_free(&page);
 		if (rc)
 			return rc;
-		rc = fn(&ref, &idx, arg);
-		more = idx.has_predecessor;
-		if (more)
-			ref = idx.predecessor;
-		ws_ckpt_index_free(&idx);
-		if (rc || !more)
-			return rc;
+		if (!more)
+			break;
 	}
+	if (l->n > 1)
+		qsort(l->r, l->n, sizeof(*l->r), listed_cmp_desc);
+	l->done = true;
 	return 0;
 }
 
-/* The walk that a missing index ends (retention removed the older ones), except the first when first_must_exist. */
-int ws_ckread_walk_committed(struct ws_ckpt *c, struct ws_ckpt_ref ref, bool first_must_exist, ws_committed_fn fn,
-			     void *arg)
+/*
+ * Each committed checkpoint from ref back through its predecessors, newest
+ * first: fn for each index that loads, dfn (may be NULL) for each that is
+ * damaged or missing, the walk going on past it. A damaged index names no
+ * predecessor: the next older is found by one LIST of
+ * checkpoints/committed/ (only then), the newest stored index older than it
+ * that loads (a seal is an aborted candidate's, never on the chain; one that
+ * loads neither way is damaged too, reported to dfn). Nothing older than the
+ * checkpoint the last retention run kept is walked past: a missing index
+ * there is retention's doing, and ends the walk. A non-zero return of fn or
+ * dfn ends the walk and is returned; so is an error of the store.
+ */
+static int walk_past(struct ws_ckpt *c, struct ws_ckpt_ref ref, ws_committed_fn fn, ws_damaged_fn dfn, void *arg,
+		     bool bounded)
 {
-	return ws_ckread_walk_committed_to(c, ref,
-					   first_must_exist ? WS_WALK_END_MISSING_AFTER_FIRST : WS_WALK_END_MISSING,
-					   fn, arg);
+	struct listed l = { NULL, 0, 0, false };
+	uint64_t below = 0;
+	bool below_known = !bounded;
+	char why[1024];
+	int rc = 0;
+
+	for (unsigned n = 0; n < WS_CKPT_PREDECESSORS_MAX; n++) {
+		struct ws_ckpt_index idx;
+		bool more, found = false;
+		rc = ws_ckpt_load_committed(c, &ref, &idx);
+		if (rc == 0) {
+			rc = fn(&ref, &idx, arg);
+			more = idx.has_predecessor;
+			if (more)
+				ref = idx.predecessor;
+			ws_ckpt_index_free(&idx);
+			if (rc || !more)
+				break;
+			continue;
+		}
+		if (!ws_ckread_damaged(rc, ws_ckpt_last_kind()))
+			break;
+		snprintf(why, sizeof(why), "%s", ws_errmsg());
+		if (!below_known && (rc = ws_ckread_retiring_below(c, &below)) != 0)
+			break;
+		below_known = true;
+		rc = 0;
+		if (ref.id < below)
+			break; /* retention is removing it, and every older one */
+		if (dfn && (rc = dfn(&ref, why, arg)) != 0)
+			break;
+		if ((rc = listed_read(c, &l)) != 0)
+			break;
+		for (size_t i = 0; i < l.n && !found && !rc; i++) {
+			struct ws_ckpt_ref *r = &l.r[i];
+			int lrc;
+			if (r->id >= ref.id)
+				continue;
+			if (r->id < below)
+				break;
+			lrc = ws_ckpt_load_committed(c, r, &idx);
+			if (lrc == 0) {
+				ws_ckpt_index_free(&idx);
+				found = true;
+				ref = *r;
+			} else if (lrc == WS_EPRECOND && ws_ckpt_last_kind() == WS_CKPT_SEALED) {
+				continue; /* an aborted candidate's seal */
+			} else if (!ws_ckread_damaged(lrc, ws_ckpt_last_kind())) {
+				rc = lrc;
+			} else if (dfn) {
+				snprintf(why, sizeof(why), "%s", ws_errmsg());
+				rc = dfn(r, why, arg);
+			}
+		}
+		if (rc || !found)
+			break;
+	}
+	free(l.r);
+	return rc;
+}
+
+int ws_ckread_walk_past(struct ws_ckpt *c, struct ws_ckpt_ref ref, ws_committed_fn fn, ws_damaged_fn dfn, void *arg)
+{
+	return walk_past(c, ref, fn, dfn, arg, true);
+}
+
+int ws_ckread_walk_stored(struct ws_ckpt *c, struct ws_ckpt_ref ref, ws_committed_fn fn, ws_damaged_fn dfn,
+			  void *arg)
+{
+	return walk_past(c, ref, fn, dfn, arg, false);
+}
+
+/*
+ * Each committed checkpoint from ref back through its predecessors, newest
+ * first, while they are stored, past any damaged or missing index
+ * (ws_ckread_walk_past): fn's non-zero return ends the walk and is
+ * returned. quiet: an error of the store ends the walk too, returning 0 (a
+ * search that has other ways to go).
+ */
+int ws_ckread_walk_committed(struct ws_ckpt *c, struct ws_ckpt_ref ref, bool quiet, ws_committed_fn fn, void *arg)
+{
+	int rc = ws_ckread_walk_past(c, ref, fn, NULL, arg);
+	return quiet && rc < 0 ? 0 : rc;
 }
 
 /* Room for one more element in a growing array (*cap elements of elem bytes). */
@@ -344,7 +542,7 @@ int ws_checkpoint_bases_for(struct ws_sink *sink, const char *tenant, struct ws_
 	rc = ws_ckpt_latest_commit(c, &latest, &found);
 	if (!rc && found) {
 		struct bases_walk w = { tenant, NULL, 0, 0 };
-		rc = ws_ckread_walk_committed(c, latest.committed, true, add_base, &w);
+		rc = ws_ckread_walk_committed(c, latest.committed, false, add_base, &w);
 		*out = w.bases;
 		*count = w.count;
 	}
@@ -457,11 +655,98 @@ static int problem(ws_problem_fn fn, void *arg, const char *tenant, const char *
 	return rc;
 }
 
+/* The latest Commit's checks: its tenants' watermarks and its artifacts. */
+static void verify_latest(struct ws_ckpt *c, struct ws_sink *sink, const char *only, const struct ws_ckpt_index *idx,
+			  ws_problem_fn fn, void *arg, int *first)
+{
+	for (size_t i = 0; i < idx->tenant_count; i++) {
+		const char *t = idx->tenants[i].tenant;
+		struct ws_fmt_watermark wm;
+		struct ws_restore_base base;
+		char key[WS_KEY_MAX];
+		int rc;
+		if (only && strcmp(only, t) != 0)
+			continue;
+		/* The tenant a Commit names must still have a watermark: without
+		 * one, nothing restores its latest state. */
+		if (ws_key_watermark(key, sizeof(key), t) != 0)
+			key[0] = '\0';
+		rc = ws_wm_load(sink->store, t, &wm, NULL);
+		if (rc == WS_ENOTFOUND && ws_ckread_removed_since(c, t, idx->checkpoint_id))
+			rc = 0; /* removed for good (walship forget) */
+		else if (rc == WS_ENOTFOUND)
+			rc = ws_fail(WS_EINCOMPLETE, "tenant %s: watermark %s is missing, but checkpoint %" PRIu64
+				     " names the tenant", t, key, idx->checkpoint_id);
+		if (rc)
+			problem(fn, arg, t, key, rc, first);
+		/* The artifact the latest state starts from: its bytes and that
+		 * it opens as a database (one damaged bit is reported here). */
+		if ((rc = ws_ckread_base_from_index(idx, t, &base)) != 0 ||
+		    (rc = ws_artifact_verify(sink->store, &base)) != 0)
+			problem(fn, arg, t, base.artifact_key, rc, first);
+	}
+}
+
+/* ws_checkpoint_verify's walk: the latest Commit, then every older one stored. */
+struct verify_walk {
+	struct ws_ckpt *c;
+	struct older_verify o;
+	uint64_t latest_id;
+	uint64_t *verified_id;
+};
+
+static int verify_any(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
+{
+	struct verify_walk *w = arg;
+	if (idx->checkpoint_id != w->latest_id)
+		return verify_older(ref, idx, &w->o);
+	verify_latest(w->c, w->o.sink, w->o.only, idx, w->o.fn, w->o.arg, w->o.first);
+	*w->verified_id = idx->checkpoint_id;
+	return 0;
+}
+
+/* A committed index on the chain that does not load: named, the walk goes on past it. */
+static int verify_damaged(const struct ws_ckpt_ref *ref, const char *detail, void *arg)
+{
+	struct verify_walk *w = arg;
+	problem(w->o.fn, w->o.arg, NULL, ref->key,
+		ws_fail(WS_ECORRUPT, "checkpoint %" PRIu64 ": committed index %s is damaged or missing (%s); the "
+			"next `walship checkpoint` commits past it, `walship retention` removes it", ref->id,
+			ref->key, detail), w->o.first);
+	return 0;
+}
+
+/*
+ * The control objects besides the head (read with the latest Commit): each
+ * that cannot be decoded is named, with what repairs it: an inventory or
+ * witness the next checkpoint rebuilds, a retention record the next
+ * retention run.
+ */
+static void verify_controls(struct ws_ckpt *c, ws_problem_fn fn, void *arg, int *first)
+{
+	struct ws_ckpt_retention st;
+	struct ws_ckpt_inventory inv;
+	struct ws_ckpt_witness wit;
+	bool found;
+	int rc;
+
+	if ((rc = ws_ckpt_active_inventory(c, &inv, &found)) == 0)
+		ws_ckpt_inventory_free(&inv);
+	else
+		problem(fn, arg, NULL, WS_CKPT_PREFIX "/inventory",
+			ws_fail_wrap(rc, "cannot be decoded; the next `walship checkpoint` rebuilds it"), first);
+	if ((rc = ws_ckpt_sink_open_witness(c, &wit, &found)) != 0)
+		problem(fn, arg, NULL, WS_CKPT_PREFIX "/witness",
+			ws_fail_wrap(rc, "cannot be decoded; the next `walship checkpoint` rebuilds it"), first);
+	if ((rc = ws_ckpt_retention_state(c, &st, &found)) != 0)
+		problem(fn, arg, NULL, WS_CKPT_PREFIX "/retention",
+			ws_fail_wrap(rc, "cannot be decoded; the next `walship retention` rebuilds it"), first);
+}
+
 int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn fn, void *arg, uint64_t *verified_id)
 {
 	struct ws_ckpt *c = NULL;
 	struct ws_ckpt_outcome latest;
-	struct ws_ckpt_index idx;
 	struct ws_obj_info info;
 	bool found;
 	int rc, first = 0;
@@ -495,50 +780,21 @@ int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn f
 		problem(fn, arg, NULL, WS_CKPT_HEAD_KEY, rc, &first);
 		goto out;
 	}
+	verify_controls(c, fn, arg, &first);
 	if (!found)
 		goto out;
-	if ((rc = ws_ckpt_load_committed(c, &latest.committed, &idx)) != 0) {
-		problem(fn, arg, NULL, latest.committed.key, rc, &first);
-		goto out;
-	}
-	for (size_t i = 0; i < idx.tenant_count; i++) {
-		const char *t = idx.tenants[i].tenant;
-		struct ws_fmt_watermark wm;
-		struct ws_restore_base base;
-		char key[WS_KEY_MAX];
-		if (only && strcmp(only, t) != 0)
-			continue;
-		/* The tenant a Commit names must still have a watermark: without
-		 * one, nothing restores its latest state. */
-		if (ws_key_watermark(key, sizeof(key), t) != 0)
-			key[0] = '\0';
-		rc = ws_wm_load(sink->store, t, &wm, NULL);
-		if (rc == WS_ENOTFOUND && ws_ckread_removed_since(c, t, idx.checkpoint_id))
-			rc = 0; /* removed for good (walship forget) */
-		else if (rc == WS_ENOTFOUND)
-			rc = ws_fail(WS_EINCOMPLETE, "tenant %s: watermark %s is missing, but checkpoint %" PRIu64
-				     " names the tenant", t, key, idx.checkpoint_id);
-		if (rc)
-			problem(fn, arg, t, key, rc, &first);
-		/* The artifact the latest state starts from: its bytes and that
-		 * it opens as a database (one damaged bit is reported here). */
-		if ((rc = ws_ckread_base_from_index(&idx, t, &base)) != 0 ||
-		    (rc = ws_artifact_verify(sink->store, &base)) != 0)
-			problem(fn, arg, t, base.artifact_key, rc, &first);
-	}
 	{
-		/* The older checkpoints restore --checkpoint still takes: verify
-		 * passes none of them that restore would refuse. */
-		struct older_verify w = { sink, only, fn, arg, 0, &first };
-		rc = ws_ckread_retiring_below(c, &w.below);
-		if (rc == 0 && idx.has_predecessor)
-			rc = ws_ckread_walk_committed(c, idx.predecessor, false, verify_older, &w);
+		/* The latest Commit, then the older checkpoints restore
+		 * --checkpoint still takes: verify passes none of them that
+		 * restore would refuse, and names every index that does not load. */
+		struct verify_walk w = { c, { sink, only, fn, arg, 0, &first }, latest.checkpoint_id, verified_id };
+		rc = ws_ckread_retiring_below(c, &w.o.below);
+		if (rc == 0)
+			rc = ws_ckread_walk_past(c, latest.committed, verify_any, verify_damaged, &w);
 		if (rc != 0 && rc != 1)
 			problem(fn, arg, NULL, latest.committed.key,
-				ws_fail_wrap(rc, "checkpoints before %" PRIu64, idx.checkpoint_id), &first);
+				ws_fail_wrap(rc, "checkpoints from %" PRIu64, latest.checkpoint_id), &first);
 	}
-	*verified_id = idx.checkpoint_id;
-	ws_ckpt_index_free(&idx);
 out:
 	ws_ckpt_close(c);
 	return first;
@@ -600,6 +856,17 @@ static int list_one(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *i
 	return w->fn(&info, w->arg);
 }
 
+/* A damaged or missing index: listed, marked, so what it was is not silently dropped. */
+static int list_damaged(const struct ws_ckpt_ref *ref, const char *detail, void *arg)
+{
+	struct list_walk *w = arg;
+	struct ws_checkpoint_info info;
+	ws_ckread_info_from(ref, NULL, true, &info);
+	info.damaged = true;
+	snprintf(info.damage, sizeof(info.damage), "%s", detail);
+	return w->fn(&info, w->arg);
+}
+
 int ws_checkpoint_list(struct ws_sink *sink, ws_checkpoint_fn fn, void *arg)
 {
 	struct ws_ckpt *c;
@@ -612,7 +879,7 @@ int ws_checkpoint_list(struct ws_sink *sink, ws_checkpoint_fn fn, void *arg)
 		return rc;
 	rc = ws_ckpt_latest_commit(c, &latest, &found);
 	if (!rc && found && (rc = ws_ckread_retiring_below(c, &w.below)) == 0) {
-		rc = ws_ckread_walk_committed(c, latest.committed, true, list_one, &w);
+		rc = ws_ckread_walk_past(c, latest.committed, list_one, list_damaged, &w);
 		if (rc == 1)
 			rc = 0;
 	}

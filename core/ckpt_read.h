@@ -63,6 +63,13 @@ bool ws_ckread_hex_to_sha(const char *hex, uint8_t out[WS_SHA256_LEN]);
 void ws_ckread_artifact_key(char out[WS_KEY_MAX], uint64_t id, const char *tenant);
 /* Whether key has the form ws_ckread_artifact_key gives checkpoint id's artifacts. */
 bool ws_ckread_artifact_key_of(const char *key, uint64_t id);
+/*
+ * Each artifact key stored under checkpoint id (one LIST of its prefix, only
+ * keys ws_ckread_artifact_key_of accepts): what a damaged index named, or a
+ * crashed attempt wrote. fn's non-zero return ends it.
+ */
+int ws_ckread_each_artifact(struct ws_store *s, uint64_t id, int (*fn)(const char *key, void *arg), void *arg)
+	WS_MUST_CHECK;
 /* The order of an index's tenant entries (by name). */
 int ws_ckread_tenant_cmp(const void *a, const void *b);
 /* An index's entry for tenant or artifact key, or NULL. */
@@ -80,20 +87,32 @@ int ws_ckread_find_ref(struct ws_ckpt *c, uint64_t id, struct ws_ckpt_ref *ref,
 		       struct ws_ckpt_index *idx) WS_MUST_CHECK;
 
 /*
- * The walk of the committed checkpoints: fn's non-zero return ends it;
- * besides, it ends where end says.
+ * The walk of the committed checkpoints, newest first: fn for each index
+ * that loads, dfn (may be NULL) for each damaged or missing one, which the
+ * walk goes past (the next older found by one LIST of
+ * checkpoints/committed/, only then). It ends at the oldest stored, or at
+ * a missing index older than what the last retention run kept. A non-zero
+ * return of fn or dfn ends it and is returned; so is the store's error.
  */
 typedef int (*ws_committed_fn)(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg);
-enum ws_walk_end {
-	WS_WALK_END_MISSING,              /* at a missing index: retention removed the older ones */
-	WS_WALK_END_MISSING_AFTER_FIRST,  /* likewise, but a missing first index is an error */
-	WS_WALK_END_ANY_FAILURE,          /* at any index that does not load: nothing older is usable */
-};
-int ws_ckread_walk_committed_to(struct ws_ckpt *c, struct ws_ckpt_ref ref, enum ws_walk_end end, ws_committed_fn fn,
-				void *arg) WS_MUST_CHECK;
-/* The walk that a missing index ends, except the first when first_must_exist. */
-int ws_ckread_walk_committed(struct ws_ckpt *c, struct ws_ckpt_ref ref, bool first_must_exist, ws_committed_fn fn,
+typedef int (*ws_damaged_fn)(const struct ws_ckpt_ref *ref, const char *detail, void *arg);
+int ws_ckread_walk_past(struct ws_ckpt *c, struct ws_ckpt_ref ref, ws_committed_fn fn, ws_damaged_fn dfn,
+			void *arg) WS_MUST_CHECK;
+/*
+ * The same walk down to the oldest index stored, not bounded by what the
+ * last retention run kept: retention's own, which removes what is older.
+ */
+int ws_ckread_walk_stored(struct ws_ckpt *c, struct ws_ckpt_ref ref, ws_committed_fn fn, ws_damaged_fn dfn,
+			  void *arg) WS_MUST_CHECK;
+/* The walk without dfn. quiet: a store error ends it too, returning 0. */
+int ws_ckread_walk_committed(struct ws_ckpt *c, struct ws_ckpt_ref ref, bool quiet, ws_committed_fn fn,
 			     void *arg) WS_MUST_CHECK;
+/*
+ * Whether a load error (rc, and the kind ws_ckpt_last_kind() gave right
+ * after it) says the index itself is damaged or missing, not the store
+ * failing.
+ */
+bool ws_ckread_damaged(int rc, enum ws_ckpt_kind kind);
 /* Room for one more element in a growing array (*cap elements of elem bytes). */
 int ws_ckread_grow(void **arr, size_t *cap, size_t count, size_t elem) WS_MUST_CHECK;
 /* Tenant t was removed for good (walship forget) while checkpoint id or a later one was the latest Commit. */

@@ -65,6 +65,7 @@
 #include "chain.h"
 #include "ckpt_attempt.h"
 #include "ckpt_read.h"
+#include "ckpt_repair.h"
 #include "probes.h"
 #include "tenant_removal.h"
 #include "restore.h"
@@ -326,9 +327,8 @@ static int older_try(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *
 
 /*
  * Build tenant's image at head into tmp from the artifact of the stored
- * checkpoint ref or one of its predecessors, newest first. Any index that
- * does not load ends what is stored (retention removed it and the older
- * ones).
+ * checkpoint ref or one of its predecessors, newest first, past any index
+ * that is damaged or missing (ws_ckread_walk_past).
  */
 static int image_from_older(struct ws_ckpt *c, struct ws_store *s, const char *tenant,
 			    const struct ws_chain_stop *head, const struct ws_ckpt_ref *ref, const char *tmp,
@@ -336,7 +336,7 @@ static int image_from_older(struct ws_ckpt *c, struct ws_store *s, const char *t
 {
 	struct older x = { s, tenant, tmp, head, used, WS_EINCOMPLETE, 0, "no checkpoint with this tenant is stored" };
 
-	if (ws_ckread_walk_committed_to(c, *ref, WS_WALK_END_ANY_FAILURE, older_try, &x) == 1)
+	if (ws_ckread_walk_committed(c, *ref, true, older_try, &x) == 1)
 		return 0;
 	return ws_fail(x.first ? x.first : x.rc, "tenant %s: no stored checkpoint's artifact and no full chain "
 		       "builds its image (first: %s)", tenant, x.why);
@@ -345,12 +345,12 @@ static int image_from_older(struct ws_ckpt *c, struct ws_store *s, const char *t
 /*
  * Build, hash and upload one tenant's artifact at its cut (create-once).
  * prev: the previous Commit's index, whose artifact is the base when the
- * tenant's chain passes through its cut.
+ * tenant's chain passes through its cut (NULL: none, or it is damaged).
+ * older: where the older checkpoints start (NULL: none stored).
  */
 static int artifact_write(struct ws_ckpt *c, struct ws_store *s, const struct ws_ckpt_tenant_entry *t,
-			  const char *key,
-			  const struct ws_ckpt_index *prev, const char *tmp,
-			  struct ws_ckpt_artifact *out, struct ws_checkpoint_info *info)
+			  const char *key, const struct ws_ckpt_index *prev, const struct ws_ckpt_ref *older,
+			  const char *tmp, struct ws_ckpt_artifact *out, struct ws_checkpoint_info *info)
 {
 	void *map = NULL;
 	size_t len = 0;
@@ -376,11 +376,11 @@ static int artifact_write(struct ws_ckpt *c, struct ws_store *s, const struct ws
 		rc = ws_restore_image(s, t->tenant, &head, NULL, tmp, &used);
 	}
 	/* Retention removed the history before an older cut (and the previous
-	 * checkpoint's artifact could not be used, or the previous checkpoint
-	 * left the tenant out): start from an older checkpoint's artifact,
-	 * newest first. */
-	if (rc && prev && prev->has_predecessor)
-		rc = image_from_older(c, s, t->tenant, &head, &prev->predecessor, tmp, &used);
+	 * checkpoint's artifact could not be used, its index is damaged, or the
+	 * previous checkpoint left the tenant out): start from an older
+	 * checkpoint's artifact, newest first. */
+	if (rc && older)
+		rc = image_from_older(c, s, t->tenant, &head, older, tmp, &used);
 	if (rc) {
 		unlink(tmp); /* no temporary database is left behind */
 		return ws_fail_wrap(rc, "checkpoint: build the image of tenant %s", t->tenant);
@@ -491,9 +491,15 @@ static void take_free(struct take *t)
 static int take_recover(struct take *t)
 {
 	bool recovered;
+	int rc;
 
 	/* The handle is open and nothing of this call's attempt exists yet. */
 	WS_ASSERT(t->c && !t->wit_open && !t->inv_tried);
+	/* A damaged inventory or witness would stop every attempt, every
+	 * writer's alike: rebuilt first, from the rest of the sink. */
+	if ((rc = ws_repair_controls(t->c, t->opts->pipeline ? t->opts->pipeline : "walship",
+				     t->opts->participant ? t->opts->participant : 1, t->name)) != 0)
+		return rc;
 	if (ws_store_kind(t->sink->store) != WS_STORE_FILE && !t->opts->recover)
 		return 0;
 	return ws_attempt_recover_locked(t->c, &recovered);
@@ -537,9 +543,18 @@ static int take_read_cut(struct take *t)
 	if ((rc = ws_ckpt_latest_commit(t->c, &t->latest, &t->have_latest)) != 0)
 		return rc;
 	if (t->have_latest) {
-		if ((rc = ws_ckpt_load_committed(t->c, &t->latest.committed, &t->prev)) != 0)
+		rc = ws_ckpt_load_committed(t->c, &t->latest.committed, &t->prev);
+		if (rc && !ws_ckread_damaged(rc, ws_ckpt_last_kind()))
 			return rc;
-		t->have_prev = true;
+		/* A damaged or missing index of the latest Commit does not stop
+		 * checkpoints: this one names it as its predecessor all the same
+		 * (the decision needs only its ref) and builds its images without
+		 * it; readers walk past it, retention removes it. */
+		if (rc)
+			ws_info("checkpoint: the latest checkpoint %" PRIu64 "'s index is damaged or missing (%s); "
+				"committing past it, its images built from the chain", t->latest.checkpoint_id,
+				ws_errmsg());
+		t->have_prev = rc == 0;
 	}
 	if ((rc = cut_read(t->sink->store, &t->cut)) != 0)
 		return rc;
@@ -673,6 +688,7 @@ static int take_admit_inventory(struct take *t)
 /* 5. The artifacts, create-once, each at the key the inventory admitted for it. */
 static int take_write_artifacts(struct take *t)
 {
+	const struct ws_ckpt_ref *older;
 	char tmp[4096];
 	int rc;
 
@@ -693,9 +709,15 @@ static int take_write_artifacts(struct take *t)
 		t->idx.predecessor = t->latest.committed;
 	}
 	snprintf(tmp, sizeof(tmp), "%s/walship-ckpt-%d-%" PRIx64 ".db", t->tmpdir, (int)getpid(), t->a.token);
+	/* The checkpoints before this one: the previous one's predecessors, or,
+	 * its index damaged, every stored one (the walk goes past it). */
+	if (t->have_prev)
+		older = t->prev.has_predecessor ? &t->prev.predecessor : NULL;
+	else
+		older = t->have_latest ? &t->latest.committed : NULL;
 	for (size_t i = 0; i < t->cut.count; i++) {
 		rc = artifact_write(t->c, t->sink->store, &t->cut.t[i], t->inv.keys[i], t->have_prev ? &t->prev : NULL,
-				    tmp, &t->idx.artifacts[i], t->out);
+				    older, tmp, &t->idx.artifacts[i], t->out);
 		if (rc)
 			return rc;
 	}

@@ -456,26 +456,48 @@ static int sweep_unreachable(struct ret_ctx *x, const struct ws_ckpt_tenant_entr
 	return rc;
 }
 
-/* The refs of the checkpoints older than p that are still stored, newest first. */
+/*
+ * The refs of the checkpoints older than p that are still stored, newest
+ * first, with those whose committed index is damaged or missing (damaged:
+ * nothing of them restores; their artifacts are found by their keys' prefix
+ * and deleted with the index).
+ */
+struct old_ref {
+	struct ws_ckpt_ref ref;
+	bool damaged;
+};
+
 struct refs_walk {
-	struct ws_ckpt_ref *refs;
+	struct old_ref *refs;
 	size_t count, cap;
 };
 
-static int add_ref(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
+static int add_old(struct refs_walk *w, const struct ws_ckpt_ref *ref, bool damaged)
 {
-	struct refs_walk *w = arg;
-	(void)idx;
 	if (ws_ckread_grow((void **)&w->refs, &w->cap, w->count, sizeof(*w->refs)) != 0)
 		return -ENOMEM;
-	w->refs[w->count++] = *ref;
+	w->refs[w->count].ref = *ref;
+	w->refs[w->count++].damaged = damaged;
 	return 0;
 }
 
-static int older_refs(struct ret_ctx *x, const struct ws_ckpt_index *p, struct ws_ckpt_ref **out, size_t *count)
+static int add_ref(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
+{
+	(void)idx;
+	return add_old(arg, ref, false);
+}
+
+static int add_damaged(const struct ws_ckpt_ref *ref, const char *detail, void *arg)
+{
+	ws_info("retention: checkpoint %" PRIu64 "'s committed index %s is damaged or missing (%s); it is removed "
+		"with its artifacts", ref->id, ref->key, detail);
+	return add_old(arg, ref, true);
+}
+
+static int older_refs(struct ret_ctx *x, const struct ws_ckpt_index *p, struct old_ref **out, size_t *count)
 {
 	struct refs_walk w = { NULL, 0, 0 };
-	int rc = p->has_predecessor ? ws_ckread_walk_committed(x->c, p->predecessor, false, add_ref, &w) : 0;
+	int rc = p->has_predecessor ? ws_ckread_walk_stored(x->c, p->predecessor, add_ref, add_damaged, &w) : 0;
 
 	if (rc) {
 		free(w.refs);
@@ -487,6 +509,11 @@ static int older_refs(struct ret_ctx *x, const struct ws_ckpt_index *p, struct w
 	return rc;
 }
 
+static int delete_one(const char *key, void *arg)
+{
+	return ret_delete(arg, key);
+}
+
 /*
  * Phase SWEEP_ARTIFACTS: the artifacts of older checkpoints; each tenant's
  * stream before the protected cut; and the chains behind older checkpoints'
@@ -494,13 +521,17 @@ static int older_refs(struct ret_ctx *x, const struct ws_ckpt_index *p, struct w
  */
 static int sweep_artifacts(struct ret_ctx *x, const struct ws_ckpt_index *p)
 {
-	struct ws_ckpt_ref *refs;
+	struct old_ref *refs;
 	size_t n;
 	int rc = older_refs(x, p, &refs, &n);
 
 	for (size_t i = 0; i < n && !rc; i++) {
 		struct ws_ckpt_index idx;
-		rc = ws_ckpt_load_committed(x->c, &refs[i], &idx);
+		if (refs[i].damaged) {
+			rc = ws_ckread_each_artifact(x->s, refs[i].ref.id, delete_one, x);
+			continue;
+		}
+		rc = ws_ckpt_load_committed(x->c, &refs[i].ref, &idx);
 		if (rc)
 			break;
 		for (size_t k = 0; k < idx.artifact_count && !rc; k++) {
@@ -528,7 +559,9 @@ static int sweep_artifacts(struct ret_ctx *x, const struct ws_ckpt_index *p)
 		for (size_t r = 0; r < n && !rc; r++) {
 			struct ws_ckpt_index idx;
 			const struct ws_ckpt_tenant_entry *ot;
-			if ((rc = ws_ckpt_load_committed(x->c, &refs[r], &idx)) != 0)
+			if (refs[r].damaged)
+				continue; /* its cut is unknown: the live sweeps above and below cover it */
+			if ((rc = ws_ckpt_load_committed(x->c, &refs[r].ref, &idx)) != 0)
 				break;
 			ot = ws_ckread_index_tenant(&idx, t->tenant);
 			if (ot && strcmp(ot->manifest_key, t->manifest_key) != 0) {
@@ -548,27 +581,70 @@ static int sweep_artifacts(struct ret_ctx *x, const struct ws_ckpt_index *p)
 /* Phase SWEEP_INDEXES: older committed indexes, oldest first (the chain stays walkable). */
 static int sweep_indexes(struct ret_ctx *x, const struct ws_ckpt_index *p)
 {
-	struct ws_ckpt_ref *refs;
+	struct old_ref *refs;
 	size_t n;
 	int rc = older_refs(x, p, &refs, &n);
 
 	for (size_t i = n; i > 0 && !rc; i--) {
+		const struct ws_ckpt_ref *r = &refs[i - 1].ref;
+		if (refs[i - 1].damaged) {
+			/* Not an index ws_ckpt_delete_committed accepts (it would
+			 * refuse the bytes): deleted as the object it is, when it
+			 * is there at all. */
+			struct ws_obj_info info;
+			int hrc = ws_store_head(x->s, r->key, &info);
+			if (hrc == WS_ENOTFOUND)
+				continue;
+			if (hrc) {
+				rc = ws_fail_wrap(hrc, "retention: read %s", r->key);
+				break;
+			}
+			x->rep->checkpoints_deleted++;
+			rc = ret_delete(x, r->key);
+			continue;
+		}
 		if (x->fn)
-			x->fn(refs[i - 1].key, x->arg);
+			x->fn(r->key, x->arg);
 		x->rep->deleted++;
 		x->rep->checkpoints_deleted++;
 		if (x->dry)
 			continue;
 		if ((rc = WS_FAULT("retention.before_delete")) != 0) {
-			ws_fail(rc, "fault retention.before_delete at %s", refs[i - 1].key);
+			ws_fail(rc, "fault retention.before_delete at %s", r->key);
 			break;
 		}
-		rc = ws_ckpt_delete_committed(x->c, &refs[i - 1]);
+		rc = ws_ckpt_delete_committed(x->c, r);
 		if (!rc && (rc = WS_FAULT("retention.after_delete")) != 0)
-			ws_fail(rc, "fault retention.after_delete at %s", refs[i - 1].key);
+			ws_fail(rc, "fault retention.after_delete at %s", r->key);
 	}
 	free(refs);
 	return rc;
+}
+
+/* A tenant a damaged index's artifact key names, checked as omitted_live checks an index's tenants. */
+struct omitted_damaged {
+	struct ret_ctx *x;
+	const struct ws_ckpt_index *p;
+	uint64_t id;
+};
+
+static int omitted_key(const char *key, void *arg)
+{
+	const struct omitted_damaged *od = arg;
+	struct ret_ctx *x = od->x;
+	const char *t = strrchr(key, '/') + 1;
+	struct ws_fmt_watermark wm;
+	int wrc;
+
+	if (ws_ckread_index_tenant(od->p, t))
+		return 0;
+	wrc = ws_wm_load(x->s, t, &wm, NULL);
+	if (wrc == WS_ENOTFOUND)
+		return 0;
+	return ws_fail(wrc ? wrc : WS_EINCOMPLETE, "retention refused, nothing deleted: tenant %s has a watermark%s, "
+		       "but the protected checkpoint %" PRIu64 " does not name it; checkpoint %" PRIu64 " (its index "
+		       "damaged) has an artifact of it, which may be the tenant's only base (take a new checkpoint)",
+		       t, wrc ? " that cannot be read" : "", od->p->checkpoint_id, od->id);
 }
 
 /*
@@ -582,13 +658,19 @@ static int sweep_indexes(struct ret_ctx *x, const struct ws_ckpt_index *p)
  */
 static int omitted_live(struct ret_ctx *x, const struct ws_ckpt_index *p)
 {
-	struct ws_ckpt_ref *refs;
+	struct old_ref *refs;
 	size_t n;
 	int rc = older_refs(x, p, &refs, &n);
 
 	for (size_t i = 0; i < n && !rc; i++) {
 		struct ws_ckpt_index idx;
-		if ((rc = ws_ckpt_load_committed(x->c, &refs[i], &idx)) != 0)
+		if (refs[i].damaged) {
+			/* Its tenants are those its artifacts' keys name. */
+			struct omitted_damaged od = { x, p, refs[i].ref.id };
+			rc = ws_ckread_each_artifact(x->s, refs[i].ref.id, omitted_key, &od);
+			continue;
+		}
+		if ((rc = ws_ckpt_load_committed(x->c, &refs[i].ref, &idx)) != 0)
 			break;
 		for (size_t k = 0; k < idx.tenant_count && !rc; k++) {
 			const char *t = idx.tenants[k].tenant;
@@ -654,7 +736,7 @@ static int keep_step(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *
 static int keep_base(struct ret_ctx *x, const struct ws_ckpt_ref *protected_ref, struct ws_ckpt_ref *out)
 {
 	struct keep_walk w = { x->keep, *protected_ref };
-	int rc = x->keep > 1 ? ws_ckread_walk_committed(x->c, *protected_ref, true, keep_step, &w) : 0;
+	int rc = x->keep > 1 ? ws_ckread_walk_committed(x->c, *protected_ref, false, keep_step, &w) : 0;
 	if (rc < 0)
 		return ws_fail_wrap(rc, "retention: the checkpoints before %" PRIu64, protected_ref->id);
 	*out = w.ref;
@@ -725,6 +807,48 @@ static int run_phases(struct ret_ctx *x, struct ws_ckpt_retention st)
 	return 0;
 }
 
+static int oldest_step(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
+{
+	(void)idx;
+	*(struct ws_ckpt_ref *)arg = *ref;
+	return 0;
+}
+
+/*
+ * checkpoints/retention cannot be decoded: its true value is lost, but a
+ * safe one follows from the sink. Idle, protecting the latest Commit and
+ * keeping the oldest committed checkpoint still stored: readers hide
+ * nothing that is stored, and verify accepts history missing only behind
+ * that oldest cut (what any earlier run may have deleted); the run below
+ * then starts afresh.
+ */
+static int rebuild_record(struct ret_ctx *x, const struct ws_ckpt_ref *latest, struct ws_ckpt_retention *st,
+			  bool *found)
+{
+	struct ws_ckpt_retention r;
+	struct ws_ckpt_ref oldest = *latest;
+	char why[512];
+	bool rebuilt = false;
+	int rc;
+
+	snprintf(why, sizeof(why), "%s", ws_errmsg());
+	if ((rc = ws_ckread_walk_stored(x->c, *latest, oldest_step, NULL, &oldest)) != 0)
+		return ws_fail_wrap(rc, "retention: rebuild " WS_CKPT_PREFIX "/retention");
+	memset(&r, 0, sizeof(r));
+	r.phase = WS_CKPT_RET_IDLE;
+	r.protected_ref = *latest;
+	r.has_kept = oldest.id != latest->id;
+	if (r.has_kept)
+		r.kept_ref = oldest;
+	if ((rc = ws_ckpt_rebuild_retention(x->c, &r, &rebuilt)) != 0)
+		return ws_fail_wrap(rc, "retention: rebuild " WS_CKPT_PREFIX "/retention");
+	if (rebuilt)
+		ws_info("retention: %s could not be decoded (%s); rebuilt idle, protecting checkpoint %" PRIu64
+			" and keeping from checkpoint %" PRIu64 ", the oldest stored", WS_CKPT_PREFIX "/retention", why,
+			latest->id, oldest.id);
+	return ws_ckpt_retention_state(x->c, st, found);
+}
+
 int ws_retention_run(struct ws_sink *sink, bool dry_run, ws_retention_fn fn, void *arg,
 		     struct ws_retention_report *rep)
 {
@@ -764,7 +888,10 @@ int ws_retention_run_keep(struct ws_sink *sink, bool dry_run, unsigned keep, ws_
 	/* A dry run goes the way the real one would, from the durable record
 	 * (a run a crash left in flight resumes at its phase), writing nothing. */
 	/* A run a crash left in flight for an older cut finishes first. */
-	if ((rc = ws_ckpt_retention_state(x.c, &st, &sfound)) != 0)
+	rc = ws_ckpt_retention_state(x.c, &st, &sfound);
+	if ((rc == WS_EFORMAT || rc == WS_ECORRUPT) && !dry_run)
+		rc = rebuild_record(&x, &latest.committed, &st, &sfound);
+	if (rc)
 		goto out;
 	if ((rc = keep_base(&x, &latest.committed, &kept)) != 0)
 		goto out;

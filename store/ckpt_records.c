@@ -476,7 +476,9 @@ static int retention_update(struct ws_ckpt *c, struct cas_op *op, bool begin, st
  * A run that keeps from kept keeps every checkpoint from protected_ref back
  * to kept: each index on the way must load and verify, and kept must be on
  * that chain (reached by predecessors), or the run would keep a checkpoint
- * that is not the cut's history and delete the one between that is.
+ * that is not the cut's history and delete the one between that is. A
+ * damaged or missing index on the way names no predecessor: the chain is
+ * followed to it, and kept, older, must verify.
  */
 static int retention_chain_to_kept(struct ws_ckpt *c, const struct ws_ckpt_ref *protected_ref,
 				   const struct ws_ckpt_ref *kept)
@@ -491,7 +493,14 @@ static int retention_chain_to_kept(struct ws_ckpt *c, const struct ws_ckpt_ref *
 			return ckpt_fail(WS_CKPT_INVALID_INPUT, WS_ECONFIG, "checkpoint store: retention keeps %s, "
 					 "which is not on the chain of %s (its predecessors pass %s instead)",
 					 kept->key, protected_ref->key, cur.key);
-		if ((rc = ws_ckpt_load_committed(c, &cur, &idx)) != 0)
+		rc = ws_ckpt_load_committed(c, &cur, &idx);
+		/* A damaged or missing index between (docs/CHECKPOINTS.md "Damaged
+		 * control objects") names no predecessor: the caller found kept
+		 * past it by listing; kept, older, must still verify (below). */
+		if (rc && cur.id != protected_ref->id &&
+		    (rc == WS_ENOTFOUND || rc == WS_ECORRUPT || rc == WS_EFORMAT))
+			break;
+		if (rc)
 			return ws_fail_wrap(rc, "retention: the chain from %s to the oldest checkpoint kept %s",
 					    protected_ref->key, kept->key);
 		if (!idx.has_predecessor) {

@@ -414,4 +414,23 @@ int ws_ckpt_removed(struct ws_ckpt *c, const char *tenant, bool *found, uint64_t
 /* The committed index key for (id, sha256 hex) into out (WS_KEY_MAX). */
 void ws_ckpt_committed_key(uint64_t id, const char *sha256_hex, char *out);
 
+/*
+ * Rebuild checkpoints/inventory or checkpoints/witness when the object there
+ * does not decode (docs/CHECKPOINTS.md "Damaged control objects"): one CAS
+ * against the damaged bytes. An absent or valid object is left as it is
+ * (*rebuilt false, CONVERGED). The inventory: active (may be NULL: idle)
+ * and last_completed (may be NULL). The witness: closed as given, its
+ * sequence the deployment's next_id (above every sequence ever written).
+ * A writer that moved meanwhile: WS_EPRECOND (STATE_MISMATCH).
+ */
+int ws_ckpt_rebuild_inventory(struct ws_ckpt *c, const struct ws_ckpt_inventory *active,
+			      const struct ws_ckpt_attempt *last_completed, bool *rebuilt) WS_MUST_CHECK;
+int ws_ckpt_rebuild_witness(struct ws_ckpt *c, const struct ws_ckpt_witness *closed, bool *rebuilt) WS_MUST_CHECK;
+/*
+ * Rebuild checkpoints/retention the same way: idle, protecting and keeping
+ * what idle names, its generation above any a sink reached (the wall clock
+ * in ms).
+ */
+int ws_ckpt_rebuild_retention(struct ws_ckpt *c, const struct ws_ckpt_retention *idle, bool *rebuilt) WS_MUST_CHECK;
+
 #endif

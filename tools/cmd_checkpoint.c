@@ -356,7 +356,14 @@ static int ls_cb(const struct ws_checkpoint_info *i, void *arg)
 		json_t *o = info_json(i);
 		json_object_set_new(o, "decided", decided ? json_string(decided) : json_null());
 		json_object_set_new(o, "cut_time", cut ? json_string(cut) : json_null());
+		json_object_set_new(o, "damaged", json_boolean(i->damaged));
+		json_object_set_new(o, "damage", i->damaged ? json_string(i->damage) : json_null());
 		emit(o);
+		return 0;
+	}
+	if (i->damaged) {
+		/* Nothing of it restores; the next checkpoint commits past it and retention removes it. */
+		printf("checkpoint %-8" PRIu64 " DAMAGED index=%s: %s\n", i->id, i->ref_key, i->damage);
 		return 0;
 	}
 	printf("checkpoint %-8" PRIu64 " epoch=%" PRIu64 " tenants=%" PRIu64 " artifact_bytes=%" PRIu64

@@ -562,6 +562,10 @@ struct ws_checkpoint_info {
 	 * manifests it names, each read and checked); 0 when not known. */
 	int64_t decided_ms;
 	int64_t cut_time_ms;
+	/* ls: its committed index (ref_key) is damaged or missing: nothing of it
+	 * restores; damage says why. Only id and ref_* are set besides. */
+	bool damaged;
+	char damage[512];
 };
 
 /*
@@ -598,7 +602,10 @@ int ws_tenant_forget(struct ws_sink *sink, const char *tenant, struct ws_forget_
 /* Finish an attempt a crash left open (abort it, or finish its clean-up). */
 int ws_checkpoint_recover(struct ws_sink *sink, bool *recovered) WS_MUST_CHECK;
 
-/* Every stored committed checkpoint, newest first; stops at fn's non-zero return. */
+/*
+ * Every stored committed checkpoint, newest first, one whose committed index
+ * is damaged or missing too (info->damaged); stops at fn's non-zero return.
+ */
 typedef int (*ws_checkpoint_fn)(const struct ws_checkpoint_info *info, void *arg);
 int ws_checkpoint_list(struct ws_sink *sink, ws_checkpoint_fn fn, void *arg) WS_MUST_CHECK;
 

@@ -23,7 +23,8 @@
 #   - verify --orphans / --fail-on-orphans, retention deleting uploads no
 #     manifest names, no directory left holding only lock files;
 #   - retention stopped before it lists a tenant for unreachable objects
-#     while the tenant is removed and shipped anew.
+#     while the tenant is removed and shipped anew;
+#   - a damaged committed index, inventory or witness (issue 31 items 4, 5).
 #
 # Env: WS_BIN (the walship binary), WS_TEST_TMP (scratch dir).
 # Prints "N passed, M failed" last; exits non-zero on any failure.
@@ -631,6 +632,50 @@ ws verify --sink "$U12" --fail-on-orphans
 check "then verify --fail-on-orphans: exit 0" eval '[ "$rc" = 0 ] && grep -q "^orphans: 0$" out'
 ws restore --sink "$U12" --tenant old -o r12b.db
 check "and the latest state restores" eval '[ "$rc" = 0 ] && same_dump d12.db r12b.db'
+
+echo "# 31.4/5: a damaged committed index, inventory or witness wedges nothing"
+# Three checkpoints; one flipped bit in the latest committed index (and,
+# later, in checkpoints/inventory and checkpoints/witness). Before issue 31
+# every later checkpoint, retention, ls and restore --checkpoint failed
+# until checkpoints/head was edited by hand, and verify said ok for a
+# damaged inventory or witness.
+S31="$ROOT/s13"
+U31="file://$S31"
+newdb x31.db
+ids31=()
+for i in 1 2 3; do
+	ship x31.db 4 "$U31" x31
+	ws checkpoint --sink "$U31"
+	ids31+=("$(json_field out id)")
+	dump x31.db >"x31c-$i.dump"
+done
+idx31=$(cd "$S31" && ls checkpoints/committed/ | grep "^$(printf '%016x' "${ids31[2]}")-")
+flip "$S31/checkpoints/committed/$idx31" 40
+ws verify --sink "$U31"
+check "verify: exit 1 naming the damaged index" eval '[ "$rc" = 1 ] && grep -q "$idx31" out err'
+ws ls --sink "$U31" --checkpoints
+check "ls --checkpoints: exit 0, the damaged one marked, the older two listed" \
+	eval '[ "$rc" = 0 ] && grep -q "DAMAGED index=checkpoints/committed/$idx31" out && [ "$(grep -c "tenants=" out)" = 2 ]'
+ws restore --sink "$U31" --tenant x31 --checkpoint "${ids31[1]}" -o x31r.db
+check "restore --checkpoint of an intact older one: exactly its rows" eval '[ "$rc" = 0 ] && [ "$(dump x31r.db)" = "$(cat x31c-2.dump)" ]'
+ship x31.db 3 "$U31" x31
+ws checkpoint --sink "$U31"
+check "the next checkpoint commits past it: exit 0" [ "$rc" = 0 ]
+ws retention --sink "$U31"
+check "retention: exit 0, the damaged index gone" eval '[ "$rc" = 0 ] && [ ! -e "$S31/checkpoints/committed/$idx31" ]'
+ws verify --sink "$U31"
+check "verify: exit 0 again" [ "$rc" = 0 ]
+flip "$S31/checkpoints/inventory" 10
+ws verify --sink "$U31"
+check "a damaged inventory: verify exit 1 naming it" eval '[ "$rc" = 1 ] && grep -q "checkpoints/inventory" out err'
+flip "$S31/checkpoints/witness" 10
+ship x31.db 2 "$U31" x31
+ws checkpoint --sink "$U31"
+check "the next checkpoint rebuilds inventory and witness: exit 0" [ "$rc" = 0 ]
+ws verify --sink "$U31"
+check "then verify: exit 0" [ "$rc" = 0 ]
+ws restore --sink "$U31" --tenant x31 --checkpoint latest -o x31rb.db
+check "and the new checkpoint restores exactly" eval '[ "$rc" = 0 ] && same_dump x31.db x31rb.db'
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
