@@ -182,7 +182,8 @@ static int merge_carried(struct ws_stream *st, struct ws_fmt_manifest *m, const 
 	*tails = calloc((size_t)p->tail_count + 1, sizeof(**tails));
 	if (!*refs || !*iov || !*tails)
 		return -ENOMEM;
-	memcpy(*tails, p->tails, p->tail_count * sizeof(**tails));
+	if (p->tail_count) /* p->tails is NULL when it holds none */
+		memcpy(*tails, p->tails, p->tail_count * sizeof(**tails));
 	(*tails)[p->tail_count].frame = p->last_frame;
 	(*tails)[p->tail_count].time_ms = p->time_ms;
 	m->tails = *tails;
