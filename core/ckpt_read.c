@@ -743,6 +743,32 @@ static void verify_controls(struct ws_ckpt *c, ws_problem_fn fn, void *arg, int 
 			ws_fail_wrap(rc, "cannot be decoded; the next `walship retention` rebuilds it"), first);
 }
 
+/*
+ * No head, one committed/ key: the sink's first checkpoint between its
+ * candidate index and its decision (in flight, or killed there: the next
+ * checkpoint aborts and seals it), not a lost head, when the witness is
+ * open for that very attempt. A lost head after commits leaves older
+ * indexes, or a closed witness.
+ */
+static bool first_attempt_in_flight(struct ws_sink *sink, const char *key)
+{
+	struct ws_ckpt *c = NULL;
+	struct ws_ckpt_witness wit;
+	char want[WS_KEY_MAX];
+	bool found = false, ok = false;
+
+	if (ws_ckread_open(sink, false, 0, &c) != 0)
+		return false;
+	if (ws_ckpt_sink_open_witness(c, &wit, &found) == 0 && found && wit.state == WS_CKPT_WITNESS_OPEN) {
+		ws_ckpt_committed_key(wit.attempt.checkpoint_id, "", want);
+		/* want ends "<id>-.json": its candidate is "<id>-<sha>.json" */
+		size_t n = strlen(want) - strlen(".json");
+		ok = strncmp(key, want, n) == 0;
+	}
+	ws_ckpt_close(c);
+	return ok;
+}
+
 int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn fn, void *arg, uint64_t *verified_id)
 {
 	struct ws_ckpt *c = NULL;
@@ -757,14 +783,17 @@ int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn f
 		/* Nothing decided, the common case; unless committed indexes are
 		 * there: then the head that names the latest was lost. */
 		struct ws_list_page page;
+		bool in_flight = false;
 		memset(&page, 0, sizeof(page));
-		rc = ws_store_list(sink->store, WS_CKPT_PREFIX "/committed/", "", 1, &page);
+		rc = ws_store_list(sink->store, WS_CKPT_PREFIX "/committed/", "", 2, &page);
 		found = rc == 0 && page.count > 0;
+		if (rc == 0 && page.count == 1 && !page.truncated)
+			in_flight = first_attempt_in_flight(sink, page.keys[0]);
 		ws_list_page_free(&page);
 		if (rc)
 			return problem(fn, arg, NULL, WS_CKPT_PREFIX "/committed/", ws_fail_wrap(rc, "list checkpoints"),
 				       &first);
-		if (found)
+		if (found && !in_flight)
 			problem(fn, arg, NULL, WS_CKPT_HEAD_KEY,
 				ws_fail(WS_EINCOMPLETE, "checkpoint object %s is missing, but committed "
 					"checkpoint indexes exist under " WS_CKPT_PREFIX "/committed/", WS_CKPT_HEAD_KEY),
