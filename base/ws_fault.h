@@ -82,6 +82,8 @@
 	X("ckpt.retention.after_begin", "checkpoint store: after a retention run is recorded")              \
 	X("ckpt.retention.before_advance", "checkpoint store: before a retention phase advances")           \
 	X("ckpt.retention.after_advance", "checkpoint store: after a retention phase advances")             \
+	X("ckpt.repair.before_put", "checkpoint store: a rebuilt deployment record or head derived, not "  \
+	  "yet written")                                                                                  \
 	X("checkpoint.before_carried_cut_put", "checkpoint: a tenant's watermark carries its head, not yet " \
 	  "stored as the cut")                                                                            \
 	X("checkpoint.before_uncarry_put", "checkpoint: the carried head is stored, the watermark naming " \

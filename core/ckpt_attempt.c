@@ -279,6 +279,11 @@ int ws_attempt_epoch_check(struct ws_ckpt *c, uint64_t epoch)
 	int rc = ws_ckpt_decision_head(c, &h, &found);
 	if (rc)
 		return rc;
+	/* A head lost after decisions: committing now would start the chain
+	 * afresh (no predecessor) and drop the epoch fence; refused, naming the
+	 * command that rebuilds it. */
+	if (!found && (rc = ws_ckread_head_lost(c)) != 0)
+		return rc;
 	if (found && h.decisions == UINT64_MAX)
 		return ws_fail(WS_ETOOBIG, "checkpoint: %s has recorded %" PRIu64 " decisions, the most it can "
 			       "count; no further checkpoint can be decided at this sink", WS_CKPT_HEAD_KEY, h.decisions);

@@ -258,17 +258,11 @@ int ws_ckread_find_ref(struct ws_ckpt *c, uint64_t id, struct ws_ckpt_ref *ref, 
 		return rc;
 	if (!found) {
 		/* No head: none decided, or the head that names them was lost. */
-		struct ws_list_page page;
 		struct ws_obj_info info;
-		memset(&page, 0, sizeof(page));
-		found = ws_store_head(ws_ckpt_store(c), WS_CKPT_HEAD_KEY, &info) == WS_ENOTFOUND &&
-			ws_store_list(ws_ckpt_store(c), WS_CKPT_PREFIX "/committed/", "", 1, &page) == 0 &&
-			page.count > 0;
-		ws_list_page_free(&page);
-		return found ? ws_fail(WS_EINCOMPLETE, "checkpoint object %s is missing, but committed checkpoint "
-				       "indexes exist under " WS_CKPT_PREFIX "/committed/: the head that names "
-				       "the latest was lost", WS_CKPT_HEAD_KEY)
-			     : ws_fail(WS_ENOTFOUND, "no committed checkpoint at this sink");
+		rc = ws_store_head(ws_ckpt_store(c), WS_CKPT_HEAD_KEY, &info);
+		if (rc == WS_ENOTFOUND && (rc = ws_ckread_head_lost(c)) != 0)
+			return rc;
+		return ws_fail(WS_ENOTFOUND, "no committed checkpoint at this sink");
 	}
 	memset(idx, 0, sizeof(*idx));
 	if (!id)
@@ -404,6 +398,8 @@ static int walk_past(struct ws_ckpt *c, struct ws_ckpt_ref ref, ws_committed_fn 
 		     bool bounded)
 {
 	struct listed l = { NULL, 0, 0, false };
+	struct ws_ckpt_peek p;
+	char dep[WS_CKPT_DEPLOYMENT_LEN + 1] = "";
 	uint64_t below = 0;
 	bool below_known = !bounded;
 	char why[1024];
@@ -436,6 +432,8 @@ static int walk_past(struct ws_ckpt *c, struct ws_ckpt_ref ref, ws_committed_fn 
 			break;
 		if ((rc = listed_read(c, &l)) != 0)
 			break;
+		if (!dep[0] && (rc = ws_ckpt_deployment_id(c, dep)) != 0)
+			break;
 		for (size_t i = 0; i < l.n && !found && !rc; i++) {
 			struct ws_ckpt_ref *r = &l.r[i];
 			int lrc;
@@ -443,18 +441,25 @@ static int walk_past(struct ws_ckpt *c, struct ws_ckpt_ref ref, ws_committed_fn 
 				continue;
 			if (r->id < below)
 				break;
-			lrc = ws_ckpt_load_committed(c, r, &idx);
-			if (lrc == 0) {
+			/* A seal records its candidate's length, not its own (the
+			 * listed one): it is told apart by what it holds. */
+			if ((lrc = ws_ckpt_peek(c, r->key, dep, &p)) == 0 && p.kind == WS_CKPT_PEEK_SEAL)
+				continue; /* an aborted candidate's seal */
+			if (lrc == 0 && p.kind == WS_CKPT_PEEK_DAMAGED)
+				lrc = ws_fail(WS_ECORRUPT, "%s", p.detail);
+			else if (lrc == 0 && (lrc = ws_ckpt_load_committed(c, r, &idx)) == 0) {
 				ws_ckpt_index_free(&idx);
 				found = true;
 				ref = *r;
-			} else if (lrc == WS_EPRECOND && ws_ckpt_last_kind() == WS_CKPT_SEALED) {
-				continue; /* an aborted candidate's seal */
-			} else if (!ws_ckread_damaged(lrc, ws_ckpt_last_kind())) {
+				continue;
+			}
+			if (lrc == WS_ECORRUPT || ws_ckread_damaged(lrc, ws_ckpt_last_kind())) {
+				if (dfn) {
+					snprintf(why, sizeof(why), "%s", ws_errmsg());
+					rc = dfn(r, why, arg);
+				}
+			} else {
 				rc = lrc;
-			} else if (dfn) {
-				snprintf(why, sizeof(why), "%s", ws_errmsg());
-				rc = dfn(r, why, arg);
 			}
 		}
 		if (rc || !found)
@@ -687,17 +692,40 @@ static void verify_latest(struct ws_ckpt *c, struct ws_sink *sink, const char *o
 	}
 }
 
+/* committed/ keys the walk met (loaded, or named as damaged): the listing below skips them. */
+struct key_set {
+	char (*k)[WS_KEY_MAX];
+	size_t n, cap;
+};
+
+static void key_set_add(struct key_set *ks, const char *key)
+{
+	/* Out of memory only costs a second read of that key. */
+	if (ws_ckread_grow((void **)&ks->k, &ks->cap, ks->n, sizeof(*ks->k)) == 0)
+		snprintf(ks->k[ks->n++], WS_KEY_MAX, "%s", key);
+}
+
+static bool key_set_has(const struct key_set *ks, const char *key)
+{
+	for (size_t i = 0; i < ks->n; i++)
+		if (strcmp(ks->k[i], key) == 0)
+			return true;
+	return false;
+}
+
 /* ws_checkpoint_verify's walk: the latest Commit, then every older one stored. */
 struct verify_walk {
 	struct ws_ckpt *c;
 	struct older_verify o;
 	uint64_t latest_id;
 	uint64_t *verified_id;
+	struct key_set met;
 };
 
 static int verify_any(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index *idx, void *arg)
 {
 	struct verify_walk *w = arg;
+	key_set_add(&w->met, ref->key);
 	if (idx->checkpoint_id != w->latest_id)
 		return verify_older(ref, idx, &w->o);
 	verify_latest(w->c, w->o.sink, w->o.only, idx, w->o.fn, w->o.arg, w->o.first);
@@ -705,10 +733,66 @@ static int verify_any(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index 
 	return 0;
 }
 
+/*
+ * Every committed/ object the walk did not meet (one LIST): an aborted
+ * candidate's seal, a candidate in flight, or an index older than what
+ * retention keeps are not problems; one that decodes as neither an index
+ * nor a seal of this namespace is (a damaged seal, say): named. Retention
+ * deletes it once it is older than the oldest checkpoint kept, as it does
+ * a damaged index. Those below `below` (retention is removing them) are
+ * left out.
+ */
+static void verify_committed(struct ws_ckpt *c, const struct key_set *met, uint64_t below, ws_problem_fn fn,
+			     void *arg, int *first)
+{
+	char dep[WS_CKPT_DEPLOYMENT_LEN + 1], token[WS_KEY_MAX] = "";
+	int rc;
+
+	if ((rc = ws_ckpt_deployment_id(c, dep)) != 0) {
+		problem(fn, arg, NULL, WS_CKPT_PREFIX "/deployment", rc, first);
+		return;
+	}
+	for (;;) {
+		struct ws_list_page page;
+		bool more;
+		memset(&page, 0, sizeof(page));
+		if ((rc = ws_store_list(ws_ckpt_store(c), WS_CKPT_PREFIX "/committed/", token, WS_LIST_PAGE_MAX,
+					&page)) != 0) {
+			problem(fn, arg, NULL, WS_CKPT_PREFIX "/committed/", ws_fail_wrap(rc, "list "
+				WS_CKPT_PREFIX "/committed/"), first);
+			ws_list_page_free(&page);
+			return;
+		}
+		for (size_t i = 0; i < page.count; i++) {
+			struct ws_ckpt_peek p;
+			if (met && key_set_has(met, page.keys[i]))
+				continue;
+			if ((rc = ws_ckpt_peek(c, page.keys[i], dep, &p)) != 0)
+				problem(fn, arg, NULL, page.keys[i], rc, first);
+			else if (p.kind == WS_CKPT_PEEK_DAMAGED && !(p.ref.id && p.ref.id < below))
+				problem(fn, arg, NULL, page.keys[i],
+					ws_fail(WS_ECORRUPT, "%s decodes as neither a committed index nor a seal (%s); "
+						"`walship retention` removes it once it is older than the oldest "
+						"checkpoint kept", page.keys[i], p.detail), first);
+			else if (p.kind == WS_CKPT_PEEK_OTHER)
+				problem(fn, arg, NULL, page.keys[i],
+					ws_fail(WS_EFORMAT, "%s: not a committed index name (<16 hex id>-<SHA-256>"
+						".json)", page.keys[i]), first);
+		}
+		more = page.truncated && strcmp(page.next_token, token) > 0;
+		if (more)
+			snprintf(token, sizeof(token), "%s", page.next_token);
+		ws_list_page_free(&page);
+		if (!more)
+			return;
+	}
+}
+
 /* A committed index on the chain that does not load: named, the walk goes on past it. */
 static int verify_damaged(const struct ws_ckpt_ref *ref, const char *detail, void *arg)
 {
 	struct verify_walk *w = arg;
+	key_set_add(&w->met, ref->key);
 	problem(w->o.fn, w->o.arg, NULL, ref->key,
 		ws_fail(WS_ECORRUPT, "checkpoint %" PRIu64 ": committed index %s is damaged or missing (%s); the "
 			"next `walship checkpoint` commits past it, `walship retention` removes it", ref->id,
@@ -750,23 +834,90 @@ static void verify_controls(struct ws_ckpt *c, ws_problem_fn fn, void *arg, int 
  * open for that very attempt. A lost head after commits leaves older
  * indexes, or a closed witness.
  */
-static bool first_attempt_in_flight(struct ws_sink *sink, const char *key)
+static bool first_attempt_in_flight(struct ws_ckpt *c, const char *key)
 {
-	struct ws_ckpt *c = NULL;
 	struct ws_ckpt_witness wit;
 	char want[WS_KEY_MAX];
-	bool found = false, ok = false;
+	bool found = false;
 
-	if (ws_ckread_open(sink, false, 0, &c) != 0)
-		return false;
 	if (ws_ckpt_sink_open_witness(c, &wit, &found) == 0 && found && wit.state == WS_CKPT_WITNESS_OPEN) {
 		ws_ckpt_committed_key(wit.attempt.checkpoint_id, "", want);
 		/* want ends "<id>-.json": its candidate is "<id>-<sha>.json" */
 		size_t n = strlen(want) - strlen(".json");
-		ok = strncmp(key, want, n) == 0;
+		return strncmp(key, want, n) == 0;
 	}
-	ws_ckpt_close(c);
-	return ok;
+	return false;
+}
+
+int ws_ckread_head_lost(struct ws_ckpt *c)
+{
+	struct ws_store *s = ws_ckpt_store(c);
+	struct ws_list_page page;
+	bool lost;
+	int rc;
+
+	memset(&page, 0, sizeof(page));
+	rc = ws_store_list(s, WS_CKPT_PREFIX "/committed/", "", 2, &page);
+	if (rc) {
+		ws_list_page_free(&page);
+		return ws_fail_wrap(rc, "list " WS_CKPT_PREFIX "/committed/");
+	}
+	lost = page.count > 0 && !(page.count == 1 && !page.truncated && first_attempt_in_flight(c, page.keys[0]));
+	ws_list_page_free(&page);
+	if (!lost)
+		return 0;
+	return ws_fail(WS_EINCOMPLETE, "checkpoint object %s is missing, but committed checkpoint indexes exist under "
+		       WS_CKPT_PREFIX "/committed/: the head that names the latest was lost (run: walship repair "
+		       "--sink %s)", WS_CKPT_HEAD_KEY, s->url);
+}
+
+/*
+ * verify of the deployment record before anything that reads through it:
+ * one that cannot be decoded, or is missing while other checkpoint objects
+ * are there, is named with the command that rebuilds it, and so is each
+ * other control object that does not decode even on its own (nothing else
+ * can be checked without the record). *ok: the record decodes (or nothing
+ * is there).
+ */
+static void verify_deployment(struct ws_ckpt *c, ws_problem_fn fn, void *arg, int *first, bool *ok)
+{
+	static const char *const others[] = { WS_CKPT_HEAD_KEY, WS_CKPT_PREFIX "/inventory",
+					      WS_CKPT_PREFIX "/retention", WS_CKPT_PREFIX "/witness" };
+	const char *url = ws_ckpt_store(c)->url;
+	struct ws_ckpt_peek dp, p;
+	const char *present = NULL;
+	int rc;
+
+	*ok = false;
+	if ((rc = ws_ckpt_peek(c, WS_CKPT_PREFIX "/deployment", NULL, &dp)) != 0) {
+		problem(fn, arg, NULL, WS_CKPT_PREFIX "/deployment", rc, first);
+		return;
+	}
+	if (dp.kind == WS_CKPT_PEEK_DEPLOYMENT) {
+		*ok = true;
+		return;
+	}
+	for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+		if ((rc = ws_ckpt_peek(c, others[i], NULL, &p)) != 0) {
+			problem(fn, arg, NULL, others[i], rc, first);
+			continue;
+		}
+		if (p.kind != WS_CKPT_PEEK_ABSENT && !present)
+			present = others[i];
+		if (p.kind == WS_CKPT_PEEK_DAMAGED)
+			problem(fn, arg, NULL, others[i],
+				ws_fail(WS_EFORMAT, "%s cannot be decoded (%s)", others[i], p.detail), first);
+	}
+	if (dp.kind == WS_CKPT_PEEK_DAMAGED)
+		problem(fn, arg, NULL, WS_CKPT_PREFIX "/deployment",
+			ws_fail(WS_EFORMAT, WS_CKPT_PREFIX "/deployment cannot be decoded (run: walship repair --sink %s): "
+				"%s", url, dp.detail), first);
+	else if (present)
+		problem(fn, arg, NULL, WS_CKPT_PREFIX "/deployment",
+			ws_fail(WS_EINCOMPLETE, WS_CKPT_PREFIX "/deployment is missing, but %s is there (run: walship "
+				"repair --sink %s)", present, url), first);
+	else
+		*ok = true; /* nothing of the namespace yet */
 }
 
 int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn fn, void *arg, uint64_t *verified_id)
@@ -778,51 +929,51 @@ int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn f
 	int rc, first = 0;
 
 	*verified_id = 0;
+	if ((rc = ws_ckread_open(sink, false, 0, &c)) != 0)
+		return problem(fn, arg, NULL, WS_CKPT_HEAD_KEY, rc, &first);
+	verify_deployment(c, fn, arg, &first, &found);
+	if (!found)
+		goto out; /* nothing reads through a deployment record that does not decode */
 	rc = ws_store_head(sink->store, WS_CKPT_HEAD_KEY, &info);
 	if (rc == WS_ENOTFOUND) {
 		/* Nothing decided, the common case; unless committed indexes are
 		 * there: then the head that names the latest was lost. */
-		struct ws_list_page page;
-		bool in_flight = false;
-		memset(&page, 0, sizeof(page));
-		rc = ws_store_list(sink->store, WS_CKPT_PREFIX "/committed/", "", 2, &page);
-		found = rc == 0 && page.count > 0;
-		if (rc == 0 && page.count == 1 && !page.truncated)
-			in_flight = first_attempt_in_flight(sink, page.keys[0]);
-		ws_list_page_free(&page);
-		if (rc)
-			return problem(fn, arg, NULL, WS_CKPT_PREFIX "/committed/", ws_fail_wrap(rc, "list checkpoints"),
-				       &first);
-		if (found && !in_flight)
-			problem(fn, arg, NULL, WS_CKPT_HEAD_KEY,
-				ws_fail(WS_EINCOMPLETE, "checkpoint object %s is missing, but committed "
-					"checkpoint indexes exist under " WS_CKPT_PREFIX "/committed/", WS_CKPT_HEAD_KEY),
-				&first);
-		return first;
+		if ((rc = ws_ckread_head_lost(c)) != 0)
+			problem(fn, arg, NULL, WS_CKPT_HEAD_KEY, rc, &first);
+		verify_controls(c, fn, arg, &first);
+		goto out;
 	}
-	if (rc)
-		return problem(fn, arg, NULL, WS_CKPT_HEAD_KEY, ws_fail_wrap(rc, "read %s", WS_CKPT_HEAD_KEY), &first);
-	if ((rc = ws_ckread_open(sink, false, 0, &c)) != 0)
-		return problem(fn, arg, NULL, WS_CKPT_HEAD_KEY, rc, &first);
-	rc = ws_ckpt_latest_commit(c, &latest, &found);
 	if (rc) {
-		problem(fn, arg, NULL, WS_CKPT_HEAD_KEY, rc, &first);
+		problem(fn, arg, NULL, WS_CKPT_HEAD_KEY, ws_fail_wrap(rc, "read %s", WS_CKPT_HEAD_KEY), &first);
 		goto out;
 	}
+	rc = ws_ckpt_latest_commit(c, &latest, &found);
+	if (rc)
+		problem(fn, arg, NULL, WS_CKPT_HEAD_KEY, rc, &first);
 	verify_controls(c, fn, arg, &first);
-	if (!found)
+	if (rc) {
+		verify_committed(c, NULL, 0, fn, arg, &first);
 		goto out;
+	}
+	if (!found) {
+		verify_committed(c, NULL, 0, fn, arg, &first);
+		goto out;
+	}
 	{
 		/* The latest Commit, then the older checkpoints restore
 		 * --checkpoint still takes: verify passes none of them that
 		 * restore would refuse, and names every index that does not load. */
-		struct verify_walk w = { c, { sink, only, fn, arg, 0, &first }, latest.checkpoint_id, verified_id };
+		struct verify_walk w = { c, { sink, only, fn, arg, 0, &first }, latest.checkpoint_id, verified_id,
+					 { NULL, 0, 0 } };
 		rc = ws_ckread_retiring_below(c, &w.o.below);
 		if (rc == 0)
 			rc = ws_ckread_walk_past(c, latest.committed, verify_any, verify_damaged, &w);
 		if (rc != 0 && rc != 1)
 			problem(fn, arg, NULL, latest.committed.key,
 				ws_fail_wrap(rc, "checkpoints from %" PRIu64, latest.checkpoint_id), &first);
+		else
+			verify_committed(c, &w.met, w.o.below, fn, arg, &first);
+		free(w.met.k);
 	}
 out:
 	ws_ckpt_close(c);
@@ -907,7 +1058,12 @@ int ws_checkpoint_list(struct ws_sink *sink, ws_checkpoint_fn fn, void *arg)
 	if (rc)
 		return rc;
 	rc = ws_ckpt_latest_commit(c, &latest, &found);
-	if (!rc && found && (rc = ws_ckread_retiring_below(c, &w.below)) == 0) {
+	if (!rc && !found) {
+		/* Nothing decided, or the head that names it all was lost: said so. */
+		struct ws_obj_info info;
+		rc = ws_store_head(sink->store, WS_CKPT_HEAD_KEY, &info);
+		rc = rc == WS_ENOTFOUND ? ws_ckread_head_lost(c) : rc;
+	} else if (!rc && (rc = ws_ckread_retiring_below(c, &w.below)) == 0) {
 		rc = ws_ckread_walk_past(c, latest.committed, list_one, list_damaged, &w);
 		if (rc == 1)
 			rc = 0;

@@ -113,6 +113,14 @@ int ws_ckread_walk_committed(struct ws_ckpt *c, struct ws_ckpt_ref ref, bool qui
  * failing.
  */
 bool ws_ckread_damaged(int rc, enum ws_ckpt_kind kind);
+/*
+ * checkpoints/head is absent (the caller read so): 0 when nothing was
+ * decided (no committed/ object, or only the candidate of the attempt the
+ * open witness names: the sink's first checkpoint between its candidate
+ * and its decision), else WS_EINCOMPLETE naming the lost head and the
+ * command that rebuilds it (`walship repair`). One LIST of at most two keys.
+ */
+int ws_ckread_head_lost(struct ws_ckpt *c) WS_MUST_CHECK;
 /* Room for one more element in a growing array (*cap elements of elem bytes). */
 int ws_ckread_grow(void **arr, size_t *cap, size_t count, size_t elem) WS_MUST_CHECK;
 /* Tenant t was removed for good (walship forget) while checkpoint id or a later one was the latest Commit. */

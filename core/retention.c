@@ -494,10 +494,55 @@ static int add_damaged(const struct ws_ckpt_ref *ref, const char *detail, void *
 	return add_old(arg, ref, true);
 }
 
+/*
+ * committed/ objects older than p that the walk did not meet and that
+ * decode as neither an index nor a seal (a damaged seal, or a damaged index
+ * off the chain): removed as a damaged index is. One LIST per sweep;
+ * seals and loadable indexes stay (a seal occupies its path for good).
+ */
+static int older_damaged(struct ret_ctx *x, const struct ws_ckpt_index *p, struct refs_walk *w)
+{
+	char dep[WS_CKPT_DEPLOYMENT_LEN + 1], token[WS_KEY_MAX] = "";
+	int rc = ws_ckpt_deployment_id(x->c, dep);
+
+	while (rc == 0) {
+		struct ws_list_page page;
+		bool more;
+		memset(&page, 0, sizeof(page));
+		if ((rc = ws_store_list(x->s, WS_CKPT_PREFIX "/committed/", token, WS_LIST_PAGE_MAX, &page)) != 0) {
+			ws_list_page_free(&page);
+			return ws_fail_wrap(rc, "retention: list " WS_CKPT_PREFIX "/committed/");
+		}
+		for (size_t i = 0; i < page.count && rc == 0; i++) {
+			struct ws_ckpt_peek pk;
+			bool met = false;
+			for (size_t k = 0; k < w->count && !met; k++)
+				met = strcmp(w->refs[k].ref.key, page.keys[i]) == 0;
+			if (met || (rc = ws_ckpt_peek(x->c, page.keys[i], dep, &pk)) != 0)
+				continue;
+			if (pk.kind != WS_CKPT_PEEK_DAMAGED || !pk.ref.id || pk.ref.id >= p->checkpoint_id)
+				continue;
+			ws_info("retention: %s decodes as neither a committed index nor a seal (%s); it is removed",
+				page.keys[i], pk.detail);
+			rc = add_old(w, &pk.ref, true);
+		}
+		more = rc == 0 && page.truncated && strcmp(page.next_token, token) > 0;
+		if (more)
+			snprintf(token, sizeof(token), "%s", page.next_token);
+		ws_list_page_free(&page);
+		if (!more)
+			break;
+	}
+	return rc;
+}
+
 static int older_refs(struct ret_ctx *x, const struct ws_ckpt_index *p, struct old_ref **out, size_t *count)
 {
 	struct refs_walk w = { NULL, 0, 0 };
 	int rc = p->has_predecessor ? ws_ckread_walk_stored(x->c, p->predecessor, add_ref, add_damaged, &w) : 0;
+
+	if (rc == 0)
+		rc = older_damaged(x, p, &w);
 
 	if (rc) {
 		free(w.refs);
@@ -881,8 +926,15 @@ int ws_retention_run_keep(struct ws_sink *sink, bool dry_run, unsigned keep, ws_
 	x.keep = keep;
 	if ((rc = ws_ckread_open(sink, true, WS_CKPT_LEASE_WAIT_MS, &x.c)) != 0)
 		return rc;
-	if ((rc = ws_ckpt_latest_commit(x.c, &latest, &found)) != 0 || !found)
+	if ((rc = ws_ckpt_latest_commit(x.c, &latest, &found)) != 0)
 		goto out;
+	if (!found) {
+		/* Nothing committed yet, or the head that names it was lost: said so. */
+		struct ws_obj_info info;
+		rc = ws_store_head(x.s, WS_CKPT_HEAD_KEY, &info);
+		rc = rc == WS_ENOTFOUND ? ws_ckread_head_lost(x.c) : rc;
+		goto out;
+	}
 	rep->ran = true;
 	rep->protected_id = latest.checkpoint_id;
 	/* A dry run goes the way the real one would, from the durable record

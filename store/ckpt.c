@@ -125,6 +125,22 @@ int ckpt_finish(bool wrote, const char *after_site)
 	return wrote ? ckpt_fault(after_site) : 0;
 }
 
+/*
+ * A checkpoints/deployment or checkpoints/head that cannot be decoded (or,
+ * as the deployment record, is missing while other objects carry one):
+ * name it and the command that rebuilds it from the rest of the sink
+ * (docs/CHECKPOINTS.md "Damaged control objects"). Other errors, and the
+ * other authority's namespace (not damage), pass as they are.
+ */
+int ckpt_repair_hint(struct ws_ckpt *c, int rc, const char *key)
+{
+	enum ws_ckpt_kind k = ws_ckpt_last_kind();
+	if ((rc != WS_EFORMAT && rc != WS_ECORRUPT && rc != WS_EINCOMPLETE) ||
+	    (k == WS_CKPT_FOREIGN && strcmp(key, KEY_DEPLOYMENT) == 0))
+		return rc;
+	return ws_fail_wrap(rc, "%s is damaged or lost (run: walship repair --sink %s)", key, c->s->url);
+}
+
 /* The expected deployment for reads: "" (matches nothing) when none exists yet. */
 const char *ckpt_dep_or_none(struct ws_ckpt *c)
 {
@@ -132,6 +148,13 @@ const char *ckpt_dep_or_none(struct ws_ckpt *c)
 }
 
 static const char *const singleton_key[] = { KEY_HEAD, KEY_INVENTORY, KEY_RETENTION, KEY_WITNESS };
+
+/* No deployment record while key, which carries one, is there: the record was lost. */
+static int deployment_missing(struct ws_ckpt *c, const char *key)
+{
+	return ckpt_repair_hint(c, ckpt_fail(WS_CKPT_MISSING, WS_EINCOMPLETE, "checkpoint object %s is missing, "
+					     "but %s is there", KEY_DEPLOYMENT, key), KEY_DEPLOYMENT);
+}
 
 /* GET and strictly decode one singleton into out (its struct); *found false when absent. */
 int ckpt_load_singleton(struct ws_ckpt *c, enum singleton o, void *out, struct ws_etag *etag, bool *found)
@@ -158,7 +181,11 @@ int ckpt_load_singleton(struct ws_ckpt *c, enum singleton o, void *out, struct w
 		}
 	}
 	ws_buf_free(&b);
-	return rc;
+	/* Every other object carries the deployment's id: with no record, the
+	 * record is what is lost, not this object. */
+	if (*found && !c->dep_known && (rc == 0 || ws_ckpt_last_kind() == WS_CKPT_FOREIGN))
+		return deployment_missing(c, key);
+	return o == OBJ_HEAD ? ckpt_repair_hint(c, rc, KEY_HEAD) : rc;
 }
 
 /* Fault site `site`, then the conditional PUT of body (freed): 0, WS_EPRECOND or an error. */
@@ -205,8 +232,10 @@ static int load_deployment(struct ws_ckpt *c, struct ckpt_deployment *d, struct 
 	if (rc == 0 && *found)
 		rc = ckpt_dec_deployment(KEY_DEPLOYMENT, b.data, b.len, d);
 	ws_buf_free(&b);
-	if (rc || !*found)
-		return rc;
+	if (rc)
+		return ckpt_repair_hint(c, rc, KEY_DEPLOYMENT);
+	if (!*found)
+		return 0;
 	if (c->reader)
 		c->local = d->local; /* a reader reads either authority's namespace */
 	if (d->local != c->local)
@@ -220,6 +249,35 @@ static int load_deployment(struct ws_ckpt *c, struct ckpt_deployment *d, struct 
 				 KEY_DEPLOYMENT, c->dep, d->id);
 	memcpy(c->dep, d->id, sizeof(c->dep));
 	c->dep_known = true;
+	return 0;
+}
+
+/*
+ * No deployment record, about to create one: refused while a head or a
+ * witness is there. Every object is written after the record it carries
+ * (the head by a decision, the witness by an attempt), so one of them
+ * without it means the record was lost; a fresh one would make every
+ * stored checkpoint foreign for good. Read again first: a concurrent
+ * creator writes the record before its witness.
+ */
+static int deployment_lost(struct ws_ckpt *c)
+{
+	static const char *const keys[] = { KEY_HEAD, KEY_WITNESS };
+	struct ckpt_deployment d;
+	struct ws_obj_info info;
+	bool found;
+	int rc;
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		rc = ws_store_head(c->s, keys[i], &info);
+		if (rc == WS_ENOTFOUND)
+			continue;
+		if (rc)
+			return ckpt_io_fail(rc, "head", keys[i]);
+		if ((rc = load_deployment(c, &d, NULL, &found)) != 0 || found)
+			return rc;
+		return deployment_missing(c, keys[i]);
+	}
 	return 0;
 }
 
@@ -240,6 +298,8 @@ int ckpt_refresh_dep(struct ws_ckpt *c, bool create)
 
 		rc = load_deployment(c, &d, &etag, &found);
 		if (rc || found || !create)
+			return rc;
+		if ((rc = deployment_lost(c)) != 0)
 			return rc;
 		if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
 			return ckpt_fail(WS_CKPT_IO, -errno, "checkpoint store: getrandom failed");

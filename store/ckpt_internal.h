@@ -135,6 +135,12 @@ int ckpt_contention(const char *key);
 int ckpt_fault(const char *site);
 /* Set the kind of a finished update (written, or an identical retry) and pass its after-write site. */
 int ckpt_finish(bool wrote, const char *after_site);
+/*
+ * rc for key (checkpoints/deployment or checkpoints/head) that cannot be
+ * decoded, or a lost deployment record: the detail names the object and
+ * `walship repair --sink URL`. Any other rc is returned as it is.
+ */
+int ckpt_repair_hint(struct ws_ckpt *c, int rc, const char *key);
 /* The expected deployment for reads: "" (matches nothing) when none exists yet. */
 const char *ckpt_dep_or_none(struct ws_ckpt *c);
 /* GET and strictly decode one singleton into out (its struct); *found false when absent. */

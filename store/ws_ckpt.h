@@ -433,4 +433,78 @@ int ws_ckpt_rebuild_witness(struct ws_ckpt *c, const struct ws_ckpt_witness *clo
  */
 int ws_ckpt_rebuild_retention(struct ws_ckpt *c, const struct ws_ckpt_retention *idle, bool *rebuilt) WS_MUST_CHECK;
 
+/*
+ * What one checkpoint object holds, read without trusting the deployment
+ * record (store/ckpt_repair.c): how `walship repair` derives
+ * checkpoints/deployment and checkpoints/head from the rest of the sink
+ * (docs/CHECKPOINTS.md "Damaged control objects"), and how verify and the
+ * walks tell a seal from a damaged committed/ object.
+ */
+enum ws_ckpt_peek_kind {
+	WS_CKPT_PEEK_ABSENT = 0,     /* no object at the key */
+	WS_CKPT_PEEK_DAMAGED,        /* there, and not the object of ours its key names (detail says why) */
+	WS_CKPT_PEEK_DEPLOYMENT,
+	WS_CKPT_PEEK_HEAD,
+	WS_CKPT_PEEK_INVENTORY,
+	WS_CKPT_PEEK_RETENTION,
+	WS_CKPT_PEEK_WITNESS,
+	WS_CKPT_PEEK_INDEX,          /* committed/: the index its name names (id and SHA-256) */
+	WS_CKPT_PEEK_SEAL,           /* committed/: the seal of the candidate its name names */
+	WS_CKPT_PEEK_REMOVED,
+	WS_CKPT_PEEK_OTHER,          /* a key that holds no record (artifacts, probes, foreign): not read */
+};
+
+struct ws_ckpt_peek {
+	enum ws_ckpt_peek_kind kind;
+	struct ws_etag etag;                         /* of the bytes read (not ABSENT/OTHER) */
+	char deployment[WS_CKPT_DEPLOYMENT_LEN + 1]; /* the one it carries; "" when none */
+	uint64_t id_max;          /* the highest checkpoint ID (or witness sequence) it names; 0: none */
+	uint64_t epoch_max;       /* the highest epoch it names; 0: none */
+	/* DEPLOYMENT */
+	bool local;
+	uint64_t next_id;
+	/* HEAD */
+	struct ws_ckpt_head head;
+	/* WITNESS: its attempt and state; INVENTORY: the active attempt (has_attempt) and the last completed */
+	bool witness_open;
+	bool has_attempt;
+	struct ws_ckpt_attempt attempt;
+	bool has_completed;
+	struct ws_ckpt_attempt completed;
+	/* INDEX, SEAL: the reference of the index (a seal's: its candidate's); INDEX: its epoch.
+	 * DAMAGED at a committed/ key: the id, SHA-256 and key its name spells, the length stored. */
+	struct ws_ckpt_ref ref;
+	uint64_t epoch;
+	char detail[512];                            /* DAMAGED: why */
+};
+
+/*
+ * GET key and decode it as the object its key names (deployment, head,
+ * inventory, retention, witness, committed/<id>-<sha>.json as an index or
+ * a seal, removed/<tenant>), strictly, as every reader does. dep: the
+ * deployment it must carry (NULL: any, the one it carries goes to out); one
+ * of another deployment is DAMAGED. A key that names no record is OTHER and
+ * is not read. Errors: the store's (a damaged object is rc 0, DAMAGED),
+ * -ENOMEM.
+ */
+int ws_ckpt_peek(struct ws_ckpt *c, const char *key, const char *dep, struct ws_ckpt_peek *out) WS_MUST_CHECK;
+
+/*
+ * Replace an undecodable checkpoints/deployment (was: as ws_ckpt_peek read
+ * it, DAMAGED, compare-and-swap against its etag; ABSENT, create-once) with
+ * deployment dep, next_id, the authority of this handle's kind. Replace an
+ * undecodable or lost checkpoints/head the same way with h (its invariants
+ * checked by decoding what is written; the deployment record must decode).
+ * A valid object is never touched (was of its kind: WS_ECONFIG,
+ * INVALID_INPUT). Errors: WS_EPRECOND (STATE_MISMATCH: the object changed
+ * since was was read), WS_ECONFIG (INVALID_INPUT, a reader), I/O.
+ * Fault site ckpt.repair.before_put, before the write.
+ */
+int ws_ckpt_repair_deployment(struct ws_ckpt *c, const struct ws_ckpt_peek *was, const char *dep,
+			      uint64_t next_id) WS_MUST_CHECK;
+int ws_ckpt_repair_head(struct ws_ckpt *c, const struct ws_ckpt_peek *was, const struct ws_ckpt_head *h) WS_MUST_CHECK;
+
+/* Whether this handle writes as the local (single-writer) authority. */
+bool ws_ckpt_is_local(const struct ws_ckpt *c);
+
 #endif

@@ -329,6 +329,120 @@ int cmd_forget(int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* One repaired object as the CLI prints it: a line on stdout, or one JSON object of the array. */
+static void repair_print(const struct ws_repair_report *r, bool json, json_t *arr)
+{
+	const char *verb = r->dry_run ? "would rebuild" : "rebuilt";
+	if (r->deployment_repaired) {
+		if (json) {
+			json_t *o = json_object();
+			json_object_set_new(o, "key", json_string("checkpoints/deployment"));
+			json_object_set_new(o, "damage", json_string(r->deployment_damage));
+			json_object_set_new(o, "deployment", json_string(r->deployment));
+			json_object_set_new(o, "deployment_fresh", json_boolean(r->deployment_fresh));
+			json_object_set_new(o, "authority", json_string(r->deployment_local ? "local" : "shared"));
+			json_object_set_new(o, "next_id", u64(r->next_id));
+			json_array_append_new(arr, o);
+		} else {
+			printf("checkpoints/deployment: %s: deployment %s%s, authority %s, next_id %" PRIu64 " (it was %s)\n",
+			       verb, r->deployment, r->deployment_fresh ? " (chosen afresh: no record carries one)" : "",
+			       r->deployment_local ? "local" : "shared", r->next_id, r->deployment_damage);
+		}
+	}
+	if (!r->head_repaired)
+		return;
+	if (json) {
+		json_t *o = json_object();
+		json_object_set_new(o, "key", json_string("checkpoints/head"));
+		json_object_set_new(o, "damage", json_string(r->head_damage));
+		json_object_set_new(o, "removed", json_boolean(r->head_removed));
+		json_object_set_new(o, "latest_commit", !r->head_removed && r->latest_commit ? u64(r->latest_commit)
+										       : json_null());
+		json_object_set_new(o, "latest_terminal", r->head_removed ? json_null() : u64(r->latest_terminal));
+		json_object_set_new(o, "latest_terminal_verdict",
+				    r->head_removed ? json_null() : json_string(r->terminal_commit ? "commit" : "abort"));
+		json_object_set_new(o, "epoch", r->head_removed ? json_null() : u64(r->epoch));
+		json_object_set_new(o, "decisions", r->head_removed ? json_null() : u64(r->decisions));
+		json_object_set_new(o, "in_flight", r->in_flight ? u64(r->in_flight) : json_null());
+		json_array_append_new(arr, o);
+	} else if (r->head_removed) {
+		printf("checkpoints/head: %s: no checkpoint ID was ever handed out, so nothing was decided (it "
+		       "was %s)\n", r->dry_run ? "would remove" : "removed", r->head_damage);
+	} else {
+		char commit[32] = "none";
+		if (r->latest_commit)
+			snprintf(commit, sizeof(commit), "%" PRIu64, r->latest_commit);
+		printf("checkpoints/head: %s: latest Commit %s, latest terminal %s %" PRIu64 ", epoch %" PRIu64
+		       ", decisions %" PRIu64 " (it was %s)\n", verb, commit, r->terminal_commit ? "Commit" : "Abort",
+		       r->latest_terminal, r->epoch, r->decisions, r->head_damage);
+		if (r->in_flight)
+			printf("checkpoints/head: attempt %" PRIu64 " was in flight (its witness open): not taken as "
+			       "decided; the next checkpoint aborts it\n", r->in_flight);
+	}
+}
+
+int cmd_repair(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "sink", required_argument, NULL, OPT_SINK },
+		{ "config", required_argument, NULL, OPT_CONFIG },
+		{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *sink_url = NULL, *config = NULL;
+	struct ws_repair_report rep;
+	struct ws_sink *sink;
+	bool dry = false, json = false;
+	json_t *arr = NULL;
+	int c, rc, code;
+
+	optind = 1;
+	uint64_t seen = 0;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		const char *twice = ws_cli_twice(opts, c, &seen);
+		if (twice)
+			return usage("--%s given twice", twice);
+		switch (c) {
+		case 'h': return ws_cli_help("repair");
+		case OPT_SINK: sink_url = optarg; break;
+		case OPT_CONFIG: config = optarg; break;
+		case OPT_DRY_RUN: dry = true; break;
+		case OPT_JSON: json = true; break;
+		default: return usage("repair: unknown or incomplete option");
+		}
+	}
+	if (optind < argc)
+		return usage("repair: unexpected argument '%s'", argv[optind]);
+	if (!(sink = sink_from_args(sink_url, config, &code, NULL)))
+		return code;
+	rc = ws_checkpoint_repair(sink, dry, &rep);
+	ws_sink_close(sink);
+	if (json) {
+		json_t *o = json_object();
+		arr = json_array();
+		if (rc == 0)
+			repair_print(&rep, true, arr);
+		json_object_set_new(o, "dry_run", json_boolean(dry));
+		json_object_set_new(o, "ok", json_boolean(rc == 0));
+		json_object_set_new(o, "repaired", arr);
+		emit(o);
+	}
+	if (rc) {
+		fprintf(stderr, "walship: repair failed: %s\n", ws_errmsg());
+		return EXIT_FAIL;
+	}
+	if (!json)
+		repair_print(&rep, false, NULL);
+	if (!rep.deployment_repaired && !rep.head_repaired)
+		fprintf(stderr, "walship: repair: nothing to repair: checkpoints/deployment and checkpoints/head "
+			"decode (or nothing was decided yet)\n");
+	else if (dry)
+		fprintf(stderr, "walship: repair: dry run, nothing written\n");
+	return EXIT_OK;
+}
+
 struct ls_print {
 	bool json;
 };

@@ -4,6 +4,7 @@
  *   walship checkpoint --sink URL [--config FILE] [--epoch N]
  *   walship retention  --sink URL [--config FILE] [--dry-run] [--json]
  *   walship forget     --sink URL [--config FILE] --tenant NAME [--json]
+ *   walship repair     --sink URL [--config FILE] [--dry-run] [--json]
  *   walship ls         --sink URL --checkpoints [--json]       (cmd_ls_checkpoints)
  *   walship restore    --sink URL --tenant NAME --checkpoint ID|latest [--force] -o OUT_DB
  *                                                              (cmd_restore_checkpoint)
@@ -19,6 +20,8 @@
 int cmd_checkpoint(int argc, char **argv);
 int cmd_retention(int argc, char **argv);
 int cmd_forget(int argc, char **argv);
+/* Rebuild an undecodable (or lost) checkpoints/deployment or checkpoints/head. */
+int cmd_repair(int argc, char **argv);
 
 /* `ls --checkpoints`: every stored committed checkpoint, newest first. */
 int cmd_ls_checkpoints(const char *sink_url, bool json);

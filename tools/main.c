@@ -11,6 +11,7 @@
  *   walship checkpoint --sink URL [--config FILE]
  *   walship retention --sink URL [--dry-run] [--json]
  *   walship forget    --sink URL --tenant NAME [--json]
+ *   walship repair    --sink URL [--dry-run] [--json]
  *   walship help [COMMAND]    (and `walship COMMAND -h|--help`: the command table at the end)
  *
  * Exit status: 0 success; 2 usage or configuration error; 3 every tenant was
@@ -1312,6 +1313,26 @@ static const struct command {
 	  "  -h, --help                  this help\n"
 	  "\n"
 	  "exit status: 0 removed; 1 failed (no such tenant, the sink); 2 usage error.\n" },
+	{ "repair", cmd_repair, "rebuild a damaged or lost checkpoints/deployment or checkpoints/head",
+	  "usage: walship repair --sink URL [--config FILE] [--dry-run] [--json]\n"
+	  "\n"
+	  "Rebuild checkpoints/deployment or checkpoints/head when it cannot be decoded\n"
+	  "(or is missing while the rest of the checkpoint namespace is there), from\n"
+	  "what every other checkpoint object at the sink shows; every command that\n"
+	  "meets one names it and this command. Each is one compare-and-swap against\n"
+	  "the damaged bytes, so a writer that moves first wins (run again). An object\n"
+	  "that decodes is never touched: then nothing is repaired, exit 0.\n"
+	  "Prints each object rebuilt, and what it holds now.\n"
+	  "\n"
+	  "options:\n"
+	  "  --sink URL                  the sink (else [engine] sink of --config)\n"
+	  "  --config FILE               replicate's config file: its sink\n"
+	  "  --dry-run                   print what would be written, write nothing\n"
+	  "  --json                      one JSON object instead of one line per object\n"
+	  "  -h, --help                  this help\n"
+	  "\n"
+	  "exit status: 0 repaired, or nothing to repair; 1 failed (the object changed\n"
+	  "meanwhile: run again; records of two deployments: nothing written); 2 usage error.\n" },
 	{ "help", cmd_help, "list the commands, or show one command's options",
 	  "usage: walship help [COMMAND]\n"
 	  "       walship COMMAND --help\n"

@@ -602,6 +602,43 @@ int ws_tenant_forget(struct ws_sink *sink, const char *tenant, struct ws_forget_
 /* Finish an attempt a crash left open (abort it, or finish its clean-up). */
 int ws_checkpoint_recover(struct ws_sink *sink, bool *recovered) WS_MUST_CHECK;
 
+/* What ws_checkpoint_repair found and wrote (dry run: would write). */
+struct ws_repair_report {
+	bool dry_run;
+	uint64_t objects_read;       /* checkpoint records read to derive what was rebuilt */
+	/* checkpoints/deployment */
+	bool deployment_repaired;    /* rebuilt (dry run: would be) */
+	char deployment_damage[512]; /* what was wrong with it */
+	char deployment[33];         /* the rebuilt record: its deployment id, */
+	bool deployment_fresh;       /* chosen afresh (no other record carries one), */
+	bool deployment_local;       /* its authority (the sink's kind: file:// local), */
+	uint64_t next_id;            /* and next_id */
+	/* checkpoints/head */
+	bool head_repaired;          /* rebuilt or removed (dry run: would be) */
+	bool head_removed;           /* removed: no checkpoint ID was ever handed out */
+	char head_damage[512];
+	uint64_t latest_commit;      /* the rebuilt head: its latest Commit (0: none), */
+	uint64_t latest_terminal;    /* its latest terminal, */
+	bool terminal_commit;        /* which is that Commit (else an Abort), */
+	uint64_t epoch, decisions;   /* its epoch and decision count */
+	uint64_t in_flight;          /* the attempt whose open witness kept its candidate from counting (0: none) */
+};
+
+/*
+ * Rebuild checkpoints/deployment and checkpoints/head when they cannot be
+ * decoded (the head also when it is missing while committed indexes are
+ * there, the deployment record when other checkpoint objects are), from
+ * the rest of the sink (docs/CHECKPOINTS.md "Damaged control objects"):
+ * each by one compare-and-swap against the damaged bytes (create-once when
+ * absent); a valid object is never touched (both valid: nothing repaired,
+ * rc 0). dry_run: derive and report, write nothing. A file:// sink's
+ * writers' lease is held throughout. Errors: WS_EPRECOND (the object
+ * changed while it was repaired: run again), WS_EFORMAT (records carry two
+ * deployments: which one was lost cannot be told), WS_EFENCED (the lease is
+ * held), I/O.
+ */
+int ws_checkpoint_repair(struct ws_sink *sink, bool dry_run, struct ws_repair_report *rep) WS_MUST_CHECK;
+
 /*
  * Every stored committed checkpoint, newest first, one whose committed index
  * is damaged or missing too (info->damaged); stops at fn's non-zero return.
