@@ -739,11 +739,10 @@ static int verify_any(const struct ws_ckpt_ref *ref, const struct ws_ckpt_index 
  * retention keeps are not problems; one that decodes as neither an index
  * nor a seal of this namespace is (a damaged seal, say): named. Retention
  * deletes it once it is older than the oldest checkpoint kept, as it does
- * a damaged index. Those below `below` (retention is removing them) are
- * left out.
+ * a damaged index (one older than what the last run kept included: seals
+ * stay for good, so nothing else removes it).
  */
-static void verify_committed(struct ws_ckpt *c, const struct key_set *met, uint64_t below, ws_problem_fn fn,
-			     void *arg, int *first)
+static void verify_committed(struct ws_ckpt *c, const struct key_set *met, ws_problem_fn fn, void *arg, int *first)
 {
 	char dep[WS_CKPT_DEPLOYMENT_LEN + 1], token[WS_KEY_MAX] = "";
 	int rc;
@@ -769,7 +768,7 @@ static void verify_committed(struct ws_ckpt *c, const struct key_set *met, uint6
 				continue;
 			if ((rc = ws_ckpt_peek(c, page.keys[i], dep, &p)) != 0)
 				problem(fn, arg, NULL, page.keys[i], rc, first);
-			else if (p.kind == WS_CKPT_PEEK_DAMAGED && !(p.ref.id && p.ref.id < below))
+			else if (p.kind == WS_CKPT_PEEK_DAMAGED)
 				problem(fn, arg, NULL, page.keys[i],
 					ws_fail(WS_ECORRUPT, "%s decodes as neither a committed index nor a seal (%s); "
 						"`walship retention` removes it once it is older than the oldest "
@@ -952,11 +951,11 @@ int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn f
 		problem(fn, arg, NULL, WS_CKPT_HEAD_KEY, rc, &first);
 	verify_controls(c, fn, arg, &first);
 	if (rc) {
-		verify_committed(c, NULL, 0, fn, arg, &first);
+		verify_committed(c, NULL, fn, arg, &first);
 		goto out;
 	}
 	if (!found) {
-		verify_committed(c, NULL, 0, fn, arg, &first);
+		verify_committed(c, NULL, fn, arg, &first);
 		goto out;
 	}
 	{
@@ -972,7 +971,7 @@ int ws_checkpoint_verify(struct ws_sink *sink, const char *only, ws_problem_fn f
 			problem(fn, arg, NULL, latest.committed.key,
 				ws_fail_wrap(rc, "checkpoints from %" PRIu64, latest.checkpoint_id), &first);
 		else
-			verify_committed(c, &w.met, w.o.below, fn, arg, &first);
+			verify_committed(c, &w.met, fn, arg, &first);
 		free(w.met.k);
 	}
 out:
