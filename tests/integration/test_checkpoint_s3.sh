@@ -21,7 +21,9 @@
 #      for it by a monotonic deadline, a few GETs a second, waiting out the
 #      503s the proxy answers to its first GETs, then aborts it and commits.
 #   6. one flipped byte in the latest committed index, in
-#      checkpoints/inventory and in checkpoints/witness (issue 31 items 4, 5).
+#      checkpoints/inventory and in checkpoints/witness (issue 31 items 4, 5);
+#   7. a damaged checkpoints/head and checkpoints/deployment, a deleted
+#      head: `walship repair`, one repair racing another and a checkpoint.
 #
 # Env: WS_BIN, WS_TEST_TMP, WS_S3_DIR (the fixture's dir; $WS_S3_DIR/env has
 # WS_S3_ENDPOINT and the AWS_* variables), WS_FAULTPROXY. Without WS_S3_DIR the test
@@ -214,6 +216,74 @@ ws verify --sink "$U5"
 check "verify: exit 0 again" [ "$rc" = 0 ]
 ws restore --sink "$U5" --tenant e --checkpoint latest -o re53.db
 check "the new checkpoint restores exactly" eval '[ "$rc" = 0 ] && same_rows e.db re53.db'
+
+echo "# 7. a damaged checkpoints/head and checkpoints/deployment: walship repair, racing real writers"
+# The head gets a flipped byte: checkpoint, verify and restore --checkpoint
+# name it and `walship repair`. Repair R1 is stopped before its write
+# (WS_FAULT stop at ckpt.repair.before_put); meanwhile a second repair
+# rebuilds the head and a checkpoint commits past it (on s3:// nothing
+# excludes them: no lease). R1, continued, loses its compare-and-swap and
+# fails saying to run again: the new decision stands.
+ckget() { s3obj GET "ck31/checkpoints/$1" >/dev/null; cp "$ROOT/s3obj.body" "$2"; }
+ckflip() { # ckflip OBJ: one inverted byte in the middle of checkpoints/OBJ
+	ckget "$1" "ctl7-$1"
+	python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[len(b)//2]^=0xff; open(p,"wb").write(b)' "ctl7-$1"
+	s3obj PUT "ck31/checkpoints/$1" "ctl7-$1" >/dev/null
+}
+ckflip head
+ws checkpoint --sink "$U5"
+check "a damaged head: checkpoint exit 1 naming it and walship repair" \
+	eval '[ "$rc" = 1 ] && grep -q "checkpoints/head.*run: walship repair --sink s3://" err'
+ws restore --sink "$U5" --tenant e --checkpoint "$id51" -o re7bad.db
+check "restore --checkpoint names them too" eval '[ "$rc" = 1 ] && grep -q "run: walship repair" err'
+ws verify --sink "$U5"
+check "verify names them" eval '[ "$rc" = 1 ] && grep -q "checkpoints/head.*run: walship repair" err'
+WS_FAULT=ckpt.repair.before_put:1:stop "$WS_BIN" repair --sink "$U5" >r1.out 2>r1.err &
+r1=$!
+check "repair R1 stops before its write" wait_stopped $r1
+ws repair --sink "$U5"
+check "repair R2 meanwhile: exit 0, head rebuilt" eval '[ "$rc" = 0 ] && grep -q "^checkpoints/head: rebuilt" out'
+sq e.db "INSERT INTO t VALUES (NULL, 'seven');"
+ws replicate --sink "$U5" --once e=e.db
+ws checkpoint --sink "$U5"
+check "a checkpoint commits meanwhile: exit 0" eval '[ "$rc" = 0 ] && grep -q "\"committed\":true" out'
+id7=$(json_id out)
+ckget head head7
+kill -CONT $r1
+reap $r1 r1.err "repair R1"
+check "R1 loses its compare-and-swap: exit 1, run again ($reaped)" \
+	eval '[ "$reaped" = 1 ] && grep -q "changed while it was repaired.*run again" r1.err'
+ckget head head7b
+check "the head still names the checkpoint committed meanwhile" cmp -s head7 head7b
+ws verify --sink "$U5"
+check "verify: exit 0" [ "$rc" = 0 ]
+ws restore --sink "$U5" --tenant e --checkpoint "$id7" -o re7.db
+check "the checkpoint decided during the race restores exactly" eval '[ "$rc" = 0 ] && same_rows e.db re7.db'
+ws restore --sink "$U5" --tenant e --checkpoint "$id51" -o re71.db
+check "and the oldest still stored too" eval '[ "$rc" = 0 ] && [ "$(sq re71.db .dump)" = "$(cat e-1.dump)" ]'
+# The deployment record damaged, then the head deleted.
+ckflip deployment
+ws checkpoint --sink "$U5"
+check "a damaged deployment: checkpoint exit 1 naming it and walship repair" \
+	eval '[ "$rc" = 1 ] && grep -q "checkpoints/deployment.*run: walship repair --sink s3://" err'
+ws repair --sink "$U5" --json
+check "repair rebuilds it (shared authority)" \
+	eval '[ "$rc" = 0 ] && grep -q "\"key\":\"checkpoints/deployment\"" out && grep -q "\"authority\":\"shared\"" out'
+code=$(s3obj DELETE "ck31/checkpoints/head")
+ws ls --sink "$U5" --checkpoints
+check "the head deleted ($code): ls --checkpoints names it and walship repair" \
+	eval '[ "$rc" = 1 ] && grep -q "checkpoints/head is missing.*run: walship repair" err'
+ws repair --sink "$U5"
+check "repair recreates it" eval '[ "$rc" = 0 ] && grep -q "^checkpoints/head: rebuilt: latest Commit $id7," out'
+sq e.db "INSERT INTO t VALUES (NULL, 'eight');"
+ws replicate --sink "$U5" --once e=e.db
+ws checkpoint --sink "$U5"
+id8=$(json_id out 2>/dev/null || echo 0)
+check "the next checkpoint commits above every earlier id ($id8 > $id7)" eval '[ "$rc" = 0 ] && [ "$id8" -gt "$id7" ]'
+ws verify --sink "$U5"
+check "verify: exit 0" [ "$rc" = 0 ]
+ws repair --sink "$U5"
+check "repair on the healthy sink: nothing to repair" eval '[ "$rc" = 0 ] && grep -q "nothing to repair" err'
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -24,7 +24,9 @@
 #     manifest names, no directory left holding only lock files;
 #   - retention stopped before it lists a tenant for unreachable objects
 #     while the tenant is removed and shipped anew;
-#   - a damaged committed index, inventory or witness (issue 31 items 4, 5).
+#   - a damaged committed index, inventory or witness (issue 31 items 4, 5);
+#   - a damaged or lost checkpoints/head or checkpoints/deployment: every
+#     command names it and `walship repair`, which rebuilds it (item 5).
 #
 # Env: WS_BIN (the walship binary), WS_TEST_TMP (scratch dir).
 # Prints "N passed, M failed" last; exits non-zero on any failure.
@@ -702,6 +704,76 @@ ws verify --sink "$U31"
 check "then verify: exit 0" [ "$rc" = 0 ]
 ws restore --sink "$U31" --tenant x31 --checkpoint latest -o x31rb.db
 check "and the new checkpoint restores exactly" eval '[ "$rc" = 0 ] && same_dump x31.db x31rb.db'
+
+echo "# 31.5: a damaged or lost checkpoints/head or checkpoints/deployment: walship repair"
+# Before `walship repair` nothing rebuilt these two and no error said how.
+# Each is damaged in turn (one flipped bit, cut in half, or, the head,
+# deleted while indexes exist): every command that needs it fails naming it
+# and `run: walship repair --sink URL`; verify names it; a dry run writes
+# nothing; repair rebuilds it; verify passes; the next checkpoint's id is
+# above every earlier one; every earlier checkpoint restores to exactly the
+# rows its cut had.
+S32="$ROOT/s32"
+U32="file://$S32"
+newdb x32.db
+ids32=()
+for i in 1 2; do
+	ship x32.db 3 "$U32" x32
+	ws checkpoint --sink "$U32"
+	ids32+=("$(json_field out id)")
+	dump x32.db >"x32c-${#ids32[@]}.dump"
+done
+ckdir_sum() { (cd "$S32/checkpoints" && find . -type f ! -name '.lock*' | sort | xargs sha256sum); }
+sum0=$(ckdir_sum)
+ws repair --sink "$U32"
+check "repair of a healthy sink: exit 0, nothing to repair, nothing written" \
+	eval '[ "$rc" = 0 ] && grep -q "nothing to repair" err && [ ! -s out ] && [ "$(ckdir_sum)" = "$sum0" ]'
+for case in head:flip head:cut head:rm deployment:flip deployment:cut; do
+	obj=${case%%:*}
+	how=${case#*:}
+	f="$S32/checkpoints/$obj"
+	case $how in
+	flip) flip "$f" 30 ;;
+	cut) python3 -c 'import sys; p=sys.argv[1]; b=open(p,"rb").read(); open(p,"wb").write(b[:len(b)//2])' "$f" ;;
+	rm) rm "$f" ;;
+	esac
+	hint="checkpoints/$obj.*run: walship repair --sink $U32"
+	ws checkpoint --sink "$U32"
+	check "$obj $how: checkpoint exit 1 naming it and the repair command" eval '[ "$rc" = 1 ] && grep -q "$hint" err'
+	ws ls --sink "$U32" --checkpoints
+	check "$obj $how: ls --checkpoints exit 1 naming them" eval '[ "$rc" = 1 ] && grep -q "$hint" err'
+	ws restore --sink "$U32" --tenant x32 --checkpoint "${ids32[0]}" -o x32bad.db
+	check "$obj $how: restore --checkpoint exit 1 naming them" eval '[ "$rc" = 1 ] && grep -q "$hint" err && [ ! -e x32bad.db ]'
+	ws retention --sink "$U32"
+	check "$obj $how: retention exit 1 naming them" eval '[ "$rc" = 1 ] && grep -q "$hint" err'
+	ws verify --sink "$U32"
+	check "$obj $how: verify exit 1 naming them" eval '[ "$rc" = 1 ] && grep -q "$hint" err'
+	sum1=$(ckdir_sum)
+	ws repair --sink "$U32" --dry-run --json
+	check "$obj $how: repair --dry-run: exit 0, names it, writes nothing" \
+		eval '[ "$rc" = 0 ] && [ "$(ckdir_sum)" = "$sum1" ] && python3 -c "import json,sys; o=json.load(open(\"out\")); sys.exit(0 if o[\"dry_run\"] and o[\"repaired\"][0][\"key\"] == \"checkpoints/$obj\" else 1)"'
+	ws repair --sink "$U32"
+	check "$obj $how: repair: exit 0, rebuilt" eval '[ "$rc" = 0 ] && grep -q "^checkpoints/$obj: rebuilt" out'
+	ws verify --sink "$U32"
+	check "$obj $how: then verify: exit 0" [ "$rc" = 0 ]
+	for i in "${!ids32[@]}"; do
+		ws restore --sink "$U32" --tenant x32 --checkpoint "${ids32[$i]}" -o "x32r-$how-$obj-$i.db"
+		check "$obj $how: checkpoint ${ids32[$i]} restores exactly its rows" \
+			eval '[ "$rc" = 0 ] && [ "$(dump "x32r-$how-$obj-$i.db")" = "$(cat "x32c-$((i + 1)).dump")" ]'
+	done
+	ship x32.db 2 "$U32" x32
+	ws checkpoint --sink "$U32"
+	nid=$(json_field out id 2>/dev/null || echo 0)
+	above=1
+	for id in "${ids32[@]}"; do [ "$nid" -gt "$id" ] || above=0; done
+	check "$obj $how: the next checkpoint commits, id $nid above every earlier one" eval '[ "$rc" = 0 ] && [ "$above" = 1 ]'
+	ids32+=("$nid")
+	dump x32.db >"x32c-${#ids32[@]}.dump"
+done
+sum2=$(ckdir_sum)
+ws repair --sink "$U32"
+check "repair after all that: nothing to repair, nothing written" \
+	eval '[ "$rc" = 0 ] && grep -q "nothing to repair" err && [ "$(ckdir_sum)" = "$sum2" ]'
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
