@@ -321,28 +321,12 @@ static int listed_cmp_desc(const void *a, const void *b)
 /* checkpoints/committed/<16 hex>-<64 hex>.json: its ref; false for any other name. */
 static bool listed_ref(const char *key, uint64_t size, struct ws_ckpt_ref *out)
 {
-	const char *name = key + strlen(WS_CKPT_PREFIX "/committed/");
-	uint64_t id = 0;
-
-	if (strncmp(key, WS_CKPT_PREFIX "/committed/", strlen(WS_CKPT_PREFIX "/committed/")) != 0 ||
-	    strlen(name) != 16 + 1 + WS_SHA256_HEX_LEN + 5 || name[16] != '-' ||
-	    strcmp(name + 17 + WS_SHA256_HEX_LEN, ".json") != 0)
-		return false;
-	for (int i = 0; i < 16; i++) {
-		int v = ws_hexval(name[i]);
-		if (v < 0)
-			return false;
-		id = id << 4 | (uint64_t)v;
-	}
-	for (int i = 0; i < WS_SHA256_HEX_LEN; i++)
-		if (ws_hexval(name[17 + i]) < 0)
-			return false;
 	memset(out, 0, sizeof(*out));
-	out->id = id;
+	if (!ws_ckpt_committed_key_parse(key, &out->id, out->sha256))
+		return false;
 	out->length = size;
-	snprintf(out->sha256, sizeof(out->sha256), "%.64s", name + 17);
 	snprintf(out->key, sizeof(out->key), "%s", key);
-	return id != 0;
+	return true;
 }
 
 /* One LIST of checkpoints/committed/, newest id first (only where a walk met a damaged index). */

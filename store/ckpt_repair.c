@@ -59,6 +59,24 @@ static int damaged_at(struct ws_ckpt *c, enum singleton o, const char *key, stru
 	return rc == WS_EFORMAT || rc == WS_ECORRUPT ? 1 : rc;
 }
 
+/*
+ * The one write of a rebuild or repair: body (freed here) over what was
+ * read, create-once when etag is NULL (it was absent), else CAS against the
+ * damaged bytes' etag. A lost condition: STATE_MISMATCH, saying so.
+ */
+static int replace_damaged(struct ws_ckpt *c, const char *key, const struct ws_etag *etag, char *body, size_t len)
+{
+	int rc = ws_store_put(c->s, key, body, len, etag ? WS_PUT_CAS : WS_PUT_CREATE, etag, NULL);
+	free(body);
+	if (rc == WS_EPRECOND)
+		return ckpt_fail(WS_CKPT_STATE_MISMATCH, WS_EPRECOND, "checkpoint object %s: changed while it was "
+				 "repaired (another writer or repair moved first); run again", key);
+	if (rc)
+		return ckpt_io_fail(rc, "put", key);
+	ckpt_kind_set(WS_CKPT_OK);
+	return 0;
+}
+
 static int rebuild(struct ws_ckpt *c, enum singleton o, const char *key, char *body, size_t len, bool *rebuilt)
 {
 	struct ws_etag etag;
@@ -73,16 +91,9 @@ static int rebuild(struct ws_ckpt *c, enum singleton o, const char *key, char *b
 		ckpt_kind_set(WS_CKPT_CONVERGED);
 		return rc;
 	}
-	rc = ws_store_put(c->s, key, body, len, WS_PUT_CAS, &etag, NULL);
-	free(body);
-	if (rc == WS_EPRECOND)
-		return ckpt_fail(WS_CKPT_STATE_MISMATCH, WS_EPRECOND, "checkpoint object %s: changed while it was "
-				 "rebuilt; read it again", key);
-	if (rc)
-		return ckpt_io_fail(rc, "put", key);
-	*rebuilt = true;
-	ckpt_kind_set(WS_CKPT_OK);
-	return 0;
+	if ((rc = replace_damaged(c, key, &etag, body, len)) == 0)
+		*rebuilt = true;
+	return rc;
 }
 
 int ws_ckpt_rebuild_inventory(struct ws_ckpt *c, const struct ws_ckpt_inventory *active,
@@ -172,8 +183,7 @@ int ws_ckpt_rebuild_retention(struct ws_ckpt *c, const struct ws_ckpt_retention 
 
 /* ---- reading any checkpoint object without trusting the deployment record ---- */
 
-/* checkpoints/committed/<16 hex>-<64 hex>.json: its id and SHA-256; false for any other name. */
-static bool committed_name(const char *key, uint64_t *id, char sha[WS_SHA256_HEX_LEN + 1])
+bool ws_ckpt_committed_key_parse(const char *key, uint64_t *id, char sha[WS_SHA256_HEX_LEN + 1])
 {
 	static const char prefix[] = WS_CKPT_PREFIX "/committed/";
 	const char *p = key + sizeof(prefix) - 1;
@@ -220,7 +230,7 @@ static int peek_committed(const char *key, const struct ws_buf *b, const char *d
 	uint8_t digest[WS_SHA256_LEN];
 	int rc;
 
-	if (!committed_name(key, &id, sha)) {
+	if (!ws_ckpt_committed_key_parse(key, &id, sha)) {
 		out->kind = WS_CKPT_PEEK_OTHER;
 		return 0;
 	}
@@ -353,7 +363,7 @@ static bool peek_reads(const char *key)
 		if (strcmp(key, fixed[i]) == 0)
 			return true;
 	return strncmp(key, WS_CKPT_REMOVED_PREFIX, strlen(WS_CKPT_REMOVED_PREFIX)) == 0 ||
-	       committed_name(key, &id, sha);
+	       ws_ckpt_committed_key_parse(key, &id, sha);
 }
 
 int ws_ckpt_peek(struct ws_ckpt *c, const char *key, const char *dep, struct ws_ckpt_peek *out)
@@ -429,16 +439,7 @@ static int repair_put(struct ws_ckpt *c, const char *key, const struct ws_ckpt_p
 		free(body);
 		return rc;
 	}
-	rc = ws_store_put(c->s, key, body, len, was->kind == WS_CKPT_PEEK_ABSENT ? WS_PUT_CREATE : WS_PUT_CAS,
-			  was->kind == WS_CKPT_PEEK_ABSENT ? NULL : &was->etag, NULL);
-	free(body);
-	if (rc == WS_EPRECOND)
-		return ckpt_fail(WS_CKPT_STATE_MISMATCH, WS_EPRECOND, "checkpoint object %s: changed while it was "
-				 "repaired (another writer or repair moved first); run again", key);
-	if (rc)
-		return ckpt_io_fail(rc, "put", key);
-	ckpt_kind_set(WS_CKPT_OK);
-	return 0;
+	return replace_damaged(c, key, was->kind == WS_CKPT_PEEK_ABSENT ? NULL : &was->etag, body, len);
 }
 
 /* Only an absent or undecodable object is repaired: never a valid one. */

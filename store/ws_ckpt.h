@@ -413,6 +413,8 @@ int ws_ckpt_removed(struct ws_ckpt *c, const char *tenant, bool *found, uint64_t
 
 /* The committed index key for (id, sha256 hex) into out (WS_KEY_MAX). */
 void ws_ckpt_committed_key(uint64_t id, const char *sha256_hex, char *out);
+/* The id (never 0) and SHA-256 a checkpoints/committed/<16 hex>-<64 hex>.json key spells; false for any other key. */
+bool ws_ckpt_committed_key_parse(const char *key, uint64_t *id, char sha[WS_SHA256_HEX_LEN + 1]);
 
 /*
  * Rebuild checkpoints/inventory or checkpoints/witness when the object there

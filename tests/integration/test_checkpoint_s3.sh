@@ -230,11 +230,14 @@ ckflip() { # ckflip OBJ: one inverted byte in the middle of checkpoints/OBJ
 	python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[len(b)//2]^=0xff; open(p,"wb").write(b)' "ctl7-$1"
 	s3obj PUT "ck31/checkpoints/$1" "ctl7-$1" >/dev/null
 }
+ws ls --sink "$U5" --checkpoints --json
+id70=$(json_id out)
+sq e.db .dump >e-70.dump
 ckflip head
 ws checkpoint --sink "$U5"
 check "a damaged head: checkpoint exit 1 naming it and walship repair" \
 	eval '[ "$rc" = 1 ] && grep -q "checkpoints/head.*run: walship repair --sink s3://" err'
-ws restore --sink "$U5" --tenant e --checkpoint "$id51" -o re7bad.db
+ws restore --sink "$U5" --tenant e --checkpoint "$id70" -o re7bad.db
 check "restore --checkpoint names them too" eval '[ "$rc" = 1 ] && grep -q "run: walship repair" err'
 ws verify --sink "$U5"
 check "verify names them" eval '[ "$rc" = 1 ] && grep -q "checkpoints/head.*run: walship repair" err'
@@ -259,8 +262,8 @@ ws verify --sink "$U5"
 check "verify: exit 0" [ "$rc" = 0 ]
 ws restore --sink "$U5" --tenant e --checkpoint "$id7" -o re7.db
 check "the checkpoint decided during the race restores exactly" eval '[ "$rc" = 0 ] && same_rows e.db re7.db'
-ws restore --sink "$U5" --tenant e --checkpoint "$id51" -o re71.db
-check "and the oldest still stored too" eval '[ "$rc" = 0 ] && [ "$(sq re71.db .dump)" = "$(cat e-1.dump)" ]'
+ws restore --sink "$U5" --tenant e --checkpoint "$id70" -o re71.db
+check "and the one before the damage too" eval '[ "$rc" = 0 ] && [ "$(sq re71.db .dump)" = "$(cat e-70.dump)" ]'
 # The deployment record damaged, then the head deleted.
 ckflip deployment
 ws checkpoint --sink "$U5"

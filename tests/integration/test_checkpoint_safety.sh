@@ -748,6 +748,16 @@ for case in head:flip head:cut head:rm deployment:flip deployment:cut; do
 	check "$obj $how: retention exit 1 naming them" eval '[ "$rc" = 1 ] && grep -q "$hint" err'
 	ws verify --sink "$U32"
 	check "$obj $how: verify exit 1 naming them" eval '[ "$rc" = 1 ] && grep -q "$hint" err'
+	if [ "$how" = flip ]; then
+		# replicate's periodic checkpoint says the same, and the run exits 1.
+		"$WS_BIN" replicate --sink "$U32" --checkpoint-interval-s 1 x32=x32.db >rep32.out 2>rep32.err &
+		rep=$!
+		for _ in $(seq 100); do grep -q "checkpoint failed" rep32.err 2>/dev/null && break; sleep 0.1; done
+		kill -TERM $rep
+		reap $rep rep32.err "replicate with a damaged $obj"
+		check "$obj $how: replicate's periodic checkpoint fails naming them, exit 1" \
+			eval '[ "$reaped" = 1 ] && grep -q "checkpoint failed: .*$hint" rep32.err'
+	fi
 	sum1=$(ckdir_sum)
 	ws repair --sink "$U32" --dry-run --json
 	check "$obj $how: repair --dry-run: exit 0, names it, writes nothing" \
