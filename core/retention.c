@@ -515,7 +515,12 @@ static int older_damaged(struct ret_ctx *x, const struct ws_ckpt_index *p, struc
 		}
 		for (size_t i = 0; i < page.count && rc == 0; i++) {
 			struct ws_ckpt_peek pk;
+			char sha[WS_SHA256_HEX_LEN + 1];
+			uint64_t id = 0;
 			bool met = false;
+			/* Only what is older than p is read: by the id its name spells. */
+			if (ws_ckpt_committed_key_parse(page.keys[i], &id, sha) && id >= p->checkpoint_id)
+				continue;
 			for (size_t k = 0; k < w->count && !met; k++)
 				met = strcmp(w->refs[k].ref.key, page.keys[i]) == 0;
 			if (met || (rc = ws_ckpt_peek(x->c, page.keys[i], dep, &pk)) != 0)
