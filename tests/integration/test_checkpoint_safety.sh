@@ -725,6 +725,15 @@ for i in 1 2; do
 done
 ckdir_sum() { (cd "$S32/checkpoints" && find . -type f ! -name '.lock*' | sort | xargs sha256sum); }
 sum0=$(ckdir_sum)
+ws repair
+check "repair without --sink: exit 2, says so" eval '[ "$rc" = 2 ] && grep -q -- "--sink URL" err'
+ws repair --sink "$U32" extra
+check "repair with an extra argument: exit 2, naming it" eval '[ "$rc" = 2 ] && grep -q "unexpected argument .extra." err'
+ws repair --sink "$U32" --bogus
+check "repair with an unknown option: exit 2" [ "$rc" = 2 ]
+ws repair --sink "file://$ROOT/no-such-sink"
+check "repair of a sink that does not exist: exit non-zero, naming it" \
+	eval '[ "$rc" != 0 ] && grep -q "no-such-sink" err && [ ! -e "$ROOT/no-such-sink" ]'
 ws repair --sink "$U32"
 check "repair of a healthy sink: exit 0, nothing to repair, nothing written" \
 	eval '[ "$rc" = 0 ] && grep -q "nothing to repair" err && [ ! -s out ] && [ "$(ckdir_sum)" = "$sum0" ]'

@@ -1049,6 +1049,73 @@ static void test_damaged_seal(void **state)
 	d_free(&d);
 }
 
+/*
+ * Bad input to repair: a valid object is never replaced (the store refuses
+ * one its caller read as decoding), a read-only handle writes nothing, a
+ * malformed deployment id is refused; records of two deployments make the
+ * lost record's id unknowable: refused naming both, nothing written.
+ */
+static void test_repair_bad_input(void **state)
+{
+	struct dmg d;
+	struct ws_repair_report rep;
+	struct ws_ckpt_peek hp, dp;
+	struct ws_ckpt_head h;
+	struct ws_ckpt *c;
+	char *wit, *dep, *p, other[65], *before;
+	int err = 0, rc;
+	(void)state;
+
+	d_init(&d, "ckdmg-repair-bad");
+	d_take(&d);
+	d_take(&d);
+	hp = peek_of(&d, "checkpoints/head");
+	dp = peek_of(&d, "checkpoints/deployment");
+	assert_int_equal(hp.kind, WS_CKPT_PEEK_HEAD);
+	c = ws_ckpt_open_local(d.e.sink_dir, &err);
+	assert_non_null(c);
+	h = hp.head;
+	assert_int_equal(ws_ckpt_repair_head(c, &hp, &h), WS_ECONFIG);
+	assert_non_null(strstr(ws_errmsg(), "never replaced"));
+	assert_int_equal(ws_ckpt_repair_deployment(c, &dp, dp.deployment, 5), WS_ECONFIG);
+	dp.kind = WS_CKPT_PEEK_DAMAGED;
+	assert_int_equal(ws_ckpt_repair_deployment(c, &dp, "not-hex", 5), WS_ECONFIG);
+	assert_int_equal(ws_ckpt_repair_deployment(c, &dp, dp.deployment, 0), WS_ECONFIG);
+	ws_ckpt_close(c);
+	c = ws_ckpt_open_reader(d.s, &err);
+	assert_non_null(c);
+	hp.kind = WS_CKPT_PEEK_DAMAGED;
+	assert_int_equal(ws_ckpt_repair_head(c, &hp, &h), WS_ECONFIG);
+	ws_ckpt_close(c);
+	assert_repair_noop(&d); /* none of that wrote anything */
+
+	/* The witness made another deployment's (still a valid record), the deployment record damaged. */
+	wit = slurp(&d, "checkpoints/witness");
+	dep = slurp(&d, "checkpoints/deployment");
+	field(dep, "deployment", other);
+	other[0] = other[0] == 'a' ? 'b' : 'a';
+	p = strstr(wit, "\"deployment\":\"");
+	assert_non_null(p);
+	memcpy(p + strlen("\"deployment\":\""), other, 32);
+	assert_int_equal(ws_store_put(d.s, "checkpoints/witness", wit, strlen(wit), WS_PUT_OVERWRITE, NULL, NULL), 0);
+	flip(&d, "checkpoints/deployment");
+	before = slurp(&d, "checkpoints/deployment");
+	rc = ws_checkpoint_repair(d.e.sink, false, &rep);
+	assert_int_equal(rc, WS_EFORMAT);
+	assert_non_null(strstr(ws_errmsg(), "checkpoints/witness"));
+	assert_non_null(strstr(ws_errmsg(), other));
+	assert_non_null(strstr(ws_errmsg(), "nothing written"));
+	{
+		char *after = slurp(&d, "checkpoints/deployment");
+		assert_string_equal(before, after);
+		free(after);
+	}
+	free(before);
+	free(wit);
+	free(dep);
+	d_free(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1071,6 +1138,7 @@ int main(void)
 		cmocka_unit_test(test_repair_with_open_witness),
 		cmocka_unit_test(test_repair_race),
 		cmocka_unit_test(test_damaged_seal),
+		cmocka_unit_test(test_repair_bad_input),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
