@@ -146,7 +146,11 @@ int db_header(struct ws_stream *st, uint32_t *page_size, uint32_t *pages)
  */
 static bool wal_index_hdr(struct ws_stream *st, struct ws_walidx_hdr *h)
 {
-	sqlite3_file *f = db_file(st);
+	return ws_walidx_read(db_file(st), h);
+}
+
+bool ws_walidx_read(sqlite3_file *f, struct ws_walidx_hdr *h)
+{
 	void volatile *p = NULL;
 	uint8_t both[WS_WALIDX_HDR_BOTH];
 
