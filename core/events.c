@@ -20,7 +20,7 @@
 #include "ws_clock.h"
 #include "ws_fault.h"
 #include "ws_logging.h"
-#include "ws_stream.h"
+#include "walidx.h"
 #include "ws_wal.h"
 
 /* ---- the hub ------------------------------------------------------------ */
@@ -103,11 +103,15 @@ nomem:
 /* ---- writing records ------------------------------------------------------ */
 
 /*
- * Every byte of a ring is written and read with relaxed atomic word
- * stores and loads: a channel may be copying a record while the shard
- * writes over it (the channel then finds out and discards its copy), and
- * a word at a time is what makes that a checked race rather than
- * undefined behaviour. On x86-64 these are plain moves.
+ * Every byte of a ring is written and read with atomic word stores
+ * (release, W2) and loads (acquire, R1 in events_host.c): a channel may be
+ * copying a record while the shard writes over it (the channel then finds
+ * out and discards its copy), and a word at a time is what makes that a
+ * checked race rather than undefined behaviour. A word the channel read
+ * from an overwrite synchronizes with its store, which the write limit's
+ * store (W1) precedes: the channel's load of the limit after its copy
+ * (R2) then sees the overwrite. No fence (TSan models none); on x86-64
+ * these are plain moves.
  */
 static void ring_put(uint8_t *dst, const void *src, size_t n)
 {
@@ -118,12 +122,12 @@ static void ring_put(uint8_t *dst, const void *src, size_t n)
 	for (size_t i = 0; i < words; i++) {
 		uint64_t w;
 		memcpy(&w, s + i * 8, 8);
-		__atomic_store_n(&d[i], w, __ATOMIC_RELAXED);
+		__atomic_store_n(&d[i], w, __ATOMIC_RELEASE); /* W2 */
 	}
 	if (n % 8) {
 		uint64_t w = 0;
 		memcpy(&w, s + words * 8, n % 8);
-		__atomic_store_n(&d[words], w, __ATOMIC_RELAXED);
+		__atomic_store_n(&d[words], w, __ATOMIC_RELEASE); /* W2 */
 	}
 }
 
@@ -133,9 +137,8 @@ static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
  * Room for a record of len bytes (a multiple of 16, at most a quarter of
  * the ring) at the shard's write head: a PAD record fills the ring's end
  * first when it would wrap. Before a byte is written, the write limit
- * moves past it (W1: the release fence orders that store before the
- * record's stores; pairs with R2 in events_host.c, which reads the limit
- * after its copy).
+ * moves past it (W1, program-ordered before the record's release stores
+ * W2; the channel reads the limit after its copy, R2 in events_host.c).
  */
 static uint8_t *rec_reserve(struct ws_ev_ring *r, size_t len)
 {
@@ -144,14 +147,12 @@ static uint8_t *rec_reserve(struct ws_ev_ring *r, size_t len)
 	WS_ASSERT(len % 16 == 0 && len <= r->cap / 4);
 	if (off + len > r->cap) {
 		struct ev_rec pad = { .pos = at, .len = (uint32_t)(r->cap - off), .kind = REC_PAD };
-		__atomic_store_n(&r->wlim, at + pad.len, __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_RELEASE); /* W1 */
+		__atomic_store_n(&r->wlim, at + pad.len, __ATOMIC_RELAXED); /* W1 */
 		ring_put(r->mem + off, &pad, 16);
 		at += pad.len;
 		off = 0;
 	}
-	__atomic_store_n(&r->wlim, at + len, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE); /* W1 */
+	__atomic_store_n(&r->wlim, at + len, __ATOMIC_RELAXED); /* W1 */
 	r->whead = at + len;
 	return r->mem + off;
 }

@@ -285,7 +285,7 @@ static void ring_get(void *dst, const uint8_t *src, size_t n)
 	uint8_t *d = dst;
 	WS_ASSERT(n % 8 == 0);
 	for (size_t i = 0; i < n / 8; i++) {
-		uint64_t w = __atomic_load_n(&s[i], __ATOMIC_RELAXED);
+		uint64_t w = __atomic_load_n(&s[i], __ATOMIC_ACQUIRE); /* R1: pairs with W2 */
 		memcpy(d + i * 8, &w, 8);
 	}
 }
@@ -309,16 +309,16 @@ static int read_record(struct ws_events *ev, unsigned s)
 		return -1;
 	}
 	const uint8_t *at = r->mem + (cur & (r->cap - 1));
-	pos = __atomic_load_n((const uint64_t *)(const void *)at, __ATOMIC_RELAXED);
-	len = (uint32_t)__atomic_load_n((const uint64_t *)(const void *)(at + 8), __ATOMIC_RELAXED);
+	pos = __atomic_load_n((const uint64_t *)(const void *)at, __ATOMIC_ACQUIRE);
+	len = (uint32_t)__atomic_load_n((const uint64_t *)(const void *)(at + 8), __ATOMIC_ACQUIRE);
 	if (pos != cur || len < 16 || len % 16 || len > r->cap / 4 + 16 || len > ev->buf_cap) {
 		shed(ev, s, 2, 0, head - cur);
 		return -1;
 	}
 	ring_get(ev->buf, at, len);
-	/* R2: after the copy, the write limit (W1 in events.c): past
-	 * cur + cap, the shard may have written over what was copied. */
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	/* R2: after the copy (its acquire loads, R1), the write limit (W1 in
+	 * events.c): past cur + cap, the shard may have written over what was
+	 * copied. */
 	lim = __atomic_load_n(&r->wlim, __ATOMIC_RELAXED);
 	if (lim > cur + r->cap) {
 		shed(ev, s, 2, 0, lim - cur);

@@ -64,6 +64,7 @@
 #include "ws_reader.h"
 #include "ws_stream.h"
 #include "ws_wal.h"
+#include "walidx.h"
 
 #define BATCH_BYTES_DEFAULT ((size_t)4 << 20)
 #define BATCH_BYTES_MIN ((size_t)WS_WAL_PAGE_MAX + WS_WAL_FRAME_HDR_SIZE)

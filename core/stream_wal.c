@@ -149,30 +149,6 @@ static bool wal_index_hdr(struct ws_stream *st, struct ws_walidx_hdr *h)
 	return ws_walidx_read(db_file(st), h);
 }
 
-bool ws_walidx_read(sqlite3_file *f, struct ws_walidx_hdr *h)
-{
-	void volatile *p = NULL;
-	uint8_t both[WS_WALIDX_HDR_BOTH];
-
-	if (!f || f->pMethods->iVersion < 2 || !f->pMethods->xShmMap ||
-	    f->pMethods->xShmMap(f, 0, 32768, 0, &p) != SQLITE_OK || !p)
-		return false;
-	for (int tries = 0; tries < 64; tries++) {
-		for (size_t i = 0; i < WS_WALIDX_HDR_SIZE; i++)
-			both[i] = ((const volatile uint8_t *)p)[i];
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		for (size_t i = WS_WALIDX_HDR_SIZE; i < WS_WALIDX_HDR_BOTH; i++)
-			both[i] = ((const volatile uint8_t *)p)[i];
-		int rc = ws_walidx_hdr_decode(both, sizeof(both), h);
-		if (rc == 0)
-			return true;
-		if (rc == -ENODATA)
-			return false;
-		sched_yield();
-	}
-	return false;
-}
-
 /*
  * Whether the wal-index says the WAL holds no frame: its header read whole
  * and mxFrame 0. SQLite reads a WAL whose file header fails its checks as

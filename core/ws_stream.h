@@ -2,8 +2,6 @@
 #ifndef WS_CORE_WS_STREAM_H
 #define WS_CORE_WS_STREAM_H
 
-#include <sqlite3.h>
-
 #include "core_internal.h"
 
 int ws_tail_work_init(struct ws_tail_work *w) WS_MUST_CHECK;
@@ -42,14 +40,5 @@ int64_t ws_stream_wm_time_ms(const struct ws_stream *st);
 struct ws_ev_tap;
 void ws_stream_set_events(struct ws_stream *st, struct ws_ev_tap *tap);
 
-/*
- * The wal-index header through SQLite's own open file f of a database (its
- * -shm mapped by that connection), read as SQLite's readers read it (the
- * first copy, then the second, decoded by ws_walidx_hdr_decode, a few
- * tries while a writer holds it in flux). false: f NULL, not mapped, not
- * initialised, or in flux on every try. Also the event channel's, which
- * reads it under the write lock to name a Hydrated image's position.
- */
-bool ws_walidx_read(sqlite3_file *f, struct ws_walidx_hdr *h);
 
 #endif

@@ -1,7 +1,12 @@
 #ifndef WS_CLI_H
 #define WS_CLI_H
 
+#include <jansson.h>
+
 #include "walship.h"
+
+/* o as one whole line on stdout (whatever other threads print), then json_decref(o). */
+void ws_cli_emit_json(json_t *o);
 
 /* One JSON line on stdout for a tail_frames outcome. */
 void ws_cli_print_outcome_json(const char *tenant, const struct ws_outcome *o);

@@ -28,23 +28,6 @@ struct ws_cli_events {
 
 static json_t *u64(uint64_t v) { return json_integer((json_int_t)v); }
 
-static void print_line(json_t *o)
-{
-	char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	json_decref(o);
-	if (!s) {
-		fprintf(stderr, "walship: events: cannot encode an event as JSON\n");
-		return;
-	}
-	/* One write per line: the outcomes of --json share stdout. */
-	flockfile(stdout);
-	fputs(s, stdout);
-	fputc('\n', stdout);
-	fflush(stdout);
-	funlockfile(stdout);
-	free(s);
-}
-
 /* The event as the seed names it: {"event":..., "query_id", "update"} and so on. */
 void ws_cli_print_event_json(const struct ws_event *x)
 {
@@ -83,7 +66,7 @@ void ws_cli_print_event_json(const struct ws_event *x)
 		break;
 	}
 	json_object_set_new(o, "tenant", x->tenant ? json_string(x->tenant) : json_null());
-	print_line(o);
+	ws_cli_emit_json(o);
 }
 
 static int subscribe_one(struct ws_cli_events *c, size_t i)

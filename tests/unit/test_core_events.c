@@ -208,15 +208,16 @@ static void next_ok(struct ws_events *ev, struct ws_event *out)
 }
 
 /*
- * Read events of one query on one tenant until `want` Progressed of it
- * came; each applied image must be the next state the writer committed,
- * from the one the baseline is at (*at, -1: find it).
+ * Read events of one query on one tenant until the replica is the
+ * writer's last recorded commit; each applied image must be the next
+ * state the writer committed, from the one the baseline is at (*at, -1:
+ * find it from the Hydrated, which must be one of them).
  */
-static void follow(struct ws_events *ev, struct replica *r, const struct record *rec, int *at, unsigned want,
-		   uint64_t *last_tx)
+static void follow(struct ws_events *ev, struct replica *r, const struct record *rec, int *at, uint64_t *last_tx)
 {
 	unsigned got = 0;
-	while (got < want) {
+	/* Until the replica is the writer's last commit. */
+	while (*at < 0 || (unsigned)*at + 1 < rec->n) {
 		struct ws_event e;
 		next_ok(ev, &e);
 		if (e.kind == WS_EVENT_FAULTED)
@@ -272,27 +273,14 @@ static void test_exact_replica(void **state)
 	add_tenant(e, "app", env.db, 0);
 	struct ws_events *ev = channel(e, 10000);
 	(void)subscribe1(ev, "app");
-	follow(ev, &r, &rec, &at, 0, &last_tx); /* nothing committed yet: the Hydrated comes with the first read */
-	const uint64_t first_tx = 0;
 	for (int round = 0; round < 6; round++) {
 		for (int i = 0; i < 10; i++) {
 			/* Small ones, and some of 40 rows of 600 bytes: many pages, several slices. */
 			wt_write_txn(env.w, i % 3 == 0 ? 40 : 1 + i, 600);
 			record_state(&rec, env.w);
 		}
-		if (!r.hydrated) {
-			struct ws_event ev0;
-			next_ok(ev, &ev0);
-			assert_int_equal(ev0.kind, WS_EVENT_UPDATE);
-			assert_int_equal(ev0.u.update.kind, WS_UPDATE_HYDRATED);
-			replica_hydrate(&r, &ev0);
-			at = find_state(&rec, image_hash(r.img, r.pages * r.page_size));
-			assert_true(at >= 0);
-			last_tx = ev0.u.update.u.hydrated.tx_id;
-		}
-		follow(ev, &r, &rec, &at, rec.n - 1 - (unsigned)at, &last_tx);
+		follow(ev, &r, &rec, &at, &last_tx);
 	}
-	(void)first_tx;
 	/* The last state is the writer's last commit; tx_ids crossed WAL restarts. */
 	assert_int_equal(at, (int)rec.n - 1);
 	assert_true(WS_TX_CHAIN(last_tx) > 1);
@@ -518,6 +506,29 @@ static void test_tap_rollback_and_gap(void **state)
 	free(d);
 }
 
+/* One tenant "app" with a writer, an engine of one shard over it, a channel. */
+struct fx {
+	struct wt_env env;
+	struct ws_engine *e;
+	struct ws_events *ev;
+};
+
+static void fx_up(struct fx *f, const char *tag, uint32_t deadline_ms)
+{
+	wt_env_init(&f->env, tag, 0);
+	wt_write_txn(f->env.w, 2, 100);
+	f->e = engine_up(f->env.sink_url, 1, 0, UINT64_MAX, 0);
+	add_tenant(f->e, "app", f->env.db, 0);
+	f->ev = channel(f->e, deadline_ms);
+}
+
+static void fx_down(struct fx *f)
+{
+	ws_events_close(f->ev);
+	ws_engine_destroy(f->e);
+	wt_env_free(&f->env);
+}
+
 static struct ws_event wait_fault(struct ws_events *ev)
 {
 	for (;;) {
@@ -531,13 +542,12 @@ static struct ws_event wait_fault(struct ws_events *ev)
 /* A WAL whose header no longer decodes (overwritten in place): derive. */
 static void test_fault_derive(void **state)
 {
-	struct wt_env env;
+	struct fx f0;
 	(void)state;
-	wt_env_init(&env, "events-derive", 0);
-	wt_write_txn(env.w, 2, 100);
-	struct ws_engine *e = engine_up(env.sink_url, 1, 0, UINT64_MAX, 0);
-	add_tenant(e, "app", env.db, 0);
-	struct ws_events *ev = channel(e, 10000);
+	fx_up(&f0, "events-derive", 10000);
+	struct ws_engine *e = f0.e;
+	struct ws_events *ev = f0.ev;
+	struct wt_env env = f0.env;
 	uint64_t q = subscribe1(ev, "app");
 	int fd = open(env.wal, O_WRONLY);
 	assert_true(fd >= 0);
@@ -553,9 +563,10 @@ static void test_fault_derive(void **state)
 	assert_int_equal(ws_events_next(ev, &x, 300), -EAGAIN);
 	assert_int_equal(ws_events_unsubscribe(ev, q), 0);
 	assert_int_equal(ws_events_unsubscribe(ev, q), WS_ENOTFOUND);
-	ws_events_close(ev);
-	ws_engine_destroy(e);
-	wt_env_free(&env);
+	(void)env;
+	(void)e;
+	(void)ev;
+	fx_down(&f0);
 }
 
 #ifdef WS_FAULTS
@@ -563,13 +574,12 @@ static void test_fault_derive(void **state)
  * the tail already did cannot be made to fail on demand otherwise). */
 static void test_fault_derive_injected(void **state)
 {
-	struct wt_env env;
+	struct fx f0;
 	(void)state;
-	wt_env_init(&env, "events-derive-inj", 0);
-	wt_write_txn(env.w, 2, 100);
-	struct ws_engine *e = engine_up(env.sink_url, 1, 0, UINT64_MAX, 0);
-	add_tenant(e, "app", env.db, 0);
-	struct ws_events *ev = channel(e, 10000);
+	fx_up(&f0, "events-derive-inj", 10000);
+	struct ws_engine *e = f0.e;
+	struct ws_events *ev = f0.ev;
+	struct wt_env env = f0.env;
 	uint64_t q = subscribe1(ev, "app");
 	assert_int_equal(ws_fault_arm("events.derive", 1, 0), 0);
 	wt_write_txn(env.w, 1, 100);
@@ -583,22 +593,22 @@ static void test_fault_derive_injected(void **state)
 	next_ok(ev, &x);
 	assert_int_equal(x.u.update.kind, WS_UPDATE_HYDRATED);
 	assert_int_equal(x.u.update.query_id, q2);
-	ws_events_close(ev);
-	ws_engine_destroy(e);
-	wt_env_free(&env);
+	(void)env;
+	(void)e;
+	(void)ev;
+	fx_down(&f0);
 }
 #endif
 
 /* The engine stops: its shard threads end, and every query on them is told. */
 static void test_fault_worker_lost(void **state)
 {
-	struct wt_env env;
+	struct fx f0;
 	(void)state;
-	wt_env_init(&env, "events-lost", 0);
-	wt_write_txn(env.w, 2, 100);
-	struct ws_engine *e = engine_up(env.sink_url, 1, 0, UINT64_MAX, 0);
-	add_tenant(e, "app", env.db, 0);
-	struct ws_events *ev = channel(e, 10000);
+	fx_up(&f0, "events-lost", 10000);
+	struct ws_engine *e = f0.e;
+	struct ws_events *ev = f0.ev;
+	struct wt_env env = f0.env;
 	uint64_t q = subscribe1(ev, "app");
 	assert_int_equal(ws_engine_stop(e), 0);
 	struct ws_event f = wait_fault(ev);
@@ -607,9 +617,10 @@ static void test_fault_worker_lost(void **state)
 	const char *t = "app";
 	uint64_t q2;
 	assert_int_equal(ws_events_subscribe(ev, &t, 1, &q2), -ESHUTDOWN);
-	ws_events_close(ev);
-	ws_engine_destroy(e);
-	wt_env_free(&env);
+	(void)env;
+	(void)e;
+	(void)ev;
+	fx_down(&f0);
 }
 
 /* One query over two tenants on two shards: cv_min advances only once both progressed. */
@@ -696,22 +707,7 @@ static void test_stalled_channel_shed(void **state)
 		record_state(&rec, env.w);
 		wt_sleep_ms(20);
 	}
-	follow(healthy, &r, &rec, &at, 0, &last_tx);
-	while (at < 0 || (unsigned)at + 1 < rec.n) {
-		struct ws_event x;
-		next_ok(healthy, &x);
-		assert_int_not_equal(x.kind, WS_EVENT_FAULTED);
-		if (x.kind == WS_EVENT_UPDATE && x.u.update.kind == WS_UPDATE_HYDRATED) {
-			replica_hydrate(&r, &x);
-			at = find_state(&rec, image_hash(r.img, r.pages * r.page_size));
-			assert_true(at >= 0);
-			last_tx = x.u.update.u.hydrated.tx_id;
-		} else if (x.kind == WS_EVENT_UPDATE) {
-			replica_buffer(&r, &x);
-		} else {
-			assert_int_equal(find_state(&rec, replica_apply(&r, x.u.progressed.tx_id)), ++at);
-		}
-	}
+	follow(healthy, &r, &rec, &at, &last_tx);
 	assert_int_equal(ws_engine_flush(e), 0);
 	assert_int_equal(ws_engine_tenant_metrics(e, "app", &m1), 0);
 	assert_true(m1.frames_shipped > m0.frames_shipped); /* the shard kept shipping */
@@ -730,13 +726,12 @@ static void test_stalled_channel_shed(void **state)
 /* Unsubscribed: no event of the query follows; others go on. */
 static void test_unsubscribe_stops(void **state)
 {
-	struct wt_env env;
+	struct fx f0;
 	(void)state;
-	wt_env_init(&env, "events-unsub", 0);
-	wt_write_txn(env.w, 2, 100);
-	struct ws_engine *e = engine_up(env.sink_url, 1, 0, UINT64_MAX, 0);
-	add_tenant(e, "app", env.db, 0);
-	struct ws_events *ev = channel(e, 10000);
+	fx_up(&f0, "events-unsub", 10000);
+	struct ws_engine *e = f0.e;
+	struct ws_events *ev = f0.ev;
+	struct wt_env env = f0.env;
 	uint64_t q1 = subscribe1(ev, "app");
 	uint64_t q2 = subscribe1(ev, "app");
 	assert_int_equal(ws_events_unsubscribe(ev, q1), 0);
@@ -755,9 +750,10 @@ static void test_unsubscribe_stops(void **state)
 	wt_write_txn(env.w, 3, 100);
 	struct ws_event x;
 	assert_int_equal(ws_events_next(ev, &x, 300), -EAGAIN);
-	ws_events_close(ev);
-	ws_engine_destroy(e);
-	wt_env_free(&env);
+	(void)env;
+	(void)e;
+	(void)ev;
+	fx_down(&f0);
 }
 
 static void test_bad_input(void **state)
