@@ -120,7 +120,8 @@
 	X("stream.before_checkpoint_lock", "tail: the live WAL is still the watermark's generation, past "  \
 	  "wal_checkpoint_bytes: before the write lock for walship's WAL checkpoint")                    \
 	X("stream.before_wal_checkpoint", "tail: under the write lock, before walship's WAL checkpoint") \
-	X("stream.wal_checkpoint_gap", "tail: WAL checkpoint fallback, between the spare's two transactions")
+	X("stream.wal_checkpoint_gap", "tail: WAL checkpoint fallback, between the spare's two transactions") \
+	X("events.derive", "events: a collected slot of a tapped tenant, before its frames become events")
 
 enum ws_fault_action { WS_FAULT_FAIL = 0, WS_FAULT_CRASH = 1, WS_FAULT_PAUSE = 2, WS_FAULT_STOP = 3 };
 

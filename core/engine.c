@@ -119,7 +119,8 @@ unsigned ws_engine_shards(const struct ws_engine *e) { return e->nshards; }
 static int shard_post(struct shard *sh, struct cmd *c)
 {
 	uint64_t one = 1;
-	WS_ASSERT(c->kind == CMD_STOP || c->kind == CMD_FLUSH || c->t);
+	WS_ASSERT(c->kind == CMD_STOP || c->kind == CMD_FLUSH || c->kind == CMD_SUBSCRIBE ||
+		  c->kind == CMD_UNSUBSCRIBE || c->t);
 	c->done = false;
 	c->ran = false;
 	c->next = NULL;
@@ -151,6 +152,9 @@ static int shard_wait(struct shard *sh, struct cmd *c)
 	return c->rc;
 }
 
+int ws_eng_shard_post(struct shard *sh, struct cmd *c) { return shard_post(sh, c); }
+int ws_eng_shard_wait(struct shard *sh, struct cmd *c) { return shard_wait(sh, c); }
+
 static int shard_call(struct shard *sh, struct cmd *c)
 {
 	int rc = shard_post(sh, c);
@@ -174,6 +178,10 @@ int ws_eng_first_err_done(const struct first_err *f)
 
 void ws_eng_cmd_finish(struct shard *sh, struct cmd *c, int rc)
 {
+	if (c->detached) {
+		free(c);
+		return;
+	}
 	c->rc = rc;
 	if (rc)
 		snprintf(c->err, sizeof(c->err), "%s", ws_errmsg());
@@ -450,6 +458,7 @@ int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *tc)
 		return -ENOMEM;
 	}
 	t->added_mono_ms = (int64_t)ws_mono_ms();
+	t->ev_id = __atomic_add_fetch(&e->next_ev_id, 1, __ATOMIC_RELAXED);
 
 	pthread_mutex_lock(&e->reg_mu);
 	struct tenant *old = ws_eng_reg_find(e, t->name, NULL);
@@ -637,6 +646,7 @@ void ws_engine_destroy(struct ws_engine *e)
 	for (size_t i = 0; i < e->nreg; i++)
 		tenant_free(e->reg[i]);
 	free(e->reg);
+	ws_ev_hub_destroy(e->hub);
 	free(e->shards);
 	free(e->shard_cfg);
 	free(e->sink_url);

@@ -17,6 +17,7 @@
 #include "sink.h"
 #include "ws_stream.h"
 #include "pipe.h"
+#include "events.h"
 #include "ws_assert.h"
 
 #define SMALL_BYTES ((size_t)128 << 10)   /* header/probe reads; >= one 64 KiB-page frame */
@@ -86,6 +87,14 @@ struct tenant {
 	uint64_t warn_ms;        /* of the last warning about it (0: none) */
 	uint64_t pending_throttle; /* refusals not yet counted in an outcome (block, throttle) */
 	char answer[WS_OUTCOME_MSG_MAX]; /* the store's last answer, for the warning */
+
+	/* The event channel (events.h): ev_id is set at add and never changes;
+	 * the rest is the shard thread's. */
+	uint64_t ev_id;
+	struct ws_ev_tap *tap;   /* while a query follows it */
+	uint64_t tap_epoch;      /* bumped at every new tap: a query's UNSUBSCRIBE names the tap it counted in */
+	uint32_t ev_chain;       /* tx_id's chain: the WAL generations its events have followed */
+	uint32_t ev_chain_salt[2];
 };
 
 struct watched_dir {
@@ -94,7 +103,7 @@ struct watched_dir {
 	unsigned refs;
 };
 
-enum cmd_kind { CMD_ADD, CMD_REMOVE, CMD_FLUSH, CMD_STOP };
+enum cmd_kind { CMD_ADD, CMD_REMOVE, CMD_FLUSH, CMD_STOP, CMD_SUBSCRIBE, CMD_UNSUBSCRIBE };
 
 struct cmd {
 	enum cmd_kind kind;
@@ -104,6 +113,12 @@ struct cmd {
 	bool done;
 	bool ran;            /* run by the shard (false: refused, queued behind STOP) */
 	struct cmd *next;
+	/* SUBSCRIBE, UNSUBSCRIBE: the tenant by name (the shard finds it among
+	 * its own, so a remove meanwhile leaves nothing dangling). */
+	char name[WS_TENANT_MAX];
+	struct ws_ev_hydrate *hy;  /* SUBSCRIBE: in and out */
+	uint64_t tap_epoch;        /* SUBSCRIBE: out; UNSUBSCRIBE: in */
+	bool detached;             /* nobody waits: the shard frees it when done */
 };
 
 struct shard {
@@ -156,6 +171,11 @@ struct ws_engine {
 	uint64_t drain_deadline_ms;
 	uint32_t stopping;              /* (atomic) ws_engine_stop has begun */
 
+	/* The event channel's rings and channel slots: created by the first
+	 * ws_events_open (under reg_mu), read by the shards (acquire). */
+	struct ws_ev_hub *hub;
+	uint64_t next_ev_id;            /* (atomic) tenant ids of the event channel */
+
 	pthread_mutex_t reg_mu;         /* the registry */
 	struct tenant **reg;
 	size_t nreg, capreg;
@@ -189,6 +209,10 @@ struct tenant *ws_eng_reg_find(struct ws_engine *e, const char *name, size_t *po
 void ws_eng_cmd_finish(struct shard *sh, struct cmd *c, int rc);
 void ws_eng_first_err_note(struct first_err *f, int rc);
 int ws_eng_first_err_done(const struct first_err *f);
+
+/* Queue c for the shard (c->detached: and forget it); wait for a queued one. */
+int ws_eng_shard_post(struct shard *sh, struct cmd *c);
+int ws_eng_shard_wait(struct shard *sh, struct cmd *c);
 
 /* engine_shard.c */
 void *ws_eng_shard_main(void *arg);

@@ -193,6 +193,12 @@ static int do_remove(struct shard *sh, struct tenant *t)
 		return 0; /* its ADD failed: never on this shard */
 	WS_ASSERT(t->shard == sh->id && sh->tenants[t->idx] == t);
 	rc = ws_eng_tail_one(sh, t, TAIL_DRAIN);
+	if (t->tap) {
+		/* Its queries end: nothing more will come of it. */
+		ws_ev_tap_fault(t->tap, WS_CAUSE_DERIVE, "tenant %s was removed from the engine", t->name);
+		free(t->tap);
+		t->tap = NULL;
+	}
 	ws_eng_park(sh, t);
 	names_remove(sh, t);
 	unwatch_dir(sh, t);
@@ -253,6 +259,50 @@ static int tail_all(struct shard *sh, enum tail_mode mode)
 	return ws_eng_first_err_done(&fe);
 }
 
+static struct tenant *own_tenant(struct shard *sh, const char *name)
+{
+	for (size_t i = 0; i < sh->n; i++)
+		if (strcmp(sh->tenants[i]->name, name) == 0)
+			return sh->tenants[i];
+	return NULL;
+}
+
+/*
+ * A query's baseline of one tenant of this shard (events.c). A tap that
+ * follows a generation the WAL has left (a restart since its last tail)
+ * cannot place the image among its events: tail the tenant first, then
+ * take it again.
+ */
+static int do_subscribe(struct shard *sh, struct cmd *c)
+{
+	struct ws_ev_hub *hub = __atomic_load_n(&sh->e->hub, __ATOMIC_ACQUIRE);
+	struct tenant *t = own_tenant(sh, c->name);
+	int rc = -EAGAIN;
+	if (!t)
+		return ws_fail(WS_ENOTFOUND, "tenant %s: not registered (removed meanwhile)", c->name);
+	WS_ASSERT(hub);
+	c->hy->db_path = t->db_path;
+	for (int attempt = 0; attempt < 3 && rc == -EAGAIN; attempt++) {
+		if (attempt > 0)
+			(void)ws_eng_tail_one(sh, t, TAIL_FLUSH);
+		bool had = t->tap != NULL;
+		rc = ws_ev_hydrate(hub, sh->id, &t->tap, t->ev_id, &t->ev_chain, t->ev_chain_salt, c->hy);
+		if (rc == 0 && !had)
+			t->tap_epoch++;
+	}
+	c->tap_epoch = t->tap_epoch;
+	return rc;
+}
+
+static int do_unsubscribe(struct shard *sh, struct cmd *c)
+{
+	struct tenant *t = own_tenant(sh, c->name);
+	/* A tap that a fault ended, or a tenant removed: nothing to count down. */
+	if (t && t->tap && t->tap_epoch == c->tap_epoch)
+		ws_ev_tap_release(&t->tap);
+	return 0;
+}
+
 /* Returns true when the shard must stop. */
 static bool run_commands(struct shard *sh)
 {
@@ -280,6 +330,8 @@ static bool run_commands(struct shard *sh)
 		case CMD_ADD: ws_eng_cmd_finish(sh, c, do_add(sh, c->t)); break;
 		case CMD_REMOVE: ws_eng_cmd_finish(sh, c, do_remove(sh, c->t)); break;
 		case CMD_FLUSH: ws_eng_cmd_finish(sh, c, tail_all(sh, TAIL_FLUSH)); break;
+		case CMD_SUBSCRIBE: ws_eng_cmd_finish(sh, c, do_subscribe(sh, c)); break;
+		case CMD_UNSUBSCRIBE: ws_eng_cmd_finish(sh, c, do_unsubscribe(sh, c)); break;
 		case CMD_STOP: {
 			int rc;
 			/* Refuse new commands before the drain, not after it. */
@@ -327,7 +379,9 @@ static void read_events(struct shard *sh)
 				if (!ne->wal && !(ev->mask & (IN_CREATE | IN_MOVED_TO)))
 					continue;
 				WS_ASSERT(ne->t->shard == sh->id);
-				ws_eng_mark_due(ne->t, ws_eng_due_after_change(sh, ne->t, now));
+				/* A tenant a query follows is read at once: its events
+				 * come from the tail's reads (docs/EVENTS.md "Latency"). */
+				ws_eng_mark_due(ne->t, ne->t->tap ? now : ws_eng_due_after_change(sh, ne->t, now));
 			}
 		}
 	}
@@ -386,10 +440,22 @@ void *ws_eng_shard_main(void *arg)
 			if (warn_at < next)
 				next = warn_at;
 		}
+		/* The event channel: every channel's deadline, on time while
+		 * nothing else wakes the shard. */
+		struct ws_ev_hub *hub = __atomic_load_n(&sh->e->hub, __ATOMIC_ACQUIRE);
+		bool tapped = false;
+		if (hub) {
+			uint64_t at = ws_ev_flush(hub, sh->id);
+			if (at < next)
+				next = at;
+			for (size_t i = 0; i < sh->n && !tapped; i++)
+				tapped = sh->tenants[i]->tap != NULL;
+		}
 		/* Events read moments ago: let the next ones gather (the fd
 		 * leaves the poll set until the gap is over). A first event after
-		 * a quiet spell is read at once. */
-		if (events_gap && now < events_ms + events_gap) {
+		 * a quiet spell is read at once; none gather while a query
+		 * follows a tenant of the shard. */
+		if (events_gap && !tapped && now < events_ms + events_gap) {
 			pfd[0].fd = -1;
 			if (events_ms + events_gap < next)
 				next = events_ms + events_gap;
@@ -425,6 +491,14 @@ void *ws_eng_shard_main(void *arg)
 				ws_warn("shard %u: eventfd: %s", sh->id, strerror(errno));
 		}
 	}
+	/* The worker ends: every query on it is told (worker_lost). */
+	struct ws_ev_hub *hub = __atomic_load_n(&sh->e->hub, __ATOMIC_ACQUIRE);
+	for (size_t i = 0; i < sh->n; i++) {
+		free(sh->tenants[i]->tap);
+		sh->tenants[i]->tap = NULL;
+	}
+	if (hub)
+		ws_ev_worker_lost(hub, sh->id);
 	return NULL;
 }
 

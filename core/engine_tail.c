@@ -362,8 +362,19 @@ int ws_eng_tail_one(struct shard *sh, struct tenant *t, enum tail_mode mode)
 	const bool fail_fast = mode == TAIL_DUE && sh->cfg.adaptive;
 	sh->sink.store->throttle_fail_fast = fail_fast;
 	sh->sink.store->throttle_until_ms = 0;
+	ws_stream_set_events(t->st, t->tap);
 	rc = ws_stream_tail_frames(t->st, &o);
+	ws_stream_set_events(t->st, NULL);
 	sh->sink.store->throttle_fail_fast = false;
+	if (t->tap) {
+		/* A WAL that cannot be decoded ends the events derived from it. */
+		if (rc == WS_ENOTWAL)
+			ws_ev_tap_fault(t->tap, WS_CAUSE_DERIVE, "%s", ws_errmsg());
+		if (t->tap->faulted) {
+			free(t->tap);
+			t->tap = NULL;
+		}
+	}
 	if (!ws_stream_parked(t->st) && !t->open) {
 		t->open = true;
 		sh->open_count++;

@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "chain.h"
+#include "events.h"
 #include "core_internal.h"
 #include "outcome.h"
 #include "pipe.h"
@@ -63,6 +64,7 @@
 #include "ws_reader.h"
 #include "ws_stream.h"
 #include "ws_wal.h"
+#include "walidx.h"
 
 #define BATCH_BYTES_DEFAULT ((size_t)4 << 20)
 #define BATCH_BYTES_MIN ((size_t)WS_WAL_PAGE_MAX + WS_WAL_FRAME_HDR_SIZE)
@@ -201,6 +203,7 @@ struct ws_stream {
 	uint64_t wal_checkpoint_bytes;
 	/* Set between calls by the engine. */
 	bool drain;                  /* never shed (ws_stream_set_drain) */
+	struct ws_ev_tap *ev_tap;    /* the event channel's tap (ws_stream_set_events) */
 	uint32_t tail_ms, key_ms;    /* the work bound (ws_stream_set_tail_bound) */
 	/* Across calls. */
 	bool last_ok;                /* the last call shipped what it read (the sink answers) */

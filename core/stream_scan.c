@@ -19,6 +19,11 @@ void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d)
 		snprintf(st->at.upload_why_key, sizeof(st->at.upload_why_key), "%s", d->key);
 		snprintf(st->at.upload_why, sizeof(st->at.upload_why), "%s", d->why);
 	}
+	/* The event channel's Changed slices come from this very read, in
+	 * WAL order (slots are collected in publish order), while the frames
+	 * are still in their slot: no second read of the WAL. */
+	if (st->ev_tap && d->checked)
+		ws_ev_tap_slot(st->ev_tap, d, ws_pipe_slot(st->pipe, idx));
 	if (d->checked) {
 		struct ws_fmt_objref *ref = &res->ref;
 		res->chk = d->chk;

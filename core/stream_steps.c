@@ -237,6 +237,9 @@ static int step_scan(struct ws_stream *st, struct tail *t, struct ws_outcome *ou
 			at = st->mark.put_mono_ms + st->key_ms; /* one watermark write per key_ms */
 		st->at.tail_stop_ms = at;
 	}
+	if (st->ev_tap)
+		ws_ev_tap_begin(st->ev_tap, t->kind, st->mark.have, st->mark.wm.gen.salt1, st->mark.wm.gen.salt2,
+				st->mark.wm.last_frame);
 	if (sc->gen.wal_magic != 0) {
 		rc = scan_checked(st, sc, t->wal_bytes, t->kind == WS_MANIFEST_REBASE ? LIMIT_REBASE : LIMIT_STOP);
 		if (rc)
@@ -552,6 +555,8 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 uint64_t ws_stream_wal_checkpoints(const struct ws_stream *st) { return st->wal_checkpoints; }
 
 void ws_stream_set_drain(struct ws_stream *st, bool drain) { st->drain = drain; }
+
+void ws_stream_set_events(struct ws_stream *st, struct ws_ev_tap *tap) { st->ev_tap = tap; }
 
 void ws_stream_set_tail_bound(struct ws_stream *st, uint32_t tail_ms, uint32_t key_ms)
 {

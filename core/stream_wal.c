@@ -146,27 +146,7 @@ int db_header(struct ws_stream *st, uint32_t *page_size, uint32_t *pages)
  */
 static bool wal_index_hdr(struct ws_stream *st, struct ws_walidx_hdr *h)
 {
-	sqlite3_file *f = db_file(st);
-	void volatile *p = NULL;
-	uint8_t both[WS_WALIDX_HDR_BOTH];
-
-	if (!f || f->pMethods->iVersion < 2 || !f->pMethods->xShmMap ||
-	    f->pMethods->xShmMap(f, 0, 32768, 0, &p) != SQLITE_OK || !p)
-		return false;
-	for (int tries = 0; tries < 64; tries++) {
-		for (size_t i = 0; i < WS_WALIDX_HDR_SIZE; i++)
-			both[i] = ((const volatile uint8_t *)p)[i];
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		for (size_t i = WS_WALIDX_HDR_SIZE; i < WS_WALIDX_HDR_BOTH; i++)
-			both[i] = ((const volatile uint8_t *)p)[i];
-		int rc = ws_walidx_hdr_decode(both, sizeof(both), h);
-		if (rc == 0)
-			return true;
-		if (rc == -ENODATA)
-			return false;
-		sched_yield();
-	}
-	return false;
+	return ws_walidx_read(db_file(st), h);
 }
 
 /*

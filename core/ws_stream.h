@@ -36,4 +36,9 @@ uint64_t ws_stream_wm_last_frame(const struct ws_stream *st);
 /* The watermark the stream knows (loaded or written): its time_ms; 0: none. */
 int64_t ws_stream_wm_time_ms(const struct ws_stream *st);
 
+/* The event tap the next calls feed (events.h; NULL: none). */
+struct ws_ev_tap;
+void ws_stream_set_events(struct ws_stream *st, struct ws_ev_tap *tap);
+
+
 #endif

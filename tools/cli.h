@@ -1,7 +1,12 @@
 #ifndef WS_CLI_H
 #define WS_CLI_H
 
+#include <jansson.h>
+
 #include "walship.h"
+
+/* o as one whole line on stdout (whatever other threads print), then json_decref(o). */
+void ws_cli_emit_json(json_t *o);
 
 /* One JSON line on stdout for a tail_frames outcome. */
 void ws_cli_print_outcome_json(const char *tenant, const struct ws_outcome *o);
@@ -9,6 +14,15 @@ void ws_cli_print_outcome_json(const char *tenant, const struct ws_outcome *o);
 void ws_cli_print_tenant_json(const struct ws_tenant_info *t);
 /* One JSON line on stdout for a stored WAL generation (ls TENANT). */
 void ws_cli_print_generation_json(const struct ws_generation_info *g);
+/* replicate --events (cli_events.c): one JSON line on stdout per event. */
+void ws_cli_print_event_json(const struct ws_event *x);
+struct ws_cli_events;
+/* Subscribe to each of names (one query each) and print their events from a
+ * thread of its own; NULL (said on stderr) when a subscription fails. */
+struct ws_cli_events *ws_cli_events_start(struct ws_engine *e, const char *const *names, size_t n);
+/* After ws_engine_stop: prints what is left (the worker_lost faults), ends the thread, closes. */
+void ws_cli_events_stop(struct ws_cli_events *c);
+
 /* `walship NAME --help`: NAME's help on stdout; returns the exit status (0,
  * or 2 for a name that is no command). The texts are main.c's command table. */
 int ws_cli_help(const char *name);

@@ -55,7 +55,7 @@ static json_t *wm_json(const struct ws_watermark *w)
 	return o;
 }
 
-static void emit(json_t *o)
+void ws_cli_emit_json(json_t *o)
 {
 	char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	if (s) {
@@ -120,7 +120,7 @@ void ws_cli_print_outcome_json(const char *tenant, const struct ws_outcome *oc)
 	const struct ws_rpo_status *rpo = ws_outcome_rpo(oc);
 	if (rpo)
 		json_object_set_new(o, "rpo", rpo_json(rpo));
-	emit(o);
+	ws_cli_emit_json(o);
 }
 
 void ws_cli_print_tenant_json(const struct ws_tenant_info *t)
@@ -137,7 +137,7 @@ void ws_cli_print_tenant_json(const struct ws_tenant_info *t)
 	json_object_set_new(o, "bytes", u64(t->bytes));
 	if (t->error)
 		json_object_set_new(o, "error", json_string(t->error));
-	emit(o);
+	ws_cli_emit_json(o);
 }
 
 void ws_cli_print_generation_json(const struct ws_generation_info *g)
@@ -155,5 +155,5 @@ void ws_cli_print_generation_json(const struct ws_generation_info *g)
 	json_object_set_new(o, "first_time_ms", json_integer(g->first_time_ms));
 	json_object_set_new(o, "last_time_ms", json_integer(g->last_time_ms));
 	json_object_set_new(o, "manifests", u64(g->manifests));
-	emit(o);
+	ws_cli_emit_json(o);
 }

@@ -134,7 +134,7 @@ static int parse_rfc3339(const char *s, int64_t *out_ms)
 
 enum {
 	OPT_SINK = 1000, OPT_CONFIG, OPT_EPOCH, OPT_PG, OPT_INTERVAL, OPT_ONCE, OPT_JSON,
-	OPT_TENANT, OPT_FRAME, OPT_TIME, OPT_FORCE, OPT_CHECKPOINT, OPT_CHECKPOINTS, OPT_CKPT_INTERVAL, OPT_FORCE_PREAD, OPT_QUIET, OPT_VERBOSE,
+	OPT_TENANT, OPT_FRAME, OPT_TIME, OPT_FORCE, OPT_CHECKPOINT, OPT_CHECKPOINTS, OPT_CKPT_INTERVAL, OPT_EVENTS, OPT_FORCE_PREAD, OPT_QUIET, OPT_VERBOSE,
 	OPT_SHARDS, OPT_POLICY, OPT_METRICS_ADDR, OPT_ORPHANS, OPT_FAIL_ORPHANS,
 };
 
@@ -335,6 +335,8 @@ static int stop_within(struct ws_engine *e, uint32_t drain_ms_max)
 
 struct run_opts {
 	bool once, json, quiet;
+	bool events;                     /* --events: print the events of ... */
+	const char *events_names;        /* ... these tenants (comma-separated; NULL: all) */
 	unsigned reader_flags;
 	uint64_t checkpoint_interval_s;  /* 0 = none */
 	uint64_t epoch;                  /* the engine's epoch, which checkpoints decide at too */
@@ -537,6 +539,43 @@ static struct ws_engine *create_engine_waiting(const struct ws_engine_config *ec
 	}
 }
 
+/* The tenants --events=NAME,... names: each one replicate ships. */
+static size_t event_names(const struct ws_cli_config *cfg, const char *list, const char **out, char *buf, size_t cap)
+{
+	size_t n = 0;
+	if (!list) {
+		for (size_t i = 0; i < cfg->tenant_count; i++)
+			out[n++] = cfg->tenants[i].name;
+		return n;
+	}
+	snprintf(buf, cap, "%s", list);
+	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+		if (n < cfg->tenant_count)
+			out[n++] = tok;
+	return n;
+}
+
+static int check_event_names(const struct ws_cli_config *cfg, const char *list)
+{
+	char buf[4096];
+	size_t n = 0;
+	if (strlen(list) >= sizeof(buf))
+		return usage_error("--events: the list is longer than %zu bytes", sizeof(buf) - 1);
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		bool known = false;
+		for (size_t i = 0; i < cfg->tenant_count; i++)
+			known |= strcmp(cfg->tenants[i].name, tok) == 0;
+		if (!known)
+			return usage_error("--events: '%s' is not a tenant replicate ships", tok);
+		if (++n > cfg->tenant_count)
+			return usage_error("--events: a tenant is named twice");
+	}
+	if (n == 0)
+		return usage_error("--events=: name at least one tenant, or give --events alone for all");
+	return 0;
+}
+
 static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts *ro)
 {
 	struct run r;
@@ -544,6 +583,7 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 	struct ws_engine *e = NULL;
 	struct ws_metrics_http *mh = NULL;
 	struct ws_sink *ck_sink = NULL;
+	struct ws_cli_events *evs = NULL;
 	int pipe_fds[2] = { -1, -1 }, sig_fd = -1;
 	int exit_code = EXIT_FAIL, err = 0, flush_rc = 0, stop_rc = 0, ckpt_rc = 0, rc;
 	sigset_t sigs;
@@ -637,6 +677,15 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 			goto out;
 		}
 	}
+	if (ro->events) {
+		char buf[4096];
+		const char **names = calloc(cfg->tenant_count, sizeof(*names));
+		size_t n = names ? event_names(cfg, ro->events_names, names, buf, sizeof(buf)) : 0;
+		evs = names ? ws_cli_events_start(e, names, n) : NULL;
+		free(names);
+		if (!evs)
+			goto out;
+	}
 	if (ro->once)
 		flush_rc = ws_engine_flush(e);
 	else
@@ -644,6 +693,9 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 	ws_metrics_http_stop(mh);
 	mh = NULL;
 	stop_rc = stop_within(e, drain_ms); /* the last tail of every tenant, made durable */
+	/* After the stop: its worker_lost faults are printed too. */
+	ws_cli_events_stop(evs);
+	evs = NULL;
 
 	pthread_mutex_lock(&r.mu);
 	if (r.fenced_count == cfg->tenant_count) {
@@ -665,6 +717,7 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 	pthread_mutex_unlock(&r.mu);
 out:
 	ws_metrics_http_stop(mh);
+	ws_cli_events_stop(evs);
 	if (e)
 		ws_engine_destroy(e);
 	ws_sink_close(ck_sink);
@@ -698,12 +751,13 @@ static int cmd_replicate(int argc, char **argv)
 		{ "quiet", no_argument, NULL, OPT_QUIET },
 		{ "verbose", no_argument, NULL, OPT_VERBOSE },
 		{ "checkpoint-interval-s", required_argument, NULL, OPT_CKPT_INTERVAL },
+		{ "events", optional_argument, NULL, OPT_EVENTS },
 		OPT_HELP_ENTRY,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct ws_cli_config cfg;
 	struct ws_cli_overrides ov;
-	struct run_opts ro = { false, false, false, 0, 0, 0 };
+	struct run_opts ro = { 0 };
 	const char *config_file = NULL;
 	bool verbose = false;
 	uint64_t v;
@@ -759,6 +813,10 @@ static int cmd_replicate(int argc, char **argv)
 				return usage_error("--checkpoint-interval-s: '%s' must be 1..2678400", optarg);
 			ro.checkpoint_interval_s = v;
 			break;
+		case OPT_EVENTS:
+			ro.events = true;
+			ro.events_names = optarg && optarg[0] ? optarg : NULL;
+			break;
 		case OPT_ONCE: ro.once = true; break;
 		case OPT_JSON: ro.json = true; break;
 		case OPT_FORCE_PREAD: ro.reader_flags |= WS_READ_FORCE_PREAD; break;
@@ -792,6 +850,8 @@ static int cmd_replicate(int argc, char **argv)
 				 "--once does not run on (take one after it with `walship checkpoint`)");
 		goto out;
 	}
+	if (ro.events && ro.events_names && (rc = check_event_names(&cfg, ro.events_names)) != 0)
+		goto out;
 	if (verbose)
 		ws_log_set_level(WS_LOG_DEBUG);
 	else if (!ro.quiet)
@@ -1197,6 +1257,8 @@ static const struct command {
 	  "  --checkpoint-interval-s N   flush and take a checkpoint of the sink every N seconds\n"
 	  "  --once                      ship what is committed now, drain and exit\n"
 	  "  --json                      one JSON object per line on stdout for each outcome\n"
+	  "  --events[=NAME,...]         one JSON line on stdout per event of those tenants (all when\n"
+	  "                              none named): update, faulted, progressed (docs/EVENTS.md)\n"
 	  "  --quiet                     no per-tenant start-up lines\n"
 	  "  --verbose                   debug log\n"
 	  "  --force-pread               read the WAL with pread(2), not io_uring\n"

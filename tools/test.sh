@@ -64,7 +64,7 @@ JOBS="${WS_JOBS:-2}"
 # writers, radosgw, timeouts), and the S3 tests serialise among themselves
 # (RESOURCE_LOCK s3, tests/CMakeLists.txt).
 CTEST_JOBS="${WS_CTEST_JOBS:-2}"
-TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io|test_net|test_core_stream|test_core_ring|test_core_engine}"
+TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io|test_net|test_core_stream|test_core_ring|test_core_engine|test_core_events}"
 BENCH_MB="${WS_BENCH_MB:-8}"
 FUZZ_SECONDS="${WS_FUZZ_SECONDS:-5}"
 START=$(date +%s)

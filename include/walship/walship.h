@@ -321,6 +321,10 @@ struct ws_engine_config {
 	 * ws_engine_destroy then still waits for the requests in flight (the
 	 * CLI exits without it). 0 = no bound (each request still has its own). */
 	uint32_t drain_ms_max;
+	/* Each shard's event ring (docs/EVENTS.md), allocated when the first
+	 * channel opens (ws_events_open): bytes, rounded up to a power of two;
+	 * 0 = 8 MiB; at least 1 MiB. */
+	uint64_t events_ring_bytes;
 };
 
 struct ws_tenant_config {
@@ -416,6 +420,154 @@ int ws_engine_foreach_tenant(struct ws_engine *e, ws_tenant_metrics_fn fn, void 
 unsigned ws_engine_shards(const struct ws_engine *e);
 /* All metrics in Prometheus text exposition format; *out is malloc'd. */
 int ws_engine_metrics_text(struct ws_engine *e, char **out, size_t *len) WS_MUST_CHECK;
+
+/* ---- events: the channel to the host (docs/EVENTS.md) ------------------ */
+
+/*
+ * A host subscribes to a tenant, or to a set of tenants on any shards (a
+ * query), on a channel, and reads the channel's events: Update{query_id,
+ * Hydrated} once per tenant of the query (a committed baseline: the
+ * database image at a transaction), then Update{query_id, Changed} slices
+ * (the pages each transaction writes, in WAL order) and Progressed{worker,
+ * tx_id} once the worker saw the commit and put every Changed slice of it
+ * on the channel before; Faulted{query_id, reason, cause} ends a query.
+ *
+ * tx_id: (chain << 32) | commit frame. chain counts the WAL generations of
+ * the tenant this engine has read (a WAL restart or a re-base onto another
+ * WAL starts the next one); the commit frame is the frame number of the
+ * transaction's commit frame in that WAL. Monotonic per tenant for the
+ * engine's life; a Hydrated image of a database with no frame in its WAL
+ * is at frame 0 of its chain.
+ */
+#define WS_TX_CHAIN(tx) ((uint32_t)((tx) >> 32))
+#define WS_TX_FRAME(tx) ((uint32_t)(tx))
+#define WS_EVENTS_REASON_MAX 256
+
+enum ws_event_kind {
+	WS_EVENT_UPDATE = 1,
+	WS_EVENT_FAULTED,
+	WS_EVENT_PROGRESSED,
+};
+enum ws_update_kind {
+	WS_UPDATE_HYDRATED = 1,
+	WS_UPDATE_CHANGED,
+};
+/* Why a query was faulted (the seed's FaultCause). */
+enum ws_fault_cause {
+	WS_CAUSE_DERIVE = 1,         /* the tenant's WAL could not be decoded, or its events cannot be
+				      * derived without a gap (a re-base onto a WAL no tail followed) */
+	WS_CAUSE_WORKER_LOST,        /* a shard thread of the query ended (the engine stopped) */
+	WS_CAUSE_ROLLBACK,           /* frames delivered as Changed never committed (rolled back, or the
+				      * WAL restarted over them) */
+	WS_CAUSE_PUSH_DEADLINE,      /* the host did not drain in deadline_ms, or fell lag_bytes_max
+				      * behind: this channel's queries on that shard were shed */
+};
+/* "derive", "worker_lost", "rollback", "push_deadline" ("?" otherwise). */
+const char *ws_fault_cause_name(enum ws_fault_cause c);
+const char *ws_update_kind_name(enum ws_update_kind k); /* "hydrated", "changed" */
+
+/*
+ * One event. Pointers (tenant, pgno, pages, image) stay valid until the
+ * next ws_events_next or ws_events_close on the channel.
+ */
+struct ws_event {
+	enum ws_event_kind kind;
+	const char *tenant;          /* the tenant it concerns (NULL: a Faulted for no one tenant) */
+	union {
+		struct {
+			uint64_t query_id;
+			enum ws_update_kind kind;
+			uint32_t page_size;
+			union {
+				struct {
+					uint64_t tx_id;        /* the image is the tenant's committed state at tx_id */
+					const uint8_t *image;  /* pages 1..pages, page_size bytes each */
+					uint64_t pages;
+				} hydrated;
+				struct {
+					uint64_t position;     /* (chain << 32) | frame of its first page's frame:
+								* after the last Progressed tx_id of the tenant,
+								* at most the next one */
+					uint32_t count;        /* pages in this slice */
+					uint32_t db_pages;     /* the slice ends with its transaction's commit:
+								* the database's size after it, in pages
+								* (0: the transaction goes on) */
+					const uint32_t *pgno;  /* count page numbers, in WAL order */
+					const uint8_t *pages;  /* count pages, page_size bytes each, in that order */
+				} changed;
+			} u;
+		} update;
+		struct {
+			uint64_t query_id;
+			enum ws_fault_cause cause;
+			char reason[WS_EVENTS_REASON_MAX];
+		} faulted;
+		struct {
+			unsigned worker;             /* the shard */
+			uint64_t tx_id;              /* the tenant's transaction that committed */
+		} progressed;
+	} u;
+};
+
+struct ws_events_config {
+	/* The host must read an event within this long of its emission, or
+	 * this channel's queries on that shard are faulted (push_deadline);
+	 * the shard never waits for it. 0 = 500. */
+	uint32_t deadline_ms;
+	/* Or fall at most this far behind a shard's event ring; 0 = the
+	 * ring's size (ws_engine_config.events_ring_bytes). */
+	uint64_t lag_bytes_max;
+	/* Queries open at once on the channel; 0 = 4096. */
+	uint32_t queries_max;
+	/* A Hydrated image larger than this fails the subscribe (WS_ETOOBIG);
+	 * 0 = 1 GiB. */
+	uint64_t image_bytes_max;
+};
+
+/* A channel: for one thread at a time. At most 64 open per engine. */
+struct ws_events;
+
+/* Errors: WS_ECONFIG (NULL engine, bad config), WS_ETOOBIG (64 channels open), -ENOMEM. */
+struct ws_events *ws_events_open(struct ws_engine *e, const struct ws_events_config *cfg, int *err);
+/* Unsubscribes every query of the channel and frees it. Close every channel before ws_engine_destroy. */
+void ws_events_close(struct ws_events *ev);
+/* Readable (POLLIN) when ws_events_next may have an event; the channel's own. */
+int ws_events_fd(const struct ws_events *ev);
+/*
+ * Subscribe to n tenants (n >= 1, on any shards) as one query. Returns once
+ * every tenant's Hydrated is on the channel (read it with ws_events_next).
+ * Errors: WS_ECONFIG (NULL argument, n 0, a tenant named twice), WS_ENOTFOUND
+ * (a tenant that is not registered, named), WS_ETOOBIG (queries_max, or an
+ * image over image_bytes_max), -ESHUTDOWN (the engine stopped), -EAGAIN (the
+ * WAL restarted under the baseline twice: try again), the database's
+ * errors (named). Nothing is left subscribed on an error.
+ */
+int ws_events_subscribe(struct ws_events *ev, const char *const *tenants, size_t n, uint64_t *query_id) WS_MUST_CHECK;
+/* No event of query_id follows. Errors: WS_ENOTFOUND (no such query, or unsubscribed already). */
+int ws_events_unsubscribe(struct ws_events *ev, uint64_t query_id) WS_MUST_CHECK;
+/*
+ * The next event, waiting up to timeout_ms (-1: for ever, 0: not at all).
+ * 0 and *out; -EAGAIN when none came in time; WS_ECONFIG on NULL.
+ */
+int ws_events_next(struct ws_events *ev, struct ws_event *out, int timeout_ms) WS_MUST_CHECK;
+
+/*
+ * A combined query's consistent view (the seed's cv_min): the host feeds
+ * it every event it reads (ws_events_cv_note); cv_min advances, and note
+ * returns true, only once every worker the query's tenants are on has
+ * progressed since the last advance. The host then releases the Changed
+ * slices it buffered for all of them.
+ */
+struct ws_events_cv {
+	uint64_t query_id;
+	unsigned workers;            /* relevant workers */
+	unsigned worker[WS_SHARDS_MAX];
+	bool progressed[WS_SHARDS_MAX];
+	uint64_t cv_min;             /* rounds completed */
+};
+/* Errors: WS_ECONFIG (NULL), WS_ENOTFOUND (no such live query). */
+int ws_events_cv_init(struct ws_events *ev, uint64_t query_id, struct ws_events_cv *cv) WS_MUST_CHECK;
+bool ws_events_cv_note(struct ws_events_cv *cv, const struct ws_event *e);
 
 /* ---- restore, inspection -------------------------------------------- */
 

@@ -1,0 +1,825 @@
+/*
+ * The event channel (docs/EVENTS.md): Hydrated, Changed and Progressed
+ * from a real SQLite writer through the engine's shards, rebuilt by the
+ * host into pages and checked against every state the writer committed;
+ * each Faulted cause; combined subscriptions over two shards; a stalled
+ * channel shed while the shard and the other channels go on; bad input.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "coreutil.h"
+#include "events.h"
+#include "ws_fault.h"
+#include "ws_hash.h"
+#include "ws_wal.h"
+
+/* ---- the source's record of committed states --------------------------- */
+
+#define STATES_MAX 4096
+
+struct record {
+	uint64_t hash[STATES_MAX]; /* xxh64 of the database image after each commit */
+	unsigned n;
+};
+
+static uint64_t image_hash(const uint8_t *img, uint64_t bytes) { return ws_xxh64(img, (size_t)bytes); }
+
+/* The writer's database as it committed it (its own connection, no transaction open). */
+static void record_state(struct record *r, sqlite3 *w)
+{
+	sqlite3_int64 size = 0;
+	uint8_t *img = sqlite3_serialize(w, "main", &size, 0);
+	assert_non_null(img);
+	assert_true(r->n < STATES_MAX);
+	r->hash[r->n++] = image_hash(img, (uint64_t)size);
+	sqlite3_free(img);
+}
+
+static int find_state(const struct record *r, uint64_t h)
+{
+	for (unsigned i = 0; i < r->n; i++)
+		if (r->hash[i] == h)
+			return (int)i;
+	return -1;
+}
+
+/* ---- the host: a page map per tenant ----------------------------------- */
+
+struct replica {
+	uint8_t *img;
+	uint64_t pages;
+	uint32_t page_size;
+	/* Changed slices buffered until their Progressed. */
+	uint32_t *pend_pgno;
+	uint8_t *pend_pages;
+	size_t npend, cap;
+	uint32_t pend_db_pages;
+	uint64_t last_tx;        /* the last tx_id applied (or hydrated at) */
+	unsigned slices_in_txn, max_slices_in_txn;
+	bool hydrated;
+};
+
+static void replica_free(struct replica *r)
+{
+	free(r->img);
+	free(r->pend_pgno);
+	free(r->pend_pages);
+	memset(r, 0, sizeof(*r));
+}
+
+static void replica_hydrate(struct replica *r, const struct ws_event *e)
+{
+	replica_free(r);
+	r->page_size = e->u.update.page_size;
+	r->pages = e->u.update.u.hydrated.pages;
+	r->img = malloc(r->pages * r->page_size + 1);
+	assert_non_null(r->img);
+	memcpy(r->img, e->u.update.u.hydrated.image, r->pages * r->page_size);
+	r->last_tx = e->u.update.u.hydrated.tx_id;
+	r->hydrated = true;
+}
+
+static void replica_buffer(struct replica *r, const struct ws_event *e)
+{
+	const uint32_t n = e->u.update.u.changed.count;
+	assert_true(r->hydrated);
+	assert_int_equal(e->u.update.page_size, r->page_size);
+	/* After the last Progressed of the tenant: never a slice of one applied. */
+	assert_true(e->u.update.u.changed.position > r->last_tx);
+	if (r->npend + n > r->cap) {
+		r->cap = (r->npend + n) * 2;
+		r->pend_pgno = realloc(r->pend_pgno, r->cap * sizeof(uint32_t));
+		r->pend_pages = realloc(r->pend_pages, r->cap * r->page_size);
+		assert_non_null(r->pend_pgno);
+		assert_non_null(r->pend_pages);
+	}
+	memcpy(r->pend_pgno + r->npend, e->u.update.u.changed.pgno, n * sizeof(uint32_t));
+	memcpy(r->pend_pages + r->npend * r->page_size, e->u.update.u.changed.pages, (size_t)n * r->page_size);
+	r->npend += n;
+	if (e->u.update.u.changed.db_pages)
+		r->pend_db_pages = e->u.update.u.changed.db_pages;
+	r->slices_in_txn++;
+}
+
+/* Progressed: apply what was buffered, in WAL order; returns the image's hash. */
+static uint64_t replica_apply(struct replica *r, uint64_t tx)
+{
+	assert_true(tx > r->last_tx);
+	/* Its commit's slice came before it, and said the database's size. */
+	assert_true(r->npend > 0 && r->pend_db_pages > 0);
+	if (r->pend_db_pages > r->pages) {
+		r->img = realloc(r->img, (size_t)r->pend_db_pages * r->page_size);
+		assert_non_null(r->img);
+		memset(r->img + r->pages * r->page_size, 0, (r->pend_db_pages - r->pages) * r->page_size);
+	}
+	r->pages = r->pend_db_pages;
+	for (size_t i = 0; i < r->npend; i++) {
+		uint32_t pg = r->pend_pgno[i];
+		assert_true(pg >= 1);
+		if (pg <= r->pages)
+			memcpy(r->img + (size_t)(pg - 1) * r->page_size, r->pend_pages + i * r->page_size, r->page_size);
+	}
+	r->npend = 0;
+	r->pend_db_pages = 0;
+	r->last_tx = tx;
+	if (r->slices_in_txn > r->max_slices_in_txn)
+		r->max_slices_in_txn = r->slices_in_txn;
+	r->slices_in_txn = 0;
+	return image_hash(r->img, r->pages * r->page_size);
+}
+
+/* ---- an engine over the env's database ----------------------------------- */
+
+static struct ws_engine *engine_up(const char *sink_url, unsigned shards, uint32_t batch_frames_max,
+				   uint64_t wal_ckpt_bytes, uint64_t ring_bytes)
+{
+	struct ws_shard_config sc[2];
+	struct ws_engine_config ec;
+	struct ws_engine *e;
+	int err = 0;
+	for (unsigned i = 0; i < 2; i++) {
+		ws_shard_config_default(&sc[i]);
+		sc[i].ring_bytes = 8 << 20;
+		sc[i].batch_bytes_max = 1 << 20;
+		if (batch_frames_max)
+			sc[i].batch_frames_max = batch_frames_max;
+		sc[i].batch_age_ms_max = 50;
+		sc[i].key_write_interval_ms = 0;
+	}
+	memset(&ec, 0, sizeof(ec));
+	ec.sink_url = sink_url;
+	ec.shards = shards;
+	ec.shard = sc;
+	ec.epoch = 1;
+	ec.pointer_generation = 1;
+	ec.wal_checkpoint_bytes = wal_ckpt_bytes;
+	ec.events_ring_bytes = ring_bytes;
+	e = ws_engine_create(&ec, &err);
+	if (!e)
+		fail_msg("engine: %s (%s)", ws_strerror(err), ws_errmsg());
+	return e;
+}
+
+static void add_tenant(struct ws_engine *e, const char *name, const char *db, int shard)
+{
+	struct ws_tenant_config tc = { .name = name, .db_path = db, .shard = shard };
+	int rc = ws_engine_add_tenant(e, &tc);
+	if (rc)
+		fail_msg("add %s: %s", name, ws_errmsg());
+}
+
+static struct ws_events *channel(struct ws_engine *e, uint32_t deadline_ms)
+{
+	struct ws_events_config c = { .deadline_ms = deadline_ms };
+	int err = 0;
+	struct ws_events *ev = ws_events_open(e, &c, &err);
+	if (!ev)
+		fail_msg("events open: %s", ws_errmsg());
+	return ev;
+}
+
+static uint64_t subscribe1(struct ws_events *ev, const char *tenant)
+{
+	uint64_t q = 0;
+	int rc = ws_events_subscribe(ev, &tenant, 1, &q);
+	if (rc)
+		fail_msg("subscribe %s: %s (%s)", tenant, ws_strerror(rc), ws_errmsg());
+	return q;
+}
+
+/* The next event, which must come within 20 s. */
+static void next_ok(struct ws_events *ev, struct ws_event *out)
+{
+	int rc = ws_events_next(ev, out, 20000);
+	if (rc)
+		fail_msg("no event in 20 s: %s", ws_strerror(rc));
+}
+
+/*
+ * Read events of one query on one tenant until the replica is the
+ * writer's last recorded commit; each applied image must be the next
+ * state the writer committed, from the one the baseline is at (*at, -1:
+ * find it from the Hydrated, which must be one of them).
+ */
+static void follow(struct ws_events *ev, struct replica *r, const struct record *rec, int *at, uint64_t *last_tx)
+{
+	unsigned got = 0;
+	/* Until the replica is the writer's last commit. */
+	while (*at < 0 || (unsigned)*at + 1 < rec->n) {
+		struct ws_event e;
+		next_ok(ev, &e);
+		if (e.kind == WS_EVENT_FAULTED)
+			fail_msg("faulted: %s (%s)", e.u.faulted.reason, ws_fault_cause_name(e.u.faulted.cause));
+		if (e.kind == WS_EVENT_UPDATE && e.u.update.kind == WS_UPDATE_HYDRATED) {
+			replica_hydrate(r, &e);
+			*at = find_state(rec, image_hash(r->img, r->pages * r->page_size));
+			/* The baseline is a state the writer committed. */
+			assert_true(*at >= 0);
+			*last_tx = e.u.update.u.hydrated.tx_id;
+			continue;
+		}
+		if (e.kind == WS_EVENT_UPDATE) {
+			replica_buffer(r, &e);
+			continue;
+		}
+		/* Progressed: the next committed state, exactly. */
+		assert_true(e.u.progressed.tx_id > *last_tx);
+		*last_tx = e.u.progressed.tx_id;
+		uint64_t h = replica_apply(r, e.u.progressed.tx_id);
+		(*at)++;
+		assert_true((unsigned)*at < rec->n);
+		if (h != rec->hash[*at])
+			fail_msg("at Progressed %u (tx %llx) the replica is not the writer's commit %d (found at %d)", got,
+				 (unsigned long long)e.u.progressed.tx_id, *at, find_state(rec, h));
+		got++;
+	}
+}
+
+/* ---- tests ----------------------------------------------------------------- */
+
+/*
+ * The whole life of a query against a real writer: Hydrated at a committed
+ * state, then every commit's Changed slices (several per transaction: 8
+ * frames per batch) before its Progressed, applied by the host at each
+ * Progressed to equal exactly the writer's next committed state, across
+ * WAL restarts (walship's own WAL checkpoint every 64 KiB) where tx_id
+ * starts a new chain and still grows.
+ */
+static void test_exact_replica(void **state)
+{
+	struct wt_env env;
+	struct record rec = { 0 };
+	struct replica r = { 0 };
+	uint64_t last_tx = 0;
+	int at = -1;
+	(void)state;
+	wt_env_init(&env, "events-exact", 0);
+	for (int i = 0; i < 5; i++)
+		wt_write_txn(env.w, 3, 500);
+	record_state(&rec, env.w);
+	struct ws_engine *e = engine_up(env.sink_url, 1, 8, 64 << 10, 0);
+	add_tenant(e, "app", env.db, 0);
+	struct ws_events *ev = channel(e, 10000);
+	(void)subscribe1(ev, "app");
+	for (int round = 0; round < 6; round++) {
+		for (int i = 0; i < 10; i++) {
+			/* Small ones, and some of 40 rows of 600 bytes: many pages, several slices. */
+			wt_write_txn(env.w, i % 3 == 0 ? 40 : 1 + i, 600);
+			record_state(&rec, env.w);
+		}
+		follow(ev, &r, &rec, &at, &last_tx);
+	}
+	/* The last state is the writer's last commit; tx_ids crossed WAL restarts. */
+	assert_int_equal(at, (int)rec.n - 1);
+	assert_true(WS_TX_CHAIN(last_tx) > 1);
+	assert_true(r.max_slices_in_txn > 1);
+	assert_int_equal(ws_engine_flush(e), 0);
+	ws_events_close(ev);
+	ws_engine_destroy(e);
+	replica_free(&r);
+	wt_env_free(&env);
+}
+
+struct marker_scan {
+	const uint8_t *marker;
+	size_t len;
+};
+
+static bool page_has(const uint8_t *p, size_t n, const uint8_t *m, size_t mlen)
+{
+	for (size_t i = 0; i + mlen <= n; i++)
+		if (p[i] == m[0] && memcmp(p + i, m, mlen) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * A writer whose big transaction spills pages into the WAL (cache_size 5)
+ * and then rolls back: none of its pages reaches the host, no Progressed
+ * names it, and every state the host applies is one the writer committed.
+ */
+static void test_rollback_never_released(void **state)
+{
+	struct wt_env env;
+	struct record rec = { 0 };
+	struct replica r = { 0 };
+	int at = -1;
+	char blob[2049];
+	(void)state;
+	wt_env_init(&env, "events-rollback", 0);
+	wt_write_txn(env.w, 5, 300);
+	record_state(&rec, env.w);
+	struct ws_engine *e = engine_up(env.sink_url, 1, 0, UINT64_MAX, 0);
+	add_tenant(e, "app", env.db, 0);
+	struct ws_events *ev = channel(e, 10000);
+	(void)subscribe1(ev, "app");
+	struct ws_event h;
+	next_ok(ev, &h);
+	assert_int_equal(h.u.update.kind, WS_UPDATE_HYDRATED);
+	replica_hydrate(&r, &h);
+	at = find_state(&rec, image_hash(r.img, r.pages * r.page_size));
+	assert_true(at >= 0);
+
+	memset(blob, 'R', sizeof(blob) - 1);
+	blob[sizeof(blob) - 1] = '\0';
+	uint64_t wal_before = 0, wal_spilled = 0;
+	struct stat sb;
+	if (stat(env.wal, &sb) == 0)
+		wal_before = (uint64_t)sb.st_size;
+	wt_exec(env.w, "PRAGMA cache_size=5");
+	wt_exec(env.w, "BEGIN");
+	for (int i = 0; i < 200; i++) {
+		char sql[2200];
+		snprintf(sql, sizeof(sql), "INSERT INTO t(v) VALUES ('ROLLEDBACK%s')", blob);
+		wt_exec(env.w, sql);
+	}
+	assert_int_equal(stat(env.wal, &sb), 0);
+	wal_spilled = (uint64_t)sb.st_size;
+	wt_exec(env.w, "ROLLBACK");
+	wt_exec(env.w, "PRAGMA cache_size=-2000");
+	/* The transaction really spilled: its pages were in the WAL file. */
+	assert_true(wal_spilled > wal_before + 100 * 4096);
+	for (int i = 0; i < 8; i++) {
+		wt_write_txn(env.w, 2, 200);
+		record_state(&rec, env.w);
+	}
+	unsigned got = 0;
+	while (got < 8) {
+		struct ws_event x;
+		next_ok(ev, &x);
+		assert_int_not_equal(x.kind, WS_EVENT_FAULTED);
+		if (x.kind == WS_EVENT_UPDATE) {
+			assert_int_equal(x.u.update.kind, WS_UPDATE_CHANGED);
+			for (uint32_t i = 0; i < x.u.update.u.changed.count; i++)
+				assert_false(page_has(x.u.update.u.changed.pages + (size_t)i * x.u.update.page_size,
+						      x.u.update.page_size, (const uint8_t *)"ROLLEDBACKRRRR", 14));
+			replica_buffer(&r, &x);
+			continue;
+		}
+		uint64_t hh = replica_apply(&r, x.u.progressed.tx_id);
+		at++;
+		assert_int_equal(find_state(&rec, hh), at);
+		got++;
+	}
+	ws_events_close(ev);
+	ws_engine_destroy(e);
+	replica_free(&r);
+	wt_env_free(&env);
+}
+
+/*
+ * Rollback after speculative delivery, and a re-base the events cannot
+ * cross, at the tap itself: the shard reads a WAL only up to the
+ * wal-index's last commit, so SQLite never lets it read frames that a
+ * rollback then replaces, and no writer produces either case on demand.
+ * The frames here are built by hand (their checks are the tail's, done
+ * before); the ring's records are read raw.
+ */
+static void frame_at(uint8_t *buf, uint32_t ps, uint32_t i, uint32_t pgno, uint32_t db_size, uint32_t ck, uint8_t fill)
+{
+	uint8_t *f = buf + (size_t)i * (ps + WS_WAL_FRAME_HDR_SIZE);
+	memset(f, 0, WS_WAL_FRAME_HDR_SIZE);
+	f[0] = (uint8_t)(pgno >> 24), f[1] = (uint8_t)(pgno >> 16), f[2] = (uint8_t)(pgno >> 8), f[3] = (uint8_t)pgno;
+	f[4] = (uint8_t)(db_size >> 24), f[5] = (uint8_t)(db_size >> 16), f[6] = (uint8_t)(db_size >> 8), f[7] = (uint8_t)db_size;
+	f[16] = (uint8_t)(ck >> 24), f[17] = (uint8_t)(ck >> 16), f[18] = (uint8_t)(ck >> 8), f[19] = (uint8_t)ck;
+	memset(f + WS_WAL_FRAME_HDR_SIZE, fill, ps);
+}
+
+static void slot_desc(struct ws_pipe_desc *d, uint32_t ps, uint32_t salt, uint64_t first, uint32_t n, uint64_t last_commit)
+{
+	memset(d, 0, sizeof(*d));
+	d->checked = true;
+	d->batch.gen.page_size = ps;
+	d->batch.gen.salt1 = salt;
+	d->batch.gen.salt2 = salt;
+	d->chk.filled = true;
+	d->chk.run.first_frame = first;
+	d->chk.run.valid = n;
+	d->chk.run.last_commit = last_commit;
+}
+
+/* Kinds of the records written since *pos (advanced); causes of REC_FAULT into cause. */
+static unsigned ring_kinds(struct ws_ev_hub *h, uint64_t *pos, uint16_t *kinds, uint16_t *cause, unsigned max)
+{
+	struct ws_ev_ring *r = &h->rings[0];
+	unsigned n = 0;
+	while (*pos < r->head && n < max) {
+		struct ev_rec rh;
+		memcpy(&rh, r->mem + (*pos & (r->cap - 1)), sizeof(rh));
+		assert_int_equal(rh.pos, *pos);
+		*pos += rh.len;
+		if (rh.kind == REC_PAD)
+			continue;
+		kinds[n] = rh.kind;
+		*cause = rh.cause;
+		n++;
+	}
+	return n;
+}
+
+static void test_tap_rollback_and_gap(void **state)
+{
+	struct ws_ev_hub *h = NULL;
+	const uint32_t ps = 512;
+	uint8_t frames[8 * (512 + 24)];
+	struct ws_pipe_desc *d = calloc(1, sizeof(*d));
+	uint32_t chain = 0, chain_salt[2] = { 0, 0 };
+	uint16_t kinds[16], cause = 0;
+	uint64_t pos = 0;
+	(void)state;
+	assert_non_null(d);
+	assert_int_equal(ws_ev_hub_create(&h, 1, 0), 0);
+	struct ws_ev_tap tap = { .hub = h, .shard = 0, .tenant_id = 7, .chain = &chain, .chain_salt = chain_salt,
+				 .subs = 1, .salt1 = 9, .salt2 = 9, .commit = 0, .spec_next = 1 };
+	chain = 1;
+	/* Frames 1..3 commit at 3 (Changed, Progressed); 4..5 read without a commit (speculative). */
+	frame_at(frames, ps, 0, 1, 0, 101, 'a');
+	frame_at(frames, ps, 1, 2, 0, 102, 'b');
+	frame_at(frames, ps, 2, 3, 3, 103, 'c');
+	frame_at(frames, ps, 3, 4, 0, 104, 'd');
+	frame_at(frames, ps, 4, 5, 0, 105, 'e');
+	slot_desc(d, ps, 9, 1, 5, 3);
+	ws_ev_tap_slot(&tap, d, frames);
+	assert_int_equal(ring_kinds(h, &pos, kinds, &cause, 16), 3);
+	assert_int_equal(kinds[0], REC_CHANGED);
+	assert_int_equal(kinds[1], REC_PROGRESSED);
+	assert_int_equal(kinds[2], REC_CHANGED);
+	assert_int_equal(tap.commit, 3);
+	assert_int_equal(tap.spec_next, 6);
+	/* The same frames read again (a tail that ended early): nothing new. */
+	slot_desc(d, ps, 9, 4, 2, 0);
+	ws_ev_tap_slot(&tap, d, frames + 3 * (ps + 24));
+	assert_int_equal(ring_kinds(h, &pos, kinds, &cause, 16), 0);
+	/* The writer rolled back: other frames at 4..5, committed at 5. */
+	frame_at(frames, ps, 3, 6, 0, 204, 'x');
+	frame_at(frames, ps, 4, 7, 7, 205, 'y');
+	slot_desc(d, ps, 9, 4, 2, 5);
+	ws_ev_tap_slot(&tap, d, frames + 3 * (ps + 24));
+	assert_int_equal(ring_kinds(h, &pos, kinds, &cause, 16), 1);
+	assert_int_equal(kinds[0], REC_FAULT);
+	assert_int_equal(cause, WS_CAUSE_ROLLBACK);
+	assert_true(tap.faulted);
+	/* No event of it follows. */
+	ws_ev_tap_slot(&tap, d, frames + 3 * (ps + 24));
+	assert_int_equal(ring_kinds(h, &pos, kinds, &cause, 16), 0);
+
+	/* Speculative frames, then the WAL restarts (new salts): rollback. */
+	struct ws_ev_tap t2 = { .hub = h, .tenant_id = 8, .chain = &chain, .chain_salt = chain_salt, .subs = 1,
+				.salt1 = 9, .salt2 = 9, .commit = 3, .spec_next = 6, .spec_ck = { 105, 0 } };
+	slot_desc(d, ps, 10, 1, 1, 1);
+	frame_at(frames, ps, 0, 1, 1, 1, 'z');
+	ws_ev_tap_begin(&t2, WS_MANIFEST_NEXT_GEN, true, 9, 9, 3);
+	ws_ev_tap_slot(&t2, d, frames);
+	assert_int_equal(ring_kinds(h, &pos, kinds, &cause, 16), 1);
+	assert_int_equal(cause, WS_CAUSE_ROLLBACK);
+
+	/* A new generation the tail proves follows (NEXT_GEN from the tap's
+	 * commit): the chain goes on, tx_id grows. */
+	struct ws_ev_tap t3 = { .hub = h, .tenant_id = 9, .chain = &chain, .chain_salt = chain_salt, .subs = 1,
+				.salt1 = 9, .salt2 = 9, .commit = 3, .spec_next = 4 };
+	uint32_t c0 = chain;
+	ws_ev_tap_begin(&t3, WS_MANIFEST_NEXT_GEN, true, 9, 9, 3);
+	ws_ev_tap_slot(&t3, d, frames);
+	assert_int_equal(ring_kinds(h, &pos, kinds, &cause, 16), 2);
+	assert_int_equal(kinds[1], REC_PROGRESSED);
+	assert_int_equal(chain, c0 + 1);
+	/* A re-base onto another generation: nothing proves the commits between were read. */
+	struct ws_ev_tap t4 = { .hub = h, .tenant_id = 10, .chain = &chain, .chain_salt = chain_salt, .subs = 1,
+				.salt1 = 9, .salt2 = 9, .commit = 3, .spec_next = 4 };
+	ws_ev_tap_begin(&t4, WS_MANIFEST_REBASE, true, 9, 9, 3);
+	ws_ev_tap_slot(&t4, d, frames);
+	assert_int_equal(ring_kinds(h, &pos, kinds, &cause, 16), 1);
+	assert_int_equal(cause, WS_CAUSE_DERIVE);
+	ws_ev_hub_destroy(h);
+	free(d);
+}
+
+/* One tenant "app" with a writer, an engine of one shard over it, a channel. */
+struct fx {
+	struct wt_env env;
+	struct ws_engine *e;
+	struct ws_events *ev;
+};
+
+static void fx_up(struct fx *f, const char *tag, uint32_t deadline_ms)
+{
+	wt_env_init(&f->env, tag, 0);
+	wt_write_txn(f->env.w, 2, 100);
+	f->e = engine_up(f->env.sink_url, 1, 0, UINT64_MAX, 0);
+	add_tenant(f->e, "app", f->env.db, 0);
+	f->ev = channel(f->e, deadline_ms);
+}
+
+static void fx_down(struct fx *f)
+{
+	ws_events_close(f->ev);
+	ws_engine_destroy(f->e);
+	wt_env_free(&f->env);
+}
+
+static struct ws_event wait_fault(struct ws_events *ev)
+{
+	for (;;) {
+		struct ws_event x;
+		next_ok(ev, &x);
+		if (x.kind == WS_EVENT_FAULTED)
+			return x;
+	}
+}
+
+/* A WAL whose header no longer decodes (overwritten in place): derive. */
+static void test_fault_derive(void **state)
+{
+	struct fx f0;
+	(void)state;
+	fx_up(&f0, "events-derive", 10000);
+	struct ws_engine *e = f0.e;
+	struct ws_events *ev = f0.ev;
+	struct wt_env env = f0.env;
+	uint64_t q = subscribe1(ev, "app");
+	int fd = open(env.wal, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "not a WAL header, nor anything!!", 32, 0), 32);
+	close(fd);
+	wt_write_txn(env.w, 1, 100); /* wakes the shard; SQLite writes past the header */
+	struct ws_event f = wait_fault(ev);
+	assert_int_equal(f.u.faulted.query_id, q);
+	assert_int_equal(f.u.faulted.cause, WS_CAUSE_DERIVE);
+	assert_non_null(strstr(f.u.faulted.reason, "app"));
+	/* Terminal: nothing more of it, and it can be unsubscribed once. */
+	struct ws_event x;
+	assert_int_equal(ws_events_next(ev, &x, 300), -EAGAIN);
+	assert_int_equal(ws_events_unsubscribe(ev, q), 0);
+	assert_int_equal(ws_events_unsubscribe(ev, q), WS_ENOTFOUND);
+	(void)env;
+	(void)e;
+	(void)ev;
+	fx_down(&f0);
+}
+
+#ifdef WS_FAULTS
+/* The same cause through the fault site in the tap (injected: the decoding
+ * the tail already did cannot be made to fail on demand otherwise). */
+static void test_fault_derive_injected(void **state)
+{
+	struct fx f0;
+	(void)state;
+	fx_up(&f0, "events-derive-inj", 10000);
+	struct ws_engine *e = f0.e;
+	struct ws_events *ev = f0.ev;
+	struct wt_env env = f0.env;
+	uint64_t q = subscribe1(ev, "app");
+	assert_int_equal(ws_fault_arm("events.derive", 1, 0), 0);
+	wt_write_txn(env.w, 1, 100);
+	struct ws_event f = wait_fault(ev);
+	ws_fault_disarm();
+	assert_int_equal(f.u.faulted.query_id, q);
+	assert_int_equal(f.u.faulted.cause, WS_CAUSE_DERIVE);
+	/* A new registration gets a fresh baseline and goes on. */
+	uint64_t q2 = subscribe1(ev, "app");
+	struct ws_event x;
+	next_ok(ev, &x);
+	assert_int_equal(x.u.update.kind, WS_UPDATE_HYDRATED);
+	assert_int_equal(x.u.update.query_id, q2);
+	(void)env;
+	(void)e;
+	(void)ev;
+	fx_down(&f0);
+}
+#endif
+
+/* The engine stops: its shard threads end, and every query on them is told. */
+static void test_fault_worker_lost(void **state)
+{
+	struct fx f0;
+	(void)state;
+	fx_up(&f0, "events-lost", 10000);
+	struct ws_engine *e = f0.e;
+	struct ws_events *ev = f0.ev;
+	struct wt_env env = f0.env;
+	uint64_t q = subscribe1(ev, "app");
+	assert_int_equal(ws_engine_stop(e), 0);
+	struct ws_event f = wait_fault(ev);
+	assert_int_equal(f.u.faulted.query_id, q);
+	assert_int_equal(f.u.faulted.cause, WS_CAUSE_WORKER_LOST);
+	const char *t = "app";
+	uint64_t q2;
+	assert_int_equal(ws_events_subscribe(ev, &t, 1, &q2), -ESHUTDOWN);
+	(void)env;
+	(void)e;
+	(void)ev;
+	fx_down(&f0);
+}
+
+/* One query over two tenants on two shards: cv_min advances only once both progressed. */
+static void test_combined_two_shards(void **state)
+{
+	struct wt_env a, b;
+	(void)state;
+	wt_env_init(&a, "events-comb-a", 0);
+	wt_env_init(&b, "events-comb-b", 0);
+	wt_write_txn(a.w, 1, 100);
+	wt_write_txn(b.w, 1, 100);
+	struct ws_engine *e = engine_up(a.sink_url, 2, 0, UINT64_MAX, 0);
+	add_tenant(e, "a", a.db, 0);
+	add_tenant(e, "b", b.db, 1);
+	struct ws_events *ev = channel(e, 10000);
+	const char *names[] = { "a", "b" };
+	uint64_t q;
+	struct ws_events_cv cv;
+	struct ws_event x;
+	assert_int_equal(ws_events_subscribe(ev, names, 2, &q), 0);
+	assert_int_equal(ws_events_cv_init(ev, q, &cv), 0);
+	assert_int_equal(cv.workers, 2);
+	int hydrated = 0;
+	while (hydrated < 2) {
+		next_ok(ev, &x);
+		assert_int_equal(x.kind, WS_EVENT_UPDATE);
+		assert_int_equal(x.u.update.kind, WS_UPDATE_HYDRATED);
+		assert_int_equal(x.u.update.query_id, q);
+		hydrated++;
+	}
+	wt_write_txn(a.w, 1, 100);
+	do {
+		next_ok(ev, &x);
+	} while (x.kind != WS_EVENT_PROGRESSED);
+	assert_int_equal(x.u.progressed.worker, 0);
+	assert_string_equal(x.tenant, "a");
+	assert_false(ws_events_cv_note(&cv, &x)); /* shard 1 has not progressed */
+	assert_int_equal(cv.cv_min, 0);
+	wt_write_txn(a.w, 1, 100);
+	do {
+		next_ok(ev, &x);
+	} while (x.kind != WS_EVENT_PROGRESSED);
+	assert_false(ws_events_cv_note(&cv, &x));
+	wt_write_txn(b.w, 1, 100);
+	do {
+		next_ok(ev, &x);
+	} while (x.kind != WS_EVENT_PROGRESSED);
+	assert_int_equal(x.u.progressed.worker, 1);
+	assert_true(ws_events_cv_note(&cv, &x));
+	assert_int_equal(cv.cv_min, 1);
+	ws_events_close(ev);
+	ws_engine_destroy(e);
+	wt_env_free(&b);
+	wt_env_free(&a);
+}
+
+/*
+ * A channel that stops reading is shed (push_deadline) while the writer
+ * goes on: the shard keeps shipping, and another channel on the same
+ * tenant receives every Progressed, exactly, with no fault.
+ */
+static void test_stalled_channel_shed(void **state)
+{
+	struct wt_env env;
+	struct record rec = { 0 };
+	struct replica r = { 0 };
+	uint64_t last_tx = 0;
+	int at = -1;
+	(void)state;
+	wt_env_init(&env, "events-shed", 0);
+	wt_write_txn(env.w, 2, 100);
+	record_state(&rec, env.w);
+	struct ws_engine *e = engine_up(env.sink_url, 1, 0, UINT64_MAX, 0);
+	add_tenant(e, "app", env.db, 0);
+	struct ws_events *stalled = channel(e, 100);
+	struct ws_events *healthy = channel(e, 10000);
+	uint64_t qs = subscribe1(stalled, "app");
+	(void)subscribe1(healthy, "app");
+	struct ws_tenant_metrics m0, m1;
+	assert_int_equal(ws_engine_tenant_metrics(e, "app", &m0), 0);
+	/* 60 commits over about 1.2 s; the healthy channel follows them all. */
+	for (int i = 0; i < 60; i++) {
+		wt_write_txn(env.w, 1, 300);
+		record_state(&rec, env.w);
+		wt_sleep_ms(20);
+	}
+	follow(healthy, &r, &rec, &at, &last_tx);
+	assert_int_equal(ws_engine_flush(e), 0);
+	assert_int_equal(ws_engine_tenant_metrics(e, "app", &m1), 0);
+	assert_true(m1.frames_shipped > m0.frames_shipped); /* the shard kept shipping */
+	/* The stalled one: its first event is the Faulted (or comes after what it had read). */
+	struct ws_event f = wait_fault(stalled);
+	assert_int_equal(f.u.faulted.query_id, qs);
+	assert_int_equal(f.u.faulted.cause, WS_CAUSE_PUSH_DEADLINE);
+	assert_non_null(strstr(f.u.faulted.reason, "deadline_ms 100"));
+	ws_events_close(stalled);
+	ws_events_close(healthy);
+	ws_engine_destroy(e);
+	replica_free(&r);
+	wt_env_free(&env);
+}
+
+/* Unsubscribed: no event of the query follows; others go on. */
+static void test_unsubscribe_stops(void **state)
+{
+	struct fx f0;
+	(void)state;
+	fx_up(&f0, "events-unsub", 10000);
+	struct ws_engine *e = f0.e;
+	struct ws_events *ev = f0.ev;
+	struct wt_env env = f0.env;
+	uint64_t q1 = subscribe1(ev, "app");
+	uint64_t q2 = subscribe1(ev, "app");
+	assert_int_equal(ws_events_unsubscribe(ev, q1), 0);
+	wt_write_txn(env.w, 3, 100);
+	unsigned progressed = 0;
+	while (progressed < 1) {
+		struct ws_event x;
+		next_ok(ev, &x);
+		assert_int_not_equal(x.kind, WS_EVENT_FAULTED);
+		if (x.kind == WS_EVENT_UPDATE)
+			assert_int_equal(x.u.update.query_id, q2);
+		else
+			progressed++;
+	}
+	assert_int_equal(ws_events_unsubscribe(ev, q2), 0);
+	wt_write_txn(env.w, 3, 100);
+	struct ws_event x;
+	assert_int_equal(ws_events_next(ev, &x, 300), -EAGAIN);
+	(void)env;
+	(void)e;
+	(void)ev;
+	fx_down(&f0);
+}
+
+static void test_bad_input(void **state)
+{
+	struct wt_env env;
+	int err = 0;
+	uint64_t q = 0;
+	struct ws_event x;
+	struct ws_events_cv cv;
+	(void)state;
+	wt_env_init(&env, "events-bad", 0);
+	wt_write_txn(env.w, 1, 100);
+	assert_null(ws_events_open(NULL, NULL, &err));
+	assert_int_equal(err, WS_ECONFIG);
+	struct ws_engine *e = engine_up(env.sink_url, 1, 0, UINT64_MAX, 0);
+	add_tenant(e, "app", env.db, 0);
+	struct ws_events *ev = channel(e, 0);
+	const char *unknown = "nope";
+	assert_int_equal(ws_events_subscribe(ev, &unknown, 1, &q), WS_ENOTFOUND);
+	assert_non_null(strstr(ws_errmsg(), "nope"));
+	const char *twice[] = { "app", "app" };
+	assert_int_equal(ws_events_subscribe(ev, twice, 2, &q), WS_ECONFIG);
+	assert_non_null(strstr(ws_errmsg(), "twice"));
+	const char *app = "app";
+	assert_int_equal(ws_events_subscribe(ev, &app, 0, &q), WS_ECONFIG);
+	assert_int_equal(ws_events_subscribe(ev, NULL, 1, &q), WS_ECONFIG);
+	assert_int_equal(ws_events_subscribe(NULL, &app, 1, &q), WS_ECONFIG);
+	assert_int_equal(ws_events_subscribe(ev, &app, 1, NULL), WS_ECONFIG);
+	const char *with_null[] = { "app", NULL };
+	assert_int_equal(ws_events_subscribe(ev, with_null, 2, &q), WS_ECONFIG);
+	/* A failed subscribe left nothing: no event comes. */
+	assert_int_equal(ws_events_next(ev, &x, 100), -EAGAIN);
+	assert_int_equal(ws_events_unsubscribe(ev, 12345), WS_ENOTFOUND);
+	assert_int_equal(ws_events_unsubscribe(NULL, 1), WS_ECONFIG);
+	assert_int_equal(ws_events_next(NULL, &x, 0), WS_ECONFIG);
+	assert_int_equal(ws_events_next(ev, NULL, 0), WS_ECONFIG);
+	assert_int_equal(ws_events_cv_init(ev, 999, &cv), WS_ENOTFOUND);
+	assert_false(ws_events_cv_note(NULL, &x));
+	assert_int_equal(ws_events_fd(NULL), -1);
+	assert_true(ws_events_fd(ev) >= 0);
+	assert_string_equal(ws_fault_cause_name(WS_CAUSE_PUSH_DEADLINE), "push_deadline");
+	assert_string_equal(ws_fault_cause_name((enum ws_fault_cause)99), "?");
+	q = subscribe1(ev, "app");
+	assert_int_equal(ws_events_unsubscribe(ev, q), 0);
+	assert_int_equal(ws_events_unsubscribe(ev, q), WS_ENOTFOUND);
+	ws_events_close(ev);
+	ws_events_close(NULL);
+	ws_engine_destroy(e);
+	wt_env_free(&env);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_tap_rollback_and_gap),
+		cmocka_unit_test(test_exact_replica),
+		cmocka_unit_test(test_rollback_never_released),
+		cmocka_unit_test(test_fault_derive),
+#ifdef WS_FAULTS
+		cmocka_unit_test(test_fault_derive_injected),
+#endif
+		cmocka_unit_test(test_fault_worker_lost),
+		cmocka_unit_test(test_combined_two_shards),
+		cmocka_unit_test(test_stalled_channel_shed),
+		cmocka_unit_test(test_unsubscribe_stops),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,158 @@
+/*
+ * replicate --events: every event of the chosen tenants as one JSON line on
+ * stdout (Jansson), the seed's field names (query_id, update, reason,
+ * cause, worker, tx_id); logs stay on stderr. One query per tenant, read by
+ * a thread of its own; a query faulted by anything but the end of its
+ * worker is subscribed again (its new Hydrated follows).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+struct ws_cli_events {
+	struct ws_engine *e;
+	struct ws_events *ev;
+	pthread_t thread;
+	bool started;
+	int stop;               /* (atomic) the engine has stopped: drain and end */
+	size_t n;
+	char (*names)[WS_TENANT_MAX];
+	uint64_t *query;        /* per name: its live query (0: none) */
+};
+
+static json_t *u64(uint64_t v) { return json_integer((json_int_t)v); }
+
+/* The event as the seed names it: {"event":..., "query_id", "update"} and so on. */
+void ws_cli_print_event_json(const struct ws_event *x)
+{
+	json_t *o = json_object();
+	switch (x->kind) {
+	case WS_EVENT_UPDATE: {
+		json_t *u = json_object();
+		json_object_set_new(o, "event", json_string("update"));
+		json_object_set_new(o, "query_id", u64(x->u.update.query_id));
+		json_object_set_new(u, "kind", json_string(ws_update_kind_name(x->u.update.kind)));
+		json_object_set_new(u, "page_size", u64(x->u.update.page_size));
+		if (x->u.update.kind == WS_UPDATE_HYDRATED) {
+			json_object_set_new(u, "tx_id", u64(x->u.update.u.hydrated.tx_id));
+			json_object_set_new(u, "pages", u64(x->u.update.u.hydrated.pages));
+		} else {
+			json_t *pg = json_array();
+			for (uint32_t i = 0; i < x->u.update.u.changed.count; i++)
+				json_array_append_new(pg, u64(x->u.update.u.changed.pgno[i]));
+			json_object_set_new(u, "position", u64(x->u.update.u.changed.position));
+			json_object_set_new(u, "pgno", pg);
+			json_object_set_new(u, "db_pages", u64(x->u.update.u.changed.db_pages));
+		}
+		json_object_set_new(o, "update", u);
+		break;
+	}
+	case WS_EVENT_FAULTED:
+		json_object_set_new(o, "event", json_string("faulted"));
+		json_object_set_new(o, "query_id", u64(x->u.faulted.query_id));
+		json_object_set_new(o, "reason", json_string(x->u.faulted.reason));
+		json_object_set_new(o, "cause", json_string(ws_fault_cause_name(x->u.faulted.cause)));
+		break;
+	case WS_EVENT_PROGRESSED:
+		json_object_set_new(o, "event", json_string("progressed"));
+		json_object_set_new(o, "worker", u64(x->u.progressed.worker));
+		json_object_set_new(o, "tx_id", u64(x->u.progressed.tx_id));
+		break;
+	}
+	json_object_set_new(o, "tenant", x->tenant ? json_string(x->tenant) : json_null());
+	ws_cli_emit_json(o);
+}
+
+static int subscribe_one(struct ws_cli_events *c, size_t i)
+{
+	const char *name = c->names[i];
+	int rc = ws_events_subscribe(c->ev, &name, 1, &c->query[i]);
+	if (rc) {
+		c->query[i] = 0;
+		fprintf(stderr, "walship: events: tenant %s: %s\n", name, ws_errmsg());
+	}
+	return rc;
+}
+
+static void *reader(void *arg)
+{
+	struct ws_cli_events *c = arg;
+	for (;;) {
+		struct ws_event x;
+		bool stopping = __atomic_load_n(&c->stop, __ATOMIC_ACQUIRE);
+		int rc = ws_events_next(c->ev, &x, stopping ? 0 : 200);
+		if (rc == -EAGAIN) {
+			if (stopping)
+				return NULL;
+			continue;
+		}
+		if (rc) {
+			fprintf(stderr, "walship: events: %s\n", ws_errmsg());
+			return NULL;
+		}
+		ws_cli_print_event_json(&x);
+		if (x.kind != WS_EVENT_FAULTED)
+			continue;
+		for (size_t i = 0; i < c->n; i++) {
+			if (c->query[i] != x.u.faulted.query_id)
+				continue;
+			if (ws_events_unsubscribe(c->ev, c->query[i]) != 0)
+				fprintf(stderr, "walship: events: %s\n", ws_errmsg());
+			c->query[i] = 0;
+			/* A fresh baseline, unless the worker is gone. */
+			if (x.u.faulted.cause != WS_CAUSE_WORKER_LOST && !stopping)
+				(void)subscribe_one(c, i);
+		}
+	}
+}
+
+struct ws_cli_events *ws_cli_events_start(struct ws_engine *e, const char *const *names, size_t n)
+{
+	struct ws_cli_events *c = calloc(1, sizeof(*c));
+	int err = 0;
+	if (!c || !(c->names = calloc(n, sizeof(*c->names))) || !(c->query = calloc(n, sizeof(*c->query)))) {
+		fprintf(stderr, "walship: events: out of memory\n");
+		goto fail;
+	}
+	c->e = e;
+	c->n = n;
+	for (size_t i = 0; i < n; i++)
+		snprintf(c->names[i], sizeof(c->names[i]), "%s", names[i]);
+	c->ev = ws_events_open(e, NULL, &err);
+	if (!c->ev) {
+		fprintf(stderr, "walship: events: %s\n", ws_errmsg());
+		goto fail;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (subscribe_one(c, i) != 0)
+			goto fail;
+	if (pthread_create(&c->thread, NULL, reader, c) != 0) {
+		fprintf(stderr, "walship: events: cannot start its thread\n");
+		goto fail;
+	}
+	c->started = true;
+	return c;
+fail:
+	ws_cli_events_stop(c);
+	return NULL;
+}
+
+void ws_cli_events_stop(struct ws_cli_events *c)
+{
+	if (!c)
+		return;
+	if (c->started) {
+		__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
+		pthread_join(c->thread, NULL);
+	}
+	ws_events_close(c->ev);
+	free(c->names);
+	free(c->query);
+	free(c);
+}
