@@ -9,7 +9,8 @@
 #                    missing (skipped with WS_SKIP_INSTALL=1)
 #   2. build-ci      -DWS_WERROR=ON -DWS_FAULTS=ON, every ctest test (test
 #                    builds name WS_FAULTS=ON: fault sites are for tests only)
-#   3. build-asan    ASan+UBSan (-DWS_SANITIZE=address), every ctest test
+#   3. build-asan    ASan+UBSan (-DWS_SANITIZE=address), every ctest test (the
+#                    engine's many-tenant test at 300 tenants there; 1,000 in build-ci)
 #   4. build-tsan    TSan (-DWS_SANITIZE=thread), the concurrent tests
 #                    (ctest -R 'test_store|test_io|test_net|test_core_stream|test_core_ring|
 #                    test_core_engine'; the engine's many-tenant test at 300 tenants there)
@@ -113,7 +114,7 @@ build_and_test build-ci build-ci "" -- -DWS_WERROR=ON -DWS_FAULTS=ON -DCMAKE_BUI
 # ---- 3. ASan + UBSan ------------------------------------------------------------
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1:strict_string_checks=1:check_initialization_order=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-build_and_test build-asan build-asan "" -- -DWS_SANITIZE=address -DWS_WERROR=ON -DWS_FAULTS=ON -DCMAKE_BUILD_TYPE=Debug \
+WS_ENGINE_TENANTS=300 build_and_test build-asan build-asan "" -- -DWS_SANITIZE=address -DWS_WERROR=ON -DWS_FAULTS=ON -DCMAKE_BUILD_TYPE=Debug \
 	-DWS_BUILD_BENCH=OFF
 
 # ---- 4. TSan ------------------------------------------------------------------------
