@@ -75,7 +75,7 @@ class Run:
         self.obs = []
         self.failures = []
         self.stats = dict(pauses=0, kills=0, terms=0, stops=0, checks=0, tail_errors=0, skipped_frames=0,
-                          drain_replaced=0, sink_checkpoints=0, outside_signals=0, rebase_requests=0)
+                          drain_replaced=0, drain_deadline=0, sink_checkpoints=0, outside_signals=0, rebase_requests=0)
         self.events = []
 
     def log(self, msg):
@@ -231,6 +231,13 @@ class Run:
             # replacing the file: nothing acknowledged, the next start
             # re-bases. Counted, not a failure.
             self.stats["drain_replaced"] += 1
+        elif rc == 1 and "reached; stopping now" in open(self.ws_logs[-1][1], errors="replace").read():
+            # The drain ran past drain_ms_max (random pauses of up to
+            # 100 ms at thousands of sites make a drain minutes long on a
+            # loaded machine): walship exits 1 at the deadline by design,
+            # naming what it left; the next start ships it and every
+            # acknowledged state is still checked. Counted, not a failure.
+            self.stats["drain_deadline"] += 1
         elif rc != 0:
             self.fail("walship %d exited %d after SIGTERM: %s" % (self.ws_life, rc, self.tail(self.ws_logs[-1][1])))
 
@@ -700,6 +707,8 @@ def main():
         print("    %5d x %s" % (v, k))
     print("  SIGTERM drains that lost a race with a database replacement (exit 1, nothing acknowledged): %d"
           % stats.get("drain_replaced", 0))
+    print("  SIGTERM drains past drain_ms_max (exit 1 by design, what was left shipped by the next start): %d"
+          % stats.get("drain_deadline", 0))
     print("  check commands killed by a signal from outside the harness (run again): %d"
           % stats.get("outside_signals", 0))
     print("  failures: %d%s" % (len(failed), (" (run seeds: %s)" % " ".join(map(str, failed))) if failed else ""))
