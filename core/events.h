@@ -190,6 +190,8 @@ void ws_ev_single_release(struct ws_ev_single *s, uint64_t tap_epoch);
 void ws_ev_single_drop_tap(struct ws_ev_single *s);
 /* The channel closes: the stream is free for another, the hub goes. */
 void ws_ev_single_free(struct ws_ev_single *s);
+/* ws_stream_close of the channel's stream: its calls fail WS_ECONFIG from now on. */
+void ws_ev_single_stream_closed(struct ws_events *ev);
 
 /* The channel over hub (events_host.c): e NULL and single set for a single-thread channel. */
 struct ws_events *ws_ev_chan_open(struct ws_engine *e, struct ws_ev_hub *hub, struct ws_ev_single *single,

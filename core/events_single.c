@@ -39,8 +39,24 @@ struct ws_ev_single {
 	uint32_t chain_salt[2];
 };
 
+/* The channel outlived its stream (ws_stream_close first): what needs it is refused. */
+static int stream_gone(void)
+{
+	return ws_fail(WS_ECONFIG, "events: the channel's stream was closed (close the channel first): "
+		       "nothing can be tailed or hydrated");
+}
+
+void ws_ev_single_stream_closed(struct ws_events *ev)
+{
+	struct ws_ev_single *s = ws_ev_chan_single(ev);
+	ws_warn("events: tenant %s: its stream closed before its single-thread channel", s->st->tenant);
+	s->st = NULL;
+}
+
 int ws_ev_single_find(struct ws_ev_single *s, const char *name, uint64_t *tenant_id)
 {
+	if (!s->st)
+		return stream_gone();
 	if (strcmp(name, s->st->tenant) != 0)
 		return ws_fail(WS_ENOTFOUND, "events: subscribe: tenant %s: a single-thread channel follows its "
 			       "stream's tenant %s alone", name, s->st->tenant);
@@ -52,6 +68,8 @@ int ws_ev_single_hydrate(struct ws_ev_single *s, struct ws_ev_hydrate *hy, uint6
 {
 	const bool had = s->tap != NULL;
 	int rc;
+	if (!s->st)
+		return stream_gone();
 	hy->db_path = s->st->db_path;
 	rc = ws_ev_hydrate(s->hub, 0, &s->tap, SINGLE_TENANT_ID, &s->chain, s->chain_salt, hy);
 	if (rc)
@@ -178,6 +196,8 @@ int ws_events_tail(struct ws_events *ev, struct ws_outcome *out)
 		return ws_fail(WS_ECONFIG, "events: tail: the channel is an engine's (ws_events_open): its shards "
 			       "tail the tenants; ws_events_tail drives a single-thread channel "
 			       "(ws_events_open_stream)");
+	if (!s->st)
+		return stream_gone();
 	r = &s->hub->rings[0];
 	from = r->whead;
 	ws_stream_set_events(s->st, s->tap);

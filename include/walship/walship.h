@@ -581,7 +581,8 @@ int ws_events_next(struct ws_events *ev, struct ws_event *out, int timeout_ms) W
  * ws_events_open_stream errors: WS_ECONFIG (NULL stream; a stream with a
  * channel already; deadline_ms set: a single-thread channel has none, its
  * bound is lag_bytes_max, which also sizes its ring), -ENOMEM. Close the
- * channel before the stream. Under this mode, ws_events_subscribe also
+ * channel before the stream: once the stream is closed, ws_events_tail,
+ * ws_events_subscribe and a Hydrated again fail WS_ECONFIG (named). Under this mode, ws_events_subscribe also
  * fails with WS_ECONFIG for n > 1 (one shard, one tenant) and WS_ENOTFOUND
  * for a name other than the stream's; -EAGAIN when the WAL restarted since
  * the last ws_events_tail while another query follows it (tail, then

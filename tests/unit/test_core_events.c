@@ -360,6 +360,13 @@ static void test_tap_rollback_and_gap(void **state)
 	/* No event of it follows. */
 	ws_ev_tap_slot(&tap, d, frames + 3 * (ps + 24));
 	assert_int_equal(ring_kinds(h, &pos, kinds, &cause, 16), 0);
+	/* A single-thread channel's tap (events_single.c) ends the same way
+	 * but writes no REC_FAULT: its channel hydrates again instead. */
+	struct ws_ev_tap ts = { .hub = h, .tenant_id = 11, .chain = &chain, .chain_salt = chain_salt, .subs = 1,
+				.salt1 = 9, .salt2 = 9, .commit = 3, .spec_next = 6, .spec_ck = { 105, 0 }, .single = true };
+	ws_ev_tap_slot(&ts, d, frames + 3 * (ps + 24));
+	assert_true(ts.faulted);
+	assert_int_equal(ring_kinds(h, &pos, kinds, &cause, 16), 0);
 
 	/* Speculative frames, then the WAL restarts (new salts): rollback. */
 	struct ws_ev_tap t2 = { .hub = h, .tenant_id = 8, .chain = &chain, .chain_salt = chain_salt, .subs = 1,

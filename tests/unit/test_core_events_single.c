@@ -502,6 +502,14 @@ static void test_single_misuse(void **state)
 	assert_non_null(strstr(ws_errmsg(), "engine"));
 	ws_events_close(tev);
 	ws_engine_destroy(eng);
+
+	/* The stream closed before its channel: refused, not a dangling stream. */
+	sx_follow(&x);
+	ws_stream_close(x.st);
+	x.st = NULL;
+	assert_int_equal(ws_events_tail(x.ev, &o), WS_ECONFIG);
+	assert_non_null(strstr(ws_errmsg(), "stream was closed"));
+	assert_int_equal(ws_events_subscribe(x.ev, (const char *[]){ "app" }, 1, &q), WS_ECONFIG);
 	sx_down(&x);
 }
 
