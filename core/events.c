@@ -260,6 +260,13 @@ void ws_ev_tap_fault(struct ws_ev_tap *tap, enum ws_fault_cause cause, const cha
 	va_start(ap, fmt);
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
+	if (tap->single) {
+		/* Single-thread mode never faults a query: its channel
+		 * (ws_events_tail) finds the tap ended and hydrates again. */
+		ws_warn("events: %s (%s): its queries are hydrated again", reason, ws_fault_cause_name(cause));
+		tap->faulted = true;
+		return;
+	}
 	ws_warn("events: %s (%s): its queries are faulted", reason, ws_fault_cause_name(cause));
 	emit_simple(&tap->hub->rings[tap->shard], &rec, reason, strlen(reason) + 1);
 	tap->faulted = true;

@@ -118,6 +118,8 @@ struct ws_ev_tap {
 				 * commit were emitted (speculative, Changed before their commit) */
 	uint32_t spec_ck[2];    /* the stored checksum of frame spec_next - 1 */
 	bool faulted;           /* a fault ended it in this tail: emit nothing more */
+	bool single;            /* single-thread mode (events_single.c): a fault writes no REC_FAULT;
+				 * the channel hydrates its queries again instead */
 	/* This tail's start (ws_ev_tap_begin): how its frames follow the tap's. */
 	bool began;
 	uint32_t kind;          /* WS_MANIFEST_CONTINUE, _NEXT_GEN, _REBASE */
@@ -168,5 +170,38 @@ int ws_ev_hydrate(struct ws_ev_hub *h, unsigned shard, struct ws_ev_tap **tapp, 
 		  uint32_t *chain_salt, struct ws_ev_hydrate *hy) WS_MUST_CHECK;
 /* One query of the tap goes (UNSUBSCRIBE); the last one ends it. */
 void ws_ev_tap_release(struct ws_ev_tap **tapp);
+
+/* ---- single-thread mode (events_single.c) --------------------------------- */
+
+/*
+ * A channel over one stream (ws_events_open_stream): one shard, no shard
+ * thread, its ring written by ws_events_tail and read by ws_events_next on
+ * the host's thread. The channel (events_host.c) calls these where a
+ * threaded channel posts a command to a shard.
+ */
+struct ws_ev_single;
+/* The tenant id of the stream's tenant name; WS_ENOTFOUND (named) otherwise. */
+int ws_ev_single_find(struct ws_ev_single *s, const char *name, uint64_t *tenant_id) WS_MUST_CHECK;
+/* A baseline inline (ws_ev_hydrate on the channel's own hub); *tap_epoch: the tap it counts in. */
+int ws_ev_single_hydrate(struct ws_ev_single *s, struct ws_ev_hydrate *hy, uint64_t *tap_epoch) WS_MUST_CHECK;
+/* A query no longer counts in the tap of tap_epoch (a newer tap: nothing to do). */
+void ws_ev_single_release(struct ws_ev_single *s, uint64_t tap_epoch);
+/* The tap goes whatever its count: every query is to be hydrated again. */
+void ws_ev_single_drop_tap(struct ws_ev_single *s);
+/* The channel closes: the stream is free for another, the hub goes. */
+void ws_ev_single_free(struct ws_ev_single *s);
+/* ws_stream_close of the channel's stream: its calls fail WS_ECONFIG from now on. */
+void ws_ev_single_stream_closed(struct ws_events *ev);
+
+/* The channel over hub (events_host.c): e NULL and single set for a single-thread channel. */
+struct ws_events *ws_ev_chan_open(struct ws_engine *e, struct ws_ev_hub *hub, struct ws_ev_single *single,
+				  const struct ws_events_config *cfg, int *err);
+struct ws_ev_single *ws_ev_chan_single(const struct ws_events *ev);
+/* Where the channel has read shard 0's ring up to, and its bound; false: no live query reads it. */
+bool ws_ev_chan_cursor(const struct ws_events *ev, uint64_t *cursor, uint64_t *lag_bytes_max);
+/* Single-thread: the events since the channel's last read cannot be
+ * delivered (why): they are dropped, and every query of the channel gets a
+ * Hydrated again at its next ws_events_next. */
+void ws_ev_chan_rehydrate(struct ws_events *ev, const char *why);
 
 #endif

@@ -50,6 +50,7 @@ struct qtenant {
 	unsigned shard;
 	uint64_t tap_epoch;
 	bool hydrated;          /* its REC_HYDRATED was read: events after h_tx follow */
+	bool need_hy;           /* single-thread: to be hydrated again (ws_ev_chan_rehydrate) */
 	uint64_t h_tx;
 	uint8_t *image;         /* until its REC_HYDRATED is read (sqlite3_free) */
 	uint64_t pages;
@@ -96,6 +97,9 @@ struct ws_events {
 	uint8_t *delivered_image; /* the last Hydrated's, freed at the next call */
 	struct pending_fault *faults;
 	size_t nfaults, faults_head, faults_cap;
+	/* Single-thread mode (events_single.c; NULL: an engine's channel). */
+	struct ws_ev_single *single;
+	bool rehydrate;         /* some query's need_hy is set */
 };
 
 static struct qtenant **bucket(struct ws_events *ev, uint64_t tenant_id)
@@ -149,6 +153,10 @@ static void map_unlink(struct ws_events *ev, struct qtenant *qt)
  * inside ws_events_next, which must not wait for a busy shard). */
 static void release_tap(struct ws_events *ev, const struct qtenant *qt, bool wait)
 {
+	if (ev->single) {
+		ws_ev_single_release(ev->single, qt->tap_epoch);
+		return;
+	}
 	struct shard *sh = &ev->e->shards[qt->shard];
 	struct cmd *c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -259,6 +267,11 @@ static void shed(struct ws_events *ev, unsigned s, uint32_t why, int64_t shed_ns
 	else
 		snprintf(reason, sizeof(reason), "shard %u: the host fell %" PRIu64 " bytes behind (lag_bytes_max %"
 			 PRIu64 ")", s, behind, ev->cfg.lag_bytes_max);
+	if (ev->single) {
+		/* The seed's delta overflow: Hydrated again, never Faulted. */
+		ws_ev_chan_rehydrate(ev, reason);
+		return;
+	}
 	fault_where(ev, s, 0, WS_CAUSE_PUSH_DEADLINE, reason);
 	ev->cursor[s] = __atomic_load_n(&ev->hub->rings[s].head, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&sl->cursor[s], ev->cursor[s], __ATOMIC_RELEASE);
@@ -304,7 +317,9 @@ static int read_record(struct ws_events *ev, unsigned s)
 	uint32_t len;
 	if (cur >= head)
 		return 0;
-	if (head - cur > r->cap) {
+	/* A single-thread channel's bound is checked here, by its reader: no
+	 * shard thread checks it (ws_ev_chan_open). */
+	if (head - cur > (ev->single ? ev->cfg.lag_bytes_max : r->cap)) {
 		shed(ev, s, 2, 0, head - cur);
 		return -1;
 	}
@@ -488,6 +503,104 @@ static bool step(struct ws_events *ev, struct ws_event *out)
 	}
 }
 
+/* The baseline of q's tenant qt: a command to its shard, or inline (single-thread). */
+static int hydrate_one(struct ws_events *ev, struct query *q, struct qtenant *qt)
+{
+	struct ws_ev_hydrate hy = {
+		.tenant = qt->name,
+		.db_path = NULL,
+		.query_id = q->id,
+		.slot = ev->slot,
+		.slot_gen = ev->slot_gen,
+		.image_bytes_max = ev->cfg.image_bytes_max,
+	};
+	int rc;
+	if (ev->single) {
+		rc = ws_ev_single_hydrate(ev->single, &hy, &qt->tap_epoch);
+	} else {
+		struct cmd c = { .kind = CMD_SUBSCRIBE, .hy = &hy };
+		snprintf(c.name, sizeof(c.name), "%s", qt->name);
+		rc = ws_eng_shard_post(&ev->e->shards[qt->shard], &c);
+		if (rc == 0)
+			rc = ws_eng_shard_wait(&ev->e->shards[qt->shard], &c);
+		qt->tap_epoch = c.tap_epoch;
+	}
+	if (rc)
+		return rc;
+	qt->image = hy.image;
+	qt->pages = hy.pages;
+	qt->page_size = hy.page_size;
+	return 0;
+}
+
+void ws_ev_chan_rehydrate(struct ws_events *ev, const char *why)
+{
+	WS_ASSERT(ev->single);
+	ws_warn("events: %s: the events the host has not read are dropped; every query of the channel is "
+		"hydrated again", why);
+	ev->have_cur = false;
+	/* Single-thread: the ring is written on this thread only, between reads. */
+	ev->cursor[0] = __atomic_load_n(&ev->hub->rings[0].head, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&slot_of(ev)->cursor[0], ev->cursor[0], __ATOMIC_RELEASE);
+	ws_ev_single_drop_tap(ev->single);
+	for (struct query *q = ev->queries; q; q = q->next) {
+		for (size_t i = 0; q->live && i < q->n; i++) {
+			struct qtenant *qt = &q->t[i];
+			qt->hydrated = false;
+			qt->need_hy = true;
+			qt->tap_epoch = 0; /* counts in no tap */
+			sqlite3_free(qt->image);
+			qt->image = NULL;
+		}
+	}
+	ev->rehydrate = true;
+}
+
+/* Single-thread: the queries ws_ev_chan_rehydrate marked get their baseline again. */
+static int rehydrate(struct ws_events *ev)
+{
+	for (int attempt = 0;; attempt++) {
+		int rc = 0;
+		for (struct query *q = ev->queries; q && !rc; q = q->next) {
+			for (size_t i = 0; q->live && i < q->n && !rc; i++) {
+				if (q->t[i].need_hy && (rc = hydrate_one(ev, q, &q->t[i])) == 0)
+					q->t[i].need_hy = false;
+			}
+		}
+		if (rc == 0) {
+			ev->rehydrate = false;
+			return 0;
+		}
+		if (rc != -EAGAIN)
+			return rc;
+		if (attempt == 2)
+			return ws_fail(-EBUSY, "events: the WAL restarted under a baseline three times: call "
+				       "ws_events_next again");
+		/* The WAL restarted between two baselines on one tap: all again, on a new one. */
+		ws_ev_chan_rehydrate(ev, "the WAL restarted while the queries were hydrated again");
+	}
+}
+
+/* Single-thread: what the ws_events_tail calls wrote; nothing comes while waiting. */
+static int next_single(struct ws_events *ev, struct ws_event *out, int timeout_ms)
+{
+	if (timeout_ms != 0)
+		return ws_fail(WS_ECONFIG, "events: next: timeout_ms %d on a single-thread channel "
+			       "(ws_events_open_stream): no thread emits while it waits; call ws_events_tail, "
+			       "then ws_events_next with timeout_ms 0", timeout_ms);
+	/* Twice: reading may find the host fell behind its bound (shed). */
+	for (int pass = 0; pass < 2; pass++) {
+		int rc;
+		if (ev->rehydrate && (rc = rehydrate(ev)) != 0)
+			return rc;
+		if (step(ev, out))
+			return 0;
+		if (!ev->rehydrate)
+			break;
+	}
+	return -EAGAIN;
+}
+
 int ws_events_next(struct ws_events *ev, struct ws_event *out, int timeout_ms)
 {
 	struct ws_ev_slot *sl;
@@ -496,6 +609,8 @@ int ws_events_next(struct ws_events *ev, struct ws_event *out, int timeout_ms)
 		return ws_fail(WS_ECONFIG, "events: next: NULL argument");
 	sqlite3_free(ev->delivered_image);
 	ev->delivered_image = NULL;
+	if (ev->single)
+		return next_single(ev, out, timeout_ms);
 	sl = slot_of(ev);
 	until = timeout_ms > 0 ? ws_mono_ms() + (uint64_t)timeout_ms : 0;
 	for (;;) {
@@ -534,24 +649,53 @@ int ws_events_next(struct ws_events *ev, struct ws_event *out, int timeout_ms)
 
 int ws_events_fd(const struct ws_events *ev)
 {
-	return ev ? ev->hub->slots[ev->slot].efd : -1;
+	return ev && !ev->single ? ev->hub->slots[ev->slot].efd : -1;
+}
+
+struct ws_ev_single *ws_ev_chan_single(const struct ws_events *ev) { return ev->single; }
+
+bool ws_ev_chan_cursor(const struct ws_events *ev, uint64_t *cursor, uint64_t *lag_bytes_max)
+{
+	*cursor = ev->cursor[0];
+	*lag_bytes_max = ev->cfg.lag_bytes_max;
+	return ev->interest[0] > 0;
 }
 
 struct ws_events *ws_events_open(struct ws_engine *e, const struct ws_events_config *cfg, int *err)
 {
-	struct ws_events *ev = NULL;
 	struct ws_ev_hub *hub;
 	int rc;
 	if (!e) {
-		rc = ws_fail(WS_ECONFIG, "events: no engine");
-		goto fail;
+		*err = ws_fail(WS_ECONFIG, "events: no engine");
+		return NULL;
 	}
-	ev = calloc(1, sizeof(*ev));
+	pthread_mutex_lock(&e->reg_mu);
+	hub = e->hub;
+	if (!hub) {
+		rc = ws_ev_hub_create(&hub, e->nshards, e->cfg.events_ring_bytes);
+		if (rc) {
+			pthread_mutex_unlock(&e->reg_mu);
+			*err = rc;
+			return NULL;
+		}
+		/* A1: the shards' acquire loads of e->hub see it whole. */
+		__atomic_store_n(&e->hub, hub, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&e->reg_mu);
+	return ws_ev_chan_open(e, hub, NULL, cfg, err);
+}
+
+struct ws_events *ws_ev_chan_open(struct ws_engine *e, struct ws_ev_hub *hub, struct ws_ev_single *single,
+				  const struct ws_events_config *cfg, int *err)
+{
+	struct ws_events *ev = calloc(1, sizeof(*ev));
+	int rc;
 	if (!ev) {
 		rc = -ENOMEM;
 		goto fail;
 	}
 	ev->e = e;
+	ev->single = single;
 	if (cfg)
 		ev->cfg = *cfg;
 	if (!ev->cfg.deadline_ms)
@@ -561,18 +705,6 @@ struct ws_events *ws_events_open(struct ws_engine *e, const struct ws_events_con
 	if (!ev->cfg.image_bytes_max)
 		ev->cfg.image_bytes_max = IMAGE_DEFAULT;
 	ev->slot = WS_EV_SLOTS;
-	pthread_mutex_lock(&e->reg_mu);
-	hub = e->hub;
-	if (!hub) {
-		rc = ws_ev_hub_create(&hub, e->nshards, e->cfg.events_ring_bytes);
-		if (rc) {
-			pthread_mutex_unlock(&e->reg_mu);
-			goto fail;
-		}
-		/* A1: the shards' acquire loads of e->hub see it whole. */
-		__atomic_store_n(&e->hub, hub, __ATOMIC_RELEASE);
-	}
-	pthread_mutex_unlock(&e->reg_mu);
 	ev->hub = hub;
 	const uint64_t cap = hub->rings[0].cap;
 	if (!ev->cfg.lag_bytes_max || ev->cfg.lag_bytes_max > cap)
@@ -596,6 +728,12 @@ struct ws_events *ws_events_open(struct ws_engine *e, const struct ws_events_con
 		ev->slot_gen = ++sl->gen;
 		sl->deadline_ns = (uint64_t)ev->cfg.deadline_ms * 1000000u;
 		sl->lag_bytes = ev->cfg.lag_bytes_max;
+		if (single) {
+			/* No thread writes while the host is away: no deadline,
+			 * and the bound is the reader's (read_record). */
+			sl->deadline_ns = (uint64_t)1 << 62;
+			sl->lag_bytes = UINT64_MAX;
+		}
 		sl->waiting = 0;
 		for (unsigned s = 0; s < hub->nshards; s++) {
 			__atomic_store_n(&sl->interest[s], 0, __ATOMIC_RELAXED);
@@ -645,6 +783,8 @@ void ws_events_close(struct ws_events *ev)
 	free(ev->cur_q);
 	free(ev->interest);
 	free(ev->cursor);
+	if (ev->single)
+		ws_ev_single_free(ev->single); /* its hub too, the slot freed above */
 	free(ev);
 }
 
@@ -656,6 +796,10 @@ int ws_events_subscribe(struct ws_events *ev, const char *const *tenants, size_t
 	if (!ev || !tenants || !query_id || n == 0)
 		return ws_fail(WS_ECONFIG, "events: subscribe: %s", n == 0 && ev && tenants && query_id ?
 			       "no tenant named" : "NULL argument");
+	if (ev->single && n > 1)
+		return ws_fail(WS_ECONFIG, "events: subscribe: %zu tenants on a single-thread channel "
+			       "(ws_events_open_stream): it has one shard and one tenant, its stream's; a query of "
+			       "several tenants or shards needs an engine's channel (ws_events_open)", n);
 	if (ev->nqueries >= ev->cfg.queries_max)
 		return ws_fail(WS_ETOOBIG, "events: %u queries open on the channel already (queries_max)",
 			       ev->cfg.queries_max);
@@ -679,6 +823,13 @@ int ws_events_subscribe(struct ws_events *ev, const char *const *tenants, size_t
 				goto fail;
 			}
 		}
+		if (ev->single) {
+			if ((rc = ws_ev_single_find(ev->single, tenants[i], &qt->tenant_id)) != 0)
+				goto fail;
+			snprintf(qt->name, sizeof(qt->name), "%s", tenants[i]);
+			qt->q = q;
+			continue;
+		}
 		pthread_mutex_lock(&ev->e->reg_mu);
 		t = ws_eng_reg_find(ev->e, tenants[i], NULL);
 		if (t && !t->removing) {
@@ -699,28 +850,12 @@ int ws_events_subscribe(struct ws_events *ev, const char *const *tenants, size_t
 	 * each ring's head as it was before the command (interest_add). */
 	for (; done < n; done++) {
 		struct qtenant *qt = &q->t[done];
-		struct ws_ev_hydrate hy = {
-			.tenant = qt->name,
-			.db_path = NULL,
-			.query_id = q->id,
-			.slot = ev->slot,
-			.slot_gen = ev->slot_gen,
-			.image_bytes_max = ev->cfg.image_bytes_max,
-		};
-		struct cmd c = { .kind = CMD_SUBSCRIBE, .hy = &hy };
-		snprintf(c.name, sizeof(c.name), "%s", qt->name);
 		interest_add(ev, qt->shard);
-		rc = ws_eng_shard_post(&ev->e->shards[qt->shard], &c);
-		if (rc == 0)
-			rc = ws_eng_shard_wait(&ev->e->shards[qt->shard], &c);
+		rc = hydrate_one(ev, q, qt);
 		if (rc) {
 			interest_drop(ev, qt->shard);
 			goto fail;
 		}
-		qt->tap_epoch = c.tap_epoch;
-		qt->image = hy.image;
-		qt->pages = hy.pages;
-		qt->page_size = hy.page_size;
 		qt->next_in_map = *bucket(ev, qt->tenant_id);
 		*bucket(ev, qt->tenant_id) = qt;
 	}

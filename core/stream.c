@@ -262,6 +262,8 @@ void ws_stream_close(struct ws_stream *st)
 {
 	if (!st)
 		return;
+	if (st->ev_single)
+		ws_ev_single_stream_closed(st->ev_single); /* its channel refuses what needs it from now on */
 	ws_stream_park(st);
 	if (st->own_reader) {
 		if (st->pipe)

@@ -204,6 +204,7 @@ struct ws_stream {
 	/* Set between calls by the engine. */
 	bool drain;                  /* never shed (ws_stream_set_drain) */
 	struct ws_ev_tap *ev_tap;    /* the event channel's tap (ws_stream_set_events) */
+	struct ws_events *ev_single; /* its single-thread channel (ws_events_open_stream), or NULL */
 	uint32_t tail_ms, key_ms;    /* the work bound (ws_stream_set_tail_bound) */
 	/* Across calls. */
 	bool last_ok;                /* the last call shipped what it read (the sink answers) */

@@ -512,10 +512,13 @@ struct ws_event {
 struct ws_events_config {
 	/* The host must read an event within this long of its emission, or
 	 * this channel's queries on that shard are faulted (push_deadline);
-	 * the shard never waits for it. 0 = 500. */
+	 * the shard never waits for it. 0 = 500. A single-thread channel has
+	 * none (must be 0). */
 	uint32_t deadline_ms;
 	/* Or fall at most this far behind a shard's event ring; 0 = the
-	 * ring's size (ws_engine_config.events_ring_bytes). */
+	 * ring's size (ws_engine_config.events_ring_bytes). A single-thread
+	 * channel's ring is this, rounded up to a power of two (0: 8 MiB), and
+	 * past it its queries are hydrated again instead. */
 	uint64_t lag_bytes_max;
 	/* Queries open at once on the channel; 0 = 4096. */
 	uint32_t queries_max;
@@ -550,6 +553,54 @@ int ws_events_unsubscribe(struct ws_events *ev, uint64_t query_id) WS_MUST_CHECK
  * 0 and *out; -EAGAIN when none came in time; WS_ECONFIG on NULL.
  */
 int ws_events_next(struct ws_events *ev, struct ws_event *out, int timeout_ms) WS_MUST_CHECK;
+
+/*
+ * Single-thread mode (docs/EVENTS.md "Single-thread mode"): a channel over
+ * one stream (ws_stream_open), for a host that runs walship without
+ * threads. One shard (worker 0), one tenant (the stream's), no shard or
+ * channel thread: ws_events_tail tails the stream on the calling thread
+ * and puts that tail's events on the channel; ws_events_next (timeout_ms
+ * 0) reads them. As the seed's single-thread Db it never emits Faulted:
+ *  - a WAL that cannot be decoded fails the ws_events_tail call
+ *    (WS_ENOTWAL, naming the tenant and the file); the queries stay, and
+ *    their events go on once a tail reads the WAL again;
+ *  - a frame reaches the host only with its commit: what a tail read past
+ *    its last commit (it stopped or failed inside a transaction) is held
+ *    back and emitted by a later tail with its Progressed, so no rollback
+ *    can follow a delivery;
+ *  - the host that leaves more than lag_bytes_max of events unread (the
+ *    seed's delta overflow), and a WAL the events cannot follow without a
+ *    gap (a re-base no tail proved continuous, frames shipped by a
+ *    ws_stream_tail_frames call that bypassed the channel), drop the
+ *    events not read yet: every query of the channel gets a Hydrated
+ *    again, at its next ws_events_next, which replaces all the host held.
+ * Everything else is as an engine's channel: ws_events_subscribe,
+ * unsubscribe, next, close, cv_init/cv_note; the ordering and tx_id too.
+ * ws_events_fd is -1 (nothing arrives between calls).
+ *
+ * ws_events_open_stream errors: WS_ECONFIG (NULL stream; a stream with a
+ * channel already; deadline_ms set: a single-thread channel has none, its
+ * bound is lag_bytes_max, which also sizes its ring), -ENOMEM. Close the
+ * channel before the stream: once the stream is closed, ws_events_tail,
+ * ws_events_subscribe and a Hydrated again fail WS_ECONFIG (named). Under this mode, ws_events_subscribe also
+ * fails with WS_ECONFIG for n > 1 (one shard, one tenant) and WS_ENOTFOUND
+ * for a name other than the stream's; -EAGAIN when the WAL restarted since
+ * the last ws_events_tail while another query follows it (tail, then
+ * subscribe again); ws_events_next also fails with WS_ECONFIG for a
+ * timeout_ms other than 0 (no thread emits while it waits), and with the
+ * database's errors when it takes a Hydrated again (-EBUSY: its write lock
+ * held 2 s, or the WAL restarted under it three times; call it again).
+ */
+struct ws_stream;
+struct ws_events *ws_events_open_stream(struct ws_stream *st, const struct ws_events_config *cfg, int *err);
+/*
+ * One tail of the channel's stream (ws_stream_tail_frames: its outcome in
+ * *out, its errors: WS_ENOTWAL, WS_ECORRUPT, WS_EFORMAT, I/O), its events
+ * put on the channel. Also WS_ECONFIG: NULL, or an engine's channel
+ * (its shards tail). A failed call still leaves on the channel the
+ * transactions it read whole, each with its Progressed.
+ */
+int ws_events_tail(struct ws_events *ev, struct ws_outcome *out) WS_MUST_CHECK;
 
 /*
  * A combined query's consistent view (the seed's cv_min): the host feeds

@@ -1,0 +1,53 @@
+/*
+ * The event tests' host (test_core_events*): a record of every state the
+ * source committed (xxh64 of its database image after each commit), and a
+ * replica rebuilt from the events, a page map that buffers Changed slices
+ * until their Progressed and checks the ordering the channel promises
+ * (docs/EVENTS.md) as it goes.
+ */
+#ifndef WS_EVREPLICA_H
+#define WS_EVREPLICA_H
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "testutil.h"
+#include "walship.h"
+
+#define STATES_MAX 4096
+
+struct record {
+	uint64_t hash[STATES_MAX]; /* xxh64 of the database image after each commit */
+	unsigned n;
+};
+
+uint64_t image_hash(const uint8_t *img, uint64_t bytes);
+/* The writer's database as it committed it (its own connection, no transaction open). */
+void record_state(struct record *r, sqlite3 *w);
+/* The index of the state of hash h, or -1: not a state the writer committed. */
+int find_state(const struct record *r, uint64_t h);
+
+struct replica {
+	uint8_t *img;
+	uint64_t pages;
+	uint32_t page_size;
+	/* Changed slices buffered until their Progressed. */
+	uint32_t *pend_pgno;
+	uint8_t *pend_pages;
+	size_t npend, cap;
+	uint32_t pend_db_pages;
+	uint64_t last_tx;        /* the last tx_id applied (or hydrated at) */
+	unsigned slices_in_txn, max_slices_in_txn;
+	bool hydrated;
+};
+
+void replica_free(struct replica *r);
+/* A Hydrated: the replica is its image, whatever it held or buffered. */
+void replica_hydrate(struct replica *r, const struct ws_event *e);
+/* A Changed: buffered (after the last Progressed, never a slice of one applied). */
+void replica_buffer(struct replica *r, const struct ws_event *e);
+/* Progressed: apply what was buffered, in WAL order; returns the image's hash. */
+uint64_t replica_apply(struct replica *r, uint64_t tx);
+
+#endif
