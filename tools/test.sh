@@ -11,7 +11,7 @@
 #                    builds name WS_FAULTS=ON: fault sites are for tests only)
 #   3. build-asan    ASan+UBSan (-DWS_SANITIZE=address), every ctest test (the
 #                    engine's many-tenant test at 300 tenants there; 1,000 in build-ci)
-#   4. build-tsan    TSan (-DWS_SANITIZE=thread), the concurrent tests
+#   4. build-tsan    TSan (-DWS_SANITIZE=thread -DWS_WERROR=ON), the concurrent tests
 #                    (ctest -R 'test_store|test_io|test_net|test_core_stream|test_core_ring|
 #                    test_core_engine'; the engine's many-tenant test at 300 tenants there)
 #   5. bench smoke   bench_e2e, bench_engine and bench_checkpoint at a tiny
@@ -125,7 +125,7 @@ CTEST_WRAP=
 if command -v setarch >/dev/null && setarch "$(uname -m)" -R true 2>/dev/null; then
 	CTEST_WRAP="setarch $(uname -m) -R"
 fi
-WS_ENGINE_TENANTS=300 build_and_test build-tsan build-tsan "-R $TSAN_TESTS" -- -DWS_SANITIZE=thread -DWS_FAULTS=ON \
+WS_ENGINE_TENANTS=300 build_and_test build-tsan build-tsan "-R $TSAN_TESTS" -- -DWS_SANITIZE=thread -DWS_WERROR=ON -DWS_FAULTS=ON \
 	-DCMAKE_BUILD_TYPE=Debug -DWS_BUILD_BENCH=OFF
 
 # ---- 5. bench smoke --------------------------------------------------------------------
