@@ -158,7 +158,7 @@ int wt_run_group(const char *name, const struct CMUnitTest *tests, size_t n, CMF
 		goto bad;
 	mine = calloc(n, sizeof(*mine));
 	if (!mine) {
-		fprintf(stderr, "%s: out of memory selecting WS_TEST_PART\n", name);
+		fprintf(stderr, "%s: out of memory selecting WS_TEST_PART\n", program_invocation_short_name);
 		return 1;
 	}
 	for (size_t i = k - 1; i < n; i += parts)
@@ -167,8 +167,8 @@ int wt_run_group(const char *name, const struct CMUnitTest *tests, size_t n, CMF
 	free(mine);
 	return rc;
 bad:
-	fprintf(stderr, "%s: WS_TEST_PART=%s: want K/N with 1 <= K <= N <= %zu (the number of cases)\n", name,
-		getenv("WS_TEST_PART"), n);
+	fprintf(stderr, "%s: WS_TEST_PART=%s: want K/N with 1 <= K <= N <= %zu (the number of cases)\n",
+		program_invocation_short_name, getenv("WS_TEST_PART"), n);
 	return 1;
 }
 
