@@ -63,7 +63,9 @@ cd "$(dirname "$(readlink -f "$0")")/.."
 JOBS="${WS_JOBS:-2}"
 # Tests run two at a time: most of their time is spent waiting (on SQLite
 # writers, radosgw, timeouts), and the S3 tests serialise among themselves
-# (RESOURCE_LOCK s3, tests/CMakeLists.txt).
+# (RESOURCE_LOCK s3, tests/CMakeLists.txt). The longest cmocka binaries run
+# as several ctest tests each (WS_TEST_PARTS there; test_core_engine_1of4 ..),
+# so no one binary runs alone at the end; the -R regexes below match every part.
 CTEST_JOBS="${WS_CTEST_JOBS:-2}"
 TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io|test_net|test_core_stream|test_core_ring|test_core_engine|test_core_events}"
 BENCH_MB="${WS_BENCH_MB:-8}"

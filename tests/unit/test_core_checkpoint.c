@@ -1668,5 +1668,5 @@ int main(void)
 		cmocka_unit_test(test_inventory_names_no_foreign_key),
 		cmocka_unit_test(test_retention_crash_keeps_points_after_cut),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return WT_RUN_GROUP(tests, NULL, NULL);
 }

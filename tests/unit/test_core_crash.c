@@ -877,5 +877,5 @@ int main(void)
 		cmocka_unit_test(test_crash_sequential),
 		cmocka_unit_test(test_crash_concurrent),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return WT_RUN_GROUP(tests, NULL, NULL);
 }

@@ -753,5 +753,5 @@ int main(void)
 		cmocka_unit_test(test_stream_close_keeps_app_locks),
 		cmocka_unit_test(test_reopen_after_truncate_twice),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return WT_RUN_GROUP(tests, NULL, NULL);
 }

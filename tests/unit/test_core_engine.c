@@ -2338,8 +2338,5 @@ int main(void)
 	/* WT_FILTER=pattern runs only the tests it matches (cmocka's wildcards). */
 	if (getenv("WT_FILTER"))
 		cmocka_set_test_filter(getenv("WT_FILTER"));
-	const char *filter = getenv("WS_TEST_FILTER");
-	if (filter)
-		cmocka_set_test_filter(filter);
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return WT_RUN_GROUP(tests, NULL, NULL);
 }

@@ -2251,5 +2251,5 @@ int main(void)
 		cmocka_unit_test(test_grown_snapshot_paused_under_writer),
 		cmocka_unit_test(test_tail_bound_paused_under_writer),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return WT_RUN_GROUP(tests, NULL, NULL);
 }

@@ -1823,8 +1823,6 @@ int main(void)
 		cmocka_unit_test(test_list_must_advance),
 	};
 
-	/* WS_TEST_FILTER=test_race_* runs a subset (cmocka glob). */
-	if (getenv("WS_TEST_FILTER"))
-		cmocka_set_test_filter(getenv("WS_TEST_FILTER"));
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	/* WS_TEST_FILTER=GLOB runs a subset (wt_run_group). */
+	return WT_RUN_GROUP(tests, NULL, NULL);
 }

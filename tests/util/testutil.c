@@ -133,6 +133,45 @@ void wt_sleep_ms(unsigned ms)
 		;
 }
 
+int wt_run_group(const char *name, const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
+		 CMFixtureFunction teardown)
+{
+	const char *filter = getenv("WS_TEST_FILTER");
+	const char *part = getenv("WS_TEST_PART");
+	struct CMUnitTest *mine;
+	unsigned long k, parts;
+	size_t m = 0;
+	char *end;
+	int rc;
+
+	if (filter && *filter)
+		cmocka_set_test_filter(filter);
+	if (!part || !*part)
+		return _cmocka_run_group_tests(name, tests, n, setup, teardown);
+	errno = 0;
+	k = strtoul(part, &end, 10);
+	if (errno || end == part || *end != '/')
+		goto bad;
+	part = end + 1;
+	parts = strtoul(part, &end, 10);
+	if (errno || end == part || *end || k < 1 || k > parts || parts > n)
+		goto bad;
+	mine = calloc(n, sizeof(*mine));
+	if (!mine) {
+		fprintf(stderr, "%s: out of memory selecting WS_TEST_PART\n", program_invocation_short_name);
+		return 1;
+	}
+	for (size_t i = k - 1; i < n; i += parts)
+		mine[m++] = tests[i];
+	rc = _cmocka_run_group_tests(name, mine, m, setup, teardown);
+	free(mine);
+	return rc;
+bad:
+	fprintf(stderr, "%s: WS_TEST_PART=%s: want K/N with 1 <= K <= N <= %zu (the number of cases)\n",
+		program_invocation_short_name, getenv("WS_TEST_PART"), n);
+	return 1;
+}
+
 void wt_fnv(uint64_t *h, const void *p, size_t n)
 {
 	const uint8_t *b = p;

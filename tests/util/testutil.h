@@ -33,6 +33,23 @@ int64_t wt_now_ms(void);
 /* Sleep at least ms milliseconds (resumed after signals). */
 void wt_sleep_ms(unsigned ms);
 
+/*
+ * Run the cases of tests[] this process is asked for, as
+ * cmocka_run_group_tests does: all of them, or
+ *   WS_TEST_FILTER=GLOB   those whose name matches (cmocka's * and ?);
+ *   WS_TEST_PART=K/N      cases i with i % N == K - 1 (1 <= K <= N <= n),
+ *                         so the N parts together run every case once:
+ *                         ctest runs a long binary as N tests that share
+ *                         the cores (ws_test_parts in tests/CMakeLists.txt).
+ * A bad WS_TEST_PART (not K/N, K or N out of range) is named on stderr and
+ * fails the run (returns 1): a mistyped part must not pass by running
+ * nothing.
+ */
+int wt_run_group(const char *name, const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
+		 CMFixtureFunction teardown);
+#define WT_RUN_GROUP(tests, setup, teardown) \
+	wt_run_group(#tests, tests, sizeof(tests) / sizeof((tests)[0]), setup, teardown)
+
 /* FNV-1a step: fold n bytes at p into *h (the caller picks the seed). */
 void wt_fnv(uint64_t *h, const void *p, size_t n);
 
