@@ -264,6 +264,10 @@ static void shed(struct ws_events *ev, unsigned s, uint32_t why, int64_t shed_ns
 	if (why == 1)
 		snprintf(reason, sizeof(reason), "shard %u: the host left an event unread past deadline_ms %u "
 			 "(shed at %" PRId64 " ms on the monotonic clock)", s, ev->cfg.deadline_ms, shed_ns / 1000000);
+	else if (shed_ns) /* the shard measured it */
+		snprintf(reason, sizeof(reason), "shard %u: the host fell more than lag_bytes_max %" PRIu64 " bytes "
+			 "behind (shed at %" PRId64 " ms on the monotonic clock)", s, ev->cfg.lag_bytes_max,
+			 shed_ns / 1000000);
 	else
 		snprintf(reason, sizeof(reason), "shard %u: the host fell %" PRIu64 " bytes behind (lag_bytes_max %"
 			 PRIu64 ")", s, behind, ev->cfg.lag_bytes_max);

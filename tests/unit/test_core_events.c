@@ -702,6 +702,35 @@ static void test_fd_wakes_poller(void **state)
 	fx_down(&f0);
 }
 
+/*
+ * A channel that stops reading while the writer goes on falls
+ * lag_bytes_max behind long before its (long) deadline: the shard sheds
+ * it, and its Faulted says so, with the bound and the time (not "0 bytes
+ * behind").
+ */
+static void test_lag_shed_reason(void **state)
+{
+	struct fx f0;
+	struct ws_event x;
+	int err = 0;
+	(void)state;
+	fx_up(&f0, "events-lag", 60000);
+	struct ws_events_config c = { .deadline_ms = 60000, .lag_bytes_max = 64 << 10 };
+	struct ws_events *lag = ws_events_open(f0.e, &c, &err);
+	assert_non_null(lag);
+	uint64_t q = subscribe1(lag, "app");
+	/* 40 transactions of about 20 pages: far over 64 KiB of Changed. */
+	for (int i = 0; i < 40; i++)
+		wt_write_txn(f0.env.w, 20, 3000);
+	assert_int_equal(ws_engine_flush(f0.e), 0);
+	x = wait_fault(lag);
+	assert_int_equal(x.u.faulted.query_id, q);
+	assert_int_equal(x.u.faulted.cause, WS_CAUSE_PUSH_DEADLINE);
+	assert_non_null(strstr(x.u.faulted.reason, "more than lag_bytes_max 65536 bytes behind (shed at"));
+	ws_events_close(lag);
+	fx_down(&f0);
+}
+
 /* Holds a database's write lock from another connection for hold_ms. */
 struct lock_holder {
 	const char *db;
@@ -873,6 +902,7 @@ int main(void)
 		cmocka_unit_test(test_stalled_channel_shed),
 		cmocka_unit_test(test_deadline_paused_in_subscribe),
 		cmocka_unit_test(test_fd_wakes_poller),
+		cmocka_unit_test(test_lag_shed_reason),
 		cmocka_unit_test(test_unsubscribe_stops),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
