@@ -742,6 +742,7 @@ struct ws_events *ws_ev_chan_open(struct ws_engine *e, struct ws_ev_hub *hub, st
 			sl->lag_bytes = UINT64_MAX;
 		}
 		sl->waiting = 1; /* the fd is woken before any ws_events_next (a host may poll it first) */
+		sl->paused = 0;
 		for (unsigned s = 0; s < hub->nshards; s++) {
 			__atomic_store_n(&sl->interest[s], 0, __ATOMIC_RELAXED);
 			__atomic_store_n(&sl->shed_ack[s], __atomic_load_n(&sl->shed_seq[s], __ATOMIC_RELAXED),
