@@ -21,11 +21,12 @@
  * Interleaved --reps times, each phase:
  *  (L) --secs of the paced writer with one channel, one query on app, read
  *      by a thread: commit -> Progressed p50, p99 (targets <= 1 ms, <= 10
- *      ms), the channel's events/s; the same with a second channel on app
- *      that never reads (stalled): the time from its stall to the shard's
- *      shed (push_deadline, the "shed at" in its Faulted; target within
- *      --deadline-ms), and the healthy channel's p99 with it / without
- *      (target < 10% move).
+ *      ms), the channel's events/s, how often app was tailed (a tail every
+ *      N ms: the shard tails one tenant at a time); the same with a second
+ *      channel on app that never reads (stalled): the time from its stall
+ *      to the shard's shed (push_deadline, the "shed at" in its Faulted;
+ *      target within --deadline-ms), and the healthy channel's p99 with it
+ *      / without (target < 10% move).
  *  (T) a burst of --burst-mb MiB written to "burst" as fast as SQLite
  *      goes (16 rows of 4000 bytes a transaction), then ws_engine_flush:
  *      shipping frames/s and MB/s from the burst's start to the flush's
@@ -495,6 +496,7 @@ static void reader_stop(struct reader *r)
 
 struct lat_res {
 	double p50, p99, events_s, shed_ms;
+	double tail_ms;            /* the writing's time over app's tails in it: one tail every this long */
 	unsigned missing, commits;
 	bool by_lag;               /* the stalled channel was shed by lag_bytes_max, not its deadline */
 };
@@ -565,11 +567,17 @@ static void lat_run(struct world *w, const struct opts *o, bool stalled, struct 
 			; /* its Hydrated: from here on it reads nothing */
 		stall_ns = now_ns();
 	}
+	struct ws_tenant_metrics m0, m1;
+	if (ws_engine_tenant_metrics(w->e, "app", &m0) != 0)
+		bench_die("metrics: %s", ws_errmsg());
 	int64_t t0 = now_ns();
 	__atomic_store_n(&w->w.run, 1, __ATOMIC_RELEASE);
 	usleep((useconds_t)(o->secs * 1e6));
 	__atomic_store_n(&w->w.run, 0, __ATOMIC_RELEASE);
 	double secs = (double)(now_ns() - t0) / 1e9; /* events/s over the writing (its last ones read below) */
+	if (ws_engine_tenant_metrics(w->e, "app", &m1) != 0)
+		bench_die("metrics: %s", ws_errmsg());
+	out->tail_ms = secs * 1e3 / (double)(m1.tails - m0.tails ? m1.tails - m0.tails : 1);
 	usleep(200000); /* the last commits' Progressed */
 	reader_stop(&r);
 	lat_figures(w, prog, out); /* a shed healthy channel: its commits after the shed count as missing */
@@ -756,7 +764,7 @@ static void parse(int argc, char **argv, struct opts *o)
 }
 
 struct figs {
-	struct series p50, p99, ev_s, p99_st, p99_ratio, shed, by_lag, missing;
+	struct series p50, p99, ev_s, tail_ms, p99_st, p99_ratio, shed, by_lag, missing;
 	struct series t0_fs, t_fs, t_mbs, t_ratio, t_evs, t_evmbs, t_shed;
 	struct series h50, h95, h1, h_shed;
 };
@@ -769,7 +777,7 @@ static void rep(struct world *w, const struct opts *o, struct figs *f)
 	unsigned hshed;
 	lat_run(w, o, false, &a);
 	lat_run(w, o, true, &b);
-	put(&f->p50, a.p50), put(&f->p99, a.p99), put(&f->ev_s, a.events_s);
+	put(&f->p50, a.p50), put(&f->p99, a.p99), put(&f->ev_s, a.events_s), put(&f->tail_ms, a.tail_ms);
 	put(&f->p99_st, b.p99), put(&f->p99_ratio, b.p99 / a.p99), put(&f->shed, b.shed_ms);
 	put(&f->missing, a.missing + b.missing), put(&f->by_lag, b.by_lag);
 	thr_run(w, o, 0, &t0);
@@ -784,7 +792,7 @@ static void rep(struct world *w, const struct opts *o, struct figs *f)
 static void report(const struct opts *o, struct figs *f)
 {
 	printf("(L) app written at %u tx/s for %.1f s; deadline_ms %u\n", o->rate, o->secs, o->deadline_ms);
-	show(&f->p50), show(&f->p99), show(&f->ev_s);
+	show(&f->p50), show(&f->p99), show(&f->ev_s), show(&f->tail_ms);
 	show(&f->p99_st), show(&f->p99_ratio), show(&f->shed), show(&f->by_lag), show(&f->missing);
 	printf("(T) burst of %u MiB on burst, %u subscribers on 4 channels vs none\n", o->burst_mb, o->subs);
 	show(&f->t0_fs), show(&f->t_fs), show(&f->t_mbs), show(&f->t_ratio), show(&f->t_evs), show(&f->t_evmbs);
@@ -800,6 +808,7 @@ int main(int argc, char **argv)
 	struct figs f = {
 		.p50 = { "commit->Progressed p50", "ms" }, .p99 = { "commit->Progressed p99", "ms" },
 		.ev_s = { "channel events/s (one query)", "ev/s" },
+		.tail_ms = { "a tail of app every", "ms" },
 		.p99_st = { "p99 beside a stalled channel", "ms" },
 		.p99_ratio = { "p99 stalled-beside / alone", "x" },
 		.shed = { "stall -> shed (push_deadline)", "ms" },
