@@ -425,7 +425,7 @@ static void shed_ok(const struct ws_event *e, unsigned *shed)
 
 static void count(struct reader *r, const struct ws_event *e)
 {
-	r->events++;
+	__atomic_fetch_add(&r->events, 1, __ATOMIC_RELAXED); /* read by the main thread meanwhile */
 	if (e->kind == WS_EVENT_FAULTED) {
 		shed_ok(e, &r->faults);
 	} else if (e->kind == WS_EVENT_UPDATE && e->u.update.kind == WS_UPDATE_CHANGED) {
