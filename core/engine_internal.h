@@ -64,6 +64,7 @@ struct tenant {
 	uint32_t retry_ms;
 	uint64_t retry_at;   /* mono ms: after a failed tail, not due before this (0: none) */
 	uint32_t age_ms;     /* gather time of the next tail (adapt.h; 0 or batch_age_ms_max unless throttled) */
+	uint32_t index_wait_ms; /* a followed tenant's next look at a commit under way (0: none pending) */
 	uint64_t wm_put_ms;  /* mono time our last watermark write for it finished (0: none yet) */
 	bool open;
 	struct tenant *lru_prev, *lru_next;

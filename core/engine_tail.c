@@ -104,6 +104,16 @@ void ws_eng_mark_due(struct tenant *t, uint64_t due)
 	WS_ASSERT(t->due_ms >= t->retry_at);
 }
 
+/* How long a followed tenant's commit under way waits for its next look. */
+static uint32_t index_wait(const struct shard *sh, struct tenant *t)
+{
+	uint32_t cap = sh->cfg.batch_age_ms_max ? sh->cfg.batch_age_ms_max : 1;
+	t->index_wait_ms = t->index_wait_ms ? t->index_wait_ms * 2 : 1;
+	if (t->index_wait_ms > cap)
+		t->index_wait_ms = cap;
+	return t->index_wait_ms;
+}
+
 /* The warning's threshold: stall_warn_ms, or 4 x batch_age_ms_max up to a minute. */
 static uint64_t stall_ms(const struct shard *sh)
 {
@@ -320,9 +330,15 @@ static void tail_landed(struct shard *sh, struct tenant *t, const struct ws_stre
 		ws_eng_mark_due(t, ws_eng_key_due(sh, t, ws_mono_ms()));
 	}
 	/* A commit under way (its frames written, the wal-index not yet):
-	 * only the frames woke the engine, so look again after the usual gather. */
+	 * only the frames woke the engine, so look again without a write to
+	 * wake it. After the usual gather; a tenant a query follows sooner
+	 * (its writer syncs the WAL, then publishes the commit: 1 ms, doubling
+	 * up to the gather while it stays under way), or its events would
+	 * wait a batch_age_ms_max for a commit already made. */
 	if (call->past_index)
-		ws_eng_mark_due(t, ws_eng_due_after_change(sh, t, ws_mono_ms()));
+		ws_eng_mark_due(t, t->tap ? ws_mono_ms() + index_wait(sh, t) : ws_eng_due_after_change(sh, t, ws_mono_ms()));
+	else
+		t->index_wait_ms = 0;
 	/* Shed, or shipped a prefix and shed the rest: the rest is still to do. */
 	if (o->kind == WS_OUTCOME_SHED || call->frames_shed > 0) {
 		add(&t->sheds, 1);

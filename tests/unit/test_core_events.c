@@ -32,6 +32,9 @@
 
 /* ---- an engine over the env's database ----------------------------------- */
 
+/* batch_age_ms_max of the engines engine_up makes. */
+static uint32_t engine_age_ms = 50;
+
 static struct ws_engine *engine_up(const char *sink_url, unsigned shards, uint32_t batch_frames_max,
 				   uint64_t wal_ckpt_bytes, uint64_t ring_bytes)
 {
@@ -45,7 +48,7 @@ static struct ws_engine *engine_up(const char *sink_url, unsigned shards, uint32
 		sc[i].batch_bytes_max = 1 << 20;
 		if (batch_frames_max)
 			sc[i].batch_frames_max = batch_frames_max;
-		sc[i].batch_age_ms_max = 50;
+		sc[i].batch_age_ms_max = engine_age_ms;
 		sc[i].key_write_interval_ms = 0;
 	}
 	memset(&ec, 0, sizeof(ec));
@@ -885,6 +888,94 @@ static void test_bad_input(void **state)
 	wt_env_free(&env);
 }
 
+/*
+ * A writer whose WAL sync takes 200 ms: SQLite writes a commit's frames,
+ * syncs the WAL, then publishes the commit in the wal-index, so the frames
+ * wake the shard a sync's time before the commit can be read. The test's
+ * VFS is SQLite's own unix VFS with a slower xSync on the WAL (the real
+ * disk cannot be made slow on demand).
+ */
+static sqlite3_io_methods slow_wal_methods;
+static int (*real_sync)(sqlite3_file *, int);
+
+static int slow_sync(sqlite3_file *f, int flags)
+{
+	ws_sleep_ms(200);
+	return real_sync(f, flags);
+}
+
+static sqlite3_vfs slow_vfs;
+
+static int slow_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *out)
+{
+	sqlite3_vfs *real = vfs->pAppData;
+	int rc = real->xOpen(real, name, f, flags, out);
+	if (rc == SQLITE_OK && (flags & SQLITE_OPEN_WAL) && f->pMethods) {
+		if (!real_sync) {
+			slow_wal_methods = *f->pMethods;
+			real_sync = f->pMethods->xSync;
+			slow_wal_methods.xSync = slow_sync;
+		}
+		f->pMethods = &slow_wal_methods;
+	}
+	return rc;
+}
+
+static sqlite3 *open_slow_sync_writer(const char *db)
+{
+	sqlite3 *w = NULL;
+	if (!slow_vfs.zName) {
+		sqlite3_vfs *real = sqlite3_vfs_find(NULL);
+		slow_vfs = *real;
+		slow_vfs.zName = "ws-test-slow-wal-sync";
+		slow_vfs.pAppData = real;
+		slow_vfs.xOpen = slow_open;
+		assert_int_equal(sqlite3_vfs_register(&slow_vfs, 0), SQLITE_OK);
+	}
+	assert_int_equal(sqlite3_open_v2(db, &w, SQLITE_OPEN_READWRITE, slow_vfs.zName), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(w, "PRAGMA synchronous=FULL", NULL, NULL, NULL), SQLITE_OK);
+	return w;
+}
+
+/*
+ * A followed tenant's commit whose frames woke the shard before the
+ * wal-index named it (a commit under way when its tail read the WAL)
+ * reaches the host without another write to wake the shard: with a
+ * batch_age_ms_max of a minute, each isolated commit's Progressed must
+ * come within next_ok's 20 s.
+ */
+static void test_commit_under_way_followed(void **state)
+{
+	struct wt_env env;
+	struct record rec = { 0 };
+	struct replica r = { 0 };
+	uint64_t last_tx = 0;
+	int at = -1;
+	(void)state;
+	wt_env_init(&env, "events-under-way", 0);
+	wt_write_txn(env.w, 3, 500);
+	record_state(&rec, env.w);
+	engine_age_ms = 60000;
+	struct ws_engine *e = engine_up(env.sink_url, 1, 0, 0, 0);
+	engine_age_ms = 50;
+	add_tenant(e, "app", env.db, 0);
+	struct ws_events *ev = channel(e, 10000);
+	(void)subscribe1(ev, "app");
+	follow(ev, &r, &rec, &at, &last_tx);
+	sqlite3 *w = open_slow_sync_writer(env.db);
+	for (int i = 0; i < 3; i++) {
+		wt_write_txn(w, 1, 100);
+		record_state(&rec, w);
+		follow(ev, &r, &rec, &at, &last_tx);
+	}
+	assert_int_equal(at, (int)rec.n - 1);
+	sqlite3_close(w);
+	ws_events_close(ev);
+	ws_engine_destroy(e);
+	replica_free(&r);
+	wt_env_free(&env);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -892,6 +983,7 @@ int main(void)
 		cmocka_unit_test(test_tap_rollback_and_gap),
 		cmocka_unit_test(test_pad_not_aged),
 		cmocka_unit_test(test_exact_replica),
+		cmocka_unit_test(test_commit_under_way_followed),
 		cmocka_unit_test(test_rollback_never_released),
 		cmocka_unit_test(test_fault_derive),
 #ifdef WS_FAULTS
