@@ -4,7 +4,9 @@
 # opened again) records the digest of every state it commits; reader
 # processes (Python's sqlite3, and the sqlite3 shell) read the replica all
 # along, each read one transaction, and every digest they see must be a
-# recorded state; at the end the replica is the source. With fault sites,
+# recorded state; at the end the replica is the source. Killed with -9
+# mid-stream and started again, it rebuilds and follows on, the readers
+# reading all along. With fault sites,
 # an injected derive fault ends the query and --follow subscribes again.
 # Bad input: a malformed argument, an unknown tenant, the source as its own
 # replica, a tenant followed twice, a replica that is no database, one in
@@ -77,7 +79,16 @@ while not os.path.exists("stop"):
     time.sleep(0.002)
 EOF
 
-# follow_run TXNS [ENV...]: replicate --follow with readers and the writer; the replica must reach the last state.
+# wait_rebuilt N: until err shows N rebuilds (a Hydrated applied).
+wait_rebuilt() {
+	local i
+	for i in $(seq 200); do
+		[ "$(grep -c 'rebuilt at' "$ROOT/err" 2>/dev/null)" -ge "$1" ] && return 0
+		sleep 0.05
+	done
+}
+
+# follow_run TXNS [ENV...] (FOLLOW_KILL=1: kill -9 and restart it mid-stream): replicate --follow with readers and the writer; the replica must reach the last state.
 follow_run() {
 	local txns=$1 i
 	shift
@@ -85,14 +96,30 @@ follow_run() {
 	env "$@" "$WS_BIN" replicate --sink "file://$ROOT/sink" --follow app="$ROOT/replica.db" app="$ROOT/src.db" \
 		>"$ROOT/out" 2>"$ROOT/err" &
 	local pid=$!
-	for i in $(seq 200); do grep -q 'rebuilt at' "$ROOT/err" 2>/dev/null && break; sleep 0.05; done
+	wait_rebuilt 1
 	python3 reader.py r1 &
 	local r1=$!
 	python3 reader.py r2 &
 	local r2=$!
 	(while [ ! -e stop ]; do sqlite3 -cmd ".timeout 5000" replica.db "SELECT count(*) FROM t" >>shell.out 2>&1 || true; sleep 0.05; done) &
 	local sh=$!
-	python3 writer.py "$txns"
+	if [ "${FOLLOW_KILL:-0}" = 1 ]; then
+		# Killed mid-stream (kill -9: no chance to finish a write) while
+		# the writer and the readers go on, then started again on the
+		# same replica: it rebuilds from a new Hydrated and follows on.
+		python3 writer.py "$txns" &
+		local w=$!
+		sleep 1
+		kill -KILL "$pid"
+		wait "$pid" || true
+		env "$@" "$WS_BIN" replicate --sink "file://$ROOT/sink" --follow app="$ROOT/replica.db" app="$ROOT/src.db" \
+			>>"$ROOT/out" 2>>"$ROOT/err" &
+		pid=$!
+		wait_rebuilt 2
+		wait "$w"
+	else
+		python3 writer.py "$txns"
+	fi
 	local last
 	last=$(tail -n 1 states)
 	for i in $(seq 400); do
@@ -121,6 +148,19 @@ EOF
 check "the sqlite3 shell reads it without an error" bash -c "[ -s shell.out ] && ! grep -v '^[0-9][0-9]*$' shell.out"
 check "sqlite3 finds the replica sound" bash -c "[ \"\$(sqlite3 replica.db 'PRAGMA integrity_check')\" = ok ]"
 check "the replica is in WAL mode" bash -c "[ \"\$(sqlite3 replica.db 'PRAGMA journal_mode')\" = wal ]"
+
+FOLLOW_KILL=1 follow_run 200
+check "killed: exit 0 after SIGTERM of the restarted one" [ "$reaped" = 0 ]
+check "killed: it rebuilt again after its restart" bash -c "[ \$(grep -c 'rebuilt at' err) -ge 2 ]"
+check "killed: the replica is the source's last state" bash -c \
+	"[ \"\$(python3 -c 'import sqlite3,sys; sys.path.insert(0,\".\"); from digest import digest; print(digest(sqlite3.connect(\"replica.db\")))')\" = \"\$(tail -n 1 states)\" ]"
+check "killed: every read across the kill is a committed state" python3 -c "
+states = set(open('states').read().split())
+seen = open('r1').read().splitlines() + open('r2').read().splitlines()
+errors = [l for l in seen if l.startswith('ERROR')]
+assert not errors, errors[:3]
+assert seen and all(l in states for l in seen)"
+check "killed: sqlite3 finds the replica sound" bash -c "[ \"\$(sqlite3 replica.db 'PRAGMA integrity_check')\" = ok ]"
 
 if [ "${WS_FAULTS:-0}" = 1 ]; then
 	follow_run 40 WS_FAULT=events.derive:3:fail
