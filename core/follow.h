@@ -5,7 +5,8 @@
  * restore's own code), then polls the tenant's watermark with a
  * conditional read (ws_store_get_changed: no LIST, no body while nothing
  * changed) and hands every committed transaction of each new manifest, in
- * order, to its caller. docs/FOLLOW.md describes it.
+ * order, to its caller. docs/EVENTS.md "Following from the sink"
+ * describes it.
  *
  * The callbacks have the shape of the replica applier's calls
  * (ws_replica_image, ws_replica_apply), so a caller passes them through.

@@ -25,77 +25,13 @@
 
 #include "chain.h"
 #include "coreutil.h"
-#include "evreplica.h"
+#include "folreplica.h"
 #include "follow.h"
 #include "sink.h"
 
 #define TENANT "fol"
 
-/* ---- the replica the callbacks build ------------------------------------ */
-
-struct mem {
-	const struct record *rec;
-	uint8_t *img;
-	uint64_t pages;
-	uint32_t page_size;
-	uint64_t last_tx;
-	int at;                  /* index of the recorded state the image is (-1: none yet) */
-	unsigned images, txns;
-};
-
-static int at_state(struct mem *m)
-{
-	return find_state(m->rec, image_hash(m->img, m->pages * m->page_size));
-}
-
-static int cb_image(void *arg, uint64_t tx, const uint8_t *img, uint64_t pages, uint32_t ps)
-{
-	struct mem *m = arg;
-	int at;
-	assert_true(tx > m->last_tx);
-	free(m->img);
-	m->img = malloc(pages * ps + 1);
-	assert_non_null(m->img);
-	memcpy(m->img, img, pages * ps);
-	m->pages = pages;
-	m->page_size = ps;
-	m->last_tx = tx;
-	at = at_state(m);
-	if (at < 0 || at < m->at)
-		fail_msg("image at tx %llx is not a committed state at or after the last one (%d, was %d)",
-			 (unsigned long long)tx, at, m->at);
-	m->at = at;
-	m->images++;
-	return 0;
-}
-
-static int cb_apply(void *arg, uint64_t tx, const uint32_t *pgno, const uint8_t *pages, uint32_t n, uint32_t ps,
-		    uint32_t db_pages)
-{
-	struct mem *m = arg;
-	int at;
-	assert_true(m->img != NULL && ps == m->page_size && n > 0 && db_pages > 0);
-	assert_true(tx > m->last_tx);
-	if (db_pages > m->pages) {
-		m->img = realloc(m->img, (size_t)db_pages * ps);
-		assert_non_null(m->img);
-		memset(m->img + m->pages * ps, 0, (db_pages - m->pages) * ps);
-	}
-	m->pages = db_pages;
-	for (uint32_t i = 0; i < n; i++)
-		if (pgno[i] <= m->pages)
-			memcpy(m->img + (size_t)(pgno[i] - 1) * ps, pages + (size_t)i * ps, ps);
-	m->last_tx = tx;
-	at = at_state(m);
-	/* Exactly the next state the writer committed: none skipped, none torn. */
-	if (at != m->at + 1)
-		fail_msg("transaction tx %llx made state %d, the last was %d", (unsigned long long)tx, at, m->at);
-	m->at = at;
-	m->txns++;
-	return 0;
-}
-
-static const struct ws_follow_ops mem_ops = { cb_image, cb_apply };
+static const struct ws_follow_ops mem_ops = { mem_image, mem_apply };
 
 /* ---- a source: a writer and its stream ----------------------------------- */
 
@@ -154,9 +90,7 @@ static struct ws_follow *follower(struct src *s, struct mem *m)
 {
 	struct ws_follow_config c = { .tenant = TENANT };
 	struct ws_follow *f = NULL;
-	memset(m, 0, sizeof(*m));
-	m->rec = &s->rec;
-	m->at = -1;
+	mem_init(m, &s->rec);
 	if (ws_follow_open(s->e.sink, &c, &mem_ops, m, &f) != 0)
 		fail_msg("ws_follow_open: %s", ws_errmsg());
 	return f;
@@ -174,8 +108,6 @@ static void catch_up(struct ws_follow *f, struct mem *m)
 	assert_int_equal(ws_follow_poll(f, &handed), 0);
 	assert_int_equal(handed, 0);
 }
-
-static void mem_free(struct mem *m) { free(m->img); }
 
 static struct ws_follow_stats stats_of(struct ws_follow *f)
 {
@@ -516,6 +448,21 @@ static void test_bad_input(void **state)
 	src_free(&s);
 }
 
+/*
+ * A writer shipped by the engine's shard threads while the follower polls
+ * between its commits: every state the follower reaches is one the writer
+ * committed, each transaction the next one, and after the engine flushed
+ * the follower is at the writer's last commit; its steady state never
+ * lists the sink.
+ */
+static void test_engine_writer(void **state)
+{
+	uint64_t rebuilds = 0, lists = 0;
+	(void)state;
+	fol_engine_scenario("follow-engine", NULL, 24, &rebuilds, &lists);
+	assert_int_equal(lists, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -525,6 +472,7 @@ int main(void)
 		cmocka_unit_test(test_behind_retention),
 		cmocka_unit_test(test_stopped_and_started),
 		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_engine_writer),
 	};
 	return WT_RUN_GROUP(tests, NULL, NULL);
 }
