@@ -234,7 +234,8 @@ static int rebuild(struct ws_follow *f, const struct ws_fmt_watermark *wm, unsig
 		img[18] = img[19] = 2;
 	f->chain++;
 	f->source_ms = wm->time_ms;
-	rc = f->ops.image(f->arg, tx_id(f, res.commit_frame), img, len / res.page_size, res.page_size);
+	rc = f->ops.image(f->arg, tx_id(f, res.commit_frame), img, res.page_size ? len / res.page_size : 0,
+			  res.page_size);
 	if (rc)
 		goto out;
 	hold_head(f, wm, &head.m[head.count - 1].gen);
