@@ -515,11 +515,10 @@ int ws_follow_poll(struct ws_follow *f, unsigned *handed)
 	return rc;
 }
 
-int ws_follow_run(struct ws_follow *f, const atomic_bool *stop)
+int ws_follow_run(struct ws_follow *f, const volatile int *stop)
 {
-	/* stop: set by a signal handler or another thread; relaxed is enough,
-	 * it pairs with no data. */
-	while (!atomic_load_explicit(stop, memory_order_relaxed)) {
+	/* stop: set by a signal handler (volatile: read again each round). */
+	while (!*stop) {
 		unsigned handed = 0;
 		int rc = ws_follow_poll(f, &handed);
 		if (rc)

@@ -19,8 +19,6 @@
 #ifndef WS_CORE_FOLLOW_H
 #define WS_CORE_FOLLOW_H
 
-#include <stdatomic.h>
-
 #include "core_internal.h"
 
 #define WS_FOLLOW_POLL_MS_DEFAULT 100u
@@ -76,9 +74,9 @@ void ws_follow_close(struct ws_follow *f);
  */
 int ws_follow_poll(struct ws_follow *f, unsigned *handed) WS_MUST_CHECK;
 
-/* Poll until *stop is set or a poll fails, waiting poll_ms after each
+/* Poll until *stop is set (by a signal handler) or a poll fails, waiting poll_ms after each
  * that found nothing new. Returns 0 when stopped, else the poll's error. */
-int ws_follow_run(struct ws_follow *f, const atomic_bool *stop) WS_MUST_CHECK;
+int ws_follow_run(struct ws_follow *f, const volatile int *stop) WS_MUST_CHECK;
 
 /* The source time of the transaction (or image) being handed, for a
  * callback: the time of the tail that shipped it (its manifest's, or the
