@@ -497,6 +497,33 @@ int ws_walidx_hdr_decode(const uint8_t *both, size_t len, struct ws_walidx_hdr *
 	return 0;
 }
 
+static void put_ne32(uint8_t *p, uint32_t v) { memcpy(p, &v, sizeof(v)); }
+
+void ws_walidx_hdr_encode(struct ws_walidx_hdr *h, uint8_t out[WS_WALIDX_HDR_SIZE])
+{
+	uint32_t s[2] = { 0, 0 };
+	/* walIndexWriteHdr stores szPage as (szPage & 0xff00) | (szPage >> 16): 65536 as 1. */
+	uint16_t sz = (uint16_t)((h->page_size & 0xff00) | (h->page_size >> 16));
+
+	memset(out, 0, WS_WALIDX_HDR_SIZE);
+	put_ne32(out, h->version);
+	put_ne32(out + 8, h->change);
+	out[12] = 1;
+	out[13] = h->big_endian_cksum ? 1 : 0;
+	memcpy(out + 14, &sz, sizeof(sz));
+	put_ne32(out + 16, h->mx_frame);
+	put_ne32(out + 20, h->n_page);
+	put_ne32(out + 24, h->frame_cksum[0]);
+	put_ne32(out + 28, h->frame_cksum[1]);
+	ws_put_be32(out + 32, h->salt1);
+	ws_put_be32(out + 36, h->salt2);
+	ws_wal_checksum(__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__, out, 40, s);
+	h->cksum[0] = s[0];
+	h->cksum[1] = s[1];
+	put_ne32(out + 40, s[0]);
+	put_ne32(out + 44, s[1]);
+}
+
 /* ---- the database header ----------------------------------------------- */
 
 bool ws_db_hdr_is_sqlite(const uint8_t *buf, size_t len)

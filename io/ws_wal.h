@@ -221,6 +221,13 @@ struct ws_walidx_hdr {
  * them again).
  */
 int ws_walidx_hdr_decode(const uint8_t *both, size_t len, struct ws_walidx_hdr *out) WS_MUST_CHECK;
+/*
+ * Encode one copy of the header as SQLite's writer stores it
+ * (walIndexWriteHdr): isInit 1, the checksum over bytes 0..39 in native
+ * order, which it also puts in h->cksum. The writer stores the copy at 48
+ * first, then a full barrier, then the one at 0.
+ */
+void ws_walidx_hdr_encode(struct ws_walidx_hdr *h, uint8_t out[WS_WALIDX_HDR_SIZE]);
 
 /*
  * DATABASE HEADER (wal.c, "DATABASE HEADER"): the first 100 bytes of page 1,

@@ -22,6 +22,26 @@ struct ws_cli_events;
 struct ws_cli_events *ws_cli_events_start(struct ws_engine *e, const char *const *names, size_t n);
 /* After ws_engine_stop: prints what is left (the worker_lost faults), ends the thread, closes. */
 void ws_cli_events_stop(struct ws_cli_events *c);
+/*
+ * The same channel with another handler: fn(ctx, name, event) for every
+ * event, on the channel's thread (name: the tenant of names it is for,
+ * NULL none); true asks for that query to be subscribed again (a fresh
+ * Hydrated). A Faulted query is subscribed again whatever fn says, unless
+ * its worker is gone. Stopped with ws_cli_events_stop.
+ */
+typedef bool (*ws_cli_event_fn)(void *ctx, const char *name, const struct ws_event *x);
+struct ws_cli_events *ws_cli_channel_start(struct ws_engine *e, const char *const *names, size_t n,
+					   ws_cli_event_fn fn, void *ctx);
+
+/* replicate --follow NAME=REPLICA_DB (cli_follow.c): live SQLite replicas from the events. */
+struct ws_cli_follow_spec {
+	const char *name;       /* the tenant */
+	const char *replica;    /* the replica's path */
+};
+struct ws_cli_follow;
+/* Open every replica and subscribe; NULL (said on stderr) when one cannot be. */
+struct ws_cli_follow *ws_cli_follow_start(struct ws_engine *e, const struct ws_cli_follow_spec *specs, size_t n);
+void ws_cli_follow_stop(struct ws_cli_follow *f);
 
 /* `walship NAME --help`: NAME's help on stdout; returns the exit status (0,
  * or 2 for a name that is no command). The texts are main.c's command table. */

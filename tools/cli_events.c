@@ -3,12 +3,14 @@
  * stdout (Jansson), the seed's field names (query_id, update, reason,
  * cause, worker, tx_id); logs stay on stderr. One query per tenant, read by
  * a thread of its own; a query faulted by anything but the end of its
- * worker is subscribed again (its new Hydrated follows).
+ * worker is subscribed again (its new Hydrated follows). The channel and
+ * its thread serve --follow too (cli_follow.c), with another handler.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,8 @@ struct ws_cli_events {
 	size_t n;
 	char (*names)[WS_TENANT_MAX];
 	uint64_t *query;        /* per name: its live query (0: none) */
+	ws_cli_event_fn fn;     /* what is done with each event */
+	void *ctx;
 };
 
 static json_t *u64(uint64_t v) { return json_integer((json_int_t)v); }
@@ -80,6 +84,27 @@ static int subscribe_one(struct ws_cli_events *c, size_t i)
 	return rc;
 }
 
+/* The name an event is for: its query's (an update, a fault), or the tenant a Progressed names. */
+static size_t event_index(const struct ws_cli_events *c, const struct ws_event *x)
+{
+	uint64_t q = x->kind == WS_EVENT_UPDATE ? x->u.update.query_id
+		     : x->kind == WS_EVENT_FAULTED ? x->u.faulted.query_id : 0;
+	for (size_t i = 0; i < c->n; i++)
+		if (q ? c->query[i] == q : x->tenant && strcmp(x->tenant, c->names[i]) == 0)
+			return i;
+	return SIZE_MAX;
+}
+
+/* Query i is over (faulted, or its handler gave up on it): a fresh baseline, unless the worker is gone. */
+static void resubscribe(struct ws_cli_events *c, size_t i, bool worker_lost, bool stopping)
+{
+	if (c->query[i] && ws_events_unsubscribe(c->ev, c->query[i]) != 0)
+		fprintf(stderr, "walship: events: %s\n", ws_errmsg());
+	c->query[i] = 0;
+	if (!worker_lost && !stopping)
+		(void)subscribe_one(c, i);
+}
+
 static void *reader(void *arg)
 {
 	struct ws_cli_events *c = arg;
@@ -96,23 +121,29 @@ static void *reader(void *arg)
 			fprintf(stderr, "walship: events: %s\n", ws_errmsg());
 			return NULL;
 		}
-		ws_cli_print_event_json(&x);
-		if (x.kind != WS_EVENT_FAULTED)
-			continue;
-		for (size_t i = 0; i < c->n; i++) {
-			if (c->query[i] != x.u.faulted.query_id)
-				continue;
-			if (ws_events_unsubscribe(c->ev, c->query[i]) != 0)
-				fprintf(stderr, "walship: events: %s\n", ws_errmsg());
-			c->query[i] = 0;
-			/* A fresh baseline, unless the worker is gone. */
-			if (x.u.faulted.cause != WS_CAUSE_WORKER_LOST && !stopping)
-				(void)subscribe_one(c, i);
-		}
+		size_t i = event_index(c, &x);
+		bool again = c->fn(c->ctx, i == SIZE_MAX ? NULL : c->names[i], &x);
+		if (i != SIZE_MAX && (again || x.kind == WS_EVENT_FAULTED))
+			resubscribe(c, i, x.kind == WS_EVENT_FAULTED && x.u.faulted.cause == WS_CAUSE_WORKER_LOST,
+				    stopping);
 	}
 }
 
+static bool print_event(void *ctx, const char *name, const struct ws_event *x)
+{
+	(void)ctx;
+	(void)name;
+	ws_cli_print_event_json(x);
+	return false;
+}
+
 struct ws_cli_events *ws_cli_events_start(struct ws_engine *e, const char *const *names, size_t n)
+{
+	return ws_cli_channel_start(e, names, n, print_event, NULL);
+}
+
+struct ws_cli_events *ws_cli_channel_start(struct ws_engine *e, const char *const *names, size_t n,
+					   ws_cli_event_fn fn, void *ctx)
 {
 	struct ws_cli_events *c = calloc(1, sizeof(*c));
 	int err = 0;
@@ -122,6 +153,8 @@ struct ws_cli_events *ws_cli_events_start(struct ws_engine *e, const char *const
 	}
 	c->e = e;
 	c->n = n;
+	c->fn = fn;
+	c->ctx = ctx;
 	for (size_t i = 0; i < n; i++)
 		snprintf(c->names[i], sizeof(c->names[i]), "%s", names[i]);
 	c->ev = ws_events_open(e, NULL, &err);

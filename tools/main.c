@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -134,7 +135,7 @@ static int parse_rfc3339(const char *s, int64_t *out_ms)
 
 enum {
 	OPT_SINK = 1000, OPT_CONFIG, OPT_EPOCH, OPT_PG, OPT_INTERVAL, OPT_ONCE, OPT_JSON,
-	OPT_TENANT, OPT_FRAME, OPT_TIME, OPT_FORCE, OPT_CHECKPOINT, OPT_CHECKPOINTS, OPT_CKPT_INTERVAL, OPT_EVENTS, OPT_FORCE_PREAD, OPT_QUIET, OPT_VERBOSE,
+	OPT_TENANT, OPT_FRAME, OPT_TIME, OPT_FORCE, OPT_CHECKPOINT, OPT_CHECKPOINTS, OPT_CKPT_INTERVAL, OPT_EVENTS, OPT_FOLLOW, OPT_FORCE_PREAD, OPT_QUIET, OPT_VERBOSE,
 	OPT_SHARDS, OPT_POLICY, OPT_METRICS_ADDR, OPT_ORPHANS, OPT_FAIL_ORPHANS,
 };
 
@@ -337,6 +338,8 @@ struct run_opts {
 	bool once, json, quiet;
 	bool events;                     /* --events: print the events of ... */
 	const char *events_names;        /* ... these tenants (comma-separated; NULL: all) */
+	struct ws_cli_follow_spec *follow; /* --follow NAME=REPLICA_DB, each */
+	size_t follow_count;
 	unsigned reader_flags;
 	uint64_t checkpoint_interval_s;  /* 0 = none */
 	uint64_t epoch;                  /* the engine's epoch, which checkpoints decide at too */
@@ -576,6 +579,53 @@ static int check_event_names(const struct ws_cli_config *cfg, const char *list)
 	return 0;
 }
 
+/* --follow NAME=REPLICA_DB: split at the first '=' (argv's own bytes). */
+static int follow_arg(struct run_opts *ro, char *arg, size_t max)
+{
+	char *eq = strchr(arg, '=');
+	if (!eq || eq == arg || !eq[1])
+		return usage_error("--follow: '%s' is not NAME=REPLICA_DB", arg);
+	if (!ro->follow && !(ro->follow = calloc(max, sizeof(*ro->follow))))
+		return usage_error("out of memory");
+	*eq = '\0';
+	ro->follow[ro->follow_count++] = (struct ws_cli_follow_spec){ .name = arg, .replica = eq + 1 };
+	return 0;
+}
+
+/* The same file, by path or (both existing) by inode. */
+static bool same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	if (strcmp(a, b) == 0)
+		return true;
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Each --follow names a tenant replicate ships, once, into a file of its own that is no source. */
+static int check_follow(const struct ws_cli_config *cfg, const struct run_opts *ro)
+{
+	for (size_t i = 0; i < ro->follow_count; i++) {
+		const struct ws_cli_follow_spec *f = &ro->follow[i];
+		const struct ws_cli_tenant *t = NULL;
+		for (size_t k = 0; k < cfg->tenant_count; k++)
+			if (strcmp(cfg->tenants[k].name, f->name) == 0)
+				t = &cfg->tenants[k];
+		if (!t)
+			return usage_error("--follow: '%s' is not a tenant replicate ships", f->name);
+		for (size_t k = 0; k < cfg->tenant_count; k++)
+			if (same_file(cfg->tenants[k].path, f->replica))
+				return usage_error("--follow: %s=%s: the replica would be tenant %s's own database",
+						   f->name, f->replica, cfg->tenants[k].name);
+		for (size_t k = 0; k < i; k++) {
+			if (strcmp(ro->follow[k].name, f->name) == 0)
+				return usage_error("--follow: tenant %s is followed twice", f->name);
+			if (same_file(ro->follow[k].replica, f->replica))
+				return usage_error("--follow: %s is the replica of two tenants", f->replica);
+		}
+	}
+	return 0;
+}
+
 static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts *ro)
 {
 	struct run r;
@@ -584,6 +634,7 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 	struct ws_metrics_http *mh = NULL;
 	struct ws_sink *ck_sink = NULL;
 	struct ws_cli_events *evs = NULL;
+	struct ws_cli_follow *fol = NULL;
 	int pipe_fds[2] = { -1, -1 }, sig_fd = -1;
 	int exit_code = EXIT_FAIL, err = 0, flush_rc = 0, stop_rc = 0, ckpt_rc = 0, rc;
 	sigset_t sigs;
@@ -686,6 +737,8 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 		if (!evs)
 			goto out;
 	}
+	if (ro->follow_count && !(fol = ws_cli_follow_start(e, ro->follow, ro->follow_count)))
+		goto out;
 	if (ro->once)
 		flush_rc = ws_engine_flush(e);
 	else
@@ -696,6 +749,8 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 	/* After the stop: its worker_lost faults are printed too. */
 	ws_cli_events_stop(evs);
 	evs = NULL;
+	ws_cli_follow_stop(fol);
+	fol = NULL;
 
 	pthread_mutex_lock(&r.mu);
 	if (r.fenced_count == cfg->tenant_count) {
@@ -718,6 +773,7 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 out:
 	ws_metrics_http_stop(mh);
 	ws_cli_events_stop(evs);
+	ws_cli_follow_stop(fol);
 	if (e)
 		ws_engine_destroy(e);
 	ws_sink_close(ck_sink);
@@ -752,6 +808,7 @@ static int cmd_replicate(int argc, char **argv)
 		{ "verbose", no_argument, NULL, OPT_VERBOSE },
 		{ "checkpoint-interval-s", required_argument, NULL, OPT_CKPT_INTERVAL },
 		{ "events", optional_argument, NULL, OPT_EVENTS },
+		{ "follow", required_argument, NULL, OPT_FOLLOW },
 		OPT_HELP_ENTRY,
 		{ NULL, 0, NULL, 0 },
 	};
@@ -768,7 +825,7 @@ static int cmd_replicate(int argc, char **argv)
 	memset(&ov, 0, sizeof(ov));
 	uint64_t seen = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		const char *twice = ws_cli_twice(opts, c, &seen);
+		const char *twice = c == OPT_FOLLOW ? NULL : ws_cli_twice(opts, c, &seen); /* --follow repeats */
 		if (twice)
 			return usage_error("--%s given twice", twice);
 		switch (c) {
@@ -817,6 +874,10 @@ static int cmd_replicate(int argc, char **argv)
 			ro.events = true;
 			ro.events_names = optarg && optarg[0] ? optarg : NULL;
 			break;
+		case OPT_FOLLOW:
+			if ((rc = follow_arg(&ro, optarg, (size_t)argc)) != 0)
+				goto out;
+			break;
 		case OPT_ONCE: ro.once = true; break;
 		case OPT_JSON: ro.json = true; break;
 		case OPT_FORCE_PREAD: ro.reader_flags |= WS_READ_FORCE_PREAD; break;
@@ -852,6 +913,8 @@ static int cmd_replicate(int argc, char **argv)
 	}
 	if (ro.events && ro.events_names && (rc = check_event_names(&cfg, ro.events_names)) != 0)
 		goto out;
+	if ((rc = check_follow(&cfg, &ro)) != 0)
+		goto out;
 	if (verbose)
 		ws_log_set_level(WS_LOG_DEBUG);
 	else if (!ro.quiet)
@@ -859,6 +922,7 @@ static int cmd_replicate(int argc, char **argv)
 	ro.epoch = cfg.epoch;
 	rc = replicate_run(&cfg, &ro);
 out:
+	free(ro.follow);
 	ws_cli_config_free(&cfg);
 	return rc;
 }
@@ -1259,6 +1323,8 @@ static const struct command {
 	  "  --json                      one JSON object per line on stdout for each outcome\n"
 	  "  --events[=NAME,...]         one JSON line on stdout per event of those tenants (all when\n"
 	  "                              none named): update, faulted, progressed (docs/EVENTS.md)\n"
+	  "  --follow NAME=REPLICA_DB    keep REPLICA_DB a live SQLite replica of tenant NAME, readable\n"
+	  "                              at any moment (repeatable; docs/EVENTS.md \"Replicas\")\n"
 	  "  --quiet                     no per-tenant start-up lines\n"
 	  "  --verbose                   debug log\n"
 	  "  --force-pread               read the WAL with pread(2), not io_uring\n"

@@ -67,7 +67,7 @@ JOBS="${WS_JOBS:-2}"
 # as several ctest tests each (WS_TEST_PARTS there; test_core_engine_1of4 ..),
 # so no one binary runs alone at the end; the -R regexes below match every part.
 CTEST_JOBS="${WS_CTEST_JOBS:-2}"
-TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io|test_net|test_core_stream|test_core_ring|test_core_engine|test_core_events}"
+TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io|test_net|test_core_stream|test_core_ring|test_core_engine|test_core_events|test_core_replica}"
 BENCH_MB="${WS_BENCH_MB:-8}"
 FUZZ_SECONDS="${WS_FUZZ_SECONDS:-5}"
 START=$(date +%s)

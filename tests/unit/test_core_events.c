@@ -26,73 +26,6 @@
 #include "ws_hash.h"
 #include "ws_wal.h"
 
-/* ---- an engine over the env's database ----------------------------------- */
-
-static struct ws_engine *engine_up(const char *sink_url, unsigned shards, uint32_t batch_frames_max,
-				   uint64_t wal_ckpt_bytes, uint64_t ring_bytes)
-{
-	struct ws_shard_config sc[2];
-	struct ws_engine_config ec;
-	struct ws_engine *e;
-	int err = 0;
-	for (unsigned i = 0; i < 2; i++) {
-		ws_shard_config_default(&sc[i]);
-		sc[i].ring_bytes = 8 << 20;
-		sc[i].batch_bytes_max = 1 << 20;
-		if (batch_frames_max)
-			sc[i].batch_frames_max = batch_frames_max;
-		sc[i].batch_age_ms_max = 50;
-		sc[i].key_write_interval_ms = 0;
-	}
-	memset(&ec, 0, sizeof(ec));
-	ec.sink_url = sink_url;
-	ec.shards = shards;
-	ec.shard = sc;
-	ec.epoch = 1;
-	ec.pointer_generation = 1;
-	ec.wal_checkpoint_bytes = wal_ckpt_bytes;
-	ec.events_ring_bytes = ring_bytes;
-	e = ws_engine_create(&ec, &err);
-	if (!e)
-		fail_msg("engine: %s (%s)", ws_strerror(err), ws_errmsg());
-	return e;
-}
-
-static void add_tenant(struct ws_engine *e, const char *name, const char *db, int shard)
-{
-	struct ws_tenant_config tc = { .name = name, .db_path = db, .shard = shard };
-	int rc = ws_engine_add_tenant(e, &tc);
-	if (rc)
-		fail_msg("add %s: %s", name, ws_errmsg());
-}
-
-static struct ws_events *channel(struct ws_engine *e, uint32_t deadline_ms)
-{
-	struct ws_events_config c = { .deadline_ms = deadline_ms };
-	int err = 0;
-	struct ws_events *ev = ws_events_open(e, &c, &err);
-	if (!ev)
-		fail_msg("events open: %s", ws_errmsg());
-	return ev;
-}
-
-static uint64_t subscribe1(struct ws_events *ev, const char *tenant)
-{
-	uint64_t q = 0;
-	int rc = ws_events_subscribe(ev, &tenant, 1, &q);
-	if (rc)
-		fail_msg("subscribe %s: %s (%s)", tenant, ws_strerror(rc), ws_errmsg());
-	return q;
-}
-
-/* The next event, which must come within 20 s. */
-static void next_ok(struct ws_events *ev, struct ws_event *out)
-{
-	int rc = ws_events_next(ev, out, 20000);
-	if (rc)
-		fail_msg("no event in 20 s: %s", ws_strerror(rc));
-}
-
 /*
  * Read events of one query on one tenant until the replica is the
  * writer's last recorded commit; each applied image must be the next
@@ -105,7 +38,7 @@ static void follow(struct ws_events *ev, struct replica *r, const struct record 
 	/* Until the replica is the writer's last commit. */
 	while (*at < 0 || (unsigned)*at + 1 < rec->n) {
 		struct ws_event e;
-		next_ok(ev, &e);
+		ev_next_ok(ev, &e);
 		if (e.kind == WS_EVENT_FAULTED)
 			fail_msg("faulted: %s (%s)", e.u.faulted.reason, ws_fault_cause_name(e.u.faulted.cause));
 		if (e.kind == WS_EVENT_UPDATE && e.u.update.kind == WS_UPDATE_HYDRATED) {
@@ -155,10 +88,10 @@ static void test_exact_replica(void **state)
 	for (int i = 0; i < 5; i++)
 		wt_write_txn(env.w, 3, 500);
 	record_state(&rec, env.w);
-	struct ws_engine *e = engine_up(env.sink_url, 1, 8, 64 << 10, 0);
-	add_tenant(e, "app", env.db, 0);
-	struct ws_events *ev = channel(e, 10000);
-	(void)subscribe1(ev, "app");
+	struct ws_engine *e = ev_engine_up(env.sink_url, 1, 8, 64 << 10, 0);
+	ev_add_tenant(e, "app", env.db, 0);
+	struct ws_events *ev = ev_channel(e, 10000);
+	(void)ev_subscribe1(ev, "app");
 	for (int round = 0; round < 6; round++) {
 		for (int i = 0; i < 10; i++) {
 			/* Small ones, and some of 40 rows of 600 bytes: many pages, several slices. */
@@ -207,12 +140,12 @@ static void test_rollback_never_released(void **state)
 	wt_env_init(&env, "events-rollback", 0);
 	wt_write_txn(env.w, 5, 300);
 	record_state(&rec, env.w);
-	struct ws_engine *e = engine_up(env.sink_url, 1, 0, UINT64_MAX, 0);
-	add_tenant(e, "app", env.db, 0);
-	struct ws_events *ev = channel(e, 10000);
-	(void)subscribe1(ev, "app");
+	struct ws_engine *e = ev_engine_up(env.sink_url, 1, 0, UINT64_MAX, 0);
+	ev_add_tenant(e, "app", env.db, 0);
+	struct ws_events *ev = ev_channel(e, 10000);
+	(void)ev_subscribe1(ev, "app");
 	struct ws_event h;
-	next_ok(ev, &h);
+	ev_next_ok(ev, &h);
 	assert_int_equal(h.u.update.kind, WS_UPDATE_HYDRATED);
 	replica_hydrate(&r, &h);
 	at = find_state(&rec, image_hash(r.img, r.pages * r.page_size));
@@ -244,7 +177,7 @@ static void test_rollback_never_released(void **state)
 	unsigned got = 0;
 	while (got < 8) {
 		struct ws_event x;
-		next_ok(ev, &x);
+		ev_next_ok(ev, &x);
 		assert_int_not_equal(x.kind, WS_EVENT_FAULTED);
 		if (x.kind == WS_EVENT_UPDATE) {
 			assert_int_equal(x.u.update.kind, WS_UPDATE_CHANGED);
@@ -410,9 +343,9 @@ static void fx_up(struct fx *f, const char *tag, uint32_t deadline_ms)
 {
 	wt_env_init(&f->env, tag, 0);
 	wt_write_txn(f->env.w, 2, 100);
-	f->e = engine_up(f->env.sink_url, 1, 0, UINT64_MAX, 0);
-	add_tenant(f->e, "app", f->env.db, 0);
-	f->ev = channel(f->e, deadline_ms);
+	f->e = ev_engine_up(f->env.sink_url, 1, 0, UINT64_MAX, 0);
+	ev_add_tenant(f->e, "app", f->env.db, 0);
+	f->ev = ev_channel(f->e, deadline_ms);
 }
 
 static void fx_down(struct fx *f)
@@ -426,7 +359,7 @@ static struct ws_event wait_fault(struct ws_events *ev)
 {
 	for (;;) {
 		struct ws_event x;
-		next_ok(ev, &x);
+		ev_next_ok(ev, &x);
 		if (x.kind == WS_EVENT_FAULTED)
 			return x;
 	}
@@ -441,7 +374,7 @@ static void test_fault_derive(void **state)
 	struct ws_engine *e = f0.e;
 	struct ws_events *ev = f0.ev;
 	struct wt_env env = f0.env;
-	uint64_t q = subscribe1(ev, "app");
+	uint64_t q = ev_subscribe1(ev, "app");
 	int fd = open(env.wal, O_WRONLY);
 	assert_true(fd >= 0);
 	assert_int_equal(pwrite(fd, "not a WAL header, nor anything!!", 32, 0), 32);
@@ -473,7 +406,7 @@ static void test_fault_derive_injected(void **state)
 	struct ws_engine *e = f0.e;
 	struct ws_events *ev = f0.ev;
 	struct wt_env env = f0.env;
-	uint64_t q = subscribe1(ev, "app");
+	uint64_t q = ev_subscribe1(ev, "app");
 	assert_int_equal(ws_fault_arm("events.derive", 1, 0), 0);
 	wt_write_txn(env.w, 1, 100);
 	struct ws_event f = wait_fault(ev);
@@ -481,9 +414,9 @@ static void test_fault_derive_injected(void **state)
 	assert_int_equal(f.u.faulted.query_id, q);
 	assert_int_equal(f.u.faulted.cause, WS_CAUSE_DERIVE);
 	/* A new registration gets a fresh baseline and goes on. */
-	uint64_t q2 = subscribe1(ev, "app");
+	uint64_t q2 = ev_subscribe1(ev, "app");
 	struct ws_event x;
-	next_ok(ev, &x);
+	ev_next_ok(ev, &x);
 	assert_int_equal(x.u.update.kind, WS_UPDATE_HYDRATED);
 	assert_int_equal(x.u.update.query_id, q2);
 	(void)env;
@@ -502,7 +435,7 @@ static void test_fault_worker_lost(void **state)
 	struct ws_engine *e = f0.e;
 	struct ws_events *ev = f0.ev;
 	struct wt_env env = f0.env;
-	uint64_t q = subscribe1(ev, "app");
+	uint64_t q = ev_subscribe1(ev, "app");
 	assert_int_equal(ws_engine_stop(e), 0);
 	struct ws_event f = wait_fault(ev);
 	assert_int_equal(f.u.faulted.query_id, q);
@@ -525,10 +458,10 @@ static void test_combined_two_shards(void **state)
 	wt_env_init(&b, "events-comb-b", 0);
 	wt_write_txn(a.w, 1, 100);
 	wt_write_txn(b.w, 1, 100);
-	struct ws_engine *e = engine_up(a.sink_url, 2, 0, UINT64_MAX, 0);
-	add_tenant(e, "a", a.db, 0);
-	add_tenant(e, "b", b.db, 1);
-	struct ws_events *ev = channel(e, 10000);
+	struct ws_engine *e = ev_engine_up(a.sink_url, 2, 0, UINT64_MAX, 0);
+	ev_add_tenant(e, "a", a.db, 0);
+	ev_add_tenant(e, "b", b.db, 1);
+	struct ws_events *ev = ev_channel(e, 10000);
 	const char *names[] = { "a", "b" };
 	uint64_t q;
 	struct ws_events_cv cv;
@@ -538,7 +471,7 @@ static void test_combined_two_shards(void **state)
 	assert_int_equal(cv.workers, 2);
 	int hydrated = 0;
 	while (hydrated < 2) {
-		next_ok(ev, &x);
+		ev_next_ok(ev, &x);
 		assert_int_equal(x.kind, WS_EVENT_UPDATE);
 		assert_int_equal(x.u.update.kind, WS_UPDATE_HYDRATED);
 		assert_int_equal(x.u.update.query_id, q);
@@ -546,7 +479,7 @@ static void test_combined_two_shards(void **state)
 	}
 	wt_write_txn(a.w, 1, 100);
 	do {
-		next_ok(ev, &x);
+		ev_next_ok(ev, &x);
 	} while (x.kind != WS_EVENT_PROGRESSED);
 	assert_int_equal(x.u.progressed.worker, 0);
 	assert_string_equal(x.tenant, "a");
@@ -554,12 +487,12 @@ static void test_combined_two_shards(void **state)
 	assert_int_equal(cv.cv_min, 0);
 	wt_write_txn(a.w, 1, 100);
 	do {
-		next_ok(ev, &x);
+		ev_next_ok(ev, &x);
 	} while (x.kind != WS_EVENT_PROGRESSED);
 	assert_false(ws_events_cv_note(&cv, &x));
 	wt_write_txn(b.w, 1, 100);
 	do {
-		next_ok(ev, &x);
+		ev_next_ok(ev, &x);
 	} while (x.kind != WS_EVENT_PROGRESSED);
 	assert_int_equal(x.u.progressed.worker, 1);
 	assert_true(ws_events_cv_note(&cv, &x));
@@ -586,12 +519,12 @@ static void test_stalled_channel_shed(void **state)
 	wt_env_init(&env, "events-shed", 0);
 	wt_write_txn(env.w, 2, 100);
 	record_state(&rec, env.w);
-	struct ws_engine *e = engine_up(env.sink_url, 1, 0, UINT64_MAX, 0);
-	add_tenant(e, "app", env.db, 0);
-	struct ws_events *stalled = channel(e, 100);
-	struct ws_events *healthy = channel(e, 10000);
-	uint64_t qs = subscribe1(stalled, "app");
-	(void)subscribe1(healthy, "app");
+	struct ws_engine *e = ev_engine_up(env.sink_url, 1, 0, UINT64_MAX, 0);
+	ev_add_tenant(e, "app", env.db, 0);
+	struct ws_events *stalled = ev_channel(e, 100);
+	struct ws_events *healthy = ev_channel(e, 10000);
+	uint64_t qs = ev_subscribe1(stalled, "app");
+	(void)ev_subscribe1(healthy, "app");
 	struct ws_tenant_metrics m0, m1;
 	assert_int_equal(ws_engine_tenant_metrics(e, "app", &m0), 0);
 	/* 60 commits over about 1.2 s; the healthy channel follows them all. */
@@ -625,14 +558,14 @@ static void test_unsubscribe_stops(void **state)
 	struct ws_engine *e = f0.e;
 	struct ws_events *ev = f0.ev;
 	struct wt_env env = f0.env;
-	uint64_t q1 = subscribe1(ev, "app");
-	uint64_t q2 = subscribe1(ev, "app");
+	uint64_t q1 = ev_subscribe1(ev, "app");
+	uint64_t q2 = ev_subscribe1(ev, "app");
 	assert_int_equal(ws_events_unsubscribe(ev, q1), 0);
 	wt_write_txn(env.w, 3, 100);
 	unsigned progressed = 0;
 	while (progressed < 1) {
 		struct ws_event x;
-		next_ok(ev, &x);
+		ev_next_ok(ev, &x);
 		assert_int_not_equal(x.kind, WS_EVENT_FAULTED);
 		if (x.kind == WS_EVENT_UPDATE)
 			assert_int_equal(x.u.update.query_id, q2);
@@ -661,9 +594,9 @@ static void test_bad_input(void **state)
 	wt_write_txn(env.w, 1, 100);
 	assert_null(ws_events_open(NULL, NULL, &err));
 	assert_int_equal(err, WS_ECONFIG);
-	struct ws_engine *e = engine_up(env.sink_url, 1, 0, UINT64_MAX, 0);
-	add_tenant(e, "app", env.db, 0);
-	struct ws_events *ev = channel(e, 0);
+	struct ws_engine *e = ev_engine_up(env.sink_url, 1, 0, UINT64_MAX, 0);
+	ev_add_tenant(e, "app", env.db, 0);
+	struct ws_events *ev = ev_channel(e, 0);
 	const char *unknown = "nope";
 	assert_int_equal(ws_events_subscribe(ev, &unknown, 1, &q), WS_ENOTFOUND);
 	assert_non_null(strstr(ws_errmsg(), "nope"));
@@ -689,7 +622,7 @@ static void test_bad_input(void **state)
 	assert_true(ws_events_fd(ev) >= 0);
 	assert_string_equal(ws_fault_cause_name(WS_CAUSE_PUSH_DEADLINE), "push_deadline");
 	assert_string_equal(ws_fault_cause_name((enum ws_fault_cause)99), "?");
-	q = subscribe1(ev, "app");
+	q = ev_subscribe1(ev, "app");
 	assert_int_equal(ws_events_unsubscribe(ev, q), 0);
 	assert_int_equal(ws_events_unsubscribe(ev, q), WS_ENOTFOUND);
 	ws_events_close(ev);

@@ -100,3 +100,71 @@ uint64_t replica_apply(struct replica *r, uint64_t tx)
 	r->slices_in_txn = 0;
 	return image_hash(r->img, r->pages * r->page_size);
 }
+
+/* ---- an engine over a test's database, a channel on it ------------------ */
+
+struct ws_engine *ev_engine_up(const char *sink_url, unsigned shards, uint32_t batch_frames_max,
+				   uint64_t wal_ckpt_bytes, uint64_t ring_bytes)
+{
+	struct ws_shard_config sc[2];
+	struct ws_engine_config ec;
+	struct ws_engine *e;
+	int err = 0;
+	for (unsigned i = 0; i < 2; i++) {
+		ws_shard_config_default(&sc[i]);
+		sc[i].ring_bytes = 8 << 20;
+		sc[i].batch_bytes_max = 1 << 20;
+		if (batch_frames_max)
+			sc[i].batch_frames_max = batch_frames_max;
+		sc[i].batch_age_ms_max = 50;
+		sc[i].key_write_interval_ms = 0;
+	}
+	memset(&ec, 0, sizeof(ec));
+	ec.sink_url = sink_url;
+	ec.shards = shards;
+	ec.shard = sc;
+	ec.epoch = 1;
+	ec.pointer_generation = 1;
+	ec.wal_checkpoint_bytes = wal_ckpt_bytes;
+	ec.events_ring_bytes = ring_bytes;
+	e = ws_engine_create(&ec, &err);
+	if (!e)
+		fail_msg("engine: %s (%s)", ws_strerror(err), ws_errmsg());
+	return e;
+}
+
+void ev_add_tenant(struct ws_engine *e, const char *name, const char *db, int shard)
+{
+	struct ws_tenant_config tc = { .name = name, .db_path = db, .shard = shard };
+	int rc = ws_engine_add_tenant(e, &tc);
+	if (rc)
+		fail_msg("add %s: %s", name, ws_errmsg());
+}
+
+struct ws_events *ev_channel(struct ws_engine *e, uint32_t deadline_ms)
+{
+	struct ws_events_config c = { .deadline_ms = deadline_ms };
+	int err = 0;
+	struct ws_events *ev = ws_events_open(e, &c, &err);
+	if (!ev)
+		fail_msg("events open: %s", ws_errmsg());
+	return ev;
+}
+
+uint64_t ev_subscribe1(struct ws_events *ev, const char *tenant)
+{
+	uint64_t q = 0;
+	int rc = ws_events_subscribe(ev, &tenant, 1, &q);
+	if (rc)
+		fail_msg("subscribe %s: %s (%s)", tenant, ws_strerror(rc), ws_errmsg());
+	return q;
+}
+
+/* The next event, which must come within 20 s. */
+void ev_next_ok(struct ws_events *ev, struct ws_event *out)
+{
+	int rc = ws_events_next(ev, out, 20000);
+	if (rc)
+		fail_msg("no event in 20 s: %s", ws_strerror(rc));
+}
+

@@ -50,4 +50,13 @@ void replica_buffer(struct replica *r, const struct ws_event *e);
 /* Progressed: apply what was buffered, in WAL order; returns the image's hash. */
 uint64_t replica_apply(struct replica *r, uint64_t tx);
 
+/* An engine of `shards` shards over a file:// sink (batch_frames_max 0: the default). */
+struct ws_engine *ev_engine_up(const char *sink_url, unsigned shards, uint32_t batch_frames_max,
+			       uint64_t wal_ckpt_bytes, uint64_t ring_bytes);
+void ev_add_tenant(struct ws_engine *e, const char *name, const char *db, int shard);
+struct ws_events *ev_channel(struct ws_engine *e, uint32_t deadline_ms);
+uint64_t ev_subscribe1(struct ws_events *ev, const char *tenant);
+/* The next event, which must come within 20 s. */
+void ev_next_ok(struct ws_events *ev, struct ws_event *out);
+
 #endif

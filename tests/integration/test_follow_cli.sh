@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# walship replicate --follow NAME=REPLICA_DB: a live SQLite replica. A real
+# writer process (checkpoints of every mode, its connection closed and
+# opened again) records the digest of every state it commits; reader
+# processes (Python's sqlite3, and the sqlite3 shell) read the replica all
+# along, each read one transaction, and every digest they see must be a
+# recorded state; at the end the replica is the source. With fault sites,
+# an injected derive fault ends the query and --follow subscribes again.
+# Bad input: a malformed argument, an unknown tenant, the source as its own
+# replica, a tenant followed twice, a replica that is no database, one in
+# use by another writer.
+#
+# Env: WS_BIN, WS_TEST_TMP, WS_FAULTS.
+set -euo pipefail
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+sqlite3 src.db "PRAGMA journal_mode=wal; CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);" >/dev/null
+
+# The digest of a database's rows, read in one transaction by a Python connection.
+cat >digest.py <<'EOF'
+import hashlib
+def digest(c):
+    h = hashlib.sha256()
+    for row in c.execute("SELECT id, v FROM t ORDER BY id"):
+        h.update(repr(row).encode())
+    return h.hexdigest()
+EOF
+
+# writer N: N transactions, a checkpoint of each mode in turn, restarts.
+cat >writer.py <<'EOF'
+import os, random, sqlite3, sys, time
+sys.path.insert(0, os.getcwd())
+from digest import digest
+n = int(sys.argv[1])
+modes = ["PASSIVE", "FULL", "RESTART", "TRUNCATE"]
+rec = open("states", "a")
+def conn():
+    c = sqlite3.connect("src.db", isolation_level=None, timeout=10)
+    return c
+c = conn()
+rec.write(digest(c) + "\n"); rec.flush()
+for i in range(n):
+    c.execute("BEGIN")
+    for _ in range(1 + (i % 5) * (10 if i % 7 == 0 else 1)):
+        c.execute("INSERT INTO t(v) VALUES (randomblob(?))", (300 + random.randrange(900),))
+    if i % 6 == 5:
+        c.execute("DELETE FROM t WHERE id % 4 = 0")
+    c.execute("COMMIT")
+    rec.write(digest(c) + "\n"); rec.flush()
+    if i % 8 == 7:
+        c.execute(f"PRAGMA wal_checkpoint({modes[(i // 8) % 4]})").fetchall()
+    if i % 20 == 19 and i + 1 < n:
+        c.close()
+        c = conn()
+    time.sleep(0.005)
+c.close()
+EOF
+
+# reader: read the replica until ./stop exists, one digest per read transaction.
+cat >reader.py <<'EOF'
+import os, sqlite3, sys, time
+sys.path.insert(0, os.getcwd())
+from digest import digest
+out = open(sys.argv[1], "w")
+c = sqlite3.connect("replica.db", isolation_level=None, timeout=10)
+while not os.path.exists("stop"):
+    try:
+        c.execute("BEGIN")
+        d = digest(c)
+        c.execute("COMMIT")
+        out.write(d + "\n")
+    except sqlite3.OperationalError as e:
+        c.execute("ROLLBACK") if c.in_transaction else None
+        if "no such table" not in str(e):
+            out.write("ERROR " + str(e) + "\n")
+    time.sleep(0.002)
+EOF
+
+# follow_run TXNS [ENV...]: replicate --follow with readers and the writer; the replica must reach the last state.
+follow_run() {
+	local txns=$1 i
+	shift
+	rm -f states stop replica.db replica.db-wal replica.db-shm r1 r2 shell.out
+	env "$@" "$WS_BIN" replicate --sink "file://$ROOT/sink" --follow app="$ROOT/replica.db" app="$ROOT/src.db" \
+		>"$ROOT/out" 2>"$ROOT/err" &
+	local pid=$!
+	for i in $(seq 200); do grep -q 'rebuilt at' "$ROOT/err" 2>/dev/null && break; sleep 0.05; done
+	python3 reader.py r1 &
+	local r1=$!
+	python3 reader.py r2 &
+	local r2=$!
+	(while [ ! -e stop ]; do sqlite3 -cmd ".timeout 5000" replica.db "SELECT count(*) FROM t" >>shell.out 2>&1 || true; sleep 0.05; done) &
+	local sh=$!
+	python3 writer.py "$txns"
+	local last
+	last=$(tail -n 1 states)
+	for i in $(seq 400); do
+		[ "$(python3 -c 'import sqlite3,sys; sys.path.insert(0,"."); from digest import digest; print(digest(sqlite3.connect("replica.db", timeout=10)))' 2>/dev/null)" = "$last" ] && break
+		sleep 0.05
+	done
+	touch stop
+	wait "$r1" "$r2" "$sh"
+	kill -TERM "$pid"
+	reap "$pid" "$ROOT/err" "replicate --follow"
+}
+
+follow_run 120
+check "exit 0 after SIGTERM" [ "$reaped" = 0 ]
+check "the replica is the source's last state" bash -c \
+	"[ \"\$(python3 -c 'import sqlite3,sys; sys.path.insert(0,\".\"); from digest import digest; print(digest(sqlite3.connect(\"replica.db\")))')\" = \"\$(tail -n 1 states)\" ]"
+check "readers read all along" bash -c "[ \$(cat r1 r2 | wc -l) -gt 100 ]"
+check "every read of the readers is a state the writer committed" python3 - <<'EOF'
+states = set(open("states").read().split())
+seen = open("r1").read().splitlines() + open("r2").read().splitlines()
+errors = [l for l in seen if l.startswith("ERROR")]
+assert not errors, errors[:3]
+bad = [l for l in seen if l not in states]
+assert not bad, f"{len(bad)} reads of states never committed, of {len(seen)}"
+EOF
+check "the sqlite3 shell reads it without an error" bash -c "[ -s shell.out ] && ! grep -v '^[0-9][0-9]*$' shell.out"
+check "sqlite3 finds the replica sound" bash -c "[ \"\$(sqlite3 replica.db 'PRAGMA integrity_check')\" = ok ]"
+check "the replica is in WAL mode" bash -c "[ \"\$(sqlite3 replica.db 'PRAGMA journal_mode')\" = wal ]"
+
+if [ "${WS_FAULTS:-0}" = 1 ]; then
+	follow_run 40 WS_FAULT=events.derive:3:fail
+	check "fault: exit 0 after SIGTERM" [ "$reaped" = 0 ]
+	check "fault: the cause logged, the query subscribed again" bash -c \
+		"grep -q 'faulted (derive).*subscribing again' err && [ \$(grep -c 'rebuilt at' err) -ge 2 ]"
+	check "fault: the replica is the source's last state" bash -c \
+		"[ \"\$(python3 -c 'import sqlite3,sys; sys.path.insert(0,\".\"); from digest import digest; print(digest(sqlite3.connect(\"replica.db\")))')\" = \"\$(tail -n 1 states)\" ]"
+	check "fault: every read is a committed state" python3 -c "
+states = set(open('states').read().split())
+seen = open('r1').read().splitlines() + open('r2').read().splitlines()
+assert seen and all(l in states for l in seen)"
+fi
+
+# ---- bad input ----
+S=(replicate --sink "file://$ROOT/sink" --once)
+for arg in app "=x.db" "app=" ""; do
+	ws "${S[@]}" --follow "$arg" app="$ROOT/src.db"
+	check "--follow '$arg': usage error" bash -c "[ $rc = 2 ] && grep -q 'is not NAME=REPLICA_DB' err"
+done
+ws "${S[@]}" --follow nope=r.db app="$ROOT/src.db"
+check "--follow nope=: usage error naming it" bash -c "[ $rc = 2 ] && grep -q \"'nope' is not a tenant\" err"
+ws "${S[@]}" --follow app="$ROOT/src.db" app="$ROOT/src.db"
+check "the source as its own replica: usage error" bash -c "[ $rc = 2 ] && grep -q \"tenant app's own database\" err"
+ws "${S[@]}" --follow app=r1.db --follow app=r2.db app="$ROOT/src.db"
+check "a tenant followed twice: usage error" bash -c "[ $rc = 2 ] && grep -q 'followed twice' err"
+printf 'a text file, not a database, longer than the 100 bytes of a database header..................................\n' >notes.txt
+cp notes.txt notes.before
+ws "${S[@]}" --follow app="$ROOT/notes.txt" app="$ROOT/src.db"
+check "a replica that is no database: refused, named, left as it was" bash -c \
+	"[ $rc = 1 ] && grep -q 'notes.txt: not a SQLite database' err && cmp -s notes.txt notes.before"
+sqlite3 busy.db "PRAGMA journal_mode=wal; CREATE TABLE x(y);" >/dev/null
+python3 - <<'EOF' &
+import sqlite3, time, os
+c = sqlite3.connect("busy.db", isolation_level=None)
+c.execute("BEGIN IMMEDIATE"); c.execute("INSERT INTO x VALUES (1)")
+open("busy.held", "w").close()
+while not os.path.exists("busy.done"):
+    time.sleep(0.05)
+c.execute("COMMIT")
+EOF
+holder=$!
+for _ in $(seq 100); do [ -e busy.held ] && break; sleep 0.05; done
+ws "${S[@]}" --follow app="$ROOT/busy.db" app="$ROOT/src.db"
+touch busy.done
+wait "$holder"
+check "a replica in use by another writer: refused, named" bash -c \
+	"[ $rc = 1 ] && grep -q 'busy.db: in use by another writer' err"
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
