@@ -19,7 +19,7 @@
 #ifndef WS_CORE_FOLLOW_H
 #define WS_CORE_FOLLOW_H
 
-#include "core_internal.h"
+#include "walship.h"
 
 #define WS_FOLLOW_POLL_MS_DEFAULT 100u
 #define WS_FOLLOW_IMAGE_BYTES_MAX_DEFAULT ((uint64_t)1 << 30)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "coreutil.h"
+#include "core_internal.h"
 #include "follow.h"
 
 void mem_init(struct mem *m, const struct record *rec)
