@@ -593,13 +593,31 @@ static int follow_arg(struct run_opts *ro, char *arg, size_t max)
 	return 0;
 }
 
-/* The same file, by path or (both existing) by inode. */
+/* p with its directory resolved (the file itself may not exist yet); p as given when it cannot be. */
+static void canon_path(const char *p, char out[PATH_MAX])
+{
+	char dir[PATH_MAX], real[PATH_MAX];
+	const char *slash = strrchr(p, '/');
+	snprintf(out, PATH_MAX, "%s", p);
+	if (slash == p)
+		return;
+	if ((size_t)snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - p) : 1, slash ? p : ".") >= sizeof(dir) ||
+	    !realpath(dir, real))
+		return;
+	if ((size_t)snprintf(out, PATH_MAX, "%s/%s", real, slash ? slash + 1 : p) >= PATH_MAX)
+		snprintf(out, PATH_MAX, "%s", p);
+}
+
+/* The same file: by inode when both exist, else by their resolved paths. */
 static bool same_file(const char *a, const char *b)
 {
 	struct stat sa, sb;
-	if (strcmp(a, b) == 0)
-		return true;
-	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	char ca[PATH_MAX], cb[PATH_MAX];
+	if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+		return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	canon_path(a, ca);
+	canon_path(b, cb);
+	return strcmp(ca, cb) == 0;
 }
 
 /* Each --follow names a tenant replicate ships, once, into a file of its own that is no source. */

@@ -89,6 +89,9 @@ ws "${S[@]}" --follow app="$ROOT/src.db" app="$ROOT/src.db"
 check "the source as its own replica: usage error" bash -c "[ $rc = 2 ] && grep -q \"tenant app's own database\" err"
 ws "${S[@]}" --follow app=r1.db --follow app=r2.db app="$ROOT/src.db"
 check "a tenant followed twice: usage error" bash -c "[ $rc = 2 ] && grep -q 'followed twice' err"
+sqlite3 src2.db "PRAGMA journal_mode=wal; CREATE TABLE t(x);" >/dev/null
+ws "${S[@]}" --follow app=r.db --follow b=./r.db app="$ROOT/src.db" b="$ROOT/src2.db"
+check "one file the replica of two tenants: usage error" bash -c "[ $rc = 2 ] && grep -q 'is the replica of two tenants' err"
 printf 'a text file, not a database, longer than the 100 bytes of a database header..................................\n' >notes.txt
 cp notes.txt notes.before
 ws "${S[@]}" --follow app="$ROOT/notes.txt" app="$ROOT/src.db"

@@ -678,27 +678,51 @@ static void test_bad_replica_files(void **state)
 	free(dir);
 }
 
+/* A directory with database a ("one") as an image, for a replica at path. */
+struct onefx {
+	char *dir, *path;
+	uint8_t *a;
+	sqlite3_int64 na;
+};
+
+static void one_up(struct onefx *x, const char *tag)
+{
+	x->dir = wt_tmpdir(tag);
+	x->path = wt_path(x->dir, "replica.db");
+	x->a = two_tables(x->dir, "a.db", false, "one", &x->na);
+}
+
+/* The replica still holds a, sound: the refusals changed nothing. */
+static void one_down(struct onefx *x)
+{
+	sqlite3 *rd = wt_open_checked(x->path);
+	expect_row(rd, "SELECT x FROM b", "one-b");
+	sqlite3_close(rd);
+	sqlite3_free(x->a);
+	wt_rmrf(x->dir);
+	free(x->path);
+	free(x->dir);
+}
+
 /* Images and transactions the applier refuses, each named; the replica unchanged. */
 static void test_bad_transactions(void **state)
 {
-	char *dir = wt_tmpdir("replica-badtx");
-	char *path = wt_path(dir, "replica.db");
-	sqlite3_int64 na = 0;
-	uint8_t *a = two_tables(dir, "a.db", false, "one", &na);
+	struct onefx x;
+	one_up(&x, "replica-badtx");
 	uint8_t page[4096];
 	uint32_t pg = 2, zero = 0, one = 1;
 	int err = 0;
 	(void)state;
 	assert_null(ws_replica_open(NULL, &err));
 	assert_int_equal(err, WS_ECONFIG);
-	struct ws_replica *r = ws_replica_open(path, &err);
+	struct ws_replica *r = ws_replica_open(x.path, &err);
 	assert_non_null(r);
 	memset(page, 'x', sizeof(page));
 	assert_int_equal(ws_replica_image(r, 1, page, 1, 4096), WS_EFORMAT);
-	assert_int_equal(ws_replica_image(r, 1, a, (uint64_t)na / 4096, 1000), WS_EFORMAT);
-	assert_int_equal(ws_replica_image(r, 1, a, (uint64_t)na / 4096, 2048), WS_EFORMAT);
-	assert_int_equal(ws_replica_image(r, 1, a, 0, 4096), WS_EFORMAT);
-	assert_int_equal(ws_replica_image(r, 5, a, (uint64_t)na / 4096, 4096), 0);
+	assert_int_equal(ws_replica_image(r, 1, x.a, (uint64_t)x.na / 4096, 1000), WS_EFORMAT);
+	assert_int_equal(ws_replica_image(r, 1, x.a, (uint64_t)x.na / 4096, 2048), WS_EFORMAT);
+	assert_int_equal(ws_replica_image(r, 1, x.a, 0, 4096), WS_EFORMAT);
+	assert_int_equal(ws_replica_image(r, 5, x.a, (uint64_t)x.na / 4096, 4096), 0);
 	assert_int_equal(ws_replica_apply(r, 5, &pg, page, 1, 4096, 3), WS_ECONFIG); /* not after 5 */
 	assert_int_equal(ws_replica_apply(r, 6, &pg, page, 1, 1024, 3), WS_ECONFIG); /* page size */
 	assert_non_null(strstr(ws_errmsg(), "rebuild"));
@@ -709,14 +733,73 @@ static void test_bad_transactions(void **state)
 	pg = 9;
 	assert_int_equal(ws_replica_apply(r, 6, &pg, page, 1, 4096, 3), WS_EFORMAT); /* nothing within 3 pages */
 	assert_int_equal(ws_replica_apply(NULL, 6, &pg, page, 1, 4096, 3), WS_ECONFIG);
-	sqlite3 *rd = wt_open_checked(path);
-	expect_row(rd, "SELECT x FROM b", "one-b");
-	sqlite3_close(rd);
 	ws_replica_close(r);
-	sqlite3_free(a);
-	wt_rmrf(dir);
-	free(path);
-	free(dir);
+	one_down(&x);
+}
+
+/*
+ * Events the feed refuses, built by hand (the channel never sends them:
+ * this is the feed's own check of its input): pages before any Hydrated,
+ * of another page size, at or before the last transaction, a Progressed
+ * before its commit's slice, a transaction past pending_bytes_max; a
+ * Faulted asks for a new subscription; NULLs.
+ */
+static void test_feed_bad_events(void **state)
+{
+	struct onefx x;
+	one_up(&x, "replica-feed");
+	uint8_t page[4096] = { 0 };
+	uint32_t pg = 2;
+	int err = 0;
+	(void)state;
+	struct ws_replica *r = ws_replica_open(x.path, &err);
+	assert_non_null(r);
+	struct ws_replica_feed *f = ws_replica_feed_new(r, 8192, &err);
+	assert_non_null(f);
+	assert_null(ws_replica_feed_new(NULL, 0, &err));
+	assert_int_equal(err, WS_ECONFIG);
+	struct ws_event ch = { .kind = WS_EVENT_UPDATE, .tenant = "app" };
+	ch.u.update.kind = WS_UPDATE_CHANGED;
+	ch.u.update.page_size = 4096;
+	ch.u.update.u.changed = (typeof(ch.u.update.u.changed)){ .position = 10, .count = 1, .pgno = &pg, .pages = page };
+	assert_int_equal(ws_replica_feed(f, &ch), WS_EFORMAT); /* before any Hydrated */
+	struct ws_event hy = { .kind = WS_EVENT_UPDATE, .tenant = "app" };
+	hy.u.update.kind = WS_UPDATE_HYDRATED;
+	hy.u.update.page_size = 4096;
+	hy.u.update.u.hydrated.tx_id = 5;
+	hy.u.update.u.hydrated.image = x.a;
+	hy.u.update.u.hydrated.pages = (uint64_t)x.na / 4096;
+	assert_int_equal(ws_replica_feed(f, &hy), 0);
+	struct ws_event pr = { .kind = WS_EVENT_PROGRESSED, .tenant = "app" };
+	pr.u.progressed.tx_id = 10;
+	assert_int_equal(ws_replica_feed(f, &pr), 0); /* nothing buffered: nothing to do */
+	assert_int_equal(ws_replica_feed(f, &ch), 0);
+	assert_int_equal(ws_replica_feed(f, &pr), WS_EFORMAT); /* no commit slice yet */
+	assert_int_equal(ws_replica_feed(f, &ch), WS_EFORMAT); /* after an error, nothing before a Hydrated */
+	assert_int_equal(ws_replica_feed(f, &hy), 0);
+	ch.u.update.page_size = 1024;
+	assert_int_equal(ws_replica_feed(f, &ch), WS_EFORMAT); /* another page size */
+	assert_int_equal(ws_replica_feed(f, &hy), 0);
+	ch.u.update.page_size = 4096;
+	ch.u.update.u.changed.position = 5;
+	assert_int_equal(ws_replica_feed(f, &ch), WS_EFORMAT); /* at the last transaction */
+	assert_int_equal(ws_replica_feed(f, &hy), 0);
+	ch.u.update.u.changed.position = 10;
+	assert_int_equal(ws_replica_feed(f, &ch), 0);
+	assert_int_equal(ws_replica_feed(f, &ch), 0);
+	assert_int_equal(ws_replica_feed(f, &ch), WS_ETOOBIG); /* 3 pages past 8 KiB */
+	struct ws_event fa = { .kind = WS_EVENT_FAULTED, .tenant = "app" };
+	assert_int_equal(ws_replica_feed(f, &fa), 1);
+	assert_int_equal(ws_replica_feed(NULL, &fa), WS_ECONFIG);
+	assert_int_equal(ws_replica_feed(f, NULL), WS_ECONFIG);
+	struct ws_replica_feed_stats st;
+	ws_replica_feed_stats(f, &st);
+	assert_int_equal(st.images, 4);
+	assert_int_equal(st.faults, 1);
+	assert_int_equal(st.applied, 0);
+	ws_replica_feed_free(f);
+	ws_replica_close(r);
+	one_down(&x);
 }
 
 int main(void)
@@ -729,6 +812,7 @@ int main(void)
 		cmocka_unit_test(test_restart_waits_for_reader),
 		cmocka_unit_test(test_bad_replica_files),
 		cmocka_unit_test(test_bad_transactions),
+		cmocka_unit_test(test_feed_bad_events),
 	};
 	return WT_RUN_GROUP(tests, NULL, NULL);
 }
