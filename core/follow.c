@@ -22,7 +22,9 @@
  *     checksum (a re-base within the same WAL); otherwise its image may
  *     differ from anything the follower can reach by frames: rebuild;
  *   - an older one, or a missing predecessor: retention removed what lay
- *     between, or the watermark went back: rebuild.
+ *     between: rebuild.
+ * A watermark behind the manifest held (the store lost writes) is refused:
+ * readers of a replica never go back in time.
  * Any manifest or object that is missing while applying is retention
  * racing the follower: rebuild. Any that does not verify is an error
  * naming it; nothing of it is handed (each transaction is handed only
@@ -421,7 +423,7 @@ static int walk_start(const struct ws_follow *f, const struct ws_chain *c, bool 
 		return NEED_REBUILD; /* no frame to prove the database file the same */
 	if (m0->wm_seq == f->at_seq || m0->kind == WS_MANIFEST_REBASE)
 		return ws_fmt_gen_equal(&m0->gen, &f->gen) ? 0 : NEED_REBUILD;
-	return NEED_REBUILD; /* behind retention, or a watermark that went back */
+	return NEED_REBUILD; /* behind retention */
 }
 
 /* The link to c->m[i] from its successor (or, the head, from wm). */
@@ -444,8 +446,15 @@ static int advance(struct ws_follow *f, const struct ws_fmt_watermark *wm, unsig
 	size_t first;
 	int rc;
 
+	/* A watermark behind the state applied: the store lost acknowledged
+	 * writes (or the tenant was forgotten and shipped anew). Following
+	 * it would take readers back in time: refused; a follower started
+	 * anew builds whatever the sink holds then. */
 	if (wm->seq < f->at_seq)
-		return NEED_REBUILD;
+		return ws_fail(WS_ECORRUPT, "tenant %s: the watermark %s went back to sequence %" PRIu64 " behind the "
+			       "manifest %s (sequence %" PRIu64 ") this follower applied: the store lost acknowledged "
+			       "writes, or the tenant was shipped anew; not following it back", f->tenant, f->wm_key,
+			       wm->seq, f->at.key, f->at_seq);
 	rc = ws_chain_load_since(f->sink->store, f->tenant, wm, &f->at, f->at_seq, &c, &stopped);
 	if (rc == WS_EINCOMPLETE || rc == WS_ENOTFOUND)
 		return NEED_REBUILD; /* a manifest gone under the walk: retention */

@@ -449,6 +449,50 @@ static void test_bad_input(void **state)
 }
 
 /*
+ * The watermark goes back (a store that lost acknowledged writes: an older
+ * watermark put back): refused, naming it, nothing handed, the replica
+ * where it was; once the newer watermark is back it goes on.
+ */
+static void test_watermark_went_back(void **state)
+{
+	struct src s;
+	struct mem m;
+	char wm[WS_KEY_MAX], *path;
+	size_t old_len = 0, new_len = 0;
+	unsigned handed = 9;
+	(void)state;
+	src_init(&s, "follow-back", 4096, UINT64_MAX, WS_CARRY_NEVER);
+	src_txn(&s, 3, 300);
+	src_tail(&s);
+	assert_int_equal(ws_key_watermark(wm, sizeof(wm), TENANT), 0);
+	assert_int_not_equal(asprintf(&path, "%s/%s", s.e.sink_dir, wm), -1);
+	uint8_t *old = wt_read_file(path, &old_len);
+	assert_non_null(old);
+	struct ws_follow *f = follower(&s, &m);
+	src_txn(&s, 3, 300);
+	src_tail(&s);
+	catch_up(f, &m);
+	uint8_t *cur = wt_read_file(path, &new_len);
+	assert_non_null(cur);
+	int at = m.at;
+	assert_int_equal(wt_write_file(path, old, old_len), 0);
+	assert_int_equal(ws_follow_poll(f, &handed), WS_ECORRUPT);
+	if (!strstr(ws_errmsg(), "went back") || !strstr(ws_errmsg(), wm))
+		fail_msg("a watermark that went back: %s", ws_errmsg());
+	assert_int_equal(handed, 0);
+	assert_int_equal(m.at, at);
+	assert_int_equal(wt_write_file(path, cur, new_len), 0);
+	catch_up(f, &m);
+	assert_int_equal(stats_of(f).rebuilds, 1);
+	ws_follow_close(f);
+	free(old);
+	free(cur);
+	free(path);
+	mem_free(&m);
+	src_free(&s);
+}
+
+/*
  * A writer shipped by the engine's shard threads while the follower polls
  * between its commits: every state the follower reaches is one the writer
  * committed, each transaction the next one, and after the engine flushed
@@ -472,6 +516,7 @@ int main(void)
 		cmocka_unit_test(test_behind_retention),
 		cmocka_unit_test(test_stopped_and_started),
 		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_watermark_went_back),
 		cmocka_unit_test(test_engine_writer),
 	};
 	return WT_RUN_GROUP(tests, NULL, NULL);
