@@ -189,6 +189,54 @@ static void wake(struct ws_ev_slot *s)
 		ws_warn("events: cannot wake a channel: %s", strerror(errno));
 }
 
+/*
+ * When the oldest record channel slot s has not read from ring r (its
+ * cursor cur) began to count against its deadline; false when none is
+ * there. A PAD is no event (only its first 16 bytes are written; under
+ * them lies an earlier lap): the record after it is. No deadline counts
+ * from before the host last came out of ws_events_subscribe, nor while it
+ * is inside (it cannot read there): then it counts from now.
+ */
+static bool unread_since(const struct ws_ev_ring *r, const struct ws_ev_slot *s, uint64_t cur, int64_t now,
+			 int64_t *t)
+{
+	const uint8_t *at = r->mem + (cur & (r->cap - 1));
+	/* len and kind, in host byte order (little-endian, as the channel reads them). */
+	uint64_t w = __atomic_load_n((const uint64_t *)(const void *)(at + offsetof(struct ev_rec, len)), __ATOMIC_RELAXED);
+	if ((uint16_t)(w >> 32) == REC_PAD) {
+		cur += (uint32_t)w;
+		if (cur >= r->whead)
+			return false;
+		at = r->mem + (cur & (r->cap - 1));
+	}
+	if (__atomic_load_n(&s->paused, __ATOMIC_ACQUIRE)) {
+		*t = now;
+		return true;
+	}
+	*t = (int64_t)__atomic_load_n((const uint64_t *)(const void *)(at + offsetof(struct ev_rec, mono_ns)),
+				      __ATOMIC_RELAXED);
+	int64_t resumed = __atomic_load_n(&s->resume_ns, __ATOMIC_RELAXED);
+	if (resumed > *t)
+		*t = resumed;
+	return true;
+}
+
+/* Why slot s is to be shed now (1 deadline, 2 lag, 0 not), and when to look again (*next_ms). */
+static uint32_t shed_why(const struct ws_ev_ring *r, const struct ws_ev_slot *s, uint64_t cur, int64_t now,
+			 uint64_t *next_ms)
+{
+	int64_t t;
+	if (r->whead - cur > s->lag_bytes)
+		return 2;
+	if (!unread_since(r, s, cur, now, &t))
+		return 0;
+	if (now - t > (int64_t)s->deadline_ns)
+		return 1;
+	if ((uint64_t)(t + (int64_t)s->deadline_ns) / 1000000u + 1 < *next_ms)
+		*next_ms = (uint64_t)(t + (int64_t)s->deadline_ns) / 1000000u + 1;
+	return 0;
+}
+
 uint64_t ws_ev_flush(struct ws_ev_hub *h, unsigned shard)
 {
 	struct ws_ev_ring *r = &h->rings[shard];
@@ -207,23 +255,7 @@ uint64_t ws_ev_flush(struct ws_ev_hub *h, unsigned shard)
 		if (__atomic_load_n(&s->shed_ack[shard], __ATOMIC_ACQUIRE) != seq)
 			continue;
 		uint64_t cur = __atomic_load_n(&s->cursor[shard], __ATOMIC_ACQUIRE);
-		uint32_t why = 0;
-		if (cur >= r->whead) {
-			if (__atomic_load_n(&s->waiting, __ATOMIC_SEQ_CST))
-				wake(s);
-			continue;
-		}
-		if (r->whead - cur > s->lag_bytes) {
-			why = 2;
-		} else {
-			int64_t t = (int64_t)__atomic_load_n((uint64_t *)(void *)(r->mem + (cur & (r->cap - 1)) +
-										offsetof(struct ev_rec, mono_ns)),
-							     __ATOMIC_RELAXED);
-			if (now - t > (int64_t)s->deadline_ns)
-				why = 1;
-			else if ((uint64_t)(t + (int64_t)s->deadline_ns) / 1000000u + 1 < next_ms)
-				next_ms = (uint64_t)(t + (int64_t)s->deadline_ns) / 1000000u + 1;
-		}
+		uint32_t why = cur < r->whead ? shed_why(r, s, cur, now, &next_ms) : 0;
 		if (why) {
 			__atomic_store_n(&s->shed_ns[shard], now, __ATOMIC_RELAXED);
 			__atomic_store_n(&s->shed_why[shard], why, __ATOMIC_RELAXED);

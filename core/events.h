@@ -82,6 +82,8 @@ struct ws_ev_slot {
 	uint64_t gen;           /* (atomic) bumped at every open of the slot */
 	int efd;                /* the slot's eventfd, for the hub's life */
 	uint64_t deadline_ns, lag_bytes;
+	uint32_t paused;        /* (atomic) the host is in ws_events_subscribe: no deadline runs */
+	int64_t resume_ns;      /* (atomic) when it last came out: no deadline counts from before */
 	/* Per shard, nshards entries: */
 	uint64_t *cursor;       /* (atomic) the channel has read up to here */
 	uint32_t *interest;     /* (atomic) the channel has live queries there */

@@ -264,6 +264,10 @@ static void shed(struct ws_events *ev, unsigned s, uint32_t why, int64_t shed_ns
 	if (why == 1)
 		snprintf(reason, sizeof(reason), "shard %u: the host left an event unread past deadline_ms %u "
 			 "(shed at %" PRId64 " ms on the monotonic clock)", s, ev->cfg.deadline_ms, shed_ns / 1000000);
+	else if (shed_ns) /* the shard measured it */
+		snprintf(reason, sizeof(reason), "shard %u: the host fell more than lag_bytes_max %" PRIu64 " bytes "
+			 "behind (shed at %" PRId64 " ms on the monotonic clock)", s, ev->cfg.lag_bytes_max,
+			 shed_ns / 1000000);
 	else
 		snprintf(reason, sizeof(reason), "shard %u: the host fell %" PRIu64 " bytes behind (lag_bytes_max %"
 			 PRIu64 ")", s, behind, ev->cfg.lag_bytes_max);
@@ -601,6 +605,13 @@ static int next_single(struct ws_events *ev, struct ws_event *out, int timeout_m
 	return -EAGAIN;
 }
 
+static void drain_fd(int efd)
+{
+	uint64_t v;
+	if (read(efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		ws_warn("events: eventfd: %s", strerror(errno));
+}
+
 int ws_events_next(struct ws_events *ev, struct ws_event *out, int timeout_ms)
 {
 	struct ws_ev_slot *sl;
@@ -614,36 +625,32 @@ int ws_events_next(struct ws_events *ev, struct ws_event *out, int timeout_ms)
 	sl = slot_of(ev);
 	until = timeout_ms > 0 ? ws_mono_ms() + (uint64_t)timeout_ms : 0;
 	for (;;) {
-		if (step(ev, out))
+		if (step(ev, out)) {
+			__atomic_store_n(&sl->waiting, 0, __ATOMIC_RELAXED);
 			return 0;
-		if (timeout_ms == 0)
-			return -EAGAIN;
+		}
 		/* W/H: waiting before the last look (seq_cst), so a shard that
-		 * publishes after the look sees it and wakes us (Dekker with P1). */
+		 * publishes after the look sees it and wakes the fd (Dekker with
+		 * P1); the fd drained before that look. Left set on -EAGAIN: a
+		 * host that polls ws_events_fd itself is woken as this loop is. */
 		__atomic_store_n(&sl->waiting, 1, __ATOMIC_SEQ_CST);
+		drain_fd(sl->efd);
 		if (step(ev, out)) {
 			__atomic_store_n(&sl->waiting, 0, __ATOMIC_RELAXED);
 			return 0;
 		}
 		int wait = -1;
+		if (timeout_ms == 0)
+			return -EAGAIN;
 		if (timeout_ms > 0) {
 			uint64_t now = ws_mono_ms();
-			if (now >= until) {
-				__atomic_store_n(&sl->waiting, 0, __ATOMIC_RELAXED);
+			if (now >= until)
 				return -EAGAIN;
-			}
 			wait = (int)(until - now);
 		}
 		struct pollfd p = { .fd = sl->efd, .events = POLLIN };
-		int prc = poll(&p, 1, wait);
-		__atomic_store_n(&sl->waiting, 0, __ATOMIC_RELAXED);
-		if (prc > 0) {
-			uint64_t v;
-			if (read(sl->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-				ws_warn("events: eventfd: %s", strerror(errno));
-		} else if (prc < 0 && errno != EINTR) {
+		if (poll(&p, 1, wait) < 0 && errno != EINTR)
 			return ws_fail(-errno, "events: poll: %s", strerror(errno));
-		}
 	}
 }
 
@@ -734,7 +741,8 @@ struct ws_events *ws_ev_chan_open(struct ws_engine *e, struct ws_ev_hub *hub, st
 			sl->deadline_ns = (uint64_t)1 << 62;
 			sl->lag_bytes = UINT64_MAX;
 		}
-		sl->waiting = 0;
+		sl->waiting = 1; /* the fd is woken before any ws_events_next (a host may poll it first) */
+		sl->paused = 0;
 		for (unsigned s = 0; s < hub->nshards; s++) {
 			__atomic_store_n(&sl->interest[s], 0, __ATOMIC_RELAXED);
 			__atomic_store_n(&sl->shed_ack[s], __atomic_load_n(&sl->shed_seq[s], __ATOMIC_RELAXED),
@@ -788,7 +796,34 @@ void ws_events_close(struct ws_events *ev)
 	free(ev);
 }
 
+/*
+ * The host cannot read while it waits in ws_events_subscribe: the shards
+ * run no deadline on the channel meanwhile, and none counts from before it
+ * came out (the lag bound still holds).
+ */
+static void deadline_pause(struct ws_events *ev, bool on)
+{
+	struct ws_ev_slot *sl = slot_of(ev);
+	if (!on)
+		__atomic_store_n(&sl->resume_ns, (int64_t)ws_mono_ns(), __ATOMIC_RELAXED);
+	/* Release: the resume time before the shards see the pause end. */
+	__atomic_store_n(&sl->paused, on ? 1u : 0u, __ATOMIC_RELEASE);
+}
+
+static int subscribe(struct ws_events *ev, const char *const *tenants, size_t n, uint64_t *query_id);
+
 int ws_events_subscribe(struct ws_events *ev, const char *const *tenants, size_t n, uint64_t *query_id)
+{
+	int rc;
+	if (!ev || ev->single)
+		return subscribe(ev, tenants, n, query_id);
+	deadline_pause(ev, true);
+	rc = subscribe(ev, tenants, n, query_id);
+	deadline_pause(ev, false);
+	return rc;
+}
+
+static int subscribe(struct ws_events *ev, const char *const *tenants, size_t n, uint64_t *query_id)
 {
 	struct query *q = NULL;
 	size_t done = 0;

@@ -7,6 +7,11 @@
  *   ws_engine_add_tenant   one per database, while the engine runs
  *   on_outcome             what each tail did (called on a shard's thread)
  *   ws_engine_flush        "ship everything committed so far, now"
+ *   ws_events_open, ws_events_subscribe, ws_events_next, ws_events_close
+ *                          follow the tenants in the same process: each
+ *                          one's baseline (Hydrated), then the pages of
+ *                          every transaction (Changed) and its commit
+ *                          (Progressed), printed as they are read
  *   ws_engine_foreach_tenant, ws_engine_shard_metrics, ws_engine_metrics_text
  *   ws_engine_stop, ws_engine_destroy
  *
@@ -14,8 +19,11 @@
  *
  * Creates WORKDIR/tenant-N.db (N = 0..TENANTS-1, default 3), each in WAL
  * mode, replicates them to SINK_URL (file:///abs/dir or s3://...) while
- * writing rows, flushes, prints each tenant's and shard's metrics and exits
- * 0 only when every tenant's rows were shipped without an error. Restore
+ * writing rows, subscribes to them all and prints the events of each
+ * transaction as it is shipped ("host: event ..."), flushes, prints each
+ * tenant's and shard's metrics and exits 0 only when every tenant's rows
+ * were shipped without an error and every transaction was seen committed
+ * on the event channel (docs/EVENTS.md). Restore
  * any tenant afterwards with `walship restore --sink SINK_URL --tenant
  * tenant-N -o OUT.db`.
  *
@@ -100,6 +108,55 @@ static int write_rows(sqlite3 *db, int n, int round)
 	return exec_sql(db, "COMMIT");
 }
 
+/* One event, as a line. Its pointers stay valid until the next ws_events_next. */
+static void print_event(const struct ws_event *ev)
+{
+	if (ev->kind == WS_EVENT_FAULTED) {
+		printf("host: event faulted query %llu: %s (%s)\n", (unsigned long long)ev->u.faulted.query_id,
+		       ev->u.faulted.reason, ws_fault_cause_name(ev->u.faulted.cause));
+	} else if (ev->kind == WS_EVENT_PROGRESSED) {
+		printf("host: event progressed %s worker %u tx %u:%u\n", ev->tenant, ev->u.progressed.worker,
+		       WS_TX_CHAIN(ev->u.progressed.tx_id), WS_TX_FRAME(ev->u.progressed.tx_id));
+	} else if (ev->u.update.kind == WS_UPDATE_HYDRATED) {
+		printf("host: event hydrated %s tx %u:%u, %llu pages of %u bytes\n", ev->tenant,
+		       WS_TX_CHAIN(ev->u.update.u.hydrated.tx_id), WS_TX_FRAME(ev->u.update.u.hydrated.tx_id),
+		       (unsigned long long)ev->u.update.u.hydrated.pages, ev->u.update.page_size);
+	} else {
+		printf("host: event changed %s %u pages from frame %u%s\n", ev->tenant, ev->u.update.u.changed.count,
+		       WS_TX_FRAME(ev->u.update.u.changed.position),
+		       ev->u.update.u.changed.db_pages ? ", with the commit" : "");
+	}
+}
+
+/*
+ * Read the channel until every tenant has seen `want` commits in all
+ * (Progressed), printing each event; -1 on a Faulted or when none comes
+ * for 10 s. A host that applies the pages keeps the Changed of a tenant
+ * until its Progressed (docs/EVENTS.md); this one only prints them.
+ */
+static int read_events(struct ws_events *ch, const char (*name)[32], unsigned tenants, unsigned *progressed,
+		       unsigned want)
+{
+	for (;;) {
+		struct ws_event ev;
+		unsigned done = 0;
+		for (unsigned i = 0; i < tenants; i++)
+			done += progressed[i] >= want;
+		if (done == tenants)
+			return 0;
+		if (ws_events_next(ch, &ev, 10000) != 0) {
+			fprintf(stderr, "host: no event in 10 s\n");
+			return -1;
+		}
+		print_event(&ev);
+		if (ev.kind == WS_EVENT_FAULTED)
+			return -1;
+		for (unsigned i = 0; i < tenants && ev.kind == WS_EVENT_PROGRESSED; i++)
+			if (strcmp(ev.tenant, name[i]) == 0)
+				progressed[i]++;
+	}
+}
+
 static int print_tenant(const struct ws_tenant_metrics *m, void *arg)
 {
 	unsigned *unshipped = arg;
@@ -119,6 +176,10 @@ int main(int argc, char **argv)
 	struct ws_shard_config shard[2];
 	struct ws_engine_config ec;
 	struct ws_engine *e = NULL;
+	struct ws_events *ch = NULL;
+	const char *names[TENANTS_MAX];
+	unsigned progressed[TENANTS_MAX] = { 0 };
+	uint64_t query = 0;
 	sqlite3 *db[TENANTS_MAX] = { 0 };
 	char name[TENANTS_MAX][32];
 	char path[PATH_BYTES];
@@ -179,11 +240,30 @@ int main(int argc, char **argv)
 		printf("host: tenant %s on shard %u\n", name[i], ws_engine_shard_of(e, name[i]));
 	}
 
-	/* The application goes on writing; the shards ship on change. */
-	for (int round = 1; round <= ROUNDS; round++)
+	/* Follow every tenant, as one query: each one's Hydrated is on the
+	 * channel when this returns. The host must read the channel within
+	 * deadline_ms (500 by default) of each event, or the query is shed. */
+	ch = ws_events_open(e, &(struct ws_events_config){ .deadline_ms = 0 }, &err);
+	for (unsigned i = 0; i < tenants; i++)
+		names[i] = name[i];
+	if (!ch || (err = ws_events_subscribe(ch, names, tenants, &query)) != 0) {
+		fprintf(stderr, "host: events: %s\n", ws_errmsg());
+		goto out;
+	}
+
+	/* The application goes on writing; the shards ship on change, and
+	 * each transaction comes back on the channel once its shard read it. */
+	for (int round = 1; round <= ROUNDS; round++) {
 		for (unsigned i = 0; i < tenants; i++)
 			if (write_rows(db[i], ROWS_PER_ROUND, round))
 				goto out;
+		if (read_events(ch, name, tenants, progressed, (unsigned)round))
+			goto out;
+	}
+	printf("host: events: query %llu saw %d commits of each of %u tenants, 0 faulted\n",
+	       (unsigned long long)query, ROUNDS, tenants);
+	ws_events_close(ch); /* before the engine stops */
+	ch = NULL;
 	/* Everything committed so far, durable at the sink. */
 	if ((err = ws_engine_flush(e)) != 0) {
 		fprintf(stderr, "host: flush: %s\n", ws_errmsg());
@@ -224,6 +304,7 @@ int main(int argc, char **argv)
 	}
 	rc = 0;
 out:
+	ws_events_close(ch);
 	ws_engine_destroy(e); /* stops it first if still running */
 	for (unsigned i = 0; i < tenants; i++)
 		sqlite3_close(db[i]);

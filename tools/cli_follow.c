@@ -39,10 +39,12 @@ static bool on_event(void *ctx, const char *name, const struct ws_event *x)
 	if (i == SIZE_MAX)
 		return false;
 	int rc = ws_replica_feed(f->feed[i], x);
-	if (rc == 1) {
-		fprintf(stderr, "walship: follow: tenant %s: faulted (%s): %s; subscribing again\n", name,
-			ws_fault_cause_name(x->u.faulted.cause), x->u.faulted.reason);
-		return false; /* the channel subscribes a faulted query again itself */
+	if (rc == 1) { /* the channel subscribes a faulted query again itself, unless its worker is gone */
+		bool lost = x->u.faulted.cause == WS_CAUSE_WORKER_LOST;
+		fprintf(stderr, "walship: follow: tenant %s: faulted (%s): %s; %s\n", name,
+			ws_fault_cause_name(x->u.faulted.cause), x->u.faulted.reason,
+			lost ? "the replica stays at its last transaction" : "subscribing again");
+		return false;
 	}
 	if (rc < 0) {
 		fprintf(stderr, "walship: follow: tenant %s: %s; subscribing again for a new image\n", name,

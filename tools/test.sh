@@ -14,7 +14,7 @@
 #   4. build-tsan    TSan (-DWS_SANITIZE=thread -DWS_WERROR=ON), the concurrent tests
 #                    (ctest -R 'test_store|test_io|test_net|test_core_stream|test_core_ring|
 #                    test_core_engine'; the engine's many-tenant test at 300 tenants there)
-#   5. bench smoke   bench_e2e, bench_engine and bench_checkpoint at a tiny
+#   5. bench smoke   bench_e2e, bench_engine, bench_checkpoint and bench_events at a tiny
 #                    size, bench_wal briefly, and bench/run_cli_bench.sh
 #                    --tiny (replicate --once vs write+fsync+rename), from
 #                    build-ci: fails only if a benchmark crashes or errors
@@ -131,7 +131,7 @@ WS_ENGINE_TENANTS=300 build_and_test build-tsan build-tsan "-R $TSAN_TESTS" -- -
 	-DCMAKE_BUILD_TYPE=Debug -DWS_BUILD_BENCH=OFF
 
 # ---- 5. bench smoke --------------------------------------------------------------------
-section "bench smoke: bench_e2e --mb $BENCH_MB, bench_engine/bench_checkpoint --tiny, bench_wal, run_cli_bench.sh --tiny (build-ci; ratios are reported, not enforced)"
+section "bench smoke: bench_e2e --mb $BENCH_MB, bench_engine/bench_checkpoint/bench_events --tiny, bench_wal, run_cli_bench.sh --tiny (build-ci; ratios are reported, not enforced)"
 if [ -x build-ci/bench/bench_e2e ]; then
 	mkdir -p build-ci/testtmp
 	if ! build-ci/bench/bench_e2e --mb "$BENCH_MB" --reps 1 --dir "$PWD/build-ci/testtmp"; then
@@ -149,6 +149,18 @@ for b in bench_engine bench_checkpoint; do
 		note_fail "bench smoke: build-ci/bench/$b was not built"
 	fi
 done
+# bench_events: its figures, or it failed (a crash, an error, no figure printed).
+if [ -x build-ci/bench/bench_events ]; then
+	if ! build-ci/bench/bench_events --tiny --dir "$PWD/build-ci/testtmp" --sink-dir "$PWD/build-ci/testtmp" \
+		| tee build-ci/bench-events.log; then
+		note_fail "bench smoke: bench_events"
+	elif ! grep -q 'commit->Progressed p99 .*median' build-ci/bench-events.log ||
+		! grep -q 'start -> Hydrated p95 .*median' build-ci/bench-events.log; then
+		note_fail "bench smoke: bench_events printed no figures"
+	fi
+else
+	note_fail "bench smoke: build-ci/bench/bench_events was not built"
+fi
 if [ -x build-ci/bench/bench_wal ]; then
 	if ! build-ci/bench/bench_wal --benchmark_min_time=0.01; then
 		note_fail "bench smoke: bench_wal"

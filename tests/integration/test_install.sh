@@ -127,6 +127,14 @@ for how in cmake make; do
 	check "$how: host printed per-tenant and per-shard metrics" \
 		bash -c '[ "$(grep -c "^host: tenant tenant-[0-9]* *shard" "$1")" = "$2" ] && grep -q "^host: shard 1 " "$1" &&
 			grep -q "^host: Prometheus metrics: [1-9]" "$1"' _ "run-$how.log" "$TENANTS"
+	# The event channel: every tenant's Hydrated, then each transaction's
+	# Changed pages and its Progressed (5 rounds, one transaction a tenant each).
+	check "$how: host printed each tenant's Hydrated and every commit's Changed and Progressed events" \
+		bash -c '[ "$(grep -c "^host: event hydrated tenant-[0-9]* tx 1:[0-9]*, [1-9][0-9]* pages of 4096 bytes$" "$1")" = "$2" ] &&
+			[ "$(grep -c "^host: event progressed tenant-[0-9]* worker [01] tx 1:[0-9]*$" "$1")" = "$(($2 * 5))" ] &&
+			[ "$(grep -c "^host: event changed tenant-[0-9]* [1-9][0-9]* pages from frame [0-9]*, with the commit$" "$1")" -ge "$(($2 * 5))" ] &&
+			! grep -q "^host: event faulted" "$1" &&
+			grep -q "^host: events: query [0-9]* saw 5 commits of each of $2 tenants, 0 faulted$" "$1"' _ "run-$how.log" "$TENANTS"
 	for ((i = 0; i < TENANTS; i++)); do
 		t="tenant-$i"
 		set +e

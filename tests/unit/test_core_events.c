@@ -7,6 +7,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -22,7 +24,9 @@
 #include "coreutil.h"
 #include "evreplica.h"
 #include "events.h"
+#include "ws_clock.h"
 #include "ws_fault.h"
+#include "ws_log.h"
 #include "ws_hash.h"
 #include "ws_wal.h"
 
@@ -332,6 +336,61 @@ static void test_tap_rollback_and_gap(void **state)
 	free(d);
 }
 
+/*
+ * A PAD record (the end of the ring a record did not fit in) is no event:
+ * a channel whose cursor stands on one is aged by the record after it,
+ * never by the bytes under the PAD's short header (what an earlier lap
+ * left there). Driven on a hub directly: a PAD at the channel's cursor on
+ * demand; the earlier lap's bytes are written by hand, and so is the
+ * later check's old emission time (both say so below).
+ */
+static void pad_slot(struct ws_ev_hub *h, uint64_t cursor)
+{
+	struct ws_ev_slot *s = &h->slots[0];
+	s->deadline_ns = 500u * 1000000u;
+	s->lag_bytes = h->rings[0].cap;
+	s->cursor[0] = cursor;
+	s->interest[0] = 1;
+	s->live = 1;
+}
+
+static void test_pad_not_aged(void **state)
+{
+	struct ws_ev_hub *h = NULL;
+	uint32_t chain = 1, chain_salt[2] = { 0, 0 };
+	uint64_t pad_at = 0;
+	(void)state;
+	assert_int_equal(ws_ev_hub_create(&h, 1, WS_EV_RING_MIN), 0);
+	struct ws_ev_ring *r = &h->rings[0];
+	struct ws_ev_tap tap = { .hub = h, .tenant_id = 7, .chain = &chain, .chain_salt = chain_salt, .subs = 1 };
+	/* Records of 192 bytes until one wraps: a PAD of 64 bytes at the ring's end (2^20 = 5461 * 192 + 64).
+	 * Each is a Faulted record, which warns: not 5,000 times here. */
+	ws_log_set_level(WS_LOG_ERROR);
+	while (r->whead < r->cap) {
+		uint64_t before = r->whead;
+		tap.faulted = false;
+		ws_ev_tap_fault(&tap, WS_CAUSE_DERIVE, "%0127d", 0);
+		if (r->whead - before > 192)
+			pad_at = before;
+	}
+	ws_log_set_level(WS_LOG_WARN);
+	assert_true(pad_at > 0 && r->cap - (pad_at & (r->cap - 1)) >= 64);
+	/* Under the PAD's 16-byte header: an earlier lap's record, emitted an hour ago (written by hand). */
+	int64_t old = (int64_t)ws_mono_ns() - (int64_t)3600 * 1000000000;
+	memcpy(r->mem + (pad_at & (r->cap - 1)) + offsetof(struct ev_rec, mono_ns), &old, sizeof(old));
+	/* The channel read everything before the PAD; the record after it is fresh: no shed. */
+	pad_slot(h, pad_at);
+	(void)ws_ev_flush(h, 0);
+	assert_int_equal(h->slots[0].shed_seq[0], 0);
+	/* The record after the PAD is what ages it: left unread an hour (its time written by hand), shed. */
+	memcpy(r->mem + offsetof(struct ev_rec, mono_ns), &old, sizeof(old));
+	(void)ws_ev_flush(h, 0);
+	assert_int_equal(h->slots[0].shed_seq[0], 1);
+	assert_int_equal(h->slots[0].shed_why[0], 1);
+	h->slots[0].live = 0;
+	ws_ev_hub_destroy(h);
+}
+
 /* One tenant "app" with a writer, an engine of one shard over it, a channel. */
 struct fx {
 	struct wt_env env;
@@ -549,6 +608,134 @@ static void test_stalled_channel_shed(void **state)
 	wt_env_free(&env);
 }
 
+/*
+ * A host that polls ws_events_fd itself (docs/EVENTS.md, "The API") is
+ * woken for what it has not read: before its first ws_events_next (the
+ * Hydrated), and after a ws_events_next that returned -EAGAIN, though no
+ * thread waits inside ws_events_next. The deadline is long: no shed wakes it.
+ */
+static void test_fd_wakes_poller(void **state)
+{
+	struct fx f0;
+	struct ws_event x;
+	(void)state;
+	fx_up(&f0, "events-fd", 60000);
+	struct pollfd p = { .fd = ws_events_fd(f0.ev), .events = POLLIN };
+	(void)ev_subscribe1(f0.ev, "app");
+	assert_int_equal(poll(&p, 1, 5000), 1);
+	ev_next_ok(f0.ev, &x);
+	assert_int_equal(x.u.update.kind, WS_UPDATE_HYDRATED);
+	assert_int_equal(ws_events_next(f0.ev, &x, 0), -EAGAIN);
+	wt_write_txn(f0.env.w, 1, 100);
+	for (;;) {
+		assert_int_equal(poll(&p, 1, 5000), 1);
+		if (ws_events_next(f0.ev, &x, 0) == 0 && x.kind == WS_EVENT_PROGRESSED)
+			break;
+	}
+	fx_down(&f0);
+}
+
+/*
+ * A channel that stops reading while the writer goes on falls
+ * lag_bytes_max behind long before its (long) deadline: the shard sheds
+ * it, and its Faulted says so, with the bound and the time (not "0 bytes
+ * behind").
+ */
+static void test_lag_shed_reason(void **state)
+{
+	struct fx f0;
+	struct ws_event x;
+	int err = 0;
+	(void)state;
+	fx_up(&f0, "events-lag", 60000);
+	struct ws_events_config c = { .deadline_ms = 60000, .lag_bytes_max = 64 << 10 };
+	struct ws_events *lag = ws_events_open(f0.e, &c, &err);
+	assert_non_null(lag);
+	uint64_t q = ev_subscribe1(lag, "app");
+	/* 40 transactions of about 20 pages: far over 64 KiB of Changed. */
+	for (int i = 0; i < 40; i++)
+		wt_write_txn(f0.env.w, 20, 3000);
+	assert_int_equal(ws_engine_flush(f0.e), 0);
+	x = wait_fault(lag);
+	assert_int_equal(x.u.faulted.query_id, q);
+	assert_int_equal(x.u.faulted.cause, WS_CAUSE_PUSH_DEADLINE);
+	assert_non_null(strstr(x.u.faulted.reason, "more than lag_bytes_max 65536 bytes behind (shed at"));
+	ws_events_close(lag);
+	fx_down(&f0);
+}
+
+/* Holds a database's write lock from another connection for hold_ms. */
+struct lock_holder {
+	const char *db;
+	unsigned hold_ms;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool held;
+};
+
+static void *hold_lock(void *arg)
+{
+	struct lock_holder *l = arg;
+	sqlite3 *db = NULL;
+	assert_int_equal(sqlite3_open(l->db, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+	pthread_mutex_lock(&l->mu);
+	l->held = true;
+	pthread_cond_signal(&l->cv);
+	pthread_mutex_unlock(&l->mu);
+	wt_sleep_ms(l->hold_ms);
+	sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	sqlite3_close(db);
+	return NULL;
+}
+
+/*
+ * The host cannot read while it is inside ws_events_subscribe, which waits
+ * for the new query's Hydrated (here: another connection holds the
+ * database's write lock for 1.5 s, three deadlines): events of its other
+ * queries left unread meanwhile are not shed for that time. Their deadline
+ * starts again when subscribe returns, and the host reads them at once.
+ */
+static void test_deadline_paused_in_subscribe(void **state)
+{
+	struct fx f0;
+	struct wt_env b;
+	struct lock_holder l = { .hold_ms = 1500, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	pthread_t th;
+	struct ws_event x;
+	(void)state;
+	fx_up(&f0, "events-subpause", 500);
+	wt_env_init(&b, "events-subpause-b", 0);
+	wt_write_txn(b.w, 2, 100);
+	ev_add_tenant(f0.e, "slow", b.db, 0);
+	(void)ev_subscribe1(f0.ev, "app");
+	ev_next_ok(f0.ev, &x); /* app's Hydrated */
+	assert_int_equal(x.u.update.kind, WS_UPDATE_HYDRATED);
+	/* Events of app on the channel (its tail has run), not read. */
+	wt_write_txn(f0.env.w, 1, 100);
+	assert_int_equal(ws_engine_flush(f0.e), 0);
+	l.db = b.db;
+	assert_int_equal(pthread_create(&th, NULL, hold_lock, &l), 0);
+	pthread_mutex_lock(&l.mu);
+	while (!l.held)
+		pthread_cond_wait(&l.cv, &l.mu);
+	pthread_mutex_unlock(&l.mu);
+	uint64_t qs = ev_subscribe1(f0.ev, "slow"); /* about 1.5 s */
+	pthread_join(th, NULL);
+	/* app's Progressed and slow's Hydrated, no Faulted. */
+	bool progressed = false, hydrated = false;
+	while (!progressed || !hydrated) {
+		ev_next_ok(f0.ev, &x);
+		if (x.kind == WS_EVENT_FAULTED)
+			fail_msg("faulted: %s (%s)", x.u.faulted.reason, ws_fault_cause_name(x.u.faulted.cause));
+		progressed |= x.kind == WS_EVENT_PROGRESSED;
+		hydrated |= x.kind == WS_EVENT_UPDATE && x.u.update.kind == WS_UPDATE_HYDRATED &&
+			    x.u.update.query_id == qs;
+	}
+	fx_down(&f0);
+	wt_env_free(&b);
+}
+
 /* Unsubscribed: no event of the query follows; others go on. */
 static void test_unsubscribe_stops(void **state)
 {
@@ -636,6 +823,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_tap_rollback_and_gap),
+		cmocka_unit_test(test_pad_not_aged),
 		cmocka_unit_test(test_exact_replica),
 		cmocka_unit_test(test_rollback_never_released),
 		cmocka_unit_test(test_fault_derive),
@@ -645,6 +833,9 @@ int main(void)
 		cmocka_unit_test(test_fault_worker_lost),
 		cmocka_unit_test(test_combined_two_shards),
 		cmocka_unit_test(test_stalled_channel_shed),
+		cmocka_unit_test(test_deadline_paused_in_subscribe),
+		cmocka_unit_test(test_fd_wakes_poller),
+		cmocka_unit_test(test_lag_shed_reason),
 		cmocka_unit_test(test_unsubscribe_stops),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
