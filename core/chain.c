@@ -361,7 +361,7 @@ int ws_chain_missing(const char *tenant, const char *key)
 static int chain_walk(struct ws_store *s, const char *tenant, const char *start_key,
 		      const uint8_t start_sha[WS_SHA256_LEN], uint64_t start_len,
 		      const struct ws_fmt_watermark *wm, const struct ws_chain_stop *stop, unsigned flags,
-		      struct ws_chain *out, bool *stopped)
+		      uint64_t floor_seq, struct ws_chain *out, bool *stopped)
 {
 	struct ws_buf b;
 	char key[WS_KEY_MAX];
@@ -495,7 +495,7 @@ static int chain_walk(struct ws_store *s, const char *tenant, const char *start_
 				*stopped = true;
 			break;
 		}
-		if (m.kind == WS_MANIFEST_REBASE)
+		if (m.kind == WS_MANIFEST_REBASE || (floor_seq && m.wm_seq <= floor_seq))
 			break;
 		snprintf(key, sizeof(key), "%s", m.prev_key);
 		memcpy(want_sha, m.prev_sha, WS_SHA256_LEN);
@@ -530,26 +530,33 @@ fail:
 int ws_chain_load(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm,
 		  struct ws_chain *out)
 {
-	return chain_walk(s, tenant, wm->manifest_key, wm->manifest_sha, wm->manifest_length, wm, NULL, 0,
+	return chain_walk(s, tenant, wm->manifest_key, wm->manifest_sha, wm->manifest_length, wm, NULL, 0, 0,
 			  out, NULL);
 }
 
 int ws_chain_load_stop(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm,
 		       const struct ws_chain_stop *stop, struct ws_chain *out, bool *stopped)
 {
-	return chain_walk(s, tenant, wm->manifest_key, wm->manifest_sha, wm->manifest_length, wm, stop, 0,
+	return chain_walk(s, tenant, wm->manifest_key, wm->manifest_sha, wm->manifest_length, wm, stop, 0, 0,
 			  out, stopped);
 }
 
 int ws_chain_load_from(struct ws_store *s, const char *tenant, const struct ws_chain_stop *head,
 		       const struct ws_chain_stop *stop, unsigned flags, struct ws_chain *out, bool *stopped)
 {
-	return chain_walk(s, tenant, head->key, head->sha, head->length, NULL, stop, flags, out, stopped);
+	return chain_walk(s, tenant, head->key, head->sha, head->length, NULL, stop, flags, 0, out, stopped);
 }
 
 int ws_chain_load_flags(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm, unsigned flags,
 			struct ws_chain *out)
 {
-	return chain_walk(s, tenant, wm->manifest_key, wm->manifest_sha, wm->manifest_length, wm, NULL, flags,
+	return chain_walk(s, tenant, wm->manifest_key, wm->manifest_sha, wm->manifest_length, wm, NULL, flags, 0,
 			  out, NULL);
+}
+
+int ws_chain_load_since(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm,
+			const struct ws_chain_stop *stop, uint64_t floor_seq, struct ws_chain *out, bool *stopped)
+{
+	return chain_walk(s, tenant, wm->manifest_key, wm->manifest_sha, wm->manifest_length, wm, stop,
+			  WS_CHAIN_UPTO_MISSING, floor_seq, out, stopped);
 }

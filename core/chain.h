@@ -96,6 +96,18 @@ int ws_chain_load_from(struct ws_store *s, const char *tenant, const struct ws_c
 int ws_chain_load_flags(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm, unsigned flags,
 			struct ws_chain *out) WS_MUST_CHECK;
 
+/*
+ * The newest part of the chain the watermark names: walked back to stop
+ * (*stopped), to the first manifest of watermark sequence floor_seq or
+ * earlier, to a REBASE base, or to a missing predecessor (then c->m[0] is
+ * the oldest still stored), whichever comes first; each included. What a
+ * reader that holds the state of a manifest of sequence floor_seq needs
+ * to go on from it. Errors as ws_chain_load.
+ */
+int ws_chain_load_since(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm,
+			const struct ws_chain_stop *stop, uint64_t floor_seq, struct ws_chain *out,
+			bool *stopped) WS_MUST_CHECK;
+
 /* The walk ended at a missing predecessor, not at a REBASE base. */
 static inline bool ws_chain_truncated(const struct ws_chain *c)
 {

@@ -127,7 +127,7 @@ static int check_page1(const char *tenant, const char *key, const uint8_t *p1, u
  * database size is the manifest's. A manifest that says otherwise would
  * make a restore stop inside a transaction, or splice two chains.
  */
-static int check_manifest_end(const char *tenant, const char *key, const struct ws_fmt_manifest *m,
+int ws_replay_check_end(const char *tenant, const char *key, const struct ws_fmt_manifest *m,
 			      const uint8_t *fr, uint64_t no)
 {
 	struct ws_wal_frame_hdr fh;
@@ -324,7 +324,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 				 * decoder), so every manifest is closed here unless a bad
 				 * batch was reported or the target stops it earlier. */
 				if (no == m->last_frame) {
-					if ((rc = check_manifest_end(tenant, c->keys[i], m, fr, no)) != 0) {
+					if ((rc = ws_replay_check_end(tenant, c->keys[i], m, fr, no)) != 0) {
 						if (go_on(rep, &fd, tenant, c->keys[i], rc)) {
 							rc = 0;
 							break;

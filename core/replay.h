@@ -37,6 +37,12 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 		   size_t upto, uint64_t target_frame, int fd, struct ws_replay_result *res,
 		   struct ws_replay_report *rep) WS_MUST_CHECK;
 
+/*
+ * The frame fr (number no) at m's last_frame closes m (key): a commit frame
+ * with m's end checksum and database size; else WS_ECORRUPT naming m.
+ */
+int ws_replay_check_end(const char *tenant, const char *key, const struct ws_fmt_manifest *m, const uint8_t *fr,
+			uint64_t no) WS_MUST_CHECK;
 /* Write n bytes at off, whatever short writes pwrite makes. 0 or -errno. */
 int ws_image_pwrite(int fd, const uint8_t *p, size_t n, uint64_t off) WS_MUST_CHECK;
 /* Page 1's in-header database size when SQLite takes it as the size, else 0. */

@@ -321,18 +321,13 @@ static int image_apply(struct ws_store *s, const char *tenant, const struct ws_c
 	return ws_replay_from(s, tenant, c, 1, idx, frame, fd, res, NULL);
 }
 
-int ws_restore_image(struct ws_store *s, const char *tenant, const struct ws_chain_stop *head,
-		     const struct ws_restore_base *base, const char *path, bool *used_base)
+/* Build c's last state into a fresh file at path (restore_image's and
+ * ws_restore_image_wm's common part); c is freed. */
+static int image_of_chain(struct ws_store *s, const char *tenant, struct ws_chain *c, bool stopped,
+			  const struct ws_restore_base *base, const char *path, struct ws_replay_result *res)
 {
-	struct ws_chain c;
-	struct ws_replay_result res;
-	bool stopped = false;
 	int fd = -1, rc;
 
-	*used_base = false;
-	rc = ws_chain_load_from(s, tenant, head, base ? &base->cut : NULL, 0, &c, &stopped);
-	if (rc)
-		return rc;
 	/* A fresh file, never through a link or into a file someone put at
 	 * the name (the name is predictable, often under /tmp): whatever is
 	 * there is removed (a link itself, not its target), then the file is
@@ -346,16 +341,47 @@ int ws_restore_image(struct ws_store *s, const char *tenant, const struct ws_cha
 		rc = ws_fail(-errno, "cannot create %s: %s", path, strerror(errno));
 		goto out;
 	}
-	WS_ASSERT(c.count > 0 && (!stopped || strcmp(c.keys[0], base->cut.key) == 0));
-	rc = image_apply(s, tenant, &c, stopped, base, c.count - 1, c.m[c.count - 1].last_frame, fd, &res, NULL);
+	WS_ASSERT(c->count > 0 && (!stopped || strcmp(c->keys[0], base->cut.key) == 0));
+	rc = image_apply(s, tenant, c, stopped, base, c->count - 1, c->m[c->count - 1].last_frame, fd, res, NULL);
 	if (!rc)
-		rc = image_finish(fd, path, &res);
-	*used_base = stopped;
+		rc = image_finish(fd, path, res);
 out:
 	if (fd >= 0)
 		close(fd);
-	ws_chain_free(&c);
+	ws_chain_free(c);
 	return rc;
+}
+
+int ws_restore_image(struct ws_store *s, const char *tenant, const struct ws_chain_stop *head,
+		     const struct ws_restore_base *base, const char *path, bool *used_base)
+{
+	struct ws_chain c;
+	struct ws_replay_result res;
+	bool stopped = false;
+	int rc;
+
+	*used_base = false;
+	rc = ws_chain_load_from(s, tenant, head, base ? &base->cut : NULL, 0, &c, &stopped);
+	if (rc)
+		return rc;
+	*used_base = stopped;
+	rc = image_of_chain(s, tenant, &c, stopped, base, path, &res);
+	if (rc)
+		*used_base = false;
+	return rc;
+}
+
+int ws_restore_image_wm(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm,
+			const struct ws_restore_base *base, const char *path, struct ws_replay_result *res)
+{
+	struct ws_chain c;
+	bool stopped = false;
+	int rc;
+
+	rc = ws_chain_load_stop(s, tenant, wm, base ? &base->cut : NULL, &c, &stopped);
+	if (rc)
+		return rc;
+	return image_of_chain(s, tenant, &c, stopped, base, path, res);
 }
 
 /*

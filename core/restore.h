@@ -29,4 +29,14 @@ int ws_replay_verify(struct ws_store *s, const char *tenant, const struct ws_cha
 int ws_restore_image(struct ws_store *s, const char *tenant, const struct ws_chain_stop *head,
 		     const struct ws_restore_base *base, const char *path, bool *used_base) WS_MUST_CHECK;
 
+/*
+ * ws_restore_image at the state of the manifest wm names, which the
+ * watermark may carry (wm->carried kept): the latest state a reader of
+ * that watermark follows on from. res: where the image is (page size,
+ * database size, last commit). base as ws_restore_image.
+ */
+int ws_restore_image_wm(struct ws_store *s, const char *tenant, const struct ws_fmt_watermark *wm,
+			const struct ws_restore_base *base, const char *path, struct ws_replay_result *res)
+	WS_MUST_CHECK;
+
 #endif

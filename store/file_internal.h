@@ -82,6 +82,7 @@ int file_put(struct ws_store *s, const char *key, const struct iovec *iov, int i
 int file_put_many(struct ws_store *s, struct ws_put_req *reqs, size_t n);
 int file_get(struct ws_store *s, const char *key, uint64_t off, uint64_t len, struct ws_buf *out,
 	     struct ws_obj_info *info);
+int file_get_changed(struct ws_store *s, const char *key, struct ws_etag *tag, struct ws_buf *out);
 int file_head(struct ws_store *s, const char *key, struct ws_obj_info *info);
 int file_list(struct ws_store *s, const char *prefix, const char *token, unsigned max_keys,
 	      struct ws_list_page *out);

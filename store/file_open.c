@@ -283,6 +283,7 @@ static const struct ws_store_ops file_ops = {
 	.put = file_put,
 	.put_many = file_put_many,
 	.get = file_get,
+	.get_changed = file_get_changed,
 	.head = file_head,
 	.list = file_list,
 	.del = file_del,

@@ -47,35 +47,26 @@ static int open_obj(const struct file_store *fs, const char *op, const char *key
 	return rc;
 }
 
-int file_get(struct ws_store *s, const char *key, uint64_t off, uint64_t len,
-	     struct ws_buf *out, struct ws_obj_info *info)
+/* The range off/len of the object open as fd (st its stat), appended to out. */
+static int read_open(struct file_store *fs, const char *key, int fd, const struct stat *st, uint64_t off,
+		     uint64_t len, struct ws_buf *out, struct ws_obj_info *info)
 {
-	struct file_store *fs = file_store_of(s);
-	struct stat st;
 	uint64_t size, n = 0, got = 0;
 	uint8_t *dst;
-	int fd = -1, rc;
+	int rc;
 
-	rc = file_check_key(fs, "get", key);
-	if (rc)
-		return rc;
-	if (!out)
-		return file_fail_key(-EINVAL, fs, "get", key, "no output buffer");
-	rc = open_obj(fs, "get", key, &fd, &st);
-	if (rc)
-		return rc;
-	size = (uint64_t)st.st_size;
+	size = (uint64_t)st->st_size;
 	if (off < size)
 		n = len < size - off ? len : size - off;
 	if (n > SIZE_MAX) {
 		rc = file_fail_key(WS_ETOOBIG, fs, "get", key, "range of %" PRIu64 " bytes", n);
-		goto fail;
+		return rc;
 	}
 	rc = ws_buf_reserve(out, (size_t)n);
 	if (rc) {
 		rc = file_fail_key(rc, fs, "get", key, "cannot hold %" PRIu64 " bytes at offset %" PRIu64
 			      " (buffer max %zu)", n, off, out->max);
-		goto fail;
+		return rc;
 	}
 	/* ws_buf_reserve made room for the whole range: the reads below stay in it. */
 	WS_ASSERT(n == 0 || out->cap - out->len >= n);
@@ -86,32 +77,86 @@ int file_get(struct ws_store *s, const char *key, uint64_t off, uint64_t len,
 			if (errno == EINTR)
 				continue;
 			rc = file_fail_key(-errno, fs, "get", key, "read failed: %s", strerror(errno));
-			goto fail;
+			return rc;
 		}
 		if (r == 0) {
 			/* Published objects never shrink; something outside walship truncated it. */
 			rc = file_fail_key(-EIO, fs, "get", key, "object shrank while reading "
 				      "(%" PRIu64 " of %" PRIu64 " bytes)", got, n);
-			goto fail;
+			return rc;
 		}
 		got += (uint64_t)r;
 	}
 	WS_ASSERT(got == n); /* pread never returns more than asked */
 	if (info) {
 		info->size_bytes = size;
-		info->mtime_ms = file_mtime_ms(&st);
+		info->mtime_ms = file_mtime_ms(st);
 		if (off == 0 && n == size && n > 0)
 			file_etag_make(ws_xxh64(dst, (size_t)n), size, &info->etag);
-		else if ((rc = file_etag_of_fd(fd, size, &info->etag)) != 0) {
-			rc = file_fail_key(rc, fs, "get", key, "cannot hash object: %s", strerror(-rc));
-			goto fail;
-		}
+		else if ((rc = file_etag_of_fd(fd, size, &info->etag)) != 0)
+			return file_fail_key(rc, fs, "get", key, "cannot hash object: %s", strerror(-rc));
 	}
 	out->len += (size_t)n;
-	close(fd);
 	return 0;
-fail:
+}
+
+int file_get(struct ws_store *s, const char *key, uint64_t off, uint64_t len,
+	     struct ws_buf *out, struct ws_obj_info *info)
+{
+	struct file_store *fs = file_store_of(s);
+	struct stat st;
+	int fd = -1, rc;
+
+	rc = file_check_key(fs, "get", key);
+	if (rc)
+		return rc;
+	if (!out)
+		return file_fail_key(-EINVAL, fs, "get", key, "no output buffer");
+	rc = open_obj(fs, "get", key, &fd, &st);
+	if (rc)
+		return rc;
+	rc = read_open(fs, key, fd, &st, off, len, out, info);
 	close(fd);
+	return rc;
+}
+
+/* The validator of a published file (ws_store_ops.get_changed): a new copy
+ * is renamed over the old one, so its inode is new; the times and size
+ * catch an inode number the file system hands out again. */
+static void file_validator(const struct stat *st, struct ws_etag *out)
+{
+	memset(out, 0, sizeof(*out));
+	snprintf(out->s, sizeof(out->s), "f%llx.%llx.%llx.%lld.%ld.%lld.%ld", (unsigned long long)st->st_dev,
+		 (unsigned long long)st->st_ino, (unsigned long long)st->st_size, (long long)st->st_mtim.tv_sec,
+		 (long)st->st_mtim.tv_nsec, (long long)st->st_ctim.tv_sec, (long)st->st_ctim.tv_nsec);
+}
+
+int file_get_changed(struct ws_store *s, const char *key, struct ws_etag *tag, struct ws_buf *out)
+{
+	struct file_store *fs = file_store_of(s);
+	struct ws_etag now;
+	struct stat st;
+	int fd = -1, rc;
+
+	rc = file_check_key(fs, "get", key);
+	if (rc)
+		return rc;
+	if (!out || !tag)
+		return file_fail_key(-EINVAL, fs, "get", key, "no output buffer or validator");
+	rc = open_obj(fs, "get", key, &fd, &st);
+	if (rc)
+		return rc;
+	/* The stat and the read are of one open file: the bytes are the copy
+	 * the validator names, whatever is renamed over the name meanwhile. */
+	file_validator(&st, &now);
+	if (tag->s[0] && strcmp(tag->s, now.s) == 0) {
+		close(fd);
+		return 1;
+	}
+	rc = read_open(fs, key, fd, &st, 0, UINT64_MAX, out, NULL);
+	close(fd);
+	if (rc == 0)
+		*tag = now;
 	return rc;
 }
 

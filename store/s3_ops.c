@@ -378,6 +378,52 @@ static int s3_get(struct ws_store *base, const char *key, uint64_t off, uint64_t
 	return get_range_check(s, &c, key, off, len, out, len0, info);
 }
 
+/*
+ * A whole-object GET with If-None-Match on the etag the caller holds: 304
+ * when it is still that one (no body), else the object and its new etag.
+ */
+static int s3_get_changed(struct ws_store *base, const char *key, struct ws_etag *tag, struct ws_buf *out)
+{
+	struct s3_store *s = (struct s3_store *)base;
+	char h_cond[WS_ETAG_MAX + 32];
+	struct s3_call c = { .method = "GET", .key = key, .resp = out, .framed = true };
+	struct ws_obj_info info;
+	size_t len0 = out->len;
+	int rc;
+
+	if (!ws_key_valid(key))
+		return ws_fail(-EINVAL, "s3 %s: invalid key \"%s\"", base->url, key);
+	if (tag->s[0]) {
+		snprintf(h_cond, sizeof(h_cond), s->if_match_quoted ? "If-None-Match: \"%s\"" : "If-None-Match: %s",
+			 tag->s);
+		c.extra[c.extra_count++] = h_cond;
+	}
+	rc = s3_call(s, &c);
+	if (rc)
+		return rc;
+	if (c.req.status == 304) {
+		out->len = len0;
+		return 1;
+	}
+	if (c.req.status != 200) {
+		struct ws_buf tmp = *out;
+		tmp.data += len0;
+		tmp.len -= len0;
+		rc = s3_status_error(s, &c, &tmp);
+		out->len = len0;
+		return rc;
+	}
+	if (c.req.content_length >= 0 && out->len - len0 != (uint64_t)c.req.content_length) {
+		out->len = len0;
+		return ws_fail(-EIO, "s3 %s: %s: body is %zu bytes, Content-Length says %" PRId64, base->url,
+			       key, out->len - len0, c.req.content_length);
+	}
+	rc = get_range_check(s, &c, key, 0, UINT64_MAX, out, len0, &info);
+	if (rc == 0)
+		*tag = info.etag;
+	return rc;
+}
+
 static int s3_del(struct ws_store *base, const char *key)
 {
 	struct s3_store *s = (struct s3_store *)base;
@@ -561,6 +607,7 @@ static bool s3_pressed(struct ws_store *base)
 const struct ws_store_ops s3_ops = {
 	.put = s3_put,
 	.get = s3_get,
+	.get_changed = s3_get_changed,
 	.head = s3_head,
 	.list = s3_list,
 	.del = s3_del,

@@ -233,6 +233,31 @@ int ws_store_get(struct ws_store *s, const char *key, uint64_t off, uint64_t len
 	return rc;
 }
 
+int ws_store_get_changed(struct ws_store *s, const char *key, struct ws_etag *tag, struct ws_buf *out)
+{
+	struct ws_obj_info info;
+	size_t before = out->len;
+	int rc;
+
+	if (s->ops->get_changed) {
+		stat_add(&s->stats.gets, 1);
+		rc = s->ops->get_changed(s, key, tag, out);
+		if (rc == 0 && out->len > before)
+			stat_add(&s->stats.bytes_got, out->len - before);
+		return rc;
+	}
+	/* A table without it: read the object and compare etags. */
+	rc = ws_store_get(s, key, 0, UINT64_MAX, out, &info);
+	if (rc)
+		return rc;
+	if (tag->s[0] && strcmp(tag->s, info.etag.s) == 0) {
+		out->len = before;
+		return 1;
+	}
+	*tag = info.etag;
+	return 0;
+}
+
 int ws_store_head(struct ws_store *s, const char *key, struct ws_obj_info *info)
 {
 	stat_add(&s->stats.heads, 1);

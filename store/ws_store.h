@@ -133,6 +133,18 @@ struct ws_store_ops {
 	 */
 	int (*get)(struct ws_store *s, const char *key, uint64_t off, uint64_t len,
 		   struct ws_buf *out, struct ws_obj_info *info);
+	/*
+	 * Conditional read of a whole object: tag is the validator of the copy
+	 * the caller holds ("" = none). 1 when the object is still that copy
+	 * (out untouched, no body moved); 0 with the whole object appended to
+	 * out and tag replaced by its validator. s3: a GET with If-None-Match
+	 * on the ETag (304). file://: the published file's identity and times
+	 * (device, inode, size, mtime and ctime in ns): an object is replaced
+	 * only by renaming a new file over it, so a new copy is a new inode.
+	 * NULL: the wrapper reads the object and compares etags.
+	 * Errors: those of get.
+	 */
+	int (*get_changed)(struct ws_store *s, const char *key, struct ws_etag *tag, struct ws_buf *out);
 	/* Errors: WS_ENOTFOUND, -EINVAL, I/O errors. */
 	int (*head)(struct ws_store *s, const char *key, struct ws_obj_info *info);
 	/*
@@ -192,6 +204,10 @@ int ws_store_putv(struct ws_store *s, const char *key, const struct iovec *iov, 
 int ws_store_get(struct ws_store *s, const char *key, uint64_t off, uint64_t len,
 		 struct ws_buf *out, struct ws_obj_info *info) WS_MUST_CHECK;
 int ws_store_head(struct ws_store *s, const char *key, struct ws_obj_info *info) WS_MUST_CHECK;
+/* ws_store_ops.get_changed: 1 unchanged, 0 read (tag updated), or an error.
+ * A read counts in gets and bytes_got; an unchanged answer in gets only. */
+int ws_store_get_changed(struct ws_store *s, const char *key, struct ws_etag *tag, struct ws_buf *out)
+	WS_MUST_CHECK;
 /*
  * A create-once of iov under a key that names its content was refused as
  * already there (WS_EPRECOND): 0 when the object there holds the very same

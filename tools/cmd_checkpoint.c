@@ -23,18 +23,6 @@
 
 enum { OPT_SINK = 1000, OPT_CONFIG, OPT_EPOCH, OPT_DRY_RUN, OPT_JSON, OPT_KEEP, OPT_TENANT };
 
-static int usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int usage(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "walship: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\nwalship: run 'walship help' for usage\n");
-	va_end(ap);
-	return EXIT_USAGE;
-}
-
 static json_t *u64(uint64_t v)
 {
 	return json_integer((json_int_t)v);
@@ -81,7 +69,7 @@ static int resolve_sink(const char *sink_url, const char *config, struct ws_cli_
 	memset(cfg, 0, sizeof(*cfg));
 	*out = sink_url;
 	if (!config)
-		return sink_url ? EXIT_OK : usage("--sink URL (or --config FILE naming a sink) is required");
+		return sink_url ? EXIT_OK : ws_cli_usage("--sink URL (or --config FILE naming a sink) is required");
 	if ((rc = ws_cli_config_load(cfg, config)) != 0)
 		return EXIT_USAGE;
 	memset(&o, 0, sizeof(o));
@@ -91,7 +79,7 @@ static int resolve_sink(const char *sink_url, const char *config, struct ws_cli_
 		return EXIT_USAGE;
 	*out = cfg->sink;
 	if (!*out)
-		return usage("--sink URL (or --config FILE naming a sink) is required");
+		return ws_cli_usage("--sink URL (or --config FILE naming a sink) is required");
 	return EXIT_OK;
 }
 
@@ -148,7 +136,7 @@ int cmd_checkpoint(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		const char *twice = ws_cli_twice(opts, c, &seen);
 		if (twice)
-			return usage("--%s given twice", twice);
+			return ws_cli_usage("--%s given twice", twice);
 		switch (c) {
 		case 'h': return ws_cli_help("checkpoint");
 		case OPT_SINK: sink_url = optarg; break;
@@ -156,14 +144,14 @@ int cmd_checkpoint(int argc, char **argv)
 		case OPT_EPOCH:
 			/* The same --epoch as replicate's (0 and 1 decide alike). */
 			if (ws_cli_parse_token(optarg, &co.epoch))
-				return usage("--epoch: '%s' is not an integer " WS_CLI_TOKEN_RANGE, optarg);
+				return ws_cli_usage("--epoch: '%s' is not an integer " WS_CLI_TOKEN_RANGE, optarg);
 			has_epoch = true;
 			break;
-		default: return usage("checkpoint: unknown or incomplete option");
+		default: return ws_cli_usage("checkpoint: unknown or incomplete option");
 		}
 	}
 	if (optind < argc)
-		return usage("checkpoint: unexpected argument '%s'", argv[optind]);
+		return ws_cli_usage("checkpoint: unexpected argument '%s'", argv[optind]);
 	if (!(sink = sink_from_args(sink_url, config, &code, &cfg_epoch)))
 		return code;
 	if (!has_epoch)
@@ -224,7 +212,7 @@ int cmd_retention(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		const char *twice = ws_cli_twice(opts, c, &seen);
 		if (twice)
-			return usage("--%s given twice", twice);
+			return ws_cli_usage("--%s given twice", twice);
 		switch (c) {
 		case 'h': return ws_cli_help("retention");
 		case OPT_SINK: sink_url = optarg; break;
@@ -233,13 +221,13 @@ int cmd_retention(int argc, char **argv)
 		case OPT_JSON: p.json = true; break;
 		case OPT_KEEP:
 			if (ws_cli_parse_u64(optarg, &keep) || keep < 1 || keep > 1000000)
-				return usage("retention: --keep-checkpoints '%s' is not a count 1..1000000", optarg);
+				return ws_cli_usage("retention: --keep-checkpoints '%s' is not a count 1..1000000", optarg);
 			break;
-		default: return usage("retention: unknown or incomplete option");
+		default: return ws_cli_usage("retention: unknown or incomplete option");
 		}
 	}
 	if (optind < argc)
-		return usage("retention: unexpected argument '%s'", argv[optind]);
+		return ws_cli_usage("retention: unexpected argument '%s'", argv[optind]);
 	if (!(sink = sink_from_args(sink_url, config, &code, NULL)))
 		return code;
 	if (p.json)
@@ -292,20 +280,20 @@ int cmd_forget(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		const char *twice = ws_cli_twice(opts, c, &seen);
 		if (twice)
-			return usage("--%s given twice", twice);
+			return ws_cli_usage("--%s given twice", twice);
 		switch (c) {
 		case 'h': return ws_cli_help("forget");
 		case OPT_SINK: sink_url = optarg; break;
 		case OPT_CONFIG: config = optarg; break;
 		case OPT_TENANT: tenant = optarg; break;
 		case OPT_JSON: json = true; break;
-		default: return usage("forget: unknown or incomplete option");
+		default: return ws_cli_usage("forget: unknown or incomplete option");
 		}
 	}
 	if (optind < argc)
-		return usage("forget: unexpected argument '%s'", argv[optind]);
+		return ws_cli_usage("forget: unexpected argument '%s'", argv[optind]);
 	if (!tenant)
-		return usage("forget: --tenant NAME is required");
+		return ws_cli_usage("forget: --tenant NAME is required");
 	if (!(sink = sink_from_args(sink_url, config, &code, NULL)))
 		return code;
 	rc = ws_tenant_forget(sink, tenant, &rep);
@@ -403,18 +391,18 @@ int cmd_repair(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		const char *twice = ws_cli_twice(opts, c, &seen);
 		if (twice)
-			return usage("--%s given twice", twice);
+			return ws_cli_usage("--%s given twice", twice);
 		switch (c) {
 		case 'h': return ws_cli_help("repair");
 		case OPT_SINK: sink_url = optarg; break;
 		case OPT_CONFIG: config = optarg; break;
 		case OPT_DRY_RUN: dry = true; break;
 		case OPT_JSON: json = true; break;
-		default: return usage("repair: unknown or incomplete option");
+		default: return ws_cli_usage("repair: unknown or incomplete option");
 		}
 	}
 	if (optind < argc)
-		return usage("repair: unexpected argument '%s'", argv[optind]);
+		return ws_cli_usage("repair: unexpected argument '%s'", argv[optind]);
 	if (!(sink = sink_from_args(sink_url, config, &code, NULL)))
 		return code;
 	rc = ws_checkpoint_repair(sink, dry, &rep);
@@ -493,7 +481,7 @@ int cmd_ls_checkpoints(const char *sink_url, bool json)
 	int rc, code;
 
 	if (!sink_url)
-		return usage("ls: --sink URL is required");
+		return ws_cli_usage("ls: --sink URL is required");
 	if (!(sink = open_sink(sink_url, &code)))
 		return code;
 	rc = ws_checkpoint_list(sink, ls_cb, &p);
@@ -515,9 +503,9 @@ int cmd_restore_checkpoint(const char *sink_url, const char *tenant, const char 
 	int rc, code;
 
 	if (!sink_url || !tenant || !out)
-		return usage("restore: --sink, --tenant and -o are required");
+		return ws_cli_usage("restore: --sink, --tenant and -o are required");
 	if (strcmp(checkpoint, "latest") != 0 && (ws_cli_parse_u64(checkpoint, &id) || id == 0))
-		return usage("--checkpoint: '%s' must be a checkpoint ID or 'latest'", checkpoint);
+		return ws_cli_usage("--checkpoint: '%s' must be a checkpoint ID or 'latest'", checkpoint);
 	if (!(sink = open_sink(sink_url, &code)))
 		return code;
 	rc = ws_restore_checkpoint(sink, tenant, id, out, force);

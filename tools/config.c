@@ -249,6 +249,15 @@ int ws_cli_verror(const char *file, int line, const char *hint, const char *fmt,
 	return WS_CLI_EXIT_USAGE;
 }
 
+int ws_cli_usage(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	ws_cli_verror(NULL, 0, "walship: run 'walship help' for usage", fmt, ap);
+	va_end(ap);
+	return WS_CLI_EXIT_USAGE;
+}
+
 /* line <= 0: an error of the whole file (or of the command line, without one). */
 static int report(const struct ws_cli_config *c, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int report(const struct ws_cli_config *c, int line, const char *fmt, ...)

@@ -95,6 +95,10 @@ long ws_cli_config_tenant_index(const struct ws_cli_config *c, const char *name)
 int ws_cli_verror(const char *file, int line, const char *hint, const char *fmt, va_list ap)
 	__attribute__((format(printf, 4, 0)));
 
+/* A usage error of a command: "walship: " and the message, then the line
+ * that points at `walship help`, on stderr. Returns WS_CLI_EXIT_USAGE. */
+int ws_cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Strict parsers shared with the command line; 0 or -1. */
 int ws_cli_parse_u64(const char *s, uint64_t *out);          /* digits only, no overflow */
 /* getopt_long's c for opts: the option's name when it takes a value and was

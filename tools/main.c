@@ -36,6 +36,7 @@
 
 #include "cli.h"
 #include "cmd_checkpoint.h"
+#include "cmd_follow.h"
 #include "config.h"
 #include "metrics_http.h"
 #include "walship.h"
@@ -1373,6 +1374,29 @@ static const struct command {
 	  "  -h, --help                  this help\n"
 	  "\n"
 	  "exit status: 0 restored; 1 refused or failed (nothing written); 2 usage error.\n" },
+	{ "follow", cmd_follow, "keep a live SQLite replica of one tenant from the sink alone",
+	  "usage: walship follow --sink URL --tenant NAME -o REPLICA_DB [--interval-ms N] [--json]\n"
+	  "\n"
+	  "Keep REPLICA_DB a live replica of the tenant on any host that reads the sink:\n"
+	  "rebuilt from the newest checkpoint or the whole chain, then each committed\n"
+	  "transaction of each new manifest applied atomically, so that sqlite3 readers\n"
+	  "of REPLICA_DB (with a busy timeout) always see a committed state of the\n"
+	  "source. The watermark is polled with a conditional read (no LIST); the replica\n"
+	  "is rebuilt by itself after a re-base or when retention removed what it held.\n"
+	  "Runs until SIGINT or SIGTERM.\n"
+	  "\n"
+	  "options:\n"
+	  "  --sink URL                  the sink to read\n"
+	  "  --tenant NAME               the tenant to follow\n"
+	  "  -o, --output REPLICA_DB     the replica (created as an empty WAL database if missing)\n"
+	  "  --interval-ms N             between watermark reads that found nothing new (default 100)\n"
+	  "  --json                      one JSON line per state applied on stdout: tenant, applied\n"
+	  "                              (image or transaction), tx_id, pages, db_pages, source_ms\n"
+	  "                              and lag_ms (now minus the source time of its tail)\n"
+	  "  -h, --help                  this help\n"
+	  "\n"
+	  "exit status: 0 stopped by a signal; 1 failed (an object that does not verify, an unknown\n"
+	  "tenant, a replica that is no database or is in use); 2 usage error.\n" },
 	{ "ls", cmd_ls, "list the tenants (or the checkpoints) a sink holds",
 	  "usage: walship ls --sink URL [--tenant NAME | --checkpoints | TENANT] [--json]\n"
 	  "\n"

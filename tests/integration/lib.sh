@@ -160,3 +160,70 @@ load_s3_env() {
 	: "${WS_S3_ENDPOINT:?$1 has no WS_S3_ENDPOINT}"
 	export AWS_REGION="${AWS_REGION:-us-east-1}"
 }
+
+# replica_helpers: the live-replica tests' Python helpers, in the current
+# directory. digest.py: the digest of table t's rows. writer.py N: N
+# transactions into src.db, each state's digest appended to ./states,
+# checkpoints of every mode (given up soon while a reader holds its read
+# mark), the connection closed and opened again. reader.py OUT: reads
+# replica.db until ./stop exists, one digest per read transaction.
+replica_helpers() {
+	cat >digest.py <<'PY'
+import hashlib
+def digest(c):
+    h = hashlib.sha256()
+    for row in c.execute("SELECT id, v FROM t ORDER BY id"):
+        h.update(repr(row).encode())
+    return h.hexdigest()
+PY
+
+	# writer N: N transactions, a checkpoint of each mode in turn, restarts.
+	cat >writer.py <<'PY'
+import os, random, sqlite3, sys, time
+sys.path.insert(0, os.getcwd())
+from digest import digest
+n = int(sys.argv[1])
+modes = ["PASSIVE", "FULL", "RESTART", "TRUNCATE"]
+rec = open("states", "a")
+c = sqlite3.connect("src.db", isolation_level=None, timeout=10)
+rec.write(digest(c) + "\n"); rec.flush()
+for i in range(n):
+    c.execute("BEGIN")
+    for _ in range(1 + (i % 5) * (10 if i % 7 == 0 else 1)):
+        c.execute("INSERT INTO t(v) VALUES (randomblob(?))", (300 + random.randrange(900),))
+    if i % 6 == 5:
+        c.execute("DELETE FROM t WHERE id % 4 = 0")
+    c.execute("COMMIT")
+    rec.write(digest(c) + "\n"); rec.flush()
+    if i % 8 == 7:
+        # Modes that wait for readers give up soon while replicate holds its read mark.
+        c.execute("PRAGMA busy_timeout=50")
+        c.execute(f"PRAGMA wal_checkpoint({modes[(i // 8) % 4]})").fetchall()
+        c.execute("PRAGMA busy_timeout=10000")
+    if i % 20 == 19 and i + 1 < n:
+        c.close()
+        c = sqlite3.connect("src.db", isolation_level=None, timeout=10)
+    time.sleep(0.005)
+c.close()
+PY
+
+	# reader OUT: read the replica until ./stop exists, one digest per read transaction.
+	cat >reader.py <<'PY'
+import os, sqlite3, sys, time
+sys.path.insert(0, os.getcwd())
+from digest import digest
+out = open(sys.argv[1], "w")
+c = sqlite3.connect("replica.db", isolation_level=None, timeout=10)
+while not os.path.exists("stop"):
+    try:
+        c.execute("BEGIN")
+        d = digest(c)
+        c.execute("COMMIT")
+        out.write(d + "\n")
+    except sqlite3.OperationalError as e:
+        c.execute("ROLLBACK") if c.in_transaction else None
+        if "no such table" not in str(e):
+            out.write("ERROR " + str(e) + "\n")
+    time.sleep(0.002)
+PY
+}

@@ -19,65 +19,7 @@ set -euo pipefail
 
 sqlite3 src.db "PRAGMA journal_mode=wal; CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);" >/dev/null
 
-# The digest of a database's rows, read in one transaction by a Python connection.
-cat >digest.py <<'EOF'
-import hashlib
-def digest(c):
-    h = hashlib.sha256()
-    for row in c.execute("SELECT id, v FROM t ORDER BY id"):
-        h.update(repr(row).encode())
-    return h.hexdigest()
-EOF
-
-# writer N: N transactions, a checkpoint of each mode in turn, restarts.
-cat >writer.py <<'EOF'
-import os, random, sqlite3, sys, time
-sys.path.insert(0, os.getcwd())
-from digest import digest
-n = int(sys.argv[1])
-modes = ["PASSIVE", "FULL", "RESTART", "TRUNCATE"]
-rec = open("states", "a")
-def conn():
-    c = sqlite3.connect("src.db", isolation_level=None, timeout=10)
-    return c
-c = conn()
-rec.write(digest(c) + "\n"); rec.flush()
-for i in range(n):
-    c.execute("BEGIN")
-    for _ in range(1 + (i % 5) * (10 if i % 7 == 0 else 1)):
-        c.execute("INSERT INTO t(v) VALUES (randomblob(?))", (300 + random.randrange(900),))
-    if i % 6 == 5:
-        c.execute("DELETE FROM t WHERE id % 4 = 0")
-    c.execute("COMMIT")
-    rec.write(digest(c) + "\n"); rec.flush()
-    if i % 8 == 7:
-        c.execute(f"PRAGMA wal_checkpoint({modes[(i // 8) % 4]})").fetchall()
-    if i % 20 == 19 and i + 1 < n:
-        c.close()
-        c = conn()
-    time.sleep(0.005)
-c.close()
-EOF
-
-# reader: read the replica until ./stop exists, one digest per read transaction.
-cat >reader.py <<'EOF'
-import os, sqlite3, sys, time
-sys.path.insert(0, os.getcwd())
-from digest import digest
-out = open(sys.argv[1], "w")
-c = sqlite3.connect("replica.db", isolation_level=None, timeout=10)
-while not os.path.exists("stop"):
-    try:
-        c.execute("BEGIN")
-        d = digest(c)
-        c.execute("COMMIT")
-        out.write(d + "\n")
-    except sqlite3.OperationalError as e:
-        c.execute("ROLLBACK") if c.in_transaction else None
-        if "no such table" not in str(e):
-            out.write("ERROR " + str(e) + "\n")
-    time.sleep(0.002)
-EOF
+replica_helpers
 
 # wait_rebuilt N: until err shows N rebuilds (a Hydrated applied).
 wait_rebuilt() {

@@ -253,6 +253,48 @@ static void test_overwrite(void **state)
 	assert_int_equal(count_tmp(f->dir), 0);
 }
 
+/*
+ * The conditional read of the watermark a follower polls: 1 (nothing read)
+ * while the object is the copy the validator names, the new bytes once it
+ * is replaced (even by one of the same size, or the same bytes written
+ * again), WS_ENOTFOUND for a key that is not there, and a bad key refused.
+ */
+static void test_get_changed(void **state)
+{
+	struct fixture *f = *state;
+	struct ws_etag tag, e;
+	struct ws_buf b;
+
+	memset(&tag, 0, sizeof(tag));
+	ws_buf_init(&b, 0);
+	assert_int_equal(ws_store_get_changed(f->s, "t/wm", &tag, &b), WS_ENOTFOUND);
+	wt_put_str(f->s, "t/wm", "version-1", &e);
+	assert_int_equal(ws_store_get_changed(f->s, "t/wm", &tag, &b), 0);
+	assert_int_equal(b.len, 9);
+	assert_memory_equal(b.data, "version-1", 9);
+	assert_true(tag.s[0] != '\0');
+	uint64_t gets = f->s->stats.gets, bytes = f->s->stats.bytes_got;
+	assert_int_equal(ws_store_get_changed(f->s, "t/wm", &tag, &b), 1);
+	assert_int_equal(b.len, 9); /* untouched */
+	assert_int_equal(f->s->stats.gets, gets + 1);
+	assert_int_equal(f->s->stats.bytes_got, bytes); /* no body moved */
+	/* Same size, other bytes: a new copy. */
+	wt_put_str(f->s, "t/wm", "version-2", &e);
+	ws_buf_reset(&b);
+	assert_int_equal(ws_store_get_changed(f->s, "t/wm", &tag, &b), 0);
+	assert_memory_equal(b.data, "version-2", 9);
+	/* The same bytes written again are a new copy too (read again). */
+	wt_put_str(f->s, "t/wm", "version-2", &e);
+	ws_buf_reset(&b);
+	assert_int_equal(ws_store_get_changed(f->s, "t/wm", &tag, &b), 0);
+	assert_int_equal(ws_store_get_changed(f->s, "t/wm", &tag, &b), 1);
+	/* Gone, and a bad key. */
+	assert_int_equal(ws_store_del(f->s, "t/wm"), 0);
+	assert_int_equal(ws_store_get_changed(f->s, "t/wm", &tag, &b), WS_ENOTFOUND);
+	assert_int_equal(ws_store_get_changed(f->s, "../wm", &tag, &b), -EINVAL);
+	ws_buf_free(&b);
+}
+
 static void test_create_once(void **state)
 {
 	struct fixture *f = *state;
@@ -1794,6 +1836,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_empty_and_iovecs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_large_range, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_overwrite, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_get_changed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_once_leaves_no_lock_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cas, setup, teardown),

@@ -427,6 +427,40 @@ static void test_delete_many(void **state)
 	ws_store_close(s);
 }
 
+/*
+ * The conditional read of the watermark a follower polls: a GET with
+ * If-None-Match answered 304 (1, no body) while the object is unchanged,
+ * the new bytes and etag once it is replaced, 404 for a key not there.
+ */
+static void test_get_changed(void **state)
+{
+	struct ws_store *s = open_sink(NULL, NULL);
+	struct ws_etag tag, e;
+	struct ws_buf b;
+	(void)state;
+
+	memset(&tag, 0, sizeof(tag));
+	ws_buf_init(&b, 0);
+	assert_int_equal(ws_store_get_changed(s, "gc/wm", &tag, &b), WS_ENOTFOUND);
+	wt_put_str(s, "gc/wm", "version-1", &e);
+	assert_int_equal(ws_store_get_changed(s, "gc/wm", &tag, &b), 0);
+	assert_int_equal(b.len, 9);
+	assert_memory_equal(b.data, "version-1", 9);
+	assert_string_equal(tag.s, e.s);
+	uint64_t bytes = s->stats.bytes_got;
+	assert_int_equal(ws_store_get_changed(s, "gc/wm", &tag, &b), 1);
+	assert_int_equal(b.len, 9);
+	assert_int_equal(s->stats.bytes_got, bytes);
+	wt_put_str(s, "gc/wm", "version-2", &e);
+	ws_buf_reset(&b);
+	assert_int_equal(ws_store_get_changed(s, "gc/wm", &tag, &b), 0);
+	assert_memory_equal(b.data, "version-2", 9);
+	assert_string_equal(tag.s, e.s);
+	assert_int_equal(ws_store_get_changed(s, "gc/wm", &tag, &b), 1);
+	ws_buf_free(&b);
+	ws_store_close(s);
+}
+
 static void test_list_paging(void **state)
 {
 	struct ws_store *s = open_sink(NULL, NULL);
@@ -2700,6 +2734,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_get_changed),
 		cmocka_unit_test(test_list_paging),
 		cmocka_unit_test(test_delete_many),
 		cmocka_unit_test(test_prefix),
