@@ -146,16 +146,15 @@ static bool park(int fd)
 void ws_rwal_close_fd(int fd)
 {
 	pthread_mutex_lock(&parked_mu);
+	if (fd >= 0)
+		(void)ofd_lock(fd, F_UNLCK, 0, 0);
 	for (size_t i = nparked; i-- > 0;)
 		if (!file_locked(parked[i])) {
 			close(parked[i]);
 			parked[i] = parked[--nparked];
 		}
-	if (fd >= 0) {
-		(void)ofd_lock(fd, F_UNLCK, 0, 0);
-		if (!file_locked(fd) || !park(fd))
-			close(fd);
-	}
+	if (fd >= 0 && (!file_locked(fd) || !park(fd)))
+		close(fd);
 	pthread_mutex_unlock(&parked_mu);
 }
 

@@ -15,10 +15,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -699,6 +701,96 @@ static void test_inprocess_reader_keeps_locks(void **state)
 	wt_env_free(&env);
 }
 
+/* The pages of to that differ from from, as one transaction (to's size); 0 or the error. */
+static int apply_diff(struct ws_replica *r, uint64_t tx, const uint8_t *from, uint32_t nfrom, const uint8_t *to,
+		      uint32_t nto)
+{
+	uint32_t *pg = malloc(nto * sizeof(*pg)), n = 0;
+	uint8_t *pages = malloc((size_t)nto * 4096);
+	int rc = -ENOMEM;
+	for (uint32_t i = 0; pg && pages && i < nto; i++)
+		if (i >= nfrom || memcmp(from + (size_t)i * 4096, to + (size_t)i * 4096, 4096) != 0) {
+			pg[n] = i + 1;
+			memcpy(pages + (size_t)n++ * 4096, to + (size_t)i * 4096, 4096);
+		}
+	if (pg && pages)
+		rc = ws_replica_apply(r, tx, pg, pages, n, 4096, nto);
+	free(pg);
+	free(pages);
+	return rc;
+}
+
+/* The child of test_recovery_after_crash: s1, s2 (restarting the WAL), s3's changed pages, then killed. */
+static void crash_child(const char *path, const uint8_t *s1, uint32_t n1, const uint8_t *s2, uint32_t n2,
+			const uint8_t *s3, uint32_t n3)
+{
+	int err = 0;
+	struct ws_replica *r = ws_replica_open(path, &err);
+	if (!r)
+		_exit(2);
+	ws_replica_ckpt_frames(r, 1); /* each transaction checkpointed: the next restarts the WAL */
+	if (ws_replica_image(r, 1, s1, n1, 4096) || ws_replica_image(r, 2, s2, n2, 4096))
+		_exit(3);
+	ws_replica_ckpt_frames(r, 1u << 30); /* the last stays in the WAL only */
+	if (apply_diff(r, 3, s2, n2, s3, n3))
+		_exit(4);
+	kill(getpid(), SIGKILL);
+}
+
+/*
+ * The applier killed after a transaction that restarted the WAL, frames
+ * of the generation before it still in the file past it, and the -shm
+ * gone: SQLite rebuilds the wal-index from the WAL file alone
+ * (walIndexRecover: the header's checksum, the salts, every frame's
+ * checksum chain and the commit frame's size) and reads the last state;
+ * a new applier opens the file and goes on.
+ */
+static void test_recovery_after_crash(void **state)
+{
+	struct wt_env env;
+	uint32_t n1, n2, n3;
+	uint64_t h = 0;
+	int status = 0, err = 0;
+	struct stat st;
+	(void)state;
+	wt_env_init(&env, "replica-crash", 0);
+	uint8_t *s1, *s2, *s3;
+	three_states(&env, &s1, &n1, &s2, &n2, &s3, &n3);
+	wt_exec(env.w, "DELETE FROM t WHERE rowid % 2 = 0");
+	uint32_t n4;
+	uint8_t *s4 = image_of(env.w, &n4);
+	char *path = wt_path(env.dir, "replica.db");
+	char *shm = wt_path(env.dir, "replica.db-shm");
+	char *wal = wt_path(env.dir, "replica.db-wal");
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		crash_child(path, s1, n1, s2, n2, s3, n3);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	assert_int_equal(stat(wal, &st), 0);
+	assert_true((uint64_t)st.st_size > ws_wal_frame_offset(4096, n2)); /* the older generation's frames */
+	assert_int_equal(unlink(shm), 0);
+	sqlite3 *rd = wt_open_checked(path);
+	assert_int_equal(snapshot_hash(rd, &h), SQLITE_OK);
+	assert_true(h == content_hash(s3, (uint64_t)n3 * 4096));
+	struct ws_replica *r = ws_replica_open(path, &err);
+	assert_non_null(r);
+	assert_int_equal(apply_diff(r, 4, s3, n3, s4, n4), 0);
+	assert_int_equal(snapshot_hash(rd, &h), SQLITE_OK);
+	assert_true(h == content_hash(s4, (uint64_t)n4 * 4096));
+	sqlite3_close(rd);
+	ws_replica_close(r);
+	sqlite3_free(s1);
+	sqlite3_free(s2);
+	sqlite3_free(s3);
+	sqlite3_free(s4);
+	free(path);
+	free(shm);
+	free(wal);
+	wt_env_free(&env);
+}
+
 /* ---- bad input --------------------------------------------------------------- */
 
 static void expect_open_fails(const char *path, int code, const char *words)
@@ -883,6 +975,7 @@ int main(void)
 		cmocka_unit_test(test_faulted_resubscribe),
 		cmocka_unit_test(test_restart_waits_for_reader),
 		cmocka_unit_test(test_inprocess_reader_keeps_locks),
+		cmocka_unit_test(test_recovery_after_crash),
 		cmocka_unit_test(test_bad_replica_files),
 		cmocka_unit_test(test_bad_transactions),
 		cmocka_unit_test(test_feed_bad_events),
