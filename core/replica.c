@@ -127,8 +127,7 @@ static void detach(struct ws_replica *r)
 	sqlite3_close(r->db);
 	r->db = NULL;
 	ws_rwal_detach(&r->wal);
-	if (r->wal.db_fd >= 0)
-		close(r->wal.db_fd);
+	ws_rwal_close_fd(r->wal.db_fd);
 	r->wal.db_fd = -1;
 }
 

@@ -34,8 +34,14 @@ struct ws_rwal {
  * writer holds the write lock. w->db_fd is open already.
  */
 int ws_rwal_attach(struct ws_rwal *w);
-/* Unmap, close; the locks go with the descriptors. */
+/* Unmap, release the locks, close (ws_rwal_close_fd). */
 void ws_rwal_detach(struct ws_rwal *w);
+/*
+ * Close fd (if >= 0) once no lock is held on its file, its own released
+ * now: closing it sooner would drop the POSIX locks of this process's
+ * SQLite connections to the same file. Until then it is kept open.
+ */
+void ws_rwal_close_fd(int fd);
 
 /*
  * Append one transaction and publish it. pgno NULL: pages 1..n. page1 (if

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -108,6 +109,55 @@ int ws_rwal_attach(struct ws_rwal *w)
 	return 0;
 }
 
+/*
+ * Closing a descriptor drops every POSIX lock this process holds on its
+ * file, those of SQLite's connections to the replica in this process
+ * included (a reader's READ lock, its dead-man and SHARED locks): another
+ * writer or checkpointer, or this applier's next restart of the WAL, would
+ * then overwrite what that reader reads. So, as SQLite's unix VFS does
+ * with its own descriptors, one goes only when nobody holds a lock on its
+ * file (F_OFD_GETLK reports POSIX locks, this process's too); until then it
+ * waits here, its own locks released, and is tried again at each close.
+ */
+static pthread_mutex_t parked_mu = PTHREAD_MUTEX_INITIALIZER;
+static int *parked;
+static size_t nparked, parked_cap;
+
+static bool file_locked(int fd)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+	return fcntl(fd, F_OFD_GETLK, &fl) != 0 || fl.l_type != F_UNLCK;
+}
+
+static bool park(int fd)
+{
+	if (nparked == parked_cap) {
+		size_t cap = parked_cap ? parked_cap * 2 : 8;
+		int *n = realloc(parked, cap * sizeof(*n));
+		if (!n)
+			return false;
+		parked = n;
+		parked_cap = cap;
+	}
+	parked[nparked++] = fd;
+	return true;
+}
+
+void ws_rwal_close_fd(int fd)
+{
+	pthread_mutex_lock(&parked_mu);
+	if (fd >= 0)
+		(void)ofd_lock(fd, F_UNLCK, 0, 0);
+	for (size_t i = nparked; i-- > 0;)
+		if (!file_locked(parked[i])) {
+			close(parked[i]);
+			parked[i] = parked[--nparked];
+		}
+	if (fd >= 0 && (!file_locked(fd) || !park(fd)))
+		close(fd);
+	pthread_mutex_unlock(&parked_mu);
+}
+
 void ws_rwal_detach(struct ws_rwal *w)
 {
 	for (uint32_t k = 0; k < w->nshm; k++)
@@ -116,10 +166,8 @@ void ws_rwal_detach(struct ws_rwal *w)
 	free(w->shm);
 	w->shm = NULL;
 	w->nshm = 0;
-	if (w->wal_fd >= 0)
-		close(w->wal_fd);
-	if (w->shm_fd >= 0)
-		close(w->shm_fd);
+	ws_rwal_close_fd(w->wal_fd);
+	ws_rwal_close_fd(w->shm_fd);
 	w->wal_fd = w->shm_fd = -1;
 }
 

@@ -15,10 +15,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -561,6 +563,49 @@ static void apply_all(struct ws_replica *r, uint64_t tx, const uint8_t *img, uin
 	free(pg);
 }
 
+/* Three states of a 200-row table, each every row rewritten. */
+static void three_states(struct wt_env *env, uint8_t **s1, uint32_t *n1, uint8_t **s2, uint32_t *n2, uint8_t **s3,
+			 uint32_t *n3)
+{
+	wt_write_txn(env->w, 200, 300);
+	*s1 = image_of(env->w, n1);
+	wt_exec(env->w, "UPDATE t SET v = randomblob(300)");
+	*s2 = image_of(env->w, n2);
+	wt_exec(env->w, "UPDATE t SET v = randomblob(300)");
+	*s3 = image_of(env->w, n3);
+}
+
+/* A reader in a read transaction that has read page 1 only (the rest is read later). */
+static sqlite3 *reader_in_txn(const char *path)
+{
+	sqlite3 *rd = NULL;
+	assert_int_equal(sqlite3_open(path, &rd), SQLITE_OK);
+	sqlite3_busy_timeout(rd, 5000);
+	wt_exec(rd, "BEGIN");
+	expect_row(rd, "SELECT count(*) FROM sqlite_schema", "1");
+	return rd;
+}
+
+/*
+ * A checkpoint by another connection (returned), then transaction tx (s3):
+ * rd, in its read transaction at s2, still reads s2, and s3 once it ends.
+ */
+static sqlite3 *ckpt_then_apply(struct ws_replica *r, const char *path, sqlite3 *rd, uint64_t tx, const uint8_t *s2,
+				uint32_t n2, const uint8_t *s3, uint32_t n3)
+{
+	sqlite3 *ck = NULL;
+	uint64_t h = 0;
+	assert_int_equal(sqlite3_open(path, &ck), SQLITE_OK);
+	wt_exec(ck, "PRAGMA wal_checkpoint(PASSIVE)");
+	apply_all(r, tx, s3, n3);
+	assert_int_equal(snapshot_hash(rd, &h), SQLITE_OK);
+	assert_true(h == content_hash(s2, (uint64_t)n2 * 4096));
+	wt_exec(rd, "COMMIT");
+	assert_int_equal(snapshot_hash(rd, &h), SQLITE_OK);
+	assert_true(h == content_hash(s3, (uint64_t)n3 * 4096));
+	return ck;
+}
+
 /*
  * A WAL fully checkpointed while a reader still reads frames of it (it
  * began before the checkpoint, READ lock 1..4) is not restarted under that
@@ -577,12 +622,8 @@ static void test_restart_waits_for_reader(void **state)
 	struct stat st;
 	(void)state;
 	wt_env_init(&env, "replica-restart", 0);
-	wt_write_txn(env.w, 200, 300);
-	uint8_t *s1 = image_of(env.w, &n1);
-	wt_exec(env.w, "UPDATE t SET v = randomblob(300)");
-	uint8_t *s2 = image_of(env.w, &n2);
-	wt_exec(env.w, "UPDATE t SET v = randomblob(300)");
-	uint8_t *s3 = image_of(env.w, &n3);
+	uint8_t *s1, *s2, *s3;
+	three_states(&env, &s1, &n1, &s2, &n2, &s3, &n3);
 	char *path = wt_path(env.dir, "replica.db");
 	char *wal = wt_path(env.dir, "replica.db-wal");
 	struct ws_replica *r = ws_replica_open(path, &err);
@@ -591,20 +632,9 @@ static void test_restart_waits_for_reader(void **state)
 	assert_int_equal(ws_replica_image(r, 1, s1, n1, 4096), 0);
 	apply_all(r, 2, s2, n2);
 	/* A reader at s2, reading frames (the WAL is not checkpointed yet): READ lock 1..4. */
-	sqlite3 *rd = NULL, *ck = NULL;
-	assert_int_equal(sqlite3_open(path, &rd), SQLITE_OK);
-	sqlite3_busy_timeout(rd, 5000);
-	wt_exec(rd, "BEGIN");
-	expect_row(rd, "SELECT count(*) FROM sqlite_schema", "1");
+	sqlite3 *rd = reader_in_txn(path), *ck = NULL;
 	/* Everything checkpointed (the reader's mark allows it), then the next transaction. */
-	assert_int_equal(sqlite3_open(path, &ck), SQLITE_OK);
-	wt_exec(ck, "PRAGMA wal_checkpoint(PASSIVE)");
-	apply_all(r, 3, s3, n3);
-	assert_int_equal(snapshot_hash(rd, &h), SQLITE_OK);
-	assert_true(h == content_hash(s2, (uint64_t)n2 * 4096));
-	wt_exec(rd, "COMMIT");
-	assert_int_equal(snapshot_hash(rd, &h), SQLITE_OK);
-	assert_true(h == content_hash(s3, (uint64_t)n3 * 4096));
+	ck = ckpt_then_apply(r, path, rd, 3, s2, n2, s3, n3);
 	/* No reader: checkpointed, the WAL starts over and stays the size it was. */
 	assert_int_equal(stat(wal, &st), 0);
 	off_t size = st.st_size;
@@ -623,6 +653,140 @@ static void test_restart_waits_for_reader(void **state)
 	sqlite3_free(s2);
 	sqlite3_free(s3);
 	free(path);
+	free(wal);
+	wt_env_free(&env);
+}
+
+/*
+ * A reader in this process keeps its snapshot when the applier lets go of
+ * its descriptors (a refused page size change): closing a descriptor of a
+ * file drops every POSIX lock this process holds on it, so the reader's
+ * READ lock on the -shm would go with the applier's -shm descriptor, and the
+ * applier's next restart of the WAL would overwrite the frames it reads.
+ */
+static void test_inprocess_reader_keeps_locks(void **state)
+{
+	struct wt_env env;
+	uint32_t n1, n2, n3;
+	int err = 0;
+	(void)state;
+	wt_env_init(&env, "replica-inproc", 0);
+	uint8_t *s1, *s2, *s3;
+	three_states(&env, &s1, &n1, &s2, &n2, &s3, &n3);
+	char *path = wt_path(env.dir, "replica.db");
+	char *p2 = wt_path(env.dir, "small.db");
+	sqlite3 *w2 = wt_writer_open(p2, 1024);
+	wt_write_txn(w2, 5, 100);
+	sqlite3_int64 nsmall = 0;
+	uint8_t *small = sqlite3_serialize(w2, "main", &nsmall, 0);
+	struct ws_replica *r = ws_replica_open(path, &err);
+	assert_non_null(r);
+	ws_replica_ckpt_frames(r, 1u << 30);
+	assert_int_equal(ws_replica_image(r, 1, s1, n1, 4096), 0);
+	apply_all(r, 2, s2, n2);
+	sqlite3 *rd = reader_in_txn(path), *ck = NULL;
+	/* Another page size while rd reads: refused, the applier lets go and comes back. */
+	assert_int_equal(ws_replica_image(r, 3, small, (uint64_t)nsmall / 1024, 1024), -EBUSY);
+	ck = ckpt_then_apply(r, path, rd, 4, s2, n2, s3, n3);
+	sqlite3_close(rd);
+	sqlite3_close(ck);
+	ws_replica_close(r);
+	sqlite3_close(w2);
+	sqlite3_free(small);
+	sqlite3_free(s1);
+	sqlite3_free(s2);
+	sqlite3_free(s3);
+	free(p2);
+	free(path);
+	wt_env_free(&env);
+}
+
+/* The pages of to that differ from from, as one transaction (to's size); 0 or the error. */
+static int apply_diff(struct ws_replica *r, uint64_t tx, const uint8_t *from, uint32_t nfrom, const uint8_t *to,
+		      uint32_t nto)
+{
+	uint32_t *pg = malloc(nto * sizeof(*pg)), n = 0;
+	uint8_t *pages = malloc((size_t)nto * 4096);
+	int rc = -ENOMEM;
+	for (uint32_t i = 0; pg && pages && i < nto; i++)
+		if (i >= nfrom || memcmp(from + (size_t)i * 4096, to + (size_t)i * 4096, 4096) != 0) {
+			pg[n] = i + 1;
+			memcpy(pages + (size_t)n++ * 4096, to + (size_t)i * 4096, 4096);
+		}
+	if (pg && pages)
+		rc = ws_replica_apply(r, tx, pg, pages, n, 4096, nto);
+	free(pg);
+	free(pages);
+	return rc;
+}
+
+/* The child of test_recovery_after_crash: s1, s2 (restarting the WAL), s3's changed pages, then killed. */
+static void crash_child(const char *path, const uint8_t *s1, uint32_t n1, const uint8_t *s2, uint32_t n2,
+			const uint8_t *s3, uint32_t n3)
+{
+	int err = 0;
+	struct ws_replica *r = ws_replica_open(path, &err);
+	if (!r)
+		_exit(2);
+	ws_replica_ckpt_frames(r, 1); /* each transaction checkpointed: the next restarts the WAL */
+	if (ws_replica_image(r, 1, s1, n1, 4096) || ws_replica_image(r, 2, s2, n2, 4096))
+		_exit(3);
+	ws_replica_ckpt_frames(r, 1u << 30); /* the last stays in the WAL only */
+	if (apply_diff(r, 3, s2, n2, s3, n3))
+		_exit(4);
+	kill(getpid(), SIGKILL);
+}
+
+/*
+ * The applier killed after a transaction that restarted the WAL, frames
+ * of the generation before it still in the file past it, and the -shm
+ * gone: SQLite rebuilds the wal-index from the WAL file alone
+ * (walIndexRecover: the header's checksum, the salts, every frame's
+ * checksum chain and the commit frame's size) and reads the last state;
+ * a new applier opens the file and goes on.
+ */
+static void test_recovery_after_crash(void **state)
+{
+	struct wt_env env;
+	uint32_t n1, n2, n3;
+	uint64_t h = 0;
+	int status = 0, err = 0;
+	struct stat st;
+	(void)state;
+	wt_env_init(&env, "replica-crash", 0);
+	uint8_t *s1, *s2, *s3;
+	three_states(&env, &s1, &n1, &s2, &n2, &s3, &n3);
+	wt_exec(env.w, "DELETE FROM t WHERE rowid % 2 = 0");
+	uint32_t n4;
+	uint8_t *s4 = image_of(env.w, &n4);
+	char *path = wt_path(env.dir, "replica.db");
+	char *shm = wt_path(env.dir, "replica.db-shm");
+	char *wal = wt_path(env.dir, "replica.db-wal");
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		crash_child(path, s1, n1, s2, n2, s3, n3);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	assert_int_equal(stat(wal, &st), 0);
+	assert_true((uint64_t)st.st_size > ws_wal_frame_offset(4096, n2)); /* the older generation's frames */
+	assert_int_equal(unlink(shm), 0);
+	sqlite3 *rd = wt_open_checked(path);
+	assert_int_equal(snapshot_hash(rd, &h), SQLITE_OK);
+	assert_true(h == content_hash(s3, (uint64_t)n3 * 4096));
+	struct ws_replica *r = ws_replica_open(path, &err);
+	assert_non_null(r);
+	assert_int_equal(apply_diff(r, 4, s3, n3, s4, n4), 0);
+	assert_int_equal(snapshot_hash(rd, &h), SQLITE_OK);
+	assert_true(h == content_hash(s4, (uint64_t)n4 * 4096));
+	sqlite3_close(rd);
+	ws_replica_close(r);
+	sqlite3_free(s1);
+	sqlite3_free(s2);
+	sqlite3_free(s3);
+	sqlite3_free(s4);
+	free(path);
+	free(shm);
 	free(wal);
 	wt_env_free(&env);
 }
@@ -810,6 +974,8 @@ int main(void)
 		cmocka_unit_test(test_page_size_change),
 		cmocka_unit_test(test_faulted_resubscribe),
 		cmocka_unit_test(test_restart_waits_for_reader),
+		cmocka_unit_test(test_inprocess_reader_keeps_locks),
+		cmocka_unit_test(test_recovery_after_crash),
 		cmocka_unit_test(test_bad_replica_files),
 		cmocka_unit_test(test_bad_transactions),
 		cmocka_unit_test(test_feed_bad_events),
