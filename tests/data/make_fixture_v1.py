@@ -81,6 +81,7 @@ class Fixture:
         self.url = "file://" + self.sink
         self.points = []  # (kind, tenant, where, digest or "-")
         self.conns = {}
+        self.last = {}  # tenant: the last state given a frame point
         self.rows = 0
 
     # --- the writers -------------------------------------------------
@@ -163,8 +164,13 @@ class Fixture:
 
     def state(self, tenant, pos, kind_time=True, live=None):
         gen, frame, d = pos
+        prev = self.last.get(tenant)
+        if frame and prev and prev[0] == gen and frame - prev[1] >= 3:
+            # a frame inside the next transaction: the state before it
+            self.points.append(("frame", tenant, f"{gen}:{prev[1] + 1}", prev[2]))
         if frame:
             self.points.append(("frame", tenant, f"{gen}:{frame}", d))
+            self.last[tenant] = pos
         if frame and gen == live:
             self.points.append(("liveframe", tenant, str(frame), d))
         if kind_time:
