@@ -42,7 +42,7 @@ check "ls --tenant a: the watermark carries its manifest (version 3)" grep -q '"
 ws ls --sink "$URL" --tenant b --json
 check "ls --tenant b: a watermark naming a stored manifest (version 2)" grep -q '"carried":false' out
 
-# restore_point KIND TENANT WHERE: the restore options for one line of expected.txt
+# restore_args KIND TENANT WHERE: the restore options for one line of expected.txt
 restore_args() {
 	case $1 in
 	frame) echo "--frame $3" ;;
