@@ -125,11 +125,14 @@ static int choose_target(const char *tenant, const struct ws_chain *c, const str
 			/* Not here, or from a later frame on only (a re-base inside
 			 * the generation holds its frames from its last on): an
 			 * older chain may hold the frame, the same WAL's. */
+			/* (A run may be valid from frame 0: a re-base of a WAL
+			 * that held no frame yet, its frames all stored.) */
 			uint64_t from = 0;
-			if (gen_run(c, o->generation, &first, &last))
+			bool here = gen_run(c, o->generation, &first, &last);
+			if (here)
 				from = cut && first == 0 ? c->m[0].last_frame : c->m[first].valid_from_frame;
-			if (!from || o->frame < from) {
-				if (from)
+			if (!here || o->frame < from) {
+				if (here)
 					*gen_from = from;
 				*older = true;
 				return 0;

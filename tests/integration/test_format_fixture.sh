@@ -9,6 +9,8 @@
 # copy with one batch, manifest, snapshot part or checkpoint artifact damaged
 # (a byte flipped; cut in half) is named by verify and refused by restore,
 # nothing written at the output. The fixture is only ever read from a copy.
+# Last, tests/data/rebase_frame0 (below): GEN:N of a generation valid from
+# frame 0.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -106,6 +108,29 @@ for obj in "$manifest" "$batch" "$snap" "$artifact"; do
 		check "restore $opt, $obj ($damage): exit 1, nothing written at the output" \
 			eval '[ "$rc" = 1 ] && [ -z "$(ls -A outdir)" ]'
 	done
+done
+
+# tests/data/rebase_frame0: another sink of the same format whose live
+# generation begins with a re-base of a WAL that held no committed frame yet
+# (valid from frame 0). Each of its frames restores by GEN:N exactly as by
+# plain N (the newest generation's frames), and verify passes: restore once
+# refused GEN:N there, taking "valid from frame 0" for "not in this chain".
+rm -rf "$ROOT/sink"
+cp -R "$SRC/tests/data/rebase_frame0/sink" "$ROOT/sink"
+chmod -R u+w "$ROOT/sink"
+ws verify --sink "$URL"
+check "rebase_frame0: verify passes" [ "$rc" = 0 ]
+gen0=$("$WS_BIN" ls --sink "$URL" a | awk '$1 == 0 && $3 == "rebase" && $4 == 0 { print $2 }')
+last0=$("$WS_BIN" ls --sink "$URL" a | awk '$1 == 0 { print $5 }')
+check "rebase_frame0: the live generation is a re-base from frame 0 ('$gen0', to frame $last0)" \
+	eval '[ -n "$gen0" ] && [ "${last0:-0}" -gt 1 ]'
+for n in $(seq 1 "${last0:-0}"); do
+	rm -f g.db p.db
+	ws restore --sink "$URL" --tenant a --frame "$gen0:$n" -o g.db
+	grc=$rc
+	ws restore --sink "$URL" --tenant a --frame "$n" -o p.db
+	check "rebase_frame0: --frame $gen0:$n restores as --frame $n" eval \
+		'[ "$grc" = 0 ] && [ "$rc" = 0 ] && [ "$(python3 "$DIGEST" g.db)" = "$(python3 "$DIGEST" p.db)" ]'
 done
 
 echo "$pass passed, $fail failed"
