@@ -288,7 +288,7 @@ static int ht_at(struct ws_rwal *w, uint32_t frame, struct ht *t)
 /* walCleanupHash: entries past mx_frame (a writer that died mid-transaction) go. */
 static int ht_cleanup(struct ws_rwal *w, uint32_t mx_frame)
 {
-	struct ht t;
+	struct ht t = { 0 };
 	int rc = ht_at(w, mx_frame, &t);
 	if (rc)
 		return rc;
@@ -304,7 +304,7 @@ static int ht_cleanup(struct ws_rwal *w, uint32_t mx_frame)
 /* walIndexAppend. */
 static int ht_append(struct ws_rwal *w, uint32_t frame, uint32_t pgno)
 {
-	struct ht t;
+	struct ht t = { 0 };
 	int rc = ht_at(w, frame, &t);
 	if (rc)
 		return rc;
