@@ -30,6 +30,7 @@
 #include "publish.h"
 #include "replay.h"
 #include "restore.h"
+#include "ws_fault.h"
 #include "ws_assert.h"
 #include "ws_clock.h"
 #include "ws_logging.h"
@@ -464,7 +465,8 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 	/* Before the cut used: an older cut could have served it (said below
 	 * when one in the chain was passed over). */
 	skip->before_used_cut = rc == WS_ERANGE_ && before && from_cut;
-	if (rc)
+	/* Chosen: writers, re-bases and retention may go on meanwhile. */
+	if (rc || (rc = WS_FAULT("restore.after_choose")) != 0)
 		goto out;
 	/* Replay bounds: the target is a manifest of the chain and a frame it holds. */
 	WS_ASSERT(idx < c.count && frame <= c.m[idx].last_frame);

@@ -63,6 +63,15 @@ wait_stopped() {
 	done
 	return 1
 }
+# wait_paused DIR: a WS_FAULT "pause" site fired (its file is in DIR) within 10 s.
+wait_paused() {
+	local _
+	for _ in $(seq 200); do
+		[ -n "$(ls "$1")" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
 # reap PID ERRFILE WHAT: wait for the background walship PID; its exit status
 # -> $reaped. A sanitizer report in ERRFILE fails, as WHAT.
 reaped=0

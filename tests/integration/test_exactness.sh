@@ -94,11 +94,7 @@ sq a.db "INSERT INTO t(tag, v) VALUES ('third', randomblob(300));" >/dev/null
 WS_FAULT=stream.after_scan:1:pause WS_PAUSE_DIR="$ROOT/pauses" \
 	"$WS_BIN" replicate --sink "$URL" --once a=a.db >paused.out 2>paused.err &
 pid=$!
-for _ in $(seq 100); do
-	[ -n "$(ls pauses)" ] && break
-	sleep 0.1
-done
-check "the tail paused at stream.after_scan" eval '[ -n "$(ls pauses)" ]'
+check "the tail paused at stream.after_scan" wait_paused pauses
 mkdb d.db 7 fourth
 sq d.db "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
 rm -f a.db-wal a.db-shm
