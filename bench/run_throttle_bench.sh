@@ -64,7 +64,7 @@ bench="$build/bench/walship-bench"
 [ -n "$out" ] || out="$build/bench-results"
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-[ -n "$seconds" ] || { [ "$tiny" = 1 ] && seconds=8 || seconds=60; }
+[ -n "$seconds" ] || { [ "$tiny" = 1 ] && seconds=5 || seconds=60; }
 [ "$seconds" -ge 2 ] || die "--seconds: at least 2"
 baseline_arg=()
 [ "$tiny" = 1 ] && baseline_arg=(--baseline-ms 300)
@@ -189,7 +189,11 @@ measure_half() {
 sc_one_tenant() {
     local sink="$out/sink-one-tenant"
     rm -rf "$sink"
-    run one-tenant none --sink "file://$sink" --tenants 1 --rate 0 --txn-bytes 65536
+    # --tiny: smaller transactions, so the smoke does not write (and drain,
+    # and restore) gigabytes.
+    local txn=65536
+    [ "$tiny" = 1 ] && txn=8192
+    run one-tenant none --sink "file://$sink" --tenants 1 --rate 0 --txn-bytes "$txn"
     rm -rf "$sink"
 }
 
