@@ -1,0 +1,314 @@
+/*
+ * Sealed streams end to end: a real SQLite writer shipped by ws_stream (and
+ * by an engine) to a real file:// sink under every codec, with and without
+ * a key: the re-base's snapshot parts, tails whose batches go inside their
+ * manifests and into the watermark (carried, merged), tails of several
+ * batches; then every commit restored by frame and the latest, checked
+ * against the digests the source had. Without the key a restore fails with
+ * WS_ENOKEY naming the object and the key's id and writes nothing, and
+ * verify reports each object it could not open; the sink holds none of
+ * the pages' text, and no message a key's.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "coreutil.h"
+#include "walship.h"
+#include "ws_format.h"
+#include "ws_seal.h"
+
+#define TENANT "sealed"
+#define KEY_HEX "8d1f6a0b3c2e4f5061728394a5b6c7d8e9f0011223344556677889aabbccddee"
+#define MARK "walship-seal-marker"
+#define TXNS 12
+
+static uint64_t wal_frames(const struct wt_env *e)
+{
+	struct stat sb;
+	uint64_t n = stat(e->wal, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+	return n < 32 ? 0 : (n - 32) / (24u + e->page_size);
+}
+
+/* One commit: compressible text (the marker) and some random bytes. */
+static void write_marked(sqlite3 *w, int rows)
+{
+	wt_exec(w, "BEGIN");
+	for (int i = 0; i < rows; i++)
+		wt_exec(w, "INSERT INTO t(v) VALUES(replace(hex(zeroblob(120)), '00', '" MARK " '))");
+	wt_exec(w, "INSERT INTO t(v) VALUES(randomblob(300))");
+	wt_exec(w, "COMMIT");
+}
+
+/* ---- what the sink holds ------------------------------------------------- */
+
+static struct {
+	unsigned files, v2, v1, marked;
+} scan;
+
+static int scan_file(const char *path, const struct stat *sb, int type, struct FTW *f)
+{
+	size_t len = 0;
+	uint8_t *b;
+	(void)sb;
+	(void)f;
+	if (type != FTW_F)
+		return 0;
+	b = wt_read_file(path, &len);
+	if (!b)
+		return 0;
+	scan.files++;
+	if (len >= 16 && (memcmp(b, "WSBATCH1", 8) == 0 || memcmp(b, "WSSNAPP1", 8) == 0))
+		(*(ws_get_le32(b + 8) == 2 ? &scan.v2 : &scan.v1))++;
+	if (memmem(b, len, MARK, strlen(MARK)))
+		scan.marked++;
+	free(b);
+	return 0;
+}
+
+static void scan_sink(const struct wt_env *e)
+{
+	memset(&scan, 0, sizeof(scan));
+	assert_int_equal(nftw(e->sink_dir, scan_file, 16, FTW_PHYS), 0);
+}
+
+/* ---- restores without the key ---------------------------------------------- */
+
+struct problems {
+	unsigned n, nokey;
+	char first_key[WS_KEY_MAX];
+	bool leaked;
+};
+
+static void on_problem(const char *tenant, const char *key, int err, const char *detail, void *arg)
+{
+	struct problems *p = arg;
+	(void)tenant;
+	if (p->n++ == 0)
+		snprintf(p->first_key, sizeof(p->first_key), "%s", key);
+	p->nokey += err == WS_ENOKEY;
+	p->leaked |= strstr(detail, KEY_HEX) != NULL || strstr(detail, KEY_HEX + 8) != NULL;
+}
+
+/* A sink opened without the key: restore fails naming an object and the
+ * key's id, with nothing at the output; verify reports what it could not
+ * open and fails. */
+static void without_key(struct wt_env *e, uint64_t key_id)
+{
+	int rc;
+	struct ws_sink *bare = ws_sink_open(e->sink_url, &rc);
+	char *out = wt_path(e->out_dir, "nokey.db"), id[17];
+	struct problems p = { 0 };
+
+	assert_non_null(bare);
+	snprintf(id, sizeof(id), "%016" PRIx64, key_id);
+	rc = ws_restore(bare, TENANT, NULL, out);
+	assert_int_equal(rc, WS_ENOKEY);
+	if (!strstr(ws_errmsg(), id) || !strstr(ws_errmsg(), TENANT "/"))
+		fail_msg("restore without the key: '%s' names no key id %s or object", ws_errmsg(), id);
+	assert_null(strstr(ws_errmsg(), KEY_HEX));
+	assert_int_equal(access(out, F_OK), -1);
+	rc = ws_verify(bare, TENANT, on_problem, &p);
+	assert_int_equal(rc, WS_ENOKEY);
+	assert_true(p.n > 0 && p.nokey == p.n);
+	assert_false(p.leaked);
+	/* With the key added, both go through. */
+	char *kf = wt_path(e->dir, "keys");
+	assert_int_equal(ws_sink_add_key_file(bare, kf), 0);
+	assert_int_equal(ws_restore(bare, TENANT, NULL, out), 0);
+	assert_int_equal(ws_verify(bare, TENANT, NULL, NULL), 0);
+	unlink(out);
+	ws_sink_close(bare);
+	free(kf);
+	free(out);
+}
+
+/* ---- the stream ---------------------------------------------------------- */
+
+struct record {
+	uint64_t frame[TXNS * 2 + 1], hash[TXNS * 2 + 1];
+	unsigned n;
+};
+
+static void commit_recorded(struct wt_env *e, struct record *r, int rows)
+{
+	write_marked(e->w, rows);
+	r->frame[r->n] = wal_frames(e);
+	r->hash[r->n] = wt_content_hash(e->w, NULL);
+	r->n++;
+}
+
+static void check_restores(struct wt_env *e, const struct record *r, unsigned from)
+{
+	struct ws_restore_opts ro;
+	for (unsigned i = from; i < r->n; i++) {
+		memset(&ro, 0, sizeof(ro));
+		ro.frame = r->frame[i];
+		assert_true(wt_restore_hash(e, TENANT, &ro, NULL) == r->hash[i]);
+		/* A frame inside the next transaction: the commit before it. */
+		if (i + 1 < r->n && r->frame[i + 1] > r->frame[i] + 1) {
+			ro.frame = r->frame[i + 1] - 1;
+			assert_true(wt_restore_hash(e, TENANT, &ro, NULL) == r->hash[i]);
+		}
+	}
+	assert_true(wt_restore_hash(e, TENANT, NULL, NULL) == r->hash[r->n - 1]);
+}
+
+static void run_stream(enum ws_codec codec, bool keyed, enum ws_carry carry)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct record r = { .n = 0 };
+	char *kf;
+	int rc;
+
+	wt_env_init(&e, "seal", 0);
+	kf = wt_path(e.dir, "keys");
+	assert_int_equal(wt_write_file(kf, "# sealed\n" KEY_HEX "\n", strlen("# sealed\n" KEY_HEX "\n")), 0);
+	/* A database file with pages of its own: the re-base ships them. */
+	for (int i = 0; i < 4; i++)
+		write_marked(e.w, 20);
+	wt_exec(e.w, "PRAGMA wal_checkpoint(TRUNCATE)");
+	commit_recorded(&e, &r, 3);
+	struct ws_stream_config sc = {
+		.tenant = TENANT, .db_path = e.db, .policy = WS_POLICY_BLOCK, .carry = carry,
+		.batch_bytes_max = 256 << 10, .wal_checkpoint_bytes = UINT64_MAX,
+		.seal = { .codec = codec, .key_file = keyed ? kf : NULL },
+	};
+	struct ws_stream *st = ws_stream_open(e.sink, &sc, &rc);
+	if (!st)
+		fail_msg("open: %s", ws_errmsg());
+	wt_tail_ok(st, &o); /* the re-base: snapshot parts and the frames so far */
+	for (int i = 0; i < TXNS; i++) {
+		/* Small tails go inline (and carried); every fourth spans batches. */
+		commit_recorded(&e, &r, i % 4 == 3 ? 200 : 2);
+		if (i % 2 == 1 || i % 4 == 3)
+			wt_tail_ok(st, &o);
+	}
+	wt_tail_ok(st, &o);
+	check_restores(&e, &r, 0);
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	scan_sink(&e);
+	if (codec == WS_CODEC_ZSTD || keyed) {
+		assert_true(scan.v2 > 0 && scan.v1 == 0);
+	} else {
+		assert_true(scan.v1 > 0 && scan.v2 == 0); /* nothing sealed: version 1 as before */
+	}
+	if (keyed) {
+		struct ws_keyring kr = { 0 };
+		assert_int_equal(scan.marked, 0);
+		assert_int_equal(ws_keyring_load(&kr, kf), 0);
+		without_key(&e, kr.keys[0].id);
+		ws_keyring_free(&kr);
+	} else {
+		assert_true(scan.marked > 0);
+	}
+	ws_stream_close(st);
+	free(kf);
+	wt_env_free(&e);
+}
+
+static void test_stream_plain(void **state) { (void)state; run_stream(WS_CODEC_DEFAULT, false, WS_CARRY_ALWAYS); }
+static void test_stream_zstd(void **state) { (void)state; run_stream(WS_CODEC_ZSTD, false, WS_CARRY_ALWAYS); }
+static void test_stream_encrypted(void **state) { (void)state; run_stream(WS_CODEC_NONE, true, WS_CARRY_ALWAYS); }
+static void test_stream_zstd_encrypted(void **state) { (void)state; run_stream(WS_CODEC_ZSTD, true, WS_CARRY_ALWAYS); }
+static void test_stream_zstd_encrypted_stored(void **state)
+{
+	(void)state;
+	run_stream(WS_CODEC_ZSTD, true, WS_CARRY_NEVER); /* every manifest stored, inline batches in them */
+}
+
+/* A bad key file fails the open, naming the file and line. */
+static void test_stream_bad_key_file(void **state)
+{
+	(void)state;
+	struct wt_env e;
+	int rc;
+	wt_env_init(&e, "seal_badkey", 0);
+	char *kf = wt_path(e.dir, "keys");
+	assert_int_equal(wt_write_file(kf, "0123\n", 5), 0);
+	struct ws_stream_config sc = { .tenant = TENANT, .db_path = e.db, .seal = { .key_file = kf } };
+	assert_null(ws_stream_open(e.sink, &sc, &rc));
+	assert_int_equal(rc, WS_ECONFIG);
+	assert_non_null(strstr(ws_errmsg(), kf));
+	assert_non_null(strstr(ws_errmsg(), "line 1"));
+	sc.seal.key_file = NULL;
+	sc.seal.codec = (enum ws_codec)9;
+	assert_null(ws_stream_open(e.sink, &sc, &rc));
+	assert_int_equal(rc, WS_ECONFIG);
+	free(kf);
+	wt_env_free(&e);
+}
+
+/* ---- the engine ----------------------------------------------------------- */
+
+/* A shard that seals with zstd and a key, one tenant of it that overrides
+ * it with nothing sealed: both restore exactly. */
+static void test_engine_sealed(void **state)
+{
+	(void)state;
+	struct wt_env e;
+	struct ws_shard_config shc;
+	int rc;
+
+	wt_env_init(&e, "seal_engine", 0);
+	char *kf = wt_path(e.dir, "keys"), *db2 = wt_path(e.dir, "plain.db");
+	assert_int_equal(wt_write_file(kf, KEY_HEX "\n", 65), 0);
+	sqlite3 *w2 = wt_writer_open(db2, 0);
+	ws_shard_config_default(&shc);
+	shc.ring_bytes = 4 << 20;
+	shc.batch_bytes_max = 256 << 10;
+	shc.seal = (struct ws_seal_config){ .codec = WS_CODEC_ZSTD, .level = 5, .key_file = kf };
+	struct ws_engine_config ec = { .sink_url = e.sink_url, .shards = 1, .shard = &shc };
+	struct ws_engine *eng = ws_engine_create(&ec, &rc);
+	if (!eng)
+		fail_msg("engine: %s", ws_errmsg());
+	rc = ws_engine_add_tenant(eng, &(struct ws_tenant_config){ .name = TENANT, .db_path = e.db, .shard = -1 });
+	if (rc)
+		fail_msg("add: %s", ws_errmsg());
+	rc = ws_engine_add_tenant(eng, &(struct ws_tenant_config){ .name = "open", .db_path = db2, .shard = -1,
+								   .has_seal = true });
+	if (rc)
+		fail_msg("add: %s", ws_errmsg());
+	for (int i = 0; i < 6; i++) {
+		write_marked(e.w, i == 3 ? 150 : 3);
+		write_marked(w2, 2);
+		assert_int_equal(ws_engine_flush(eng), 0);
+	}
+	uint64_t h1 = wt_content_hash(e.w, NULL), h2 = wt_content_hash(w2, NULL);
+	assert_int_equal(ws_engine_stop(eng), 0);
+	ws_engine_destroy(eng);
+	/* The engine's keys are not the reader's sink's: add them. */
+	assert_int_equal(ws_sink_add_key_file(e.sink, kf), 0);
+	assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == h1);
+	assert_true(wt_restore_hash(&e, "open", NULL, NULL) == h2);
+	scan_sink(&e);
+	assert_true(scan.v2 > 0 && scan.v1 > 0); /* the sealed tenant's and the other's */
+	sqlite3_close(w2);
+	free(db2);
+	free(kf);
+	wt_env_free(&e);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_stream_plain),
+		cmocka_unit_test(test_stream_zstd),
+		cmocka_unit_test(test_stream_encrypted),
+		cmocka_unit_test(test_stream_zstd_encrypted),
+		cmocka_unit_test(test_stream_zstd_encrypted_stored),
+		cmocka_unit_test(test_stream_bad_key_file),
+		cmocka_unit_test(test_engine_sealed),
+	};
+	return WT_RUN_GROUP(tests, NULL, NULL);
+}
