@@ -25,6 +25,7 @@
 #include "coreutil.h"
 #include "walship.h"
 #include "ws_format.h"
+#include "ws_hash.h"
 #include "ws_seal.h"
 
 #define TENANT "sealed"
@@ -163,38 +164,54 @@ static void check_restores(struct wt_env *e, const struct record *r, unsigned fr
 	assert_true(wt_restore_hash(e, TENANT, NULL, NULL) == r->hash[r->n - 1]);
 }
 
-static void run_stream(enum ws_codec codec, bool keyed, enum ws_carry carry)
+/* Ship a stream sealed so (a re-base, then tails inline, carried and of
+ * several batches), recording every commit; the stream is closed after. */
+static void ship(struct wt_env *e, enum ws_codec codec, const char *key_file, enum ws_carry carry,
+		 struct record *r)
 {
-	struct wt_env e;
 	struct ws_outcome o;
-	struct record r = { .n = 0 };
-	char *kf;
 	int rc;
 
-	wt_env_init(&e, "seal", 0);
-	kf = wt_path(e.dir, "keys");
-	assert_int_equal(wt_write_file(kf, "# sealed\n" KEY_HEX "\n", strlen("# sealed\n" KEY_HEX "\n")), 0);
 	/* A database file with pages of its own: the re-base ships them. */
 	for (int i = 0; i < 4; i++)
-		write_marked(e.w, 20);
-	wt_exec(e.w, "PRAGMA wal_checkpoint(TRUNCATE)");
-	commit_recorded(&e, &r, 3);
+		write_marked(e->w, 20);
+	wt_exec(e->w, "PRAGMA wal_checkpoint(TRUNCATE)");
+	commit_recorded(e, r, 3);
 	struct ws_stream_config sc = {
-		.tenant = TENANT, .db_path = e.db, .policy = WS_POLICY_BLOCK, .carry = carry,
+		.tenant = TENANT, .db_path = e->db, .policy = WS_POLICY_BLOCK, .carry = carry,
 		.batch_bytes_max = 256 << 10, .wal_checkpoint_bytes = UINT64_MAX,
-		.seal = { .codec = codec, .key_file = keyed ? kf : NULL },
+		.seal = { .codec = codec, .key_file = key_file },
 	};
-	struct ws_stream *st = ws_stream_open(e.sink, &sc, &rc);
+	struct ws_stream *st = ws_stream_open(e->sink, &sc, &rc);
 	if (!st)
 		fail_msg("open: %s", ws_errmsg());
 	wt_tail_ok(st, &o); /* the re-base: snapshot parts and the frames so far */
 	for (int i = 0; i < TXNS; i++) {
 		/* Small tails go inline (and carried); every fourth spans batches. */
-		commit_recorded(&e, &r, i % 4 == 3 ? 200 : 2);
+		commit_recorded(e, r, i % 4 == 3 ? 200 : 2);
 		if (i % 2 == 1 || i % 4 == 3)
 			wt_tail_ok(st, &o);
 	}
 	wt_tail_ok(st, &o);
+	ws_stream_close(st);
+}
+
+static char *key_file(struct wt_env *e, const char *name, const char *hex)
+{
+	char *kf = wt_path(e->dir, name), text[128];
+	snprintf(text, sizeof(text), "# sealed\n%s\n", hex);
+	assert_int_equal(wt_write_file(kf, text, strlen(text)), 0);
+	return kf;
+}
+
+static void run_stream(enum ws_codec codec, bool keyed, enum ws_carry carry)
+{
+	struct wt_env e;
+	struct record r = { .n = 0 };
+
+	wt_env_init(&e, "seal", 0);
+	char *kf = key_file(&e, "keys", KEY_HEX);
+	ship(&e, codec, keyed ? kf : NULL, carry, &r);
 	check_restores(&e, &r, 0);
 	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
 	scan_sink(&e);
@@ -212,7 +229,6 @@ static void run_stream(enum ws_codec codec, bool keyed, enum ws_carry carry)
 	} else {
 		assert_true(scan.marked > 0);
 	}
-	ws_stream_close(st);
 	free(kf);
 	wt_env_free(&e);
 }
@@ -246,6 +262,130 @@ static void test_stream_bad_key_file(void **state)
 	assert_null(ws_stream_open(e.sink, &sc, &rc));
 	assert_int_equal(rc, WS_ECONFIG);
 	free(kf);
+	wt_env_free(&e);
+}
+
+/* ---- damaged objects --------------------------------------------------- */
+
+static char batch_path[4096], snap_path[4096];
+
+/* The first stored (not inline) batch object and snapshot part. */
+static int find_objects(const char *path, const struct stat *sb, int type, struct FTW *f)
+{
+	size_t len = 0;
+	uint8_t *b;
+	(void)f;
+	if (type != FTW_F || sb->st_size < 16)
+		return 0;
+	b = wt_read_file(path, &len);
+	if (b && memcmp(b, "WSBATCH1", 8) == 0 && !batch_path[0])
+		snprintf(batch_path, sizeof(batch_path), "%s", path);
+	if (b && memcmp(b, "WSSNAPP1", 8) == 0 && !snap_path[0])
+		snprintf(snap_path, sizeof(snap_path), "%s", path);
+	free(b);
+	return 0;
+}
+
+enum damage { FLIP_PAYLOAD, FLIP_TAG, FLIP_HEADER, TRUNCATE, GARBLE_ZSTD };
+
+static void apply(enum damage d, uint8_t *b, size_t *len)
+{
+	const size_t hl = ws_get_le32(b + 12);
+	switch (d) {
+	case FLIP_PAYLOAD: b[hl + 10] ^= 0x01; break;
+	case FLIP_TAG: b[*len - 1] ^= 0x80; break;
+	case FLIP_HEADER: /* a field and the header hash made to fit */
+		b[hl - 20] ^= 0x01;
+		ws_put_le64(b + hl - 8, ws_xxh64(b, hl - 8));
+		break;
+	case TRUNCATE: *len -= 7; break;
+	case GARBLE_ZSTD: memset(b + hl, 0xee, 16); break;
+	}
+}
+
+/*
+ * The object at path damaged so: a restore through reader fails with want
+ * (its message saying says, never the key), nothing at the output; verify
+ * reports the object. The object is put back after.
+ */
+static void damaged(struct wt_env *e, struct ws_sink *reader, const char *path, enum damage d, int want,
+		    const char *says)
+{
+	size_t len = 0, n;
+	uint8_t *orig = wt_read_file(path, &len), *b = malloc(len);
+	char *out = wt_path(e->out_dir, "damaged.db");
+	struct problems p = { 0 };
+	int rc;
+
+	assert_non_null(orig);
+	memcpy(b, orig, len);
+	n = len;
+	apply(d, b, &n);
+	assert_int_equal(wt_write_file(path, b, n), 0);
+	rc = ws_restore(reader, TENANT, NULL, out);
+	if (rc != want || !strstr(ws_errmsg(), says))
+		fail_msg("damage %d: restore %s (%s), expected %s saying '%s'", (int)d, ws_strerror(rc), ws_errmsg(),
+			 ws_strerror(want), says);
+	assert_null(strstr(ws_errmsg(), KEY_HEX));
+	assert_int_equal(access(out, F_OK), -1);
+	assert_int_equal(ws_verify(reader, TENANT, on_problem, &p), want);
+	assert_true(p.n >= 1 && strstr(path, p.first_key) != NULL);
+	assert_int_equal(wt_write_file(path, orig, len), 0);
+	free(out);
+	free(b);
+	free(orig);
+}
+
+static void test_damaged_objects(void **state)
+{
+	(void)state;
+	struct wt_env e;
+	struct record r = { .n = 0 };
+	int rc;
+
+	wt_env_init(&e, "seal_damage", 0);
+	char *kf = key_file(&e, "keys", KEY_HEX);
+	char *other = key_file(&e, "other", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
+	ship(&e, WS_CODEC_ZSTD, kf, WS_CARRY_ALWAYS, &r);
+	batch_path[0] = snap_path[0] = '\0';
+	assert_int_equal(nftw(e.sink_dir, find_objects, 16, FTW_PHYS), 0);
+	assert_true(batch_path[0] && snap_path[0]);
+	damaged(&e, e.sink, batch_path, FLIP_PAYLOAD, WS_ECORRUPT, "authentication failed");
+	damaged(&e, e.sink, batch_path, FLIP_TAG, WS_ECORRUPT, "authentication failed");
+	damaged(&e, e.sink, snap_path, FLIP_PAYLOAD, WS_ECORRUPT, "authentication failed");
+	damaged(&e, e.sink, batch_path, FLIP_HEADER, WS_ECORRUPT, "not the object its manifest names");
+	damaged(&e, e.sink, snap_path, TRUNCATE, WS_ECORRUPT, "truncated");
+	/* The wrong key: a reader holding another one. */
+	struct ws_sink *wrong = ws_sink_open(e.sink_url, &rc);
+	assert_non_null(wrong);
+	assert_int_equal(ws_sink_add_key_file(wrong, other), 0);
+	char *out = wt_path(e.out_dir, "wrong.db");
+	assert_int_equal(ws_restore(wrong, TENANT, NULL, out), WS_ENOKEY);
+	assert_int_equal(access(out, F_OK), -1);
+	ws_sink_close(wrong);
+	/* Everything put back: it restores again. */
+	assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == r.hash[r.n - 1]);
+	free(out);
+	free(other);
+	free(kf);
+	wt_env_free(&e);
+}
+
+/* A garbled zstd stream (no encryption): zstd's error, nothing written. */
+static void test_garbled_zstd(void **state)
+{
+	(void)state;
+	struct wt_env e;
+	struct record r = { .n = 0 };
+
+	wt_env_init(&e, "seal_zstd", 0);
+	ship(&e, WS_CODEC_ZSTD, NULL, WS_CARRY_NEVER, &r);
+	batch_path[0] = snap_path[0] = '\0';
+	assert_int_equal(nftw(e.sink_dir, find_objects, 16, FTW_PHYS), 0);
+	assert_true(batch_path[0] && snap_path[0]);
+	damaged(&e, e.sink, batch_path, GARBLE_ZSTD, WS_ECORRUPT, "zstd");
+	damaged(&e, e.sink, snap_path, GARBLE_ZSTD, WS_ECORRUPT, "zstd");
+	assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == r.hash[r.n - 1]);
 	wt_env_free(&e);
 }
 
@@ -308,6 +448,8 @@ int main(void)
 		cmocka_unit_test(test_stream_zstd_encrypted),
 		cmocka_unit_test(test_stream_zstd_encrypted_stored),
 		cmocka_unit_test(test_stream_bad_key_file),
+		cmocka_unit_test(test_damaged_objects),
+		cmocka_unit_test(test_garbled_zstd),
 		cmocka_unit_test(test_engine_sealed),
 	};
 	return WT_RUN_GROUP(tests, NULL, NULL);
