@@ -202,6 +202,8 @@ struct ws_seal_config {
 /*
  * Add the keys of a key file (as ws_seal_config's) to those the sink opens
  * encrypted objects with: restore, verify and follow read through them.
+ * Not while another thread reads through the sink (nor opening a stream
+ * with a key file on it, which adds that file's keys too).
  * Errors: WS_ECONFIG naming the file and line (never a key), WS_ETOOBIG
  * (more than 1024 keys), -ENOENT and the file's other errors, -ENOMEM.
  */
