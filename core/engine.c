@@ -298,6 +298,7 @@ static int shard_init(struct ws_engine *e, struct shard *sh, unsigned i)
 	sh->sink.store = open_store(e, i, false, i == 0 ? 0 : WS_STORE_EXISTING, &rc);
 	if (!sh->sink.store)
 		return rc;
+	sh->sink.store->keys = &sh->sink.ring; /* its tenants' key files join it */
 	sh->up_store = open_store(e, i, true, WS_STORE_EXISTING, &rc);
 	if (!sh->up_store)
 		return rc;
@@ -360,6 +361,7 @@ static void shard_free(struct shard *sh)
 	ws_reader_close(sh->reader);
 	ws_store_close(sh->up_store);
 	ws_store_close(sh->sink.store);
+	ws_keyring_free(&sh->sink.ring);
 	if (sh->ifd >= 0)
 		close(sh->ifd);
 	if (sh->evfd >= 0)
