@@ -27,6 +27,7 @@ const char *ws_strerror(int err)
 	case WS_EREPLACED: return "database file replaced at its path";
 	case WS_ELOSTRACE: return "ownership moved during the call; nothing acknowledged";
 	case WS_EBADSTORE: return "the object store does not honour a conditional write";
+	case WS_ENOKEY: return "the key an object is encrypted under is not available";
 	default: break;
 	}
 	if (err < 0 && err > WS_ERR_BASE)

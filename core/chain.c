@@ -73,21 +73,21 @@ int ws_wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *
 }
 
 /* The bytes read for ref are the object it names: its length, and (the
- * decoder checks the header and payload hashes) its header hash. */
-static int obj_is_named(const struct ws_buf *out, const struct ws_fmt_objref *ref, size_t hash_off, const char *key,
-			const char *what)
+ * decoder checks the header and payload hashes) its header hash, the last
+ * 8 bytes of its header whichever its version. */
+static int obj_is_named(const struct ws_buf *out, const struct ws_fmt_objref *ref, const char *key, const char *what)
 {
+	uint64_t xxh;
 	if (out->len != ref->length)
 		return ws_fail(WS_ECORRUPT, "object %s%s is %zu bytes, manifest says %llu (truncated?)", key, what,
 			       out->len, (unsigned long long)ref->length);
-	if (hash_off + 8 > out->len || ws_get_le64(out->data + hash_off) != ref->xxh)
+	if (!ws_fmt_obj_hdr_hash(out->data, out->len, &xxh) || xxh != ref->xxh)
 		return ws_fail(WS_ECORRUPT, "object %s%s is not the object its manifest names (hash mismatch)",
 			       key, what);
 	return 0;
 }
 
-int ws_obj_fetch(struct ws_store *s, const char *mkey, const struct ws_fmt_objref *ref, size_t hash_off,
-		 struct ws_buf *out)
+int ws_obj_fetch(struct ws_store *s, const char *mkey, const struct ws_fmt_objref *ref, struct ws_buf *out)
 {
 	/* An inline batch is read from the manifest that carries it; the
 	 * manifest was verified whole (SHA-256) when the chain was read, and
@@ -104,11 +104,11 @@ int ws_obj_fetch(struct ws_store *s, const char *mkey, const struct ws_fmt_objre
 		return ws_fail(WS_EINCOMPLETE, "object %s%s is missing", key, what);
 	if (rc)
 		return ws_fail_wrap(rc, "read %s%s", key, what);
-	return obj_is_named(out, ref, hash_off, key, what);
+	return obj_is_named(out, ref, key, what);
 }
 
 int ws_chain_obj_fetch(struct ws_store *s, const struct ws_chain *c, size_t i, const struct ws_fmt_objref *ref,
-		       size_t hash_off, struct ws_buf *out)
+		       struct ws_buf *out)
 {
 	WS_ASSERT(i < c->count); /* an index into the chain the caller walks */
 	/* The head manifest carried by the watermark is stored nowhere else:
@@ -121,18 +121,21 @@ int ws_chain_obj_fetch(struct ws_store *s, const struct ws_chain *c, size_t i, c
 		if (ws_buf_append(out, c->carried + ref->inline_off, (size_t)ref->length) != 0)
 			return ws_fail(WS_ETOOBIG, "object %s (inline batch): %llu bytes", c->keys[i],
 				       (unsigned long long)ref->length);
-		return obj_is_named(out, ref, hash_off, c->keys[i], " (inline batch, carried by the watermark)");
+		return obj_is_named(out, ref, c->keys[i], " (inline batch, carried by the watermark)");
 	}
-	return ws_obj_fetch(s, c->keys[i], ref, hash_off, out);
+	return ws_obj_fetch(s, c->keys[i], ref, out);
 }
 
-int ws_batch_verify(const uint8_t *obj, size_t len, const struct ws_fmt_manifest *m,
+int ws_batch_verify(const struct ws_keyring *kr, const uint8_t *obj, size_t len, const struct ws_fmt_manifest *m,
 		    const struct ws_fmt_objref *ref, const char *name, const uint32_t seed[2], uint32_t end[2],
-		    struct ws_fmt_batch *b, const uint8_t **frames)
+		    struct ws_fmt_batch *b, struct ws_buf *plain, const uint8_t **frames)
 {
 	struct ws_wal_hdr wh;
 	struct ws_wal_cursor c;
-	int rc = ws_fmt_batch_decode(obj, len, b, frames);
+	size_t hl;
+	/* The header first: what it says is checked against the manifest and
+	 * the chain even when the payload cannot be opened (no key). */
+	int rc = ws_fmt_batch_decode_hdr(obj, len, b, &hl);
 	if (rc)
 		return ws_fail_wrap(rc, "batch %s", name);
 	if (b->gen.wal_magic != m->gen.wal_magic || b->gen.checkpoint_seq != m->gen.checkpoint_seq ||
@@ -143,6 +146,8 @@ int ws_batch_verify(const uint8_t *obj, size_t len, const struct ws_fmt_manifest
 			       name);
 	if (b->seed_cksum[0] != seed[0] || b->seed_cksum[1] != seed[1])
 		return ws_fail(WS_EINCOMPLETE, "batch %s does not continue the checksum chain", name);
+	if ((rc = ws_seal_open_batch(kr, obj, len, b, plain, frames)) != 0)
+		return ws_fail_wrap(rc, "batch %s", name);
 	memset(&wh, 0, sizeof(wh));
 	wh.magic = b->gen.wal_magic;
 	wh.page_size = b->gen.page_size;

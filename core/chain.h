@@ -46,9 +46,10 @@ int ws_manifest_read(struct ws_store *s, const char *key, const uint8_t *sha, ui
 		     struct ws_fmt_manifest *m) WS_MUST_CHECK;
 
 /* Fetch one object and check it is the one referenced: length, and the
- * header hash at hash_off. The caller's decoder then checks every hash.
+ * header hash (the last 8 bytes of its header). The caller's decoder then
+ * checks every hash.
  * mkey: the manifest naming it, which holds it when it is inline (key ""). */
-int ws_obj_fetch(struct ws_store *s, const char *mkey, const struct ws_fmt_objref *ref, size_t hash_off,
+int ws_obj_fetch(struct ws_store *s, const char *mkey, const struct ws_fmt_objref *ref,
 		 struct ws_buf *out) WS_MUST_CHECK;
 
 /*
@@ -65,11 +66,17 @@ void ws_chain_free(struct ws_chain *c);
 /* ws_obj_fetch for c->m[i]'s object ref: an inline batch of a head the
  * watermark carried comes from the chain's copy of it. */
 int ws_chain_obj_fetch(struct ws_store *s, const struct ws_chain *c, size_t i, const struct ws_fmt_objref *ref,
-		       size_t hash_off, struct ws_buf *out) WS_MUST_CHECK;
-/* Verify one batch object fully, including SQLite's checksum chain. */
-int ws_batch_verify(const uint8_t *obj, size_t len, const struct ws_fmt_manifest *m,
+		       struct ws_buf *out) WS_MUST_CHECK;
+/*
+ * Verify one batch object fully, including SQLite's checksum chain: its
+ * header against the manifest's entry and the chain first, then its
+ * payload, opened with kr into plain when sealed (*frames points there or
+ * into obj). Errors: as ws_seal_open_batch (WS_ENOKEY: only the header
+ * could be checked), WS_EFORMAT, WS_EINCOMPLETE, WS_ECORRUPT.
+ */
+int ws_batch_verify(const struct ws_keyring *kr, const uint8_t *obj, size_t len, const struct ws_fmt_manifest *m,
 		    const struct ws_fmt_objref *ref, const char *name, const uint32_t seed[2], uint32_t end[2],
-		    struct ws_fmt_batch *hdr, const uint8_t **frames) WS_MUST_CHECK;
+		    struct ws_fmt_batch *hdr, struct ws_buf *plain, const uint8_t **frames) WS_MUST_CHECK;
 
 /*
  * ws_chain_load, but the walk also ends at stop (when the chain passes

@@ -10,11 +10,15 @@
 
 #include "walship.h"
 #include "ws_format.h"
+#include "ws_seal.h"
 #include "ws_store.h"
 #include "ws_wal.h"
 
 struct ws_sink {
 	struct ws_store *store;
+	/* Keys its readers open sealed objects with (store->keys points
+	 * here): ws_sink_add_key_file's, and every writer's on this sink. */
+	struct ws_keyring ring;
 };
 
 /* Key layout (docs/FORMAT.md "Keys"): a tenant's watermark's name. */

@@ -103,6 +103,7 @@ static void tenant_free(struct tenant *t)
 	free(t->dir);
 	free(t->db_base);
 	free(t->wal_base);
+	free(t->seal_key_file);
 	free(t);
 }
 
@@ -297,6 +298,7 @@ static int shard_init(struct ws_engine *e, struct shard *sh, unsigned i)
 	sh->sink.store = open_store(e, i, false, i == 0 ? 0 : WS_STORE_EXISTING, &rc);
 	if (!sh->sink.store)
 		return rc;
+	sh->sink.store->keys = &sh->sink.ring; /* its tenants' key files join it */
 	sh->up_store = open_store(e, i, true, WS_STORE_EXISTING, &rc);
 	if (!sh->up_store)
 		return rc;
@@ -359,6 +361,7 @@ static void shard_free(struct shard *sh)
 	ws_reader_close(sh->reader);
 	ws_store_close(sh->up_store);
 	ws_store_close(sh->sink.store);
+	ws_keyring_free(&sh->sink.ring);
 	if (sh->ifd >= 0)
 		close(sh->ifd);
 	if (sh->evfd >= 0)
@@ -404,6 +407,14 @@ struct ws_engine *ws_engine_create(const struct ws_engine_config *cfg, int *err)
 	}
 	memcpy(copy, cfg->shard, cfg->shards * sizeof(*copy));
 	e->shard_cfg = copy;
+	/* Each shard keeps its key file's name: its tenants' streams load it. */
+	for (unsigned i = 0; i < cfg->shards; i++)
+		if (copy[i].seal.key_file && (copy[i].seal.key_file = strdup(copy[i].seal.key_file)) == NULL) {
+			while (i-- > 0)
+				free((void *)(uintptr_t)copy[i].seal.key_file);
+			rc = -ENOMEM;
+			goto fail;
+		}
 	e->cfg.shard = copy;
 	e->cfg.sink_url = e->sink_url;
 	e->nshards = cfg->shards;
@@ -442,6 +453,12 @@ int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *tc)
 	snprintf(t->name, sizeof(t->name), "%s", tc->name);
 	t->shard = tc->shard >= 0 ? (unsigned)tc->shard : ws_engine_shard_of(e, tc->name);
 	t->policy = tc->has_policy ? tc->policy : e->cfg.shard[t->shard].policy;
+	t->seal = tc->has_seal ? tc->seal : e->cfg.shard[t->shard].seal;
+	if (t->seal.key_file && (t->seal_key_file = strdup(t->seal.key_file)) == NULL) {
+		tenant_free(t);
+		return -ENOMEM;
+	}
+	t->seal.key_file = t->seal_key_file;
 	t->db_path = realpath(tc->db_path, NULL);
 	if (!t->db_path) {
 		rc = ws_fail(errno == ENOENT ? -ENOENT : -errno, "tenant %s: database %s: %s", tc->name, tc->db_path,
@@ -648,6 +665,8 @@ void ws_engine_destroy(struct ws_engine *e)
 	free(e->reg);
 	ws_ev_hub_destroy(e->hub);
 	free(e->shards);
+	for (unsigned i = 0; e->shard_cfg && i < e->nshards; i++)
+		free((void *)(uintptr_t)e->shard_cfg[i].seal.key_file);
 	free(e->shard_cfg);
 	free(e->sink_url);
 	pthread_mutex_destroy(&e->reg_mu);

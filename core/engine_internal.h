@@ -49,6 +49,8 @@ struct tenant {
 	char *db_base;       /* "x.db" and "x.db-wal" as inotify names them */
 	char *wal_base;
 	unsigned shard;
+	struct ws_seal_config seal; /* the tenant's, or its shard's; key_file is seal_key_file */
+	char *seal_key_file;
 	enum ws_policy policy;
 	bool removing;       /* under reg_mu: a remove's REMOVE is queued or running */
 	bool adding;         /* under reg_mu: its add still waits for its ADD (the add holds it) */

@@ -80,6 +80,7 @@ struct ws_follow {
 	uint8_t *pages;
 	size_t n, cap;
 	struct ws_buf obj;
+	struct ws_buf plain;     /* a sealed batch's frames, opened */
 	struct ws_follow_stats st;
 };
 
@@ -109,6 +110,7 @@ int ws_follow_open(struct ws_sink *sink, const struct ws_follow_config *cfg, con
 	WS_ASSERT(ws_key_watermark(f->wm_key, sizeof(f->wm_key), f->tenant) == 0); /* a valid name fits */
 	ws_buf_init(&f->wm_raw, WS_WM_BYTES_MAX);
 	ws_buf_init(&f->obj, (size_t)1 << 30);
+	ws_buf_init(&f->plain, (size_t)1 << 31);
 	*out = f;
 	return 0;
 }
@@ -119,6 +121,7 @@ void ws_follow_close(struct ws_follow *f)
 		return;
 	ws_buf_free(&f->wm_raw);
 	ws_buf_free(&f->obj);
+	ws_buf_free(&f->plain);
 	free(f->pgno);
 	free(f->pages);
 	free(f);
@@ -354,9 +357,10 @@ static int manifest_frames(struct ws_follow *f, struct walk *w)
 			snprintf(name, sizeof(name), "%s", ref->key);
 		else
 			snprintf(name, sizeof(name), "%s (inline batch %u)", w->c->keys[w->i], k);
-		rc = ws_chain_obj_fetch(f->sink->store, w->c, w->i, ref, WS_BATCH_HDR_HASH_OFF, &f->obj);
+		rc = ws_chain_obj_fetch(f->sink->store, w->c, w->i, ref, &f->obj);
 		if (!rc)
-			rc = ws_batch_verify(f->obj.data, f->obj.len, m, ref, name, run, end, &bh, &frames);
+			rc = ws_batch_verify(f->sink->store->keys, f->obj.data, f->obj.len, m, ref, name, run, end, &bh,
+					     &f->plain, &frames);
 		if (rc)
 			return ws_fail_wrap(rc, "tenant %s", f->tenant);
 		for (uint64_t j = 0; j < bh.frame_count && !rc; j++) {

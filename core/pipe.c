@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -34,7 +35,44 @@ void ws_pipe_describe_batch(struct ws_pipe_desc *d, const struct ws_pipe_batch_s
 	snprintf(d->key_prefix, sizeof(d->key_prefix), "%s", s->key_prefix);
 	d->key_seq = s->key_seq;
 	d->delegated = s->delegated;
+	d->seal = s->seal;
+	d->sealed = false;
 	memset(&d->chk, 0, sizeof(d->chk)); /* R fills it: nothing of a slot's last use */
+}
+
+/*
+ * The slot's checked frames as an object: a version 1 header (the frames
+ * go from the slot), or sealed into the slot's seal buffer under a
+ * version 2 one (compressed, encrypted; ws_seal.h).
+ */
+static int seal_slot(struct ws_pipe *p, uint32_t idx, struct ws_pipe_desc *d, const uint8_t *frames)
+{
+	size_t hl, stored;
+	int rc;
+	d->sealed = false;
+	if (!ws_seal_on(d->seal)) {
+		d->hdr_len = (uint32_t)ws_fmt_batch_encode_hdr(&d->batch, d->hdr);
+		return 0;
+	}
+	WS_ASSERT(p->seal_mem); /* ws_pipe_seal_reserve ran before a sealing slot was published */
+	rc = ws_seal_batch(d->seal, &d->batch, &(struct iovec){ (void *)(uintptr_t)frames, (size_t)d->payload_len }, 1, d->hdr,
+			   &hl, ws_pipe_seal_buf(p, idx), p->seal_slot_bytes, &stored);
+	if (rc)
+		return rc;
+	d->hdr_len = (uint32_t)hl;
+	d->payload_len = stored;
+	d->sealed = true;
+	return 0;
+}
+
+int ws_pipe_seal_reserve(struct ws_pipe *p)
+{
+	const struct ws_seal most = { .codec = WS_FMT_CODEC_ZSTD, .key = &(struct ws_seal_key){ 0 } };
+	if (p->seal_mem)
+		return 0;
+	p->seal_slot_bytes = ws_seal_bound(&most, p->ring.slot_bytes);
+	p->seal_mem = malloc(p->seal_slot_bytes * p->ring.nslots);
+	return p->seal_mem ? 0 : -ENOMEM;
 }
 
 /* WAL bytes read at a time: small enough to stay in L2 until checked. */
@@ -115,9 +153,11 @@ static int fill_slot(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t r
 	 * hashed again (only where a transaction was still being written). */
 	b->payload_xxh = c->ship == c->run.valid ? ws_xxh_digest(&hs) : ws_xxh64(frames, (size_t)c->ship * fsz);
 	d->payload_len = (uint64_t)c->ship * fsz;
-	ws_fmt_batch_encode_hdr(b, d->hdr);
-	d->hdr_len = WS_BATCH_HDR_SIZE;
-	d->hdr_xxh = ws_get_le64(d->hdr + WS_BATCH_HDR_HASH_OFF);
+	int rc = seal_slot(p, idx, d, frames);
+	if (rc)
+		return rc;
+	const bool named = ws_fmt_obj_hdr_hash(d->hdr, d->hdr_len, &d->hdr_xxh);
+	WS_ASSERT(named); /* the header just encoded */
 	if (snprintf(d->key, sizeof(d->key), "%s/b%016" PRIx64 "-%08" PRIx64 "-%016" PRIx64 "-%016" PRIx64,
 		     d->key_prefix, b->first_frame, b->frame_count, d->hdr_xxh, d->key_seq) >= (int)sizeof(d->key))
 		return WS_ETOOBIG;
@@ -191,7 +231,7 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 		}
 		iov[i][0].iov_base = d->hdr;
 		iov[i][0].iov_len = d->hdr_len;
-		iov[i][1].iov_base = ws_pipe_slot(p, from + i);
+		iov[i][1].iov_base = ws_pipe_payload(p, from + i, d);
 		iov[i][1].iov_len = d->payload_len;
 		memset(&reqs[i], 0, sizeof(reqs[i]));
 		reqs[i].key = d->key;
@@ -360,6 +400,8 @@ void ws_pipe_destroy(struct ws_pipe *p)
 	ws_reader_close(p->reader);
 	p->reader = NULL;
 	ws_ring_destroy(&p->ring);
+	free(p->seal_mem);
+	p->seal_mem = NULL;
 }
 
 /* What a published slot counts for in outstanding: its payload, or for a

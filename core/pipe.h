@@ -29,10 +29,11 @@
 #include "walship.h"
 #include "ws_format.h"
 #include "ws_reader.h"
+#include "ws_seal.h"
 #include "ws_store.h"
 #include "ws_wal.h"
 
-#define WS_PIPE_HDR_MAX 128
+#define WS_PIPE_HDR_MAX WS_OBJ_HDR_MAX
 /* The pause before a block policy's next try: doubling, capped. */
 #define WS_PIPE_BACKOFF_MIN_MS 10u
 #define WS_PIPE_BACKOFF_MAX_MS 1000u
@@ -55,6 +56,11 @@ struct ws_pipe_desc {
 	uint32_t hdr_len;         /* T or R */
 	uint64_t payload_len;     /* T or R: bytes of the slot sent after hdr */
 	enum ws_policy policy;    /* T */
+	/* How the object is sealed (T; NULL or not ws_seal_on: version 1 from
+	 * the slot as it is). A batch is sealed by its reader, a snapshot part
+	 * by the tail, into the slot's seal buffer (ws_pipe_seal_buf). */
+	const struct ws_seal *seal;
+	bool sealed;              /* T (snapshot part) or R (batch): the payload is in the seal buffer */
 	/*
 	 * A WAL batch (checked): up to `want` frames from batch.first_frame,
 	 * read into the slot and checked there by whichever thread read them
@@ -97,6 +103,7 @@ struct ws_pipe_batch_spec {
 	uint32_t want, per_chunk;
 	const char *key_prefix;
 	uint64_t key_seq;
+	const struct ws_seal *seal; /* NULL: not sealed */
 };
 
 /* Producer (T): describe reserved slot d as the batch s; nothing of the
@@ -127,7 +134,31 @@ struct ws_pipe {
 	bool chain_broken;        /* consumer: a checked slot of this tail ended the chain */
 	uint32_t chain_end[2];    /* consumer: where the chain of this tail's slots so far ends */
 	uint32_t giving_up;       /* any thread: block waits out no more failures (ws_pipe_give_up) */
+	/* One seal buffer per slot (ws_pipe_seal_reserve), seal_slot_bytes
+	 * each; NULL until a stream that seals uses the pipe. Written by the
+	 * producer before it publishes a slot that seals; read for published
+	 * slots only (the ring's P1/C2 orders the two). */
+	uint8_t *seal_mem;
+	size_t seal_slot_bytes;
 };
+
+/*
+ * Producer, before it publishes a slot that seals: give every slot a seal
+ * buffer of the most a slot's payload seals to (ws_seal_bound of a full
+ * slot under zstd and a key): about as much memory again as the ring.
+ * Once per pipe; freed by ws_pipe_destroy. Errors: -ENOMEM.
+ */
+int ws_pipe_seal_reserve(struct ws_pipe *p) WS_MUST_CHECK;
+/* Slot idx's seal buffer (ws_pipe_seal_reserve ran). */
+static inline uint8_t *ws_pipe_seal_buf(struct ws_pipe *p, uint32_t idx)
+{
+	return p->seal_mem + (size_t)p->ring.buf_of[idx & p->ring.mask] * p->seal_slot_bytes;
+}
+/* Where slot idx's payload is sent from: its seal buffer when sealed. */
+static inline uint8_t *ws_pipe_payload(struct ws_pipe *p, uint32_t idx, const struct ws_pipe_desc *d)
+{
+	return d->sealed ? ws_pipe_seal_buf(p, idx) : ws_ring_slot(&p->ring, idx);
+}
 
 /*
  * mem holds nslots * slot_bytes (the caller's registered memory).

@@ -21,6 +21,7 @@
 
 #include "chain.h"
 #include "replay.h"
+#include "ws_seal.h"
 #include "ws_assert.h"
 
 int ws_image_pwrite(int fd, const uint8_t *p, size_t n, uint64_t off)
@@ -184,7 +185,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 		   size_t upto, uint64_t target_frame, int fd, struct ws_replay_result *res,
 		   struct ws_replay_report *rep)
 {
-	struct ws_buf b;
+	struct ws_buf b, plain; /* an object as read; its payload opened when sealed */
 	uint32_t run[2] = { 0, 0 };
 	bool resync = false, have_p1 = false;
 	uint8_t p1[100]; /* page 1's header as last replayed (verify has no image to read it from) */
@@ -203,6 +204,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 		res->commit_manifest = from - 1;
 	}
 	ws_buf_init(&b, (size_t)1 << 30);
+	ws_buf_init(&plain, (size_t)1 << 31);
 	for (size_t i = from; i <= upto && i < c->count; i++) {
 		const struct ws_fmt_manifest *m = &c->m[i];
 		const uint32_t ps = m->gen.page_size;
@@ -214,9 +216,9 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 			for (uint32_t k = 0; k < m->snap_count; k++) {
 				struct ws_fmt_snap sh;
 				const uint8_t *pages;
-				rc = ws_chain_obj_fetch(s, c, i, &m->snaps[k], WS_SNAP_HDR_HASH_OFF, &b);
+				rc = ws_chain_obj_fetch(s, c, i, &m->snaps[k], &b);
 				if (!rc)
-					rc = ws_fmt_snap_decode(b.data, b.len, &sh, &pages);
+					rc = ws_seal_open_snap(s->keys, b.data, b.len, &sh, &plain, &pages);
 				if (!rc && (sh.first_page != m->snaps[k].first || sh.page_count != m->snaps[k].count ||
 					    sh.page_size != ps))
 					rc = ws_fail(WS_EFORMAT, "snapshot part does not match its manifest entry");
@@ -256,20 +258,22 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 			struct ws_fmt_batch bh;
 			const uint8_t *frames;
 			uint32_t end[2];
+			size_t hdr_len;
 			char name[WS_KEY_MAX + 32];
 			/* What messages and reports call it: an inline batch by its manifest. */
 			if (!ws_fmt_objref_inline(&m->batches[k]))
 				snprintf(name, sizeof(name), "%s", m->batches[k].key);
 			else
 				snprintf(name, sizeof(name), "%s (inline batch %u)", c->keys[i], k);
-			rc = ws_chain_obj_fetch(s, c, i, &m->batches[k], WS_BATCH_HDR_HASH_OFF, &b);
-			if (!rc && resync && ws_fmt_batch_decode(b.data, b.len, &bh, NULL) == 0) {
+			rc = ws_chain_obj_fetch(s, c, i, &m->batches[k], &b);
+			if (!rc && resync && ws_fmt_batch_decode_hdr(b.data, b.len, &bh, &hdr_len) == 0) {
 				/* After a bad batch, check the rest on their own. */
 				run[0] = bh.seed_cksum[0];
 				run[1] = bh.seed_cksum[1];
 			}
 			if (!rc)
-				rc = ws_batch_verify(b.data, b.len, m, &m->batches[k], name, run, end, &bh, &frames);
+				rc = ws_batch_verify(s->keys, b.data, b.len, m, &m->batches[k], name, run, end, &bh, &plain,
+						     &frames);
 			if (rc) {
 				ws_fail_wrap(rc, "tenant %s", tenant);
 				if (go_on(rep, &fd, tenant, name, rc)) {
@@ -352,6 +356,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 out:
 	WS_ASSERT(rc != 0 || res->commit_manifest <= upto);
 	ws_buf_free(&b);
+	ws_buf_free(&plain);
 	if (!rc && rep && rep->first_err)
 		rc = rep->first_err;
 	return rc;

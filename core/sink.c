@@ -22,6 +22,7 @@ struct ws_sink *ws_sink_open_flags(const char *url, unsigned flags, int *err)
 	sink->store = ws_store_open_flags(url, (flags & WS_SINK_EXISTING) ? WS_STORE_EXISTING : 0, &rc);
 	if (!sink->store)
 		goto fail;
+	sink->store->keys = &sink->ring;
 	*err = 0;
 	return sink;
 fail:
@@ -35,7 +36,21 @@ void ws_sink_close(struct ws_sink *sink)
 	if (!sink)
 		return;
 	ws_store_close(sink->store);
+	ws_keyring_free(&sink->ring);
 	free(sink);
+}
+
+int ws_sink_add_key_file(struct ws_sink *sink, const char *path)
+{
+	struct ws_keyring k = { 0 };
+	int rc;
+	if (!sink || !path)
+		return ws_fail(WS_ECONFIG, "ws_sink_add_key_file: no sink or no path");
+	rc = ws_keyring_load(&k, path);
+	if (!rc)
+		rc = ws_keyring_merge(&sink->ring, &k);
+	ws_keyring_free(&k);
+	return rc;
 }
 
 void ws_sink_get_stats(const struct ws_sink *sink, struct ws_sink_stats *out)

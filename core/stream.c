@@ -85,6 +85,37 @@ int room_part(struct ws_stream *st, uint32_t n)
 	return rc;
 }
 
+/*
+ * The codec WS_CODEC_DEFAULT stands for: resolved here and nowhere else.
+ * NONE for now; which codec and level new objects get by default is to be
+ * chosen by a benchmark of sealing against a sink's throughput.
+ */
+#define SEAL_CODEC_DEFAULT WS_CODEC_NONE
+
+/* The stream's seal: its codec, and its key file's keys (the last seals),
+ * which join the sink's for reading. */
+static int seal_setup(struct ws_stream *st, const struct ws_seal_config *c)
+{
+	const enum ws_codec codec = c->codec == WS_CODEC_DEFAULT ? SEAL_CODEC_DEFAULT : c->codec;
+	int rc;
+	if (codec != WS_CODEC_NONE && codec != WS_CODEC_ZSTD)
+		return ws_fail(WS_ECONFIG, "tenant %s: unknown codec %d", st->tenant, (int)c->codec);
+	if (c->level < 0 || c->level > 19)
+		return ws_fail(WS_ECONFIG, "tenant %s: zstd level %d is not 1..19 (0: the default)", st->tenant,
+			       c->level);
+	st->seal.codec = codec == WS_CODEC_ZSTD ? WS_FMT_CODEC_ZSTD : WS_FMT_CODEC_NONE;
+	st->seal.level = c->level;
+	if (!c->key_file)
+		return 0;
+	rc = ws_keyring_load(&st->seal_keys, c->key_file);
+	if (!rc)
+		rc = ws_keyring_merge(&st->sink->ring, &st->seal_keys);
+	if (rc)
+		return ws_fail_wrap(rc, "tenant %s", st->tenant);
+	st->seal.key = ws_keyring_writer(&st->seal_keys);
+	return 0;
+}
+
 /* Validate the config and make the stream; no reader, pipe or SQLite yet. */
 static struct ws_stream *stream_new(struct ws_sink *sink, const struct ws_stream_config *cfg, int *err)
 {
@@ -142,6 +173,8 @@ static struct ws_stream *stream_new(struct ws_sink *sink, const struct ws_stream
 	ws_buf_init(&st->carry.buf, WS_WM_BYTES_MAX);
 	ws_buf_init(&st->carry.next, WS_WM_BYTES_MAX);
 	st->io.wal_fd = st->io.wal_slot = -1;
+	if ((rc = seal_setup(st, &cfg->seal)) != 0)
+		goto fail;
 	st->opened_ms = ws_wall_ms();
 	if (asprintf(&st->db_path, "%s", cfg->db_path) < 0 ||
 	    asprintf(&st->wal_path, "%s-wal", cfg->db_path) < 0) {
@@ -196,6 +229,8 @@ struct ws_stream *ws_stream_open(struct ws_sink *sink, const struct ws_stream_co
 	if (rc)
 		goto fail;
 	st->pipe = &st->own_pipe;
+	if (ws_seal_on(&st->seal) && (rc = ws_pipe_seal_reserve(st->pipe)) != 0)
+		goto fail;
 	*err = 0;
 	return st;
 fail:
@@ -217,6 +252,10 @@ struct ws_stream *ws_stream_open_shared(struct ws_sink *sink, const struct ws_st
 	st->pipe = sh->pipe;
 	st->batch_bytes_max = sh->pipe->ring.slot_bytes;
 	use_work(st, sh->work);
+	if (ws_seal_on(&st->seal) && (*err = ws_pipe_seal_reserve(st->pipe)) != 0) {
+		ws_stream_close(st);
+		return NULL;
+	}
 	return st;
 }
 
@@ -275,6 +314,7 @@ void ws_stream_close(struct ws_stream *st)
 	ws_buf_free(&st->carry.next);
 	free(st->db_path);
 	free(st->wal_path);
+	ws_keyring_free(&st->seal_keys);
 	free(st);
 }
 

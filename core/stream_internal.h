@@ -186,6 +186,10 @@ struct ws_stream_carry {
 struct ws_stream {
 	/* The stream: set at open, for its life. */
 	struct ws_sink *sink;
+	/* How its batches and snapshot parts are sealed (seal.key points into
+	 * seal_keys, its key file's keys; ws_seal_on false: version 1). */
+	struct ws_seal seal;
+	struct ws_keyring seal_keys;
 	char tenant[WS_TENANT_MAX];
 	char *db_path;
 	char *wal_path;

@@ -275,7 +275,7 @@ int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome 
 			  m.batches[k].length == d->hdr_len + d->payload_len);
 		inl[0].iov_base = d->hdr;
 		inl[0].iov_len = d->hdr_len;
-		inl[1].iov_base = ws_pipe_slot(st->pipe, st->at.inl_idx);
+		inl[1].iov_base = ws_pipe_payload(st->pipe, st->at.inl_idx, d);
 		inl[1].iov_len = d->payload_len;
 		m.inline_iov = inl;
 		m.inline_iovcnt = 2;

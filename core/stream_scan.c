@@ -29,7 +29,7 @@ void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d)
 		res->chk = d->chk;
 		ref->first = d->batch.first_frame;
 		ref->count = d->chk.ship;
-		ref->length = WS_BATCH_HDR_SIZE + d->payload_len;
+		ref->length = d->hdr_len + d->payload_len;
 		/* The real key, for the manifest, or for the message that names
 		 * the upload that failed. */
 		if (d->chk.ship && !d->chk.dropped)
@@ -127,9 +127,10 @@ static int publish_batch(struct ws_stream *st, uint32_t idx, size_t payload_len,
 	return publish_end(st, idx, d, ref, payload_len, info);
 }
 
-/* A snapshot part: sent as it is, under the header given. */
+/* A snapshot part: sent as it is, under the header given (from the
+ * slot's seal buffer when sealed). */
 static int publish_snap(struct ws_stream *st, uint32_t idx, const uint8_t *hdr, size_t hdr_len, size_t payload_len,
-			const struct ws_part *info)
+			bool sealed, const struct ws_part *info)
 {
 	const struct ws_fmt_objref *ref = &info->res.ref;
 	struct ws_pipe_desc *d = ws_pipe_desc(st->pipe, idx);
@@ -144,6 +145,8 @@ static int publish_snap(struct ws_stream *st, uint32_t idx, const uint8_t *hdr, 
 	d->payload_len = payload_len;
 	d->delegated = false;
 	d->hold = false;
+	d->seal = NULL;
+	d->sealed = sealed;
 	return publish_end(st, idx, d, ref, payload_len, info);
 }
 
@@ -239,6 +242,15 @@ static int merge_checked(struct ws_stream *st, struct scan *sc, uint32_t first_p
 	return 0;
 }
 
+/* The most an inline batch of plain_len bytes of frames may hold, sealed
+ * or not (its header and the codec's worst case). */
+static uint64_t hold_bytes(const struct ws_stream *st, uint64_t plain_len)
+{
+	if (!ws_seal_on(&st->seal))
+		return plain_len + WS_BATCH_HDR_SIZE;
+	return ws_seal_bound(&st->seal, (size_t)plain_len) + WS_BATCH_HDR2_SIZE;
+}
+
 /*
  * The scan when every slot is checked where it is read (pipe.h): the tail
  * reads and checks every other slot itself and hands the others to the
@@ -274,7 +286,7 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 	 * writes instead of three. Never in a re-base, whose snapshot parts
 	 * reserve slots after the scan. */
 	const bool hold = st->inline_max && !multi && at_limit != LIMIT_REBASE &&
-			  frames_total * fsz + WS_BATCH_HDR_SIZE <= st->inline_max;
+			  hold_bytes(st, frames_total * fsz) <= st->inline_max;
 	for (uint32_t k = 0;; k++) {
 		uint64_t off = ws_wal_frame_offset(sc->gen.page_size, next);
 		struct ws_pipe_desc *d;
@@ -342,6 +354,7 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 			.want = (uint32_t)want,
 			.per_chunk = (uint32_t)per_chunk,
 			.key_prefix = sc->prefix,
+			.seal = &st->seal,
 			/* The key carries the manifest's watermark sequence, as a
 			 * snapshot part's does: a later chain that re-ships the same
 			 * frames (a re-base of a WAL an older chain shipped) never
@@ -405,6 +418,21 @@ int scan_rest(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes)
 	}
 }
 
+/* A snapshot part's header, and its payload's stored length: the pages in
+ * the slot as they are (version 1), or sealed into its seal buffer. */
+static int snap_object(struct ws_stream *st, uint32_t idx, struct ws_fmt_snap *s, const uint8_t *pages,
+		       uint8_t hdr[WS_OBJ_HDR_MAX], size_t *hdr_len, size_t *stored)
+{
+	const size_t len = ws_fmt_snap_plain_len(s);
+	if (!ws_seal_on(&st->seal)) {
+		*hdr_len = ws_fmt_snap_encode_hdr(s, hdr);
+		*stored = len;
+		return 0;
+	}
+	return ws_seal_snap(&st->seal, s, &(struct iovec){ (void *)(uintptr_t)pages, len }, 1, hdr, hdr_len,
+			    ws_pipe_seal_buf(st->pipe, idx), st->pipe->seal_slot_bytes, stored);
+}
+
 /* Upload the raw database file as snapshot parts (REBASE); db_pages at the cut. */
 int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pages)
 {
@@ -426,7 +454,8 @@ int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pag
 		struct ws_fmt_snap s;
 		struct ws_fmt_objref *ref;
 		struct ws_part part;
-		uint8_t hdr[WS_SNAP_HDR_SIZE];
+		uint8_t hdr[WS_OBJ_HDR_MAX];
+		size_t hdr_len, stored;
 		uint8_t *buf;
 		uint32_t idx;
 		int rc;
@@ -454,17 +483,22 @@ int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pag
 				       "(batch_bytes_max); raise batch_bytes_max", st->tenant, MAX_SNAPS, per_part);
 		if (rc)
 			return ws_fail(rc, "tenant %s: no memory for snapshot part %u", st->tenant, st->at.snap_count + 1);
+		memset(&s, 0, sizeof(s));
 		s.page_size = ps;
 		s.first_page = (uint32_t)(p + 1);
 		s.page_count = (uint32_t)n;
 		s.payload_xxh = ws_xxh64(buf, n * ps);
-		ws_fmt_snap_encode_hdr(&s, hdr);
+		rc = snap_object(st, idx, &s, buf, hdr, &hdr_len, &stored);
+		if (rc)
+			return ws_fail_wrap(rc, "tenant %s: seal snapshot part of pages %" PRIu64 "+%zu", st->tenant,
+					    p + 1, n);
 		memset(&part, 0, sizeof(part));
 		ref = &part.res.ref;
 		ref->first = p + 1;
 		ref->count = n;
-		ref->xxh = ws_get_le64(hdr + WS_SNAP_HDR_HASH_OFF);
-		ref->length = sizeof(hdr) + n * ps;
+		const bool named = ws_fmt_obj_hdr_hash(hdr, hdr_len, &ref->xxh);
+		WS_ASSERT(named); /* a header just encoded names its hash */
+		ref->length = hdr_len + stored;
 		/* The key carries the manifest's watermark sequence: a later
 		 * REBASE of the same bytes (a database without WAL between runs)
 		 * never re-uses a part of an older chain, which retention may be
@@ -476,7 +510,7 @@ int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pag
 		part.snap = true;
 		part.ref = st->at.snap_count;
 		st->at.snap_count++;
-		rc = publish_snap(st, idx, hdr, sizeof(hdr), n * ps, &part);
+		rc = publish_snap(st, idx, hdr, hdr_len, stored, ws_seal_on(&st->seal), &part);
 		if (rc)
 			return rc;
 		p += n;

@@ -17,6 +17,12 @@
  *   20 4 first page (1-based)  24 4 page count  28 4 reserved  32 8 XXH3-64 of pages
  *   40 16 reserved (0)  56 8 XXH3-64 of bytes 0..55
  *
+ * Version 2 of both (docs/FORMAT.md "Sealed objects"): the same fields, the
+ * v1 header hash's place and on holding codec, cipher, key id, nonce and
+ * the stored payload length (put_seal), the header hash last; header 136
+ * (batch) / 104 (snapshot part) bytes; the payload is stored compressed
+ * and/or encrypted (store/seal.c opens it).
+ *
  * Manifest (".wsm") and watermark are a fixed head, variable records and a
  * trailing XXH3-64 of everything before it; see docs/FORMAT.md. A reader that
  * finds any length, count or hash out of place rejects the whole object.
@@ -65,14 +71,112 @@ bool ws_tenant_name_valid(const char *name)
 	return strcmp(name, "..") != 0 && strcmp(name, "checkpoints") != 0;
 }
 
+/* ---- version 2's sealing fields (batch and snapshot part alike) -------- */
+
+/*
+ * At `off` (88 in a batch, 56 in a snapshot part), 40 bytes, then the
+ * header hash:
+ *   +0 4 codec  +4 4 cipher  +8 8 key id  +16 12 nonce  +28 4 reserved (0)
+ *   +32 8 stored payload length
+ */
+#define SEAL_FIELDS_BYTES 40u
+
+static void put_seal(uint8_t *h, size_t off, const struct ws_fmt_seal *s)
+{
+	ws_put_le32(h + off, s->codec);
+	ws_put_le32(h + off + 4, s->cipher);
+	ws_put_le64(h + off + 8, s->key_id);
+	memcpy(h + off + 16, s->nonce, WS_SEAL_NONCE_LEN);
+	ws_put_le64(h + off + 32, s->stored_len);
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/* Read and check the sealing fields against the plaintext's length. */
+static int get_seal(const uint8_t *h, size_t off, uint64_t plain_len, const char *what, struct ws_fmt_seal *s)
+{
+	s->version = 2;
+	s->codec = ws_get_le32(h + off);
+	s->cipher = ws_get_le32(h + off + 4);
+	s->key_id = ws_get_le64(h + off + 8);
+	memcpy(s->nonce, h + off + 16, WS_SEAL_NONCE_LEN);
+	s->stored_len = ws_get_le64(h + off + 32);
+	if (s->codec > WS_FMT_CODEC_ZSTD)
+		return ws_fail(WS_EFORMAT, "%s names unknown codec %u", what, s->codec);
+	if (s->cipher > WS_FMT_CIPHER_AES256GCM)
+		return ws_fail(WS_EFORMAT, "%s names unknown cipher %u", what, s->cipher);
+	if (ws_get_le32(h + off + 28) != 0 ||
+	    (s->cipher == WS_FMT_CIPHER_NONE && (s->key_id != 0 || !all_zero(s->nonce, WS_SEAL_NONCE_LEN))))
+		return ws_fail(WS_EFORMAT, "%s has a key id or nonce without a cipher, or reserved bytes set", what);
+	const uint64_t tag = s->cipher ? WS_SEAL_TAG_LEN : 0;
+	if (s->stored_len < tag || (s->codec == WS_FMT_CODEC_NONE && s->stored_len != plain_len + tag))
+		return ws_fail(WS_EFORMAT, "%s stores %llu payload bytes, which cannot hold %llu bytes under "
+			       "codec %u, cipher %u", what, (unsigned long long)s->stored_len,
+			       (unsigned long long)plain_len, s->codec, s->cipher);
+	return 0;
+}
+
+/*
+ * The version, header size and header hash every batch and snapshot part
+ * share; *hdr_len: the header's size (v1_size or v2_size).
+ */
+static int check_hdr(const uint8_t *obj, size_t len, const char *magic, const char *what, size_t v1_size,
+		     size_t v2_size, size_t *hdr_len)
+{
+	uint32_t version, size;
+	if (len < v1_size || memcmp(obj, magic, 8) != 0)
+		return ws_fail(WS_EFORMAT, "not a walship %s (bad magic or %zu bytes)", what, len);
+	version = ws_get_le32(obj + 8);
+	size = ws_get_le32(obj + 12);
+	if ((version != 1 && version != 2) || size != (version == 1 ? v1_size : v2_size))
+		return ws_fail(WS_EFORMAT, "unsupported %s version %u (header of %u bytes); this reader knows "
+			       "versions 1 and 2", what, version, size);
+	if (len < size)
+		return ws_fail(WS_EFORMAT, "%s of %zu bytes is shorter than its %u-byte header", what, len, size);
+	if (ws_get_le64(obj + size - 8) != ws_xxh64(obj, size - 8))
+		return ws_fail(WS_ECORRUPT, "%s header hash mismatch", what);
+	*hdr_len = size;
+	return 0;
+}
+
+bool ws_fmt_obj_hdr_hash(const uint8_t *obj, size_t len, uint64_t *xxh)
+{
+	uint32_t size = len >= 16 ? ws_get_le32(obj + 12) : 0;
+	if (size < 16 || size > len)
+		return false;
+	*xxh = ws_get_le64(obj + size - 8);
+	return true;
+}
+
+/* The object's length: its header and the payload as stored. */
+static int check_len(size_t len, size_t hdr_len, const struct ws_fmt_seal *s, uint64_t plain_len,
+		     const char *what)
+{
+	uint64_t want = hdr_len + (s->version == 2 ? s->stored_len : plain_len);
+	if (s->version == 2 && s->stored_len > UINT64_MAX - hdr_len)
+		want = 0;
+	if (want != len)
+		return ws_fail(WS_EFORMAT, "%s is %zu bytes, header says %llu (truncated or padded)", what, len,
+			       (unsigned long long)want);
+	return 0;
+}
+
 /* ---- batch ------------------------------------------------------------ */
 
-void ws_fmt_batch_encode_hdr(const struct ws_fmt_batch *b, uint8_t h[WS_BATCH_HDR_SIZE])
+size_t ws_fmt_batch_encode_hdr(const struct ws_fmt_batch *b, uint8_t h[WS_OBJ_HDR_MAX])
 {
-	memset(h, 0, WS_BATCH_HDR_SIZE);
+	const bool v2 = b->seal.version == 2;
+	const size_t size = v2 ? WS_BATCH_HDR2_SIZE : WS_BATCH_HDR_SIZE;
+	memset(h, 0, size);
 	memcpy(h, BATCH_MAGIC, 8);
-	ws_put_le32(h + 8, 1);
-	ws_put_le32(h + 12, WS_BATCH_HDR_SIZE);
+	ws_put_le32(h + 8, v2 ? 2 : 1);
+	ws_put_le32(h + 12, (uint32_t)size);
 	ws_put_le32(h + 16, b->gen.page_size);
 	ws_put_le32(h + 20, b->gen.wal_magic);
 	ws_put_le32(h + 24, b->gen.checkpoint_seq);
@@ -85,18 +189,14 @@ void ws_fmt_batch_encode_hdr(const struct ws_fmt_batch *b, uint8_t h[WS_BATCH_HD
 	ws_put_le32(h + 64, b->end_cksum[0]);
 	ws_put_le32(h + 68, b->end_cksum[1]);
 	ws_put_le64(h + 72, b->payload_xxh);
-	ws_put_le64(h + 88, ws_xxh64(h, 88));
+	if (v2)
+		put_seal(h, 88, &b->seal);
+	ws_put_le64(h + size - 8, ws_xxh64(h, size - 8));
+	return size;
 }
 
-int ws_fmt_batch_decode(const uint8_t *obj, size_t len, struct ws_fmt_batch *b, const uint8_t **frames)
+static void get_batch_fields(const uint8_t *obj, struct ws_fmt_batch *b)
 {
-	uint64_t want;
-	if (len < WS_BATCH_HDR_SIZE || memcmp(obj, BATCH_MAGIC, 8) != 0)
-		return ws_fail(WS_EFORMAT, "not a walship batch (bad magic or %zu bytes)", len);
-	if (ws_get_le64(obj + 88) != ws_xxh64(obj, 88))
-		return ws_fail(WS_ECORRUPT, "batch header hash mismatch");
-	if (ws_get_le32(obj + 8) != 1 || ws_get_le32(obj + 12) != WS_BATCH_HDR_SIZE)
-		return ws_fail(WS_EFORMAT, "unsupported batch version %u", ws_get_le32(obj + 8));
 	memset(b, 0, sizeof(*b));
 	b->gen.page_size = ws_get_le32(obj + 16);
 	b->gen.wal_magic = ws_get_le32(obj + 20);
@@ -110,47 +210,75 @@ int ws_fmt_batch_decode(const uint8_t *obj, size_t len, struct ws_fmt_batch *b, 
 	b->end_cksum[0] = ws_get_le32(obj + 64);
 	b->end_cksum[1] = ws_get_le32(obj + 68);
 	b->payload_xxh = ws_get_le64(obj + 72);
+}
+
+int ws_fmt_batch_decode_hdr(const uint8_t *obj, size_t len, struct ws_fmt_batch *b, size_t *hdr_len)
+{
+	int rc = check_hdr(obj, len, BATCH_MAGIC, "batch", WS_BATCH_HDR_SIZE, WS_BATCH_HDR2_SIZE, hdr_len);
+	if (rc)
+		return rc;
+	get_batch_fields(obj, b);
 	if (!page_size_ok(b->gen.page_size) || !wal_magic_ok(b->gen.wal_magic, false))
 		return ws_fail(WS_EFORMAT, "batch has page size %u / WAL magic %#x", b->gen.page_size,
 			       b->gen.wal_magic);
 	if (b->first_frame == 0 || b->frame_count == 0 || b->frame_count > (1u << 26))
 		return ws_fail(WS_EFORMAT, "batch frame range %llu+%llu invalid",
 			       (unsigned long long)b->first_frame, (unsigned long long)b->frame_count);
-	want = WS_BATCH_HDR_SIZE + b->frame_count * (24u + (uint64_t)b->gen.page_size);
-	if (want != len)
-		return ws_fail(WS_EFORMAT, "batch is %zu bytes, header says %llu (truncated or padded)", len,
-			       (unsigned long long)want);
-	if (ws_xxh64(obj + WS_BATCH_HDR_SIZE, len - WS_BATCH_HDR_SIZE) != b->payload_xxh)
-		return ws_fail(WS_ECORRUPT, "batch payload hash mismatch");
-	if (frames)
-		*frames = obj + WS_BATCH_HDR_SIZE;
+	if (*hdr_len == WS_BATCH_HDR2_SIZE &&
+	    (rc = get_seal(obj, 88, ws_fmt_batch_plain_len(b), "batch", &b->seal)) != 0)
+		return rc;
+	return check_len(len, *hdr_len, &b->seal, ws_fmt_batch_plain_len(b), "batch");
+}
+
+/* A payload stored as it is: its hash; what it holds starts at obj + hdr_len. */
+static int plain_payload(const uint8_t *obj, size_t len, size_t hdr_len, const struct ws_fmt_seal *s,
+			 uint64_t xxh, const char *what)
+{
+	if (!ws_fmt_seal_plain(s))
+		return ws_fail(WS_EFORMAT, "%s is sealed (codec %u, cipher %u): it must be opened", what, s->codec,
+			       s->cipher);
+	if (ws_xxh64(obj + hdr_len, len - hdr_len) != xxh)
+		return ws_fail(WS_ECORRUPT, "%s payload hash mismatch", what);
 	return 0;
+}
+
+int ws_fmt_batch_decode(const uint8_t *obj, size_t len, struct ws_fmt_batch *b, const uint8_t **frames)
+{
+	size_t hl;
+	int rc = ws_fmt_batch_decode_hdr(obj, len, b, &hl);
+	if (!rc)
+		rc = plain_payload(obj, len, hl, &b->seal, b->payload_xxh, "batch");
+	if (!rc && frames)
+		*frames = obj + hl;
+	return rc;
 }
 
 /* ---- snapshot part ---------------------------------------------------- */
 
-void ws_fmt_snap_encode_hdr(const struct ws_fmt_snap *s, uint8_t h[WS_SNAP_HDR_SIZE])
+size_t ws_fmt_snap_encode_hdr(const struct ws_fmt_snap *s, uint8_t h[WS_OBJ_HDR_MAX])
 {
-	memset(h, 0, WS_SNAP_HDR_SIZE);
+	const bool v2 = s->seal.version == 2;
+	const size_t size = v2 ? WS_SNAP_HDR2_SIZE : WS_SNAP_HDR_SIZE;
+	memset(h, 0, size);
 	memcpy(h, SNAP_MAGIC, 8);
-	ws_put_le32(h + 8, 1);
-	ws_put_le32(h + 12, WS_SNAP_HDR_SIZE);
+	ws_put_le32(h + 8, v2 ? 2 : 1);
+	ws_put_le32(h + 12, (uint32_t)size);
 	ws_put_le32(h + 16, s->page_size);
 	ws_put_le32(h + 20, s->first_page);
 	ws_put_le32(h + 24, s->page_count);
 	ws_put_le64(h + 32, s->payload_xxh);
-	ws_put_le64(h + 56, ws_xxh64(h, 56));
+	if (v2)
+		put_seal(h, 56, &s->seal);
+	ws_put_le64(h + size - 8, ws_xxh64(h, size - 8));
+	return size;
 }
 
-int ws_fmt_snap_decode(const uint8_t *obj, size_t len, struct ws_fmt_snap *s, const uint8_t **pages)
+int ws_fmt_snap_decode_hdr(const uint8_t *obj, size_t len, struct ws_fmt_snap *s, size_t *hdr_len)
 {
-	uint64_t want;
-	if (len < WS_SNAP_HDR_SIZE || memcmp(obj, SNAP_MAGIC, 8) != 0)
-		return ws_fail(WS_EFORMAT, "not a walship snapshot part (bad magic or %zu bytes)", len);
-	if (ws_get_le64(obj + 56) != ws_xxh64(obj, 56))
-		return ws_fail(WS_ECORRUPT, "snapshot header hash mismatch");
-	if (ws_get_le32(obj + 8) != 1 || ws_get_le32(obj + 12) != WS_SNAP_HDR_SIZE)
-		return ws_fail(WS_EFORMAT, "unsupported snapshot version %u", ws_get_le32(obj + 8));
+	int rc = check_hdr(obj, len, SNAP_MAGIC, "snapshot part", WS_SNAP_HDR_SIZE, WS_SNAP_HDR2_SIZE, hdr_len);
+	if (rc)
+		return rc;
+	memset(s, 0, sizeof(*s));
 	s->page_size = ws_get_le32(obj + 16);
 	s->first_page = ws_get_le32(obj + 20);
 	s->page_count = ws_get_le32(obj + 24);
@@ -158,15 +286,21 @@ int ws_fmt_snap_decode(const uint8_t *obj, size_t len, struct ws_fmt_snap *s, co
 	if (!page_size_ok(s->page_size) || s->first_page == 0 || s->page_count == 0)
 		return ws_fail(WS_EFORMAT, "snapshot part geometry invalid (page size %u, pages %u+%u)",
 			       s->page_size, s->first_page, s->page_count);
-	want = WS_SNAP_HDR_SIZE + (uint64_t)s->page_count * s->page_size;
-	if (want != len)
-		return ws_fail(WS_EFORMAT, "snapshot part is %zu bytes, header says %llu", len,
-			       (unsigned long long)want);
-	if (ws_xxh64(obj + WS_SNAP_HDR_SIZE, len - WS_SNAP_HDR_SIZE) != s->payload_xxh)
-		return ws_fail(WS_ECORRUPT, "snapshot payload hash mismatch");
-	if (pages)
-		*pages = obj + WS_SNAP_HDR_SIZE;
-	return 0;
+	if (*hdr_len == WS_SNAP_HDR2_SIZE &&
+	    (rc = get_seal(obj, 56, ws_fmt_snap_plain_len(s), "snapshot part", &s->seal)) != 0)
+		return rc;
+	return check_len(len, *hdr_len, &s->seal, ws_fmt_snap_plain_len(s), "snapshot part");
+}
+
+int ws_fmt_snap_decode(const uint8_t *obj, size_t len, struct ws_fmt_snap *s, const uint8_t **pages)
+{
+	size_t hl;
+	int rc = ws_fmt_snap_decode_hdr(obj, len, s, &hl);
+	if (!rc)
+		rc = plain_payload(obj, len, hl, &s->seal, s->payload_xxh, "snapshot part");
+	if (!rc && pages)
+		*pages = obj + hl;
+	return rc;
 }
 
 /* ---- variable-length records: a tiny writer and a bounds-checked reader - */

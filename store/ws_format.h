@@ -22,10 +22,40 @@
 
 #define WS_BATCH_HDR_SIZE 96u
 #define WS_SNAP_HDR_SIZE 64u
+/* Version 2 headers (docs/FORMAT.md "Sealed objects"): version 1's fields
+ * and codec, cipher, key id, nonce and stored payload length. */
+#define WS_BATCH_HDR2_SIZE 136u
+#define WS_SNAP_HDR2_SIZE 104u
+#define WS_OBJ_HDR_MAX WS_BATCH_HDR2_SIZE
 /* Offsets of the header hash (XXH3-64 of the header before it, which
- * includes the payload hash): an object's identity in keys and references. */
+ * includes the payload hash): an object's identity in keys and references.
+ * Always the last 8 bytes of the header (ws_fmt_obj_hdr_hash). */
 #define WS_BATCH_HDR_HASH_OFF 88u
 #define WS_SNAP_HDR_HASH_OFF 56u
+
+/* How a version 2 payload is stored: compressed (codec), then encrypted
+ * (cipher). Values are the bytes' (docs/FORMAT.md). */
+enum ws_fmt_codec { WS_FMT_CODEC_NONE = 0, WS_FMT_CODEC_ZSTD = 1 };
+enum ws_fmt_cipher { WS_FMT_CIPHER_NONE = 0, WS_FMT_CIPHER_AES256GCM = 1 };
+#define WS_SEAL_NONCE_LEN 12u
+#define WS_SEAL_TAG_LEN 16u
+
+/* A version 2 object's sealing fields; version 0 or 1 = a version 1 object. */
+struct ws_fmt_seal {
+	uint32_t version;
+	uint32_t codec;            /* enum ws_fmt_codec */
+	uint32_t cipher;           /* enum ws_fmt_cipher */
+	uint64_t key_id;           /* the key's fingerprint (ws_seal.h); 0 without a cipher */
+	uint8_t nonce[WS_SEAL_NONCE_LEN];
+	uint64_t stored_len;       /* payload bytes as stored (with the tag) */
+};
+
+/* The payload is stored as it is (a version 1 object, or version 2 with
+ * neither codec nor cipher): the reader uses it in place. */
+static inline bool ws_fmt_seal_plain(const struct ws_fmt_seal *s)
+{
+	return s->codec == WS_FMT_CODEC_NONE && s->cipher == WS_FMT_CIPHER_NONE;
+}
 #define WS_TENANT_NAME_MAX 128u   /* including NUL */
 #define WS_MANIFEST_ITEMS_MAX 65536u
 
@@ -51,14 +81,31 @@ struct ws_fmt_batch {
 	uint64_t frame_count;
 	uint32_t seed_cksum[2];    /* running checksum before first_frame */
 	uint32_t end_cksum[2];     /* checksum of the last frame */
-	uint64_t payload_xxh;      /* XXH3-64 of the frames */
+	uint64_t payload_xxh;      /* XXH3-64 of the frames (as SQLite wrote them, before sealing) */
+	struct ws_fmt_seal seal;   /* version 2 only (seal.version 2); zero: version 1 */
 };
 
-/* Encode the header; frames follow it unchanged (sent from the caller's buffer). */
-void ws_fmt_batch_encode_hdr(const struct ws_fmt_batch *b, uint8_t hdr[WS_BATCH_HDR_SIZE]);
+/* Encode the header (version 1, or 2 when b->seal.version is 2); returns
+ * its size. The payload follows it (sent from the caller's buffer). */
+size_t ws_fmt_batch_encode_hdr(const struct ws_fmt_batch *b, uint8_t hdr[WS_OBJ_HDR_MAX]);
+/* The frames' bytes (the plaintext) a batch's header names. */
+static inline uint64_t ws_fmt_batch_plain_len(const struct ws_fmt_batch *b)
+{
+	return b->frame_count * (24u + (uint64_t)b->gen.page_size);
+}
 /*
- * Decode and check a whole batch object: header hash, exact length, payload
- * hash. *frames points into obj. Errors: WS_EFORMAT, WS_ECORRUPT.
+ * Decode and check a batch's header (version 1 or 2): magic, header hash,
+ * version, fields, codec and cipher values, and the object's exact length
+ * (version 2: header + stored payload length). The payload is not looked
+ * at. *hdr_len: the header's size. Errors: WS_EFORMAT, WS_ECORRUPT.
+ */
+int ws_fmt_batch_decode_hdr(const uint8_t *obj, size_t len, struct ws_fmt_batch *out,
+			    size_t *hdr_len) WS_MUST_CHECK;
+/*
+ * Decode and check a whole batch object whose payload is stored as it is
+ * (ws_fmt_seal_plain): header, exact length, payload hash. *frames points
+ * into obj. A sealed one is WS_EFORMAT (ws_seal_open_batch opens it).
+ * Errors: WS_EFORMAT, WS_ECORRUPT.
  */
 int ws_fmt_batch_decode(const uint8_t *obj, size_t len, struct ws_fmt_batch *out,
 			const uint8_t **frames) WS_MUST_CHECK;
@@ -69,11 +116,24 @@ struct ws_fmt_snap {
 	uint32_t page_size;
 	uint32_t first_page;       /* 1-based page number of the first page */
 	uint32_t page_count;
-	uint64_t payload_xxh;
+	uint64_t payload_xxh;      /* XXH3-64 of the pages (before sealing) */
+	struct ws_fmt_seal seal;   /* as a batch's */
 };
-void ws_fmt_snap_encode_hdr(const struct ws_fmt_snap *s, uint8_t hdr[WS_SNAP_HDR_SIZE]);
+size_t ws_fmt_snap_encode_hdr(const struct ws_fmt_snap *s, uint8_t hdr[WS_OBJ_HDR_MAX]);
+static inline uint64_t ws_fmt_snap_plain_len(const struct ws_fmt_snap *s)
+{
+	return (uint64_t)s->page_count * s->page_size;
+}
+/* As the batch's. */
+int ws_fmt_snap_decode_hdr(const uint8_t *obj, size_t len, struct ws_fmt_snap *out,
+			   size_t *hdr_len) WS_MUST_CHECK;
 int ws_fmt_snap_decode(const uint8_t *obj, size_t len, struct ws_fmt_snap *out,
 		       const uint8_t **pages) WS_MUST_CHECK;
+
+/* The header hash of a batch or snapshot part of either version (the last
+ * 8 bytes of its header, whose size is at offset 12); false when obj is
+ * too short to hold the header it names. */
+bool ws_fmt_obj_hdr_hash(const uint8_t *obj, size_t len, uint64_t *xxh);
 
 /* ---- manifest: makes a range of batches part of the stream ------------ */
 

@@ -178,6 +178,8 @@ struct ws_store_ops {
 	enum ws_store_kind kind;     /* which backend: ws_store_kind */
 };
 
+struct ws_keyring;
+
 struct ws_store {
 	const struct ws_store_ops *ops;
 	char url[1024];
@@ -190,6 +192,9 @@ struct ws_store {
 	 * other work goes on meanwhile (s3 only; other stores never throttle). */
 	bool throttle_fail_fast;
 	uint64_t throttle_until_ms;
+	/* The keys sealed objects read through this handle are opened with
+	 * (borrowed: the sink's; NULL: none). Set before any reader runs. */
+	const struct ws_keyring *keys;
 };
 
 enum ws_store_kind ws_store_kind(const struct ws_store *s);

@@ -6,11 +6,13 @@ set -euo pipefail
 [ "${WS_SKIP_INSTALL:-0}" = "1" ] && exit 0
 
 # Build and run: what the library, the CLI and the demo need (the CLI: libinih
-# for its INI config, Jansson for --json, libmicrohttpd for --metrics-addr).
+# for its INI config, Jansson for --json, libmicrohttpd for --metrics-addr;
+# libzstd: the codec of sealed objects).
 PKGS=(
   build-essential cmake pkg-config
   liburing-dev libcurl4-openssl-dev libssl-dev libxxhash-dev
   libsqlite3-dev sqlite3 libinih-dev libjansson-dev libexpat1-dev libmicrohttpd-dev
+  libzstd-dev
 )
 # Tests and benchmarks also need these (radosgw: the real S3 server of the
 # S3 tests; curl: the metrics test's scrapes; clang-14 and its libFuzzer

@@ -182,6 +182,33 @@ const struct ws_backpressure_report *ws_outcome_backpressure(const struct ws_out
 
 /* ---- streams -------------------------------------------------------- */
 
+/* ---- sealed objects: compression and encryption ------------------------ */
+
+/*
+ * How batches and snapshot parts are stored (docs/FORMAT.md "Sealed
+ * objects"). WS_CODEC_DEFAULT is walship's choice, which is NONE for now.
+ */
+enum ws_codec { WS_CODEC_DEFAULT = 0, WS_CODEC_NONE, WS_CODEC_ZSTD };
+
+struct ws_seal_config {
+	enum ws_codec codec;
+	int level;                   /* zstd level, 1..19; 0 = the default (3) */
+	/* A key file (one 256-bit key a line as 64 hex characters; blank lines
+	 * and '#' comments allowed): the last key encrypts (AES-256-GCM), every
+	 * key of it is added to the sink's keys for reading. NULL: no encryption. */
+	const char *key_file;
+};
+
+/*
+ * Add the keys of a key file (as ws_seal_config's) to those the sink opens
+ * encrypted objects with: restore, verify and follow read through them.
+ * Not while another thread reads through the sink (nor opening a stream
+ * with a key file on it, which adds that file's keys too).
+ * Errors: WS_ECONFIG naming the file and line (never a key), WS_ETOOBIG
+ * (more than 1024 keys), -ENOENT and the file's other errors, -ENOMEM.
+ */
+int ws_sink_add_key_file(struct ws_sink *sink, const char *path) WS_MUST_CHECK;
+
 /* reader_flags: how WAL frames are read. */
 #define WS_READ_FORCE_PREAD (1u << 0) /* pread(2), never io_uring (operators, tests) */
 #define WS_READ_SQPOLL (1u << 1)      /* ask io_uring for a kernel submission-polling thread */
@@ -214,6 +241,9 @@ struct ws_stream_config {
 	 * A carried manifest, merges included, is at most a bound drawn per
 	 * tenant and sequence between 1/2 and 3/2 of inline_batch_bytes_max. */
 	enum ws_carry carry;
+	/* Compression and encryption of batches and snapshot parts; all zero:
+	 * neither (version 1 objects). A key file's keys join the sink's. */
+	struct ws_seal_config seal;
 };
 
 
@@ -279,6 +309,7 @@ struct ws_shard_config {
 	 * once per max(stall_warn_ms, 30 s) while it lasts, and one line when
 	 * it ships again. 0 = 4 x batch_age_ms_max, at most 60000. */
 	uint32_t stall_warn_ms;
+	struct ws_seal_config seal;     /* as ws_stream_config's, for the shard's tenants */
 };
 /* The defaults: core -1, 64 MiB ring, 4 MiB / 4096-frame batches, 1000 ms,
  * block, 8 uploads in flight, 10 attempts, 30000 ms, no SQPOLL; adaptive
@@ -333,6 +364,8 @@ struct ws_tenant_config {
 	int shard;                   /* -1: a stable hash of the name picks it */
 	bool has_policy;             /* override the shard's policy */
 	enum ws_policy policy;
+	bool has_seal;               /* override the shard's seal */
+	struct ws_seal_config seal;
 };
 
 struct ws_engine;

@@ -41,7 +41,8 @@ enum {
 	WS_ELOSTRACE = WS_ERR_BASE - 13, /* ownership moved after the fencing read: nothing acknowledged */
 	WS_EBADSTORE = WS_ERR_BASE - 14, /* the object store broke its own protocol (a 412 to If-Match
 					    with the object's current etag); retrying cannot help */
-	WS_ERR_LAST = WS_ERR_BASE - 14,
+	WS_ENOKEY = WS_ERR_BASE - 15,   /* an object is encrypted under a key this reader does not hold */
+	WS_ERR_LAST = WS_ERR_BASE - 15,
 };
 
 /* Static description of a code (negative errno or WS_E*). Never NULL. */

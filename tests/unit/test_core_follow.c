@@ -152,6 +152,55 @@ static void round_of(struct src *s, unsigned k)
  * tx_id growing across them), batches stored and inline, a database
  * that shrinks. The steady state never lists the sink.
  */
+/*
+ * A sealed stream (zstd and a key; docs/FORMAT.md "Sealed objects"): the
+ * follower opens its snapshot parts and batches, inline and carried ones
+ * too, with its sink's keys (the writer's joined them); a follower whose
+ * sink lacks the key fails with WS_ENOKEY and hands nothing.
+ */
+static void test_sealed(void **state)
+{
+	static const char key[] = "5c5d5e5f606162636465666768696a6b6c6d6e6f707172737475767778797a7b\n";
+	struct src s;
+	struct mem m, bare_m;
+	struct ws_follow *bare_f = NULL;
+	struct ws_follow_config c = { .tenant = TENANT };
+	unsigned handed = 0;
+	int err;
+	(void)state;
+	memset(&s, 0, sizeof(s));
+	wt_env_init(&s.e, "follow-sealed", 0);
+	char *kf = wt_path(s.e.dir, "keys");
+	assert_int_equal(wt_write_file(kf, key, strlen(key)), 0);
+	s.cfg.inline_batch_bytes_max = 64 << 10;
+	s.cfg.wal_checkpoint_bytes = 256 << 10;
+	s.cfg.carry = WS_CARRY_ALWAYS;
+	s.cfg.seal = (struct ws_seal_config){ .codec = WS_CODEC_ZSTD, .key_file = kf };
+	record_state(&s.rec, s.e.w);
+	src_stream(&s);
+	src_txn(&s, 5, 500);
+	src_tail(&s);
+	struct ws_follow *f = follower(&s, &m);
+	catch_up(f, &m);
+	for (unsigned k = 0; k < 6; k++) {
+		round_of(&s, k);
+		catch_up(f, &m);
+	}
+	struct ws_sink *bare = ws_sink_open(s.e.sink_url, &err);
+	assert_non_null(bare);
+	mem_init(&bare_m, &s.rec);
+	assert_int_equal(ws_follow_open(bare, &c, &mem_ops, &bare_m, &bare_f), 0);
+	assert_int_equal(ws_follow_poll(bare_f, &handed), WS_ENOKEY);
+	assert_int_equal(bare_m.images + bare_m.txns, 0);
+	ws_follow_close(bare_f);
+	mem_free(&bare_m);
+	ws_sink_close(bare);
+	ws_follow_close(f);
+	mem_free(&m);
+	free(kf);
+	src_free(&s);
+}
+
 static void test_every_commit(void **state)
 {
 	struct src s;
@@ -511,6 +560,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_commit),
+		cmocka_unit_test(test_sealed),
 		cmocka_unit_test(test_carried_and_merged),
 		cmocka_unit_test(test_rebases),
 		cmocka_unit_test(test_behind_retention),

@@ -1,0 +1,463 @@
+/*
+ * Sealed objects (ws_seal.h; docs/FORMAT.md "Sealed objects"): keyrings,
+ * and the payload of a version 2 batch or snapshot part compressed with
+ * zstd and encrypted with AES-256-GCM (OpenSSL EVP).
+ *
+ * Sealing: plaintext -> zstd (codec 1) or as it is (codec 0) -> with a key,
+ * AES-256-GCM under a fresh 12-byte random nonce, the whole version 2
+ * header (which names codec, cipher, key id, nonce and the stored length)
+ * as additional data, the 16-byte tag after the ciphertext. Opening runs
+ * it backwards and then checks the plaintext's XXH3-64, which the header
+ * carries: end to end, whatever the codec.
+ */
+#include "ws_seal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <zstd.h>
+
+#include "ws_hash.h"
+
+#define KEY_FILE_BYTES_MAX ((size_t)1 << 20)
+#define KEY_ID_LABEL "walship key id" /* and its NUL: 15 bytes */
+
+/* ---- keys ------------------------------------------------------------- */
+
+uint64_t ws_seal_key_id(const uint8_t key[WS_SEAL_KEY_LEN])
+{
+	uint8_t sha[WS_SHA256_LEN];
+	struct iovec iov[2] = { { (void *)(uintptr_t)KEY_ID_LABEL, sizeof(KEY_ID_LABEL) }, { (void *)(uintptr_t)key, WS_SEAL_KEY_LEN } };
+	ws_sha256v(iov, 2, sha);
+	return ws_get_le64(sha);
+}
+
+const struct ws_seal_key *ws_keyring_find(const struct ws_keyring *kr, uint64_t id)
+{
+	for (size_t i = 0; kr && i < kr->count; i++)
+		if (kr->keys[i].id == id)
+			return &kr->keys[i];
+	return NULL;
+}
+
+static int ring_add(struct ws_keyring *kr, const struct ws_seal_key *k)
+{
+	struct ws_seal_key *n;
+	if (ws_keyring_find(kr, k->id))
+		return 0;
+	if (kr->count >= WS_KEYRING_MAX)
+		return ws_fail(WS_ETOOBIG, "more than %u keys in one keyring", WS_KEYRING_MAX);
+	/* A new array, the old one wiped: no copy of a key is left behind. */
+	n = calloc(kr->count + 1, sizeof(*n));
+	if (!n)
+		return ws_fail(-ENOMEM, "keyring: no memory for %zu keys", kr->count + 1);
+	if (kr->count)
+		memcpy(n, kr->keys, kr->count * sizeof(*n));
+	n[kr->count] = *k;
+	OPENSSL_cleanse(kr->keys, kr->count * sizeof(*n));
+	free(kr->keys);
+	kr->keys = n;
+	kr->count++;
+	return 0;
+}
+
+int ws_keyring_merge(struct ws_keyring *kr, const struct ws_keyring *src)
+{
+	for (size_t i = 0; src && i < src->count; i++) {
+		int rc = ring_add(kr, &src->keys[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+void ws_keyring_free(struct ws_keyring *kr)
+{
+	if (kr->keys)
+		OPENSSL_cleanse(kr->keys, kr->count * sizeof(*kr->keys));
+	free(kr->keys);
+	kr->keys = NULL;
+	kr->count = 0;
+	kr->last_id = 0;
+}
+
+static bool blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+/* One line (trimmed: [b, e)) of a key file: a key into *k (returns 1),
+ * nothing (0), or an error naming the line, never its text. */
+static int parse_line(const char *name, unsigned line, const char *b, const char *e, struct ws_seal_key *k)
+{
+	while (b < e && blank(*b))
+		b++;
+	while (e > b && blank(e[-1]))
+		e--;
+	if (b == e || *b == '#')
+		return 0;
+	if (e - b != 2 * WS_SEAL_KEY_LEN)
+		return ws_fail(WS_ECONFIG, "key file %s line %u: a key is 64 hex characters (256 bits), this line "
+			       "holds %zu", name, line, (size_t)(e - b));
+	for (unsigned i = 0; i < WS_SEAL_KEY_LEN; i++) {
+		int hi = ws_hexval(b[2 * i]), lo = ws_hexval(b[2 * i + 1]);
+		if (hi < 0 || lo < 0) {
+			OPENSSL_cleanse(k->bytes, sizeof(k->bytes));
+			return ws_fail(WS_ECONFIG, "key file %s line %u: character %u is not a hex digit", name,
+				       line, 2 * i + (hi < 0 ? 1 : 2));
+		}
+		k->bytes[i] = (uint8_t)(hi << 4 | lo);
+	}
+	k->id = ws_seal_key_id(k->bytes);
+	return 1;
+}
+
+int ws_keyring_parse(struct ws_keyring *kr, const char *name, const char *text, size_t len)
+{
+	const char *p = text, *end = text + len;
+	struct ws_seal_key k;
+	unsigned line = 0, found = 0;
+	int rc = 0;
+
+	while (p < end && rc >= 0) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *e = nl ? nl : end;
+		rc = parse_line(name, ++line, p, e, &k);
+		if (rc == 1) {
+			found++;
+			kr->last_id = k.id;
+			rc = ring_add(kr, &k);
+		}
+		p = nl ? nl + 1 : end;
+	}
+	OPENSSL_cleanse(&k, sizeof(k));
+	if (rc < 0)
+		return rc;
+	if (!found)
+		return ws_fail(WS_ECONFIG, "key file %s holds no key (one per line, 64 hex characters)", name);
+	return 0;
+}
+
+/* The whole file, at most KEY_FILE_BYTES_MAX, into buf (wiped by the caller). */
+static int read_key_file(const char *path, char *buf, size_t cap, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+	*len = 0;
+	if (fd < 0)
+		return ws_fail(-errno, "open key file %s: %s", path, strerror(errno));
+	while ((n = read(fd, buf + *len, cap - *len)) > 0 && *len + (size_t)n < cap)
+		*len += (size_t)n;
+	if (n > 0)
+		*len += (size_t)n;
+	int err = n < 0 ? -errno : 0;
+	close(fd);
+	if (err)
+		return ws_fail(err, "read key file %s: %s", path, strerror(-err));
+	if (*len >= cap)
+		return ws_fail(WS_ECONFIG, "key file %s is larger than %zu bytes", path, cap - 1);
+	return 0;
+}
+
+int ws_keyring_load(struct ws_keyring *kr, const char *path)
+{
+	char *buf = malloc(KEY_FILE_BYTES_MAX);
+	size_t len;
+	int rc;
+	if (!buf)
+		return ws_fail(-ENOMEM, "key file %s: no memory to read it", path);
+	rc = read_key_file(path, buf, KEY_FILE_BYTES_MAX, &len);
+	if (!rc)
+		rc = ws_keyring_parse(kr, path, buf, len);
+	OPENSSL_cleanse(buf, KEY_FILE_BYTES_MAX);
+	free(buf);
+	return rc;
+}
+
+/* ---- zstd contexts: one of each per thread, made on first use ---------- */
+
+static pthread_key_t cctx_key, dctx_key;
+static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
+
+static void free_cctx(void *p) { ZSTD_freeCCtx(p); }
+static void free_dctx(void *p) { ZSTD_freeDCtx(p); }
+static void ctx_keys(void)
+{
+	(void)pthread_key_create(&cctx_key, free_cctx);
+	(void)pthread_key_create(&dctx_key, free_dctx);
+}
+
+static ZSTD_CCtx *cctx(void)
+{
+	ZSTD_CCtx *c;
+	pthread_once(&ctx_once, ctx_keys);
+	c = pthread_getspecific(cctx_key);
+	if (!c && (c = ZSTD_createCCtx()) != NULL && pthread_setspecific(cctx_key, c) != 0) {
+		ZSTD_freeCCtx(c);
+		c = NULL;
+	}
+	return c;
+}
+
+static ZSTD_DCtx *dctx(void)
+{
+	ZSTD_DCtx *d;
+	pthread_once(&ctx_once, ctx_keys);
+	d = pthread_getspecific(dctx_key);
+	if (!d && (d = ZSTD_createDCtx()) != NULL && pthread_setspecific(dctx_key, d) != 0) {
+		ZSTD_freeDCtx(d);
+		d = NULL;
+	}
+	return d;
+}
+
+/* ---- sealing ---------------------------------------------------------- */
+
+size_t ws_seal_bound(const struct ws_seal *s, size_t plain_len)
+{
+	size_t n = s->codec == WS_FMT_CODEC_ZSTD ? ZSTD_compressBound(plain_len) : plain_len;
+	return n + (s->key ? WS_SEAL_TAG_LEN : 0);
+}
+
+static size_t iov_total(const struct iovec *iov, int n)
+{
+	size_t t = 0;
+	for (int i = 0; i < n; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+static int compress_iov(const struct ws_seal *s, const struct iovec *iov, int n, uint8_t *out, size_t cap,
+			size_t *clen)
+{
+	ZSTD_CCtx *c = cctx();
+	ZSTD_outBuffer ob = { out, cap, 0 };
+	size_t r;
+	if (!c)
+		return ws_fail(-ENOMEM, "zstd: no memory for a compression context");
+	ZSTD_CCtx_reset(c, ZSTD_reset_session_and_parameters);
+	r = ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, s->level ? s->level : WS_ZSTD_LEVEL_DEFAULT);
+	if (!ZSTD_isError(r))
+		r = ZSTD_CCtx_setPledgedSrcSize(c, iov_total(iov, n));
+	for (int i = 0; i < n && !ZSTD_isError(r); i++) {
+		ZSTD_inBuffer ib = { iov[i].iov_base, iov[i].iov_len, 0 };
+		while (ib.pos < ib.size && !ZSTD_isError(r))
+			r = ZSTD_compressStream2(c, &ob, &ib, ZSTD_e_continue);
+	}
+	while (!ZSTD_isError(r) && (r = ZSTD_compressStream2(c, &ob, &(ZSTD_inBuffer){ NULL, 0, 0 }, ZSTD_e_end)) != 0)
+		if (!ZSTD_isError(r) && ob.pos == ob.size)
+			return ws_fail(WS_ETOOBIG, "zstd: the sealed payload outgrows its %zu-byte buffer", cap);
+	if (ZSTD_isError(r))
+		return ws_fail(-EIO, "zstd: compress: %s", ZSTD_getErrorName(r));
+	*clen = ob.pos;
+	return 0;
+}
+
+static int copy_iov(const struct iovec *iov, int n, uint8_t *out, size_t cap, size_t *len)
+{
+	size_t at = 0;
+	if (iov_total(iov, n) > cap)
+		return ws_fail(WS_ETOOBIG, "seal: %zu payload bytes outgrow a %zu-byte buffer", iov_total(iov, n), cap);
+	for (int i = 0; i < n; i++) {
+		memcpy(out + at, iov[i].iov_base, iov[i].iov_len);
+		at += iov[i].iov_len;
+	}
+	*len = at;
+	return 0;
+}
+
+/* AES-256-GCM: buf's len bytes encrypted in place (the header as AAD), the
+ * tag written after them; or decrypted in place and the tag checked. */
+static int gcm(bool enc, const struct ws_seal_key *k, const uint8_t nonce[WS_SEAL_NONCE_LEN], const uint8_t *aad,
+	       size_t aad_len, uint8_t *buf, size_t len, uint8_t tag[WS_SEAL_TAG_LEN])
+{
+	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+	int n = 0, ok;
+	if (!c)
+		return ws_fail(-ENOMEM, "OpenSSL: no memory for a cipher context");
+	ok = EVP_CipherInit_ex(c, EVP_aes_256_gcm(), NULL, NULL, NULL, enc) == 1 &&
+	     EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_IVLEN, WS_SEAL_NONCE_LEN, NULL) == 1 &&
+	     EVP_CipherInit_ex(c, NULL, NULL, k->bytes, nonce, enc) == 1 &&
+	     EVP_CipherUpdate(c, NULL, &n, aad, (int)aad_len) == 1;
+	for (size_t at = 0; ok && at < len;) {
+		int chunk = len - at > (1u << 30) ? 1 << 30 : (int)(len - at);
+		ok = EVP_CipherUpdate(c, buf + at, &n, buf + at, chunk) == 1;
+		at += (size_t)chunk;
+	}
+	if (ok && !enc)
+		ok = EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, WS_SEAL_TAG_LEN, tag) == 1;
+	int fin = ok ? EVP_CipherFinal_ex(c, buf + len, &n) : 0;
+	if (ok && fin == 1 && enc)
+		ok = EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, WS_SEAL_TAG_LEN, tag) == 1;
+	EVP_CIPHER_CTX_free(c);
+	if (!ok)
+		return ws_fail(-EIO, "OpenSSL: AES-256-GCM could not run");
+	if (fin != 1)
+		return enc ? ws_fail(-EIO, "OpenSSL: AES-256-GCM could not finish")
+			   : ws_fail(WS_ECORRUPT, "authentication failed");
+	return 0;
+}
+
+/* Compress (or copy) into out and draw the nonce: every field of fs but
+ * the header's own. */
+static int seal_payload(const struct ws_seal *s, const struct iovec *iov, int n, uint8_t *out, size_t cap,
+			struct ws_fmt_seal *fs)
+{
+	const size_t tag = s->key ? WS_SEAL_TAG_LEN : 0;
+	size_t clen = 0;
+	int rc;
+	memset(fs, 0, sizeof(*fs));
+	fs->version = 2;
+	fs->codec = s->codec;
+	if (cap < tag)
+		return ws_fail(WS_ETOOBIG, "seal: a %zu-byte buffer cannot hold the tag", cap);
+	rc = s->codec == WS_FMT_CODEC_ZSTD ? compress_iov(s, iov, n, out, cap - tag, &clen)
+					   : copy_iov(iov, n, out, cap - tag, &clen);
+	if (rc)
+		return rc;
+	if (s->key) {
+		fs->cipher = WS_FMT_CIPHER_AES256GCM;
+		fs->key_id = s->key->id;
+		if (RAND_bytes(fs->nonce, WS_SEAL_NONCE_LEN) != 1)
+			return ws_fail(-EIO, "OpenSSL: no random bytes for a nonce");
+	}
+	fs->stored_len = clen + tag;
+	return 0;
+}
+
+/* The payload, compressed (or copied) into out, encrypted in place under
+ * the header just encoded: *stored bytes. */
+static int seal_finish(const struct ws_seal *s, const struct ws_fmt_seal *fs, const uint8_t *hdr, size_t hdr_len,
+		       uint8_t *out, size_t *stored)
+{
+	*stored = (size_t)fs->stored_len;
+	if (!s->key)
+		return 0;
+	return gcm(true, s->key, fs->nonce, hdr, hdr_len, out, *stored - WS_SEAL_TAG_LEN,
+		   out + *stored - WS_SEAL_TAG_LEN);
+}
+
+int ws_seal_batch(const struct ws_seal *s, struct ws_fmt_batch *b, const struct iovec *iov, int iovcnt,
+		  uint8_t hdr[WS_OBJ_HDR_MAX], size_t *hdr_len, uint8_t *out, size_t cap, size_t *stored_len)
+{
+	int rc = seal_payload(s, iov, iovcnt, out, cap, &b->seal);
+	if (rc)
+		return rc;
+	*hdr_len = ws_fmt_batch_encode_hdr(b, hdr);
+	return seal_finish(s, &b->seal, hdr, *hdr_len, out, stored_len);
+}
+
+int ws_seal_snap(const struct ws_seal *s, struct ws_fmt_snap *sn, const struct iovec *iov, int iovcnt,
+		 uint8_t hdr[WS_OBJ_HDR_MAX], size_t *hdr_len, uint8_t *out, size_t cap, size_t *stored_len)
+{
+	int rc = seal_payload(s, iov, iovcnt, out, cap, &sn->seal);
+	if (rc)
+		return rc;
+	*hdr_len = ws_fmt_snap_encode_hdr(sn, hdr);
+	return seal_finish(s, &sn->seal, hdr, *hdr_len, out, stored_len);
+}
+
+/* ---- opening ---------------------------------------------------------- */
+
+static int decompress(const uint8_t *src, size_t len, uint8_t *dst, size_t plain_len)
+{
+	ZSTD_DCtx *d = dctx();
+	size_t r;
+	if (!d)
+		return ws_fail(-ENOMEM, "zstd: no memory for a decompression context");
+	r = ZSTD_decompressDCtx(d, dst, plain_len, src, len);
+	if (ZSTD_isError(r))
+		return ws_fail(WS_ECORRUPT, "zstd: %s", ZSTD_getErrorName(r));
+	if (r != plain_len)
+		return ws_fail(WS_ECORRUPT, "zstd: decompresses to %zu bytes, the header says %zu", r, plain_len);
+	return 0;
+}
+
+/*
+ * A sealed payload (hdr_len bytes of header at obj, then fs->stored_len)
+ * into plain: plain_len bytes of plaintext first, then (when it is both
+ * compressed and encrypted) room to decrypt the compressed bytes into.
+ */
+static int open_payload(const struct ws_keyring *kr, const uint8_t *obj, size_t hdr_len, const struct ws_fmt_seal *fs,
+			uint64_t plain_len, struct ws_buf *plain)
+{
+	const struct ws_seal_key *k = NULL;
+	const uint8_t *src = obj + hdr_len;
+	size_t clen = (size_t)fs->stored_len, room = (size_t)plain_len;
+	int rc;
+
+	if (fs->cipher) {
+		if ((k = ws_keyring_find(kr, fs->key_id)) == NULL)
+			return ws_fail(WS_ENOKEY, "key %016llx not available", (unsigned long long)fs->key_id);
+		clen -= WS_SEAL_TAG_LEN;
+		if (fs->codec != WS_FMT_CODEC_NONE)
+			room += clen;
+	}
+	if (plain_len > SIZE_MAX / 2 || (rc = ws_buf_reserve(plain, room)) != 0)
+		return ws_fail(plain->err ? plain->err : WS_ETOOBIG, "%llu bytes of plaintext: more than this "
+			       "reader holds", (unsigned long long)plain_len);
+	if (k) {
+		uint8_t *ct = plain->data + (fs->codec != WS_FMT_CODEC_NONE ? (size_t)plain_len : 0);
+		uint8_t tag[WS_SEAL_TAG_LEN];
+		memcpy(ct, src, clen);
+		memcpy(tag, src + clen, WS_SEAL_TAG_LEN);
+		if ((rc = gcm(false, k, fs->nonce, obj, hdr_len, ct, clen, tag)) != 0)
+			return rc;
+		src = ct;
+	}
+	if (fs->codec == WS_FMT_CODEC_ZSTD && (rc = decompress(src, clen, plain->data, (size_t)plain_len)) != 0)
+		return rc;
+	plain->len = (size_t)plain_len;
+	return 0;
+}
+
+/* The plaintext of a decoded header's object, its hash checked. */
+static int open_checked(const struct ws_keyring *kr, const uint8_t *obj, size_t len, size_t hl,
+			const struct ws_fmt_seal *fs, uint64_t plain_len, uint64_t xxh, struct ws_buf *plain,
+			const uint8_t **out)
+{
+	const uint8_t *p = obj + hl;
+	int rc;
+	if (!ws_fmt_seal_plain(fs)) {
+		ws_buf_reset(plain);
+		if ((rc = open_payload(kr, obj, hl, fs, plain_len, plain)) != 0)
+			return rc;
+		p = plain->data;
+	} else if (len - hl != plain_len) {
+		return ws_fail(WS_EFORMAT, "payload of %zu bytes, header says %llu", len - hl,
+			       (unsigned long long)plain_len);
+	}
+	if (ws_xxh64(p, (size_t)plain_len) != xxh)
+		return ws_fail(WS_ECORRUPT, "payload hash mismatch%s", ws_fmt_seal_plain(fs) ? "" : " after opening");
+	if (out)
+		*out = p;
+	return 0;
+}
+
+int ws_seal_open_batch(const struct ws_keyring *kr, const uint8_t *obj, size_t len, struct ws_fmt_batch *b,
+		       struct ws_buf *plain, const uint8_t **frames)
+{
+	size_t hl;
+	int rc = ws_fmt_batch_decode_hdr(obj, len, b, &hl);
+	if (!rc)
+		rc = open_checked(kr, obj, len, hl, &b->seal, ws_fmt_batch_plain_len(b), b->payload_xxh, plain,
+				  frames);
+	return rc;
+}
+
+int ws_seal_open_snap(const struct ws_keyring *kr, const uint8_t *obj, size_t len, struct ws_fmt_snap *sn,
+		      struct ws_buf *plain, const uint8_t **pages)
+{
+	size_t hl;
+	int rc = ws_fmt_snap_decode_hdr(obj, len, sn, &hl);
+	if (!rc)
+		rc = open_checked(kr, obj, len, hl, &sn->seal, ws_fmt_snap_plain_len(sn), sn->payload_xxh, plain,
+				  pages);
+	return rc;
+}
