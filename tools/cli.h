@@ -47,4 +47,9 @@ void ws_cli_follow_stop(struct ws_cli_follow *f);
  * or 2 for a name that is no command). The texts are main.c's command table. */
 int ws_cli_help(const char *name);
 
+/* The sink url names, opened for reading (WS_SINK_EXISTING), with the keys
+ * of key_file (--key-file), else of $WALSHIP_KEY_FILE when set, to open
+ * encrypted objects. NULL (said on stderr) with *exit_code set. */
+struct ws_sink *ws_cli_sink_open(const char *url, const char *key_file, int *exit_code);
+
 #endif

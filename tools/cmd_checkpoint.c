@@ -83,10 +83,26 @@ static int resolve_sink(const char *sink_url, const char *config, struct ws_cli_
 	return EXIT_OK;
 }
 
-static struct ws_sink *open_sink(const char *url, int *exit_code);
+static struct ws_sink *open_sink(const char *url, int *exit_code) { return ws_cli_sink_open(url, NULL, exit_code); }
 
-/* The sink --sink or --config names, opened; NULL with *exit_code set.
- * epoch (may be NULL): the config's [engine] epoch, when it has one. */
+/* Every key file --config names ([engine], [shard.N], [tenant.NAME]) joins
+ * the sink's keys: a checkpoint reads what each tenant wrote. */
+static int add_config_keys(struct ws_sink *sink, const struct ws_cli_config *cfg)
+{
+	int rc = 0;
+	for (size_t i = 0; i < cfg->key_file_count && !rc; i++)
+		rc = ws_sink_add_key_file(sink, cfg->key_files[i]);
+	for (size_t i = 0; i < cfg->tenant_count && !rc; i++)
+		if (cfg->tenants[i].key_file)
+			rc = ws_sink_add_key_file(sink, cfg->tenants[i].key_file);
+	if (rc)
+		fprintf(stderr, "walship: %s\n", ws_errmsg());
+	return rc;
+}
+
+/* The sink --sink or --config names, opened with the keys of both;
+ * NULL with *exit_code set. epoch (may be NULL): the config's [engine]
+ * epoch, when it has one. */
 static struct ws_sink *sink_from_args(const char *sink_url, const char *config, int *exit_code, uint64_t *epoch)
 {
 	struct ws_cli_config cfg;
@@ -96,20 +112,14 @@ static struct ws_sink *sink_from_args(const char *sink_url, const char *config, 
 	*exit_code = resolve_sink(sink_url, config, &cfg, &url);
 	if (*exit_code == EXIT_OK)
 		sink = open_sink(url, exit_code);
+	if (sink && add_config_keys(sink, &cfg)) {
+		ws_sink_close(sink);
+		sink = NULL;
+		*exit_code = EXIT_FAIL;
+	}
 	if (epoch && config)
 		*epoch = cfg.epoch;
 	ws_cli_config_free(&cfg);
-	return sink;
-}
-
-static struct ws_sink *open_sink(const char *url, int *exit_code)
-{
-	int rc = 0;
-	struct ws_sink *sink = ws_sink_open_flags(url, WS_SINK_EXISTING, &rc);
-	if (!sink) {
-		fprintf(stderr, "walship: %s\n", ws_errmsg());
-		*exit_code = rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
-	}
 	return sink;
 }
 
@@ -496,7 +506,7 @@ int cmd_ls_checkpoints(const char *sink_url, bool json)
 }
 
 int cmd_restore_checkpoint(const char *sink_url, const char *tenant, const char *checkpoint, const char *out,
-			   bool force)
+			   bool force, const char *key_file)
 {
 	uint64_t id = WS_CHECKPOINT_LATEST;
 	struct ws_sink *sink;
@@ -506,7 +516,7 @@ int cmd_restore_checkpoint(const char *sink_url, const char *tenant, const char 
 		return ws_cli_usage("restore: --sink, --tenant and -o are required");
 	if (strcmp(checkpoint, "latest") != 0 && (ws_cli_parse_u64(checkpoint, &id) || id == 0))
 		return ws_cli_usage("--checkpoint: '%s' must be a checkpoint ID or 'latest'", checkpoint);
-	if (!(sink = open_sink(sink_url, &code)))
+	if (!(sink = ws_cli_sink_open(sink_url, key_file, &code)))
 		return code;
 	rc = ws_restore_checkpoint(sink, tenant, id, out, force);
 	ws_sink_close(sink);

@@ -26,8 +26,9 @@ int cmd_repair(int argc, char **argv);
 /* `ls --checkpoints`: every stored committed checkpoint, newest first. */
 int cmd_ls_checkpoints(const char *sink_url, bool json);
 
-/* `restore --checkpoint ID|latest`: the tenant exactly at that checkpoint's cut. */
+/* `restore --checkpoint ID|latest`: the tenant exactly at that checkpoint's
+ * cut; key_file: --key-file (NULL: $WALSHIP_KEY_FILE, if set). */
 int cmd_restore_checkpoint(const char *sink_url, const char *tenant, const char *checkpoint, const char *out,
-			   bool force);
+			   bool force, const char *key_file);
 
 #endif

@@ -26,7 +26,7 @@
 #define EXIT_FAIL 1
 #define EXIT_USAGE WS_CLI_EXIT_USAGE
 
-enum { OPT_SINK = 1000, OPT_TENANT, OPT_JSON, OPT_INTERVAL };
+enum { OPT_SINK = 1000, OPT_TENANT, OPT_JSON, OPT_INTERVAL, OPT_KEY_FILE };
 
 static volatile int g_stop;
 
@@ -131,10 +131,11 @@ int cmd_follow(int argc, char **argv)
 		{ "output", required_argument, NULL, 'o' },
 		{ "interval-ms", required_argument, NULL, OPT_INTERVAL },
 		{ "json", no_argument, NULL, OPT_JSON },
+		{ "key-file", required_argument, NULL, OPT_KEY_FILE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *sink_url = NULL, *out = NULL;
+	const char *sink_url = NULL, *out = NULL, *key_file = NULL;
 	struct fol x = { 0 };
 	unsigned long interval = 0;
 	struct ws_sink *sink;
@@ -145,6 +146,7 @@ int cmd_follow(int argc, char **argv)
 		switch (c) {
 		case 'h': return ws_cli_help("follow");
 		case OPT_SINK: sink_url = optarg; break;
+		case OPT_KEY_FILE: key_file = optarg; break;
 		case OPT_TENANT: x.tenant = optarg; break;
 		case 'o': out = optarg; break;
 		case OPT_JSON: x.json = true; break;
@@ -161,11 +163,8 @@ int cmd_follow(int argc, char **argv)
 		return ws_cli_usage("follow: unexpected argument '%s'", argv[optind]);
 	if (!sink_url || !x.tenant || !out || !*out)
 		return ws_cli_usage("follow: --sink, --tenant and -o are required");
-	sink = ws_sink_open_flags(sink_url, WS_SINK_EXISTING, &rc);
-	if (!sink) {
-		fprintf(stderr, "walship: %s\n", ws_errmsg());
-		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
-	}
+	if (!(sink = ws_cli_sink_open(sink_url, key_file, &rc)))
+		return rc;
 	x.r = ws_replica_open(out, &err);
 	if (!x.r) {
 		fprintf(stderr, "walship: follow: replica %s: %s\n", out, ws_errmsg());

@@ -8,7 +8,8 @@
  *                     batch_age_ms_max); and any [shard.N] key but core,
  *                     as the default of every shard
  *   [shard.N]         0 <= N < shards; overrides only the keys it sets
- *   [tenant.NAME]     path (required), shard, policy
+ *   [tenant.NAME]     path (required), shard, policy; compression,
+ *                     compression_level, key_file (the others from [engine])
  *   [s3]              credentials for s3:// sinks (the environment wins)
  *
  * Lines: "[section]", "key = value", blank, or a comment starting with '#'
@@ -115,6 +116,17 @@ int ws_cli_parse_size(const char *s, uint64_t *out)
 	return -1;
 }
 
+int ws_cli_parse_codec(const char *s, enum ws_codec *out)
+{
+	if (!strcmp(s, "zstd"))
+		*out = WS_CODEC_ZSTD;
+	else if (!strcmp(s, "none"))
+		*out = WS_CODEC_NONE;
+	else
+		return -1;
+	return 0;
+}
+
 int ws_cli_parse_policy(const char *s, enum ws_policy *out)
 {
 	if (!strcmp(s, "block"))
@@ -160,10 +172,10 @@ enum shard_key {
 	SK_CORE, SK_RING_BYTES, SK_BATCH_BYTES_MAX, SK_BATCH_FRAMES_MAX, SK_BATCH_AGE_MS_MAX, SK_POLICY,
 	SK_UPLOADS_IN_FLIGHT, SK_RETRY_ATTEMPTS_MAX, SK_RETRY_DEADLINE_MS, SK_SQPOLL, SK_ADAPTIVE,
 	SK_THROTTLE_AGE_MS_MAX, SK_KEY_WRITE_INTERVAL_MS, SK_TAIL_MS_MAX, SK_INLINE_BATCH_BYTES_MAX, SK_CARRY_IN_WATERMARK,
-	SK_STALL_WARN_MS, SK_COUNT,
+	SK_STALL_WARN_MS, SK_COMPRESSION, SK_COMPRESSION_LEVEL, SK_KEY_FILE, SK_COUNT,
 };
 
-enum key_kind { K_CORE, K_SIZE, K_U32, K_POLICY, K_BOOL, K_CARRY };
+enum key_kind { K_CORE, K_SIZE, K_U32, K_POLICY, K_BOOL, K_CARRY, K_CODEC, K_KEY_FILE };
 
 static const struct {
 	const char *name;
@@ -187,6 +199,9 @@ static const struct {
 	[SK_INLINE_BATCH_BYTES_MAX] = { "inline_batch_bytes_max", K_SIZE, 4096, 16ull << 20 },
 	[SK_CARRY_IN_WATERMARK] = { "carry_in_watermark", K_CARRY, 0, 0 },
 	[SK_STALL_WARN_MS] = { "stall_warn_ms", K_U32, 0, MS_MAX },
+	[SK_COMPRESSION] = { "compression", K_CODEC, 0, 0 },
+	[SK_COMPRESSION_LEVEL] = { "compression_level", K_U32, 1, 19 },
+	[SK_KEY_FILE] = { "key_file", K_KEY_FILE, 0, 0 },
 };
 
 enum engine_key { EK_SINK, EK_SHARDS, EK_METRICS_ADDR, EK_EPOCH, EK_PG, EK_WAL_CKPT, EK_DRAIN_MS_MAX, EK_COUNT };
@@ -198,7 +213,8 @@ static const char *const engine_keys[EK_COUNT] = {
 struct shard_sec {
 	int line;                  /* header; 0: no such section */
 	int key_line[SK_COUNT];    /* 0: not set here */
-	struct ws_shard_config v;
+	struct ws_shard_config v;  /* v.seal.key_file: owned (key_file below) */
+	char *key_file;
 };
 
 enum sec_kind { SEC_NONE, SEC_ENGINE, SEC_S3, SEC_SHARD, SEC_TENANT };
@@ -564,6 +580,8 @@ static int set_shard_key(struct ws_cli_config_parse *p, struct shard_sec *sec, c
 			sec->v.tail_ms_max = (uint32_t)v;
 		else if (k == SK_STALL_WARN_MS)
 			sec->v.stall_warn_ms = (uint32_t)v;
+		else if (k == SK_COMPRESSION_LEVEL)
+			sec->v.seal.level = (int)v;
 		else
 			sec->v.retry_deadline_ms = (uint32_t)v;
 		break;
@@ -574,6 +592,16 @@ static int set_shard_key(struct ws_cli_config_parse *p, struct shard_sec *sec, c
 	case K_CARRY:
 		if (ws_carry_parse(value, &sec->v.carry))
 			return fail_at(p, line, "[%s] %s: '%s' is not pressed, always or never", where, key, value);
+		break;
+	case K_CODEC:
+		if (ws_cli_parse_codec(value, &sec->v.seal.codec))
+			return fail_at(p, line, "[%s] compression: '%s' is not zstd or none", where, value);
+		break;
+	case K_KEY_FILE:
+		sec->key_file = strdup(value);
+		if (!sec->key_file)
+			return fail_at(p, line, "out of memory");
+		sec->v.seal.key_file = sec->key_file;
 		break;
 	case K_BOOL:
 		if (parse_bool(value, k == SK_ADAPTIVE ? &sec->v.adaptive : &sec->v.sqpoll))
@@ -696,6 +724,104 @@ static int s3_key(struct ws_cli_config *c, const char *key, const char *value)
 	return fail_at(p, p->line, "[s3]: unknown key '%s'", key);
 }
 
+/* A [tenant.NAME] seal key: how its objects are compressed and encrypted,
+ * over [engine]'s (docs/CLI.md "Configuration file"). */
+static int tenant_seal_key(struct ws_cli_config_parse *p, struct ws_cli_tenant *t, const char *key,
+			   const char *value)
+{
+	const int line = p->line;
+	int *set = !strcmp(key, "compression") ? &t->codec_line
+		   : !strcmp(key, "key_file") ? &t->key_file_line : &t->level_line;
+	uint64_t v;
+
+	if (*set)
+		return fail_at(p, line, "[tenant.%s] %s: set twice (first at line %d)", t->name, key, *set);
+	*set = line;
+	if (set == &t->codec_line) {
+		if (ws_cli_parse_codec(value, &t->seal.codec))
+			return fail_at(p, line, "[tenant.%s] compression: '%s' is not zstd or none", t->name, value);
+	} else if (set == &t->level_line) {
+		if (ws_cli_parse_u64(value, &v) || v < 1 || v > 19)
+			return fail_at(p, line, "[tenant.%s] compression_level: '%s' must be an integer 1..19", t->name,
+				       value);
+		t->seal.level = (int)v;
+	} else {
+		t->key_file = strdup(value);
+		if (!t->key_file)
+			return fail_at(p, line, "out of memory");
+		t->seal.key_file = t->key_file;
+	}
+	t->has_seal = true;
+	return 1;
+}
+
+/* The sections' key file names outlive the parse: c owns them. */
+static int keep_key_files(struct ws_cli_config *c, struct ws_cli_config_parse *p)
+{
+	c->key_files = calloc(WS_SHARDS_MAX + 1, sizeof(*c->key_files));
+	if (!c->key_files)
+		return -ENOMEM;
+	for (unsigned i = 0; i <= WS_SHARDS_MAX; i++) {
+		struct shard_sec *sec = i == WS_SHARDS_MAX ? &p->defaults : &p->shard[i];
+		if (sec->key_file) {
+			c->key_files[c->key_file_count++] = sec->key_file;
+			sec->key_file = NULL;
+		}
+	}
+	return 0;
+}
+
+/* A tenant that sets a seal key takes the others from [engine] (and the
+ * command line), not from its shard's section. */
+static void tenant_seals(struct ws_cli_config *c, const struct ws_cli_config_parse *p)
+{
+	const struct shard_sec *d = &p->defaults;
+	for (size_t i = 0; i < c->tenant_count; i++) {
+		struct ws_cli_tenant *t = &c->tenants[i];
+		if (!t->has_seal)
+			continue;
+		if (!t->codec_line && d->key_line[SK_COMPRESSION])
+			t->seal.codec = d->v.seal.codec;
+		if (!t->level_line && d->key_line[SK_COMPRESSION_LEVEL])
+			t->seal.level = d->v.seal.level;
+		if (!t->key_file_line && d->key_line[SK_KEY_FILE])
+			t->seal.key_file = d->v.seal.key_file;
+	}
+}
+
+/* A key file that cannot be read is a configuration error, said before
+ * anything starts (its contents are checked where it is loaded). */
+static int key_file_unreadable(struct ws_cli_config *c, int line, const char *where, const char *path)
+{
+	if (access(path, R_OK) == 0)
+		return 0;
+	return report(c, line, "%s%s cannot read '%s': %s", where, line > 0 ? " key_file:" : ":", path,
+		      strerror(errno));
+}
+
+static int check_key_files(struct ws_cli_config *c, const struct ws_cli_config_parse *p)
+{
+	char where[WS_TENANT_MAX + 16];
+	const struct shard_sec *d = &p->defaults;
+	if (d->v.seal.key_file &&
+	    key_file_unreadable(c, d->key_line[SK_KEY_FILE], d->key_line[SK_KEY_FILE] > 0 ? "[engine]" : "--key-file (or WALSHIP_KEY_FILE)",
+				d->v.seal.key_file))
+		return -1;
+	for (unsigned i = 0; i < WS_SHARDS_MAX; i++) {
+		snprintf(where, sizeof(where), "[shard.%u]", i);
+		if (p->shard[i].key_line[SK_KEY_FILE] &&
+		    key_file_unreadable(c, p->shard[i].key_line[SK_KEY_FILE], where, p->shard[i].v.seal.key_file))
+			return -1;
+	}
+	for (size_t i = 0; i < c->tenant_count; i++) {
+		const struct ws_cli_tenant *t = &c->tenants[i];
+		snprintf(where, sizeof(where), "[tenant.%s]", t->name);
+		if (t->key_file && key_file_unreadable(c, t->key_file_line, where, t->key_file))
+			return -1;
+	}
+	return 0;
+}
+
 static int tenant_key(struct ws_cli_config *c, const char *key, const char *value)
 {
 	struct ws_cli_config_parse *p = c->parse;
@@ -710,8 +836,11 @@ static int tenant_key(struct ws_cli_config *c, const char *key, const char *valu
 		set = &t->shard_line;
 	else if (!strcmp(key, "policy"))
 		set = &t->policy_line;
+	else if (!strcmp(key, "compression") || !strcmp(key, "compression_level") || !strcmp(key, "key_file"))
+		return tenant_seal_key(p, t, key, value);
 	else
-		return fail_at(p, line, "[tenant.%s]: unknown key '%s' (expected path, shard or policy)", t->name, key);
+		return fail_at(p, line, "[tenant.%s]: unknown key '%s' (expected path, shard, policy, compression, "
+			       "compression_level or key_file)", t->name, key);
 	if (*set)
 		return fail_at(p, line, "[tenant.%s] %s: set twice (first at line %d)", t->name, key, *set);
 	*set = line;
@@ -1037,6 +1166,19 @@ int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides 
 		p->defaults.v.batch_age_ms_max = o->interval_ms;
 		p->defaults.key_line[SK_BATCH_AGE_MS_MAX] = -1;
 	}
+	if (o->has_codec) {
+		p->defaults.v.seal.codec = o->codec;
+		p->defaults.key_line[SK_COMPRESSION] = -1;
+	}
+	if (o->key_file) {
+		p->defaults.v.seal.key_file = o->key_file;
+		p->defaults.key_line[SK_KEY_FILE] = -1;
+	}
+	if (keep_key_files(c, p))
+		return -ENOMEM;
+	tenant_seals(c, p);
+	if (check_key_files(c, p))
+		return WS_CLI_EXIT_USAGE;
 
 	for (unsigned i = 0; i < WS_SHARDS_MAX; i++)
 		if (p->shard[i].line && i >= c->shards)
@@ -1082,6 +1224,9 @@ int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides 
 			if (set[SK_INLINE_BATCH_BYTES_MAX]) s->inline_batch_bytes_max = sec->v.inline_batch_bytes_max;
 			if (set[SK_CARRY_IN_WATERMARK]) s->carry = sec->v.carry;
 			if (set[SK_STALL_WARN_MS]) s->stall_warn_ms = sec->v.stall_warn_ms;
+			if (set[SK_COMPRESSION]) s->seal.codec = sec->v.seal.codec;
+			if (set[SK_COMPRESSION_LEVEL]) s->seal.level = sec->v.seal.level;
+			if (set[SK_KEY_FILE]) s->seal.key_file = sec->v.seal.key_file;
 		}
 		if (!o->sink_only && check_core(c, i, s->core, p->shard[i].key_line[SK_CORE]))
 			return WS_CLI_EXIT_USAGE;
@@ -1139,13 +1284,20 @@ void ws_cli_config_free(struct ws_cli_config *c)
 	for (size_t i = 0; i < c->tenant_count; i++) {
 		free(c->tenants[i].name);
 		free(c->tenants[i].path);
+		free(c->tenants[i].key_file);
 	}
+	for (size_t i = 0; i < c->key_file_count; i++)
+		free(c->key_files[i]);
+	free(c->key_files);
 	free(c->tenants);
 	free(c->index);
 	free(c->shard);
 	free(c->sink);
 	free(c->metrics_addr);
 	if (c->parse) {
+		free(c->parse->defaults.key_file);
+		for (unsigned i = 0; i < WS_SHARDS_MAX; i++)
+			free(c->parse->shard[i].key_file);
 		if (c->parse->f)
 			fclose(c->parse->f);
 		free(c->parse->buf);

@@ -30,6 +30,12 @@ struct ws_cli_tenant {
 	enum ws_policy policy;
 	int line;                    /* of its [tenant.NAME] header; 0: command line only */
 	int path_line, shard_line, policy_line; /* 0: not set in the file */
+	/* Its own compression/encryption (any of compression,
+	 * compression_level, key_file in its section); the rest from [engine]. */
+	bool has_seal;
+	struct ws_seal_config seal;  /* seal.key_file: key_file or [engine]'s */
+	char *key_file;
+	int codec_line, level_line, key_file_line;
 };
 
 /* What the command line set; it wins over the file's [engine] section.
@@ -42,6 +48,9 @@ struct ws_cli_overrides {
 	unsigned shards;
 	enum ws_policy policy;
 	uint32_t interval_ms;        /* -> every shard's batch_age_ms_max */
+	bool has_codec;              /* --compression */
+	enum ws_codec codec;
+	const char *key_file;        /* --key-file or $WALSHIP_KEY_FILE: [engine] key_file */
 	/* checkpoint, retention: only the sink and the epoch are used; what
 	 * only a replicate on this host needs (cores, memory, inotify) is not
 	 * checked against this host. */
@@ -62,6 +71,8 @@ struct ws_cli_config {
 	struct ws_shard_config *shard; /* shards entries */
 	struct ws_cli_tenant *tenants;
 	size_t tenant_count;
+	char **key_files;            /* owned: the names shard[i].seal.key_file point at */
+	size_t key_file_count;
 
 	/* Internal. */
 	const char *file;            /* NULL: no --config */
@@ -113,6 +124,7 @@ int ws_cli_parse_token(const char *s, uint64_t *out);
 #define WS_CLI_TOKEN_RANGE "0..9223372036854775807"
 int ws_cli_parse_size(const char *s, uint64_t *out);         /* 4096, 64KiB, 4MiB, 1GiB (K, M, G too) */
 int ws_cli_parse_policy(const char *s, enum ws_policy *out); /* block | throttle | shed */
+int ws_cli_parse_codec(const char *s, enum ws_codec *out);   /* zstd | none */
 /* [A-Za-z0-9._-], 1..WS_TENANT_MAX-1 bytes. */
 bool ws_cli_tenant_name_ok(const char *name);
 

@@ -48,6 +48,7 @@
 #define DRAIN_MS_MAX_DEFAULT 60000u /* under systemd's 90 s stop timeout */
 #define EXIT_USAGE WS_CLI_EXIT_USAGE
 #define EXIT_FENCED 3
+#define EXIT_UNCHECKED 4 /* verify: all that was checked passed; some contents could not be (no key) */
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage_error(const char *fmt, ...)
@@ -137,7 +138,7 @@ static int parse_rfc3339(const char *s, int64_t *out_ms)
 enum {
 	OPT_SINK = 1000, OPT_CONFIG, OPT_EPOCH, OPT_PG, OPT_INTERVAL, OPT_ONCE, OPT_JSON,
 	OPT_TENANT, OPT_FRAME, OPT_TIME, OPT_FORCE, OPT_CHECKPOINT, OPT_CHECKPOINTS, OPT_CKPT_INTERVAL, OPT_EVENTS, OPT_FOLLOW, OPT_FORCE_PREAD, OPT_QUIET, OPT_VERBOSE,
-	OPT_SHARDS, OPT_POLICY, OPT_METRICS_ADDR, OPT_ORPHANS, OPT_FAIL_ORPHANS,
+	OPT_SHARDS, OPT_POLICY, OPT_METRICS_ADDR, OPT_ORPHANS, OPT_FAIL_ORPHANS, OPT_KEY_FILE, OPT_COMPRESSION,
 };
 
 /* Every command answers -h and --help (stdout, exit 0) with its own help. */
@@ -723,6 +724,8 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 			.shard = t->shard,
 			.has_policy = t->has_policy,
 			.policy = t->policy,
+			.has_seal = t->has_seal,
+			.seal = t->seal,
 		};
 		rc = ws_engine_add_tenant(e, &tc);
 		if (rc) {
@@ -828,6 +831,8 @@ static int cmd_replicate(int argc, char **argv)
 		{ "checkpoint-interval-s", required_argument, NULL, OPT_CKPT_INTERVAL },
 		{ "events", optional_argument, NULL, OPT_EVENTS },
 		{ "follow", required_argument, NULL, OPT_FOLLOW },
+		{ "compression", required_argument, NULL, OPT_COMPRESSION },
+		{ "key-file", required_argument, NULL, OPT_KEY_FILE },
 		OPT_HELP_ENTRY,
 		{ NULL, 0, NULL, 0 },
 	};
@@ -897,6 +902,12 @@ static int cmd_replicate(int argc, char **argv)
 			if ((rc = follow_arg(&ro, optarg, (size_t)argc)) != 0)
 				goto out;
 			break;
+		case OPT_COMPRESSION:
+			if (ws_cli_parse_codec(optarg, &ov.codec))
+				return usage_error("--compression: '%s' is not zstd or none", optarg);
+			ov.has_codec = true;
+			break;
+		case OPT_KEY_FILE: ov.key_file = optarg; break;
 		case OPT_ONCE: ro.once = true; break;
 		case OPT_JSON: ro.json = true; break;
 		case OPT_FORCE_PREAD: ro.reader_flags |= WS_READ_FORCE_PREAD; break;
@@ -905,6 +916,9 @@ static int cmd_replicate(int argc, char **argv)
 		default: return usage_error("replicate: unknown or incomplete option");
 		}
 	}
+	/* The environment's key file, as --key-file would (the command line wins). */
+	if (!ov.key_file && getenv("WALSHIP_KEY_FILE") && *getenv("WALSHIP_KEY_FILE"))
+		ov.key_file = getenv("WALSHIP_KEY_FILE");
 	if (config_file && (rc = ws_cli_config_load(&cfg, config_file)) != 0)
 		goto out;
 	for (int i = optind; i < argc; i++)
@@ -948,6 +962,23 @@ out:
 
 /* ---- restore / ls / verify -------------------------------------------- */
 
+struct ws_sink *ws_cli_sink_open(const char *url, const char *key_file, int *exit_code)
+{
+	int rc = 0;
+	struct ws_sink *sink = ws_sink_open_flags(url, WS_SINK_EXISTING, &rc);
+	if (!key_file)
+		key_file = getenv("WALSHIP_KEY_FILE");
+	if (sink && key_file && *key_file && (rc = ws_sink_add_key_file(sink, key_file)) != 0) {
+		ws_sink_close(sink);
+		sink = NULL;
+	}
+	if (!sink) {
+		fprintf(stderr, "walship: %s\n", ws_errmsg());
+		*exit_code = rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
+	}
+	return sink;
+}
+
 /* --frame N, or GENERATION:N (g<8 hex>-<16 hex>, or g-none): 0, or -1. */
 static int parse_frame(const char *arg, char gen[32], uint64_t *frame)
 {
@@ -981,10 +1012,11 @@ static int cmd_restore(int argc, char **argv)
 		{ "force", no_argument, NULL, OPT_FORCE },
 		{ "checkpoint", required_argument, NULL, OPT_CHECKPOINT },
 		{ "output", required_argument, NULL, 'o' },
+		{ "key-file", required_argument, NULL, OPT_KEY_FILE },
 		OPT_HELP_ENTRY,
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *sink_url = NULL, *tenant = NULL, *out = NULL, *checkpoint = NULL;
+	const char *sink_url = NULL, *tenant = NULL, *out = NULL, *checkpoint = NULL, *key_file = NULL;
 	struct ws_restore_opts ro = { 0 };
 	char gen[32] = "";
 	struct ws_sink *sink;
@@ -998,6 +1030,7 @@ static int cmd_restore(int argc, char **argv)
 		switch (c) {
 		case 'h': return ws_cli_help("restore");
 		case OPT_SINK: sink_url = optarg; break;
+		case OPT_KEY_FILE: key_file = optarg; break;
 		case OPT_TENANT: tenant = optarg; break;
 		case OPT_FRAME:
 			if (parse_frame(optarg, gen, &ro.frame))
@@ -1042,12 +1075,9 @@ static int cmd_restore(int argc, char **argv)
 	if (checkpoint && (ro.frame || ro.time_ms))
 		return usage_error("restore: --checkpoint excludes --frame and --time");
 	if (checkpoint)
-		return cmd_restore_checkpoint(sink_url, tenant, checkpoint, out, ro.force);
-	sink = ws_sink_open_flags(sink_url, WS_SINK_EXISTING, &rc);
-	if (!sink) {
-		fprintf(stderr, "walship: %s\n", ws_errmsg());
-		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
-	}
+		return cmd_restore_checkpoint(sink_url, tenant, checkpoint, out, ro.force, key_file);
+	if (!(sink = ws_cli_sink_open(sink_url, key_file, &rc)))
+		return rc;
 	rc = ws_restore(sink, tenant, &ro, out);
 	ws_sink_close(sink);
 	if (rc) {
@@ -1209,14 +1239,19 @@ static int cmd_ls(int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* Problems verify found; nokey of them: contents it could not check (no key). */
+struct verify_count {
+	unsigned n, nokey;
+};
+
 static void verify_problem(const char *tenant, const char *key, int err, const char *detail, void *arg)
 {
-	unsigned *n = arg;
-	(*n)++;
+	struct verify_count *c = arg;
+	c->n++;
+	c->nokey += err == WS_ENOKEY;
 	(void)tenant;
 	(void)key;
-	(void)err;
-	fprintf(stderr, "walship: verify: %s\n", detail);
+	fprintf(stderr, "walship: verify: %s%s\n", err == WS_ENOKEY ? "not checked: " : "", detail);
 }
 
 static void verify_orphan(const char *key, const char *kind, void *arg)
@@ -1237,12 +1272,13 @@ static int cmd_verify(int argc, char **argv)
 		{ "tenant", required_argument, NULL, OPT_TENANT },
 		{ "orphans", no_argument, NULL, OPT_ORPHANS },
 		{ "fail-on-orphans", no_argument, NULL, OPT_FAIL_ORPHANS },
+		{ "key-file", required_argument, NULL, OPT_KEY_FILE },
 		OPT_HELP_ENTRY,
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *sink_url = NULL, *tenant = NULL;
+	const char *sink_url = NULL, *tenant = NULL, *key_file = NULL;
 	struct ws_sink *sink;
-	unsigned problems = 0;
+	struct verify_count problems = { 0, 0 };
 	bool orphans = false, fail_orphans = false;
 	uint64_t norphans = 0;
 	int c, rc, orc = 0;
@@ -1255,6 +1291,7 @@ static int cmd_verify(int argc, char **argv)
 		switch (c) {
 		case 'h': return ws_cli_help("verify");
 		case OPT_SINK: sink_url = optarg; break;
+		case OPT_KEY_FILE: key_file = optarg; break;
 		case OPT_TENANT: tenant = optarg; break;
 		case OPT_ORPHANS: orphans = true; break;
 		case OPT_FAIL_ORPHANS: orphans = fail_orphans = true; break;
@@ -1265,21 +1302,22 @@ static int cmd_verify(int argc, char **argv)
 		return usage_error("verify: unexpected argument '%s'", argv[optind]);
 	if (!sink_url)
 		return usage_error("verify: --sink URL is required");
-	sink = ws_sink_open_flags(sink_url, WS_SINK_EXISTING, &rc);
-	if (!sink) {
-		fprintf(stderr, "walship: %s\n", ws_errmsg());
-		return rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
-	}
+	if (!(sink = ws_cli_sink_open(sink_url, key_file, &rc)))
+		return rc;
 	rc = ws_verify(sink, tenant, verify_problem, &problems);
 	if (rc == WS_ECONFIG) {
 		ws_sink_close(sink);
 		fprintf(stderr, "walship: verify: %s\n", ws_errmsg());
 		return EXIT_USAGE;
 	}
-	if (rc) {
-		if (!problems)
+	const bool unchecked = rc && problems.n && problems.n == problems.nokey;
+	if (unchecked) {
+		printf("verify: INCOMPLETE (everything checked passed; the contents of %u object%s not checked: "
+		       "no key, give --key-file or WALSHIP_KEY_FILE)\n", problems.nokey, problems.nokey == 1 ? "" : "s");
+	} else if (rc) {
+		if (!problems.n)
 			fprintf(stderr, "walship: verify: %s\n", ws_errmsg());
-		printf("verify: FAILED (%u problem%s)\n", problems ? problems : 1, problems == 1 ? "" : "s");
+		printf("verify: FAILED (%u problem%s)\n", problems.n ? problems.n : 1, problems.n == 1 ? "" : "s");
 	} else {
 		printf("verify: ok\n");
 	}
@@ -1296,8 +1334,10 @@ static int cmd_verify(int argc, char **argv)
 		}
 	}
 	ws_sink_close(sink);
-	if (rc || orc || (fail_orphans && norphans))
+	if ((rc && !unchecked) || orc || (fail_orphans && norphans))
 		return EXIT_FAIL;
+	if (unchecked)
+		return EXIT_UNCHECKED;
 	return EXIT_OK;
 }
 
@@ -1344,6 +1384,9 @@ static const struct command {
 	  "                              none named): update, faulted, progressed (docs/EVENTS.md)\n"
 	  "  --follow NAME=REPLICA_DB    keep REPLICA_DB a live SQLite replica of tenant NAME, readable\n"
 	  "                              at any moment (repeatable; docs/EVENTS.md \"Replicas\")\n"
+	  "  --compression zstd|none     how every shard that sets none compresses batches and snapshots\n"
+	  "  --key-file FILE             encrypt with FILE's last key (AES-256-GCM; one 64-hex-digit key\n"
+	  "                              a line); default $WALSHIP_KEY_FILE; [shard.N] key_file still wins\n"
 	  "  --quiet                     no per-tenant start-up lines\n"
 	  "  --verbose                   debug log\n"
 	  "  --force-pread               read the WAL with pread(2), not io_uring\n"
@@ -1353,7 +1396,7 @@ static const struct command {
 	  "error; 3 every tenant's last tail was fenced.\n" },
 	{ "restore", cmd_restore, "write a tenant's database at its latest state, a frame, a time or a checkpoint",
 	  "usage: walship restore --sink URL --tenant NAME [--frame N | --time RFC3339 | --checkpoint ID|latest]\n"
-	  "                       [--force] -o OUT_DB\n"
+	  "                       [--force] [--key-file FILE] -o OUT_DB\n"
 	  "\n"
 	  "Write a standalone database (rollback-journal mode) equal to the tenant's\n"
 	  "source at its latest shipped commit, or at the last commit at or before\n"
@@ -1370,12 +1413,14 @@ static const struct command {
 	  "                              in any chain still stored (across re-bases)\n"
 	  "  --checkpoint ID|latest      the tenant exactly at a checkpoint's cut\n"
 	  "  --force                     replace a regular file at OUT_DB (never a link, device or live database)\n"
+	  "  --key-file FILE             keys to open encrypted objects (default $WALSHIP_KEY_FILE)\n"
 	  "  -o, --output OUT_DB         where to write the database\n"
 	  "  -h, --help                  this help\n"
 	  "\n"
 	  "exit status: 0 restored; 1 refused or failed (nothing written); 2 usage error.\n" },
 	{ "follow", cmd_follow, "keep a live SQLite replica of one tenant from the sink alone",
 	  "usage: walship follow --sink URL --tenant NAME -o REPLICA_DB [--interval-ms N] [--json]\n"
+	  "                      [--key-file FILE]\n"
 	  "\n"
 	  "Keep REPLICA_DB a live replica of the tenant on any host that reads the sink:\n"
 	  "rebuilt from the newest checkpoint or the whole chain, then each committed\n"
@@ -1393,6 +1438,7 @@ static const struct command {
 	  "  --json                      one JSON line per state applied on stdout: tenant, applied\n"
 	  "                              (image or transaction), tx_id, pages, db_pages, source_ms\n"
 	  "                              and lag_ms (now minus the source time of its tail)\n"
+	  "  --key-file FILE             keys to open encrypted objects (default $WALSHIP_KEY_FILE)\n"
 	  "  -h, --help                  this help\n"
 	  "\n"
 	  "exit status: 0 stopped by a signal; 1 failed (an object that does not verify, an unknown\n"
@@ -1416,7 +1462,7 @@ static const struct command {
 	  "\n"
 	  "exit status: 0 ok; 1 a tenant could not be read; 2 usage error.\n" },
 	{ "verify", cmd_verify, "check every object and link a sink holds",
-	  "usage: walship verify --sink URL [--tenant NAME] [--orphans | --fail-on-orphans]\n"
+	  "usage: walship verify --sink URL [--tenant NAME] [--orphans | --fail-on-orphans] [--key-file FILE]\n"
 	  "\n"
 	  "Check every object and link of each tenant's chain, and the artifacts\n"
 	  "of every stored checkpoint; report each problem on stderr.\n"
@@ -1427,10 +1473,13 @@ static const struct command {
 	  "  --orphans                   also list every object nothing names\n"
 	  "                              (\"orphan KIND KEY\" lines, then \"orphans: N\")\n"
 	  "  --fail-on-orphans           as --orphans, and any orphan exits 1\n"
+	  "  --key-file FILE             keys to open encrypted objects (default $WALSHIP_KEY_FILE);\n"
+	  "                              without them, their structure is checked, not their contents\n"
 	  "  -h, --help                  this help\n"
 	  "\n"
 	  "exit status: 0 everything verifies; 1 a problem was found (or an orphan,\n"
-	  "with --fail-on-orphans); 2 usage error.\n" },
+	  "with --fail-on-orphans); 2 usage error; 4 all that could be checked verifies,\n"
+	  "but encrypted contents were not checked (no key).\n" },
 	{ "checkpoint", cmd_checkpoint, "take a consistent checkpoint of every tenant of a sink",
 	  "usage: walship checkpoint --sink URL [--config FILE] [--epoch N]\n"
 	  "\n"
