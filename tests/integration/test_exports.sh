@@ -32,7 +32,9 @@ grep -ohE '\bws_[a-z0-9_]+\s*\(' "$WS_SRC/include/walship/walship.h" "$WS_SRC/in
 unlinkable=$(comm -23 <(comm -23 installed_decls typedefs) exported | tr '\n' ' ')
 check "the installed headers declare only exported functions${unlinkable:+ (not exported: $unlinkable)}" \
 	[ -z "$unlinkable" ]
-check "the export list is small ($(wc -l <exported) symbols)" [ "$(wc -l <exported)" -lt 60 ]
+# (A bound that makes each new public function a decision: 60 at the
+# sink's key files.)
+check "the export list is small ($(wc -l <exported) symbols)" [ "$(wc -l <exported)" -le 64 ]
 
 cat >embed.c <<'C'
 #include <stdio.h>
