@@ -618,7 +618,11 @@ static void one_sequential(struct world *wd, unsigned iter)
 		const char *site = fault_sites[rnd(wd, sizeof(fault_sites) / sizeof(fault_sites[0]))];
 		snprintf(fault, sizeof(fault), "%s:%u:crash", site, 1 + (unsigned)rnd(wd, 4));
 		snprintf(why, sizeof(why), "iteration %u: WS_FAULT=%s", iter, fault);
-		replicate(wd, false, fault, 300, &res);
+		/* The fault site kills it; the deadline only ends a run whose
+		 * site is never reached. Long enough for an ASan build on a
+		 * loaded machine to get there (at 300 ms every fault run of a
+		 * slow run was the timer's, and the run failed its mix check). */
+		replicate(wd, false, fault, 1500, &res);
 	} else {
 		snprintf(why, sizeof(why), "iteration %u: replicate --once", iter);
 		replicate(wd, true, NULL, 0, &res);
