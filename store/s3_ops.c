@@ -326,6 +326,31 @@ static int get_range_check(struct s3_store *s, const struct s3_call *c, const ch
 	return 0;
 }
 
+/*
+ * A GET's final status and body (out from len0 on): 200, or 206 where
+ * partial_ok, with as many bytes as its Content-Length says. Anything
+ * else is the error it names, and out is left as it was.
+ */
+static int get_body_check(struct s3_store *s, const struct s3_call *c, struct ws_buf *out, size_t len0,
+			  bool partial_ok)
+{
+	if (c->req.status != 200 && !(partial_ok && c->req.status == 206)) {
+		struct ws_buf tmp = *out;
+		tmp.data += len0;
+		tmp.len -= len0;
+		int rc = s3_status_error(s, c, &tmp);
+		out->len = len0;
+		return rc;
+	}
+	if (c->req.content_length >= 0 && out->len - len0 != (uint64_t)c->req.content_length) {
+		size_t got = out->len - len0;
+		out->len = len0;
+		return ws_fail(-EIO, "s3 %s: %s: body is %zu bytes, Content-Length says %" PRId64, s->base.url,
+			       c->key, got, c->req.content_length);
+	}
+	return 0;
+}
+
 static int s3_get(struct ws_store *base, const char *key, uint64_t off, uint64_t len, struct ws_buf *out,
 		  struct ws_obj_info *info)
 {
@@ -362,19 +387,9 @@ static int s3_get(struct ws_store *base, const char *key, uint64_t off, uint64_t
 		}
 		return 0;
 	}
-	if (c.req.status != 200 && c.req.status != 206) {
-		struct ws_buf tmp = *out;
-		tmp.data += len0;
-		tmp.len -= len0;
-		rc = s3_status_error(s, &c, &tmp);
-		out->len = len0;
+	rc = get_body_check(s, &c, out, len0, true);
+	if (rc)
 		return rc;
-	}
-	if (c.req.content_length >= 0 && out->len - len0 != (uint64_t)c.req.content_length) {
-		out->len = len0;
-		return ws_fail(-EIO, "s3 %s: %s: body is %zu bytes, Content-Length says %" PRId64, base->url,
-			       key, out->len - len0, c.req.content_length);
-	}
 	return get_range_check(s, &c, key, off, len, out, len0, info);
 }
 
@@ -387,7 +402,6 @@ static int s3_get_changed(struct ws_store *base, const char *key, struct ws_etag
 	struct s3_store *s = (struct s3_store *)base;
 	char h_cond[WS_ETAG_MAX + 32];
 	struct s3_call c = { .method = "GET", .key = key, .resp = out, .framed = true };
-	struct ws_obj_info info;
 	size_t len0 = out->len;
 	int rc;
 
@@ -405,22 +419,9 @@ static int s3_get_changed(struct ws_store *base, const char *key, struct ws_etag
 		out->len = len0;
 		return 1;
 	}
-	if (c.req.status != 200) {
-		struct ws_buf tmp = *out;
-		tmp.data += len0;
-		tmp.len -= len0;
-		rc = s3_status_error(s, &c, &tmp);
-		out->len = len0;
-		return rc;
-	}
-	if (c.req.content_length >= 0 && out->len - len0 != (uint64_t)c.req.content_length) {
-		out->len = len0;
-		return ws_fail(-EIO, "s3 %s: %s: body is %zu bytes, Content-Length says %" PRId64, base->url,
-			       key, out->len - len0, c.req.content_length);
-	}
-	rc = get_range_check(s, &c, key, 0, UINT64_MAX, out, len0, &info);
+	rc = get_body_check(s, &c, out, len0, false);
 	if (rc == 0)
-		*tag = info.etag;
+		s3_reply_etag(&c.req, tag);
 	return rc;
 }
 
