@@ -233,6 +233,15 @@ static int s3_put(struct ws_store *base, const char *key, const struct iovec *io
 		if (rc)
 			return rc;
 	}
+	if (mode != WS_PUT_CAS && ws_key_valid(key)) {
+		uint64_t len = 0;
+		for (int i = 0; i < iovcnt; i++)
+			len += iov[i].iov_len;
+		/* Above the threshold, in parts (s3_multipart.c): a swap is
+		 * never that large (the checkpoint head, watermarks). */
+		if (len > s->mp_threshold)
+			return s3_multipart_put(s, key, iov, iovcnt, len, mode, out_etag);
+	}
 	rc = s3_put_begin(s, &op, key, iov, iovcnt, mode, expect);
 	if (rc == 0)
 		rc = s3_call(s, &op.c);

@@ -51,7 +51,16 @@ Content-Length) | put_error_body (forward a PUT, then answer its 200 with an
 S3 error document as the body: a proxy's, or a store's that reports an
 error after the status line) | chunked_padded (a reply's body sent in
 chunked encoding after 40 extra headers, as a proxy or CDN in front of a
-store may send it).
+store may send it) | fake_reply (answer the request HTTP 200 with the
+control's "body" as the body, without forwarding it: a multipart upload's
+CreateMultipartUpload without an UploadId or not XML, and a
+CompleteMultipartUpload that fails after the store began its answer, 200
+with an <Error> document, as AWS S3 does; radosgw cannot be made to send
+either).
+
+target: a substring the request line must hold to match (default: any),
+such as "?uploads" (CreateMultipartUpload) or "?uploadId=" (its parts and
+completion).
 
 Stores that spell If-Match differently from radosgw (which matches only a
 bare etag and answers 412 to a quoted one) are made from radosgw by
@@ -109,12 +118,14 @@ class Control:
             self.conf = {"mode": "pass"}
         self.remaining = int(self.conf.get("count", 1))
 
-    def pick(self, method):
+    def pick(self, method, reqline=""):
         """The fault for this request, consuming one from count."""
         self.refresh()
         mode = self.conf.get("mode", "pass")
         methods = self.conf.get("methods")
         if mode == "pass" or (methods and method not in methods):
+            return "pass"
+        if self.conf.get("target", "") not in reqline:
             return "pass"
         if mode in PERSISTENT:
             return mode
@@ -284,7 +295,7 @@ async def handle(reader, writer, upstream, control, stats_path):
             except (asyncio.IncompleteReadError, ConnectionError):
                 return
             method = reqline.split(" ", 1)[0]
-            fault = control.pick(method)
+            fault = control.pick(method, reqline)
             n = header(headers, "content-length")
             if fault == "reset_body" and n and int(n) > 1:
                 await reader.readexactly(int(n) // 2)
@@ -343,6 +354,12 @@ async def handle(reader, writer, upstream, control, stats_path):
                 continue
             if fault == "error500":
                 writer.write(s3_error(500, "Internal Server Error", "InternalError", 0))
+                await writer.drain()
+                continue
+            if fault == "fake_reply":
+                fake = str(control.conf.get("body", "")).encode()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: " +
+                             str(len(fake)).encode() + b"\r\n\r\n" + fake)
                 await writer.drain()
                 continue
             if fault == "bad_request":
