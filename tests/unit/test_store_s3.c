@@ -2952,6 +2952,60 @@ static void test_multipart_bad_replies(void **state)
 	ws_store_close(s);
 }
 
+/*
+ * get_many: ranged reads at once, each its own answer (a range, the rest of
+ * an object, nothing past its end, a missing object, a bad key, a read of
+ * nothing), in the order asked whatever order they end in, each retried
+ * on its own when throttled (faultproxy slowdown on GETs).
+ */
+static void test_get_many(void **state)
+{
+	struct ws_store *s = open_proxied(NULL);
+	struct ws_buf b[7];
+	static const char body[] = "0123456789ABCDEFGHIJ";
+	struct ws_get_req r[7] = {
+		{ .key = "many/a", .off = 3, .len = 4 },     { .key = "many/b", .off = 10, .len = UINT64_MAX },
+		{ .key = "many/a", .off = 100, .len = 5 },   { .key = "many/none", .off = 0, .len = 5 },
+		{ .key = "many/../x", .off = 0, .len = 5 },  { .key = "many/a", .off = 0, .len = 0 },
+		{ .key = "many/b", .off = 0, .len = 20 },
+	};
+	(void)state;
+
+	wt_put_str(s, "many/a", body, NULL);
+	wt_put_str(s, "many/b", "abcdefghijklmnopqrst", NULL);
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < 7; i++) {
+			ws_buf_init(&b[i], 1024);
+			r[i].out = &b[i];
+			r[i].rc = 99;
+		}
+		if (round == 1)
+			proxy_control("{\"mode\": \"slowdown\", \"count\": 3, \"methods\": [\"GET\"]}");
+		struct snap a = snap(s);
+		assert_int_equal(ws_store_get_many(s, r, 7), 0);
+		if (round == 1)
+			assert_delta(s, a, 3, 3, 3);
+		proxy_control("{\"mode\": \"pass\"}");
+		assert_int_equal(r[0].rc, 0);
+		assert_int_equal(b[0].len, 4);
+		assert_memory_equal(b[0].data, "3456", 4);
+		assert_int_equal(r[1].rc, 0);
+		assert_int_equal(b[1].len, 10);
+		assert_memory_equal(b[1].data, "klmnopqrst", 10);
+		assert_int_equal(r[2].rc, 0);
+		assert_int_equal(b[2].len, 0);
+		assert_int_equal(r[3].rc, WS_ENOTFOUND);
+		assert_int_equal(r[4].rc, -EINVAL);
+		assert_int_equal(r[5].rc, 0);
+		assert_int_equal(b[5].len, 0);
+		assert_int_equal(r[6].rc, 0);
+		assert_memory_equal(b[6].data, "abcdefghijklmnopqrst", 20);
+		for (int i = 0; i < 7; i++)
+			ws_buf_free(&b[i]);
+	}
+	ws_store_close(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2994,6 +3048,7 @@ int main(void)
 		cmocka_unit_test(test_unsigned_wrong_secret),
 		cmocka_unit_test(test_payload_signing_config),
 		cmocka_unit_test(test_payload_signing_wire),
+		cmocka_unit_test_setup_teardown(test_get_many, proxy_start, proxy_stop),
 		cmocka_unit_test(test_multipart_roundtrip),
 		cmocka_unit_test(test_multipart_part_fails),
 		cmocka_unit_test_setup_teardown(test_multipart_part_retried, proxy_start, proxy_stop),
