@@ -1,9 +1,10 @@
 /*
  * The s3:// backend's internals: its response parsers, apart from the
- * network so that tests/fuzz can feed them any bytes, and what its four
+ * network so that tests/fuzz can feed them any bytes, and what its five
  * files share (the store, one call, one PUT). store_s3.c runs the signed
  * requests with their retries, s3_ops.c the operations over them,
- * s3_list.c the XML bodies, s3_url.c the URL and open. Nothing outside
+ * s3_multipart.c uploads in parts, s3_list.c the XML bodies, s3_url.c the
+ * URL and open. Nothing outside
  * store/, tests/unit and tests/fuzz includes this header.
  */
 #ifndef WS_S3_INTERNAL_H

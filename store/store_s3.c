@@ -5,7 +5,8 @@
  * URL: s3://BUCKET[/PREFIX][?endpoint=http://127.0.0.1:7480&region=us-east-1
  *      &etag_quotes=auto|0|1&conditional_writes=off&ca_file=/path&insecure=1
  *      &retry_attempts_max=10&retry_deadline_ms=30000&max_in_flight=8
- *      &payload_signing=signed|unsigned]
+ *      &payload_signing=signed|unsigned&multipart_threshold_bytes=64MiB
+ *      &multipart_part_bytes=16MiB]
  * A custom endpoint is addressed path-style (endpoint/BUCKET/KEY); without
  * one, AWS virtual-hosted style (https://BUCKET.s3.REGION.amazonaws.com/KEY).
  * Everything is checked at open, before any request (WS_ECONFIG naming the
@@ -50,6 +51,10 @@
  * libcurl's own silent resends on a dead reused connection are not retries:
  * they count in stats.resends (net/ws_http.h says when they happen).
  *
+ * Objects over multipart_threshold_bytes go up in parts of
+ * multipart_part_bytes (s3_multipart.c). get_many runs ranged GETs at once
+ * as put_many runs PUTs (s3_call_many).
+ *
  * put_many: the PUTs run concurrently over the store's one ws_http (up to
  * max_in_flight at once), each signed (and hashed, when payloads are
  * signed) and retried on its own, in rounds (s3_put_many). Overwrite and
@@ -65,7 +70,8 @@
  * The backend's files: this one runs the signed requests with their
  * retries (one call, and put_many's concurrent rounds); s3_ops.c the
  * operations over them (HEAD, PUT, GET, DELETE, the probe, the ops table);
- * s3_list.c the XML bodies (ListObjectsV2, DeleteObjects); s3_url.c the URL,
+ * s3_multipart.c the uploads in parts; s3_list.c the XML bodies
+ * (ListObjectsV2, DeleteObjects, the small replies of uploads in parts); s3_url.c the URL,
  * open and the shared write pacers. s3_internal.h is what they share.
  */
 #include <assert.h>

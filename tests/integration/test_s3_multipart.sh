@@ -7,8 +7,9 @@
 #      64 MiB) is refused by the store, the checkpoint fails, saying so;
 #   2. with multipart_threshold_bytes=16MiB&multipart_part_bytes=8MiB the
 #      same artifact goes up in parts: checkpoint, restore --checkpoint
-#      (ranges read several at once) byte-identical to the source,
-#      verify passes;
+#      byte-identical to the source, verify passes; through
+#      tests/s3/faultproxy.py delaying each GET, the proxy sees the
+#      artifact's ranges read several at once;
 #   3. a part failing mid-way (WS_FAULT s3.multipart.part on the second
 #      window of parts): the checkpoint fails cleanly (exit 1, no new
 #      checkpoint listed), ListMultipartUploads shows no upload left, and
@@ -80,6 +81,16 @@ ws restore --sink "$U" --tenant big --checkpoint latest -o r.db
 check "restore --checkpoint latest is byte-identical to the source (but for bytes 18, 19)" eval '[ "$rc" = 0 ] && same_image big.db r.db'
 ws verify --sink "$U" --tenant big
 check "verify: exit 0" [ "$rc" = 0 ]
+# The artifact's ranges are read several at once: through the proxy, each
+# request delayed 300 ms, more than one waits there at the same time.
+start_faultproxy "$E"
+set_fault '{"mode": "latency", "latency_ms": 300, "methods": ["GET"]}'
+ws restore --sink "s3://$B/mp?endpoint=$PROXY" --tenant big --checkpoint latest -o r3.db
+overlap=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["delayed_max"])' proxy.stats)
+check "restore through a 300 ms proxy: byte-identical, its ranges read $overlap at once (>= 2)" \
+	eval '[ "$rc" = 0 ] && same_image big.db r3.db && [ "$overlap" -ge 2 ]'
+kill "$PROXY_PID" 2>/dev/null || true
+wait "$PROXY_PID" 2>/dev/null || true
 
 echo "# 3. a part failing mid-way"
 if [ "${WS_FAULTS:-0}" = 1 ]; then

@@ -79,9 +79,11 @@ again, and any other, a cut one included, as it came, never matching).
 count: how many matching requests get the fault before the proxy passes
 everything again (latency, hang and the if_match_* modes ignore it: they
 last until the mode changes). methods: which methods match (default all).
-The stats file gets {"requests": N, "faulted": M, "amz_dates": [...]} after
-every request (amz_dates: the x-amz-date of the last 64 requests, in the
-order their bodies arrived).
+The stats file gets {"requests": N, "faulted": M, "amz_dates": [...],
+"delayed_max": D, ...} after every request (amz_dates: the x-amz-date of
+the last 64 requests, in the order their bodies arrived; delayed_max: the
+most requests that waited out latency_ms at the same time, which is how
+many a client had in flight at once).
 """
 import argparse
 import asyncio
@@ -135,7 +137,7 @@ class Control:
         return mode
 
 
-STATS = {"requests": 0, "faulted": 0, "amz_dates": []}
+STATS = {"requests": 0, "faulted": 0, "amz_dates": [], "delayed_now": 0, "delayed_max": 0}
 PERSISTENT = ("latency", "hang", "if_match_quoted_only", "if_match_any", "if_match_ignored", "long_etag")
 
 
@@ -316,7 +318,15 @@ async def handle(reader, writer, upstream, control, stats_path):
             write_stats(stats_path)
             if fault == "latency" or (fault in ("slowdown", "throttle", "error500") and
                                       "latency_ms" in control.conf):
-                await asyncio.sleep(int(control.conf.get("latency_ms", 100)) / 1000)
+                # How many requests wait here at once: what a client sends
+                # concurrently (each waits the same latency).
+                STATS["delayed_now"] += 1
+                STATS["delayed_max"] = max(STATS["delayed_max"], STATS["delayed_now"])
+                try:
+                    await asyncio.sleep(int(control.conf.get("latency_ms", 100)) / 1000)
+                finally:
+                    STATS["delayed_now"] -= 1
+                write_stats(stats_path)
             if fault == "hang":
                 # Never answer; wait for the client to give up and close.
                 await reader.read()
