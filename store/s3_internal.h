@@ -185,6 +185,10 @@ int s3_call_many(struct s3_store *s, struct s3_call **calls, int *rcs, size_t n)
 int s3_put_begin(struct s3_store *s, struct s3_put_op *op, const char *key, const struct iovec *iov, int iovcnt,
 		 enum ws_put_mode mode, const struct ws_etag *expect);
 int s3_put_end(struct s3_store *s, struct s3_put_op *op, struct ws_etag *out_etag);
+/* HEAD of key: its info and attempt token (x-amz-meta-ws-attempt, "" when
+ * none), within the deadline within_ms (0: its own). WS_ENOTFOUND, errors. */
+int s3_head_attempt(struct s3_store *s, const char *key, struct ws_obj_info *info, char *attempt, size_t cap,
+		    uint64_t within_ms);
 /* Which If-Match spelling the store honours, and that it enforces both conditions. */
 int s3_probe_conditional(struct s3_store *s);
 

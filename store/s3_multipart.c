@@ -269,6 +269,23 @@ static void mp_complete_begin(struct mp *m, struct s3_put_op *op, char *query, s
 	c->resp = &op->err_body;
 }
 
+/*
+ * A completion answered 404 (NoSuchUpload) after more than one send (a
+ * retry, or libcurl's own resend on a connection that died with no reply):
+ * an earlier send may have completed it, the upload gone because it did
+ * (radosgw answers a second completion 200; other stores 404). True when
+ * the object carries this upload's attempt token.
+ */
+static bool mp_completed_before(struct mp *m, const struct s3_call *c)
+{
+	char attempt[64];
+	struct ws_obj_info info;
+	if (c->attempts < 2 && !c->req.resends)
+		return false;
+	return s3_head_attempt(m->s, m->key, &info, attempt, sizeof(attempt), c->deadline_ms) == 0 &&
+	       !strcmp(attempt, m->token);
+}
+
 static int mp_complete(struct mp *m, struct ws_etag *out_etag)
 {
 	char query[sizeof(m->id_enc) + 16];
@@ -286,7 +303,9 @@ static int mp_complete(struct mp *m, struct ws_etag *out_etag)
 	mp_complete_begin(m, &op, query, sizeof(query), &iov);
 	rc = s3_call(m->s, &op.c);
 	/* Its <ETag> is not read: radosgw 16.2 leaves it empty. */
-	if (rc == 0 && op.c.req.status == 200)
+	if (rc == 0 && op.c.req.status == 404 && mp_completed_before(m, &op.c))
+		op.c.req.status = 200; /* (and its body, the 404's, is not read) */
+	else if (rc == 0 && op.c.req.status == 200)
 		rc = ws_s3_xml_field(m->s->base.url, "CompleteMultipartUpload", op.err_body.data, op.err_body.len,
 				     "CompleteMultipartUploadResult", NULL, NULL, 0);
 	if (rc == 0)

@@ -62,6 +62,12 @@ static int s3_head_raw(struct s3_store *s, const char *key, struct ws_obj_info *
 	return 0;
 }
 
+int s3_head_attempt(struct s3_store *s, const char *key, struct ws_obj_info *info, char *attempt, size_t cap,
+		    uint64_t within_ms)
+{
+	return s3_head_raw(s, key, info, attempt, cap, within_ms, false);
+}
+
 static int s3_head(struct ws_store *base, const char *key, struct ws_obj_info *info)
 {
 	struct s3_store *s = (struct s3_store *)base;

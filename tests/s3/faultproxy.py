@@ -58,6 +58,11 @@ CompleteMultipartUpload that fails after the store began its answer, 200
 with an <Error> document, as AWS S3 does; radosgw cannot be made to send
 either).
 
+lost_then_gone (the first matching request forwarded and its reply lost,
+the connection reset; the later ones answered 404 NoSuchUpload without
+forwarding: a store where a completed upload is gone, as AWS S3 may answer
+a completion sent again; radosgw answers 200).
+
 target: a substring the request line must hold to match (default: any),
 such as "?uploads" (CreateMultipartUpload) or "?uploadId=" (its parts and
 completion).
@@ -364,6 +369,22 @@ async def handle(reader, writer, upstream, control, stats_path):
                 continue
             if fault == "error500":
                 writer.write(s3_error(500, "Internal Server Error", "InternalError", 0))
+                await writer.drain()
+                continue
+            if fault == "lost_then_gone":
+                # The first match forwarded, its reply lost (the connection
+                # reset); later ones answered 404 NoSuchUpload without
+                # forwarding: a store where a completed upload is gone.
+                if not control.conf.get("_first_done"):
+                    control.conf["_first_done"] = True
+                    if up_w is None:
+                        up_r, up_w = await asyncio.open_connection(*upstream)
+                    up_w.write(head + body)
+                    await up_w.drain()
+                    await read_head(up_r)
+                    hard_reset(writer)
+                    return
+                writer.write(s3_error(404, "Not Found", "NoSuchUpload", 0))
                 await writer.drain()
                 continue
             if fault == "fake_reply":

@@ -2881,7 +2881,8 @@ static void test_multipart_part_fails(void **state)
 	ws_store_close(s);
 }
 
-/* Parts are retried on their own (503 SlowDown, a 500) as PUTs are. */
+/* Parts are retried on their own (503 SlowDown, a 500) as PUTs are, and a
+ * completion whose reply was lost is not taken for a failure. */
 static void test_multipart_part_retried(void **state)
 {
 	struct ws_store *s = open_proxied(MP_PARAMS);
@@ -2897,6 +2898,18 @@ static void test_multipart_part_retried(void **state)
 	assert_int_equal(ws_store_putv(s, "mp/retried", iov, 2, WS_PUT_OVERWRITE, NULL, NULL), 0);
 	proxy_control("{\"mode\": \"pass\"}");
 	assert_object(s, "mp/retried", d, MP_BYTES);
+	/* A completion that went through, its reply lost (the connection
+	 * reset): sent again, the store answers 404 NoSuchUpload (faultproxy
+	 * lost_then_gone; radosgw answers 200), and the object's attempt token
+	 * shows it was this upload's. */
+	proxy_control("{\"mode\": \"lost_then_gone\", \"count\": 3, \"methods\": [\"POST\"], \"target\": "
+		      "\"?uploadId=\"}");
+	int rc = ws_store_putv(s, "mp/lost-reply", iov, 2, WS_PUT_CREATE, NULL, NULL);
+	if (rc)
+		fail_msg("completion whose reply was lost: %s", ws_errmsg());
+	assert_int_equal(proxy_faulted() > 0, 1);
+	proxy_control("{\"mode\": \"pass\"}");
+	assert_object(s, "mp/lost-reply", d, MP_BYTES);
 	assert_int_equal(uploads_left(), 0);
 	free(d);
 	ws_store_close(s);
