@@ -9,7 +9,7 @@
  *
  * Its size: WS_S3_LARGE_BYTES (default 5 GiB + 3 MiB + 7 bytes). radosgw's
  * memstore then holds the whole object in memory: run with
- * WS_RGW_MEM_BYTES of at least 8 GiB, and room for the image read back
+ * WS_RGW_MEM_BYTES of 9 GiB (ceph-osd grows to about 9.3 GB), and room for the image read back
  * under the build's testtmp. Registered disabled unless configured with
  * -DWS_S3_LARGE=ON (label s3_large): ctest -L s3_large.
  *
