@@ -57,6 +57,7 @@
 	X("file.open.root_entry_fsync", "file store: a writer's open, before syncing the root's entry in its parent") \
 	X("file.etag.before_read", "file store: an object's size known, before its bytes are read for its etag") \
 	X("file.del.before_lock", "file store: a delete's directory open, before it takes the key's lock") \
+	X("s3.multipart.part", "s3 store: a multipart upload created, a window of its parts not yet sent") \
 	X("s3.probe.after_create", "s3 store: the conditional-write probe at open created, not yet deleted") \
 	X("ckpt.probe.after_create", "checkpoint store: a shared open's probe created, not yet deleted")    \
 	X("ckpt.deployment.before_create", "checkpoint store: before the deployment record")                \

@@ -54,106 +54,173 @@ static int artifact_shape(const char *key, const uint8_t *head, uint64_t len, co
 
 /*
  * An artifact is a whole database image, as large as the database: it is
- * read in ranges of this size, each written to fd and hashed as it comes,
- * so memory stays bounded whatever the database's size.
+ * read in ranges of this size, ARTIFACT_RANGES at once (over the store's
+ * connections: ws_store_get_many), each written to fd and hashed in order
+ * as it comes, so memory stays bounded (ARTIFACT_RANGES buffers of
+ * ARTIFACT_RANGE) whatever the database's size.
  */
 #define ARTIFACT_RANGE ((uint64_t)8 << 20)
+#define ARTIFACT_RANGES 4u
+
+struct fetch {
+	struct ws_store *s;
+	const char *key, *sha256_hex;
+	uint64_t length, off;   /* the recorded length; what is taken so far */
+	int fd;
+	struct ws_sha256_state h;
+	uint8_t head[100];      /* the first bytes, for artifact_shape */
+	size_t head_len;
+	struct ws_buf b[ARTIFACT_RANGES];
+};
+
+/* The store's error for a read of the artifact, as the caller names it. */
+static int fetch_failed(const struct fetch *f, int rc)
+{
+	if (rc == WS_ENOTFOUND)
+		return ws_fail(WS_EINCOMPLETE, "checkpoint artifact %s is missing", f->key);
+	return ws_fail_wrap(rc, "read checkpoint artifact %s", f->key);
+}
+
+/* The next range (want bytes at f->off) in b: checked, hashed, written. */
+static int fetch_take(struct fetch *f, const struct ws_buf *b, uint64_t want)
+{
+	int rc;
+	if (b->len != want)
+		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s is not the %" PRIu64 " bytes its index "
+			       "records (SHA-256 %s): %zu bytes at offset %" PRIu64 " where %" PRIu64 " were asked",
+			       f->key, f->length, f->sha256_hex, b->len, f->off, want);
+	if (f->head_len < sizeof(f->head)) {
+		size_t n = b->len < sizeof(f->head) - f->head_len ? b->len : sizeof(f->head) - f->head_len;
+		memcpy(f->head + f->head_len, b->data, n);
+		f->head_len += n;
+	}
+	/* Bounds: each range asked for lies inside the recorded length. */
+	WS_ASSERT(b->len <= f->length - f->off);
+	ws_sha256_update(&f->h, b->data, b->len);
+	if ((rc = ws_image_pwrite(f->fd, b->data, b->len, f->off)) != 0)
+		return ws_fail(rc, "write checkpoint artifact %s", f->key);
+	f->off += b->len;
+	return 0;
+}
+
+/*
+ * Up to ARTIFACT_RANGES ranges from f->off, read at once and taken in
+ * order. A range that failed is read again alone (the detail of a failure
+ * among several is not kept, and the store may answer now). 1: the store
+ * answered the first range with the whole object (WS_ETOOBIG, as HTTP
+ * allows a server to): the caller reads it whole instead.
+ */
+static int fetch_window(struct fetch *f)
+{
+	struct ws_get_req r[ARTIFACT_RANGES];
+	uint64_t at = f->off;
+	unsigned n = 0;
+	int rc;
+
+	for (; n < ARTIFACT_RANGES && at < f->length; n++) {
+		uint64_t want = f->length - at < ARTIFACT_RANGE ? f->length - at : ARTIFACT_RANGE;
+		ws_buf_reset(&f->b[n]);
+		/* No object info asked: the file store would hash the whole
+		 * object for its etag, reading it twice. The size is checked
+		 * by what the ranges return, and by the read past its end. */
+		r[n] = (struct ws_get_req){ .key = f->key, .off = at, .len = want, .out = &f->b[n] };
+		at += want;
+	}
+	if ((rc = ws_store_get_many(f->s, r, n)) != 0)
+		return fetch_failed(f, rc);
+	for (unsigned i = 0; i < n; i++) {
+		if (r[i].rc) {
+			ws_buf_reset(&f->b[i]);
+			r[i].rc = ws_store_get(f->s, f->key, r[i].off, r[i].len, &f->b[i], NULL);
+		}
+		if (r[i].rc == WS_ETOOBIG && r[i].off == 0 && f->length > ARTIFACT_RANGE)
+			return 1;
+		if (r[i].rc)
+			return fetch_failed(f, r[i].rc);
+		WS_ASSERT(f->off == r[i].off); /* taken in order */
+		if ((rc = fetch_take(f, &f->b[i], r[i].len)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* The artifact read whole, once, as large as it is (fetch_window's 1). */
+static int fetch_whole(struct fetch *f)
+{
+	struct ws_buf b;
+	int rc;
+
+	ws_info("checkpoint artifact %s: the store answers ranges with the whole object; reading it whole "
+		"(%" PRIu64 " bytes in memory)", f->key, f->length);
+	ws_buf_init(&b, WS_BUF_DEFAULT_MAX);
+	rc = ws_store_get(f->s, f->key, 0, UINT64_MAX, &b, NULL);
+	if (rc)
+		rc = fetch_failed(f, rc);
+	if (rc == 0)
+		rc = fetch_take(f, &b, f->length);
+	ws_buf_free(&b);
+	return rc;
+}
+
+/* Nothing past the recorded length: a longer object is not the one the
+ * index names. */
+static int fetch_past_end(struct fetch *f)
+{
+	int rc;
+	ws_buf_reset(&f->b[0]);
+	rc = ws_store_get(f->s, f->key, f->length, 1, &f->b[0], NULL);
+	if (rc)
+		return fetch_failed(f, rc);
+	if (f->b[0].len)
+		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s is longer than the %" PRIu64 " bytes its "
+			       "index records (SHA-256 %s)", f->key, f->length, f->sha256_hex);
+	return 0;
+}
+
+/* All of it, in windows of ranges, or whole when the store answers so. */
+static int fetch_all(struct fetch *f)
+{
+	int rc = 0;
+	while (f->off < f->length && (rc = fetch_window(f)) == 0)
+		;
+	if (rc == 1) {
+		WS_ASSERT(f->off == 0); /* nothing taken yet: the first range was the whole */
+		for (unsigned i = 0; i < ARTIFACT_RANGES; i++)
+			ws_buf_free(&f->b[i]);
+		/* (read whole, its length is checked by fetch_take) */
+		return fetch_whole(f);
+	}
+	if (rc == 0)
+		rc = fetch_past_end(f);
+	return rc;
+}
 
 int ws_artifact_fetch(struct ws_store *s, const char *key, uint64_t length, const char *sha256_hex,
 		      const struct ws_fmt_manifest *cut, int fd)
 {
-	struct ws_buf b;
-	struct ws_sha256_state h;
-	uint8_t sha[WS_SHA256_LEN], head[100];
+	struct fetch f = { .s = s, .key = key, .sha256_hex = sha256_hex, .length = length, .fd = fd };
+	uint8_t sha[WS_SHA256_LEN];
 	char hex[WS_SHA256_HEX_LEN + 1];
-	size_t head_len = 0;
-	uint64_t off = 0;
 	int rc;
 
-	if ((rc = ws_sha256_begin(&h)) != 0)
+	if ((rc = ws_sha256_begin(&f.h)) != 0)
 		return ws_fail(rc, "read checkpoint artifact %s: no memory for its hash", key);
-	ws_buf_init(&b, (size_t)ARTIFACT_RANGE);
-	bool whole = false;
-	do {
-		uint64_t want = length - off < ARTIFACT_RANGE ? length - off : ARTIFACT_RANGE;
-		if (whole)
-			want = length;
-		ws_buf_reset(&b);
-		/* No object info asked: the file store would hash the whole
-		 * object for its etag, reading it twice. The size is checked
-		 * by what the ranges return, and by the read past its end. */
-		rc = ws_store_get(s, key, off, whole ? UINT64_MAX : want, &b, NULL);
-		if (rc == WS_ETOOBIG && off == 0 && !whole && length > ARTIFACT_RANGE) {
-			/* A store that answers a range with the whole object (HTTP
-			 * allows it; the S3 backend keeps the range asked for): read
-			 * it whole, once, as large as it is, rather than whole
-			 * again for every range. */
-			ws_info("checkpoint artifact %s: the store answers ranges with the whole object; reading it "
-				"whole (%" PRIu64 " bytes in memory)", key, length);
-			whole = true;
-			ws_buf_free(&b);
-			ws_buf_init(&b, WS_BUF_DEFAULT_MAX);
-			continue;
-		}
-		if (rc == WS_ENOTFOUND) {
-			rc = ws_fail(WS_EINCOMPLETE, "checkpoint artifact %s is missing", key);
-			goto out;
-		}
-		if (rc) {
-			ws_fail_wrap(rc, "read checkpoint artifact %s", key);
-			goto out;
-		}
-		if (b.len != want) {
-			rc = ws_fail(WS_ECORRUPT, "checkpoint artifact %s is not the %" PRIu64 " bytes its index "
-				     "records (SHA-256 %s): %zu bytes at offset %" PRIu64 " where %" PRIu64 " were asked",
-				     key, length, sha256_hex, b.len, off, want);
-			goto out;
-		}
-		if (head_len < sizeof(head)) {
-			size_t n = b.len < sizeof(head) - head_len ? b.len : sizeof(head) - head_len;
-			memcpy(head + head_len, b.data, n);
-			head_len += n;
-		}
-		/* Bounds: each range asked for lies inside the recorded length. */
-		WS_ASSERT(b.len <= length - off);
-		ws_sha256_update(&h, b.data, b.len);
-		if ((rc = ws_image_pwrite(fd, b.data, b.len, off)) != 0) {
-			ws_fail(rc, "write checkpoint artifact %s", key);
-			goto out;
-		}
-		off += b.len;
-	} while (off < length);
-	WS_ASSERT(off == length);
-	if (!whole) {
-		/* Nothing past the recorded length: a longer object is not the
-		 * one the index names (read whole, its length was checked). */
-		ws_buf_reset(&b);
-		rc = ws_store_get(s, key, length, 1, &b, NULL);
-		if (rc) {
-			ws_fail_wrap(rc, "read checkpoint artifact %s", key);
-			goto out;
-		}
-		if (b.len) {
-			rc = ws_fail(WS_ECORRUPT, "checkpoint artifact %s is longer than the %" PRIu64 " bytes its "
-				     "index records (SHA-256 %s)", key, length, sha256_hex);
-			goto out;
-		}
+	for (unsigned i = 0; i < ARTIFACT_RANGES; i++)
+		ws_buf_init(&f.b[i], (size_t)ARTIFACT_RANGE);
+	rc = fetch_all(&f);
+	for (unsigned i = 0; i < ARTIFACT_RANGES; i++)
+		ws_buf_free(&f.b[i]);
+	if (rc) {
+		ws_sha256_end(&f.h, NULL);
+		return rc;
 	}
-	ws_sha256_end(&h, sha);
+	WS_ASSERT(f.off == length);
+	ws_sha256_end(&f.h, sha);
 	ws_hex(sha, sizeof(sha), hex);
-	if (strcmp(hex, sha256_hex) != 0) {
-		rc = ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %" PRIu64 " bytes with SHA-256 %s; its index "
-			     "records %" PRIu64 " bytes and %s", key, off, hex, length, sha256_hex);
-		goto out_freed;
-	}
-	if (cut)
-		rc = artifact_shape(key, head, off, cut);
-	goto out_freed;
-out:
-	ws_sha256_end(&h, NULL);
-out_freed:
-	ws_buf_free(&b);
-	return rc;
+	if (strcmp(hex, sha256_hex) != 0)
+		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %" PRIu64 " bytes with SHA-256 %s; its index "
+			       "records %" PRIu64 " bytes and %s", key, f.off, hex, length, sha256_hex);
+	return cut ? artifact_shape(key, f.head, f.off, cut) : 0;
 }
 
 int ws_artifact_fetch_base(struct ws_store *s, const struct ws_restore_base *base, int fd)

@@ -1,9 +1,10 @@
 /*
  * The s3:// backend's internals: its response parsers, apart from the
- * network so that tests/fuzz can feed them any bytes, and what its four
+ * network so that tests/fuzz can feed them any bytes, and what its five
  * files share (the store, one call, one PUT). store_s3.c runs the signed
  * requests with their retries, s3_ops.c the operations over them,
- * s3_list.c the XML bodies, s3_url.c the URL and open. Nothing outside
+ * s3_multipart.c uploads in parts, s3_list.c the XML bodies, s3_url.c the
+ * URL and open. Nothing outside
  * store/, tests/unit and tests/fuzz includes this header.
  */
 #ifndef WS_S3_INTERNAL_H
@@ -34,12 +35,29 @@ int ws_s3_list_parse(const char *url, const void *xml, size_t len, const char *s
  * than NoSuchKey; the detail names the first), WS_EFORMAT, -ENOMEM. */
 int ws_s3_delete_parse(const char *url, const void *xml, size_t len);
 
+/* The text of root's child element field (the first) of a small XML reply
+ * into out (cap bytes); field NULL: only that the reply is a root. what
+ * names the request in errors. WS_EFORMAT (not
+ * well-formed, another root, no such field or an empty one, longer than
+ * cap-1), -ENOMEM. */
+int ws_s3_xml_field(const char *url, const char *what, const void *xml, size_t len, const char *root,
+		    const char *field, char *out, size_t cap);
+
 /* The <Code> of an S3 error body into out (cap bytes), "" when none fits. */
 void ws_s3_error_code(const void *body, size_t len, char *out, size_t cap);
 
 /* A HEAD response's headers: size, etag without quotes, mtime, and our
  * attempt token (x-amz-meta-ws-attempt, "" when absent). Either may be NULL. */
 void ws_s3_head_info(const struct ws_http_req *r, struct ws_obj_info *info, char *attempt, size_t attempt_cap);
+
+/* S3's most parts in one multipart upload, and its least part (but the last). */
+#define WS_S3_PARTS_MAX 10000u
+#define WS_S3_PART_BYTES_MIN ((uint64_t)5 << 20)
+#define WS_S3_PART_BYTES_MAX ((uint64_t)5 << 30)
+/* The size of the parts of a len-byte object for parts of want bytes asked
+ * for: want, or, when that makes more than WS_S3_PARTS_MAX, the least
+ * whole number of MiB that does not. */
+uint64_t ws_s3_part_bytes(uint64_t len, uint64_t want);
 
 /* lim as the query parameters the s3:// URL spells them into q (cap bytes): q, or NULL when lim is. */
 const char *ws_s3_limits_query(const struct ws_store_limits *lim, char *q, size_t cap);
@@ -77,6 +95,8 @@ struct s3_store {
 	uint64_t deadline_ms;
 	uint64_t rng;
 	bool pace;                   /* pace writes once throttled (pace=1, the default) */
+	uint64_t mp_threshold;       /* objects of more bytes go up in parts (multipart_threshold_bytes) */
+	uint64_t part_bytes;         /* their parts' size before ws_s3_part_bytes (multipart_part_bytes) */
 	struct shared_pacer *pacer;  /* shared by the process's handles on this endpoint and bucket */
 };
 
@@ -107,11 +127,15 @@ struct s3_call {
 					one that ends where the connection closes is retried as cut */
 	uint64_t within_ms;          /* monotonic, 0 = none: a step of a call with this deadline (a HEAD
 					that settles a PUT's 412), which may not outlast it */
+	bool error_in_2xx;           /* a 2xx whose body is an S3 <Error> document is a failed attempt
+					(PUTs always; CompleteMultipartUpload answers its errors so) */
 	/* state across attempts (call_begin) */
 	char payload_hash[65];
 	uint64_t deadline_ms;        /* monotonic */
 	size_t resp_len0;
 	struct body_ctx bc;
+	struct s3_store *store;      /* s3_call_many: signs the call as it is sent ... */
+	int sign_rc;                 /* ... and how that went */
 	/* the signed request of the current attempt: req points into these */
 	char url[URL_MAX + WS_KEY_MAX * 7];
 	char h_date[64], h_sha[128], h_auth[WS_SIGV4_AUTH_MAX + 32], h_token[4200];
@@ -129,8 +153,6 @@ struct s3_call {
 /* One PUT: its call, and what all its attempts share (headers, attempt token). */
 struct s3_put_op {
 	struct s3_call c;
-	struct s3_store *store;      /* put_many: signs c when it is sent */
-	int sign_rc;
 	enum ws_put_mode mode;
 	struct ws_etag expect;       /* CAS: the etag If-Match names (bare) */
 	char h_len[64], h_cond[WS_ETAG_MAX + 32], h_attempt[64], token[33];
@@ -155,13 +177,26 @@ void s3_reply_etag(const struct ws_http_req *r, struct ws_etag *out);
 /* -EPROTO: the store's etag for key is longer than walship keeps. */
 int s3_etag_too_long(const struct s3_store *s, const char *what, const char *key, const struct ws_etag *e);
 int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n);
+/* n calls at once, each with its own retries (store_s3.c says how): rcs[i]
+ * as s3_call returns for calls[i]; negative when the HTTP client failed. */
+int s3_call_many(struct s3_store *s, struct s3_call **calls, int *rcs, size_t n);
 
 /* s3_ops.c: a PUT set up (nothing sent) and judged once its call ended. */
 int s3_put_begin(struct s3_store *s, struct s3_put_op *op, const char *key, const struct iovec *iov, int iovcnt,
 		 enum ws_put_mode mode, const struct ws_etag *expect);
 int s3_put_end(struct s3_store *s, struct s3_put_op *op, struct ws_etag *out_etag);
+/* HEAD of key: its info and attempt token (x-amz-meta-ws-attempt, "" when
+ * none), within the deadline within_ms (0: its own). WS_ENOTFOUND, errors. */
+int s3_head_attempt(struct s3_store *s, const char *key, struct ws_obj_info *info, char *attempt, size_t cap,
+		    uint64_t within_ms);
 /* Which If-Match spelling the store honours, and that it enforces both conditions. */
 int s3_probe_conditional(struct s3_store *s);
+
+/* s3_multipart.c: an object in parts (overwrite or create-once), from the
+ * caller's iovecs (len bytes); errors as a PUT's, and WS_EFORMAT for a
+ * reply that is not what S3 sends. The upload is aborted on any failure. */
+int s3_multipart_put(struct s3_store *s, const char *key, const struct iovec *iov, int iovcnt, uint64_t len,
+		     enum ws_put_mode mode, struct ws_etag *out_etag);
 
 /* s3_list.c */
 int s3_list(struct ws_store *base, const char *prefix, const char *token, unsigned max_keys,

@@ -438,3 +438,81 @@ out:
 	ws_buf_free(&resp);
 	return rc;
 }
+
+/* ---- one field of a small reply (multipart uploads) ------------------------ */
+
+struct field_parse {
+	const char *root, *field;
+	int depth;
+	bool root_ok, in_field, seen, too_long;
+	char *out;
+	size_t cap, len;
+};
+
+static void XMLCALL field_start(void *arg, const XML_Char *name, const XML_Char **attrs)
+{
+	struct field_parse *p = arg;
+	(void)attrs;
+	p->depth++;
+	if (p->depth == 1)
+		p->root_ok = !strcmp(name, p->root);
+	if (p->depth == 2 && p->root_ok && p->field && !strcmp(name, p->field) && !p->seen) {
+		p->in_field = true;
+		p->seen = true;
+		p->len = 0;
+	}
+}
+
+static void XMLCALL field_text(void *arg, const XML_Char *s, int len)
+{
+	struct field_parse *p = arg;
+	if (!p->in_field || len <= 0)
+		return;
+	if (p->len + (size_t)len >= p->cap) {
+		p->too_long = true;
+		return;
+	}
+	memcpy(p->out + p->len, s, (size_t)len);
+	p->len += (size_t)len;
+}
+
+static void XMLCALL field_end(void *arg, const XML_Char *name)
+{
+	struct field_parse *p = arg;
+	(void)name;
+	if (p->depth == 2 && p->in_field)
+		p->in_field = false;
+	p->depth--;
+}
+
+int ws_s3_xml_field(const char *url, const char *what, const void *xml, size_t len, const char *root,
+		    const char *field, char *out, size_t cap)
+{
+	struct field_parse fp = { .root = root, .field = field, .out = out, .cap = cap };
+	XML_Parser xp;
+	int rc = 0;
+
+	WS_ASSERT(!field || (out && cap > 0));
+	if (out)
+		out[0] = '\0';
+	xp = XML_ParserCreate(NULL);
+	if (!xp)
+		return -ENOMEM;
+	XML_SetUserData(xp, &fp);
+	XML_SetElementHandler(xp, field_start, field_end);
+	XML_SetCharacterDataHandler(xp, field_text);
+	if (len > INT32_MAX || XML_Parse(xp, xml, (int)len, 1) != XML_STATUS_OK)
+		rc = ws_fail(WS_EFORMAT, "s3 %s: %s: the reply is not well-formed XML (%s)", url, what,
+			     len ? XML_ErrorString(XML_GetErrorCode(xp)) : "an empty body");
+	else if (!fp.root_ok)
+		rc = ws_fail(WS_EFORMAT, "s3 %s: %s: the reply is not a %s", url, what, root);
+	else if (fp.too_long)
+		rc = ws_fail(WS_EFORMAT, "s3 %s: %s: the reply's %s is longer than %zu bytes", url, what, field,
+			     cap - 1);
+	else if (field && (!fp.seen || fp.len == 0))
+		rc = ws_fail(WS_EFORMAT, "s3 %s: %s: the reply has no %s", url, what, field);
+	else if (field)
+		out[fp.len] = '\0';
+	XML_ParserFree(xp);
+	return rc;
+}

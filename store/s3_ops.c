@@ -62,6 +62,12 @@ static int s3_head_raw(struct s3_store *s, const char *key, struct ws_obj_info *
 	return 0;
 }
 
+int s3_head_attempt(struct s3_store *s, const char *key, struct ws_obj_info *info, char *attempt, size_t cap,
+		    uint64_t within_ms)
+{
+	return s3_head_raw(s, key, info, attempt, cap, within_ms, false);
+}
+
 static int s3_head(struct ws_store *base, const char *key, struct ws_obj_info *info)
 {
 	struct s3_store *s = (struct s3_store *)base;
@@ -233,6 +239,15 @@ static int s3_put(struct ws_store *base, const char *key, const struct iovec *io
 		if (rc)
 			return rc;
 	}
+	if (mode != WS_PUT_CAS && ws_key_valid(key)) {
+		uint64_t len = 0;
+		for (int i = 0; i < iovcnt; i++)
+			len += iov[i].iov_len;
+		/* Above the threshold, in parts (s3_multipart.c): a swap is
+		 * never that large (the checkpoint head, watermarks). */
+		if (len > s->mp_threshold)
+			return s3_multipart_put(s, key, iov, iovcnt, len, mode, out_etag);
+	}
 	rc = s3_put_begin(s, &op, key, iov, iovcnt, mode, expect);
 	if (rc == 0)
 		rc = s3_call(s, &op.c);
@@ -326,6 +341,64 @@ static int get_range_check(struct s3_store *s, const struct s3_call *c, const ch
 	return 0;
 }
 
+/*
+ * A GET's final status and body (out from len0 on): 200, or 206 where
+ * partial_ok, with as many bytes as its Content-Length says. Anything
+ * else is the error it names, and out is left as it was.
+ */
+static int get_body_check(struct s3_store *s, const struct s3_call *c, struct ws_buf *out, size_t len0,
+			  bool partial_ok)
+{
+	if (c->req.status != 200 && !(partial_ok && c->req.status == 206)) {
+		struct ws_buf tmp = *out;
+		tmp.data += len0;
+		tmp.len -= len0;
+		int rc = s3_status_error(s, c, &tmp);
+		out->len = len0;
+		return rc;
+	}
+	if (c->req.content_length >= 0 && out->len - len0 != (uint64_t)c->req.content_length) {
+		size_t got = out->len - len0;
+		out->len = len0;
+		return ws_fail(-EIO, "s3 %s: %s: body is %zu bytes, Content-Length says %" PRId64, s->base.url,
+			       c->key, got, c->req.content_length);
+	}
+	return 0;
+}
+
+/* A ranged GET's Range header into h (cap bytes), on c; none for a whole object. */
+static void get_range_header(struct s3_call *c, uint64_t off, uint64_t len, char *h, size_t cap)
+{
+	if (off == 0 && len == UINT64_MAX)
+		return;
+	if (len == UINT64_MAX || off + len < off)
+		snprintf(h, cap, "Range: bytes=%" PRIu64 "-", off);
+	else
+		snprintf(h, cap, "Range: bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1);
+	c->extra[c->extra_count++] = h;
+}
+
+/* The outcome of a GET of len bytes at off whose call ended with a final status. */
+static int get_end(struct s3_store *s, const struct s3_call *c, uint64_t off, uint64_t len, struct ws_buf *out,
+		   size_t len0, struct ws_obj_info *info)
+{
+	int rc;
+	if (c->req.status == 416) {
+		/* The range starts past the end: nothing there, like the file store. */
+		out->len = len0;
+		if (!info)
+			return 0;
+		rc = s3_head_raw(s, c->key, info, NULL, 0, c->deadline_ms, true);
+		if (rc == WS_ENOTFOUND)
+			return ws_fail(rc, "s3 %s: %s: no such object", s->base.url, c->key);
+		return rc;
+	}
+	rc = get_body_check(s, c, out, len0, true);
+	if (rc)
+		return rc;
+	return get_range_check(s, c, c->key, off, len, out, len0, info);
+}
+
 static int s3_get(struct ws_store *base, const char *key, uint64_t off, uint64_t len, struct ws_buf *out,
 		  struct ws_obj_info *info)
 {
@@ -341,41 +414,60 @@ static int s3_get(struct ws_store *base, const char *key, uint64_t off, uint64_t
 		/* Nothing to read: a HEAD says whether it exists. */
 		return s3_head(base, key, info);
 	}
-	if (off > 0 || len != UINT64_MAX) {
-		if (len == UINT64_MAX || off + len < off)
-			snprintf(h_range, sizeof(h_range), "Range: bytes=%" PRIu64 "-", off);
-		else
-			snprintf(h_range, sizeof(h_range), "Range: bytes=%" PRIu64 "-%" PRIu64, off, off + len - 1);
-		c.extra[c.extra_count++] = h_range;
-	}
+	get_range_header(&c, off, len, h_range, sizeof(h_range));
 	rc = s3_call(s, &c);
 	if (rc)
 		return rc;
-	if (c.req.status == 416) {
-		/* The range starts past the end: nothing there, like the file store. */
-		out->len = len0;
-		if (info) {
-			rc = s3_head_raw(s, key, info, NULL, 0, c.deadline_ms, true);
-			if (rc == WS_ENOTFOUND)
-				return ws_fail(rc, "s3 %s: %s: no such object", base->url, key);
-			return rc;
+	return get_end(s, &c, off, len, out, len0, info);
+}
+
+struct get_op {
+	struct s3_call c;
+	char h_range[96];
+	size_t len0;
+};
+
+/*
+ * n ranged GETs at once over the store's connections (s3_call_many), each
+ * judged as s3_get judges its one. A request for nothing, or with a bad
+ * key, is s3_get's (a HEAD, or its error) on its own.
+ */
+static int s3_get_many(struct ws_store *base, struct ws_get_req *reqs, size_t n)
+{
+	struct s3_store *s = (struct s3_store *)base;
+	struct get_op *ops = calloc(n, sizeof(*ops));
+	struct s3_call **calls = calloc(n, sizeof(*calls));
+	int *rcs = calloc(n, sizeof(*rcs));
+	size_t *back = calloc(n, sizeof(*back)), m = 0;
+	int rc = 0;
+
+	if (!ops || !calls || !rcs || !back) {
+		rc = ws_fail(-ENOMEM, "s3 %s: %zu ranged reads at once", base->url, n);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct ws_get_req *r = &reqs[i];
+		if (r->len == 0 || !ws_key_valid(r->key)) {
+			r->rc = s3_get(base, r->key, r->off, r->len, r->out, NULL);
+			continue;
 		}
-		return 0;
+		ops[i].c = (struct s3_call){ .method = "GET", .key = r->key, .resp = r->out, .framed = true };
+		ops[i].len0 = r->out->len;
+		get_range_header(&ops[i].c, r->off, r->len, ops[i].h_range, sizeof(ops[i].h_range));
+		back[m] = i;
+		calls[m++] = &ops[i].c;
 	}
-	if (c.req.status != 200 && c.req.status != 206) {
-		struct ws_buf tmp = *out;
-		tmp.data += len0;
-		tmp.len -= len0;
-		rc = s3_status_error(s, &c, &tmp);
-		out->len = len0;
-		return rc;
+	rc = s3_call_many(s, calls, rcs, m);
+	for (size_t j = 0; j < m; j++) {
+		struct ws_get_req *r = &reqs[back[j]];
+		r->rc = rcs[j] ? rcs[j] : get_end(s, calls[j], r->off, r->len, r->out, ops[back[j]].len0, NULL);
 	}
-	if (c.req.content_length >= 0 && out->len - len0 != (uint64_t)c.req.content_length) {
-		out->len = len0;
-		return ws_fail(-EIO, "s3 %s: %s: body is %zu bytes, Content-Length says %" PRId64, base->url,
-			       key, out->len - len0, c.req.content_length);
-	}
-	return get_range_check(s, &c, key, off, len, out, len0, info);
+out:
+	free(ops);
+	free(calls);
+	free(rcs);
+	free(back);
+	return rc;
 }
 
 /*
@@ -387,7 +479,6 @@ static int s3_get_changed(struct ws_store *base, const char *key, struct ws_etag
 	struct s3_store *s = (struct s3_store *)base;
 	char h_cond[WS_ETAG_MAX + 32];
 	struct s3_call c = { .method = "GET", .key = key, .resp = out, .framed = true };
-	struct ws_obj_info info;
 	size_t len0 = out->len;
 	int rc;
 
@@ -405,22 +496,9 @@ static int s3_get_changed(struct ws_store *base, const char *key, struct ws_etag
 		out->len = len0;
 		return 1;
 	}
-	if (c.req.status != 200) {
-		struct ws_buf tmp = *out;
-		tmp.data += len0;
-		tmp.len -= len0;
-		rc = s3_status_error(s, &c, &tmp);
-		out->len = len0;
-		return rc;
-	}
-	if (c.req.content_length >= 0 && out->len - len0 != (uint64_t)c.req.content_length) {
-		out->len = len0;
-		return ws_fail(-EIO, "s3 %s: %s: body is %zu bytes, Content-Length says %" PRId64, base->url,
-			       key, out->len - len0, c.req.content_length);
-	}
-	rc = get_range_check(s, &c, key, 0, UINT64_MAX, out, len0, &info);
+	rc = get_body_check(s, &c, out, len0, false);
 	if (rc == 0)
-		*tag = info.etag;
+		s3_reply_etag(&c.req, tag);
 	return rc;
 }
 
@@ -613,6 +691,7 @@ const struct ws_store_ops s3_ops = {
 	.del = s3_del,
 	.del_many = s3_del_many,
 	.put_many = s3_put_many,
+	.get_many = s3_get_many,
 	.pressed = s3_pressed,
 	.close = s3_close,
 	.kind = WS_STORE_S3,

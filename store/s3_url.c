@@ -331,6 +331,32 @@ static bool endpoint_ok(const char *v, char *host, size_t host_cap, bool *tls, c
 }
 
 /*
+ * multipart_threshold_bytes or multipart_part_bytes: a whole number of
+ * bytes, or of KiB, MiB or GiB with that suffix, from S3's least part
+ * (5 MiB) to its largest single PUT (5 GiB). WS_ECONFIG naming it.
+ */
+static int apply_size(struct s3_store *s, const char *name, const char *value, const char *who)
+{
+	static const char *const units[] = { "", "KiB", "MiB", "GiB" };
+	char *end;
+	unsigned long long v = strtoull(value, &end, 10);
+	int u = -1;
+
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(end, units[i]))
+			u = i;
+	if (!isdigit((unsigned char)value[0]) || u < 0 || v > WS_S3_PART_BYTES_MAX ||
+	    (v << (10 * u)) < WS_S3_PART_BYTES_MIN || (v << (10 * u)) > WS_S3_PART_BYTES_MAX)
+		return ws_fail(WS_ECONFIG, "sink %s: %s=%s%s is not a size from 5MiB to 5GiB (bytes, or a number "
+			       "with KiB, MiB or GiB)", s->base.url, name, value, who);
+	if (!strcmp(name, "multipart_threshold_bytes"))
+		s->mp_threshold = (uint64_t)v << (10 * u);
+	else
+		s->part_bytes = (uint64_t)v << (10 * u);
+	return 0;
+}
+
+/*
  * Apply the query parameters in q ("name=value&..."). from_defaults: the
  * caller's defaults, which name no user input; errors in them are the
  * caller's. Errors: WS_ECONFIG naming the parameter, never echoing a value
@@ -417,6 +443,9 @@ static int apply_params(struct s3_store *s, struct s3_parse *ps, const char *q, 
 			if (strlen(value) >= sizeof(ps->ca_file))
 				return ws_fail(WS_ECONFIG, "sink %s: ca_file path too long", u);
 			memcpy(ps->ca_file, value, strlen(value) + 1);
+		} else if (!strcmp(name, "multipart_threshold_bytes") || !strcmp(name, "multipart_part_bytes")) {
+			if (apply_size(s, name, value, who))
+				return WS_ECONFIG;
 		} else if (!strcmp(name, "retry_attempts_max") || !strcmp(name, "retry_deadline_ms") ||
 			   !strcmp(name, "max_in_flight")) {
 			char *end;
@@ -483,6 +512,8 @@ struct ws_store *ws_store_s3_open_defaults(const char *url, const char *defaults
 	s->attempts_max = 10;
 	s->deadline_ms = 30000;
 	s->pace = true;
+	s->mp_threshold = (uint64_t)64 << 20;
+	s->part_bytes = (uint64_t)16 << 20;
 	if (getrandom(&s->rng, sizeof(s->rng), 0) != sizeof(s->rng) || s->rng == 0)
 		s->rng = ws_mono_ns() | 1;
 	if (has_ctl(url)) {

@@ -233,6 +233,30 @@ int ws_store_get(struct ws_store *s, const char *key, uint64_t off, uint64_t len
 	return rc;
 }
 
+int ws_store_get_many(struct ws_store *s, struct ws_get_req *reqs, size_t n)
+{
+	if (n == 0)
+		return 0;
+	if (!reqs)
+		return ws_fail(-EINVAL, "store %s: get_many without requests", s->url);
+	if (!s->ops->get_many) {
+		for (size_t i = 0; i < n; i++)
+			reqs[i].rc = ws_store_get(s, reqs[i].key, reqs[i].off, reqs[i].len, reqs[i].out, NULL);
+		return 0;
+	}
+	/* (each out's length before, summed, then what they hold after) */
+	uint64_t before = 0, after = 0;
+	for (size_t i = 0; i < n; i++)
+		before += reqs[i].out->len;
+	stat_add(&s->stats.gets, n);
+	int rc = s->ops->get_many(s, reqs, n);
+	for (size_t i = 0; i < n; i++)
+		after += reqs[i].out->len;
+	if (after > before)
+		stat_add(&s->stats.bytes_got, after - before);
+	return rc;
+}
+
 int ws_store_get_changed(struct ws_store *s, const char *key, struct ws_etag *tag, struct ws_buf *out)
 {
 	struct ws_obj_info info;

@@ -5,7 +5,8 @@
  * URL: s3://BUCKET[/PREFIX][?endpoint=http://127.0.0.1:7480&region=us-east-1
  *      &etag_quotes=auto|0|1&conditional_writes=off&ca_file=/path&insecure=1
  *      &retry_attempts_max=10&retry_deadline_ms=30000&max_in_flight=8
- *      &payload_signing=signed|unsigned]
+ *      &payload_signing=signed|unsigned&multipart_threshold_bytes=64MiB
+ *      &multipart_part_bytes=16MiB]
  * A custom endpoint is addressed path-style (endpoint/BUCKET/KEY); without
  * one, AWS virtual-hosted style (https://BUCKET.s3.REGION.amazonaws.com/KEY).
  * Everything is checked at open, before any request (WS_ECONFIG naming the
@@ -50,6 +51,10 @@
  * libcurl's own silent resends on a dead reused connection are not retries:
  * they count in stats.resends (net/ws_http.h says when they happen).
  *
+ * Objects over multipart_threshold_bytes go up in parts of
+ * multipart_part_bytes (s3_multipart.c). get_many runs ranged GETs at once
+ * as put_many runs PUTs (s3_call_many).
+ *
  * put_many: the PUTs run concurrently over the store's one ws_http (up to
  * max_in_flight at once), each signed (and hashed, when payloads are
  * signed) and retried on its own, in rounds (s3_put_many). Overwrite and
@@ -65,7 +70,8 @@
  * The backend's files: this one runs the signed requests with their
  * retries (one call, and put_many's concurrent rounds); s3_ops.c the
  * operations over them (HEAD, PUT, GET, DELETE, the probe, the ops table);
- * s3_list.c the XML bodies (ListObjectsV2, DeleteObjects); s3_url.c the URL,
+ * s3_multipart.c the uploads in parts; s3_list.c the XML bodies
+ * (ListObjectsV2, DeleteObjects, the small replies of uploads in parts); s3_url.c the URL,
  * open and the shared write pacers. s3_internal.h is what they share.
  */
 #include <assert.h>
@@ -538,7 +544,8 @@ static int call_judge(struct s3_store *s, struct s3_call *c)
 		retry = true;
 	} else if (c->req.truncated) {
 		retry = true;
-	} else if (!strcmp(c->method, "PUT") && c->req.status >= 200 && c->req.status <= 299 && c->resp &&
+	} else if ((c->error_in_2xx || !strcmp(c->method, "PUT")) && c->req.status >= 200 && c->req.status <= 299 &&
+		   c->resp &&
 		   c->resp->len > c->resp_len0 &&
 		   memmem(c->resp->data + c->resp_len0, c->resp->len - c->resp_len0, "<Error>", 7)) {
 		/* A success status over an error document (a proxy's, or a
@@ -706,19 +713,19 @@ int s3_status_error(struct s3_store *s, const struct s3_call *c, const struct ws
 /* ---- put_many: many PUTs at once, in rounds ------------------------------ */
 
 /*
- * Of the pending requests idx[0..pending) of a put_many round that would
- * start at start_ms, end those whose deadline has come by then: each fails
- * with its last attempt's cause (call_give_up), the retry call_judge counted
- * for it taken back, since it is never made. Returns how many remain
- * (compacted to the front of idx).
+ * Of the pending calls idx[0..pending) of a round that would start at
+ * start_ms, end those whose deadline has come by then: each fails with its
+ * last attempt's cause (call_give_up), the retry call_judge counted for it
+ * taken back, since it is never made. Returns how many remain (compacted
+ * to the front of idx).
  */
-static size_t give_up_late(struct s3_store *s, struct s3_put_op *ops, struct ws_put_req *reqs, size_t *idx,
-			   size_t pending, uint64_t start_ms)
+static size_t give_up_late(struct s3_store *s, struct s3_call **calls, int *rcs, size_t *idx, size_t pending,
+			   uint64_t start_ms)
 {
 	size_t keep = 0;
 	for (size_t j = 0; j < pending; j++) {
 		size_t i = idx[j];
-		struct s3_call *c = &ops[i].c;
+		struct s3_call *c = calls[i];
 		if (c->attempts == 0 || start_ms < c->deadline_ms) {
 			idx[keep++] = i;
 			continue;
@@ -728,49 +735,151 @@ static size_t give_up_late(struct s3_store *s, struct s3_put_op *ops, struct ws_
 			__atomic_fetch_sub(&s->base.stats.throttle_retries, 1, __ATOMIC_RELAXED);
 			c->throttle_retries--;
 		}
-		reqs[i].throttle_retries = c->throttle_retries;
-		reqs[i].rc = call_give_up(s, c);
+		rcs[i] = call_give_up(s, c);
 	}
 	WS_ASSERT(keep <= pending);
 	return keep;
 }
 
 /*
- * A put_many request is signed as it is sent, not when its round begins: a
- * round of more requests than max_in_flight sends its last ones only as
+ * A call of a round is signed as it is sent, not when its round begins: a
+ * round of more calls than max_in_flight sends its last ones only as
  * earlier ones end, and a store refuses a signature dated more than 15
  * minutes before it arrives (RequestTimeTooSkewed).
  */
-static int put_sign_on_send(void *arg, struct ws_http_req *r)
+static int sign_on_send(void *arg, struct ws_http_req *r)
 {
-	struct s3_put_op *op = arg;
+	struct s3_call *c = arg;
 	(void)r;
-	op->sign_rc = call_sign(op->store, &op->c);
-	return op->sign_rc;
+	c->sign_rc = call_sign(c->store, c);
+	return c->sign_rc;
+}
+
+/* Each pending call's place in the pace: the round goes at the last, and
+ * those whose turn is past their deadline fail now. Returns how many remain. */
+static size_t round_pace(struct s3_store *s, struct s3_call **calls, int *rcs, size_t *idx, size_t pending)
+{
+	uint64_t pace = 0;
+	size_t kept = 0;
+	for (size_t j = 0; j < pending; j++) {
+		uint64_t w;
+		int r = pace_wait(s, calls[idx[j]], &w);
+		if (r) {
+			rcs[idx[j]] = r;
+			continue;
+		}
+		pace = w > pace ? w : pace;
+		idx[kept++] = idx[j];
+	}
+	if (pace)
+		ws_sleep_ms((unsigned)pace);
+	return kept;
+}
+
+/* After a round's transfers: each call judged; those to retry go back into
+ * idx (returned: how many), *due_ms the end of their longest backoff. */
+static size_t round_judge(struct s3_store *s, struct s3_call **calls, int *rcs, size_t *idx, size_t m,
+			  uint64_t *due_ms)
+{
+	size_t pending = 0;
+	*due_ms = 0;
+	for (size_t j = 0; j < m; j++) {
+		size_t i = idx[j];
+		if (calls[i]->sign_rc) {
+			rcs[i] = calls[i]->sign_rc;
+			continue;
+		}
+		int r = call_judge(s, calls[i]);
+		if (r == 1) {
+			uint64_t due = ws_mono_ms() + calls[i]->backoff_ms;
+			*due_ms = due > *due_ms ? due : *due_ms;
+			idx[pending++] = i;
+			continue;
+		}
+		rcs[i] = r;
+	}
+	return pending;
 }
 
 /*
- * n PUTs at once. Each runs s3_call's attempt loop (call_sign, call_judge,
- * backoff_ms), but in rounds: every request still pending goes into one
- * ws_http_perform, signed afresh as it is sent (at most max_in_flight on the
- * wire at a time); those that need a retry wait for the largest backoff of
- * the round, then go again together. Backoff, Retry-After, attempts and
- * deadline are each request's own, as for single PUTs, and a 412 of a
- * create-once is reconciled by its attempt token (put_end).
- * Returns 0 with every reqs[i].rc set, or a negative error when the HTTP
- * client itself failed (then every request not yet finished carries it).
+ * n calls at once. Each runs s3_call's attempt loop (call_sign, call_judge,
+ * backoff_ms), but in rounds: every call still pending goes into one
+ * ws_http_perform_each, signed afresh as it is sent (at most max_in_flight
+ * on the wire at a time); those that need a retry wait for the largest
+ * backoff of the round, then go again together. Backoff, Retry-After,
+ * attempts, deadline and the pacer are each call's own, as for s3_call.
+ * rcs[i]: 0 when call i ended with a final status (c->req.status), else
+ * the error its retries ran out with. Returns 0, or a negative error when
+ * the HTTP client itself failed (then every call not yet finished
+ * carries it in rcs).
  */
-int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
+int s3_call_many(struct s3_store *s, struct s3_call **calls, int *rcs, size_t n)
 {
-	struct s3_store *s = (struct s3_store *)base;
-	struct s3_put_op *ops = calloc(n, sizeof(*ops));
-	struct ws_http_req **round = calloc(n, sizeof(*round));
-	size_t *idx = calloc(n, sizeof(*idx)); /* the requests still pending */
+	struct ws_http_req **round = calloc(n ? n : 1, sizeof(*round));
+	size_t *idx = calloc(n ? n : 1, sizeof(*idx)); /* the calls still pending */
 	size_t pending = 0;
 	uint64_t due_ms = 0;
 	int rc = 0;
 
-	if (!ops || !round || !idx) {
+	if (!round || !idx) {
+		rc = ws_fail(-ENOMEM, "s3 %s: %zu requests at once", s->base.url, n);
+		for (size_t i = 0; i < n; i++)
+			rcs[i] = rc;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		call_begin(s, calls[i]);
+		idx[pending++] = i;
+	}
+	while (pending) {
+		uint64_t now = ws_mono_ms();
+		/* A round waits for its longest backoff: those whose deadline
+		 * comes first end now, not with an attempt that has no time. */
+		pending = give_up_late(s, calls, rcs, idx, pending, due_ms > now ? due_ms : now);
+		if (due_ms > now)
+			ws_sleep_ms((unsigned)(due_ms - now));
+		/* (and those the sleep overshot) */
+		pending = give_up_late(s, calls, rcs, idx, pending, ws_mono_ms());
+		pending = round_pace(s, calls, rcs, idx, pending);
+		for (size_t m = 0; m < pending; m++) {
+			struct s3_call *c = calls[idx[m]];
+			c->store = s;
+			c->sign_rc = 0;
+			c->req.on_send = sign_on_send;
+			c->req.on_send_arg = c;
+			round[m] = &c->req;
+		}
+		rc = ws_http_perform_each(s->http, round, pending);
+		if (rc) {
+			for (size_t j = 0; j < pending; j++)
+				rcs[idx[j]] = rc;
+			goto out;
+		}
+		pending = round_judge(s, calls, rcs, idx, pending, &due_ms);
+	}
+out:
+	free(round);
+	free(idx);
+	return rc;
+}
+
+/*
+ * n PUTs at once (s3_call_many), a 412 of a create-once reconciled by its
+ * attempt token (put_end) as for single PUTs. Returns 0 with every
+ * reqs[i].rc set, or a negative error when the HTTP client itself failed
+ * (then every request not yet finished carries it).
+ */
+int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
+{
+	struct s3_store *s = (struct s3_store *)base;
+	struct s3_put_op *ops = calloc(n ? n : 1, sizeof(*ops));
+	struct s3_call **calls = calloc(n ? n : 1, sizeof(*calls));
+	int *rcs = calloc(n ? n : 1, sizeof(*rcs));
+	size_t *back = calloc(n ? n : 1, sizeof(*back)); /* calls[j] is reqs[back[j]]'s */
+	size_t m = 0;
+	int rc = 0;
+
+	if (!ops || !calls || !rcs || !back) {
 		rc = ws_fail(-ENOMEM, "s3 %s: put_many of %zu objects", base->url, n);
 		goto out;
 	}
@@ -784,77 +893,23 @@ int s3_put_many(struct ws_store *base, struct ws_put_req *reqs, size_t n)
 		else
 			r->rc = s3_put_begin(s, &ops[i], r->key, r->iov, r->iovcnt, r->mode, NULL);
 		if (r->rc == 0) {
-			call_begin(s, &ops[i].c);
-			idx[pending++] = i;
+			back[m] = i;
+			calls[m++] = &ops[i].c;
 		}
 	}
-	while (pending) {
-		size_t m = 0;
-		uint64_t now = ws_mono_ms();
-		/* A round waits for its longest backoff: those whose deadline
-		 * comes first end now, not with an attempt that has no time. */
-		pending = give_up_late(s, ops, reqs, idx, pending, due_ms > now ? due_ms : now);
-		if (due_ms > now)
-			ws_sleep_ms((unsigned)(due_ms - now));
-		/* (and those the sleep overshot) */
-		pending = give_up_late(s, ops, reqs, idx, pending, ws_mono_ms());
-		/* Each request's place in the pace: the round goes at the last
-		 * (those whose turn is past their deadline fail now). */
-		uint64_t pace = 0;
-		size_t kept = 0;
-		for (size_t j = 0; j < pending; j++) {
-			uint64_t w;
-			int r = pace_wait(s, &ops[idx[j]].c, &w);
-			if (r) {
-				reqs[idx[j]].rc = r;
-				continue;
-			}
-			pace = w > pace ? w : pace;
-			idx[kept++] = idx[j];
-		}
-		pending = kept;
-		if (pace)
-			ws_sleep_ms((unsigned)pace);
-		for (m = 0; m < pending; m++) {
-			struct s3_put_op *op = &ops[idx[m]];
-			op->store = s;
-			op->sign_rc = 0;
-			op->c.req.on_send = put_sign_on_send;
-			op->c.req.on_send_arg = op;
-			round[m] = &op->c.req;
-		}
-		WS_ASSERT(m == pending && m <= n); /* each pending request once in the round */
-		rc = ws_http_perform_each(s->http, round, m);
-		if (rc) {
-			for (size_t j = 0; j < m; j++)
-				reqs[idx[j]].rc = rc;
-			goto out;
-		}
-		pending = 0;
-		due_ms = 0;
-		for (size_t j = 0; j < m; j++) {
-			size_t i = idx[j];
-			if (ops[i].sign_rc) {
-				reqs[i].rc = ops[i].sign_rc;
-				continue;
-			}
-			int r = call_judge(s, &ops[i].c);
-			reqs[i].throttle_retries = ops[i].c.throttle_retries;
-			reqs[i].retry_until_ms = ops[i].c.retry_until_ms;
-			if (r == 1) {
-				uint64_t due = ws_mono_ms() + ops[i].c.backoff_ms;
-				due_ms = due > due_ms ? due : due_ms;
-				idx[pending++] = i;
-				continue;
-			}
-			reqs[i].rc = r == 0 ? s3_put_end(s, &ops[i], NULL) : r;
-		}
+	rc = s3_call_many(s, calls, rcs, m);
+	for (size_t j = 0; j < m; j++) {
+		struct ws_put_req *r = &reqs[back[j]];
+		r->throttle_retries = calls[j]->throttle_retries;
+		r->retry_until_ms = calls[j]->retry_until_ms;
+		r->rc = rcs[j] == 0 ? s3_put_end(s, &ops[back[j]], NULL) : rcs[j];
 	}
 out:
 	for (size_t i = 0; ops && i < n; i++)
 		ws_buf_free(&ops[i].err_body);
 	free(ops);
-	free(round);
-	free(idx);
+	free(calls);
+	free(rcs);
+	free(back);
 	return rc;
 }

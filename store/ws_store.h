@@ -102,6 +102,15 @@ struct ws_put_req {
 				      * request (its latest Retry-After; 0: none) */
 };
 
+/* One request of ws_store_get_many: len bytes at off (as get reads them)
+ * appended to out. */
+struct ws_get_req {
+	const char *key;
+	uint64_t off, len;
+	struct ws_buf *out;
+	int rc;                      /* out: as get returns */
+};
+
 /*
  * Which backend a store is, for callers whose protocol differs by backend
  * (the checkpoint authority: a lease on a local directory, or conditional
@@ -169,6 +178,13 @@ struct ws_store_ops {
 	 * rc and retries. NULL: the wrapper runs them one by one.
 	 */
 	int (*put_many)(struct ws_store *s, struct ws_put_req *reqs, size_t n);
+	/*
+	 * Run n ranged reads concurrently where the backend can (S3: up to
+	 * its max_in_flight on one connection pool), each as get (no object
+	 * info) with its own rc and retries. NULL: the wrapper runs them one
+	 * by one.
+	 */
+	int (*get_many)(struct ws_store *s, struct ws_get_req *reqs, size_t n);
 	/*
 	 * Whether the store is holding this process's writes back now (s3: it
 	 * refused one lately, or the pacer is spacing them out). NULL: never.
@@ -252,6 +268,13 @@ int ws_store_next_top(struct ws_store *s, const char *after, char name[WS_KEY_MA
  * caller names it), negative when the call itself failed.
  */
 int ws_store_putv_many(struct ws_store *s, struct ws_put_req *reqs, size_t n) WS_MUST_CHECK;
+/*
+ * n ranged reads (ws_get_req), concurrently where the backend can. Returns
+ * 0 when every request ran (each has its own rc; the detail of a failed
+ * one is not kept, so the caller reads it again or names it), negative
+ * when the call itself failed.
+ */
+int ws_store_get_many(struct ws_store *s, struct ws_get_req *reqs, size_t n) WS_MUST_CHECK;
 #define WS_DEL_MANY_MAX 1000u
 /* Delete n keys (any n), in requests of at most WS_DEL_MANY_MAX. */
 int ws_store_del_many(struct ws_store *s, const char *const *keys, size_t n) WS_MUST_CHECK;

@@ -63,5 +63,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	ws_s3_error_code(data, size, code, sizeof(code));
 	FUZZ_CHECK(strlen(code) < sizeof(code));
+
+	char id[64];
+	rc = ws_s3_xml_field("s3://fuzz", "fuzz", data, size, "InitiateMultipartUploadResult", "UploadId", id,
+			     sizeof(id));
+	FUZZ_CHECK(rc == WS_EFORMAT || rc == -ENOMEM || (rc == 0 && id[0] && strlen(id) < sizeof(id)));
 	return 0;
 }

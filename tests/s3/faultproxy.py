@@ -51,7 +51,21 @@ Content-Length) | put_error_body (forward a PUT, then answer its 200 with an
 S3 error document as the body: a proxy's, or a store's that reports an
 error after the status line) | chunked_padded (a reply's body sent in
 chunked encoding after 40 extra headers, as a proxy or CDN in front of a
-store may send it).
+store may send it) | fake_reply (answer the request HTTP 200 with the
+control's "body" as the body, without forwarding it: a multipart upload's
+CreateMultipartUpload without an UploadId or not XML, and a
+CompleteMultipartUpload that fails after the store began its answer, 200
+with an <Error> document, as AWS S3 does; radosgw cannot be made to send
+either).
+
+lost_then_gone (the first matching request forwarded and its reply lost,
+the connection reset; the later ones answered 404 NoSuchUpload without
+forwarding: a store where a completed upload is gone, as AWS S3 may answer
+a completion sent again; radosgw answers 200).
+
+target: a substring the request line must hold to match (default: any),
+such as "?uploads" (CreateMultipartUpload) or "?uploadId=" (its parts and
+completion).
 
 Stores that spell If-Match differently from radosgw (which matches only a
 bare etag and answers 412 to a quoted one) are made from radosgw by
@@ -70,9 +84,11 @@ again, and any other, a cut one included, as it came, never matching).
 count: how many matching requests get the fault before the proxy passes
 everything again (latency, hang and the if_match_* modes ignore it: they
 last until the mode changes). methods: which methods match (default all).
-The stats file gets {"requests": N, "faulted": M, "amz_dates": [...]} after
-every request (amz_dates: the x-amz-date of the last 64 requests, in the
-order their bodies arrived).
+The stats file gets {"requests": N, "faulted": M, "amz_dates": [...],
+"delayed_max": D, ...} after every request (amz_dates: the x-amz-date of
+the last 64 requests, in the order their bodies arrived; delayed_max: the
+most requests that waited out latency_ms at the same time, which is how
+many a client had in flight at once).
 """
 import argparse
 import asyncio
@@ -109,12 +125,14 @@ class Control:
             self.conf = {"mode": "pass"}
         self.remaining = int(self.conf.get("count", 1))
 
-    def pick(self, method):
+    def pick(self, method, reqline=""):
         """The fault for this request, consuming one from count."""
         self.refresh()
         mode = self.conf.get("mode", "pass")
         methods = self.conf.get("methods")
         if mode == "pass" or (methods and method not in methods):
+            return "pass"
+        if self.conf.get("target", "") not in reqline:
             return "pass"
         if mode in PERSISTENT:
             return mode
@@ -124,7 +142,7 @@ class Control:
         return mode
 
 
-STATS = {"requests": 0, "faulted": 0, "amz_dates": []}
+STATS = {"requests": 0, "faulted": 0, "amz_dates": [], "delayed_now": 0, "delayed_max": 0}
 PERSISTENT = ("latency", "hang", "if_match_quoted_only", "if_match_any", "if_match_ignored", "long_etag")
 
 
@@ -284,7 +302,7 @@ async def handle(reader, writer, upstream, control, stats_path):
             except (asyncio.IncompleteReadError, ConnectionError):
                 return
             method = reqline.split(" ", 1)[0]
-            fault = control.pick(method)
+            fault = control.pick(method, reqline)
             n = header(headers, "content-length")
             if fault == "reset_body" and n and int(n) > 1:
                 await reader.readexactly(int(n) // 2)
@@ -305,7 +323,15 @@ async def handle(reader, writer, upstream, control, stats_path):
             write_stats(stats_path)
             if fault == "latency" or (fault in ("slowdown", "throttle", "error500") and
                                       "latency_ms" in control.conf):
-                await asyncio.sleep(int(control.conf.get("latency_ms", 100)) / 1000)
+                # How many requests wait here at once: what a client sends
+                # concurrently (each waits the same latency).
+                STATS["delayed_now"] += 1
+                STATS["delayed_max"] = max(STATS["delayed_max"], STATS["delayed_now"])
+                try:
+                    await asyncio.sleep(int(control.conf.get("latency_ms", 100)) / 1000)
+                finally:
+                    STATS["delayed_now"] -= 1
+                write_stats(stats_path)
             if fault == "hang":
                 # Never answer; wait for the client to give up and close.
                 await reader.read()
@@ -343,6 +369,28 @@ async def handle(reader, writer, upstream, control, stats_path):
                 continue
             if fault == "error500":
                 writer.write(s3_error(500, "Internal Server Error", "InternalError", 0))
+                await writer.drain()
+                continue
+            if fault == "lost_then_gone":
+                # The first match forwarded, its reply lost (the connection
+                # reset); later ones answered 404 NoSuchUpload without
+                # forwarding: a store where a completed upload is gone.
+                if not control.conf.get("_first_done"):
+                    control.conf["_first_done"] = True
+                    if up_w is None:
+                        up_r, up_w = await asyncio.open_connection(*upstream)
+                    up_w.write(head + body)
+                    await up_w.drain()
+                    await read_head(up_r)
+                    hard_reset(writer)
+                    return
+                writer.write(s3_error(404, "Not Found", "NoSuchUpload", 0))
+                await writer.drain()
+                continue
+            if fault == "fake_reply":
+                fake = str(control.conf.get("body", "")).encode()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: " +
+                             str(len(fake)).encode() + b"\r\n\r\n" + fake)
                 await writer.drain()
                 continue
             if fault == "bad_request":

@@ -10,6 +10,9 @@
  * what it did not show (a tenant) be missed by verify, ls or a checkpoint's
  * cut; so is an IsTruncated that is missing or no xs:boolean, a <Contents>
  * without its key or size, and a key longer than walship's. DeleteObjects replies likewise: an error document is no success.
+ * The small replies of uploads in parts (ws_s3_xml_field): a missing, empty
+ * or overlong field, another root, malformed XML are each named; and the
+ * part size for an object (ws_s3_part_bytes) keeps it within 10,000 parts.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -345,6 +348,58 @@ static void test_delete_replies(void **state)
 	assert_non_null(strstr(ws_errmsg(), "not a DeleteResult"));
 }
 
+/* One field of a small reply (CreateMultipartUpload's UploadId): the text,
+ * or WS_EFORMAT naming what is wrong. */
+static void test_xml_field(void **state)
+{
+	char out[16];
+	(void)state;
+	static const char good[] = "<?xml version=\"1.0\"?><InitiateMultipartUploadResult xmlns=\"x\"><Bucket>b</Bucket>"
+				   "<UploadId>2~abc</UploadId></InitiateMultipartUploadResult>";
+	assert_int_equal(ws_s3_xml_field("s3://b", "Create", good, strlen(good), "InitiateMultipartUploadResult",
+					 "UploadId", out, sizeof(out)), 0);
+	assert_string_equal(out, "2~abc");
+	static const struct {
+		const char *body, *want;
+	} bad[] = {
+		{ "<InitiateMultipartUploadResult><Bucket>b</Bucket></InitiateMultipartUploadResult>", "has no UploadId" },
+		{ "<InitiateMultipartUploadResult><UploadId></UploadId></InitiateMultipartUploadResult>", "has no UploadId" },
+		{ "<InitiateMultipartUploadResult><UploadId>0123456789abcdef</UploadId></InitiateMultipartUploadResult>",
+		  "longer than 15 bytes" },
+		{ "<Error><Code>InternalError</Code><UploadId>x</UploadId></Error>", "not a InitiateMultipartUploadResult" },
+		{ "<InitiateMultipartUploadResult><UploadId>x", "not well-formed XML" },
+		{ "", "an empty body" },
+		{ "<InitiateMultipartUploadResult><X><UploadId>x</UploadId></X></InitiateMultipartUploadResult>",
+		  "has no UploadId" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc = ws_s3_xml_field("s3://b", "Create", bad[i].body, strlen(bad[i].body),
+					 "InitiateMultipartUploadResult", "UploadId", out, sizeof(out));
+		assert_int_equal(rc, WS_EFORMAT);
+		if (!strstr(ws_errmsg(), bad[i].want) || !strstr(ws_errmsg(), "Create"))
+			fail_msg("case %zu: want \"%s\" in: %s", i, bad[i].want, ws_errmsg());
+	}
+	/* Only the root, for a completion. */
+	assert_int_equal(ws_s3_xml_field("s3://b", "Complete", "<R><ETag></ETag></R>", 20, "R", NULL, NULL, 0), 0);
+	assert_int_equal(ws_s3_xml_field("s3://b", "Complete", "<Q/>", 4, "R", NULL, NULL, 0), WS_EFORMAT);
+}
+
+/* Parts as asked for, raised in whole MiB only as far as 10,000 parts need. */
+static void test_part_bytes(void **state)
+{
+	const uint64_t mib = 1u << 20;
+	(void)state;
+	assert_int_equal(ws_s3_part_bytes(40 * mib, 5 * mib), 5 * mib);
+	assert_int_equal(ws_s3_part_bytes(10000 * 16 * mib, 16 * mib), 16 * mib);
+	assert_int_equal(ws_s3_part_bytes(10000 * 16 * mib + 1, 16 * mib), 17 * mib);
+	/* S3's largest object, 5 TiB: 525 MiB parts, 9,987 of them. */
+	uint64_t p = ws_s3_part_bytes(5ull << 40, 16 * mib);
+	assert_int_equal(p, 525 * mib);
+	assert_true(((5ull << 40) + p - 1) / p <= WS_S3_PARTS_MAX);
+	/* A size asked for that is not whole MiB is kept when it suffices. */
+	assert_int_equal(ws_s3_part_bytes(6 * mib, 5 * mib + 3), 5 * mib + 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -359,6 +414,8 @@ int main(void)
 		cmocka_unit_test(test_contents_shapes),
 		cmocka_unit_test(test_key_too_long),
 		cmocka_unit_test(test_delete_replies),
+		cmocka_unit_test(test_xml_field),
+		cmocka_unit_test(test_part_bytes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
