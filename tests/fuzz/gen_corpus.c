@@ -18,6 +18,7 @@
 
 #include "ckpt_internal.h"
 #include "ws_format.h"
+#include "ws_seal.h"
 #include "ws_hash.h"
 #include "ws_wal.h"
 
@@ -64,6 +65,69 @@ static uint8_t *slurp(const char *path, size_t *len)
 	return buf;
 }
 
+/* The key the fuzz targets' keyring holds (fuzz_batch.c, fuzz_snap.c). */
+#define FUZZ_KEY "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+
+/* Version 2 seeds of a payload: no codec, zstd, encrypted, both. */
+static const struct ws_seal *seal_variant(int i, struct ws_keyring *kr, char *tag, size_t cap)
+{
+	static struct ws_seal s;
+	static const char *names[] = { "v2plain", "zstd", "aes", "zstd-aes" };
+	if (!kr->count && ws_keyring_parse(kr, "fuzz", FUZZ_KEY, 64) != 0)
+		die("fuzz key");
+	s = (struct ws_seal){ .codec = (uint32_t)(i & 1), .key = i & 2 ? &kr->keys[0] : NULL };
+	snprintf(tag, cap, "%s", names[i]);
+	return &s;
+}
+
+static void sealed_put(const char *dir, const char *name, const char *tag, const uint8_t *hdr, size_t hl,
+		       const uint8_t *payload, size_t n)
+{
+	char full[256];
+	uint8_t *obj = malloc(hl + n);
+	if (!obj)
+		die("out of memory");
+	memcpy(obj, hdr, hl);
+	memcpy(obj + hl, payload, n);
+	snprintf(full, sizeof(full), "%s-%s", name, tag);
+	put(dir, full, obj, hl + n);
+	free(obj);
+}
+
+static void sealed_batch(const char *name, const struct ws_fmt_batch *b, const uint8_t *frames, size_t len)
+{
+	static struct ws_keyring kr;
+	for (int i = 0; i < 4; i++) {
+		char tag[16];
+		const struct ws_seal *s = seal_variant(i, &kr, tag, sizeof(tag));
+		struct ws_fmt_batch v = *b;
+		uint8_t hdr[WS_OBJ_HDR_MAX], *out = malloc(ws_seal_bound(s, len));
+		size_t hl, stored;
+		if (!out || ws_seal_batch(s, &v, &(struct iovec){ (void *)(uintptr_t)frames, len }, 1, hdr, &hl, out,
+					  ws_seal_bound(s, len), &stored) != 0)
+			die("seal a batch");
+		sealed_put("batch", name, tag, hdr, hl, out, stored);
+		free(out);
+	}
+}
+
+static void sealed_snap(const char *name, const struct ws_fmt_snap *sn, const uint8_t *pages, size_t len)
+{
+	static struct ws_keyring kr;
+	for (int i = 0; i < 4; i++) {
+		char tag[16];
+		const struct ws_seal *s = seal_variant(i, &kr, tag, sizeof(tag));
+		struct ws_fmt_snap v = *sn;
+		uint8_t hdr[WS_OBJ_HDR_MAX], *out = malloc(ws_seal_bound(s, len));
+		size_t hl, stored;
+		if (!out || ws_seal_snap(s, &v, &(struct iovec){ (void *)(uintptr_t)pages, len }, 1, hdr, &hl, out,
+					 ws_seal_bound(s, len), &stored) != 0)
+			die("seal a snapshot part");
+		sealed_put("snap", name, tag, hdr, hl, out, stored);
+		free(out);
+	}
+}
+
 /* A batch of frames [first, first + count) of the scanned WAL. */
 static void batch(const char *name, const uint8_t *wal, const struct ws_wal_hdr *h, uint64_t first, uint64_t count)
 {
@@ -95,6 +159,7 @@ static void batch(const char *name, const uint8_t *wal, const struct ws_wal_hdr 
 	if (ws_fmt_batch_decode(obj, len, &back, NULL) != 0)
 		die("a generated batch does not decode");
 	put("batch", name, obj, len);
+	sealed_batch(name, &b, obj + WS_BATCH_HDR_SIZE, count * fsz);
 	free(obj);
 }
 
@@ -117,6 +182,7 @@ static void snap(const char *name, const uint8_t *wal, const struct ws_wal_hdr *
 	if (ws_fmt_snap_decode(obj, len, &back, NULL) != 0)
 		die("a generated snapshot part does not decode");
 	put("snap", name, obj, len);
+	sealed_snap(name, &s, obj + WS_SNAP_HDR_SIZE, len - WS_SNAP_HDR_SIZE);
 	free(obj);
 }
 
