@@ -1,7 +1,8 @@
 /*
  * A checkpoint's artifact (a tenant's whole database at a cut): fetch it
- * into an image checked against its committed index (length, SHA-256) and
- * against its cut manifest (size, page 1), and verify it as verify does.
+ * into an image checked against its committed index (length, SHA-256 of
+ * the stored object), opened when sealed (artifact_seal.c), and against
+ * its cut manifest (size, page 1), and verify it as verify does.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -64,14 +65,18 @@ int ws_artifact_fetch(struct ws_store *s, const char *key, uint64_t length, cons
 {
 	struct ws_buf b;
 	struct ws_sha256_state h;
-	uint8_t sha[WS_SHA256_LEN], head[100];
+	struct ws_art_reader r;
+	uint8_t sha[WS_SHA256_LEN];
 	char hex[WS_SHA256_HEX_LEN + 1];
-	size_t head_len = 0;
 	uint64_t off = 0;
 	int rc;
 
-	if ((rc = ws_sha256_begin(&h)) != 0)
+	if ((rc = ws_art_reader_init(&r, s->keys, key, length, fd)) != 0)
+		return rc;
+	if ((rc = ws_sha256_begin(&h)) != 0) {
+		ws_art_reader_free(&r);
 		return ws_fail(rc, "read checkpoint artifact %s: no memory for its hash", key);
+	}
 	ws_buf_init(&b, (size_t)ARTIFACT_RANGE);
 	bool whole = false;
 	do {
@@ -109,18 +114,13 @@ int ws_artifact_fetch(struct ws_store *s, const char *key, uint64_t length, cons
 				     key, length, sha256_hex, b.len, off, want);
 			goto out;
 		}
-		if (head_len < sizeof(head)) {
-			size_t n = b.len < sizeof(head) - head_len ? b.len : sizeof(head) - head_len;
-			memcpy(head + head_len, b.data, n);
-			head_len += n;
-		}
 		/* Bounds: each range asked for lies inside the recorded length. */
 		WS_ASSERT(b.len <= length - off);
 		ws_sha256_update(&h, b.data, b.len);
-		if ((rc = ws_image_pwrite(fd, b.data, b.len, off)) != 0) {
-			ws_fail(rc, "write checkpoint artifact %s", key);
+		/* The image: the range as it is (version 1), or each sealed
+		 * chunk it completes, opened (version 2). */
+		if ((rc = ws_art_reader_feed(&r, b.data, b.len)) != 0)
 			goto out;
-		}
 		off += b.len;
 	} while (off < length);
 	WS_ASSERT(off == length);
@@ -146,12 +146,13 @@ int ws_artifact_fetch(struct ws_store *s, const char *key, uint64_t length, cons
 			     "records %" PRIu64 " bytes and %s", key, off, hex, length, sha256_hex);
 		goto out_freed;
 	}
-	if (cut)
-		rc = artifact_shape(key, head, off, cut);
+	if ((rc = ws_art_reader_finish(&r)) == 0 && cut)
+		rc = artifact_shape(key, r.head, r.plain_off, cut);
 	goto out_freed;
 out:
 	ws_sha256_end(&h, NULL);
 out_freed:
+	ws_art_reader_free(&r);
 	ws_buf_free(&b);
 	return rc;
 }
