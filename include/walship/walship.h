@@ -767,6 +767,11 @@ int ws_verify_orphans(struct ws_sink *sink, const char *tenant, ws_orphan_fn fn,
  * decides through conditional writes on the bucket; a file:// sink through
  * a single-writer lease on the sink directory.
  */
+struct ws_checkpoint_seal {
+	const char *tenant;
+	struct ws_seal_config seal;
+};
+
 struct ws_checkpoint_opts {
 	uint64_t epoch;              /* decision epoch; 0 = 1 */
 	const char *pipeline;        /* witness pipeline identity; NULL = "walship" */
@@ -775,6 +780,14 @@ struct ws_checkpoint_opts {
 	uint32_t wait_ms;            /* wait for a file sink's lease; 0 = 5000 */
 	uint32_t peer_wait_ms;       /* wait for another writer's attempt to end; 0 = 30000 */
 	bool recover;                /* shared sinks: first abort an attempt left open (crashed) */
+	/* How artifacts are sealed (docs/CHECKPOINTS.md "Sealed artifacts"),
+	 * as the tenants' batches are: a tenant named in tenant_seal gets its
+	 * entry's, every other tenant seal. Zero: version 1 artifacts (the
+	 * image as it is). Each key file's keys also join the sink's, so the
+	 * previous checkpoint's artifact opens for an incremental image. */
+	struct ws_seal_config seal;
+	const struct ws_checkpoint_seal *tenant_seal;
+	size_t tenant_seal_count;
 };
 
 struct ws_checkpoint_info {
