@@ -266,3 +266,62 @@ int ws_art_open_chunk(const struct ws_keyring *kr, const struct ws_art_hdr *h, u
 	*out = p;
 	return 0;
 }
+
+/* ---- whole artifacts in memory (small images: tests, seeds) ------------ */
+
+int ws_art_seal_buf(const struct ws_seal *s, uint32_t chunk_size, const uint8_t *img, size_t len,
+		    struct ws_buf *out)
+{
+	struct ws_art_hdr h;
+	uint8_t sha[WS_SHA256_LEN];
+	size_t hs, n;
+	int rc;
+
+	ws_sha256(img, len, sha);
+	if ((rc = ws_art_begin(s, len, chunk_size, sha, &h)) != 0)
+		return rc;
+	hs = ws_art_hdr_size(h.chunk_count);
+	ws_buf_reset(out);
+	rc = ws_buf_reserve(out, hs);
+	out->len = rc ? 0 : hs;
+	for (uint32_t k = 0; k < h.chunk_count && !rc; k++) {
+		const size_t cap = ws_art_chunk_bound(s, chunk_size);
+		if ((rc = ws_buf_reserve(out, cap)) == 0 &&
+		    (rc = ws_art_seal_chunk(s, &h, k, img + (size_t)k * chunk_size, out->data + out->len, cap, &n)) == 0)
+			out->len += n;
+	}
+	if (!rc)
+		ws_art_hdr_encode(&h, out->data);
+	ws_art_hdr_free(&h);
+	return rc;
+}
+
+int ws_art_open_buf(const struct ws_keyring *kr, uint8_t *obj, size_t len, struct ws_buf *plain)
+{
+	struct ws_art_hdr h;
+	uint8_t sha[WS_SHA256_LEN];
+	int rc = ws_art_hdr_decode(obj, len, &h);
+	if (rc)
+		return rc;
+	if (ws_art_length(&h) != len)
+		rc = ws_fail(WS_ECORRUPT, "sealed artifact of %zu bytes, its header gives %" PRIu64, len,
+			     ws_art_length(&h));
+	ws_buf_reset(plain);
+	if (!rc && (rc = ws_buf_reserve(plain, (size_t)h.plain_len + h.chunk_size)) != 0)
+		rc = ws_fail(rc, "sealed artifact: no room for %" PRIu64 " bytes", h.plain_len);
+	for (uint32_t k = 0; k < h.chunk_count && !rc; k++) {
+		const uint8_t *p;
+		uint8_t *dst = plain->data + plain->len;
+		if ((rc = ws_art_open_chunk(kr, &h, k, obj + ws_art_chunk_off(&h, k), dst, &p)) == 0) {
+			memmove(dst, p, ws_art_chunk_plain(&h, k));
+			plain->len += ws_art_chunk_plain(&h, k);
+		}
+	}
+	if (!rc) {
+		ws_sha256(plain->data, plain->len, sha);
+		if (memcmp(sha, h.sha, sizeof(sha)) != 0)
+			rc = ws_fail(WS_ECORRUPT, "sealed artifact: the image's SHA-256 is not its header's");
+	}
+	ws_art_hdr_free(&h);
+	return rc;
+}

@@ -99,4 +99,14 @@ int ws_art_open_chunk(const struct ws_keyring *kr, const struct ws_art_hdr *h, u
 		      uint8_t *plain, const uint8_t **out) WS_MUST_CHECK;
 void ws_art_hdr_free(struct ws_art_hdr *h);
 
+/*
+ * A whole artifact in memory, for small images (tests, fuzzing seeds): img
+ * sealed into out; obj (decrypted in place) opened into plain, every check
+ * above and the image's SHA-256 made. Errors: as the functions above,
+ * WS_ECORRUPT for an object of another length than its header gives.
+ */
+int ws_art_seal_buf(const struct ws_seal *s, uint32_t chunk_size, const uint8_t *img, size_t len,
+		    struct ws_buf *out) WS_MUST_CHECK;
+int ws_art_open_buf(const struct ws_keyring *kr, uint8_t *obj, size_t len, struct ws_buf *plain) WS_MUST_CHECK;
+
 #endif
