@@ -18,6 +18,7 @@
 
 #include "ckpt_internal.h"
 #include "ws_format.h"
+#include "ws_artseal.h"
 #include "ws_seal.h"
 #include "ws_hash.h"
 #include "ws_wal.h"
@@ -65,7 +66,7 @@ static uint8_t *slurp(const char *path, size_t *len)
 	return buf;
 }
 
-/* The key the fuzz targets' keyring holds (fuzz_batch.c, fuzz_snap.c). */
+/* The key the fuzz targets' keyring holds (fuzz_sealed.h). */
 #define FUZZ_KEY "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 
 /* Version 2 seeds of a payload: no codec, zstd, encrypted, both. */
@@ -109,6 +110,23 @@ static void sealed_batch(const char *name, const struct ws_fmt_batch *b, const u
 		sealed_put("batch", name, tag, hdr, hl, out, stored);
 		free(out);
 	}
+}
+
+/* Sealed checkpoint artifacts of an image (4 KiB chunks: several of them). */
+static void artifacts(const char *name, const uint8_t *img, size_t len)
+{
+	static struct ws_keyring kr;
+	struct ws_buf out;
+	ws_buf_init(&out, 0);
+	for (int i = 0; i < 4; i++) {
+		char tag[16], full[64];
+		const struct ws_seal *s = seal_variant(i, &kr, tag, sizeof(tag));
+		if (ws_art_seal_buf(s, WS_ART_CHUNK_MIN, img, len, &out) != 0)
+			die("seal an artifact");
+		snprintf(full, sizeof(full), "%s-%s", name, tag);
+		put("artifact", full, out.data, out.len);
+	}
+	ws_buf_free(&out);
 }
 
 static void sealed_snap(const char *name, const struct ws_fmt_snap *sn, const uint8_t *pages, size_t len)
@@ -183,6 +201,7 @@ static void snap(const char *name, const uint8_t *wal, const struct ws_wal_hdr *
 		die("a generated snapshot part does not decode");
 	put("snap", name, obj, len);
 	sealed_snap(name, &s, obj + WS_SNAP_HDR_SIZE, len - WS_SNAP_HDR_SIZE);
+	artifacts(name, obj + WS_SNAP_HDR_SIZE, len - WS_SNAP_HDR_SIZE);
 	free(obj);
 }
 
