@@ -8,18 +8,23 @@
  * checks what it can and reports the rest with WS_ENOKEY. A damaged
  * artifact (a byte flipped in a chunk, cut short, chunks swapped, a
  * foreign version) or a wrong key is an error naming it, nothing at the
- * output; no message shows a key.
+ * output; no message shows a key. Checkpoint, an incremental one, restore
+ * and verify of a database larger than the heap they are given work
+ * sealed too.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "coreutil.h"
@@ -352,6 +357,84 @@ static void test_bad_config(void **state)
 	senv_free(&s);
 }
 
+/* ---- bounded memory ---------------------------------------------------------- */
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define HEAP_LIMIT 0 /* shadow memory counts against RLIMIT_DATA: no limit there */
+#else
+#define HEAP_LIMIT (64 << 20)
+#endif
+
+/* step in a child whose heap is limited (RLIMIT_DATA): its exit status. */
+static int limited(struct senv *s, int step, uint64_t id, const char *out)
+{
+	struct ws_checkpoint_info info;
+	pid_t pid = fork();
+	int st = 0;
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rlimit rl = { HEAP_LIMIT, HEAP_LIMIT };
+		int rc;
+		if (HEAP_LIMIT && setrlimit(RLIMIT_DATA, &rl) != 0)
+			_exit(99);
+		if (step == 0)
+			rc = ws_checkpoint_take(s->e.sink, &s->co, &info) || !info.committed;
+		else if (step == 1)
+			rc = ws_restore_checkpoint(s->e.sink, TENANT, id, out, false);
+		else
+			rc = ws_verify(s->e.sink, TENANT, NULL, NULL);
+		if (rc)
+			fprintf(stderr, "step %d under the heap limit: %s\n", step, ws_errmsg());
+		_exit(rc ? 1 : 0);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* The id of the one checkpoint whose artifacts the sink holds. */
+static uint64_t only_checkpoint(struct senv *s)
+{
+	char *d = wt_path(s->e.sink_dir, "checkpoints/artifacts");
+	DIR *dir = opendir(d);
+	struct dirent *de;
+	uint64_t id = 0;
+	unsigned n = 0;
+	assert_non_null(dir);
+	while ((de = readdir(dir)) != NULL)
+		if (de->d_name[0] != '.' && ++n)
+			id = strtoull(de->d_name, NULL, 16);
+	closedir(dir);
+	free(d);
+	assert_int_equal(n, 1);
+	return id;
+}
+
+/* A database of about 100 MiB (more than the heap limit), sealed with zstd
+ * and a key: checkpoint, incremental checkpoint, restore of each and verify
+ * each under a 64 MiB heap, the restores equal to the source at the cuts. */
+static void test_bounded_memory(void **state)
+{
+	struct senv s;
+	(void)state;
+	senv_init(&s, "ckseal_big", WS_CODEC_ZSTD, true);
+	uint64_t h1 = 0, h2;
+	for (int i = 0; i < 12; i++)
+		h1 = ship(&s, 300, 2500);
+	assert_int_equal(limited(&s, 0, 0, NULL), 0);
+	const uint64_t first = only_checkpoint(&s);
+	h2 = ship(&s, 100, 500);
+	assert_int_equal(limited(&s, 0, 0, NULL), 0);
+	char *o1 = wt_out_path(&s.e), *o2 = wt_out_path(&s.e);
+	assert_int_equal(limited(&s, 1, first, o1), 0);
+	assert_int_equal(limited(&s, 1, WS_CHECKPOINT_LATEST, o2), 0);
+	assert_true(wt_file_hash(o1, NULL) == h1);
+	assert_true(wt_file_hash(o2, NULL) == h2);
+	assert_int_equal(limited(&s, 2, 0, NULL), 0);
+	free(o1);
+	free(o2);
+	senv_free(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -361,6 +444,7 @@ int main(void)
 		cmocka_unit_test(test_zstd_encrypted),
 		cmocka_unit_test(test_damage),
 		cmocka_unit_test(test_bad_config),
+		cmocka_unit_test(test_bounded_memory),
 	};
 	return WT_RUN_GROUP(tests, NULL, NULL);
 }
