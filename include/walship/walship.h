@@ -897,8 +897,11 @@ int ws_checkpoint_list(struct ws_sink *sink, ws_checkpoint_fn fn, void *arg) WS_
 /*
  * Restore tenant exactly as it was at checkpoint_id's cut (or the latest
  * Commit's): its artifact, verified by length and SHA-256, then PRAGMA
- * integrity_check. Errors: WS_ENOTFOUND (no such checkpoint or tenant),
- * WS_ECORRUPT, WS_EINCOMPLETE (artifact missing), -EEXIST, I/O.
+ * integrity_check; a sealed artifact opened with the sink's keys. Errors:
+ * WS_ENOTFOUND (no such checkpoint or tenant), WS_ECORRUPT, WS_EFORMAT (an
+ * artifact version, codec or cipher this reader does not know), WS_ENOKEY
+ * (the key id named; nothing written), WS_EINCOMPLETE (artifact missing),
+ * -EEXIST, I/O.
  * (ws_restore of the latest state also starts from the latest Commit's
  * artifact when the tenant's chain passes through its cut.)
  */
