@@ -1,7 +1,8 @@
 /*
  * A checkpoint's artifact (a tenant's whole database at a cut): fetch it
- * into an image checked against its committed index (length, SHA-256) and
- * against its cut manifest (size, page 1), and verify it as verify does.
+ * into an image checked against its committed index (length, SHA-256 of
+ * the stored object), opened when sealed (artifact_seal.c), and against
+ * its cut manifest (size, page 1), and verify it as verify does.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -67,9 +68,8 @@ struct fetch {
 	const char *key, *sha256_hex;
 	uint64_t length, off;   /* the recorded length; what is taken so far */
 	int fd;
-	struct ws_sha256_state h;
-	uint8_t head[100];      /* the first bytes, for artifact_shape */
-	size_t head_len;
+	struct ws_sha256_state h; /* of the stored bytes */
+	struct ws_art_reader r;   /* the image out of them, written to fd */
 	struct ws_buf b[ARTIFACT_RANGES];
 };
 
@@ -81,7 +81,9 @@ static int fetch_failed(const struct fetch *f, int rc)
 	return ws_fail_wrap(rc, "read checkpoint artifact %s", f->key);
 }
 
-/* The next range (want bytes at f->off) in b: checked, hashed, written. */
+/* The next range (want bytes at f->off) in b: checked, hashed, and fed to
+ * the reader (the image: the range as it is, version 1, or each sealed
+ * chunk it completes, opened, version 2). */
 static int fetch_take(struct fetch *f, const struct ws_buf *b, uint64_t want)
 {
 	int rc;
@@ -89,16 +91,11 @@ static int fetch_take(struct fetch *f, const struct ws_buf *b, uint64_t want)
 		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s is not the %" PRIu64 " bytes its index "
 			       "records (SHA-256 %s): %zu bytes at offset %" PRIu64 " where %" PRIu64 " were asked",
 			       f->key, f->length, f->sha256_hex, b->len, f->off, want);
-	if (f->head_len < sizeof(f->head)) {
-		size_t n = b->len < sizeof(f->head) - f->head_len ? b->len : sizeof(f->head) - f->head_len;
-		memcpy(f->head + f->head_len, b->data, n);
-		f->head_len += n;
-	}
 	/* Bounds: each range asked for lies inside the recorded length. */
 	WS_ASSERT(b->len <= f->length - f->off);
 	ws_sha256_update(&f->h, b->data, b->len);
-	if ((rc = ws_image_pwrite(f->fd, b->data, b->len, f->off)) != 0)
-		return ws_fail(rc, "write checkpoint artifact %s", f->key);
+	if ((rc = ws_art_reader_feed(&f->r, b->data, b->len)) != 0)
+		return rc;
 	f->off += b->len;
 	return 0;
 }
@@ -195,32 +192,47 @@ static int fetch_all(struct fetch *f)
 	return rc;
 }
 
-int ws_artifact_fetch(struct ws_store *s, const char *key, uint64_t length, const char *sha256_hex,
-		      const struct ws_fmt_manifest *cut, int fd)
+/* The stored bytes' SHA-256 against the index, then the image's own checks. */
+static int fetch_check(struct fetch *f, const struct ws_fmt_manifest *cut)
 {
-	struct fetch f = { .s = s, .key = key, .sha256_hex = sha256_hex, .length = length, .fd = fd };
 	uint8_t sha[WS_SHA256_LEN];
 	char hex[WS_SHA256_HEX_LEN + 1];
 	int rc;
 
-	if ((rc = ws_sha256_begin(&f.h)) != 0)
+	WS_ASSERT(f->off == f->length);
+	ws_sha256_end(&f->h, sha);
+	ws_hex(sha, sizeof(sha), hex);
+	if (strcmp(hex, f->sha256_hex) != 0)
+		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %" PRIu64 " bytes with SHA-256 %s; its index "
+			       "records %" PRIu64 " bytes and %s", f->key, f->off, hex, f->length, f->sha256_hex);
+	if ((rc = ws_art_reader_finish(&f->r)) != 0)
+		return rc;
+	return cut ? artifact_shape(f->key, f->r.head, f->r.plain_off, cut) : 0;
+}
+
+int ws_artifact_fetch(struct ws_store *s, const char *key, uint64_t length, const char *sha256_hex,
+		      const struct ws_fmt_manifest *cut, int fd)
+{
+	struct fetch f = { .s = s, .key = key, .sha256_hex = sha256_hex, .length = length, .fd = fd };
+	int rc;
+
+	if ((rc = ws_art_reader_init(&f.r, s->keys, key, length, fd)) != 0)
+		return rc;
+	if ((rc = ws_sha256_begin(&f.h)) != 0) {
+		ws_art_reader_free(&f.r);
 		return ws_fail(rc, "read checkpoint artifact %s: no memory for its hash", key);
+	}
 	for (unsigned i = 0; i < ARTIFACT_RANGES; i++)
 		ws_buf_init(&f.b[i], (size_t)ARTIFACT_RANGE);
 	rc = fetch_all(&f);
 	for (unsigned i = 0; i < ARTIFACT_RANGES; i++)
 		ws_buf_free(&f.b[i]);
-	if (rc) {
+	if (rc)
 		ws_sha256_end(&f.h, NULL);
-		return rc;
-	}
-	WS_ASSERT(f.off == length);
-	ws_sha256_end(&f.h, sha);
-	ws_hex(sha, sizeof(sha), hex);
-	if (strcmp(hex, sha256_hex) != 0)
-		return ws_fail(WS_ECORRUPT, "checkpoint artifact %s is %" PRIu64 " bytes with SHA-256 %s; its index "
-			       "records %" PRIu64 " bytes and %s", key, f.off, hex, length, sha256_hex);
-	return cut ? artifact_shape(key, f.head, f.off, cut) : 0;
+	else
+		rc = fetch_check(&f, cut);
+	ws_art_reader_free(&f.r);
+	return rc;
 }
 
 int ws_artifact_fetch_base(struct ws_store *s, const struct ws_restore_base *base, int fd)

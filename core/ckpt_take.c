@@ -62,6 +62,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "artifact.h"
 #include "chain.h"
 #include "ckpt_attempt.h"
 #include "ckpt_read.h"
@@ -343,14 +344,44 @@ static int image_from_older(struct ws_ckpt *c, struct ws_store *s, const char *t
 }
 
 /*
+ * What is stored of the image mapped at *map (*len bytes, SHA-256 sha):
+ * with a seal, the version 2 artifact sealed into a file beside tmp, which
+ * replaces the mapping, and sha becomes the stored bytes'. The index
+ * records the stored object's length and SHA-256 either way.
+ */
+static int artifact_stored(const struct ws_seal *seal, const char *tmp, void **map, size_t *len,
+			   uint8_t sha[WS_SHA256_LEN])
+{
+	char path[4096 + 8];
+	int rc;
+	if (!ws_seal_on(seal))
+		return 0;
+	snprintf(path, sizeof(path), "%s.sealed", tmp);
+	rc = ws_artifact_seal_file(seal, *map, *len, sha, path);
+	if (*map)
+		munmap(*map, *len);
+	*map = NULL;
+	*len = 0;
+	if (rc)
+		return ws_fail_wrap(rc, "checkpoint: seal the artifact");
+	rc = map_file(path, map, len);
+	unlink(path); /* the mapping keeps the bytes until unmapped */
+	if (!rc)
+		ws_sha256(*map, *len, sha);
+	return rc;
+}
+
+/*
  * Build, hash and upload one tenant's artifact at its cut (create-once).
  * prev: the previous Commit's index, whose artifact is the base when the
  * tenant's chain passes through its cut (NULL: none, or it is damaged).
- * older: where the older checkpoints start (NULL: none stored).
+ * older: where the older checkpoints start (NULL: none stored). seal: the
+ * tenant's artifact seal (ws_seal_on false: version 1, the image as it is).
  */
 static int artifact_write(struct ws_ckpt *c, struct ws_store *s, const struct ws_ckpt_tenant_entry *t,
 			  const char *key, const struct ws_ckpt_index *prev, const struct ws_ckpt_ref *older,
-			  const char *tmp, struct ws_ckpt_artifact *out, struct ws_checkpoint_info *info)
+			  const char *tmp, const struct ws_seal *seal, struct ws_ckpt_artifact *out,
+			  struct ws_checkpoint_info *info)
 {
 	void *map = NULL;
 	size_t len = 0;
@@ -392,6 +423,8 @@ static int artifact_write(struct ws_ckpt *c, struct ws_store *s, const struct ws
 	if (rc)
 		return rc;
 	ws_sha256(map, len, sha);
+	if ((rc = artifact_stored(seal, tmp, &map, &len, sha)) != 0)
+		goto out;
 	memset(out, 0, sizeof(*out));
 	snprintf(out->key, sizeof(out->key), "%s", key);
 	out->length = len;
@@ -450,6 +483,7 @@ struct take {
 	struct ws_ckpt_ref ref;                /* 6 */
 	char name[WS_CKPT_NAME_MAX];
 	const char *tmpdir;
+	struct ws_art_seals seals;             /* each tenant's artifact seal */
 	bool have_latest, have_prev;
 	bool wit_open;                         /* 3 opened our witness */
 	bool inv_tried;                        /* 4 sent the inventory: it may have landed */
@@ -480,6 +514,7 @@ static void take_free(struct take *t)
 		ws_ckpt_index_free(&t->prev);
 	free(t->cut.t);
 	free(t->inv.keys);
+	ws_art_seals_free(&t->seals);
 	ws_ckpt_close(t->c);
 }
 
@@ -717,7 +752,8 @@ static int take_write_artifacts(struct take *t)
 		older = t->have_latest ? &t->latest.committed : NULL;
 	for (size_t i = 0; i < t->cut.count; i++) {
 		rc = artifact_write(t->c, t->sink->store, &t->cut.t[i], t->inv.keys[i], t->have_prev ? &t->prev : NULL,
-				    older, tmp, &t->idx.artifacts[i], t->out);
+				    older, tmp, ws_art_seals_for(&t->seals, t->cut.t[i].tenant), &t->idx.artifacts[i],
+				    t->out);
 		if (rc)
 			return rc;
 	}
@@ -903,7 +939,9 @@ int ws_checkpoint_take(struct ws_sink *sink, const struct ws_checkpoint_opts *op
 	if (t.opts->epoch > INT64_MAX)
 		return ws_fail(WS_ECONFIG, "checkpoint: epoch %" PRIu64 " is above 2^63-1 (owner epochs are "
 			       "0..9223372036854775807)", t.opts->epoch);
-	rc = ws_ckread_open(sink, true, t.opts->wait_ms ? t.opts->wait_ms : WS_CKPT_LEASE_WAIT_MS, &t.c);
+	rc = ws_art_seals_resolve(sink, t.opts, &t.seals);
+	if (rc == 0)
+		rc = ws_ckread_open(sink, true, t.opts->wait_ms ? t.opts->wait_ms : WS_CKPT_LEASE_WAIT_MS, &t.c);
 	if (rc == 0)
 		rc = take_recover(&t);
 	/* Steps 1-3 again, with a fresh ID, while another attempt holds the witness. */

@@ -53,6 +53,36 @@ int ws_sink_add_key_file(struct ws_sink *sink, const char *path)
 	return rc;
 }
 
+/*
+ * The codec WS_CODEC_DEFAULT stands for: resolved here and nowhere else.
+ * NONE for now; which codec and level new objects get by default is to be
+ * chosen by a benchmark of sealing against a sink's throughput.
+ */
+#define SEAL_CODEC_DEFAULT WS_CODEC_NONE
+
+int ws_sink_seal_resolve(struct ws_sink *sink, const char *who, const struct ws_seal_config *c,
+			 struct ws_keyring *own, struct ws_seal *out)
+{
+	const enum ws_codec codec = c->codec == WS_CODEC_DEFAULT ? SEAL_CODEC_DEFAULT : c->codec;
+	int rc;
+	memset(out, 0, sizeof(*out));
+	if (codec != WS_CODEC_NONE && codec != WS_CODEC_ZSTD)
+		return ws_fail(WS_ECONFIG, "%s: unknown codec %d", who, (int)c->codec);
+	if (c->level < 0 || c->level > 19)
+		return ws_fail(WS_ECONFIG, "%s: zstd level %d is not 1..19 (0: the default)", who, c->level);
+	out->codec = codec == WS_CODEC_ZSTD ? WS_FMT_CODEC_ZSTD : WS_FMT_CODEC_NONE;
+	out->level = c->level;
+	if (!c->key_file)
+		return 0;
+	rc = ws_keyring_load(own, c->key_file);
+	if (!rc)
+		rc = ws_keyring_merge(&sink->ring, own);
+	if (rc)
+		return ws_fail_wrap(rc, "%s", who);
+	out->key = ws_keyring_writer(own);
+	return 0;
+}
+
 void ws_sink_get_stats(const struct ws_sink *sink, struct ws_sink_stats *out)
 {
 	const struct ws_store_stats *s = &sink->store->stats;

@@ -17,4 +17,14 @@ uint64_t ws_key_manifest_seq(const char *key);
  * a key of the format before keys carried it, or no such key). */
 uint64_t ws_key_object_seq(const char *key);
 
+/*
+ * A ws_seal_config resolved (who: what errors name, e.g. "tenant x"): the
+ * codec WS_CODEC_DEFAULT stands for, the level checked, and the key file's
+ * keys loaded into own (the writer's: its last) and added to the sink's for
+ * reading. out->key points into own. Errors: WS_ECONFIG (codec, level, a
+ * key file's line), the key file's.
+ */
+int ws_sink_seal_resolve(struct ws_sink *sink, const char *who, const struct ws_seal_config *c,
+			 struct ws_keyring *own, struct ws_seal *out) WS_MUST_CHECK;
+
 #endif

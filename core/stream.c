@@ -85,35 +85,13 @@ int room_part(struct ws_stream *st, uint32_t n)
 	return rc;
 }
 
-/*
- * The codec WS_CODEC_DEFAULT stands for: resolved here and nowhere else.
- * NONE for now; which codec and level new objects get by default is to be
- * chosen by a benchmark of sealing against a sink's throughput.
- */
-#define SEAL_CODEC_DEFAULT WS_CODEC_NONE
-
 /* The stream's seal: its codec, and its key file's keys (the last seals),
  * which join the sink's for reading. */
 static int seal_setup(struct ws_stream *st, const struct ws_seal_config *c)
 {
-	const enum ws_codec codec = c->codec == WS_CODEC_DEFAULT ? SEAL_CODEC_DEFAULT : c->codec;
-	int rc;
-	if (codec != WS_CODEC_NONE && codec != WS_CODEC_ZSTD)
-		return ws_fail(WS_ECONFIG, "tenant %s: unknown codec %d", st->tenant, (int)c->codec);
-	if (c->level < 0 || c->level > 19)
-		return ws_fail(WS_ECONFIG, "tenant %s: zstd level %d is not 1..19 (0: the default)", st->tenant,
-			       c->level);
-	st->seal.codec = codec == WS_CODEC_ZSTD ? WS_FMT_CODEC_ZSTD : WS_FMT_CODEC_NONE;
-	st->seal.level = c->level;
-	if (!c->key_file)
-		return 0;
-	rc = ws_keyring_load(&st->seal_keys, c->key_file);
-	if (!rc)
-		rc = ws_keyring_merge(&st->sink->ring, &st->seal_keys);
-	if (rc)
-		return ws_fail_wrap(rc, "tenant %s", st->tenant);
-	st->seal.key = ws_keyring_writer(&st->seal_keys);
-	return 0;
+	char who[WS_TENANT_MAX + 8];
+	snprintf(who, sizeof(who), "tenant %s", st->tenant);
+	return ws_sink_seal_resolve(st->sink, who, c, &st->seal_keys, &st->seal);
 }
 
 /* Validate the config and make the stream; no reader, pipe or SQLite yet. */

@@ -461,3 +461,30 @@ int ws_seal_open_snap(const struct ws_keyring *kr, const uint8_t *obj, size_t le
 				  pages);
 	return rc;
 }
+
+/* ---- primitives for other sealed layouts (checkpoint artifacts) -------- */
+
+int ws_seal_compress(const struct ws_seal *s, const uint8_t *src, size_t len, uint8_t *out, size_t cap,
+		     size_t *clen)
+{
+	const struct iovec iov = { (void *)(uintptr_t)src, len };
+	return compress_iov(s, &iov, 1, out, cap, clen);
+}
+
+int ws_seal_decompress(const uint8_t *src, size_t len, uint8_t *dst, size_t plain_len)
+{
+	return decompress(src, len, dst, plain_len);
+}
+
+int ws_seal_gcm(bool enc, const struct ws_seal_key *k, const uint8_t nonce[WS_SEAL_NONCE_LEN], const uint8_t *aad,
+		size_t aad_len, uint8_t *buf, size_t len, uint8_t tag[WS_SEAL_TAG_LEN])
+{
+	return gcm(enc, k, nonce, aad, aad_len, buf, len, tag);
+}
+
+int ws_seal_random(uint8_t *out, size_t len)
+{
+	if (RAND_bytes(out, (int)len) != 1)
+		return ws_fail(-EIO, "OpenSSL: no random bytes for a nonce");
+	return 0;
+}

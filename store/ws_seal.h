@@ -112,4 +112,18 @@ int ws_seal_open_batch(const struct ws_keyring *kr, const uint8_t *obj, size_t l
 int ws_seal_open_snap(const struct ws_keyring *kr, const uint8_t *obj, size_t len, struct ws_fmt_snap *sn,
 		      struct ws_buf *plain, const uint8_t **pages) WS_MUST_CHECK;
 
+/*
+ * The primitives the objects above are sealed with, for other layouts
+ * (checkpoint artifacts, ws_artseal.h): zstd one-shot compression (cap >=
+ * ZSTD_compressBound) and decompression to exactly plain_len bytes;
+ * AES-256-GCM of len bytes in place (enc: the tag written, else checked:
+ * WS_ECORRUPT "authentication failed"); random bytes (nonces).
+ */
+int ws_seal_compress(const struct ws_seal *s, const uint8_t *src, size_t len, uint8_t *out, size_t cap,
+		     size_t *clen) WS_MUST_CHECK;
+int ws_seal_decompress(const uint8_t *src, size_t len, uint8_t *dst, size_t plain_len) WS_MUST_CHECK;
+int ws_seal_gcm(bool enc, const struct ws_seal_key *k, const uint8_t nonce[WS_SEAL_NONCE_LEN], const uint8_t *aad,
+		size_t aad_len, uint8_t *buf, size_t len, uint8_t tag[WS_SEAL_TAG_LEN]) WS_MUST_CHECK;
+int ws_seal_random(uint8_t *out, size_t len) WS_MUST_CHECK;
+
 #endif

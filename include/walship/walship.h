@@ -769,6 +769,11 @@ int ws_verify_orphans(struct ws_sink *sink, const char *tenant, ws_orphan_fn fn,
  * decides through conditional writes on the bucket; a file:// sink through
  * a single-writer lease on the sink directory.
  */
+struct ws_checkpoint_seal {
+	const char *tenant;
+	struct ws_seal_config seal;
+};
+
 struct ws_checkpoint_opts {
 	uint64_t epoch;              /* decision epoch; 0 = 1 */
 	const char *pipeline;        /* witness pipeline identity; NULL = "walship" */
@@ -777,6 +782,14 @@ struct ws_checkpoint_opts {
 	uint32_t wait_ms;            /* wait for a file sink's lease; 0 = 5000 */
 	uint32_t peer_wait_ms;       /* wait for another writer's attempt to end; 0 = 30000 */
 	bool recover;                /* shared sinks: first abort an attempt left open (crashed) */
+	/* How artifacts are sealed (docs/CHECKPOINTS.md "Sealed artifacts"),
+	 * as the tenants' batches are: a tenant named in tenant_seal gets its
+	 * entry's, every other tenant seal. Zero: version 1 artifacts (the
+	 * image as it is). Each key file's keys also join the sink's, so the
+	 * previous checkpoint's artifact opens for an incremental image. */
+	struct ws_seal_config seal;
+	const struct ws_checkpoint_seal *tenant_seal;
+	size_t tenant_seal_count;
 };
 
 struct ws_checkpoint_info {
@@ -886,8 +899,11 @@ int ws_checkpoint_list(struct ws_sink *sink, ws_checkpoint_fn fn, void *arg) WS_
 /*
  * Restore tenant exactly as it was at checkpoint_id's cut (or the latest
  * Commit's): its artifact, verified by length and SHA-256, then PRAGMA
- * integrity_check. Errors: WS_ENOTFOUND (no such checkpoint or tenant),
- * WS_ECORRUPT, WS_EINCOMPLETE (artifact missing), -EEXIST, I/O.
+ * integrity_check; a sealed artifact opened with the sink's keys. Errors:
+ * WS_ENOTFOUND (no such checkpoint or tenant), WS_ECORRUPT, WS_EFORMAT (an
+ * artifact version, codec or cipher this reader does not know), WS_ENOKEY
+ * (the key id named; nothing written), WS_EINCOMPLETE (artifact missing),
+ * -EEXIST, I/O.
  * (ws_restore of the latest state also starts from the latest Commit's
  * artifact when the tenant's chain passes through its cut.)
  */

@@ -8,26 +8,10 @@
  * reached too; frames accepted are sealed again under every codec, with
  * and without the key, and must open to the same bytes.
  */
-#include "fuzz.h"
+#include "fuzz_sealed.h"
 #include "ws_format.h"
 #include "ws_seal.h"
 #include "ws_wal.h"
-
-#define FUZZ_KEY "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
-
-static struct ws_keyring ring;
-static struct ws_buf plain;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	fuzz_quiet();
-	if (ws_keyring_parse(&ring, "fuzz", FUZZ_KEY, 64) != 0)
-		abort();
-	ws_buf_init(&plain, (size_t)64 << 20);
-	return 0;
-}
 
 /* Sealed again under s, the frames open to themselves. */
 static void reseal(const struct ws_seal *s, const struct ws_fmt_batch *b, const uint8_t *frames)

@@ -3,25 +3,9 @@
  * ws_fmt_snap_decode and ws_seal_open_snap with a keyring of one key, tried
  * as is and with its payload and header hashes made right.
  */
-#include "fuzz.h"
+#include "fuzz_sealed.h"
 #include "ws_format.h"
 #include "ws_seal.h"
-
-#define FUZZ_KEY "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
-
-static struct ws_keyring ring;
-static struct ws_buf plain;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	fuzz_quiet();
-	if (ws_keyring_parse(&ring, "fuzz", FUZZ_KEY, 64) != 0)
-		abort();
-	ws_buf_init(&plain, (size_t)64 << 20);
-	return 0;
-}
 
 static void accepted(const uint8_t *obj, size_t len, const struct ws_fmt_snap *s, const uint8_t *pages, bool opened)
 {

@@ -18,6 +18,7 @@
 
 #include "ckpt_internal.h"
 #include "ws_format.h"
+#include "ws_artseal.h"
 #include "ws_seal.h"
 #include "ws_hash.h"
 #include "ws_wal.h"
@@ -65,7 +66,7 @@ static uint8_t *slurp(const char *path, size_t *len)
 	return buf;
 }
 
-/* The key the fuzz targets' keyring holds (fuzz_batch.c, fuzz_snap.c). */
+/* The key the fuzz targets' keyring holds (fuzz_sealed.h). */
 #define FUZZ_KEY "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 
 /* Version 2 seeds of a payload: no codec, zstd, encrypted, both. */
@@ -94,25 +95,53 @@ static void sealed_put(const char *dir, const char *name, const char *tag, const
 	free(obj);
 }
 
-/* Version 2 seeds of a batch (b) or a snapshot part (sn) whose payload is p. */
-static void sealed_seeds(const char *name, const struct ws_fmt_batch *b, const struct ws_fmt_snap *sn,
-			 const uint8_t *p, size_t len)
+static void sealed_batch(const char *name, const struct ws_fmt_batch *b, const uint8_t *frames, size_t len)
 {
 	static struct ws_keyring kr;
 	for (int i = 0; i < 4; i++) {
 		char tag[16];
 		const struct ws_seal *s = seal_variant(i, &kr, tag, sizeof(tag));
-		struct ws_fmt_batch vb = b ? *b : (struct ws_fmt_batch){ 0 };
-		struct ws_fmt_snap vs = sn ? *sn : (struct ws_fmt_snap){ 0 };
-		const struct iovec iov = { (void *)(uintptr_t)p, len };
+		struct ws_fmt_batch v = *b;
 		uint8_t hdr[WS_OBJ_HDR_MAX], *out = malloc(ws_seal_bound(s, len));
 		size_t hl = 0, stored = 0;
-		int rc = !out ? -1
-			 : b  ? ws_seal_batch(s, &vb, &iov, 1, hdr, &hl, out, ws_seal_bound(s, len), &stored)
-			      : ws_seal_snap(s, &vs, &iov, 1, hdr, &hl, out, ws_seal_bound(s, len), &stored);
-		if (rc)
-			die("seal a seed");
-		sealed_put(b ? "batch" : "snap", name, tag, hdr, hl, out, stored);
+		if (!out || ws_seal_batch(s, &v, &(struct iovec){ (void *)(uintptr_t)frames, len }, 1, hdr, &hl, out,
+					  ws_seal_bound(s, len), &stored) != 0)
+			die("seal a batch");
+		sealed_put("batch", name, tag, hdr, hl, out, stored);
+		free(out);
+	}
+}
+
+/* Sealed checkpoint artifacts of an image (4 KiB chunks: several of them). */
+static void artifacts(const char *name, const uint8_t *img, size_t len)
+{
+	static struct ws_keyring kr;
+	struct ws_buf out;
+	ws_buf_init(&out, 0);
+	for (int i = 0; i < 4; i++) {
+		char tag[16], full[64];
+		const struct ws_seal *s = seal_variant(i, &kr, tag, sizeof(tag));
+		if (ws_art_seal_buf(s, WS_ART_CHUNK_MIN, img, len, &out) != 0)
+			die("seal an artifact");
+		snprintf(full, sizeof(full), "%s-%s", name, tag);
+		put("artifact", full, out.data, out.len);
+	}
+	ws_buf_free(&out);
+}
+
+static void sealed_snap(const char *name, const struct ws_fmt_snap *sn, const uint8_t *pages, size_t len)
+{
+	static struct ws_keyring kr;
+	for (int i = 0; i < 4; i++) {
+		char tag[16];
+		const struct ws_seal *s = seal_variant(i, &kr, tag, sizeof(tag));
+		struct ws_fmt_snap v = *sn;
+		uint8_t hdr[WS_OBJ_HDR_MAX], *out = malloc(ws_seal_bound(s, len));
+		size_t hl = 0, stored = 0;
+		if (!out || ws_seal_snap(s, &v, &(struct iovec){ (void *)(uintptr_t)pages, len }, 1, hdr, &hl, out,
+					 ws_seal_bound(s, len), &stored) != 0)
+			die("seal a snapshot part");
+		sealed_put("snap", name, tag, hdr, hl, out, stored);
 		free(out);
 	}
 }
@@ -148,7 +177,7 @@ static void batch(const char *name, const uint8_t *wal, const struct ws_wal_hdr 
 	if (ws_fmt_batch_decode(obj, len, &back, NULL) != 0)
 		die("a generated batch does not decode");
 	put("batch", name, obj, len);
-	sealed_seeds(name, &b, NULL, obj + WS_BATCH_HDR_SIZE, count * fsz);
+	sealed_batch(name, &b, obj + WS_BATCH_HDR_SIZE, count * fsz);
 	free(obj);
 }
 
@@ -171,7 +200,8 @@ static void snap(const char *name, const uint8_t *wal, const struct ws_wal_hdr *
 	if (ws_fmt_snap_decode(obj, len, &back, NULL) != 0)
 		die("a generated snapshot part does not decode");
 	put("snap", name, obj, len);
-	sealed_seeds(name, NULL, &s, obj + WS_SNAP_HDR_SIZE, len - WS_SNAP_HDR_SIZE);
+	sealed_snap(name, &s, obj + WS_SNAP_HDR_SIZE, len - WS_SNAP_HDR_SIZE);
+	artifacts(name, obj + WS_SNAP_HDR_SIZE, len - WS_SNAP_HDR_SIZE);
 	free(obj);
 }
 

@@ -8,6 +8,8 @@ Seeds are small real files:
                 pages, copied while the writer still holds them open), and
                 variants: torn tail, stale frame, big-endian checksums,
                 header only, empty
+  artifact/     sealed checkpoint artifacts of the snapshot parts' pages
+                (4 KiB chunks; fuzz_gen_corpus)
   batch/ snap/ manifest/ watermark/ ckpt_json/
                 the objects a real `walship replicate --once` and
                 `walship checkpoint` wrote to a file:// sink (real-*), and

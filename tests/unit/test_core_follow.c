@@ -364,6 +364,52 @@ static void test_behind_retention(void **state)
 	src_free(&s);
 }
 
+/*
+ * Sealed batches and a sealed checkpoint artifact (zstd and a key),
+ * retention run past the cut: a follower started then rebuilds from the
+ * artifact, opened with the sink's keys, and the chain after it.
+ */
+static void test_sealed_artifact(void **state)
+{
+	struct src s;
+	struct mem m;
+	struct ws_checkpoint_info info;
+	struct ws_retention_report rep;
+	static const char key[] = "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a\n";
+	(void)state;
+	memset(&s, 0, sizeof(s));
+	wt_env_init(&s.e, "follow-sealed", 0);
+	char *kf = wt_path(s.e.dir, "keys");
+	assert_int_equal(wt_write_file(kf, key, strlen(key)), 0);
+	s.cfg.epoch = 1;
+	s.cfg.pointer_generation = 1;
+	s.cfg.wal_checkpoint_bytes = UINT64_MAX;
+	s.cfg.seal = (struct ws_seal_config){ .codec = WS_CODEC_ZSTD, .key_file = kf };
+	record_state(&s.rec, s.e.w);
+	src_stream(&s);
+	for (int i = 0; i < 4; i++) {
+		src_txn(&s, 20, 400);
+		src_tail(&s);
+	}
+	struct ws_checkpoint_opts co = { .seal = s.cfg.seal };
+	assert_int_equal(ws_checkpoint_take(s.e.sink, &co, &info), 0);
+	assert_true(info.committed);
+	src_txn(&s, 5, 400);
+	src_tail(&s);
+	assert_int_equal(ws_retention_run(s.e.sink, false, NULL, NULL, &rep), 0);
+	assert_true(rep.ran && rep.deleted > 0);
+	struct ws_follow *f = follower(&s, &m);
+	catch_up(f, &m);
+	assert_int_equal(stats_of(f).rebuilds, 1);
+	src_txn(&s, 2, 400);
+	src_tail(&s);
+	catch_up(f, &m);
+	ws_follow_close(f);
+	mem_free(&m);
+	free(kf);
+	src_free(&s);
+}
+
 /* A follower stopped and another started: it rebuilds at the latest state and goes on. */
 static void test_stopped_and_started(void **state)
 {
@@ -564,6 +610,7 @@ int main(void)
 		cmocka_unit_test(test_carried_and_merged),
 		cmocka_unit_test(test_rebases),
 		cmocka_unit_test(test_behind_retention),
+		cmocka_unit_test(test_sealed_artifact),
 		cmocka_unit_test(test_stopped_and_started),
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_watermark_went_back),

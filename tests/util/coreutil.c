@@ -97,14 +97,18 @@ uint64_t wt_file_hash(const char *path, int64_t *rows)
 	return h;
 }
 
-uint64_t wt_restore_hash(struct wt_env *e, const char *tenant, const struct ws_restore_opts *o, int64_t *rows)
+char *wt_out_path(struct wt_env *e)
 {
 	char name[64];
-	char *out;
+	snprintf(name, sizeof(name), "r%u.db", e->restores++);
+	return wt_path(e->out_dir, name);
+}
+
+uint64_t wt_restore_hash(struct wt_env *e, const char *tenant, const struct ws_restore_opts *o, int64_t *rows)
+{
+	char *out = wt_out_path(e);
 	uint64_t h;
 	int rc;
-	snprintf(name, sizeof(name), "r%u.db", e->restores++);
-	out = wt_path(e->out_dir, name);
 	rc = ws_restore(e->sink, tenant, o, out);
 	if (rc)
 		fail_msg("restore: %s (%s)", ws_strerror(rc), ws_errmsg());

@@ -31,6 +31,8 @@ void wt_tail_ok(struct ws_stream *st, struct ws_outcome *o);
 uint64_t wt_content_hash(sqlite3 *db, int64_t *rows_out);
 /* Open a restored file read-only: integrity_check must be ok; returns its hash. */
 uint64_t wt_file_hash(const char *path, int64_t *rows);
+/* A fresh file name in out_dir (free it). */
+char *wt_out_path(struct wt_env *e);
 /* Restore tenant (opts may be NULL: the latest) into a fresh file of out_dir
  * that must succeed; returns its content hash (the file is removed). */
 uint64_t wt_restore_hash(struct wt_env *e, const char *tenant, const struct ws_restore_opts *o, int64_t *rows);
