@@ -68,6 +68,9 @@ static int resolve_sink(const char *sink_url, const char *config, struct ws_cli_
 
 	memset(cfg, 0, sizeof(*cfg));
 	*out = sink_url;
+	/* The environment's key file, as replicate takes it. */
+	if (getenv("WALSHIP_KEY_FILE") && *getenv("WALSHIP_KEY_FILE"))
+		cfg->seal.key_file = getenv("WALSHIP_KEY_FILE");
 	if (!config)
 		return sink_url ? EXIT_OK : ws_cli_usage("--sink URL (or --config FILE naming a sink) is required");
 	if ((rc = ws_cli_config_load(cfg, config)) != 0)
@@ -75,6 +78,7 @@ static int resolve_sink(const char *sink_url, const char *config, struct ws_cli_
 	memset(&o, 0, sizeof(o));
 	o.sink = sink_url;
 	o.sink_only = true;
+	o.key_file = cfg->seal.key_file;
 	if ((rc = ws_cli_config_finish(cfg, &o)) != 0)
 		return EXIT_USAGE;
 	*out = cfg->sink;
@@ -85,42 +89,35 @@ static int resolve_sink(const char *sink_url, const char *config, struct ws_cli_
 
 static struct ws_sink *open_sink(const char *url, int *exit_code) { return ws_cli_sink_open(url, NULL, exit_code); }
 
-/* Every key file --config names ([engine], [shard.N], [tenant.NAME]) joins
- * the sink's keys: a checkpoint reads what each tenant wrote. */
-static int add_config_keys(struct ws_sink *sink, const struct ws_cli_config *cfg)
-{
-	int rc = 0;
-	for (size_t i = 0; i < cfg->key_file_count && !rc; i++)
-		rc = ws_sink_add_key_file(sink, cfg->key_files[i]);
-	for (size_t i = 0; i < cfg->tenant_count && !rc; i++)
-		if (cfg->tenants[i].key_file)
-			rc = ws_sink_add_key_file(sink, cfg->tenants[i].key_file);
-	if (rc)
-		fprintf(stderr, "walship: %s\n", ws_errmsg());
-	return rc;
-}
-
 /* The sink --sink or --config names, opened with the keys of both;
  * NULL with *exit_code set. epoch (may be NULL): the config's [engine]
- * epoch, when it has one. */
-static struct ws_sink *sink_from_args(const char *sink_url, const char *config, int *exit_code, uint64_t *epoch)
+ * epoch, when it has one. keep (may be NULL): the config, kept (the
+ * caller frees it; zero without --config but for the environment's key). */
+static struct ws_sink *sink_from_args_keep(const char *sink_url, const char *config, int *exit_code,
+					   uint64_t *epoch, struct ws_cli_config *keep)
 {
-	struct ws_cli_config cfg;
+	struct ws_cli_config own, *cfg_p = keep ? keep : &own;
 	struct ws_sink *sink = NULL;
 	const char *url;
 
-	*exit_code = resolve_sink(sink_url, config, &cfg, &url);
+	*exit_code = resolve_sink(sink_url, config, cfg_p, &url);
 	if (*exit_code == EXIT_OK)
 		sink = open_sink(url, exit_code);
-	if (sink && add_config_keys(sink, &cfg)) {
+	if (sink && ws_cli_add_config_keys(sink, cfg_p)) {
 		ws_sink_close(sink);
 		sink = NULL;
 		*exit_code = EXIT_FAIL;
 	}
 	if (epoch && config)
-		*epoch = cfg.epoch;
-	ws_cli_config_free(&cfg);
+		*epoch = cfg_p->epoch;
+	if (!keep)
+		ws_cli_config_free(&own);
 	return sink;
+}
+
+static struct ws_sink *sink_from_args(const char *sink_url, const char *config, int *exit_code, uint64_t *epoch)
+{
+	return sink_from_args_keep(sink_url, config, exit_code, epoch, NULL);
 }
 
 int cmd_checkpoint(int argc, char **argv)
@@ -135,6 +132,8 @@ int cmd_checkpoint(int argc, char **argv)
 	const char *sink_url = NULL, *config = NULL;
 	struct ws_checkpoint_opts co;
 	struct ws_checkpoint_info info;
+	struct ws_checkpoint_seal *seals = NULL;
+	struct ws_cli_config cfg;
 	struct ws_sink *sink;
 	uint64_t cfg_epoch = 0;
 	bool has_epoch = false;
@@ -162,11 +161,22 @@ int cmd_checkpoint(int argc, char **argv)
 	}
 	if (optind < argc)
 		return ws_cli_usage("checkpoint: unexpected argument '%s'", argv[optind]);
-	if (!(sink = sink_from_args(sink_url, config, &code, &cfg_epoch)))
+	if (!(sink = sink_from_args_keep(sink_url, config, &code, &cfg_epoch, &cfg))) {
+		ws_cli_config_free(&cfg);
 		return code;
+	}
 	if (!has_epoch)
 		co.epoch = cfg_epoch;
+	/* Artifacts sealed as the tenants' batches are. */
+	if (ws_cli_checkpoint_seal(&cfg, &co, &seals) != 0) {
+		fprintf(stderr, "walship: checkpoint: out of memory\n");
+		ws_cli_config_free(&cfg);
+		ws_sink_close(sink);
+		return EXIT_FAIL;
+	}
 	rc = ws_checkpoint_take(sink, &co, &info);
+	free(seals);
+	ws_cli_config_free(&cfg);
 	ws_sink_close(sink);
 	if (rc) {
 		fprintf(stderr, "walship: checkpoint failed: %s\n", ws_errmsg());

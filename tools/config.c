@@ -1177,6 +1177,12 @@ int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides 
 	if (keep_key_files(c, p))
 		return -ENOMEM;
 	tenant_seals(c, p);
+	if (p->defaults.key_line[SK_COMPRESSION])
+		c->seal.codec = p->defaults.v.seal.codec;
+	if (p->defaults.key_line[SK_COMPRESSION_LEVEL])
+		c->seal.level = p->defaults.v.seal.level;
+	if (p->defaults.key_line[SK_KEY_FILE])
+		c->seal.key_file = p->defaults.v.seal.key_file;
 	if (check_key_files(c, p))
 		return WS_CLI_EXIT_USAGE;
 
@@ -1276,6 +1282,41 @@ int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides 
 	}
 	free(c->parse);
 	c->parse = NULL;
+	return 0;
+}
+
+int ws_cli_add_config_keys(struct ws_sink *sink, const struct ws_cli_config *c)
+{
+	int rc = 0;
+	for (size_t i = 0; i < c->key_file_count && !rc; i++)
+		rc = ws_sink_add_key_file(sink, c->key_files[i]);
+	for (size_t i = 0; i < c->tenant_count && !rc; i++)
+		if (c->tenants[i].key_file)
+			rc = ws_sink_add_key_file(sink, c->tenants[i].key_file);
+	if (!rc && c->seal.key_file)
+		rc = ws_sink_add_key_file(sink, c->seal.key_file); /* the command line's or the environment's */
+	if (rc)
+		fprintf(stderr, "walship: %s\n", ws_errmsg());
+	return rc;
+}
+
+int ws_cli_checkpoint_seal(const struct ws_cli_config *c, struct ws_checkpoint_opts *co,
+			   struct ws_checkpoint_seal **owned)
+{
+	size_t n = 0;
+	*owned = NULL;
+	co->seal = c->seal;
+	if (c->tenant_count && !(*owned = calloc(c->tenant_count, sizeof(**owned))))
+		return -ENOMEM;
+	for (size_t i = 0; i < c->tenant_count; i++) {
+		const struct ws_cli_tenant *t = &c->tenants[i];
+		if (t->has_seal)
+			(*owned)[n++] = (struct ws_checkpoint_seal){ .tenant = t->name, .seal = t->seal };
+		else if (t->shard >= 0 && (unsigned)t->shard < c->shards)
+			(*owned)[n++] = (struct ws_checkpoint_seal){ .tenant = t->name, .seal = c->shard[t->shard].seal };
+	}
+	co->tenant_seal = *owned;
+	co->tenant_seal_count = n;
 	return 0;
 }
 

@@ -71,6 +71,7 @@ struct ws_cli_config {
 	struct ws_shard_config *shard; /* shards entries */
 	struct ws_cli_tenant *tenants;
 	size_t tenant_count;
+	struct ws_seal_config seal;  /* [engine]'s and the command line's (the default of every shard) */
 	char **key_files;            /* owned: the names shard[i].seal.key_file point at */
 	size_t key_file_count;
 
@@ -94,6 +95,16 @@ int ws_cli_config_add_tenant_arg(struct ws_cli_config *c, const char *arg);
  * versus batch sizes, tenants' paths and shards) and build c->shard.
  * 0, WS_CLI_EXIT_USAGE, or -ENOMEM (printed). */
 int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides *o);
+/* Every key file c names ([engine], [shard.N], [tenant.NAME], --key-file,
+ * WALSHIP_KEY_FILE) joins the sink's keys: a checkpoint reads what each
+ * tenant wrote. 0, or the error (said on stderr). */
+struct ws_sink;
+int ws_cli_add_config_keys(struct ws_sink *sink, const struct ws_cli_config *c);
+/* A checkpoint's artifacts sealed as replicate seals each tenant's batches:
+ * co->seal = c->seal, co->tenant_seal a tenant's own seal or its pinned
+ * shard's. *owned: free() after the checkpoint. 0 or -ENOMEM. */
+int ws_cli_checkpoint_seal(const struct ws_cli_config *c, struct ws_checkpoint_opts *co,
+			   struct ws_checkpoint_seal **owned);
 void ws_cli_config_free(struct ws_cli_config *c);
 
 /* Index of the tenant called name in c->tenants, or -1. Read-only: safe from

@@ -345,6 +345,7 @@ struct run_opts {
 	unsigned reader_flags;
 	uint64_t checkpoint_interval_s;  /* 0 = none */
 	uint64_t epoch;                  /* the engine's epoch, which checkpoints decide at too */
+	struct ws_checkpoint_opts ck;    /* checkpoints' artifacts sealed as the tenants' batches */
 };
 
 /* "walship: tenant NAME: PATH -> SINK (shard N, WAL read path: P)" */
@@ -365,7 +366,8 @@ static void print_registered(struct ws_engine *e, const struct ws_cli_config *cf
 
 /* Every interval: everything committed so far shipped, then a checkpoint. */
 /* 0 when a checkpoint was committed (ours or another writer's); else failed. */
-static int take_checkpoint(struct ws_engine *e, struct ws_sink *sink, uint64_t epoch, bool json)
+static int take_checkpoint(struct ws_engine *e, struct ws_sink *sink, const struct ws_checkpoint_opts *ck,
+			   uint64_t epoch, bool json)
 {
 	struct ws_checkpoint_opts co;
 	struct ws_checkpoint_info ci;
@@ -374,7 +376,7 @@ static int take_checkpoint(struct ws_engine *e, struct ws_sink *sink, uint64_t e
 		fprintf(stderr, "walship: checkpoint skipped: a tail failed: %s\n", ws_errmsg());
 		return rc;
 	}
-	memset(&co, 0, sizeof(co));
+	co = *ck;
 	co.epoch = epoch; /* replicate's own --epoch: a stale one is an error naming the current */
 	rc = ws_checkpoint_take(sink, &co, &ci);
 	if (rc) {
@@ -408,6 +410,7 @@ static int take_checkpoint(struct ws_engine *e, struct ws_sink *sink, uint64_t e
 struct ckpt_job {
 	struct ws_engine *e;
 	struct ws_sink *sink;
+	const struct ws_checkpoint_opts *ck;
 	uint64_t epoch;
 	bool json;
 	int rc;
@@ -418,7 +421,7 @@ static void *ckpt_job_main(void *arg)
 {
 	struct ckpt_job *j = arg;
 	uint64_t one = 1;
-	j->rc = take_checkpoint(j->e, j->sink, j->epoch, j->json);
+	j->rc = take_checkpoint(j->e, j->sink, j->ck, j->epoch, j->json);
 	if (write(j->done_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
 		fprintf(stderr, "walship: checkpoint thread: cannot say it ended: %s\n", strerror(errno));
 	return NULL;
@@ -428,7 +431,7 @@ static void *ckpt_job_main(void *arg)
 static int checkpoint_watched(struct ws_engine *e, struct ws_sink *sink, const struct run_opts *ro, int sig_fd,
 			      bool *signalled)
 {
-	struct ckpt_job j = { .e = e, .sink = sink, .epoch = ro->epoch, .json = ro->json };
+	struct ckpt_job j = { .e = e, .sink = sink, .ck = &ro->ck, .epoch = ro->epoch, .json = ro->json };
 	struct pollfd pf[2];
 	pthread_t th;
 
@@ -444,7 +447,7 @@ static int checkpoint_watched(struct ws_engine *e, struct ws_sink *sink, const s
 			strerror(terr));
 		if (j.done_fd >= 0)
 			close(j.done_fd);
-		return take_checkpoint(e, sink, ro->epoch, ro->json);
+		return take_checkpoint(e, sink, &ro->ck, ro->epoch, ro->json);
 	}
 	pf[0] = (struct pollfd){ .fd = sig_fd, .events = POLLIN };
 	pf[1] = (struct pollfd){ .fd = j.done_fd, .events = POLLIN };
@@ -749,6 +752,9 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 			fprintf(stderr, "walship: %s\n", ws_errmsg());
 			goto out;
 		}
+		/* It reads what every tenant wrote (an incremental image). */
+		if (ws_cli_add_config_keys(ck_sink, cfg))
+			goto out;
 	}
 	if (ro->events) {
 		char buf[4096];
@@ -839,6 +845,7 @@ static int cmd_replicate(int argc, char **argv)
 	struct ws_cli_config cfg;
 	struct ws_cli_overrides ov;
 	struct run_opts ro = { 0 };
+	struct ws_checkpoint_seal *ck_seals = NULL;
 	const char *config_file = NULL;
 	bool verbose = false;
 	uint64_t v;
@@ -953,8 +960,14 @@ static int cmd_replicate(int argc, char **argv)
 	else if (!ro.quiet)
 		ws_log_set_level(WS_LOG_INFO);
 	ro.epoch = cfg.epoch;
+	if (ws_cli_checkpoint_seal(&cfg, &ro.ck, &ck_seals) != 0) {
+		fprintf(stderr, "walship: out of memory\n");
+		rc = EXIT_FAIL;
+		goto out;
+	}
 	rc = replicate_run(&cfg, &ro);
 out:
+	free(ck_seals);
 	free(ro.follow);
 	ws_cli_config_free(&cfg);
 	return rc;

@@ -129,6 +129,17 @@ for t in a b; do
 		eval '[ "$rc" = 0 ] && [ "$(python3 "$DIGEST" r.db)" = "$want" ]'
 done
 
+check "after the checkpoint, the sink still holds none of the rows' text" eval '! grep -rqa "$MARK" sink'
+check "the checkpoint's artifacts are sealed (version 2)" eval \
+	'[ "$(grep -rla "^WSARTIF1" sink/checkpoints 2>/dev/null | wc -l)" -ge 2 ]'
+echo "# replicate's own periodic checkpoints seal too"
+sq a.db "INSERT INTO t(v) VALUES ('$MARK periodic');" >/dev/null
+set +e
+timeout -s TERM 6 "$WS_BIN" replicate --config ws.ini --checkpoint-interval-s 1 >periodic.out 2>periodic.err
+set -e
+ws ls --sink "$URL" --checkpoints
+check "replicate --checkpoint-interval-s took a checkpoint" eval '[ "$(grep -c "^checkpoint " out)" -ge 2 ]'
+check "and the sink holds none of the rows' text" eval '! grep -rqa "$MARK" sink'
 echo "# replicate --compression on the command line, no key"
 sq c.db "PRAGMA journal_mode=WAL; CREATE TABLE t(v TEXT); INSERT INTO t VALUES ('$MARK');" >/dev/null
 ws replicate --sink "file://$ROOT/plain" --compression zstd --once c=c.db
