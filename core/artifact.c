@@ -60,7 +60,7 @@ static int artifact_shape(const char *key, const uint8_t *head, uint64_t len, co
  * as it comes, so memory stays bounded (ARTIFACT_RANGES buffers of
  * ARTIFACT_RANGE) whatever the database's size.
  */
-#define ARTIFACT_RANGE ((uint64_t)8 << 20)
+#define ARTIFACT_RANGE ((uint64_t)4 << 20)
 #define ARTIFACT_RANGES 4u
 
 struct fetch {
