@@ -14,7 +14,7 @@
 #                    engine's many-tenant test at 300 tenants there; 1,000 in build-ci)
 #   4. build-tsan    TSan (-DWS_SANITIZE=thread -DWS_WERROR=ON), the concurrent tests
 #                    (ctest -R 'test_store|test_io|test_net|test_core_stream|test_core_ring|
-#                    test_core_engine'; the engine's many-tenant test at 300 tenants there)
+#                    test_core_engine|test_core_seal'; the engine's many-tenant test at 300 tenants there)
 #   5. bench smoke   bench_e2e, bench_engine, bench_checkpoint and bench_events at a tiny
 #                    size, bench_wal briefly, and bench/run_cli_bench.sh
 #                    --tiny (replicate --once vs write+fsync+rename), from
@@ -75,7 +75,7 @@ CTEST_JOBS="${WS_CTEST_JOBS:-3}"
 # S3 handling, run under ASan in test_store_s3, test_net*, the core S3
 # tests and integ_test_s3; their response parsers under the fuzzers).
 ASAN_EXCLUDE="${WS_ASAN_EXCLUDE:-integ_test_s3_adapt|integ_test_s3_refusals|integ_test_checkpoint_s3}"
-TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io|test_net|test_core_stream|test_core_ring|test_core_engine|test_core_events|test_core_replica}"
+TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io|test_net|test_core_stream|test_core_ring|test_core_engine|test_core_events|test_core_replica|test_core_seal}"
 BENCH_MB="${WS_BENCH_MB:-8}"
 FUZZ_SECONDS="${WS_FUZZ_SECONDS:-5}"
 START=$(date +%s)
