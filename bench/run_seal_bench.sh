@@ -15,7 +15,9 @@
 #                          wall, the process's user+sys CPU (/usr/bin/time)
 #   live                   zstd+key, `walship replicate --interval-ms 1000`
 #                          running while the writer writes a copy of the
-#                          starting database, stopped (SIGTERM) after it
+#                          starting database (text: 250 commits/s, peer:
+#                          1,000/s, once the replicator has stored its first
+#                          object), stopped (SIGTERM) after it
 #   litestream             `litestream replicate -config` (sync-interval 1s,
 #                          LZ4, no encryption) the same way, stopped once its
 #                          replica has not grown for 2 s
@@ -51,7 +53,7 @@ while [ $# -gt 0 ]; do
 	--out) OUT=${2:-}; [ -n "$OUT" ] || die "--out needs a directory"; shift 2 ;;
 	--s3) S3=1; shift ;;
 	--litestream) LS=${2:-}; [ -x "$LS" ] || die "--litestream: '$LS' is not an executable"; shift 2 ;;
-	-h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,42p' "$0"; exit 0 ;;
 	*) die "unknown argument '$1'" ;;
 	esac
 done
@@ -107,6 +109,9 @@ fi
 # Commits per workload: ~50 MiB (text) and ~30 MiB (peer) of WAL; tiny: ~1 MiB.
 declare -A COMMITS=([text]=1000 [peer]=4000)
 [ "$TINY" = 1 ] && COMMITS=([text]=40 [peer]=300)
+# The live runs' writer: at most this many commits a second (4 s of writing).
+declare -A RATE=([text]=250 [peer]=1000)
+[ "$TINY" = 1 ] && RATE=([text]=80 [peer]=600)
 WORKLOADS=(text peer)
 read -ra CONFIGS <<<"${WS_SEAL_CONFIGS:-none zstd zstd+key live}"
 [ -n "$LS" ] && CONFIGS+=(litestream)
@@ -190,8 +195,13 @@ ship_live() {
 		/usr/bin/time -f '%U %S' -o "$d/time" "$LS" replicate -config "$d/litestream.yml" >"$d/ship.log" 2>&1 &
 	fi
 	tp=$!
-	sleep 0.5
-	python3 "$WRITER" write "$wl" "$d/db.sqlite" "${COMMITS[$wl]}"
+	# The writer starts once the replicator has stored something (its first
+	# snapshot), so neither takes the whole workload in its first copy.
+	until [ "$(stored_bytes "$url" 2>/dev/null || echo 0)" -gt 0 ]; do
+		kill -0 "$tp" 2>/dev/null || { cat "$d/ship.log" >&2; return 1; }
+		sleep 0.1
+	done
+	python3 "$WRITER" write "$wl" "$d/db.sqlite" "${COMMITS[$wl]}" "${RATE[$wl]}"
 	t0=$(now)
 	if [ "$cfg" = litestream ]; then
 		# synced: the replica has not grown for 2 s (and 2 s have passed)

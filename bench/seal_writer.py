@@ -2,7 +2,8 @@
 """The writer of bench/run_seal_bench.sh: the same transactions every run.
 
     seal_writer.py prepare WORKLOAD DB      the starting database (checkpointed, WAL mode)
-    seal_writer.py write WORKLOAD DB N      N small commits on it (WAL checkpoints off)
+    seal_writer.py write WORKLOAD DB N [R]  N small commits on it (WAL checkpoints off),
+                                            at most R a second when R is given
 
 WORKLOAD text: a table of text rows (author, title, body: words drawn with
 a skewed frequency from a fixed vocabulary, so it compresses like prose,
@@ -16,6 +17,7 @@ import os
 import random
 import sqlite3
 import sys
+import time
 
 SYL = ["ka", "to", "ri", "an", "mel", "sor", "dit", "ve", "nu", "pra", "lo", "gen", "sta", "qui", "ber", "on"]
 
@@ -63,8 +65,9 @@ def prepare(kind, path):
     db.close()
 
 
-def write(kind, path, n):
+def write(kind, path, n, rate):
     rng = random.Random(2)
+    start = time.monotonic()
     vocab = vocabulary(random.Random(1))
     db = connect(path)
     for i in range(n):
@@ -79,6 +82,8 @@ def write(kind, path, n):
                 db.execute("UPDATE counters SET value = value + ?, updated = ? WHERE id = ?",
                            (rng.randint(1, 9), "t%08d" % i, rng.randint(1, 200)))
         db.execute("COMMIT")
+        if rate:
+            time.sleep(max(0.0, start + (i + 1) / rate - time.monotonic()))
     # No sqlite3_close: the last connection's close would checkpoint the WAL
     # into the database and delete it (Python 3.11 cannot set
     # SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE); every commit is in the WAL already.
@@ -89,10 +94,11 @@ def write(kind, path, n):
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "prepare" and sys.argv[2] in ("text", "peer"):
         prepare(sys.argv[2], sys.argv[3])
-    elif len(sys.argv) == 5 and sys.argv[1] == "write" and sys.argv[2] in ("text", "peer") and sys.argv[4].isdigit():
-        write(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    elif len(sys.argv) in (5, 6) and sys.argv[1] == "write" and sys.argv[2] in ("text", "peer") and \
+            all(a.isdigit() for a in sys.argv[4:]):
+        write(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) == 6 else 0)
     else:
-        sys.exit("usage: seal_writer.py prepare text|peer DB | write text|peer DB N")
+        sys.exit("usage: seal_writer.py prepare text|peer DB | write text|peer DB N [RATE]")
 
 
 if __name__ == "__main__":
