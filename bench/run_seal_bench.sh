@@ -141,7 +141,7 @@ store_url() {
 	local b
 	b=seal-$(echo "$2" | tr -c 'a-z0-9\n' '-')-$(date +%s%N)
 	curl -sS --fail --max-time 30 -o /dev/null --aws-sigv4 "aws:amz:${AWS_REGION:-us-east-1}:s3" \
-		--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -X PUT "$WS_S3_ENDPOINT/$b" || die "create bucket $b"
+		--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -X PUT "$WS_S3_ENDPOINT/$b" || die "create bucket $b"
 	echo "s3://$b?endpoint=$WS_S3_ENDPOINT"
 }
 

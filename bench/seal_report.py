@@ -108,6 +108,7 @@ def s3_bytes(url):
     while True:
         q = "list-type=2" + ("&continuation-token=" + urllib.parse.quote(token, safe="") if token else "")
         body = subprocess.run(["curl", "-sS", "--fail", "--max-time", "30", "--aws-sigv4", sig, "--user", auth,
+                               "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
                                "%s/%s?%s" % (ep, u.netloc, q)], check=True, capture_output=True, text=True).stdout
         total += sum(int(x) for x in re.findall(r"<Size>(\d+)</Size>", body))
         m = re.search(r"<NextContinuationToken>([^<]+)</NextContinuationToken>", body)
