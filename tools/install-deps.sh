@@ -23,6 +23,9 @@ PKGS=(
 if [ "${1:-}" != "--core" ]; then
   PKGS+=(libcmocka-dev libbenchmark-dev python3 curl ceph-mon ceph-osd radosgw clang-14 libclang-rt-14-dev
          haproxy gnuplot-nox faketime)
+  # npm: bench/run_seal_bench.sh installs Litestream (its npm package) with it;
+  # a Node.js that brings its own npm keeps it.
+  command -v npm >/dev/null || PKGS+=(npm)
 fi
 missing=()
 for p in "${PKGS[@]}"; do

@@ -16,8 +16,9 @@
 #                    (ctest -R 'test_store|test_io|test_net|test_core_stream|test_core_ring|
 #                    test_core_engine|test_core_seal'; the engine's many-tenant test at 300 tenants there)
 #   5. bench smoke   bench_e2e, bench_engine, bench_checkpoint and bench_events at a tiny
-#                    size, bench_wal briefly, and bench/run_cli_bench.sh
-#                    --tiny (replicate --once vs write+fsync+rename), from
+#                    size, bench_wal briefly, bench/run_cli_bench.sh
+#                    --tiny (replicate --once vs write+fsync+rename) and
+#                    bench/run_seal_bench.sh --tiny (zstd, keys, Litestream), from
 #                    build-ci: fails only if a benchmark crashes or errors
 #                    or prints no figures, never on a ratio
 #   6. retention     tests/torture/retention.sh for WS_TORTURE_S seconds (default
@@ -139,7 +140,7 @@ WS_ENGINE_TENANTS=300 build_and_test build-tsan build-tsan "-R $TSAN_TESTS" -- -
 	-DCMAKE_BUILD_TYPE=Debug -DWS_BUILD_BENCH=OFF
 
 # ---- 5. bench smoke --------------------------------------------------------------------
-section "bench smoke: bench_e2e --mb $BENCH_MB, bench_engine/bench_checkpoint/bench_events --tiny, bench_wal, run_cli_bench.sh --tiny (build-ci; ratios are reported, not enforced)"
+section "bench smoke: bench_e2e --mb $BENCH_MB, bench_engine/bench_checkpoint/bench_events --tiny, bench_wal, run_cli_bench.sh and run_seal_bench.sh --tiny (build-ci; ratios are reported, not enforced)"
 if [ -x build-ci/bench/bench_e2e ]; then
 	mkdir -p build-ci/testtmp
 	if ! build-ci/bench/bench_e2e --mb "$BENCH_MB" --reps 1 --dir "$PWD/build-ci/testtmp"; then
@@ -186,6 +187,18 @@ if [ -x build-ci/bench/bench_cli ] && [ -x build-ci/tools/walship ]; then
 	fi
 else
 	note_fail "bench smoke: build-ci/bench/bench_cli or build-ci/tools/walship was not built"
+fi
+
+# run_seal_bench.sh --tiny: file://, one repetition; Litestream when npm can
+# install it (else the bench says so and runs walship alone).
+if [ -x build-ci/tools/walship ]; then
+	if ! bash bench/run_seal_bench.sh --build build-ci --tiny --out "$PWD/build-ci/seal-bench" \
+		| tee build-ci/bench-seal.log; then
+		note_fail "bench smoke: run_seal_bench.sh"
+	elif ! grep -q '^ratio zstd+key/none (text): ship rate' build-ci/bench-seal.log ||
+		[ ! -s build-ci/seal-bench/seal.json ]; then
+		note_fail "bench smoke: run_seal_bench.sh printed no ratio or wrote no JSON"
+	fi
 fi
 
 # ---- 6. retention torture ------------------------------------------------------------------
