@@ -756,6 +756,10 @@ static int protected_verify(struct ret_ctx *x, const struct ws_ckpt_index *p)
 		int rc = ws_ckread_base_from_index(p, p->tenants[i].tenant, &base);
 		if (!rc)
 			rc = ws_artifact_verify(x->s, &base);
+		if (rc == WS_ENOKEY)
+			return ws_fail_wrap(rc, "retention refused, nothing deleted: protected checkpoint %" PRIu64
+					    " cannot be checked without its key (give the key file: --config with "
+					    "key_file, or WALSHIP_KEY_FILE)", p->checkpoint_id);
 		if (rc)
 			return ws_fail_wrap(rc, "retention refused, nothing deleted: protected checkpoint %" PRIu64
 					    " does not verify (take a new checkpoint)", p->checkpoint_id);

@@ -132,6 +132,20 @@ done
 check "after the checkpoint, the sink still holds none of the rows' text" eval '! grep -rqa "$MARK" sink'
 check "the checkpoint's artifacts are sealed (version 2)" eval \
 	'[ "$(grep -rla "^WSARTIF1" sink/checkpoints 2>/dev/null | wc -l)" -ge 2 ]'
+echo "# retention of a sealed sink"
+ws retention --sink "$URL"
+check "retention without the key: refused (it cannot check the checkpoint it keeps), nothing deleted" \
+	eval '[ "$rc" = 1 ] && grep -q "cannot be checked without its key" err && grep -qi "key [0-9a-f]\{16\}" err && [ ! -s out ]'
+ws retention --config ws.ini
+check "retention --config (its key files): exit 0, objects deleted" eval '[ "$rc" = 0 ] && [ -s out ]'
+for t in a b; do
+	rm -f r.db
+	ws restore --sink "$URL" --tenant "$t" --key-file keys -o r.db
+	want=$(grep "^$t " latest.txt | cut -d" " -f3)
+	check "after retention, restore $t: the latest state" eval '[ "$rc" = 0 ] && [ "$(python3 "$DIGEST" r.db)" = "$want" ]'
+done
+ws verify --sink "$URL" --key-file keys
+check "after retention, verify --key-file: exit 0" [ "$rc" = 0 ]
 echo "# replicate's own periodic checkpoints seal too"
 sq a.db "INSERT INTO t(v) VALUES ('$MARK periodic');" >/dev/null
 set +e
