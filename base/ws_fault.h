@@ -104,6 +104,8 @@
 	X("stream.before_wal_header", "tail: before the WAL header is read")                                \
 	X("stream.after_wal_header", "tail: the WAL header was read, nothing else yet")                     \
 	X("stream.before_fence", "tail: continuity decided, before the fencing read")                       \
+	X("stream.unheld_empty", "tail of a parked stream: nothing new found with no read mark held, "     \
+	  "before the WAL header is read again")                                                          \
 	X("stream.before_wal_read", "tail: before a slot of WAL frames is read (either thread)")            \
 	X("stream.after_wal_read", "tail: a slot of WAL frames was read and checked (either thread)")       \
 	X("stream.ring_handover", "tail: a slot is published to the upload side")                           \

@@ -2,7 +2,8 @@
  * Shard throughput and the cost of idle tenants, as ratios against
  * baselines measured in the same run (docs/DESIGN.md, "Performance model").
  *
- *   bench_engine [--mb N] [--tenants N] [--idle N] [--idle-s S] [--reps N] [--dir DIR] [--tiny]
+ *   bench_engine [--mb N] [--tenants N] [--idle N] [--idle-s S] [--reps N] [--start-reps N]
+ *                [--dir DIR] [--tiny]
  *
  * Setup: --tenants SQLite databases (WAL mode, autocheckpoint off, 4 KiB
  * pages) with --mb MiB of committed WAL between them, closed without a
@@ -27,10 +28,16 @@
  *     bytes, then each engine ships them (a flush: one continuing tail per
  *     tenant). Frames per second against the bare read (target >= 0.7), and
  *     two shards against one.
- * (d) idle tenants: --idle databases registered on one engine (2 shards)
- *     and shipped once; then --idle-s seconds of nothing: the process's CPU
- *     time over that window as a share of one core (target < 2%), and the
- *     object-store requests made in it, per hour (target 0).
+ * (d) start-up: --idle databases registered on a fresh engine (2 shards)
+ *     and shipped once (each a snapshot of a small database), timed from
+ *     the first add to the flush's end: one ws_engine_add_tenant call per
+ *     tenant (the baseline) against one ws_engine_add_tenants call for all
+ *     (target < 5 s at 10,000), --start-reps repetitions interleaved, the
+ *     order alternating (default 7), median (min..max) and the ratio.
+ * (e) idle tenants: on the last such engine, --idle-s seconds of nothing:
+ *     the process's CPU time over that window as a share of one core
+ *     (target < 2%), and the object-store requests made in it, per hour
+ *     (target 0).
  *
  * The discarding sink is a benchmark fixture (the engine's store hook), not
  * a walship feature. The exit status is 0 unless something failed; ratios
@@ -412,26 +419,85 @@ static double cpu_s(void)
 	       (double)ru.ru_stime.tv_usec / 1e6;
 }
 
-static void idle(const char *dir, unsigned n, unsigned secs)
+/* Register the n idle databases on a fresh engine (2 shards) and ship each
+ * once: one ws_engine_add_tenant call each (batch false) or one
+ * ws_engine_add_tenants call; seconds from the first add to the flush's end. */
+static struct ws_engine *start_idle(const char *dir, unsigned n, bool batch, bool fresh, double *secs)
 {
+	struct ws_tenant_config *tcs = calloc(n, sizeof(*tcs));
+	char (*names)[32] = calloc(n, sizeof(*names));
+	char (*paths)[4200] = calloc(n, sizeof(*paths));
 	struct ws_engine *e;
-	char path[4200], name[32];
-	double t_reg;
+	if (!tcs || !names || !paths)
+		bench_die("out of memory");
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(paths[i], sizeof(paths[i]), "%s/idle%05u.db", dir, i);
+		snprintf(names[i], sizeof(names[i]), "idle%05u", i);
+		tcs[i] = (struct ws_tenant_config){ .name = names[i], .db_path = paths[i], .shard = -1 };
+	}
+	if (fresh)
+		discard_reset();
+	e = engine(2, (uint64_t)8 << 20);
+	double t0 = bench_now_s();
+	if (batch) {
+		if (ws_engine_add_tenants(e, tcs, n, NULL))
+			bench_die("add: %s", ws_errmsg());
+	} else {
+		for (unsigned i = 0; i < n; i++)
+			add(e, names[i], paths[i], -1);
+	}
+	if (ws_engine_flush(e))
+		bench_die("flush: %s", ws_errmsg());
+	*secs = bench_now_s() - t0;
+	free(tcs);
+	free(names);
+	free(paths);
+	return e;
+}
+
+static void stop_engine(struct ws_engine *e)
+{
+	if (ws_engine_stop(e))
+		bench_die("stop: %s", ws_errmsg());
+	ws_engine_destroy(e);
+}
+
+static void idle(const char *dir, unsigned n, unsigned secs, unsigned reps)
+{
+	struct ws_engine *e = NULL;
+	char path[4200];
+	double *one = calloc(reps, sizeof(*one)), *all = calloc(reps, sizeof(*all)), *again = calloc(reps, sizeof(*again));
+	if (!one || !all || !again)
+		bench_die("out of memory");
 	for (unsigned i = 0; i < n; i++) {
 		snprintf(path, sizeof(path), "%s/idle%05u.db", dir, i);
 		make_db(path, 0);
 	}
-	discard_reset();
-	e = engine(2, (uint64_t)8 << 20);
-	t_reg = bench_now_s();
-	for (unsigned i = 0; i < n; i++) {
-		snprintf(path, sizeof(path), "%s/idle%05u.db", dir, i);
-		snprintf(name, sizeof(name), "idle%05u", i);
-		add(e, name, path, -1);
+	/* Start-up, interleaved (the order alternates each repetition): every
+	 * tenant registered afresh on a new engine and shipped once, then a
+	 * restart: a new engine over what the last one stored (nothing new to
+	 * ship: each first tail is Empty). The last restart's engine stays for
+	 * the idle window. */
+	for (unsigned r = 0; r < reps; r++) {
+		for (unsigned k = 0; k < 2; k++) {
+			bool batch = (r + k) % 2 == 1;
+			if (e)
+				stop_engine(e);
+			e = start_idle(dir, n, batch, true, batch ? &all[r] : &one[r]);
+		}
+		stop_engine(e);
+		e = start_idle(dir, n, true, false, &again[r]);
 	}
-	if (ws_engine_flush(e))
-		bench_die("flush: %s", ws_errmsg());
-	t_reg = bench_now_s() - t_reg;
+	printf("start-up: %u tenants registered and shipped once (2 shards, %u repetitions, median (min..max)):\n", n,
+	       reps);
+	bench_print_spread("  ws_engine_add_tenant, one call each (baseline)", one, reps, "s");
+	bench_print_spread("  ws_engine_add_tenants, one call (target < 5 s at 10,000)", all, reps, "s");
+	printf("  ratio batch / one call each: %.2f\n", bench_median(all, reps) / bench_median(one, reps));
+	bench_print_spread("  restart over the stored streams, one call (nothing new: every tail Empty)", again, reps,
+			   "s");
+	free(one);
+	free(all);
+	free(again);
 	/* Let first-contact wake-ups (the -wal files SQLite creates) settle. */
 	struct timespec settle = { 2, 0 };
 	nanosleep(&settle, NULL);
@@ -459,18 +525,16 @@ static void idle(const char *dir, unsigned n, unsigned secs)
 	}
 	double cpu_pct = (c1 - c0) / (w1 - w0) * 100.0;
 	double per_hour = (double)(req1 - req0) * 3600.0 / (w1 - w0);
-	printf("idle tenants: %u registered (2 shards; registration + first ship %.1f s)\n", n, t_reg);
+	printf("idle tenants: %u registered (2 shards)\n", n);
 	printf("  CPU over %.1f s idle: %.3f%% of one core (target < 2%%)\n", w1 - w0, cpu_pct);
 	printf("  object-store requests while idle: %" PRIu64 " (%.0f per hour; target 0)\n", req1 - req0, per_hour);
 	printf("  shard wake-ups while idle: %" PRIu64 ", tails: %" PRIu64 "\n", wake1 - wake0, tails1 - tails0);
-	if (ws_engine_stop(e))
-		bench_die("stop: %s", ws_errmsg());
-	ws_engine_destroy(e);
+	stop_engine(e);
 }
 
 int main(int argc, char **argv)
 {
-	uint64_t mb = 256, ntenants = 8, nidle = 10000, idle_s = 10, reps = 3;
+	uint64_t mb = 256, ntenants = 8, nidle = 10000, idle_s = 10, reps = 3, start_reps = 7;
 	const char *base = NULL;
 	char dir[4096];
 	for (int i = 1; i < argc; i++) {
@@ -481,6 +545,7 @@ int main(int argc, char **argv)
 			nidle = 200;
 			idle_s = 2;
 			reps = 1;
+			start_reps = 1;
 		} else if (!strcmp(a, "--mb") && v) {
 			mb = bench_parse_num(a, v, 1, 1u << 20), i++;
 		} else if (!strcmp(a, "--tenants") && v) {
@@ -491,6 +556,8 @@ int main(int argc, char **argv)
 			idle_s = bench_parse_num(a, v, 1, 3600), i++;
 		} else if (!strcmp(a, "--reps") && v) {
 			reps = bench_parse_num(a, v, 1, 99), i++;
+		} else if (!strcmp(a, "--start-reps") && v) {
+			start_reps = bench_parse_num(a, v, 1, 99), i++;
 		} else if (!strcmp(a, "--ring-mb") && v) {
 			ring_opt = bench_parse_num(a, v, 1, 4096) << 20, i++;
 		} else if (!strcmp(a, "--batch-kb") && v) {
@@ -501,7 +568,7 @@ int main(int argc, char **argv)
 			base = v, i++;
 		} else {
 			bench_die("usage: bench_engine [--mb N] [--tenants N] [--idle N] [--idle-s S] [--reps N] "
-				  "[--dir DIR] [--ring-mb N] [--batch-kb N] [--sqpoll] [--tiny]");
+				  "[--start-reps N] [--dir DIR] [--ring-mb N] [--batch-kb N] [--sqpoll] [--tiny]");
 		}
 	}
 	snprintf(dir, sizeof(dir), "%s/bench-engine-XXXXXX", base ? base : "/tmp");
@@ -630,7 +697,7 @@ int main(int argc, char **argv)
 		sqlite3_close(apps[i]);
 	free(apps);
 	if (nidle)
-		idle(dir, (unsigned)nidle, (unsigned)idle_s);
+		idle(dir, (unsigned)nidle, (unsigned)idle_s, (unsigned)start_reps);
 
 	char cmd[4200];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);

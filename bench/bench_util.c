@@ -57,3 +57,13 @@ double bench_median(const double *v, unsigned n)
 	free(s);
 	return m;
 }
+
+void bench_print_spread(const char *label, const double *v, unsigned n, const char *unit)
+{
+	double lo = v[0], hi = v[0];
+	for (unsigned i = 1; i < n; i++) {
+		lo = v[i] < lo ? v[i] : lo;
+		hi = v[i] > hi ? v[i] : hi;
+	}
+	printf("%s: %.2f %s (%.2f..%.2f)\n", label, bench_median(v, n), unit, lo, hi);
+}

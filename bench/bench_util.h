@@ -12,5 +12,7 @@ void bench_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noretu
 uint64_t bench_parse_num(const char *flag, const char *s, uint64_t min, uint64_t max);
 /* Median of n values (n >= 1; v is not reordered). */
 double bench_median(const double *v, unsigned n);
+/* Print "LABEL: median UNIT (min..max)" of n values (n >= 1). */
+void bench_print_spread(const char *label, const double *v, unsigned n, const char *unit);
 
 #endif

@@ -19,7 +19,9 @@
  * open and parks the least recently tailed one beyond that; a parked
  * tenant re-proves continuity from the sink's watermark on its next tail
  * (and re-bases if its WAL restarted meanwhile), so parking never costs
- * correctness, only a possible re-base.
+ * correctness, only a possible re-base. A parked tenant with nothing new
+ * stays parked through its tails (empty_unheld: no connection opened), and
+ * the first change to its WAL makes it due at once.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -70,16 +72,58 @@ void ws_shard_config_default(struct ws_shard_config *c)
 
 /* ---- registry ------------------------------------------------------------ */
 
-struct tenant *ws_eng_reg_find(struct ws_engine *e, const char *name, size_t *pos)
+static size_t reg_bucket(const struct ws_engine *e, const char *name)
 {
-	for (size_t i = 0; i < e->nreg; i++) {
-		if (!strcmp(e->reg[i]->name, name)) {
-			if (pos)
-				*pos = i;
-			return e->reg[i];
+	return (size_t)(ws_xxh64(name, strlen(name)) & (e->nbuckets - 1));
+}
+
+struct tenant *ws_eng_reg_find(struct ws_engine *e, const char *name)
+{
+	if (!e->nbuckets)
+		return NULL;
+	for (struct tenant *t = e->buckets[reg_bucket(e, name)]; t; t = t->hnext)
+		if (!strcmp(t->name, name))
+			return t;
+	return NULL;
+}
+
+/* Room for one more tenant in the registry and its index (rehashed to
+ * twice its size when full). */
+static int reg_reserve(struct ws_engine *e)
+{
+	if (e->nreg == e->capreg) {
+		size_t cap = e->capreg ? e->capreg * 2 : 64;
+		struct tenant **n = realloc(e->reg, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		e->reg = n;
+		e->capreg = cap;
+	}
+	if (e->nreg + 1 > e->nbuckets) {
+		size_t nb = e->nbuckets ? e->nbuckets * 2 : 64;
+		struct tenant **b = calloc(nb, sizeof(*b));
+		if (!b)
+			return -ENOMEM;
+		free(e->buckets);
+		e->buckets = b;
+		e->nbuckets = nb;
+		for (size_t i = 0; i < e->nreg; i++) {
+			struct tenant *t = e->reg[i];
+			size_t k = reg_bucket(e, t->name);
+			t->hnext = b[k];
+			b[k] = t;
 		}
 	}
-	return NULL;
+	return 0;
+}
+
+static void reg_insert(struct ws_engine *e, struct tenant *t)
+{
+	WS_ASSERT(e->nreg < e->capreg && e->nreg < e->nbuckets);
+	size_t k = reg_bucket(e, t->name);
+	e->reg[e->nreg++] = t;
+	t->hnext = e->buckets[k];
+	e->buckets[k] = t;
 }
 
 /* Unlink t itself (not a namesake) from the registry; false if not there. */
@@ -89,6 +133,12 @@ static bool reg_unlink(struct ws_engine *e, const struct tenant *t)
 		if (e->reg[i] == t) {
 			memmove(&e->reg[i], &e->reg[i + 1], (e->nreg - i - 1) * sizeof(*e->reg));
 			e->nreg--;
+			for (struct tenant **p = &e->buckets[reg_bucket(e, t->name)]; *p; p = &(*p)->hnext) {
+				if (*p == t) {
+					*p = t->hnext;
+					break;
+				}
+			}
 			return true;
 		}
 	}
@@ -429,56 +479,74 @@ fail:
 	return NULL;
 }
 
-int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *tc)
+/* A tenant of tc, checked and its paths resolved, not yet registered. */
+static struct tenant *tenant_new(struct ws_engine *e, const struct ws_tenant_config *tc, int *err)
 {
 	struct tenant *t;
-	struct cmd c = { .kind = CMD_ADD };
 	const char *slash;
-	int rc;
 
-	if (!tc || !tc->name || !ws_tenant_name_valid(tc->name))
-		return ws_fail(WS_ECONFIG, "tenant name '%s' invalid: use 1..127 of [A-Za-z0-9._-], not starting "
+	*err = 0;
+	if (!tc || !tc->name || !ws_tenant_name_valid(tc->name)) {
+		*err = ws_fail(WS_ECONFIG, "tenant name '%s' invalid: use 1..127 of [A-Za-z0-9._-], not starting "
 			       "with '.' or '_'", tc && tc->name ? tc->name : "");
-	if (!tc->db_path || !tc->db_path[0])
-		return ws_fail(WS_ECONFIG, "tenant %s: no database path", tc->name);
-	if (tc->shard < -1 || tc->shard >= (int)e->nshards)
-		return ws_fail(WS_ECONFIG, "tenant %s: shard %d out of range (engine has %u)", tc->name, tc->shard,
+		return NULL;
+	}
+	if (!tc->db_path || !tc->db_path[0]) {
+		*err = ws_fail(WS_ECONFIG, "tenant %s: no database path", tc->name);
+		return NULL;
+	}
+	if (tc->shard < -1 || tc->shard >= (int)e->nshards) {
+		*err = ws_fail(WS_ECONFIG, "tenant %s: shard %d out of range (engine has %u)", tc->name, tc->shard,
 			       e->nshards);
+		return NULL;
+	}
 	if (tc->has_policy && tc->policy != WS_POLICY_BLOCK && tc->policy != WS_POLICY_THROTTLE &&
-	    tc->policy != WS_POLICY_SHED)
-		return ws_fail(WS_ECONFIG, "tenant %s: unknown policy %d", tc->name, (int)tc->policy);
+	    tc->policy != WS_POLICY_SHED) {
+		*err = ws_fail(WS_ECONFIG, "tenant %s: unknown policy %d", tc->name, (int)tc->policy);
+		return NULL;
+	}
 	t = calloc(1, sizeof(*t));
-	if (!t)
-		return -ENOMEM;
+	if (!t) {
+		*err = -ENOMEM;
+		return NULL;
+	}
 	snprintf(t->name, sizeof(t->name), "%s", tc->name);
 	t->shard = tc->shard >= 0 ? (unsigned)tc->shard : ws_engine_shard_of(e, tc->name);
 	t->policy = tc->has_policy ? tc->policy : e->cfg.shard[t->shard].policy;
 	t->seal = tc->has_seal ? tc->seal : e->cfg.shard[t->shard].seal;
-	if (t->seal.key_file && (t->seal_key_file = strdup(t->seal.key_file)) == NULL) {
-		tenant_free(t);
-		return -ENOMEM;
-	}
+	if (t->seal.key_file && (t->seal_key_file = strdup(t->seal.key_file)) == NULL)
+		goto nomem;
 	t->seal.key_file = t->seal_key_file;
 	t->db_path = realpath(tc->db_path, NULL);
 	if (!t->db_path) {
-		rc = ws_fail(errno == ENOENT ? -ENOENT : -errno, "tenant %s: database %s: %s", tc->name, tc->db_path,
-			     strerror(errno));
+		*err = ws_fail(errno == ENOENT ? -ENOENT : -errno, "tenant %s: database %s: %s", tc->name, tc->db_path,
+			       strerror(errno));
 		tenant_free(t);
-		return rc;
+		return NULL;
 	}
 	slash = strrchr(t->db_path, '/');
 	t->dir = strndup(t->db_path, slash == t->db_path ? 1 : (size_t)(slash - t->db_path));
 	t->db_base = strdup(slash + 1);
 	if (!t->dir || !t->db_base || asprintf(&t->wal_base, "%s-wal", slash + 1) < 0) {
 		t->wal_base = NULL;
-		tenant_free(t);
-		return -ENOMEM;
+		goto nomem;
 	}
 	t->added_mono_ms = (int64_t)ws_mono_ms();
 	t->ev_id = __atomic_add_fetch(&e->next_ev_id, 1, __ATOMIC_RELAXED);
+	return t;
+nomem:
+	tenant_free(t);
+	*err = -ENOMEM;
+	return NULL;
+}
 
+/* Register t and queue its ADD on its shard (c, which the caller waits
+ * on with add_wait); on an error t is freed. */
+static int add_post(struct ws_engine *e, struct tenant *t, struct cmd *c)
+{
+	int rc;
 	pthread_mutex_lock(&e->reg_mu);
-	struct tenant *old = ws_eng_reg_find(e, t->name, NULL);
+	struct tenant *old = ws_eng_reg_find(e, t->name);
 	if (old) {
 		/* A tenant being removed is still registered until its stream is
 		 * closed: a second stream of the same name must not start before. */
@@ -489,24 +557,19 @@ int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *tc)
 		tenant_free(t);
 		return rc;
 	}
-	if (e->nreg == e->capreg) {
-		size_t cap = e->capreg ? e->capreg * 2 : 64;
-		struct tenant **n = realloc(e->reg, cap * sizeof(*n));
-		if (!n) {
-			pthread_mutex_unlock(&e->reg_mu);
-			tenant_free(t);
-			return -ENOMEM;
-		}
-		e->reg = n;
-		e->capreg = cap;
+	if (reg_reserve(e) != 0) {
+		pthread_mutex_unlock(&e->reg_mu);
+		tenant_free(t);
+		return ws_fail(-ENOMEM, "tenant %s: out of memory registering it", t->name);
 	}
-	WS_ASSERT(e->nreg < e->capreg && t->shard < e->nshards);
-	e->reg[e->nreg++] = t;
+	WS_ASSERT(t->shard < e->nshards);
+	reg_insert(e, t);
 	/* Posted under the registry's lock: a remove that finds the tenant
 	 * there queues its REMOVE after this ADD, never before it. */
-	c.t = t;
+	c->kind = CMD_ADD;
+	c->t = t;
 	t->adding = true;
-	rc = shard_post(&e->shards[t->shard], &c);
+	rc = shard_post(&e->shards[t->shard], c);
 	if (rc) {
 		reg_unlink(e, t);
 		pthread_mutex_unlock(&e->reg_mu);
@@ -514,7 +577,14 @@ int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *tc)
 		return rc;
 	}
 	pthread_mutex_unlock(&e->reg_mu);
-	rc = shard_wait(&e->shards[t->shard], &c);
+	return 0;
+}
+
+/* The result of a posted ADD. */
+static int add_wait(struct ws_engine *e, struct cmd *c)
+{
+	struct tenant *t = c->t;
+	int rc = shard_wait(&e->shards[t->shard], c);
 	/* A remove may have found the tenant meanwhile: if it is done, it
 	 * left the tenant to be freed here (this call still used it); if it
 	 * is not, it unlinks and frees it (its REMOVE finds it never added). */
@@ -526,6 +596,66 @@ int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *tc)
 	if (free_it)
 		tenant_free(t);
 	return rc;
+}
+
+int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *tc)
+{
+	struct cmd c = { .kind = CMD_ADD };
+	int rc;
+	struct tenant *t = tenant_new(e, tc, &rc);
+	if (!t)
+		return rc;
+	rc = add_post(e, t, &c);
+	return rc ? rc : add_wait(e, &c);
+}
+
+/* The failure of the lowest index among those met so far, with its detail. */
+struct batch_err {
+	size_t at;
+	int rc;
+	char msg[512];
+};
+
+static void batch_err_note(struct batch_err *b, size_t i, int rc, int *rcs)
+{
+	if (rcs)
+		rcs[i] = rc;
+	if (rc && (!b->rc || i < b->at)) {
+		b->at = i;
+		b->rc = rc;
+		snprintf(b->msg, sizeof(b->msg), "%s", ws_errmsg());
+	}
+}
+
+/* Every ADD is queued before the first is waited on: a shard opens its
+ * streams one after another without a round trip to the caller each, and
+ * its first tails start once its queue is empty. */
+int ws_engine_add_tenants(struct ws_engine *e, const struct ws_tenant_config *tcs, size_t n, int *rcs)
+{
+	struct batch_err first = { 0 };
+	struct cmd *cs = calloc(n ? n : 1, sizeof(*cs));
+	int rc;
+
+	if (!cs)
+		return ws_fail(-ENOMEM, "adding %zu tenants: out of memory", n);
+	for (size_t i = 0; i < n; i++) {
+		struct tenant *t = tenant_new(e, &tcs[i], &rc);
+		if (t)
+			rc = add_post(e, t, &cs[i]);
+		else
+			cs[i].t = NULL;
+		if (rc)
+			cs[i].t = NULL; /* nothing to wait for */
+		batch_err_note(&first, i, rc, rcs);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (cs[i].t)
+			batch_err_note(&first, i, add_wait(e, &cs[i]), rcs);
+	}
+	free(cs);
+	if (first.rc)
+		ws_fail(first.rc, "%s", first.msg);
+	return first.rc;
 }
 
 int ws_engine_remove_tenant(struct ws_engine *e, const char *name)
@@ -541,7 +671,7 @@ int ws_engine_remove_tenant(struct ws_engine *e, const char *name)
 	 * Posted under the registry's lock, as an add posts its ADD.
 	 */
 	pthread_mutex_lock(&e->reg_mu);
-	t = name ? ws_eng_reg_find(e, name, NULL) : NULL;
+	t = name ? ws_eng_reg_find(e, name) : NULL;
 	if (t && t->removing) {
 		pthread_mutex_unlock(&e->reg_mu);
 		return ws_fail(-EBUSY, "tenant %s: already being removed", name);
@@ -663,6 +793,7 @@ void ws_engine_destroy(struct ws_engine *e)
 	for (size_t i = 0; i < e->nreg; i++)
 		tenant_free(e->reg[i]);
 	free(e->reg);
+	free(e->buckets);
 	ws_ev_hub_destroy(e->hub);
 	free(e->shards);
 	for (unsigned i = 0; e->shard_cfg && i < e->nshards; i++)

@@ -55,6 +55,7 @@ struct tenant {
 	bool removing;       /* under reg_mu: a remove's REMOVE is queued or running */
 	bool adding;         /* under reg_mu: its add still waits for its ADD (the add holds it) */
 	bool removed;        /* under reg_mu: a remove is done with it while adding; the add frees it */
+	struct tenant *hnext; /* under reg_mu: the next of its bucket in the registry's index */
 
 	/* Shard thread only. */
 	struct ws_stream *st;
@@ -182,6 +183,11 @@ struct ws_engine {
 	pthread_mutex_t reg_mu;         /* the registry */
 	struct tenant **reg;
 	size_t nreg, capreg;
+	/* Its index by name: chains through tenant.hnext, nbuckets a power
+	 * of two kept at least nreg (a start with 10,000 tenants looks each
+	 * up as it registers it, and the CLI again for its metrics). */
+	struct tenant **buckets;
+	size_t nbuckets;
 };
 
 static inline uint64_t ld(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
@@ -208,7 +214,7 @@ struct first_err {
 };
 
 /* engine.c */
-struct tenant *ws_eng_reg_find(struct ws_engine *e, const char *name, size_t *pos);
+struct tenant *ws_eng_reg_find(struct ws_engine *e, const char *name);
 void ws_eng_cmd_finish(struct shard *sh, struct cmd *c, int rc);
 void ws_eng_first_err_note(struct first_err *f, int rc);
 int ws_eng_first_err_done(const struct first_err *f);

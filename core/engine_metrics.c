@@ -98,7 +98,7 @@ int ws_engine_tenant_metrics(struct ws_engine *e, const char *name, struct ws_te
 {
 	struct tenant *t;
 	pthread_mutex_lock(&e->reg_mu);
-	t = name ? ws_eng_reg_find(e, name, NULL) : NULL;
+	t = name ? ws_eng_reg_find(e, name) : NULL;
 	if (t)
 		tenant_metrics(e, t, out);
 	pthread_mutex_unlock(&e->reg_mu);

@@ -381,8 +381,14 @@ static void read_events(struct shard *sh)
 					continue;
 				WS_ASSERT(ne->t->shard == sh->id);
 				/* A tenant a query follows is read at once: its events
-				 * come from the tail's reads (docs/EVENTS.md "Latency"). */
-				ws_eng_mark_due(ne->t, ne->t->tap ? now : ws_eng_due_after_change(sh, ne->t, now));
+				 * come from the tail's reads (docs/EVENTS.md "Latency").
+				 * So is one with nothing open (idle since it was
+				 * registered, or parked over the open-file budget): its
+				 * tail takes the read mark that keeps the WAL from
+				 * restarting under frames not yet shipped, which would
+				 * cost a re-base. */
+				const bool at_once = ne->t->tap || ws_stream_parked(ne->t->st);
+				ws_eng_mark_due(ne->t, at_once ? now : ws_eng_due_after_change(sh, ne->t, now));
 			}
 		}
 	}

@@ -866,7 +866,7 @@ static int subscribe(struct ws_events *ev, const char *const *tenants, size_t n,
 			continue;
 		}
 		pthread_mutex_lock(&ev->e->reg_mu);
-		t = ws_eng_reg_find(ev->e, tenants[i], NULL);
+		t = ws_eng_reg_find(ev->e, tenants[i]);
 		if (t && !t->removing) {
 			qt->tenant_id = t->ev_id;
 			qt->shard = t->shard;

@@ -261,6 +261,7 @@ struct tail {
 	uint32_t kind;            /* WS_MANIFEST_CONTINUE, _NEXT_GEN or _REBASE */
 	bool locked;              /* we hold the write lock: nothing commits meanwhile */
 	bool fresh;               /* the watermark was first read by this call */
+	bool unheld;              /* empty_unheld's look: no connection open, no WAL is no answer */
 	uint64_t last;            /* the last committed frame this call ships */
 	uint32_t db_pages;        /* database size in pages at last */
 	char mkey[WS_KEY_MAX];    /* the manifest written */

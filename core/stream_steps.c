@@ -27,7 +27,8 @@ static int step_read_generation(struct ws_stream *st, struct tail *t)
 	int rc;
 	if (access(st->db_path, F_OK) != 0)
 		return ws_fail(-ENOENT, "tenant %s: database %s vanished", st->tenant, st->db_path);
-	if ((rc = WS_FAULT("stream.before_wal_header")) != 0)
+	/* (The sites are the held look's: the unheld one has its own.) */
+	if (!t->unheld && (rc = WS_FAULT("stream.before_wal_header")) != 0)
 		return ws_fail(rc, "tenant %s: injected fault before reading the WAL header", st->tenant);
 	rc = file_refresh(st, st->wal_path, &st->io.wal_fd, &st->io.wal_slot);
 	if (rc && rc != -ENOENT)
@@ -37,6 +38,8 @@ static int step_read_generation(struct ws_stream *st, struct tail *t)
 		rc = read_wal_gen(st, &t->wh);
 		if (rc == -ENOENT) {
 			/* No frame SQLite would read: the database file alone. */
+			if (t->unheld)
+				return 0; /* said by the held look that follows */
 			ws_warn("tenant %s: %s (%" PRIu64 " bytes) holds no valid WAL header and SQLite's wal-index "
 				"names no frame: read as an empty WAL, as SQLite reads it (the database file alone)",
 				st->tenant, st->wal_path, t->wal_bytes);
@@ -47,6 +50,8 @@ static int step_read_generation(struct ws_stream *st, struct tail *t)
 			return rc;
 		}
 	}
+	if (t->wal_bytes == 0 && t->unheld)
+		return 0; /* the database file is read through a connection */
 	if (t->wal_bytes == 0) {
 		uint32_t ps, pages;
 		rc = db_header(st, &ps, &pages);
@@ -61,7 +66,7 @@ static int step_read_generation(struct ws_stream *st, struct tail *t)
 		t->sc.gen.page_size = t->wh.page_size;
 		ws_wal_cursor_init(&t->sc.cur, &t->wh);
 	}
-	if ((rc = WS_FAULT("stream.after_wal_header")) != 0)
+	if (!t->unheld && (rc = WS_FAULT("stream.after_wal_header")) != 0)
 		return ws_fail(rc, "tenant %s: injected fault after reading the WAL header", st->tenant);
 	return 0;
 }
@@ -449,6 +454,61 @@ static bool wal_still_wm_gen(struct ws_stream *st)
 	       wh.salt1 == st->mark.wm.gen.salt1 && wh.salt2 == st->mark.wm.gen.salt2;
 }
 
+/*
+ * A parked stream (no SQLite connection open: just registered, a start
+ * over what is stored, or over the open-file budget) with nothing new
+ * since its watermark: Empty, decided from the WAL file and the watermark
+ * alone, and the stream stays parked. Opening the database and taking a
+ * read mark costs more than the rest of such a tail (a start with 10,000
+ * idle tenants was mostly that), and a mark taken only to be held proves
+ * nothing a later tail can use (continuity needs a mark held since a
+ * watermark this stream wrote). The steps are the held tail's, with one
+ * more look: the WAL header read again after the look past the watermark's
+ * last frame, so a restart in between (which a read mark would have held
+ * off) is seen. Whatever else is found (new frames, no WAL, another
+ * generation, walship's own WAL checkpoint due, a WAL header it cannot
+ * read) goes the held way, which opens the database first (SQLite then
+ * recovers its wal-index). An error reading the watermark, or a frame
+ * past it, is the tail's, as in the held way. Returns 1 with *out decided (Empty, or Fenced
+ * by the watermark it read), 0 to go the held way, or an error.
+ */
+static int empty_unheld(struct ws_stream *st, struct ws_outcome *out)
+{
+	struct tail t;
+	int rc;
+
+	if (!ws_stream_parked(st) || st->ev_tap)
+		return 0;
+	/* walship's own WAL checkpoint is due: the held way takes it. */
+	if (st->mark.have && st->mark.wm.gen.wal_magic != 0 && st->last_ok && wm_gen_past_ckpt_bytes(st))
+		return 0;
+	memset(&t, 0, sizeof(t));
+	t.unheld = true;
+	/* A WAL read as SQLite would not read it (a wal-index no connection
+	 * has recovered yet, say): the held way opens the database first. */
+	if (step_read_generation(st, &t) != 0) {
+		ws_errclear();
+		return 0;
+	}
+	if (t.sc.gen.wal_magic == 0)
+		return 0;
+	rc = step_decide_continuity(st, &t, out);
+	if (rc != TAIL_DONE)
+		return rc; /* 0: something to ship; or an error */
+	if (out->kind == WS_OUTCOME_EMPTY) {
+		if ((rc = WS_FAULT("stream.unheld_empty")) != 0)
+			return ws_fail(rc, "tenant %s: injected fault after an unheld look found nothing new",
+				       st->tenant);
+		if (wal_unmoved(st, &t.sc) != 1) {
+			ws_errclear();
+			memset(out, 0, sizeof(*out));
+			return 0;
+		}
+	}
+	file_close(st, &st->io.wal_fd, &st->io.wal_slot);
+	return 1;
+}
+
 int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 {
 	bool locked = false;
@@ -480,6 +540,12 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 	if (st->txn.held >= 0 && !ident_same(st)) {
 		ws_info("tenant %s: database %s was replaced at its path; re-basing", st->tenant, st->db_path);
 		ws_stream_park(st);
+	}
+	rc = empty_unheld(st, out);
+	if (rc != 0) {
+		st->last_ok = rc == 1 && out->kind == WS_OUTCOME_EMPTY;
+		st->call.report.throttle_retries = call_throttle(st);
+		return rc == 1 ? 0 : rc;
 	}
 	rc = hold_read(st);
 	if (rc == WS_EREPLACED) {

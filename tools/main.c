@@ -364,6 +364,52 @@ static void print_registered(struct ws_engine *e, const struct ws_cli_config *cf
 		shard, path);
 }
 
+/* Every tenant of the config, registered at once (ws_engine_add_tenants: a
+ * start with thousands of tenants waits for no tail per tenant); the first
+ * that failed is named. */
+static int add_tenants(struct ws_engine *e, const struct ws_cli_config *cfg, bool quiet)
+{
+	size_t n = cfg->tenant_count;
+	struct ws_tenant_config *tcs = calloc(n ? n : 1, sizeof(*tcs));
+	int *rcs = calloc(n ? n : 1, sizeof(*rcs));
+	int rc;
+
+	if (!tcs || !rcs) {
+		free(tcs);
+		free(rcs);
+		fprintf(stderr, "walship: out of memory registering %zu tenants\n", n);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct ws_cli_tenant *t = &cfg->tenants[i];
+		tcs[i] = (struct ws_tenant_config){
+			.name = t->name,
+			.db_path = t->path,
+			.shard = t->shard,
+			.has_policy = t->has_policy,
+			.policy = t->policy,
+			.has_seal = t->has_seal,
+			.seal = t->seal,
+		};
+	}
+	char why[512];
+	rc = ws_engine_add_tenants(e, tcs, n, rcs);
+	snprintf(why, sizeof(why), "%s", rc ? ws_errmsg() : "");
+	for (size_t i = 0; i < n; i++) {
+		if (rcs[i] == 0 && !quiet)
+			print_registered(e, cfg, &cfg->tenants[i]);
+	}
+	for (size_t i = 0; rc && i < n; i++) {
+		if (rcs[i]) {
+			print_tenant_error(cfg->tenants[i].name, why);
+			break;
+		}
+	}
+	free(tcs);
+	free(rcs);
+	return rc;
+}
+
 /* Every interval: everything committed so far shipped, then a checkpoint. */
 /* 0 when a checkpoint was committed (ours or another writer's); else failed. */
 static int take_checkpoint(struct ws_engine *e, struct ws_sink *sink, const struct ws_checkpoint_opts *ck,
@@ -719,25 +765,10 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 		/* Said even with --quiet: with port 0 it is the only way to learn the port. */
 		fprintf(stderr, "walship: metrics at %s\n", ws_metrics_http_url(mh));
 	}
-	for (size_t i = 0; i < cfg->tenant_count; i++) {
-		const struct ws_cli_tenant *t = &cfg->tenants[i];
-		struct ws_tenant_config tc = {
-			.name = t->name,
-			.db_path = t->path,
-			.shard = t->shard,
-			.has_policy = t->has_policy,
-			.policy = t->policy,
-			.has_seal = t->has_seal,
-			.seal = t->seal,
-		};
-		rc = ws_engine_add_tenant(e, &tc);
-		if (rc) {
-			print_tenant_error(t->name, ws_errmsg());
-			exit_code = rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
-			goto out;
-		}
-		if (!ro->quiet)
-			print_registered(e, cfg, t);
+	rc = add_tenants(e, cfg, ro->quiet);
+	if (rc) {
+		exit_code = rc == WS_ECONFIG ? EXIT_USAGE : EXIT_FAIL;
+		goto out;
 	}
 
 	if (ro->checkpoint_interval_s && !ro->once) {

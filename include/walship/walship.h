@@ -378,6 +378,13 @@ struct ws_engine *ws_engine_create(const struct ws_engine_config *cfg, int *err)
  * -EBUSY (a tenant of that name is being removed: add it once that remove
  * has returned). */
 int ws_engine_add_tenant(struct ws_engine *e, const struct ws_tenant_config *t) WS_MUST_CHECK;
+/* Register n tenants at once, as n ws_engine_add_tenant calls would, but
+ * each shard takes all of its tenants before it tails the first (a start
+ * with many tenants waits for no tail per tenant). rcs (may be NULL; n
+ * entries) gets each tenant's result. Returns 0 when every tenant was
+ * added, else the error of the lowest index that failed, with its detail
+ * (ws_errmsg); the others stay registered. */
+int ws_engine_add_tenants(struct ws_engine *e, const struct ws_tenant_config *tcs, size_t n, int *rcs) WS_MUST_CHECK;
 /* Ship what the tenant has committed (never shed, as ws_engine_stop), then
  * stop streaming it. WS_ENOTFOUND if unknown; -EBUSY while another call
  * removes it; -ESHUTDOWN once the engine is stopping or stopped (the tenant

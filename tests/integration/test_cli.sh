@@ -334,20 +334,21 @@ for sig in TERM INT; do
 done
 
 # ---- --json after a failed tail ----------------------------------------------------
-# The first tail fails (an injected read fault; a real one cannot be made on
-# demand); the retry finds nothing new to ship. It is printed all the same,
+# The first tail fails (an injected fault where it has found nothing new,
+# before it reads the WAL header again; a real failure there cannot be made
+# on demand); the retry finds nothing new to ship. It is printed all the same,
 # as a first tail is: the JSON reader sees the tenant recover. (It used to
 # stay silent: the failed tail counted as the printed first one.)
 echo "# --json after a failed tail"
 newdb rec.db
 sq rec.db "INSERT INTO t VALUES (1);"
 ws replicate --sink "$URL" --once rec.db
-WS_FAULT=stream.before_wal_header:1:fail "$WS_BIN" replicate --sink "$URL" --json rec.db >rec.out 2>rec.err &
+WS_FAULT=stream.unheld_empty:1:fail "$WS_BIN" replicate --sink "$URL" --json rec.db >rec.out 2>rec.err &
 pid=$!
 for _ in $(seq 100); do [ "$(grep -c . rec.out)" -ge 2 ] && break; sleep 0.1; done
 kill -TERM $pid
 reap $pid rec.err "replicate after a failed tail"
-check "the first tail failed (stderr names the injected fault)" grep -q "injected fault before reading the WAL header" rec.err
+check "the first tail failed (stderr names the injected fault)" grep -q "injected fault after an unheld look" rec.err
 # The failed tail is printed too, as an error (never as empty), with its code and message.
 check "the failed tail is printed: outcome error, its code and message" \
 	eval '[ "$(head -1 rec.out | python3 -c "import json,sys; o = json.load(sys.stdin); print(o[\"outcome\"], o[\"code\"] < 0, \"injected fault\" in o[\"message\"], o[\"deferred\"])")" = "error True True False" ]'

@@ -302,6 +302,97 @@ static void test_two_shards_wake_on_change(void **state)
 	wt_env_free(&env);
 }
 
+/*
+ * ws_engine_add_tenants: each tenant's result in rcs, the call's the
+ * lowest index that failed (with its detail), the others registered and
+ * shipped. Then a restart over what they stored: every first tail is
+ * Empty with no database opened (the streams stay parked), and a commit
+ * made after it is shipped on its own (the shard wakes on the change).
+ */
+static void test_add_many_at_once(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 1u << 20, 256u << 10);
+	struct ws_engine *e;
+	struct ws_tenant_metrics tm;
+	char *db2;
+	sqlite3 *w2;
+	int rcs[6];
+	(void)state;
+
+	wt_env_init(&env, "engine_many_at_once", 0);
+	db2 = wt_path(env.dir, "two.db");
+	w2 = wt_writer_open(db2, 0);
+	wt_write_txn(env.w, 50, 1000);
+	wt_write_txn(w2, 20, 500);
+	const struct ws_tenant_config tcs[6] = {
+		{ .name = "a", .db_path = env.db, .shard = -1 },
+		{ .name = "bad/name", .db_path = env.db, .shard = -1 },
+		{ .name = "b", .db_path = db2, .shard = -1 },
+		{ .name = "a", .db_path = db2, .shard = -1 },         /* a duplicate */
+		{ .name = "c", .db_path = "/nonexistent/c.db", .shard = -1 },
+		{ .name = "d", .db_path = db2, .shard = 5 },          /* no such shard */
+	};
+	e = engine_new(env.sink_url, 2, &sc);
+	memset(rcs, 0x7f, sizeof(rcs));
+	assert_int_equal(ws_engine_add_tenants(e, tcs, 6, rcs), WS_ECONFIG);
+	assert_non_null(strstr(ws_errmsg(), "bad/name"));
+	assert_int_equal(rcs[0], 0);
+	assert_int_equal(rcs[1], WS_ECONFIG);
+	assert_int_equal(rcs[2], 0);
+	assert_int_equal(rcs[3], WS_ECONFIG);
+	assert_int_equal(rcs[4], -ENOENT);
+	assert_int_equal(rcs[5], WS_ECONFIG);
+	assert_int_equal(ws_engine_tenant_metrics(e, "c", &tm), WS_ENOTFOUND);
+	flush_ok(e);
+	restore_equals(env.sink, "a", env.w, env.out_dir);
+	restore_equals(env.sink, "b", w2, env.out_dir);
+	assert_int_equal(ws_engine_add_tenants(e, tcs, 0, NULL), 0); /* none: nothing to do */
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+
+	/* A restart over the stored streams: nothing new, every tail Empty. */
+	const struct ws_tenant_config again[2] = { tcs[0], tcs[2] };
+	seen_reset();
+	e = engine_new(env.sink_url, 2, &sc);
+	memset(rcs, 0x7f, sizeof(rcs));
+	assert_int_equal(ws_engine_add_tenants(e, again, 2, rcs), 0);
+	assert_int_equal(rcs[0], 0);
+	assert_int_equal(rcs[1], 0);
+	flush_ok(e);
+	pthread_mutex_lock(&seen.mu);
+	assert_int_equal(seen.errors, 0);
+	if (seen.n[WS_OUTCOME_EMPTY] < 2 || seen.n[WS_OUTCOME_STREAMED] + seen.n[WS_OUTCOME_RESTARTED] != 0)
+		fail_msg("after the restart: %u Empty, %u Streamed, %u Restarted (want every tail Empty)",
+			 (unsigned)seen.n[WS_OUTCOME_EMPTY], (unsigned)seen.n[WS_OUTCOME_STREAMED],
+			 (unsigned)seen.n[WS_OUTCOME_RESTARTED]);
+	pthread_mutex_unlock(&seen.mu);
+	/* Nothing of walship's holds the WAL: a TRUNCATE checkpoint completes. */
+	{
+		int log = -1, ckpt = -1;
+		assert_int_equal(sqlite3_wal_checkpoint_v2(w2, NULL, SQLITE_CHECKPOINT_TRUNCATE, &log, &ckpt), SQLITE_OK);
+		assert_int_equal(log, 0);
+	}
+	/* A commit after it ships with no flush: the parked tenant wakes. */
+	assert_int_equal(ws_engine_tenant_metrics(e, "a", &tm), 0);
+	const uint64_t before = tm.frames_shipped;
+	wt_write_txn(env.w, 10, 100);
+	for (int i = 0; i < 300 && tm.frames_shipped == before; i++) {
+		wt_sleep_ms(10);
+		assert_int_equal(ws_engine_tenant_metrics(e, "a", &tm), 0);
+	}
+	assert_true(tm.frames_shipped > before);
+	restore_equals(env.sink, "a", env.w, env.out_dir);
+	wt_write_txn(w2, 10, 100); /* after its WAL restarted: a re-base, exact */
+	flush_ok(e);
+	restore_equals(env.sink, "b", w2, env.out_dir);
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	sqlite3_close(w2);
+	free(db2);
+	wt_env_free(&env);
+}
+
 /* A fenced tenant has no RPO: no watermark age in its metrics, no series
  * for it in the text export (the stream is a newer owner's; its age would
  * page the wrong operator), and fenced is 1. */
@@ -2299,6 +2390,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_engine_config),
 		cmocka_unit_test(test_two_shards_wake_on_change),
+		cmocka_unit_test(test_add_many_at_once),
 		cmocka_unit_test(test_fenced_tenant_has_no_rpo),
 		cmocka_unit_test(test_stop_ends_under_block_when_sink_is_gone),
 		cmocka_unit_test(test_add_during_stop_refused),

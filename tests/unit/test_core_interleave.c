@@ -857,6 +857,28 @@ static void restore_is_recorded(struct wt_mutator *c, const char *site, int line
 		 c->how);
 }
 
+/* One tail of st paused at the first hit of site, where c mutates the
+ * database (c->how): the site is reached, the tail succeeds, what it
+ * acknowledged is a state the source committed, and three more tails reach
+ * the source's latest state, which verify passes. */
+static void tail_paused_then_caught_up(struct wt_env *e, struct ws_stream *st, struct wt_mutator *c, const char *site)
+{
+	struct ws_outcome o;
+	int rc;
+	assert_int_equal(ws_fault_arm_pause(site, 1, wt_mutate, c), 0);
+	rc = ws_stream_tail_frames(st, &o);
+	ws_fault_disarm();
+	if (rc)
+		fail_msg("site %s, mutation %u: %s (%s)", site, c->how, ws_strerror(rc), ws_errmsg());
+	if (c->fired != 1)
+		fail_msg("site %s, mutation %u: not reached", site, c->how);
+	restore_is_recorded(c, site, __LINE__);
+	for (int k = 0; k < 3; k++)
+		wt_tail_ok(st, &o);
+	restore_equals_source(e, __LINE__);
+	verify_ok(e, __LINE__);
+}
+
 static bool is_stream_site(const char *name) { return strncmp(name, "stream.", 7) == 0; }
 
 /*
@@ -2218,6 +2240,86 @@ static void test_registry_matches_sources(void **state)
 	free(out);
 }
 
+/*
+ * A parked stream (nothing open) whose tail finds nothing new decides Empty
+ * with no read mark (empty_unheld, core/stream_steps.c) and stays parked.
+ * Paused there, after its look past the watermark's last frame and before
+ * it reads the WAL header again, while a real writer commits and runs each
+ * kind of WAL checkpoint: the tail's outcome never acknowledges a state the
+ * source did not commit, a restart under it is seen (the tail goes the held
+ * way and re-bases), and the next tails reach the source exactly. Without a
+ * pause: Empty, nothing held (a TRUNCATE checkpoint completes), no request
+ * once the watermark is known.
+ */
+static void test_unheld_empty_paused_under_writer(void **state)
+{
+	(void)state;
+	for (unsigned how = 0; how < WT_MUTATIONS; how++) {
+		struct wt_env e;
+		struct wt_mutator c;
+		struct ws_outcome o;
+		struct ws_stream_call call;
+		struct ws_stream_config cfg;
+		struct ws_stream *st;
+
+		wt_env_init(&e, "unheld", 0);
+		wt_mutator_init(&c, &e, how);
+		cfg = cfg_for(&e, 1); /* walship's own WAL checkpoint never due: see below */
+		st = open_cfg(&e, &cfg);
+		wt_write_txn(e.w, 200, 300);
+		wt_mutator_record(&c);
+		wt_tail_ok(st, &o);
+		/* Nothing new, unpaused: Empty, parked, no request, nothing held. */
+		ws_stream_park(st);
+		wt_tail_ok(st, &o);
+		assert_int_equal(o.kind, WS_OUTCOME_EMPTY);
+		assert_true(ws_stream_parked(st));
+		ws_stream_last_call(st, &call);
+		assert_int_equal(call.puts, 0);
+		{
+			int log = -1, ckpt = -1;
+			assert_int_equal(sqlite3_wal_checkpoint_v2(e.w, NULL, SQLITE_CHECKPOINT_TRUNCATE, &log, &ckpt),
+					 SQLITE_OK);
+			assert_int_equal(log, 0); /* no read mark of walship's kept the WAL from restarting */
+		}
+		wt_tail_ok(st, &o); /* the WAL restarted: a held tail re-bases */
+		wt_write_txn(e.w, 20, 300);
+		wt_mutator_record(&c);
+		wt_tail_ok(st, &o);
+		/* Paused in the unheld look, the writer mutating under it. */
+		ws_stream_park(st);
+		tail_paused_then_caught_up(&e, st, &c, "stream.unheld_empty");
+		ws_stream_close(st);
+		wt_mutator_free(&c);
+		wt_env_free(&e);
+	}
+	/* walship's own WAL checkpoint due (the WAL past wal_checkpoint_bytes):
+	 * a parked stream with nothing new goes the held way, which takes it. */
+	{
+		struct wt_env e;
+		struct ws_outcome o;
+		struct ws_stream_config cfg;
+		struct ws_stream *st;
+		wt_env_init(&e, "unheld-ckpt", 0);
+		cfg = cfg_for(&e, 1);
+		cfg.wal_checkpoint_bytes = 1;
+		st = open_cfg(&e, &cfg);
+		wt_write_txn(e.w, 200, 300);
+		wt_tail_ok(st, &o);
+		const uint64_t ckpts = ws_stream_wal_checkpoints(st);
+		ws_stream_park(st);
+		wt_write_txn(e.w, 5, 300);
+		wt_tail_ok(st, &o);
+		ws_stream_park(st);
+		wt_tail_ok(st, &o);
+		assert_false(ws_stream_parked(st));
+		assert_true(ws_stream_wal_checkpoints(st) > ckpts);
+		restore_equals_source(&e, __LINE__);
+		ws_stream_close(st);
+		wt_env_free(&e);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2250,6 +2352,7 @@ int main(void)
 		cmocka_unit_test(test_probe_read_paused_under_writer),
 		cmocka_unit_test(test_grown_snapshot_paused_under_writer),
 		cmocka_unit_test(test_tail_bound_paused_under_writer),
+		cmocka_unit_test(test_unheld_empty_paused_under_writer),
 	};
 	return WT_RUN_GROUP(tests, NULL, NULL);
 }
