@@ -6,6 +6,7 @@
  * message.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -352,6 +353,195 @@ static void test_key_files(void **state)
 	free(dir);
 }
 
+/*
+ * One thread's cipher context serves every key, one object at a time: A,
+ * then B, then a failed authentication, then A again. A context that kept
+ * a key or a failed state would open the next object wrongly or not at
+ * all.
+ */
+static void test_context_across_keys(void **state)
+{
+	(void)state;
+	struct ws_keyring a = ring_of(KEY_A), b = ring_of(KEY_B), ab = ring_of(KEY_A "\n" KEY_B);
+	uint8_t *fr = frames_of(4, 3);
+	size_t la, lb, lt;
+	uint8_t *oa = seal_batch(&(struct ws_seal){ .codec = 0, .key = ws_keyring_writer(&a) }, fr, 4, &la);
+	uint8_t *ob = seal_batch(&(struct ws_seal){ .codec = 1, .key = ws_keyring_writer(&b) }, fr, 4, &lb);
+	uint8_t *ot = seal_batch(&(struct ws_seal){ .codec = 1, .key = ws_keyring_writer(&a) }, fr, 4, &lt);
+	ot[lt - 1] ^= 1; /* the tag */
+	for (int round = 0; round < 3; round++) {
+		assert_int_equal(open_batch(&a, oa, la, fr, 4), 0);
+		assert_int_equal(open_batch(&b, ob, lb, fr, 4), 0);
+		assert_int_equal(open_batch(&ab, ot, lt, fr, 4), WS_ECORRUPT);
+		assert_non_null(strstr(ws_errmsg(), "authentication failed"));
+		assert_int_equal(open_batch(&ab, oa, la, fr, 4), 0);
+		assert_int_equal(open_batch(&ab, ob, lb, fr, 4), 0);
+		/* A's object under B's key only: refused by id, never tried. */
+		assert_int_equal(open_batch(&b, oa, la, fr, 4), WS_ENOKEY);
+	}
+	/* Sealing after a failure: a fresh object under B opens with B. */
+	uint8_t *ob2 = seal_batch(&(struct ws_seal){ .codec = 1, .key = ws_keyring_writer(&b) }, fr, 4, &lb);
+	assert_int_equal(open_batch(&b, ob2, lb, fr, 4), 0);
+	free(ob2);
+	free(oa);
+	free(ob);
+	free(ot);
+	free(fr);
+	ws_keyring_free(&a);
+	ws_keyring_free(&b);
+	ws_keyring_free(&ab);
+}
+
+/* Frames of random bytes: nothing for zstd to find. */
+static uint8_t *noise_of(uint32_t n, uint64_t seed)
+{
+	uint8_t *f = malloc((size_t)n * FSZ);
+	assert_non_null(f);
+	for (size_t i = 0; i < (size_t)n * FSZ; i++)
+		f[i] = (uint8_t)wt_rand(&seed);
+	return f;
+}
+
+/*
+ * A payload that outgrows the buffer it is sealed into: WS_ETOOBIG naming
+ * the buffer, for each codec with and without a key (incompressible frames
+ * need more than their own size: zstd's bound, the tag); the bound is
+ * enough.
+ */
+static void test_outgrows_buffer(void **state)
+{
+	(void)state;
+	struct ws_keyring kr = ring_of(KEY_A);
+	const uint32_t n = 300;
+	const size_t plain = (size_t)n * FSZ;
+	uint8_t *fr = noise_of(n, 5);
+	uint8_t *out = malloc(plain + 4096);
+	uint8_t hdr[WS_OBJ_HDR_MAX];
+	size_t hl, stored;
+	assert_non_null(out);
+	for (unsigned codec = WS_FMT_CODEC_NONE; codec <= WS_FMT_CODEC_ZSTD; codec++) {
+		for (int keyed = 0; keyed < 2; keyed++) {
+			const struct ws_seal s = { .codec = codec, .key = keyed ? ws_keyring_writer(&kr) : NULL };
+			if (!ws_seal_on(&s))
+				continue;
+			struct ws_fmt_batch b = batch_of(fr, n);
+			const size_t cap = codec ? plain : plain + (keyed ? WS_SEAL_TAG_LEN : 0) - 1;
+			assert_int_equal(ws_seal_batch(&s, &b, &(struct iovec){ fr, plain }, 1, hdr, &hl, out, cap,
+						       &stored), WS_ETOOBIG);
+			if (!strstr(ws_errmsg(), "byte buffer"))
+				fail_msg("message '%s' does not name the buffer", ws_errmsg());
+			size_t len;
+			uint8_t *obj = seal_batch(&s, fr, n, &len);
+			assert_int_equal(open_batch(&kr, obj, len, fr, n), 0);
+			free(obj);
+		}
+	}
+	free(out);
+	free(fr);
+	ws_keyring_free(&kr);
+}
+
+/*
+ * A batch's window is the whole batch: 2.5 MiB of noise followed by its
+ * first 1.5 MiB again stores about 2.5 MiB (the repeat found 2.5 MiB back;
+ * level 3's own 2 MiB window would store about 4). And one larger than the
+ * largest window (8 MiB) still round-trips.
+ */
+static void test_whole_batch_window(void **state)
+{
+	(void)state;
+	const size_t first = (size_t)5 << 19, again = (size_t)3 << 19;
+	const uint32_t n = (uint32_t)((first + again) / FSZ);
+	uint8_t *fr = malloc((size_t)n * FSZ);
+	uint64_t seed = 9;
+	assert_non_null(fr);
+	for (size_t i = 0; i < first; i++)
+		fr[i] = (uint8_t)wt_rand(&seed);
+	memcpy(fr + first, fr, (size_t)n * FSZ - first);
+	size_t len;
+	uint8_t *obj = seal_batch(&(struct ws_seal){ .codec = 1 }, fr, n, &len);
+	if (len > first + ((size_t)1 << 18))
+		fail_msg("%zu stored bytes for %zu of noise and a repeat of it", len, first);
+	assert_int_equal(open_batch(NULL, obj, len, fr, n), 0);
+	free(obj);
+	free(fr);
+
+	const uint32_t big = (uint32_t)(((size_t)10 << 20) / FSZ);
+	fr = frames_of(big, 4);
+	obj = seal_batch(&(struct ws_seal){ .codec = 1 }, fr, big, &len);
+	assert_int_equal(open_batch(NULL, obj, len, fr, big), 0);
+	free(obj);
+	free(fr);
+}
+
+/* Many threads sealing and opening at once, each under its own key and
+ * codec, each with its own contexts (a TSan build runs this too). */
+#define SEAL_THREADS 8
+#define SEAL_ROUNDS 40
+
+struct sealer {
+	int index;
+	int failed;
+};
+
+static void *sealer_main(void *arg)
+{
+	struct sealer *w = arg;
+	char hex[2 * WS_SEAL_KEY_LEN + 1];
+	for (unsigned i = 0; i < 2 * WS_SEAL_KEY_LEN; i++)
+		hex[i] = "0123456789abcdef"[((unsigned)w->index * 7 + i) % 16];
+	hex[2 * WS_SEAL_KEY_LEN] = '\0';
+	struct ws_keyring kr = { 0 };
+	if (ws_keyring_parse(&kr, "thread", hex, strlen(hex)) != 0)
+		return (w->failed = 1, NULL);
+	uint8_t *fr = malloc((size_t)16 * FSZ);
+	uint64_t seed = (uint64_t)w->index + 1;
+	for (size_t i = 0; fr && i < (size_t)16 * FSZ; i++)
+		fr[i] = (uint8_t)(i % 61 == 0 ? wt_rand(&seed) : i / 32);
+	for (int r = 0; fr && r < SEAL_ROUNDS && !w->failed; r++) {
+		const uint32_t n = 1 + (uint32_t)((w->index + r) % 16);
+		const struct ws_seal s = { .codec = (uint32_t)(r % 2), .key = (w->index + r) % 3 ? ws_keyring_writer(&kr) : NULL };
+		if (!ws_seal_on(&s))
+			continue;
+		struct ws_fmt_batch b = batch_of(fr, n);
+		size_t cap = ws_seal_bound(&s, (size_t)n * FSZ), hl, stored;
+		uint8_t *obj = malloc(WS_OBJ_HDR_MAX + cap);
+		struct ws_buf plain;
+		struct ws_fmt_batch back;
+		const uint8_t *got = NULL;
+		ws_buf_init(&plain, (size_t)1 << 20);
+		if (!obj || ws_seal_batch(&s, &b, &(struct iovec){ fr, (size_t)n * FSZ }, 1, obj, &hl,
+					  obj + WS_OBJ_HDR_MAX, cap, &stored) != 0)
+			w->failed = 1;
+		else {
+			memmove(obj + hl, obj + WS_OBJ_HDR_MAX, stored);
+			if (ws_seal_open_batch(&kr, obj, hl + stored, &back, &plain, &got) != 0 ||
+			    memcmp(got, fr, (size_t)n * FSZ) != 0)
+				w->failed = 1;
+		}
+		ws_buf_free(&plain);
+		free(obj);
+	}
+	free(fr);
+	ws_keyring_free(&kr);
+	return NULL;
+}
+
+static void test_many_threads(void **state)
+{
+	(void)state;
+	pthread_t t[SEAL_THREADS];
+	struct sealer w[SEAL_THREADS];
+	for (int i = 0; i < SEAL_THREADS; i++) {
+		w[i] = (struct sealer){ .index = i };
+		assert_int_equal(pthread_create(&t[i], NULL, sealer_main, &w[i]), 0);
+	}
+	for (int i = 0; i < SEAL_THREADS; i++) {
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+		assert_int_equal(w[i].failed, 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -361,6 +551,10 @@ int main(void)
 		cmocka_unit_test(test_bad_sealed_objects),
 		cmocka_unit_test(test_version_one_and_foreign),
 		cmocka_unit_test(test_key_files),
+		cmocka_unit_test(test_context_across_keys),
+		cmocka_unit_test(test_outgrows_buffer),
+		cmocka_unit_test(test_whole_batch_window),
+		cmocka_unit_test(test_many_threads),
 	};
 	return WT_RUN_GROUP(tests, NULL, NULL);
 }
