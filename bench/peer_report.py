@@ -15,7 +15,8 @@
         every tenant has reached it; exit 1 after WS_PEER_DRAIN_S (default
         120) seconds without, or when a replica leaves the WAL the writer
         wrote (a new WAL generation or Litestream WAL index: the position
-        would mean another file).
+        would mean another file). Prints the rounds' median and longest
+        duration (the resolution: each tenant is looked at once a round).
     peer_report.py ready TOOL URL TENANT...
         waits (60 s at most, else exit 1) until every tenant has its first
         object in the store: walship's watermark, Litestream's snapshot
@@ -224,6 +225,8 @@ def poll(tool, url, done, obs_path, names):
     lock = threading.Lock()
     state = {"stop": False, "err": None}
 
+    rounds = []
+
     def worker(mine):
         s3 = S3(endpoint)
         while not state["stop"]:
@@ -240,6 +243,8 @@ def poll(tool, url, done, obs_path, names):
                     t.pos = pos
                     with lock:
                         out.write("%s %.6f %d\n" % (t.name, now, pos))
+            with lock:
+                rounds.append(max(every, time.monotonic() - t0))
             time.sleep(max(0.0, t0 + every - time.monotonic()))
 
     threads = [threading.Thread(target=worker, args=(tenants[i::nthreads],)) for i in range(nthreads)]
@@ -280,6 +285,9 @@ def poll(tool, url, done, obs_path, names):
     for th in threads:
         th.join()
     out.close()
+    # The resolution: a tenant is looked at once a round.
+    if rounds:
+        print("poll round ms: median %.0f max %.0f" % (statistics.median(rounds) * 1000, max(rounds) * 1000))
     return rc
 
 
@@ -439,6 +447,12 @@ def summary(csv_path, json_path):
             res[sc][key] = {"walship": w, "litestream": ls, "ratio": ratios}
             lsnote = fmt(ls, f) if ls else "walship only"
             print("%-14s %-40s %-28s %-28s %s" % (sc, label, fmt(w, f), lsnote, fmt(ratios, "%.2f")))
+        polls = {tool: spread([float(r["poll_ms"]) for r in rs if r["tool"] == tool and r.get("poll_ms", "-") != "-"])
+                 for tool in ("walship", "litestream")}
+        if polls["walship"] or polls["litestream"]:
+            res[sc]["poll_round_ms"] = polls
+            print("%-14s %-40s %-28s %-28s" % (sc, "RPO resolution: poll round ms", fmt(polls["walship"], "%.0f"),
+                                              fmt(polls["litestream"], "%.0f")))
     with open(json_path, "w") as out:
         json.dump(res, out, indent=1)
 

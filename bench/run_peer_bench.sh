@@ -167,7 +167,7 @@ done
 # ---- one live run ---------------------------------------------------------------------------
 failures=0
 CSV=$OUT/peer.csv
-echo "rep,scenario,tool,tenants,wal_bytes,requests,up_bytes,rpo_p50,rpo_p99,cpu_s,restore_s,seconds,ok" >"$CSV"
+echo "rep,scenario,tool,tenants,wal_bytes,requests,up_bytes,rpo_p50,rpo_p99,cpu_s,restore_s,seconds,ok,poll_ms" >"$CSV"
 row() { echo "$*" | tr ' ' ',' >>"$CSV"; }
 fail() {
 	echo "run_peer_bench.sh: $*" >&2
@@ -241,13 +241,14 @@ live() {
 		row "$rep $sc $tool $n - - - - - - - - 0"
 		return 0
 	fi
-	python3 "$REPORT" poll "$tool" "$(cat "$d/url-direct")" "$d/done" "$d/obs" "${names[@]}" &
+	python3 "$REPORT" poll "$tool" "$(cat "$d/url-direct")" "$d/done" "$d/obs" "${names[@]}" >"$d/poll.log" &
 	pp=$!
 	python3 "$WRITER" write-many "$wl" "$commits" "$rate" "$d/commits" "$d/done" "${pairs[@]}" || ok=0
 	wait "$pp" || ok=0
 	stop_child "$tp" || { cat "$d/ship.log" >&2; ok=0; }
 	s1=$(python3 "$REPORT" haproxy-stat "$ADMIN")
-	local req up walb rpo=("-" "-") cpu
+	local req up walb rpo=("-" "-") cpu pollms
+	pollms=$(sed -n 's/^poll round ms: median \([0-9]*\) .*/\1/p' "$d/poll.log")
 	req=$(($(echo "$s1" | cut -d' ' -f1) - $(echo "$s0" | cut -d' ' -f1)))
 	up=$(($(echo "$s1" | cut -d' ' -f2) - $(echo "$s0" | cut -d' ' -f2)))
 	walb=$(awk '{s += $3} END {print s + 0}' "$d/done" 2>/dev/null || echo 0)
@@ -261,9 +262,9 @@ live() {
 		done
 	fi
 	[ "$ok" = 1 ] || fail "rep $rep $sc $tool FAILED (writer, ship, poll or restore; kept $d)"
-	row "$rep $sc $tool $n $walb $req $up ${rpo[0]:--} ${rpo[1]:--} $cpu - - $ok"
-	printf '  rep %d %-9s %-10s %3d tenant(s)  WAL %10d B  requests %6d  up %10d B  RPO p50 %6s p99 %6s s  cpu %6.2f s  %s\n' \
-		"$rep" "$sc" "$tool" "$n" "$walb" "$req" "$up" "${rpo[0]:--}" "${rpo[1]:--}" "$cpu" \
+	row "$rep $sc $tool $n $walb $req $up ${rpo[0]:--} ${rpo[1]:--} $cpu - - $ok ${pollms:--}"
+	printf '  rep %d %-9s %-10s %3d tenant(s)  WAL %10d B  requests %6d  up %10d B  RPO p50 %6s p99 %6s s (poll %s ms)  cpu %6.2f s  %s\n' \
+		"$rep" "$sc" "$tool" "$n" "$walb" "$req" "$up" "${rpo[0]:--}" "${rpo[1]:--}" "${pollms:--}" "$cpu" \
 		"$([ "$ok" = 1 ] && echo "restores equal" || echo FAILED)"
 	if [ "$sc" != live-hist ] && [ "$ok" = 1 ]; then rm -rf "$d"; fi
 }
