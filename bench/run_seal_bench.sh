@@ -77,23 +77,9 @@ WRITER=$ROOT/bench/seal_writer.py
 DIGEST=$ROOT/tests/data/fixture_digest.py
 KEY=$WORK/key
 openssl rand -hex 32 >"$KEY"
+# shellcheck source=bench/lib_peer.sh
+. "$ROOT/bench/lib_peer.sh"
 
-find_litestream() {
-	[ -n "$LS" ] && return 0
-	local dir=$OUT/litestream-npm
-	if [ ! -x "$dir/node_modules/@flydotio/litestream-linux-x64/litestream" ]; then
-		if ! command -v npm >/dev/null; then
-			echo "litestream: not installed (no npm): walship only"; return 0
-		fi
-		if ! timeout 180 npm install --no-audit --no-fund --prefix "$dir" @flydotio/litestream-linux-x64 \
-			>"$OUT/npm.log" 2>&1; then
-			echo "litestream: npm install @flydotio/litestream-linux-x64 failed ($(tail -1 "$OUT/npm.log")): walship only"
-			return 0
-		fi
-	fi
-	LS=$(find "$dir/node_modules" -type f -name litestream -perm -u+x | head -1)
-	[ -n "$LS" ] || echo "litestream: no binary in $dir/node_modules: walship only"
-}
 find_litestream
 LSVER=""
 [ -n "$LS" ] && LSVER=$("$LS" version 2>/dev/null || echo unknown)
@@ -131,17 +117,11 @@ prepare() {
 	rm -f "$WORK"/db.sqlite*
 }
 
-now() { date +%s.%N; }
-since() { python3 -c "import sys; print('%.4f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$(now)"; }
-cpu_of() { awk '{printf "%.3f", $1 + $2}' "$1"; }
-
 # store_url RUNDIR NAME: the sink of one run (and makes its bucket).
 store_url() {
 	if [ "$S3" = 0 ]; then echo "file://$1/store"; return; fi
 	local b
-	b=seal-$(echo "$2" | tr -c 'a-z0-9\n' '-')-$(date +%s%N)
-	curl -sS --fail --max-time 30 -o /dev/null --aws-sigv4 "aws:amz:${AWS_REGION:-us-east-1}:s3" \
-		--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' -X PUT "$WS_S3_ENDPOINT/$b" || die "create bucket $b"
+	b=$(make_bucket "seal-$2" "$WS_S3_ENDPOINT") || die "create bucket for $2"
 	echo "s3://$b?endpoint=$WS_S3_ENDPOINT"
 }
 
@@ -173,14 +153,6 @@ ship_once() {
 	CPU=$(cpu_of "$d/time")
 }
 
-# stop_child TIMEPID: SIGTERM to the process /usr/bin/time runs, then wait.
-stop_child() {
-	local child
-	child=$(pgrep -P "$1" | head -1)
-	[ -n "$child" ] && kill -TERM "$child"
-	wait "$1"
-}
-
 # A replicator running while the writer writes; sets SHIP (writer end to
 # the replicator's exit) and CPU.
 ship_live() {
@@ -191,7 +163,7 @@ ship_live() {
 		/usr/bin/time -f '%U %S' -o "$d/time" "$W" replicate --quiet --interval-ms 1000 --sink "$url" \
 			$(seal_args live) "db=$d/db.sqlite" >"$d/ship.log" 2>&1 &
 	else
-		ls_config "$d" "$url" >"$d/litestream.yml"
+		{ echo "dbs:"; ls_db "$d/db.sqlite" "$url" db 1s; } >"$d/litestream.yml"
 		/usr/bin/time -f '%U %S' -o "$d/time" "$LS" replicate -config "$d/litestream.yml" >"$d/ship.log" 2>&1 &
 	fi
 	tp=$!
@@ -216,21 +188,6 @@ ship_live() {
 	CPU=$(cpu_of "$d/time")
 }
 
-ls_config() {
-	echo "dbs:"
-	echo "  - path: $1/db.sqlite"
-	echo "    replicas:"
-	case "$2" in
-	file://*) echo "      - type: file"; echo "        path: ${2#file://}" ;;
-	*) local b=${2#s3://}
-		echo "      - type: s3"; echo "        bucket: ${b%%\?*}"; echo "        path: db"
-		echo "        endpoint: $WS_S3_ENDPOINT"; echo "        region: ${AWS_REGION:-us-east-1}"
-		echo "        force-path-style: true"
-		echo "        access-key-id: $AWS_ACCESS_KEY_ID"; echo "        secret-access-key: $AWS_SECRET_ACCESS_KEY" ;;
-	esac
-	echo "        sync-interval: 1s"
-}
-
 restore_run() {
 	local cfg=$1 d=$2 url=$3 t0
 	t0=$(now)
@@ -243,10 +200,7 @@ restore_run() {
 			-o "$d/r.db"
 	fi >"$d/restore.log" 2>&1 || { cat "$d/restore.log" >&2; return 1; }
 	RESTORE=$(since "$t0")
-	# Litestream adds its own tables to the database it replicates; the
-	# content compared is the writer's.
-	[ "$cfg" != litestream ] || python3 -c "import sqlite3, sys; db = sqlite3.connect(sys.argv[1])
-db.executescript('DROP TABLE IF EXISTS _litestream_seq; DROP TABLE IF EXISTS _litestream_lock;'); db.close()" "$d/r.db"
+	[ "$cfg" != litestream ] || drop_litestream_tables "$d/r.db"
 }
 
 failures=0

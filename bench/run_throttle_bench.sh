@@ -3,7 +3,7 @@
 #
 #   bench/run_throttle_bench.sh --scenario NAME [--minutes N | --seconds N] [--tiny]
 #                               [--build DIR] [--out DIR] [--rgw DIR] [--policies LIST]
-#                               [--bench-args "ARGS"]
+#                               [--bench-args "ARGS"] [--tenants N]
 #
 #   one-tenant    one tenant writing as fast as SQLite can, file:// sink
 #   many-tenants  1,000 tenants at a low rate each (--tiny: 50), s3:// on radosgw
@@ -28,11 +28,13 @@
 # non-zero when a run failed or a tenant did not restore equal to its source;
 # figures are reported, never compared with a target. --bench-args adds
 # ARGS (split on spaces) to every walship-bench run: the same scenario with
-# another shard setting, e.g. "--inline-batch-bytes off".
+# another shard setting, e.g. "--inline-batch-bytes off". --tenants N: the
+# throttled and recovery load's tenants (default 20; --tiny 4), each
+# writing 20 transactions of 2 KiB a second.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-scenario="" seconds="" tiny=0 build="$here/build" out="" rgw="" policies="" bench_args=""
+scenario="" seconds="" tiny=0 build="$here/build" out="" rgw="" policies="" bench_args="" tenants=""
 die() { echo "run_throttle_bench.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -44,13 +46,14 @@ while [ $# -gt 0 ]; do
         --out) out=${2:-}; shift 2 ;;
         --rgw) rgw=${2:-}; shift 2 ;;
         --bench-args) bench_args=${2:-}; shift 2 ;;
+        --tenants) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || die "--tenants: a whole number >= 1"; tenants=$2; shift 2 ;;
         --policies) policies=${2:-}; shift 2
             for p in $policies; do
                 case "$p" in block|throttle|shed|shed-ring|fixed) ;;
                     *) die "--policies: block, throttle, shed, shed-ring or fixed, not '$p'" ;; esac
             done
             [ -n "$policies" ] || die "--policies: at least one of block, throttle, shed, shed-ring, fixed" ;;
-        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
         *) die "unknown argument '$1'" ;;
     esac
 done
@@ -172,6 +175,7 @@ json_get() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))$2)"
 # The throttled load: enough tenants and PUTs that the cap binds.
 thr_tenants=20 thr_rate=20 thr_bytes=2048
 [ "$tiny" = 1 ] && { thr_tenants=4; thr_rate=20; }
+[ -z "$tenants" ] || thr_tenants=$tenants
 
 # Measure the load's PUT rate unthrottled (through the proxy, uncapped);
 # sets half to half of it, at least 1.

@@ -18,9 +18,11 @@
 #   5. bench smoke   bench_e2e, bench_engine, bench_checkpoint and bench_events at a tiny
 #                    size, bench_wal briefly, bench/run_cli_bench.sh
 #                    --tiny (replicate --once vs write+fsync+rename) and
-#                    bench/run_seal_bench.sh --tiny (zstd, keys, Litestream), from
-#                    build-ci: fails only if a benchmark crashes or errors
-#                    or prints no figures, never on a ratio
+#                    bench/run_seal_bench.sh --tiny (zstd, keys, Litestream) and
+#                    bench/run_peer_bench.sh --tiny (beside Litestream on a
+#                    radosgw of its own, behind the counting haproxy), from
+#                    build-ci: fails only if a benchmark crashes or errors,
+#                    prints no figures or a restore differs, never on a ratio
 #   6. retention     tests/torture/retention.sh for WS_TORTURE_S seconds (default
 #      torture       45; about a minute in all): writers, replicate, checkpoints,
 #                    retention and kill -9, then every restore checked
@@ -140,7 +142,7 @@ WS_ENGINE_TENANTS=300 build_and_test build-tsan build-tsan "-R $TSAN_TESTS" -- -
 	-DCMAKE_BUILD_TYPE=Debug -DWS_BUILD_BENCH=OFF
 
 # ---- 5. bench smoke --------------------------------------------------------------------
-section "bench smoke: bench_e2e --mb $BENCH_MB, bench_engine/bench_checkpoint/bench_events --tiny, bench_wal, run_cli_bench.sh and run_seal_bench.sh --tiny (build-ci; ratios are reported, not enforced)"
+section "bench smoke: bench_e2e --mb $BENCH_MB, bench_engine/bench_checkpoint/bench_events --tiny, bench_wal, run_cli_bench.sh, run_seal_bench.sh and run_peer_bench.sh --tiny (build-ci; ratios are reported, not enforced)"
 if [ -x build-ci/bench/bench_e2e ]; then
 	mkdir -p build-ci/testtmp
 	if ! build-ci/bench/bench_e2e --mb "$BENCH_MB" --reps 1 --dir "$PWD/build-ci/testtmp"; then
@@ -199,6 +201,21 @@ if [ -x build-ci/tools/walship ]; then
 		[ ! -s build-ci/seal-bench/seal.json ]; then
 		note_fail "bench smoke: run_seal_bench.sh printed no ratio or wrote no JSON"
 	fi
+fi
+
+# run_peer_bench.sh --tiny: one repetition of every scenario at seconds each,
+# on a radosgw and haproxy of its own; Litestream when npm can install it.
+if [ -x build-ci/tools/walship ] && [ -x build-ci/bench/walship-bench ]; then
+	if ! timeout 900 bash bench/run_peer_bench.sh --build build-ci --tiny --out "$PWD/build-ci/peer-bench" \
+		| tee build-ci/bench-peer.log; then
+		note_fail "bench smoke: run_peer_bench.sh"
+	elif ! grep -q '^live-100 .*requests per GB of WAL' build-ci/bench-peer.log ||
+		! grep -q '^live-1 .*RPO p99' build-ci/bench-peer.log || ! grep -q '^restore .*restore wall' build-ci/bench-peer.log ||
+		[ ! -s build-ci/peer-bench/peer.json ]; then
+		note_fail "bench smoke: run_peer_bench.sh printed no figures or wrote no JSON"
+	fi
+else
+	note_fail "bench smoke: build-ci/tools/walship or build-ci/bench/walship-bench was not built"
 fi
 
 # ---- 6. retention torture ------------------------------------------------------------------
