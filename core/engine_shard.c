@@ -387,7 +387,7 @@ static void read_events(struct shard *sh)
 				 * tail takes the read mark that keeps the WAL from
 				 * restarting under frames not yet shipped, which would
 				 * cost a re-base. */
-				const bool at_once = ne->t->tap || ws_stream_parked(ne->t->st);
+				const bool at_once = ne->t->tap || !ne->t->open; /* the shard's own record */
 				ws_eng_mark_due(ne->t, at_once ? now : ws_eng_due_after_change(sh, ne->t, now));
 			}
 		}
