@@ -27,7 +27,7 @@
 #include "ws_log.h"
 #include "ws_clock.h"
 
-#define MAX_STORES 16
+#define MAX_STORES 64
 
 /* ---- fixtures ------------------------------------------------------------- */
 
@@ -1488,6 +1488,9 @@ static void test_change_during_a_round_is_due_from_when_seen(void **state)
 
 	sc.batch_age_ms_max = 1000;
 	sc.inline_batch_bytes_max = UINT64_MAX; /* slow_uploads slows batches of their own */
+	/* A round, one tail after another: with tails in flight the lanes take
+	 * the due tenants in whatever order they get the shard's read lock. */
+	sc.tails_in_flight = 1;
 	wt_env_init(&env, "engine_round", 0);
 	for (int i = 0; i < 4; i++) {
 		char file[16];
