@@ -114,6 +114,10 @@ void ws_eng_mark_due(struct tenant *t, uint64_t due)
 	 * next commit must not turn the backoff into batch_age_ms_max. */
 	if (due < t->retry_at)
 		due = t->retry_at;
+	/* A change seen while its tail was in flight on a lane, before that
+	 * tail failed: the backoff holds it back too. */
+	if (t->dirty && t->due_ms < t->retry_at)
+		t->due_ms = t->retry_at;
 	if (!t->dirty || due < t->due_ms)
 		t->due_ms = due;
 	t->dirty = true;
