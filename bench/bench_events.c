@@ -5,7 +5,7 @@
  *
  *   bench_events [--tiny] [--rate N] [--secs S] [--reps N] [--subs N] [--hyd-subs N] [--tenants N]
  *                [--shards N] [--burst-mb N] [--ring-mb N] [--lag-kb N] [--deadline-ms N]
- *                [--sink-dir DIR] [--dir DIR] [--keep]
+ *                [--tails-in-flight N] [--sink-dir DIR] [--dir DIR] [--keep]
  *
  * One engine over a file:// sink (--sink-dir; default under the build's
  * testtmp: pass a tmpfs directory to take the disk's fsyncs out). Tenants:
@@ -72,7 +72,7 @@
 #define BG_RATE 50u
 
 struct opts {
-	unsigned rate, reps, subs, hyd_subs, tenants, shards, burst_mb, deadline_ms;
+	unsigned rate, reps, subs, hyd_subs, tenants, shards, burst_mb, deadline_ms, tails_in_flight;
 	double secs;
 	uint64_t ring_bytes, lag_bytes;
 	const char *sink_dir, *dir;
@@ -83,7 +83,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: bench_events [--tiny] [--rate N] [--secs S] [--reps N] [--subs N] [--hyd-subs N]\n"
 			"                    [--tenants N] [--shards N] [--burst-mb N] [--ring-mb N] [--lag-kb N]\n"
-			"                    [--deadline-ms N] [--sink-dir DIR] [--dir DIR] [--keep]\n");
+			"                    [--deadline-ms N] [--tails-in-flight N] [--sink-dir DIR] [--dir DIR] [--keep]\n");
 	exit(2);
 }
 
@@ -301,8 +301,11 @@ static void engine_up(struct world *w, const struct opts *o)
 	struct ws_engine_config ec;
 	char url[4200];
 	int err = 0;
-	for (unsigned i = 0; i < o->shards; i++)
+	for (unsigned i = 0; i < o->shards; i++) {
 		ws_shard_config_default(&sc[i]);
+		if (o->tails_in_flight)
+			sc[i].tails_in_flight = o->tails_in_flight;
+	}
 	snprintf(url, sizeof(url), "file://%s", w->sink);
 	memset(&ec, 0, sizeof(ec));
 	ec.sink_url = url;
@@ -753,6 +756,8 @@ static void parse(int argc, char **argv, struct opts *o)
 		else if (strcmp(a, "--hyd-subs") == 0) o->hyd_subs = (unsigned)bench_parse_num(a, v, 1, 32000);
 		else if (strcmp(a, "--tenants") == 0) o->tenants = (unsigned)bench_parse_num(a, v, 1, TENANTS_MAX - 1);
 		else if (strcmp(a, "--shards") == 0) o->shards = (unsigned)bench_parse_num(a, v, 1, 16);
+		else if (strcmp(a, "--tails-in-flight") == 0)
+			o->tails_in_flight = (unsigned)bench_parse_num(a, v, 1, WS_TAILS_IN_FLIGHT_MAX);
 		else if (strcmp(a, "--burst-mb") == 0) o->burst_mb = (unsigned)bench_parse_num(a, v, 1, 4096);
 		else if (strcmp(a, "--ring-mb") == 0) o->ring_bytes = bench_parse_num(a, v, 1, 4096) << 20;
 		else if (strcmp(a, "--lag-kb") == 0) o->lag_bytes = bench_parse_num(a, v, 64, 4u << 20) << 10;

@@ -1,7 +1,8 @@
 /*
  * The engine's parts (engine.c: the registry, commands and the engine's
  * life; engine_shard.c: the shard thread, its inotify names and commands;
- * engine_tail.c: one tail and what it tells the host; engine_metrics.c).
+ * engine_tail.c: one tail and what it tells the host; engine_lane.c: tails
+ * in flight; engine_metrics.c).
  * Their shared structures, and who may touch which field.
  */
 #ifndef WS_ENGINE_INTERNAL_H
@@ -57,7 +58,8 @@ struct tenant {
 	bool adding;         /* under reg_mu: its add still waits for its ADD (the add holds it) */
 	bool removed;        /* under reg_mu: a remove is done with it while adding; the add frees it */
 
-	/* Shard thread only. */
+	/* Shard thread only (under read_mu: the shard thread, or the lane that
+	 * runs this tenant's tail; so for every "shard thread only" below). */
 	struct ws_stream *st;
 	int dir_idx;
 	size_t idx;          /* position in shard.tenants */

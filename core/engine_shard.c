@@ -427,6 +427,22 @@ static void hand_out_due(struct shard *sh, uint64_t now)
 	}
 }
 
+/* poll(2) with the read lock let go: the lanes read and ship while the shard waits. */
+static int poll_unlocked(struct shard *sh, struct pollfd *pfd, int timeout)
+{
+	int prc, err;
+	pthread_mutex_unlock(&sh->read_mu);
+	prc = ws_engine_poll_hook ? ws_engine_poll_hook() : 0;
+	if (prc)
+		errno = -prc;
+	else
+		prc = poll(pfd, 2, timeout);
+	err = errno;
+	pthread_mutex_lock(&sh->read_mu);
+	errno = err;
+	return prc;
+}
+
 void *ws_eng_shard_main(void *arg)
 {
 	struct shard *sh = arg;
@@ -499,16 +515,7 @@ void *ws_eng_shard_main(void *arg)
 			timeout = -1;
 		else
 			timeout = next <= now ? 0 : (int)(next - now > INT_MAX ? INT_MAX : next - now);
-		/* The lanes read and ship while the shard waits. */
-		pthread_mutex_unlock(&sh->read_mu);
-		int prc = ws_engine_poll_hook ? ws_engine_poll_hook() : 0;
-		if (prc)
-			errno = -prc;
-		else
-			prc = poll(pfd, 2, timeout);
-		int poll_errno = errno;
-		pthread_mutex_lock(&sh->read_mu);
-		errno = poll_errno;
+		int prc = poll_unlocked(sh, pfd, timeout);
 		if (prc < 0 && errno != EINTR) {
 			/* (ENOMEM: the kernel's, for a moment.) The shard goes on:
 			 * leaving its loop would leave every later command, the

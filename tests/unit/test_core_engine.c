@@ -667,6 +667,11 @@ static void test_bad_engine_config(void **state)
 	assert_null(ws_engine_create(&ec, &err));
 	assert_int_equal(err, WS_ECONFIG);
 	ws_shard_config_default(&sc);
+	sc.tails_in_flight = WS_TAILS_IN_FLIGHT_MAX + 1;
+	assert_null(ws_engine_create(&ec, &err));
+	assert_int_equal(err, WS_ECONFIG);
+	assert_non_null(strstr(ws_errmsg(), "tails_in_flight 65 must be 1..64"));
+	ws_shard_config_default(&sc);
 	ec.sink_url = "gopher://x";
 	assert_null(ws_engine_create(&ec, &err));
 	assert_int_equal(err, WS_ECONFIG);
