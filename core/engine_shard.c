@@ -408,9 +408,18 @@ static void tail_due_here(struct shard *sh, uint64_t *now, uint64_t *events_ms)
 	}
 }
 
+/* Which of two due tenants goes to a lane first: one a query follows (its
+ * events wait for the tail), then the longest due. */
+static bool goes_before(const struct tenant *a, const struct tenant *b)
+{
+	if (!b || (a->tap != NULL) != (b->tap != NULL))
+		return !b || a->tap != NULL;
+	return a->due_ms < b->due_ms;
+}
+
 /*
- * Tails in flight: each due tenant not in flight goes to an idle lane, the
- * longest due first, so a shard with more due tenants than lanes serves
+ * Tails in flight: each due tenant not in flight goes to an idle lane (in
+ * goes_before's order), so a shard with more due tenants than lanes serves
  * them in the order they became due. The rest wait for a lane's end.
  */
 static void hand_out_due(struct shard *sh, uint64_t now)
@@ -419,7 +428,7 @@ static void hand_out_due(struct shard *sh, uint64_t now)
 		struct tenant *first = NULL;
 		for (size_t i = 0; i < sh->n; i++) {
 			struct tenant *t = sh->tenants[i];
-			if (t->dirty && !t->in_flight && t->due_ms <= now && (!first || t->due_ms < first->due_ms))
+			if (t->dirty && !t->in_flight && t->due_ms <= now && goes_before(t, first))
 				first = t;
 		}
 		if (!first || !ws_eng_lane_take(sh, first))
