@@ -392,8 +392,8 @@ int ws_eng_tail_one(struct shard *sh, struct lane *ln, struct tenant *t, enum ta
 	ws_stream_set_tail_bound(t->st, bounded ? tail_bound(&sh->cfg) : 0, sh->cfg.key_write_interval_ms);
 	ws_stream_set_drain(t->st, mode == TAIL_DRAIN);
 	/* The shard's own schedule does not wait out a throttled write on
-	 * this thread, where every tenant's manifest and watermark writes go
-	 * one at a time: the tail fails with nothing acknowledged, and the
+	 * this thread (or lane), where tenants' manifest and watermark writes
+	 * go one at a time: the tail fails with nothing acknowledged, and the
 	 * tenant is tailed again once the store's Retry-After is over, while
 	 * the others go on at the pacer's cut rate (as the AWS SDKs' adaptive
 	 * mode: the refused request waits, the client's token bucket paces the
