@@ -140,7 +140,8 @@ struct lane {
 	struct ws_sink sink;       /* store: its own; keys: the shard's (sink.ring is unused) */
 	struct ws_tail_work work;
 	pthread_t thread;
-	bool started;
+	bool started;              /* shard thread: its store, work and thread, from its first tail on */
+	bool failed;               /* shard thread: they could not be had; left out */
 	struct tenant *t;          /* under read_mu: the tail to run (NULL: idle) */
 };
 
@@ -173,8 +174,9 @@ struct shard {
 	pthread_cond_t lane_cv;         /* a lane was given a tail, or lanes_stop */
 	pthread_cond_t idle_cv;         /* a lane finished its tail */
 	struct lane *lanes;
-	unsigned nlanes, lanes_busy;
+	unsigned nlanes, lanes_busy, lanes_failed;
 	bool lanes_stop;
+	struct ws_store *(*lane_open)(struct shard *sh, int *err); /* a lane's own connection */
 
 	/* Shard thread only. */
 	struct tenant **tenants;
@@ -263,14 +265,18 @@ void ws_eng_park(struct shard *sh, struct tenant *t);
 int ws_eng_tail_one(struct shard *sh, struct lane *ln, struct tenant *t, enum tail_mode mode);
 
 /* engine_lane.c */
-/* At shard init, before its thread: the lanes, their stores, work and
- * threads (none when tails_in_flight is 1). Freed by ws_eng_lanes_free. */
+/* At shard init, before its thread: the lanes (none when tails_in_flight
+ * is 1). Each opens its connection (open), work and thread when a tail
+ * first needs it, so a shard with few due tenants starts few. Freed by
+ * ws_eng_lanes_free. */
 int ws_eng_lanes_init(struct shard *sh, struct ws_store *(*open)(struct shard *sh, int *err)) WS_MUST_CHECK;
 /* The sink, work and hold a tail on lane ln uses (NULL: the shard thread's, no hold). */
 void ws_eng_lane_of(struct shard *sh, struct lane *ln, struct ws_stream_lane *out);
 /* Shard thread, read_mu held: hand t's due tail to an idle lane; false: none idle. */
 bool ws_eng_lane_take(struct shard *sh, struct tenant *t);
-static inline bool ws_eng_lane_idle(const struct shard *sh) { return sh->lanes_busy < sh->nlanes; }
+static inline bool ws_eng_lane_idle(const struct shard *sh) { return sh->lanes_busy + sh->lanes_failed < sh->nlanes; }
+/* Whether the shard hands its tails to lanes (else it tails on its own thread). */
+static inline bool ws_eng_lanes_on(const struct shard *sh) { return sh->nlanes > sh->lanes_failed; }
 /* Shard thread, read_mu held: wait until no tail is in flight. */
 void ws_eng_lanes_quiesce(struct shard *sh);
 /* After the shard thread ended: stop and join the lanes, close their stores. */

@@ -89,12 +89,11 @@ static void *lane_main(void *arg)
 	return NULL;
 }
 
-static int lane_init(struct shard *sh, struct lane *ln, unsigned id, struct ws_store *(*open)(struct shard *, int *))
+/* Shard thread, read_mu held: lane ln's store, work and thread, at its first tail. */
+static int lane_start(struct shard *sh, struct lane *ln)
 {
 	int rc;
-	ln->sh = sh;
-	ln->id = id;
-	ln->sink.store = open(sh, &rc);
+	ln->sink.store = sh->lane_open(sh, &rc);
 	if (!ln->sink.store)
 		return rc;
 	/* Sealed objects it reads back open with the shard's tenants' keys. */
@@ -104,9 +103,21 @@ static int lane_init(struct shard *sh, struct lane *ln, unsigned id, struct ws_s
 		return ws_fail(rc, "shard %u: out of memory", sh->id);
 	rc = -pthread_create(&ln->thread, NULL, lane_main, ln);
 	if (rc)
-		return ws_fail(rc, "shard %u: cannot start tail lane %u", sh->id, id);
+		return ws_fail(rc, "shard %u: cannot start a thread", sh->id);
 	ln->started = true;
 	return 0;
+}
+
+/* A lane that cannot start is left out for good, and said so once. */
+static void lane_unusable(struct shard *sh, struct lane *ln, int rc)
+{
+	ws_warn("shard %u: tail lane %u cannot start (%s: %s); %u of %u lanes left", sh->id, ln->id, ws_strerror(rc),
+		ws_errmsg(), sh->nlanes - sh->lanes_failed - 1, sh->nlanes);
+	ws_tail_work_free(&ln->work);
+	ws_store_close(ln->sink.store);
+	ln->sink.store = NULL;
+	ln->failed = true;
+	sh->lanes_failed++;
 }
 
 int ws_eng_lanes_init(struct shard *sh, struct ws_store *(*open)(struct shard *sh, int *err))
@@ -118,28 +129,43 @@ int ws_eng_lanes_init(struct shard *sh, struct ws_store *(*open)(struct shard *s
 	if (!sh->lanes)
 		return -ENOMEM;
 	sh->nlanes = n;
+	sh->lane_open = open;
 	for (unsigned i = 0; i < n; i++) {
-		int rc = lane_init(sh, &sh->lanes[i], i, open);
-		if (rc)
-			return rc;
+		sh->lanes[i].sh = sh;
+		sh->lanes[i].id = i;
 	}
 	return 0;
 }
 
-bool ws_eng_lane_take(struct shard *sh, struct tenant *t)
+/* An idle lane: a started one, else the next to start (NULL: none). */
+static struct lane *idle_lane(struct shard *sh)
 {
-	WS_ASSERT(!t->in_flight && t->st);
+	for (unsigned i = 0; i < sh->nlanes; i++)
+		if (sh->lanes[i].started && !sh->lanes[i].t)
+			return &sh->lanes[i];
 	for (unsigned i = 0; i < sh->nlanes; i++) {
 		struct lane *ln = &sh->lanes[i];
-		if (ln->t)
+		if (ln->started || ln->failed)
 			continue;
-		t->in_flight = true;
-		ln->t = t;
-		sh->lanes_busy++;
-		pthread_cond_broadcast(&sh->lane_cv);
-		return true;
+		int rc = lane_start(sh, ln);
+		if (rc == 0)
+			return ln;
+		lane_unusable(sh, ln, rc);
 	}
-	return false;
+	return NULL;
+}
+
+bool ws_eng_lane_take(struct shard *sh, struct tenant *t)
+{
+	struct lane *ln = idle_lane(sh);
+	WS_ASSERT(!t->in_flight && t->st);
+	if (!ln)
+		return false;
+	t->in_flight = true;
+	ln->t = t;
+	sh->lanes_busy++;
+	pthread_cond_broadcast(&sh->lane_cv);
+	return true;
 }
 
 void ws_eng_lanes_quiesce(struct shard *sh)

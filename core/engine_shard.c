@@ -481,7 +481,7 @@ void *ws_eng_shard_main(void *arg)
 		stop = run_commands(sh);
 		if (stop)
 			break;
-		if (sh->nlanes)
+		if (ws_eng_lanes_on(sh))
 			hand_out_due(sh, now);
 		else
 			tail_due_here(sh, &now, &events_ms);
@@ -489,7 +489,7 @@ void *ws_eng_shard_main(void *arg)
 		 * after a tail may have made one due that this pass went by. A
 		 * tenant in flight, or due while every lane is busy, waits for a
 		 * lane's end, which wakes the shard (evfd). */
-		const bool lane_free = !sh->nlanes || ws_eng_lane_idle(sh);
+		const bool lane_free = !ws_eng_lanes_on(sh) || ws_eng_lane_idle(sh);
 		for (size_t i = 0; i < sh->n; i++) {
 			if (sh->tenants[i]->dirty && !sh->tenants[i]->in_flight && lane_free &&
 			    sh->tenants[i]->due_ms < next)

@@ -37,6 +37,11 @@ struct hook {
 	unsigned n;
 	uint32_t attempts_max;
 	pthread_mutex_t mu;
+	/* throttle_keys' last setting, for key stores opened after it (a
+	 * shard's tail lanes open theirs at their first tail). */
+	bool keys_set;
+	char keys_match[64];
+	int64_t keys_pass, keys_attempts;
 };
 static struct hook hook = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -49,6 +54,8 @@ static struct ws_store *open_throttled(const char *url, unsigned shard, bool upl
 		return NULL;
 	s = wt_throttle_store_open(inner, hook.attempts_max, 1);
 	pthread_mutex_lock(&hook.mu);
+	if (!uploader && hook.keys_set)
+		wt_throttle_set(s, hook.keys_match, hook.keys_pass, hook.keys_attempts);
 	assert_true(hook.n < MAX_STORES);
 	hook.uploader[hook.n] = uploader;
 	hook.stores[hook.n++] = s;
@@ -59,6 +66,7 @@ static struct ws_store *open_throttled(const char *url, unsigned shard, bool upl
 static void hook_on(uint32_t attempts_max)
 {
 	hook.n = 0;
+	hook.keys_set = false;
 	hook.attempts_max = attempts_max;
 	ws_engine_open_store_hook = open_throttled;
 }
@@ -73,9 +81,16 @@ static void throttle_uploads(const char *match, int64_t pass, int64_t attempts)
 			wt_throttle_set(hook.stores[i], match, pass, attempts);
 }
 
-/* Apply to the shards' own stores (manifests and watermarks go there). */
+/* Apply to the shards' own stores (manifests and watermarks go there),
+ * those of tail lanes opened later too. */
 static void throttle_keys(const char *match, int64_t pass, int64_t attempts)
 {
+	pthread_mutex_lock(&hook.mu);
+	hook.keys_set = true;
+	snprintf(hook.keys_match, sizeof(hook.keys_match), "%s", match);
+	hook.keys_pass = pass;
+	hook.keys_attempts = attempts;
+	pthread_mutex_unlock(&hook.mu);
 	for (unsigned i = 0; i < hook.n; i++)
 		if (!hook.uploader[i])
 			wt_throttle_set(hook.stores[i], match, pass, attempts);
@@ -1583,6 +1598,7 @@ static uint64_t wm_seq(struct ws_sink *sink, const char *tenant)
 static struct {
 	pthread_mutex_t mu;
 	unsigned stalled, recovered;
+	unsigned lanes_left_out;  /* "tail lane N cannot start" */
 	char first[512];
 } logged = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -1597,13 +1613,15 @@ static void log_capture(enum ws_log_level level, const char *msg, void *arg)
 	}
 	if (strstr(msg, "shipping again after"))
 		logged.recovered++;
+	if (strstr(msg, "cannot start") && strstr(msg, "tail lane"))
+		logged.lanes_left_out++;
 	pthread_mutex_unlock(&logged.mu);
 }
 
 static void log_capture_on(void)
 {
 	pthread_mutex_lock(&logged.mu);
-	logged.stalled = logged.recovered = 0;
+	logged.stalled = logged.recovered = logged.lanes_left_out = 0;
 	logged.first[0] = '\0';
 	pthread_mutex_unlock(&logged.mu);
 	ws_log_set_sink(log_capture, NULL);
@@ -2650,6 +2668,54 @@ static void test_lanes_shed_in_flight(void **state)
 	wt_env_free(&env);
 }
 
+/* Every connection after the shard's own (non-uploader) is refused: the lanes'. */
+static unsigned lane_opens;
+
+static struct ws_store *fail_lane_stores(const char *url, unsigned shard, bool uploader, void *arg, int *err)
+{
+	(void)arg;
+	if (!uploader && __atomic_fetch_add(&lane_opens, 1, __ATOMIC_RELAXED) >= 1) {
+		*err = ws_fail(-EIO, "test: a tail lane's connection cannot be opened");
+		return NULL;
+	}
+	return ws_store_open_flags(url, uploader || shard ? WS_STORE_EXISTING : 0, err);
+}
+
+/*
+ * Lanes that cannot start (their connections refused): each is left out
+ * with one warning naming it and why, and the shard tails on its own
+ * thread, as with tails_in_flight 1; everything ships.
+ */
+static void test_lanes_cannot_start(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 4u << 20, 1u << 20);
+	(void)state;
+
+	sc.tails_in_flight = 3;
+	wt_env_init(&env, "engine_lanes_cannot", 0);
+	wt_write_txn(env.w, 20, 100);
+	seen_reset();
+	log_capture_on();
+	lane_opens = 0;
+	ws_engine_open_store_hook = fail_lane_stores;
+	struct ws_engine *e = engine_new(env.sink_url, 1, &sc);
+	add_tenant(e, "nl", env.db, 0);
+	wait_last_frame(e, "nl", wal_frames(env.db));
+	wt_write_txn(env.w, 5, 100);
+	wait_last_frame(e, "nl", wal_frames(env.db));
+	pthread_mutex_lock(&logged.mu);
+	assert_int_equal(logged.lanes_left_out, 3);
+	pthread_mutex_unlock(&logged.mu);
+	ws_log_set_sink(NULL, NULL);
+	assert_int_equal(seen.errors, 0);
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	ws_engine_open_store_hook = NULL;
+	restore_equals(env.sink, "nl", env.w, env.out_dir);
+	wt_env_free(&env);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2692,6 +2758,7 @@ int main(void)
 		cmocka_unit_test(test_lanes_paused_write_others_ship),
 		cmocka_unit_test(test_lanes_takeover_in_flight),
 		cmocka_unit_test(test_lanes_shed_in_flight),
+		cmocka_unit_test(test_lanes_cannot_start),
 		cmocka_unit_test(test_carried_tenants_two_shards),
 	};
 	/* WT_FILTER=pattern runs only the tests it matches (cmocka's wildcards). */
