@@ -5,7 +5,7 @@
  *
  *   bench_events [--tiny] [--rate N] [--secs S] [--reps N] [--subs N] [--hyd-subs N] [--tenants N]
  *                [--shards N] [--burst-mb N] [--ring-mb N] [--lag-kb N] [--deadline-ms N]
- *                [--sink-dir DIR] [--dir DIR] [--keep]
+ *                [--tails-in-flight N] [--latency-only] [--sink-dir DIR] [--dir DIR] [--keep]
  *
  * One engine over a file:// sink (--sink-dir; default under the build's
  * testtmp: pass a tmpfs directory to take the disk's fsyncs out). Tenants:
@@ -39,6 +39,8 @@
  *      return (its Hydrated is on the channel), p50 and p95 (target p95 <
  *      1 s), against one subscription alone in the same repetition.
  *
+ * --latency-only runs (L) alone; --tails-in-flight sets the shards'
+ * tails_in_flight (1: one tail at a time, the baseline of tails in flight).
  * Medians over the repetitions, with min..max. --tiny: a seconds-long
  * smoke. The exit status is 0 unless something failed (an error, a fault
  * where none may come, no figure); targets are reported, never enforced.
@@ -72,18 +74,19 @@
 #define BG_RATE 50u
 
 struct opts {
-	unsigned rate, reps, subs, hyd_subs, tenants, shards, burst_mb, deadline_ms;
+	unsigned rate, reps, subs, hyd_subs, tenants, shards, burst_mb, deadline_ms, tails_in_flight;
 	double secs;
 	uint64_t ring_bytes, lag_bytes;
 	const char *sink_dir, *dir;
-	bool keep, tiny;
+	bool keep, tiny, latency_only;
 };
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench_events [--tiny] [--rate N] [--secs S] [--reps N] [--subs N] [--hyd-subs N]\n"
 			"                    [--tenants N] [--shards N] [--burst-mb N] [--ring-mb N] [--lag-kb N]\n"
-			"                    [--deadline-ms N] [--sink-dir DIR] [--dir DIR] [--keep]\n");
+			"                    [--deadline-ms N] [--tails-in-flight N] [--latency-only]\n"
+			"                    [--sink-dir DIR] [--dir DIR] [--keep]\n");
 	exit(2);
 }
 
@@ -301,8 +304,11 @@ static void engine_up(struct world *w, const struct opts *o)
 	struct ws_engine_config ec;
 	char url[4200];
 	int err = 0;
-	for (unsigned i = 0; i < o->shards; i++)
+	for (unsigned i = 0; i < o->shards; i++) {
 		ws_shard_config_default(&sc[i]);
+		if (o->tails_in_flight)
+			sc[i].tails_in_flight = o->tails_in_flight;
+	}
 	snprintf(url, sizeof(url), "file://%s", w->sink);
 	memset(&ec, 0, sizeof(ec));
 	ec.sink_url = url;
@@ -743,6 +749,10 @@ static void parse(int argc, char **argv, struct opts *o)
 			o->keep = true;
 			continue;
 		}
+		if (strcmp(a, "--latency-only") == 0) {
+			o->latency_only = true;
+			continue;
+		}
 		if (!v)
 			usage();
 		i++;
@@ -753,6 +763,8 @@ static void parse(int argc, char **argv, struct opts *o)
 		else if (strcmp(a, "--hyd-subs") == 0) o->hyd_subs = (unsigned)bench_parse_num(a, v, 1, 32000);
 		else if (strcmp(a, "--tenants") == 0) o->tenants = (unsigned)bench_parse_num(a, v, 1, TENANTS_MAX - 1);
 		else if (strcmp(a, "--shards") == 0) o->shards = (unsigned)bench_parse_num(a, v, 1, 16);
+		else if (strcmp(a, "--tails-in-flight") == 0)
+			o->tails_in_flight = (unsigned)bench_parse_num(a, v, 1, WS_TAILS_IN_FLIGHT_MAX);
 		else if (strcmp(a, "--burst-mb") == 0) o->burst_mb = (unsigned)bench_parse_num(a, v, 1, 4096);
 		else if (strcmp(a, "--ring-mb") == 0) o->ring_bytes = bench_parse_num(a, v, 1, 4096) << 20;
 		else if (strcmp(a, "--lag-kb") == 0) o->lag_bytes = bench_parse_num(a, v, 64, 4u << 20) << 10;
@@ -780,6 +792,8 @@ static void rep(struct world *w, const struct opts *o, struct figs *f)
 	put(&f->p50, a.p50), put(&f->p99, a.p99), put(&f->ev_s, a.events_s), put(&f->tail_ms, a.tail_ms);
 	put(&f->p99_st, b.p99), put(&f->p99_ratio, b.p99 / a.p99), put(&f->shed, b.shed_ms);
 	put(&f->missing, a.missing + b.missing), put(&f->by_lag, b.by_lag);
+	if (o->latency_only)
+		return;
 	thr_run(w, o, 0, &t0);
 	thr_run(w, o, o->subs, &t1);
 	put(&f->t0_fs, t0.frames_s), put(&f->t_fs, t1.frames_s), put(&f->t_mbs, t1.mb_s);
@@ -794,6 +808,8 @@ static void report(const struct opts *o, struct figs *f)
 	printf("(L) app written at %u tx/s for %.1f s; deadline_ms %u\n", o->rate, o->secs, o->deadline_ms);
 	show(&f->p50), show(&f->p99), show(&f->ev_s), show(&f->tail_ms);
 	show(&f->p99_st), show(&f->p99_ratio), show(&f->shed), show(&f->by_lag), show(&f->missing);
+	if (o->latency_only)
+		return;
 	printf("(T) burst of %u MiB on burst, %u subscribers on 4 channels vs none\n", o->burst_mb, o->subs);
 	show(&f->t0_fs), show(&f->t_fs), show(&f->t_mbs), show(&f->t_ratio), show(&f->t_evs), show(&f->t_evmbs);
 	show(&f->t_shed);

@@ -13,7 +13,7 @@
  *                 [--uploads-in-flight N] [--sample-ms MS] [--sync off|normal|full]
  *                 [--at SEC:COMMAND]... [--recovery-from SEC] [--label NAME]
  *                 [--json FILE] [--csv FILE] [--tenant-csv FILE] [--baseline-ms MS] [--no-baselines]
- *                 [--no-restore-check]
+ *                 [--no-restore-check] [--key-write-interval-ms MS] [--tails-in-flight N]
  *
  * --rate 0 (the default) writes as fast as SQLite can. --at runs a shell
  * command SEC seconds into the load (e.g. `tests/s3/throttle.sh rate DIR 0`
@@ -76,6 +76,7 @@ struct opts {
 	bool baselines, restore_check;
 	bool adaptive;
 	uint32_t throttle_age_ms, tail_ms;
+	uint32_t key_ms, tails_in_flight; /* key_write_interval_ms (UINT32_MAX: default), tails_in_flight (0: default) */
 	uint64_t inline_bytes;   /* the shards' inline_batch_bytes_max (0: default; UINT64_MAX: off) */
 	enum ws_carry carry;     /* the shards' carry_in_watermark */
 	double baseline_s;
@@ -685,7 +686,7 @@ static void usage(void)
 		"         [--tenant-csv FILE]\n"
 		"         [--baseline-ms MS] [--no-baselines] [--no-restore-check] [--no-adaptive]\n"
 		"         [--throttle-age-ms MS] [--tail-ms MS] [--inline-batch-bytes B|off]\n"
-		"         [--carry pressed|always|never]\n");
+		"         [--carry pressed|always|never] [--key-write-interval-ms MS] [--tails-in-flight N]\n");
 	exit(2);
 }
 
@@ -698,6 +699,8 @@ static void parse(int argc, char **argv)
 	O.txn_bytes = 1024;
 	O.seconds = 10;
 	O.ring_bytes = d.ring_bytes;
+	O.key_ms = d.key_write_interval_ms;
+	O.tails_in_flight = d.tails_in_flight;
 	O.batch_bytes = d.batch_bytes_max;
 	O.batch_age_ms = d.batch_age_ms_max;
 	O.uploads_in_flight = d.uploads_in_flight;
@@ -787,6 +790,10 @@ static void parse(int argc, char **argv)
 			if (ws_carry_parse(v, &O.carry))
 				bench_die("--carry: '%s' is not pressed, always or never", v);
 		}
+		else if (ARG("--key-write-interval-ms"))
+			O.key_ms = (uint32_t)bench_parse_num(a, v, 0, 3600000);
+		else if (ARG("--tails-in-flight"))
+			O.tails_in_flight = (uint32_t)bench_parse_num(a, v, 1, WS_TAILS_IN_FLIGHT_MAX);
 		else if (!strcmp(a, "--no-adaptive"))
 			O.adaptive = false;
 		else if (!strcmp(a, "--no-baselines"))
@@ -888,6 +895,8 @@ int main(int argc, char **argv)
 		sc[i].inline_batch_bytes_max = O.inline_bytes;
 		sc[i].carry = O.carry;
 		sc[i].policy = O.policy;
+		sc[i].key_write_interval_ms = O.key_ms;
+		sc[i].tails_in_flight = O.tails_in_flight;
 	}
 	struct ws_engine_config ec;
 	memset(&ec, 0, sizeof(ec));

@@ -67,6 +67,7 @@ void ws_shard_config_default(struct ws_shard_config *c)
 	c->throttle_age_ms_max = 0;
 	c->key_write_interval_ms = 1000;
 	c->tail_ms_max = 0;
+	c->tails_in_flight = TAILS_IN_FLIGHT_DEFAULT;
 }
 
 
@@ -280,6 +281,12 @@ static struct ws_store *open_store(struct ws_engine *e, unsigned shard, bool upl
 	return ws_store_open_limits(e->sink_url, &lim, flags, err);
 }
 
+/* A lane's own connection (manifests, watermarks, fencing reads). */
+static struct ws_store *open_lane_store(struct shard *sh, int *err)
+{
+	return open_store(sh->e, sh->id, false, WS_STORE_EXISTING, err);
+}
+
 static int check_shard(const struct ws_shard_config *c, unsigned i)
 {
 	cpu_set_t allowed;
@@ -299,6 +306,9 @@ static int check_shard(const struct ws_shard_config *c, unsigned i)
 		return ws_fail(WS_ECONFIG, "shard %u: batch_frames_max must be at least 1", i);
 	if (c->uploads_in_flight == 0 || c->uploads_in_flight > 64)
 		return ws_fail(WS_ECONFIG, "shard %u: uploads_in_flight %u must be 1..64", i, c->uploads_in_flight);
+	if (c->tails_in_flight > WS_TAILS_IN_FLIGHT_MAX)
+		return ws_fail(WS_ECONFIG, "shard %u: tails_in_flight %u must be 1..%u (0: %u)", i, c->tails_in_flight,
+			       WS_TAILS_IN_FLIGHT_MAX, TAILS_IN_FLIGHT_DEFAULT);
 	if (c->retry_attempts_max == 0)
 		return ws_fail(WS_ECONFIG, "shard %u: retry_attempts_max must be at least 1", i);
 	if (c->policy != WS_POLICY_BLOCK && c->policy != WS_POLICY_THROTTLE && c->policy != WS_POLICY_SHED)
@@ -342,6 +352,9 @@ static int shard_init(struct ws_engine *e, struct shard *sh, unsigned i)
 	sh->ifd = sh->evfd = -1;
 	pthread_mutex_init(&sh->mu, NULL);
 	pthread_cond_init(&sh->cv, NULL);
+	pthread_mutex_init(&sh->read_mu, NULL);
+	pthread_cond_init(&sh->lane_cv, NULL);
+	pthread_cond_init(&sh->idle_cv, NULL);
 	sh->open_max = open_budget(e->nshards);
 	/* The first shard's connection cleans crash leftovers; the others must not
 	 * race it (a leftover of one is a live temporary of another). */
@@ -352,7 +365,11 @@ static int shard_init(struct ws_engine *e, struct shard *sh, unsigned i)
 	sh->up_store = open_store(e, i, true, WS_STORE_EXISTING, &rc);
 	if (!sh->up_store)
 		return rc;
-	sh->reader = ws_reader_open(SMALL_BYTES + (size_t)nslots * slot, sh->open_max + 4, flags, &rc);
+	/* Streams in flight on lanes are never parked to make room: as many
+	 * more may be open (engine_tail.c make_room). */
+	sh->reader = ws_reader_open(SMALL_BYTES + (size_t)nslots * slot,
+				    sh->open_max + 4 + 2 * (c->tails_in_flight ? c->tails_in_flight : TAILS_IN_FLIGHT_DEFAULT),
+				    flags, &rc);
 	if (!sh->reader)
 		return rc;
 	rc = ws_tail_work_init(&sh->work);
@@ -367,6 +384,9 @@ static int shard_init(struct ws_engine *e, struct shard *sh, unsigned i)
 	ws_pipe_set_adaptive(&sh->pipe, c->adaptive);
 	sh->pipe_ok = true;
 	keep_upload_off_core(sh, c->core);
+	rc = ws_eng_lanes_init(sh, open_lane_store);
+	if (rc)
+		return rc;
 	sh->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (sh->ifd < 0)
 		return ws_fail(-errno, "shard %u: inotify: %s%s", i, strerror(errno),
@@ -405,6 +425,7 @@ static void shard_free(struct shard *sh)
 	for (size_t i = 0; i < sh->ndirs; i++)
 		free(sh->dirs[i].path);
 	free(sh->dirs);
+	ws_eng_lanes_free(sh);
 	if (sh->pipe_ok)
 		ws_pipe_destroy(&sh->pipe);
 	ws_tail_work_free(&sh->work);
@@ -418,6 +439,9 @@ static void shard_free(struct shard *sh)
 		close(sh->evfd);
 	pthread_mutex_destroy(&sh->mu);
 	pthread_cond_destroy(&sh->cv);
+	pthread_cond_destroy(&sh->lane_cv);
+	pthread_cond_destroy(&sh->idle_cv);
+	pthread_mutex_destroy(&sh->read_mu);
 }
 
 struct ws_engine *ws_engine_create(const struct ws_engine_config *cfg, int *err)

@@ -1,7 +1,8 @@
 /*
  * The engine's parts (engine.c: the registry, commands and the engine's
  * life; engine_shard.c: the shard thread, its inotify names and commands;
- * engine_tail.c: one tail and what it tells the host; engine_metrics.c).
+ * engine_tail.c: one tail and what it tells the host; engine_lane.c: tails
+ * in flight; engine_metrics.c).
  * Their shared structures, and who may touch which field.
  */
 #ifndef WS_ENGINE_INTERNAL_H
@@ -32,6 +33,7 @@
 /* The default stall_warn_ms stays under this; repeats come at most this often. */
 #define STALL_WARN_MS_MAX 60000
 #define STALL_REPEAT_MS 30000
+#define TAILS_IN_FLIGHT_DEFAULT 4u
 
 struct tenant;
 
@@ -57,7 +59,8 @@ struct tenant {
 	bool removed;        /* under reg_mu: a remove is done with it while adding; the add frees it */
 	struct tenant *hnext; /* under reg_mu: the next of its bucket in the registry's index */
 
-	/* Shard thread only. */
+	/* Shard thread only (under read_mu: the shard thread, or the lane that
+	 * runs this tenant's tail; so for every "shard thread only" below). */
 	struct ws_stream *st;
 	int dir_idx;
 	size_t idx;          /* position in shard.tenants */
@@ -70,6 +73,7 @@ struct tenant {
 	uint32_t index_wait_ms; /* a followed tenant's next look at a commit under way (0: none pending) */
 	uint64_t wm_put_ms;  /* mono time our last watermark write for it finished (0: none yet) */
 	bool open;
+	bool in_flight;      /* under the shard's read_mu: a lane runs its tail */
 	struct tenant *lru_prev, *lru_next;
 
 	/* Metrics: written by the shard thread, read by anyone (relaxed atomics). */
@@ -125,6 +129,23 @@ struct cmd {
 	bool detached;             /* nobody waits: the shard frees it when done */
 };
 
+/*
+ * One tail in flight (engine_lane.c): a thread with its own connection to
+ * the sink (fencing reads, manifests, watermarks) and its own per-call
+ * arrays. It runs a tail under the shard's read_mu and lets it go while
+ * the tail waits for the store (ws_stream_lane).
+ */
+struct lane {
+	struct shard *sh;
+	unsigned id;
+	struct ws_sink sink;       /* store: its own; keys: the shard's (sink.ring is unused) */
+	struct ws_tail_work work;
+	pthread_t thread;
+	bool started;              /* shard thread: its store, work and thread, from its first tail on */
+	bool failed;               /* shard thread: they could not be had; left out */
+	struct tenant *t;          /* under read_mu: the tail to run (NULL: idle) */
+};
+
 struct shard {
 	struct ws_engine *e;
 	unsigned id;
@@ -142,6 +163,21 @@ struct shard {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct cmd *cmds, *cmds_tail;
+
+	/*
+	 * Tails in flight (cfg.tails_in_flight > 1). read_mu is held by the
+	 * shard thread but while it polls or waits for its lanes, and by a
+	 * lane while it runs a tail but while that tail waits for the store:
+	 * every field marked "shard thread only", the pipe's producer side,
+	 * the reader and the event rings are touched under it.
+	 */
+	pthread_mutex_t read_mu;
+	pthread_cond_t lane_cv;         /* a lane was given a tail, or lanes_stop */
+	pthread_cond_t idle_cv;         /* a lane finished its tail */
+	struct lane *lanes;
+	unsigned nlanes, lanes_busy, lanes_failed;
+	bool lanes_stop;
+	struct ws_store *(*lane_open)(struct shard *sh, int *err); /* a lane's own connection */
 
 	/* Shard thread only. */
 	struct tenant **tenants;
@@ -231,7 +267,26 @@ uint64_t ws_eng_key_due(const struct shard *sh, const struct tenant *t, uint64_t
 uint64_t ws_eng_due_after_change(const struct shard *sh, const struct tenant *t, uint64_t now);
 void ws_eng_mark_due(struct tenant *t, uint64_t due);
 void ws_eng_park(struct shard *sh, struct tenant *t);
-int ws_eng_tail_one(struct shard *sh, struct tenant *t, enum tail_mode mode);
+/* One tail of t on lane ln (NULL: the shard thread's own sink and work). */
+int ws_eng_tail_one(struct shard *sh, struct lane *ln, struct tenant *t, enum tail_mode mode);
+
+/* engine_lane.c */
+/* At shard init, before its thread: the lanes (none when tails_in_flight
+ * is 1). Each opens its connection (open), work and thread when a tail
+ * first needs it, so a shard with few due tenants starts few. Freed by
+ * ws_eng_lanes_free. */
+int ws_eng_lanes_init(struct shard *sh, struct ws_store *(*open)(struct shard *sh, int *err)) WS_MUST_CHECK;
+/* The sink, work and hold a tail on lane ln uses (NULL: the shard thread's, no hold). */
+void ws_eng_lane_of(struct shard *sh, struct lane *ln, struct ws_stream_lane *out);
+/* Shard thread, read_mu held: hand t's due tail to an idle lane; false: none idle. */
+bool ws_eng_lane_take(struct shard *sh, struct tenant *t);
+static inline bool ws_eng_lane_idle(const struct shard *sh) { return sh->lanes_busy + sh->lanes_failed < sh->nlanes; }
+/* Whether the shard hands its tails to lanes (else it tails on its own thread). */
+static inline bool ws_eng_lanes_on(const struct shard *sh) { return sh->nlanes > sh->lanes_failed; }
+/* Shard thread, read_mu held: wait until no tail is in flight. */
+void ws_eng_lanes_quiesce(struct shard *sh);
+/* After the shard thread ended: stop and join the lanes, close their stores. */
+void ws_eng_lanes_free(struct shard *sh);
 /* Warn about t if it has not shipped for stall_warn_ms; when to look again (UINT64_MAX: no trouble). */
 uint64_t ws_eng_stall_check(struct shard *sh, struct tenant *t, uint64_t now);
 

@@ -193,7 +193,7 @@ static int do_remove(struct shard *sh, struct tenant *t)
 	if (!t->st)
 		return 0; /* its ADD failed: never on this shard */
 	WS_ASSERT(t->shard == sh->id && sh->tenants[t->idx] == t);
-	rc = ws_eng_tail_one(sh, t, TAIL_DRAIN);
+	rc = ws_eng_tail_one(sh, NULL, t, TAIL_DRAIN);
 	if (t->tap) {
 		/* Its queries end: nothing more will come of it. */
 		ws_ev_tap_fault(t->tap, WS_CAUSE_DERIVE, "tenant %s was removed from the engine", t->name);
@@ -240,19 +240,19 @@ static int tail_all(struct shard *sh, enum tail_mode mode)
 			ws_eng_first_err_note(&fe, drain_left(t));
 			continue;
 		}
-		int rc = ws_eng_tail_one(sh, t, mode);
+		int rc = ws_eng_tail_one(sh, NULL, t, mode);
 		/* A database replaced during the call: nothing was acknowledged
 		 * and the stream let go of the old file, so the next call
 		 * re-bases onto the new one. A flush or the final drain makes
 		 * that call now instead of ending on the error. */
 		if (rc == WS_EREPLACED)
-			rc = ws_eng_tail_one(sh, t, mode);
+			rc = ws_eng_tail_one(sh, NULL, t, mode);
 		/* A call names at most as many batches as one manifest holds
 		 * (and a drain with a deadline stops at its work bound): a flush
 		 * or the final drain goes on to the end of the backlog, or to
 		 * the deadline. */
 		while (rc == 0 && ended_early(t))
-			rc = drain_late(sh, mode) ? drain_left(t) : ws_eng_tail_one(sh, t, mode);
+			rc = drain_late(sh, mode) ? drain_left(t) : ws_eng_tail_one(sh, NULL, t, mode);
 		if (rc == 0 && mode == TAIL_DRAIN)
 			__atomic_store_n(&t->drained, 1, __ATOMIC_RELAXED);
 		ws_eng_first_err_note(&fe, rc);
@@ -285,7 +285,7 @@ static int do_subscribe(struct shard *sh, struct cmd *c)
 	c->hy->db_path = t->db_path;
 	for (int attempt = 0; attempt < 3 && rc == -EAGAIN; attempt++) {
 		if (attempt > 0)
-			(void)ws_eng_tail_one(sh, t, TAIL_FLUSH);
+			(void)ws_eng_tail_one(sh, NULL, t, TAIL_FLUSH);
 		bool had = t->tap != NULL;
 		rc = ws_ev_hydrate(hub, sh->id, &t->tap, t->ev_id, &t->ev_chain, t->ev_chain_salt, c->hy);
 		if (rc == 0 && !had)
@@ -327,6 +327,9 @@ static bool run_commands(struct shard *sh)
 			continue;
 		}
 		c->ran = true;
+		/* A command's tails run here, one after another, as with one
+		 * tail in flight: the lanes' tails end first. */
+		ws_eng_lanes_quiesce(sh);
 		switch (c->kind) {
 		case CMD_ADD: ws_eng_cmd_finish(sh, c, do_add(sh, c->t)); break;
 		case CMD_REMOVE: ws_eng_cmd_finish(sh, c, do_remove(sh, c->t)); break;
@@ -394,6 +397,67 @@ static void read_events(struct shard *sh)
 	}
 }
 
+/* One tail in flight: every due tenant's tail on this thread, in turn. */
+static void tail_due_here(struct shard *sh, uint64_t *now, uint64_t *events_ms)
+{
+	for (size_t i = 0; i < sh->n; i++) {
+		struct tenant *t = sh->tenants[i];
+		if (!t->dirty || t->due_ms > *now)
+			continue;
+		(void)ws_eng_tail_one(sh, NULL, t, TAIL_DUE);
+		/* A change made while this tail ran is seen when it ends, not
+		 * after every other due tenant's tail: its gather time counts
+		 * from here, and a busy shard does not idle for a
+		 * batch_age_ms_max after each round. */
+		read_events(sh);
+		*events_ms = *now = ws_mono_ms();
+	}
+}
+
+/* Which of two due tenants goes to a lane first: one a query follows (its
+ * events wait for the tail), then the longest due. */
+static bool goes_before(const struct tenant *a, const struct tenant *b)
+{
+	if (!b || (a->tap != NULL) != (b->tap != NULL))
+		return !b || a->tap != NULL;
+	return a->due_ms < b->due_ms;
+}
+
+/*
+ * Tails in flight: each due tenant not in flight goes to an idle lane (in
+ * goes_before's order), so a shard with more due tenants than lanes serves
+ * them in the order they became due. The rest wait for a lane's end.
+ */
+static void hand_out_due(struct shard *sh, uint64_t now)
+{
+	while (ws_eng_lane_idle(sh)) {
+		struct tenant *first = NULL;
+		for (size_t i = 0; i < sh->n; i++) {
+			struct tenant *t = sh->tenants[i];
+			if (t->dirty && !t->in_flight && t->due_ms <= now && goes_before(t, first))
+				first = t;
+		}
+		if (!first || !ws_eng_lane_take(sh, first))
+			return;
+	}
+}
+
+/* poll(2) with the read lock let go: the lanes read and ship while the shard waits. */
+static int poll_unlocked(struct shard *sh, struct pollfd *pfd, int timeout)
+{
+	int prc, err;
+	pthread_mutex_unlock(&sh->read_mu);
+	prc = ws_engine_poll_hook ? ws_engine_poll_hook() : 0;
+	if (prc)
+		errno = -prc;
+	else
+		prc = poll(pfd, 2, timeout);
+	err = errno;
+	pthread_mutex_lock(&sh->read_mu);
+	errno = err;
+	return prc;
+}
+
 void *ws_eng_shard_main(void *arg)
 {
 	struct shard *sh = arg;
@@ -414,6 +478,7 @@ void *ws_eng_shard_main(void *arg)
 	const uint64_t events_gap = sh->cfg.batch_age_ms_max / 4 < EVENTS_GAP_MAX_MS ? sh->cfg.batch_age_ms_max / 4 :
 										       EVENTS_GAP_MAX_MS;
 	uint64_t events_ms = 0; /* when the inotify queue was last read */
+	pthread_mutex_lock(&sh->read_mu);
 	while (!stop) {
 		struct pollfd pfd[2] = { { sh->ifd, POLLIN, 0 }, { sh->evfd, POLLIN, 0 } };
 		uint64_t now = ws_mono_ms(), next = UINT64_MAX;
@@ -422,24 +487,18 @@ void *ws_eng_shard_main(void *arg)
 		stop = run_commands(sh);
 		if (stop)
 			break;
-		for (size_t i = 0; i < sh->n; i++) {
-			struct tenant *t = sh->tenants[i];
-			if (!t->dirty)
-				continue;
-			if (t->due_ms <= now) {
-				(void)ws_eng_tail_one(sh, t, TAIL_DUE);
-				/* A change made while this tail ran is seen when it
-				 * ends, not after every other due tenant's tail: its
-				 * gather time counts from here, and a busy shard does
-				 * not idle for a batch_age_ms_max after each round. */
-				read_events(sh);
-				events_ms = now = ws_mono_ms();
-			}
-		}
+		if (ws_eng_lanes_on(sh))
+			hand_out_due(sh, now);
+		else
+			tail_due_here(sh, &now, &events_ms);
 		/* When the next tail is due, over every tenant: the events read
-		 * after a tail may have made one due that this pass went by. */
+		 * after a tail may have made one due that this pass went by. A
+		 * tenant in flight, or due while every lane is busy, waits for a
+		 * lane's end, which wakes the shard (evfd). */
+		const bool lane_free = !ws_eng_lanes_on(sh) || ws_eng_lane_idle(sh);
 		for (size_t i = 0; i < sh->n; i++) {
-			if (sh->tenants[i]->dirty && sh->tenants[i]->due_ms < next)
+			if (sh->tenants[i]->dirty && !sh->tenants[i]->in_flight && lane_free &&
+			    sh->tenants[i]->due_ms < next)
 				next = sh->tenants[i]->due_ms;
 			/* A tenant that cannot ship is warned about on time, even
 			 * while its retry waits longer than stall_warn_ms. */
@@ -471,11 +530,7 @@ void *ws_eng_shard_main(void *arg)
 			timeout = -1;
 		else
 			timeout = next <= now ? 0 : (int)(next - now > INT_MAX ? INT_MAX : next - now);
-		int prc = ws_engine_poll_hook ? ws_engine_poll_hook() : 0;
-		if (prc)
-			errno = -prc;
-		else
-			prc = poll(pfd, 2, timeout);
+		int prc = poll_unlocked(sh, pfd, timeout);
 		if (prc < 0 && errno != EINTR) {
 			/* (ENOMEM: the kernel's, for a moment.) The shard goes on:
 			 * leaving its loop would leave every later command, the
@@ -483,7 +538,9 @@ void *ws_eng_shard_main(void *arg)
 			if (!poll_failing)
 				ws_error("shard %u: poll: %s; retrying every 10 ms", sh->id, strerror(errno));
 			poll_failing = true;
+			pthread_mutex_unlock(&sh->read_mu);
 			ws_sleep_ms(10);
+			pthread_mutex_lock(&sh->read_mu);
 			continue;
 		}
 		poll_failing = false;
@@ -506,6 +563,7 @@ void *ws_eng_shard_main(void *arg)
 	}
 	if (hub)
 		ws_ev_worker_lost(hub, sh->id);
+	pthread_mutex_unlock(&sh->read_mu);
 	return NULL;
 }
 

@@ -92,12 +92,32 @@ void ws_eng_park(struct shard *sh, struct tenant *t)
 	lru_unlink(sh, t);
 }
 
+/*
+ * Park the least recently tailed streams until one more may open: never
+ * one whose tail is in flight on a lane (its files are in use there; the
+ * budget has room for the lanes' own, engine.c open_budget).
+ */
+static void make_room(struct shard *sh)
+{
+	struct tenant *v = sh->lru_tail;
+	while (sh->open_count >= sh->open_max && v) {
+		struct tenant *prev = v->lru_prev;
+		if (!v->in_flight)
+			ws_eng_park(sh, v);
+		v = prev;
+	}
+}
+
 void ws_eng_mark_due(struct tenant *t, uint64_t due)
 {
 	/* A failing tenant backs off whatever makes it due again: a writer's
 	 * next commit must not turn the backoff into batch_age_ms_max. */
 	if (due < t->retry_at)
 		due = t->retry_at;
+	/* A change seen while its tail was in flight on a lane, before that
+	 * tail failed: the backoff holds it back too. */
+	if (t->dirty && t->due_ms < t->retry_at)
+		t->due_ms = t->retry_at;
 	if (!t->dirty || due < t->due_ms)
 		t->due_ms = due;
 	t->dirty = true;
@@ -209,10 +229,10 @@ static void report(struct shard *sh, struct tenant *t, const struct ws_outcome *
 }
 
 /* Refused by a store that throttles (fail-fast): not an error, nothing
- * acknowledged; again after its Retry-After. Reported all the same. */
-static void tail_deferred(struct shard *sh, struct tenant *t, const struct ws_stream_call *call, int rc)
+ * acknowledged; again after its Retry-After (until). Reported all the same. */
+static void tail_deferred(struct shard *sh, struct tenant *t, const struct ws_stream_call *call, int rc,
+			  uint64_t until)
 {
-	uint64_t until = sh->sink.store->throttle_until_ms;
 	uint64_t refusals = call->throttle_retries ? call->throttle_retries : 1;
 	struct ws_outcome o;
 
@@ -349,39 +369,42 @@ static void tail_landed(struct shard *sh, struct tenant *t, const struct ws_stre
 
 /* One tail of one tenant; returns its error (Fenced and Shed are not errors,
  * nor a deferral). Every tail reaches on_outcome, once. */
-int ws_eng_tail_one(struct shard *sh, struct tenant *t, enum tail_mode mode)
+int ws_eng_tail_one(struct shard *sh, struct lane *ln, struct tenant *t, enum tail_mode mode)
 {
 	struct ws_outcome o;
 	struct ws_stream_call call;
 	int rc;
 
+	struct ws_stream_lane sl;
+	struct ws_store *store;
+
 	WS_ASSERT(t->shard == sh->id && t->st);
 	WS_ASSERT(sh->tenants[t->idx] == t);
 	t->dirty = false;
-	if (!t->open) {
-		while (sh->open_count >= sh->open_max && sh->lru_tail)
-			ws_eng_park(sh, sh->lru_tail);
-	}
-	WS_ASSERT(t->open || sh->open_count < sh->open_max || !sh->lru_tail);
+	if (!t->open)
+		make_room(sh);
+	ws_eng_lane_of(sh, ln, &sl);
+	ws_stream_set_lane(t->st, &sl);
+	store = sl.sink->store;
 	/* A drain with a deadline ends its tails at their work bound too, so
 	 * it can stop between two of them when the deadline comes. */
 	const bool bounded = (mode == TAIL_DUE && sh->cfg.adaptive) || (mode == TAIL_DRAIN && sh->e->drain_deadline_ms);
 	ws_stream_set_tail_bound(t->st, bounded ? tail_bound(&sh->cfg) : 0, sh->cfg.key_write_interval_ms);
 	ws_stream_set_drain(t->st, mode == TAIL_DRAIN);
 	/* The shard's own schedule does not wait out a throttled write on
-	 * this thread, where every tenant's manifest and watermark writes go
-	 * one at a time: the tail fails with nothing acknowledged, and the
+	 * this thread (or lane), where tenants' manifest and watermark writes
+	 * go one at a time: the tail fails with nothing acknowledged, and the
 	 * tenant is tailed again once the store's Retry-After is over, while
 	 * the others go on at the pacer's cut rate (as the AWS SDKs' adaptive
 	 * mode: the refused request waits, the client's token bucket paces the
 	 * rest). A flush and the final drain wait as before. */
 	const bool fail_fast = mode == TAIL_DUE && sh->cfg.adaptive;
-	sh->sink.store->throttle_fail_fast = fail_fast;
-	sh->sink.store->throttle_until_ms = 0;
+	store->throttle_fail_fast = fail_fast;
+	store->throttle_until_ms = 0;
 	ws_stream_set_events(t->st, t->tap);
 	rc = ws_stream_tail_frames(t->st, &o);
 	ws_stream_set_events(t->st, NULL);
-	sh->sink.store->throttle_fail_fast = false;
+	store->throttle_fail_fast = false;
 	if (t->tap) {
 		/* A WAL that cannot be decoded ends the events derived from it. */
 		if (rc == WS_ENOTWAL)
@@ -397,7 +420,7 @@ int ws_eng_tail_one(struct shard *sh, struct tenant *t, enum tail_mode mode)
 	}
 	if (t->open)
 		lru_front(sh, t);
-	WS_ASSERT(sh->open_count <= sh->open_max + 1);
+	WS_ASSERT(sh->open_count <= sh->open_max + 1 + sh->nlanes);
 	ws_stream_last_call(t->st, &call);
 
 	add(&t->tails, 1);
@@ -411,8 +434,8 @@ int ws_eng_tail_one(struct shard *sh, struct tenant *t, enum tail_mode mode)
 	add(&t->shed_frames, call.frames_shed);
 	add(&sh->shed_frames, call.frames_shed);
 	max64(&sh->high_water, call.spill_high_water);
-	if (rc == WS_ETHROTTLED && fail_fast && sh->sink.store->throttle_until_ms) {
-		tail_deferred(sh, t, &call, rc);
+	if (rc == WS_ETHROTTLED && fail_fast && store->throttle_until_ms) {
+		tail_deferred(sh, t, &call, rc, store->throttle_until_ms);
 		return 0;
 	}
 	if (rc) {

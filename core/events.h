@@ -65,7 +65,7 @@ struct ev_rec {
 };
 _Static_assert(sizeof(struct ev_rec) == 64, "record header layout");
 
-/* One shard's ring: written by the shard thread only. */
+/* One shard's ring: written under the shard's read_mu only (its thread, or a lane running a tail). */
 struct ws_ev_ring {
 	uint8_t *mem;
 	uint64_t cap;           /* bytes, a power of two */

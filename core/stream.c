@@ -419,6 +419,32 @@ void fill_fenced(const struct ws_stream *st, struct ws_outcome *out)
 	out->u.fenced.our_pointer_generation = st->pg;
 }
 
+void ws_stream_set_lane(struct ws_stream *st, const struct ws_stream_lane *lane)
+{
+	st->lane = *lane;
+	st->sink = lane->sink;
+	use_work(st, lane->work);
+}
+
+void lane_out(struct ws_stream *st)
+{
+	if (!st->lane.hold)
+		return;
+	/* Nothing of this call is left for another tail's collection. */
+	WS_ASSERT(ws_pipe_used(st->pipe) == 0);
+	st->lane.hold(st->lane.arg, false);
+}
+
+void lane_in(struct ws_stream *st)
+{
+	if (!st->lane.hold)
+		return;
+	st->lane.hold(st->lane.arg, true);
+	/* Other tails' calls set the pipe's collection to theirs meanwhile. */
+	st->pipe->on_done = part_done;
+	st->pipe->arg = st;
+}
+
 /* Upload one immutable object under a key that embeds its hash: an existing
  * object with that key is this same content from an earlier attempt. */
 int put_immutable(struct ws_stream *st, const char *key, const struct iovec *iov, int iovcnt)

@@ -210,6 +210,7 @@ struct ws_stream {
 	struct ws_ev_tap *ev_tap;    /* the event channel's tap (ws_stream_set_events) */
 	struct ws_events *ev_single; /* its single-thread channel (ws_events_open_stream), or NULL */
 	uint32_t tail_ms, key_ms;    /* the work bound (ws_stream_set_tail_bound) */
+	struct ws_stream_lane lane;  /* whose store and work a call uses (ws_stream_set_lane) */
 	/* Across calls. */
 	bool last_ok;                /* the last call shipped what it read (the sink answers) */
 	uint64_t wal_checkpoints;
@@ -294,6 +295,11 @@ bool wm_same_write(const struct ws_fmt_watermark *w, const struct ws_fmt_waterma
 bool fenced_by(const struct ws_stream *st, const struct ws_fmt_watermark *w);
 void fill_fenced(const struct ws_stream *st, struct ws_outcome *out);
 int put_immutable(struct ws_stream *st, const char *key, const struct iovec *iov, int iovcnt);
+/* Around a wait for the store (a fencing read, a manifest or watermark
+ * write): the shard's other tails may read and publish meanwhile
+ * (ws_stream_lane). lane_in takes the pipe back for this call. */
+void lane_out(struct ws_stream *st);
+void lane_in(struct ws_stream *st);
 
 /* core/stream_txn.c */
 enum db_mode { DB_NO_HEADER, DB_WAL, DB_ROLLBACK };

@@ -349,7 +349,11 @@ int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome 
 			goto out;
 		}
 		struct iovec iov = { st->work->scratch.data, st->work->scratch.len };
+		/* Encoded whole (an inline batch copied out of its slot): the
+		 * shard's next tail may read while this write waits. */
+		lane_out(st);
 		rc = m.inline_iovcnt ? put_inline_manifest(st, t, &iov, out) : put_immutable(st, t->mkey, &iov, 1);
+		lane_in(st);
 		if (rc)
 			goto out;
 		st->call.report.puts++;
@@ -427,8 +431,10 @@ int step_write_watermark(struct ws_stream *st, struct tail *t)
 	st->mark.pend_seq = nw.seq;
 	memcpy(st->mark.pend_msha, nw.manifest_sha, WS_SHA256_LEN);
 	st->mark.pend_mono_ms = nw_mono;
+	lane_out(st);
 	rc = ws_store_put(st->sink->store, wmkey, st->work->scratch.data, st->work->scratch.len,
 			  st->mark.have ? WS_PUT_CAS : WS_PUT_CREATE, st->mark.have ? &st->mark.etag : NULL, &new_etag);
+	lane_in(st);
 	if (rc == WS_EPRECOND) {
 		/* Someone wrote the watermark since our fencing read. Batches and
 		 * the manifest are already up: this is not Fenced (a pure read),

@@ -177,7 +177,12 @@ static int step_fence(struct ws_stream *st, struct tail *t, struct ws_outcome *o
 	WS_ASSERT(st->at.part_count == 0); /* nothing uploaded before the fencing read */
 	if ((rc = WS_FAULT("stream.before_fence")) != 0)
 		return ws_fail(rc, "tenant %s: injected fault before the fencing read", st->tenant);
-	if ((rc = refresh_wm(st)) != 0)
+	lane_out(st);
+	rc = refresh_wm(st);
+	lane_in(st);
+	/* Other tails published meanwhile: this attempt's parts start here. */
+	st->at.part_base = st->pipe->ring.head;
+	if (rc)
 		return rc;
 	if (st->mark.have && fenced_by(st, &st->mark.wm))
 		return done_fenced(st, out);

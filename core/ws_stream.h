@@ -36,6 +36,25 @@ uint64_t ws_stream_wm_last_frame(const struct ws_stream *st);
 /* The watermark the stream knows (loaded or written): its time_ms; 0: none. */
 int64_t ws_stream_wm_time_ms(const struct ws_stream *st);
 
+/*
+ * Where a call's fencing read, manifest and watermark go, and whose
+ * per-call arrays it uses: one lane of the shard's tails in flight. A
+ * lane's tail holds the shard's read lock (its WAL reads, the shared pipe,
+ * reader and event rings) except while it waits for the store: there
+ * hold(arg, false) lets it go, with nothing of the call left in the pipe,
+ * and hold(arg, true) takes it back, so another tenant's tail reads and
+ * ships meanwhile. hold NULL: the call keeps the thread (a stream alone,
+ * a shard with one tail in flight).
+ */
+struct ws_stream_lane {
+	struct ws_sink *sink;
+	struct ws_tail_work *work;
+	void (*hold)(void *arg, bool on);
+	void *arg;
+};
+/* Between calls (the sink and work given at open until then). */
+void ws_stream_set_lane(struct ws_stream *st, const struct ws_stream_lane *lane);
+
 /* The event tap the next calls feed (events.h; NULL: none). */
 struct ws_ev_tap;
 void ws_stream_set_events(struct ws_stream *st, struct ws_ev_tap *tap);

@@ -310,17 +310,28 @@ struct ws_shard_config {
 	 * it ships again. 0 = 4 x batch_age_ms_max, at most 60000. */
 	uint32_t stall_warn_ms;
 	struct ws_seal_config seal;     /* as ws_stream_config's, for the shard's tenants */
+	/*
+	 * Tails of different tenants in flight at once (docs/DESIGN.md "Tails
+	 * in flight"): while one waits for its fencing read, manifest or
+	 * watermark write, the shard reads and ships the next due tenant. Each
+	 * is a thread with its own connection to the sink; a tenant has at
+	 * most one tail in flight. 1: one tail at a time, on the shard's
+	 * thread; 0 = 4; at most WS_TAILS_IN_FLIGHT_MAX.
+	 */
+	uint32_t tails_in_flight;
 };
+#define WS_TAILS_IN_FLIGHT_MAX 64
 /* The defaults: core -1, 64 MiB ring, 4 MiB / 4096-frame batches, 1000 ms,
  * block, 8 uploads in flight, 10 attempts, 30000 ms, no SQPOLL; adaptive
  * on, throttle_age_ms_max 0 (1500 ms), key_write_interval_ms 1000,
  * tail_ms_max 0 (500 ms), inline_batch_bytes_max 0 (1 MiB), carry PRESSED,
- * stall_warn_ms 0 (4000 ms). */
+ * stall_warn_ms 0 (4000 ms), tails_in_flight 4. */
 void ws_shard_config_default(struct ws_shard_config *c);
 
 /*
- * Called on the shard's thread after every tail the engine runs, once per
- * tail. err != 0: the tail failed or was deferred; o->kind is then
+ * Called after every tail the engine runs, once per tail, on the shard's
+ * thread or the thread of the tail's lane (tails_in_flight > 1), one call at
+ * a time per shard. err != 0: the tail failed or was deferred; o->kind is then
  * WS_OUTCOME_ERROR with o->u.error.code == err and its message (also
  * ws_errmsg()). Under policy shed, a tail the throttling store refused is
  * a Shed (its frames, frames_shed, throttle_retries), err 0; under block

@@ -300,6 +300,9 @@ policy|fastest|policy: 'fastest' is not block, throttle or shed
 policy|Block|policy: 'Block'
 uploads_in_flight|0|uploads_in_flight: '0'
 uploads_in_flight|65|uploads_in_flight: '65'
+tails_in_flight|0|tails_in_flight: '0' must be an integer 1..64
+tails_in_flight|65|tails_in_flight: '65'
+tails_in_flight|four|tails_in_flight: 'four'
 retry_attempts_max|0|retry_attempts_max: '0'
 retry_deadline_ms|0|retry_deadline_ms: '0'
 sqpoll|maybe|sqpoll: 'maybe'
@@ -421,12 +424,14 @@ batch_frames_max = 4096
 batch_age_ms_max = 1000
 policy = block            # block | throttle | shed
 uploads_in_flight = 8
+tails_in_flight = 4
 retry_attempts_max = 10
 retry_deadline_ms = 30000
 sqpoll = off
 
 [shard.1]   ; only what differs from the defaults
 ring_bytes = 128MiB
+tails_in_flight = 1
 batch_bytes_max = 65656
 policy = throttle
 sqpoll = no

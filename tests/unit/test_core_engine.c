@@ -27,7 +27,7 @@
 #include "ws_log.h"
 #include "ws_clock.h"
 
-#define MAX_STORES 16
+#define MAX_STORES 64
 
 /* ---- fixtures ------------------------------------------------------------- */
 
@@ -37,6 +37,11 @@ struct hook {
 	unsigned n;
 	uint32_t attempts_max;
 	pthread_mutex_t mu;
+	/* throttle_keys' last setting, for key stores opened after it (a
+	 * shard's tail lanes open theirs at their first tail). */
+	bool keys_set;
+	char keys_match[64];
+	int64_t keys_pass, keys_attempts;
 };
 static struct hook hook = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -49,6 +54,8 @@ static struct ws_store *open_throttled(const char *url, unsigned shard, bool upl
 		return NULL;
 	s = wt_throttle_store_open(inner, hook.attempts_max, 1);
 	pthread_mutex_lock(&hook.mu);
+	if (!uploader && hook.keys_set)
+		wt_throttle_set(s, hook.keys_match, hook.keys_pass, hook.keys_attempts);
 	assert_true(hook.n < MAX_STORES);
 	hook.uploader[hook.n] = uploader;
 	hook.stores[hook.n++] = s;
@@ -59,6 +66,7 @@ static struct ws_store *open_throttled(const char *url, unsigned shard, bool upl
 static void hook_on(uint32_t attempts_max)
 {
 	hook.n = 0;
+	hook.keys_set = false;
 	hook.attempts_max = attempts_max;
 	ws_engine_open_store_hook = open_throttled;
 }
@@ -73,9 +81,16 @@ static void throttle_uploads(const char *match, int64_t pass, int64_t attempts)
 			wt_throttle_set(hook.stores[i], match, pass, attempts);
 }
 
-/* Apply to the shards' own stores (manifests and watermarks go there). */
+/* Apply to the shards' own stores (manifests and watermarks go there),
+ * those of tail lanes opened later too. */
 static void throttle_keys(const char *match, int64_t pass, int64_t attempts)
 {
+	pthread_mutex_lock(&hook.mu);
+	hook.keys_set = true;
+	snprintf(hook.keys_match, sizeof(hook.keys_match), "%s", match);
+	hook.keys_pass = pass;
+	hook.keys_attempts = attempts;
+	pthread_mutex_unlock(&hook.mu);
 	for (unsigned i = 0; i < hook.n; i++)
 		if (!hook.uploader[i])
 			wt_throttle_set(hook.stores[i], match, pass, attempts);
@@ -103,13 +118,42 @@ struct seen {
 };
 static struct seen seen = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
+/* Per tenant (the tests of tails in flight), under seen.mu. */
+#define LANE_ACKS_MAX 256
+struct lane_seen {
+	const char *name;
+	unsigned acked;               /* Streamed or Restarted */
+	unsigned errors, sheds, fenced;
+	int64_t ack_ms[LANE_ACKS_MAX]; /* wall ms of each acknowledgment */
+};
+static struct lane_seen lseen[4];
+
+static void lane_note(const char *tenant, const struct ws_outcome *o, int err)
+{
+	for (unsigned i = 0; i < 4; i++) {
+		struct lane_seen *l = &lseen[i];
+		if (!l->name || strcmp(l->name, tenant) != 0)
+			continue;
+		if (err)
+			l->errors++;
+		else if (o->kind == WS_OUTCOME_SHED)
+			l->sheds++;
+		else if (o->kind == WS_OUTCOME_FENCED)
+			l->fenced++;
+		else if (o->kind == WS_OUTCOME_STREAMED || o->kind == WS_OUTCOME_RESTARTED) {
+			assert_true(l->acked < LANE_ACKS_MAX);
+			l->ack_ms[l->acked++] = ws_wall_ms();
+		}
+	}
+}
+
 static void on_outcome(const char *tenant, const struct ws_outcome *o, int err, void *arg)
 {
 	const struct ws_backpressure_report *bp = ws_outcome_backpressure(o);
-	(void)tenant;
 	(void)arg;
 	pthread_mutex_lock(&seen.mu);
 	seen.calls++;
+	lane_note(tenant, o, err);
 	/* A failure is never Empty: its own kind, its code and message. */
 	assert_true((err != 0) == (o->kind == WS_OUTCOME_ERROR));
 	if (err) {
@@ -728,6 +772,11 @@ static void test_bad_engine_config(void **state)
 	sc.uploads_in_flight = 0;
 	assert_null(ws_engine_create(&ec, &err));
 	assert_int_equal(err, WS_ECONFIG);
+	ws_shard_config_default(&sc);
+	sc.tails_in_flight = WS_TAILS_IN_FLIGHT_MAX + 1;
+	assert_null(ws_engine_create(&ec, &err));
+	assert_int_equal(err, WS_ECONFIG);
+	assert_non_null(strstr(ws_errmsg(), "tails_in_flight 65 must be 1..64"));
 	ws_shard_config_default(&sc);
 	ec.sink_url = "gopher://x";
 	assert_null(ws_engine_create(&ec, &err));
@@ -1579,6 +1628,9 @@ static void test_change_during_a_round_is_due_from_when_seen(void **state)
 
 	sc.batch_age_ms_max = 1000;
 	sc.inline_batch_bytes_max = UINT64_MAX; /* slow_uploads slows batches of their own */
+	/* A round, one tail after another: with tails in flight the lanes take
+	 * the due tenants in whatever order they get the shard's read lock. */
+	sc.tails_in_flight = 1;
 	wt_env_init(&env, "engine_round", 0);
 	for (int i = 0; i < 4; i++) {
 		char file[16];
@@ -1637,6 +1689,7 @@ static uint64_t wm_seq(struct ws_sink *sink, const char *tenant)
 static struct {
 	pthread_mutex_t mu;
 	unsigned stalled, recovered;
+	unsigned lanes_left_out;  /* "tail lane N cannot start" */
 	char first[512];
 } logged = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -1651,13 +1704,15 @@ static void log_capture(enum ws_log_level level, const char *msg, void *arg)
 	}
 	if (strstr(msg, "shipping again after"))
 		logged.recovered++;
+	if (strstr(msg, "cannot start") && strstr(msg, "tail lane"))
+		logged.lanes_left_out++;
 	pthread_mutex_unlock(&logged.mu);
 }
 
 static void log_capture_on(void)
 {
 	pthread_mutex_lock(&logged.mu);
-	logged.stalled = logged.recovered = 0;
+	logged.stalled = logged.recovered = logged.lanes_left_out = 0;
 	logged.first[0] = '\0';
 	pthread_mutex_unlock(&logged.mu);
 	ws_log_set_sink(log_capture, NULL);
@@ -2385,6 +2440,373 @@ static void test_kill9_and_restart(void **state)
 	wt_env_free(&env);
 }
 
+/* ---- tails in flight (tails_in_flight > 1) ------------------------------- */
+
+/* A pause at engine.lane_store_wait: the lane's thread waits here until go. */
+struct gate {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool paused, go;
+};
+
+static void gate_wait(const char *site, void *arg)
+{
+	struct gate *g = arg;
+	(void)site;
+	pthread_mutex_lock(&g->mu);
+	g->paused = true;
+	pthread_cond_broadcast(&g->cv);
+	while (!g->go)
+		pthread_cond_wait(&g->cv, &g->mu);
+	pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_until_paused(struct gate *g)
+{
+	const uint64_t deadline = ws_mono_ms() + 10000;
+	pthread_mutex_lock(&g->mu);
+	while (!g->paused) {
+		pthread_mutex_unlock(&g->mu);
+		if (ws_mono_ms() > deadline)
+			fail_msg("no tail reached engine.lane_store_wait in 10 s");
+		wt_sleep_ms(2);
+		pthread_mutex_lock(&g->mu);
+	}
+	pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_open(struct gate *g)
+{
+	pthread_mutex_lock(&g->mu);
+	g->go = true;
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->mu);
+}
+
+static unsigned lane_acked(unsigned i)
+{
+	pthread_mutex_lock(&seen.mu);
+	unsigned n = lseen[i].acked;
+	pthread_mutex_unlock(&seen.mu);
+	return n;
+}
+
+/* Tenant i acknowledged more than `before` tails within 10 s, or the test fails. */
+static void lane_wait_acked(unsigned i, unsigned before, const char *why)
+{
+	const uint64_t deadline = ws_mono_ms() + 10000;
+	while (lane_acked(i) <= before) {
+		if (ws_mono_ms() > deadline)
+			fail_msg("tenant %s: no tail acknowledged in 10 s %s", lseen[i].name, why);
+		wt_sleep_ms(2);
+	}
+}
+
+static void lanes_reset(const char *const *names, unsigned n)
+{
+	pthread_mutex_lock(&seen.mu);
+	memset(lseen, 0, sizeof(lseen));
+	for (unsigned i = 0; i < n; i++)
+		lseen[i].name = names[i];
+	pthread_mutex_unlock(&seen.mu);
+}
+
+/* Three tenants of one shard, tails_in_flight 3: a (env's source), b, c. */
+struct lanes_fix {
+	struct wt_env env;
+	sqlite3 *w[3];
+	char *path[3];
+	struct ws_engine *e;
+};
+
+static void lanes_fix_init(struct lanes_fix *f, const char *dir, struct ws_shard_config *sc)
+{
+	static const char *const names[] = { "a", "b", "c" };
+	sc->tails_in_flight = 3;
+	sc->key_write_interval_ms = 0; /* each tail writes its watermark at once */
+	wt_env_init(&f->env, dir, 0);
+	for (int i = 0; i < 3; i++) {
+		char file[16];
+		snprintf(file, sizeof(file), "%s.db", names[i]);
+		f->path[i] = i ? wt_path(f->env.dir, file) : strdup(f->env.db);
+		f->w[i] = i ? wt_writer_open(f->path[i], 0) : f->env.w;
+		wt_write_txn(f->w[i], 20, 100);
+	}
+	seen_reset();
+	lanes_reset(names, 3);
+	f->e = engine_new(f->env.sink_url, 1, sc);
+	for (int i = 0; i < 3; i++)
+		add_tenant(f->e, names[i], f->path[i], 0);
+	flush_ok(f->e);
+	wt_sleep_ms(100); /* the inotify events of the writes above are spent */
+}
+
+static void lanes_fix_free(struct lanes_fix *f)
+{
+	for (int i = 0; i < 3; i++) {
+		if (i)
+			sqlite3_close(f->w[i]);
+		free(f->path[i]);
+	}
+	wt_env_free(&f->env);
+}
+
+/* While a's tail is paused at its manifest write, b and c commit and are acknowledged. */
+static void others_ship_while_paused(struct lanes_fix *f, struct gate *g, unsigned a_acked)
+{
+	unsigned before[3] = { 0, lane_acked(1), lane_acked(2) };
+	for (int i = 1; i < 3; i++)
+		wt_write_txn(f->w[i], 3, 100);
+	lane_wait_acked(1, before[1], "while tenant a's manifest write was paused (tails do not overlap)");
+	lane_wait_acked(2, before[2], "while tenant a's manifest write was paused (tails do not overlap)");
+	/* a's tail is not acknowledged before its manifest and watermark are durable. */
+	assert_int_equal(lane_acked(0), a_acked);
+	gate_open(g);
+}
+
+/*
+ * Tenant a's tail pauses at its manifest write (the lane's second store
+ * wait: fencing read, then manifest) with the shard's read lock let go;
+ * its database is changed under it by a real writer (a commit, then a WAL
+ * checkpoint of mode `how` and another commit, or a spilling transaction:
+ * wt_mutate), while b and c commit and are acknowledged. Then every state
+ * tenant a acknowledged restores, by the time of its acknowledgment, to a
+ * state its source committed, and the last one to the source.
+ */
+static void paused_write_case(unsigned how)
+{
+	struct lanes_fix f;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 4u << 20, 1u << 20);
+	struct gate g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false };
+	struct wt_mutator m;
+
+	lanes_fix_init(&f, "engine_lanes_pause", &sc);
+	wt_mutator_init(&m, &f.env, how);
+	wt_mutator_record(&m);
+	const unsigned a_acked = lane_acked(0);
+	assert_int_equal(ws_fault_add("engine.lane_store_wait", 2, WS_FAULT_PAUSE, gate_wait, &g), 0);
+	wt_write_txn(f.w[0], 3, 100);
+	wt_mutator_record(&m);
+	gate_until_paused(&g);
+	wt_mutate("engine.lane_store_wait", &m);
+	others_ship_while_paused(&f, &g, a_acked);
+	lane_wait_acked(0, a_acked, "after its paused write went on");
+	ws_fault_disarm();
+	wt_mutate("after", &m);
+	flush_ok(f.e);
+	assert_int_equal(ws_engine_stop(f.e), 0);
+	ws_engine_destroy(f.e);
+	pthread_mutex_lock(&seen.mu);
+	assert_int_equal(seen.errors, 0);
+	const unsigned n = lseen[0].acked;
+	pthread_mutex_unlock(&seen.mu);
+	for (unsigned i = 0; i < n; i++) {
+		struct ws_restore_opts o = { .time_ms = lseen[0].ack_ms[i] };
+		uint64_t h = wt_restore_hash(&f.env, "a", &o, NULL);
+		if (wt_mutator_find(&m, h) < 0)
+			fail_msg("mutation %u: the state acknowledged at tail %u of a was never committed", how, i);
+	}
+	restore_equals(f.env.sink, "a", f.env.w, f.env.out_dir);
+	restore_equals(f.env.sink, "b", f.w[1], f.env.out_dir);
+	restore_equals(f.env.sink, "c", f.w[2], f.env.out_dir);
+	wt_mutator_free(&m);
+	lanes_fix_free(&f);
+}
+
+static void test_lanes_paused_write_others_ship(void **state)
+{
+	(void)state;
+	for (unsigned how = 0; how < WT_MUTATIONS; how++)
+		paused_write_case(how);
+}
+
+/* Objects the sink holds under tenant's prefix (file://: files under sink/tenant). */
+static unsigned sink_objects(const struct wt_env *env, const char *tenant)
+{
+	char cmd[8192];
+	unsigned n = 0;
+	snprintf(cmd, sizeof(cmd), "find '%s/%s' -type f | wc -l", env->sink_dir, tenant);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	assert_int_equal(fscanf(p, "%u", &n), 1);
+	pclose(p);
+	return n;
+}
+
+/*
+ * A takeover while a's tail is in flight: paused at its manifest write, a
+ * newer owner (epoch 5) ships tenant a. a's tail goes on, its manifest
+ * lands, its watermark swap is refused: an error, nothing acknowledged,
+ * while b and c are acknowledged meanwhile. Its next tail is Fenced (a pure
+ * read), and from then on it leaves no object in the sink; b and c ship on.
+ */
+static void test_lanes_takeover_in_flight(void **state)
+{
+	struct lanes_fix f;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 4u << 20, 1u << 20);
+	struct gate g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false };
+	struct ws_stream_config cfg = { .tenant = "a", .epoch = 5, .pointer_generation = 1 };
+	struct ws_outcome o;
+	int err = 0;
+	(void)state;
+
+	lanes_fix_init(&f, "engine_lanes_takeover", &sc);
+	cfg.db_path = f.env.db;
+	const unsigned a_acked = lane_acked(0);
+	assert_int_equal(ws_fault_add("engine.lane_store_wait", 2, WS_FAULT_PAUSE, gate_wait, &g), 0);
+	wt_write_txn(f.w[0], 3, 100);
+	gate_until_paused(&g);
+	struct ws_stream *st = ws_stream_open(f.env.sink, &cfg, &err);
+	assert_non_null(st);
+	wt_tail_ok(st, &o); /* the new owner's watermark */
+	others_ship_while_paused(&f, &g, a_acked);
+	const uint64_t deadline = ws_mono_ms() + 10000;
+	for (;;) {
+		pthread_mutex_lock(&seen.mu);
+		bool done = lseen[0].fenced > 0;
+		pthread_mutex_unlock(&seen.mu);
+		if (done)
+			break;
+		if (ws_mono_ms() > deadline)
+			fail_msg("tenant a was not reported Fenced in 10 s after the takeover");
+		wt_write_txn(f.w[0], 1, 100);
+		wt_sleep_ms(20);
+	}
+	ws_fault_disarm();
+	pthread_mutex_lock(&seen.mu);
+	assert_int_equal(lseen[0].acked, a_acked); /* the lost race acknowledged nothing */
+	assert_int_equal(lseen[0].errors, 1);
+	assert_int_equal(seen.last_err, WS_ELOSTRACE);
+	pthread_mutex_unlock(&seen.mu);
+	/* Fenced: more commits leave nothing of the old owner in the sink. */
+	const unsigned objs = sink_objects(&f.env, "a");
+	const uint64_t tails = tails_of(f.e, "a");
+	wt_write_txn(f.w[0], 3, 100);
+	wait_tails(f.e, "a", tails + 1);
+	assert_int_equal(sink_objects(&f.env, "a"), objs);
+	const unsigned b_acked = lane_acked(1);
+	wt_write_txn(f.w[1], 3, 100);
+	lane_wait_acked(1, b_acked, "after a was fenced");
+	assert_int_equal(ws_engine_stop(f.e), 0);
+	ws_engine_destroy(f.e);
+	wt_tail_ok(st, &o); /* the new owner ships what a's writer made since */
+	ws_stream_close(st);
+	restore_equals(f.env.sink, "a", f.env.w, f.env.out_dir);
+	restore_equals(f.env.sink, "b", f.w[1], f.env.out_dir);
+	lanes_fix_free(&f);
+}
+
+/*
+ * Shed with several tails in flight: four tenants of one shard, four
+ * lanes, the key writes (manifests, watermarks) of every connection
+ * refused with a Retry-After a few times. Every tail reaches the host once
+ * (Shed outcomes, counted as the tenants' deferrals and sheds), no tail
+ * fails, and every tenant ships all it has in the end.
+ */
+static void test_lanes_shed_in_flight(void **state)
+{
+	static const char *const names[] = { "s0", "s1", "s2", "s3" };
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_SHED, 8 * 80u << 10, 80u << 10);
+	sqlite3 *w[4];
+	char *path[4];
+	uint64_t tails = 0, deferrals = 0, sheds = 0;
+	(void)state;
+
+	sc.tails_in_flight = 4;
+	wt_env_init(&env, "engine_lanes_shed", 0);
+	for (int i = 0; i < 4; i++) {
+		char file[16];
+		snprintf(file, sizeof(file), "%s.db", names[i]);
+		path[i] = i ? wt_path(env.dir, file) : strdup(env.db);
+		w[i] = i ? wt_writer_open(path[i], 0) : env.w;
+		backlog(w[i], 2);
+	}
+	seen_reset();
+	lanes_reset(names, 4);
+	hook_on(3);
+	struct ws_engine *e = engine_new(env.sink_url, 1, &sc);
+	throttle_keys("", 0, 6);
+	for (int i = 0; i < 4; i++)
+		add_tenant(e, names[i], path[i], 0);
+	for (int i = 0; i < 4; i++)
+		wait_last_frame(e, names[i], wal_frames(path[i]));
+	ws_sleep_ms(50); /* no tail in flight: the outcomes are all in */
+	for (int i = 0; i < 4; i++) {
+		struct ws_tenant_metrics tm;
+		assert_int_equal(ws_engine_tenant_metrics(e, names[i], &tm), 0);
+		tails += tm.tails;
+		deferrals += tm.deferrals;
+		sheds += tm.sheds;
+	}
+	pthread_mutex_lock(&seen.mu);
+	assert_int_equal(seen.calls, tails);
+	assert_int_equal(seen.errors, 0);
+	assert_int_equal(seen.n[WS_OUTCOME_SHED], deferrals);
+	assert_true(deferrals >= 4); /* each connection refused some */
+	assert_true(sheds >= deferrals);
+	assert_true(seen.frames_shed >= 1);
+	pthread_mutex_unlock(&seen.mu);
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	hook_off();
+	for (int i = 0; i < 4; i++) {
+		restore_equals(env.sink, names[i], w[i], env.out_dir);
+		if (i)
+			sqlite3_close(w[i]);
+		free(path[i]);
+	}
+	wt_env_free(&env);
+}
+
+/* Every connection after the shard's own (non-uploader) is refused: the lanes'. */
+static unsigned lane_opens;
+
+static struct ws_store *fail_lane_stores(const char *url, unsigned shard, bool uploader, void *arg, int *err)
+{
+	(void)arg;
+	if (!uploader && __atomic_fetch_add(&lane_opens, 1, __ATOMIC_RELAXED) >= 1) {
+		*err = ws_fail(-EIO, "test: a tail lane's connection cannot be opened");
+		return NULL;
+	}
+	return ws_store_open_flags(url, uploader || shard ? WS_STORE_EXISTING : 0, err);
+}
+
+/*
+ * Lanes that cannot start (their connections refused): each is left out
+ * with one warning naming it and why, and the shard tails on its own
+ * thread, as with tails_in_flight 1; everything ships.
+ */
+static void test_lanes_cannot_start(void **state)
+{
+	struct wt_env env;
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 4u << 20, 1u << 20);
+	(void)state;
+
+	sc.tails_in_flight = 3;
+	wt_env_init(&env, "engine_lanes_cannot", 0);
+	wt_write_txn(env.w, 20, 100);
+	seen_reset();
+	log_capture_on();
+	lane_opens = 0;
+	ws_engine_open_store_hook = fail_lane_stores;
+	struct ws_engine *e = engine_new(env.sink_url, 1, &sc);
+	add_tenant(e, "nl", env.db, 0);
+	wait_last_frame(e, "nl", wal_frames(env.db));
+	wt_write_txn(env.w, 5, 100);
+	wait_last_frame(e, "nl", wal_frames(env.db));
+	pthread_mutex_lock(&logged.mu);
+	assert_int_equal(logged.lanes_left_out, 3);
+	pthread_mutex_unlock(&logged.mu);
+	ws_log_set_sink(NULL, NULL);
+	assert_int_equal(seen.errors, 0);
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	ws_engine_open_store_hook = NULL;
+	restore_equals(env.sink, "nl", env.w, env.out_dir);
+	wt_env_free(&env);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2425,6 +2847,10 @@ int main(void)
 		cmocka_unit_test(test_register_unregister_while_running),
 		cmocka_unit_test(test_kill9_and_restart),
 		cmocka_unit_test(test_thousand_tenants_two_shards),
+		cmocka_unit_test(test_lanes_paused_write_others_ship),
+		cmocka_unit_test(test_lanes_takeover_in_flight),
+		cmocka_unit_test(test_lanes_shed_in_flight),
+		cmocka_unit_test(test_lanes_cannot_start),
 		cmocka_unit_test(test_carried_tenants_two_shards),
 	};
 	/* WT_FILTER=pattern runs only the tests it matches (cmocka's wildcards). */
