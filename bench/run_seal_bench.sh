@@ -78,22 +78,8 @@ DIGEST=$ROOT/tests/data/fixture_digest.py
 KEY=$WORK/key
 openssl rand -hex 32 >"$KEY"
 
-find_litestream() {
-	[ -n "$LS" ] && return 0
-	local dir=$OUT/litestream-npm
-	if [ ! -x "$dir/node_modules/@flydotio/litestream-linux-x64/litestream" ]; then
-		if ! command -v npm >/dev/null; then
-			echo "litestream: not installed (no npm): walship only"; return 0
-		fi
-		if ! timeout 180 npm install --no-audit --no-fund --prefix "$dir" @flydotio/litestream-linux-x64 \
-			>"$OUT/npm.log" 2>&1; then
-			echo "litestream: npm install @flydotio/litestream-linux-x64 failed ($(tail -1 "$OUT/npm.log")): walship only"
-			return 0
-		fi
-	fi
-	LS=$(find "$dir/node_modules" -type f -name litestream -perm -u+x | head -1)
-	[ -n "$LS" ] || echo "litestream: no binary in $dir/node_modules: walship only"
-}
+# shellcheck source=bench/bench_lib.sh
+. "$ROOT/bench/bench_lib.sh"
 find_litestream
 LSVER=""
 [ -n "$LS" ] && LSVER=$("$LS" version 2>/dev/null || echo unknown)
@@ -130,10 +116,6 @@ prepare() {
 	DIG[$wl]=$(python3 "$DIGEST" "$WORK/db.sqlite")
 	rm -f "$WORK"/db.sqlite*
 }
-
-now() { date +%s.%N; }
-since() { python3 -c "import sys; print('%.4f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$(now)"; }
-cpu_of() { awk '{printf "%.3f", $1 + $2}' "$1"; }
 
 # store_url RUNDIR NAME: the sink of one run (and makes its bucket).
 store_url() {
@@ -214,21 +196,6 @@ ship_live() {
 	stop_child "$tp" || { cat "$d/ship.log" >&2; return 1; }
 	SHIP=$(since "$t0")
 	CPU=$(cpu_of "$d/time")
-}
-
-ls_config() {
-	echo "dbs:"
-	echo "  - path: $1/db.sqlite"
-	echo "    replicas:"
-	case "$2" in
-	file://*) echo "      - type: file"; echo "        path: ${2#file://}" ;;
-	*) local b=${2#s3://}
-		echo "      - type: s3"; echo "        bucket: ${b%%\?*}"; echo "        path: db"
-		echo "        endpoint: $WS_S3_ENDPOINT"; echo "        region: ${AWS_REGION:-us-east-1}"
-		echo "        force-path-style: true"
-		echo "        access-key-id: $AWS_ACCESS_KEY_ID"; echo "        secret-access-key: $AWS_SECRET_ACCESS_KEY" ;;
-	esac
-	echo "        sync-interval: 1s"
 }
 
 restore_run() {
