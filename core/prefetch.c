@@ -15,10 +15,11 @@
  *
  * Memory: at most n objects are held (read or being read), and their
  * recorded lengths together at most WS_PREFETCH_BYTES_MAX unless one object
- * alone is larger; a slot's buffer larger than twice what it is to hold
- * next is given back first. So the window holds at most about
- * min(n x the largest object, WS_PREFETCH_BYTES_MAX) (twice that in
- * buffers' capacity), plus the object the replay is applying.
+ * alone is larger. A slot's buffer is kept for its next object (no fresh
+ * pages to fault in per object) unless it is larger than its share of
+ * WS_PREFETCH_BYTES_MAX and than twice that object. So the window holds
+ * about min(n x the largest object, WS_PREFETCH_BYTES_MAX), at most twice
+ * that in buffers' capacity, plus the object the replay is applying.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -109,13 +110,19 @@ static void fetch_round(struct ws_prefetch *p, unsigned first, unsigned k)
 
 	for (unsigned j = 0; j < k; j++) {
 		struct slot *sl = &p->slots[(first + j) % p->n];
-		/* A buffer far larger than the object it is to hold goes back:
-		 * the window's memory follows the objects it holds now. */
-		if (sl->b.cap > 2 * sl->ref->length + ((size_t)1 << 20)) {
+		/* A buffer larger than its share of the budget and than twice
+		 * the object it is to hold goes back: the window's memory
+		 * follows the objects it holds now. */
+		if (sl->b.cap > WS_PREFETCH_BYTES_MAX / p->n && sl->b.cap > 2 * sl->ref->length) {
 			ws_buf_free(&sl->b);
 			ws_buf_init(&sl->b, PREFETCH_OBJ_MAX);
 		}
 		ws_buf_reset(&sl->b);
+		/* Room for the object as recorded, at once: no growing copy by
+		 * copy as it arrives. (A larger one still grows to its end, and
+		 * fails its check after.) */
+		if (sl->ref->length <= PREFETCH_OBJ_MAX && ws_buf_reserve(&sl->b, (size_t)sl->ref->length) != 0)
+			ws_buf_reset(&sl->b); /* out of memory now: the read says so */
 		sl->rc = 0;
 		if (from_memory(p->c, sl->mi, sl->ref)) {
 			slot_failed(sl, ws_chain_obj_fetch(p->s, p->c, sl->mi, sl->ref, &sl->b));
