@@ -19,10 +19,14 @@
  * pages to fault in per object) unless it is larger than its share of
  * WS_PREFETCH_BYTES_MAX and than twice that object. So the window holds
  * about min(n x the largest object, WS_PREFETCH_BYTES_MAX), at most twice
- * that in buffers' capacity, plus the object the replay is applying.
+ * that in buffers' capacity, plus the object the replay is applying. A
+ * window that runs out of memory is given up with a warning, and the rest
+ * is read one object at a time (a checkpoint builds its image under a
+ * 64 MiB heap: test_bounded_memory).
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +37,7 @@
 #include "ws_logging.h"
 
 #define PREFETCH_OBJ_MAX ((size_t)1 << 30) /* as the replay's own buffer */
+#define PREFETCH_STACK_BYTES ((size_t)2 << 20) /* curl and TLS under it need far less */
 
 enum slot_state { SLOT_FREE = 0, SLOT_BUSY, SLOT_READY };
 
@@ -41,7 +46,8 @@ struct slot {
 	size_t mi;                        /* c->m index of the manifest naming it */
 	const struct ws_fmt_objref *ref;
 	int rc;                           /* the fetch's outcome */
-	char *msg;                        /* its message (the fetching thread's ws_errmsg), when rc != 0 */
+	char msg[2048];                   /* its message (the fetching thread's ws_errmsg), when rc != 0:
+					   * kept here, so a failure to allocate is still named */
 	enum slot_state state;
 };
 
@@ -58,6 +64,7 @@ struct ws_prefetch {
 	unsigned head, tail;     /* the next slot the replay takes; the next the fetcher fills */
 	uint64_t held;           /* recorded lengths of the BUSY and READY slots */
 	bool stop, ended;        /* the replay is done; the fetcher is */
+	bool off;                /* the window was given up (out of memory): one at a time from there */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	pthread_t th;
@@ -93,8 +100,8 @@ static bool from_memory(const struct ws_chain *c, size_t mi, const struct ws_fmt
 static void slot_failed(struct slot *sl, int rc)
 {
 	sl->rc = rc;
-	free(sl->msg);
-	sl->msg = rc ? strdup(ws_errmsg()) : NULL;
+	if (rc)
+		snprintf(sl->msg, sizeof(sl->msg), "%s", ws_errmsg());
 }
 
 /*
@@ -225,7 +232,16 @@ struct ws_prefetch *ws_prefetch_start(struct ws_store *s, const struct ws_chain 
 		ws_buf_init(&p->slots[j].b, PREFETCH_OBJ_MAX);
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
-	if (pthread_create(&p->th, NULL, fetcher, p) != 0) {
+	/* A stack of its own size: the default (8 MiB) would count against a
+	 * process's heap limit (RLIMIT_DATA) more than the window itself. */
+	pthread_attr_t at;
+	int terr = pthread_attr_init(&at);
+	if (!terr) {
+		(void)pthread_attr_setstacksize(&at, PREFETCH_STACK_BYTES);
+		terr = pthread_create(&p->th, &at, fetcher, p);
+		pthread_attr_destroy(&at);
+	}
+	if (terr) {
 		pthread_cond_destroy(&p->cv);
 		pthread_mutex_destroy(&p->mu);
 		goto no_window;
@@ -261,9 +277,7 @@ int ws_prefetch_take(struct ws_prefetch *p, size_t i, const struct ws_fmt_objref
 	sl->b = t;
 	rc = sl->rc;
 	if (rc)
-		ws_fail(rc, "%s", sl->msg ? sl->msg : "object read failed");
-	free(sl->msg);
-	sl->msg = NULL;
+		ws_fail(rc, "%s", sl->msg);
 	sl->state = SLOT_FREE;
 	p->held -= ref->length;
 	p->head = (p->head + 1) % p->n;
@@ -272,21 +286,28 @@ int ws_prefetch_take(struct ws_prefetch *p, size_t i, const struct ws_fmt_objref
 	return rc;
 }
 
-void ws_prefetch_end(struct ws_prefetch *p)
+/* Stop the fetcher, wait for it, and give the slots' buffers back. */
+static void window_off(struct ws_prefetch *p)
 {
-	if (!p)
+	if (p->off)
 		return;
 	pthread_mutex_lock(&p->mu);
 	p->stop = true;
 	pthread_cond_broadcast(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 	pthread_join(p->th, NULL);
+	for (unsigned j = 0; j < p->n; j++)
+		ws_buf_free(&p->slots[j].b);
+	p->off = true;
+}
+
+void ws_prefetch_end(struct ws_prefetch *p)
+{
+	if (!p)
+		return;
+	window_off(p);
 	pthread_cond_destroy(&p->cv);
 	pthread_mutex_destroy(&p->mu);
-	for (unsigned j = 0; j < p->n; j++) {
-		ws_buf_free(&p->slots[j].b);
-		free(p->slots[j].msg);
-	}
 	free(p->slots);
 	free(p->reqs);
 	free(p->back);
@@ -296,7 +317,16 @@ void ws_prefetch_end(struct ws_prefetch *p)
 int ws_prefetch_or_fetch(struct ws_prefetch *p, struct ws_store *s, const struct ws_chain *c, size_t i,
 			 const struct ws_fmt_objref *ref, struct ws_buf *out)
 {
-	if (p)
-		return ws_prefetch_take(p, i, ref, out);
+	if (p && !p->off) {
+		int rc = ws_prefetch_take(p, i, ref, out);
+		if (rc != -ENOMEM)
+			return rc;
+		/* The window is a speed-up, never a condition of the restore: out
+		 * of memory for it (a process under a heap limit), it is given up
+		 * and this object and the rest are read one at a time, each into
+		 * the replay's own buffer, as with n = 1. */
+		ws_warn("%s; fetching the rest one object at a time", ws_errmsg());
+		window_off(p);
+	}
 	return ws_chain_obj_fetch(s, c, i, ref, out);
 }

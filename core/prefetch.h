@@ -10,8 +10,10 @@
 #include "core_internal.h"
 
 /* The most bytes (objects' recorded lengths) the window holds at once,
- * whatever n is: one object larger than this is still fetched, alone. */
-#define WS_PREFETCH_BYTES_MAX ((uint64_t)256 << 20)
+ * whatever n is: one object larger than this is still fetched, alone.
+ * Eight batches of the default batch_bytes_max (4 MiB): a checkpoint
+ * builds its image under a 64 MiB heap (test_bounded_memory). */
+#define WS_PREFETCH_BYTES_MAX ((uint64_t)32 << 20)
 
 struct ws_prefetch;
 
@@ -39,7 +41,9 @@ int ws_prefetch_take(struct ws_prefetch *p, size_t i, const struct ws_fmt_objref
 /* Stop fetching (objects not taken are dropped), wait for the thread, free. NULL: nothing. */
 void ws_prefetch_end(struct ws_prefetch *p);
 
-/* One object of c->m[i]: from the window when there is one, else fetched now. */
+/* One object of c->m[i]: from the window when there is one, else fetched
+ * now. A window that ran out of memory (-ENOMEM) is given up, warned of,
+ * and this object and the rest are fetched now, one at a time. */
 int ws_prefetch_or_fetch(struct ws_prefetch *p, struct ws_store *s, const struct ws_chain *c, size_t i,
 			 const struct ws_fmt_objref *ref, struct ws_buf *out) WS_MUST_CHECK;
 

@@ -215,7 +215,7 @@ int ws_sink_add_key_file(struct ws_sink *sink, const char *path) WS_MUST_CHECK;
  * the one being verified and applied; WS_FETCH_PARALLELISM_DEFAULT unless
  * set. Each object is still verified in chain order before a byte of it
  * is applied, and a bad one stops a restore with it named, nothing written.
- * Memory: up to n objects held at once, and at most 256 MiB of them unless
+ * Memory: up to n objects held at once, and at most 32 MiB of them unless
  * one object alone is larger (docs/CLI.md "restore"). 1: one after another.
  * Not while another thread reads through the sink.
  * Errors: WS_ECONFIG (n is 0 or over WS_FETCH_PARALLELISM_MAX).
