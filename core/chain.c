@@ -92,14 +92,29 @@ int ws_obj_fetch(struct ws_store *s, const char *mkey, const struct ws_fmt_objre
 	/* An inline batch is read from the manifest that carries it; the
 	 * manifest was verified whole (SHA-256) when the chain was read, and
 	 * the bytes read now are held to the hash it names, as an object's. */
+	struct ws_get_req r;
+	int rc;
+	ws_buf_reset(out);
+	if ((rc = ws_obj_get_req(mkey, ref, out, &r)) != 0)
+		return rc;
+	return ws_obj_fetched(ws_store_get(s, r.key, r.off, r.len, out, NULL), mkey, ref, out);
+}
+
+int ws_obj_get_req(const char *mkey, const struct ws_fmt_objref *ref, struct ws_buf *out, struct ws_get_req *r)
+{
+	const bool inl = ws_fmt_objref_inline(ref);
+	if (inl && !mkey)
+		return ws_fail(WS_EFORMAT, "an inline object outside a manifest");
+	*r = (struct ws_get_req){ .key = inl ? mkey : ref->key, .off = inl ? ref->inline_off : 0,
+				  .len = inl ? ref->length : UINT64_MAX, .out = out };
+	return 0;
+}
+
+int ws_obj_fetched(int rc, const char *mkey, const struct ws_fmt_objref *ref, struct ws_buf *out)
+{
 	const bool inl = ws_fmt_objref_inline(ref);
 	const char *key = inl ? mkey : ref->key;
 	const char *what = inl ? " (inline batch)" : "";
-	int rc;
-	ws_buf_reset(out);
-	if (inl && !mkey)
-		return ws_fail(WS_EFORMAT, "an inline object outside a manifest");
-	rc = ws_store_get(s, key, inl ? ref->inline_off : 0, inl ? ref->length : UINT64_MAX, out, NULL);
 	if (rc == WS_ENOTFOUND)
 		return ws_fail(WS_EINCOMPLETE, "object %s%s is missing", key, what);
 	if (rc)

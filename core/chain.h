@@ -51,6 +51,12 @@ int ws_manifest_read(struct ws_store *s, const char *key, const uint8_t *sha, ui
  * mkey: the manifest naming it, which holds it when it is inline (key ""). */
 int ws_obj_fetch(struct ws_store *s, const char *mkey, const struct ws_fmt_objref *ref,
 		 struct ws_buf *out) WS_MUST_CHECK;
+/* ws_obj_fetch in two steps, for reads made elsewhere (ws_store_get_many):
+ * the read of ref into out (out reset by the caller), then the judgement of
+ * the read's answer rc (WS_ENOTFOUND: missing) and of what out got. */
+int ws_obj_get_req(const char *mkey, const struct ws_fmt_objref *ref, struct ws_buf *out,
+		   struct ws_get_req *r) WS_MUST_CHECK;
+int ws_obj_fetched(int rc, const char *mkey, const struct ws_fmt_objref *ref, struct ws_buf *out) WS_MUST_CHECK;
 
 /*
  * Load the chain from the manifest the watermark names back to its REBASE

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "chain.h"
+#include "prefetch.h"
 #include "replay.h"
 #include "ws_seal.h"
 #include "ws_assert.h"
@@ -189,6 +190,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 	uint32_t run[2] = { 0, 0 };
 	bool resync = false, have_p1 = false;
 	uint8_t p1[100]; /* page 1's header as last replayed (verify has no image to read it from) */
+	struct ws_prefetch *pf = NULL;
 	int rc = 0;
 
 	/* Callers pick upto and from inside the chain (choose_target, the
@@ -205,6 +207,9 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 	}
 	ws_buf_init(&b, (size_t)1 << 30);
 	ws_buf_init(&plain, (size_t)1 << 31);
+	/* The objects are read ahead, s->fetch_parallelism at once, and taken
+	 * here one by one in chain order (NULL: each read when it is needed). */
+	pf = ws_prefetch_start(s, c, from, upto, s->fetch_parallelism);
 	for (size_t i = from; i <= upto && i < c->count; i++) {
 		const struct ws_fmt_manifest *m = &c->m[i];
 		const uint32_t ps = m->gen.page_size;
@@ -216,7 +221,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 			for (uint32_t k = 0; k < m->snap_count; k++) {
 				struct ws_fmt_snap sh;
 				const uint8_t *pages;
-				rc = ws_chain_obj_fetch(s, c, i, &m->snaps[k], &b);
+				rc = ws_prefetch_or_fetch(pf, s, c, i, &m->snaps[k], &b);
 				if (!rc)
 					rc = ws_seal_open_snap(s->keys, b.data, b.len, &sh, &plain, &pages);
 				if (!rc && (sh.first_page != m->snaps[k].first || sh.page_count != m->snaps[k].count ||
@@ -265,7 +270,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 				snprintf(name, sizeof(name), "%s", m->batches[k].key);
 			else
 				snprintf(name, sizeof(name), "%s (inline batch %u)", c->keys[i], k);
-			rc = ws_chain_obj_fetch(s, c, i, &m->batches[k], &b);
+			rc = ws_prefetch_or_fetch(pf, s, c, i, &m->batches[k], &b);
 			if (!rc && resync && ws_fmt_batch_decode_hdr(b.data, b.len, &bh, &hdr_len) == 0) {
 				/* After a bad batch, check the rest on their own. */
 				run[0] = bh.seed_cksum[0];
@@ -355,6 +360,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 	}
 out:
 	WS_ASSERT(rc != 0 || res->commit_manifest <= upto);
+	ws_prefetch_end(pf);
 	ws_buf_free(&b);
 	ws_buf_free(&plain);
 	if (!rc && rep && rep->first_err)

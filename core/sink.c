@@ -23,6 +23,7 @@ struct ws_sink *ws_sink_open_flags(const char *url, unsigned flags, int *err)
 	if (!sink->store)
 		goto fail;
 	sink->store->keys = &sink->ring;
+	sink->store->fetch_parallelism = WS_FETCH_PARALLELISM_DEFAULT;
 	*err = 0;
 	return sink;
 fail:
@@ -51,6 +52,17 @@ int ws_sink_add_key_file(struct ws_sink *sink, const char *path)
 		rc = ws_keyring_merge(&sink->ring, &k);
 	ws_keyring_free(&k);
 	return rc;
+}
+
+int ws_sink_set_fetch_parallelism(struct ws_sink *sink, unsigned n)
+{
+	if (!sink)
+		return ws_fail(WS_ECONFIG, "ws_sink_set_fetch_parallelism: no sink");
+	if (n == 0 || n > WS_FETCH_PARALLELISM_MAX)
+		return ws_fail(WS_ECONFIG, "fetch parallelism %u: must be 1 to %u objects at once", n,
+			       WS_FETCH_PARALLELISM_MAX);
+	sink->store->fetch_parallelism = n;
+	return 0;
 }
 
 /*

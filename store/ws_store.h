@@ -211,6 +211,10 @@ struct ws_store {
 	/* The keys sealed objects read through this handle are opened with
 	 * (borrowed: the sink's; NULL: none). Set before any reader runs. */
 	const struct ws_keyring *keys;
+	/* How many objects a replay of a chain through this handle (restore,
+	 * verify) fetches at once, ahead of the one it applies (core/prefetch.c);
+	 * 0 or 1: one after another. Set before any reader runs. */
+	unsigned fetch_parallelism;
 };
 
 enum ws_store_kind ws_store_kind(const struct ws_store *s);

@@ -139,6 +139,7 @@ enum {
 	OPT_SINK = 1000, OPT_CONFIG, OPT_EPOCH, OPT_PG, OPT_INTERVAL, OPT_ONCE, OPT_JSON,
 	OPT_TENANT, OPT_FRAME, OPT_TIME, OPT_FORCE, OPT_CHECKPOINT, OPT_CHECKPOINTS, OPT_CKPT_INTERVAL, OPT_EVENTS, OPT_FOLLOW, OPT_FORCE_PREAD, OPT_QUIET, OPT_VERBOSE,
 	OPT_SHARDS, OPT_POLICY, OPT_METRICS_ADDR, OPT_ORPHANS, OPT_FAIL_ORPHANS, OPT_KEY_FILE, OPT_COMPRESSION,
+	OPT_PARALLELISM,
 };
 
 /* Every command answers -h and --help (stdout, exit 0) with its own help. */
@@ -1046,6 +1047,32 @@ static int parse_frame(const char *arg, char gen[32], uint64_t *frame)
 	return ws_cli_parse_u64(arg, frame) || *frame == 0 ? -1 : 0;
 }
 
+/* --parallelism N: objects fetched at once, 1..WS_FETCH_PARALLELISM_MAX. 0, or -1 (said why). */
+static int parse_parallelism(const char *cmd, const char *arg, unsigned *n)
+{
+	uint64_t v;
+	if (ws_cli_parse_u64(arg, &v) || v < 1 || v > WS_FETCH_PARALLELISM_MAX) {
+		usage_error("%s: --parallelism: '%s' must be a whole number of objects fetched at once, from 1 "
+			    "to %u", cmd, arg, WS_FETCH_PARALLELISM_MAX);
+		return -1;
+	}
+	*n = (unsigned)v;
+	return 0;
+}
+
+/* ws_cli_sink_open, reading parallelism objects at once (0: the default). */
+static struct ws_sink *sink_open_par(const char *url, const char *key_file, unsigned parallelism, int *exit_code)
+{
+	struct ws_sink *sink = ws_cli_sink_open(url, key_file, exit_code);
+	if (sink && parallelism && ws_sink_set_fetch_parallelism(sink, parallelism) != 0) {
+		fprintf(stderr, "walship: %s\n", ws_errmsg());
+		ws_sink_close(sink);
+		*exit_code = EXIT_USAGE;
+		return NULL;
+	}
+	return sink;
+}
+
 static int cmd_restore(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -1057,11 +1084,13 @@ static int cmd_restore(int argc, char **argv)
 		{ "checkpoint", required_argument, NULL, OPT_CHECKPOINT },
 		{ "output", required_argument, NULL, 'o' },
 		{ "key-file", required_argument, NULL, OPT_KEY_FILE },
+		{ "parallelism", required_argument, NULL, OPT_PARALLELISM },
 		OPT_HELP_ENTRY,
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sink_url = NULL, *tenant = NULL, *out = NULL, *checkpoint = NULL, *key_file = NULL;
 	struct ws_restore_opts ro = { 0 };
+	unsigned parallelism = 0;
 	char gen[32] = "";
 	struct ws_sink *sink;
 	int c, rc;
@@ -1094,6 +1123,10 @@ static int cmd_restore(int argc, char **argv)
 		case OPT_FORCE: ro.force = true; break;
 		case OPT_CHECKPOINT: checkpoint = optarg; break;
 		case 'o': out = optarg; break;
+		case OPT_PARALLELISM:
+			if (parse_parallelism("restore", optarg, &parallelism))
+				return EXIT_USAGE;
+			break;
 		default: return usage_error("restore: unknown or incomplete option");
 		}
 	}
@@ -1120,7 +1153,7 @@ static int cmd_restore(int argc, char **argv)
 		return usage_error("restore: --checkpoint excludes --frame and --time");
 	if (checkpoint)
 		return cmd_restore_checkpoint(sink_url, tenant, checkpoint, out, ro.force, key_file);
-	if (!(sink = ws_cli_sink_open(sink_url, key_file, &rc)))
+	if (!(sink = sink_open_par(sink_url, key_file, parallelism, &rc)))
 		return rc;
 	rc = ws_restore(sink, tenant, &ro, out);
 	ws_sink_close(sink);
@@ -1317,12 +1350,14 @@ static int cmd_verify(int argc, char **argv)
 		{ "orphans", no_argument, NULL, OPT_ORPHANS },
 		{ "fail-on-orphans", no_argument, NULL, OPT_FAIL_ORPHANS },
 		{ "key-file", required_argument, NULL, OPT_KEY_FILE },
+		{ "parallelism", required_argument, NULL, OPT_PARALLELISM },
 		OPT_HELP_ENTRY,
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sink_url = NULL, *tenant = NULL, *key_file = NULL;
 	struct ws_sink *sink;
 	struct verify_count problems = { 0, 0 };
+	unsigned parallelism = 0;
 	bool orphans = false, fail_orphans = false;
 	uint64_t norphans = 0;
 	int c, rc, orc = 0;
@@ -1339,6 +1374,10 @@ static int cmd_verify(int argc, char **argv)
 		case OPT_TENANT: tenant = optarg; break;
 		case OPT_ORPHANS: orphans = true; break;
 		case OPT_FAIL_ORPHANS: orphans = fail_orphans = true; break;
+		case OPT_PARALLELISM:
+			if (parse_parallelism("verify", optarg, &parallelism))
+				return EXIT_USAGE;
+			break;
 		default: return usage_error("verify: unknown or incomplete option");
 		}
 	}
@@ -1346,7 +1385,7 @@ static int cmd_verify(int argc, char **argv)
 		return usage_error("verify: unexpected argument '%s'", argv[optind]);
 	if (!sink_url)
 		return usage_error("verify: --sink URL is required");
-	if (!(sink = ws_cli_sink_open(sink_url, key_file, &rc)))
+	if (!(sink = sink_open_par(sink_url, key_file, parallelism, &rc)))
 		return rc;
 	rc = ws_verify(sink, tenant, verify_problem, &problems);
 	if (rc == WS_ECONFIG) {
@@ -1440,7 +1479,7 @@ static const struct command {
 	  "error; 3 every tenant's last tail was fenced.\n" },
 	{ "restore", cmd_restore, "write a tenant's database at its latest state, a frame, a time or a checkpoint",
 	  "usage: walship restore --sink URL --tenant NAME [--frame N | --time RFC3339 | --checkpoint ID|latest]\n"
-	  "                       [--force] [--key-file FILE] -o OUT_DB\n"
+	  "                       [--force] [--key-file FILE] [--parallelism N] -o OUT_DB\n"
 	  "\n"
 	  "Write a standalone database (rollback-journal mode) equal to the tenant's\n"
 	  "source at its latest shipped commit, or at the last commit at or before\n"
@@ -1458,6 +1497,8 @@ static const struct command {
 	  "  --checkpoint ID|latest      the tenant exactly at a checkpoint's cut\n"
 	  "  --force                     replace a regular file at OUT_DB (never a link, device or live database)\n"
 	  "  --key-file FILE             keys to open encrypted objects (default $WALSHIP_KEY_FILE)\n"
+	  "  --parallelism N             objects fetched at once, 1 to 256 (default 8); each is still\n"
+	  "                              verified in chain order before it is applied\n"
 	  "  -o, --output OUT_DB         where to write the database\n"
 	  "  -h, --help                  this help\n"
 	  "\n"
@@ -1507,6 +1548,7 @@ static const struct command {
 	  "exit status: 0 ok; 1 a tenant could not be read; 2 usage error.\n" },
 	{ "verify", cmd_verify, "check every object and link a sink holds",
 	  "usage: walship verify --sink URL [--tenant NAME] [--orphans | --fail-on-orphans] [--key-file FILE]\n"
+	  "                      [--parallelism N]\n"
 	  "\n"
 	  "Check every object and link of each tenant's chain, and the artifacts\n"
 	  "of every stored checkpoint; report each problem on stderr.\n"
@@ -1519,6 +1561,7 @@ static const struct command {
 	  "  --fail-on-orphans           as --orphans, and any orphan exits 1\n"
 	  "  --key-file FILE             keys to open encrypted objects (default $WALSHIP_KEY_FILE);\n"
 	  "                              without them, their structure is checked, not their contents\n"
+	  "  --parallelism N             objects fetched at once, 1 to 256 (default 8)\n"
 	  "  -h, --help                  this help\n"
 	  "\n"
 	  "exit status: 0 everything verifies; 1 a problem was found (or an orphan,\n"

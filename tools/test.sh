@@ -14,13 +14,15 @@
 #                    engine's many-tenant test at 300 tenants there; 1,000 in build-ci)
 #   4. build-tsan    TSan (-DWS_SANITIZE=thread -DWS_WERROR=ON), the concurrent tests
 #                    (ctest -R 'test_store|test_io|test_net|test_core_stream|test_core_ring|
-#                    test_core_engine|test_core_seal'; the engine's many-tenant test at 300 tenants there)
+#                    test_core_engine|test_core_seal|integ_test_restore_parallel$': the
+#                    restore's fetching thread); the engine's many-tenant test at 300 tenants there)
 #   5. bench smoke   bench_e2e, bench_engine, bench_checkpoint and bench_events at a tiny
 #                    size, bench_wal briefly, bench/run_cli_bench.sh
 #                    --tiny (replicate --once vs write+fsync+rename) and
-#                    bench/run_seal_bench.sh --tiny (zstd, keys, Litestream) and
+#                    bench/run_seal_bench.sh --tiny (zstd, keys, Litestream),
 #                    bench/run_peer_bench.sh --tiny (beside Litestream on a
-#                    radosgw of its own, behind the counting haproxy), from
+#                    radosgw of its own, behind the counting haproxy) and
+#                    bench/run_restore_bench.sh --file --mb 4 --reps 1, from
 #                    build-ci: fails only if a benchmark crashes or errors,
 #                    prints no figures or a restore differs, never on a ratio
 #   6. retention     tests/torture/retention.sh for WS_TORTURE_S seconds (default
@@ -78,7 +80,7 @@ CTEST_JOBS="${WS_CTEST_JOBS:-3}"
 # S3 handling, run under ASan in test_store_s3, test_net*, the core S3
 # tests and integ_test_s3; their response parsers under the fuzzers).
 ASAN_EXCLUDE="${WS_ASAN_EXCLUDE:-integ_test_s3_adapt|integ_test_s3_refusals|integ_test_checkpoint_s3}"
-TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io|test_net|test_core_stream|test_core_ring|test_core_engine|test_core_events|test_core_replica|test_core_seal}"
+TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io|test_net|test_core_stream|test_core_ring|test_core_engine|test_core_events|test_core_replica|test_core_seal|integ_test_restore_parallel$}"
 BENCH_MB="${WS_BENCH_MB:-8}"
 FUZZ_SECONDS="${WS_FUZZ_SECONDS:-5}"
 START=$(date +%s)
@@ -142,7 +144,7 @@ WS_ENGINE_TENANTS=300 build_and_test build-tsan build-tsan "-R $TSAN_TESTS" -- -
 	-DCMAKE_BUILD_TYPE=Debug -DWS_BUILD_BENCH=OFF
 
 # ---- 5. bench smoke --------------------------------------------------------------------
-section "bench smoke: bench_e2e --mb $BENCH_MB, bench_engine/bench_checkpoint/bench_events --tiny, bench_wal, run_cli_bench.sh, run_seal_bench.sh and run_peer_bench.sh --tiny (build-ci; ratios are reported, not enforced)"
+section "bench smoke: bench_e2e --mb $BENCH_MB, bench_engine/bench_checkpoint/bench_events --tiny, bench_wal, run_cli_bench.sh, run_seal_bench.sh and run_peer_bench.sh --tiny, run_restore_bench.sh at 4 MiB (build-ci; ratios are reported, not enforced)"
 if [ -x build-ci/bench/bench_e2e ]; then
 	mkdir -p build-ci/testtmp
 	if ! build-ci/bench/bench_e2e --mb "$BENCH_MB" --reps 1 --dir "$PWD/build-ci/testtmp"; then
@@ -216,6 +218,18 @@ if [ -x build-ci/tools/walship ] && [ -x build-ci/bench/walship-bench ]; then
 	fi
 else
 	note_fail "bench smoke: build-ci/tools/walship or build-ci/bench/walship-bench was not built"
+fi
+
+# run_restore_bench.sh at a tiny size: file://, 4 MiB of history, one
+# repetition of restore --parallelism 1 and 8 (and Litestream's, when npm
+# can install it).
+if [ -x build-ci/tools/walship ]; then
+	if ! bash bench/run_restore_bench.sh --build build-ci --file --mb 4 --reps 1 \
+		--out "$PWD/build-ci/restore-bench" | tee build-ci/bench-restore.log; then
+		note_fail "bench smoke: run_restore_bench.sh"
+	elif ! grep -q '^ratio wall p8/p1' build-ci/bench-restore.log; then
+		note_fail "bench smoke: run_restore_bench.sh printed no ratio"
+	fi
 fi
 
 # ---- 6. retention torture ------------------------------------------------------------------

@@ -209,6 +209,21 @@ struct ws_seal_config {
  */
 int ws_sink_add_key_file(struct ws_sink *sink, const char *path) WS_MUST_CHECK;
 
+/*
+ * How many objects restore and verify (and every other read of a chain
+ * through this sink: follow, checkpoints' images) fetch at once, ahead of
+ * the one being verified and applied; WS_FETCH_PARALLELISM_DEFAULT unless
+ * set. Each object is still verified in chain order before a byte of it
+ * is applied, and a bad one stops a restore with it named, nothing written.
+ * Memory: up to n objects held at once, and at most 32 MiB of them unless
+ * one object alone is larger (docs/CLI.md "restore"). 1: one after another.
+ * Not while another thread reads through the sink.
+ * Errors: WS_ECONFIG (n is 0 or over WS_FETCH_PARALLELISM_MAX).
+ */
+#define WS_FETCH_PARALLELISM_DEFAULT 8u
+#define WS_FETCH_PARALLELISM_MAX 256u
+int ws_sink_set_fetch_parallelism(struct ws_sink *sink, unsigned n) WS_MUST_CHECK;
+
 /* reader_flags: how WAL frames are read. */
 #define WS_READ_FORCE_PREAD (1u << 0) /* pread(2), never io_uring (operators, tests) */
 #define WS_READ_SQPOLL (1u << 1)      /* ask io_uring for a kernel submission-polling thread */

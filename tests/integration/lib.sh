@@ -15,6 +15,8 @@
 command -v sqlite3 >/dev/null || { echo "sqlite3 CLI not found"; exit 1; }
 command -v python3 >/dev/null || { echo "python3 not found"; exit 1; }
 
+# The source tree (before the cd below: this file's path may be relative).
+WS_SRC=${WS_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 ROOT="${WS_TEST_TMP:-/tmp}/$(basename "$0" .sh).$$"
 rm -rf "$ROOT"
 mkdir -p "$ROOT"
@@ -236,3 +238,19 @@ while not os.path.exists("stop"):
     time.sleep(0.002)
 PY
 }
+
+# Recorded points of tenant a (a.db) shipped to $URL: ship (replicate --once,
+# the test ends on failure), point ("GEN:FRAME" of the state the watermark
+# names now, as restore --frame takes it) and record_point (that point and
+# a.db's digest, tests/data/fixture_digest.py, appended to points.txt).
+ship() { ws replicate --sink "$URL" --once a=a.db; [ "$rc" = 0 ] || { bad "replicate --once: exit $rc"; exit 1; }; }
+point() {
+	ws ls --sink "$URL" --tenant a --json
+	python3 - "$ROOT/out" <<'PY'
+import json, sys
+w = json.load(open(sys.argv[1]))["watermark"]
+g = w["generation"]
+print("g%08x-%08x%08x:%d" % (g["checkpoint_seq"], g["salt"][0], g["salt"][1], w["last_frame"]))
+PY
+}
+record_point() { echo "$(point) $(python3 "$WS_SRC/tests/data/fixture_digest.py" a.db)" >>points.txt; }

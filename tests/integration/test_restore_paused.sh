@@ -16,17 +16,6 @@ DIGEST=$SRC/tests/data/fixture_digest.py
 URL="file://$ROOT/sink"
 mkdir -p pauses
 
-ship() { ws replicate --sink "$URL" --once a=a.db; [ "$rc" = 0 ] || { bad "replicate --once: exit $rc"; exit 1; }; }
-# point: "GEN:FRAME DIGEST" of the state the watermark names now
-point() {
-	ws ls --sink "$URL" --tenant a --json
-	python3 - "$ROOT/out" <<'PY'
-import json, sys
-w = json.load(open(sys.argv[1]))["watermark"]
-g = w["generation"]
-print("g%08x-%08x%08x:%d" % (g["checkpoint_seq"], g["salt"][0], g["salt"][1], w["last_frame"]))
-PY
-}
 # commit_ship N: N transactions, each shipped and its point recorded in points.txt
 commit_ship() {
 	local i p
@@ -45,9 +34,6 @@ paused_restore() {
 	check "restore --frame $1 paused at restore.after_choose" wait_paused pauses
 }
 release() { rm -f pauses/*; reap "$pid" paused.err "restore (paused)"; }
-
-# record_point: the state the watermark names now, with the source's digest
-record_point() { echo "$(point) $(python3 "$DIGEST" a.db)" >>points.txt; }
 
 sq a.db "PRAGMA journal_mode=WAL; CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);" >/dev/null
 : >points.txt

@@ -1476,6 +1476,24 @@ static void test_bad_tenant_names(void **state)
 	wt_env_free(&s);
 }
 
+/* ws_sink_set_fetch_parallelism takes 1..WS_FETCH_PARALLELISM_MAX and says what else is wrong. */
+static void test_fetch_parallelism_bounds(void **state)
+{
+	struct wt_env e;
+	const unsigned bad[] = { 0, WS_FETCH_PARALLELISM_MAX + 1, UINT32_MAX };
+	(void)state;
+	wt_env_init(&e, "par", 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(ws_sink_set_fetch_parallelism(e.sink, bad[i]), WS_ECONFIG);
+		if (!strstr(ws_errmsg(), "must be 1 to 256"))
+			fail_msg("parallelism %u: '%s' does not say what is allowed", bad[i], ws_errmsg());
+	}
+	assert_int_equal(ws_sink_set_fetch_parallelism(NULL, 8), WS_ECONFIG);
+	assert_int_equal(ws_sink_set_fetch_parallelism(e.sink, 1), 0);
+	assert_int_equal(ws_sink_set_fetch_parallelism(e.sink, WS_FETCH_PARALLELISM_MAX), 0);
+	wt_env_free(&e);
+}
+
 static void test_missing_database(void **state)
 {
 	struct wt_env s;
@@ -1535,6 +1553,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_garbage_wal),
+		cmocka_unit_test(test_fetch_parallelism_bounds),
 		cmocka_unit_test(test_not_wal_database),
 		cmocka_unit_test(test_damaged_sink),
 		cmocka_unit_test(test_stream_refuses_bad_watermark),

@@ -2158,6 +2158,77 @@ static void test_tail_bound_paused_under_writer(void **state)
 	}
 }
 
+/* replay.prefetch's callback: while the restore's fetching thread waits,
+ * the source is written (wt_mutate) and each change shipped. */
+struct prefetch_pause {
+	struct wt_mutator *m;
+	struct ws_stream *st;
+	int tails;
+};
+
+static void mutate_and_ship(const char *site, void *arg)
+{
+	struct prefetch_pause *p = arg;
+	struct ws_outcome o;
+	wt_mutate(site, p->m);
+	for (int k = 0; k < 3; k++)
+		if (ws_stream_tail_frames(p->st, &o) == 0 && o.kind != WS_OUTCOME_EMPTY)
+			p->tails++;
+}
+
+/*
+ * A restore fetching 4 objects at once, paused in its fetching thread
+ * (replay.prefetch, its second window) while a real writer commits, runs
+ * each kind of WAL checkpoint and ships: released, it writes exactly the
+ * state it chose before (the latest then), never one the sink moved to
+ * meanwhile nor a mix; after, the new latest state restores at 4 and at 1
+ * equal to the source, and verifies.
+ */
+static void test_restore_paused_in_prefetch(void **state)
+{
+	(void)state;
+	for (unsigned how = 0; how < WT_MUTATIONS; how++) {
+		struct wt_env e;
+		struct ws_outcome o;
+		struct ws_stream *st;
+		struct ws_stream_config cfg;
+		struct wt_mutator c;
+		struct prefetch_pause p;
+		uint64_t want, got;
+
+		wt_env_init(&e, "prefetch", 0);
+		wt_mutator_init(&c, &e, how);
+		cfg = cfg_for(&e, 1);
+		cfg.wal_checkpoint_bytes = how & 1 ? 1 : UINT64_MAX;
+		st = open_cfg(&e, &cfg);
+		/* Stored batches of several slots and inline ones, in turn. */
+		for (int i = 0; i < 12; i++) {
+			wt_write_txn(e.w, i % 2 ? 100 : 12, 1000);
+			wt_mutator_record(&c);
+			wt_tail_ok(st, &o);
+		}
+		want = wt_content_hash(e.w, NULL);
+		assert_int_equal(ws_sink_set_fetch_parallelism(e.sink, 4), 0);
+		p = (struct prefetch_pause){ .m = &c, .st = st };
+		assert_int_equal(ws_fault_add("replay.prefetch", 2, WS_FAULT_PAUSE, mutate_and_ship, &p), 0);
+		got = wt_restore_hash(&e, TENANT, NULL, NULL);
+		ws_fault_disarm();
+		if (c.fired != 1 || p.tails == 0)
+			fail_msg("mutation %u: paused %d times, %d tails shipped meanwhile: the test does not test", how,
+				 c.fired, p.tails);
+		if (got != want)
+			fail_msg("mutation %u: the restore paused in its fetching thread is not the state chosen before "
+				 "(found at %d of the %u recorded)", how, wt_mutator_find(&c, got), c.nstates);
+		restore_equals_source(&e, __LINE__);
+		assert_int_equal(ws_sink_set_fetch_parallelism(e.sink, 1), 0);
+		restore_equals_source(&e, __LINE__);
+		verify_ok(&e, __LINE__);
+		ws_stream_close(st);
+		wt_mutator_free(&c);
+		wt_env_free(&e);
+	}
+}
+
 static void test_every_site_failed(void **state)
 {
 	(void)state;
@@ -2353,6 +2424,7 @@ int main(void)
 		cmocka_unit_test(test_grown_snapshot_paused_under_writer),
 		cmocka_unit_test(test_tail_bound_paused_under_writer),
 		cmocka_unit_test(test_unheld_empty_paused_under_writer),
+		cmocka_unit_test(test_restore_paused_in_prefetch),
 	};
 	return WT_RUN_GROUP(tests, NULL, NULL);
 }
