@@ -1,7 +1,32 @@
 # shellcheck shell=bash
 # Shell pieces of the benches that run walship beside Litestream
-# (bench/run_seal_bench.sh, bench/run_peer_bench.sh); sourced, under
-# `set -euo pipefail`.
+# (bench/run_seal_bench.sh, bench/run_peer_bench.sh,
+# bench/run_restore_bench.sh); sourced, under `set -euo pipefail`, after
+# ROOT, BUILD and OUT (may be empty) are set and die is defined.
+
+# bench_setup NAME TESTS TARGET...: BUILD (default ROOT/build-bench, a
+# Release build without fault sites; TESTS: ON or OFF, whether it builds
+# the tests) with TARGET... built; W the walship binary; OUT (default
+# BUILD/NAME) made absolute; WORK a fresh OUT/work.
+bench_setup() {
+	local name=$1 tests=$2
+	shift 2
+	if [ -z "$BUILD" ]; then
+		BUILD=$ROOT/build-bench
+		cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DWS_FAULTS=OFF -DWS_BUILD_TESTS="$tests" >/dev/null
+	fi
+	[ -f "$BUILD/CMakeCache.txt" ] || die "$BUILD is not a cmake build directory"
+	cmake --build "$BUILD" --target "$@" -j"${WS_JOBS:-2}" >/dev/null
+	W=$BUILD/tools/walship
+	[ -x "$W" ] || die "no $W after the build"
+	[ -x /usr/bin/time ] || die "/usr/bin/time (GNU time) is needed for the CPU figures"
+	[ -n "$OUT" ] || OUT=$BUILD/$name
+	mkdir -p "$OUT"
+	OUT=$(cd "$OUT" && pwd)
+	WORK=$OUT/work
+	rm -rf "$WORK"
+	mkdir -p "$WORK"
+}
 
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print('%.4f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$(now)"; }

@@ -94,26 +94,12 @@ while [ $# -gt 0 ]; do
 	*) die "unknown argument '$1'" ;;
 	esac
 done
-if [ -z "$BUILD" ]; then
-	BUILD=$ROOT/build-bench
-	cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DWS_FAULTS=OFF >/dev/null
-fi
-[ -f "$BUILD/CMakeCache.txt" ] || die "$BUILD is not a cmake build directory"
-cmake --build "$BUILD" --target walship walship-bench bench_engine -j"${WS_JOBS:-2}" >/dev/null
-W=$BUILD/tools/walship
-[ -x "$W" ] || die "no $W after the build"
-[ -x /usr/bin/time ] || die "/usr/bin/time (GNU time) is needed for the CPU figures"
-[ -n "$OUT" ] || OUT=$BUILD/peer-bench
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-WORK=$OUT/work
-rm -rf "$WORK"
-mkdir -p "$WORK"
+# shellcheck source=bench/lib_peer.sh
+. "$ROOT/bench/lib_peer.sh"
+bench_setup peer-bench ON walship walship-bench bench_engine
 WRITER=$ROOT/bench/seal_writer.py
 DIGEST=$ROOT/tests/data/fixture_digest.py
 REPORT=$ROOT/bench/peer_report.py
-# shellcheck source=bench/lib_peer.sh
-. "$ROOT/bench/lib_peer.sh"
 find_litestream
 LSVER=""
 [ -n "$LS" ] && LSVER=$("$LS" version 2>/dev/null || echo unknown)

@@ -50,24 +50,10 @@ while [ $# -gt 0 ]; do
 	*) die "unknown argument '$1'" ;;
 	esac
 done
-if [ -z "$BUILD" ]; then
-	BUILD=$ROOT/build-bench
-	cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DWS_FAULTS=OFF -DWS_BUILD_TESTS=OFF >/dev/null
-fi
-[ -f "$BUILD/CMakeCache.txt" ] || die "$BUILD is not a cmake build directory"
-cmake --build "$BUILD" --target walship -j"${WS_JOBS:-2}" >/dev/null
-W=$BUILD/tools/walship
-[ -x "$W" ] || die "no $W after the build"
-[ -x /usr/bin/time ] || die "/usr/bin/time (GNU time) is needed for the CPU figures"
-[ -n "$OUT" ] || OUT=$BUILD/restore-bench
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-WORK=$OUT/work
-rm -rf "$WORK"
-mkdir -p "$WORK"
-DIGEST=$ROOT/tests/data/fixture_digest.py
 # shellcheck source=bench/lib_peer.sh
 . "$ROOT/bench/lib_peer.sh"
+bench_setup restore-bench OFF walship
+DIGEST=$ROOT/tests/data/fixture_digest.py
 find_litestream
 LSVER=""
 [ -n "$LS" ] && LSVER=$("$LS" version 2>/dev/null || echo unknown)

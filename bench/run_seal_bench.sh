@@ -58,27 +58,13 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ "$TINY" = 1 ] && [ "$S3" = 1 ] && die "--tiny is file:// only"
-if [ -z "$BUILD" ]; then
-	BUILD=$ROOT/build-bench
-	cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DWS_FAULTS=OFF -DWS_BUILD_TESTS=OFF >/dev/null
-fi
-[ -f "$BUILD/CMakeCache.txt" ] || die "$BUILD is not a cmake build directory"
-cmake --build "$BUILD" --target walship -j"${WS_JOBS:-2}" >/dev/null
-W=$BUILD/tools/walship
-[ -x "$W" ] || die "no $W after the build"
-[ -x /usr/bin/time ] || die "/usr/bin/time (GNU time) is needed for the CPU figures"
-[ -n "$OUT" ] || OUT=$BUILD/seal-bench
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-WORK=$OUT/work
-rm -rf "$WORK"
-mkdir -p "$WORK"
+# shellcheck source=bench/lib_peer.sh
+. "$ROOT/bench/lib_peer.sh"
+bench_setup seal-bench OFF walship
 WRITER=$ROOT/bench/seal_writer.py
 DIGEST=$ROOT/tests/data/fixture_digest.py
 KEY=$WORK/key
 openssl rand -hex 32 >"$KEY"
-# shellcheck source=bench/lib_peer.sh
-. "$ROOT/bench/lib_peer.sh"
 
 find_litestream
 LSVER=""
