@@ -510,7 +510,10 @@ static int empty_unheld(struct ws_stream *st, struct ws_outcome *out)
 			return 0;
 		}
 	}
+	/* Parked as ws_stream_park leaves it: no WAL descriptor, no carried
+	 * manifest (the next fencing read brings it back). */
 	file_close(st, &st->io.wal_fd, &st->io.wal_slot);
+	carry_drop(st);
 	return 1;
 }
 

@@ -2325,7 +2325,11 @@ static void test_registry_matches_sources(void **state)
 static void test_unheld_empty_paused_under_writer(void **state)
 {
 	(void)state;
-	for (unsigned how = 0; how < WT_MUTATIONS; how++) {
+	/* Both with the watermark carrying its manifest (dropped with the
+	 * stream parked, read back by the next fencing read) and without. */
+	for (unsigned k = 0; k < 2 * WT_MUTATIONS; k++) {
+		const unsigned how = k % WT_MUTATIONS;
+		carry_mode = k < WT_MUTATIONS ? WS_CARRY_PRESSED : WS_CARRY_ALWAYS;
 		struct wt_env e;
 		struct wt_mutator c;
 		struct ws_outcome o;
@@ -2364,6 +2368,7 @@ static void test_unheld_empty_paused_under_writer(void **state)
 		wt_mutator_free(&c);
 		wt_env_free(&e);
 	}
+	carry_mode = WS_CARRY_PRESSED;
 	/* walship's own WAL checkpoint due (the WAL past wal_checkpoint_bytes):
 	 * a parked stream with nothing new goes the held way, which takes it. */
 	{
