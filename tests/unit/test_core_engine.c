@@ -42,6 +42,9 @@ struct hook {
 	bool keys_set;
 	char keys_match[64];
 	int64_t keys_pass, keys_attempts;
+	/* log_keys' match, for stores opened after it (lanes, as above). */
+	bool log_set;
+	char log_match[64];
 };
 static struct hook hook = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -56,6 +59,8 @@ static struct ws_store *open_throttled(const char *url, unsigned shard, bool upl
 	pthread_mutex_lock(&hook.mu);
 	if (!uploader && hook.keys_set)
 		wt_throttle_set(s, hook.keys_match, hook.keys_pass, hook.keys_attempts);
+	if (!uploader && hook.log_set)
+		wt_throttle_log(s, hook.log_match);
 	assert_true(hook.n < MAX_STORES);
 	hook.uploader[hook.n] = uploader;
 	hook.stores[hook.n++] = s;
@@ -67,6 +72,7 @@ static void hook_on(uint32_t attempts_max)
 {
 	hook.n = 0;
 	hook.keys_set = false;
+	hook.log_set = false;
 	hook.attempts_max = attempts_max;
 	ws_engine_open_store_hook = open_throttled;
 }
@@ -94,6 +100,25 @@ static void throttle_keys(const char *match, int64_t pass, int64_t attempts)
 	for (unsigned i = 0; i < hook.n; i++)
 		if (!hook.uploader[i])
 			wt_throttle_set(hook.stores[i], match, pass, attempts);
+}
+
+/* Log the writes of keys matching match on the shards' own stores, those
+ * of tail lanes opened later too (wt_throttle_logged reads them). */
+static void log_keys(const char *match)
+{
+	pthread_mutex_lock(&hook.mu);
+	hook.log_set = true;
+	snprintf(hook.log_match, sizeof(hook.log_match), "%s", match);
+	pthread_mutex_unlock(&hook.mu);
+	for (unsigned i = 0; i < hook.n; i++)
+		if (!hook.uploader[i])
+			wt_throttle_log(hook.stores[i], match);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
 }
 
 static void slow_uploads(uint32_t ms)
@@ -1553,8 +1578,9 @@ static void test_key_interval_holds_for_continuations(void **state)
 	e = engine_new(env.sink_url, 1, &sc);
 	add_tenant(e, "key", env.db, 0);
 	flush_ok(e); /* the first tail re-bases, and a re-base is never bounded */
-	for (unsigned i = 0; i < hook.n; i++)
-		wt_throttle_log(hook.stores[i], "/wm");
+	/* The tenant's tails may run on any of the shard's lanes, each with
+	 * its own store: every one's watermark writes, in time order. */
+	log_keys("/wm");
 	slow_uploads(60);
 	backlog(env.w, 120); /* ~5 MiB of WAL: seconds of slow uploads */
 	want = file_frames(&env);
@@ -1570,6 +1596,7 @@ static void test_key_interval_holds_for_continuations(void **state)
 	assert_true(m.tails_ended_early >= 2); /* the path under test ran */
 	for (unsigned i = 0; i < hook.n; i++)
 		n += wt_throttle_logged(hook.stores[i], ms + n, WT_THROTTLE_LOG_MAX - n);
+	qsort(ms, n, sizeof(ms[0]), cmp_u64);
 	assert_true(n >= 3);
 	for (size_t i = 1; i < n; i++) {
 		if (ms[i] < ms[i - 1] + sc.key_write_interval_ms)
