@@ -48,6 +48,9 @@ import threading
 import time
 import urllib.parse
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from seal_report import fmt, spread  # noqa: E402  (the benches' one median (min..max))
+
 
 class S3:
     """A minimal SigV4 client on one keep-alive connection."""
@@ -376,17 +379,6 @@ FIGS = [
 ]
 NUM = ("rep", "tenants", "wal_bytes", "requests", "up_bytes", "cpu_s", "restore_s", "seconds", "ok")
 FLOAT = ("rpo_p50", "rpo_p99", "cpu_s", "restore_s", "seconds")
-
-
-def spread(xs):
-    xs = [x for x in xs if x is not None]
-    if not xs:
-        return None
-    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
-
-
-def fmt(s, f):
-    return "-" if s is None else (f + " (" + f + ".." + f + ")") % (s["median"], s["min"], s["max"])
 
 
 def figures_of(row):
