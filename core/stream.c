@@ -414,9 +414,17 @@ int fence_before_upload(struct ws_stream *st)
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault before the deferred fencing read", st->tenant);
 	const struct ws_fmt_watermark before = st->mark.wm;
-	lane_out(st);
+	/* The shard's other tails may go on meanwhile only while nothing of
+	 * this call is in the ring: an inline batch held in its slot (before
+	 * a carried manifest is stored) must not be reserved over. */
+	const bool let_go = st->at.part_count == 0;
+	if (let_go)
+		lane_out(st);
 	rc = refresh_wm(st);
-	lane_in(st);
+	if (let_go) {
+		lane_in(st);
+		st->at.part_base = st->pipe->ring.head; /* others published meanwhile */
+	}
 	if (rc)
 		return rc;
 	if (st->mark.have && wm_same_write(&st->mark.wm, &before) && st->mark.wm.carried_len == before.carried_len)
