@@ -105,6 +105,8 @@
 	X("stream.before_wal_header", "tail: before the WAL header is read")                                \
 	X("stream.after_wal_header", "tail: the WAL header was read, nothing else yet")                     \
 	X("stream.before_fence", "tail: continuity decided, before the fencing read")                       \
+	X("stream.fence_by_cas", "tail: continuity decided, the fencing read skipped (the watermark's CAS fences)") \
+	X("stream.before_deferred_fence", "tail: before the skipped fencing read, made before an upload after all") \
 	X("stream.unheld_empty", "tail of a parked stream: nothing new found with no read mark held, "     \
 	  "before the WAL header is read again")                                                          \
 	X("stream.before_wal_read", "tail: before a slot of WAL frames is read (either thread)")            \

@@ -46,7 +46,8 @@
 # many tenants takes longer). Neither tool checkpoints the WAL in these runs
 # (walship wal_checkpoint_bytes = off; Litestream's checkpoints set out of
 # reach) so that a WAL position names one commit; everything else is each
-# tool's default.
+# tool's default, unless WS_PEER_WALSHIP_CONF holds more [engine] lines for
+# walship (e.g. 'carry_in_watermark = always'; '\n' between lines).
 # Every restore (each tenant of live-1, the first WS_PEER_RESTORE_MAX
 # (default 10) tenants of live-100, every restore run) is checked equal to
 # its source (tests/data/fixture_digest.py; Litestream's own tables
@@ -90,7 +91,7 @@ while [ $# -gt 0 ]; do
 		[[ "$2" =~ ^[0-9\ ]*$ ]] || die "--throttle-tenants: whole numbers, not '$2'"
 		THR_TENANTS=$2; THR_SET=1; shift 2 ;;
 	--alone-reps) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || die "--alone-reps: a whole number >= 1"; ALONE_REPS=$2; shift 2 ;;
-	-h|--help) sed -n '2,71p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,75p' "$0"; exit 0 ;;
 	*) die "unknown argument '$1'" ;;
 	esac
 done
@@ -204,7 +205,7 @@ live() {
 	done
 	s0=$(python3 "$REPORT" haproxy-stat "$ADMIN")
 	if [ "$tool" = walship ]; then
-		printf '[engine]\nwal_checkpoint_bytes = off\n' >"$d/walship.conf"
+		printf '[engine]\nwal_checkpoint_bytes = off\n%b' "${WS_PEER_WALSHIP_CONF:+$WS_PEER_WALSHIP_CONF\n}" >"$d/walship.conf"
 		/usr/bin/time -f '%U %S' -o "$d/time" "$W" replicate --quiet --config "$d/walship.conf" --shards 1 \
 			--interval-ms 100 --sink "$(cat "$d/url")" "${pairs[@]}" >"$d/ship.log" 2>&1 &
 	else

@@ -353,6 +353,7 @@ int refresh_wm(struct ws_stream *st)
 {
 	struct ws_fmt_watermark w;
 	struct ws_etag etag;
+	st->mark.wrote_last = false; /* what is known now is what this read finds */
 	/* The watermark lands in carry_next: a manifest it carries is kept. */
 	int rc = ws_wm_load_keep(st->sink->store, st->tenant, &w, &etag, &st->carry.next);
 	/* Still ours to merge into only if it is the very watermark we wrote
@@ -393,6 +394,46 @@ int refresh_wm(struct ws_stream *st)
 	st->mark.have = true;
 	st->mark.loaded = true;
 	return 0;
+}
+
+/*
+ * The fencing read a tail skipped (step_fence: it meant to fence with its
+ * watermark's compare-and-swap), made before it uploads anything else: a
+ * stale owner leaves no object behind. The call goes on only if the
+ * watermark there is still our own last write; otherwise it starts over
+ * (TAIL_RETRY, nothing uploaded), and the next attempt decides from what
+ * this read found (Fenced, or what follows another writer).
+ */
+int fence_before_upload(struct ws_stream *st)
+{
+	if (!st->at.fence_deferred)
+		return 0;
+	st->at.fence_deferred = false;
+	WS_ASSERT(st->at.part_count == 0 || st->at.inl_held);
+	int rc = WS_FAULT("stream.before_deferred_fence");
+	if (rc)
+		return ws_fail(rc, "tenant %s: injected fault before the deferred fencing read", st->tenant);
+	const struct ws_fmt_watermark before = st->mark.wm;
+	/* The shard's other tails may go on meanwhile only while nothing of
+	 * this call is in the ring: an inline batch held in its slot (before
+	 * a carried manifest is stored) must not be reserved over. */
+	const bool let_go = st->at.part_count == 0;
+	if (let_go)
+		lane_out(st);
+	rc = refresh_wm(st);
+	if (let_go) {
+		lane_in(st);
+		st->at.part_base = st->pipe->ring.head; /* others published meanwhile */
+	}
+	if (rc)
+		return rc;
+	if (st->mark.have && wm_same_write(&st->mark.wm, &before) && st->mark.wm.carried_len == before.carried_len)
+		return 0;
+	ws_info("tenant %s: the watermark moved since our last write (found sequence %" PRIu64 ", epoch %" PRIu64
+		", pointer generation %" PRIu64 "); the call starts over from it, nothing uploaded",
+		st->tenant, st->mark.have ? st->mark.wm.seq : 0, st->mark.have ? st->mark.wm.epoch : 0,
+		st->mark.have ? st->mark.wm.pointer_generation : 0);
+	return TAIL_RETRY;
 }
 
 /* w is the watermark write nw (read back): the same sequence, owner and manifest. */

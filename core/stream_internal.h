@@ -131,6 +131,15 @@ struct ws_stream_mark {
 	uint64_t put_mono_ms;        /* when our last watermark write finished (0: none) */
 	char stamp_key[WS_KEY_MAX];  /* a manifest whose time_ms is known: stamp_ms (stamp_floor) */
 	int64_t stamp_ms;
+	/* etag is the one our own last watermark write got back, wm and the
+	 * carried manifest (carry.buf) are that write's, and nothing was read
+	 * since: a tail whose one write is the watermark may fence with that
+	 * write's compare-and-swap instead of a read (step_fence). */
+	bool wrote_last;
+	/* The store refused a swap on our own write's etag while the
+	 * watermark there was still that write (an etag form its If-Match
+	 * does not take): every tail of this stream fences by a read. */
+	bool own_etag_refused;
 };
 
 /* One call of ws_stream_tail_frames: reset as a whole at its start. */
@@ -168,11 +177,16 @@ struct ws_stream_attempt {
 	 * and a re-base holds nothing). */
 	bool inl_held;
 	uint32_t inl_idx;
+	/* The fencing read was skipped (step_fence): the watermark's
+	 * compare-and-swap fences, unless something else is to be uploaded
+	 * first, which reads it then (fence_before_upload). */
+	bool fence_deferred;
 };
 
 /* The manifest the watermark wm carries (wm.carried_len; docs/FORMAT.md
- * "Watermark"): its bytes, from this call's fencing read (none held
- * between calls). own: this stream wrote it and it is stored nowhere
+ * "Watermark"): its bytes, from this call's fencing read, or kept from
+ * our own watermark write that carried them until the next fencing read
+ * or until the stream parks (mark.wrote_last). own: this stream wrote it and it is stored nowhere
  * else, so the next tail may merge what it ships into it, replacing it; a
  * carried manifest another writer left is stored before anything links
  * to it. Heap buffers: released, never assigned over. */
@@ -291,6 +305,7 @@ void fill_rpo(const struct ws_stream *st, struct ws_rpo_status *rpo);
 uint64_t call_throttle(const struct ws_stream *st);
 void fill_bp(const struct ws_stream *st, struct ws_backpressure_report *bp);
 int refresh_wm(struct ws_stream *st);
+int fence_before_upload(struct ws_stream *st);
 bool wm_same_write(const struct ws_fmt_watermark *w, const struct ws_fmt_watermark *nw);
 bool fenced_by(const struct ws_stream *st, const struct ws_fmt_watermark *w);
 void fill_fenced(const struct ws_stream *st, struct ws_outcome *out);
@@ -333,7 +348,7 @@ void name_parts(struct ws_stream *st);
 
 /* core/stream_manifest.c */
 int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome *out);
-int step_write_watermark(struct ws_stream *st, struct tail *t);
+int step_write_watermark(struct ws_stream *st, struct tail *t, struct ws_outcome *out);
 
 /* core/stream_steps.c */
 int done_shed(const struct ws_stream *st, const struct tail *t, struct ws_outcome *out);

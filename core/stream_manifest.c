@@ -31,7 +31,7 @@ static int64_t stamp_floor(struct ws_stream *st)
 	 * is the best known; it is not later than its manifest's stamp. */
 	st->mark.stamp_ms = st->mark.wm.time_ms;
 	ws_buf_init(&b, 256u << 20);
-	/* A carried one is in hand (this call's fencing read). */
+	/* A carried one is in hand (this call's fencing read, or kept from our own last write). */
 	const bool carried = st->mark.wm.carried_len && st->carry.buf.len == st->mark.wm.carried_len;
 	if ((carried || ws_store_get(st->sink->store, st->mark.wm.manifest_key, 0, UINT64_MAX, &b, NULL) == 0) &&
 	    ws_fmt_manifest_decode(carried ? st->carry.buf.data : b.data, carried ? st->carry.buf.len : b.len, &m) == 0) {
@@ -307,7 +307,7 @@ int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome 
 			if ((rc = merge_carried(st, &m, &pm, &mrefs, &miov, &miovcnt, &mtails)) != 0)
 				goto out;
 			t->merged = true;
-		} else if ((rc = store_carried(st)) != 0) {
+		} else if ((rc = fence_before_upload(st)) != 0 || (rc = store_carried(st)) != 0) {
 			goto out;
 		} else {
 			carried_stored = true;
@@ -343,6 +343,8 @@ int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome 
 		if (rc)
 			goto out;
 	} else {
+		if ((rc = fence_before_upload(st)) != 0)
+			goto out;
 		rc = WS_FAULT("stream.before_manifest_put");
 		if (rc) {
 			rc = ws_fail(rc, "tenant %s: injected fault before manifest upload", st->tenant);
@@ -375,7 +377,7 @@ out:
  * names only what is now durable. Then keep a read mark without a gap: from
  * here on a new generation is provably the continuation of what we shipped.
  */
-int step_write_watermark(struct ws_stream *st, struct tail *t)
+int step_write_watermark(struct ws_stream *st, struct tail *t, struct ws_outcome *out)
 {
 	struct ws_fmt_watermark nw;
 	struct ws_etag new_etag = { .s = "" };
@@ -436,6 +438,7 @@ int step_write_watermark(struct ws_stream *st, struct tail *t)
 			  st->mark.have ? WS_PUT_CAS : WS_PUT_CREATE, st->mark.have ? &st->mark.etag : NULL, &new_etag);
 	lane_in(st);
 	if (rc == WS_EPRECOND) {
+		const struct ws_etag before_etag = st->mark.etag;
 		/* Someone wrote the watermark since our fencing read. Batches and
 		 * the manifest are already up: this is not Fenced (a pure read),
 		 * it is a lost race, and nothing of it is acknowledged. Unless
@@ -443,6 +446,9 @@ int step_write_watermark(struct ws_stream *st, struct tail *t)
 		 * this write landed and its reply was lost. */
 		struct ws_fmt_watermark before = st->mark.wm;
 		bool had = st->mark.have, was_continuous = st->txn.continuous;
+		/* Fenced by the write itself: nothing but it was to be written. */
+		const bool by_cas = st->at.fence_deferred;
+		st->at.fence_deferred = false;
 		int rc2 = refresh_wm(st);
 		if (rc2)
 			return rc2;
@@ -463,6 +469,29 @@ int step_write_watermark(struct ws_stream *st, struct tail *t)
 			ws_info("tenant %s: a checkpoint stored the carried manifest %s as its cut; shipping again "
 				"on top of it", st->tenant, before.manifest_key);
 			return TAIL_RETRY;
+		} else if (by_cas && st->mark.have && fenced_by(st, &st->mark.wm)) {
+			/* The refused write was this call's only one: a pure
+			 * read after all, and the sink holds the new owner's
+			 * state alone. */
+			ws_info("tenant %s: epoch %llu pointer generation %llu took the stream over (our "
+				"watermark's compare-and-swap was refused; we are %llu/%llu): fenced, nothing "
+				"written", st->tenant, (unsigned long long)st->mark.wm.epoch,
+				(unsigned long long)st->mark.wm.pointer_generation, (unsigned long long)st->epoch,
+				(unsigned long long)st->pg);
+			fill_fenced(st, out);
+			return TAIL_DONE;
+		} else if (by_cas && st->mark.have && wm_same_write(&st->mark.wm, &before) &&
+			   st->mark.wm.carried_len == before.carried_len) {
+			/* Nobody wrote it: the store did not take the etag our
+			 * own write got back (another form than its reads give,
+			 * a proxy's rewrite). The call starts over with the
+			 * fencing read, and so does every later one. */
+			st->mark.own_etag_refused = true;
+			ws_warn("tenant %s: watermark %s: the store refused a compare-and-swap on the etag %s its "
+				"own write returned, though the watermark there is still that write (read back "
+				"with etag %s): this stream fences by a read before every tail from now on",
+				st->tenant, wmkey, before_etag.s, st->mark.etag.s);
+			return TAIL_RETRY;
 		} else if (st->mark.have && fenced_by(st, &st->mark.wm))
 			return ws_fail(WS_ELOSTRACE, "tenant %s: epoch %llu pointer generation %llu took the "
 				       "stream over after our fencing read (we are %llu/%llu); objects uploaded "
@@ -477,6 +506,7 @@ int step_write_watermark(struct ws_stream *st, struct tail *t)
 				       (unsigned long long)st->epoch);
 		}
 	}
+	st->at.fence_deferred = false;
 	if (rc) {
 		st->mark.loaded = false; /* ambiguous: re-read before the next decision */
 		return ws_fail_wrap(rc, "tenant %s: write watermark %s", st->tenant, wmkey);
@@ -490,11 +520,17 @@ int step_write_watermark(struct ws_stream *st, struct tail *t)
 
 	t->prev = st->mark.wm;
 	t->had = st->mark.have;
-	/* Nothing is held between calls: the next call's fencing read brings
-	 * back the manifest this watermark carries, still this stream's to
-	 * merge into while the watermark there is this write (refresh_wm). */
+	/* The manifest this watermark carries stays in hand, this stream's to
+	 * merge into while the watermark there is this write: the next tail
+	 * may fence with its own swap on this write's etag (step_fence).
+	 * Parking drops it; a fencing read brings it back (refresh_wm). */
 	carry_drop(st);
-	ws_buf_free(&st->carry.next);
+	if (t->carried) {
+		st->carry.buf = st->carry.next;
+		ws_buf_init(&st->carry.next, WS_WM_BYTES_MAX);
+	} else {
+		ws_buf_free(&st->carry.next);
+	}
 	st->carry.own = t->carried;
 	st->call.report.carried = t->carried;
 	nw.carried = NULL;
@@ -507,6 +543,7 @@ int step_write_watermark(struct ws_stream *st, struct tail *t)
 	/* No etag known (the store gave none, even to a HEAD): re-read it
 	 * before the next swap rather than send one that cannot match. */
 	st->mark.loaded = new_etag.s[0] != '\0';
+	st->mark.wrote_last = st->mark.loaded;
 	/* continuous: no frame past this watermark can have been
 	 * checkpointed away unshipped, so a new generation continues it
 	 * (NEXT_GEN). A read mark held since our last watermark, or a REBASE

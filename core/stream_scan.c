@@ -287,6 +287,12 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 	 * reserve slots after the scan. */
 	const bool hold = st->inline_max && !multi && at_limit != LIMIT_REBASE &&
 			  hold_bytes(st, frames_total * fsz) <= st->inline_max;
+	/* Batches of their own: the fencing read comes before them. */
+	if (!hold) {
+		int rc = fence_before_upload(st);
+		if (rc)
+			return rc;
+	}
 	for (uint32_t k = 0;; k++) {
 		uint64_t off = ws_wal_frame_offset(sc->gen.page_size, next);
 		struct ws_pipe_desc *d;

@@ -166,15 +166,52 @@ static int step_decide_continuity(struct ws_stream *st, struct tail *t, struct w
 }
 
 /*
+ * Whether this tail may fence with its watermark's compare-and-swap
+ * instead of a read: its frames look like riding inside the watermark (a
+ * carried manifest: no snapshot, one inline batch, the sink holding writes
+ * back or carry=always), the etag to swap on is our own last write's with
+ * nothing read since (its carried manifest still in hand), and the store
+ * refuses a swap once the object changed. A takeover then makes that one
+ * write fail, having written nothing: Fenced. Where the guess is wrong
+ * (more frames, a manifest stored after all) the read is made before the
+ * first upload (fence_before_upload).
+ */
+static bool fence_by_cas(struct ws_stream *st, const struct tail *t)
+{
+	if (!st->mark.loaded || !st->mark.have || !st->mark.wrote_last || !st->mark.etag.s[0] ||
+	    st->mark.own_etag_refused || !ws_store_cas_fences(st->sink->store))
+		return false;
+	if (t->kind == WS_MANIFEST_REBASE || !st->inline_max || st->carry.mode == WS_CARRY_NEVER ||
+	    (st->carry.mode != WS_CARRY_ALWAYS && !ws_store_pressed(st->sink->store)))
+		return false;
+	if (st->mark.wm.carried_len && st->carry.buf.len != st->mark.wm.carried_len)
+		return false; /* parked since: the carried manifest is not in hand */
+	if (t->sc.gen.wal_magic == 0)
+		return false;
+	const uint64_t start = ws_wal_frame_offset(t->sc.gen.page_size, t->sc.first_frame);
+	return start < t->wal_bytes && t->wal_bytes - start <= st->inline_max;
+}
+
+/*
  * 3. Fence: a pure read of the watermark before the first upload, so a
  * stale owner writes nothing. The watermark may have moved since step 2
  * (another writer of our own epoch, or a takeover at a lower level): the
- * decision is made again from it.
+ * decision is made again from it. A tail whose one write is the watermark
+ * skips the read and fences with that write (fence_by_cas).
  */
 static int step_fence(struct ws_stream *st, struct tail *t, struct ws_outcome *out)
 {
 	int rc;
 	WS_ASSERT(st->at.part_count == 0); /* nothing uploaded before the fencing read */
+	if (fence_by_cas(st, t)) {
+		/* What step 2 decided from is our own last write: it stands
+		 * until the swap (or the read before an upload) finds otherwise. */
+		st->at.fence_deferred = true;
+		st->at.part_base = st->pipe->ring.head;
+		if ((rc = WS_FAULT("stream.fence_by_cas")) != 0)
+			return ws_fail(rc, "tenant %s: injected fault where the fencing read is skipped", st->tenant);
+		goto decided;
+	}
 	if ((rc = WS_FAULT("stream.before_fence")) != 0)
 		return ws_fail(rc, "tenant %s: injected fault before the fencing read", st->tenant);
 	lane_out(st);
@@ -199,6 +236,7 @@ static int step_fence(struct ws_stream *st, struct tail *t, struct ws_outcome *o
 		if (!still)
 			scan_from_top(t);
 	}
+decided:
 	/* The WAL was reset and nothing new written yet: the database file is
 	 * exactly the last shipped state. */
 	if (t->kind == WS_MANIFEST_NEXT_GEN && t->sc.gen.wal_magic == 0)
@@ -406,7 +444,7 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	if ((rc = step_read_generation(st, &t)) != 0 || (rc = step_decide_continuity(st, &t, out)) != 0 ||
 	    (rc = step_fence(st, &t, out)) != 0 || (rc = step_scan(st, &t, out)) != 0 ||
 	    (rc = step_snapshot(st, &t)) != 0 || (rc = step_settle(st, &t, out)) != 0 ||
-	    (rc = step_write_manifest(st, &t, out)) != 0 || (rc = step_write_watermark(st, &t)) != 0) {
+	    (rc = step_write_manifest(st, &t, out)) != 0 || (rc = step_write_watermark(st, &t, out)) != 0) {
 		call_range(st, &t);
 		return rc == TAIL_DONE ? 0 : rc;
 	}

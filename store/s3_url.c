@@ -607,6 +607,7 @@ struct ws_store *ws_store_s3_open_defaults(const char *url, const char *defaults
 	 * first compare-and-swap of a store opened without it. */
 	s->if_match_known = s->etag_quotes >= 0;
 	s->if_match_quoted = s->etag_quotes != 0;
+	s->base.conditions_off = !s->conditional_writes;
 	if (!s->conditional_writes)
 		ws_warn("sink %s: conditional_writes=off: create-once and compare-and-swap are NOT enforced "
 			"by the store; two owners of one stream will not be fenced", u);

@@ -215,11 +215,18 @@ struct ws_store {
 	 * verify) fetches at once, ahead of the one it applies (core/prefetch.c);
 	 * 0 or 1: one after another. Set before any reader runs. */
 	unsigned fetch_parallelism;
+	/* The store does not enforce create-once and compare-and-swap (s3
+	 * conditional_writes=off): a refused write cannot fence an owner. */
+	bool conditions_off;
 };
 
 enum ws_store_kind ws_store_kind(const struct ws_store *s);
 /* The store is holding writes back now (ws_store_ops.pressed). */
 bool ws_store_pressed(struct ws_store *s);
+/* A compare-and-swap on this store is refused once the object changed
+ * (file://, and s3:// unless conditional_writes=off): the write itself
+ * fences. Any other store (a test's table) is taken not to. */
+bool ws_store_cas_fences(const struct ws_store *s);
 
 /* Thin wrappers that count operations in s->stats. */
 int ws_store_put(struct ws_store *s, const char *key, const void *data, size_t len,

@@ -2221,8 +2221,9 @@ static void test_thousand_tenants_two_shards(void **state)
 /*
  * Watermarks that carry their manifests (carry_in_watermark = always) on
  * two shards whose streams share each shard's ring and work arrays: real
- * writers commit while the shards run; tails carry, merge (each bringing
- * its carried manifest back with its fencing read) and store; every
+ * writers commit while the shards run; tails carry, merge (into the
+ * carried manifest of their own last write, kept in hand, fencing with the
+ * watermark's swap alone; or brought back by a fencing read) and store; every
  * tenant restores equal to its source and verifies, after the stop and
  * after a restart of the engine that goes on from the carried watermarks
  * it finds.
