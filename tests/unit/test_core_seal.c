@@ -22,7 +22,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "chain.h"
 #include "coreutil.h"
+#include "prefetch.h"
 #include "walship.h"
 #include "ws_format.h"
 #include "ws_hash.h"
@@ -322,12 +324,18 @@ static void damaged(struct wt_env *e, struct ws_sink *reader, const char *path, 
 	n = len;
 	apply(d, b, &n);
 	assert_int_equal(wt_write_file(path, b, n), 0);
-	rc = ws_restore(reader, TENANT, NULL, out);
-	if (rc != want || !strstr(ws_errmsg(), says))
-		fail_msg("damage %d: restore %s (%s), expected %s saying '%s'", (int)d, ws_strerror(rc), ws_errmsg(),
-			 ws_strerror(want), says);
-	assert_null(strstr(ws_errmsg(), KEY_HEX));
-	assert_int_equal(access(out, F_OK), -1);
+	/* Through the window (opened ahead of the replay), then one object
+	 * at a time (opened by the replay): the same refusal. */
+	for (unsigned at_once = WS_FETCH_PARALLELISM_DEFAULT; at_once >= 1; at_once /= 8) {
+		assert_int_equal(ws_sink_set_fetch_parallelism(reader, at_once), 0);
+		rc = ws_restore(reader, TENANT, NULL, out);
+		if (rc != want || !strstr(ws_errmsg(), says))
+			fail_msg("damage %d, %u at once: restore %s (%s), expected %s saying '%s'", (int)d, at_once,
+				 ws_strerror(rc), ws_errmsg(), ws_strerror(want), says);
+		assert_null(strstr(ws_errmsg(), KEY_HEX));
+		assert_int_equal(access(out, F_OK), -1);
+	}
+	assert_int_equal(ws_sink_set_fetch_parallelism(reader, WS_FETCH_PARALLELISM_DEFAULT), 0);
 	assert_int_equal(ws_verify(reader, TENANT, on_problem, &p), want);
 	assert_true(p.n >= 1 && strstr(path, p.first_key) != NULL);
 	assert_int_equal(wt_write_file(path, orig, len), 0);
@@ -386,6 +394,107 @@ static void test_garbled_zstd(void **state)
 	damaged(&e, e.sink, batch_path, GARBLE_ZSTD, WS_ECORRUPT, "zstd");
 	damaged(&e, e.sink, snap_path, GARBLE_ZSTD, WS_ECORRUPT, "zstd");
 	assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == r.hash[r.n - 1]);
+	wt_env_free(&e);
+}
+
+/* ---- the restore's window ------------------------------------------------ */
+
+/* What holding an object opened takes: its stored bytes, and its
+ * plaintext apart (and the decrypted compressed bytes) when sealed. */
+static uint64_t opened_need(const struct ws_buf *b, bool snap)
+{
+	struct ws_fmt_batch bh;
+	struct ws_fmt_snap sh;
+	const struct ws_fmt_seal *fs;
+	uint64_t plain;
+	size_t hl;
+	if (snap) {
+		assert_int_equal(ws_fmt_snap_decode_hdr(b->data, b->len, &sh, &hl), 0);
+		fs = &sh.seal;
+		plain = ws_fmt_snap_plain_len(&sh);
+	} else {
+		assert_int_equal(ws_fmt_batch_decode_hdr(b->data, b->len, &bh, &hl), 0);
+		fs = &bh.seal;
+		plain = ws_fmt_batch_plain_len(&bh);
+	}
+	assert_false(ws_fmt_seal_plain(fs));
+	return b->len + plain + (fs->cipher && fs->codec ? fs->stored_len - WS_SEAL_TAG_LEN : 0);
+}
+
+/* Every object of chain c through a window of n under budget (0: one at a
+ * time, no window): each opened ahead when there is a window, with its
+ * plaintext's hash checked there; *need_max the most one object holds, *need_n
+ * what the first n hold together. */
+static void through_window(struct wt_env *e, const struct ws_chain *c, unsigned n, uint64_t budget,
+			   struct ws_prefetch_stats *st, uint64_t *need_max, uint64_t *need_n)
+{
+	struct ws_prefetch *p = budget ? ws_prefetch_start_budget(e->sink->store, c, 0, c->count - 1, n, budget) : NULL;
+	struct ws_buf b, plain;
+	struct ws_obj_opened op;
+	unsigned taken = 0;
+
+	ws_buf_init(&b, (size_t)1 << 30);
+	ws_buf_init(&plain, (size_t)1 << 31);
+	assert_true(!budget || p);
+	*need_max = *need_n = 0;
+	for (size_t i = 0; i < c->count; i++) {
+		const struct ws_fmt_manifest *m = &c->m[i];
+		uint32_t snaps = m->kind == WS_MANIFEST_REBASE ? m->snap_count : 0;
+		for (uint32_t k = 0; k < snaps + m->batch_count; k++) {
+			const struct ws_fmt_objref *ref = k < snaps ? &m->snaps[k] : &m->batches[k - snaps];
+			assert_int_equal(ws_prefetch_or_fetch(p, e->sink->store, c, i, ref, &b, &plain, &op), 0);
+			assert_true(op.done == (p != NULL));
+			assert_true(!op.done || op.rc == 0);
+			uint64_t need = opened_need(&b, k < snaps);
+			if (p)
+				usleep(3000); /* a slow replay: the window fills up to what it may hold */
+			*need_max = need > *need_max ? need : *need_max;
+			if (taken++ < n)
+				*need_n += need;
+		}
+	}
+	ws_prefetch_end(p, st);
+	ws_buf_free(&b);
+	ws_buf_free(&plain);
+}
+
+/*
+ * The restore's window opens sealed objects ahead of the replay and counts
+ * what their opening takes against its budget: a chain of compressible
+ * sealed objects (each stores a fraction of its plaintext) read through a
+ * window of 16 under a budget of 3 objects opened: the bytes it counted
+ * and the bytes its objects and plaintexts filled never pass the budget,
+ * though its 16 first objects opened would, and its buffers' capacity
+ * stays under three times the budget (twice what they hold, as they grow
+ * by doubling, and what free slots keep).
+ */
+static void test_prefetch_bounded(void **state)
+{
+	(void)state;
+	struct wt_env e;
+	struct record r = { .n = 0 };
+	struct ws_fmt_watermark wm;
+	struct ws_chain c;
+	struct ws_prefetch_stats st = { 0 };
+	uint64_t need_max, need_n, budget;
+
+	wt_env_init(&e, "seal_window", 0);
+	char *kf = key_file(&e, "keys", KEY_HEX);
+	ship(&e, WS_CODEC_ZSTD, kf, WS_CARRY_NEVER, &r);
+	assert_int_equal(ws_wm_load(e.sink->store, TENANT, &wm, NULL), 0);
+	assert_int_equal(ws_chain_load(e.sink->store, TENANT, &wm, &c), 0);
+	through_window(&e, &c, 16, 0, NULL, &need_max, &need_n);
+	budget = 3 * need_max;
+	if (need_n <= budget)
+		fail_msg("16 objects opened take %" PRIu64 " bytes, within a budget of %" PRIu64 ": the test does not "
+			 "test", need_n, budget);
+	through_window(&e, &c, 16, budget, &st, &need_max, &need_n);
+	if (st.held_max > budget || st.used_max > budget || st.used_max < need_max / 2 || st.cap_max > 3 * budget)
+		fail_msg("window of 16 under %" PRIu64 " bytes counted %" PRIu64 " and filled %" PRIu64 " at most (one "
+			 "object opened: %" PRIu64 "), buffers of %" PRIu64 " bytes", budget, st.held_max, st.used_max,
+			 need_max, st.cap_max);
+	ws_chain_free(&c);
+	free(kf);
 	wt_env_free(&e);
 }
 
@@ -520,6 +629,7 @@ int main(void)
 		cmocka_unit_test(test_stream_bad_key_file),
 		cmocka_unit_test(test_damaged_objects),
 		cmocka_unit_test(test_garbled_zstd),
+		cmocka_unit_test(test_prefetch_bounded),
 		cmocka_unit_test(test_engine_sealed),
 		cmocka_unit_test(test_fixture_v2),
 	};
