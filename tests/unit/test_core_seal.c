@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include "coreutil.h"
 #include "prefetch.h"
 #include "walship.h"
+#include "ws_fault.h"
 #include "ws_format.h"
 #include "ws_hash.h"
 #include "ws_seal.h"
@@ -397,6 +399,98 @@ static void test_garbled_zstd(void **state)
 	wt_env_free(&e);
 }
 
+/* ---- the sealing thread under a writer -------------------------------- */
+
+struct seal_pause {
+	struct wt_mutator *m;
+	bool mutated;
+};
+
+/* A pause in the WAL reads of a flush: the source mutated once, from the
+ * first read the shard's sealing thread makes (a delegated slot). */
+static void mutate_in_sealer(const char *site, void *arg)
+{
+	struct seal_pause *sp = arg;
+	char name[16] = "";
+	pthread_getname_np(pthread_self(), name, sizeof(name));
+	if (sp->mutated || strcmp(name, "ws-seal") != 0)
+		return;
+	sp->mutated = true;
+	wt_mutate(site, sp->m);
+}
+
+/*
+ * An engine shard sealing (zstd and a key) its tenant's tails of several
+ * slots, paused where its sealing thread reads a slot the shard handed it
+ * (stream.before_wal_read) while a real writer commits, runs each kind of
+ * WAL checkpoint or spills a transaction (each in turn, one engine): what
+ * each flush acknowledged is a state the source committed, no older than
+ * the one before it was called, and verifies; after a last flush and stop
+ * the restore is the source's last state.
+ */
+static void test_engine_sealing_paused_under_writer(void **state)
+{
+	(void)state;
+	struct wt_env e;
+	struct ws_shard_config shc;
+	int rc;
+
+	wt_env_init(&e, "seal_pause", 0);
+	char *kf = wt_path(e.dir, "keys");
+	assert_int_equal(wt_write_file(kf, KEY_HEX "\n", 65), 0);
+	assert_int_equal(ws_sink_add_key_file(e.sink, kf), 0);
+	ws_shard_config_default(&shc);
+	shc.ring_bytes = 2 << 20;
+	shc.batch_bytes_max = 128 << 10;
+	shc.seal = (struct ws_seal_config){ .codec = WS_CODEC_ZSTD, .key_file = kf };
+	struct ws_engine_config ec = { .sink_url = e.sink_url, .shards = 1, .shard = &shc };
+	struct ws_engine *eng = ws_engine_create(&ec, &rc);
+	if (!eng)
+		fail_msg("engine: %s", ws_errmsg());
+	assert_int_equal(ws_engine_add_tenant(eng, &(struct ws_tenant_config){ .name = TENANT, .db_path = e.db,
+										 .shard = -1 }), 0);
+	write_marked(e.w, 3);
+	assert_int_equal(ws_engine_flush(eng), 0);
+	for (unsigned how = 0; how < WT_MUTATIONS; how++) {
+		struct wt_mutator m;
+		struct seal_pause sp = { .m = &m };
+		int at_flush = 0, got;
+
+		wt_mutator_init(&m, &e, how);
+		/* Which thread reads which slot first is a race: a round whose
+		 * first reads were all the shard's goes again. */
+		for (int round = 0; round < 8 && !sp.mutated; round++) {
+			/* A backlog of several slots: the shard and its sealing thread read it. */
+			for (int i = 0; i < 4; i++)
+				write_marked(e.w, 400);
+			wt_mutator_record(&m);
+			at_flush = (int)m.nstates - 1;
+			for (unsigned nth = 1; nth <= 4; nth++)
+				assert_int_equal(ws_fault_add("stream.before_wal_read", nth, WS_FAULT_PAUSE, mutate_in_sealer,
+							      &sp), 0);
+			rc = ws_engine_flush(eng);
+			ws_fault_disarm();
+			if (rc)
+				fail_msg("mutation %u: flush: %s (%s)", how, ws_strerror(rc), ws_errmsg());
+		}
+		if (!sp.mutated)
+			fail_msg("mutation %u: no read of the sealing thread paused in 8 rounds: the test does not test", how);
+		got = wt_mutator_find(&m, wt_restore_hash(&e, TENANT, NULL, NULL));
+		if (got < at_flush)
+			fail_msg("mutation %u: the flush acknowledged %s", how,
+				 got < 0 ? "no state the source committed" : "a state older than the one before it");
+		assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+		wt_mutator_free(&m);
+	}
+	assert_int_equal(ws_engine_flush(eng), 0);
+	assert_int_equal(ws_engine_stop(eng), 0);
+	ws_engine_destroy(eng);
+	assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == wt_content_hash(e.w, NULL));
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	free(kf);
+	wt_env_free(&e);
+}
+
 /* ---- the restore's window ------------------------------------------------ */
 
 /* What holding an object opened takes: its stored bytes, and its
@@ -631,6 +725,7 @@ int main(void)
 		cmocka_unit_test(test_garbled_zstd),
 		cmocka_unit_test(test_prefetch_bounded),
 		cmocka_unit_test(test_engine_sealed),
+		cmocka_unit_test(test_engine_sealing_paused_under_writer),
 		cmocka_unit_test(test_fixture_v2),
 	};
 	return WT_RUN_GROUP(tests, NULL, NULL);
