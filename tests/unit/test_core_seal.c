@@ -413,9 +413,11 @@ static void mutate_in_sealer(const char *site, void *arg)
 	struct seal_pause *sp = arg;
 	char name[16] = "";
 	pthread_getname_np(pthread_self(), name, sizeof(name));
-	if (sp->mutated || strcmp(name, "ws-seal") != 0)
+	/* Reached by the shard's thread and the sealing thread: only the
+	 * sealing thread sets it. */
+	if (strcmp(name, "ws-seal") != 0 || __atomic_load_n(&sp->mutated, __ATOMIC_ACQUIRE))
 		return;
-	sp->mutated = true;
+	__atomic_store_n(&sp->mutated, true, __ATOMIC_RELEASE);
 	wt_mutate(site, sp->m);
 }
 
@@ -442,6 +444,9 @@ static void test_engine_sealing_paused_under_writer(void **state)
 	ws_shard_config_default(&shc);
 	shc.ring_bytes = 2 << 20;
 	shc.batch_bytes_max = 128 << 10;
+	/* Tails only when flushed: the backlog is one tail of several slots,
+	 * however slowly it is written. */
+	shc.batch_age_ms_max = 600000;
 	shc.seal = (struct ws_seal_config){ .codec = WS_CODEC_ZSTD, .key_file = kf };
 	struct ws_engine_config ec = { .sink_url = e.sink_url, .shards = 1, .shard = &shc };
 	struct ws_engine *eng = ws_engine_create(&ec, &rc);
@@ -459,7 +464,7 @@ static void test_engine_sealing_paused_under_writer(void **state)
 		wt_mutator_init(&m, &e, how);
 		/* Which thread reads which slot first is a race: a round whose
 		 * first reads were all the shard's goes again. */
-		for (int round = 0; round < 8 && !sp.mutated; round++) {
+		for (int round = 0; round < 8 && !__atomic_load_n(&sp.mutated, __ATOMIC_ACQUIRE); round++) {
 			/* A backlog of several slots: the shard and its sealing thread read it. */
 			for (int i = 0; i < 4; i++)
 				write_marked(e.w, 400);
@@ -473,7 +478,7 @@ static void test_engine_sealing_paused_under_writer(void **state)
 			if (rc)
 				fail_msg("mutation %u: flush: %s (%s)", how, ws_strerror(rc), ws_errmsg());
 		}
-		if (!sp.mutated)
+		if (!__atomic_load_n(&sp.mutated, __ATOMIC_ACQUIRE))
 			fail_msg("mutation %u: no read of the sealing thread paused in 8 rounds: the test does not test", how);
 		got = wt_mutator_find(&m, wt_restore_hash(&e, TENANT, NULL, NULL));
 		if (got < at_flush)
