@@ -34,12 +34,14 @@
  * A slot's buffers are kept for its next object (no fresh pages to fault in
  * per object) unless larger than their share of WS_PREFETCH_BYTES_MAX and
  * than twice what that object needs, and while what free slots keep stays
- * within a quarter of WS_PREFETCH_BYTES_MAX (the ring cycles through all n
- * slots however few objects the budget lets in). So the window holds about
+ * within WS_PREFETCH_BYTES_MAX (the ring cycles through all n slots however
+ * few objects the budget lets in); the replay's plaintext buffers come back
+ * to a pool of two that the opener draws from. So the window holds about
  * min(n x the largest object, WS_PREFETCH_BYTES_MAX), at most twice that in
- * the capacity of the buffers holding it (they grow by doubling) and a
- * quarter of the budget in free slots' buffers, plus the object the replay
- * is applying (test_prefetch_bounded checks these bounds). A
+ * the capacity of the buffers holding it (they grow by doubling), the
+ * budget again in free slots' buffers at most, and two plaintext buffers,
+ * plus the object the replay is applying (test_prefetch_bounded checks
+ * these bounds). A
  * window that runs out of memory is given up with a warning, and the rest
  * is read one object at a time (a checkpoint builds its image under a
  * 64 MiB heap: test_bounded_memory).
@@ -93,6 +95,8 @@ struct ws_prefetch {
 	uint64_t budget;         /* WS_PREFETCH_BYTES_MAX, or a test's */
 	uint64_t free_cap;       /* buffers' capacity kept by FREE slots for their next objects */
 	uint64_t rooms;          /* rooms of the objects opened and not taken */
+	struct ws_buf pool[2];   /* plaintext buffers the replay handed back, for the opener to reuse */
+	unsigned npool;
 	struct ws_prefetch_stats st;
 	bool stop, ended;        /* the replay is done; the fetcher is (and the opener once it is past the last) */
 	bool opened_all;         /* the opener is done */
@@ -247,6 +251,8 @@ static void note_held(struct ws_prefetch *p)
 		if (p->slots[j].state != SLOT_FREE)
 			used += p->slots[j].used;
 	}
+	for (unsigned j = 0; j < p->npool; j++)
+		cap += p->pool[j].cap;
 	if (used > p->st.used_max)
 		p->st.used_max = used;
 	if (p->held > p->st.held_max)
@@ -292,6 +298,8 @@ static void open_slot(struct ws_prefetch *p, unsigned idx)
 
 	if (sl->rc != 0 || !open_room(p, sl, &need))
 		return;
+	if (need && sl->plain.cap == 0 && p->npool > 0)
+		sl->plain = p->pool[--p->npool]; /* no fresh pages to fault in */
 	if (sl->plain.cap > p->budget / p->n && sl->plain.cap > 2 * need) {
 		ws_buf_free(&sl->plain);
 		ws_buf_init(&sl->plain, (size_t)1 << 31);
@@ -490,10 +498,15 @@ int ws_prefetch_take(struct ws_prefetch *p, size_t i, const struct ws_fmt_objref
 	t = *out;
 	*out = sl->b;
 	sl->b = t;
-	/* The payload opened points into the buffers handed over with it. */
+	/* The payload opened points into the buffers handed over with it;
+	 * the replay's last plaintext buffer goes to the opener's pool. */
 	t = *plain;
 	*plain = sl->plain;
-	sl->plain = t;
+	ws_buf_init(&sl->plain, (size_t)1 << 31);
+	if (t.cap && p->npool < sizeof(p->pool) / sizeof(p->pool[0]) && t.cap <= p->budget)
+		p->pool[p->npool++] = t;
+	else
+		ws_buf_free(&t);
 	op->done = sl->op.done;
 	if (op->done) {
 		op->rc = sl->op.rc;
@@ -508,15 +521,13 @@ int ws_prefetch_take(struct ws_prefetch *p, size_t i, const struct ws_fmt_objref
 	p->held -= ref->length + sl->room;
 	p->rooms -= sl->room;
 	sl->room = 0;
-	/* The buffers handed over are kept for the slot's next object while
+	/* The buffer handed over is kept for the slot's next object while
 	 * what free slots keep stays within the budget: the ring cycles
 	 * through all n slots, however few objects the budget lets in. */
-	sl->kept = (uint64_t)sl->b.cap + sl->plain.cap;
-	if (p->free_cap + sl->kept > p->budget / 4) {
+	sl->kept = sl->b.cap;
+	if (p->free_cap + sl->kept > p->budget) {
 		ws_buf_free(&sl->b);
 		ws_buf_init(&sl->b, PREFETCH_OBJ_MAX);
-		ws_buf_free(&sl->plain);
-		ws_buf_init(&sl->plain, (size_t)1 << 31);
 		sl->kept = 0;
 	}
 	p->free_cap += sl->kept;
@@ -538,6 +549,8 @@ static void window_off(struct ws_prefetch *p)
 	pthread_mutex_unlock(&p->mu);
 	pthread_join(p->th, NULL);
 	pthread_join(p->oth, NULL);
+	while (p->npool > 0)
+		ws_buf_free(&p->pool[--p->npool]);
 	for (unsigned j = 0; j < p->n; j++) {
 		ws_buf_free(&p->slots[j].b);
 		ws_buf_free(&p->slots[j].plain);
