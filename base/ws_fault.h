@@ -97,6 +97,7 @@
 	X("retention.before_unreachable_list", "retention: a tenant's watermark is at or past the cut, its " \
 	  "keys not yet listed for manifests no walk reaches and uploads no manifest names")               \
 	X("replay.prefetch", "restore, verify: the fetching thread chose a window of objects, not yet read")  \
+	X("replay.prefetch_open", "restore, verify: the fetching thread read an object and is about to open it") \
 	X("restore.after_choose", "restore: the target state is chosen, no object of it read yet")          \
 	X("verify.after_chain_load", "verify: a tenant's chain is read, its objects not yet")               \
 	X("chain.before_manifest_list", "restore, verify: the watermark is read (or found missing), the "   \

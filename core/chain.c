@@ -143,7 +143,8 @@ int ws_chain_obj_fetch(struct ws_store *s, const struct ws_chain *c, size_t i, c
 
 int ws_batch_verify(const struct ws_keyring *kr, const uint8_t *obj, size_t len, const struct ws_fmt_manifest *m,
 		    const struct ws_fmt_objref *ref, const char *name, const uint32_t seed[2], uint32_t end[2],
-		    struct ws_fmt_batch *b, struct ws_buf *plain, const uint8_t **frames)
+		    const struct ws_obj_opened *pre, struct ws_fmt_batch *b, struct ws_buf *plain,
+		    const uint8_t **frames)
 {
 	struct ws_wal_hdr wh;
 	struct ws_wal_cursor c;
@@ -161,8 +162,13 @@ int ws_batch_verify(const struct ws_keyring *kr, const uint8_t *obj, size_t len,
 			       name);
 	if (b->seed_cksum[0] != seed[0] || b->seed_cksum[1] != seed[1])
 		return ws_fail(WS_EINCOMPLETE, "batch %s does not continue the checksum chain", name);
-	if ((rc = ws_seal_open_batch(kr, obj, len, b, plain, frames)) != 0)
+	if (pre && pre->done) {
+		if ((rc = pre->rc) != 0)
+			return ws_fail(rc, "batch %s: %s", name, pre->msg);
+		*frames = pre->payload;
+	} else if ((rc = ws_seal_open_batch(kr, obj, len, b, plain, frames)) != 0) {
 		return ws_fail_wrap(rc, "batch %s", name);
+	}
 	memset(&wh, 0, sizeof(wh));
 	wh.magic = b->gen.wal_magic;
 	wh.page_size = b->gen.page_size;

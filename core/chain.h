@@ -74,15 +74,31 @@ void ws_chain_free(struct ws_chain *c);
 int ws_chain_obj_fetch(struct ws_store *s, const struct ws_chain *c, size_t i, const struct ws_fmt_objref *ref,
 		       struct ws_buf *out) WS_MUST_CHECK;
 /*
+ * An object's payload opened ahead of its turn (prefetch.c), by
+ * ws_seal_open_batch / ws_seal_open_snap on the object as fetched: its
+ * plaintext (in the object's buffer or the plain buffer that came with it)
+ * and its XXH3 checked, or the error and message of that opening. done
+ * false: not opened ahead; the reader opens it itself.
+ */
+struct ws_obj_opened {
+	bool done;
+	int rc;
+	const uint8_t *payload;
+	char msg[1024];
+};
+
+/*
  * Verify one batch object fully, including SQLite's checksum chain: its
  * header against the manifest's entry and the chain first, then its
  * payload, opened with kr into plain when sealed (*frames points there or
- * into obj). Errors: as ws_seal_open_batch (WS_ENOKEY: only the header
+ * into obj); or, with pre done, what pre found opening it (the same call
+ * made earlier on the same bytes), still only after the header's checks. Errors: as ws_seal_open_batch (WS_ENOKEY: only the header
  * could be checked), WS_EFORMAT, WS_EINCOMPLETE, WS_ECORRUPT.
  */
 int ws_batch_verify(const struct ws_keyring *kr, const uint8_t *obj, size_t len, const struct ws_fmt_manifest *m,
 		    const struct ws_fmt_objref *ref, const char *name, const uint32_t seed[2], uint32_t end[2],
-		    struct ws_fmt_batch *hdr, struct ws_buf *plain, const uint8_t **frames) WS_MUST_CHECK;
+		    const struct ws_obj_opened *pre, struct ws_fmt_batch *hdr, struct ws_buf *plain,
+		    const uint8_t **frames) WS_MUST_CHECK;
 
 /*
  * ws_chain_load, but the walk also ends at stop (when the chain passes

@@ -359,8 +359,8 @@ static int manifest_frames(struct ws_follow *f, struct walk *w)
 			snprintf(name, sizeof(name), "%s (inline batch %u)", w->c->keys[w->i], k);
 		rc = ws_chain_obj_fetch(f->sink->store, w->c, w->i, ref, &f->obj);
 		if (!rc)
-			rc = ws_batch_verify(f->sink->store->keys, f->obj.data, f->obj.len, m, ref, name, run, end, &bh,
-					     &f->plain, &frames);
+			rc = ws_batch_verify(f->sink->store->keys, f->obj.data, f->obj.len, m, ref, name, run, end, NULL,
+					     &bh, &f->plain, &frames);
 		if (rc)
 			return ws_fail_wrap(rc, "tenant %s", f->tenant);
 		for (uint64_t j = 0; j < bh.frame_count && !rc; j++) {

@@ -65,6 +65,38 @@ static int seal_slot(struct ws_pipe *p, uint32_t idx, struct ws_pipe_desc *d, co
 	return 0;
 }
 
+static void *sealer(void *arg);
+
+/* Start the sealing thread where the upload thread reads slots; without
+ * its ring or thread the upload thread goes on reading them itself. */
+static void start_sealer(struct ws_pipe *p)
+{
+	int err = 0;
+	if (!p->reader || p->s_reader)
+		return;
+	p->s_reader = ws_reader_open_over(p->ring.mem, p->ring.slot_bytes * p->ring.nslots, 1, 0, &err);
+	if (p->s_reader && ws_reader_backend(p->s_reader) != WS_READER_URING) {
+		ws_reader_close(p->s_reader);
+		p->s_reader = NULL;
+	}
+	if (!p->s_reader)
+		return;
+	pthread_mutex_init(&p->s_mu, NULL);
+	pthread_cond_init(&p->s_cv, NULL);
+	/* Only the producer publishes: every slot from head on is the
+	 * sealing thread's to read. */
+	p->seal_from = p->s_pub = p->s_done = p->ring.head;
+	if (pthread_create(&p->s_thread, NULL, sealer, p) != 0) {
+		pthread_cond_destroy(&p->s_cv);
+		pthread_mutex_destroy(&p->s_mu);
+		ws_reader_close(p->s_reader);
+		p->s_reader = NULL;
+		return;
+	}
+	/* Before any slot from seal_from is published (P1 orders it for U). */
+	__atomic_store_n(&p->sealing, 1, __ATOMIC_RELEASE);
+}
+
 int ws_pipe_seal_reserve(struct ws_pipe *p)
 {
 	const struct ws_seal most = { .codec = WS_FMT_CODEC_ZSTD, .key = &(struct ws_seal_key){ 0 } };
@@ -72,7 +104,10 @@ int ws_pipe_seal_reserve(struct ws_pipe *p)
 		return 0;
 	p->seal_slot_bytes = ws_seal_bound(&most, p->ring.slot_bytes);
 	p->seal_mem = malloc(p->seal_slot_bytes * p->ring.nslots);
-	return p->seal_mem ? 0 : -ENOMEM;
+	if (!p->seal_mem)
+		return -ENOMEM;
+	start_sealer(p);
+	return 0;
 }
 
 /* WAL bytes read at a time: small enough to stay in L2 until checked. */
@@ -180,17 +215,61 @@ int ws_pipe_fill(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t ring_
 /* The upload thread reads a slot the tail only described, with its own
  * ring over the same memory; the WAL is attached for this read only (the
  * tail keeps the descriptor open until its slots are done). */
-static int fill_delegated(struct ws_pipe *p, uint32_t idx, struct ws_pipe_desc *d)
+static int fill_delegated(struct ws_pipe *p, struct ws_reader *r, uint32_t idx, struct ws_pipe_desc *d)
 {
 	int fslot;
 	int rc;
-	WS_ASSERT(d->delegated && p->reader); /* U reads only what T handed it */
-	fslot = ws_reader_attach(p->reader, d->wal_fd);
+	WS_ASSERT(d->delegated && r); /* U (or S) reads only what T handed it */
+	fslot = ws_reader_attach(r, d->wal_fd);
 	if (fslot < 0)
 		return fslot;
-	rc = ws_pipe_fill(p, p->reader, fslot, 0, idx, d);
-	ws_reader_detach(p->reader, fslot);
+	rc = ws_pipe_fill(p, r, fslot, 0, idx, d);
+	ws_reader_detach(r, fslot);
 	return rc;
+}
+
+/* The sealing thread: each delegated slot published from seal_from on,
+ * in order, read, checked and sealed; progress in s_done. */
+static void *sealer(void *arg)
+{
+	struct ws_pipe *p = arg;
+	pthread_setname_np(pthread_self(), "ws-seal");
+	pthread_mutex_lock(&p->s_mu);
+	for (;;) {
+		while (p->s_done == p->s_pub && !p->s_stop)
+			pthread_cond_wait(&p->s_cv, &p->s_mu);
+		if (p->s_done == p->s_pub)
+			break; /* stopped, and every slot passed on is done */
+		uint32_t idx = p->s_done;
+		pthread_mutex_unlock(&p->s_mu);
+		struct ws_pipe_desc *d = ws_pipe_desc(p, idx);
+		if (d->checked && d->delegated)
+			d->fill_rc = fill_delegated(p, p->s_reader, idx, d);
+		pthread_mutex_lock(&p->s_mu);
+		p->s_done = idx + 1;
+		pthread_cond_broadcast(&p->s_cv);
+	}
+	pthread_mutex_unlock(&p->s_mu);
+	return NULL;
+}
+
+/* U: whether the sealing thread reads published slot idx's (if delegated). */
+static bool sealer_has(struct ws_pipe *p, uint32_t idx)
+{
+	return __atomic_load_n(&p->sealing, __ATOMIC_ACQUIRE) && (int32_t)(idx - p->seal_from) >= 0;
+}
+
+/* U: wait until the sealing thread is past slot idx; the slots it passed
+ * from idx on (at least 1). */
+static uint32_t sealer_wait(struct ws_pipe *p, uint32_t idx)
+{
+	uint32_t done;
+	pthread_mutex_lock(&p->s_mu);
+	while ((int32_t)(p->s_done - idx) <= 0)
+		pthread_cond_wait(&p->s_cv, &p->s_mu);
+	done = p->s_done;
+	pthread_mutex_unlock(&p->s_mu);
+	return done - idx;
 }
 
 /* Upload slots [from, to) (at most in_flight of them). */
@@ -212,9 +291,15 @@ static void upload(struct ws_pipe *p, uint32_t from, uint32_t to)
 			 * part of it and are not sent. */
 			if (d->first_slot)
 				p->chain_broken = false;
+			const bool by_sealer = d->delegated && sealer_has(p, from + i);
+			/* The sealing thread's writes to the slot come before ours. */
+			if (by_sealer && sealer_wait(p, from + i) > 0)
+				frc = d->fill_rc;
 			d->chk.dropped = p->chain_broken;
-			if (!d->chk.dropped && d->delegated)
-				frc = fill_delegated(p, from + i, d);
+			if (d->chk.dropped)
+				frc = 0; /* read ahead of knowing the chain ended before it: not sent */
+			else if (d->delegated && !by_sealer)
+				frc = fill_delegated(p, p->reader, from + i, d);
 			/* A slot whose seed is not where the chain before it ended
 			 * holds frames rewritten meanwhile (another chain): the
 			 * tail's merge ends the chain there, and it is not sent. */
@@ -329,6 +414,14 @@ static void *uploader(void *arg)
 			uint32_t cap = p->adaptive ? __atomic_load_n(&p->window, __ATOMIC_RELAXED) : p->in_flight;
 			if (n > cap)
 				n = cap;
+			/* Only what the sealing thread has passed goes in one
+			 * round: a slot it is still sealing waits, not those
+			 * before it. */
+			if (sealer_has(p, next)) {
+				uint32_t ready = sealer_wait(p, next);
+				if (n > ready)
+					n = ready;
+			}
 			upload(p, next, next + n);
 			next += n;
 			ws_ring_release(&p->ring, next);
@@ -397,6 +490,19 @@ void ws_pipe_destroy(struct ws_pipe *p)
 		pthread_join(p->thread, NULL);
 		p->started = false;
 	}
+	/* After the upload thread: it waits on the sealing thread's slots. */
+	if (p->s_reader) {
+		pthread_mutex_lock(&p->s_mu);
+		p->s_stop = 1;
+		pthread_cond_broadcast(&p->s_cv);
+		pthread_mutex_unlock(&p->s_mu);
+		pthread_join(p->s_thread, NULL);
+		pthread_cond_destroy(&p->s_cv);
+		pthread_mutex_destroy(&p->s_mu);
+		ws_reader_close(p->s_reader);
+		p->s_reader = NULL;
+		p->sealing = 0;
+	}
 	ws_reader_close(p->reader);
 	p->reader = NULL;
 	ws_ring_destroy(&p->ring);
@@ -442,6 +548,14 @@ void ws_pipe_publish(struct ws_pipe *p)
 	WS_ASSERT(d->checked || (!d->delegated && !d->hold));
 	p->outstanding += accounted(d);
 	ws_ring_publish(&p->ring);
+	if (p->s_reader) {
+		/* The sealing thread passes every slot in order; it reads only
+		 * the delegated ones. */
+		pthread_mutex_lock(&p->s_mu);
+		p->s_pub = idx + 1;
+		pthread_cond_broadcast(&p->s_cv);
+		pthread_mutex_unlock(&p->s_mu);
+	}
 	if (!p->threaded) {
 		upload(p, idx, idx + 1);
 		ws_ring_release(&p->ring, idx + 1);

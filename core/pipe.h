@@ -81,6 +81,7 @@ struct ws_pipe_desc {
 	uint64_t key_seq;         /* T: the manifest's watermark sequence (docs/FORMAT.md "Keys") */
 	struct ws_batch_check chk; /* R (dropped: U) */
 	uint64_t hdr_xxh;         /* R */
+	int fill_rc;              /* R: the sealing thread's read of a delegated slot */
 	int rc;                   /* U: the upload's result */
 	char why[1024];           /* U: its detail, when the upload found one worth keeping ("" otherwise) */
 	uint32_t throttle_retries; /* U */
@@ -140,13 +141,34 @@ struct ws_pipe {
 	 * slots only (the ring's P1/C2 orders the two). */
 	uint8_t *seal_mem;
 	size_t seal_slot_bytes;
+	/*
+	 * The sealing thread (started by ws_pipe_seal_reserve where the upload
+	 * thread could read slots itself): it reads, checks and seals the
+	 * delegated slots from seal_from on, in publish order, with a ring of
+	 * its own, so compressing and encrypting a batch overlaps the tail's
+	 * read of the next and the upload of the one before instead of
+	 * delaying the uploads behind it. A pipe that never seals has none
+	 * and is as without it. The producer passes published indices (s_pub)
+	 * and the thread its progress (s_done) under s_mu; seal_from and
+	 * sealing are set before any slot from seal_from is published.
+	 */
+	struct ws_reader *s_reader;
+	pthread_t s_thread;
+	pthread_mutex_t s_mu;
+	pthread_cond_t s_cv;
+	uint32_t s_pub, s_done, s_stop;
+	uint32_t seal_from;
+	uint32_t sealing;         /* atomic: the sealing thread runs */
 };
 
 /*
  * Producer, before it publishes a slot that seals: give every slot a seal
  * buffer of the most a slot's payload seals to (ws_seal_bound of a full
- * slot under zstd and a key): about as much memory again as the ring.
- * Once per pipe; freed by ws_pipe_destroy. Errors: -ENOMEM.
+ * slot under zstd and a key): about as much memory again as the ring; and
+ * where the upload thread reads delegated slots, start the sealing thread
+ * that takes that reading and sealing off it (one more io_uring; without
+ * one the pipe goes on as before). Once per pipe; freed by
+ * ws_pipe_destroy. Errors: -ENOMEM.
  */
 int ws_pipe_seal_reserve(struct ws_pipe *p) WS_MUST_CHECK;
 /* Slot idx's seal buffer (ws_pipe_seal_reserve ran). */

@@ -176,6 +176,23 @@ static bool go_on(struct ws_replay_report *rep, int *fd, const char *tenant, con
 	return true;
 }
 
+/* A snapshot part's header and pages: as the window's thread opened them
+ * (op done), else opened now (ws_seal_open_snap, which op would hold). */
+static int open_snap(const struct ws_keyring *kr, const struct ws_buf *b, const struct ws_obj_opened *op,
+		     struct ws_fmt_snap *sh, struct ws_buf *plain, const uint8_t **pages)
+{
+	size_t hl;
+	if (!op->done)
+		return ws_seal_open_snap(kr, b->data, b->len, sh, plain, pages);
+	if (op->rc)
+		return ws_fail(op->rc, "%s", op->msg);
+	/* It decoded there: the same bytes decode the same here. */
+	if (ws_fmt_snap_decode_hdr(b->data, b->len, sh, &hl) != 0)
+		WS_ASSERT(!"an opened snapshot part's header decodes");
+	*pages = op->payload;
+	return 0;
+}
+
 int ws_replay(struct ws_store *s, const char *tenant, const struct ws_chain *c, size_t upto,
 	      uint64_t target_frame, int fd, struct ws_replay_result *res, struct ws_replay_report *rep)
 {
@@ -191,6 +208,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 	bool resync = false, have_p1 = false;
 	uint8_t p1[100]; /* page 1's header as last replayed (verify has no image to read it from) */
 	struct ws_prefetch *pf = NULL;
+	struct ws_obj_opened op; /* what the window's thread found opening the object taken */
 	int rc = 0;
 
 	/* Callers pick upto and from inside the chain (choose_target, the
@@ -221,9 +239,9 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 			for (uint32_t k = 0; k < m->snap_count; k++) {
 				struct ws_fmt_snap sh;
 				const uint8_t *pages;
-				rc = ws_prefetch_or_fetch(pf, s, c, i, &m->snaps[k], &b);
+				rc = ws_prefetch_or_fetch(pf, s, c, i, &m->snaps[k], &b, &plain, &op);
 				if (!rc)
-					rc = ws_seal_open_snap(s->keys, b.data, b.len, &sh, &plain, &pages);
+					rc = open_snap(s->keys, &b, &op, &sh, &plain, &pages);
 				if (!rc && (sh.first_page != m->snaps[k].first || sh.page_count != m->snaps[k].count ||
 					    sh.page_size != ps))
 					rc = ws_fail(WS_EFORMAT, "snapshot part does not match its manifest entry");
@@ -270,15 +288,15 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 				snprintf(name, sizeof(name), "%s", m->batches[k].key);
 			else
 				snprintf(name, sizeof(name), "%s (inline batch %u)", c->keys[i], k);
-			rc = ws_prefetch_or_fetch(pf, s, c, i, &m->batches[k], &b);
+			rc = ws_prefetch_or_fetch(pf, s, c, i, &m->batches[k], &b, &plain, &op);
 			if (!rc && resync && ws_fmt_batch_decode_hdr(b.data, b.len, &bh, &hdr_len) == 0) {
 				/* After a bad batch, check the rest on their own. */
 				run[0] = bh.seed_cksum[0];
 				run[1] = bh.seed_cksum[1];
 			}
 			if (!rc)
-				rc = ws_batch_verify(s->keys, b.data, b.len, m, &m->batches[k], name, run, end, &bh, &plain,
-						     &frames);
+				rc = ws_batch_verify(s->keys, b.data, b.len, m, &m->batches[k], name, run, end, &op, &bh,
+						     &plain, &frames);
 			if (rc) {
 				ws_fail_wrap(rc, "tenant %s", tenant);
 				if (go_on(rep, &fd, tenant, name, rc)) {
@@ -360,7 +378,7 @@ int ws_replay_from(struct ws_store *s, const char *tenant, const struct ws_chain
 	}
 out:
 	WS_ASSERT(rc != 0 || res->commit_manifest <= upto);
-	ws_prefetch_end(pf);
+	ws_prefetch_end(pf, NULL);
 	ws_buf_free(&b);
 	ws_buf_free(&plain);
 	if (!rc && rep && rep->first_err)

@@ -2177,16 +2177,16 @@ static void mutate_and_ship(const char *site, void *arg)
 }
 
 /*
- * A restore fetching 4 objects at once, paused in its fetching thread
- * (replay.prefetch, its second window) while a real writer commits, runs
- * each kind of WAL checkpoint and ships: released, it writes exactly the
- * state it chose before (the latest then), never one the sink moved to
- * meanwhile nor a mix; after, the new latest state restores at 4 and at 1
- * equal to the source, and verifies.
+ * A restore fetching 4 objects at once, paused at site in its window's
+ * threads (the second time there) while a real writer commits, runs each
+ * kind of WAL checkpoint and ships: released, it writes exactly the state
+ * it chose before (the latest then), never one the sink moved to meanwhile
+ * nor a mix; after, the new latest state restores at 4 and at 1 equal to
+ * the source, and verifies. sealed: the stream ships zstd and a key.
  */
-static void test_restore_paused_in_prefetch(void **state)
+static void restore_paused_at(const char *site, bool sealed)
 {
-	(void)state;
+	static const char key[] = "# test\n5e1d0c9b8a7f6e5d4c3b2a19087f6e5d4c3b2a19087f6e5d4c3b2a1908a7b6c5\n";
 	for (unsigned how = 0; how < WT_MUTATIONS; how++) {
 		struct wt_env e;
 		struct ws_outcome o;
@@ -2197,9 +2197,15 @@ static void test_restore_paused_in_prefetch(void **state)
 		uint64_t want, got;
 
 		wt_env_init(&e, "prefetch", 0);
+		char *kf = wt_path(e.dir, "keys");
 		wt_mutator_init(&c, &e, how);
 		cfg = cfg_for(&e, 1);
 		cfg.wal_checkpoint_bytes = how & 1 ? 1 : UINT64_MAX;
+		if (sealed) {
+			assert_int_equal(wt_write_file(kf, key, strlen(key)), 0);
+			cfg.seal.codec = WS_CODEC_ZSTD;
+			cfg.seal.key_file = kf;
+		}
 		st = open_cfg(&e, &cfg);
 		/* Stored batches of several slots and inline ones, in turn. */
 		for (int i = 0; i < 12; i++) {
@@ -2210,15 +2216,15 @@ static void test_restore_paused_in_prefetch(void **state)
 		want = wt_content_hash(e.w, NULL);
 		assert_int_equal(ws_sink_set_fetch_parallelism(e.sink, 4), 0);
 		p = (struct prefetch_pause){ .m = &c, .st = st };
-		assert_int_equal(ws_fault_add("replay.prefetch", 2, WS_FAULT_PAUSE, mutate_and_ship, &p), 0);
+		assert_int_equal(ws_fault_add(site, 2, WS_FAULT_PAUSE, mutate_and_ship, &p), 0);
 		got = wt_restore_hash(&e, TENANT, NULL, NULL);
 		ws_fault_disarm();
 		if (c.fired != 1 || p.tails == 0)
-			fail_msg("mutation %u: paused %d times, %d tails shipped meanwhile: the test does not test", how,
-				 c.fired, p.tails);
+			fail_msg("%s, mutation %u: paused %d times, %d tails shipped meanwhile: the test does not test",
+				 site, how, c.fired, p.tails);
 		if (got != want)
-			fail_msg("mutation %u: the restore paused in its fetching thread is not the state chosen before "
-				 "(found at %d of the %u recorded)", how, wt_mutator_find(&c, got), c.nstates);
+			fail_msg("%s, mutation %u: the restore paused in its window is not the state chosen before "
+				 "(found at %d of the %u recorded)", site, how, wt_mutator_find(&c, got), c.nstates);
 		restore_equals_source(&e, __LINE__);
 		assert_int_equal(ws_sink_set_fetch_parallelism(e.sink, 1), 0);
 		restore_equals_source(&e, __LINE__);
@@ -2226,7 +2232,23 @@ static void test_restore_paused_in_prefetch(void **state)
 		ws_stream_close(st);
 		wt_mutator_free(&c);
 		wt_env_free(&e);
+		free(kf);
 	}
+}
+
+/* Paused in the fetching thread (replay.prefetch: a window chosen, not yet read). */
+static void test_restore_paused_in_prefetch(void **state)
+{
+	(void)state;
+	restore_paused_at("replay.prefetch", false);
+}
+
+/* Sealed objects, paused where the window's second thread opens an object
+ * ahead of the replay (replay.prefetch_open). */
+static void test_restore_paused_opening_sealed(void **state)
+{
+	(void)state;
+	restore_paused_at("replay.prefetch_open", true);
 }
 
 static void test_every_site_failed(void **state)
@@ -2430,6 +2452,7 @@ int main(void)
 		cmocka_unit_test(test_tail_bound_paused_under_writer),
 		cmocka_unit_test(test_unheld_empty_paused_under_writer),
 		cmocka_unit_test(test_restore_paused_in_prefetch),
+		cmocka_unit_test(test_restore_paused_opening_sealed),
 	};
 	return WT_RUN_GROUP(tests, NULL, NULL);
 }

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +23,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "chain.h"
 #include "coreutil.h"
+#include "prefetch.h"
 #include "walship.h"
+#include "ws_fault.h"
 #include "ws_format.h"
 #include "ws_hash.h"
 #include "ws_seal.h"
@@ -322,12 +326,18 @@ static void damaged(struct wt_env *e, struct ws_sink *reader, const char *path, 
 	n = len;
 	apply(d, b, &n);
 	assert_int_equal(wt_write_file(path, b, n), 0);
-	rc = ws_restore(reader, TENANT, NULL, out);
-	if (rc != want || !strstr(ws_errmsg(), says))
-		fail_msg("damage %d: restore %s (%s), expected %s saying '%s'", (int)d, ws_strerror(rc), ws_errmsg(),
-			 ws_strerror(want), says);
-	assert_null(strstr(ws_errmsg(), KEY_HEX));
-	assert_int_equal(access(out, F_OK), -1);
+	/* Through the window (opened ahead of the replay), then one object
+	 * at a time (opened by the replay): the same refusal. */
+	for (unsigned at_once = WS_FETCH_PARALLELISM_DEFAULT; at_once >= 1; at_once /= 8) {
+		assert_int_equal(ws_sink_set_fetch_parallelism(reader, at_once), 0);
+		rc = ws_restore(reader, TENANT, NULL, out);
+		if (rc != want || !strstr(ws_errmsg(), says))
+			fail_msg("damage %d, %u at once: restore %s (%s), expected %s saying '%s'", (int)d, at_once,
+				 ws_strerror(rc), ws_errmsg(), ws_strerror(want), says);
+		assert_null(strstr(ws_errmsg(), KEY_HEX));
+		assert_int_equal(access(out, F_OK), -1);
+	}
+	assert_int_equal(ws_sink_set_fetch_parallelism(reader, WS_FETCH_PARALLELISM_DEFAULT), 0);
 	assert_int_equal(ws_verify(reader, TENANT, on_problem, &p), want);
 	assert_true(p.n >= 1 && strstr(path, p.first_key) != NULL);
 	assert_int_equal(wt_write_file(path, orig, len), 0);
@@ -386,6 +396,204 @@ static void test_garbled_zstd(void **state)
 	damaged(&e, e.sink, batch_path, GARBLE_ZSTD, WS_ECORRUPT, "zstd");
 	damaged(&e, e.sink, snap_path, GARBLE_ZSTD, WS_ECORRUPT, "zstd");
 	assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == r.hash[r.n - 1]);
+	wt_env_free(&e);
+}
+
+/* ---- the sealing thread under a writer -------------------------------- */
+
+struct seal_pause {
+	struct wt_mutator *m;
+	bool mutated;
+};
+
+/* A pause in the WAL reads of a flush: the source mutated once, from the
+ * first read the shard's sealing thread makes (a delegated slot). */
+static void mutate_in_sealer(const char *site, void *arg)
+{
+	struct seal_pause *sp = arg;
+	char name[16] = "";
+	pthread_getname_np(pthread_self(), name, sizeof(name));
+	/* Reached by the shard's thread and the sealing thread: only the
+	 * sealing thread sets it. */
+	if (strcmp(name, "ws-seal") != 0 || __atomic_load_n(&sp->mutated, __ATOMIC_ACQUIRE))
+		return;
+	__atomic_store_n(&sp->mutated, true, __ATOMIC_RELEASE);
+	wt_mutate(site, sp->m);
+}
+
+/*
+ * An engine shard sealing (zstd and a key) its tenant's tails of several
+ * slots, paused where its sealing thread reads a slot the shard handed it
+ * (stream.before_wal_read) while a real writer commits, runs each kind of
+ * WAL checkpoint or spills a transaction (each in turn, one engine): what
+ * each flush acknowledged is a state the source committed, no older than
+ * the one before it was called, and verifies; after a last flush and stop
+ * the restore is the source's last state.
+ */
+static void test_engine_sealing_paused_under_writer(void **state)
+{
+	(void)state;
+	struct wt_env e;
+	struct ws_shard_config shc;
+	int rc;
+
+	wt_env_init(&e, "seal_pause", 0);
+	char *kf = wt_path(e.dir, "keys");
+	assert_int_equal(wt_write_file(kf, KEY_HEX "\n", 65), 0);
+	assert_int_equal(ws_sink_add_key_file(e.sink, kf), 0);
+	ws_shard_config_default(&shc);
+	shc.ring_bytes = 2 << 20;
+	shc.batch_bytes_max = 128 << 10;
+	/* Tails only when flushed: the backlog is one tail of several slots,
+	 * however slowly it is written. */
+	shc.batch_age_ms_max = 600000;
+	shc.seal = (struct ws_seal_config){ .codec = WS_CODEC_ZSTD, .key_file = kf };
+	struct ws_engine_config ec = { .sink_url = e.sink_url, .shards = 1, .shard = &shc };
+	struct ws_engine *eng = ws_engine_create(&ec, &rc);
+	if (!eng)
+		fail_msg("engine: %s", ws_errmsg());
+	assert_int_equal(ws_engine_add_tenant(eng, &(struct ws_tenant_config){ .name = TENANT, .db_path = e.db,
+										 .shard = -1 }), 0);
+	write_marked(e.w, 3);
+	assert_int_equal(ws_engine_flush(eng), 0);
+	for (unsigned how = 0; how < WT_MUTATIONS; how++) {
+		struct wt_mutator m;
+		struct seal_pause sp = { .m = &m };
+		int at_flush = 0, got;
+
+		wt_mutator_init(&m, &e, how);
+		/* Which thread reads which slot first is a race: a round whose
+		 * first reads were all the shard's goes again. */
+		for (int round = 0; round < 8 && !__atomic_load_n(&sp.mutated, __ATOMIC_ACQUIRE); round++) {
+			/* A backlog of several slots: the shard and its sealing thread read it. */
+			for (int i = 0; i < 4; i++)
+				write_marked(e.w, 400);
+			wt_mutator_record(&m);
+			at_flush = (int)m.nstates - 1;
+			for (unsigned nth = 1; nth <= 4; nth++)
+				assert_int_equal(ws_fault_add("stream.before_wal_read", nth, WS_FAULT_PAUSE, mutate_in_sealer,
+							      &sp), 0);
+			rc = ws_engine_flush(eng);
+			ws_fault_disarm();
+			if (rc)
+				fail_msg("mutation %u: flush: %s (%s)", how, ws_strerror(rc), ws_errmsg());
+		}
+		if (!__atomic_load_n(&sp.mutated, __ATOMIC_ACQUIRE))
+			fail_msg("mutation %u: no read of the sealing thread paused in 8 rounds: the test does not test", how);
+		got = wt_mutator_find(&m, wt_restore_hash(&e, TENANT, NULL, NULL));
+		if (got < at_flush)
+			fail_msg("mutation %u: the flush acknowledged %s", how,
+				 got < 0 ? "no state the source committed" : "a state older than the one before it");
+		assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+		wt_mutator_free(&m);
+	}
+	assert_int_equal(ws_engine_flush(eng), 0);
+	assert_int_equal(ws_engine_stop(eng), 0);
+	ws_engine_destroy(eng);
+	assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == wt_content_hash(e.w, NULL));
+	assert_int_equal(ws_verify(e.sink, TENANT, NULL, NULL), 0);
+	free(kf);
+	wt_env_free(&e);
+}
+
+/* ---- the restore's window ------------------------------------------------ */
+
+/* What holding an object opened takes: its stored bytes, and its
+ * plaintext apart (and the decrypted compressed bytes) when sealed. */
+static uint64_t opened_need(const struct ws_buf *b, bool snap)
+{
+	struct ws_fmt_batch bh;
+	struct ws_fmt_snap sh;
+	const struct ws_fmt_seal *fs;
+	uint64_t plain;
+	size_t hl;
+	if (snap) {
+		assert_int_equal(ws_fmt_snap_decode_hdr(b->data, b->len, &sh, &hl), 0);
+		fs = &sh.seal;
+		plain = ws_fmt_snap_plain_len(&sh);
+	} else {
+		assert_int_equal(ws_fmt_batch_decode_hdr(b->data, b->len, &bh, &hl), 0);
+		fs = &bh.seal;
+		plain = ws_fmt_batch_plain_len(&bh);
+	}
+	assert_false(ws_fmt_seal_plain(fs));
+	return b->len + plain + (fs->cipher && fs->codec ? fs->stored_len - WS_SEAL_TAG_LEN : 0);
+}
+
+/* Every object of chain c through a window of n under budget (0: one at a
+ * time, no window): each opened ahead when there is a window, with its
+ * plaintext's hash checked there; *need_max the most one object holds, *need_n
+ * what the first n hold together. */
+static void through_window(struct wt_env *e, const struct ws_chain *c, unsigned n, uint64_t budget,
+			   struct ws_prefetch_stats *st, uint64_t *need_max, uint64_t *need_n)
+{
+	struct ws_prefetch *p = budget ? ws_prefetch_start_budget(e->sink->store, c, 0, c->count - 1, n, budget) : NULL;
+	struct ws_buf b, plain;
+	struct ws_obj_opened op;
+	unsigned taken = 0;
+
+	ws_buf_init(&b, (size_t)1 << 30);
+	ws_buf_init(&plain, (size_t)1 << 31);
+	assert_true(!budget || p);
+	*need_max = *need_n = 0;
+	for (size_t i = 0; i < c->count; i++) {
+		const struct ws_fmt_manifest *m = &c->m[i];
+		uint32_t snaps = m->kind == WS_MANIFEST_REBASE ? m->snap_count : 0;
+		for (uint32_t k = 0; k < snaps + m->batch_count; k++) {
+			const struct ws_fmt_objref *ref = k < snaps ? &m->snaps[k] : &m->batches[k - snaps];
+			assert_int_equal(ws_prefetch_or_fetch(p, e->sink->store, c, i, ref, &b, &plain, &op), 0);
+			assert_true(op.done == (p != NULL));
+			assert_true(!op.done || op.rc == 0);
+			uint64_t need = opened_need(&b, k < snaps);
+			if (p)
+				usleep(3000); /* a slow replay: the window fills up to what it may hold */
+			*need_max = need > *need_max ? need : *need_max;
+			if (taken++ < n)
+				*need_n += need;
+		}
+	}
+	ws_prefetch_end(p, st);
+	ws_buf_free(&b);
+	ws_buf_free(&plain);
+}
+
+/*
+ * The restore's window opens sealed objects ahead of the replay and counts
+ * what their opening takes against its budget: a chain of compressible
+ * sealed objects (each stores a fraction of its plaintext) read through a
+ * window of 16 under a budget of 3 objects opened: the bytes it counted
+ * and the bytes its objects and plaintexts filled never pass the budget,
+ * though its 16 first objects opened would, and its buffers' capacity
+ * stays under three times the budget (twice what they hold, as they grow
+ * by doubling, and what free slots keep).
+ */
+static void test_prefetch_bounded(void **state)
+{
+	(void)state;
+	struct wt_env e;
+	struct record r = { .n = 0 };
+	struct ws_fmt_watermark wm;
+	struct ws_chain c;
+	struct ws_prefetch_stats st = { 0 };
+	uint64_t need_max, need_n, budget;
+
+	wt_env_init(&e, "seal_window", 0);
+	char *kf = key_file(&e, "keys", KEY_HEX);
+	ship(&e, WS_CODEC_ZSTD, kf, WS_CARRY_NEVER, &r);
+	assert_int_equal(ws_wm_load(e.sink->store, TENANT, &wm, NULL), 0);
+	assert_int_equal(ws_chain_load(e.sink->store, TENANT, &wm, &c), 0);
+	through_window(&e, &c, 16, 0, NULL, &need_max, &need_n);
+	budget = 3 * need_max;
+	if (need_n <= budget)
+		fail_msg("16 objects opened take %" PRIu64 " bytes, within a budget of %" PRIu64 ": the test does not "
+			 "test", need_n, budget);
+	through_window(&e, &c, 16, budget, &st, &need_max, &need_n);
+	if (st.held_max > budget || st.used_max > budget || st.used_max < need_max / 2 || st.cap_max > 3 * budget)
+		fail_msg("window of 16 under %" PRIu64 " bytes counted %" PRIu64 " and filled %" PRIu64 " at most (one "
+			 "object opened: %" PRIu64 "), buffers of %" PRIu64 " bytes", budget, st.held_max, st.used_max,
+			 need_max, st.cap_max);
+	ws_chain_free(&c);
+	free(kf);
 	wt_env_free(&e);
 }
 
@@ -520,7 +728,9 @@ int main(void)
 		cmocka_unit_test(test_stream_bad_key_file),
 		cmocka_unit_test(test_damaged_objects),
 		cmocka_unit_test(test_garbled_zstd),
+		cmocka_unit_test(test_prefetch_bounded),
 		cmocka_unit_test(test_engine_sealed),
+		cmocka_unit_test(test_engine_sealing_paused_under_writer),
 		cmocka_unit_test(test_fixture_v2),
 	};
 	return WT_RUN_GROUP(tests, NULL, NULL);
