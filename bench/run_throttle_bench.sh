@@ -19,10 +19,10 @@
 #   recovery      capped at half the measured rate, the cap lifted halfway:
 #                 seconds until the worst tenant's RPO is under batch_age_ms_max
 #   scales        the throttled target at every scale (issue 34): for each
-#                 of --scale-tenants (default "1 4 20 100"; --tiny "1 4"),
+#                 of --scale-tenants (default "1 4 20 100"; --tiny "4"),
 #                 --reps times, interleaved: the load unthrottled through
 #                 the proxy (its PUT rate measured), then capped at half
-#                 that rate (at least --min-cap, default 2/s: the lowest
+#                 that rate, to the nearest whole number (at least --min-cap, default 2/s: the lowest
 #                 cap the target names) with refusals
 #                 answered `503 SlowDown` and `Retry-After: 1`, then the
 #                 same cap with no Retry-After header; --policies picks
@@ -30,7 +30,7 @@
 #                 summary.md; scales.md has, per tenant count and variant,
 #                 the median (min..max) over the repetitions of RPO
 #                 p50/p99/max and of the cap
-#   all           every scenario above but scales, in that order
+#   all           every scenario above, in that order (scales: --tiny "4")
 #
 # radosgw (tests/s3/radosgw.sh) and the throttling proxy (tests/s3/throttle.sh)
 # are started in --rgw DIR (default: a fresh directory under --out) and stopped
@@ -93,6 +93,7 @@ baseline_arg=()
 
 failures=0
 half=1
+half_near=1
 half_measured=0
 started_rgw=0
 started_proxy=0
@@ -207,6 +208,8 @@ measure_half() {
     half_measured=1
     [ -f "$out/$name.json" ] || return 0
     half=$(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(max(1, int(j['puts'] / (j['load_s'] + j['drain_s']) / 2)))" "$out/$name.json")
+    # scales: the nearest whole cap (3.98 is 4, not 3: a quarter lower)
+    half_near=$(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(max(1, round(j['puts'] / (j['load_s'] + j['drain_s']) / 2)))" "$out/$name.json")
 }
 
 sc_one_tenant() {
@@ -280,19 +283,22 @@ sc_recovery() {
 sc_scales() {
     need_s3
     local list=$scale_tenants pol=block n r cap
-    [ -n "$list" ] || { [ "$tiny" = 1 ] && list="1 4" || list="1 4 20 100"; }
+    [ -n "$list" ] || { [ "$tiny" = 1 ] && list="4" || list="1 4 20 100"; }
     if [ -n "$policies" ]; then
         set -- $policies
-        [ $# = 1 ] && [[ "$1" =~ ^(block|throttle|shed)$ ]] || die "scales: --policies names one of block, throttle, shed"
-        pol=$1
+        if [ $# = 1 ] && [[ "$1" =~ ^(block|throttle|shed)$ ]]; then
+            pol=$1
+        elif [ "$scenario" = scales ]; then
+            die "scales: --policies names one of block, throttle, shed"
+        fi
     fi
     for r in $(seq 1 "$reps"); do
         for n in $list; do
             thr_tenants=$n
             bash "$here/tests/s3/throttle.sh" retry-after "$rgw" on >/dev/null
             measure_half "scales-$n-r$r-unthrottled"
-            cap=$(( half < min_cap ? min_cap : half ))
-            echo "== $n tenant(s), rep $r: store capped at $cap write requests/s (half the unthrottled rate: $half)"
+            cap=$(( half_near < min_cap ? min_cap : half_near ))
+            echo "== $n tenant(s), rep $r: store capped at $cap write requests/s (half the unthrottled rate: $half_near)"
             bash "$here/tests/s3/throttle.sh" rate "$rgw" "$cap"
             run "scales-$n-r$r-retry-after" "$cap" --sink "$(s3_url "sc-$n-ra" "$proxied")" --tenants "$n" \
                 --rate "$thr_rate" --txn-bytes "$thr_bytes" --policy "$pol"
@@ -309,34 +315,48 @@ out, reps, min_cap, ns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), [int(x
 def spread(xs, f):
     return "%s (%s..%s)" % (f(statistics.median(xs)), f(min(xs)), f(max(xs))) if xs else "-"
 s = lambda v: "%.2f" % (v / 1000.0)
-print("| tenants | store | half the unthrottled PUT/s | cap/s | reps | RPO p50 s | RPO p99 s | RPO max s | p99 <= 2 s | throttle retries | restore |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+# p99 of every tenant's watermark age sampled from 5 s into the load to its
+# end (NAME-tenants.csv, nearest rank): the steady state, the first ship of
+# every tenant left out.
+def p99_after(name, load_s, skip=5.0):
+    ages = []
+    with open(os.path.join(out, name + "-tenants.csv")) as f:
+        next(f)
+        for line in f:
+            v = line.strip().split(",")
+            if skip <= float(v[0]) <= load_s:
+                ages += [int(x) for x in v[1:]]
+    ages.sort()
+    return ages[min(len(ages) - 1, int(0.99 * len(ages)))] if ages else 0
+print("| tenants | store | half the unthrottled PUT/s | cap/s | reps | RPO p50 s | RPO p99 s | RPO max s | p99 <= 2 s | RPO p99 from 5 s on | throttle retries | restore |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for n in ns:
     for v, what in (("unthrottled", "uncapped"), ("retry-after", "half, Retry-After: 1"), ("no-retry-after", "half, no Retry-After")):
-        js = []
+        js, steady = [], []
         for r in range(1, reps + 1):
             p = os.path.join(out, "scales-%d-r%d-%s.json" % (n, r, v))
             if os.path.exists(p):
                 js.append(json.load(open(p)))
+                steady.append(p99_after("scales-%d-r%d-%s" % (n, r, v), js[-1]["load_s"]))
         caps, halves = [], []
         for r in range(1, reps + 1):
             p = os.path.join(out, "scales-%d-r%d-unthrottled.json" % (n, r))
             if v != "unthrottled" and os.path.exists(p):
                 j = json.load(open(p))
                 halves.append(j["puts"] / (j["load_s"] + j["drain_s"]) / 2)
-                caps.append(max(min_cap, max(1, int(halves[-1]))))
+                caps.append(max(min_cap, max(1, round(halves[-1]))))
         p99 = [j["rpo_ms"]["p99"] for j in js]
         met = "-" if not p99 else "%d of %d" % (sum(1 for x in p99 if x <= 2000), len(p99))
         eq = "%d/%d" % (sum(j["restore_equal"] for j in js), sum(j["tenants"] for j in js))
-        print("| %d | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s |" % (n, what,
-            spread(halves, lambda c: "%.1f" % c) if halves else "-", spread(caps, lambda c: "%d" % c) if caps else "-", len(js),
+        print("| %d | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (n, what,
+            spread(halves, lambda c: "%.2f" % c) if halves else "-", spread(caps, lambda c: "%d" % c) if caps else "-", len(js),
             spread([j["rpo_ms"]["p50"] for j in js], s), spread(p99, s), spread([j["rpo_ms"]["max"] for j in js], s),
-            met, spread([j["throttle_retries"] for j in js], lambda c: "%d" % c), eq))
+            met, spread(steady, s), spread([j["throttle_retries"] for j in js], lambda c: "%d" % c), eq))
 EOF2
     bash "$here/tests/s3/throttle.sh" retry-after "$rgw" on >/dev/null
 }
 
-rm -f "$out/summary.md"
+rm -f "$out/summary.md" "$out/scales.md"
 echo "walship-bench scenarios: $scenario, $seconds s per run$( [ "$tiny" = 1 ] && echo ', tiny'), results in $out"
 echo "machine: $(nproc) CPU(s), load $(cut -d' ' -f1-3 /proc/loadavg); runs under nice -n 5"
 case "$scenario" in
@@ -345,9 +365,9 @@ case "$scenario" in
     throttled) sc_throttled ;;
     recovery) sc_recovery ;;
     scales) sc_scales ;;
-    all) sc_one_tenant; sc_many_tenants; sc_throttled; sc_recovery ;;
+    all) sc_one_tenant; sc_many_tenants; sc_throttled; sc_recovery; sc_scales ;;
 esac
 echo
 cat "$out/summary.md"
-if [ "$scenario" = scales ]; then echo; cat "$out/scales.md"; fi
+if [ -f "$out/scales.md" ]; then echo; cat "$out/scales.md"; fi
 [ "$failures" = 0 ] || { echo "run_throttle_bench.sh: $failures run(s) failed" >&2; exit 1; }
