@@ -4,6 +4,7 @@
 #   bench/run_throttle_bench.sh --scenario NAME [--minutes N | --seconds N] [--tiny]
 #                               [--build DIR] [--out DIR] [--rgw DIR] [--policies LIST]
 #                               [--bench-args "ARGS"] [--tenants N]
+#                               [--scale-tenants "LIST"] [--reps N] [--min-cap N]
 #
 #   one-tenant    one tenant writing as fast as SQLite can, file:// sink
 #   many-tenants  1,000 tenants at a low rate each (--tiny: 50), s3:// on radosgw
@@ -17,7 +18,19 @@
 #                 adaptive = off run)
 #   recovery      capped at half the measured rate, the cap lifted halfway:
 #                 seconds until the worst tenant's RPO is under batch_age_ms_max
-#   all           every scenario above, in that order
+#   scales        the throttled target at every scale (issue 34): for each
+#                 of --scale-tenants (default "1 4 20 100"; --tiny "4"),
+#                 --reps times, interleaved: the load unthrottled through
+#                 the proxy (its PUT rate measured), then capped at half
+#                 that rate, to the nearest whole number (at least --min-cap, default 2/s: the lowest
+#                 cap the target names) with refusals
+#                 answered `503 SlowDown` and `Retry-After: 1`, then the
+#                 same cap with no Retry-After header; --policies picks
+#                 the policy (default block). Each run's row goes to
+#                 summary.md; scales.md has, per tenant count and variant,
+#                 the median (min..max) over the repetitions of RPO
+#                 p50/p99/max and of the cap
+#   all           every scenario above, in that order (scales: --tiny "4")
 #
 # radosgw (tests/s3/radosgw.sh) and the throttling proxy (tests/s3/throttle.sh)
 # are started in --rgw DIR (default: a fresh directory under --out) and stopped
@@ -35,6 +48,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 scenario="" seconds="" tiny=0 build="$here/build" out="" rgw="" policies="" bench_args="" tenants=""
+scale_tenants="" reps=1 min_cap=2
 die() { echo "run_throttle_bench.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -53,13 +67,18 @@ while [ $# -gt 0 ]; do
                     *) die "--policies: block, throttle, shed, shed-ring or fixed, not '$p'" ;; esac
             done
             [ -n "$policies" ] || die "--policies: at least one of block, throttle, shed, shed-ring, fixed" ;;
-        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+        --scale-tenants) scale_tenants=${2:-}; shift 2
+            [[ "$scale_tenants" =~ ^[0-9\ ]*[1-9][0-9\ ]*$ ]] || die "--scale-tenants: whole numbers >= 1, not '$scale_tenants'"
+            for n in $scale_tenants; do [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "--scale-tenants: '$n' is not a whole number >= 1"; done ;;
+        --min-cap) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || die "--min-cap: a whole number >= 1"; min_cap=$2; shift 2 ;;
+        --reps) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || die "--reps: a whole number >= 1"; reps=$2; shift 2 ;;
+        -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
         *) die "unknown argument '$1'" ;;
     esac
 done
 case "$scenario" in
-    one-tenant|many-tenants|throttled|recovery|all) ;;
-    "") die "--scenario one-tenant|many-tenants|throttled|recovery|all is required" ;;
+    one-tenant|many-tenants|throttled|recovery|scales|all) ;;
+    "") die "--scenario one-tenant|many-tenants|throttled|recovery|scales|all is required" ;;
     *) die "--scenario: unknown scenario '$scenario'" ;;
 esac
 bench="$build/bench/walship-bench"
@@ -74,6 +93,7 @@ baseline_arg=()
 
 failures=0
 half=1
+half_near=1
 half_measured=0
 started_rgw=0
 started_proxy=0
@@ -188,6 +208,8 @@ measure_half() {
     half_measured=1
     [ -f "$out/$name.json" ] || return 0
     half=$(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(max(1, int(j['puts'] / (j['load_s'] + j['drain_s']) / 2)))" "$out/$name.json")
+    # scales: the nearest whole cap (3.98 is 4, not 3: a quarter lower)
+    half_near=$(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(max(1, round(j['puts'] / (j['load_s'] + j['drain_s']) / 2)))" "$out/$name.json")
 }
 
 sc_one_tenant() {
@@ -254,7 +276,87 @@ sc_recovery() {
     bash "$here/tests/s3/throttle.sh" rate "$rgw" 0
 }
 
-rm -f "$out/summary.md"
+# The throttled target at every scale: per tenant count, per repetition,
+# unthrottled, then half its PUT rate (at least 2/s) with and without
+# Retry-After. `throttled` names the policy through --policies (default
+# block; one policy only).
+sc_scales() {
+    need_s3
+    local list=$scale_tenants pol=block n r cap
+    [ -n "$list" ] || { [ "$tiny" = 1 ] && list="4" || list="1 4 20 100"; }
+    if [ -n "$policies" ]; then
+        set -- $policies
+        if [ $# = 1 ] && [[ "$1" =~ ^(block|throttle|shed)$ ]]; then
+            pol=$1
+        elif [ "$scenario" = scales ]; then
+            die "scales: --policies names one of block, throttle, shed"
+        fi
+    fi
+    for r in $(seq 1 "$reps"); do
+        for n in $list; do
+            thr_tenants=$n
+            bash "$here/tests/s3/throttle.sh" retry-after "$rgw" on >/dev/null
+            measure_half "scales-$n-r$r-unthrottled"
+            cap=$(( half_near < min_cap ? min_cap : half_near ))
+            echo "== $n tenant(s), rep $r: store capped at $cap write requests/s (half the unthrottled rate: $half_near)"
+            bash "$here/tests/s3/throttle.sh" rate "$rgw" "$cap"
+            run "scales-$n-r$r-retry-after" "$cap" --sink "$(s3_url "sc-$n-ra" "$proxied")" --tenants "$n" \
+                --rate "$thr_rate" --txn-bytes "$thr_bytes" --policy "$pol"
+            bash "$here/tests/s3/throttle.sh" retry-after "$rgw" off
+            run "scales-$n-r$r-no-retry-after" "$cap" --sink "$(s3_url "sc-$n-nora" "$proxied")" --tenants "$n" \
+                --rate "$thr_rate" --txn-bytes "$thr_bytes" --policy "$pol"
+            bash "$here/tests/s3/throttle.sh" retry-after "$rgw" on
+            bash "$here/tests/s3/throttle.sh" rate "$rgw" 0
+        done
+    done
+    python3 - "$out" "$reps" "$min_cap" $list > "$out/scales.md" <<'EOF2'
+import json, os, statistics, sys
+out, reps, min_cap, ns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), [int(x) for x in sys.argv[4:]]
+def spread(xs, f):
+    return "%s (%s..%s)" % (f(statistics.median(xs)), f(min(xs)), f(max(xs))) if xs else "-"
+s = lambda v: "%.2f" % (v / 1000.0)
+# p99 of every tenant's watermark age sampled from 5 s into the load to its
+# end (NAME-tenants.csv, nearest rank): the steady state, the first ship of
+# every tenant left out.
+def p99_after(name, load_s, skip=5.0):
+    ages = []
+    with open(os.path.join(out, name + "-tenants.csv")) as f:
+        next(f)
+        for line in f:
+            v = line.strip().split(",")
+            if skip <= float(v[0]) <= load_s:
+                ages += [int(x) for x in v[1:]]
+    ages.sort()
+    return ages[min(len(ages) - 1, int(0.99 * len(ages)))] if ages else 0
+print("| tenants | store | half the unthrottled PUT/s | cap/s | reps | RPO p50 s | RPO p99 s | RPO max s | p99 <= 2 s | RPO p99 from 5 s on | throttle retries | restore |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+for n in ns:
+    for v, what in (("unthrottled", "uncapped"), ("retry-after", "half, Retry-After: 1"), ("no-retry-after", "half, no Retry-After")):
+        js, steady = [], []
+        for r in range(1, reps + 1):
+            p = os.path.join(out, "scales-%d-r%d-%s.json" % (n, r, v))
+            if os.path.exists(p):
+                js.append(json.load(open(p)))
+                steady.append(p99_after("scales-%d-r%d-%s" % (n, r, v), js[-1]["load_s"]))
+        caps, halves = [], []
+        for r in range(1, reps + 1):
+            p = os.path.join(out, "scales-%d-r%d-unthrottled.json" % (n, r))
+            if v != "unthrottled" and os.path.exists(p):
+                j = json.load(open(p))
+                halves.append(j["puts"] / (j["load_s"] + j["drain_s"]) / 2)
+                caps.append(max(min_cap, max(1, round(halves[-1]))))
+        p99 = [j["rpo_ms"]["p99"] for j in js]
+        met = "-" if not p99 else "%d of %d" % (sum(1 for x in p99 if x <= 2000), len(p99))
+        eq = "%d/%d" % (sum(j["restore_equal"] for j in js), sum(j["tenants"] for j in js))
+        print("| %d | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (n, what,
+            spread(halves, lambda c: "%.2f" % c) if halves else "-", spread(caps, lambda c: "%d" % c) if caps else "-", len(js),
+            spread([j["rpo_ms"]["p50"] for j in js], s), spread(p99, s), spread([j["rpo_ms"]["max"] for j in js], s),
+            met, spread(steady, s), spread([j["throttle_retries"] for j in js], lambda c: "%d" % c), eq))
+EOF2
+    bash "$here/tests/s3/throttle.sh" retry-after "$rgw" on >/dev/null
+}
+
+rm -f "$out/summary.md" "$out/scales.md"
 echo "walship-bench scenarios: $scenario, $seconds s per run$( [ "$tiny" = 1 ] && echo ', tiny'), results in $out"
 echo "machine: $(nproc) CPU(s), load $(cut -d' ' -f1-3 /proc/loadavg); runs under nice -n 5"
 case "$scenario" in
@@ -262,8 +364,10 @@ case "$scenario" in
     many-tenants) sc_many_tenants ;;
     throttled) sc_throttled ;;
     recovery) sc_recovery ;;
-    all) sc_one_tenant; sc_many_tenants; sc_throttled; sc_recovery ;;
+    scales) sc_scales ;;
+    all) sc_one_tenant; sc_many_tenants; sc_throttled; sc_recovery; sc_scales ;;
 esac
 echo
 cat "$out/summary.md"
+if [ -f "$out/scales.md" ]; then echo; cat "$out/scales.md"; fi
 [ "$failures" = 0 ] || { echo "run_throttle_bench.sh: $failures run(s) failed" >&2; exit 1; }

@@ -57,6 +57,7 @@
 
 #include "bench_util.h"
 #include "walship.h"
+#include "ws_log.h"
 #include "ws_store.h"
 
 #define AT_MAX 8
@@ -686,7 +687,7 @@ static void usage(void)
 		"         [--tenant-csv FILE]\n"
 		"         [--baseline-ms MS] [--no-baselines] [--no-restore-check] [--no-adaptive]\n"
 		"         [--throttle-age-ms MS] [--tail-ms MS] [--inline-batch-bytes B|off]\n"
-		"         [--carry pressed|always|never] [--key-write-interval-ms MS] [--tails-in-flight N]\n");
+		"         [--carry pressed|always|never] [--key-write-interval-ms MS] [--tails-in-flight N] [--debug]\n");
 	exit(2);
 }
 
@@ -800,6 +801,8 @@ static void parse(int argc, char **argv)
 			O.baselines = false;
 		else if (!strcmp(a, "--no-restore-check"))
 			O.restore_check = false;
+		else if (!strcmp(a, "--debug"))
+			ws_log_set_level(WS_LOG_DEBUG); /* every retry, deferral and pace decision, to stderr */
 		else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
 			usage();
 		else {

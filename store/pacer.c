@@ -15,6 +15,7 @@
 #define MIN_CAPACITY 1.0
 #define BURST 8.0          /* a burst takes at most 1/8 s of the rate at once */
 #define WAIT_MAX_MS 5000u  /* one request never waits longer for its token */
+#define ROUND_MS 1000u     /* refusals this soon after a cut answer requests sent before it: no second cut */
 
 void ws_pacer_init(struct ws_pacer *p)
 {
@@ -91,7 +92,15 @@ void ws_pacer_answer(struct ws_pacer *p, bool throttled, uint64_t now)
 	pthread_mutex_lock(&p->mu);
 	rate = p->fill_rate; /* under the lock: another answer's decrease must not be written over */
 	measure(p, now);
-	if (throttled) {
+	if (throttled && p->enabled && p->cut_ms && now < p->cut_ms + ROUND_MS) {
+		/* Another refusal of the round already cut for (a shard's lanes
+		 * send at once, at the pace of before the cut; a store's window is
+		 * a second): counted, the store still pressing, but the rate is not
+		 * cut again, or k refusals of one burst would leave 0.7^k of it
+		 * and every lane's next write waiting seconds for its token. */
+		p->throttles++;
+		p->throttle_ms = now;
+	} else if (throttled) {
 		/* Below the rate that was throttled: the pace once pacing (what
 		 * was measured also counts the Retry-After waits), else what was
 		 * being sent. */
@@ -105,6 +114,7 @@ void ws_pacer_answer(struct ws_pacer *p, bool throttled, uint64_t now)
 		p->throttles++;
 		p->throttle_ms = now;
 		p->last_max = base;
+		p->cut_ms = now;
 		rate = base * BETA;
 	} else if (p->enabled && now > p->answer_ms) {
 		/* Accepted: quickly back to near the rate last throttled, then a

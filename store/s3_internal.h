@@ -105,6 +105,7 @@ struct shared_pacer {
 	char name[600];              /* endpoint "|" bucket */
 	unsigned refs;
 	struct ws_pacer p;
+	int if_match_form;           /* -1: not probed yet; else the form a probe settled (1 quoted, 0 bare) */
 };
 
 struct body_ctx {
@@ -206,5 +207,9 @@ int s3_del_many(struct ws_store *base, const char *const *keys, size_t n);
 /* s3_url.c: the write pacer of an endpoint and bucket, shared and counted. */
 struct shared_pacer *s3_pacer_get(const char *endpoint, const char *bucket);
 void s3_pacer_put(struct shared_pacer *sp);
+/* The If-Match form a probe of this process settled on the endpoint and
+ * bucket while any handle on them stayed open (-1: none), and its record. */
+int s3_pacer_if_match(struct shared_pacer *sp);
+void s3_pacer_set_if_match(struct shared_pacer *sp, bool quoted);
 
 #endif

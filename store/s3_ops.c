@@ -234,10 +234,20 @@ static int s3_put(struct ws_store *base, const char *key, const struct iovec *io
 
 	if (mode == WS_PUT_CAS && s->conditional_writes && !s->if_match_known) {
 		/* Opened without the probe (WS_STORE_EXISTING): which If-Match form
-		 * works is learnt before the first compare-and-swap needs it. */
-		rc = s3_probe_conditional(s);
-		if (rc)
+		 * works is learnt before the first compare-and-swap needs it, from
+		 * the probe another open handle of this process made on the same
+		 * endpoint and bucket if there was one (a shard's tail lanes: each
+		 * probe is five or six writes, which a store that throttles
+		 * writes counts against its rate like any other), else by its own. */
+		int form = s->pacer ? s3_pacer_if_match(s->pacer) : -1;
+		if (form >= 0) {
+			s->if_match_quoted = form == 1;
+			s->if_match_known = true;
+			ws_debug("s3 %s: If-Match etags %s, as a probe of this process found", s->base.url,
+				 form ? "quoted" : "bare");
+		} else if ((rc = s3_probe_conditional(s)) != 0) {
 			return rc;
+		}
 	}
 	if (mode != WS_PUT_CAS && ws_key_valid(key)) {
 		uint64_t len = 0;
@@ -635,6 +645,8 @@ int s3_probe_conditional(struct s3_store *s)
 		goto out;
 	}
 	s->if_match_quoted = chosen == 1;
+	if (s->pacer)
+		s3_pacer_set_if_match(s->pacer, chosen == 1);
 	ws_debug("s3 %s: conditional writes enforced; If-Match etags %s", s->base.url,
 		 chosen ? "quoted" : "bare");
 	rc = 0;

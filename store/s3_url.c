@@ -38,6 +38,7 @@ struct shared_pacer *s3_pacer_get(const char *endpoint, const char *bucket)
 	if (!sp && (sp = calloc(1, sizeof(*sp))) != NULL) {
 		memcpy(sp->name, name, sizeof(name));
 		ws_pacer_init(&sp->p);
+		sp->if_match_form = -1;
 		sp->next = pacers;
 		pacers = sp;
 	}
@@ -63,6 +64,22 @@ void s3_pacer_put(struct shared_pacer *sp)
 		ws_pacer_destroy(&sp->p);
 		free(sp);
 	}
+	pthread_mutex_unlock(&pacers_mu);
+}
+
+int s3_pacer_if_match(struct shared_pacer *sp)
+{
+	int form;
+	pthread_mutex_lock(&pacers_mu);
+	form = sp->if_match_form;
+	pthread_mutex_unlock(&pacers_mu);
+	return form;
+}
+
+void s3_pacer_set_if_match(struct shared_pacer *sp, bool quoted)
+{
+	pthread_mutex_lock(&pacers_mu);
+	sp->if_match_form = quoted ? 1 : 0;
 	pthread_mutex_unlock(&pacers_mu);
 }
 

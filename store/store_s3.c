@@ -532,9 +532,13 @@ static int call_judge(struct s3_store *s, struct s3_call *c)
 	c->req.headers = NULL;
 	if (c->req.resends)
 		__atomic_fetch_add(&s->base.stats.resends, c->req.resends, __ATOMIC_RELAXED);
-	if (s->pacer && is_write(c->method))
-		ws_pacer_answer(&s->pacer->p, !c->req.err && !c->req.truncated && throttle_status(c->req.status),
-				ws_mono_ms());
+	if (s->pacer && is_write(c->method)) {
+		bool thr = !c->req.err && !c->req.truncated && throttle_status(c->req.status);
+		ws_pacer_answer(&s->pacer->p, thr, ws_mono_ms());
+		if (thr)
+			ws_debug("s3 %s: %s %s: throttled (HTTP %ld); writes now paced at %.2f/s", s->base.url, c->method,
+				 c->key, c->req.status, ws_pacer_rate(&s->pacer->p));
+	}
 	if (c->req.err) {
 		if (c->req.err == WS_ETOOBIG)
 			return ws_fail(c->req.err, "s3 %s: %s %s: response too large", s->base.url, c->method, c->key);
@@ -608,6 +612,9 @@ static int pace_wait(struct s3_store *s, const struct s3_call *c, uint64_t *ms)
 			       "turn at the paced rate (%.1f/s) comes after its retry_deadline_ms=%" PRIu64,
 			       s->base.url, c->method, c->key, ws_pacer_rate(&s->pacer->p), s->deadline_ms);
 	__atomic_fetch_add(&s->base.stats.paced_ms, *ms, __ATOMIC_RELAXED);
+	if (*ms)
+		ws_debug("s3 %s: %s %s: waits %" PRIu64 " ms for its turn at %.2f/s", s->base.url, c->method, c->key, *ms,
+			 ws_pacer_rate(&s->pacer->p));
 	return 0;
 }
 

@@ -8,7 +8,9 @@
  * answer on, each request takes a token from a bucket refilled at the
  * sending rate (bursts of at most 1/8 s of it). A throttled answer sets
  * that rate to BETA (0.7) times the pace it was sent at (before pacing:
- * the answers of the last second); answers that go through, while the
+ * the answers of the last second), once a round: the refusals that come
+ * back within ROUND_MS (1 s) of the one that cut it were sent at the old
+ * pace and do not cut it again (as TCP halves once per window); answers that go through, while the
  * pace holds requests back, grow it at 50 %/s up to NEAR (0.85) of the
  * rate last throttled and then by 1 %/s, faster the longer the store has
  * not refused (as CUBIC's convex half). The store's limit is met some
@@ -45,6 +47,7 @@ struct ws_pacer {
 	double last_max;         /* the rate last throttled */
 	bool stable;             /* and the one before was within STABLE of it */
 	uint64_t throttle_ms;    /* when */
+	uint64_t cut_ms;         /* the last refusal that cut the rate (one cut a round) */
 	uint64_t held_ms;        /* a request last had to wait for its token */
 	uint64_t throttles;      /* throttled answers fed */
 	uint64_t waited_ms;      /* waits handed out, in total */

@@ -38,9 +38,11 @@
 #                    fails on a crash, leak, hang or failed check
 #   9. throttle bench smoke  bench/run_throttle_bench.sh --scenario all --tiny:
 #                    walship-bench's scenarios (one tenant, many tenants,
-#                    throttled once per policy, recovery) against a radosgw
-#                    and the haproxy throttling proxy of their own, seconds
-#                    each (about 2 minutes); fails if a run errors, prints
+#                    throttled once per policy, recovery, and scales at 4
+#                    tenants: uncapped, then half with and without
+#                    Retry-After) against a radosgw and the haproxy
+#                    throttling proxy of their own, seconds each (3.7
+#                    minutes at load 3); fails if a run errors, prints
 #                    no figures or a tenant does not restore equal, never
 #                    on a figure
 #  10. install       cmake --install of build-ci into a scratch prefix; the

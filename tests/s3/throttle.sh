@@ -4,7 +4,9 @@
 # way S3 does while a prefix rescales (or 429, as GCS and R2 do).
 #
 #   tests/s3/throttle.sh start DIR [--put-rate N] [--get-rate N] [--key-rate N] [--status 503|429]
+#                                  [--no-retry-after]
 #   tests/s3/throttle.sh rate DIR N        change the write cap of a running proxy (0 = no cap)
+#   tests/s3/throttle.sh retry-after DIR on|off   send Retry-After: 1 with a refusal, or no header
 #   tests/s3/throttle.sh stop DIR
 #
 # DIR is the radosgw directory (DIR/env holds WS_S3_ENDPOINT). start writes
@@ -21,6 +23,12 @@
 #   the last second, so with 1 the next write to a key is accepted one to
 #   two seconds after the last.
 # --status: 503 (default; body: S3 XML error Code SlowDown) or 429.
+# --no-retry-after: refusals carry no Retry-After header (S3 sends none
+#   with SlowDown; the default sends `Retry-After: 1`, as GCS and R2 may).
+#
+# radosgw cannot be made to throttle on demand, so this proxy is the one
+# fake in the S3 tests: it stands for a store's rate limit, nothing else
+# (every accepted request is radosgw's own answer).
 #
 # The write cap lives in a haproxy map changed through the admin socket
 # (`rate`), so the store can be throttled and released without dropping
@@ -51,7 +59,7 @@ admin() {
 
 cmd_start() {
     local dir=$1; shift
-    local put_rate=0 get_rate=0 key_rate=0 status=503
+    local put_rate=0 get_rate=0 key_rate=0 status=503 retry_after=1
     while [ $# -gt 0 ]; do
         case "$1" in
             --put-rate) put_rate=$(num "$1" "${2:-}"); shift 2 ;;
@@ -59,6 +67,7 @@ cmd_start() {
             --key-rate) key_rate=$(num "$1" "${2:-}"); shift 2 ;;
             --status) status=${2:-}; shift 2
                       [ "$status" = 503 ] || [ "$status" = 429 ] || die "--status: 503 or 429, not '$status'" ;;
+            --no-retry-after) retry_after=0; shift ;;
             *) die "start: unknown option '$1'" ;;
         esac
     done
@@ -81,7 +90,8 @@ cmd_start() {
     [ "$put_rate" = 0 ] && put_rate=$big
     [ "$get_rate" = 0 ] && get_rate=$big
     [ "$key_rate" = 0 ] && key_rate=$big
-    printf 'write %s\nread %s\nkey %s\n' "$put_rate" "$get_rate" "$key_rate" > "$dir/throttle.map"
+    printf 'write %s\nread %s\nkey %s\nretry_after %s\n' "$put_rate" "$get_rate" "$key_rate" "$retry_after" \
+        > "$dir/throttle.map"
     cat > "$dir/throttle.cfg" <<EOF
 # Written by tests/s3/throttle.sh start; limits in throttle.map.
 global
@@ -108,11 +118,14 @@ frontend s3
     http-request set-var(txn.wlim) str(write),map_str_int($dir/throttle.map,$big)
     http-request set-var(txn.rlim) str(read),map_str_int($dir/throttle.map,$big)
     http-request set-var(txn.klim) str(key),map_str_int($dir/throttle.map,$big)
+    http-request set-var(txn.ra) str(retry_after),map_str_int($dir/throttle.map,1)
+    acl ra_on var(txn.ra) -m int 1
     # Peek at the rates before counting: a refused request is not counted.
     acl w_over str(w),table_http_req_rate(st_writes),sub(txn.wlim) ge 0
     acl r_over str(r),table_http_req_rate(st_reads),sub(txn.rlim) ge 0
     acl k_over path,table_http_req_rate(st_keys),sub(txn.klim) ge 0
-    http-request return status $status content-type application/xml string '$body' hdr Retry-After 1 if is_write w_over or is_write k_over or is_read r_over
+    http-request return status $status content-type application/xml string '$body' hdr Retry-After 1 if is_write w_over ra_on or is_write k_over ra_on or is_read r_over ra_on
+    http-request return status $status content-type application/xml string '$body' if is_write w_over !ra_on or is_write k_over !ra_on or is_read r_over !ra_on
     http-request track-sc0 str(w) table st_writes if is_write
     http-request track-sc1 path table st_keys if is_write
     http-request track-sc0 str(r) table st_reads if is_read
@@ -133,15 +146,28 @@ EOF
     printf 'WS_THROTTLE_PID=%s\nWS_THROTTLE_ADMIN=127.0.0.1:%s\n' "$(cat "$dir/throttle.pid")" "$admin_port" \
         >> "$dir/env-throttled.tmp"
     mv "$dir/env-throttled.tmp" "$dir/env-throttled"
-    echo "throttle.sh: haproxy on http://127.0.0.1:$port -> $upstream (writes/s $( [ "$put_rate" = $big ] && echo uncapped || echo "$put_rate"), reads/s $( [ "$get_rate" = $big ] && echo uncapped || echo "$get_rate"), per key $( [ "$key_rate" = $big ] && echo uncapped || echo "$key_rate"), status $status); $dir/env-throttled"
+    echo "throttle.sh: haproxy on http://127.0.0.1:$port -> $upstream (writes/s $( [ "$put_rate" = $big ] && echo uncapped || echo "$put_rate"), reads/s $( [ "$get_rate" = $big ] && echo uncapped || echo "$get_rate"), per key $( [ "$key_rate" = $big ] && echo uncapped || echo "$key_rate"), status $status, Retry-After $( [ "$retry_after" = 1 ] && echo 1 || echo none)); $dir/env-throttled"
+}
+
+admin_port() {
+    [ -f "$1/env-throttled" ] || die "$1/env-throttled: missing (start first)"
+    sed -n 's/^WS_THROTTLE_ADMIN=127.0.0.1://p' "$1/env-throttled"
+}
+
+cmd_retry_after() {
+    local dir=$1 v reply
+    case "${2:-}" in on) v=1 ;; off) v=0 ;; *) die "retry-after: on or off, not '${2:-}'" ;; esac
+    reply=$(admin "$(admin_port "$dir")" "set map $dir/throttle.map retry_after $v")
+    [ -z "$reply" ] || die "set map: $reply"
+    sed -i "s/^retry_after .*/retry_after $v/" "$dir/throttle.map"
+    echo "throttle.sh: refusals now $( [ "$v" = 1 ] && echo 'with Retry-After: 1' || echo 'without Retry-After')"
 }
 
 cmd_rate() {
     local dir=$1 n
     n=$(num rate "${2:-}")
-    [ -f "$dir/env-throttled" ] || die "$dir/env-throttled: missing (start first)"
     local ap
-    ap=$(sed -n 's/^WS_THROTTLE_ADMIN=127.0.0.1://p' "$dir/env-throttled")
+    ap=$(admin_port "$dir")
     [ "$n" = 0 ] && n=1000000000
     local reply
     reply=$(admin "$ap" "set map $dir/throttle.map write $n")
@@ -164,13 +190,14 @@ cmd_stop() {
     echo "throttle.sh: stopped"
 }
 
-[ $# -ge 2 ] || die "usage: throttle.sh start|rate|stop DIR [...]"
+[ $# -ge 2 ] || die "usage: throttle.sh start|rate|retry-after|stop DIR [...]"
 cmd=$1; dir=$2; shift 2
 [ -d "$dir" ] || die "$dir: no such directory"
 dir=$(cd "$dir" && pwd)
 case "$cmd" in
     start) cmd_start "$dir" "$@" ;;
     rate) cmd_rate "$dir" "$@" ;;
+    retry-after) cmd_retry_after "$dir" "$@" ;;
     stop) cmd_stop "$dir" ;;
-    *) die "unknown command '$cmd' (start, rate, stop)" ;;
+    *) die "unknown command '$cmd' (start, rate, retry-after, stop)" ;;
 esac

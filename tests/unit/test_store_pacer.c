@@ -84,6 +84,37 @@ static void test_throttle_cuts_the_rate_and_spaces_requests(void **state)
 	ws_pacer_destroy(&p);
 }
 
+/*
+ * A shard's tail lanes send at once: when the store's window is full, the
+ * writes of one burst are all refused within a moment, each sent at the
+ * pace of before the first refusal. They cut the rate once (0.7), not once
+ * each (0.7^4 would leave a quarter, every lane's next write waiting
+ * seconds for its token while the store has room); a refusal a round
+ * (1 s) after the cut cuts it again.
+ */
+static void test_one_cut_per_round(void **state)
+{
+	struct ws_pacer p;
+	uint64_t t = 10000;
+	(void)state;
+	ws_pacer_init(&p);
+	for (int i = 0; i < 40; i++, t += 100) /* 10 answers a second */
+		ws_pacer_answer(&p, false, t);
+	ws_pacer_answer(&p, true, t);
+	double r = ws_pacer_rate(&p);
+	assert_true(r > 0.7 * 10 * 0.8 && r < 0.7 * 10 * 1.2);
+	/* Three more lanes' refusals of the same burst. */
+	for (int i = 1; i <= 3; i++)
+		ws_pacer_answer(&p, true, t + 20 * (uint64_t)i);
+	assert_true(ws_pacer_rate(&p) > 0.99 * r && ws_pacer_rate(&p) < 1.01 * r);
+	assert_int_equal(p.throttles, 4); /* each counted all the same */
+	assert_true(ws_pacer_pressed(&p, t + 60 + WS_PACER_PRESSED_MS - 1));
+	/* The next round's refusal: cut again. */
+	ws_pacer_answer(&p, true, t + 1000);
+	assert_true(ws_pacer_rate(&p) < 0.75 * r);
+	ws_pacer_destroy(&p);
+}
+
 /* A store that accepts at most cap writes in any 1000 ms window (refusals
  * not counted), cap2 from lift_ms on; the client sends one at a time, each
  * answered after rtt ms, as soon as the pacer lets it. */
@@ -248,6 +279,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_out_of_the_way_until_throttled),
 		cmocka_unit_test(test_throttle_cuts_the_rate_and_spaces_requests),
+		cmocka_unit_test(test_one_cut_per_round),
 		cmocka_unit_test(test_pressed_while_refused_or_held),
 		cmocka_unit_test(test_converges_near_the_cap),
 		cmocka_unit_test(test_recovers_when_the_cap_lifts),

@@ -2119,6 +2119,61 @@ static void test_if_match_radosgw(void **state)
 	assert_no_probe_left();
 }
 
+/* On s: assert_cas_works at key, with what it logged (debug) in cap. */
+static void cas_logged(struct ws_store *s, const char *key, struct logcap *cap)
+{
+	memset(cap, 0, sizeof(*cap));
+	ws_log_set_sink(log_capture, cap);
+	ws_log_set_level(WS_LOG_DEBUG);
+	assert_cas_works(s, key);
+	ws_log_set_level(WS_LOG_WARN);
+	ws_log_set_sink(NULL, NULL);
+}
+
+/*
+ * A handle opened without the probe (a shard's tail lanes) takes the If-Match
+ * form a probe of another open handle of the process settled on the same
+ * endpoint and bucket, instead of probing again (five or six writes, which a
+ * store that throttles writes counts like any other). With no such handle
+ * open, or pace=0 (no state shared between handles), it probes by itself.
+ */
+static void test_if_match_probe_shared(void **state)
+{
+	char url[1024], nopace[1024];
+	struct ws_store *s, *lane;
+	struct logcap cap;
+	int err = 0;
+	(void)state;
+
+	sink_url(url, sizeof(url), NULL, NULL, NULL);
+	assert_string_equal(open_probed(url, &s, &err), "bare");
+	lane = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
+	assert_non_null(lane);
+	cas_logged(lane, "ifm/shared", &cap);
+	assert_non_null(strstr(cap.text, "If-Match etags bare, as a probe of this process found"));
+	assert_null(strstr(cap.text, "probe-"));
+	assert_null(strstr(cap.text, "conditional writes enforced"));
+	ws_store_close(lane);
+
+	/* pace=0: nothing shared, so the lazy probe runs. */
+	sink_url(nopace, sizeof(nopace), NULL, NULL, "pace=0");
+	lane = ws_store_open_flags(nopace, WS_STORE_EXISTING, &err);
+	assert_non_null(lane);
+	cas_logged(lane, "ifm/shared-nopace", &cap);
+	assert_non_null(strstr(cap.text, "conditional writes enforced; If-Match etags bare"));
+	ws_store_close(lane);
+	ws_store_close(s);
+
+	/* Every handle closed: what was settled went with them; the next probes. */
+	lane = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
+	assert_non_null(lane);
+	cas_logged(lane, "ifm/shared-again", &cap);
+	assert_non_null(strstr(cap.text, "conditional writes enforced; If-Match etags bare"));
+	assert_null(strstr(cap.text, "as a probe of this process found"));
+	ws_store_close(lane);
+	assert_no_probe_left();
+}
+
 /*
  * Stores radosgw cannot imitate, made from it by faultproxy rewriting each
  * request's If-Match (and signing it again): radosgw still decides every
@@ -3043,6 +3098,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fault_unusual_replies, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_fault_long_error_page, proxy_start, proxy_stop),
 		cmocka_unit_test(test_if_match_radosgw),
+		cmocka_unit_test(test_if_match_probe_shared),
 		cmocka_unit_test_setup_teardown(test_if_match_quoted_stores, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_if_match_ignored, proxy_start, proxy_stop),
 		cmocka_unit_test_setup_teardown(test_long_etags, proxy_start, proxy_stop),
