@@ -149,6 +149,18 @@ static bool wal_index_hdr(struct ws_stream *st, struct ws_walidx_hdr *h)
 	return ws_walidx_read(db_file(st), h);
 }
 
+/* The wal-index's last committed frame, when it names the generation of
+ * these salts (read ahead: stream_scan.c). false: it names another, or
+ * cannot be read. */
+bool wal_index_mx(struct ws_stream *st, uint32_t salt1, uint32_t salt2, uint32_t *mx)
+{
+	struct ws_walidx_hdr h;
+	if (!wal_index_hdr(st, &h) || h.salt1 != salt1 || h.salt2 != salt2)
+		return false;
+	*mx = h.mx_frame;
+	return true;
+}
+
 /*
  * Whether the wal-index says the WAL holds no frame: its header read whole
  * and mxFrame 0. SQLite reads a WAL whose file header fails its checks as
