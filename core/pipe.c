@@ -33,7 +33,9 @@ void ws_pipe_describe_batch(struct ws_pipe_desc *d, const struct ws_pipe_batch_s
 	d->want = s->want;
 	d->per_chunk = s->per_chunk;
 	WS_ASSERT(!s->src || (s->first_slot && !s->delegated));
+	WS_ASSERT(s->src_frames <= s->want && !s->src == !s->src_frames);
 	d->src = s->src;
+	d->src_frames = s->src_frames;
 	snprintf(d->key_prefix, sizeof(d->key_prefix), "%s", s->key_prefix);
 	d->key_seq = s->key_seq;
 	d->delegated = s->delegated;
@@ -123,8 +125,10 @@ static int fill_slot(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t r
 	ws_xxh_reset(&hs);
 	while (have < d->want && !c->run.ended) {
 		uint32_t n = d->want - have < sub ? d->want - have : sub;
-		if (d->src) {
+		if (have < d->src_frames) {
 			/* Read ahead of the tail, from this file at this offset. */
+			if (n > d->src_frames - have)
+				n = d->src_frames - have;
 			memcpy(frames + (size_t)have * fsz, d->src + (size_t)have * fsz, (size_t)n * fsz);
 			got = (ssize_t)((size_t)n * fsz);
 		} else {

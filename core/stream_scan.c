@@ -383,7 +383,7 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 		uint64_t need = (frames_total + refs_left - 1) / refs_left;
 		per_chunk = need < slot_frames ? (size_t)need : slot_frames;
 	}
-	const bool multi = frames_total > per_chunk || (ahead && frames_total > ahead);
+	const bool multi = frames_total > per_chunk;
 	/* A tail this small sends its one batch inside its manifest: two
 	 * writes instead of three. Never in a re-base, whose snapshot parts
 	 * reserve slots after the scan. */
@@ -400,7 +400,7 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 
 		if (off + fsz > wal_bytes)
 			break;
-		want = k == 0 && ahead ? ahead : per_chunk;
+		want = per_chunk;
 		if ((wal_bytes - off) / fsz < want)
 			want = (size_t)((wal_bytes - off) / fsz);
 		/* Whole frames, inside the file as measured and inside one slot. */
@@ -449,15 +449,17 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 			.seed_cksum = { sc->cur.cksum[0], sc->cur.cksum[1] },
 			.first_slot = k == 0,
 			.hold = hold && k == 0,
-			/* The pipe decides which thread reads the slot; frames
-			 * read ahead are copied here, and the slot is full with
-			 * them (the chain goes on into the next). */
+			/* The pipe decides which thread reads the slot; the
+			 * first holds the frames read ahead, copied here (the
+			 * rest of it read from the WAL): so a tail of a few
+			 * commits stays one slot, inline in its manifest. */
 			.delegated = !(k == 0 && ahead) && !ws_pipe_reads_here(st->pipe, k, multi),
 			.wal_fd = st->io.wal_fd,
 			.wal_off = off,
 			.want = (uint32_t)want,
-			.per_chunk = k == 0 && ahead ? (uint32_t)want : (uint32_t)per_chunk,
+			.per_chunk = (uint32_t)per_chunk,
 			.src = k == 0 && ahead ? st->ahead.buf.data : NULL,
+			.src_frames = k == 0 && ahead ? (ahead < want ? ahead : (uint32_t)want) : 0,
 			.key_prefix = sc->prefix,
 			.seal = &st->seal,
 			/* The key carries the manifest's watermark sequence, as a
