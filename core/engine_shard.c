@@ -431,8 +431,11 @@ static void read_events(struct shard *sh)
 				 * cost a re-base. */
 				const bool at_once = ne->t->tap || !ne->t->open; /* the shard's own record */
 				ws_eng_mark_due(ne->t, at_once ? now : ws_eng_due_after_change(sh, ne->t, now));
-				if (ne->wal)
+				if (ne->wal) {
+					/* A write: its commit's wait starts over at 1 ms. */
+					ne->t->ahead_wait_ms = 0;
 					read_ahead(sh, ne->t);
+				}
 			}
 		}
 	}

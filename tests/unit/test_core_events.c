@@ -914,6 +914,14 @@ static void ahead_commit(struct wt_env *env, struct record *rec, int rows, int b
 	record_state(rec, env->w);
 }
 
+static bool gate_paused(struct wt_gate *g)
+{
+	pthread_mutex_lock(&g->mu);
+	bool p = g->paused;
+	pthread_mutex_unlock(&g->mu);
+	return p;
+}
+
 static void app_metrics(struct ws_engine *e, struct ws_tenant_metrics *m)
 {
 	if (ws_engine_tenant_metrics(e, "app", m) != 0)
@@ -951,7 +959,9 @@ static void ahead_run(bool at_read)
 
 	wt_env_init(&env, at_read ? "events-ahead-read" : "events-ahead", 0);
 	ahead_commit(&env, &rec, 5, 300);
-	struct ws_engine *e = ev_engine_up(env.sink_url, 1, 0, 64 << 10, 0);
+	/* walship restarts the WAL past 512 KiB: not before the pause (the
+	 * first tail of a new generation arms reading ahead again), after it. */
+	struct ws_engine *e = ev_engine_up(env.sink_url, 1, 0, 512 << 10, 0);
 	ev_add_tenant(e, "app", env.db, 0);
 	struct ws_events *ev = ev_channel(e, 10000);
 	(void)ev_subscribe1(ev, "app");
@@ -964,7 +974,13 @@ static void ahead_run(bool at_read)
 	assert_int_equal(ws_fault_add(at_read ? "engine.read_ahead" : "engine.lane_store_wait", 1, WS_FAULT_PAUSE,
 				      wt_gate_wait, &g),
 			 0);
-	ahead_commit(&env, &rec, 2, 300);
+	/* Commits until one is read ahead (or a tail waits for the store):
+	 * a tail in progress may read the first ones itself, and the shard
+	 * then finds nothing past it to read. */
+	for (int i = 0; i < 500 && !gate_paused(&g); i++) {
+		ahead_commit(&env, &rec, 2, 300);
+		wt_sleep_ms(20);
+	}
 	wt_gate_until_paused(&g);
 	app_metrics(e, &m0);
 	for (unsigned k = 0; k < 4; k++) {
@@ -996,14 +1012,14 @@ static void ahead_run(bool at_read)
 		assert_true(m1.frames_read_ahead > m0.frames_read_ahead);
 	}
 	wt_gate_open(&g);
-	/* The next tails ship it; walship's WAL checkpoint (256 KiB) restarts the WAL meanwhile. */
+	/* The next tails ship it; walship's WAL checkpoint restarts the WAL meanwhile. */
 	for (int i = 0; i < 30; i++)
-		ahead_commit(&env, &rec, 8, 600);
+		ahead_commit(&env, &rec, 8, 3000);
 	follow(ev, &r, &rec, &at, &last_tx);
 	/* Until walship restarted the WAL (a commit it ships while the
 	 * application writes on finds its WAL checkpoint's lock taken). */
 	for (int i = 0; i < 300 && WS_TX_CHAIN(last_tx) <= 1; i++) {
-		ahead_commit(&env, &rec, 8, 600);
+		ahead_commit(&env, &rec, 8, 3000);
 		follow(ev, &r, &rec, &at, &last_tx);
 	}
 	assert_int_equal(at, (int)rec.n - 1);
