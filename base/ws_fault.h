@@ -130,6 +130,8 @@
 	X("stream.before_wal_checkpoint", "tail: under the write lock, before walship's WAL checkpoint") \
 	X("stream.wal_checkpoint_gap", "tail: WAL checkpoint fallback, between the spare's two transactions") \
 	X("engine.lane_store_wait", "engine: a tail in flight let the shard's read lock go to wait for the store") \
+	X("engine.read_ahead", "shard: a tapped tenant's commits past its last settled tail, before they are read " \
+	  "ahead of its next tail")                                                                      \
 	X("events.derive", "events: a collected slot of a tapped tenant, before its frames become events")
 
 enum ws_fault_action { WS_FAULT_FAIL = 0, WS_FAULT_CRASH = 1, WS_FAULT_PAUSE = 2, WS_FAULT_STOP = 3 };

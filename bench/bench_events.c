@@ -5,7 +5,8 @@
  *
  *   bench_events [--tiny] [--rate N] [--secs S] [--reps N] [--subs N] [--hyd-subs N] [--tenants N]
  *                [--shards N] [--burst-mb N] [--ring-mb N] [--lag-kb N] [--deadline-ms N]
- *                [--tails-in-flight N] [--latency-only] [--sink-dir DIR] [--dir DIR] [--keep]
+ *                [--tails-in-flight N] [--carry pressed|always|never] [--no-read-ahead] [--latency-only]
+ *                [--sink-dir DIR] [--dir DIR] [--keep]
  *
  * One engine over a file:// sink (--sink-dir; default under the build's
  * testtmp: pass a tmpfs directory to take the disk's fsyncs out). Tenants:
@@ -40,7 +41,10 @@
  *      1 s), against one subscription alone in the same repetition.
  *
  * --latency-only runs (L) alone; --tails-in-flight sets the shards'
- * tails_in_flight (1: one tail at a time, the baseline of tails in flight).
+ * tails_in_flight (1: one tail at a time, the baseline of tails in flight);
+ * --carry the engine's carry_in_watermark (default pressed); --no-read-ahead
+ * sets read_ahead_off (app's events wait for its next tail to read its
+ * commits: the baseline of reading ahead, docs/EVENTS.md "Latency").
  * Medians over the repetitions, with min..max. --tiny: a seconds-long
  * smoke. The exit status is 0 unless something failed (an error, a fault
  * where none may come, no figure); targets are reported, never enforced.
@@ -78,14 +82,16 @@ struct opts {
 	double secs;
 	uint64_t ring_bytes, lag_bytes;
 	const char *sink_dir, *dir;
-	bool keep, tiny, latency_only;
+	bool keep, tiny, latency_only, no_read_ahead;
+	enum ws_carry carry;
 };
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench_events [--tiny] [--rate N] [--secs S] [--reps N] [--subs N] [--hyd-subs N]\n"
 			"                    [--tenants N] [--shards N] [--burst-mb N] [--ring-mb N] [--lag-kb N]\n"
-			"                    [--deadline-ms N] [--tails-in-flight N] [--latency-only]\n"
+			"                    [--deadline-ms N] [--tails-in-flight N] [--carry pressed|always|never]\n"
+			"                    [--no-read-ahead] [--latency-only]\n"
 			"                    [--sink-dir DIR] [--dir DIR] [--keep]\n");
 	exit(2);
 }
@@ -308,6 +314,8 @@ static void engine_up(struct world *w, const struct opts *o)
 		ws_shard_config_default(&sc[i]);
 		if (o->tails_in_flight)
 			sc[i].tails_in_flight = o->tails_in_flight;
+		sc[i].carry = o->carry;
+		sc[i].read_ahead_off = o->no_read_ahead;
 	}
 	snprintf(url, sizeof(url), "file://%s", w->sink);
 	memset(&ec, 0, sizeof(ec));
@@ -503,6 +511,7 @@ static void reader_stop(struct reader *r)
 struct lat_res {
 	double p50, p99, events_s, shed_ms;
 	double tail_ms;            /* the writing's time over app's tails in it: one tail every this long */
+	double ahead;              /* the share of app's frames shipped that were read ahead of their tail */
 	unsigned missing, commits;
 	bool by_lag;               /* the stalled channel was shed by lag_bytes_max, not its deadline */
 };
@@ -584,6 +593,9 @@ static void lat_run(struct world *w, const struct opts *o, bool stalled, struct 
 	if (ws_engine_tenant_metrics(w->e, "app", &m1) != 0)
 		bench_die("metrics: %s", ws_errmsg());
 	out->tail_ms = secs * 1e3 / (double)(m1.tails - m0.tails ? m1.tails - m0.tails : 1);
+	out->ahead = m1.frames_shipped > m0.frames_shipped ? (double)(m1.frames_read_ahead - m0.frames_read_ahead) /
+								(double)(m1.frames_shipped - m0.frames_shipped)
+							      : 0;
 	usleep(200000); /* the last commits' Progressed */
 	reader_stop(&r);
 	lat_figures(w, prog, out); /* a shed healthy channel: its commits after the shed count as missing */
@@ -753,6 +765,10 @@ static void parse(int argc, char **argv, struct opts *o)
 			o->latency_only = true;
 			continue;
 		}
+		if (strcmp(a, "--no-read-ahead") == 0) {
+			o->no_read_ahead = true;
+			continue;
+		}
 		if (!v)
 			usage();
 		i++;
@@ -769,14 +785,17 @@ static void parse(int argc, char **argv, struct opts *o)
 		else if (strcmp(a, "--ring-mb") == 0) o->ring_bytes = bench_parse_num(a, v, 1, 4096) << 20;
 		else if (strcmp(a, "--lag-kb") == 0) o->lag_bytes = bench_parse_num(a, v, 64, 4u << 20) << 10;
 		else if (strcmp(a, "--deadline-ms") == 0) o->deadline_ms = (unsigned)bench_parse_num(a, v, 1, 600000);
-		else if (strcmp(a, "--sink-dir") == 0) o->sink_dir = v;
+		else if (strcmp(a, "--carry") == 0) {
+			if (ws_carry_parse(v, &o->carry) != 0)
+				usage();
+		} else if (strcmp(a, "--sink-dir") == 0) o->sink_dir = v;
 		else if (strcmp(a, "--dir") == 0) o->dir = v;
 		else usage();
 	}
 }
 
 struct figs {
-	struct series p50, p99, ev_s, tail_ms, p99_st, p99_ratio, shed, by_lag, missing;
+	struct series p50, p99, ev_s, tail_ms, ahead, p99_st, p99_ratio, shed, by_lag, missing;
 	struct series t0_fs, t_fs, t_mbs, t_ratio, t_evs, t_evmbs, t_shed;
 	struct series h50, h95, h1, h_shed;
 };
@@ -790,6 +809,7 @@ static void rep(struct world *w, const struct opts *o, struct figs *f)
 	lat_run(w, o, false, &a);
 	lat_run(w, o, true, &b);
 	put(&f->p50, a.p50), put(&f->p99, a.p99), put(&f->ev_s, a.events_s), put(&f->tail_ms, a.tail_ms);
+	put(&f->ahead, a.ahead);
 	put(&f->p99_st, b.p99), put(&f->p99_ratio, b.p99 / a.p99), put(&f->shed, b.shed_ms);
 	put(&f->missing, a.missing + b.missing), put(&f->by_lag, b.by_lag);
 	if (o->latency_only)
@@ -806,7 +826,7 @@ static void rep(struct world *w, const struct opts *o, struct figs *f)
 static void report(const struct opts *o, struct figs *f)
 {
 	printf("(L) app written at %u tx/s for %.1f s; deadline_ms %u\n", o->rate, o->secs, o->deadline_ms);
-	show(&f->p50), show(&f->p99), show(&f->ev_s), show(&f->tail_ms);
+	show(&f->p50), show(&f->p99), show(&f->ev_s), show(&f->tail_ms), show(&f->ahead);
 	show(&f->p99_st), show(&f->p99_ratio), show(&f->shed), show(&f->by_lag), show(&f->missing);
 	if (o->latency_only)
 		return;
@@ -825,6 +845,7 @@ int main(int argc, char **argv)
 		.p50 = { "commit->Progressed p50", "ms" }, .p99 = { "commit->Progressed p99", "ms" },
 		.ev_s = { "channel events/s (one query)", "ev/s" },
 		.tail_ms = { "a tail of app every", "ms" },
+		.ahead = { "app's frames read ahead of their tail", "share" },
 		.p99_st = { "p99 beside a stalled channel", "ms" },
 		.p99_ratio = { "p99 stalled-beside / alone", "x" },
 		.shed = { "stall -> shed (push_deadline)", "ms" },

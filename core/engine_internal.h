@@ -78,6 +78,9 @@ struct tenant {
 
 	/* Metrics: written by the shard thread, read by anyone (relaxed atomics). */
 	uint64_t tails, errors, frames, bytes, puts, throttle, shed_frames, sheds, last_frame;
+	uint64_t read_ahead;      /* frames read ahead of its next tail (ws_stream_read_ahead) */
+	uint64_t ahead_at_ms;     /* shard thread: read ahead again then (a commit under way), 0: no */
+	uint32_t ahead_wait_ms;   /* ... after this wait, doubled while it stays under way */
 	/* The RPO's base, on the monotonic clock (a wall clock stepped back
 	 * must not read a backlog as 0): the watermark's time, or when the
 	 * tenant was added while no watermark is known. 0: none yet. */

@@ -49,6 +49,7 @@ static void tenant_metrics(const struct ws_engine *e, const struct tenant *t, st
 	m->throttle_retries = ld(&t->throttle);
 	m->frames_shed = ld(&t->shed_frames);
 	m->sheds = ld(&t->sheds);
+	m->frames_read_ahead = ld(&t->read_ahead);
 	m->last_frame = ld(&t->last_frame);
 	m->last_outcome = (enum ws_outcome_kind)__atomic_load_n(&t->last_outcome, __ATOMIC_RELAXED);
 	m->fenced = __atomic_load_n(&t->fenced, __ATOMIC_RELAXED) != 0;

@@ -351,6 +351,45 @@ static bool run_commands(struct shard *sh)
 	}
 }
 
+/*
+ * A tenant a query follows, its WAL written: with tails in flight, read its
+ * new commits now (ws_stream_read_ahead) if its last tail settled, so its
+ * events do not wait for that tail's manifest and watermark writes, nor
+ * for a lane (docs/EVENTS.md "Latency"); its next tail ships them. A read
+ * that fails costs only that wait: the tail reads them itself.
+ */
+static void read_ahead(struct shard *sh, struct tenant *t)
+{
+	bool under_way = false;
+	t->ahead_at_ms = 0;
+	if (!t->tap || !t->st || !t->open || !ws_eng_lanes_on(sh) || sh->cfg.read_ahead_off)
+		return;
+	int rc = ws_stream_read_ahead(t->st, t->tap, &under_way);
+	/* A commit under way: look again in 1, 2, 4 .. batch_age_ms_max ms, as a tail does. */
+	if (under_way && rc <= 0) {
+		uint32_t cap = sh->cfg.batch_age_ms_max ? sh->cfg.batch_age_ms_max : 1;
+		t->ahead_wait_ms = t->ahead_wait_ms ? t->ahead_wait_ms * 2 : 1;
+		if (t->ahead_wait_ms > cap)
+			t->ahead_wait_ms = cap;
+		t->ahead_at_ms = ws_mono_ms() + t->ahead_wait_ms;
+	} else if (under_way) {
+		t->ahead_wait_ms = 0;
+		t->ahead_at_ms = ws_mono_ms() + 1;
+	} else {
+		t->ahead_wait_ms = 0;
+	}
+	if (rc < 0)
+		ws_warn("tenant %s: reading its commits ahead of its next tail failed (%s); that tail reads them",
+			t->name, ws_strerror(rc));
+	else if (rc > 0)
+		add(&t->read_ahead, (uint64_t)rc);
+	/* A tail in flight ends a faulted tap itself (ws_eng_tail_one). */
+	if (t->tap->faulted && !t->in_flight) {
+		free(t->tap);
+		t->tap = NULL;
+	}
+}
+
 static void read_events(struct shard *sh)
 {
 	_Alignas(struct inotify_event) char buf[16384];
@@ -392,6 +431,11 @@ static void read_events(struct shard *sh)
 				 * cost a re-base. */
 				const bool at_once = ne->t->tap || !ne->t->open; /* the shard's own record */
 				ws_eng_mark_due(ne->t, at_once ? now : ws_eng_due_after_change(sh, ne->t, now));
+				if (ne->wal) {
+					/* A write: its commit's wait starts over at 1 ms. */
+					ne->t->ahead_wait_ms = 0;
+					read_ahead(sh, ne->t);
+				}
 			}
 		}
 	}
@@ -487,9 +531,12 @@ void *ws_eng_shard_main(void *arg)
 		stop = run_commands(sh);
 		if (stop)
 			break;
-		if (ws_eng_lanes_on(sh))
+		if (ws_eng_lanes_on(sh)) {
+			for (size_t i = 0; i < sh->n; i++)
+				if (sh->tenants[i]->ahead_at_ms && sh->tenants[i]->ahead_at_ms <= now)
+					read_ahead(sh, sh->tenants[i]);
 			hand_out_due(sh, now);
-		else
+		} else
 			tail_due_here(sh, &now, &events_ms);
 		/* When the next tail is due, over every tenant: the events read
 		 * after a tail may have made one due that this pass went by. A
@@ -500,6 +547,8 @@ void *ws_eng_shard_main(void *arg)
 			if (sh->tenants[i]->dirty && !sh->tenants[i]->in_flight && lane_free &&
 			    sh->tenants[i]->due_ms < next)
 				next = sh->tenants[i]->due_ms;
+			if (sh->tenants[i]->ahead_at_ms && sh->tenants[i]->ahead_at_ms < next)
+				next = sh->tenants[i]->ahead_at_ms;
 			/* A tenant that cannot ship is warned about on time, even
 			 * while its retry waits longer than stall_warn_ms. */
 			uint64_t warn_at = ws_eng_stall_check(sh, sh->tenants[i], now);

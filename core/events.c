@@ -401,15 +401,22 @@ static bool tap_new_generation(struct ws_ev_tap *tap, uint32_t salt1, uint32_t s
 
 void ws_ev_tap_slot(struct ws_ev_tap *tap, const struct ws_pipe_desc *d, const uint8_t *frames)
 {
-	const struct ws_wal_run *run = &d->chk.run;
-	const uint32_t ps = d->batch.gen.page_size;
+	if (!d->checked || !d->chk.filled || d->chk.dropped)
+		return;
+	ws_ev_tap_frames(tap, &d->batch.gen, &d->chk.run, frames);
+}
+
+void ws_ev_tap_frames(struct ws_ev_tap *tap, const struct ws_fmt_gen *gen, const struct ws_wal_run *run,
+		      const uint8_t *frames)
+{
+	const uint32_t ps = gen->page_size;
 	const uint32_t fsz = ws_wal_frame_size(ps);
 	uint32_t pend_from = 0, pend_n = 0;
 	uint64_t pend_first = 0;
 	uint32_t per;
 	int rc;
 
-	if (!tap || tap->faulted || !d->checked || !d->chk.filled || d->chk.dropped || run->valid == 0)
+	if (!tap || tap->faulted || run->valid == 0)
 		return;
 	per = slice_pages(&tap->hub->rings[tap->shard], ps);
 	if ((rc = WS_FAULT("events.derive")) != 0) {
@@ -417,8 +424,8 @@ void ws_ev_tap_slot(struct ws_ev_tap *tap, const struct ws_pipe_desc *d, const u
 				"..%" PRIu64, tap->tenant_id, run->first_frame, run->first_frame + run->valid - 1);
 		return;
 	}
-	if ((d->batch.gen.salt1 != tap->salt1 || d->batch.gen.salt2 != tap->salt2) &&
-	    !tap_new_generation(tap, d->batch.gen.salt1, d->batch.gen.salt2, d->batch.gen.checkpoint_seq))
+	if ((gen->salt1 != tap->salt1 || gen->salt2 != tap->salt2) &&
+	    !tap_new_generation(tap, gen->salt1, gen->salt2, gen->checkpoint_seq))
 		return;
 	if (run->first_frame > tap->spec_next) {
 		ws_ev_tap_fault(tap, WS_CAUSE_DERIVE, "tenant id %" PRIu64 ": frames %" PRIu64 "..%" PRIu64

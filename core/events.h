@@ -140,6 +140,11 @@ void ws_ev_tap_begin(struct ws_ev_tap *tap, uint32_t kind, bool prev_have, uint3
 		     uint64_t prev_last);
 /* A collected slot of checked frames, in WAL order (stream_scan.c part_done). */
 void ws_ev_tap_slot(struct ws_ev_tap *tap, const struct ws_pipe_desc *d, const uint8_t *frames);
+/* Checked frames of generation gen (run: where they start, how many are
+ * valid), in WAL order: what ws_ev_tap_slot hands on, and the stream's
+ * read-ahead (stream_scan.c). Frames it emitted before are skipped. */
+void ws_ev_tap_frames(struct ws_ev_tap *tap, const struct ws_fmt_gen *gen, const struct ws_wal_run *run,
+		      const uint8_t *frames);
 /* The tenant's events cannot go on: REC_FAULT for every query of it; the tap ends. */
 void ws_ev_tap_fault(struct ws_ev_tap *tap, enum ws_fault_cause cause, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -32,6 +32,10 @@ void ws_pipe_describe_batch(struct ws_pipe_desc *d, const struct ws_pipe_batch_s
 	d->wal_off = s->wal_off;
 	d->want = s->want;
 	d->per_chunk = s->per_chunk;
+	WS_ASSERT(!s->src || (s->first_slot && !s->delegated));
+	WS_ASSERT(s->src_frames <= s->want && !s->src == !s->src_frames);
+	d->src = s->src;
+	d->src_frames = s->src_frames;
 	snprintf(d->key_prefix, sizeof(d->key_prefix), "%s", s->key_prefix);
 	d->key_seq = s->key_seq;
 	d->delegated = s->delegated;
@@ -156,8 +160,16 @@ static int fill_slot(struct ws_pipe *p, struct ws_reader *r, int fslot, size_t r
 	ws_xxh_reset(&hs);
 	while (have < d->want && !c->run.ended) {
 		uint32_t n = d->want - have < sub ? d->want - have : sub;
-		got = ws_reader_read(r, fslot, d->wal_off + (uint64_t)have * fsz, boff + (size_t)have * fsz,
-				     (size_t)n * fsz);
+		if (have < d->src_frames) {
+			/* Read ahead of the tail, from this file at this offset. */
+			if (n > d->src_frames - have)
+				n = d->src_frames - have;
+			memcpy(frames + (size_t)have * fsz, d->src + (size_t)have * fsz, (size_t)n * fsz);
+			got = (ssize_t)((size_t)n * fsz);
+		} else {
+			got = ws_reader_read(r, fslot, d->wal_off + (uint64_t)have * fsz, boff + (size_t)have * fsz,
+					     (size_t)n * fsz);
+		}
 		if (got < 0)
 			return (int)got;
 		uint32_t whole = (uint32_t)((size_t)got / fsz);

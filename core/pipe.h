@@ -76,6 +76,12 @@ struct ws_pipe_desc {
 	int wal_fd;               /* T */
 	uint64_t wal_off;         /* T: file offset of batch.first_frame */
 	uint32_t want, per_chunk; /* T: frames to read; a full slot's frames */
+	/* T: a tail's first slot whose first src_frames frames were read
+	 * ahead of it (the stream's read-ahead, stream_scan.c): copied from
+	 * here, the WAL is not read again for them (the rest of the slot is).
+	 * The tail keeps them until the slot is filled. */
+	const uint8_t *src;
+	uint32_t src_frames;
 	struct ws_fmt_batch batch; /* T: gen, first frame, seed (R: seed of a later slot, header) */
 	char key_prefix[WS_KEY_MAX]; /* T */
 	uint64_t key_seq;         /* T: the manifest's watermark sequence (docs/FORMAT.md "Keys") */
@@ -102,6 +108,8 @@ struct ws_pipe_batch_spec {
 	int wal_fd;
 	uint64_t wal_off;          /* file offset of first_frame */
 	uint32_t want, per_chunk;
+	const uint8_t *src;        /* frames read ahead (a first slot read on the tail's thread), or NULL */
+	uint32_t src_frames;       /* how many, at most want */
 	const char *key_prefix;
 	uint64_t key_seq;
 	const struct ws_seal *seal; /* NULL: not sealed */

@@ -150,6 +150,7 @@ static struct ws_stream *stream_new(struct ws_sink *sink, const struct ws_stream
 	}
 	ws_buf_init(&st->carry.buf, WS_WM_BYTES_MAX);
 	ws_buf_init(&st->carry.next, WS_WM_BYTES_MAX);
+	ws_buf_init(&st->ahead.buf, 0);
 	st->io.wal_fd = st->io.wal_slot = -1;
 	if ((rc = seal_setup(st, &cfg->seal)) != 0)
 		goto fail;
@@ -271,6 +272,9 @@ void ws_stream_park(struct ws_stream *st)
 	if (st->io.reader)
 		file_close(st, &st->io.wal_fd, &st->io.wal_slot);
 	carry_drop(st);
+	/* Without its read mark nothing read ahead is known to stay. */
+	ahead_drop(st);
+	ws_buf_free(&st->ahead.buf);
 }
 
 bool ws_stream_parked(const struct ws_stream *st) { return st->txn.held < 0 && !st->txn.conn[0] && !st->txn.conn[1]; }

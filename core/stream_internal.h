@@ -197,6 +197,28 @@ struct ws_stream_carry {
 	bool own;
 };
 
+/*
+ * Frames read ahead of the next tail (ws_stream_read_ahead): while a
+ * tapped tenant's tail waits for the store, or for a lane, the shard reads
+ * the commits that land meanwhile, checks them and hands them to the event
+ * channel at once; the next tail ships them from here (its first slot is
+ * filled from buf), so the WAL is read once. Armed by a tail that settled
+ * (the frames after the last one it ships, chained from its commit's
+ * checksum); the next tail's scan takes them only if it starts exactly
+ * there, in the same generation, from the same checksum, and drops them
+ * either way.
+ */
+struct ws_stream_ahead {
+	bool armed;
+	struct ws_fmt_gen gen;       /* the settled tail's generation */
+	uint64_t first;              /* the frame after the last one it ships */
+	uint32_t seed[2];            /* the stored checksum of frame first - 1 (its commit) */
+	uint32_t n;                  /* frames held in buf: first .. first + n - 1, the last a commit */
+	uint32_t end[2];             /* the stored checksum of frame first + n - 1 (seed while n is 0) */
+	uint32_t cap;                /* at most this many (one slot's worth) */
+	struct ws_buf buf;
+};
+
 struct ws_stream {
 	/* The stream: set at open, for its life. */
 	struct ws_sink *sink;
@@ -235,6 +257,7 @@ struct ws_stream {
 	struct ws_stream_call_state call;
 	struct ws_stream_attempt at;
 	struct ws_stream_carry carry;
+	struct ws_stream_ahead ahead;
 };
 
 /* ---- the scan --------------------------------------------------------- */
@@ -335,6 +358,7 @@ int db_size(struct ws_stream *st, uint64_t *size);
 ssize_t db_read(struct ws_stream *st, uint64_t off, size_t len, uint8_t *dst);
 int db_header(struct ws_stream *st, uint32_t *page_size, uint32_t *pages);
 int wal_index_bound(struct ws_stream *st, const struct ws_wal_hdr *wh, uint64_t *wal_bytes);
+bool wal_index_mx(struct ws_stream *st, uint32_t salt1, uint32_t salt2, uint32_t *mx);
 int read_wal_gen(struct ws_stream *st, struct ws_wal_hdr *wh);
 int wal_unmoved(struct ws_stream *st, const struct scan *sc);
 
@@ -342,6 +366,8 @@ int wal_unmoved(struct ws_stream *st, const struct scan *sc);
 void part_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d);
 int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum at_limit at_limit);
 int scan_rest(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes);
+void ahead_arm(struct ws_stream *st, const struct scan *sc, uint64_t last);
+void ahead_drop(struct ws_stream *st);
 int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pages);
 int settle(struct ws_stream *st, struct scan *sc, uint32_t kind, uint64_t *last, uint32_t *db_pages);
 void name_parts(struct ws_stream *st);

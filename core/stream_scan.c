@@ -251,6 +251,102 @@ static uint64_t hold_bytes(const struct ws_stream *st, uint64_t plain_len)
 	return ws_seal_bound(&st->seal, (size_t)plain_len) + WS_BATCH_HDR2_SIZE;
 }
 
+/* ---- read ahead (struct ws_stream_ahead) ------------------------------ */
+
+/* The most frames a first slot holds: one slot, one batch (batch_frames_max). */
+static uint32_t slot_frames_max(const struct ws_stream *st, uint32_t page_size)
+{
+	size_t n = st->pipe->ring.slot_bytes / ws_wal_frame_size(page_size);
+	if (st->batch_frames_max && st->batch_frames_max < n)
+		n = st->batch_frames_max;
+	return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+void ahead_arm(struct ws_stream *st, const struct scan *sc, uint64_t last)
+{
+	struct ws_stream_ahead *a = &st->ahead;
+	ahead_drop(st);
+	if (sc->gen.wal_magic == 0 || last == 0)
+		return;
+	a->gen = sc->gen;
+	a->first = last + 1;
+	a->seed[0] = a->end[0] = sc->cur.commit_cksum[0];
+	a->seed[1] = a->end[1] = sc->cur.commit_cksum[1];
+	a->cap = slot_frames_max(st, sc->gen.page_size);
+	a->armed = true;
+}
+
+void ahead_drop(struct ws_stream *st)
+{
+	st->ahead.armed = false;
+	st->ahead.n = 0;
+	ws_buf_reset(&st->ahead.buf);
+}
+
+int ws_stream_read_ahead(struct ws_stream *st, struct ws_ev_tap *tap, bool *under_way)
+{
+	struct ws_stream_ahead *a = &st->ahead;
+	const uint32_t ps = a->gen.page_size, fsz = ws_wal_frame_size(ps);
+	const uint64_t next = a->first + a->n;
+	uint32_t mx;
+	int rc;
+
+	*under_way = false;
+	/* The tap must stand where these frames begin: it emitted every frame
+	 * before them, of this generation (a tap anywhere else waits for the
+	 * tail, which knows how its frames follow the tap's). */
+	if (!a->armed || !tap || tap->faulted || st->txn.held < 0 || st->io.wal_fd < 0 || tap->salt1 != a->gen.salt1 ||
+	    tap->salt2 != a->gen.salt2 || tap->spec_next < next || tap->commit + 1 > next)
+		return 0;
+	/* Committed frames only: the wal-index's, of this generation (our read
+	 * mark keeps the WAL from restarting under them). */
+	if (!wal_index_mx(st, a->gen.salt1, a->gen.salt2, &mx) || a->n >= a->cap)
+		return 0;
+	/* The WAL runs past the wal-index: most often a commit under way (its
+	 * writer syncs the frames before it writes the wal-index, and only
+	 * the frames wake the shard): look again soon (wal_index_bound). */
+	*under_way = file_size(st->io.wal_fd) > ws_wal_frame_offset(ps, (uint64_t)mx + 1);
+	if (mx < next)
+		return 0;
+	uint64_t want = (uint64_t)mx - next + 1;
+	if (want > a->cap - a->n)
+		want = a->cap - a->n;
+	rc = ws_buf_reserve(&a->buf, (size_t)want * fsz);
+	if (rc)
+		return rc;
+	uint8_t *frames = a->buf.data + (size_t)a->n * fsz;
+	if ((rc = WS_FAULT("engine.read_ahead")) != 0)
+		return rc;
+	ssize_t got = pread(st->io.wal_fd, frames, (size_t)want * fsz, (off_t)ws_wal_frame_offset(ps, next));
+	if (got < 0)
+		return -errno;
+	struct ws_wal_run run = { .first_frame = next, .seed = { a->end[0], a->end[1] } };
+	(void)ws_wal_run_check(&run, a->gen.wal_magic == WS_WAL_MAGIC_BE, ps, a->gen.salt1, a->gen.salt2, frames,
+			       (uint32_t)((size_t)got / fsz), NULL);
+	if (run.last_commit < next)
+		return 0; /* no whole transaction yet */
+	/* Up to its last commit: what a tail would ship of them. */
+	run.valid = (uint32_t)(run.last_commit - next + 1);
+	ws_ev_tap_frames(tap, &a->gen, &run, frames);
+	a->n += run.valid;
+	a->buf.len = (size_t)a->n * fsz;
+	a->end[0] = run.commit_cksum[0];
+	a->end[1] = run.commit_cksum[1];
+	return (int)run.valid;
+}
+
+/* The frames read ahead that this scan's first slot, at frame next with
+ * seed seed, takes (0: none). */
+static uint32_t ahead_take(const struct ws_stream *st, const struct scan *sc, enum at_limit at_limit)
+{
+	const struct ws_stream_ahead *a = &st->ahead;
+	if (!a->armed || a->n == 0 || at_limit == LIMIT_REBASE || sc->cur.next_frame != a->first ||
+	    sc->cur.cksum[0] != a->seed[0] || sc->cur.cksum[1] != a->seed[1] || !ws_fmt_gen_equal(&sc->gen, &a->gen) ||
+	    a->n > slot_frames_max(st, sc->gen.page_size))
+		return 0;
+	return a->n;
+}
+
 /*
  * The scan when every slot is checked where it is read (pipe.h): the tail
  * reads and checks every other slot itself and hands the others to the
@@ -266,6 +362,12 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 	size_t per_chunk = slot_frames;
 	const uint32_t first_part = st->at.part_count;
 	uint64_t next = sc->cur.next_frame;
+	/* Frames read ahead of this tail: its first slot, from memory. They
+	 * are committed and checked: the scan goes at least to their end,
+	 * even past the size this call measured before they were read. */
+	const uint32_t ahead = ahead_take(st, sc, at_limit);
+	if (ahead && ws_wal_frame_offset(sc->gen.page_size, next + ahead) > wal_bytes)
+		wal_bytes = ws_wal_frame_offset(sc->gen.page_size, next + ahead);
 
 	if (st->batch_frames_max && st->batch_frames_max < per_chunk)
 		per_chunk = st->batch_frames_max;
@@ -353,12 +455,17 @@ int scan_checked(struct ws_stream *st, struct scan *sc, uint64_t wal_bytes, enum
 			.seed_cksum = { sc->cur.cksum[0], sc->cur.cksum[1] },
 			.first_slot = k == 0,
 			.hold = hold && k == 0,
-			/* The pipe decides which thread reads the slot. */
-			.delegated = !ws_pipe_reads_here(st->pipe, k, multi),
+			/* The pipe decides which thread reads the slot; the
+			 * first holds the frames read ahead, copied here (the
+			 * rest of it read from the WAL): so a tail of a few
+			 * commits stays one slot, inline in its manifest. */
+			.delegated = !(k == 0 && ahead) && !ws_pipe_reads_here(st->pipe, k, multi),
 			.wal_fd = st->io.wal_fd,
 			.wal_off = off,
 			.want = (uint32_t)want,
 			.per_chunk = (uint32_t)per_chunk,
+			.src = k == 0 && ahead ? st->ahead.buf.data : NULL,
+			.src_frames = k == 0 && ahead ? (ahead < want ? ahead : (uint32_t)want) : 0,
 			.key_prefix = sc->prefix,
 			.seal = &st->seal,
 			/* The key carries the manifest's watermark sequence, as a

@@ -290,6 +290,8 @@ static int step_scan(struct ws_stream *st, struct tail *t, struct ws_outcome *ou
 				st->mark.wm.last_frame);
 	if (sc->gen.wal_magic != 0) {
 		rc = scan_checked(st, sc, t->wal_bytes, t->kind == WS_MANIFEST_REBASE ? LIMIT_REBASE : LIMIT_STOP);
+		/* Taken into the first slot, or not this tail's: dropped. */
+		ahead_drop(st);
 		if (rc)
 			return rc;
 		/* Stopped before any commit (one transaction longer than the
@@ -304,6 +306,7 @@ static int step_scan(struct ws_stream *st, struct tail *t, struct ws_outcome *ou
 		if (st->at.shed_stop && (rc = scan_rest(st, sc, t->wal_bytes)) != 0)
 			return rc;
 	}
+	ahead_drop(st);
 	if ((rc = WS_FAULT("stream.after_scan")) != 0)
 		return ws_fail(rc, "tenant %s: injected fault after the WAL scan", st->tenant);
 	t->last = sc->gen.wal_magic ? sc->cur.last_commit : 0;
@@ -396,6 +399,10 @@ static int step_settle(struct ws_stream *st, struct tail *t, struct ws_outcome *
 		return rc;
 	if (rc == 1)
 		return done_shed(st, t, out);
+	/* What this tail ships is known: the commits after it may be read
+	 * ahead while it writes its manifest and watermark. */
+	if (st->ev_tap)
+		ahead_arm(st, &t->sc, t->last);
 	return 0;
 }
 static void step_report(const struct ws_stream *st, const struct tail *t, struct ws_outcome *out)

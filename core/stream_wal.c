@@ -25,7 +25,13 @@ int file_refresh(struct ws_stream *st, const char *path, int *fd, int *slot)
 	    a.st_dev == b.st_dev)
 		return 0;
 	file_close(st, fd, slot);
-	nfd = open(path, O_RDONLY | O_CLOEXEC);
+	/* Without access-time updates: each read of a file a writer keeps
+	 * changing would otherwise dirty its inode, and wait for the
+	 * filesystem's journal (behind the sink's fsyncs when both are on one
+	 * disk) under the shard's read lock. Only the file's owner may ask. */
+	nfd = open(path, O_RDONLY | O_CLOEXEC | O_NOATIME);
+	if (nfd < 0 && errno == EPERM)
+		nfd = open(path, O_RDONLY | O_CLOEXEC);
 	if (nfd < 0)
 		return errno == ENOENT ? -ENOENT : ws_fail(-errno, "tenant %s: open %s", st->tenant, path);
 	*fd = nfd;
@@ -147,6 +153,18 @@ int db_header(struct ws_stream *st, uint32_t *page_size, uint32_t *pages)
 static bool wal_index_hdr(struct ws_stream *st, struct ws_walidx_hdr *h)
 {
 	return ws_walidx_read(db_file(st), h);
+}
+
+/* The wal-index's last committed frame, when it names the generation of
+ * these salts (read ahead: stream_scan.c). false: it names another, or
+ * cannot be read. */
+bool wal_index_mx(struct ws_stream *st, uint32_t salt1, uint32_t salt2, uint32_t *mx)
+{
+	struct ws_walidx_hdr h;
+	if (!wal_index_hdr(st, &h) || h.salt1 != salt1 || h.salt2 != salt2)
+		return false;
+	*mx = h.mx_frame;
+	return true;
 }
 
 /*

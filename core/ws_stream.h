@@ -59,5 +59,19 @@ void ws_stream_set_lane(struct ws_stream *st, const struct ws_stream_lane *lane)
 struct ws_ev_tap;
 void ws_stream_set_events(struct ws_stream *st, struct ws_ev_tap *tap);
 
+/*
+ * Between two tails of a tapped stream (a tail waiting for the store with
+ * the shard's read lock let go, or none in flight), under that lock: read
+ * the commits past the last tail's, up to the wal-index's last commit,
+ * check them along SQLite's checksum chain and hand them to tap now; the
+ * next tail ships them without reading them again (struct ws_stream_ahead
+ * in stream_internal.h). Reads nothing unless the last tail armed it, the
+ * stream holds its read mark, and tap stands where those frames begin.
+ * Returns the frames read (0: none), or a negative errno from the read;
+ * *under_way: the WAL runs past the wal-index's last commit (most often a
+ * commit under way, which wakes nobody when it ends): call again soon.
+ */
+int ws_stream_read_ahead(struct ws_stream *st, struct ws_ev_tap *tap, bool *under_way);
+
 
 #endif

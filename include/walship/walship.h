@@ -334,6 +334,14 @@ struct ws_shard_config {
 	 * thread; 0 = 4; at most WS_TAILS_IN_FLIGHT_MAX.
 	 */
 	uint32_t tails_in_flight;
+	/*
+	 * With tails in flight, a tenant a query follows has the commits that
+	 * land while its tail writes to the store (or waits for a lane) read
+	 * at once, their events sent, and shipped by its next tail without a
+	 * second read (docs/EVENTS.md "Latency"). true: they wait for that
+	 * next tail to read them (the baseline the benchmark compares with).
+	 */
+	bool read_ahead_off;
 };
 #define WS_TAILS_IN_FLIGHT_MAX 64
 /* The defaults: core -1, 64 MiB ring, 4 MiB / 4096-frame batches, 1000 ms,
@@ -457,6 +465,8 @@ struct ws_tenant_metrics {
 	bool stalled;                /* no acknowledged tail for stall_warn_ms (warned) */
 	bool undrained;              /* ws_engine_stop has begun and its final tail has not (yet) shipped
 				      * all it had: after a stop, what drain_ms_max or an error left */
+	uint64_t frames_read_ahead;  /* frames a query's events took from a read ahead of the next tail
+				      * (while a tail wrote, or waited for a lane); that tail ships them */
 };
 
 struct ws_shard_metrics {

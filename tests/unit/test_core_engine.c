@@ -2470,47 +2470,6 @@ static void test_kill9_and_restart(void **state)
 
 /* ---- tails in flight (tails_in_flight > 1) ------------------------------- */
 
-/* A pause at engine.lane_store_wait: the lane's thread waits here until go. */
-struct gate {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool paused, go;
-};
-
-static void gate_wait(const char *site, void *arg)
-{
-	struct gate *g = arg;
-	(void)site;
-	pthread_mutex_lock(&g->mu);
-	g->paused = true;
-	pthread_cond_broadcast(&g->cv);
-	while (!g->go)
-		pthread_cond_wait(&g->cv, &g->mu);
-	pthread_mutex_unlock(&g->mu);
-}
-
-static void gate_until_paused(struct gate *g)
-{
-	const uint64_t deadline = ws_mono_ms() + 10000;
-	pthread_mutex_lock(&g->mu);
-	while (!g->paused) {
-		pthread_mutex_unlock(&g->mu);
-		if (ws_mono_ms() > deadline)
-			fail_msg("no tail reached engine.lane_store_wait in 10 s");
-		wt_sleep_ms(2);
-		pthread_mutex_lock(&g->mu);
-	}
-	pthread_mutex_unlock(&g->mu);
-}
-
-static void gate_open(struct gate *g)
-{
-	pthread_mutex_lock(&g->mu);
-	g->go = true;
-	pthread_cond_broadcast(&g->cv);
-	pthread_mutex_unlock(&g->mu);
-}
-
 static unsigned lane_acked(unsigned i)
 {
 	pthread_mutex_lock(&seen.mu);
@@ -2580,7 +2539,7 @@ static void lanes_fix_free(struct lanes_fix *f)
 }
 
 /* While a's tail is paused at its manifest write, b and c commit and are acknowledged. */
-static void others_ship_while_paused(struct lanes_fix *f, struct gate *g, unsigned a_acked)
+static void others_ship_while_paused(struct lanes_fix *f, struct wt_gate *g, unsigned a_acked)
 {
 	unsigned before[3] = { 0, lane_acked(1), lane_acked(2) };
 	for (int i = 1; i < 3; i++)
@@ -2589,7 +2548,7 @@ static void others_ship_while_paused(struct lanes_fix *f, struct gate *g, unsign
 	lane_wait_acked(2, before[2], "while tenant a's manifest write was paused (tails do not overlap)");
 	/* a's tail is not acknowledged before its manifest and watermark are durable. */
 	assert_int_equal(lane_acked(0), a_acked);
-	gate_open(g);
+	wt_gate_open(g);
 }
 
 /*
@@ -2605,17 +2564,17 @@ static void paused_write_case(unsigned how)
 {
 	struct lanes_fix f;
 	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 4u << 20, 1u << 20);
-	struct gate g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false };
+	struct wt_gate g = WT_GATE_INIT;
 	struct wt_mutator m;
 
 	lanes_fix_init(&f, "engine_lanes_pause", &sc);
 	wt_mutator_init(&m, &f.env, how);
 	wt_mutator_record(&m);
 	const unsigned a_acked = lane_acked(0);
-	assert_int_equal(ws_fault_add("engine.lane_store_wait", 2, WS_FAULT_PAUSE, gate_wait, &g), 0);
+	assert_int_equal(ws_fault_add("engine.lane_store_wait", 2, WS_FAULT_PAUSE, wt_gate_wait, &g), 0);
 	wt_write_txn(f.w[0], 3, 100);
 	wt_mutator_record(&m);
-	gate_until_paused(&g);
+	wt_gate_until_paused(&g);
 	wt_mutate("engine.lane_store_wait", &m);
 	others_ship_while_paused(&f, &g, a_acked);
 	lane_wait_acked(0, a_acked, "after its paused write went on");
@@ -2672,7 +2631,7 @@ static void test_lanes_takeover_in_flight(void **state)
 {
 	struct lanes_fix f;
 	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 4u << 20, 1u << 20);
-	struct gate g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false };
+	struct wt_gate g = WT_GATE_INIT;
 	struct ws_stream_config cfg = { .tenant = "a", .epoch = 5, .pointer_generation = 1 };
 	struct ws_outcome o;
 	int err = 0;
@@ -2681,9 +2640,9 @@ static void test_lanes_takeover_in_flight(void **state)
 	lanes_fix_init(&f, "engine_lanes_takeover", &sc);
 	cfg.db_path = f.env.db;
 	const unsigned a_acked = lane_acked(0);
-	assert_int_equal(ws_fault_add("engine.lane_store_wait", 2, WS_FAULT_PAUSE, gate_wait, &g), 0);
+	assert_int_equal(ws_fault_add("engine.lane_store_wait", 2, WS_FAULT_PAUSE, wt_gate_wait, &g), 0);
 	wt_write_txn(f.w[0], 3, 100);
-	gate_until_paused(&g);
+	wt_gate_until_paused(&g);
 	struct ws_stream *st = ws_stream_open(f.env.sink, &cfg, &err);
 	assert_non_null(st);
 	wt_tail_ok(st, &o); /* the new owner's watermark */

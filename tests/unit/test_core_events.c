@@ -906,6 +906,154 @@ static void test_commit_under_way_followed(void **state)
 	wt_env_free(&env);
 }
 
+/* ---- read ahead of the next tail (docs/EVENTS.md "Latency") --------------- */
+
+static void ahead_commit(struct wt_env *env, struct record *rec, int rows, int bytes)
+{
+	wt_write_txn(env->w, rows, bytes);
+	record_state(rec, env->w);
+}
+
+static bool gate_paused(struct wt_gate *g)
+{
+	pthread_mutex_lock(&g->mu);
+	bool p = g->paused;
+	pthread_mutex_unlock(&g->mu);
+	return p;
+}
+
+static void app_metrics(struct ws_engine *e, struct ws_tenant_metrics *m)
+{
+	if (ws_engine_tenant_metrics(e, "app", m) != 0)
+		fail_msg("metrics: %s", ws_errmsg());
+}
+
+/*
+ * A tail of the followed tenant paused where it waits for the store
+ * (engine.lane_store_wait: the shard's read lock let go), while the
+ * writer commits, runs each kind of WAL checkpoint (PASSIVE, FULL,
+ * RESTART, TRUNCATE: busy or partial against walship's read mark), commits
+ * a transaction that spilled, and rolls back one that spilled (a commit
+ * then writes over its frames): every commit's Changed and Progressed
+ * reach the host while that tail is still paused (no tail of the tenant
+ * ends meanwhile), each applied state the next one the writer committed.
+ * Then the next tails ship what was read ahead (frames_read_ahead), across
+ * walship's own WAL checkpoints, and the sink restores to the source's
+ * last state and verifies. at_read: the shard paused instead at
+ * engine.read_ahead, between its look at the wal-index and its read (its
+ * read lock held: nothing is tailed or read meanwhile), under the same
+ * changes; they reach the host once it goes on.
+ */
+static void ahead_run(bool at_read)
+{
+	static const char *const ckpt[] = { "PASSIVE", "FULL", "RESTART", "TRUNCATE" };
+	struct wt_env env;
+	struct record rec = { 0 };
+	struct replica r = { 0 };
+	struct wt_gate g = WT_GATE_INIT;
+	struct ws_tenant_metrics m0, m1;
+	sqlite3 *ck = NULL;
+	uint64_t last_tx = 0;
+	int at = -1;
+	int64_t rows_src = 0, rows_rest = 0;
+
+	wt_env_init(&env, at_read ? "events-ahead-read" : "events-ahead", 0);
+	ahead_commit(&env, &rec, 5, 300);
+	/* walship restarts the WAL past 512 KiB: not before the pause (the
+	 * first tail of a new generation arms reading ahead again), after it. */
+	struct ws_engine *e = ev_engine_up(env.sink_url, 1, 0, 512 << 10, 0);
+	ev_add_tenant(e, "app", env.db, 0);
+	struct ws_events *ev = ev_channel(e, 10000);
+	(void)ev_subscribe1(ev, "app");
+	for (int i = 0; i < 3; i++)
+		ahead_commit(&env, &rec, 2, 300);
+	follow(ev, &r, &rec, &at, &last_tx);
+	assert_int_equal(sqlite3_open(env.db, &ck), SQLITE_OK);
+	sqlite3_busy_timeout(ck, 0);
+
+	assert_int_equal(ws_fault_add(at_read ? "engine.read_ahead" : "engine.lane_store_wait", 1, WS_FAULT_PAUSE,
+				      wt_gate_wait, &g),
+			 0);
+	/* Commits until one is read ahead (or a tail waits for the store):
+	 * a tail in progress may read the first ones itself, and the shard
+	 * then finds nothing past it to read. */
+	for (int i = 0; i < 500 && !gate_paused(&g); i++) {
+		ahead_commit(&env, &rec, 2, 300);
+		wt_sleep_ms(20);
+	}
+	wt_gate_until_paused(&g);
+	app_metrics(e, &m0);
+	for (unsigned k = 0; k < 4; k++) {
+		char sql[64];
+		ahead_commit(&env, &rec, 1 + (int)k, 300);
+		snprintf(sql, sizeof(sql), "PRAGMA wal_checkpoint(%s)", ckpt[k]);
+		(void)sqlite3_exec(ck, sql, NULL, NULL, NULL); /* busy is an answer too */
+		ahead_commit(&env, &rec, 2, 200);
+		if (!at_read)
+			follow(ev, &r, &rec, &at, &last_tx);
+	}
+	/* A transaction that spilled its cache into the WAL, committed. */
+	wt_exec(env.w, "PRAGMA cache_size=5");
+	ahead_commit(&env, &rec, 40, 1500);
+	if (!at_read)
+		follow(ev, &r, &rec, &at, &last_tx);
+	/* One that spilled and rolled back, then a commit over its frames. */
+	wt_exec(env.w, "BEGIN");
+	for (int i = 0; i < 60; i++)
+		wt_exec(env.w, "INSERT INTO t(v) VALUES (randomblob(1500))");
+	wt_exec(env.w, "ROLLBACK");
+	wt_exec(env.w, "PRAGMA cache_size=-2000");
+	ahead_commit(&env, &rec, 1, 300);
+	if (!at_read) {
+		follow(ev, &r, &rec, &at, &last_tx);
+		/* All of it while the tail was paused: no tail of app ended. */
+		app_metrics(e, &m1);
+		assert_int_equal(m1.tails, m0.tails);
+		assert_true(m1.frames_read_ahead > m0.frames_read_ahead);
+	}
+	wt_gate_open(&g);
+	/* The next tails ship it; walship's WAL checkpoint restarts the WAL meanwhile. */
+	for (int i = 0; i < 30; i++)
+		ahead_commit(&env, &rec, 8, 3000);
+	follow(ev, &r, &rec, &at, &last_tx);
+	/* Until walship restarted the WAL (a commit it ships while the
+	 * application writes on finds its WAL checkpoint's lock taken). */
+	for (int i = 0; i < 300 && WS_TX_CHAIN(last_tx) <= 1; i++) {
+		ahead_commit(&env, &rec, 8, 3000);
+		follow(ev, &r, &rec, &at, &last_tx);
+	}
+	assert_int_equal(at, (int)rec.n - 1);
+	assert_int_equal(ws_engine_flush(e), 0);
+	ws_fault_disarm();
+	app_metrics(e, &m1);
+	assert_true(WS_TX_CHAIN(last_tx) > 1);
+	assert_true(m1.frames_read_ahead > 0 && m1.frames_read_ahead <= m1.frames_shipped);
+	uint64_t hs = wt_content_hash(env.w, &rows_src);
+	uint64_t hr = wt_restore_hash(&env, "app", NULL, &rows_rest);
+	if (hs != hr || rows_src != rows_rest)
+		fail_msg("restored %lld rows (hash %016llx), the source has %lld (hash %016llx)", (long long)rows_rest,
+			 (unsigned long long)hr, (long long)rows_src, (unsigned long long)hs);
+	if (ws_verify(env.sink, "app", NULL, NULL) != 0)
+		fail_msg("verify: %s", ws_errmsg());
+	sqlite3_close(ck);
+	ws_events_close(ev);
+	ws_engine_destroy(e);
+	replica_free(&r);
+	wt_env_free(&env);
+}
+
+static void test_read_ahead_paused_store_wait(void **state)
+{
+	(void)state;
+	ahead_run(false);
+}
+
+static void test_read_ahead_paused_at_read(void **state)
+{
+	(void)state;
+	ahead_run(true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -918,6 +1066,8 @@ int main(void)
 		cmocka_unit_test(test_fault_derive),
 #ifdef WS_FAULTS
 		cmocka_unit_test(test_fault_derive_injected),
+		cmocka_unit_test(test_read_ahead_paused_store_wait),
+		cmocka_unit_test(test_read_ahead_paused_at_read),
 #endif
 		cmocka_unit_test(test_fault_worker_lost),
 		cmocka_unit_test(test_combined_two_shards),

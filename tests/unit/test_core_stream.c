@@ -12,7 +12,9 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -2219,9 +2221,72 @@ static void test_inline_manifest_meets_policy(void **state)
 	}
 }
 
+/* How many of this process's descriptors open path with O_NOATIME, and with it or without (*all). */
+static unsigned fds_noatime(const char *path, unsigned *all)
+{
+	char want[PATH_MAX], link[PATH_MAX], info[300], line[128];
+	unsigned n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	assert_non_null(realpath(path, want));
+	assert_non_null(d);
+	*all = 0;
+	for (struct dirent *de; (de = readdir(d)) != NULL;) {
+		char fdp[300];
+		ssize_t len;
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(fdp, sizeof(fdp), "/proc/self/fd/%s", de->d_name);
+		len = readlink(fdp, link, sizeof(link) - 1);
+		if (len < 0)
+			continue;
+		link[len] = '\0';
+		if (strcmp(link, want) != 0)
+			continue;
+		(*all)++;
+		snprintf(info, sizeof(info), "/proc/self/fdinfo/%s", de->d_name);
+		FILE *f = fopen(info, "r");
+		unsigned flags = 0;
+		while (f && fgets(line, sizeof(line), f))
+			if (sscanf(line, "flags: %o", &flags) == 1)
+				break;
+		if (f)
+			fclose(f);
+		n += (flags & O_NOATIME) != 0;
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * The stream opens the WAL without access-time updates (O_NOATIME,
+ * stream_wal.c file_refresh): on a disk each update of a file a writer
+ * keeps changing dirties its inode and may wait for the filesystem's
+ * journal (behind the sink's fsyncs) while the shard's read lock is held
+ * (its tails' reads, and its reads ahead of them). SQLite's own
+ * descriptors of the WAL (the writer's, the stream's connections) are
+ * SQLite's business; the stream's own is checked.
+ */
+static void test_wal_opened_noatime(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	unsigned before_all, after_all;
+	(void)state;
+	wt_env_init(&e, "noatime", 0);
+	wt_write_txn(e.w, 5, 300);
+	struct ws_stream *st = stream_open(&e);
+	assert_int_equal(fds_noatime(e.wal, &before_all), 0);
+	wt_tail_ok(st, &o);
+	assert_int_equal(fds_noatime(e.wal, &after_all), 1);
+	assert_true(after_all > before_all);
+	ws_stream_close(st);
+	wt_env_free(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_wal_opened_noatime),
 		cmocka_unit_test(test_failed_read_keeps_next_gen),
 		cmocka_unit_test(test_unproven_tail_keeps_rpo),
 		cmocka_unit_test(test_next_gen_not_onto_same_token_writer),

@@ -1,4 +1,5 @@
 #include "coreutil.h"
+#include "ws_clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,4 +179,38 @@ void wt_mutate(const char *site, void *arg)
 		wt_exec(w, "PRAGMA cache_size=-2000");
 		wt_mutator_record(m);
 	}
+}
+
+void wt_gate_wait(const char *site, void *arg)
+{
+	struct wt_gate *g = arg;
+	(void)site;
+	pthread_mutex_lock(&g->mu);
+	g->paused = true;
+	pthread_cond_broadcast(&g->cv);
+	while (!g->go)
+		pthread_cond_wait(&g->cv, &g->mu);
+	pthread_mutex_unlock(&g->mu);
+}
+
+void wt_gate_until_paused(struct wt_gate *g)
+{
+	const uint64_t deadline = ws_mono_ms() + 10000;
+	pthread_mutex_lock(&g->mu);
+	while (!g->paused) {
+		pthread_mutex_unlock(&g->mu);
+		if (ws_mono_ms() > deadline)
+			fail_msg("no thread reached the pause in 10 s");
+		wt_sleep_ms(2);
+		pthread_mutex_lock(&g->mu);
+	}
+	pthread_mutex_unlock(&g->mu);
+}
+
+void wt_gate_open(struct wt_gate *g)
+{
+	pthread_mutex_lock(&g->mu);
+	g->go = true;
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->mu);
 }

@@ -2,6 +2,9 @@
 #ifndef WS_COREUTIL_H
 #define WS_COREUTIL_H
 
+#include <pthread.h>
+#include <stdbool.h>
+
 #include "testutil.h"
 #include "walship.h"
 
@@ -64,5 +67,20 @@ void wt_mutator_record(struct wt_mutator *m);
 /* Index of the state with this hash in the record, or -1. */
 int wt_mutator_find(const struct wt_mutator *m, uint64_t hash);
 void wt_mutate(const char *site, void *arg);
+
+/*
+ * A pause (ws_fault_add's WS_FAULT_PAUSE): the thread that reaches the site
+ * waits in wt_gate_wait until wt_gate_open; wt_gate_until_paused waits (10 s
+ * at most, else the test fails) until one has.
+ */
+struct wt_gate {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool paused, go;
+};
+#define WT_GATE_INIT { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false }
+void wt_gate_wait(const char *site, void *arg);
+void wt_gate_until_paused(struct wt_gate *g);
+void wt_gate_open(struct wt_gate *g);
 
 #endif
