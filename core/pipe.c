@@ -83,14 +83,19 @@ static void start_sealer(struct ws_pipe *p)
 		ws_reader_close(p->s_reader);
 		p->s_reader = NULL;
 	}
-	if (!p->s_reader)
+	if (!p->s_reader) {
+		/* Still correct, slower: sealing shares the upload thread. */
+		ws_warn("pipe: no io_uring for a sealing thread (%s); the upload thread seals the shard's "
+			"objects itself", err ? strerror(err < 0 ? -err : err) : "not io_uring");
 		return;
+	}
 	pthread_mutex_init(&p->s_mu, NULL);
 	pthread_cond_init(&p->s_cv, NULL);
 	/* Only the producer publishes: every slot from head on is the
 	 * sealing thread's to read. */
 	p->seal_from = p->s_pub = p->s_done = p->ring.head;
 	if (pthread_create(&p->s_thread, NULL, sealer, p) != 0) {
+		ws_warn("pipe: cannot start a sealing thread; the upload thread seals the shard's objects itself");
 		pthread_cond_destroy(&p->s_cv);
 		pthread_mutex_destroy(&p->s_mu);
 		ws_reader_close(p->s_reader);
