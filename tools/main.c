@@ -733,6 +733,12 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 			goto out;
 		}
 		r.wake_fd = pipe_fds[1];
+	} else {
+		/* --once: the default actions (main blocked them while parsing). */
+		sigemptyset(&sigs);
+		sigaddset(&sigs, SIGINT);
+		sigaddset(&sigs, SIGTERM);
+		pthread_sigmask(SIG_UNBLOCK, &sigs, NULL);
 	}
 
 	memset(&ec, 0, sizeof(ec));
@@ -1706,6 +1712,17 @@ int main(int argc, char **argv)
 	/* A reader of stdout that goes away (a log shipper restarted) is no
 	 * reason to die mid-drain: writes to it fail, replication goes on. */
 	signal(SIGPIPE, SIG_IGN);
+	if (cmd && !strcmp(cmd, "replicate")) {
+		/* A SIGINT or SIGTERM from here until replicate_run reads them from
+		 * its signalfd stays pending instead of killing the process with
+		 * nothing said: a stop asked for while the configuration is read
+		 * still drains (replicate_run unblocks them again for --once). */
+		sigset_t stop;
+		sigemptyset(&stop);
+		sigaddset(&stop, SIGINT);
+		sigaddset(&stop, SIGTERM);
+		sigprocmask(SIG_BLOCK, &stop, NULL);
+	}
 	if (!cmd)
 		return usage_error("missing command");
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h"))

@@ -75,7 +75,7 @@ class Run:
         self.obs = []
         self.failures = []
         self.stats = dict(pauses=0, kills=0, terms=0, stops=0, checks=0, tail_errors=0, skipped_frames=0,
-                          drain_replaced=0, drain_deadline=0, sink_checkpoints=0, outside_signals=0, rebase_requests=0)
+                          drain_replaced=0, drain_deadline=0, term_before_start=0, sink_checkpoints=0, outside_signals=0, rebase_requests=0)
         self.events = []
 
     def log(self, msg):
@@ -238,6 +238,13 @@ class Run:
             # naming what it left; the next start ships it and every
             # acknowledged state is still checked. Counted, not a failure.
             self.stats["drain_deadline"] += 1
+        elif (rc == -signal.SIGTERM and now() - self.ws_started < 1.0 and
+              os.path.getsize(self.ws_logs[-1][0]) == 0 and os.path.getsize(self.ws_logs[-1][1]) == 0):
+            # The SIGTERM came before walship's main() ran (the loader, the
+            # sanitizer's start-up): the default action, nothing written,
+            # nothing acknowledged. From main() on a stop is held until the
+            # drain reads it. Counted, not a failure.
+            self.stats["term_before_start"] += 1
         elif rc != 0:
             self.fail("walship %d exited %d after SIGTERM: %s" % (self.ws_life, rc, self.tail(self.ws_logs[-1][1])))
 
@@ -709,6 +716,8 @@ def main():
           % stats.get("drain_replaced", 0))
     print("  SIGTERM drains past drain_ms_max (exit 1 by design, what was left shipped by the next start): %d"
           % stats.get("drain_deadline", 0))
+    print("  SIGTERMs that came before walship's main() ran (killed by the default action, nothing written): %d"
+          % stats.get("term_before_start", 0))
     print("  check commands killed by a signal from outside the harness (run again): %d"
           % stats.get("outside_signals", 0))
     print("  failures: %d%s" % (len(failed), (" (run seeds: %s)" % " ".join(map(str, failed))) if failed else ""))
