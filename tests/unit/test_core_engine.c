@@ -70,19 +70,32 @@ static struct ws_store *open_throttled(const char *url, unsigned shard, bool upl
 
 static void hook_on(uint32_t attempts_max)
 {
+	pthread_mutex_lock(&hook.mu);
 	hook.n = 0;
 	hook.keys_set = false;
 	hook.log_set = false;
 	hook.attempts_max = attempts_max;
+	pthread_mutex_unlock(&hook.mu);
 	ws_engine_open_store_hook = open_throttled;
 }
 
 static void hook_off(void) { ws_engine_open_store_hook = NULL; }
 
+/* How many stores the engine has opened so far: read under the hook's
+ * mutex, since a shard's lanes open theirs at their first tail while the
+ * test goes through the array (the entries below it are set before). */
+static unsigned hook_count(void)
+{
+	pthread_mutex_lock(&hook.mu);
+	const unsigned n = hook.n;
+	pthread_mutex_unlock(&hook.mu);
+	return n;
+}
+
 /* Apply to every upload-side store (batches and snapshot parts go there). */
 static void throttle_uploads(const char *match, int64_t pass, int64_t attempts)
 {
-	for (unsigned i = 0; i < hook.n; i++)
+	for (unsigned i = 0, stores = hook_count(); i < stores; i++)
 		if (hook.uploader[i])
 			wt_throttle_set(hook.stores[i], match, pass, attempts);
 }
@@ -97,7 +110,7 @@ static void throttle_keys(const char *match, int64_t pass, int64_t attempts)
 	hook.keys_pass = pass;
 	hook.keys_attempts = attempts;
 	pthread_mutex_unlock(&hook.mu);
-	for (unsigned i = 0; i < hook.n; i++)
+	for (unsigned i = 0, stores = hook_count(); i < stores; i++)
 		if (!hook.uploader[i])
 			wt_throttle_set(hook.stores[i], match, pass, attempts);
 }
@@ -110,7 +123,7 @@ static void log_keys(const char *match)
 	hook.log_set = true;
 	snprintf(hook.log_match, sizeof(hook.log_match), "%s", match);
 	pthread_mutex_unlock(&hook.mu);
-	for (unsigned i = 0; i < hook.n; i++)
+	for (unsigned i = 0, stores = hook_count(); i < stores; i++)
 		if (!hook.uploader[i])
 			wt_throttle_log(hook.stores[i], match);
 }
@@ -123,7 +136,7 @@ static int cmp_u64(const void *a, const void *b)
 
 static void slow_uploads(uint32_t ms)
 {
-	for (unsigned i = 0; i < hook.n; i++)
+	for (unsigned i = 0, stores = hook_count(); i < stores; i++)
 		if (hook.uploader[i])
 			wt_throttle_slow(hook.stores[i], ms);
 }
@@ -912,7 +925,7 @@ static void test_lost_watermark_reply_is_own_write(void **state)
 	add_tenant(e, "lr", env.db, 0);
 	flush_ok(e);
 	backlog(env.w, 2);
-	for (unsigned i = 0; i < hook.n; i++)
+	for (unsigned i = 0, stores = hook_count(); i < stores; i++)
 		if (!hook.uploader[i])
 			wt_throttle_lost_reply(hook.stores[i], "/wm", 1);
 	seen_reset();
@@ -1594,7 +1607,7 @@ static void test_key_interval_holds_for_continuations(void **state)
 	wt_sleep_ms(300); /* a write that would follow too soon has time to land */
 	assert_int_equal(ws_engine_shard_metrics(e, 0, &m), 0);
 	assert_true(m.tails_ended_early >= 2); /* the path under test ran */
-	for (unsigned i = 0; i < hook.n; i++)
+	for (unsigned i = 0, stores = hook_count(); i < stores; i++)
 		n += wt_throttle_logged(hook.stores[i], ms + n, WT_THROTTLE_LOG_MAX - n);
 	qsort(ms, n, sizeof(ms[0]), cmp_u64);
 	assert_true(n >= 3);

@@ -1196,8 +1196,23 @@ static void app_metrics(struct ws_engine *e, struct ws_tenant_metrics *m)
  * read lock held: nothing is tailed or read meanwhile), under the same
  * changes; they reach the host once it goes on.
  */
+/* Whether the events of the commits made during the pause must reach the
+ * host while the tail is still paused. Not under TSan: there tails are
+ * slow enough that the paused tail's backlog can pass what reading ahead
+ * holds (one slot), and such commits wait for the next tail (docs/EVENTS.md
+ * "Latency": latency, never a wrong state); seen as a 20 s wait for the
+ * first commit's event in 3 of 4 TSan runs. What TSan is for, the shard
+ * reading ahead while a lane's tail is paused, still runs there, and every
+ * state is still checked once the tail goes on. */
+#ifdef __SANITIZE_THREAD__
+#define AHEAD_WHILE_PAUSED false
+#else
+#define AHEAD_WHILE_PAUSED true
+#endif
+
 static void ahead_run(bool at_read)
 {
+	const bool during = !at_read && AHEAD_WHILE_PAUSED;
 	static const char *const ckpt[] = { "PASSIVE", "FULL", "RESTART", "TRUNCATE" };
 	struct wt_env env;
 	struct record rec = { 0 };
@@ -1241,13 +1256,13 @@ static void ahead_run(bool at_read)
 		snprintf(sql, sizeof(sql), "PRAGMA wal_checkpoint(%s)", ckpt[k]);
 		(void)sqlite3_exec(ck, sql, NULL, NULL, NULL); /* busy is an answer too */
 		ahead_commit(&env, &rec, 2, 200);
-		if (!at_read)
+		if (during)
 			follow(ev, &r, &rec, &at, &last_tx);
 	}
 	/* A transaction that spilled its cache into the WAL, committed. */
 	wt_exec(env.w, "PRAGMA cache_size=5");
 	ahead_commit(&env, &rec, 40, 1500);
-	if (!at_read)
+	if (during)
 		follow(ev, &r, &rec, &at, &last_tx);
 	/* One that spilled and rolled back, then a commit over its frames. */
 	wt_exec(env.w, "BEGIN");
@@ -1256,7 +1271,7 @@ static void ahead_run(bool at_read)
 	wt_exec(env.w, "ROLLBACK");
 	wt_exec(env.w, "PRAGMA cache_size=-2000");
 	ahead_commit(&env, &rec, 1, 300);
-	if (!at_read) {
+	if (during) {
 		follow(ev, &r, &rec, &at, &last_tx);
 		/* All of it while the tail was paused: no tail of app ended. */
 		app_metrics(e, &m1);
