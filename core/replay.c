@@ -187,8 +187,9 @@ static int open_snap(const struct ws_keyring *kr, const struct ws_buf *b, const 
 	if (op->rc)
 		return ws_fail(op->rc, "%s", op->msg);
 	/* It decoded there: the same bytes decode the same here. */
-	if (ws_fmt_snap_decode_hdr(b->data, b->len, sh, &hl) != 0)
-		WS_ASSERT(!"an opened snapshot part's header decodes");
+	const int hdr = ws_fmt_snap_decode_hdr(b->data, b->len, sh, &hl);
+	WS_ASSERT(hdr == 0); /* an opened snapshot part's header decodes */
+	(void)hdr;
 	*pages = op->payload;
 	return 0;
 }

@@ -292,7 +292,8 @@ if [ -x build-ci/bench/walship-bench ]; then
 		note_fail "throttle bench smoke: run_throttle_bench.sh"
 	else
 		runs=(one-tenant many-tenants throttled-unthrottled throttled-block throttled-throttle
-			throttled-shed throttled-shed-ring recovery)
+			throttled-shed throttled-shed-ring recovery
+			scales-4-r1-unthrottled scales-4-r1-retry-after scales-4-r1-no-retry-after)
 		for run in "${runs[@]}"; do
 			if [ ! -s "build-ci/bench-smoke/$run.json" ] || [ ! -s "build-ci/bench-smoke/$run.csv" ]; then
 				note_fail "throttle bench smoke: $run wrote no JSON or CSV"
