@@ -462,15 +462,17 @@ static void test_engine_sealing_paused_under_writer(void **state)
 		int at_flush = 0, got;
 
 		wt_mutator_init(&m, &e, how);
-		/* Which thread reads which slot first is a race: a round whose
-		 * first reads were all the shard's goes again. */
-		for (int round = 0; round < 8 && !__atomic_load_n(&sp.mutated, __ATOMIC_ACQUIRE); round++) {
+		/* Which thread reads which slot first is a race: four reads of a
+		 * flush are armed (at most four sites at once; the shard's own go
+		 * on at once), the 1st-4th, then the 5th-8th .. 13th-16th, and a
+		 * round whose armed reads were all the shard's goes again. */
+		for (int round = 0; round < 16 && !__atomic_load_n(&sp.mutated, __ATOMIC_ACQUIRE); round++) {
 			/* A backlog of several slots: the shard and its sealing thread read it. */
 			for (int i = 0; i < 4; i++)
 				write_marked(e.w, 400);
 			wt_mutator_record(&m);
 			at_flush = (int)m.nstates - 1;
-			for (unsigned nth = 1; nth <= 4; nth++)
+			for (unsigned nth = 1 + 4 * ((unsigned)round % 4), j = 0; j < 4; nth++, j++)
 				assert_int_equal(ws_fault_add("stream.before_wal_read", nth, WS_FAULT_PAUSE, mutate_in_sealer,
 							      &sp), 0);
 			rc = ws_engine_flush(eng);
@@ -479,7 +481,7 @@ static void test_engine_sealing_paused_under_writer(void **state)
 				fail_msg("mutation %u: flush: %s (%s)", how, ws_strerror(rc), ws_errmsg());
 		}
 		if (!__atomic_load_n(&sp.mutated, __ATOMIC_ACQUIRE))
-			fail_msg("mutation %u: no read of the sealing thread paused in 8 rounds: the test does not test", how);
+			fail_msg("mutation %u: no read of the sealing thread paused in 16 rounds: the test does not test", how);
 		got = wt_mutator_find(&m, wt_restore_hash(&e, TENANT, NULL, NULL));
 		if (got < at_flush)
 			fail_msg("mutation %u: the flush acknowledged %s", how,
