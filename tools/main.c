@@ -696,6 +696,14 @@ static int check_follow(const struct ws_cli_config *cfg, const struct run_opts *
 	return 0;
 }
 
+/* SIGINT and SIGTERM: the signals that stop replicate (and drain it). */
+static void stop_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+}
+
 static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts *ro)
 {
 	struct run r;
@@ -724,9 +732,7 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 		 * before any thread starts, so the shards' and MHD's threads inherit
 		 * the mask and none of them takes the signal. (With --once they keep
 		 * their default action: the run is crash-safe at any instant.) */
-		sigemptyset(&sigs);
-		sigaddset(&sigs, SIGINT);
-		sigaddset(&sigs, SIGTERM);
+		stop_signals(&sigs);
 		if (pthread_sigmask(SIG_BLOCK, &sigs, NULL) || (sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC)) < 0 ||
 		    pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK)) {
 			fprintf(stderr, "walship: signals: %s\n", strerror(errno));
@@ -735,9 +741,7 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 		r.wake_fd = pipe_fds[1];
 	} else {
 		/* --once: the default actions (main blocked them while parsing). */
-		sigemptyset(&sigs);
-		sigaddset(&sigs, SIGINT);
-		sigaddset(&sigs, SIGTERM);
+		stop_signals(&sigs);
 		pthread_sigmask(SIG_UNBLOCK, &sigs, NULL);
 	}
 
@@ -1718,9 +1722,7 @@ int main(int argc, char **argv)
 		 * nothing said: a stop asked for while the configuration is read
 		 * still drains (replicate_run unblocks them again for --once). */
 		sigset_t stop;
-		sigemptyset(&stop);
-		sigaddset(&stop, SIGINT);
-		sigaddset(&stop, SIGTERM);
+		stop_signals(&stop);
 		sigprocmask(SIG_BLOCK, &stop, NULL);
 	}
 	if (!cmd)
