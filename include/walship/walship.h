@@ -186,7 +186,9 @@ const struct ws_backpressure_report *ws_outcome_backpressure(const struct ws_out
 
 /*
  * How batches and snapshot parts are stored (docs/FORMAT.md "Sealed
- * objects"). WS_CODEC_DEFAULT is walship's choice, which is NONE for now.
+ * objects"). WS_CODEC_DEFAULT is walship's choice by the sink: ZSTD on
+ * s3:// (fewer bytes over the network, faster ships and restores), NONE on
+ * file:// (README.md "Compression and encryption").
  */
 enum ws_codec { WS_CODEC_DEFAULT = 0, WS_CODEC_NONE, WS_CODEC_ZSTD };
 

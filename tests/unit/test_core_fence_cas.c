@@ -339,6 +339,43 @@ static void test_deferred_read_paused_under_writer(void **state)
  * place (the one fault faked here). The tail must not loop nor lose
  * frames: one refusal, then it fences by a read, and so do later tails.
  */
+/*
+ * The codec a stream gets when it names none (WS_CODEC_DEFAULT) follows
+ * its sink: zstd on s3://, none on file:// (core/sink.c; README.md
+ * "Compression and encryption"). One transaction of ~150 pages of one
+ * repeated byte: stored plain it puts more than its pages' bytes, sealed
+ * with zstd a small fraction of them. Restore and verify read it back
+ * either way. (Here because this file runs on both sinks.)
+ */
+static void test_default_codec_by_sink(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_sink_stats before, after;
+	(void)state;
+	env_init(&e, "codec");
+	wt_exec(e.w, "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 200) "
+		     "INSERT INTO t SELECT i, zeroblob(3000) FROM s");
+	const uint64_t pages_bytes = 150u * 4096u;
+	struct ws_stream *st = open_epoch(&e, 1, 0);
+	ws_sink_get_stats(e.sink, &before);
+	wt_tail_ok(st, &o);
+	ws_sink_get_stats(e.sink, &after);
+	const uint64_t put = after.bytes_put - before.bytes_put;
+#ifdef FENCE_CAS_S3
+	if (put >= pages_bytes / 8)
+		fail_msg("s3:// default: %" PRIu64 " bytes put for %" PRIu64 " bytes of pages: not compressed", put,
+			 pages_bytes);
+#else
+	if (put < pages_bytes)
+		fail_msg("file:// default: %" PRIu64 " bytes put for %" PRIu64 " bytes of pages: compressed", put,
+			 pages_bytes);
+#endif
+	ws_stream_close(st);
+	restore_is(&e, wt_content_hash(e.w, NULL), __LINE__);
+	wt_env_free(&e);
+}
+
 static void test_own_etag_refused(void **state)
 {
 	struct wt_env e;
@@ -402,6 +439,7 @@ int main(void)
 		cmocka_unit_test(test_takeover_before_deferred_read),
 		cmocka_unit_test(test_deferred_read_paused_under_writer),
 		cmocka_unit_test(test_own_etag_refused),
+		cmocka_unit_test(test_default_codec_by_sink),
 	};
 #ifdef FENCE_CAS_S3
 	if (wt_s3_load_env("test_core_fence_cas_s3") != 0)
