@@ -1478,6 +1478,7 @@ static const struct command {
 	  "  --follow NAME=REPLICA_DB    keep REPLICA_DB a live SQLite replica of tenant NAME, readable\n"
 	  "                              at any moment (repeatable; docs/EVENTS.md \"Replicas\")\n"
 	  "  --compression zstd|none     how every shard that sets none compresses batches and snapshots\n"
+	  "                              (default: zstd on s3://, none on file://)\n"
 	  "  --key-file FILE             encrypt with FILE's last key (AES-256-GCM; one 64-hex-digit key\n"
 	  "                              a line); default $WALSHIP_KEY_FILE; [shard.N] key_file still wins\n"
 	  "  --quiet                     no per-tenant start-up lines\n"
