@@ -167,10 +167,16 @@ unsigned ws_engine_shards(const struct ws_engine *e) { return e->nshards; }
 
 /* ---- commands (any thread → shard) ---------------------------------------- */
 
+void ws_eng_shard_wake(struct shard *sh)
+{
+	uint64_t one = 1;
+	if (write(sh->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		ws_warn("shard %u: cannot wake: %s", sh->id, strerror(errno));
+}
+
 /* Queue c for the shard and wake it. */
 static int shard_post(struct shard *sh, struct cmd *c)
 {
-	uint64_t one = 1;
 	WS_ASSERT(c->kind == CMD_STOP || c->kind == CMD_FLUSH || c->kind == CMD_SUBSCRIBE ||
 		  c->kind == CMD_UNSUBSCRIBE || c->t);
 	c->done = false;
@@ -187,8 +193,7 @@ static int shard_post(struct shard *sh, struct cmd *c)
 		sh->cmds = c;
 	sh->cmds_tail = c;
 	pthread_mutex_unlock(&sh->mu);
-	if (write(sh->evfd, &one, sizeof(one)) != sizeof(one))
-		ws_warn("shard %u: cannot wake: %s", sh->id, strerror(errno));
+	ws_eng_shard_wake(sh);
 	return 0;
 }
 

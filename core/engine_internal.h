@@ -260,6 +260,8 @@ int ws_eng_first_err_done(const struct first_err *f);
 
 /* Queue c for the shard (c->detached: and forget it); wait for a queued one. */
 int ws_eng_shard_post(struct shard *sh, struct cmd *c);
+/* Wake the shard's loop (its eventfd): from any thread. */
+void ws_eng_shard_wake(struct shard *sh);
 int ws_eng_shard_wait(struct shard *sh, struct cmd *c);
 
 /* engine_shard.c */

@@ -45,13 +45,6 @@ void ws_eng_lane_of(struct shard *sh, struct lane *ln, struct ws_stream_lane *ou
 		*out = (struct ws_stream_lane){ &sh->sink, &sh->work, NULL, NULL };
 }
 
-static void wake_shard(struct shard *sh)
-{
-	uint64_t one = 1;
-	if (write(sh->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		ws_warn("shard %u: eventfd: %s", sh->id, strerror(errno));
-}
-
 /* read_mu held: the tail ln was given, then ln idle again. */
 static void lane_run(struct lane *ln)
 {
@@ -66,7 +59,7 @@ static void lane_run(struct lane *ln)
 	sh->lanes_busy--;
 	pthread_cond_broadcast(&sh->idle_cv);
 	/* Its tenant may be due again, and this lane is free for another. */
-	wake_shard(sh);
+	ws_eng_shard_wake(sh);
 }
 
 static void *lane_main(void *arg)

@@ -486,6 +486,30 @@ static void hand_out_due(struct shard *sh, uint64_t now)
 	}
 }
 
+/*
+ * The markers the channels ask of this shard's tenants (docs/EVENTS.md
+ * "Markers"): each channel slot holds at most one tenant id per shard. A
+ * tenant no longer followed (its tap gone) is not answered; the channel
+ * asks again when its queries change.
+ */
+static void take_mark_requests(struct shard *sh, struct ws_ev_hub *hub)
+{
+	for (unsigned i = 0; i < WS_EV_SLOTS; i++) {
+		struct ws_ev_slot *s = &hub->slots[i];
+		if (!__atomic_load_n(&s->live, __ATOMIC_ACQUIRE))
+			continue;
+		uint64_t id = __atomic_exchange_n(&s->mark_req[sh->id], 0, __ATOMIC_ACQ_REL);
+		for (size_t k = 0; id && k < sh->n; k++) {
+			if (sh->tenants[k]->ev_id == id) {
+				if (sh->tenants[k]->tap)
+					ws_ev_tap_want_mark(sh->tenants[k]->tap,
+							    __atomic_load_n(&s->marker_ms, __ATOMIC_RELAXED));
+				break;
+			}
+		}
+	}
+}
+
 /* poll(2) with the read lock let go: the lanes read and ship while the shard waits. */
 static int poll_unlocked(struct shard *sh, struct pollfd *pfd, int timeout)
 {
@@ -543,7 +567,17 @@ void *ws_eng_shard_main(void *arg)
 		 * tenant in flight, or due while every lane is busy, waits for a
 		 * lane's end, which wakes the shard (evfd). */
 		const bool lane_free = !ws_eng_lanes_on(sh) || ws_eng_lane_idle(sh);
+		struct ws_ev_hub *hub = __atomic_load_n(&sh->e->hub, __ATOMIC_ACQUIRE);
+		if (hub)
+			take_mark_requests(sh, hub);
 		for (size_t i = 0; i < sh->n; i++) {
+			/* A marker asked of a tenant whose tail is not in flight (a
+			 * lane's end wakes the shard): due now, or when. */
+			if (sh->tenants[i]->tap && !sh->tenants[i]->in_flight) {
+				uint64_t at = ws_ev_tap_mark(sh->tenants[i]->tap, now);
+				if (at < next)
+					next = at;
+			}
 			if (sh->tenants[i]->dirty && !sh->tenants[i]->in_flight && lane_free &&
 			    sh->tenants[i]->due_ms < next)
 				next = sh->tenants[i]->due_ms;
@@ -557,7 +591,6 @@ void *ws_eng_shard_main(void *arg)
 		}
 		/* The event channel: every channel's deadline, on time while
 		 * nothing else wakes the shard. */
-		struct ws_ev_hub *hub = __atomic_load_n(&sh->e->hub, __ATOMIC_ACQUIRE);
 		bool tapped = false;
 		if (hub) {
 			uint64_t at = ws_ev_flush(hub, sh->id);

@@ -367,6 +367,26 @@ static void tail_landed(struct shard *sh, struct tenant *t, const struct ws_stre
 	report(sh, t, o, 0);
 }
 
+/*
+ * The tail's error as a Faulted reason (WS_EVENTS_REASON_MAX bytes): the
+ * tenant's directory dropped from the paths it names, so what could not be
+ * decoded (the WAL header's magic, page size, checksum...) fits after them.
+ */
+static void derive_reason(const struct tenant *t, char *out, size_t cap)
+{
+	const char *m = ws_errmsg();
+	const size_t dl = strlen(t->dir);
+	size_t n = 0;
+	while (*m && n + 1 < cap) {
+		if (dl && strncmp(m, t->dir, dl) == 0 && m[dl] == '/') {
+			m += dl + 1;
+			continue;
+		}
+		out[n++] = *m++;
+	}
+	out[n] = '\0';
+}
+
 /* One tail of one tenant; returns its error (Fenced and Shed are not errors,
  * nor a deferral). Every tail reaches on_outcome, once. */
 int ws_eng_tail_one(struct shard *sh, struct lane *ln, struct tenant *t, enum tail_mode mode)
@@ -407,8 +427,11 @@ int ws_eng_tail_one(struct shard *sh, struct lane *ln, struct tenant *t, enum ta
 	store->throttle_fail_fast = false;
 	if (t->tap) {
 		/* A WAL that cannot be decoded ends the events derived from it. */
-		if (rc == WS_ENOTWAL)
-			ws_ev_tap_fault(t->tap, WS_CAUSE_DERIVE, "%s", ws_errmsg());
+		if (rc == WS_ENOTWAL) {
+			char reason[WS_EVENTS_REASON_MAX];
+			derive_reason(t, reason, sizeof(reason));
+			ws_ev_tap_fault(t->tap, WS_CAUSE_DERIVE, "%s", reason);
+		}
 		if (t->tap->faulted) {
 			free(t->tap);
 			t->tap = NULL;

@@ -47,6 +47,7 @@ void ws_ev_hub_destroy(struct ws_ev_hub *h)
 		free(s->shed_ns);
 		free(s->shed_why);
 		free(s->shed_ack);
+		free(s->mark_req);
 	}
 	for (unsigned i = 0; h->rings && i < h->nshards; i++)
 		free(h->rings[i].mem);
@@ -84,12 +85,14 @@ int ws_ev_hub_create(struct ws_ev_hub **out, unsigned nshards, uint64_t ring_byt
 		s->shed_ns = calloc(nshards, sizeof(*s->shed_ns));
 		s->shed_why = calloc(nshards, sizeof(*s->shed_why));
 		s->shed_ack = calloc(nshards, sizeof(*s->shed_ack));
+		s->mark_req = calloc(nshards, sizeof(*s->mark_req));
 		if (s->efd < 0) {
 			int rc = -errno;
 			ws_ev_hub_destroy(h);
 			return ws_fail(rc, "events: eventfd: %s", strerror(-rc));
 		}
-		if (!s->cursor || !s->interest || !s->shed_seq || !s->shed_ns || !s->shed_why || !s->shed_ack)
+		if (!s->cursor || !s->interest || !s->shed_seq || !s->shed_ns || !s->shed_why || !s->shed_ack ||
+		    !s->mark_req)
 			goto nomem;
 	}
 	h->next_query = 1;
@@ -356,14 +359,47 @@ static void emit_changed(struct ws_ev_tap *tap, const uint8_t *frames, uint32_t 
 	rec_header(p, &rec, pos_of(r, p, len));
 }
 
-static void emit_progressed(struct ws_ev_tap *tap, uint64_t frame)
+/* A Progressed at frame (marker: the tap's last one again, nothing new). */
+static void emit_progressed(struct ws_ev_tap *tap, uint64_t frame, bool marker)
 {
 	struct ev_rec rec = {
 		.kind = REC_PROGRESSED,
 		.tenant_id = tap->tenant_id,
 		.tx = ((uint64_t)*tap->chain << 32) | (uint32_t)frame,
+		.aux = marker ? WS_EV_MARKER : 0,
 	};
 	emit_simple(&tap->hub->rings[tap->shard], &rec, NULL, 0);
+	/* Any Progressed of the tenant answers a marker asked of it. */
+	tap->mark_want = false;
+}
+
+void ws_ev_tap_want_mark(struct ws_ev_tap *tap, uint32_t gap_ms)
+{
+	uint64_t at = tap->mark_last_ms + gap_ms;
+	if (!tap->mark_want || at < tap->mark_at_ms)
+		tap->mark_at_ms = at;
+	tap->mark_want = true;
+}
+
+uint64_t ws_ev_tap_mark(struct ws_ev_tap *tap, uint64_t now_ms)
+{
+	if (!tap->mark_want)
+		return UINT64_MAX;
+	if (tap->faulted) {
+		tap->mark_want = false;
+		return UINT64_MAX;
+	}
+	/* Frames of a transaction under way were emitted (Changed before its
+	 * commit): its commit's Progressed answers, or its rollback's fault.
+	 * A marker now would tell a host to apply pages that never committed. */
+	if (tap->spec_next != tap->commit + 1)
+		return UINT64_MAX;
+	if (now_ms < tap->mark_at_ms)
+		return tap->mark_at_ms;
+	emit_progressed(tap, tap->commit, true);
+	tap->mark_last_ms = now_ms;
+	(void)ws_ev_flush(tap->hub, tap->shard);
+	return UINT64_MAX;
 }
 
 /* Frames of another WAL generation than the tap's: go on with them, or fault. */
@@ -465,7 +501,7 @@ void ws_ev_tap_frames(struct ws_ev_tap *tap, const struct ws_fmt_gen *gen, const
 			pend_n = 0;
 		}
 		if (fh.db_size != 0) {
-			emit_progressed(tap, k);
+			emit_progressed(tap, k, false);
 			tap->commit = k;
 		}
 	}

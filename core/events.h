@@ -27,7 +27,9 @@
  *  44  u32 page_size
  *  48  i64 mono_ns    when it was written (the deadline counts from here)
  *  56  u64 aux        HYDRATED: the channel slot's generation; CHANGED: the
- *                     database's pages after the commit it ends with (0: none)
+ *                     database's pages after the commit it ends with (0: none);
+ *                     PROGRESSED: WS_EV_MARKER for an idle tenant's marker (its
+ *                     tx the last Progressed's: nothing new), else 0
  *  64  payload        CHANGED: count u32 page numbers (padded to 8), then
  *                     count pages; FAULT: the reason, NUL-terminated
  * A reader that finds pos not the position it read at, or the ring's write
@@ -47,6 +49,8 @@
 #define WS_EV_RING_DEFAULT ((uint64_t)8 << 20)
 #define WS_EV_RING_MIN ((uint64_t)1 << 20)
 #define WS_EV_SLICE_BYTES ((size_t)256 << 10) /* one Changed record at most, header included */
+#define WS_EV_MARKER 1u                 /* ev_rec.aux of a REC_PROGRESSED that is a marker */
+#define WS_EV_MARKER_MS_DEFAULT 10u     /* ws_events_config.marker_ms when 0 */
 
 enum ev_rec_kind { REC_PAD = 1, REC_HYDRATED, REC_CHANGED, REC_PROGRESSED, REC_FAULT, REC_WORKER_LOST };
 
@@ -84,6 +88,7 @@ struct ws_ev_slot {
 	uint64_t deadline_ns, lag_bytes;
 	uint32_t paused;        /* (atomic) the host is in ws_events_subscribe: no deadline runs */
 	int64_t resume_ns;      /* (atomic) when it last came out: no deadline counts from before */
+	uint32_t marker_ms;     /* a marker asked by the channel comes no sooner than this after the last */
 	/* Per shard, nshards entries: */
 	uint64_t *cursor;       /* (atomic) the channel has read up to here */
 	uint32_t *interest;     /* (atomic) the channel has live queries there */
@@ -91,6 +96,7 @@ struct ws_ev_slot {
 	int64_t *shed_ns;       /* (atomic) when; shed_why says why */
 	uint32_t *shed_why;     /* (atomic) 1 deadline, 2 lag */
 	uint64_t *shed_ack;     /* (atomic) the last shed_seq the channel has handled */
+	uint64_t *mark_req;     /* (atomic) a tenant of the shard the channel asks a marker of (0: none) */
 };
 
 struct ws_ev_hub {
@@ -122,6 +128,10 @@ struct ws_ev_tap {
 	bool faulted;           /* a fault ended it in this tail: emit nothing more */
 	bool single;            /* single-thread mode (events_single.c): a fault writes no REC_FAULT;
 				 * the channel hydrates its queries again instead */
+	/* An idle tenant's marker (docs/EVENTS.md "Markers"): asked by a channel, emitted by the shard. */
+	bool mark_want;         /* asked, and no Progressed of it emitted since */
+	uint64_t mark_at_ms;    /* not before (mono ms) */
+	uint64_t mark_last_ms;  /* the last marker's time */
 	/* This tail's start (ws_ev_tap_begin): how its frames follow the tap's. */
 	bool began;
 	uint32_t kind;          /* WS_MANIFEST_CONTINUE, _NEXT_GEN, _REBASE */
@@ -151,6 +161,13 @@ void ws_ev_tap_fault(struct ws_ev_tap *tap, enum ws_fault_cause cause, const cha
 /* Publish what was written, check every channel's deadline and lag, wake sleepers.
  * Returns the mono ms by which to look again (UINT64_MAX: nothing pending). */
 uint64_t ws_ev_flush(struct ws_ev_hub *h, unsigned shard);
+/* A channel asks the tapped tenant's marker (gap_ms: its marker_ms). */
+void ws_ev_tap_want_mark(struct ws_ev_tap *tap, uint32_t gap_ms);
+/* On the shard's thread, the tenant's tail not in flight: the marker asked
+ * of it, if it is due and nothing of a transaction is out past its last
+ * Progressed. Returns the mono ms by which to look again (UINT64_MAX:
+ * nothing to wait for by time). */
+uint64_t ws_ev_tap_mark(struct ws_ev_tap *tap, uint64_t now_ms);
 /* The shard thread ends: REC_WORKER_LOST. */
 void ws_ev_worker_lost(struct ws_ev_hub *h, unsigned shard);
 

@@ -85,6 +85,12 @@ struct ws_events {
 	struct qtenant *map[TMAP_BUCKETS];
 	uint32_t *interest;     /* per shard: live (query, tenant) pairs there */
 	uint64_t *cursor;       /* per shard: read up to here (published to the slot) */
+	/* Markers (docs/EVENTS.md "Markers"): comb[s * nshards + s2], live
+	 * combined queries with tenants on both s and s2 (s != s2); mark_out[s],
+	 * a marker asked of shard s and no Progressed of it read since. */
+	uint32_t *comb;
+	bool *mark_out;
+	bool *scratch;          /* per shard, for comb_count */
 	unsigned rr;            /* the shard read next */
 	/* The record being turned into events. */
 	uint8_t *buf;
@@ -123,6 +129,8 @@ static void interest_add(struct ws_events *ev, unsigned s)
 {
 	struct ws_ev_slot *sl = slot_of(ev);
 	if (ev->interest[s]++ == 0) {
+		if (ev->mark_out)
+			ev->mark_out[s] = false;
 		ev->cursor[s] = __atomic_load_n(&ev->hub->rings[s].head, __ATOMIC_ACQUIRE);
 		__atomic_store_n(&sl->cursor[s], ev->cursor[s], __ATOMIC_RELEASE);
 		/* Any shed pending from an earlier interest is moot. */
@@ -136,6 +144,68 @@ static void interest_drop(struct ws_events *ev, unsigned s)
 	WS_ASSERT(ev->interest[s] > 0);
 	ev->interest[s]--;
 	__atomic_store_n(&slot_of(ev)->interest[s], ev->interest[s], __ATOMIC_RELEASE);
+}
+
+/*
+ * q's shard pairs count d more in comb (a combined query: tenants on two
+ * shards or more). Any change of the queries lets the channel ask every
+ * shard again: a marker it asked of a tenant no longer followed never
+ * comes.
+ */
+static void comb_count(struct ws_events *ev, const struct query *q, int d)
+{
+	const unsigned ns = ev->hub->nshards;
+	if (ev->single)
+		return;
+	memset(ev->mark_out, 0, ns * sizeof(*ev->mark_out));
+	memset(ev->scratch, 0, ns * sizeof(*ev->scratch));
+	for (size_t i = 0; i < q->n; i++)
+		ev->scratch[q->t[i].shard] = true;
+	for (unsigned s = 0; s < ns; s++)
+		for (unsigned s2 = 0; ev->scratch[s] && s2 < ns; s2++)
+			if (s2 != s && ev->scratch[s2])
+				ev->comb[s * ns + s2] += (uint32_t)d;
+}
+
+/* A tenant on shard s2 of a live query that also has one on shard s (0: none). */
+static uint64_t comb_tenant(const struct ws_events *ev, unsigned s, unsigned s2)
+{
+	for (const struct query *q = ev->queries; q; q = q->next) {
+		uint64_t on_s2 = 0;
+		bool on_s = false;
+		for (size_t i = 0; q->live && i < q->n; i++) {
+			on_s |= q->t[i].shard == s;
+			if (q->t[i].shard == s2 && !on_s2)
+				on_s2 = q->t[i].tenant_id;
+		}
+		if (on_s && on_s2)
+			return on_s2;
+	}
+	return 0;
+}
+
+/*
+ * The channel delivered a Progressed of worker s (not a marker): every
+ * other worker of a combined query with a tenant on s is to progress too
+ * before the query's cv_min advances. Ask each a marker, unless one is
+ * asked already and none of its Progressed read since; its shard sends it
+ * only if it has sent nothing newer (the tenant's own Progressed answers),
+ * at most once per marker_ms.
+ */
+static void ask_markers(struct ws_events *ev, unsigned s)
+{
+	const unsigned ns = ev->hub->nshards;
+	for (unsigned s2 = 0; s2 < ns; s2++) {
+		if (s2 == s || !ev->comb[s * ns + s2] || ev->mark_out[s2])
+			continue;
+		uint64_t id = comb_tenant(ev, s, s2);
+		if (!id)
+			continue;
+		ev->mark_out[s2] = true;
+		/* M1: the shard's exchange (engine_shard.c) takes it. */
+		__atomic_store_n(&slot_of(ev)->mark_req[s2], id, __ATOMIC_RELEASE);
+		ws_eng_shard_wake(&ev->e->shards[s2]);
+	}
 }
 
 static void map_unlink(struct ws_events *ev, struct qtenant *qt)
@@ -183,6 +253,7 @@ static void query_stop(struct ws_events *ev, struct query *q, bool wait)
 	if (!q->live)
 		return;
 	q->live = false;
+	comb_count(ev, q, -1);
 	for (size_t i = 0; i < q->n; i++) {
 		struct qtenant *qt = &q->t[i];
 		map_unlink(ev, qt);
@@ -380,16 +451,26 @@ static void take_record(struct ws_events *ev, unsigned s)
 		break;
 	}
 	case REC_CHANGED:
-	case REC_PROGRESSED:
+	case REC_PROGRESSED: {
+		/* A marker repeats the tenant's last tx_id: a query hydrated there takes it too. */
+		const bool marker = h->kind == REC_PROGRESSED && (h->aux & WS_EV_MARKER);
 		for (struct qtenant *qt = *bucket(ev, h->tenant_id); qt; qt = qt->next_in_map) {
-			if (qt->tenant_id != h->tenant_id || !qt->hydrated || !after(h->tx, qt->h_tx))
+			if (qt->tenant_id != h->tenant_id || !qt->hydrated ||
+			    (marker ? after(qt->h_tx, h->tx) : !after(h->tx, qt->h_tx)))
 				continue;
 			snprintf(ev->cur_tenant, sizeof(ev->cur_tenant), "%s", qt->name);
 			ev->cur_q[ev->cur_n++] = qt->q->id;
 			if (h->kind == REC_PROGRESSED)
 				break; /* once per channel */
 		}
+		if (h->kind == REC_PROGRESSED && !ev->single) {
+			if (ev->cur_n || marker)
+				ev->mark_out[s] = false; /* worker s answered */
+			if (ev->cur_n && !marker)
+				ask_markers(ev, s);
+		}
 		break;
+	}
 	case REC_FAULT: {
 		const char *reason = (const char *)(ev->buf + sizeof(*h));
 		ev->buf[h->len - 1] = '\0';
@@ -711,6 +792,8 @@ struct ws_events *ws_ev_chan_open(struct ws_engine *e, struct ws_ev_hub *hub, st
 		ev->cfg.queries_max = QUERIES_DEFAULT;
 	if (!ev->cfg.image_bytes_max)
 		ev->cfg.image_bytes_max = IMAGE_DEFAULT;
+	if (!ev->cfg.marker_ms)
+		ev->cfg.marker_ms = WS_EV_MARKER_MS_DEFAULT;
 	ev->slot = WS_EV_SLOTS;
 	ev->hub = hub;
 	const uint64_t cap = hub->rings[0].cap;
@@ -721,7 +804,10 @@ struct ws_events *ws_ev_chan_open(struct ws_engine *e, struct ws_ev_hub *hub, st
 	ev->cur_q = calloc(ev->cfg.queries_max, sizeof(*ev->cur_q));
 	ev->interest = calloc(hub->nshards, sizeof(*ev->interest));
 	ev->cursor = calloc(hub->nshards, sizeof(*ev->cursor));
-	if (!ev->buf || !ev->cur_q || !ev->interest || !ev->cursor) {
+	ev->comb = calloc((size_t)hub->nshards * hub->nshards, sizeof(*ev->comb));
+	ev->mark_out = calloc(hub->nshards, sizeof(*ev->mark_out));
+	ev->scratch = calloc(hub->nshards, sizeof(*ev->scratch));
+	if (!ev->buf || !ev->cur_q || !ev->interest || !ev->cursor || !ev->comb || !ev->mark_out || !ev->scratch) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -741,10 +827,12 @@ struct ws_events *ws_ev_chan_open(struct ws_engine *e, struct ws_ev_hub *hub, st
 			sl->deadline_ns = (uint64_t)1 << 62;
 			sl->lag_bytes = UINT64_MAX;
 		}
+		__atomic_store_n(&sl->marker_ms, ev->cfg.marker_ms, __ATOMIC_RELAXED);
 		sl->waiting = 1; /* the fd is woken before any ws_events_next (a host may poll it first) */
 		sl->paused = 0;
 		for (unsigned s = 0; s < hub->nshards; s++) {
 			__atomic_store_n(&sl->interest[s], 0, __ATOMIC_RELAXED);
+			__atomic_store_n(&sl->mark_req[s], 0, __ATOMIC_RELAXED);
 			__atomic_store_n(&sl->shed_ack[s], __atomic_load_n(&sl->shed_seq[s], __ATOMIC_RELAXED),
 					 __ATOMIC_RELAXED);
 		}
@@ -767,6 +855,9 @@ fail:
 		free(ev->cur_q);
 		free(ev->interest);
 		free(ev->cursor);
+		free(ev->comb);
+		free(ev->mark_out);
+		free(ev->scratch);
 		free(ev);
 	}
 	*err = rc;
@@ -791,6 +882,9 @@ void ws_events_close(struct ws_events *ev)
 	free(ev->cur_q);
 	free(ev->interest);
 	free(ev->cursor);
+	free(ev->comb);
+	free(ev->mark_out);
+	free(ev->scratch);
 	if (ev->single)
 		ws_ev_single_free(ev->single); /* its hub too, the slot freed above */
 	free(ev);
@@ -897,6 +991,7 @@ static int subscribe(struct ws_events *ev, const char *const *tenants, size_t n,
 	q->next = ev->queries;
 	ev->queries = q;
 	ev->nqueries++;
+	comb_count(ev, q, 1);
 	*query_id = q->id;
 	return 0;
 fail:

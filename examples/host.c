@@ -109,14 +109,15 @@ static int write_rows(sqlite3 *db, int n, int round)
 }
 
 /* One event, as a line. Its pointers stay valid until the next ws_events_next. */
-static void print_event(const struct ws_event *ev)
+static void print_event(const struct ws_event *ev, bool marker)
 {
 	if (ev->kind == WS_EVENT_FAULTED) {
 		printf("host: event faulted query %llu: %s (%s)\n", (unsigned long long)ev->u.faulted.query_id,
 		       ev->u.faulted.reason, ws_fault_cause_name(ev->u.faulted.cause));
 	} else if (ev->kind == WS_EVENT_PROGRESSED) {
-		printf("host: event progressed %s worker %u tx %u:%u\n", ev->tenant, ev->u.progressed.worker,
-		       WS_TX_CHAIN(ev->u.progressed.tx_id), WS_TX_FRAME(ev->u.progressed.tx_id));
+		printf("host: event progressed %s worker %u tx %u:%u%s\n", ev->tenant, ev->u.progressed.worker,
+		       WS_TX_CHAIN(ev->u.progressed.tx_id), WS_TX_FRAME(ev->u.progressed.tx_id),
+		       marker ? " (a marker: nothing newer)" : "");
 	} else if (ev->u.update.kind == WS_UPDATE_HYDRATED) {
 		printf("host: event hydrated %s tx %u:%u, %llu pages of %u bytes\n", ev->tenant,
 		       WS_TX_CHAIN(ev->u.update.u.hydrated.tx_id), WS_TX_FRAME(ev->u.update.u.hydrated.tx_id),
@@ -132,10 +133,14 @@ static void print_event(const struct ws_event *ev)
  * Read the channel until every tenant has seen `want` commits in all
  * (Progressed), printing each event; -1 on a Faulted or when none comes
  * for 10 s. A host that applies the pages keeps the Changed of a tenant
- * until its Progressed (docs/EVENTS.md); this one only prints them.
+ * until its Progressed (docs/EVENTS.md); this one only prints them. A
+ * Progressed at the tenant's last tx_id again (last_tx: its Hydrated's or
+ * last Progressed's) is a marker: its worker has nothing newer of it, so
+ * the combined query can advance; no commit, nothing to apply
+ * (docs/EVENTS.md "Markers").
  */
 static int read_events(struct ws_events *ch, const char (*name)[32], unsigned tenants, unsigned *progressed,
-		       unsigned want)
+		       uint64_t *last_tx, unsigned want)
 {
 	for (;;) {
 		struct ws_event ev;
@@ -148,12 +153,22 @@ static int read_events(struct ws_events *ch, const char (*name)[32], unsigned te
 			fprintf(stderr, "host: no event in 10 s\n");
 			return -1;
 		}
-		print_event(&ev);
+		bool marker = false;
+		for (unsigned i = 0; ev.kind != WS_EVENT_FAULTED && i < tenants; i++) {
+			if (strcmp(ev.tenant, name[i]) != 0)
+				continue;
+			if (ev.kind == WS_EVENT_UPDATE && ev.u.update.kind == WS_UPDATE_HYDRATED) {
+				last_tx[i] = ev.u.update.u.hydrated.tx_id;
+			} else if (ev.kind == WS_EVENT_PROGRESSED && ev.u.progressed.tx_id > last_tx[i]) {
+				last_tx[i] = ev.u.progressed.tx_id;
+				progressed[i]++;
+			} else if (ev.kind == WS_EVENT_PROGRESSED) {
+				marker = true;
+			}
+		}
+		print_event(&ev, marker);
 		if (ev.kind == WS_EVENT_FAULTED)
 			return -1;
-		for (unsigned i = 0; i < tenants && ev.kind == WS_EVENT_PROGRESSED; i++)
-			if (strcmp(ev.tenant, name[i]) == 0)
-				progressed[i]++;
 	}
 }
 
@@ -179,6 +194,7 @@ int main(int argc, char **argv)
 	struct ws_events *ch = NULL;
 	const char *names[TENANTS_MAX];
 	unsigned progressed[TENANTS_MAX] = { 0 };
+	uint64_t last_tx[TENANTS_MAX] = { 0 };
 	uint64_t query = 0;
 	sqlite3 *db[TENANTS_MAX] = { 0 };
 	char name[TENANTS_MAX][32];
@@ -257,7 +273,7 @@ int main(int argc, char **argv)
 		for (unsigned i = 0; i < tenants; i++)
 			if (write_rows(db[i], ROWS_PER_ROUND, round))
 				goto out;
-		if (read_events(ch, name, tenants, progressed, (unsigned)round))
+		if (read_events(ch, name, tenants, progressed, last_tx, (unsigned)round))
 			goto out;
 	}
 	printf("host: events: query %llu saw %d commits of each of %u tenants, 0 faulted\n",

@@ -582,7 +582,10 @@ struct ws_event {
 		} faulted;
 		struct {
 			unsigned worker;             /* the shard */
-			uint64_t tx_id;              /* the tenant's transaction that committed */
+			uint64_t tx_id;              /* the tenant's transaction that committed; the
+						      * tenant's last tx_id again for a marker (an
+						      * idle tenant of a combined query: nothing new,
+						      * nothing to apply) */
 		} progressed;
 	} u;
 };
@@ -603,6 +606,10 @@ struct ws_events_config {
 	/* A Hydrated image larger than this fails the subscribe (WS_ETOOBIG);
 	 * 0 = 1 GiB. */
 	uint64_t image_bytes_max;
+	/* A combined query's idle tenant's marker (a Progressed at its
+	 * unchanged tx_id, docs/EVENTS.md "Markers") comes at most once per
+	 * this many ms of the tenant's last; 0 = 10. */
+	uint32_t marker_ms;
 };
 
 /* A channel: for one thread at a time. At most 64 open per engine. */
@@ -685,7 +692,10 @@ int ws_events_tail(struct ws_events *ev, struct ws_outcome *out) WS_MUST_CHECK;
  * it every event it reads (ws_events_cv_note); cv_min advances, and note
  * returns true, only once every worker the query's tenants are on has
  * progressed since the last advance. The host then releases the Changed
- * slices it buffered for all of them.
+ * slices it buffered for all of them. A worker whose tenants of the query
+ * are idle progresses by a marker (a Progressed at a tenant's unchanged
+ * tx_id, asked by the channel once another worker of the query progressed:
+ * docs/EVENTS.md "Markers"), so cv_min follows a busy worker.
  */
 struct ws_events_cv {
 	uint64_t query_id;

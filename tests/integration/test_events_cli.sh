@@ -56,22 +56,33 @@ for o in lines:
     else:
         raise AssertionError(o)
 EOF
+# tx_ids per tenant never go down (docs/EVENTS.md "Ordering"): a Progressed
+# at a new tx_id has a Changed of its tenant after the last one before it; at
+# the last tx_id again it is a marker (docs/EVENTS.md "Markers"), with no
+# Changed before it. Each tenant is a query of its own here, so no marker is
+# asked: at least two commits each, and every tx_id new.
 check "both tenants hydrated, then their commits progressed in order" python3 - "$ROOT/out" <<'EOF'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 for t in ("a", "b"):
     mine = [o for o in lines if o.get("tenant") == t]
     assert mine[0]["event"] == "update" and mine[0]["update"]["kind"] == "hydrated", mine[:1]
-    tx = [o["tx_id"] for o in mine if o["event"] == "progressed"]
-    assert len(tx) >= 2 and tx == sorted(set(tx)), tx
-    # Each Progressed has a changed slice of its tenant before it.
-    seen_changed = False
+    last, changed, new, markers = mine[0]["update"]["tx_id"], 0, 0, 0
     for o in mine[1:]:
-        if o["event"] == "update":
-            seen_changed = True
+        if o["event"] == "update" and o["update"]["kind"] == "hydrated":
+            last, changed = o["update"]["tx_id"], 0  # subscribed again: a new baseline
+        elif o["event"] == "update":
+            assert o["update"]["position"] > last, (last, o)
+            changed += 1
         elif o["event"] == "progressed":
-            assert seen_changed, "a Progressed with no Changed before it"
-            seen_changed = False
+            assert o["tx_id"] >= last, ("tx_id went down", last, o)
+            if o["tx_id"] == last:
+                assert changed == 0, ("a marker after a Changed it does not cover", o)
+                markers += 1
+            else:
+                assert changed > 0, ("a Progressed with no Changed before it", o)
+                last, changed, new = o["tx_id"], 0, new + 1
+    assert new >= 2 and markers == 0, (t, new, markers)
 EOF
 check "the stop ends each query with worker_lost" \
 	[ "$(grep -c '"cause":"worker_lost"' out)" = 2 ]

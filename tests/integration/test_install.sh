@@ -128,7 +128,9 @@ for how in cmake make; do
 		bash -c '[ "$(grep -c "^host: tenant tenant-[0-9]* *shard" "$1")" = "$2" ] && grep -q "^host: shard 1 " "$1" &&
 			grep -q "^host: Prometheus metrics: [1-9]" "$1"' _ "run-$how.log" "$TENANTS"
 	# The event channel: every tenant's Hydrated, then each transaction's
-	# Changed pages and its Progressed (5 rounds, one transaction a tenant each).
+	# Changed pages and its Progressed (5 rounds, one transaction a tenant each);
+	# a marker (a Progressed at a tenant's unchanged tx_id, docs/EVENTS.md
+	# "Markers") is printed with "(a marker: nothing newer)" and not counted.
 	check "$how: host printed each tenant's Hydrated and every commit's Changed and Progressed events" \
 		bash -c '[ "$(grep -c "^host: event hydrated tenant-[0-9]* tx 1:[0-9]*, [1-9][0-9]* pages of 4096 bytes$" "$1")" = "$2" ] &&
 			[ "$(grep -c "^host: event progressed tenant-[0-9]* worker [01] tx 1:[0-9]*$" "$1")" = "$(($2 * 5))" ] &&

@@ -101,6 +101,18 @@ uint64_t replica_apply(struct replica *r, uint64_t tx)
 	return image_hash(r->img, r->pages * r->page_size);
 }
 
+bool replica_progress(struct replica *r, uint64_t tx, uint64_t *hash)
+{
+	assert_true(tx >= r->last_tx);
+	if (tx == r->last_tx) {
+		/* A marker: no slice of a transaction after it was sent before it. */
+		assert_int_equal(r->npend, 0);
+		return false;
+	}
+	*hash = replica_apply(r, tx);
+	return true;
+}
+
 /* ---- an engine over a test's database, a channel on it ------------------ */
 
 uint32_t ev_engine_age_ms = 50;

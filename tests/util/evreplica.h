@@ -49,6 +49,13 @@ void replica_hydrate(struct replica *r, const struct ws_event *e);
 void replica_buffer(struct replica *r, const struct ws_event *e);
 /* Progressed: apply what was buffered, in WAL order; returns the image's hash. */
 uint64_t replica_apply(struct replica *r, uint64_t tx);
+/*
+ * Any Progressed of the tenant: a marker (its last tx_id again, nothing
+ * buffered: docs/EVENTS.md "Markers") applies nothing and returns false;
+ * else replica_apply, its hash in *hash, true. A tx_id before the last
+ * fails the test.
+ */
+bool replica_progress(struct replica *r, uint64_t tx, uint64_t *hash);
 
 /* batch_age_ms_max of the engines ev_engine_up makes (default 50). */
 extern uint32_t ev_engine_age_ms;
