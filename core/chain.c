@@ -376,6 +376,28 @@ int ws_chain_missing(const char *tenant, const char *key)
 	return ws_fail(WS_EINCOMPLETE, "tenant %s: manifest %s is missing", tenant, key);
 }
 
+bool ws_key_in_tenant(const char *tenant, const char *key)
+{
+	const size_t tl = strlen(tenant);
+	return strncmp(key, tenant, tl) == 0 && key[tl] == '/';
+}
+
+/*
+ * Every batch and snapshot part of a tenant is keyed under its prefix
+ * (docs/FORMAT.md "Keys"): a manifest that names another tenant's object
+ * is refused, so a reader never uses it and retention never deletes it as
+ * this tenant's.
+ */
+const char *ws_manifest_foreign_ref(const struct ws_fmt_manifest *m)
+{
+	for (uint32_t k = 0; k < m->snap_count + m->batch_count; k++) {
+		const struct ws_fmt_objref *r = k < m->snap_count ? &m->snaps[k] : &m->batches[k - m->snap_count];
+		if (!ws_fmt_objref_inline(r) && !ws_key_in_tenant(m->tenant, r->key))
+			return r->key;
+	}
+	return NULL;
+}
+
 /*
  * Walk back from the manifest (start_key, start_sha, start_len). wm (may be
  * NULL) is the watermark the head must match. stop (may be NULL): a manifest
@@ -459,6 +481,13 @@ static int chain_walk(struct ws_store *s, const char *tenant, const char *start_
 		if (strcmp(m.tenant, tenant) != 0) {
 			ws_fmt_manifest_free(&m);
 			rc = ws_fail(WS_EFORMAT, "tenant %s: manifest %s belongs to '%s'", tenant, key, m.tenant);
+			goto fail;
+		}
+		const char *foreign = ws_manifest_foreign_ref(&m);
+		if (foreign) {
+			rc = ws_fail(WS_EFORMAT, "tenant %s: manifest %s names object %s, which is not under %s/ "
+				     "(foreign object)", tenant, key, foreign, tenant);
+			ws_fmt_manifest_free(&m);
 			goto fail;
 		}
 		if (out->count == cap) {

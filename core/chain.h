@@ -144,5 +144,11 @@ static inline bool ws_chain_truncated(const struct ws_chain *c)
 }
 /* WS_EINCOMPLETE naming tenant's missing manifest key (the error recorded). */
 int ws_chain_missing(const char *tenant, const char *key);
+/* The first object key m names outside "<m->tenant>/" (a foreign object),
+ * or NULL: readers refuse such a manifest, retention deletes none of its
+ * objects. */
+const char *ws_manifest_foreign_ref(const struct ws_fmt_manifest *m);
+/* Whether key lies under "<tenant>/". */
+bool ws_key_in_tenant(const char *tenant, const char *key);
 
 #endif

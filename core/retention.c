@@ -428,12 +428,19 @@ static int sweep_unreachable(struct ret_ctx *x, const struct ws_ckpt_tenant_entr
 			ws_fmt_manifest_free(&m);
 			break;
 		}
+		/* An object outside the tenant's prefix is never this tenant's
+		 * to delete, whatever a manifest of it names. */
+		const char *foreign = ws_manifest_foreign_ref(&m);
+		if (foreign)
+			ws_warn("retention: tenant %s: manifest %s names object %s, which is not under %s/ (foreign "
+				"object): it is left alone", t->tenant, keys[i], foreign, t->tenant);
 		for (uint32_t k = 0; k < m.snap_count && !rc; k++)
-			if (!keyset_has(keep, m.snaps[k].key) && (rc = ret_delete(x, m.snaps[k].key)) == 0)
+			if (!keyset_has(keep, m.snaps[k].key) && ws_key_in_tenant(t->tenant, m.snaps[k].key) &&
+			    (rc = ret_delete(x, m.snaps[k].key)) == 0)
 				rc = keyset_add(&done, m.snaps[k].key);
 		for (uint32_t k = 0; k < m.batch_count && !rc; k++)
 			if (!ws_fmt_objref_inline(&m.batches[k]) && !keyset_has(keep, m.batches[k].key) &&
-			    (rc = ret_delete(x, m.batches[k].key)) == 0)
+			    ws_key_in_tenant(t->tenant, m.batches[k].key) && (rc = ret_delete(x, m.batches[k].key)) == 0)
 				rc = keyset_add(&done, m.batches[k].key);
 		if (!rc && !keyset_has(keep, keys[i]))
 			rc = ret_delete(x, keys[i]);

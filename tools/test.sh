@@ -22,7 +22,8 @@
 #                    bench/run_seal_bench.sh --tiny (zstd, keys, Litestream),
 #                    bench/run_peer_bench.sh --tiny (beside Litestream on a
 #                    radosgw of its own, behind the counting haproxy) and
-#                    bench/run_restore_bench.sh --file --mb 4 --reps 1, from
+#                    bench/run_restore_bench.sh --file --mb 4 --reps 1 and
+#                    bench/run_rebase_bench.sh --mb 8 --reps 1, from
 #                    build-ci: fails only if a benchmark crashes or errors,
 #                    prints no figures or a restore differs, never on a ratio
 #   6. retention     tests/torture/retention.sh for WS_TORTURE_S seconds (default
@@ -158,7 +159,7 @@ WS_ENGINE_TENANTS=300 build_and_test build-tsan build-tsan "-R $TSAN_TESTS" -- -
 	-DCMAKE_BUILD_TYPE=Debug -DWS_BUILD_BENCH=OFF
 
 # ---- 5. bench smoke --------------------------------------------------------------------
-section "bench smoke: bench_e2e --mb $BENCH_MB, bench_engine/bench_checkpoint/bench_events --tiny, bench_wal, run_cli_bench.sh, run_seal_bench.sh and run_peer_bench.sh --tiny, run_restore_bench.sh at 4 MiB (build-ci; ratios are reported, not enforced)"
+section "bench smoke: bench_e2e --mb $BENCH_MB, bench_engine/bench_checkpoint/bench_events --tiny, bench_wal, run_cli_bench.sh, run_seal_bench.sh and run_peer_bench.sh --tiny, run_restore_bench.sh at 4 MiB, run_rebase_bench.sh at 8 MiB (build-ci; ratios are reported, not enforced)"
 if [ -x build-ci/bench/bench_e2e ]; then
 	mkdir -p build-ci/testtmp
 	if ! build-ci/bench/bench_e2e --mb "$BENCH_MB" --reps 1 --dir "$PWD/build-ci/testtmp"; then
@@ -243,6 +244,17 @@ if [ -x build-ci/tools/walship ]; then
 		note_fail "bench smoke: run_restore_bench.sh"
 	elif ! grep -q '^ratio wall p8/p1' build-ci/bench-restore.log; then
 		note_fail "bench smoke: run_restore_bench.sh printed no ratio"
+	fi
+fi
+
+# run_rebase_bench.sh at a tiny size: an 8 MiB database, 64 KiB of rows
+# changed, one repetition (the second run must re-base).
+if [ -x build-ci/tools/walship ]; then
+	if ! bash bench/run_rebase_bench.sh --build build-ci --mb 8 --changed-kb 64 --reps 1 \
+		--out "$PWD/build-ci/rebase-bench" | tee build-ci/bench-rebase.log; then
+		note_fail "bench smoke: run_rebase_bench.sh"
+	elif ! grep -q '^re-base put bytes / database: ' build-ci/bench-rebase.log; then
+		note_fail "bench smoke: run_rebase_bench.sh printed no ratio"
 	fi
 fi
 

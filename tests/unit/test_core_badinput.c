@@ -691,6 +691,45 @@ static void forge_page_size(struct ws_fmt_manifest *m, struct ws_fmt_watermark *
 
 static const int E_FORMAT[] = { WS_EFORMAT };
 
+/* ref's object copied, byte for byte, to the same key under tenant
+ * "other" (a tenant's own valid object, in another tenant's prefix), and
+ * ref re-pointed to it: every hash and length the manifest records holds. */
+static void foreign_copy(struct ws_fmt_objref *ref, const char *dir)
+{
+	char nk[WS_KEY_MAX];
+	const size_t tl = strlen(TENANT);
+	assert_int_equal(strncmp(ref->key, TENANT "/", tl + 1), 0);
+	snprintf(nk, sizeof(nk), "other%s", ref->key + tl);
+	char *src = obj_path(dir, ref->key), *dst = obj_path(dir, nk);
+	assert_int_equal(wt_sh("mkdir -p \"$(dirname '%s')\" && cp '%s' '%s'", dst, src, dst), 0);
+	snprintf(ref->key, sizeof(ref->key), "%s", nk);
+	free(src);
+	free(dst);
+}
+
+/* A REBASE naming another tenant's copy of its first snapshot part. */
+static void forge_foreign_snap(struct ws_fmt_manifest *m, struct ws_fmt_watermark *wm, const char *dir, void *arg)
+{
+	(void)wm;
+	(void)arg;
+	assert_int_equal(m->kind, WS_MANIFEST_REBASE);
+	assert_true(m->snap_count >= 1);
+	foreign_copy(&m->snaps[0], dir);
+}
+
+/* A manifest naming another tenant's copy of its first stored batch. */
+static void forge_foreign_batch(struct ws_fmt_manifest *m, struct ws_fmt_watermark *wm, const char *dir, void *arg)
+{
+	(void)wm;
+	(void)arg;
+	for (uint32_t k = 0; k < m->batch_count; k++)
+		if (!ws_fmt_objref_inline(&m->batches[k])) {
+			foreign_copy(&m->batches[k], dir);
+			return;
+		}
+	fail_msg("the manifest has no stored batch to forge");
+}
+
 static void forged_case(struct good *g, unsigned depth, forge_fn fn, const int *errs, const char *why)
 {
 	char key[WS_KEY_MAX];
@@ -723,6 +762,10 @@ static void test_forged_manifests(void **state)
 	forged_case(&g, 0, forge_db_pages, E_CORRUPT, "the commit frame says");
 	forged_case(&g, 2, forge_rebase_valid_from, E_FORMAT, "valid from frame");
 	forged_case(&g, 2, forge_rebase_snap_gap, E_FORMAT, "snapshot part 0");
+	/* An object of another tenant's prefix, its bytes exactly the part
+	 * or batch named before (so no hash catches it): refused by name. */
+	forged_case(&g, 2, forge_foreign_snap, E_FORMAT, "(foreign object)");
+	forged_case(&g, 2, forge_foreign_batch, E_FORMAT, "(foreign object)");
 	/* The good sink is untouched. */
 	assert_int_equal(ws_verify(g.s.sink, TENANT, NULL, NULL), 0);
 	good_free(&g);

@@ -32,6 +32,8 @@
 #include "walship.h"
 #include "ws_ckpt.h"
 #include "ws_fault.h"
+#include "ws_format.h"
+#include "ws_hash.h"
 #include "ws_store.h"
 
 #define TENANT "orders"
@@ -455,6 +457,91 @@ static void test_retention(void **state)
 	}
 	free(dk.k);
 	free(rk.k);
+	cp_free(&c);
+}
+
+/*
+ * A manifest behind the cut that no chain reaches and that names an object
+ * of another tenant's prefix (a forged or misplaced manifest, its hashes
+ * whole): retention deletes the manifest and what it names under its own
+ * tenant, and never the other tenant's object.
+ */
+static void test_retention_spares_foreign_object(void **state)
+{
+	struct cpenv c;
+	struct ws_checkpoint_info i1, i2;
+	struct ws_retention_report rep;
+	struct ws_fmt_manifest m;
+	struct ws_buf b;
+	uint8_t sha[WS_SHA256_LEN], *raw;
+	char base[WS_KEY_MAX], forged[WS_KEY_MAX], foreign[WS_KEY_MAX], *slash, *p, *q;
+	size_t len = 0;
+	uint64_t hl;
+	int rc;
+	(void)state;
+
+	cp_init(&c, "ckpt-foreign");
+	cp_write(&c, 2);
+	take_ok(&c, &i1);
+	cp_write(&c, 2);
+	take_ok(&c, &i2);
+	cp_write(&c, 1);
+	hl = wt_content_hash(c.e.w, NULL);
+
+	/* The tenant's first manifest (its REBASE base, sequence 1, behind
+	 * both cuts), forged to name a copy of its first snapshot part under
+	 * tenant "other", stored under a key of its own (no link names it). */
+	p = wt_path(c.e.sink_dir, TENANT);
+	assert_int_equal(wt_sh("cd '%s' && find . -name 'm0000000000000001-*' | head -1 > '%s/base.key'", p, c.e.dir), 0);
+	free(p);
+	q = wt_path(c.e.dir, "base.key");
+	raw = wt_read_file(q, &len);
+	free(q);
+	assert_non_null(raw);
+	assert_true(len > 3);
+	snprintf(base, sizeof(base), TENANT "/%.*s", (int)(len - 3), (const char *)raw + 2);
+	free(raw);
+	p = wt_path(c.e.sink_dir, base);
+	raw = wt_read_file(p, &len);
+	free(p);
+	assert_non_null(raw);
+	assert_int_equal(ws_fmt_manifest_decode(raw, len, &m), 0);
+	assert_int_equal(m.kind, WS_MANIFEST_REBASE);
+	assert_true(m.snap_count >= 1);
+	snprintf(foreign, sizeof(foreign), "other%s", m.snaps[0].key + strlen(TENANT));
+	p = wt_path(c.e.sink_dir, m.snaps[0].key);
+	q = wt_path(c.e.sink_dir, foreign);
+	assert_int_equal(wt_sh("mkdir -p \"$(dirname '%s')\" && cp '%s' '%s'", q, p, q), 0);
+	free(p);
+	snprintf(m.snaps[0].key, sizeof(m.snaps[0].key), "%s", foreign);
+	ws_buf_init(&b, 0);
+	assert_int_equal(ws_fmt_manifest_encode(&m, &b), 0);
+	ws_sha256(b.data, b.len, sha);
+	snprintf(forged, sizeof(forged), "%s", base);
+	slash = strrchr(forged, '-');
+	assert_non_null(slash);
+	snprintf(slash + 1, sizeof(forged) - (size_t)(slash + 1 - forged), "%02x%02x%02x%02x%02x%02x%02x%02x", sha[0],
+		 sha[1], sha[2], sha[3], sha[4], sha[5], sha[6], sha[7]);
+	assert_string_not_equal(forged, base);
+	p = wt_path(c.e.sink_dir, forged);
+	assert_int_equal(wt_write_file(p, b.data, b.len), 0);
+	ws_buf_free(&b);
+	ws_fmt_manifest_free(&m);
+	free(raw);
+
+	rc = ws_retention_run(c.e.sink, false, NULL, NULL, &rep);
+	if (rc)
+		fail_msg("retention: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_int_equal(rep.protected_id, i2.id);
+	/* The forged manifest is gone (its tenant's), the other tenant's
+	 * object it named is not, and the live state still restores. */
+	assert_int_not_equal(access(p, F_OK), 0);
+	free(p);
+	p = wt_path(c.e.sink_dir, foreign);
+	assert_int_equal(access(p, F_OK), 0);
+	free(p);
+	assert_int_equal(restore_live_hash(&c, TENANT), hl);
+	(void)i1;
 	cp_free(&c);
 }
 
@@ -1650,6 +1737,7 @@ int main(void)
 		cmocka_unit_test(test_take_and_restore),
 		cmocka_unit_test(test_retention),
 		cmocka_unit_test(test_retention_keeps_base_of_tenant_left_out),
+		cmocka_unit_test(test_retention_spares_foreign_object),
 		cmocka_unit_test(test_retention_after_rebase),
 		cmocka_unit_test(test_verify_restore_after_retention),
 		cmocka_unit_test(test_retention_keeps_checkpoints),
