@@ -661,9 +661,13 @@ static void test_busy_writer_does_not_wake_per_write(void **state)
 	/* At most one read of the queue per 10 ms, each followed by a wake-up
 	 * when its gap ends, plus the tails they led to (one per batch_age) and
 	 * slack; on a loaded machine the commits take longer, so the bound
-	 * follows the time they took. */
+	 * follows the time they took. (A second bound, fewer than 300 whenever
+	 * the commits took under 2 s, was stricter than this model between
+	 * 1.3 and 2 s and failed under TSan at a load of 9: 312 wake-ups in
+	 * 1,954 ms, within the model's 430. A wake-up per write shows as 300
+	 * or more whenever the commits took under 1.3 s.) */
 	uint64_t bound = (uint64_t)elapsed / 5 + 40;
-	if (wakes > bound || (elapsed < 2000 && wakes >= 300))
+	if (wakes > bound)
 		fail_msg("the shard woke %" PRIu64 " times for 300 commits in %" PRId64 " ms (bound %" PRIu64 ")",
 			 wakes, elapsed, bound);
 	flush_ok(e);
