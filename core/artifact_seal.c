@@ -19,11 +19,27 @@
 
 /* ---- which seal ---------------------------------------------------------- */
 
+/*
+ * An artifact's seal as configured, with WS_CODEC_DEFAULT taken as NONE:
+ * the default codec by sink (core/sink.c) is for batches and snapshot
+ * parts; an artifact is compressed only when a codec is named (sealing it
+ * takes a second temporary file of its size, docs/CHECKPOINTS.md "Sealed
+ * artifacts").
+ */
+static int art_seal_resolve(struct ws_sink *sink, const char *who, const struct ws_seal_config *c,
+			    struct ws_keyring *own, struct ws_seal *out)
+{
+	struct ws_seal_config named = *c;
+	if (named.codec == WS_CODEC_DEFAULT)
+		named.codec = WS_CODEC_NONE;
+	return ws_sink_seal_resolve(sink, who, &named, own, out);
+}
+
 int ws_art_seals_resolve(struct ws_sink *sink, const struct ws_checkpoint_opts *o, struct ws_art_seals *out)
 {
 	int rc;
 	memset(out, 0, sizeof(*out));
-	if ((rc = ws_sink_seal_resolve(sink, "checkpoint artifacts", &o->seal, &out->keys, &out->dflt)) != 0)
+	if ((rc = art_seal_resolve(sink, "checkpoint artifacts", &o->seal, &out->keys, &out->dflt)) != 0)
 		return rc;
 	if (o->tenant_seal_count && !(out->t = calloc(o->tenant_seal_count, sizeof(*out->t))))
 		return ws_fail(-ENOMEM, "checkpoint: no memory for %zu tenants' seals", o->tenant_seal_count);
@@ -34,7 +50,7 @@ int ws_art_seals_resolve(struct ws_sink *sink, const struct ws_checkpoint_opts *
 			return ws_fail(WS_ECONFIG, "checkpoint: tenant_seal[%zu] names no valid tenant", i);
 		snprintf(t->tenant, sizeof(t->tenant), "%s", o->tenant_seal[i].tenant);
 		snprintf(who, sizeof(who), "checkpoint artifacts of tenant %s", t->tenant);
-		if ((rc = ws_sink_seal_resolve(sink, who, &o->tenant_seal[i].seal, &t->keys, &t->seal)) != 0)
+		if ((rc = art_seal_resolve(sink, who, &o->tenant_seal[i].seal, &t->keys, &t->seal)) != 0)
 			return rc;
 	}
 	return 0;

@@ -1126,6 +1126,15 @@ static int check_paths_unique(const struct ws_cli_config *c)
 	return rc;
 }
 
+/* Whether a shard's own settings seal its tenants' objects: a key, zstd
+ * named, or the default codec on an s3:// sink (core/sink.c). */
+static bool shard_seals(const struct ws_cli_config *c, const struct ws_shard_config *s)
+{
+	if (s->seal.key_file || s->seal.codec == WS_CODEC_ZSTD)
+		return true;
+	return s->seal.codec == WS_CODEC_DEFAULT && c->sink && !strncmp(c->sink, "s3://", 5);
+}
+
 int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides *o)
 {
 	struct ws_cli_config_parse empty, *p = c->parse;
@@ -1257,6 +1266,11 @@ int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides 
 				      i, s->ring_bytes, s->batch_bytes_max, 2 * s->batch_bytes_max);
 		}
 		ring_total += s->ring_bytes;
+		/* A shard that seals (a codec or a key; zstd is the default on
+		 * s3://) also holds a seal buffer per slot: about its ring again
+		 * (docs/DESIGN.md "Seal buffers"). */
+		if (shard_seals(c, s))
+			ring_total += s->ring_bytes;
 		/* Rings are pinned (registered with two io_urings each) and never
 		 * swapped: leave the other half to SQLite, the page cache and the
 		 * rest of the machine. */
@@ -1266,8 +1280,9 @@ int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides 
 			if (line <= 0)
 				line = p->engine_key_line[EK_SHARDS];
 			return report(c, line,
-				      "the spill rings of shards 0..%u need %" PRIu64 " bytes, more than half of this "
-				      "machine's memory (%" PRIu64 " bytes); lower shards or ring_bytes",
+				      "the spill rings (and seal buffers, for shards that compress or encrypt) of "
+				      "shards 0..%u need %" PRIu64 " bytes, more than half of this machine's memory "
+				      "(%" PRIu64 " bytes); lower shards or ring_bytes",
 				      i, ring_total, mem_bytes);
 		}
 	}

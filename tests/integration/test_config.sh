@@ -382,6 +382,14 @@ $E
 shards = 100
 ring_bytes = 64GiB
 EOF
+# A shard that compresses holds a seal buffer per slot (about its ring
+# again): one ring of 30% of memory fits alone, not with its seal buffers.
+RING30=$(( $(getconf _PHYS_PAGES) * $(getconf PAGESIZE) * 3 / 10 / 1048576 ))MiB
+badcfg "a compressing shard's ring and seal buffers over half the memory" 3 'seal buffers.*more than half of this machine.s memory' <<EOF
+$E
+ring_bytes = $RING30
+compression = zstd
+EOF
 
 ws replicate --config "$ROOT/missing.ini" --once
 check "missing config file -> exit 2 naming it" eval '[ "$rc" = 2 ] && grep -q "config $ROOT/missing.ini: cannot open" err'

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "artifact.h"
 #include "core_internal.h"
 #include "coreutil.h"
 #include "sink.h"
@@ -328,23 +329,14 @@ static void test_deferred_read_paused_under_writer(void **state)
 	}
 }
 
-/* ---- a 412 that is no takeover ------------------------------------------- */
+/* ---- the default codec, by sink ------------------------------------------- */
 
-/*
- * The store refuses the swap on the etag our own write got back though
- * nobody wrote since: another form of the same etag (W/"…", as a proxy
- * that weakens the ETags of the replies it passes on sends). Neither
- * radosgw nor a directory can be made to answer a PUT with another form
- * than their reads give, so the etag the stream kept is rewritten in
- * place (the one fault faked here). The tail must not loop nor lose
- * frames: one refusal, then it fences by a read, and so do later tails.
- */
 /*
  * The codec a stream gets when it names none (WS_CODEC_DEFAULT) follows
  * its sink: zstd on s3://, none on file:// (core/sink.c; README.md
  * "Compression and encryption"). One transaction of ~150 pages of one
  * repeated byte: stored plain it puts more than its pages' bytes, sealed
- * with zstd a small fraction of them. Restore and verify read it back
+ * with zstd a small fraction of them; restore_is restores and verifies it
  * either way. (Here because this file runs on both sinks.)
  */
 static void test_default_codec_by_sink(void **state)
@@ -373,9 +365,28 @@ static void test_default_codec_by_sink(void **state)
 #endif
 	ws_stream_close(st);
 	restore_is(&e, wt_content_hash(e.w, NULL), __LINE__);
+	/* Checkpoint artifacts stay unsealed unless a codec is named, on
+	 * either sink (sealing one takes a second temporary file). */
+	struct ws_checkpoint_opts co;
+	struct ws_art_seals as;
+	memset(&co, 0, sizeof(co));
+	assert_int_equal(ws_art_seals_resolve(e.sink, &co, &as), 0);
+	assert_false(ws_seal_on(ws_art_seals_for(&as, TENANT)));
+	ws_art_seals_free(&as);
 	wt_env_free(&e);
 }
 
+/* ---- a 412 that is no takeover ------------------------------------------- */
+
+/*
+ * The store refuses the swap on the etag our own write got back though
+ * nobody wrote since: another form of the same etag (W/"…", as a proxy
+ * that weakens the ETags of the replies it passes on sends). Neither
+ * radosgw nor a directory can be made to answer a PUT with another form
+ * than their reads give, so the etag the stream kept is rewritten in
+ * place (the one fault faked here). The tail must not loop nor lose
+ * frames: one refusal, then it fences by a read, and so do later tails.
+ */
 static void test_own_etag_refused(void **state)
 {
 	struct wt_env e;
