@@ -83,10 +83,18 @@ wait_applied 15
 kill -KILL "$fpid"
 reap "$fpid" "$ROOT/ferr" "follow"
 check "follow: killed with -9 mid-run (after $(grep -c '"transaction"' fout) transactions)" [ "$reaped" = 137 ]
+# The writer commits on while it is down: started again, it has those to catch up.
+down_at=$(wc -l <states)
+for i in $(seq 200); do [ "$(wc -l <states)" -ge $((down_at + 5)) ] && break; sleep 0.05; done
+check "follow: the writer committed while it was down" [ "$(wc -l <states)" -ge $((down_at + 5)) ]
 start_follow 2
 wait "$w"
 wait_source
 check "follow: killed and started again, it reached the source" [ "$(replica_digest)" = "$(tail -n 1 states)" ]
+check "follow: killed and started again, every read so far is a state the writer committed" python3 -c "
+states = set(open('states').read().split())
+seen = open('r1').read().splitlines()
+assert seen and all(l in states for l in seen), [l for l in seen if l not in states][:3]"
 # Stopped and started again (a new writer process): it rebuilds and goes on.
 kill -TERM "$fpid"
 reap "$fpid" "$ROOT/ferr" "follow"
