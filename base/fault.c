@@ -39,6 +39,7 @@ struct armed_site {
 	ws_fault_pause_fn fn;
 	void *arg;
 	unsigned hits;
+	bool every; /* fires on every hit from the nth on (WS_FAULT's "nth+") */
 };
 static struct armed_site armed[ARMED_MAX];
 static unsigned armed_count;
@@ -76,6 +77,7 @@ static int add_raw(const char *site, unsigned nth, enum ws_fault_action action, 
 	a->action = action;
 	a->fn = fn;
 	a->arg = arg;
+	a->every = false;
 	__atomic_store_n(&a->hits, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&armed_count, armed_count + 1, __ATOMIC_RELEASE);
 	return 0;
@@ -133,7 +135,8 @@ static void load_env(void)
 	const char *spec = getenv("WS_FAULT");
 	const char *rnd = getenv("WS_PAUSE_RANDOM");
 	char buf[192];
-	char *nth, *action;
+	char *nth, *action, *end = NULL;
+	unsigned long n = 1;
 	enum ws_fault_action act = WS_FAULT_FAIL;
 
 	if (rnd && *rnd) {
@@ -166,10 +169,17 @@ static void load_env(void)
 		fprintf(stderr, "walship: WS_FAULT=%s: action '%s' is not fail, crash, pause or stop\n", spec, action);
 		_exit(2);
 	}
-	if (arm_raw(buf, nth ? (unsigned)strtoul(nth, NULL, 10) : 1, act, NULL, NULL) != 0) {
+	if (nth)
+		n = strtoul(nth, &end, 10);
+	if (nth && *end && strcmp(end, "+") != 0) {
+		fprintf(stderr, "walship: WS_FAULT=%s: '%s' is not N or N+\n", spec, nth);
+		_exit(2);
+	}
+	if (arm_raw(buf, (unsigned)n, act, NULL, NULL) != 0) {
 		fprintf(stderr, "walship: WS_FAULT=%s: '%s' is not a fault site\n", spec, buf);
 		_exit(2);
 	}
+	armed[0].every = nth && *end == '+';
 }
 #else
 static void load_env(void) {}
@@ -234,7 +244,8 @@ int ws_fault_hit(const char *site)
 		if (strcmp(site, site_names[a->site]) != 0)
 			continue;
 		known = true;
-		if (__atomic_add_fetch(&a->hits, 1, __ATOMIC_RELAXED) != a->nth)
+		unsigned hits = __atomic_add_fetch(&a->hits, 1, __ATOMIC_RELAXED);
+		if (hits != a->nth && !(a->every && hits > a->nth))
 			continue;
 		switch (a->action) {
 		case WS_FAULT_CRASH:

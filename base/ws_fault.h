@@ -33,7 +33,9 @@
  *
  * Environment: WS_FAULT="site[:nth[:fail|crash|pause|stop]]" arms a site when the
  * first site is reached; an unknown site name there is a fatal error (a
- * typo must never make a crash test pass vacuously).
+ * typo must never make a crash test pass vacuously). "nth+" fires on the
+ * nth hit and on every hit after it (a script that pauses a follower after
+ * each state it applies: "replica.applied:1+:pause").
  */
 #ifndef WS_FAULT_H
 #define WS_FAULT_H
@@ -132,7 +134,11 @@
 	X("engine.lane_store_wait", "engine: a tail in flight let the shard's read lock go to wait for the store") \
 	X("engine.read_ahead", "shard: a tapped tenant's commits past its last settled tail, before they are read " \
 	  "ahead of its next tail")                                                                      \
-	X("events.derive", "events: a collected slot of a tapped tenant, before its frames become events")
+	X("events.derive", "events: a collected slot of a tapped tenant, before its frames become events") \
+	X("replica.before_publish", "replica: a transaction's frames written to the replica's WAL and "     \
+	  "wal-index hash tables, its wal-index header (the commit readers see) not yet written")         \
+	X("replica.applied", "replica: an image or a transaction applied and published, before the call " \
+	  "returns (a follower's --json line for it comes after)")
 
 enum ws_fault_action { WS_FAULT_FAIL = 0, WS_FAULT_CRASH = 1, WS_FAULT_PAUSE = 2, WS_FAULT_STOP = 3 };
 

@@ -15,6 +15,7 @@
 #include "replica.h"
 #include "replica_internal.h"
 #include "ws_fail.h"
+#include "ws_fault.h"
 #include "ws_wal.h"
 
 #define CKPT_FRAMES_DEFAULT 1000u
@@ -213,6 +214,14 @@ static int commit(struct ws_replica *r, uint64_t tx_id, const uint32_t *pgno, co
 	return checkpoint(r, mx);
 }
 
+/* A state applied (rc 0) reaches the site a script holds to read the replica right after each one. */
+static int applied(int rc)
+{
+	if (!rc)
+		(void)WS_FAULT("replica.applied");
+	return rc;
+}
+
 static int check_image(struct ws_replica *r, const uint8_t *img, uint64_t pages, uint32_t page_size)
 {
 	if (!ws_wal_page_size_valid(page_size))
@@ -301,8 +310,10 @@ int ws_replica_image(struct ws_replica *r, uint64_t tx_id, const uint8_t *img, u
 	if (!r->db)
 		return ws_fail(WS_ECONFIG, "replica %s: not open (an earlier rebuild failed)", r->path);
 	if (page_size != r->page_size)
-		return rebuild_file(r, tx_id, img, pages, page_size);
-	return commit(r, tx_id, NULL, img, (uint32_t)pages, (uint32_t)pages, page1_for(r, img, true));
+		rc = rebuild_file(r, tx_id, img, pages, page_size);
+	else
+		rc = commit(r, tx_id, NULL, img, (uint32_t)pages, (uint32_t)pages, page1_for(r, img, true));
+	return applied(rc);
 }
 
 static int check_txn(struct ws_replica *r, uint64_t tx_id, const uint32_t *pgno, const uint8_t *pages, uint32_t n,
@@ -340,5 +351,5 @@ int ws_replica_apply(struct ws_replica *r, uint64_t tx_id, const uint32_t *pgno,
 	for (uint32_t i = n; i-- > 0 && !page1;)
 		if (pgno[i] == 1)
 			page1 = page1_for(r, pages + (size_t)i * page_size, false);
-	return commit(r, tx_id, pgno, pages, n, db_pages, page1);
+	return applied(commit(r, tx_id, pgno, pages, n, db_pages, page1));
 }

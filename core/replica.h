@@ -109,9 +109,11 @@ struct ws_replica_feed *ws_replica_feed_new(struct ws_replica *r, uint64_t pendi
  * pending_bytes_max); after an error the host subscribes again too.
  */
 int ws_replica_feed(struct ws_replica_feed *f, const struct ws_event *e) WS_MUST_CHECK;
-/* Transactions applied, rebuilds, Faulted seen (for logs and tests). */
+/* Transactions applied, rebuilds, Faulted seen (for logs and tests); the
+ * pages and database size of the last transaction applied. */
 struct ws_replica_feed_stats {
 	uint64_t applied, images, faults;
+	uint32_t last_pages, last_db_pages;
 };
 void ws_replica_feed_stats(const struct ws_replica_feed *f, struct ws_replica_feed_stats *out);
 void ws_replica_feed_free(struct ws_replica_feed *f);

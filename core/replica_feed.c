@@ -120,9 +120,12 @@ static int progressed(struct ws_replica_feed *f, const struct ws_event *e)
 			       e->tenant ? e->tenant : "?");
 	int rc = ws_replica_apply(f->r, e->u.progressed.tx_id, f->pgno, f->pages, (uint32_t)f->n, f->page_size,
 				  f->db_pages);
-	drop(f);
-	if (rc == 0)
+	if (rc == 0) {
 		f->stats.applied++;
+		f->stats.last_pages = (uint32_t)f->n;
+		f->stats.last_db_pages = f->db_pages;
+	}
+	drop(f);
 	return rc;
 }
 

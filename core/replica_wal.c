@@ -20,6 +20,7 @@
 
 #include "replica_internal.h"
 #include "ws_fail.h"
+#include "ws_fault.h"
 #include "ws_wal.h"
 
 #define SHM_REGION 32768u
@@ -388,8 +389,8 @@ int ws_rwal_commit(struct ws_rwal *w, const uint32_t *pgno, const uint8_t *pages
 		s[1] = h.frame_cksum[1];
 		rc = ht_cleanup(w, h.mx_frame);
 	}
-	if (rc || (rc = write_frames(w, &x, &h, s)))
-		return rc;
+	if (rc || (rc = write_frames(w, &x, &h, s)) || (rc = WS_FAULT("replica.before_publish")))
+		return rc; /* frames past the header's mxFrame: no reader sees them, the next commit writes over them */
 	h.change++;
 	h.page_size = w->page_size;
 	h.n_page = db_pages;

@@ -16,6 +16,10 @@ void ws_cli_print_tenant_json(const struct ws_tenant_info *t);
 void ws_cli_print_generation_json(const struct ws_generation_info *g);
 /* replicate --events (cli_events.c): one JSON line on stdout per event. */
 void ws_cli_print_event_json(const struct ws_event *x);
+/* A follower's line for a state it applied to its replica ("image" or
+ * "transaction"), {"tenant","applied","tx_id","pages","db_pages"}, for the
+ * caller to add to and emit (replicate --follow --json, walship follow --json). */
+json_t *ws_cli_applied_json(const char *tenant, const char *what, uint64_t tx_id, uint32_t pages, uint32_t db_pages);
 struct ws_cli_events;
 /* Subscribe to each of names (one query each) and print their events from a
  * thread of its own; NULL (said on stderr) when a subscription fails. */
@@ -39,8 +43,10 @@ struct ws_cli_follow_spec {
 	const char *replica;    /* the replica's path */
 };
 struct ws_cli_follow;
-/* Open every replica and subscribe; NULL (said on stderr) when one cannot be. */
-struct ws_cli_follow *ws_cli_follow_start(struct ws_engine *e, const struct ws_cli_follow_spec *specs, size_t n);
+/* Open every replica and subscribe; NULL (said on stderr) when one cannot be.
+ * json: a ws_cli_applied_json line on stdout for each state applied. */
+struct ws_cli_follow *ws_cli_follow_start(struct ws_engine *e, const struct ws_cli_follow_spec *specs, size_t n,
+					  bool json);
 void ws_cli_follow_stop(struct ws_cli_follow *f);
 
 /* `walship NAME --help`: NAME's help on stdout; returns the exit status (0,

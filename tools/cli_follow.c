@@ -22,6 +22,7 @@ struct ws_cli_follow {
 	struct ws_replica_feed **feed;
 	const char **names, **paths;
 	struct ws_cli_events *channel;
+	bool json;              /* a line on stdout for each state applied */
 };
 
 static size_t find(const struct ws_cli_follow *f, const char *name)
@@ -38,6 +39,7 @@ static bool on_event(void *ctx, const char *name, const struct ws_event *x)
 	size_t i = find(f, name);
 	if (i == SIZE_MAX)
 		return false;
+	uint64_t before = ws_replica_tx(f->replica[i]);
 	int rc = ws_replica_feed(f->feed[i], x);
 	if (rc == 1) { /* the channel subscribes a faulted query again itself, unless its worker is gone */
 		bool lost = x->u.faulted.cause == WS_CAUSE_WORKER_LOST;
@@ -52,9 +54,19 @@ static bool on_event(void *ctx, const char *name, const struct ws_event *x)
 		nanosleep(&(struct timespec){ .tv_nsec = 200 * 1000000L }, NULL); /* not a tight loop on a stuck replica */
 		return true;
 	}
-	if (x->kind == WS_EVENT_UPDATE && x->u.update.kind == WS_UPDATE_HYDRATED)
+	if (x->kind == WS_EVENT_UPDATE && x->u.update.kind == WS_UPDATE_HYDRATED) {
 		fprintf(stderr, "walship: follow: tenant %s: replica %s rebuilt at tx_id %llu\n", name, f->paths[i],
 			(unsigned long long)x->u.update.u.hydrated.tx_id);
+		if (f->json)
+			ws_cli_emit_json(ws_cli_applied_json(name, "image", x->u.update.u.hydrated.tx_id,
+							     (uint32_t)x->u.update.u.hydrated.pages,
+							     (uint32_t)x->u.update.u.hydrated.pages));
+	} else if (f->json && x->kind == WS_EVENT_PROGRESSED && ws_replica_tx(f->replica[i]) != before) {
+		struct ws_replica_feed_stats st;
+		ws_replica_feed_stats(f->feed[i], &st);
+		ws_cli_emit_json(ws_cli_applied_json(name, "transaction", x->u.progressed.tx_id, st.last_pages,
+						     st.last_db_pages));
+	}
 	return false;
 }
 
@@ -87,7 +99,8 @@ static int open_one(struct ws_cli_follow *f, size_t i, const struct ws_cli_follo
 	return f->feed[i] ? 0 : err;
 }
 
-struct ws_cli_follow *ws_cli_follow_start(struct ws_engine *e, const struct ws_cli_follow_spec *specs, size_t n)
+struct ws_cli_follow *ws_cli_follow_start(struct ws_engine *e, const struct ws_cli_follow_spec *specs, size_t n,
+					  bool json)
 {
 	struct ws_cli_follow *f = calloc(1, sizeof(*f));
 	if (!f || !(f->replica = calloc(n, sizeof(*f->replica))) || !(f->feed = calloc(n, sizeof(*f->feed))) ||
@@ -96,6 +109,7 @@ struct ws_cli_follow *ws_cli_follow_start(struct ws_engine *e, const struct ws_c
 		goto fail;
 	}
 	f->n = n;
+	f->json = json;
 	for (size_t i = 0; i < n; i++)
 		if (open_one(f, i, &specs[i]) != 0)
 			goto fail;

@@ -123,6 +123,17 @@ void ws_cli_print_outcome_json(const char *tenant, const struct ws_outcome *oc)
 	ws_cli_emit_json(o);
 }
 
+json_t *ws_cli_applied_json(const char *tenant, const char *what, uint64_t tx_id, uint32_t pages, uint32_t db_pages)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "tenant", json_string(tenant));
+	json_object_set_new(o, "applied", json_string(what));
+	json_object_set_new(o, "tx_id", json_integer((json_int_t)tx_id));
+	json_object_set_new(o, "pages", json_integer(pages));
+	json_object_set_new(o, "db_pages", json_integer(db_pages));
+	return o;
+}
+
 void ws_cli_print_tenant_json(const struct ws_tenant_info *t)
 {
 	json_t *o = json_object();

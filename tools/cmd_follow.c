@@ -54,13 +54,8 @@ static int64_t now_ms(void)
 /* One JSON line per state applied: its tx_id and its lag behind the source. */
 static void print_applied(const struct fol *x, const char *what, uint64_t tx, uint32_t pages, uint32_t db_pages)
 {
-	json_t *o = json_object();
+	json_t *o = ws_cli_applied_json(x->tenant, what, tx, pages, db_pages);
 	int64_t src = ws_follow_source_ms(x->f);
-	json_object_set_new(o, "tenant", json_string(x->tenant));
-	json_object_set_new(o, "applied", json_string(what));
-	json_object_set_new(o, "tx_id", json_integer((json_int_t)tx));
-	json_object_set_new(o, "pages", json_integer(pages));
-	json_object_set_new(o, "db_pages", json_integer(db_pages));
 	json_object_set_new(o, "source_ms", json_integer(src));
 	json_object_set_new(o, "lag_ms", json_integer(now_ms() - src));
 	ws_cli_emit_json(o);
@@ -167,7 +162,7 @@ int cmd_follow(int argc, char **argv)
 		return rc;
 	x.r = ws_replica_open(out, &err);
 	if (!x.r) {
-		fprintf(stderr, "walship: follow: replica %s: %s\n", out, ws_errmsg());
+		fprintf(stderr, "walship: follow: %s\n", ws_errmsg()); /* it names the replica */
 		ws_sink_close(sink);
 		return EXIT_FAIL;
 	}

@@ -807,7 +807,7 @@ static int replicate_run(const struct ws_cli_config *cfg, const struct run_opts 
 		if (!evs)
 			goto out;
 	}
-	if (ro->follow_count && !(fol = ws_cli_follow_start(e, ro->follow, ro->follow_count)))
+	if (ro->follow_count && !(fol = ws_cli_follow_start(e, ro->follow, ro->follow_count, ro->json)))
 		goto out;
 	if (ro->once)
 		flush_rc = ws_engine_flush(e);
@@ -1472,7 +1472,8 @@ static const struct command {
 	  "  --interval-ms N             batch_age_ms_max of every shard that sets none, 1..86400000\n"
 	  "  --checkpoint-interval-s N   flush and take a checkpoint of the sink every N seconds\n"
 	  "  --once                      ship what is committed now, drain and exit\n"
-	  "  --json                      one JSON object per line on stdout for each outcome\n"
+	  "  --json                      one JSON object per line on stdout for each outcome, and for\n"
+	  "                              each state a --follow replica applied\n"
 	  "  --events[=NAME,...]         one JSON line on stdout per event of those tenants (all when\n"
 	  "                              none named): update, faulted, progressed (docs/EVENTS.md)\n"
 	  "  --follow NAME=REPLICA_DB    keep REPLICA_DB a live SQLite replica of tenant NAME, readable\n"

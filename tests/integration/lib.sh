@@ -174,10 +174,15 @@ load_s3_env() {
 
 # replica_helpers: the live-replica tests' Python helpers, in the current
 # directory. digest.py: the digest of table t's rows. writer.py N: N
-# transactions into src.db, each state's digest appended to ./states,
-# checkpoints of every mode (given up soon while a reader holds its read
-# mark), the connection closed and opened again. reader.py OUT: reads
-# replica.db until ./stop exists, one digest per read transaction.
+# transactions into src.db, each state's digest appended to ./states and,
+# with the WAL position of its commit, to ./commits, checkpoints of every
+# mode (given up soon while a reader holds its read mark), the connection
+# closed and opened again. reader.py OUT: reads replica.db until ./stop
+# exists, one digest per read transaction. holder.py PAUSE_DIR OUT: for each
+# pause of a follower at replica.applied (WS_FAULT=replica.applied:1+:pause),
+# the replica's digest then, until ./holder.stop exists.
+# check_points.py JSON_OUT POINTS: the follower's state after each one it
+# applied (holder.py's record, one per --json line) against ./commits.
 replica_helpers() {
 	cat >digest.py <<'PY'
 import hashlib
@@ -190,14 +195,42 @@ PY
 
 	# writer N: N transactions, a checkpoint of each mode in turn, restarts.
 	cat >writer.py <<'PY'
-import os, random, sqlite3, sys, time
+import os, random, sqlite3, struct, sys, time
 sys.path.insert(0, os.getcwd())
 from digest import digest
 n = int(sys.argv[1])
 modes = ["PASSIVE", "FULL", "RESTART", "TRUNCATE"]
 rec = open("states", "a")
+com = open("commits", "a")
+shm = None
+
+def record(c):
+    # Under the write lock (nothing can commit or restart the WAL): the
+    # state, and the wal-index header's mxFrame (-shm bytes 16..19, native
+    # order) and salts (32..39), the commit's frame and WAL generation.
+    # Not known ("-"): a frame of 0 (walship's own WAL checkpoint restarted
+    # the WAL between the commit and this lock), or no whole header (its
+    # two copies differ, or the -shm was being rebuilt).
+    # The -shm stays open: closing a descriptor of it would drop this
+    # process's POSIX locks on it, SQLite's among them (another process could
+    # then truncate it under SQLite's mapping). Opened again only once SQLite
+    # deleted it (the inode changed), whose locks are gone with it.
+    global shm
+    c.execute("BEGIN IMMEDIATE")
+    d = digest(c)
+    ino = os.stat("src.db-shm").st_ino
+    if shm is None or os.fstat(shm).st_ino != ino:
+        if shm is not None:
+            os.close(shm)
+        shm = os.open("src.db-shm", os.O_RDONLY)
+    h = os.pread(shm, 96, 0)
+    c.execute("ROLLBACK")
+    mx = struct.unpack("=I", h[16:20])[0] if len(h) == 96 and h[:48] == h[48:] else 0
+    rec.write(d + "\n"); rec.flush()
+    com.write("%s %s %s\n" % (d, h[32:40].hex() if mx else "-", mx if mx else "-")); com.flush()
+
 c = sqlite3.connect("src.db", isolation_level=None, timeout=10)
-rec.write(digest(c) + "\n"); rec.flush()
+record(c)
 for i in range(n):
     c.execute("BEGIN")
     for _ in range(1 + (i % 5) * (10 if i % 7 == 0 else 1)):
@@ -205,7 +238,7 @@ for i in range(n):
     if i % 6 == 5:
         c.execute("DELETE FROM t WHERE id % 4 = 0")
     c.execute("COMMIT")
-    rec.write(digest(c) + "\n"); rec.flush()
+    record(c)
     if i % 8 == 7:
         # Modes that wait for readers give up soon while replicate holds its read mark.
         c.execute("PRAGMA busy_timeout=50")
@@ -237,6 +270,100 @@ while not os.path.exists("stop"):
             out.write("ERROR " + str(e) + "\n")
     time.sleep(0.002)
 PY
+
+	# holder PAUSE_DIR OUT: while a follower is paused right after a state
+	# it applied, the replica's digest in one read transaction, then let it go.
+	cat >holder.py <<'PY'
+import os, sqlite3, sys, time
+sys.path.insert(0, os.getcwd())
+from digest import digest
+pdir, out = sys.argv[1], open(sys.argv[2], "w")
+c = None  # opened at the first pause: the follower creates the replica
+while not os.path.exists("holder.stop"):
+    held = os.listdir(pdir)
+    assert len(held) <= 1, held
+    for name in held:
+        c = c or sqlite3.connect("replica.db", isolation_level=None, timeout=10)
+        c.execute("BEGIN")
+        out.write(digest(c) + "\n"); out.flush()
+        c.execute("COMMIT")
+        os.unlink(os.path.join(pdir, name))
+    time.sleep(0.001)
+PY
+
+	# check_points JSON_OUT POINTS: state k the holder read is the one the
+	# follower's k-th --json line names: a committed state of the source
+	# (./commits), a transaction exactly the commit after the state before
+	# it, at the source's commit frame for it (tx_id's low 32 bits), its
+	# chain (high 32 bits) the previous transaction's exactly when their
+	# WAL generations (salts) are the same, tx_id growing; the last the
+	# source's last.
+	cat >check_points.py <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if '"applied"' in l]
+points = open(sys.argv[2]).read().split()
+order, pos, pos_of = [], {}, {}
+for l in open("commits"):
+    d, salt, frame = l.split()
+    if order and order[-1][0] == d:
+        continue  # a writer started again records the state it found
+    assert d not in pos_of, "two commits of one state: the digests do not tell them apart"
+    pos_of[d] = len(order)
+    order.append((d, salt, None if frame == "-" else int(frame)))
+assert len(lines) == len(points), f"{len(lines)} --json lines, {len(points)} pauses"
+prev = None  # (n, line)
+checked = txns = 0
+for k, (o, d) in enumerate(zip(lines, points)):
+    assert d in pos_of, f"state {k} ({o}) is no state the source committed"
+    n = pos_of[d]
+    tx = o["tx_id"]
+    chain, frame = tx >> 32, tx & 0xFFFFFFFF
+    if prev:  # a Hydrated again may be at the tx_id already applied
+        assert tx > prev[1]["tx_id"] or (o["applied"] == "image" and tx == prev[1]["tx_id"]), \
+            f"tx_id went back: {prev[1]} then {o}"
+    if o["applied"] == "image":
+        assert not prev or n >= prev[0], f"image {o} is commit {n}, before commit {prev[0]} it held"
+    else:
+        txns += 1
+        assert prev, f"a transaction before any image: {o}"
+        assert n == prev[0] + 1, f"{o}: the replica is commit {n}, not the one after commit {prev[0]}"
+        if order[n][2] is not None:
+            checked += 1
+            assert frame == order[n][2], f"{o}: tx_id frame {frame}, the source committed it at frame {order[n][2]}"
+        p = prev[1]
+        pn = prev[0]
+        if p["applied"] == "transaction" and order[n][1] != "-" and order[pn][1] != "-":
+            same = order[n][1] == order[pn][1]
+            assert (chain == p["tx_id"] >> 32) == same, f"{p} then {o}: chain vs WAL generation ({order[pn][1]} -> {order[n][1]})"
+    prev = (n, o)
+assert prev and prev[0] == len(order) - 1, f"ends at commit {prev and prev[0]} of {len(order) - 1}"
+assert txns >= 20 and checked >= 0.9 * txns, f"{txns} transactions, {checked} with a known frame"
+print(f"{len(lines)} states applied ({txns} transactions, {checked} at their frame) each the source's")
+PY
+}
+
+# busy_writer_start: a writer process holds busy.db's (a WAL database with
+# table x) write lock, one row inserted and not committed, until
+# busy_writer_end (which commits it and waits for the process).
+busy_writer_start() {
+	sqlite3 busy.db "PRAGMA journal_mode=wal; CREATE TABLE IF NOT EXISTS x(y);" >/dev/null
+	rm -f busy.held busy.done
+	python3 - <<'PY' &
+import sqlite3, time, os
+c = sqlite3.connect("busy.db", isolation_level=None)
+c.execute("BEGIN IMMEDIATE"); c.execute("INSERT INTO x VALUES (1)")
+open("busy.held", "w").close()
+while not os.path.exists("busy.done"):
+    time.sleep(0.05)
+c.execute("COMMIT")
+PY
+	busy_pid=$!
+	local _
+	for _ in $(seq 100); do [ -e busy.held ] && break; sleep 0.05; done
+}
+busy_writer_end() {
+	touch busy.done
+	wait "$busy_pid"
 }
 
 # Recorded points of tenant a (a.db) shipped to $URL: ship (replicate --once,

@@ -7,7 +7,16 @@
 # recorded state; at the end the replica is the source. Killed with -9
 # mid-stream and started again, it rebuilds and follows on, the readers
 # reading all along. With fault sites,
-# an injected derive fault ends the query and --follow subscribes again.
+# an injected derive fault ends the query and --follow subscribes again,
+# and the replica is checked equal to the source at every Progressed:
+# WS_FAULT=replica.applied:1+:pause holds the follower's thread right after
+# each state it applies (published to readers, its --json line not yet
+# printed); holder.py reads the replica then and lets it go, so the k-th
+# digest read is the state of the k-th --json line. check_points.py maps
+# each to the writer's record (digest and WAL position of every commit): a
+# state the source committed, each transaction exactly the commit after the
+# state before it, its tx_id's frame the source's commit frame for it, its
+# chain changing exactly with the WAL generation.
 # Bad input: a malformed argument, an unknown tenant, the source as its own
 # replica, a tenant followed twice, a replica that is no database, one in
 # use by another writer.
@@ -30,12 +39,15 @@ wait_rebuilt() {
 	done
 }
 
-# follow_run TXNS [ENV...] (FOLLOW_KILL=1: kill -9 and restart it mid-stream): replicate --follow with readers and the writer; the replica must reach the last state.
+# follow_run TXNS [ENV...] (FOLLOW_KILL=1: kill -9 and restart it mid-stream;
+# FOLLOW_JSON=1: --json, a line per state applied on stdout): replicate
+# --follow with readers and the writer; the replica must reach the last state.
 follow_run() {
-	local txns=$1 i
+	local txns=$1 i json=()
 	shift
-	rm -f states stop replica.db replica.db-wal replica.db-shm r1 r2 shell.out
-	env "$@" "$WS_BIN" replicate --sink "file://$ROOT/sink" --follow app="$ROOT/replica.db" app="$ROOT/src.db" \
+	[ "${FOLLOW_JSON:-0}" = 1 ] && json=(--json)
+	rm -f states commits stop replica.db replica.db-wal replica.db-shm r1 r2 shell.out
+	env "$@" "$WS_BIN" replicate --sink "file://$ROOT/sink" "${json[@]}" --follow app="$ROOT/replica.db" app="$ROOT/src.db" \
 		>"$ROOT/out" 2>"$ROOT/err" &
 	local pid=$!
 	wait_rebuilt 1
@@ -105,6 +117,21 @@ assert seen and all(l in states for l in seen)"
 check "killed: sqlite3 finds the replica sound" bash -c "[ \"\$(sqlite3 replica.db 'PRAGMA integrity_check')\" = ok ]"
 
 if [ "${WS_FAULTS:-0}" = 1 ]; then
+	# Equal to the source at every Progressed (the head comment).
+	rm -rf pauses points holder.stop && mkdir pauses
+	python3 holder.py pauses points &
+	holder=$!
+	FOLLOW_JSON=1 follow_run 80 WS_FAULT=replica.applied:1+:pause WS_PAUSE_DIR="$ROOT/pauses"
+	touch holder.stop
+	wait "$holder"
+	check "paused after each state: exit 0 after SIGTERM" [ "$reaped" = 0 ]
+	check "paused after each state: the replica, right after each, is the source's state at its tx_id" \
+		python3 check_points.py out points
+	check "paused after each state: every read is a committed state" python3 -c "
+states = set(open('states').read().split())
+seen = open('r1').read().splitlines() + open('r2').read().splitlines()
+assert seen and all(l in states for l in seen)"
+
 	follow_run 40 WS_FAULT=events.derive:3:fail
 	check "fault: exit 0 after SIGTERM" [ "$reaped" = 0 ]
 	check "fault: the cause logged, the query subscribed again" bash -c \
@@ -137,21 +164,9 @@ cp notes.txt notes.before
 ws "${S[@]}" --follow app="$ROOT/notes.txt" app="$ROOT/src.db"
 check "a replica that is no database: refused, named, left as it was" bash -c \
 	"[ $rc = 1 ] && grep -q 'notes.txt: not a SQLite database' err && cmp -s notes.txt notes.before"
-sqlite3 busy.db "PRAGMA journal_mode=wal; CREATE TABLE x(y);" >/dev/null
-python3 - <<'EOF' &
-import sqlite3, time, os
-c = sqlite3.connect("busy.db", isolation_level=None)
-c.execute("BEGIN IMMEDIATE"); c.execute("INSERT INTO x VALUES (1)")
-open("busy.held", "w").close()
-while not os.path.exists("busy.done"):
-    time.sleep(0.05)
-c.execute("COMMIT")
-EOF
-holder=$!
-for _ in $(seq 100); do [ -e busy.held ] && break; sleep 0.05; done
+busy_writer_start
 ws "${S[@]}" --follow app="$ROOT/busy.db" app="$ROOT/src.db"
-touch busy.done
-wait "$holder"
+busy_writer_end
 check "a replica in use by another writer: refused, named" bash -c \
 	"[ $rc = 1 ] && grep -q 'busy.db: in use by another writer' err"
 
