@@ -397,7 +397,9 @@ uint64_t ws_ev_tap_mark(struct ws_ev_tap *tap, uint64_t now_ms)
 	if (now_ms < tap->mark_at_ms)
 		return tap->mark_at_ms;
 	emit_progressed(tap, tap->commit, true);
-	tap->mark_last_ms = now_ms;
+	/* The clock at the send, not the loop's now_ms (taken before the
+	 * reads and hand-outs of this round): markers stay marker_ms apart. */
+	tap->mark_last_ms = ws_mono_ms();
 	(void)ws_ev_flush(tap->hub, tap->shard);
 	return UINT64_MAX;
 }

@@ -667,6 +667,10 @@ static void test_busy_writer_does_not_wake_per_write(void **state)
 	 * 1,954 ms, within the model's 430. A wake-up per write shows as 300
 	 * or more whenever the commits took under 1.3 s.) */
 	uint64_t bound = (uint64_t)elapsed / 5 + 40;
+	if (bound >= 300)
+		print_message("the commits took %" PRId64 " ms: at this load a wake-up per write (300) is within "
+			      "the bound (%" PRIu64 "), so this run shows only that there were no more\n",
+			      elapsed, bound);
 	if (wakes > bound)
 		fail_msg("the shard woke %" PRIu64 " times for 300 commits in %" PRId64 " ms (bound %" PRIu64 ")",
 			 wakes, elapsed, bound);
