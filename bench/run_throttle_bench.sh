@@ -5,6 +5,7 @@
 #                               [--build DIR] [--out DIR] [--rgw DIR] [--policies LIST]
 #                               [--bench-args "ARGS"] [--tenants N]
 #                               [--scale-tenants "LIST"] [--reps N] [--min-cap N]
+#                               [--timeline]
 #
 #   one-tenant    one tenant writing as fast as SQLite can, file:// sink
 #   many-tenants  1,000 tenants at a low rate each (--tiny: 50), s3:// on radosgw
@@ -43,12 +44,16 @@
 # ARGS (split on spaces) to every walship-bench run: the same scenario with
 # another shard setting, e.g. "--inline-batch-bytes off". --tenants N: the
 # throttled and recovery load's tenants (default 20; --tiny 4), each
-# writing 20 transactions of 2 KiB a second.
+# writing 20 transactions of 2 KiB a second. --timeline: every run with
+# walship-bench --debug, its log in NAME.log and, from it and the tenants'
+# ages, NAME-timeline.txt (bench/throttle_timeline.py: each tenant's
+# writes, turns, refusals and deferrals, and what made each stretch of a
+# watermark age over 2 s).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 scenario="" seconds="" tiny=0 build="$here/build" out="" rgw="" policies="" bench_args="" tenants=""
-scale_tenants="" reps=1 min_cap=2
+scale_tenants="" reps=1 min_cap=2 timeline=0
 die() { echo "run_throttle_bench.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -72,7 +77,8 @@ while [ $# -gt 0 ]; do
             for n in $scale_tenants; do [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "--scale-tenants: '$n' is not a whole number >= 1"; done ;;
         --min-cap) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || die "--min-cap: a whole number >= 1"; min_cap=$2; shift 2 ;;
         --reps) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || die "--reps: a whole number >= 1"; reps=$2; shift 2 ;;
-        -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
+        --timeline) timeline=1; shift ;;
+        -h|--help) sed -n '2,54p' "$0"; exit 0 ;;
         *) die "unknown argument '$1'" ;;
     esac
 done
@@ -177,11 +183,18 @@ run() {
     local name=$1 cap=$2; shift 2
     echo "== $name: walship-bench $*"
     rm -rf "${out:?}/work-$name"
+    local debug=() log=/dev/stderr
+    [ "$timeline" = 0 ] || { debug=(--debug); log="$out/$name.log"; }
     if ! nice -n 5 "$bench" --label "$name" --dir "$out/work-$name" --json "$out/$name.json" \
             --csv "$out/$name.csv" --tenant-csv "$out/$name-tenants.csv" --seconds "$seconds" \
-            "${baseline_arg[@]}" "$@" $bench_args; then
+            "${baseline_arg[@]}" "${debug[@]}" "$@" $bench_args 2>>"$log"; then
         echo "run_throttle_bench.sh: $name FAILED" >&2
+        [ "$timeline" = 0 ] || tail -n 20 "$log" >&2
         failures=$((failures + 1))
+    fi
+    if [ "$timeline" = 1 ] && [ -f "$out/$name-tenants.csv" ]; then
+        python3 "$here/bench/throttle_timeline.py" "$log" "$out/$name-tenants.csv" > "$out/$name-timeline.txt" ||
+            echo "run_throttle_bench.sh: $name: the timeline failed" >&2
     fi
     [ -f "$out/$name.json" ] || return 0
     plot "$name"

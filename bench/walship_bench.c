@@ -165,6 +165,16 @@ static uint64_t ct_cap;
 static atomic_bool stop_writers;
 static double t0;
 
+/* --debug: each line stamped with the seconds since the load began (the
+ * time base of --csv and --tenant-csv; before it, negative), so a tail's
+ * writes line up with the tenants' ages (bench/throttle_timeline.py). */
+static void debug_sink(enum ws_log_level level, const char *msg, void *arg)
+{
+	static const char *const names[] = { "error", "warn", "info", "debug" };
+	(void)arg;
+	fprintf(stderr, "%.3f walship: %s: %s\n", t0 ? bench_now_s() - t0 : -1.0, names[level], msg);
+}
+
 static double thread_cpu_s(void)
 {
 	struct rusage ru;
@@ -801,8 +811,10 @@ static void parse(int argc, char **argv)
 			O.baselines = false;
 		else if (!strcmp(a, "--no-restore-check"))
 			O.restore_check = false;
-		else if (!strcmp(a, "--debug"))
-			ws_log_set_level(WS_LOG_DEBUG); /* every retry, deferral and pace decision, to stderr */
+		else if (!strcmp(a, "--debug")) {
+			ws_log_set_level(WS_LOG_DEBUG); /* every write, retry, deferral and pace decision, to stderr */
+			ws_log_set_sink(debug_sink, NULL);
+		}
 		else if (!strcmp(a, "-h") || !strcmp(a, "--help"))
 			usage();
 		else {

@@ -623,9 +623,18 @@ static int pace_wait(struct s3_store *s, const struct s3_call *c, uint64_t *ms)
  * HTTP status (any non-retryable status, 2xx or 4xx), or a negative error
  * when retries ran out (the detail names the last cause; call_judge).
  */
+/* A write's last answer, for --debug timelines (bench/throttle_timeline.py). */
+static void call_said(const struct s3_store *s, const struct s3_call *c, int rc, uint64_t paced_ms)
+{
+	if (is_write(c->method))
+		ws_debug("s3 %s: %s %s: %s %ld after %u attempt(s), paced %" PRIu64 " ms", s->base.url, c->method,
+			 c->key, rc ? "failed, HTTP" : "HTTP", c->req.status, c->attempts, paced_ms);
+}
+
 int s3_call(struct s3_store *s, struct s3_call *c)
 {
 	int rc;
+	uint64_t paced = 0;
 
 	call_begin(s, c);
 	for (;;) {
@@ -635,6 +644,7 @@ int s3_call(struct s3_store *s, struct s3_call *c)
 			return rc;
 		if (pace)
 			ws_sleep_ms((unsigned)pace);
+		paced += pace;
 		rc = call_sign(s, c);
 		if (rc)
 			return rc;
@@ -642,14 +652,17 @@ int s3_call(struct s3_store *s, struct s3_call *c)
 		if (rc)
 			return rc;
 		rc = call_judge(s, c);
-		if (rc <= 0)
+		if (rc <= 0) {
+			call_said(s, c, rc, paced);
 			return rc;
+		}
 		/* A retry is judged only while attempts and time remain. */
 		WS_ASSERT(rc == 1 && c->attempts < s->attempts_max);
 		if (s->base.throttle_fail_fast && !c->req.err && !c->req.truncated && throttle_status(c->req.status)) {
 			/* Not waited out here: the caller retries after it (the
 			 * backoff already covers the Retry-After). */
 			s->base.throttle_until_ms = ws_mono_ms() + c->backoff_ms;
+			call_said(s, c, WS_ETHROTTLED, paced);
 			return ws_fail(WS_ETHROTTLED, "s3 %s: %s %s throttled (HTTP %ld); left to the caller to retry "
 				       "in %" PRIu64 " ms", s->base.url, c->method, c->key, c->req.status,
 				       c->backoff_ms);
