@@ -618,11 +618,6 @@ static int pace_wait(struct s3_store *s, const struct s3_call *c, uint64_t *ms)
 	return 0;
 }
 
-/*
- * Run a call with retries. Returns 0 with c->req.status set to the final
- * HTTP status (any non-retryable status, 2xx or 4xx), or a negative error
- * when retries ran out (the detail names the last cause; call_judge).
- */
 /* A write's last answer, for --debug timelines (bench/throttle_timeline.py). */
 static void call_said(const struct s3_store *s, const struct s3_call *c, int rc, uint64_t paced_ms)
 {
@@ -631,6 +626,11 @@ static void call_said(const struct s3_store *s, const struct s3_call *c, int rc,
 			 c->key, rc ? "failed, HTTP" : "HTTP", c->req.status, c->attempts, paced_ms);
 }
 
+/*
+ * Run a call with retries. Returns 0 with c->req.status set to the final
+ * HTTP status (any non-retryable status, 2xx or 4xx), or a negative error
+ * when retries ran out (the detail names the last cause; call_judge).
+ */
 int s3_call(struct s3_store *s, struct s3_call *c)
 {
 	int rc;
