@@ -513,6 +513,7 @@ static void test_retention_spares_foreign_object(void **state)
 	q = wt_path(c.e.sink_dir, foreign);
 	assert_int_equal(wt_sh("mkdir -p \"$(dirname '%s')\" && cp '%s' '%s'", q, p, q), 0);
 	free(p);
+	free(q);
 	snprintf(m.snaps[0].key, sizeof(m.snaps[0].key), "%s", foreign);
 	ws_buf_init(&b, 0);
 	assert_int_equal(ws_fmt_manifest_encode(&m, &b), 0);
