@@ -496,7 +496,10 @@ static void take_mark_requests(struct shard *sh, struct ws_ev_hub *hub)
 {
 	for (unsigned i = 0; i < WS_EV_SLOTS; i++) {
 		struct ws_ev_slot *s = &hub->slots[i];
-		if (!__atomic_load_n(&s->live, __ATOMIC_ACQUIRE))
+		/* Read before taking: the loop runs at every wake-up, and most
+		 * rounds nothing is asked (an exchange would write the line each time). */
+		if (!__atomic_load_n(&s->live, __ATOMIC_ACQUIRE) ||
+		    !__atomic_load_n(&s->mark_req[sh->id], __ATOMIC_RELAXED))
 			continue;
 		uint64_t id = __atomic_exchange_n(&s->mark_req[sh->id], 0, __ATOMIC_ACQ_REL);
 		for (size_t k = 0; id && k < sh->n; k++) {

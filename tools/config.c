@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1127,12 +1128,13 @@ static int check_paths_unique(const struct ws_cli_config *c)
 }
 
 /* Whether a shard's own settings seal its tenants' objects: a key, zstd
- * named, or the default codec on an s3:// sink (core/sink.c). */
+ * named, or the default codec on an s3:// sink (core/sink.c decides it by
+ * the opened store; the scheme is matched here as store.c opens it). */
 static bool shard_seals(const struct ws_cli_config *c, const struct ws_shard_config *s)
 {
 	if (s->seal.key_file || s->seal.codec == WS_CODEC_ZSTD)
 		return true;
-	return s->seal.codec == WS_CODEC_DEFAULT && c->sink && !strncmp(c->sink, "s3://", 5);
+	return s->seal.codec == WS_CODEC_DEFAULT && c->sink && !strncasecmp(c->sink, "s3://", 5);
 }
 
 int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides *o)
