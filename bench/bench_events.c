@@ -6,6 +6,7 @@
  *   bench_events [--tiny] [--rate N] [--secs S] [--reps N] [--subs N] [--hyd-subs N] [--tenants N]
  *                [--shards N] [--burst-mb N] [--ring-mb N] [--lag-kb N] [--deadline-ms N]
  *                [--tails-in-flight N] [--carry pressed|always|never] [--no-read-ahead] [--latency-only]
+ *                [--combined]
  *                [--sink-dir DIR] [--dir DIR] [--keep]
  *
  * One engine over a file:// sink (--sink-dir; default under the build's
@@ -40,6 +41,12 @@
  *      return (its Hydrated is on the channel), p50 and p95 (target p95 <
  *      1 s), against one subscription alone in the same repetition.
  *
+ * --combined (2 shards or more: app on shard 0, burst on shard 1) makes
+ * (T)'s subscriptions combined queries on {burst, app}, with app written
+ * at --rate in both of (T)'s runs (with and without them): both workers
+ * busy, each burst Progressed asking shard 0 for a marker whenever app has
+ * nothing newer (docs/EVENTS.md "Markers"); the markers read per second
+ * are shown.
  * --latency-only runs (L) alone; --tails-in-flight sets the shards'
  * tails_in_flight (1: one tail at a time, the baseline of tails in flight);
  * --carry the engine's carry_in_watermark (default pressed); --no-read-ahead
@@ -82,7 +89,7 @@ struct opts {
 	double secs;
 	uint64_t ring_bytes, lag_bytes;
 	const char *sink_dir, *dir;
-	bool keep, tiny, latency_only, no_read_ahead;
+	bool keep, tiny, latency_only, no_read_ahead, combined;
 	enum ws_carry carry;
 };
 
@@ -91,7 +98,7 @@ static void usage(void)
 	fprintf(stderr, "usage: bench_events [--tiny] [--rate N] [--secs S] [--reps N] [--subs N] [--hyd-subs N]\n"
 			"                    [--tenants N] [--shards N] [--burst-mb N] [--ring-mb N] [--lag-kb N]\n"
 			"                    [--deadline-ms N] [--tails-in-flight N] [--carry pressed|always|never]\n"
-			"                    [--no-read-ahead] [--latency-only]\n"
+			"                    [--no-read-ahead] [--latency-only] [--combined]\n"
 			"                    [--sink-dir DIR] [--dir DIR] [--keep]\n");
 	exit(2);
 }
@@ -360,7 +367,9 @@ static void world_up(struct world *w, const struct opts *o)
 	db_path(w, "app", db, sizeof(db));
 	/* Frames of app: one a transaction, every phase's, with room to spare. */
 	writer_start(&w->w, db, o->rate,
-		     (uint64_t)((double)o->rate * o->secs * 4.0 + 4.0 * o->rate + 1000.0) * o->reps + 100000);
+		     (uint64_t)((double)o->rate * o->secs * 4.0 + 4.0 * o->rate + 1000.0) * o->reps + 100000 +
+			     /* --combined: app written through (T) too (a minute a rep is room to spare) */
+			     (o->combined ? (uint64_t)o->rate * 60 * o->reps : 0));
 	db_path(w, "burst", db, sizeof(db));
 	w->burst = db_open(db);
 	w->bg.n = w->ntenants - 2;
@@ -398,7 +407,10 @@ struct reader {
 	const struct opts *o;
 	struct world *w;
 	const char *tenant;       /* its queries' tenant */
+	const char *tenant2;      /* and a second one (a combined query), or NULL */
 	unsigned nq;              /* its queries */
+	uint64_t markers;         /* Progressed at a tenant's tx_id already seen (docs/EVENTS.md "Markers") */
+	uint64_t last_tx[2];      /* tenant's, tenant2's last Progressed tx_id */
 	int64_t *prog;            /* by app's commit frame: when its Progressed was read (NULL: not kept) */
 	uint64_t events, page_bytes;
 	unsigned faults;          /* its queries shed (push_deadline) */
@@ -420,13 +432,16 @@ static struct ws_events *chan_open(struct world *w, const struct opts *o)
 	return ev;
 }
 
-static uint64_t subscribe1(struct ws_events *ev, const char *tenant)
+static uint64_t subscribe2(struct ws_events *ev, const char *tenant, const char *tenant2)
 {
+	const char *t[2] = { tenant, tenant2 };
 	uint64_t q = 0;
-	if (ws_events_subscribe(ev, &tenant, 1, &q) != 0)
-		bench_die("subscribe %s: %s", tenant, ws_errmsg());
+	if (ws_events_subscribe(ev, t, tenant2 ? 2 : 1, &q) != 0)
+		bench_die("subscribe %s%s%s: %s", tenant, tenant2 ? "," : "", tenant2 ? tenant2 : "", ws_errmsg());
 	return q;
 }
+
+static uint64_t subscribe1(struct ws_events *ev, const char *tenant) { return subscribe2(ev, tenant, NULL); }
 
 /* A Faulted other than push_deadline is a failure; a shed is counted. */
 static void shed_ok(const struct ws_event *e, unsigned *shed)
@@ -444,8 +459,13 @@ static void count(struct reader *r, const struct ws_event *e)
 		shed_ok(e, &r->faults);
 	} else if (e->kind == WS_EVENT_UPDATE && e->u.update.kind == WS_UPDATE_CHANGED) {
 		r->page_bytes += (uint64_t)e->u.update.u.changed.count * e->u.update.page_size;
-	} else if (e->kind == WS_EVENT_PROGRESSED && r->prog && WS_TX_FRAME(e->u.progressed.tx_id) < r->w->w.cap) {
-		r->prog[WS_TX_FRAME(e->u.progressed.tx_id)] = now_ns();
+	} else if (e->kind == WS_EVENT_PROGRESSED) {
+		const int k = r->tenant2 && e->tenant && strcmp(e->tenant, r->tenant2) == 0;
+		if (r->last_tx[k] == e->u.progressed.tx_id)
+			r->markers++;
+		r->last_tx[k] = e->u.progressed.tx_id;
+		if (r->prog && WS_TX_FRAME(e->u.progressed.tx_id) < r->w->w.cap)
+			r->prog[WS_TX_FRAME(e->u.progressed.tx_id)] = now_ns();
 	}
 }
 
@@ -454,7 +474,7 @@ static void *reader_main(void *arg)
 	struct reader *r = arg;
 	struct ws_event e;
 	for (unsigned i = 0; i < r->nq; i++)
-		r->q[i] = subscribe1(r->ev, r->tenant);
+		r->q[i] = subscribe2(r->ev, r->tenant, r->tenant2);
 	pthread_mutex_lock(&r->mu);
 	r->ready = true;
 	pthread_cond_signal(&r->cv);
@@ -475,14 +495,15 @@ static void *reader_main(void *arg)
 }
 
 /* Opens a channel, subscribes nq queries on tenant from its thread, returns once they are hydrated. */
-static void reader_start(struct reader *r, struct world *w, const struct opts *o, const char *tenant, unsigned nq,
-			 int64_t *prog)
+static void reader_start2(struct reader *r, struct world *w, const struct opts *o, const char *tenant,
+			  const char *tenant2, unsigned nq, int64_t *prog)
 {
 	memset(r, 0, sizeof(*r));
 	r->ev = chan_open(w, o);
 	r->o = o;
 	r->w = w;
 	r->tenant = tenant;
+	r->tenant2 = tenant2;
 	r->nq = nq;
 	r->prog = prog;
 	r->q = calloc(nq ? nq : 1, sizeof(*r->q));
@@ -494,6 +515,12 @@ static void reader_start(struct reader *r, struct world *w, const struct opts *o
 	while (!r->ready)
 		pthread_cond_wait(&r->cv, &r->mu);
 	pthread_mutex_unlock(&r->mu);
+}
+
+static void reader_start(struct reader *r, struct world *w, const struct opts *o, const char *tenant, unsigned nq,
+			 int64_t *prog)
+{
+	reader_start2(r, w, o, tenant, NULL, nq, prog);
 }
 
 static void reader_stop(struct reader *r)
@@ -609,7 +636,7 @@ static void lat_run(struct world *w, const struct opts *o, bool stalled, struct 
 /* ---- (T) shipping a burst, with and without subscribers ------------------------------ */
 
 struct thr_res {
-	double frames_s, mb_s, events_s, event_mb_s;
+	double frames_s, mb_s, events_s, event_mb_s, markers_s;
 	unsigned shed;             /* channels shed (push_deadline: they fell behind the burst) */
 };
 
@@ -630,9 +657,11 @@ static void thr_run(struct world *w, const struct opts *o, unsigned subs, struct
 	struct reader r[4];
 	const unsigned nr = subs ? 4 : 0;
 	struct ws_tenant_metrics m0, m1;
-	uint64_t ev = 0, evb = 0;
+	uint64_t ev = 0, evb = 0, mk = 0;
 	for (unsigned i = 0; i < nr; i++)
-		reader_start(&r[i], w, o, "burst", subs / 4 + (i < subs % 4), NULL);
+		reader_start2(&r[i], w, o, "burst", o->combined ? "app" : NULL, subs / 4 + (i < subs % 4), NULL);
+	if (o->combined)
+		__atomic_store_n(&w->w.run, 1, __ATOMIC_RELEASE); /* both workers busy, with or without queries */
 	if (ws_engine_flush(w->e) != 0 || ws_engine_tenant_metrics(w->e, "burst", &m0) != 0)
 		bench_die("burst: %s", ws_errmsg());
 	uint64_t e0[4] = { 0 };
@@ -643,18 +672,21 @@ static void thr_run(struct world *w, const struct opts *o, unsigned subs, struct
 	if (ws_engine_flush(w->e) != 0)
 		bench_die("burst flush: %s", ws_errmsg());
 	double secs = bench_now_s() - t0;
+	__atomic_store_n(&w->w.run, 0, __ATOMIC_RELEASE);
 	if (ws_engine_tenant_metrics(w->e, "burst", &m1) != 0)
 		bench_die("metrics: %s", ws_errmsg());
 	for (unsigned i = 0; i < nr; i++) {
 		ev += __atomic_load_n(&r[i].events, __ATOMIC_RELAXED) - e0[i];
 		reader_stop(&r[i]);
 		evb += r[i].page_bytes;
+		mk += r[i].markers;
 		out->shed += r[i].faults > 0;
 	}
 	out->frames_s = (double)(m1.frames_shipped - m0.frames_shipped) / secs;
 	out->mb_s = (double)(m1.bytes_shipped - m0.bytes_shipped) / secs / 1e6;
 	out->events_s = (double)ev / secs;
 	out->event_mb_s = (double)evb / secs / 1e6;
+	out->markers_s = (double)mk / secs;
 }
 
 /* ---- (H) many subscriptions at once --------------------------------------------------- */
@@ -769,6 +801,10 @@ static void parse(int argc, char **argv, struct opts *o)
 			o->no_read_ahead = true;
 			continue;
 		}
+		if (strcmp(a, "--combined") == 0) {
+			o->combined = true;
+			continue;
+		}
 		if (!v)
 			usage();
 		i++;
@@ -792,11 +828,15 @@ static void parse(int argc, char **argv, struct opts *o)
 		else if (strcmp(a, "--dir") == 0) o->dir = v;
 		else usage();
 	}
+	if (o->combined && o->shards < 2) {
+		fprintf(stderr, "bench_events: --combined needs --shards 2 or more (app on shard 0, burst on 1)\n");
+		exit(2);
+	}
 }
 
 struct figs {
 	struct series p50, p99, ev_s, tail_ms, ahead, p99_st, p99_ratio, shed, by_lag, missing;
-	struct series t0_fs, t_fs, t_mbs, t_ratio, t_evs, t_evmbs, t_shed;
+	struct series t0_fs, t_fs, t_mbs, t_ratio, t_evs, t_evmbs, t_shed, t_mk;
 	struct series h50, h95, h1, h_shed;
 };
 
@@ -818,7 +858,7 @@ static void rep(struct world *w, const struct opts *o, struct figs *f)
 	thr_run(w, o, o->subs, &t1);
 	put(&f->t0_fs, t0.frames_s), put(&f->t_fs, t1.frames_s), put(&f->t_mbs, t1.mb_s);
 	put(&f->t_ratio, t1.frames_s / t0.frames_s), put(&f->t_evs, t1.events_s), put(&f->t_evmbs, t1.event_mb_s);
-	put(&f->t_shed, t1.shed);
+	put(&f->t_shed, t1.shed), put(&f->t_mk, t1.markers_s);
 	hyd_run(w, o, &h50, &h95, &h1, &hshed);
 	put(&f->h50, h50), put(&f->h95, h95), put(&f->h1, h1), put(&f->h_shed, hshed);
 }
@@ -830,9 +870,13 @@ static void report(const struct opts *o, struct figs *f)
 	show(&f->p99_st), show(&f->p99_ratio), show(&f->shed), show(&f->by_lag), show(&f->missing);
 	if (o->latency_only)
 		return;
-	printf("(T) burst of %u MiB on burst, %u subscribers on 4 channels vs none\n", o->burst_mb, o->subs);
+	printf("(T) burst of %u MiB on burst, %u %s on 4 channels vs none%s\n", o->burst_mb, o->subs,
+	       o->combined ? "combined queries {burst, app}" : "subscribers",
+	       o->combined ? ", app written meanwhile in both" : "");
 	show(&f->t0_fs), show(&f->t_fs), show(&f->t_mbs), show(&f->t_ratio), show(&f->t_evs), show(&f->t_evmbs);
 	show(&f->t_shed);
+	if (o->combined)
+		show(&f->t_mk);
 	printf("(H) %u subscriptions at once on 8 channels, app written at %u tx/s\n", o->hyd_subs, o->rate);
 	show(&f->h50), show(&f->h95), show(&f->h1), show(&f->h_shed);
 }
@@ -856,6 +900,7 @@ int main(int argc, char **argv)
 		.t_evs = { "channel events/s (N subscribers)", "ev/s" },
 		.t_evmbs = { "channel page bytes/s (N subscribers)", "MB/s" },
 		.t_shed = { "channels shed in the burst (of 4)", "n" },
+		.t_mk = { "markers read/s (N combined queries)", "ev/s" },
 		.h50 = { "start -> Hydrated p50", "ms" }, .h95 = { "start -> Hydrated p95", "ms" },
 		.h1 = { "one subscription alone", "ms" },
 		.h_shed = { "queries shed meanwhile (push_deadline)", "n" },
