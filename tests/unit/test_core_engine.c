@@ -2471,8 +2471,16 @@ static void test_kill9_and_restart(void **state)
 				fail_msg("after kill -9: %" PRId64 " rows restored, %" PRId64 " acknowledged", rows, acked);
 			unlink(out);
 			free(out);
+			verify_ok(env.sink, "k");
+		} else {
+			/* Killed before its first acknowledgment (a slow start: a
+			 * sanitizer build on a loaded machine): verify passes what
+			 * is there, or finds nothing shipped yet. */
+			int rc = ws_verify(env.sink, "k", NULL, NULL);
+			if (rc && rc != WS_ENOTFOUND)
+				fail_msg("verify k after a kill before any acknowledgment: %s (%s)", ws_strerror(rc),
+					 ws_errmsg());
 		}
-		verify_ok(env.sink, "k");
 	}
 	/* Restart: everything committed ships, restore equals the source. */
 	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 1u << 20, 128u << 10);
