@@ -434,7 +434,26 @@ static bool tap_new_generation(struct ws_ev_tap *tap, uint32_t salt1, uint32_t s
 	tap->chain_salt[1] = salt2;
 	tap->commit = 0;
 	tap->spec_next = 1;
+	tap->ck_known = tap->commit_ck_known = false;
 	return true;
+}
+
+/*
+ * Frames that do not continue the chain the tap emitted: the frame it
+ * emitted last is not the one before them now. Past its last commit, the
+ * writer replaced frames it had (rolled back); at or before it, what the
+ * tap emitted was not the WAL's (never so: a committed frame is not
+ * rewritten in its generation), and a query fed from it must not go on.
+ */
+static void tap_chain_broken(struct ws_ev_tap *tap, uint64_t at)
+{
+	if (tap->spec_next > tap->commit + 1)
+		ws_ev_tap_fault(tap, WS_CAUSE_ROLLBACK, "tenant id %" PRIu64 ": frames %" PRIu64 "..%" PRIu64
+				" delivered as Changed were replaced before they committed (the writer rolled back)",
+				tap->tenant_id, tap->commit + 1, tap->spec_next - 1);
+	else
+		ws_ev_tap_fault(tap, WS_CAUSE_DERIVE, "tenant id %" PRIu64 ": frame %" PRIu64 " does not follow "
+				"committed frame %" PRIu64 " as it was emitted", tap->tenant_id, at, tap->commit);
 }
 
 void ws_ev_tap_slot(struct ws_ev_tap *tap, const struct ws_pipe_desc *d, const uint8_t *frames)
@@ -474,21 +493,25 @@ void ws_ev_tap_frames(struct ws_ev_tap *tap, const struct ws_fmt_gen *gen, const
 	for (uint32_t i = 0; i < run->valid; i++) {
 		const uint64_t k = run->first_frame + i;
 		struct ws_wal_frame_hdr fh;
-		if (k <= tap->commit)
-			continue; /* progressed before (a tail read it again) */
 		ws_wal_frame_hdr_decode(frames + (size_t)i * fsz, &fh);
 		if (k < tap->spec_next) {
-			/* Delivered before its commit: the same frame read again, or
-			 * the writer rolled back and wrote other frames there. The
-			 * checksum chain tells: it covers every byte before it. */
-			if (fh.db_size != 0 ||
-			    (k == tap->spec_next - 1 && (fh.cksum1 != tap->spec_ck[0] || fh.cksum2 != tap->spec_ck[1]))) {
-				ws_ev_tap_fault(tap, WS_CAUSE_ROLLBACK, "tenant id %" PRIu64 ": frames %" PRIu64 "..%" PRIu64
-						" delivered as Changed were replaced before they committed (the writer "
-						"rolled back)", tap->tenant_id, tap->commit + 1, tap->spec_next - 1);
+			/* Emitted before (a tail read it again), or delivered before
+			 * its commit and since replaced (the writer rolled back and
+			 * wrote other frames there). The checksum chain tells: the
+			 * last frame emitted covers every byte before it. */
+			if ((k > tap->commit && fh.db_size != 0) ||
+			    (k == tap->spec_next - 1 && tap->ck_known &&
+			     (fh.cksum1 != tap->spec_ck[0] || fh.cksum2 != tap->spec_ck[1]))) {
+				tap_chain_broken(tap, k);
 				return;
 			}
 			continue;
+		}
+		/* A run that starts at the next frame: its seed is the checksum of
+		 * the frame before it, which must be the one the tap emitted. */
+		if (i == 0 && tap->ck_known && (run->seed[0] != tap->spec_ck[0] || run->seed[1] != tap->spec_ck[1])) {
+			tap_chain_broken(tap, k);
+			return;
 		}
 		if (pend_n == 0) {
 			pend_from = i;
@@ -498,6 +521,7 @@ void ws_ev_tap_frames(struct ws_ev_tap *tap, const struct ws_fmt_gen *gen, const
 		tap->spec_next = k + 1;
 		tap->spec_ck[0] = fh.cksum1;
 		tap->spec_ck[1] = fh.cksum2;
+		tap->ck_known = true;
 		if (fh.db_size != 0 || pend_n == per) {
 			emit_changed(tap, frames, pend_from, pend_n, pend_first, ps, fh.db_size);
 			pend_n = 0;
@@ -505,6 +529,9 @@ void ws_ev_tap_frames(struct ws_ev_tap *tap, const struct ws_fmt_gen *gen, const
 		if (fh.db_size != 0) {
 			emit_progressed(tap, k, false);
 			tap->commit = k;
+			tap->commit_ck[0] = fh.cksum1;
+			tap->commit_ck[1] = fh.cksum2;
+			tap->commit_ck_known = true;
 		}
 	}
 	if (pend_n)

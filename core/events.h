@@ -124,7 +124,11 @@ struct ws_ev_tap {
 	uint64_t commit;        /* the last commit frame it emitted Progressed for (0: none yet) */
 	uint64_t spec_next;     /* the next frame to emit; > commit + 1 while frames past the last
 				 * commit were emitted (speculative, Changed before their commit) */
-	uint32_t spec_ck[2];    /* the stored checksum of frame spec_next - 1 */
+	uint32_t spec_ck[2];    /* the stored checksum of frame spec_next - 1, if ck_known */
+	uint32_t commit_ck[2];  /* the stored checksum of frame commit, if commit_ck_known */
+	bool ck_known;          /* it emitted frame spec_next - 1 (not so when hydrated from the file,
+				 * or at a new generation, where no frame was emitted yet) */
+	bool commit_ck_known;
 	bool faulted;           /* a fault ended it in this tail: emit nothing more */
 	bool single;            /* single-thread mode (events_single.c): a fault writes no REC_FAULT;
 				 * the channel hydrates its queries again instead */

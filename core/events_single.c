@@ -181,6 +181,9 @@ static void settle_tap(struct ws_ev_single *s, uint64_t from)
 	/* The write limit stays: it bounds what the taken-back records overwrote. */
 	__atomic_store_n(&r->head, keep, __ATOMIC_RELEASE);
 	tap->spec_next = tap->commit + 1;
+	tap->spec_ck[0] = tap->commit_ck[0];
+	tap->spec_ck[1] = tap->commit_ck[1];
+	tap->ck_known = tap->commit_ck_known;
 }
 
 int ws_events_tail(struct ws_events *ev, struct ws_outcome *out)
