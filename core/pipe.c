@@ -550,10 +550,19 @@ static void collect(struct ws_pipe *p)
 	}
 }
 
+/*
+ * Results are collected from released slots, whose buffers the ring hands
+ * to the next reserved one (most recently released first): collected
+ * before that slot is taken, and only collected slots give up their
+ * buffers. Otherwise a slot's results (the event channel's Changed slices,
+ * read from its frames) would be read from a buffer already refilled.
+ */
 int ws_pipe_reserve(struct ws_pipe *p, int timeout_ms, uint32_t *idx)
 {
-	int rc = ws_ring_reserve(&p->ring, timeout_ms, idx);
+	int rc = ws_ring_wait_room(&p->ring, timeout_ms);
 	collect(p);
+	if (rc == 0)
+		*idx = ws_ring_take(&p->ring, p->collected);
 	return rc;
 }
 

@@ -148,7 +148,7 @@ static bool wait_tail_moves(struct ws_ring *r, uint32_t seen, int timeout_ms, ui
 	return true;
 }
 
-int ws_ring_reserve(struct ws_ring *r, int timeout_ms, uint32_t *idx)
+int ws_ring_wait_room(struct ws_ring *r, int timeout_ms)
 {
 	uint32_t head = r->head; /* only we write it */
 	uint64_t deadline = timeout_ms > 0 ? ws_mono_ms() + (uint64_t)timeout_ms : 0;
@@ -158,14 +158,29 @@ int ws_ring_reserve(struct ws_ring *r, int timeout_ms, uint32_t *idx)
 		if (__atomic_load_n(&r->closed, __ATOMIC_ACQUIRE))        /* X2: pairs with X1 */
 			return -EPIPE;
 		WS_ASSERT(head - tail <= r->nslots);
-		if (head - tail < r->nslots) {
-			assign_buffer(r, head, tail);
-			*idx = head;
+		if (head - tail < r->nslots)
 			return 0;
-		}
 		if (!wait_tail_moves(r, tail, timeout_ms, deadline))
 			return -EAGAIN;
 	}
+}
+
+uint32_t ws_ring_take(struct ws_ring *r, uint32_t upto)
+{
+	uint32_t head = r->head;
+	/* Released (P2: pairs with C2), and room for head below it. */
+	WS_ASSERT(upto - r->folded <= __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) - r->folded);
+	WS_ASSERT(head - upto < r->nslots);
+	assign_buffer(r, head, upto);
+	return head;
+}
+
+int ws_ring_reserve(struct ws_ring *r, int timeout_ms, uint32_t *idx)
+{
+	int rc = ws_ring_wait_room(r, timeout_ms);
+	if (rc == 0)
+		*idx = ws_ring_take(r, __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE)); /* P2: pairs with C2 */
+	return rc;
 }
 
 /* Ring the consumer's doorbell if it sleeps (or is about to). */

@@ -77,7 +77,8 @@ void ws_ring_destroy(struct ws_ring *r);
 void ws_ring_start_at(struct ws_ring *r, uint32_t start);
 
 /* The memory of slot i: valid from its reserve (producer) or publish
- * (consumer) until its release. */
+ * (consumer) until its release; for the producer, until a take folds its
+ * release (ws_ring_take's upto). */
 static inline uint8_t *ws_ring_slot(const struct ws_ring *r, uint32_t i)
 {
 	return r->mem + (size_t)r->buf_of[i & r->mask] * r->slot_bytes;
@@ -93,9 +94,21 @@ uint32_t ws_ring_used(const struct ws_ring *r);
 /*
  * Producer: the index of the next free slot, waiting up to timeout_ms for
  * one (0: do not wait; -1: wait for ever). Returns 0 with *idx set, or
- * -EAGAIN when the ring stayed full, -EPIPE when closed.
+ * -EAGAIN when the ring stayed full, -EPIPE when closed. The buffers of
+ * every slot released so far may go to the new one: a producer that still
+ * reads a released slot (its results) uses the two steps below instead.
  */
 int ws_ring_reserve(struct ws_ring *r, int timeout_ms, uint32_t *idx) WS_MUST_CHECK;
+
+/*
+ * ws_ring_reserve in two steps. wait_room: 0 once the next slot is free
+ * (or -EAGAIN, -EPIPE as above), nothing assigned. take: that slot, given
+ * a buffer of the slots released before `upto` only (a tail value read
+ * after wait_room's 0): the producer reads slots released after `upto`
+ * (whose buffers are not reused yet) until its next take passes them.
+ */
+int ws_ring_wait_room(struct ws_ring *r, int timeout_ms) WS_MUST_CHECK;
+uint32_t ws_ring_take(struct ws_ring *r, uint32_t upto);
 /* Producer: hand slot head (the one reserve returned) to the consumer. */
 void ws_ring_publish(struct ws_ring *r);
 /* Producer: the consumer's release count, to collect finished slots. */

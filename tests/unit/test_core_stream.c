@@ -1426,6 +1426,92 @@ static void shard_env_free(struct shard_env *x)
 }
 
 /*
+ * A slot's results are read (on_done) after the upload thread released
+ * it: the event channel takes its Changed slices from the slot's frames
+ * there. The ring gives a new slot the buffer released last, so the
+ * results of every released slot must be read before a slot is given a
+ * buffer again. Here all four slots are released at once (the first put
+ * paused until the ring is full) before the fifth is reserved: each
+ * slot's on_done must still find its own bytes. Before the fix the fifth
+ * slot took slot 3's buffer into slot 0's place first, and slot 0's
+ * results were read from slot 3's bytes.
+ */
+struct results_check {
+	struct ws_pipe *pipe;
+	unsigned done, wrong;
+};
+
+static void results_check_done(void *arg, uint32_t idx, const struct ws_pipe_desc *d)
+{
+	struct results_check *c = arg;
+	const uint8_t *b = ws_pipe_slot(c->pipe, idx);
+	(void)d;
+	c->done++;
+	for (size_t i = 0; i < 4096; i++)
+		if (b[i] != (uint8_t)(0xa0 + idx)) {
+			print_error("slot %u: byte %zu is %02x, not %02x\n", idx, i, b[i], 0xa0 + idx);
+			c->wrong++;
+			return;
+		}
+}
+
+static void test_pipe_results_before_reuse(void **state)
+{
+	struct wt_gate g = WT_GATE_INIT;
+	struct ws_pipe pipe;
+	struct results_check c = { .pipe = &pipe };
+	const uint32_t nslots = 4;
+	const size_t slot = 4096;
+	char *dir = wt_tmpdir("pipe-results");
+	int err = 0;
+	uint32_t idx;
+	(void)state;
+
+	uint8_t *mem = aligned_alloc(4096, nslots * slot);
+	assert_non_null(mem);
+	struct ws_store *up = ws_store_file_open(dir, &err);
+	assert_non_null(up);
+	assert_int_equal(ws_pipe_init(&pipe, mem, slot, nslots, up, 4, true, false), 0);
+	pipe.arg = &c;
+	pipe.on_done = results_check_done;
+	assert_int_equal(ws_fault_add("file.put.before_publish", 1, WS_FAULT_PAUSE, wt_gate_wait, &g), 0);
+	for (uint32_t k = 0; k < nslots + 1; k++) {
+		if (k == nslots) {
+			/* The ring is full: let the uploads go, wait until all four are released. */
+			wt_gate_open(&g);
+			for (int t = 0; t < 10000 && ws_ring_used(&pipe.ring) > 0; t++)
+				usleep(1000);
+			assert_int_equal(ws_ring_used(&pipe.ring), 0);
+			assert_int_equal(c.done, 0); /* nothing collected before this reserve */
+		}
+		assert_int_equal(ws_pipe_reserve(&pipe, -1, &idx), 0);
+		assert_int_equal(idx, k);
+		if (k == 0)
+			assert_int_equal(c.done, 0);
+		struct ws_pipe_desc *d = ws_pipe_desc(&pipe, idx);
+		memset(d, 0, sizeof(*d));
+		snprintf(d->key, sizeof(d->key), "results/%u", k);
+		d->payload_len = slot;
+		d->policy = WS_POLICY_BLOCK;
+		memset(ws_pipe_slot(&pipe, idx), (int)(0xa0 + k), slot);
+		if (k == 0) {
+			ws_pipe_publish(&pipe);
+			wt_gate_until_paused(&g); /* the first put waits: nothing is released */
+		} else if (k < nslots) {
+			ws_pipe_publish(&pipe);
+		}
+	}
+	assert_int_equal(c.done, nslots);
+	assert_int_equal(c.wrong, 0);
+	ws_fault_disarm();
+	ws_pipe_destroy(&pipe);
+	ws_store_close(up);
+	free(mem);
+	wt_rmrf(dir);
+	free(dir);
+}
+
+/*
  * Two streams sharing a shard's reader, pipe and per-call arrays, as the
  * engine's tenants do. The arrays start small and grow: the first tenant's
  * re-base needs 125 snapshot parts at the smallest batch (16 pages of 4 KiB
@@ -2310,6 +2396,7 @@ int main(void)
 		cmocka_unit_test(test_uncommitted_on_first_contact),
 		cmocka_unit_test(test_page_sizes),
 		cmocka_unit_test(test_shared_work_grows),
+		cmocka_unit_test(test_pipe_results_before_reuse),
 		cmocka_unit_test(test_shed_snapshot_without_wal),
 		cmocka_unit_test(test_locked_call_waits_out_nothing),
 		cmocka_unit_test(test_inline_manifest_meets_policy),
