@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -244,7 +245,37 @@ struct host {
 	uint64_t q;
 	int at;                  /* the state the replica is at, -1: none yet */
 	unsigned progressed, resubscribed;
+	char trace[32][300];      /* the last events fed, printed when a check fails */
+	unsigned ntrace;
 };
+
+static void trace_event(struct host *h, const struct ws_event *x)
+{
+	char *t = h->trace[h->ntrace++ % 32];
+	if (x->kind == WS_EVENT_PROGRESSED)
+		snprintf(t, 300, "Progressed tx %" PRIx64, x->u.progressed.tx_id);
+	else if (x->kind == WS_EVENT_FAULTED)
+		snprintf(t, 300, "Faulted %s", ws_fault_cause_name(x->u.faulted.cause));
+	else if (x->u.update.kind == WS_UPDATE_HYDRATED)
+		snprintf(t, 300, "Hydrated q %" PRIu64 " tx %" PRIx64 " pages %" PRIu64, x->u.update.query_id,
+			 x->u.update.u.hydrated.tx_id, x->u.update.u.hydrated.pages);
+	else {
+		/* The page numbers too: a slice of other frames shows there. */
+		char pl[200] = "";
+		size_t o = 0;
+		for (uint32_t i = 0; i < x->u.update.u.changed.count && o < 180; i++)
+			o += (size_t)snprintf(pl + o, sizeof(pl) - o, "%s%u", i ? "," : "", x->u.update.u.changed.pgno[i]);
+		snprintf(t, 300, "Changed q %" PRIu64 " at %" PRIx64 " count %u db_pages %u pages [%s]",
+			 x->u.update.query_id, x->u.update.u.changed.position, x->u.update.u.changed.count,
+			 x->u.update.u.changed.db_pages, pl);
+	}
+}
+
+static void trace_print(const struct host *h)
+{
+	for (unsigned i = h->ntrace > 32 ? h->ntrace - 32 : 0; i < h->ntrace; i++)
+		print_error("  event %u: %s\n", i, h->trace[i % 32]);
+}
 
 static void host_open(struct host *h, struct ws_engine *e, const char *replica, uint32_t deadline_ms)
 {
@@ -283,6 +314,7 @@ static void host_step(struct host *h, struct rec *rec, const struct ws_event *x)
 {
 	struct ws_replica_feed_stats before, after;
 	ws_replica_feed_stats(h->f, &before);
+	trace_event(h, x);
 	int rc = ws_replica_feed(h->f, x);
 	if (rc < 0)
 		fail_msg("feed: %s", ws_errmsg());
@@ -298,10 +330,22 @@ static void host_step(struct host *h, struct rec *rec, const struct ws_event *x)
 		assert_true(at >= h->at); /* a committed state, never behind what was applied */
 		h->at = at;
 	} else if (after.applied > before.applied) {
+		int64_t t0 = wt_now_ms();
 		int at = replica_state(h, rec, (unsigned)(h->at + 1));
-		if (at != h->at + 1)
-			fail_msg("at Progressed %u the replica is the writer's state %d, not %d", h->progressed, at,
-				 h->at + 1);
+		if (at != h->at + 1) {
+			uint64_t hash = 0;
+			pthread_mutex_lock(&rec->mu);
+			unsigned n = rec->n;
+			int done = rec->done;
+			pthread_mutex_unlock(&rec->mu);
+			(void)snapshot_hash(h->check, &hash);
+			int any = rec_find(rec, hash, 0);
+			trace_print(h);
+			fail_msg("at Progressed %u (tx %" PRIx64 ", %u pages applied, db %u pages) the replica is the "
+				 "writer's state %d, not %d (from 0: %d; %u states recorded, writer %s; looked %" PRId64
+				 " ms)", h->progressed, x->u.progressed.tx_id, after.last_pages, after.last_db_pages, at,
+				 h->at + 1, any, n, done ? "done" : "writing", wt_now_ms() - t0);
+		}
 		h->at = at;
 		h->progressed++;
 	}
