@@ -451,6 +451,10 @@ static void tap_chain_broken(struct ws_ev_tap *tap, uint64_t at)
 		ws_ev_tap_fault(tap, WS_CAUSE_ROLLBACK, "tenant id %" PRIu64 ": frames %" PRIu64 "..%" PRIu64
 				" delivered as Changed were replaced before they committed (the writer rolled back)",
 				tap->tenant_id, tap->commit + 1, tap->spec_next - 1);
+	else if (at <= tap->commit)
+		ws_ev_tap_fault(tap, WS_CAUSE_DERIVE, "tenant id %" PRIu64 ": frame %" PRIu64 ", read again, is not "
+				"the frame emitted before (committed up to frame %" PRIu64 ")", tap->tenant_id, at,
+				tap->commit);
 	else
 		ws_ev_tap_fault(tap, WS_CAUSE_DERIVE, "tenant id %" PRIu64 ": frame %" PRIu64 " does not follow "
 				"committed frame %" PRIu64 " as it was emitted", tap->tenant_id, at, tap->commit);

@@ -529,7 +529,7 @@ static void test_tap_chain_continues(void **state)
 	chain_frame(&b, 4, 4, 4, 'W');
 	assert_true(b.ck[4][0] != a.ck[4][0] || b.ck[4][1] != a.ck[4][1]);
 	tap_run(&tap, &b, 1, 4, b.ck[0]);
-	expect_chain_fault(h, &pos, &tap, WS_CAUSE_DERIVE, "does not follow committed frame 4");
+	expect_chain_fault(h, &pos, &tap, WS_CAUSE_DERIVE, "frame 4, read again, is not the frame emitted before");
 	ws_ev_hub_destroy(h);
 }
 
