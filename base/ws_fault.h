@@ -124,6 +124,8 @@
 	X("stream.after_snapshot", "tail: the snapshot is read, before the WAL header is checked again")    \
 	X("stream.before_manifest_put", "tail: everything uploaded, before the manifest")                   \
 	X("stream.before_watermark_put", "tail: manifest durable, before the watermark CAS")                \
+	X("stream.key_wait", "tail: manifest durable, the shard's read lock let go, before a watermark "   \
+	  "CAS that waits out key_write_interval_ms (every such write, waiting or not)")                  \
 	X("stream.before_carrying_watermark_put", "tail: before the CAS of a watermark carrying its manifest") \
 	X("stream.before_carried_store", "tail: before storing the manifest the watermark carried")        \
 	X("stream.after_watermark_put", "tail: watermark written, before the read mark handover")          \

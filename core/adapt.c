@@ -56,9 +56,25 @@ uint32_t ws_adapt_age_next(uint32_t cur_ms, uint32_t age_ms, uint32_t bound_ms, 
 	return age_ms + (cur_ms - age_ms) / 2;
 }
 
-uint64_t ws_adapt_key_due(uint64_t due_ms, uint64_t last_put_ms, uint32_t interval_ms)
+uint64_t ws_adapt_key_due(uint64_t due_ms, uint64_t last_sent_ms, uint32_t interval_ms, uint32_t lead_ms)
 {
-	if (!interval_ms || !last_put_ms)
+	if (!interval_ms || !last_sent_ms)
 		return due_ms;
-	return last_put_ms + interval_ms > due_ms ? last_put_ms + interval_ms : due_ms;
+	const uint64_t at = last_sent_ms + interval_ms - (lead_ms < interval_ms ? lead_ms : interval_ms);
+	return at > due_ms ? at : due_ms;
+}
+
+uint32_t ws_adapt_lead_next(uint32_t *lead_ms, uint32_t *dev_ms, uint64_t sample_ms, uint32_t cap_ms)
+{
+	const uint32_t s = sample_ms > cap_ms ? cap_ms : (uint32_t)sample_ms;
+	if (!*lead_ms && !*dev_ms) {
+		*lead_ms = s; /* the first sample: the mean; a deviation of half of it */
+		*dev_ms = s / 2;
+	} else {
+		const uint32_t d = s > *lead_ms ? s - *lead_ms : *lead_ms - s;
+		*dev_ms = (uint32_t)(((uint64_t)*dev_ms * 3 + d) / 4);
+		*lead_ms = (uint32_t)(((uint64_t)*lead_ms * 7 + s) / 8);
+	}
+	const uint64_t l = (uint64_t)*lead_ms + *dev_ms;
+	return l > cap_ms ? cap_ms : (uint32_t)l;
 }

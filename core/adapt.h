@@ -18,9 +18,14 @@
  *    then carries more frames and the tails, each with its manifest and
  *    watermark, come less often); accepted again: halfway back to
  *    batch_age_ms_max per tail.
- * 3. One write per second to one key (ws_adapt_key_due): a tenant's next
- *    tail, which ends with a watermark write, is not started before
- *    key_write_interval_ms after its last one. Nothing is acknowledged
+ * 3. One write per second to one key (ws_adapt_key_due): a tenant's
+ *    watermark write goes out no sooner than key_write_interval_ms after
+ *    its last one went out. The tail that ends with it starts earlier by
+ *    the time its tails take to be ready for that write (ws_adapt_lead_next,
+ *    learnt from the last ones: read, uploads, manifest), and only the
+ *    watermark write waits for the interval (the stream's key wait); the
+ *    write then goes out the moment the interval allows, and commits wait
+ *    one interval, not an interval plus a tail. Nothing is acknowledged
  *    early: a tail that does not run writes nothing and reports nothing.
  */
 #ifndef WS_ADAPT_H
@@ -67,8 +72,18 @@ uint64_t ws_aimd_wait_ms(const struct ws_aimd *a, uint64_t now_ms);
 uint32_t ws_adapt_age_next(uint32_t cur_ms, uint32_t age_ms, uint32_t bound_ms, bool throttled);
 
 /* The earliest a tail may start whose due time is due_ms, when the key it
- * writes was last written at last_put_ms (0: never) and one key takes a
- * write at most every interval_ms (0: no limit). */
-uint64_t ws_adapt_key_due(uint64_t due_ms, uint64_t last_put_ms, uint32_t interval_ms);
+ * writes was last written at last_sent_ms (when that write went out; 0:
+ * never), one key takes a write at most every interval_ms (0: no limit),
+ * and a tail takes lead_ms to be ready for that write (at most interval_ms
+ * counts): its write then waits for the interval, the tail does not. */
+uint64_t ws_adapt_key_due(uint64_t due_ms, uint64_t last_sent_ms, uint32_t interval_ms, uint32_t lead_ms);
+
+/* A tenant's lead, learnt: *lead_ms the estimate in use and *dev_ms its
+ * mean deviation (both 0: none yet), sample_ms the time the last tail took
+ * from its start to its watermark write being ready. The lead is a moving
+ * mean plus its deviation (as TCP's retransmission timer), so a tail is
+ * more often ready before the interval allows than after; returns it,
+ * at most cap_ms. */
+uint32_t ws_adapt_lead_next(uint32_t *lead_ms, uint32_t *dev_ms, uint64_t sample_ms, uint32_t cap_ms);
 
 #endif

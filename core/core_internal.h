@@ -133,6 +133,8 @@ struct ws_stream_call {
 	bool past_index;             /* frames of the live generation lie past the wal-index's last
 				      * commit: most often a commit whose writer has not yet
 				      * written the wal-index, which wakes no one: look again */
+	uint64_t wm_ready_ms;        /* mono ms its watermark write was ready to go (0: none was) */
+	uint64_t key_wait_ms;        /* how long that write then waited for key_ms (ws_stream_set_key_wait) */
 	/* The frames the call set out to ship (0..0: none found), so a refused
 	 * call can say which it left: its generation's sequence too. */
 	uint64_t first_frame, last_frame;

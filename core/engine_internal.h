@@ -71,7 +71,8 @@ struct tenant {
 	uint64_t retry_at;   /* mono ms: after a failed tail, not due before this (0: none) */
 	uint32_t age_ms;     /* gather time of the next tail (adapt.h; 0 or batch_age_ms_max unless throttled) */
 	uint32_t index_wait_ms; /* a followed tenant's next look at a commit under way (0: none pending) */
-	uint64_t wm_put_ms;  /* mono time our last watermark write for it finished (0: none yet) */
+	uint64_t wm_sent_ms; /* mono time our last watermark write for it went out (0: none yet) */
+	uint32_t lead_ms, lead_dev_ms; /* its tails' time to their watermark write (ws_adapt_lead_next) */
 	bool open;
 	bool in_flight;      /* under the shard's read_mu: a lane runs its tail */
 	struct tenant *lru_prev, *lru_next;
@@ -197,7 +198,7 @@ struct shard {
 
 	/* Metrics. */
 	uint64_t tails, wakeups, errors, frames, bytes, puts, throttle, shed_frames, high_water;
-	uint64_t ended_early, coalesced, carried, deferred;
+	uint64_t ended_early, coalesced, carried, deferred, key_waits;
 	uint32_t tenant_count;
 };
 

@@ -92,6 +92,7 @@ int ws_engine_shard_metrics(struct ws_engine *e, unsigned i, struct ws_shard_met
 	m->tails_coalesced = ld(&sh->coalesced);
 	m->tails_carried = ld(&sh->carried);
 	m->tails_deferred = ld(&sh->deferred);
+	m->tails_key_waited = ld(&sh->key_waits);
 	return 0;
 }
 
@@ -257,6 +258,8 @@ int ws_engine_metrics_text(struct ws_engine *e, char **out, size_t *len)
 		  "(one write).", offsetof(struct ws_shard_metrics, tails_carried) },
 		{ "walship_shard_tails_deferred_total", "counter", "Tails a throttling store refused, tried again "
 		  "after its Retry-After while the shard went on.", offsetof(struct ws_shard_metrics, tails_deferred) },
+		{ "walship_shard_tails_key_waited_total", "counter", "Tails whose watermark write waited for "
+		  "key_write_interval_ms, the rest of the tail done.", offsetof(struct ws_shard_metrics, tails_key_waited) },
 	};
 	for (size_t i = 0; i < sizeof(sf) / sizeof(sf[0]); i++) {
 		emit(&t, "# HELP %s %s\n# TYPE %s %s\n", sf[i].name, sf[i].help, sf[i].name, sf[i].type);

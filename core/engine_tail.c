@@ -36,14 +36,24 @@ static uint32_t tail_bound(const struct ws_shard_config *c)
 	return c->tail_ms_max ? c->tail_ms_max : c->batch_age_ms_max / 2;
 }
 
-/* A tail wanted at `at`, which ends with a watermark write: (adaptive) no
- * sooner than one key_write_interval_ms after the tenant's last one,
- * whatever made it due (a change, a continuation, a retry, lost events). */
+/* How far ahead of the interval's end a tenant's tail starts: what its
+ * tails take to be ready for their watermark write, while the shard has
+ * lanes (on its own thread the wait would hold every other tenant). */
+static uint32_t key_lead(const struct shard *sh, const struct tenant *t)
+{
+	return ws_eng_lanes_on(sh) ? t->lead_ms : 0;
+}
+
+/* A tail wanted at `at`, which ends with a watermark write: (adaptive) its
+ * write no sooner than one key_write_interval_ms after the tenant's last
+ * one went out, whatever made it due (a change, a continuation, a retry,
+ * lost events); the tail starts its lead before that, and its watermark
+ * write waits (ws_stream_set_key_wait). */
 uint64_t ws_eng_key_due(const struct shard *sh, const struct tenant *t, uint64_t at)
 {
 	if (!sh->cfg.adaptive)
 		return at;
-	return ws_adapt_key_due(at, t->wm_put_ms, sh->cfg.key_write_interval_ms);
+	return ws_adapt_key_due(at, t->wm_sent_ms, sh->cfg.key_write_interval_ms, key_lead(sh, t));
 }
 
 /* When a tenant's change seen now is due: its gather time, and ws_eng_key_due. */
@@ -322,8 +332,14 @@ static void tail_landed(struct shard *sh, struct tenant *t, const struct ws_stre
 	if (rpo && rpo->has_watermark)
 		__atomic_store_n(&t->wm_mono_ms, (int64_t)ws_mono_ms() - (int64_t)rpo->watermark_age_ms,
 				 __ATOMIC_RELAXED);
-	if (o->kind == WS_OUTCOME_STREAMED || o->kind == WS_OUTCOME_RESTARTED)
-		t->wm_put_ms = ws_mono_ms(); /* both end with a watermark write */
+	if (o->kind == WS_OUTCOME_STREAMED || o->kind == WS_OUTCOME_RESTARTED) {
+		t->wm_sent_ms = ws_stream_wm_sent_ms(t->st); /* both end with a watermark write */
+		/* A change seen while this tail was in flight was made due from
+		 * the watermark write before this one: one interval from this
+		 * one now (a followed tenant's changes are due at once). */
+		if (t->dirty && !t->tap)
+			t->due_ms = ws_eng_key_due(sh, t, t->due_ms);
+	}
 	if (o->kind == WS_OUTCOME_SHED)
 		trouble(sh, t, "every frame of the tail shed (the store is throttling)", 0);
 	else if (o->kind != WS_OUTCOME_FENCED)
@@ -419,6 +435,14 @@ int ws_eng_tail_one(struct shard *sh, struct lane *ln, struct tenant *t, enum ta
 	 * mode: the refused request waits, the client's token bucket paces the
 	 * rest). A flush and the final drain wait as before. */
 	const bool fail_fast = mode == TAIL_DUE && sh->cfg.adaptive;
+	/* Its watermark write waits out key_write_interval_ms, the tail
+	 * having started its lead before (ws_eng_key_due): a due tail of an
+	 * open tenant nobody follows, as ws_eng_key_due made it due (a
+	 * followed tenant, and one with nothing open, are tailed at once:
+	 * engine_shard.c read_events). */
+	const bool key_wait = fail_fast && t->open && !t->tap;
+	ws_stream_set_key_wait(t->st, key_wait, key_lead(sh, t));
+	const uint64_t started = ws_mono_ms();
 	store->throttle_fail_fast = fail_fast;
 	store->throttle_until_ms = 0;
 	ws_stream_set_events(t->st, t->tap);
@@ -457,6 +481,11 @@ int ws_eng_tail_one(struct shard *sh, struct lane *ln, struct tenant *t, enum ta
 	add(&t->shed_frames, call.frames_shed);
 	add(&sh->shed_frames, call.frames_shed);
 	max64(&sh->high_water, call.spill_high_water);
+	if (key_wait && call.wm_ready_ms >= started)
+		(void)ws_adapt_lead_next(&t->lead_ms, &t->lead_dev_ms, call.wm_ready_ms - started,
+					 sh->cfg.key_write_interval_ms / 2);
+	if (call.key_wait_ms)
+		add(&sh->key_waits, 1);
 	if (rc == WS_ETHROTTLED && fail_fast && store->throttle_until_ms) {
 		tail_deferred(sh, t, &call, rc, store->throttle_until_ms);
 		return 0;

@@ -128,7 +128,7 @@ struct ws_stream_mark {
 	uint64_t pend_seq;    /* a watermark write whose outcome is not known (0: none) ... */
 	uint8_t pend_msha[WS_SHA256_LEN];
 	uint64_t pend_mono_ms;
-	uint64_t put_mono_ms;        /* when our last watermark write finished (0: none) */
+	uint64_t sent_mono_ms;       /* when our last watermark write went out (ws_store.write_sent_ms; 0: none) */
 	char stamp_key[WS_KEY_MAX];  /* a manifest whose time_ms is known: stamp_ms (stamp_floor) */
 	int64_t stamp_ms;
 	/* etag is the one our own last watermark write got back, wm and the
@@ -246,6 +246,8 @@ struct ws_stream {
 	struct ws_ev_tap *ev_tap;    /* the event channel's tap (ws_stream_set_events) */
 	struct ws_events *ev_single; /* its single-thread channel (ws_events_open_stream), or NULL */
 	uint32_t tail_ms, key_ms;    /* the work bound (ws_stream_set_tail_bound) */
+	bool key_wait;               /* the watermark write waits for key_ms (ws_stream_set_key_wait) */
+	uint32_t lead_ms;            /* ... which the tail was started this much ahead of */
 	struct ws_stream_lane lane;  /* whose store and work a call uses (ws_stream_set_lane) */
 	/* Across calls. */
 	bool last_ok;                /* the last call shipped what it read (the sink answers) */

@@ -3,6 +3,7 @@
  * carried by the watermark) and the watermark's compare-and-swap.
  */
 #include "stream_internal.h"
+#include "adapt.h"
 
 
 /*
@@ -373,6 +374,27 @@ out:
 }
 
 /*
+ * The watermark write waits until key_ms after our last one went out, when
+ * the engine asks (ws_stream_set_key_wait): it started this tail early so
+ * that everything before this write (read, uploads, manifest) is done by
+ * then. Called with the shard's read lock let go, as for the write itself;
+ * the read mark is held, so the WAL keeps every frame this tail ships.
+ */
+static void key_wait(struct ws_stream *st)
+{
+	const uint64_t ready = ws_mono_ms();
+	st->call.report.wm_ready_ms = ready;
+	if (!st->key_wait || !st->key_ms)
+		return;
+	(void)WS_FAULT("stream.key_wait"); /* a pause site: nothing to fail here */
+	const uint64_t now = ws_mono_ms(), at = ws_adapt_key_due(0, st->mark.sent_mono_ms, st->key_ms, 0);
+	if (at > now)
+		ws_sleep_ms((unsigned)(at - now));
+	if (at > ready)
+		st->call.report.key_wait_ms = ws_mono_ms() - ready;
+}
+
+/*
  * 8. The watermark, last, by compare-and-swap on the one we fenced with: it
  * names only what is now durable. Then keep a read mark without a gap: from
  * here on a new generation is provably the continuation of what we shipped.
@@ -434,6 +456,7 @@ int step_write_watermark(struct ws_stream *st, struct tail *t, struct ws_outcome
 	memcpy(st->mark.pend_msha, nw.manifest_sha, WS_SHA256_LEN);
 	st->mark.pend_mono_ms = nw_mono;
 	lane_out(st);
+	key_wait(st);
 	rc = ws_store_put(st->sink->store, wmkey, st->work->scratch.data, st->work->scratch.len,
 			  st->mark.have ? WS_PUT_CAS : WS_PUT_CREATE, st->mark.have ? &st->mark.etag : NULL, &new_etag);
 	lane_in(st);
@@ -513,7 +536,7 @@ int step_write_watermark(struct ws_stream *st, struct tail *t, struct ws_outcome
 	}
 	st->call.report.puts++;
 	st->call.report.bytes += st->work->scratch.len;
-	st->mark.put_mono_ms = ws_mono_ms();
+	st->mark.sent_mono_ms = st->sink->store->write_sent_ms;
 	rc = WS_FAULT("stream.after_watermark_put");
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault after watermark write", st->tenant);

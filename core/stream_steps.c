@@ -3,6 +3,7 @@
  * (the steps are listed in stream_internal.h).
  */
 #include "stream_internal.h"
+#include "adapt.h"
 
 /* Empty: nothing new since the watermark (or only an uncommitted transaction). */
 static int done_empty(const struct ws_stream *st, struct ws_outcome *out)
@@ -281,9 +282,10 @@ static int step_scan(struct ws_stream *st, struct tail *t, struct ws_outcome *ou
 	st->at.tail_stop_ms = 0;
 	if (st->tail_ms && t->kind != WS_MANIFEST_REBASE) {
 		uint64_t at = ws_mono_ms() + st->tail_ms;
-		if (st->key_ms && st->mark.put_mono_ms && st->mark.put_mono_ms + st->key_ms > at)
-			at = st->mark.put_mono_ms + st->key_ms; /* one watermark write per key_ms */
-		st->at.tail_stop_ms = at;
+		/* One watermark write per key_ms: reading on is free until the
+		 * tail must be ready for the next one. */
+		const uint64_t key_at = ws_adapt_key_due(0, st->mark.sent_mono_ms, st->key_ms, st->lead_ms);
+		st->at.tail_stop_ms = key_at > at ? key_at : at;
 	}
 	if (st->ev_tap)
 		ws_ev_tap_begin(st->ev_tap, t->kind, st->mark.have, st->mark.wm.gen.salt1, st->mark.wm.gen.salt2,
@@ -682,3 +684,11 @@ void ws_stream_set_tail_bound(struct ws_stream *st, uint32_t tail_ms, uint32_t k
 	st->tail_ms = tail_ms;
 	st->key_ms = key_ms;
 }
+
+void ws_stream_set_key_wait(struct ws_stream *st, bool wait, uint32_t lead_ms)
+{
+	st->key_wait = wait;
+	st->lead_ms = wait ? lead_ms : 0;
+}
+
+uint64_t ws_stream_wm_sent_ms(const struct ws_stream *st) { return st->mark.sent_mono_ms; }

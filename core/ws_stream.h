@@ -18,7 +18,8 @@ bool ws_stream_parked(const struct ws_stream *st);
 /*
  * A bound on one tail's work, so the durable watermark advances while a
  * backlog drains: a tail that has scanned for tail_ms and whose last
- * watermark write is at least key_ms old stops publishing batches there,
+ * watermark write went out at least key_ms (less the lead of
+ * ws_stream_set_key_wait) before stops publishing batches there,
  * ships what it has up to the last commit in them (manifest, watermark)
  * and reports ended_early; the next tail goes on from that watermark.
  * tail_ms 0: no bound (the default; a flush and the final drain always
@@ -26,6 +27,17 @@ bool ws_stream_parked(const struct ws_stream *st);
  * a tail that met no commit yet goes on to the end.
  */
 void ws_stream_set_tail_bound(struct ws_stream *st, uint32_t tail_ms, uint32_t key_ms);
+/*
+ * wait: the next calls' watermark write goes out no sooner than key_ms
+ * (ws_stream_set_tail_bound) after the stream's last one went out; the call
+ * waits for it with the lane's hold let go (ws_stream_lane), after its
+ * manifest is durable. lead_ms: how long before that the engine started
+ * the call (a bounded tail stops scanning that much before the interval
+ * ends, so as to be ready then). wait false: the write goes at once.
+ */
+void ws_stream_set_key_wait(struct ws_stream *st, bool wait, uint32_t lead_ms);
+/* When the stream's last watermark write went out (mono ms; 0: none yet). */
+uint64_t ws_stream_wm_sent_ms(const struct ws_stream *st);
 /* drain: the next calls ship everything committed or fail, never shed, even
  * under the shed policy (a full ring is waited for, as under block, and an
  * upload that runs out of retries is an error): the final drain and a

@@ -6,6 +6,7 @@
 #include "ws_store.h"
 #include "s3_internal.h"
 #include "ws_assert.h"
+#include "ws_clock.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -169,6 +170,7 @@ int ws_store_putv(struct ws_store *s, const char *key, const struct iovec *iov, 
 	int rc;
 
 	stat_add(&s->stats.puts, 1);
+	s->write_sent_ms = ws_mono_ms(); /* an s3 store moves it to its last attempt */
 	rc = s->ops->put(s, key, iov, iovcnt, mode, expect, out_etag);
 	if (rc == WS_EPRECOND)
 		stat_add(&s->stats.precond_failed, 1);

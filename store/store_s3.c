@@ -648,6 +648,8 @@ int s3_call(struct s3_store *s, struct s3_call *c)
 		rc = call_sign(s, c);
 		if (rc)
 			return rc;
+		if (is_write(c->method))
+			s->base.write_sent_ms = ws_mono_ms();
 		rc = ws_http_perform(s->http, &c->req, 1);
 		if (rc)
 			return rc;

@@ -218,6 +218,11 @@ struct ws_store {
 	/* The store does not enforce create-once and compare-and-swap (s3
 	 * conditional_writes=off): a refused write cannot fence an owner. */
 	bool conditions_off;
+	/* Monotonic ms at which the handle's last write went out: its call
+	 * (ws_store_putv), or on s3 its last attempt, sent after any wait for
+	 * the pacer or a retry's backoff. Written by the thread using the
+	 * handle; a watermark's key_write_interval_ms counts from it. */
+	uint64_t write_sent_ms;
 };
 
 enum ws_store_kind ws_store_kind(const struct ws_store *s);

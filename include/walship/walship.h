@@ -488,6 +488,8 @@ struct ws_shard_metrics {
 	uint64_t tails_carried;      /* tails whose watermark carried their manifest (enum ws_carry) */
 	uint64_t tails_deferred;     /* tails a throttling store refused (nothing acknowledged), tried
 				      * again after its Retry-After while the shard's other tenants went on */
+	uint64_t tails_key_waited;   /* tails whose watermark write waited for key_write_interval_ms, the
+				      * rest of the tail done (started ahead of it: adaptive, with lanes) */
 };
 
 int ws_engine_shard_metrics(struct ws_engine *e, unsigned shard, struct ws_shard_metrics *out) WS_MUST_CHECK;

@@ -122,15 +122,44 @@ static void test_key_due(void **state)
 {
 	(void)state;
 	/* Never written: due when due. */
-	assert_int_equal(ws_adapt_key_due(5000, 0, 1000), 5000);
+	assert_int_equal(ws_adapt_key_due(5000, 0, 1000, 0), 5000);
 	/* Written 200 ms before it is due: waits out the interval. */
-	assert_int_equal(ws_adapt_key_due(5000, 4800, 1000), 5800);
+	assert_int_equal(ws_adapt_key_due(5000, 4800, 1000, 0), 5800);
 	/* Written long ago: due when due. */
-	assert_int_equal(ws_adapt_key_due(5000, 3000, 1000), 5000);
+	assert_int_equal(ws_adapt_key_due(5000, 3000, 1000, 0), 5000);
 	/* Exactly one interval: allowed. */
-	assert_int_equal(ws_adapt_key_due(5000, 4000, 1000), 5000);
+	assert_int_equal(ws_adapt_key_due(5000, 4000, 1000, 0), 5000);
 	/* No limit configured. */
-	assert_int_equal(ws_adapt_key_due(5000, 4999, 0), 5000);
+	assert_int_equal(ws_adapt_key_due(5000, 4999, 0, 0), 5000);
+	/* A tail that takes 30 ms to be ready for its write starts 30 ms
+	 * before the interval allows that write (the write itself waits). */
+	assert_int_equal(ws_adapt_key_due(5000, 4800, 1000, 30), 5770);
+	/* ... never before its own due time ... */
+	assert_int_equal(ws_adapt_key_due(5790, 4800, 1000, 30), 5790);
+	/* ... and a lead longer than the interval counts as the interval. */
+	assert_int_equal(ws_adapt_key_due(5000, 4800, 1000, 5000), 5000);
+	assert_int_equal(ws_adapt_key_due(4000, 4800, 1000, 5000), 4800);
+}
+
+static void test_lead_learnt(void **state)
+{
+	uint32_t lead = 0, dev = 0;
+	(void)state;
+	/* The first sample: itself plus half of it. */
+	assert_int_equal(ws_adapt_lead_next(&lead, &dev, 20, 500), 30);
+	/* Steady samples: the deviation decays, the lead goes to the sample. */
+	for (int i = 0; i < 40; i++)
+		ws_adapt_lead_next(&lead, &dev, 20, 500);
+	assert_int_equal(lead, 20);
+	assert_true(dev <= 1);
+	/* One slow tail raises it at once by its deviation, not to the sample. */
+	uint32_t l = ws_adapt_lead_next(&lead, &dev, 120, 500);
+	assert_true(l > 40 && l < 120);
+	/* Capped: a backlog's long tails never start one more than cap early. */
+	for (int i = 0; i < 40; i++)
+		l = ws_adapt_lead_next(&lead, &dev, 5000, 500);
+	assert_int_equal(l, 500);
+	assert_true(lead <= 500);
 }
 
 int main(void)
@@ -142,6 +171,7 @@ int main(void)
 		cmocka_unit_test(test_aimd_retry_after_holds),
 		cmocka_unit_test(test_age_coalesces_when_throttled),
 		cmocka_unit_test(test_key_due),
+		cmocka_unit_test(test_lead_learnt),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,6 +45,7 @@ struct hook {
 	/* log_keys' match, for stores opened after it (lanes, as above). */
 	bool log_set;
 	char log_match[64];
+	uint32_t keys_slow_ms;  /* slow_keys', for stores opened after it (lanes) */
 };
 static struct hook hook = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -61,6 +62,8 @@ static struct ws_store *open_throttled(const char *url, unsigned shard, bool upl
 		wt_throttle_set(s, hook.keys_match, hook.keys_pass, hook.keys_attempts);
 	if (!uploader && hook.log_set)
 		wt_throttle_log(s, hook.log_match);
+	if (!uploader && hook.keys_slow_ms)
+		wt_throttle_slow(s, hook.keys_slow_ms);
 	assert_true(hook.n < MAX_STORES);
 	hook.uploader[hook.n] = uploader;
 	hook.stores[hook.n++] = s;
@@ -74,6 +77,7 @@ static void hook_on(uint32_t attempts_max)
 	hook.n = 0;
 	hook.keys_set = false;
 	hook.log_set = false;
+	hook.keys_slow_ms = 0;
 	hook.attempts_max = attempts_max;
 	pthread_mutex_unlock(&hook.mu);
 	ws_engine_open_store_hook = open_throttled;
@@ -138,6 +142,18 @@ static void slow_uploads(uint32_t ms)
 {
 	for (unsigned i = 0, stores = hook_count(); i < stores; i++)
 		if (hook.uploader[i])
+			wt_throttle_slow(hook.stores[i], ms);
+}
+
+/* Every put of the shards' own stores (manifests, watermarks) takes at
+ * least ms, those of tail lanes opened later too: a slow or paced store. */
+static void slow_keys(uint32_t ms)
+{
+	pthread_mutex_lock(&hook.mu);
+	hook.keys_slow_ms = ms;
+	pthread_mutex_unlock(&hook.mu);
+	for (unsigned i = 0, stores = hook_count(); i < stores; i++)
+		if (!hook.uploader[i])
 			wt_throttle_slow(hook.stores[i], ms);
 }
 
@@ -1571,12 +1587,33 @@ static void test_failing_tenant_backs_off_under_writes(void **state)
 }
 
 /*
+ * The watermark writes the shard's stores logged (log_keys("/wm")), each
+ * as it went out, in time order into ms (WT_THROTTLE_LOG_MAX): the test
+ * fails unless each went out at least interval_ms after the one before.
+ * Returns how many.
+ */
+static size_t wm_writes_apart(uint64_t *ms, uint32_t interval_ms)
+{
+	size_t n = 0;
+	/* The tenant's tails may run on any of the shard's lanes, each with
+	 * its own store: every one's watermark writes, in time order. */
+	for (unsigned i = 0, stores = hook_count(); i < stores; i++)
+		n += wt_throttle_logged(hook.stores[i], ms + n, WT_THROTTLE_LOG_MAX - n);
+	qsort(ms, n, sizeof(ms[0]), cmp_u64);
+	for (size_t i = 1; i < n; i++)
+		if (ms[i] < ms[i - 1] + interval_ms)
+			fail_msg("watermark writes %zu and %zu of %zu went out %" PRIu64 " ms apart "
+				 "(key_write_interval_ms %u)", i - 1, i, n, ms[i] - ms[i - 1], interval_ms);
+	return n;
+}
+
+/*
  * One write per second to one key, whatever made the tail due: a backlog
  * longer than tail_ms_max is shipped by a bounded tail and continuation
  * tails, and the last continuation (which reaches the end of the WAL
  * early) must still wait key_write_interval_ms after the watermark write
  * before it, as a tail woken by a commit does. Watermark writes are timed
- * in the store as they complete.
+ * in the store as they go out.
  */
 static void test_key_interval_holds_for_continuations(void **state)
 {
@@ -1586,7 +1623,7 @@ static void test_key_interval_holds_for_continuations(void **state)
 	struct ws_tenant_metrics tm;
 	struct ws_shard_metrics m;
 	uint64_t ms[WT_THROTTLE_LOG_MAX], deadline, want;
-	size_t n = 0;
+	size_t n;
 	(void)state;
 
 	sc.adaptive = true;
@@ -1599,8 +1636,6 @@ static void test_key_interval_holds_for_continuations(void **state)
 	e = engine_new(env.sink_url, 1, &sc);
 	add_tenant(e, "key", env.db, 0);
 	flush_ok(e); /* the first tail re-bases, and a re-base is never bounded */
-	/* The tenant's tails may run on any of the shard's lanes, each with
-	 * its own store: every one's watermark writes, in time order. */
 	log_keys("/wm");
 	slow_uploads(60);
 	backlog(env.w, 120); /* ~5 MiB of WAL: seconds of slow uploads */
@@ -1615,22 +1650,123 @@ static void test_key_interval_holds_for_continuations(void **state)
 	wt_sleep_ms(300); /* a write that would follow too soon has time to land */
 	assert_int_equal(ws_engine_shard_metrics(e, 0, &m), 0);
 	assert_true(m.tails_ended_early >= 2); /* the path under test ran */
-	for (unsigned i = 0, stores = hook_count(); i < stores; i++)
-		n += wt_throttle_logged(hook.stores[i], ms + n, WT_THROTTLE_LOG_MAX - n);
-	qsort(ms, n, sizeof(ms[0]), cmp_u64);
+	n = wm_writes_apart(ms, sc.key_write_interval_ms);
 	assert_true(n >= 3);
-	for (size_t i = 1; i < n; i++) {
-		if (ms[i] < ms[i - 1] + sc.key_write_interval_ms)
-			fail_msg("watermark writes %zu and %zu were %" PRIu64 " ms apart (key_write_interval_ms %u; "
-				 "%" PRIu64 " tails ended early)", i - 1, i, ms[i] - ms[i - 1], sc.key_write_interval_ms,
-				 m.tails_ended_early);
-	}
 	assert_int_equal(seen.errors, 0);
 	restore_equals(env.sink, "key", env.w, env.out_dir);
 	assert_int_equal(ws_engine_stop(e), 0);
 	ws_engine_destroy(e);
 	hook_off();
 	wt_env_free(&env);
+}
+
+/* A writer that commits one small transaction every every_ms for ms. */
+static void commit_for(sqlite3 *w, uint32_t ms, uint32_t every_ms)
+{
+	const uint64_t end = ws_mono_ms() + ms;
+	while (ws_mono_ms() < end) {
+		wt_write_txn(w, 1, 100);
+		wt_sleep_ms(every_ms);
+	}
+}
+
+/* An adaptive shard's configuration: batch_age_ms_max age_ms, key_write_interval_ms key_ms. */
+static struct ws_shard_config key_cfg(uint32_t age_ms, uint32_t key_ms)
+{
+	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 4u << 20, 1u << 20);
+	sc.adaptive = true;
+	sc.batch_age_ms_max = age_ms;
+	sc.key_write_interval_ms = key_ms;
+	return sc;
+}
+
+/* Tenant name on a new engine of one shard (sc), its first tail flushed,
+ * and from then on its watermark writes logged and the shard's manifest
+ * and watermark writes slowed to slow_ms each. */
+static struct ws_engine *key_engine(struct wt_env *env, const char *dir, const char *name,
+				    const struct ws_shard_config *sc, uint32_t slow_ms)
+{
+	struct ws_engine *e;
+	wt_env_init(env, dir, 0);
+	seen_reset();
+	hook_on(3);
+	e = engine_new(env->sink_url, 1, sc);
+	add_tenant(e, name, env->db, 0);
+	flush_ok(e);
+	log_keys("/wm");
+	slow_keys(slow_ms);
+	return e;
+}
+
+static void key_engine_done(struct wt_env *env, struct ws_engine *e, const char *name)
+{
+	assert_int_equal(seen.errors, 0);
+	restore_equals(env->sink, name, env->w, env->out_dir);
+	assert_int_equal(ws_engine_stop(e), 0);
+	ws_engine_destroy(e);
+	hook_off();
+	wt_env_free(env);
+}
+
+/*
+ * key_write_interval_ms holds under a slow (paced) store: the tenant's
+ * manifest and watermark writes take 300 ms each while its writer commits
+ * every 20 ms, so changes are seen while each tail is in flight. Such a
+ * change was due from the watermark write before that tail's: when the
+ * tail landed 600 ms into the interval, the next tail started at once and
+ * its watermark went out 600 ms after this one. Every watermark write goes
+ * out at least key_write_interval_ms after the one before.
+ */
+static void test_key_interval_holds_in_flight(void **state)
+{
+	struct wt_env env;
+	const struct ws_shard_config sc = key_cfg(20, 1000);
+	uint64_t ms[WT_THROTTLE_LOG_MAX];
+	(void)state;
+
+	struct ws_engine *e = key_engine(&env, "engine_key_in_flight", "kf", &sc, 300);
+	commit_for(env.w, 4500, 20);
+	wt_sleep_ms(1800); /* the last tail, and one that would follow too soon, land */
+	assert_true(wm_writes_apart(ms, sc.key_write_interval_ms) >= 3);
+	key_engine_done(&env, e, "kf");
+}
+
+/*
+ * A tail due only because of key_write_interval_ms starts ahead of the
+ * interval's end by what the tenant's tails take before their watermark
+ * write (here a 150 ms manifest write), and only the watermark write waits
+ * for the interval: consecutive watermark writes go out about one interval
+ * apart, not one interval plus the manifest and watermark writes (900 ms
+ * here, when the whole tail waited for the interval). Each at least one
+ * interval apart all the same.
+ */
+static void test_key_interval_staged(void **state)
+{
+	struct wt_env env;
+	const struct ws_shard_config sc = key_cfg(5, 600);
+	struct ws_shard_metrics m;
+	uint64_t ms[WT_THROTTLE_LOG_MAX], gaps[WT_THROTTLE_LOG_MAX];
+	(void)state;
+
+	struct ws_engine *e = key_engine(&env, "engine_key_staged", "ks", &sc, 150);
+	commit_for(env.w, 7000, 10);
+	wt_sleep_ms(1200);
+	const size_t n = wm_writes_apart(ms, sc.key_write_interval_ms);
+	/* The first gaps learn the lead (a tail's time to its write). */
+	assert_true(n >= 8);
+	for (size_t i = 3; i < n; i++)
+		gaps[i - 3] = ms[i] - ms[i - 1];
+	qsort(gaps, n - 3, sizeof(gaps[0]), cmp_u64);
+	const uint64_t median = gaps[(n - 3) / 2];
+	print_message("watermark writes: %zu, median gap %" PRIu64 " ms (%" PRIu64 "..%" PRIu64 ")\n", n, median,
+		      gaps[0], gaps[n - 4]);
+	if (median > sc.key_write_interval_ms + 75)
+		fail_msg("watermark writes went out %" PRIu64 " ms apart (median of %zu), key_write_interval_ms %u: "
+			 "the tails were not ready when the interval allowed their writes", median, n - 3,
+			 sc.key_write_interval_ms);
+	assert_int_equal(ws_engine_shard_metrics(e, 0, &m), 0);
+	assert_true(m.tails_key_waited >= (n - 3) / 2);
+	key_engine_done(&env, e, "ks");
 }
 
 static uint64_t tails_of(struct ws_engine *e, const char *name)
@@ -2535,11 +2671,13 @@ struct lanes_fix {
 	struct ws_engine *e;
 };
 
+static uint32_t lanes_key_ms; /* the next lanes_fix_init's key_write_interval_ms */
+
 static void lanes_fix_init(struct lanes_fix *f, const char *dir, struct ws_shard_config *sc)
 {
 	static const char *const names[] = { "a", "b", "c" };
 	sc->tails_in_flight = 3;
-	sc->key_write_interval_ms = 0; /* each tail writes its watermark at once */
+	sc->key_write_interval_ms = lanes_key_ms; /* 0: each tail writes its watermark at once */
 	wt_env_init(&f->env, dir, 0);
 	for (int i = 0; i < 3; i++) {
 		char file[16];
@@ -2581,15 +2719,15 @@ static void others_ship_while_paused(struct lanes_fix *f, struct wt_gate *g, uns
 }
 
 /*
- * Tenant a's tail pauses at its manifest write (the lane's second store
- * wait: fencing read, then manifest) with the shard's read lock let go;
- * its database is changed under it by a real writer (a commit, then a WAL
- * checkpoint of mode `how` and another commit, or a spilling transaction:
- * wt_mutate), while b and c commit and are acknowledged. Then every state
- * tenant a acknowledged restores, by the time of its acknowledgment, to a
- * state its source committed, and the last one to the source.
+ * Tenant a's tail pauses at the nth hit of site with the shard's read lock
+ * let go; its database is changed under it by a real writer (a commit,
+ * then a WAL checkpoint of mode `how` and another commit, or a spilling
+ * transaction: wt_mutate), while b and c commit and are acknowledged. Then
+ * every state tenant a acknowledged restores, by the time of its
+ * acknowledgment, to a state its source committed, and the last one to the
+ * source.
  */
-static void paused_write_case(unsigned how)
+static void paused_case(unsigned how, const char *site, unsigned nth)
 {
 	struct lanes_fix f;
 	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 4u << 20, 1u << 20);
@@ -2600,11 +2738,11 @@ static void paused_write_case(unsigned how)
 	wt_mutator_init(&m, &f.env, how);
 	wt_mutator_record(&m);
 	const unsigned a_acked = lane_acked(0);
-	assert_int_equal(ws_fault_add("engine.lane_store_wait", 2, WS_FAULT_PAUSE, wt_gate_wait, &g), 0);
+	assert_int_equal(ws_fault_add(site, nth, WS_FAULT_PAUSE, wt_gate_wait, &g), 0);
 	wt_write_txn(f.w[0], 3, 100);
 	wt_mutator_record(&m);
 	wt_gate_until_paused(&g);
-	wt_mutate("engine.lane_store_wait", &m);
+	wt_mutate(site, &m);
 	others_ship_while_paused(&f, &g, a_acked);
 	lane_wait_acked(0, a_acked, "after its paused write went on");
 	ws_fault_disarm();
@@ -2629,11 +2767,25 @@ static void paused_write_case(unsigned how)
 	lanes_fix_free(&f);
 }
 
+/* Paused at its manifest write (the lane's second store wait: fencing
+ * read, then manifest). */
 static void test_lanes_paused_write_others_ship(void **state)
 {
 	(void)state;
 	for (unsigned how = 0; how < WT_MUTATIONS; how++)
-		paused_write_case(how);
+		paused_case(how, "engine.lane_store_wait", 2);
+}
+
+/* Paused where its watermark write waits out key_write_interval_ms (its
+ * manifest durable, the tail started ahead of the interval's end): b's
+ * and c's tails, which wait for their own intervals, go on meanwhile. */
+static void test_lanes_paused_key_wait(void **state)
+{
+	(void)state;
+	lanes_key_ms = 300;
+	for (unsigned how = 0; how < WT_MUTATIONS; how++)
+		paused_case(how, "stream.key_wait", 1);
+	lanes_key_ms = 0;
 }
 
 /* Objects the sink holds under tenant's prefix (file://: files under sink/tenant). */
@@ -2850,6 +3002,8 @@ int main(void)
 		cmocka_unit_test(test_block_resends_counted),
 		cmocka_unit_test(test_failing_tenant_backs_off_under_writes),
 		cmocka_unit_test(test_key_interval_holds_for_continuations),
+		cmocka_unit_test(test_key_interval_holds_in_flight),
+		cmocka_unit_test(test_key_interval_staged),
 		cmocka_unit_test(test_change_during_a_round_is_due_from_when_seen),
 		cmocka_unit_test(test_deferred_block_reaches_host),
 		cmocka_unit_test(test_deferred_throttle_reaches_host),
@@ -2864,6 +3018,7 @@ int main(void)
 		cmocka_unit_test(test_kill9_and_restart),
 		cmocka_unit_test(test_thousand_tenants_two_shards),
 		cmocka_unit_test(test_lanes_paused_write_others_ship),
+		cmocka_unit_test(test_lanes_paused_key_wait),
 		cmocka_unit_test(test_lanes_takeover_in_flight),
 		cmocka_unit_test(test_lanes_shed_in_flight),
 		cmocka_unit_test(test_lanes_cannot_start),

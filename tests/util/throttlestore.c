@@ -55,12 +55,13 @@ static int t_put(struct ws_store *s, const char *key, const struct iovec *iov, i
 		 const struct ws_etag *expect, struct ws_etag *out_etag)
 {
 	struct tstore *t = (struct tstore *)s;
+	uint64_t sent = ws_mono_ms(); /* the attempt that goes through: when it went out */
 	uint32_t slow;
 	pthread_mutex_lock(&t->mu);
 	slow = t->slow_ms;
 	pthread_mutex_unlock(&t->mu);
 	if (slow)
-		sleep_ms(slow);
+		sleep_ms(slow); /* the store's answer is slow: the request went out before */
 	for (uint32_t attempt = 1;; attempt++) {
 		if (!throttle_now(t, key))
 			break;
@@ -75,6 +76,8 @@ static int t_put(struct ws_store *s, const char *key, const struct iovec *iov, i
 		__atomic_fetch_add(&s->stats.retries, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&s->stats.throttle_retries, 1, __ATOMIC_RELAXED);
 		sleep_ms(t->delay_ms);
+		/* The next attempt goes out now (as the S3 store's, after its backoff). */
+		sent = s->write_sent_ms = ws_mono_ms();
 	}
 	int rc = t->inner->ops->put(t->inner, key, iov, iovcnt, mode, expect, out_etag);
 	if (rc == 0) {
@@ -93,7 +96,7 @@ static int t_put(struct ws_store *s, const char *key, const struct iovec *iov, i
 		pthread_mutex_lock(&t->mu);
 		sl = strlen(t->log_suffix);
 		if (sl && kl >= sl && !strcmp(key + kl - sl, t->log_suffix) && t->nlog < WT_THROTTLE_LOG_MAX)
-			t->log_ms[t->nlog++] = ws_mono_ms(); /* after the write is durable */
+			t->log_ms[t->nlog++] = sent; /* a durable write, timed as it went out */
 		pthread_mutex_unlock(&t->mu);
 	}
 	return rc;

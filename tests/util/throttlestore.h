@@ -38,8 +38,10 @@ uint64_t wt_throttle_count(struct ws_store *s); /* attempts throttled so far */
 void wt_throttle_lost_reply(struct ws_store *s, const char *suffix, unsigned n);
 /*
  * Record the monotonic time (ws_mono_ms) at which each put whose key ends
- * with `suffix` completed (NULL or "": stop; clears the log), up to
- * WT_THROTTLE_LOG_MAX; wt_throttle_logged copies them out, oldest first.
+ * with `suffix` and that went through was sent (its call, or its last
+ * throttled attempt's retry; a slow store answers after it) (NULL or "":
+ * stop; clears the log), up to WT_THROTTLE_LOG_MAX; wt_throttle_logged
+ * copies them out in the order they completed.
  */
 #define WT_THROTTLE_LOG_MAX 4096
 void wt_throttle_log(struct ws_store *s, const char *suffix);
