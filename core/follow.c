@@ -52,6 +52,7 @@
 #include "restore.h"
 #include "sink.h"
 #include "ws_assert.h"
+#include "ws_clock.h"
 #include "ws_logging.h"
 
 /* The follower cannot go on from what it holds: rebuild (never returned). */
@@ -82,6 +83,8 @@ struct ws_follow {
 	struct ws_buf obj;
 	struct ws_buf plain;     /* a sealed batch's frames, opened */
 	struct ws_follow_stats st;
+	struct ws_follow_cadence cad;
+	bool dense;              /* the wait before the next read is dense_ms */
 };
 
 int ws_follow_open(struct ws_sink *sink, const struct ws_follow_config *cfg, const struct ws_follow_ops *ops,
@@ -101,6 +104,8 @@ int ws_follow_open(struct ws_sink *sink, const struct ws_follow_config *cfg, con
 	f->cfg = *cfg;
 	if (!f->cfg.poll_ms)
 		f->cfg.poll_ms = WS_FOLLOW_POLL_MS_DEFAULT;
+	if (!f->cfg.dense_ms)
+		f->cfg.dense_ms = WS_FOLLOW_DENSE_MS_DEFAULT;
 	if (!f->cfg.image_bytes_max)
 		f->cfg.image_bytes_max = WS_FOLLOW_IMAGE_BYTES_MAX_DEFAULT;
 	f->ops = *ops;
@@ -482,7 +487,12 @@ static int wm_read(struct ws_follow *f, struct ws_fmt_watermark *wm)
 
 	ws_buf_reset(&f->wm_raw);
 	f->st.polls++;
+	if (f->dense)
+		f->st.dense++;
+	const uint64_t at = ws_mono_ms();
 	rc = ws_store_get_changed(f->sink->store, f->wm_key, &f->wm_tag, &f->wm_raw);
+	if (rc == 0 || rc == 1)
+		ws_follow_cadence_seen(&f->cad, at, rc == 0);
 	if (rc == 1) {
 		f->st.unchanged++;
 		return 1;
@@ -528,6 +538,50 @@ int ws_follow_poll(struct ws_follow *f, unsigned *handed)
 	return rc;
 }
 
+/* ---- the watermark's cadence (follow.h) ---------------------------------- */
+
+void ws_follow_cadence_seen(struct ws_follow_cadence *c, uint64_t at_ms, bool changed)
+{
+	if (changed) {
+		if (c->last_ms && at_ms > c->last_ms) {
+			const uint64_t gap = at_ms - c->last_ms;
+			c->gaps[c->next] = gap > UINT32_MAX ? UINT32_MAX : (uint32_t)gap;
+			c->next = (c->next + 1) % WS_FOLLOW_GAPS;
+			if (c->ngaps < WS_FOLLOW_GAPS)
+				c->ngaps++;
+		}
+		c->last_ms = at_ms;
+		c->last_unc_ms = c->read_ms && at_ms > c->read_ms ? at_ms - c->read_ms : 0;
+	}
+	c->read_ms = at_ms;
+}
+
+uint32_t ws_follow_cadence_wait(const struct ws_follow_cadence *c, uint64_t now_ms, uint32_t poll_ms,
+				uint32_t dense_ms, bool *dense)
+{
+	uint64_t lo = UINT64_MAX, hi = 0;
+
+	*dense = false;
+	if (c->ngaps < 2 || dense_ms >= poll_ms)
+		return poll_ms;
+	for (unsigned i = 0; i < c->ngaps; i++) {
+		lo = c->gaps[i] < lo ? c->gaps[i] : lo;
+		hi = c->gaps[i] > hi ? c->gaps[i] : hi;
+	}
+	if (lo < 4 * (uint64_t)poll_ms)
+		return poll_ms; /* a source that writes often: nothing to gain for the reads */
+	const uint64_t start = c->last_ms - c->last_unc_ms + lo - dense_ms;
+	uint64_t end = c->last_ms + hi + dense_ms;
+	if (end > start + 2 * (uint64_t)poll_ms)
+		end = start + 2 * (uint64_t)poll_ms;
+	if (now_ms + poll_ms <= start || now_ms >= end)
+		return poll_ms;
+	if (now_ms < start)
+		return (uint32_t)(start - now_ms); /* the next read opens the window */
+	*dense = true;
+	return dense_ms;
+}
+
 int ws_follow_run(struct ws_follow *f, const volatile int *stop)
 {
 	/* stop: set by a signal handler (volatile: read again each round). */
@@ -536,8 +590,11 @@ int ws_follow_run(struct ws_follow *f, const volatile int *stop)
 		int rc = ws_follow_poll(f, &handed);
 		if (rc)
 			return rc;
+		f->dense = false;
 		if (!handed) {
-			struct timespec ts = { f->cfg.poll_ms / 1000, (long)(f->cfg.poll_ms % 1000) * 1000000L };
+			uint32_t ms = ws_follow_cadence_wait(&f->cad, ws_mono_ms(), f->cfg.poll_ms, f->cfg.dense_ms,
+							     &f->dense);
+			struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
 			nanosleep(&ts, NULL);
 		}
 	}

@@ -602,9 +602,68 @@ static void test_engine_writer(void **state)
 	assert_int_equal(lists, 0);
 }
 
+/*
+ * The watermark's cadence (ws_follow_cadence_*): reads every poll_ms until
+ * a cadence is seen, then every dense_ms in a window around the next write
+ * expected, opened from the earliest the last write can have been, and
+ * every poll_ms again once it passed with nothing; a source that writes
+ * often, or a dense_ms no shorter than poll_ms, leaves every read at
+ * poll_ms.
+ */
+static void test_cadence(void **state)
+{
+	struct ws_follow_cadence c = { 0 }, often = { 0 };
+	bool d = true;
+	(void)state;
+
+	assert_int_equal(ws_follow_cadence_wait(&c, 1000, 100, 10, &d), 100);
+	assert_false(d);
+	/* Writes 1000 ms apart, each seen by a read 10 ms after one that did not see it. */
+	for (uint64_t t = 10000; t <= 13000; t += 1000) {
+		ws_follow_cadence_seen(&c, t - 10, false);
+		ws_follow_cadence_seen(&c, t, true);
+	}
+	/* The window: 13000 - 10 + 1000 - 10 .. 13000 + 1000 + 10. */
+	assert_int_equal(ws_follow_cadence_wait(&c, 13005, 100, 10, &d), 100);
+	assert_false(d);
+	assert_int_equal(ws_follow_cadence_wait(&c, 13905, 100, 10, &d), 75); /* the next read opens it */
+	assert_false(d);
+	assert_int_equal(ws_follow_cadence_wait(&c, 13980, 100, 10, &d), 10);
+	assert_true(d);
+	assert_int_equal(ws_follow_cadence_wait(&c, 14009, 100, 10, &d), 10);
+	assert_true(d);
+	assert_int_equal(ws_follow_cadence_wait(&c, 14010, 100, 10, &d), 100); /* passed, nothing came */
+	assert_false(d);
+	/* dense_ms no shorter than poll_ms: never denser. */
+	assert_int_equal(ws_follow_cadence_wait(&c, 13990, 10, 10, &d), 10);
+	assert_false(d);
+	/* A write seen late by a sparse read (100 ms after the read before):
+	 * the window opens from that read before (the write may have come
+	 * right after it), and is at most 2 x poll_ms long. Gaps 1000 x 3 and
+	 * 1160: 14160 - 100 + 1000 - 10 = 15050 .. 15250. */
+	ws_follow_cadence_seen(&c, 14060, false);
+	ws_follow_cadence_seen(&c, 14160, true);
+	assert_int_equal(ws_follow_cadence_wait(&c, 15049, 100, 10, &d), 1);
+	assert_false(d);
+	assert_int_equal(ws_follow_cadence_wait(&c, 15050, 100, 10, &d), 10);
+	assert_true(d);
+	assert_int_equal(ws_follow_cadence_wait(&c, 15249, 100, 10, &d), 10);
+	assert_true(d);
+	assert_int_equal(ws_follow_cadence_wait(&c, 15250, 100, 10, &d), 100);
+	assert_false(d);
+	/* A source that writes every 300 ms (under 4 x poll_ms): every poll_ms. */
+	for (uint64_t t = 1000; t <= 4000; t += 300)
+		ws_follow_cadence_seen(&often, t, true);
+	for (uint64_t t = 4000; t < 4400; t += 10) {
+		assert_int_equal(ws_follow_cadence_wait(&often, t, 100, 10, &d), 100);
+		assert_false(d);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cadence),
 		cmocka_unit_test(test_every_commit),
 		cmocka_unit_test(test_sealed),
 		cmocka_unit_test(test_carried_and_merged),
