@@ -651,6 +651,12 @@ static void test_cadence(void **state)
 	assert_true(d);
 	assert_int_equal(ws_follow_cadence_wait(&c, 15250, 100, 10, &d), 100);
 	assert_false(d);
+	/* Whenever it is asked, it never waits longer than poll_ms: a change
+	 * off the cadence is seen no later than with a fixed poll. */
+	for (uint64_t now = 13000; now < 17000; now++) {
+		assert_true(ws_follow_cadence_wait(&c, now, 100, 10, &d) <= 100);
+		assert_true(ws_follow_cadence_wait(&c, now, 100, 10, &d) >= 1);
+	}
 	/* A source that writes every 300 ms (under 4 x poll_ms): every poll_ms. */
 	for (uint64_t t = 1000; t <= 4000; t += 300)
 		ws_follow_cadence_seen(&often, t, true);
