@@ -27,7 +27,10 @@
                                         (seconds) and the number of commits
     peer_report.py haproxy-stat ADMIN   the proxy frontend's requests and
                                         request bytes (`show stat` on
-                                        haproxy's admin socket HOST:PORT)
+                                        haproxy's admin socket HOST:PORT);
+                                        requests: req_tot less ereq (a
+                                        connection closed before sending
+                                        a request counts in both)
     peer_report.py summary CSV JSON     medians (min..max) per row and the
                                         ratios walship/Litestream of the
                                         same repetition; JSON: medians
@@ -358,7 +361,10 @@ def haproxy_stat(admin):
     for line in lines[1:]:
         r = dict(zip(head, line.split(",")))
         if r.get("svname") == "FRONTEND" and r.get("pxname") == "s3":
-            print(r["req_tot"], r["bin"])
+            # A connection closed before it sent a request (an HTTP client
+            # dropping an idle keep-alive connection) counts in req_tot as
+            # a bad request (ereq, logged <BADREQ>, 0 bytes): no request.
+            print(int(r["req_tot"]) - int(r["ereq"]), r["bin"])
             return
     raise SystemExit("peer_report.py haproxy-stat: no frontend s3 in haproxy's stats")
 
@@ -423,24 +429,39 @@ def summary(csv_path, json_path):
     for r in rows:
         if r["scenario"] not in scenarios:
             scenarios.append(r["scenario"])
-    print("\n%-14s %-40s %-28s %-28s %s" % ("scenario", "figure", "walship", "litestream",
-                                           "ratio walship/litestream (same rep)"))
+    # walship-base: a second walship build run beside (run_peer_bench.sh --baseline).
+    base = any(r["tool"] == "walship-base" for r in rows)
+    tools = ("walship", "walship-base", "litestream") if base else ("walship", "litestream")
+
+    def ratio(per, a, b):
+        return spread([v / per[b][rep] for rep, v in per[a].items() if v is not None and per[b].get(rep)])
+
+    print("\n%-14s %-40s %-28s %s%-28s %s%s" % (
+        "scenario", "figure", "walship", "%-28s " % "walship-base" if base else "", "litestream",
+        "ratio walship/litestream (same rep)", "   walship-base/litestream   walship/walship-base" if base else ""))
     for sc in scenarios:
         rs = [r for r in rows if r["scenario"] == sc]
         res[sc] = {}
         for key in figures_of(rs[0]):
             label, f = next((l, f) for k, l, _, f in FIGS if k == key)
-            per = {tool: {r["rep"]: value(r, key) for r in rs if r["tool"] == tool} for tool in ("walship", "litestream")}
+            per = {tool: {r["rep"]: value(r, key) for r in rs if r["tool"] == tool} for tool in tools}
             w, ls = spread(per["walship"].values()), spread(per["litestream"].values())
-            # Litestream compresses (LZ4): its uploaded bytes are no baseline for walship's.
-            ratios = None if key == "up_over_wal" else spread([
-                v / per["litestream"][rep] for rep, v in per["walship"].items()
-                if v is not None and per["litestream"].get(rep)])
+            # Both compress (walship zstd on s3:// by default, Litestream
+            # LZ4): issue 33 asks for no more bytes than Litestream's.
+            ratios = ratio(per, "walship", "litestream")
             res[sc][key] = {"walship": w, "litestream": ls, "ratio": ratios}
             lsnote = fmt(ls, f) if ls else "walship only"
-            print("%-14s %-40s %-28s %-28s %s" % (sc, label, fmt(w, f), lsnote, fmt(ratios, "%.2f")))
+            more = ""
+            if base:
+                wb = spread(per["walship-base"].values())
+                rb = ratio(per, "walship-base", "litestream")
+                rwb = ratio(per, "walship", "walship-base")
+                res[sc][key].update({"walship-base": wb, "ratio_base": rb, "ratio_walship_base": rwb})
+                more = "   %-27s %s" % (fmt(rb, "%.2f"), fmt(rwb, "%.2f"))
+            print("%-14s %-40s %-28s %s%-28s %s%s" % (sc, label, fmt(w, f), "%-28s " % fmt(wb, f) if base else "",
+                                                   lsnote, fmt(ratios, "%.2f"), more))
         polls = {tool: spread([float(r["poll_ms"]) for r in rs if r["tool"] == tool and r.get("poll_ms", "-") != "-"])
-                 for tool in ("walship", "litestream")}
+                 for tool in tools}
         if polls["walship"] or polls["litestream"]:
             res[sc]["poll_round_ms"] = polls
             print("%-14s %-40s %-28s %-28s" % (sc, "RPO resolution: poll round ms", fmt(polls["walship"], "%.0f"),

@@ -5,13 +5,16 @@
 #
 #   bench/run_peer_bench.sh [--tiny] [--reps N] [--s3] [--out DIR] [--build DIR]
 #                           [--litestream BIN] [--seconds S] [--throttle-tenants "1 4 20 100"]
-#                           [--alone-reps N]
+#                           [--alone-reps N] [--scenarios "live-1 live-100 restore start"]
+#                           [--breakdown] [--baseline DIR]
 #
 # The store is a radosgw (tests/s3/radosgw.sh) behind the haproxy of
 # tests/s3/throttle.sh: each tool writes through the proxy, and the
 # requests (all methods) and request bytes it sent are the proxy
-# frontend's req_tot and bin counters (its admin socket) read before and
-# after its run: one way of counting for both tools. Everything the bench
+# frontend's req_tot (less ereq: a connection closed before it sent a
+# request counts in both, and Litestream's client closes idle ones) and
+# bin counters (its admin socket) read before and after its run: one way
+# of counting for both tools. Everything the bench
 # itself reads (its polls, restores) goes to radosgw directly.
 #
 # Each repetition, each scenario runs both tools one after the other (the
@@ -71,12 +74,27 @@
 #                 --tiny "4"; "" skips them)
 #   --alone-reps N  the walship-alone scenarios (start, throttled-N) run in
 #                 the first N repetitions only (default: every one)
+#   --scenarios LIST  which of live-1, live-100, restore (with the history
+#                 it restores) and start run (default: all four; the
+#                 throttled ones follow --throttle-tenants; start and
+#                 throttled, --alone-reps)
+#   --breakdown   the proxy logs every request (tests/s3/throttle.sh --log,
+#                 bench/req_breakdown.py), and each live run prints what
+#                 the tool sent by method, kind of key and phase (start-up:
+#                 before the writer began; tails: from then on), header
+#                 and body bytes apart; kept as OUT/breakdown-REP-SCENARIO-TOOL.{txt,csv}.
+#                 Not with --s3 over a proxy already running
+#   --baseline DIR  a second walship build (e.g. the main branch's), run as
+#                 a third tool, walship-base, in every live run (the order
+#                 of the tools rotated every repetition): the figures of
+#                 a change and of its baseline from the same repetitions
 # Exit status non-zero only when a run failed or a restore differed from
 # its source; figures are reported, never compared with a target.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD="" OUT="" TINY=0 REPS=7 S3=0 LS="" SECONDS_LIVE="" THR_TENANTS="1 4 20 100" THR_SET=0 ALONE_REPS=0
+SCENARIOS="live-1 live-100 restore start" BREAKDOWN=0 BASELINE=""
 die() { echo "run_peer_bench.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -91,7 +109,12 @@ while [ $# -gt 0 ]; do
 		[[ "$2" =~ ^[0-9\ ]*$ ]] || die "--throttle-tenants: whole numbers, not '$2'"
 		THR_TENANTS=$2; THR_SET=1; shift 2 ;;
 	--alone-reps) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || die "--alone-reps: a whole number >= 1"; ALONE_REPS=$2; shift 2 ;;
-	-h|--help) sed -n '2,75p' "$0"; exit 0 ;;
+	--scenarios) [ $# -ge 2 ] || die "--scenarios needs a list"
+		for sc in $2; do case "$sc" in live-1|live-100|restore|start) ;; *) die "--scenarios: live-1, live-100, restore or start, not '$sc'" ;; esac; done
+		SCENARIOS=$2; shift 2 ;;
+	--breakdown) BREAKDOWN=1; shift ;;
+	--baseline) BASELINE=${2:-}; [ -x "$BASELINE/tools/walship" ] || die "--baseline: no $BASELINE/tools/walship"; shift 2 ;;
+	-h|--help) sed -n '2,90p' "$0"; exit 0 ;;
 	*) die "unknown argument '$1'" ;;
 	esac
 done
@@ -105,7 +128,12 @@ find_litestream
 LSVER=""
 [ -n "$LS" ] && LSVER=$("$LS" version 2>/dev/null || echo unknown)
 TOOLS=(walship)
+[ -z "$BASELINE" ] || TOOLS+=(walship-base)
 [ -n "$LS" ] && TOOLS+=(litestream)
+# bin TOOL: the walship binary TOOL runs.
+bin() { if [ "$1" = walship-base ]; then echo "$BASELINE/tools/walship"; else echo "$W"; fi; }
+# kind TOOL: walship or litestream (what the poller and the restores speak).
+kind() { if [ "$1" = litestream ]; then echo litestream; else echo walship; fi; }
 
 # Sizes: commits per tenant and commits a second per tenant.
 [ -n "$SECONDS_LIVE" ] || { [ "$TINY" = 1 ] && SECONDS_LIVE=3 || SECONDS_LIVE=15; }
@@ -116,8 +144,9 @@ export WS_PEER_DRAIN_S=${WS_PEER_DRAIN_S:-$([ "$TINY" = 1 ] && echo 30 || echo 1
 RESTORE_MAX=${WS_PEER_RESTORE_MAX:-10}
 
 # ---- the store: radosgw and the counting (throttling) proxy -------------------------------
-RGW="" started_rgw=0 started_proxy=0
+RGW="" started_rgw=0 started_proxy=0 listener=""
 cleanup() {
+	if [ -n "$listener" ]; then kill -TERM "$listener" 2>/dev/null || true; fi
 	if [ "$started_proxy" = 1 ]; then bash "$ROOT/tests/s3/throttle.sh" stop "$RGW" >/dev/null 2>&1 || true; fi
 	if [ "$started_rgw" = 1 ]; then bash "$ROOT/tests/s3/radosgw.sh" stop "$RGW" >/dev/null 2>&1 || true; fi
 }
@@ -133,8 +162,17 @@ else
 	WS_RGW_MEM_BYTES=${WS_RGW_MEM_BYTES:-$((8 << 30))} bash "$ROOT/tests/s3/radosgw.sh" start "$RGW" >"$OUT/rgw.log" 2>&1 ||
 		{ cat "$OUT/rgw.log" >&2; die "radosgw did not start"; }
 fi
+PROXY_LOG=$OUT/proxy-requests.log log_opt=()
+if [ "$BREAKDOWN" = 1 ]; then
+	[ ! -f "$RGW/env-throttled" ] || die "--breakdown: a proxy is already running on $RGW (it logs nothing); run without --s3"
+	rm -f "$PROXY_LOG"
+	coproc LISTEN { exec python3 "$ROOT/bench/req_breakdown.py" listen "$PROXY_LOG"; }
+	listener=$LISTEN_PID
+	read -r log_port <&"${LISTEN[0]}" || die "--breakdown: the log listener did not start"
+	log_opt=(--log "127.0.0.1:$log_port")
+fi
 if [ ! -f "$RGW/env-throttled" ]; then
-	bash "$ROOT/tests/s3/throttle.sh" start "$RGW" >>"$OUT/rgw.log" 2>&1 || { cat "$OUT/rgw.log" >&2; die "haproxy did not start"; }
+	bash "$ROOT/tests/s3/throttle.sh" start "$RGW" "${log_opt[@]}" >>"$OUT/rgw.log" 2>&1 || { cat "$OUT/rgw.log" >&2; die "haproxy did not start"; }
 	started_proxy=1
 fi
 set -a
@@ -176,12 +214,12 @@ source_digest() {
 restore_one() {
 	local tool=$1 d=$2 t=$3 o=$4
 	rm -f "$o"
-	if [ "$tool" = walship ]; then
-		"$W" restore --sink "$(cat "$d/url-direct")" --tenant "$t" -o "$o"
+	if [ "$tool" != litestream ]; then
+		"$(bin "$tool")" restore --sink "$(cat "$d/url-direct")" --tenant "$t" -o "$o"
 	else
 		"$LS" restore -config "$d/ls-direct.yml" -o "$o" "$d/$t.db"
 	fi >"$d/restore-$t.log" 2>&1 || { cat "$d/restore-$t.log" >&2; return 1; }
-	[ "$tool" = walship ] || drop_litestream_tables "$o"
+	[ "$tool" != litestream ] || drop_litestream_tables "$o"
 }
 
 # check_restore TOOL DIR TENANT: restores TENANT and compares it with its source.
@@ -191,7 +229,7 @@ check_restore() {
 
 # live REP SCENARIO TOOL WORKLOAD TENANTS COMMITS RATE: one live run, one row.
 live() {
-	local rep=$1 sc=$2 tool=$3 wl=$4 n=$5 commits=$6 rate=$7 d b i t names=() pairs=() tp pp s0 s1 ok=1
+	local rep=$1 sc=$2 tool=$3 wl=$4 n=$5 commits=$6 rate=$7 d b i t names=() pairs=() tp pp s0 s1 ok=1 t0 t1 t2
 	d=$WORK/$rep-$sc-$tool
 	mkdir -p "$d"
 	b=$(make_bucket "peer-$sc-$tool" "$DIRECT") || { fail "$sc $tool: no bucket"; return 0; }
@@ -204,9 +242,10 @@ live() {
 		pairs+=("$t=$d/$t.db")
 	done
 	s0=$(python3 "$REPORT" haproxy-stat "$ADMIN")
-	if [ "$tool" = walship ]; then
+	t0=$(now)
+	if [ "$tool" != litestream ]; then
 		printf '[engine]\nwal_checkpoint_bytes = off\n%b' "${WS_PEER_WALSHIP_CONF:+$WS_PEER_WALSHIP_CONF\n}" >"$d/walship.conf"
-		/usr/bin/time -f '%U %S' -o "$d/time" "$W" replicate --quiet --config "$d/walship.conf" --shards 1 \
+		/usr/bin/time -f '%U %S' -o "$d/time" "$(bin "$tool")" replicate --quiet --config "$d/walship.conf" --shards 1 \
 			--interval-ms 100 --sink "$(cat "$d/url")" "${pairs[@]}" >"$d/ship.log" 2>&1 &
 	else
 		local settings=("monitor-interval: 100ms" "checkpoint-interval: 24h" "min-checkpoint-page-count: 1000000000"
@@ -221,7 +260,7 @@ live() {
 	# The writer starts once every tenant has its first object in the store
 	# (walship's watermark, Litestream's snapshot), so neither ships the
 	# workload in its first copy.
-	if ! python3 "$REPORT" ready "$tool" "$(cat "$d/url-direct")" "${names[@]}" ||
+	if ! python3 "$REPORT" ready "$(kind "$tool")" "$(cat "$d/url-direct")" "${names[@]}" ||
 		! kill -0 "$tp" 2>/dev/null; then
 		cat "$d/ship.log" >&2
 		stop_child "$tp" || true
@@ -229,12 +268,14 @@ live() {
 		row "$rep $sc $tool $n - - - - - - - - 0"
 		return 0
 	fi
-	python3 "$REPORT" poll "$tool" "$(cat "$d/url-direct")" "$d/done" "$d/obs" "${names[@]}" >"$d/poll.log" &
+	t1=$(now)
+	python3 "$REPORT" poll "$(kind "$tool")" "$(cat "$d/url-direct")" "$d/done" "$d/obs" "${names[@]}" >"$d/poll.log" &
 	pp=$!
 	python3 "$WRITER" write-many "$wl" "$commits" "$rate" "$d/commits" "$d/done" "${pairs[@]}" || ok=0
 	wait "$pp" || ok=0
 	stop_child "$tp" || { cat "$d/ship.log" >&2; ok=0; }
 	s1=$(python3 "$REPORT" haproxy-stat "$ADMIN")
+	t2=$(now)
 	local req up walb rpo=("-" "-") cpu pollms
 	pollms=$(sed -n 's/^poll round ms: median \([0-9]*\) .*/\1/p' "$d/poll.log")
 	req=$(($(echo "$s1" | cut -d' ' -f1) - $(echo "$s0" | cut -d' ' -f1)))
@@ -254,7 +295,21 @@ live() {
 	printf '  rep %d %-9s %-10s %3d tenant(s)  WAL %10d B  requests %6d  up %10d B  RPO p50 %6s p99 %6s s (poll %s ms)  cpu %6.2f s  %s\n' \
 		"$rep" "$sc" "$tool" "$n" "$walb" "$req" "$up" "${rpo[0]:--}" "${rpo[1]:--}" "${pollms:--}" "$cpu" \
 		"$([ "$ok" = 1 ] && echo "restores equal" || echo FAILED)"
+	[ "$BREAKDOWN" = 0 ] || breakdown "$rep" "$sc" "$tool" "$t0" "$t1" "$t2" "$req" "$up" $((n * commits))
 	if [ "$sc" != live-hist ] && [ "$ok" = 1 ]; then rm -rf "$d"; fi
+}
+
+# breakdown REP SCENARIO TOOL T0 T1 T2 REQUESTS BYTES COMMITS: what the proxy
+# logged of the run, by method, key and phase (bench/req_breakdown.py), and
+# whether the log holds every request the proxy's counters saw.
+breakdown() {
+	local f=$OUT/breakdown-$1-$2-$3 got
+	sleep 0.5 # the last lines' datagrams
+	python3 "$ROOT/bench/req_breakdown.py" table "$PROXY_LOG" "$4" "$5" "$6" --commits "$9" --out "$f.csv" >"$f.txt"
+	got=$(awk -F, 'NR > 1 {r += $4; b += $5 + $6} END {print r + 0, b + 0}' "$f.csv")
+	[ "$got" = "$7 $8" ] || echo "(the log holds $got requests and bytes, the proxy's counters $7 $8)" >>"$f.txt"
+	echo "  breakdown of rep $1 $2 $3 ($f.txt):"
+	sed 's/^/    /' "$f.txt"
 }
 
 # restore_run REP TOOL: the history's restore, timed, checked.
@@ -313,20 +368,23 @@ echo "run_peer_bench: s3:// (radosgw $DIRECT, counted through haproxy $PROXIED),
 echo "machine: $(nproc) CPU(s), load $(cut -d' ' -f1-3 /proc/loadavg) at start"
 echo "sizes: live-1 1 tenant x $((RATE1 * SECONDS_LIVE)) commits at $RATE1/s; live-100 $MANY tenants x $((RATEMANY * SECONDS_LIVE)) commits at $RATEMANY/s each; history $HIST_COMMITS text commits; start $IDLE idle tenants; throttled: ${THR_TENANTS:-none}"
 [ -n "$LS" ] || echo "litestream absent: every row is walship alone"
-echo "not measured beside Litestream (walship alone): bytes uploaded / WAL (Litestream compresses with LZ4: not comparable), start (bench_engine drives walship's engine), throttled (walship-bench drives walship's engine; the bench has no Litestream driver at a cap)"
+echo "not measured beside Litestream (walship alone): start (bench_engine drives walship's engine), throttled (walship-bench drives walship's engine; the bench has no Litestream driver at a cap)"
 # The history first: repetition 1 of live-hist, then its digest.
+has() { [[ " $SCENARIOS " == *" $1 "* ]]; }
 for tool in "${TOOLS[@]}"; do
+	has restore || break
 	live 1 live-hist "$tool" text 1 "$HIST_COMMITS" 0
 	[ ! -f "$WORK/1-live-hist-$tool/done" ] || source_digest "$WORK/1-live-hist-$tool/t000.db" >"$WORK/1-live-hist-$tool/digest"
 done
 for rep in $(seq 1 "$REPS"); do
-	order=("${TOOLS[@]}")
-	[ $((rep % 2)) = 0 ] && [ ${#TOOLS[@]} = 2 ] && order=("${TOOLS[1]}" "${TOOLS[0]}")
-	for tool in "${order[@]}"; do live "$rep" live-1 "$tool" peer 1 $((RATE1 * SECONDS_LIVE)) "$RATE1"; done
-	for tool in "${order[@]}"; do live "$rep" live-100 "$tool" peer "$MANY" $((RATEMANY * SECONDS_LIVE)) "$RATEMANY"; done
-	for tool in "${order[@]}"; do restore_run "$rep" "$tool"; done
+	# The order rotated every repetition (two tools: swapped).
+	order=()
+	for i in "${!TOOLS[@]}"; do order+=("${TOOLS[$(((i + rep - 1) % ${#TOOLS[@]}))]}"); done
+	! has live-1 || for tool in "${order[@]}"; do live "$rep" live-1 "$tool" peer 1 $((RATE1 * SECONDS_LIVE)) "$RATE1"; done
+	! has live-100 || for tool in "${order[@]}"; do live "$rep" live-100 "$tool" peer "$MANY" $((RATEMANY * SECONDS_LIVE)) "$RATEMANY"; done
+	! has restore || for tool in "${order[@]}"; do restore_run "$rep" "$tool"; done
 	[ "$ALONE_REPS" = 0 ] || [ "$rep" -le "$ALONE_REPS" ] || continue
-	start_run "$rep"
+	! has start || start_run "$rep"
 	for n in $THR_TENANTS; do throttled_run "$rep" "$n"; done
 done
 echo "machine: load $(cut -d' ' -f1-3 /proc/loadavg) at end"

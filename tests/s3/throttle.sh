@@ -4,7 +4,7 @@
 # way S3 does while a prefix rescales (or 429, as GCS and R2 do).
 #
 #   tests/s3/throttle.sh start DIR [--put-rate N] [--get-rate N] [--key-rate N] [--status 503|429]
-#                                  [--no-retry-after]
+#                                  [--no-retry-after] [--log HOST:PORT]
 #   tests/s3/throttle.sh rate DIR N        change the write cap of a running proxy (0 = no cap)
 #   tests/s3/throttle.sh retry-after DIR on|off   send Retry-After: 1 with a refusal, or no header
 #   tests/s3/throttle.sh stop DIR
@@ -25,6 +25,13 @@
 # --status: 503 (default; body: S3 XML error Code SlowDown) or 429.
 # --no-retry-after: refusals carry no Retry-After header (S3 sends none
 #   with SlowDown; the default sends `Retry-After: 1`, as GCS and R2 may).
+# --log HOST:PORT: one line per request, sent as a raw syslog datagram
+#   (UDP) to HOST:PORT when the request ends: `TIME METHOD URI STATUS
+#   BYTES CONTENT_LENGTH`, TIME in seconds since the epoch (ms), BYTES what
+#   the client sent (request line, headers and body: haproxy's %U, the
+#   same bytes its frontend's `bin` counter adds up), CONTENT_LENGTH the
+#   request's Content-Length header (`-` without one). For counting what
+#   a client sends by kind of request (bench/req_breakdown.py listens).
 #
 # radosgw cannot be made to throttle on demand, so this proxy is the one
 # fake in the S3 tests: it stands for a store's rate limit, nothing else
@@ -59,7 +66,7 @@ admin() {
 
 cmd_start() {
     local dir=$1; shift
-    local put_rate=0 get_rate=0 key_rate=0 status=503 retry_after=1
+    local put_rate=0 get_rate=0 key_rate=0 status=503 retry_after=1 log_to=""
     while [ $# -gt 0 ]; do
         case "$1" in
             --put-rate) put_rate=$(num "$1" "${2:-}"); shift 2 ;;
@@ -68,6 +75,8 @@ cmd_start() {
             --status) status=${2:-}; shift 2
                       [ "$status" = 503 ] || [ "$status" = 429 ] || die "--status: 503 or 429, not '$status'" ;;
             --no-retry-after) retry_after=0; shift ;;
+            --log) log_to=${2:-}; shift 2
+                   [[ "$log_to" =~ ^[0-9.]+:[0-9]+$ ]] || die "--log: HOST:PORT (an IPv4 address), not '$log_to'" ;;
             *) die "start: unknown option '$1'" ;;
         esac
     done
@@ -87,6 +96,14 @@ cmd_start() {
     body="<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>$code</Code><Message>Please reduce your request rate.</Message><Resource>throttle.sh</Resource></Error>"
     # 0 = no cap: a cap no client reaches.
     local big=1000000000
+    local log_lines=""
+    if [ -n "$log_to" ]; then
+        # The Content-Length is kept when the request is read: at its end
+        # the request's headers may be gone.
+        log_lines="    log $log_to len 4096 format raw local0 info
+    log-format \"%Ts.%ms %HM %HU %ST %U %[var(txn.clen)]\"
+    http-request set-var(txn.clen) req.hdr(content-length)"
+    fi
     [ "$put_rate" = 0 ] && put_rate=$big
     [ "$get_rate" = 0 ] && get_rate=$big
     [ "$key_rate" = 0 ] && key_rate=$big
@@ -113,6 +130,7 @@ backend st_keys
     stick-table type string len 512 size 1m expire 10s store http_req_rate(1s)
 frontend s3
     bind 127.0.0.1:$port
+$log_lines
     acl is_write method PUT POST DELETE
     acl is_read method GET HEAD
     http-request set-var(txn.wlim) str(write),map_str_int($dir/throttle.map,$big)
