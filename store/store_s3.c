@@ -25,8 +25,10 @@
  * verified by the server). Default: unsigned over https, where TLS protects
  * the body in transit (what the AWS SDKs do for PutObject), signed over
  * plain http. walship checks every object by its own hashes on read-back
- * either way. Requests without a body sign the empty payload's hash, and
- * DeleteObjects (a POST with an XML body) always signs its body.
+ * either way. GET, HEAD and DELETE, which have no body, send
+ * UNSIGNED-PAYLOAD in every mode (call_begin), and DeleteObjects (a POST
+ * with an XML body) always signs its body. Content-Length is sent but not
+ * signed (call_sign).
  *
  * Conditional writes: create-once is If-None-Match: *, compare-and-swap is
  * If-Match: ETAG, quoted (RFC 9110, AWS) or bare (radosgw 16.2 matches only
@@ -80,6 +82,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "ws_clock.h"
@@ -362,13 +365,24 @@ static uint64_t backoff_ms(struct s3_store *s, const struct s3_call *c)
 	return ms;
 }
 
+/* A request that never has a body: nothing for a payload hash to protect. */
+static bool bodiless(const struct s3_call *c)
+{
+	return (!c->body || c->body_iovcnt == 0) &&
+	       (!strcmp(c->method, "GET") || !strcmp(c->method, "HEAD") || !strcmp(c->method, "DELETE"));
+}
+
 /*
  * Before the first attempt: the payload hash (SHA-256, streamed over the
  * iovecs, or UNSIGNED-PAYLOAD without reading the body) and the deadline.
+ * A GET, HEAD or DELETE sends UNSIGNED-PAYLOAD whatever payload_signing
+ * says: it has no body, and the empty body's SHA-256 would spend 48 more
+ * bytes of every such request on proving that (the signature still
+ * covers the method, the key, the query and every x-amz-* header).
  */
 static void call_begin(struct s3_store *s, struct s3_call *c)
 {
-	if (c->unsigned_payload) {
+	if (c->unsigned_payload || bodiless(c)) {
 		static const char unsigned_payload[] = "UNSIGNED-PAYLOAD";
 		static_assert(sizeof(unsigned_payload) <= sizeof(c->payload_hash), "payload_hash holds it");
 		memcpy(c->payload_hash, unsigned_payload, sizeof(unsigned_payload));
@@ -421,6 +435,11 @@ static int call_sign(struct s3_store *s, struct s3_call *c)
 		size_t n = colon ? (size_t)(colon - c->extra[i]) : 0;
 		if (!colon || n >= sizeof(names[0]))
 			return ws_fail(-EINVAL, "s3 %s: malformed header for %s", s->base.url, c->key);
+		/* Sent, not signed (SigV4 asks for host and the x-amz-* headers):
+		 * the signed payload hash fixes the body and so its length, and
+		 * an unsigned payload goes only over TLS by default. */
+		if (n == 14 && !strncasecmp(c->extra[i], "Content-Length", 14))
+			continue;
 		memcpy(names[nh], c->extra[i], n);
 		names[nh][n] = '\0';
 		sh[nh].name = names[nh];
