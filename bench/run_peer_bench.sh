@@ -66,7 +66,7 @@
 #                 the proxy) under --out and stop it at the end
 #   --out DIR     results and scratch (default BUILD/peer-bench)
 #   --build DIR   an existing build; default build-bench (Release, no faults)
-#   --litestream BIN  a litestream binary; default: npm install of
+#   --litestream BIN  a litestream binary (none: walship alone); default: npm install of
 #                 @flydotio/litestream-linux-x64 under --out; if neither
 #                 works the bench says so and runs walship alone
 #   --seconds S   seconds of writing per live run (default 15; --tiny 3)
@@ -103,7 +103,7 @@ while [ $# -gt 0 ]; do
 	--build) BUILD=${2:-}; [ -n "$BUILD" ] || die "--build needs a directory"; shift 2 ;;
 	--out) OUT=${2:-}; [ -n "$OUT" ] || die "--out needs a directory"; shift 2 ;;
 	--s3) S3=1; shift ;;
-	--litestream) LS=${2:-}; [ -x "$LS" ] || die "--litestream: '$LS' is not an executable"; shift 2 ;;
+	--litestream) LS=${2:-}; [ "$LS" = none ] || [ -x "$LS" ] || die "--litestream: '$LS' is not an executable (or none)"; shift 2 ;;
 	--seconds) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || die "--seconds: a whole number >= 1"; SECONDS_LIVE=$2; shift 2 ;;
 	--throttle-tenants) [ $# -ge 2 ] || die "--throttle-tenants needs a list"
 		[[ "$2" =~ ^[0-9\ ]*$ ]] || die "--throttle-tenants: whole numbers, not '$2'"
@@ -125,6 +125,7 @@ WRITER=$ROOT/bench/seal_writer.py
 DIGEST=$ROOT/tests/data/fixture_digest.py
 REPORT=$ROOT/bench/peer_report.py
 find_litestream
+[ "$LS" != none ] || LS=""
 LSVER=""
 [ -n "$LS" ] && LSVER=$("$LS" version 2>/dev/null || echo unknown)
 TOOLS=(walship)
