@@ -225,7 +225,7 @@ bg_wait() {
 }
 
 # ---- 5. bench smoke --------------------------------------------------------------------
-section "bench smoke: bench_e2e --mb $BENCH_MB, bench_engine/bench_checkpoint/bench_events --tiny, bench_wal, run_cli_bench.sh, run_seal_bench.sh and run_peer_bench.sh --tiny, run_restore_bench.sh at 4 MiB, run_rebase_bench.sh at 8 MiB (build-ci; ratios are reported, not enforced)"
+section "bench smoke: bench_e2e --mb $BENCH_MB, bench_engine/bench_checkpoint/bench_events --tiny (and bench_events --tiny --shards 2 --combined), bench_wal, run_cli_bench.sh, run_seal_bench.sh and run_peer_bench.sh --tiny, run_restore_bench.sh at 4 MiB, run_rebase_bench.sh at 8 MiB (build-ci; ratios are reported, not enforced)"
 if [ -x build-ci/bench/bench_e2e ]; then
 	mkdir -p build-ci/testtmp
 	if ! build-ci/bench/bench_e2e --mb "$BENCH_MB" --reps 1 --dir "$PWD/build-ci/testtmp"; then
@@ -251,6 +251,13 @@ if [ -x build-ci/bench/bench_events ]; then
 	elif ! grep -q 'commit->Progressed p99 .*median' build-ci/bench-events.log ||
 		! grep -q 'start -> Hydrated p95 .*median' build-ci/bench-events.log; then
 		note_fail "bench smoke: bench_events printed no figures"
+	fi
+	# Combined queries across two shards, and the markers they ask.
+	if ! build-ci/bench/bench_events --tiny --shards 2 --combined --dir "$PWD/build-ci/testtmp" \
+		--sink-dir "$PWD/build-ci/testtmp" | tee build-ci/bench-events-combined.log; then
+		note_fail "bench smoke: bench_events --shards 2 --combined"
+	elif ! grep -q 'markers read/s (N combined queries) .*median' build-ci/bench-events-combined.log; then
+		note_fail "bench smoke: bench_events --combined printed no marker figure"
 	fi
 else
 	note_fail "bench smoke: build-ci/bench/bench_events was not built"
