@@ -77,6 +77,7 @@
  * open and the shared write pacers. s3_internal.h is what they share.
  */
 #include <assert.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -333,6 +334,27 @@ int ws_s3_parse_retry_after(const char *v, int64_t now_wall_ms, uint64_t *ms)
 	return 0;
 }
 
+/*
+ * A store that answers a Retry-After walship cannot read is told to a
+ * person: a warning, at most one a minute for the process (a throttled
+ * store answers many), saying how many were ignored since the last one.
+ */
+static _Atomic uint64_t ra_bad_count, ra_bad_warned_ms;
+
+static void retry_after_unreadable(const char *ra)
+{
+	uint64_t n = atomic_fetch_add(&ra_bad_count, 1) + 1;
+	uint64_t now = ws_mono_ms(), last = atomic_load(&ra_bad_warned_ms);
+	if ((last && now - last < 60000) || !atomic_compare_exchange_strong(&ra_bad_warned_ms, &last, now ? now : 1)) {
+		ws_debug("s3: Retry-After '%.40s' is neither seconds nor an HTTP date; ignored", ra);
+		return;
+	}
+	atomic_store(&ra_bad_count, 0);
+	ws_warn("s3: the store answered Retry-After '%.40s', neither seconds nor an HTTP date: ignored, the "
+		"request's own backoff used instead (%" PRIu64 " such answers since the last warning; at most one "
+		"warning a minute)", ra, n);
+}
+
 uint64_t ws_s3_retry_after_ms(const struct ws_http_req *r)
 {
 	const char *ra = ws_http_header(r, "retry-after");
@@ -340,7 +362,7 @@ uint64_t ws_s3_retry_after_ms(const struct ws_http_req *r)
 	if (!ra)
 		return 0;
 	if (ws_s3_parse_retry_after(ra, ws_wall_ms(), &ms)) {
-		ws_debug("s3: Retry-After '%.40s' is neither seconds nor an HTTP date; ignored", ra);
+		retry_after_unreadable(ra);
 		return 0;
 	}
 	return ms;

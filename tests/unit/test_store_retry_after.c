@@ -6,8 +6,12 @@
  */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
+#include "http_internal.h"
 #include "s3_internal.h"
+#include "ws_log.h"
 #include "testutil.h"
 
 /* Sun, 06 Nov 1994 08:49:37 GMT */
@@ -101,12 +105,57 @@ static void test_bad_values(void **state)
 	bad("Sun, ");
 }
 
+struct logged {
+	int warnings;
+	char last[512];
+};
+
+static void log_keep(enum ws_log_level level, const char *msg, void *arg)
+{
+	struct logged *l = arg;
+	if (level != WS_LOG_WARN)
+		return;
+	l->warnings++;
+	snprintf(l->last, sizeof(l->last), "%s", msg);
+}
+
+static void answer(struct ws_http_req *r, const char *line)
+{
+	memset(r, 0, sizeof(*r));
+	r->content_length = -1;
+	ws_http_header_line(r, line, strlen(line));
+}
+
+/* An answer walship cannot read reaches a person: a warning naming the
+ * value, then at most one a minute however many come (the count of those
+ * ignored meanwhile goes with the next one). A readable one says nothing. */
+static void test_unreadable_is_warned(void **state)
+{
+	static struct ws_http_req r;
+	struct logged l = {0};
+	(void)state;
+	ws_log_set_sink(log_keep, &l);
+	answer(&r, "Retry-After: 3\r\n");
+	assert_int_equal(ws_s3_retry_after_ms(&r), 3000);
+	assert_int_equal(l.warnings, 0);
+	answer(&r, "Retry-After: in a moment\r\n");
+	assert_int_equal(ws_s3_retry_after_ms(&r), 0);
+	assert_int_equal(l.warnings, 1);
+	assert_non_null(strstr(l.last, "Retry-After 'in a moment'"));
+	assert_non_null(strstr(l.last, "ignored"));
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(ws_s3_retry_after_ms(&r), 0);
+	assert_int_equal(l.warnings, 1);
+	ws_log_set_sink(NULL, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_seconds),
 		cmocka_unit_test(test_http_dates),
 		cmocka_unit_test(test_bad_values),
+		cmocka_unit_test(test_unreadable_is_warned),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
