@@ -441,7 +441,7 @@ int ws_eng_tail_one(struct shard *sh, struct lane *ln, struct tenant *t, enum ta
 	 * followed tenant, and one with nothing open, are tailed at once:
 	 * engine_shard.c read_events). */
 	const bool key_wait = fail_fast && t->open && !t->tap;
-	ws_stream_set_key_wait(t->st, key_wait, key_lead(sh, t));
+	ws_stream_set_key_wait(t->st, key_wait, key_lead(sh, t), &sh->e->stopping);
 	const uint64_t started = ws_mono_ms();
 	store->throttle_fail_fast = fail_fast;
 	store->throttle_until_ms = 0;

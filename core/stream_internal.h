@@ -248,6 +248,7 @@ struct ws_stream {
 	uint32_t tail_ms, key_ms;    /* the work bound (ws_stream_set_tail_bound) */
 	bool key_wait;               /* the watermark write waits for key_ms (ws_stream_set_key_wait) */
 	uint32_t lead_ms;            /* ... which the tail was started this much ahead of */
+	const uint32_t *key_wait_stop; /* (atomic) non-zero: the wait ends at once */
 	struct ws_stream_lane lane;  /* whose store and work a call uses (ws_stream_set_lane) */
 	/* Across calls. */
 	bool last_ok;                /* the last call shipped what it read (the sink answers) */

@@ -5,6 +5,9 @@
 #include "stream_internal.h"
 #include "adapt.h"
 
+/* How often the watermark's wait for key_ms looks whether the engine stops. */
+#define KEY_WAIT_STEP_MS 20
+
 
 /*
  * The earliest time the next manifest may be stamped with: the stamp of
@@ -387,9 +390,14 @@ static void key_wait(struct ws_stream *st)
 	if (!st->key_wait || !st->key_ms)
 		return;
 	(void)WS_FAULT("stream.key_wait"); /* a pause site: nothing to fail here */
-	const uint64_t now = ws_mono_ms(), at = ws_adapt_key_due(0, st->mark.sent_mono_ms, st->key_ms, 0);
-	if (at > now)
-		ws_sleep_ms((unsigned)(at - now));
+	const uint64_t at = ws_adapt_key_due(0, st->mark.sent_mono_ms, st->key_ms, 0);
+	/* In steps, so that an engine beginning to stop is not held up by a
+	 * wait as long as the lead (up to half of key_ms). */
+	for (uint64_t now = ws_mono_ms(); at > now; now = ws_mono_ms()) {
+		if (st->key_wait_stop && __atomic_load_n(st->key_wait_stop, __ATOMIC_RELAXED))
+			break;
+		ws_sleep_ms((unsigned)(at - now < KEY_WAIT_STEP_MS ? at - now : KEY_WAIT_STEP_MS));
+	}
 	if (at > ready)
 		st->call.report.key_wait_ms = ws_mono_ms() - ready;
 }

@@ -685,10 +685,11 @@ void ws_stream_set_tail_bound(struct ws_stream *st, uint32_t tail_ms, uint32_t k
 	st->key_ms = key_ms;
 }
 
-void ws_stream_set_key_wait(struct ws_stream *st, bool wait, uint32_t lead_ms)
+void ws_stream_set_key_wait(struct ws_stream *st, bool wait, uint32_t lead_ms, const uint32_t *stop)
 {
 	st->key_wait = wait;
 	st->lead_ms = wait ? lead_ms : 0;
+	st->key_wait_stop = stop;
 }
 
 uint64_t ws_stream_wm_sent_ms(const struct ws_stream *st) { return st->mark.sent_mono_ms; }

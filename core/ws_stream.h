@@ -34,8 +34,11 @@ void ws_stream_set_tail_bound(struct ws_stream *st, uint32_t tail_ms, uint32_t k
  * manifest is durable. lead_ms: how long before that the engine started
  * the call (a bounded tail stops scanning that much before the interval
  * ends, so as to be ready then). wait false: the write goes at once.
+ * stop (may be NULL): read (atomically) while waiting; once non-zero the
+ * wait ends and the write goes (the engine is stopping: its drain is not
+ * held to the interval either).
  */
-void ws_stream_set_key_wait(struct ws_stream *st, bool wait, uint32_t lead_ms);
+void ws_stream_set_key_wait(struct ws_stream *st, bool wait, uint32_t lead_ms, const uint32_t *stop);
 /* When the stream's last watermark write went out (mono ms; 0: none yet). */
 uint64_t ws_stream_wm_sent_ms(const struct ws_stream *st);
 /* drain: the next calls ship everything committed or fail, never shed, even

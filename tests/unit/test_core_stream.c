@@ -1520,6 +1520,56 @@ static void test_pipe_results_before_reuse(void **state)
  * growth moved them (under ASan a stale one is a use after free), and both
  * restore equal.
  */
+/* Sets *flag a little after it starts: an engine beginning to stop. */
+struct stop_later {
+	uint32_t flag;
+	unsigned after_ms;
+};
+
+static void *stop_later_main(void *arg)
+{
+	struct stop_later *s = arg;
+	wt_sleep_ms(s->after_ms);
+	__atomic_store_n(&s->flag, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/*
+ * A watermark write that waits out key_write_interval_ms (15 s here, after
+ * the stream's first write) goes as soon as the engine begins to stop, not
+ * when the interval ends: the stop is not held up by the wait. What it
+ * ships is acknowledged, and restores.
+ */
+static void test_key_wait_ends_at_stop(void **state)
+{
+	struct wt_env e;
+	struct ws_outcome o;
+	struct ws_stream *st;
+	struct stop_later sl = { 0, 300 };
+	pthread_t th;
+	(void)state;
+
+	wt_env_init(&e, "stream_key_wait_stop", 0);
+	wt_write_txn(e.w, 3, 300);
+	st = stream_open(&e);
+	ws_stream_set_tail_bound(st, 0, 15000);
+	ws_stream_set_key_wait(st, true, 0, &sl.flag);
+	tail_expect(st, &o, WS_OUTCOME_STREAMED); /* the first write: nothing to wait for */
+	wt_write_txn(e.w, 2, 400);
+	assert_int_equal(pthread_create(&th, NULL, stop_later_main, &sl), 0);
+	const uint64_t t0 = ws_mono_ms();
+	tail_expect(st, &o, WS_OUTCOME_STREAMED);
+	const uint64_t took = ws_mono_ms() - t0;
+	pthread_join(th, NULL);
+	if (took < 250 || took > 5000)
+		fail_msg("the write waited %" PRIu64 " ms: expected it to wait until the stop (300 ms), not the 15 s "
+			 "interval", took);
+	assert_int_equal(o.u.streamed.last_frame, wal_frames(&e));
+	assert_restore_equals_source(&e);
+	ws_stream_close(st);
+	wt_env_free(&e);
+}
+
 static void test_shared_work_grows(void **state)
 {
 	struct wt_env e;
@@ -2397,6 +2447,7 @@ int main(void)
 		cmocka_unit_test(test_page_sizes),
 		cmocka_unit_test(test_shared_work_grows),
 		cmocka_unit_test(test_pipe_results_before_reuse),
+		cmocka_unit_test(test_key_wait_ends_at_stop),
 		cmocka_unit_test(test_shed_snapshot_without_wal),
 		cmocka_unit_test(test_locked_call_waits_out_nothing),
 		cmocka_unit_test(test_inline_manifest_meets_policy),
