@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Tails in flight against one tail at a time, interleaved in one run
 # (docs/bench/README.md "Tails in flight"): each repetition runs the
-# baseline (tails_in_flight 1) and then tails_in_flight K, and the medians
-# (min..max) of each are printed side by side with their ratio.
+# baseline (tails_in_flight B, default 1) and then tails_in_flight K, and
+# the medians (min..max) of each are printed side by side with their ratio.
 #
-#   bench/run_lanes_bench.sh --what events|rpo [--reps N] [--k K] [--s3]
+#   bench/run_lanes_bench.sh --what events|rpo [--reps N] [--k K] [--base B] [--s3]
 #                            [--tenants N] [--seconds S] [--build DIR] [--tiny]
 #
 # events: build/bench/bench_events --latency-only (phase L), one repetition a
@@ -19,13 +19,14 @@
 #         run it under `flock /tmp/ws-s3.lock`).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-what="" reps=7 k=4 s3=0 tenants="" seconds=20 build="$here/build" tiny=0
+what="" reps=7 k=4 base=1 s3=0 tenants="" seconds=20 build="$here/build" tiny=0
 die() { echo "run_lanes_bench: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --what) what=${2:-}; shift 2 ;;
         --reps) reps=${2:-}; shift 2 ;;
         --k) k=${2:-}; shift 2 ;;
+        --base) base=${2:-}; shift 2 ;;
         --s3) s3=1; shift ;;
         --tenants) tenants=${2:-}; shift 2 ;;
         --seconds) seconds=${2:-}; shift 2 ;;
@@ -85,21 +86,22 @@ if [ "$s3" = 1 ]; then
     . "$rgw/env"
     set +a
 fi
-echo "run_lanes_bench: $what, $reps repetitions, tails_in_flight 1 then $k each; load: $(uptime | sed 's/.*load/load/')"
+[ "$base" != "$k" ] || die "--base and --k must differ"
+echo "run_lanes_bench: $what, $reps repetitions, tails_in_flight $base then $k each; load: $(uptime | sed 's/.*load/load/')"
 for ((i = 1; i <= reps; i++)); do
-    for n in 1 "$k"; do
+    for n in "$base" "$k"; do
         "run_$what" "$n"
     done
 done
 echo "load after: $(uptime | sed 's/.*load/load/')"
-python3 - "$work/fig-1" "$work/fig-$k" "$k" "$what" <<'EOF'
+python3 - "$work/fig-$base" "$work/fig-$k" "$k" "$what" "$base" <<'EOF'
 import statistics, sys
 a = [list(map(float, l.split())) for l in open(sys.argv[1])]
 b = [list(map(float, l.split())) for l in open(sys.argv[2])]
-k, what = sys.argv[3], sys.argv[4]
+k, what, base = sys.argv[3], sys.argv[4], sys.argv[5]
 name = ["commit->Progressed p50 ms", "commit->Progressed p99 ms"] if what == "events" else ["RPO p50 ms", "RPO p99 ms"]
 def fig(v): return "%.1f (%.1f..%.1f)" % (statistics.median(v), min(v), max(v))
-print("| figure | tails_in_flight 1 | tails_in_flight %s | ratio of medians |" % k)
+print("| figure | tails_in_flight %s | tails_in_flight %s | ratio of medians |" % (base, k))
 print("|---|---|---|---|")
 for i, n in enumerate(name):
     x = [r[i] for r in a]; y = [r[i] for r in b]
