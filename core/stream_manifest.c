@@ -387,7 +387,10 @@ static void key_wait(struct ws_stream *st)
 {
 	const uint64_t ready = ws_mono_ms();
 	st->call.report.wm_ready_ms = ready;
-	if (!st->key_wait || !st->key_ms)
+	/* Never under the application's write lock (walship's own WAL
+	 * checkpoint): its writers would wait out the interval too. That
+	 * write goes out up to the lead early, once per checkpoint. */
+	if (!st->key_wait || !st->key_ms || st->call.locked)
 		return;
 	(void)WS_FAULT("stream.key_wait"); /* a pause site: nothing to fail here */
 	const uint64_t at = ws_adapt_key_due(0, st->mark.sent_mono_ms, st->key_ms, 0);

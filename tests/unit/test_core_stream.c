@@ -1690,6 +1690,37 @@ static void test_locked_call_waits_out_nothing(void **state)
 }
 
 /*
+ * A call that holds the application's write lock does not wait out
+ * key_write_interval_ms before its watermark write (15 s here, the last
+ * write a moment ago): the application's writers would wait with it. It
+ * writes at once, and the state it ships restores.
+ */
+static void test_locked_call_no_key_wait(void **state)
+{
+	struct wt_env e;
+	struct shard_env x;
+	struct ws_stream *st;
+	struct ws_outcome o;
+	(void)state;
+
+	wt_env_init(&e, "locked-key-wait", 0);
+	st = open_locking_stream(&e, &x);
+	ws_stream_set_tail_bound(st, 0, 15000);
+	ws_stream_set_key_wait(st, true, 0, NULL);
+	const uint64_t t0 = ws_mono_ms(), wal_checkpoints = ws_stream_wal_checkpoints(st);
+	wt_tail_ok(st, &o);
+	const uint64_t took = ws_mono_ms() - t0;
+	assert_int_equal(ws_stream_wal_checkpoints(st), wal_checkpoints + 1); /* it was the locked call */
+	if (took > 5000)
+		fail_msg("the locked call took %" PRIu64 " ms: it waited out the interval under the write lock", took);
+	assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
+	ws_stream_close(st);
+	shard_env_free(&x);
+	assert_true(wt_restore_hash(&e, TENANT, NULL, NULL) == wt_content_hash(e.w, NULL));
+	wt_env_free(&e);
+}
+
+/*
  * A call that took the application's write lock (the last call went
  * through, the WAL the watermark names past wal_checkpoint_bytes and still
  * live) and then finds it must re-base (continuity lost: the stream was
@@ -2450,6 +2481,7 @@ int main(void)
 		cmocka_unit_test(test_key_wait_ends_at_stop),
 		cmocka_unit_test(test_shed_snapshot_without_wal),
 		cmocka_unit_test(test_locked_call_waits_out_nothing),
+		cmocka_unit_test(test_locked_call_no_key_wait),
 		cmocka_unit_test(test_inline_manifest_meets_policy),
 		cmocka_unit_test(test_rebase_lets_the_write_lock_go),
 		cmocka_unit_test(test_probe_read_error_is_no_empty),
