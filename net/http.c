@@ -424,6 +424,16 @@ static void req_fail(struct ws_http_req *r, int err, const char *detail)
 	snprintf(r->err_detail, sizeof(r->err_detail), "%s", detail);
 }
 
+/* Whether one of the n headers ("Name: value") is named as name ("Name:"). */
+static bool header_set(const char *const *headers, size_t n, const char *name)
+{
+	const size_t len = strlen(name);
+	for (size_t i = 0; i < n; i++)
+		if (headers[i] && !strncasecmp(headers[i], name, len))
+			return true;
+	return false;
+}
+
 /*
  * Configure slot s for r (on top of slot_init's options). Returns 0, or a negative error that belongs to
  * the request (bad input, no memory); the slot stays free in that case.
@@ -476,13 +486,16 @@ static int slot_setup(struct ws_http *h, struct slot *s, struct ws_http_req *r)
 	/* Last, headers libcurl would add that no store needs, each taken
 	 * out by naming it empty: "Expect:" stops curl waiting a second for
 	 * 100 Continue on PUT/POST, "Accept:" its default "Accept: * / *"
-	 * (13 bytes on every request; S3 answers the same without it). */
-	static const char *const unset[] = { "Expect:", "Accept:" };
+	 * (13 bytes on every request; S3 answers the same without it),
+	 * "Content-Type:" the form type it gives a POST's body (unsigned, and
+	 * a multipart create would store it as the object's type). A header
+	 * the request sets itself is left as it set it. */
+	static const char *const unset[] = { "Expect:", "Accept:", "Content-Type:" };
 	const size_t nunset = sizeof(unset) / sizeof(unset[0]);
 	for (size_t i = 0; i < nhdr + nunset; i++) {
 		const char *line = i < nhdr ? r->headers[i] : unset[i - nhdr];
 		struct curl_slist *n;
-		if (!line)
+		if (!line || (i >= nhdr && header_set(r->headers, nhdr, line)))
 			continue;
 		if (!(n = curl_slist_append(s->hdrs, line))) {
 			req_fail(r, -ENOMEM, "http: header list");
