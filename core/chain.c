@@ -57,6 +57,8 @@ int ws_wm_load_keep(struct ws_store *s, const char *tenant, struct ws_fmt_waterm
 			     tenant, key, wm->tenant);
 		goto out;
 	}
+	if ((rc = ws_wm_slots_refuse(tenant, key, wm)) != 0)
+		goto out;
 	if (!keep)
 		wm->carried = NULL; /* its bytes go with own; carried_len says there was one */
 	if (etag)
@@ -70,6 +72,23 @@ out:
 int ws_wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm, struct ws_etag *etag)
 {
 	return ws_wm_load_keep(s, tenant, wm, etag, NULL);
+}
+
+int ws_wm_slots_refuse(const char *tenant, const char *key, const struct ws_fmt_watermark *wm)
+{
+	if (wm->version < 4)
+		return 0;
+	return ws_fail(WS_EFORMAT, "tenant %s uses manifest slots (its watermark %s is version %u, lane %016llx), "
+		       "which this walship does not read yet: refused, nothing read or written for it", tenant, key,
+		       wm->version, (unsigned long long)wm->lane);
+}
+
+int ws_slot_key_refuse(const char *what, const char *key)
+{
+	const char *slash = strchr(key, '/');
+	return ws_fail(WS_EFORMAT, "%s: %s is a manifest slot: tenant %.*s uses manifest slots, which this walship "
+		       "does not read yet: refused, nothing deleted for it", what, key,
+		       (int)(slash ? slash - key : 0), key);
 }
 
 /* The bytes read for ref are the object it names: its length, and (the

@@ -373,6 +373,11 @@ static int sweep_unreachable(struct ret_ctx *x, const struct ws_ckpt_tenant_entr
 			uint64_t seq = ws_key_manifest_seq(page.keys[i]), oseq;
 			if (keyset_has(keep, page.keys[i]))
 				continue;
+			/* A slot is no content-named manifest (sink.h ws_key_manifest_seq). */
+			if (ws_key_slot_any(page.keys[i])) {
+				rc = ws_slot_key_refuse("retention", page.keys[i]);
+				break;
+			}
 			if (seq == 0) {
 				oseq = ws_key_object_seq(page.keys[i]);
 				if (oseq != 0 && oseq <= keep->cut_seq)
