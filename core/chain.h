@@ -27,6 +27,11 @@ int ws_wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *
  */
 int ws_wm_slots_refuse(const char *tenant, const char *key, const struct ws_fmt_watermark *wm) WS_MUST_CHECK;
 int ws_slot_key_refuse(const char *what, const char *key) WS_MUST_CHECK;
+/* The same for a command that must refuse before it writes anything and
+ * has not read the watermark yet: one GET, judged by its version field
+ * alone (a damaged watermark is the command's to handle as before: 0, as
+ * for none). Read errors other than not found are returned, named. */
+int ws_wm_slots_check(struct ws_store *s, const char *tenant, const char *what) WS_MUST_CHECK;
 
 /* Calls fn for each manifest key under prefix (with the watermark sequence it
  * carries), in key order, every page; stops at fn's non-zero return. */

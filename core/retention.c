@@ -765,7 +765,12 @@ static int protected_verify(struct ret_ctx *x, const struct ws_ckpt_index *p)
 {
 	for (size_t i = 0; i < p->tenant_count; i++) {
 		struct ws_restore_base base;
-		int rc = ws_ckread_base_from_index(p, p->tenants[i].tenant, &base);
+		/* A tenant with manifest slots: refused before anything is
+		 * written (the sweeps would refuse it halfway). One GET each. */
+		int rc = ws_wm_slots_check(x->s, p->tenants[i].tenant, "retention refused, nothing deleted");
+		if (rc)
+			return rc;
+		rc = ws_ckread_base_from_index(p, p->tenants[i].tenant, &base);
 		if (!rc)
 			rc = ws_artifact_verify(x->s, &base);
 		if (rc == WS_ENOKEY)

@@ -160,34 +160,6 @@ int ws_removal_sweep(struct ws_ckpt *c, bool dry_run, void (*fn)(const char *key
 	return rc;
 }
 
-/*
- * A tenant with manifest slots (watermark version 4 or later, by its
- * version field alone: forget deletes a damaged watermark as before) is
- * refused before anything is written: its forget must close its lane
- * first (docs/SLOTS.md), which this walship cannot.
- */
-static int forget_slots_refuse(struct ws_store *s, const char *tenant)
-{
-	char key[WS_KEY_MAX];
-	struct ws_buf b;
-	int rc;
-
-	if ((rc = ws_key_watermark(key, sizeof(key), tenant)) != 0)
-		return rc;
-	ws_buf_init(&b, WS_WM_BYTES_MAX);
-	rc = ws_store_get(s, key, 0, UINT64_MAX, &b, NULL);
-	if (rc == WS_ENOTFOUND || rc == WS_ETOOBIG)
-		rc = 0;
-	else if (rc)
-		rc = ws_fail_wrap(rc, "forget: read the watermark of %s", tenant);
-	else if (b.len >= 16 && memcmp(b.data, "WSWMARK1", 8) == 0 && ws_get_le32(b.data + 8) >= 4)
-		rc = ws_fail(WS_EFORMAT, "forget: tenant %s uses manifest slots (its watermark %s is version %u), "
-			     "which this walship does not read yet: refused, nothing recorded or deleted", tenant,
-			     key, ws_get_le32(b.data + 8));
-	ws_buf_free(&b);
-	return rc;
-}
-
 int ws_tenant_forget(struct ws_sink *sink, const char *tenant, struct ws_forget_report *rep)
 {
 	struct ws_forget_report none;
@@ -203,7 +175,8 @@ int ws_tenant_forget(struct ws_sink *sink, const char *tenant, struct ws_forget_
 	memset(rep, 0, sizeof(*rep));
 	if (!tenant || !ws_tenant_name_valid(tenant) || strcmp(tenant, WS_CKPT_PREFIX) == 0)
 		return ws_fail(WS_ECONFIG, "forget: \"%s\" is not a tenant name", tenant ? tenant : "(null)");
-	if ((rc = forget_slots_refuse(sink->store, tenant)) != 0)
+	/* Its forget must close its lane first (docs/SLOTS.md), which this walship cannot. */
+	if ((rc = ws_wm_slots_check(sink->store, tenant, "forget")) != 0)
 		return rc;
 	if ((rc = ws_ckread_open(sink, true, WS_CKPT_LEASE_WAIT_MS, &c)) != 0)
 		return rc;

@@ -952,6 +952,11 @@ int ws_fmt_watermark_decode(const uint8_t *obj, size_t len, struct ws_fmt_waterm
 	return 0;
 }
 
+uint32_t ws_fmt_watermark_peek_version(const uint8_t *obj, size_t len)
+{
+	return len >= 24 && memcmp(obj, WM_MAGIC, 8) == 0 ? ws_get_le32(obj + 8) : 0;
+}
+
 /* ---- close record ----------------------------------------------------- */
 
 #define CLOSE_FLAG_REMOVED 1u

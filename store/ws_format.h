@@ -248,6 +248,10 @@ int ws_fmt_watermark_encode(const struct ws_fmt_watermark *w, struct ws_buf *out
  * WS_ECORRUPT. */
 int ws_fmt_watermark_decode(const uint8_t *obj, size_t len, struct ws_fmt_watermark *out) WS_MUST_CHECK;
 
+/* The version field of what looks like a watermark (its magic and
+ * framing; nothing else checked), or 0. */
+uint32_t ws_fmt_watermark_peek_version(const uint8_t *obj, size_t len);
+
 /* ---- manifest slots (docs/FORMAT.md "Close record"; not written yet) --- */
 
 /*
