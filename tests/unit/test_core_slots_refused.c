@@ -321,6 +321,11 @@ static void test_slot_tenant_refused(void **state)
 	state_same(before, e.sink_dir, "ls");
 
 	{
+		enum ws_history_end end;
+		refused_msg(ws_list_generations(e.sink, TENANT, NULL, NULL, &end), "ls TENANT");
+		state_same(before, e.sink_dir, "ls TENANT");
+	}
+	{
 		uint64_t n = 0;
 		refused_msg(ws_verify_orphans(e.sink, TENANT, NULL, NULL, &n), "verify --orphans");
 		state_same(before, e.sink_dir, "verify --orphans");
