@@ -15,8 +15,9 @@ int ws_key_gen_prefix(char *out, size_t cap, const char *tenant, uint64_t epoch,
  * A slot key (".../l<lane>/m<seq:016x>", below) is 0 too, on purpose: its
  * callers (retention's sweeps, orphans, the went-back check) apply the
  * rules of content-named manifests, which do not hold for slots (retention
- * must stop at the watermark's hint, a close record is no manifest); each
- * refuses a slot key it meets instead (ws_key_slot_any).
+ * must stop at the watermark's hint, a close record is no manifest). The
+ * listings that delete or report refuse a slot key they meet instead
+ * (ws_key_slot_any); the went-back check passes it by.
  */
 uint64_t ws_key_manifest_seq(const char *key);
 
