@@ -57,6 +57,8 @@ int ws_wm_load_keep(struct ws_store *s, const char *tenant, struct ws_fmt_waterm
 			     tenant, key, wm->tenant);
 		goto out;
 	}
+	if ((rc = ws_wm_slots_refuse(tenant, key, wm)) != 0)
+		goto out;
 	if (!keep)
 		wm->carried = NULL; /* its bytes go with own; carried_len says there was one */
 	if (etag)
@@ -70,6 +72,46 @@ out:
 int ws_wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm, struct ws_etag *etag)
 {
 	return ws_wm_load_keep(s, tenant, wm, etag, NULL);
+}
+
+int ws_wm_slots_refuse(const char *tenant, const char *key, const struct ws_fmt_watermark *wm)
+{
+	if (wm->version < 4)
+		return 0;
+	return ws_fail(WS_EFORMAT, "tenant %s uses manifest slots (its watermark %s is version %u), which this "
+		       "walship does not read yet: refused, nothing read or written for it", tenant, key, wm->version);
+}
+
+int ws_wm_slots_check(struct ws_store *s, const char *tenant, const char *what)
+{
+	char key[WS_KEY_MAX];
+	struct ws_fmt_watermark wm;
+	struct ws_buf b;
+	int rc;
+
+	if ((rc = ws_key_watermark(key, sizeof(key), tenant)) != 0)
+		return ws_fail(rc, "%s: tenant %s: watermark key too long", what, tenant);
+	ws_buf_init(&b, WS_WM_BYTES_MAX);
+	rc = ws_store_get(s, key, 0, UINT64_MAX, &b, NULL);
+	memset(&wm, 0, sizeof(wm));
+	if (rc == 0)
+		wm.version = ws_fmt_watermark_peek_version(b.data, b.len);
+	ws_buf_free(&b);
+	if (rc == WS_ENOTFOUND || rc == WS_ETOOBIG)
+		return 0;
+	if (rc)
+		return ws_fail_wrap(rc, "%s: tenant %s: read watermark %s", what, tenant, key);
+	if ((rc = ws_wm_slots_refuse(tenant, key, &wm)) != 0)
+		return ws_fail_wrap(rc, "%s", what);
+	return 0;
+}
+
+int ws_slot_key_refuse(const char *what, const char *key)
+{
+	const char *slash = strchr(key, '/');
+	return ws_fail(WS_EFORMAT, "%s: %s is a manifest slot: tenant %.*s uses manifest slots, which this walship "
+		       "does not read yet: refused, nothing deleted for it", what, key,
+		       (int)(slash ? slash - key : 0), key);
 }
 
 /* The bytes read for ref are the object it names: its length, and (the

@@ -7,7 +7,9 @@
 
 #include "core_internal.h"
 
-/* Load a tenant's watermark. Returns WS_ENOTFOUND when the tenant has none.
+/* Load a tenant's watermark. Returns WS_ENOTFOUND when the tenant has none,
+ * and WS_EFORMAT (ws_wm_slots_refuse) when it is version 4: a tenant with
+ * manifest slots, which this walship does not read yet.
  * A watermark that carries its manifest (carried_len) gets carried NULL:
  * a reader that walks the chain from it loads it with ws_wm_load_keep,
  * whose keep holds the bytes wm->carried points into (a later read may
@@ -16,6 +18,20 @@ int ws_wm_load_keep(struct ws_store *s, const char *tenant, struct ws_fmt_waterm
 		    struct ws_buf *keep) WS_MUST_CHECK;
 int ws_wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm,
 	       struct ws_etag *etag) WS_MUST_CHECK;
+
+/*
+ * Every reader and writer refuses a tenant with manifest slots (docs/FORMAT.md
+ * "Watermark", version 4; docs/SLOTS.md), whole, before it reads or writes
+ * anything else of it: WS_EFORMAT naming the tenant and key (the watermark's,
+ * or a slot key met in a listing: ws_key_slot_any). 0 for versions 1..3.
+ */
+int ws_wm_slots_refuse(const char *tenant, const char *key, const struct ws_fmt_watermark *wm) WS_MUST_CHECK;
+int ws_slot_key_refuse(const char *what, const char *key) WS_MUST_CHECK;
+/* The same for a command that must refuse before it writes anything and
+ * has not read the watermark yet: one GET, judged by its version field
+ * alone (a damaged watermark is the command's to handle as before: 0, as
+ * for none). Read errors other than not found are returned, named. */
+int ws_wm_slots_check(struct ws_store *s, const char *tenant, const char *what) WS_MUST_CHECK;
 
 /* Calls fn for each manifest key under prefix (with the watermark sequence it
  * carries), in key order, every page; stops at fn's non-zero return. */

@@ -510,7 +510,7 @@ static int wm_read(struct ws_follow *f, struct ws_fmt_watermark *wm)
 	if (strcmp(wm->tenant, f->tenant) != 0)
 		return ws_fail(WS_EFORMAT, "tenant %s: watermark %s belongs to tenant '%s' (foreign object)",
 			       f->tenant, f->wm_key, wm->tenant);
-	return 0;
+	return ws_wm_slots_refuse(f->tenant, f->wm_key, wm);
 }
 
 int ws_follow_poll(struct ws_follow *f, unsigned *handed)

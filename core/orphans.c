@@ -499,6 +499,11 @@ int ws_verify_orphans(struct ws_sink *sink, const char *tenant, ws_orphan_fn fn,
 		for (size_t i = 0; i < page.count && !rc; i++) {
 			if (keymap_get(&x.named, page.keys[i]) || removal_record(page.keys[i]))
 				continue;
+			/* A slot is no content-named manifest (sink.h ws_key_manifest_seq). */
+			if (ws_key_slot_any(page.keys[i])) {
+				rc = ws_slot_key_refuse("orphans", page.keys[i]);
+				break;
+			}
 			if (n == cap) {
 				size_t ncap = cap ? cap * 2 : 64;
 				char **nk = realloc(keys, ncap * sizeof(*keys));

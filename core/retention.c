@@ -373,6 +373,11 @@ static int sweep_unreachable(struct ret_ctx *x, const struct ws_ckpt_tenant_entr
 			uint64_t seq = ws_key_manifest_seq(page.keys[i]), oseq;
 			if (keyset_has(keep, page.keys[i]))
 				continue;
+			/* A slot is no content-named manifest (sink.h ws_key_manifest_seq). */
+			if (ws_key_slot_any(page.keys[i])) {
+				rc = ws_slot_key_refuse("retention", page.keys[i]);
+				break;
+			}
 			if (seq == 0) {
 				oseq = ws_key_object_seq(page.keys[i]);
 				if (oseq != 0 && oseq <= keep->cut_seq)
@@ -760,7 +765,12 @@ static int protected_verify(struct ret_ctx *x, const struct ws_ckpt_index *p)
 {
 	for (size_t i = 0; i < p->tenant_count; i++) {
 		struct ws_restore_base base;
-		int rc = ws_ckread_base_from_index(p, p->tenants[i].tenant, &base);
+		/* A tenant with manifest slots: refused before anything is
+		 * written (the sweeps would refuse it halfway). One GET each. */
+		int rc = ws_wm_slots_check(x->s, p->tenants[i].tenant, "retention refused, nothing deleted");
+		if (rc)
+			return rc;
+		rc = ws_ckread_base_from_index(p, p->tenants[i].tenant, &base);
 		if (!rc)
 			rc = ws_artifact_verify(x->s, &base);
 		if (rc == WS_ENOKEY)

@@ -185,3 +185,74 @@ int ws_key_gen_prefix(char *out, size_t cap, const char *tenant, uint64_t epoch,
 			     (unsigned long long)pg, gen->checkpoint_seq, gen->salt1, gen->salt2);
 	return n < 0 || (size_t)n >= cap ? WS_ETOOBIG : 0;
 }
+
+int ws_key_slot(char *out, size_t cap, const char *tenant, uint64_t epoch, uint64_t pg, uint64_t lane,
+		uint64_t seq)
+{
+	int n = snprintf(out, cap, "%s/e%llu-p%llu/l%016llx/m%016llx", tenant, (unsigned long long)epoch,
+			 (unsigned long long)pg, (unsigned long long)lane, (unsigned long long)seq);
+	return n < 0 || (size_t)n >= cap ? WS_ETOOBIG : 0;
+}
+
+/* A decimal number as %llu writes it (no sign, no leading zero, no overflow). */
+static bool dec_field(const char **p, uint64_t *out)
+{
+	const char *s = *p;
+	uint64_t v = 0;
+	if (*s < '0' || *s > '9' || (s[0] == '0' && s[1] >= '0' && s[1] <= '9'))
+		return false;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+			return false;
+		v = v * 10 + (uint64_t)(*s - '0');
+	}
+	*out = v;
+	*p = s;
+	return true;
+}
+
+/* 16 lower-case hex digits. */
+static bool hex16_lower(const char *p, uint64_t *out)
+{
+	for (int i = 0; i < 16; i++)
+		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+			return false;
+	return hex_field(p, 16, out);
+}
+
+bool ws_key_slot_parse(const char *key, const char *tenant, uint64_t *epoch, uint64_t *pg, uint64_t *lane,
+		       uint64_t *seq)
+{
+	size_t tl = strlen(tenant);
+	const char *p = key + tl;
+	uint64_t e, g, l, s;
+	if (tl == 0 || strncmp(key, tenant, tl) != 0 || strncmp(p, "/e", 2) != 0)
+		return false;
+	p += 2;
+	if (!dec_field(&p, &e) || strncmp(p, "-p", 2) != 0)
+		return false;
+	p += 2;
+	if (!dec_field(&p, &g) || strncmp(p, "/l", 2) != 0)
+		return false;
+	p += 2;
+	if (strlen(p) != 16 + 2 + 16 || !hex16_lower(p, &l) || strncmp(p + 16, "/m", 2) != 0 ||
+	    !hex16_lower(p + 18, &s) || l == 0 || s == 0)
+		return false;
+	*epoch = e;
+	*pg = g;
+	*lane = l;
+	*seq = s;
+	return true;
+}
+
+bool ws_key_slot_any(const char *key)
+{
+	char top[WS_TENANT_NAME_MAX];
+	const char *slash = strchr(key, '/');
+	uint64_t e, g, l, s;
+	if (!slash || (size_t)(slash - key) >= sizeof(top))
+		return false;
+	memcpy(top, key, (size_t)(slash - key));
+	top[slash - key] = '\0';
+	return ws_key_slot_parse(key, top, &e, &g, &l, &s);
+}

@@ -451,7 +451,7 @@ bool wm_same_write(const struct ws_fmt_watermark *w, const struct ws_fmt_waterma
 
 bool fenced_by(const struct ws_stream *st, const struct ws_fmt_watermark *w)
 {
-	return w->epoch > st->epoch || w->pointer_generation > st->pg;
+	return ws_fmt_token_fences(w->epoch, w->pointer_generation, st->epoch, st->pg);
 }
 
 void fill_fenced(const struct ws_stream *st, struct ws_outcome *out)

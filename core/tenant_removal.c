@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chain.h"
 #include "ckpt_read.h"
 #include "sink.h"
 #include "tenant_removal.h"
@@ -107,6 +108,15 @@ static int sweep_tenant(struct ws_store *s, const char *tenant, bool dry_run, vo
 			ws_list_page_free(&page);
 			return rc;
 		}
+		/* A forgotten tenant with manifest slots keeps its close records
+		 * (docs/SLOTS.md): not this walship's to sweep. */
+		for (size_t i = 0; i < page.count && !rc; i++)
+			if (ws_key_slot_any(page.keys[i]))
+				rc = ws_slot_key_refuse("retention: removed tenant", page.keys[i]);
+		if (rc) {
+			ws_list_page_free(&page);
+			return rc;
+		}
 		if (!dry_run && page.count &&
 		    (rc = ws_store_del_many(s, (const char *const *)page.keys, page.count)) != 0) {
 			ws_list_page_free(&page);
@@ -165,6 +175,9 @@ int ws_tenant_forget(struct ws_sink *sink, const char *tenant, struct ws_forget_
 	memset(rep, 0, sizeof(*rep));
 	if (!tenant || !ws_tenant_name_valid(tenant) || strcmp(tenant, WS_CKPT_PREFIX) == 0)
 		return ws_fail(WS_ECONFIG, "forget: \"%s\" is not a tenant name", tenant ? tenant : "(null)");
+	/* Its forget must close its lane first (docs/SLOTS.md), which this walship cannot. */
+	if ((rc = ws_wm_slots_check(sink->store, tenant, "forget")) != 0)
+		return rc;
 	if ((rc = ws_ckread_open(sink, true, WS_CKPT_LEASE_WAIT_MS, &c)) != 0)
 		return rc;
 	if ((rc = ws_ckpt_latest_commit(c, &latest, &found)) != 0)

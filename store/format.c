@@ -23,8 +23,8 @@
  * (batch) / 104 (snapshot part) bytes; the payload is stored compressed
  * and/or encrypted (store/seal.c opens it).
  *
- * Manifest (".wsm") and watermark are a fixed head, variable records and a
- * trailing XXH3-64 of everything before it; see docs/FORMAT.md. A reader that
+ * Manifest (".wsm"), watermark and close record are a fixed head, variable
+ * records and a trailing XXH3-64 of everything before it; see docs/FORMAT.md. A reader that
  * finds any length, count or hash out of place rejects the whole object.
  */
 #include "ws_format.h"
@@ -40,11 +40,15 @@
 #define SNAP_MAGIC "WSSNAPP1"
 #define MANIFEST_MAGIC "WSMANIF1"
 #define WM_MAGIC "WSWMARK1"
+#define CLOSE_MAGIC "WSCLOSE1"
 #define MANIFEST_VERSION 1u
 #define MANIFEST_VERSION_INLINE 2u /* carries batches of its own (docs/FORMAT.md) */
 #define MANIFEST_VERSION_TAILS 3u  /* version 2 and the time of each tail merged into it */
 #define WM_VERSION_CURRENT 2u
+#define MANIFEST_VERSION_SLOT 4u   /* version 2 (no tail index) in a lane: lane and durable_ms */
 #define WM_VERSION_CARRY 3u /* version 2 and the manifest it names, carried whole */
+#define WM_VERSION_SLOTS 4u /* version 2 naming a hint slot, and the writer's lane */
+#define CLOSE_VERSION 1u
 
 static bool wal_magic_ok(uint32_t m, bool allow_zero)
 {
@@ -480,8 +484,12 @@ int ws_fmt_manifest_encode(const struct ws_fmt_manifest *m, struct ws_buf *b)
 	/* Tails merged into one manifest carry their batches inline. */
 	if (m->tail_count && (!inl || !m->tails))
 		return -EINVAL;
+	/* A slot is one tail (no index), durable after it was read. */
+	if (m->lane && (m->tail_count || m->durable_ms < m->time_ms))
+		return -EINVAL;
 	ws_buf_reset(b);
-	begin_framed(b, MANIFEST_MAGIC, m->tail_count ? MANIFEST_VERSION_TAILS
+	begin_framed(b, MANIFEST_MAGIC, m->lane ? MANIFEST_VERSION_SLOT
+				      : m->tail_count ? MANIFEST_VERSION_TAILS
 				      : inl ? MANIFEST_VERSION_INLINE : MANIFEST_VERSION);
 	wstr(b, m->tenant);
 	w64(b, m->epoch);
@@ -511,6 +519,10 @@ int ws_fmt_manifest_encode(const struct ws_fmt_manifest *m, struct ws_buf *b)
 			w64(b, m->tails[i].frame);
 			w64(b, (uint64_t)m->tails[i].time_ms);
 		}
+	}
+	if (m->lane) {
+		w64(b, m->lane);
+		w64(b, (uint64_t)m->durable_ms);
 	}
 	for (int i = 0; i < m->inline_iovcnt; i++)
 		w_bytes(b, m->inline_iov[i].iov_base, m->inline_iov[i].iov_len);
@@ -603,9 +615,9 @@ int ws_fmt_manifest_decode(const uint8_t *obj, size_t len, struct ws_fmt_manifes
 	rc = open_framed(obj, len, MANIFEST_MAGIC, "manifest", &r, &version);
 	if (rc)
 		return rc;
-	if (version != MANIFEST_VERSION && version != MANIFEST_VERSION_INLINE && version != MANIFEST_VERSION_TAILS)
-		return ws_fail(WS_EFORMAT, "unsupported manifest version %u", version);
-	const bool inl = version == MANIFEST_VERSION_INLINE || version == MANIFEST_VERSION_TAILS;
+	if (version < MANIFEST_VERSION || version > MANIFEST_VERSION_SLOT)
+		return ws_fail(WS_EFORMAT, "unsupported manifest version %u (written by a newer walship?)", version);
+	const bool inl = version >= MANIFEST_VERSION_INLINE;
 	rstr(&r, m->tenant, sizeof(m->tenant), "tenant");
 	m->epoch = r64(&r, "epoch");
 	m->pointer_generation = r64(&r, "pointer_generation");
@@ -634,6 +646,10 @@ int ws_fmt_manifest_decode(const uint8_t *obj, size_t len, struct ws_fmt_manifes
 		goto fail;
 	if (!r.err && version == MANIFEST_VERSION_TAILS && (rc = r_tails(&r, m)) != 0)
 		goto fail;
+	if (version == MANIFEST_VERSION_SLOT) {
+		m->lane = r64(&r, "lane");
+		m->durable_ms = (int64_t)r64(&r, "durable_ms");
+	}
 	if (!r.err && inl) {
 		/* The inline batches follow the refs, in ref order, and fill the
 		 * rest of the object exactly; each is at least a batch header.
@@ -653,7 +669,8 @@ int ws_fmt_manifest_decode(const uint8_t *obj, size_t len, struct ws_fmt_manifes
 			ref->inline_off = (uint64_t)(r.p - obj) + total;
 			total += ref->length;
 		}
-		if (!any || total != r.left) {
+		/* A slot's batches may all be objects of their own. */
+		if ((!any && version != MANIFEST_VERSION_SLOT) || total != r.left) {
 			rc = ws_fail(WS_EFORMAT, "manifest version %u carries %zu bytes of batches, its inline refs "
 				     "name %llu", version, r.left, (unsigned long long)total);
 			goto fail;
@@ -763,6 +780,17 @@ int ws_fmt_manifest_decode(const uint8_t *obj, size_t len, struct ws_fmt_manifes
 	}
 	if ((rc = tails_check(m)) != 0)
 		goto fail;
+	if (version == MANIFEST_VERSION_SLOT && m->lane == 0) {
+		rc = ws_fail(WS_EFORMAT, "manifest version 4 (a slot) of tenant %.64s names lane 0: a slot is "
+			     "always in a lane", m->tenant);
+		goto fail;
+	}
+	if (version == MANIFEST_VERSION_SLOT && m->durable_ms < m->time_ms) {
+		rc = ws_fail(WS_EFORMAT, "manifest version 4 (a slot) of tenant %.64s is durable at %lld ms, "
+			     "before its frames were read at %lld ms", m->tenant, (long long)m->durable_ms,
+			     (long long)m->time_ms);
+		goto fail;
+	}
 	return 0;
 fail:
 	ws_fmt_manifest_free(m);
@@ -784,10 +812,14 @@ void ws_fmt_manifest_free(struct ws_fmt_manifest *m)
 
 int ws_fmt_watermark_encode(const struct ws_fmt_watermark *w, struct ws_buf *b)
 {
-	uint32_t version = w->carried_len ? WM_VERSION_CARRY : w->version ? w->version : WM_VERSION_CURRENT;
+	uint32_t version = w->lane ? WM_VERSION_SLOTS
+			   : w->carried_len ? WM_VERSION_CARRY : w->version ? w->version : WM_VERSION_CURRENT;
 	struct ws_fmt_gen g = w->gen;
 
 	if (w->carried_len && (!w->carried || w->carried_len != w->manifest_length))
+		return -EINVAL;
+	/* Version 4 has a lane and no carried part; a lane-less one is 1..3. */
+	if ((w->lane && w->carried_len) || (!w->lane && version > WM_VERSION_CARRY))
 		return -EINVAL;
 	if (version < 2)
 		g.salt1 = g.salt2 = 0;
@@ -805,10 +837,12 @@ int ws_fmt_watermark_encode(const struct ws_fmt_watermark *w, struct ws_buf *b)
 	wstr(b, w->manifest_key);
 	w_bytes(b, w->manifest_sha, WS_SHA256_LEN);
 	w64(b, w->manifest_length);
-	if (version >= WM_VERSION_CARRY) {
+	if (version == WM_VERSION_CARRY) {
 		w64(b, w->carried_len);
 		w_bytes(b, w->carried, w->carried_len);
 	}
+	if (version == WM_VERSION_SLOTS)
+		w64(b, w->lane);
 	return finish_framed(b);
 }
 
@@ -834,6 +868,20 @@ static int carried_key_check(const struct ws_fmt_watermark *w)
 	return 0;
 }
 
+/* A version 4 watermark with no hint (seq 0): its lane is open, no slot
+ * written yet; everything about a slot is zero. */
+static int wm_lane_opened_check(const struct ws_fmt_watermark *w)
+{
+	static const struct ws_fmt_gen none;
+	if (!ws_tenant_name_valid(w->tenant))
+		return ws_fail(WS_EFORMAT, "watermark version 4: tenant name invalid");
+	if (w->manifest_key[0] || !all_zero(w->manifest_sha, WS_SHA256_LEN) || w->manifest_length ||
+	    w->last_frame || w->end_cksum[0] || w->end_cksum[1] || !ws_fmt_gen_equal(&w->gen, &none))
+		return ws_fail(WS_EFORMAT, "watermark version 4 of tenant %.64s names no slot (seq 0) but has a "
+			       "manifest key, hash, length, frame, checksum or generation", w->tenant);
+	return 0;
+}
+
 int ws_fmt_watermark_decode(const uint8_t *obj, size_t len, struct ws_fmt_watermark *w)
 {
 	struct rd r;
@@ -844,8 +892,9 @@ int ws_fmt_watermark_decode(const uint8_t *obj, size_t len, struct ws_fmt_waterm
 	rc = open_framed(obj, len, WM_MAGIC, "watermark", &r, &w->version);
 	if (rc)
 		return rc;
-	if (w->version < 1 || w->version > WM_VERSION_CARRY)
-		return ws_fail(WS_EFORMAT, "unsupported watermark version %u", w->version);
+	if (w->version < 1 || w->version > WM_VERSION_SLOTS)
+		return ws_fail(WS_EFORMAT, "unsupported watermark version %u (written by a newer walship?)",
+			       w->version);
 	rstr(&r, w->tenant, sizeof(w->tenant), "tenant");
 	w->epoch = r64(&r, "epoch");
 	w->pointer_generation = r64(&r, "pointer_generation");
@@ -860,7 +909,16 @@ int ws_fmt_watermark_decode(const uint8_t *obj, size_t len, struct ws_fmt_waterm
 	if (p)
 		memcpy(w->manifest_sha, p, WS_SHA256_LEN);
 	w->manifest_length = r64(&r, "manifest_length");
-	if (w->version >= WM_VERSION_CARRY) {
+	if (w->version == WM_VERSION_SLOTS) {
+		w->lane = r64(&r, "lane");
+		if (!r.err && r.left != 0)
+			return ws_fail(WS_EFORMAT, "watermark version 4 of tenant %.64s has %zu bytes after its lane: "
+				       "version 4 carries no manifest", w->tenant, r.left);
+		if (!r.err && w->lane == 0)
+			return ws_fail(WS_EFORMAT, "watermark version 4 of tenant %.64s names lane 0: a version 4 "
+				       "watermark always names its writer's lane", w->tenant);
+	}
+	if (w->version == WM_VERSION_CARRY) {
 		/* The manifest it names, whole: the same length and SHA-256 a
 		 * stored one is held to, checked here so that no reader can use
 		 * carried bytes that are not the manifest named. */
@@ -884,10 +942,119 @@ int ws_fmt_watermark_decode(const uint8_t *obj, size_t len, struct ws_fmt_waterm
 		if (rc)
 			return rc;
 	}
+	if (w->version == WM_VERSION_SLOTS && w->seq == 0)
+		return wm_lane_opened_check(w);
 	if (!ws_tenant_name_valid(w->tenant) || !ws_key_valid(w->manifest_key) || w->seq == 0 ||
 	    !page_size_ok(w->gen.page_size) || !wal_magic_ok(w->gen.wal_magic, true))
 		return ws_fail(WS_EFORMAT, "watermark fields invalid (tenant, manifest key, seq or page size)");
 	if (w->version < 2)
 		w->gen.salt1 = w->gen.salt2 = 0;
+	return 0;
+}
+
+uint32_t ws_fmt_watermark_peek_version(const uint8_t *obj, size_t len)
+{
+	return len >= 24 && memcmp(obj, WM_MAGIC, 8) == 0 ? ws_get_le32(obj + 8) : 0;
+}
+
+/* ---- close record ----------------------------------------------------- */
+
+#define CLOSE_FLAG_REMOVED 1u
+
+/* Why a close record's fields cannot be one (NULL: they can). */
+static const char *close_invalid(const struct ws_fmt_close *c)
+{
+	if (!ws_tenant_name_valid(c->tenant))
+		return "its tenant name is invalid";
+	if (c->seq == 0)
+		return "it closes at sequence 0 (slots start at 1)";
+	if (c->lane == 0)
+		return "the lane it closes is 0";
+	if (c->removed && (c->closer_epoch || c->closer_pg || c->closer_lane))
+		return "it is closed by removal (forget) but names a closer";
+	if (!c->removed && c->closer_lane == 0)
+		return "its closer's lane is 0";
+	if (!c->removed && !ws_fmt_token_fences(c->closer_epoch, c->closer_pg, c->epoch, c->pointer_generation))
+		return "its closer's token (epoch, pointer generation) does not fence the closed lane's: neither "
+		       "is higher";
+	if (c->prev_key[0] ? !ws_key_valid(c->prev_key) : (c->prev_length || !all_zero(c->prev_sha, WS_SHA256_LEN)))
+		return "its previous slot's key is invalid, or it names a hash or length without a key";
+	if ((c->seq == 1) != (c->prev_key[0] == '\0'))
+		return "it names a previous slot at sequence 1, or none after it";
+	return NULL;
+}
+
+int ws_fmt_close_encode(const struct ws_fmt_close *c, struct ws_buf *b)
+{
+	if (close_invalid(c))
+		return -EINVAL;
+	ws_buf_reset(b);
+	begin_framed(b, CLOSE_MAGIC, CLOSE_VERSION);
+	wstr(b, c->tenant);
+	w64(b, c->epoch);
+	w64(b, c->pointer_generation);
+	w64(b, c->lane);
+	w64(b, c->seq);
+	w64(b, c->closer_epoch);
+	w64(b, c->closer_pg);
+	w64(b, c->closer_lane);
+	w32(b, c->removed ? CLOSE_FLAG_REMOVED : 0);
+	wstr(b, c->prev_key);
+	w_bytes(b, c->prev_sha, WS_SHA256_LEN);
+	w64(b, c->prev_length);
+	w64(b, (uint64_t)c->time_ms);
+	return finish_framed(b);
+}
+
+int ws_fmt_close_decode(const uint8_t *obj, size_t len, struct ws_fmt_close *c)
+{
+	struct rd r;
+	const uint8_t *p;
+	uint32_t version, flags;
+	const char *why;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	rc = open_framed(obj, len, CLOSE_MAGIC, "close record", &r, &version);
+	if (rc)
+		return rc;
+	if (version != CLOSE_VERSION)
+		return ws_fail(WS_EFORMAT, "unsupported close record version %u (written by a newer walship?)",
+			       version);
+	rstr(&r, c->tenant, sizeof(c->tenant), "tenant");
+	c->epoch = r64(&r, "epoch");
+	c->pointer_generation = r64(&r, "pointer_generation");
+	c->lane = r64(&r, "lane");
+	c->seq = r64(&r, "seq");
+	c->closer_epoch = r64(&r, "closer_epoch");
+	c->closer_pg = r64(&r, "closer_pointer_generation");
+	c->closer_lane = r64(&r, "closer_lane");
+	flags = r32(&r, "flags");
+	rstr(&r, c->prev_key, sizeof(c->prev_key), "prev_key");
+	p = r_take(&r, WS_SHA256_LEN, "prev_sha");
+	if (p)
+		memcpy(c->prev_sha, p, WS_SHA256_LEN);
+	c->prev_length = r64(&r, "prev_length");
+	c->time_ms = (int64_t)r64(&r, "time_ms");
+	rc = close_framed(&r, "close record");
+	if (rc)
+		return rc;
+	if (flags & ~CLOSE_FLAG_REMOVED)
+		return ws_fail(WS_EFORMAT, "close record has unknown flags %#x", flags & ~CLOSE_FLAG_REMOVED);
+	c->removed = flags & CLOSE_FLAG_REMOVED;
+	if ((why = close_invalid(c)) != NULL)
+		return ws_fail(WS_EFORMAT, "close record of tenant %.64s, lane %016llx at sequence %llu: %s",
+			       c->tenant, (unsigned long long)c->lane, (unsigned long long)c->seq, why);
+	return 0;
+}
+
+int ws_fmt_slot_kind(const uint8_t *obj, size_t len, enum ws_fmt_slot_kind *kind)
+{
+	if (len >= 8 && memcmp(obj, MANIFEST_MAGIC, 8) == 0)
+		*kind = WS_FMT_SLOT_MANIFEST;
+	else if (len >= 8 && memcmp(obj, CLOSE_MAGIC, 8) == 0)
+		*kind = WS_FMT_SLOT_CLOSE;
+	else
+		return ws_fail(WS_EFORMAT, "not a manifest slot or close record (bad magic or %zu bytes)", len);
 	return 0;
 }

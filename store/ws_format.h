@@ -187,6 +187,12 @@ struct ws_fmt_manifest {
 	 * (version 2); a decoded one points at them with inline_off. */
 	const struct iovec *inline_iov;
 	int inline_iovcnt;
+	/* Version 4 (a manifest slot, docs/FORMAT.md "Manifest"): the lane it
+	 * was written in (0: an older version, no lane) and when its tail was
+	 * durable at the sink as far as its writer knew (never before time_ms).
+	 * Encoding with a lane writes version 4, which has no tail index. */
+	uint64_t lane;
+	int64_t durable_ms;
 	/* The tails merged into it before its last (version 3): frames
 	 * increasing, each in first_frame..last_frame - 1, times never
 	 * decreasing and never after time_ms (the last tail's). Owned by a
@@ -198,7 +204,8 @@ struct ws_fmt_manifest {
 /* An inline batch: carried by its manifest, no object (and no key) of its own. */
 static inline bool ws_fmt_objref_inline(const struct ws_fmt_objref *r) { return r->key[0] == '\0'; }
 
-/* Errors: -EINVAL when inline_iov does not hold exactly the inline refs' lengths. */
+/* Errors: -EINVAL when inline_iov does not hold exactly the inline refs'
+ * lengths, or a lane (version 4) with merged tails. */
 int ws_fmt_manifest_encode(const struct ws_fmt_manifest *m, struct ws_buf *out) WS_MUST_CHECK;
 /* Errors: WS_EFORMAT, WS_ECORRUPT (trailer hash), -ENOMEM. Free with ws_fmt_manifest_free. */
 int ws_fmt_manifest_decode(const uint8_t *obj, size_t len, struct ws_fmt_manifest *out) WS_MUST_CHECK;
@@ -207,7 +214,7 @@ void ws_fmt_manifest_free(struct ws_fmt_manifest *m);
 /* ---- watermark: what is durably at the sink, and who owns it ---------- */
 
 struct ws_fmt_watermark {
-	uint32_t version;          /* 1 = legacy, no salts; 2 = current */
+	uint32_t version;          /* 1 = legacy, no salts; 2 = current; 3 = carried; 4 = slots */
 	char tenant[WS_TENANT_NAME_MAX];
 	uint64_t epoch, pointer_generation;
 	uint64_t seq;
@@ -224,10 +231,69 @@ struct ws_fmt_watermark {
 	 * keeps no copy sets it NULL and keeps carried_len. */
 	const uint8_t *carried;
 	uint64_t carried_len;
+	/* Version 4 (manifest slots, docs/FORMAT.md "Watermark"): the lane its
+	 * writer (epoch, pointer_generation) opened, never 0; the manifest
+	 * named is a hint (a slot at or behind the head), seq 0 and key ""
+	 * when the lane has no slot yet. 0: versions 1..3. No released
+	 * walship writes version 4 yet; every reader refuses a tenant whose
+	 * watermark is version 4 (core/chain.c ws_wm_slots_refuse). */
+	uint64_t lane;
 };
 
+/* Version 4 exactly when w->lane != 0 (-EINVAL with carried bytes, or a
+ * version above 3 asked for without a lane); else as before: 3 with
+ * carried bytes, else w->version (0: 2). */
 int ws_fmt_watermark_encode(const struct ws_fmt_watermark *w, struct ws_buf *out) WS_MUST_CHECK;
+/* Versions 1..4. Errors: WS_EFORMAT (naming the field or the version),
+ * WS_ECORRUPT. */
 int ws_fmt_watermark_decode(const uint8_t *obj, size_t len, struct ws_fmt_watermark *out) WS_MUST_CHECK;
+
+/* The version field of what looks like a watermark (its magic and
+ * framing; nothing else checked), or 0. */
+uint32_t ws_fmt_watermark_peek_version(const uint8_t *obj, size_t len);
+
+/* ---- manifest slots (docs/FORMAT.md "Close record"; not written yet) --- */
+
+/*
+ * Whether a token (epoch, pointer generation) fences another: either is
+ * higher (not a lexicographic order). The rule a stream applies to the
+ * watermark it reads (core/stream.c fenced_by) and a close record's closer
+ * to the lane it closes.
+ */
+static inline bool ws_fmt_token_fences(uint64_t epoch, uint64_t pg, uint64_t over_epoch, uint64_t over_pg)
+{
+	return epoch > over_epoch || pg > over_pg;
+}
+
+/*
+ * A close record: lane (epoch, pointer_generation, lane) of tenant ends
+ * before slot seq, whose key it occupies; the next slot is seq in the
+ * closer's lane. removed: closed by `forget` (closer fields 0), after which
+ * the same token may open a new lane. prev names the slot it closes after
+ * (slot seq - 1, of the closed lane or of whichever lane held it).
+ */
+struct ws_fmt_close {
+	char tenant[WS_TENANT_NAME_MAX];
+	uint64_t epoch, pointer_generation, lane;          /* the lane closed */
+	uint64_t seq;                                      /* >= 1 */
+	uint64_t closer_epoch, closer_pg, closer_lane;     /* all 0 when removed */
+	bool removed;
+	char prev_key[WS_KEY_MAX];                         /* "" = none */
+	uint8_t prev_sha[WS_SHA256_LEN];
+	uint64_t prev_length;
+	int64_t time_ms;
+};
+
+/* Errors: -EINVAL (fields the decoder would refuse: seq or lane 0, closer
+ * fields with removed or a closer that does not fence the lane). */
+int ws_fmt_close_encode(const struct ws_fmt_close *c, struct ws_buf *out) WS_MUST_CHECK;
+/* Errors: WS_EFORMAT (naming the field), WS_ECORRUPT (trailer hash). */
+int ws_fmt_close_decode(const uint8_t *obj, size_t len, struct ws_fmt_close *out) WS_MUST_CHECK;
+
+enum ws_fmt_slot_kind { WS_FMT_SLOT_MANIFEST = 1, WS_FMT_SLOT_CLOSE = 2 };
+/* What a slot object is, from its magic alone (a manifest or a close
+ * record; nothing else is checked). Errors: WS_EFORMAT. */
+int ws_fmt_slot_kind(const uint8_t *obj, size_t len, enum ws_fmt_slot_kind *kind) WS_MUST_CHECK;
 
 /* Tenant names: 1..127 bytes of [A-Za-z0-9._-], not starting with '.' or '_'. */
 bool ws_tenant_name_valid(const char *name);

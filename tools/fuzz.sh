@@ -12,7 +12,7 @@
 #   --work DIR                  where new inputs, crashes and logs go (default DIR/fuzz-work);
 #                               each target starts from tests/fuzz/corpus/TARGET plus what an
 #                               earlier run left in DIR/fuzz-work/corpus/TARGET
-#   TARGET...                   some of: batch snap manifest watermark ckpt_json wal config
+#   TARGET...                   some of: batch snap manifest watermark close ckpt_json wal config
 #                               sink_url s3_xml http_headers (default all)
 #
 # Exit status: 0 when no target crashed, leaked, hung or failed a check; 1 otherwise.
@@ -22,7 +22,7 @@
 set -euo pipefail
 
 cd "$(dirname "$(readlink -f "$0")")/.."
-ALL=(batch snap manifest watermark ckpt_json wal config sink_url s3_xml http_headers)
+ALL=(batch snap manifest watermark close ckpt_json wal config sink_url s3_xml http_headers)
 secs=60 jobs=1 build=build-fuzz work=
 targets=()
 while [ $# -gt 0 ]; do

@@ -62,6 +62,9 @@ static void accepted(const uint8_t *obj, size_t len, const struct ws_fmt_manifes
 		FUZZ_CHECK(i == 0 || (m->tails[i].frame > m->tails[i - 1].frame &&
 				      m->tails[i].time_ms >= m->tails[i - 1].time_ms));
 	}
+	/* A slot (version 4): a lane, no tail index, durable after it was read. */
+	FUZZ_CHECK(m->lane == 0 || (m->tail_count == 0 && m->durable_ms >= m->time_ms));
+	FUZZ_CHECK(m->lane != 0 || m->durable_ms == 0);
 	if (inl_end) {
 		inl.iov_base = (void *)(uintptr_t)(obj + inl_at);
 		inl.iov_len = (size_t)(inl_end - inl_at);

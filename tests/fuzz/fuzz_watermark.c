@@ -4,7 +4,9 @@
  * current-version watermark must encode back to exactly its bytes (the CAS
  * compares etags of these bytes); a legacy one to the same fields. One that
  * carries its manifest (version 3) carries exactly the bytes it names: the
- * named length, inside the object, with the named SHA-256.
+ * named length, inside the object, with the named SHA-256. Version 4
+ * (manifest slots) names a lane, carries nothing, and names no slot only
+ * with a sequence of 0.
  */
 #include "fuzz.h"
 #include "ws_format.h"
@@ -23,9 +25,12 @@ static void accepted(const uint8_t *obj, size_t len, const struct ws_fmt_waterma
 	struct ws_buf b;
 	struct ws_fmt_watermark again;
 
-	FUZZ_CHECK(w->version >= 1 && w->version <= 3 && w->seq != 0);
-	FUZZ_CHECK(ws_tenant_name_valid(w->tenant) && ws_key_valid(w->manifest_key));
+	FUZZ_CHECK(w->version >= 1 && w->version <= 4 && (w->seq != 0 || w->version == 4));
+	FUZZ_CHECK(ws_tenant_name_valid(w->tenant));
+	FUZZ_CHECK(w->seq == 0 ? w->manifest_key[0] == '\0' && w->manifest_length == 0
+			       : ws_key_valid(w->manifest_key));
 	FUZZ_CHECK((w->version == 3) == (w->carried != NULL));
+	FUZZ_CHECK((w->version == 4) == (w->lane != 0));
 	if (w->carried) {
 		uint8_t sha[WS_SHA256_LEN];
 		FUZZ_CHECK(w->carried_len == w->manifest_length && w->carried >= obj &&
@@ -42,7 +47,7 @@ static void accepted(const uint8_t *obj, size_t len, const struct ws_fmt_waterma
 		   ws_fmt_gen_equal(&again.gen, &w->gen) && !strcmp(again.tenant, w->tenant) &&
 		   !strcmp(again.manifest_key, w->manifest_key) &&
 		   !memcmp(again.manifest_sha, w->manifest_sha, sizeof(again.manifest_sha)) &&
-		   again.carried_len == w->carried_len);
+		   again.carried_len == w->carried_len && again.lane == w->lane);
 	ws_buf_free(&b);
 }
 

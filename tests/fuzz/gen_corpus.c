@@ -321,6 +321,22 @@ static void manifests(const struct ws_wal_hdr *h, uint64_t frames, uint64_t last
 			m.tails = NULL;
 			m.tail_count = 0;
 		}
+		/* Version 4: a slot in a lane, its batch inline, and with its
+		 * batches all objects of their own. */
+		m.lane = 0x5107c0ffee000001ull;
+		m.durable_ms = m.time_ms + 40;
+		batches[0] = ref("app/b0000000000000005", 5, 2, 96);
+		batches[1] = ref("", 7, 1, sizeof(inl));
+		m.batch_count = 2;
+		m.inline_iov = &iov;
+		m.inline_iovcnt = 1;
+		manifest("slot-inline", &m);
+		batches[1] = ref("app/b0000000000000007", 7, 1, 96);
+		m.inline_iov = NULL;
+		m.inline_iovcnt = 0;
+		manifest("slot", &m);
+		m.lane = 0;
+		m.durable_ms = 0;
 		m.inline_iov = NULL;
 		m.inline_iovcnt = 0;
 	}
@@ -379,8 +395,70 @@ static void watermarks(const struct ws_wal_hdr *h, uint64_t last_commit)
 		    back.version != 3)
 			die("a generated watermark does not decode");
 		put("watermark", "v3-carried", b.data, b.len);
+		w.carried = NULL;
+		w.carried_len = 0;
 	}
+	/* Version 4 (manifest slots): a hint slot and the writer's lane; and
+	 * a lane opened with no slot yet. */
+	w.lane = 0x5107c0ffee000001ull;
+	snprintf(w.manifest_key, sizeof(w.manifest_key), "app/e1-p1/l5107c0ffee000001/m%016llx",
+		 (unsigned long long)w.seq);
+	if (ws_fmt_watermark_encode(&w, &b) != 0 || ws_fmt_watermark_decode(b.data, b.len, &back) != 0 ||
+	    back.version != 4)
+		die("a generated watermark does not decode");
+	put("watermark", "v4-slots", b.data, b.len);
+	w.seq = 0;
+	w.manifest_key[0] = '\0';
+	memset(w.manifest_sha, 0, sizeof(w.manifest_sha));
+	w.manifest_length = 0;
+	w.last_frame = 0;
+	w.end_cksum[0] = w.end_cksum[1] = 0;
+	memset(&w.gen, 0, sizeof(w.gen));
+	if (ws_fmt_watermark_encode(&w, &b) != 0 || ws_fmt_watermark_decode(b.data, b.len, &back) != 0)
+		die("a generated watermark does not decode");
+	put("watermark", "v4-lane-opened", b.data, b.len);
 	ws_buf_free(&b);
+}
+
+static void close_seed(const char *name, const struct ws_fmt_close *c)
+{
+	struct ws_fmt_close back;
+	struct ws_buf b;
+	ws_buf_init(&b, 1u << 16);
+	if (ws_fmt_close_encode(c, &b) != 0 || ws_fmt_close_decode(b.data, b.len, &back) != 0)
+		die("a generated close record does not decode");
+	put("close", name, b.data, b.len);
+	ws_buf_free(&b);
+}
+
+/* Close records: a lane closed by a higher token, one closed by forget,
+ * and the first slot of a lane closed (no previous slot). */
+static void closes(void)
+{
+	struct ws_fmt_close c = {
+		.tenant = "app",
+		.epoch = 1,
+		.pointer_generation = 1,
+		.lane = 0x5107c0ffee000001ull,
+		.seq = 4,
+		.closer_epoch = 1,
+		.closer_pg = 2,
+		.closer_lane = 0x5107c0ffee000002ull,
+		.prev_length = 349,
+		.time_ms = 1767225600100,
+	};
+
+	snprintf(c.prev_key, sizeof(c.prev_key), "app/e1-p1/l5107c0ffee000001/m0000000000000003");
+	memset(c.prev_sha, 0xef, sizeof(c.prev_sha));
+	close_seed("closed", &c);
+	c.removed = true;
+	c.closer_epoch = c.closer_pg = c.closer_lane = 0;
+	close_seed("removed", &c);
+	c.seq = 1;
+	c.prev_key[0] = '\0';
+	memset(c.prev_sha, 0, sizeof(c.prev_sha));
+	c.prev_length = 0;
+	close_seed("removed-first", &c);
 }
 
 static void ckpt(const char *name, char *enc, size_t len)
@@ -494,6 +572,7 @@ int main(int argc, char **argv)
 	snap("pages2", wal, &h, 2, 2);
 	manifests(&h, frames, c.last_commit);
 	watermarks(&h, c.last_commit);
+	closes();
 	ckpt_objects();
 	free(wal);
 	return 0;

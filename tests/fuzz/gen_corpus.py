@@ -10,7 +10,7 @@ Seeds are small real files:
                 header only, empty
   artifact/     sealed checkpoint artifacts of the snapshot parts' pages
                 (4 KiB chunks; fuzz_gen_corpus)
-  batch/ snap/ manifest/ watermark/ ckpt_json/
+  batch/ snap/ manifest/ watermark/ close/ ckpt_json/
                 the objects a real `walship replicate --once` and
                 `walship checkpoint` wrote to a file:// sink (real-*), and
                 the library's own encoders' variants (gen-*, fuzz_gen_corpus)
@@ -102,7 +102,8 @@ def harvest(out, walship, tmp):
     subprocess.run([walship, "checkpoint", "--sink", "file://" + sink], check=True, env=env,
                    stdout=subprocess.DEVNULL)
     con.close()
-    kinds = {b"WSBATCH1": "batch", b"WSSNAPP1": "snap", b"WSMANIF1": "manifest", b"WSWMARK1": "watermark"}
+    kinds = {b"WSBATCH1": "batch", b"WSSNAPP1": "snap", b"WSMANIF1": "manifest", b"WSWMARK1": "watermark",
+             b"WSCLOSE1": "close"}
     n = 0
     for root, _, files in os.walk(sink):
         for fn in sorted(files):
