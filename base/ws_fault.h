@@ -104,6 +104,10 @@
 	X("verify.after_chain_load", "verify: a tenant's chain is read, its objects not yet")               \
 	X("chain.before_manifest_list", "restore, verify: the watermark is read (or found missing), the "   \
 	  "tenant's manifests not yet listed")                                                            \
+	X("chain.before_slot_probe", "restore, verify: a probe for the head is about to read the next slot " \
+	  "(the watermark, and any slot before, read)")                                                   \
+	X("chain.after_slot_probe", "restore, verify: a probe met the absent slot after the head, before " \
+	  "the watermark is read again")                                                                  \
 	X("stream.after_begin_read", "tail: a read transaction was just taken (its read mark fixed)")       \
 	X("stream.before_wal_header", "tail: before the WAL header is read")                                \
 	X("stream.after_wal_header", "tail: the WAL header was read, nothing else yet")                     \
