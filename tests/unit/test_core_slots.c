@@ -726,6 +726,23 @@ static void test_slot_forged_objects(void **state)
 	refused(&t, t.close_key[0], NULL, "a close after the wrong slot");
 	restore_saved(&t, &s);
 
+	/* A close record of another sequence at this one's key. */
+	save(&t, t.close_key[0], &s);
+	{
+		struct ws_fmt_close c;
+		struct ws_buf b;
+		assert_int_equal(ws_fmt_close_decode(s.bytes, s.len, &c), 0);
+		c.seq++;
+		ws_buf_init(&b, 1u << 16);
+		assert_int_equal(ws_fmt_close_encode(&c, &b), 0);
+		wt_sink_put(&t.e, t.close_key[0], b.data, b.len);
+		ws_buf_free(&b);
+	}
+	refused(&t, t.close_key[0], NULL, "a close of another sequence");
+	if (!strstr(ws_errmsg(), "its sequence is not its key's"))
+		fail_msg("a close of another sequence: refused for another reason: %s", ws_errmsg());
+	restore_saved(&t, &s);
+
 	/* A close record of another lane at this lane's key (B's close, as if
 	 * lane A's). */
 	save(&t, t.close_key[0], &s);
