@@ -178,6 +178,8 @@ int ws_fault_arm_pause(const char *site, unsigned nth, ws_fault_pause_fn fn, voi
 /* Arm one more site, keeping those armed (at most 4 in all): a failure at
  * one site and a pause at another, say. Returns 0 or -EINVAL. */
 int ws_fault_add(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg);
+/* ws_fault_add firing on the nth hit and every hit after it ("nth+"). */
+int ws_fault_add_every(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg);
 
 void ws_fault_disarm(void);
 

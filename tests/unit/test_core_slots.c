@@ -594,6 +594,65 @@ static void test_slot_probe_restarts_on_newer_hint(void **state)
 	tenant_free(&t);
 }
 
+/* A watermark hinting at a slot of lane A at seq that is not there (its
+ * hash made up): the probe starts past it. */
+static void put_wm_at(struct tenant *t, uint64_t seq)
+{
+	struct rec *r = &t->r[TAILS - 1], keep = *r;
+	r->seq = seq;
+	assert_int_equal(ws_key_slot(r->key, sizeof(r->key), TENANT, 1, 1, LANE_A, seq), 0);
+	memset(r->sha, 0x5a, WS_SHA256_LEN);
+	put_wm(t, TAILS - 1, 1, LANE_A);
+	*r = keep;
+}
+
+struct mover {
+	struct tenant *t;
+	uint64_t seq;
+	unsigned fired;
+};
+
+/* Each probe's 404: the hint moves past the head it found. */
+static void hint_runs_ahead(const char *site, void *arg)
+{
+	struct mover *m = arg;
+	(void)site;
+	m->fired++;
+	m->seq += 3;
+	put_wm_at(m->t, m->seq);
+}
+
+/* A hint that keeps moving past every head found: the probe starts over
+ * WS_HEAD_RESTARTS_MAX times, then gives up naming the tenant (-EAGAIN);
+ * restore writes nothing. */
+static void test_slot_restarts_bounded(void **state)
+{
+	struct tenant t;
+	struct ws_head h;
+	struct mover m;
+	char *out;
+	int rc;
+	(void)state;
+	slot_tenant(&t, "slots_bound", 0, false);
+	m = (struct mover){ &t, TAILS + 10, 0 };
+	put_wm_at(&t, m.seq);
+	assert_int_equal(ws_fault_add_every("chain.after_slot_probe", 1, WS_FAULT_PAUSE, hint_runs_ahead, &m), 0);
+	rc = ws_head_load(t.e.sink->store, TENANT, WS_HEAD_HOLES, &h);
+	assert_int_equal(rc, -EAGAIN);
+	assert_int_equal(h.restarts, WS_HEAD_RESTARTS_MAX);
+	assert_int_equal(m.fired, WS_HEAD_RESTARTS_MAX + 1);
+	if (!strstr(ws_errmsg(), "tenant " TENANT))
+		fail_msg("the error does not name the tenant: %s", ws_errmsg());
+	ws_head_free(&h);
+	out = wt_out_path(&t.e);
+	rc = ws_restore(t.e.sink, TENANT, NULL, out);
+	ws_fault_disarm();
+	assert_int_equal(rc, -EAGAIN);
+	assert_int_equal(access(out, F_OK), -1);
+	free(out);
+	tenant_free(&t);
+}
+
 /* ---- forged and unreadable slots --------------------------------------- */
 
 /* Replace key's bytes for one check, then put the original back. */
@@ -824,6 +883,7 @@ int main(void)
 		cmocka_unit_test(test_slot_hole_is_lost_write),
 		cmocka_unit_test(test_slot_reader_restarts_after_hint_moved),
 		cmocka_unit_test(test_slot_probe_restarts_on_newer_hint),
+		cmocka_unit_test(test_slot_restarts_bounded),
 		cmocka_unit_test(test_slot_forged_objects),
 		cmocka_unit_test(test_slot_head_behind_cut),
 	};
