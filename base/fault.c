@@ -65,7 +65,8 @@ int ws_fault_site_index(const char *site)
 
 /* add, arm and disarm without deciding about the environment (load_env
  * runs inside pthread_once and arms through these). */
-static int add_raw(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg)
+static int add_raw_every(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn,
+			 void *arg, bool every)
 {
 	int i = ws_fault_site_index(site);
 	struct armed_site *a;
@@ -77,10 +78,15 @@ static int add_raw(const char *site, unsigned nth, enum ws_fault_action action, 
 	a->action = action;
 	a->fn = fn;
 	a->arg = arg;
-	a->every = false;
+	a->every = every;
 	__atomic_store_n(&a->hits, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&armed_count, armed_count + 1, __ATOMIC_RELEASE);
 	return 0;
+}
+
+static int add_raw(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg)
+{
+	return add_raw_every(site, nth, action, fn, arg, false);
 }
 
 static void disarm_raw(void) { __atomic_store_n(&armed_count, 0, __ATOMIC_RELEASE); }
@@ -98,6 +104,12 @@ int ws_fault_add(const char *site, unsigned nth, enum ws_fault_action action, ws
 {
 	pthread_once(&env_once, env_skip);
 	return add_raw(site, nth, action, fn, arg);
+}
+
+int ws_fault_add_every(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg)
+{
+	pthread_once(&env_once, env_skip);
+	return add_raw_every(site, nth, action, fn, arg, true);
 }
 
 static int arm(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg)

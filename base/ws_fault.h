@@ -104,6 +104,10 @@
 	X("verify.after_chain_load", "verify: a tenant's chain is read, its objects not yet")               \
 	X("chain.before_manifest_list", "restore, verify: the watermark is read (or found missing), the "   \
 	  "tenant's manifests not yet listed")                                                            \
+	X("chain.before_slot_probe", "restore, verify: a probe for the head is about to read the next slot " \
+	  "(the watermark, and any slot before, read)")                                                   \
+	X("chain.after_slot_probe", "restore, verify: a probe met the absent slot after the head, before " \
+	  "the watermark is read again")                                                                  \
 	X("stream.after_begin_read", "tail: a read transaction was just taken (its read mark fixed)")       \
 	X("stream.before_wal_header", "tail: before the WAL header is read")                                \
 	X("stream.after_wal_header", "tail: the WAL header was read, nothing else yet")                     \
@@ -174,6 +178,8 @@ int ws_fault_arm_pause(const char *site, unsigned nth, ws_fault_pause_fn fn, voi
 /* Arm one more site, keeping those armed (at most 4 in all): a failure at
  * one site and a pause at another, say. Returns 0 or -EINVAL. */
 int ws_fault_add(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg);
+/* ws_fault_add firing on the nth hit and every hit after it ("nth+"). */
+int ws_fault_add_every(const char *site, unsigned nth, enum ws_fault_action action, ws_fault_pause_fn fn, void *arg);
 
 void ws_fault_disarm(void);
 

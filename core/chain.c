@@ -14,13 +14,14 @@
 
 #include "chain.h"
 #include "sink.h"
+#include "slots.h"
 #include "ws_assert.h"
 #include "ws_fault.h"
 
 #define CHAIN_MAX (1u << 20)
 
-int ws_wm_load_keep(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm, struct ws_etag *etag,
-		    struct ws_buf *keep)
+static int wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm, struct ws_etag *etag,
+		   struct ws_buf *keep, bool slots)
 {
 	char key[WS_KEY_MAX];
 	struct ws_buf own, *b = keep ? keep : &own;
@@ -57,7 +58,7 @@ int ws_wm_load_keep(struct ws_store *s, const char *tenant, struct ws_fmt_waterm
 			     tenant, key, wm->tenant);
 		goto out;
 	}
-	if ((rc = ws_wm_slots_refuse(tenant, key, wm)) != 0)
+	if (!slots && (rc = ws_wm_slots_refuse(tenant, key, wm)) != 0)
 		goto out;
 	if (!keep)
 		wm->carried = NULL; /* its bytes go with own; carried_len says there was one */
@@ -67,6 +68,18 @@ out:
 	if (!keep)
 		ws_buf_free(&own);
 	return rc;
+}
+
+int ws_wm_load_keep(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm, struct ws_etag *etag,
+		    struct ws_buf *keep)
+{
+	return wm_load(s, tenant, wm, etag, keep, false);
+}
+
+int ws_wm_load_any(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm, struct ws_etag *etag,
+		   struct ws_buf *keep)
+{
+	return wm_load(s, tenant, wm, etag, keep, true);
 }
 
 int ws_wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm, struct ws_etag *etag)
@@ -473,7 +486,8 @@ static int chain_walk(struct ws_store *s, const char *tenant, const char *start_
 		uint8_t sha[WS_SHA256_LEN];
 
 		if (out->count >= CHAIN_MAX) {
-			rc = ws_fail(WS_ETOOBIG, "tenant %s: manifest chain longer than %u", tenant, CHAIN_MAX);
+			rc = ws_fail(WS_ETOOBIG, "tenant %s: manifest chain longer than %u (one manifest per tail "
+				     "with manifest slots: see batch_age_ms_max; a checkpoint bounds it)", tenant, CHAIN_MAX);
 			goto fail;
 		}
 		ws_buf_reset(&b);
@@ -529,6 +543,10 @@ static int chain_walk(struct ws_store *s, const char *tenant, const char *start_
 		if (foreign) {
 			rc = ws_fail(WS_EFORMAT, "tenant %s: manifest %s names object %s, which is not under %s/ "
 				     "(foreign object)", tenant, key, foreign, tenant);
+			ws_fmt_manifest_free(&m);
+			goto fail;
+		}
+		if ((rc = ws_slot_manifest_bound(tenant, key, &m)) != 0) {
 			ws_fmt_manifest_free(&m);
 			goto fail;
 		}

@@ -18,6 +18,10 @@ int ws_wm_load_keep(struct ws_store *s, const char *tenant, struct ws_fmt_waterm
 		    struct ws_buf *keep) WS_MUST_CHECK;
 int ws_wm_load(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm,
 	       struct ws_etag *etag) WS_MUST_CHECK;
+/* ws_wm_load_keep that reads a version 4 watermark instead of refusing it:
+ * for ws_head_load (slots.c) alone, which resolves the head it hints at. */
+int ws_wm_load_any(struct ws_store *s, const char *tenant, struct ws_fmt_watermark *wm, struct ws_etag *etag,
+		   struct ws_buf *keep) WS_MUST_CHECK;
 
 /*
  * Every reader and writer refuses a tenant with manifest slots (docs/FORMAT.md
@@ -77,7 +81,9 @@ int ws_obj_fetched(int rc, const char *mkey, const struct ws_fmt_objref *ref, st
 /*
  * Load the chain from the manifest the watermark names back to its REBASE
  * base, verifying each manifest's SHA-256, length and links (generation,
- * frame and checksum continuity).
+ * frame and checksum continuity), and that a manifest slot is the one its
+ * key names (ws_slot_manifest_bound). Links may cross lanes and lead from
+ * slots into content-named manifests: wm may be ws_head_load's head.
  * Errors name the object: WS_ENOTFOUND/WS_EINCOMPLETE (missing link),
  * WS_ECORRUPT, WS_EFORMAT, I/O.
  */

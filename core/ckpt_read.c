@@ -657,10 +657,11 @@ static void verify_latest(struct ws_ckpt *c, struct ws_sink *sink, const char *o
 		if (only && strcmp(only, t) != 0)
 			continue;
 		/* The tenant a Commit names must still have a watermark: without
-		 * one, nothing restores its latest state. */
+		 * one, nothing restores its latest state. Any version: verify
+		 * reads a tenant with manifest slots (its head, below it). */
 		if (ws_key_watermark(key, sizeof(key), t) != 0)
 			key[0] = '\0';
-		rc = ws_wm_load(sink->store, t, &wm, NULL);
+		rc = ws_wm_load_any(sink->store, t, &wm, NULL, NULL);
 		if (rc == WS_ENOTFOUND && ws_ckread_removed_since(c, t, idx->checkpoint_id))
 			rc = 0; /* removed for good (walship forget) */
 		else if (rc == WS_ENOTFOUND)

@@ -13,6 +13,7 @@
 #include "outcome.h"
 #include "restore.h"
 #include "sink.h"
+#include "slots.h"
 #include "ws_ckpt.h"
 #include "ws_fault.h"
 #include "ws_logging.h"
@@ -231,7 +232,7 @@ static void verify_older(struct verify_ctx *x, const char *tenant, const struct 
 		*rc = rep->first_err;
 }
 
-static int verify_tenant_kept(const char *tenant, struct verify_ctx *x, struct ws_buf *wmraw)
+static int verify_tenant_kept(const char *tenant, struct verify_ctx *x, struct ws_head *hd)
 {
 	struct ws_fmt_watermark wm;
 	struct ws_chain c;
@@ -239,7 +240,9 @@ static int verify_tenant_kept(const char *tenant, struct verify_ctx *x, struct w
 	bool from_cut = false;
 	int rc;
 
-	rc = ws_wm_load_keep(x->s, tenant, &wm, NULL, wmraw);
+	/* The head as restore-latest finds it (with manifest slots: probed
+	 * from the watermark's hint, and checked for a hole). */
+	rc = ws_head_load(x->s, tenant, WS_HEAD_HOLES, hd);
 	if (rc == WS_ENOTFOUND && !x->explicit_tenant) {
 		/* Objects without a watermark: what a crash before the first
 		 * watermark leaves (its manifests are all written for sequence
@@ -255,7 +258,7 @@ static int verify_tenant_kept(const char *tenant, struct verify_ctx *x, struct w
 		}
 		/* Or its first watermark was written while we listed: then it
 		 * is verified as any other. */
-		if (rc == 0 && (rc = ws_wm_load_keep(x->s, tenant, &wm, NULL, wmraw)) == WS_ENOTFOUND &&
+		if (rc == 0 && (ws_head_free(hd), rc = ws_head_load(x->s, tenant, WS_HEAD_HOLES, hd)) == WS_ENOTFOUND &&
 		    ws_key_watermark(wkey, sizeof(wkey), tenant) == 0) {
 			return tenant_problem(x, tenant, wkey,
 					      ws_fail(WS_EINCOMPLETE, "tenant %s: watermark %s is missing, but "
@@ -266,7 +269,20 @@ static int verify_tenant_kept(const char *tenant, struct verify_ctx *x, struct w
 	}
 	if (rc == WS_ENOTFOUND)
 		ws_fail(rc, "tenant %s has no watermark: nothing was shipped", tenant);
-	if (rc == 0) {
+	wm = hd->head;
+	if (rc == 0 && wm.seq == 0) {
+		/* A lane opened, no slot in it yet: nothing acknowledged. */
+		ws_info("verify: tenant %s: its watermark opens lane %016" PRIx64 ", which holds no manifest slot "
+			"yet (nothing acknowledged)", tenant, hd->wm.lane);
+		return 0;
+	}
+	if (rc == 0 && ws_head_slots(hd)) {
+		/* What restore-latest refuses: a head behind the latest cut. */
+		struct ws_restore_base cb;
+		if (ws_checkpoint_base_for(x->sink, tenant, &cb) == 0 && (rc = ws_head_behind_cut(tenant, hd, &cb)) != 0)
+			return tenant_problem(x, tenant, hd->head.manifest_key, rc);
+	}
+	if (rc == 0 && !ws_head_slots(hd)) {
 		/* A watermark that went back: restore of the latest state
 		 * refuses it (there, only the watermark's own directory is
 		 * searched; here every generation). */
@@ -322,10 +338,9 @@ static int verify_tenant_kept(const char *tenant, struct verify_ctx *x, struct w
  * carries is stored nowhere else. */
 static int verify_tenant(const char *tenant, struct verify_ctx *x)
 {
-	struct ws_buf wmraw;
-	ws_buf_init(&wmraw, WS_WM_BYTES_MAX);
-	int rc = verify_tenant_kept(tenant, x, &wmraw);
-	ws_buf_free(&wmraw);
+	struct ws_head hd;
+	int rc = verify_tenant_kept(tenant, x, &hd);
+	ws_head_free(&hd);
 	return rc;
 }
 

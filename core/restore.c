@@ -30,6 +30,7 @@
 #include "publish.h"
 #include "replay.h"
 #include "restore.h"
+#include "slots.h"
 #include "ws_fault.h"
 #include "ws_assert.h"
 #include "ws_clock.h"
@@ -398,7 +399,7 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 {
 	bool from_cut = false, artifact_failed = false, before = false;
 	struct ws_fmt_watermark wm;
-	struct ws_buf wmraw; /* the watermark's bytes: a manifest it carries is stored nowhere else */
+	struct ws_head hd; /* its watermark's bytes: a manifest it carries is stored nowhere else */
 	struct ws_chain c;
 	struct ws_replay_result res;
 	struct ws_restore_base base;
@@ -409,18 +410,28 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 	int fd = -1, rc;
 
 	memset(&c, 0, sizeof(c));
-	ws_buf_init(&wmraw, WS_WM_BYTES_MAX);
-	rc = ws_wm_load_keep(sink->store, tenant, &wm, NULL, &wmraw);
+	/* The head: the watermark's, or with manifest slots the last slot its
+	 * hint leads to (for the latest state, also checked for a hole). */
+	rc = ws_head_load(sink->store, tenant, !opts->frame && !opts->time_ms ? WS_HEAD_HOLES : 0, &hd);
 	if (rc == WS_ENOTFOUND) {
-		ws_buf_free(&wmraw);
+		ws_head_free(&hd);
 		return ws_fail(WS_ENOTFOUND, "tenant %s has no watermark at %s: nothing was shipped",
 			       tenant, sink->store->url);
 	}
 	if (rc) {
-		ws_buf_free(&wmraw);
+		ws_head_free(&hd);
 		return rc;
 	}
-	if (!opts->frame && !opts->time_ms && skip->wm_checked != wm.seq + 1) {
+	wm = hd.head;
+	if (wm.seq == 0) {
+		rc = ws_fail(WS_ENOTFOUND, "tenant %s: its watermark opens lane %016" PRIx64 ", which holds no "
+			     "manifest slot yet: nothing was shipped", tenant, hd.wm.lane);
+		ws_head_free(&hd);
+		return rc;
+	}
+	/* With manifest slots the hole check above stands for the went-back
+	 * check (docs/SLOTS.md item 3c). */
+	if (!ws_head_slots(&hd) && !opts->frame && !opts->time_ms && skip->wm_checked != wm.seq + 1) {
 		/* The latest state is the watermark's: one that went back would
 		 * restore less than was acknowledged. Once per watermark: a
 		 * later attempt of this restore (another base) reads the same. */
@@ -434,7 +445,7 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 				       "store lost acknowledged writes and the latest state it names is older than "
 				       "what was acknowledged; refusing it (--time or --frame restores an earlier "
 				       "point on purpose)", tenant, wm.seq, ev, wm.seq + 1);
-			ws_buf_free(&wmraw);
+			ws_head_free(&hd);
 			return rc;
 		}
 		if (rc < 0)
@@ -447,6 +458,11 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 	 * falls back to the full chain. */
 	if (use_latest && !opts->frame && !opts->time_ms)
 		have_base = ws_checkpoint_base_for(sink, tenant, &base) == 0;
+	if (have_base && (rc = ws_head_behind_cut(tenant, &hd, &base)) != 0) {
+		/* No other base changes that: not tried again. */
+		skip->went_back = true;
+		goto out;
+	}
 	if (have_base) {
 		rc = ws_chain_load_stop(sink->store, tenant, &wm, &base.cut, &c, &stopped);
 	} else {
@@ -511,7 +527,7 @@ static int restore_once(struct ws_sink *sink, const char *tenant, const struct w
 out:
 	rc = ws_restore_end(fd, tmp, out_path, opts->force, tenant, rc);
 	ws_chain_free(&c);
-	ws_buf_free(&wmraw);
+	ws_head_free(&hd);
 	/* The arguments were checked above: from here on a WS_ECONFIG came
 	 * from what the sink holds, a damaged object, never the user's input. */
 	return rc == WS_ECONFIG ? WS_EFORMAT : rc;

@@ -1,6 +1,7 @@
 #include "coreutil.h"
 #include "ws_clock.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,4 +214,19 @@ void wt_gate_open(struct wt_gate *g)
 	g->go = true;
 	pthread_cond_broadcast(&g->cv);
 	pthread_mutex_unlock(&g->mu);
+}
+
+void wt_sink_put(const struct wt_env *e, const char *key, const void *data, size_t len)
+{
+	char *p = wt_path(e->sink_dir, key);
+	for (char *s = p + 1; *s; s++)
+		if (*s == '/') {
+			*s = '\0';
+			if (mkdir(p, 0755) != 0 && errno != EEXIST)
+				fail_msg("mkdir %s: %s", p, strerror(errno));
+			*s = '/';
+		}
+	unlink(p);
+	assert_int_equal(wt_write_file(p, data, len), 0);
+	free(p);
 }

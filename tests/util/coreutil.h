@@ -40,6 +40,11 @@ char *wt_out_path(struct wt_env *e);
  * that must succeed; returns its content hash (the file is removed). */
 uint64_t wt_restore_hash(struct wt_env *e, const char *tenant, const struct ws_restore_opts *o, int64_t *rows);
 
+/* Write an object straight into e's file:// sink at key (its directories
+ * made; a file there replaced, never modified in place: published objects
+ * may be hard links), as another writer or a damaged store would leave it. */
+void wt_sink_put(const struct wt_env *e, const char *key, const void *data, size_t len);
+
 /*
  * A real SQLite writer that changes the database at a paused site, and the
  * record of every state the source committed (content hashes, in order).
