@@ -14,7 +14,6 @@
 
 #include "chain.h"
 #include "sink.h"
-#include "slots.h"
 #include "ws_assert.h"
 #include "ws_fault.h"
 

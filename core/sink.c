@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,4 +256,40 @@ bool ws_key_slot_any(const char *key)
 	memcpy(top, key, (size_t)(slash - key));
 	top[slash - key] = '\0';
 	return ws_key_slot_parse(key, top, &e, &g, &l, &s);
+}
+
+uint64_t ws_key_any_manifest_seq(const char *tenant, const char *key)
+{
+	uint64_t e, p, l, seq = ws_key_manifest_seq(key);
+	if (seq == 0 && !ws_key_slot_parse(key, tenant, &e, &p, &l, &seq))
+		return 0;
+	return seq;
+}
+
+int ws_slot_manifest_bound(const char *tenant, const char *key, const struct ws_fmt_manifest *m)
+{
+	uint64_t e, p, l, seq;
+	const char *why = NULL;
+	if (!ws_key_slot_parse(key, tenant, &e, &p, &l, &seq)) {
+		if (m->lane == 0)
+			return 0;
+		return ws_fail(WS_EFORMAT, "tenant %s: manifest %s is a manifest slot's (version 4, lane %016" PRIx64
+			       ") at a key that is no slot's", tenant, key, m->lane);
+	}
+	if (m->lane == 0)
+		why = "it is no slot (version 3 or older)";
+	else if (strcmp(m->tenant, tenant) != 0)
+		why = "its tenant differs";
+	else if (m->epoch != e || m->pointer_generation != p)
+		why = "its epoch or pointer generation differs";
+	else if (m->lane != l)
+		why = "its lane differs";
+	else if (m->wm_seq != seq)
+		why = "its sequence differs";
+	if (!why)
+		return 0;
+	return ws_fail(WS_EFORMAT, "tenant %s: manifest slot %s holds a manifest its key does not name (%s: tenant "
+		       "'%s', epoch %" PRIu64 ", pointer generation %" PRIu64 ", lane %016" PRIx64 ", sequence %"
+		       PRIu64 "): refused", tenant, key, why, m->tenant, m->epoch, m->pointer_generation, m->lane,
+		       m->wm_seq);
 }

@@ -49,4 +49,16 @@ bool ws_key_slot_any(const char *key);
 int ws_sink_seal_resolve(struct ws_sink *sink, const char *who, const struct ws_seal_config *c,
 			 struct ws_keyring *own, struct ws_seal *out) WS_MUST_CHECK;
 
+/*
+ * A manifest read at key is the one its key names: at a slot key
+ * (ws_key_slot_parse) a version 4 manifest of that tenant, epoch, pointer
+ * generation, lane and sequence (the key holds no hash: a slot copied to
+ * another key, or another tenant's, is refused); anywhere else no version 4
+ * one. WS_EFORMAT naming the key and the field, else 0.
+ */
+int ws_slot_manifest_bound(const char *tenant, const char *key, const struct ws_fmt_manifest *m) WS_MUST_CHECK;
+
+/* The sequence a manifest key names, content-named or a slot; 0: neither. */
+uint64_t ws_key_any_manifest_seq(const char *tenant, const char *key);
+
 #endif

@@ -28,42 +28,6 @@ void ws_head_free(struct ws_head *h)
 	ws_buf_free(&h->raw);
 }
 
-uint64_t ws_key_any_manifest_seq(const char *tenant, const char *key)
-{
-	uint64_t e, p, l, seq = ws_key_manifest_seq(key);
-	if (seq == 0 && !ws_key_slot_parse(key, tenant, &e, &p, &l, &seq))
-		return 0;
-	return seq;
-}
-
-int ws_slot_manifest_bound(const char *tenant, const char *key, const struct ws_fmt_manifest *m)
-{
-	uint64_t e, p, l, seq;
-	const char *why = NULL;
-	if (!ws_key_slot_parse(key, tenant, &e, &p, &l, &seq)) {
-		if (m->lane == 0)
-			return 0;
-		return ws_fail(WS_EFORMAT, "tenant %s: manifest %s is a manifest slot's (version 4, lane %016" PRIx64
-			       ") at a key that is no slot's", tenant, key, m->lane);
-	}
-	if (m->lane == 0)
-		why = "it is no slot (version 3 or older)";
-	else if (strcmp(m->tenant, tenant) != 0)
-		why = "its tenant differs";
-	else if (m->epoch != e || m->pointer_generation != p)
-		why = "its epoch or pointer generation differs";
-	else if (m->lane != l)
-		why = "its lane differs";
-	else if (m->wm_seq != seq)
-		why = "its sequence differs";
-	if (!why)
-		return 0;
-	return ws_fail(WS_EFORMAT, "tenant %s: manifest slot %s holds a manifest its key does not name (%s: tenant "
-		       "'%s', epoch %" PRIu64 ", pointer generation %" PRIu64 ", lane %016" PRIx64 ", sequence %"
-		       PRIu64 "): refused", tenant, key, why, m->tenant, m->epoch, m->pointer_generation, m->lane,
-		       m->wm_seq);
-}
-
 /* The probe's position: the head found so far and the lane it goes on in. */
 struct probe {
 	struct ws_store *s;

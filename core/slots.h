@@ -66,23 +66,11 @@ static inline bool ws_head_slots(const struct ws_head *h)
 }
 
 /*
- * A manifest read at key is the one its key names: at a slot key
- * (ws_key_slot_parse) a version 4 manifest of that tenant, epoch, pointer
- * generation, lane and sequence (the key holds no hash: a slot copied to
- * another key, or another tenant's, is refused); anywhere else no version 4
- * one. WS_EFORMAT naming the key and the field, else 0.
- */
-int ws_slot_manifest_bound(const char *tenant, const char *key, const struct ws_fmt_manifest *m) WS_MUST_CHECK;
-
-/*
  * With manifest slots, a head behind the cut of the latest committed
  * checkpoint (base) lost acknowledged writes (docs/SLOTS.md item 3d): then
  * WS_EINCOMPLETE naming both, else 0 (always for versions 1..3, whose
  * went-back check stands for this).
  */
 int ws_head_behind_cut(const char *tenant, const struct ws_head *h, const struct ws_restore_base *base) WS_MUST_CHECK;
-
-/* The sequence a manifest key names, content-named or a slot; 0: neither. */
-uint64_t ws_key_any_manifest_seq(const char *tenant, const char *key);
 
 #endif
