@@ -321,6 +321,11 @@ inline_batch_bytes_max|2GiB|inline_batch_bytes_max: '2GiB'
 carry_in_watermark|yes|carry_in_watermark: 'yes' is not pressed, always or never
 carry_in_watermark|Always|carry_in_watermark: 'Always'
 carry_in_watermark|throttled|carry_in_watermark: 'throttled'
+slots|auto|slots: 'auto' is not on, off
+slots|2|slots: '2'
+hint_slots|0|hint_slots: '0' must be an integer 1..1024
+hint_slots|1025|hint_slots: '1025' must be an integer 1..1024
+hint_slots|thirty|hint_slots: 'thirty'
 sqpoll|2|sqpoll: '2'
 EOF
 while IFS='|' read -r key value regex; do

@@ -85,38 +85,6 @@ static void restore_is(struct wt_env *e, uint64_t want, int line)
 		fail_msg("line %d: verify: %s (%s)", line, ws_strerror(rc), ws_errmsg());
 }
 
-/* Everything the sink holds for the tenant: every key with its size, and
- * the watermark's bytes (a malloc'd string to compare). */
-static char *sink_state(struct wt_env *e)
-{
-	struct ws_store *s = e->sink->store;
-	char *out = NULL, *tok = NULL, wmkey[WS_KEY_MAX];
-	size_t len = 0;
-	FILE *f = open_memstream(&out, &len);
-	assert_non_null(f);
-	for (;;) {
-		struct ws_list_page p;
-		memset(&p, 0, sizeof(p));
-		assert_int_equal(ws_store_list(s, TENANT "/", tok, 1000, &p), 0);
-		for (size_t i = 0; i < p.count; i++)
-			fprintf(f, "%s %" PRIu64 "\n", p.keys[i], p.sizes[i]);
-		free(tok);
-		tok = p.truncated ? strdup(p.next_token) : NULL;
-		ws_list_page_free(&p);
-		if (!tok)
-			break;
-	}
-	assert_int_equal(ws_key_watermark(wmkey, sizeof(wmkey), TENANT), 0);
-	struct ws_buf b;
-	ws_buf_init(&b, 256u << 20);
-	assert_int_equal(ws_store_get(s, wmkey, 0, UINT64_MAX, &b, NULL), 0);
-	for (size_t i = 0; i < b.len; i++)
-		fprintf(f, "%02x", b.data[i]);
-	ws_buf_free(&b);
-	fclose(f);
-	return out;
-}
-
 static void state_unchanged(const char *before, char *after, int line)
 {
 	if (strcmp(before, after) != 0)
@@ -181,7 +149,7 @@ static void test_takeover_between_tails(void **state)
 	wt_tail_ok(st2, &o);
 	assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
 	const uint64_t h2 = wt_content_hash(e.w, NULL);
-	char *taken = sink_state(&e);
+	char *taken = wt_tenant_state(e.sink, TENANT);
 	/* The stale owner's next tail: its one write is refused. */
 	wt_write_txn(e.w, 3, 300);
 	struct ws_store_stats a = e.sink->store->stats;
@@ -191,12 +159,12 @@ static void test_takeover_between_tails(void **state)
 	assert_int_equal(o.u.fenced.current_epoch, 2);
 	assert_int_equal(o.u.fenced.our_epoch, 1);
 	assert_true(b.precond_failed > a.precond_failed); /* it was the swap that fenced */
-	state_unchanged(taken, sink_state(&e), __LINE__);
+	state_unchanged(taken, wt_tenant_state(e.sink, TENANT), __LINE__);
 	restore_is(&e, h2, __LINE__);
 	/* And stays fenced, with a read. */
 	wt_tail_ok(st1, &o);
 	assert_int_equal(o.kind, WS_OUTCOME_FENCED);
-	state_unchanged(taken, sink_state(&e), __LINE__);
+	state_unchanged(taken, wt_tenant_state(e.sink, TENANT), __LINE__);
 	free(taken);
 	/* The new owner goes on from its own state. */
 	wt_tail_ok(st2, &o);
@@ -228,7 +196,7 @@ static void take_over_now(const char *site, void *arg)
 	if (rc)
 		fail_msg("site %s: the new owner's tail: %s (%s)", site, ws_strerror(rc), ws_errmsg());
 	c->h2 = wt_content_hash(c->e->w, NULL);
-	c->taken = sink_state(c->e);
+	c->taken = wt_tenant_state(c->e->sink, TENANT);
 	c->fired++;
 }
 
@@ -257,7 +225,7 @@ static void paused_takeover(const char *site, unsigned how, int rows, uint32_t b
 	if (o.kind != WS_OUTCOME_FENCED)
 		fail_msg("site %s, mutation %u: %s; Fenced expected", site, how, ws_outcome_name(o.kind));
 	assert_int_equal(o.u.fenced.current_epoch, 2);
-	state_unchanged(c.taken, sink_state(&e), __LINE__);
+	state_unchanged(c.taken, wt_tenant_state(e.sink, TENANT), __LINE__);
 	restore_is(&e, c.h2, __LINE__);
 	free(c.taken);
 	/* The new owner ships the rest. */

@@ -1,7 +1,11 @@
 #include "coreutil.h"
+#include "core_internal.h"
+#include "sink.h"
+#include "ws_store.h"
 #include "ws_clock.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,4 +233,35 @@ void wt_sink_put(const struct wt_env *e, const char *key, const void *data, size
 	unlink(p);
 	assert_int_equal(wt_write_file(p, data, len), 0);
 	free(p);
+}
+
+char *wt_tenant_state(struct ws_sink *sink, const char *tenant)
+{
+	struct ws_store *s = sink->store;
+	char *out = NULL, *tok = NULL, prefix[WS_KEY_MAX], wmkey[WS_KEY_MAX];
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	assert_non_null(f);
+	snprintf(prefix, sizeof(prefix), "%s/", tenant);
+	for (;;) {
+		struct ws_list_page p;
+		memset(&p, 0, sizeof(p));
+		assert_int_equal(ws_store_list(s, prefix, tok, 1000, &p), 0);
+		for (size_t i = 0; i < p.count; i++)
+			fprintf(f, "%s %" PRIu64 "\n", p.keys[i], p.sizes[i]);
+		free(tok);
+		tok = p.truncated ? strdup(p.next_token) : NULL;
+		ws_list_page_free(&p);
+		if (!tok)
+			break;
+	}
+	assert_int_equal(ws_key_watermark(wmkey, sizeof(wmkey), tenant), 0);
+	struct ws_buf b;
+	ws_buf_init(&b, 256u << 20);
+	assert_int_equal(ws_store_get(s, wmkey, 0, UINT64_MAX, &b, NULL), 0);
+	for (size_t i = 0; i < b.len; i++)
+		fprintf(f, "%02x", b.data[i]);
+	ws_buf_free(&b);
+	fclose(f);
+	return out;
 }

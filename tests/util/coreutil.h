@@ -45,6 +45,10 @@ uint64_t wt_restore_hash(struct wt_env *e, const char *tenant, const struct ws_r
  * may be hard links), as another writer or a damaged store would leave it. */
 void wt_sink_put(const struct wt_env *e, const char *key, const void *data, size_t len);
 
+/* Every key under tenant/ in sink's store, with its size, then the
+ * watermark's bytes in hex: one string to compare (free it). */
+char *wt_tenant_state(struct ws_sink *sink, const char *tenant);
+
 /*
  * A real SQLite writer that changes the database at a paused site, and the
  * record of every state the source committed (content hashes, in order).
