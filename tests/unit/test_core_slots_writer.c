@@ -742,6 +742,94 @@ static void test_slot_tenant_other_commands_refuse(void **state)
 	world_free(&w);
 }
 
+/* ---- the engine --------------------------------------------------------- */
+
+static struct ws_engine *slot_engine(struct world *w)
+{
+	struct ws_shard_config sc;
+	struct ws_engine_config ec;
+	int err = 0;
+	ws_shard_config_default(&sc);
+	sc.ring_bytes = 4u << 20;
+	sc.batch_bytes_max = 256u << 10;
+	sc.batch_age_ms_max = 5;
+	sc.slots = true;
+	sc.hint_slots = 4;
+	memset(&ec, 0, sizeof(ec));
+	ec.sink_url = w->e.sink_url;
+	ec.shards = 1;
+	ec.shard = &sc;
+	ec.epoch = 1;
+	ec.pointer_generation = 1;
+	ec.wal_checkpoint_bytes = UINT64_MAX;
+	struct ws_engine *e = ws_engine_create(&ec, &err);
+	if (!e)
+		fail_msg("engine: %s (%s)", ws_strerror(err), ws_errmsg());
+	return e;
+}
+
+#define ENGINE_TENANTS 3
+
+/*
+ * An engine with slots = on (tails in flight on lanes): three tenants
+ * written and flushed many times, each latest state restored; stopped
+ * and started again with the same token, each tenant goes on in the
+ * lane it opened (adopted: no new lane, no close record).
+ */
+static void test_slot_engine_ships_and_adopts(void **state)
+{
+	struct world w;
+	sqlite3 *db[ENGINE_TENANTS];
+	char *path[ENGINE_TENANTS], name[ENGINE_TENANTS][8];
+	uint64_t lane[ENGINE_TENANTS];
+	(void)state;
+	world_init(&w, "slot_engine", 0);
+	for (int k = 0; k < ENGINE_TENANTS; k++) {
+		char file[16];
+		snprintf(file, sizeof(file), "t%d.db", k);
+		snprintf(name[k], sizeof(name[k]), "t%d", k);
+		path[k] = wt_path(w.e.dir, file);
+		db[k] = wt_writer_open(path[k], 0);
+		wt_write_txn(db[k], 30, 500);
+	}
+	for (int life = 0; life < 2; life++) {
+		struct ws_engine *e = slot_engine(&w);
+		for (int k = 0; k < ENGINE_TENANTS; k++) {
+			struct ws_tenant_config tc = { .name = name[k], .db_path = path[k], .shard = -1 };
+			assert_int_equal(ws_engine_add_tenant(e, &tc), 0);
+		}
+		for (int round = 0; round < 12; round++) {
+			for (int k = 0; k < ENGINE_TENANTS; k++)
+				wt_write_txn(db[k], round % 5 == 4 ? 40 : 2, round % 5 == 4 ? 3000 : 200);
+			if (round % 3 == 2 && ws_engine_flush(e) != 0)
+				fail_msg("flush: %s", ws_errmsg());
+		}
+		assert_int_equal(ws_engine_stop(e), 0);
+		ws_engine_destroy(e);
+		for (int k = 0; k < ENGINE_TENANTS; k++) {
+			struct ws_head h;
+			if (ws_head_load(w.e.sink->store, name[k], 0, &h) != 0)
+				fail_msg("head of %s: %s", name[k], ws_errmsg());
+			assert_int_equal(h.wm.version, 4);
+			if (life == 0)
+				lane[k] = h.lane;
+			else if (h.lane != lane[k])
+				fail_msg("%s: lane %016" PRIx64 " after the restart, not %016" PRIx64 " (adopted)", name[k],
+					 h.lane, lane[k]);
+			ws_head_free(&h);
+			if (wt_restore_hash(&w.e, name[k], NULL, NULL) != wt_content_hash(db[k], NULL))
+				fail_msg("%s: restore-latest is not the source's state (life %d)", name[k], life);
+			if (ws_verify(w.e.sink, name[k], NULL, NULL) != 0)
+				fail_msg("%s: verify: %s", name[k], ws_errmsg());
+		}
+	}
+	for (int k = 0; k < ENGINE_TENANTS; k++) {
+		sqlite3_close(db[k]);
+		free(path[k]);
+	}
+	world_free(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -754,6 +842,7 @@ int main(void)
 		cmocka_unit_test(test_slot_hint_cas_loses_to_takeover),
 		cmocka_unit_test(test_slot_needs_fencing_store),
 		cmocka_unit_test(test_slot_tenant_other_commands_refuse),
+		cmocka_unit_test(test_slot_engine_ships_and_adopts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
