@@ -154,6 +154,7 @@ struct ws_stream_mark {
 	uint64_t head_lane, head_lane_epoch, head_lane_pg;
 	bool head_closed;
 	uint64_t lane;
+	bool just_opened;     /* this call opened it (slot_fence) */
 	/* The hint's sequence as stored, and when our last hint went out. */
 	uint64_t hint_seq;
 	uint64_t hint_mono_ms;

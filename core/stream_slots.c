@@ -358,6 +358,7 @@ static int lane_open(struct ws_stream *st, struct ws_outcome *out)
 	st->mark.head_lane_pg = st->pg;
 	st->mark.hint_seq = nw.seq;
 	st->mark.hint_mono_ms = ws_mono_ms();
+	st->mark.just_opened = true;
 	/* No etag known: read again before the next swap (the hint's). */
 	if (!etag.s[0])
 		st->mark.stored_have = false, st->mark.loaded = false;
@@ -384,17 +385,21 @@ int slot_fence(struct ws_stream *st, struct tail *t, struct ws_outcome *out)
 		fill_fenced(st, out);
 		return TAIL_DONE;
 	}
-	if (!st->mark.lane)
-		return lane_open(st, out);
-	/* This call's head read probed our lane to its end just now. */
-	if (t->fresh)
-		return 0;
+	if (!st->mark.lane && (rc = lane_open(st, out)) != 0)
+		return rc;
+	/* Our lane just opened (nothing in it), or this call's head read
+	 * probed it to its end just now: no read to make. A tail whose one
+	 * write is its slot still leaves the fencing to its create. */
+	const bool read_now = !t->fresh && !st->mark.just_opened;
+	st->mark.just_opened = false;
 	if (slot_only(st, t)) {
 		st->at.fence_deferred = true;
 		if ((rc = WS_FAULT("stream.slot_fence_skipped")) != 0)
 			return ws_fail(rc, "tenant %s: injected fault where the slot read is skipped", st->tenant);
 		return 0;
 	}
+	if (!read_now)
+		return 0;
 	rc = slot_read_fence(st);
 	if (rc == TAIL_DONE)
 		fill_fenced(st, out);

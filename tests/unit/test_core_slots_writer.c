@@ -407,6 +407,17 @@ static void test_slot_takeover_between_tails(void **state)
 	world_free(&w);
 }
 
+/* A (epoch 1, hint_slots 4) opened its lane with a re-base and shipped one small tail. */
+static struct ws_stream *owner_shipped(struct world *w)
+{
+	struct ws_stream *a = open_owner(w, w->e.sink, 1, 4, 0);
+	wt_write_txn(w->e.w, 40, 300);
+	tail_acked(w, a);
+	wt_write_txn(w->e.w, 2, 200);
+	tail_acked(w, a);
+	return a;
+}
+
 /* 3.2 item 4: B, opening its lane, is paused before its close of A's lane;
  * A ships meanwhile (slot H+1). B's close is refused, it reads the head
  * again and closes at H+2, its first slot linking A's H+1. */
@@ -417,11 +428,7 @@ static void test_slot_old_owner_creates_before_close(void **state)
 		struct world w;
 		world_init(&w, "slot_before_close", how);
 		struct ws_sink *sb = second_sink(&w);
-		struct ws_stream *a = open_owner(&w, w.e.sink, 1, 4, 0);
-		wt_write_txn(w.e.w, 40, 300);
-		tail_acked(&w, a);
-		wt_write_txn(w.e.w, 2, 200);
-		tail_acked(&w, a);
+		struct ws_stream *a = owner_shipped(&w);
 		const uint64_t lane_a = a->mark.lane, h = a->mark.wm.seq;
 		struct ws_stream *b = open_owner(&w, sb, 2, 4, 0);
 		struct pause p = { .w = &w, .other = a, .commit_after = true };
@@ -501,6 +508,74 @@ static void test_slot_old_owner_after_close(void **state)
 	old_owner_after_close(true);
 }
 
+/*
+ * 3.2 item 6: two new owners race. (1) B (epoch 2), opening its lane, is
+ * paused before its close of A's lane; C (epoch 3) takes over whole in the
+ * pause (closes A at H+1): B's close is refused by C's, which fences it:
+ * Fenced, having written nothing. (2) B closed A and swapped the
+ * watermark, and is paused before its first slot's create; C closes B's
+ * empty lane at H+1: B's create is refused: Fenced. Readers walk
+ * A -> close -> B -> close -> C.
+ */
+static void two_new_owners(bool b_opened)
+{
+	for (unsigned how = 0; how < WT_MUTATIONS; how++) {
+		struct world w;
+		struct ws_outcome o;
+		world_init(&w, b_opened ? "slot_race_opened" : "slot_race", how);
+		struct ws_sink *sb = second_sink(&w), *sc = second_sink(&w);
+		struct ws_stream *a = owner_shipped(&w);
+		const uint64_t lane_a = a->mark.lane, h = a->mark.wm.seq;
+		struct ws_stream *b = open_owner(&w, sb, 2, 4, 0);
+		struct ws_stream *c = open_owner(&w, sc, 3, 4, 0);
+		struct pause p = { .w = &w, .other = c };
+		wt_write_txn(w.e.w, 2, 200);
+		const uint64_t puts = sb->store->stats.puts;
+		assert_int_equal(ws_fault_add(b_opened ? "stream.before_slot_put" : "stream.before_lane_close", 1,
+					      WS_FAULT_PAUSE, in_pause, &p), 0);
+		int rc = ws_stream_tail_frames(b, &o);
+		ws_fault_disarm();
+		assert_int_equal(p.fired, 1);
+		if (rc)
+			fail_msg("B's tail: %s (%s)", ws_strerror(rc), ws_errmsg());
+		assert_int_equal(o.kind, WS_OUTCOME_FENCED);
+		assert_int_equal(o.u.fenced.current_epoch, 3);
+		/* (1) nothing written; (2) the close of A and the watermark, then a refused create */
+		assert_int_equal(sb->store->stats.puts - puts, b_opened ? 3 : 1);
+		struct ws_fmt_watermark wm = wm_now(&w);
+		assert_int_equal(wm.epoch, 3);
+		assert_int_equal(wm.lane, c->mark.lane);
+		if (b_opened) {
+			/* A's lane closed by B, B's (empty) closed by C at the same sequence. */
+			struct ws_fmt_manifest m;
+			struct ws_fmt_close cl;
+			assert_int_equal(slot_read(&w, 1, lane_a, h + 1, &m, &cl), WS_FMT_SLOT_CLOSE);
+			assert_int_equal(cl.closer_epoch, 2);
+			closed_by(&w, 2, cl.closer_lane, h + 1, c);
+		} else {
+			closed_by(&w, 1, lane_a, h + 1, c);
+		}
+		tail_is(b, WS_OUTCOME_FENCED, __LINE__);
+		tail_is(a, WS_OUTCOME_FENCED, __LINE__);
+		wt_write_txn(w.e.w, 2, 200);
+		tail_acked(&w, c);
+		check_all(&w, b_opened ? "two new owners, B's lane opened" : "two new owners");
+		ws_stream_close(a);
+		ws_stream_close(b);
+		ws_stream_close(c);
+		ws_sink_close(sb);
+		ws_sink_close(sc);
+		world_free(&w);
+	}
+}
+
+static void test_slot_takeover_race_two_new_owners(void **state)
+{
+	(void)state;
+	two_new_owners(false);
+	two_new_owners(true);
+}
+
 /* A stream on a throttle store in front of the file store, forwarding its
  * conditions (a file store never loses a reply). */
 static struct ws_store *throttled(struct world *w)
@@ -525,11 +600,7 @@ static void test_slot_ambiguous_create_lost_reply(void **state)
 		struct ws_outcome o;
 		world_init(&w, landed ? "slot_lost_reply" : "slot_never_landed", 0);
 		struct ws_store *t = throttled(&w);
-		struct ws_stream *a = open_owner(&w, w.e.sink, 1, 4, 0);
-		wt_write_txn(w.e.w, 40, 300);
-		tail_acked(&w, a);
-		wt_write_txn(w.e.w, 2, 200);
-		tail_acked(&w, a);
+		struct ws_stream *a = owner_shipped(&w);
 		const uint64_t h = a->mark.wm.seq, lane = a->mark.lane;
 		char key[WS_KEY_MAX], suffix[32];
 		slot_key(key, 1, lane, h + 1);
@@ -838,6 +909,7 @@ int main(void)
 		cmocka_unit_test(test_slot_takeover_between_tails),
 		cmocka_unit_test(test_slot_old_owner_creates_before_close),
 		cmocka_unit_test(test_slot_old_owner_after_close),
+		cmocka_unit_test(test_slot_takeover_race_two_new_owners),
 		cmocka_unit_test(test_slot_ambiguous_create_lost_reply),
 		cmocka_unit_test(test_slot_hint_cas_loses_to_takeover),
 		cmocka_unit_test(test_slot_needs_fencing_store),
