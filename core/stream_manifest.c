@@ -549,8 +549,14 @@ int step_write_watermark(struct ws_stream *st, struct tail *t, struct ws_outcome
 		/* The slot was this tail's write (step 7); the watermark is a
 		 * hint, written now and then (maybe_hint). */
 		rc = WS_FAULT("stream.after_slot_put");
-		if (rc)
+		if (rc) {
+			/* Created, and not reported: as a create whose answer was lost. */
+			st->mark.pend_seq = nw.seq;
+			memcpy(st->mark.pend_msha, nw.manifest_sha, WS_SHA256_LEN);
+			st->mark.pend_mono_ms = nw_mono;
+			st->mark.loaded = false;
 			return ws_fail(rc, "tenant %s: injected fault after the slot was created", st->tenant);
+		}
 		landed(st, t, &nw, &new_etag, nw_mono);
 		maybe_hint(st, t);
 		return 0;

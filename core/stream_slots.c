@@ -320,8 +320,10 @@ static int lane_open(struct ws_stream *st, struct ws_outcome *out)
 		if (rc)
 			return rc;
 	}
-	if ((rc = WS_FAULT("stream.before_lane_open")) != 0)
+	if ((rc = WS_FAULT("stream.before_lane_open")) != 0) {
+		st->mark.loaded = false; /* our close may stand: read the head again */
 		return ws_fail(rc, "tenant %s: injected fault before opening our lane", st->tenant);
+	}
 	wm_naming_head(st, lane, st->mark.have ? st->mark.wm.time_ms : ws_wall_ms(), &nw);
 	if ((rc = ws_fmt_watermark_encode(&nw, &st->work->scratch)) != 0)
 		return ws_fail(rc, "tenant %s: cannot encode watermark", st->tenant);
@@ -362,8 +364,10 @@ static int lane_open(struct ws_stream *st, struct ws_outcome *out)
 	/* No etag known: read again before the next swap (the hint's). */
 	if (!etag.s[0])
 		st->mark.stored_have = false, st->mark.loaded = false;
-	if ((rc = WS_FAULT("stream.after_lane_open")) != 0)
+	if ((rc = WS_FAULT("stream.after_lane_open")) != 0) {
+		st->mark.loaded = false;
 		return ws_fail(rc, "tenant %s: injected fault after opening our lane", st->tenant);
+	}
 	return 0;
 }
 

@@ -60,6 +60,7 @@ static struct ws_stream *open_epoch(struct wt_env *e, uint64_t epoch, uint32_t b
 	int err = -1;
 	memset(&c, 0, sizeof(c));
 	c.carry = WS_CARRY_ALWAYS;
+	c.slots = false; /* the watermark per tail, fenced by its CAS (docs/SLOTS.md 3.3) */
 	c.tenant = TENANT;
 	c.db_path = e->db;
 	c.epoch = epoch;
@@ -395,17 +396,8 @@ static void test_own_etag_refused(void **state)
 #ifdef FENCE_CAS_S3
 static int setup_bucket(void **state)
 {
-	char url[1024];
-	int err = 0;
 	(void)state;
-	snprintf(g_bucket, sizeof(g_bucket), "ws-fcas-%ld-%lld", (long)getpid(), (long long)time(NULL));
-	snprintf(url, sizeof(url), "s3://%s?endpoint=%s", g_bucket, getenv("WS_S3_ENDPOINT"));
-	struct ws_store *s = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
-	if (!s)
-		return -1;
-	err = ws_store_s3_create_bucket(s);
-	ws_store_close(s);
-	return err ? -1 : 0;
+	return wt_s3_fresh_bucket("fcas", g_bucket, sizeof(g_bucket));
 }
 #endif
 

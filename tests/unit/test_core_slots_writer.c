@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core_internal.h"
@@ -49,16 +50,32 @@ struct acked {
 
 struct world {
 	struct wt_env e;
+	char url[1024];           /* the sink's: file://, or an S3 bucket's prefix (SLOTS_WRITER_S3) */
 	struct wt_mutator m;
 	struct acked a[ACKED_MAX];
 	unsigned n;
 };
+
+#ifdef SLOTS_WRITER_S3
+static char g_bucket[64];
+static unsigned g_prefix_n;
+#endif
 
 static void world_init(struct world *w, const char *tag, unsigned how)
 {
 	memset(w, 0, sizeof(*w));
 	wt_env_init(&w->e, tag, 0);
 	wt_mutator_init(&w->m, &w->e, how);
+	snprintf(w->url, sizeof(w->url), "%s", w->e.sink_url);
+#ifdef SLOTS_WRITER_S3
+	int err = 0;
+	snprintf(w->url, sizeof(w->url), "s3://%s/%s-%ld-%u?endpoint=%s", g_bucket, tag, (long)getpid(), ++g_prefix_n,
+		 getenv("WS_S3_ENDPOINT"));
+	ws_sink_close(w->e.sink);
+	w->e.sink = ws_sink_open(w->url, &err);
+	if (!w->e.sink)
+		fail_msg("open %s: %s", w->url, ws_errmsg());
+#endif
 }
 
 static void world_free(struct world *w)
@@ -93,9 +110,9 @@ static struct ws_stream *open_owner(struct world *w, struct ws_sink *sink, uint6
 static struct ws_sink *second_sink(struct world *w)
 {
 	int err = 0;
-	struct ws_sink *s = ws_sink_open(w->e.sink_url, &err);
+	struct ws_sink *s = ws_sink_open(w->url, &err);
 	if (!s)
-		fail_msg("open %s: %s", w->e.sink_url, ws_errmsg());
+		fail_msg("open %s: %s", w->url, ws_errmsg());
 	return s;
 }
 
@@ -901,6 +918,25 @@ static void test_slot_engine_ships_and_adopts(void **state)
 	world_free(&w);
 }
 
+#ifdef SLOTS_WRITER_S3
+static int setup_bucket(void **state)
+{
+	(void)state;
+	return wt_s3_fresh_bucket("slotw", g_bucket, sizeof(g_bucket));
+}
+
+int main(void)
+{
+	/* Against radosgw: the request counts and a takeover between tails. */
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_slot_one_request_per_tail),
+		cmocka_unit_test(test_slot_takeover_between_tails),
+	};
+	if (wt_s3_load_env("test_core_slots_writer_s3") != 0)
+		return 1;
+	return WT_RUN_GROUP(tests, setup_bucket, NULL);
+}
+#else
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -918,3 +954,4 @@ int main(void)
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
+#endif

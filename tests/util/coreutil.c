@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 void wt_env_init(struct wt_env *e, const char *tag, unsigned page_size)
@@ -264,4 +265,18 @@ char *wt_tenant_state(struct ws_sink *sink, const char *tenant)
 	ws_buf_free(&b);
 	fclose(f);
 	return out;
+}
+
+int wt_s3_fresh_bucket(const char *tag, char *bucket, size_t cap)
+{
+	char url[1024];
+	int err = 0;
+	snprintf(bucket, cap, "ws-%s-%ld-%lld", tag, (long)getpid(), (long long)time(NULL));
+	snprintf(url, sizeof(url), "s3://%s?endpoint=%s", bucket, getenv("WS_S3_ENDPOINT"));
+	struct ws_store *s = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
+	if (!s)
+		return -1;
+	err = ws_store_s3_create_bucket(s);
+	ws_store_close(s);
+	return err ? -1 : 0;
 }

@@ -45,6 +45,10 @@ uint64_t wt_restore_hash(struct wt_env *e, const char *tenant, const struct ws_r
  * may be hard links), as another writer or a damaged store would leave it. */
 void wt_sink_put(const struct wt_env *e, const char *key, const void *data, size_t len);
 
+/* Create a fresh bucket on the S3 test server ($WS_S3_ENDPOINT), named
+ * ws-<tag>-<pid>-<time> into bucket: 0, or -1 (a cmocka group setup's answer). */
+int wt_s3_fresh_bucket(const char *tag, char *bucket, size_t cap);
+
 /* Every key under tenant/ in sink's store, with its size, then the
  * watermark's bytes in hex: one string to compare (free it). */
 char *wt_tenant_state(struct ws_sink *sink, const char *tenant);
