@@ -640,8 +640,9 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 		if (rc != TAIL_RETRY)
 			break;
 		if (attempt == TAIL_ATTEMPTS) {
-			rc = ws_fail(-EAGAIN, "tenant %s: the WAL restarted under %u re-bases in a row; nothing "
-				     "acknowledged", st->tenant, attempt);
+			rc = ws_fail(-EAGAIN, "tenant %s: the call started over %u times in a row (the WAL restarted "
+				     "under a re-base%s); nothing acknowledged", st->tenant, attempt,
+				     st->slots ? ", or the head moved while our lane was opened" : "");
 			break;
 		}
 	}

@@ -608,21 +608,24 @@ static struct ws_store *throttled(struct world *w)
  * failure): nothing acknowledged; the next tail finds our own bytes there,
  * adopts the slot and ships the rest after it, no frame twice. (a): the
  * create never landed: the next tail's slot at the same sequence holds
- * more frames. */
+ * more frames. (b): the reply lost and B takes over before A's next tail:
+ * B's probe passes A's slot and closes after it; A's next tail is Fenced. */
 static void test_slot_ambiguous_create_lost_reply(void **state)
 {
 	(void)state;
-	for (int landed = 1; landed >= 0; landed--) {
+	/* 2: landed, reply lost, and B takes over before A's next tail;
+	 * 1: landed, reply lost; 0: never landed. */
+	for (int v = 2; v >= 0; v--) {
 		struct world w;
 		struct ws_outcome o;
-		world_init(&w, landed ? "slot_lost_reply" : "slot_never_landed", 0);
+		world_init(&w, v == 2 ? "slot_lost_takeover" : v ? "slot_lost_reply" : "slot_never_landed", 0);
 		struct ws_store *t = throttled(&w);
 		struct ws_stream *a = owner_shipped(&w);
 		const uint64_t h = a->mark.wm.seq, lane = a->mark.lane;
 		char key[WS_KEY_MAX], suffix[32];
 		slot_key(key, 1, lane, h + 1);
 		snprintf(suffix, sizeof(suffix), "%s", strrchr(key, '/'));
-		if (landed)
+		if (v)
 			wt_throttle_lost_reply_rc(t, suffix, 1, -EIO);
 		else
 			assert_int_equal(ws_fault_add("file.put.before_publish", 1, WS_FAULT_FAIL, NULL, NULL), 0);
@@ -631,30 +634,47 @@ static void test_slot_ambiguous_create_lost_reply(void **state)
 		int rc = ws_stream_tail_frames(a, &o);
 		ws_fault_disarm();
 		assert_int_not_equal(rc, 0);
-		assert_int_equal(slot_there(&w, 1, lane, h + 1), landed);
-		wt_write_txn(w.e.w, 2, 200);
-		tail_acked(&w, a);
+		assert_int_equal(slot_there(&w, 1, lane, h + 1), v != 0);
 		struct ws_fmt_manifest m1, m2;
 		struct ws_fmt_close c;
+		if (v) {
+			/* It landed: that state is acknowledged after all (same generation as H). */
+			assert_int_equal(slot_read(&w, 1, lane, h + 1, &m1, &c), WS_FMT_SLOT_MANIFEST);
+			w.a[w.n] = w.a[w.n - 1];
+			w.a[w.n].frame = m1.last_frame;
+			w.a[w.n++].hash = lost_hash;
+			ws_fmt_manifest_free(&m1);
+		}
+		wt_write_txn(w.e.w, 2, 200);
+		if (v == 2) {
+			struct ws_sink *sb = second_sink(&w);
+			struct ws_stream *b = open_owner(&w, sb, 2, 4, 0);
+			tail_acked(&w, b); /* its probe passes A's H + 1, its close is at H + 2 */
+			closed_by(&w, 1, lane, h + 2, b);
+			tail_is(a, WS_OUTCOME_FENCED, __LINE__);
+			check_all(&w, "lost reply, then a takeover");
+			ws_stream_close(b);
+			ws_sink_close(sb);
+			ws_stream_close(a);
+			world_free(&w);
+			continue;
+		}
+		tail_acked(&w, a);
 		assert_int_equal(slot_read(&w, 1, lane, h + 1, &m1, &c), WS_FMT_SLOT_MANIFEST);
-		if (landed) {
-			/* Adopted: the state it held is acknowledged, and the rest follows it. */
+		if (v) {
+			/* Adopted: the rest follows it, no frame twice. */
 			assert_int_equal(a->mark.wm.seq, h + 2);
 			assert_int_equal(slot_read(&w, 1, lane, h + 2, &m2, &c), WS_FMT_SLOT_MANIFEST);
 			assert_int_equal(m2.first_frame, m1.last_frame + 1);
-			struct acked *x = &w.a[w.n];
-			w.a[w.n] = w.a[w.n - 1];
-			x->frame = m1.last_frame;
-			x->hash = lost_hash;
-			w.n++;
 			ws_fmt_manifest_free(&m2);
 		} else {
+			/* The next create of H + 1 holds more frames. */
 			assert_int_equal(a->mark.wm.seq, h + 1);
 			assert_int_equal(m1.last_frame, a->mark.wm.last_frame);
 			assert_false(slot_there(&w, 1, lane, h + 2));
 		}
 		ws_fmt_manifest_free(&m1);
-		check_all(&w, landed ? "lost reply" : "create never landed");
+		check_all(&w, v ? "lost reply" : "create never landed");
 		ws_stream_close(a);
 		world_free(&w);
 	}
