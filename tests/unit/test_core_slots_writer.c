@@ -411,7 +411,6 @@ static void test_slot_takeover_between_tails(void **state)
 	const uint64_t puts2 = w.e.sink->store->stats.puts;
 	tail_is(a, WS_OUTCOME_FENCED, __LINE__);
 	assert_int_equal(w.e.sink->store->stats.puts, puts2);
-	ws_stream_last_call(a, &(struct ws_stream_call){ 0 });
 	state_unchanged(before, wt_tenant_state(w.e.sink, TENANT), __LINE__);
 	checkpoint(&w, "TRUNCATE");
 	free(before);
