@@ -373,6 +373,67 @@ static void test_slot_first_tail_opens_lane(void **state)
 	}
 }
 
+/* A (epoch 1, hint_slots 4) opened its lane with a re-base and shipped one small tail. */
+static struct ws_stream *owner_shipped(struct world *w)
+{
+	struct ws_stream *a = open_owner(w, w->e.sink, 1, 4, 0);
+	wt_write_txn(w->e.w, 40, 300);
+	tail_acked(w, a);
+	wt_write_txn(w->e.w, 2, 200);
+	tail_acked(w, a);
+	return a;
+}
+
+/* The lane's opening paused under the writer (its first tail: before and
+ * after the watermark's swap; a takeover's: before its close, and after
+ * the old owner's refused create): what is acknowledged is a state the
+ * source committed, and the next tail reaches the source's latest. */
+static void test_slot_open_sites_paused_under_writer(void **state)
+{
+	static const char *const sites[] = { "stream.before_lane_open", "stream.after_lane_open",
+					     "stream.before_lane_close", "stream.slot_taken" };
+	(void)state;
+	for (size_t i = 0; i < sizeof(sites) / sizeof(sites[0]); i++) {
+		for (unsigned how = 0; how < WT_MUTATIONS; how++) {
+			struct world w;
+			struct ws_outcome o;
+			world_init(&w, "slot_open_sites", how);
+			const bool takeover = i >= 2;
+			struct ws_stream *a = takeover ? owner_shipped(&w) : open_owner(&w, w.e.sink, 1, 4, 0);
+			struct ws_sink *sb = second_sink(&w);
+			struct ws_stream *b = open_owner(&w, sb, 2, 4, 0);
+			struct pause p = { .w = &w };
+			if (i == 3) {
+				wt_write_txn(w.e.w, 2, 200);
+				tail_acked(&w, b); /* b takes over first: a's next create is refused */
+			}
+			struct ws_stream *paused = i == 2 ? b : a;
+			wt_write_txn(w.e.w, 20, 300);
+			wt_mutator_record(&w.m);
+			assert_int_equal(ws_fault_add(sites[i], 1, WS_FAULT_PAUSE, in_pause, &p), 0);
+			int rc = ws_stream_tail_frames(paused, &o);
+			ws_fault_disarm();
+			if (rc)
+				fail_msg("site %s, mutation %u: %s (%s)", sites[i], how, ws_strerror(rc), ws_errmsg());
+			if (p.fired != 1)
+				fail_msg("site %s, mutation %u: not reached", sites[i], how);
+			if (i == 3) {
+				assert_int_equal(o.kind, WS_OUTCOME_FENCED);
+				paused = b;
+			} else {
+				acked(&w, paused, 0); /* scanned before or after the pause's commits */
+			}
+			wt_write_txn(w.e.w, 2, 200);
+			tail_acked(&w, paused);
+			check_all(&w, sites[i]);
+			ws_stream_close(a);
+			ws_stream_close(b);
+			ws_sink_close(sb);
+			world_free(&w);
+		}
+	}
+}
+
 /* 3.2 item 3: B takes over between A's tails; A's next tails are Fenced
  * and write nothing, whatever they hold. */
 static void test_slot_takeover_between_tails(void **state)
@@ -421,17 +482,6 @@ static void test_slot_takeover_between_tails(void **state)
 	ws_stream_close(b);
 	ws_sink_close(sb);
 	world_free(&w);
-}
-
-/* A (epoch 1, hint_slots 4) opened its lane with a re-base and shipped one small tail. */
-static struct ws_stream *owner_shipped(struct world *w)
-{
-	struct ws_stream *a = open_owner(w, w->e.sink, 1, 4, 0);
-	wt_write_txn(w->e.w, 40, 300);
-	tail_acked(w, a);
-	wt_write_txn(w->e.w, 2, 200);
-	tail_acked(w, a);
-	return a;
 }
 
 /* 3.2 item 4: B, opening its lane, is paused before its close of A's lane;
@@ -962,6 +1012,7 @@ int main(void)
 		cmocka_unit_test(test_slot_one_request_per_tail),
 		cmocka_unit_test(test_slot_first_tail_opens_lane),
 		cmocka_unit_test(test_slot_takeover_between_tails),
+		cmocka_unit_test(test_slot_open_sites_paused_under_writer),
 		cmocka_unit_test(test_slot_old_owner_creates_before_close),
 		cmocka_unit_test(test_slot_old_owner_after_close),
 		cmocka_unit_test(test_slot_takeover_race_two_new_owners),
