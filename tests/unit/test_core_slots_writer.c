@@ -147,23 +147,10 @@ static void tail_is(struct ws_stream *st, enum ws_outcome_kind kind, int line)
 		fail_msg("line %d: outcome %d, not %d", line, (int)o.kind, (int)kind);
 }
 
-struct problems {
-	unsigned n;
-	char first[2048];
-};
-
-static void problem(const char *tenant, const char *key, int err, const char *detail, void *arg)
-{
-	struct problems *p = arg;
-	(void)tenant, (void)err;
-	if (p->n++ == 0)
-		snprintf(p->first, sizeof(p->first), "%s: %s", key ? key : "-", detail);
-}
-
 /* Every acknowledged state restores by --frame; the latest is the source's now; verify passes. */
 static void check_all(struct world *w, const char *what)
 {
-	struct problems pb = { 0 };
+	struct wt_problems pb = { 0 };
 	for (unsigned i = 0; i < w->n; i++) {
 		struct ws_restore_opts o = { 0 };
 		const struct acked *a = &w->a[i];
@@ -178,7 +165,7 @@ static void check_all(struct world *w, const char *what)
 	}
 	if (wt_restore_hash(&w->e, TENANT, NULL, NULL) != wt_content_hash(w->e.w, NULL))
 		fail_msg("%s: restore-latest is not the source's state", what);
-	if (ws_verify(w->e.sink, TENANT, problem, &pb) != 0 || pb.n)
+	if (ws_verify(w->e.sink, TENANT, wt_problem, &pb) != 0 || pb.n)
 		fail_msg("%s: verify: %u problems, first %s (%s)", what, pb.n, pb.first, ws_errmsg());
 }
 
@@ -308,7 +295,7 @@ static void in_pause(const char *site, void *arg)
 	p->fired++;
 	wt_mutate(site, &p->w->m);
 	if (p->nothing_shipped) {
-		struct problems pb = { 0 };
+		struct wt_problems pb = { 0 };
 		char *out = wt_out_path(&p->w->e);
 		int rc = ws_restore(p->w->e.sink, TENANT, NULL, out);
 		if (rc != WS_ENOTFOUND)
@@ -316,7 +303,7 @@ static void in_pause(const char *site, void *arg)
 				 ws_errmsg());
 		assert_int_not_equal(access(out, F_OK), 0);
 		free(out);
-		if (ws_verify(p->w->e.sink, TENANT, problem, &pb) != 0 || pb.n)
+		if (ws_verify(p->w->e.sink, TENANT, wt_problem, &pb) != 0 || pb.n)
 			fail_msg("%s: verify in the pause: %s", site, pb.first);
 	}
 	if (p->other && p->other_fenced)
@@ -814,21 +801,6 @@ static int ls_cb(const struct ws_tenant_info *info, void *arg)
 	return 0;
 }
 
-static int no_image(void *arg, uint64_t tx, const uint8_t *img, uint64_t pages, uint32_t ps)
-{
-	(void)arg, (void)tx, (void)img, (void)pages, (void)ps;
-	fail_msg("a follower was handed an image of a slot tenant");
-	return -1;
-}
-
-static int no_apply(void *arg, uint64_t tx, const uint32_t *pgno, const uint8_t *pages, uint32_t n, uint32_t ps,
-		    uint32_t dbp)
-{
-	(void)arg, (void)tx, (void)pgno, (void)pages, (void)n, (void)ps, (void)dbp;
-	fail_msg("a follower was handed a transaction of a slot tenant");
-	return -1;
-}
-
 /*
  * Stage 1: a tenant this writer shipped with slots is read by restore and
  * verify (check_all); ls, checkpoint, retention, forget, verify --orphans,
@@ -842,7 +814,7 @@ static void test_slot_tenant_other_commands_refuse(void **state)
 	struct ws_forget_report fr;
 	struct ws_checkpoint_info ci;
 	struct ws_follow_config fc;
-	struct ws_follow_ops ops = { no_image, no_apply };
+	struct ws_follow_ops ops = { wt_follow_no_image, wt_follow_no_apply };
 	struct ws_follow *f = NULL;
 	struct ws_stream_config c;
 	struct ws_outcome o;

@@ -280,3 +280,26 @@ int wt_s3_fresh_bucket(const char *tag, char *bucket, size_t cap)
 	ws_store_close(s);
 	return err ? -1 : 0;
 }
+
+void wt_problem(const char *tenant, const char *key, int err, const char *detail, void *arg)
+{
+	struct wt_problems *p = arg;
+	(void)tenant, (void)err;
+	if (p->n++ == 0)
+		snprintf(p->first, sizeof(p->first), "%s: %s", key ? key : "-", detail);
+}
+
+int wt_follow_no_image(void *arg, uint64_t tx, const uint8_t *img, uint64_t pages, uint32_t ps)
+{
+	(void)arg, (void)tx, (void)img, (void)pages, (void)ps;
+	fail_msg("a follower was handed an image it must not get");
+	return -1;
+}
+
+int wt_follow_no_apply(void *arg, uint64_t tx, const uint32_t *pgno, const uint8_t *pages, uint32_t n, uint32_t ps,
+		       uint32_t dbp)
+{
+	(void)arg, (void)tx, (void)pgno, (void)pages, (void)n, (void)ps, (void)dbp;
+	fail_msg("a follower was handed a transaction it must not get");
+	return -1;
+}
