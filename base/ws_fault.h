@@ -133,6 +133,17 @@
 	X("stream.before_carrying_watermark_put", "tail: before the CAS of a watermark carrying its manifest") \
 	X("stream.before_carried_store", "tail: before storing the manifest the watermark carried")        \
 	X("stream.after_watermark_put", "tail: watermark written, before the read mark handover")          \
+	X("stream.before_lane_close", "tail, slots: a lane is opened, the old lane's end found, before "     \
+	  "its close record is created")                                                                    \
+	X("stream.before_lane_open", "tail, slots: before the watermark's swap that opens our lane")        \
+	X("stream.after_lane_open", "tail, slots: our lane is open (watermark swapped), nothing uploaded")  \
+	X("stream.slot_fence_skipped", "tail, slots: the read of our lane's next slot skipped (the slot's " \
+	  "create fences)")                                                                                 \
+	X("stream.before_slot_read", "tail, slots: before our lane's next slot is read (the fencing read)") \
+	X("stream.before_slot_put", "tail, slots: everything uploaded, before the slot's create")          \
+	X("stream.slot_taken", "tail, slots: the slot's create was refused, before it is read back")       \
+	X("stream.after_slot_put", "tail, slots: the slot was created (acknowledged), before the hint")    \
+	X("stream.before_hint_put", "tail, slots: slot acknowledged, before the watermark's hint CAS")     \
 	X("stream.before_checkpoint_lock", "tail: the live WAL is still the watermark's generation, past "  \
 	  "wal_checkpoint_bytes: before the write lock for walship's WAL checkpoint")                    \
 	X("stream.before_wal_checkpoint", "tail: under the write lock, before walship's WAL checkpoint") \

@@ -311,6 +311,9 @@ static int check_shard(const struct ws_shard_config *c, unsigned i)
 		return ws_fail(WS_ECONFIG, "shard %u: batch_frames_max must be at least 1", i);
 	if (c->uploads_in_flight == 0 || c->uploads_in_flight > 64)
 		return ws_fail(WS_ECONFIG, "shard %u: uploads_in_flight %u must be 1..64", i, c->uploads_in_flight);
+	if (c->hint_slots > WS_HINT_SLOTS_MAX)
+		return ws_fail(WS_ECONFIG, "shard %u: hint_slots %u must be 1..%u (0: %u)", i, c->hint_slots,
+			       WS_HINT_SLOTS_MAX, WS_HINT_SLOTS_DEFAULT);
 	if (c->tails_in_flight > WS_TAILS_IN_FLIGHT_MAX)
 		return ws_fail(WS_ECONFIG, "shard %u: tails_in_flight %u must be 1..%u (0: %u)", i, c->tails_in_flight,
 			       WS_TAILS_IN_FLIGHT_MAX, TAILS_IN_FLIGHT_DEFAULT);

@@ -148,6 +148,8 @@ static int do_add(struct shard *sh, struct tenant *t)
 		.batch_frames_max = sh->cfg.batch_frames_max,
 		.inline_batch_bytes_max = sh->cfg.inline_batch_bytes_max,
 		.carry = sh->cfg.carry,
+		.slots = sh->cfg.slots,
+		.hint_slots = sh->cfg.hint_slots,
 		.seal = t->seal,
 	};
 	struct ws_stream_shared shared = {

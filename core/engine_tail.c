@@ -51,7 +51,9 @@ static uint32_t key_lead(const struct shard *sh, const struct tenant *t)
  * write waits (ws_stream_set_key_wait). */
 uint64_t ws_eng_key_due(const struct shard *sh, const struct tenant *t, uint64_t at)
 {
-	if (!sh->cfg.adaptive)
+	/* A tenant with manifest slots acknowledges each tail with its own
+	 * slot: no watermark write per tail to space out (docs/SLOTS.md). */
+	if (!sh->cfg.adaptive || (t->st && ws_stream_slots(t->st)))
 		return at;
 	return ws_adapt_key_due(at, t->wm_sent_ms, sh->cfg.key_write_interval_ms, key_lead(sh, t));
 }
@@ -440,7 +442,7 @@ int ws_eng_tail_one(struct shard *sh, struct lane *ln, struct tenant *t, enum ta
 	 * open tenant nobody follows, as ws_eng_key_due made it due (a
 	 * followed tenant, and one with nothing open, are tailed at once:
 	 * engine_shard.c read_events). */
-	const bool key_wait = fail_fast && t->open && !t->tap;
+	const bool key_wait = fail_fast && t->open && !t->tap && !ws_stream_slots(t->st);
 	ws_stream_set_key_wait(t->st, key_wait, key_lead(sh, t), &sh->e->stopping);
 	const uint64_t started = ws_mono_ms();
 	store->throttle_fail_fast = fail_fast;

@@ -25,7 +25,7 @@ uint64_t ws_key_manifest_seq(const char *key);
  * a key of the format before keys carried it, a slot key, or no such key). */
 uint64_t ws_key_object_seq(const char *key);
 
-/* A manifest slot's key (docs/FORMAT.md "Keys"; nothing writes them yet):
+/* A manifest slot's key (docs/FORMAT.md "Keys"; written with slots = on, core/stream_slots.c):
  * "<tenant>/e<epoch>-p<pg>/l<lane:016x>/m<seq:016x>", the epoch and pointer
  * generation as ws_key_gen_prefix writes them. A slot holds a version 4
  * manifest or a close record. */

@@ -21,7 +21,7 @@
  * fence by "either number higher", which is no order, so forged closes
  * could send the probe round a cycle of lanes. */
 #define CLOSES_AT_ONE_SEQ 64u
-#define SLOT_BYTES_MAX (256u << 20)
+#define SLOT_BYTES_MAX WS_SLOT_BYTES_MAX
 
 void ws_head_free(struct ws_head *h)
 {
@@ -301,4 +301,24 @@ int ws_head_behind_cut(const char *tenant, const struct ws_head *h, const struct
 		       "lost acknowledged writes, and the latest state it names is older than what was acknowledged; "
 		       "refusing it (--time or --frame restores an earlier point on purpose)", tenant,
 		       h->head.manifest_key, h->head.seq, base->checkpoint_id, base->cut.key, cut_seq);
+}
+
+int ws_slot_get(struct ws_store *s, const char *tenant, uint64_t epoch, uint64_t pg, uint64_t lane, uint64_t seq,
+		struct ws_buf *b, enum ws_fmt_slot_kind *kind, char key[WS_KEY_MAX])
+{
+	int rc;
+	if (ws_key_slot(key, WS_KEY_MAX, tenant, epoch, pg, lane, seq) != 0)
+		return ws_fail(WS_ETOOBIG, "tenant %s: slot key too long", tenant);
+	ws_buf_reset(b);
+	rc = ws_store_get(s, key, 0, UINT64_MAX, b, NULL);
+	if (rc == WS_ENOTFOUND)
+		return rc;
+	if (rc == WS_ETOOBIG)
+		return ws_fail(WS_EFORMAT, "tenant %s: slot %s is larger than any manifest (%u bytes)", tenant, key,
+			       SLOT_BYTES_MAX);
+	if (rc)
+		return ws_fail_wrap(rc, "tenant %s: read slot %s", tenant, key);
+	if ((rc = ws_fmt_slot_kind(b->data, b->len, kind)) != 0)
+		return ws_fail_wrap(rc, "tenant %s: slot %s", tenant, key);
+	return 0;
 }

@@ -14,6 +14,9 @@
  * the readers of the latest state (restore-latest, verify). */
 #define WS_HEAD_HOLES 1u
 
+/* A slot object at most (a manifest is read whole). */
+#define WS_SLOT_BYTES_MAX (256u << 20)
+
 /* Restarts from a watermark whose hint passed the head a probe found. */
 #define WS_HEAD_RESTARTS_MAX 8u
 
@@ -71,6 +74,15 @@ static inline bool ws_head_slots(const struct ws_head *h)
  * WS_EINCOMPLETE naming both, else 0 (always for versions 1..3, whose
  * went-back check stands for this).
  */
+/*
+ * One slot for the writer (core/stream_slots.c): slot seq of lane (epoch,
+ * pg, lane) of tenant read into b (reset first), its key in key. 0 with
+ * *kind what it holds (a manifest or a close record, by its magic alone),
+ * WS_ENOTFOUND when absent, or the error naming the key.
+ */
+int ws_slot_get(struct ws_store *s, const char *tenant, uint64_t epoch, uint64_t pg, uint64_t lane, uint64_t seq,
+		struct ws_buf *b, enum ws_fmt_slot_kind *kind, char key[WS_KEY_MAX]) WS_MUST_CHECK;
+
 int ws_head_behind_cut(const char *tenant, const struct ws_head *h, const struct ws_restore_base *base) WS_MUST_CHECK;
 
 #endif

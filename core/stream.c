@@ -148,6 +148,21 @@ static struct ws_stream *stream_new(struct ws_sink *sink, const struct ws_stream
 			     (int)cfg->carry);
 		goto fail;
 	}
+	if (cfg->hint_slots > WS_HINT_SLOTS_MAX) {
+		rc = ws_fail(WS_ECONFIG, "tenant %s: hint_slots %u must be 1..%u (0: %u)", cfg->tenant, cfg->hint_slots,
+			     WS_HINT_SLOTS_MAX, WS_HINT_SLOTS_DEFAULT);
+		goto fail;
+	}
+	st->hint_slots = cfg->hint_slots ? cfg->hint_slots : WS_HINT_SLOTS_DEFAULT;
+	/* Slots rest on create-once: where a conditional write does not
+	 * fence, two owners would both "create" a slot. */
+	st->slots = cfg->slots && ws_store_cas_fences(sink->store);
+	if (cfg->slots && !st->slots)
+		ws_info("tenant %s: slots = on asks for manifest slots, but the store's conditional writes do not "
+			"fence (conditional_writes = off, or a store of another kind): the watermark is written per "
+			"tail instead", cfg->tenant);
+	if (st->slots)
+		st->carry.mode = WS_CARRY_NEVER; /* a slot is the tail's one write */
 	ws_buf_init(&st->carry.buf, WS_WM_BYTES_MAX);
 	ws_buf_init(&st->carry.next, WS_WM_BYTES_MAX);
 	ws_buf_init(&st->ahead.buf, 0);
@@ -244,7 +259,7 @@ void carry_drop(struct ws_stream *st) { ws_buf_free(&st->carry.buf); }
 
 /* The manifest watermark w carries (or none), for this call: moved to the
  * front of the buffer w was read into (raw), which becomes carry. */
-static void carry_take(struct ws_stream *st, struct ws_buf *raw, const struct ws_fmt_watermark *w)
+void carry_take(struct ws_stream *st, struct ws_buf *raw, const struct ws_fmt_watermark *w)
 {
 	carry_drop(st);
 	if (!w->carried) {
@@ -301,6 +316,7 @@ void ws_stream_close(struct ws_stream *st)
 }
 
 void ws_stream_last_call(const struct ws_stream *st, struct ws_stream_call *out) { *out = st->call.report; }
+bool ws_stream_slots(const struct ws_stream *st) { return st->slots; }
 uint64_t ws_stream_wm_last_frame(const struct ws_stream *st) { return st->mark.have ? st->mark.wm.last_frame : 0; }
 
 /* The public flags are io's (io cannot see walship.h). */
@@ -346,6 +362,28 @@ void fill_bp(const struct ws_stream *st, struct ws_backpressure_report *bp)
 }
 
 /*
+ * The head w was just read: a write of ours whose reply was lost (an
+ * ambiguous failure) that landed after all is our last write; continuous
+ * (a read mark held since our last write) stays only while w is that write.
+ * Returns whether the pending write was found there.
+ */
+bool own_or_not(struct ws_stream *st, const struct ws_fmt_watermark *w)
+{
+	const bool pend = st->mark.pend_seq && w->seq == st->mark.pend_seq &&
+			  memcmp(w->manifest_sha, st->mark.pend_msha, WS_SHA256_LEN) == 0;
+	if (pend) {
+		st->mark.own_seq = st->mark.pend_seq;
+		memcpy(st->mark.own_msha, st->mark.pend_msha, WS_SHA256_LEN);
+		st->mark.own_mono_ms = st->mark.pend_mono_ms;
+	}
+	st->mark.pend_seq = 0;
+	if (!st->mark.own_seq || w->seq != st->mark.own_seq ||
+	    memcmp(w->manifest_sha, st->mark.own_msha, WS_SHA256_LEN) != 0)
+		st->txn.continuous = false;
+	return pend;
+}
+
+/*
  * Read the watermark. continuous (our read mark held since our own last
  * watermark write) stays only while the watermark is still that write: one
  * another writer put there (an owner with our very tokens, a restart that
@@ -357,6 +395,8 @@ int refresh_wm(struct ws_stream *st)
 {
 	struct ws_fmt_watermark w;
 	struct ws_etag etag;
+	if (st->slots)
+		return refresh_head(st);
 	st->mark.wrote_last = false; /* what is known now is what this read finds */
 	/* The watermark lands in carry_next: a manifest it carries is kept. */
 	int rc = ws_wm_load_keep(st->sink->store, st->tenant, &w, &etag, &st->carry.next);
@@ -383,16 +423,7 @@ int refresh_wm(struct ws_stream *st)
 		st->mark.loaded = false;
 		return rc;
 	}
-	/* A write of ours whose reply was lost (an ambiguous failure) that
-	 * landed after all: it is our last write. */
-	if (st->mark.pend_seq && w.seq == st->mark.pend_seq && memcmp(w.manifest_sha, st->mark.pend_msha, WS_SHA256_LEN) == 0) {
-		st->mark.own_seq = st->mark.pend_seq;
-		memcpy(st->mark.own_msha, st->mark.pend_msha, WS_SHA256_LEN);
-		st->mark.own_mono_ms = st->mark.pend_mono_ms;
-	}
-	st->mark.pend_seq = 0;
-	if (!st->mark.own_seq || w.seq != st->mark.own_seq || memcmp(w.manifest_sha, st->mark.own_msha, WS_SHA256_LEN) != 0)
-		st->txn.continuous = false;
+	own_or_not(st, &w);
 	st->mark.wm = w;
 	st->mark.etag = etag;
 	st->mark.have = true;
@@ -417,6 +448,11 @@ int fence_before_upload(struct ws_stream *st)
 	int rc = WS_FAULT("stream.before_deferred_fence");
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault before the deferred fencing read", st->tenant);
+	if (st->slots) {
+		/* Found closed: the next attempt answers Fenced from it. */
+		rc = slot_read_fence(st);
+		return rc == TAIL_DONE ? TAIL_RETRY : rc;
+	}
 	const struct ws_fmt_watermark before = st->mark.wm;
 	/* The shard's other tails may go on meanwhile only while nothing of
 	 * this call is in the ring: an inline batch held in its slot (before
@@ -456,11 +492,12 @@ bool fenced_by(const struct ws_stream *st, const struct ws_fmt_watermark *w)
 
 void fill_fenced(const struct ws_stream *st, struct ws_outcome *out)
 {
+	const bool slot = st->slots && st->mark.fence_have;
 	memset(out, 0, sizeof(*out));
 	out->kind = WS_OUTCOME_FENCED;
-	out->u.fenced.current_epoch = st->mark.wm.epoch;
+	out->u.fenced.current_epoch = slot ? st->mark.fence_epoch : st->mark.wm.epoch;
 	out->u.fenced.our_epoch = st->epoch;
-	out->u.fenced.current_pointer_generation = st->mark.wm.pointer_generation;
+	out->u.fenced.current_pointer_generation = slot ? st->mark.fence_pg : st->mark.wm.pointer_generation;
 	out->u.fenced.our_pointer_generation = st->pg;
 }
 

@@ -140,6 +140,28 @@ struct ws_stream_mark {
 	 * watermark there was still that write (an etag form its If-Match
 	 * does not take): every tail of this stream fences by a read. */
 	bool own_etag_refused;
+	/* Manifest slots (st->slots; docs/SLOTS.md): wm above is the head
+	 * (the last slot, synthesized as ws_head_load does; have: a head
+	 * exists), pend_* a slot create whose outcome is not known. stored is
+	 * the watermark object as last read or written (any version), with
+	 * its etag. */
+	struct ws_fmt_watermark stored;
+	struct ws_etag stored_etag;
+	bool stored_have;
+	/* The lane the next slot goes in (head_lane, its token), whether a
+	 * removal closed it, and ours when that lane is ours and open (0: a
+	 * lane must be opened first). */
+	uint64_t head_lane, head_lane_epoch, head_lane_pg;
+	bool head_closed;
+	uint64_t lane;
+	bool just_opened;     /* this call opened it (slot_fence) */
+	/* The hint's sequence as stored, and when our last hint went out. */
+	uint64_t hint_seq;
+	uint64_t hint_mono_ms;
+	/* A token known to fence us (the watermark's opener, the head lane's
+	 * owner, a close record on our lane): fenced, naming it. */
+	bool fence_have;
+	uint64_t fence_epoch, fence_pg;
 };
 
 /* One call of ws_stream_tail_frames: reset as a whole at its start. */
@@ -234,6 +256,8 @@ struct ws_stream {
 	size_t batch_bytes_max;
 	uint32_t batch_frames_max;
 	uint64_t inline_max;         /* a tail's frames up to this many bytes go inside its manifest (0: never) */
+	bool slots;                  /* manifest slots (docs/SLOTS.md): asked for, and the store's conditions fence */
+	uint32_t hint_slots;         /* the watermark's hint is written once this many slots behind */
 	bool own_reader;             /* reader, pipe and work are this stream's own (no engine) */
 	struct ws_pipe *pipe;        /* where batches and snapshot parts go */
 	struct ws_pipe own_pipe;
@@ -314,6 +338,7 @@ struct tail {
 				   * generation ended (step_write_watermark) */
 	bool merged;              /* the manifest replaces the carried one the watermark names (same seq) */
 	bool carried;             /* the watermark carries the manifest: it is stored nowhere else */
+	int64_t durable_ms;       /* slots: the slot's durable_ms (the hint's time) */
 };
 
 /* ---- cross-file calls (one block per file) ---------------------------- */
@@ -327,10 +352,12 @@ int room_batch(struct ws_stream *st, uint32_t n);
 int room_snap(struct ws_stream *st, uint32_t n);
 int room_part(struct ws_stream *st, uint32_t n);
 void carry_drop(struct ws_stream *st);
+void carry_take(struct ws_stream *st, struct ws_buf *raw, const struct ws_fmt_watermark *w);
 void fill_rpo(const struct ws_stream *st, struct ws_rpo_status *rpo);
 uint64_t call_throttle(const struct ws_stream *st);
 void fill_bp(const struct ws_stream *st, struct ws_backpressure_report *bp);
 int refresh_wm(struct ws_stream *st);
+bool own_or_not(struct ws_stream *st, const struct ws_fmt_watermark *w);
 int fence_before_upload(struct ws_stream *st);
 bool wm_same_write(const struct ws_fmt_watermark *w, const struct ws_fmt_watermark *nw);
 bool fenced_by(const struct ws_stream *st, const struct ws_fmt_watermark *w);
@@ -341,6 +368,14 @@ int put_immutable(struct ws_stream *st, const char *key, const struct iovec *iov
  * (ws_stream_lane). lane_in takes the pipe back for this call. */
 void lane_out(struct ws_stream *st);
 void lane_in(struct ws_stream *st);
+
+/* core/stream_slots.c (docs/SLOTS.md 3.1; only with st->slots) */
+int refresh_head(struct ws_stream *st);
+bool mark_fenced(const struct ws_stream *st);
+int slot_fence(struct ws_stream *st, struct tail *t, struct ws_outcome *out);
+int slot_read_fence(struct ws_stream *st);
+int put_slot(struct ws_stream *st, struct tail *t, const struct iovec *iov, bool inl, struct ws_outcome *out);
+void maybe_hint(struct ws_stream *st, const struct tail *t);
 
 /* core/stream_txn.c */
 enum db_mode { DB_NO_HEADER, DB_WAL, DB_ROLLBACK };
@@ -378,6 +413,9 @@ void name_parts(struct ws_stream *st);
 /* core/stream_manifest.c */
 int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome *out);
 int step_write_watermark(struct ws_stream *st, struct tail *t, struct ws_outcome *out);
+int store_carried(struct ws_stream *st);
+int put_inline_manifest(struct ws_stream *st, struct tail *t, const struct iovec *iov, bool slot,
+			struct ws_outcome *out);
 
 /* core/stream_steps.c */
 int done_shed(const struct ws_stream *st, const struct tail *t, struct ws_outcome *out);

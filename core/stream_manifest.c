@@ -48,6 +48,28 @@ static int64_t stamp_floor(struct ws_stream *st)
 	return st->mark.stamp_ms;
 }
 
+/*
+ * The time as of which everything the source had committed is durable
+ * (its age is the RPO): when this call began, if it ships all it found; a
+ * partial ship (shed, or stopped at the work bound) leaves commits behind
+ * whose age is unknown, so the time stays where the last complete ship put
+ * it (from when the stream opened if none). *mono: the same by the
+ * monotonic clock (0: not known).
+ */
+static int64_t durable_time(const struct ws_stream *st, const struct tail *t, uint64_t *mono)
+{
+	if (st->at.frames_shed == 0 && !st->at.early_stop && !t->unproven) {
+		*mono = st->call.mono_ms;
+		return st->call.wall_ms;
+	}
+	if (st->mark.have) {
+		*mono = st->mark.wm.seq == st->mark.own_seq ? st->mark.own_mono_ms : 0;
+		return st->mark.wm.time_ms;
+	}
+	*mono = 0;
+	return st->opened_ms;
+}
+
 /* 7. The generation manifest: names every batch and part of this call,
  * chained to the manifest the watermark names (unless re-basing). */
 /*
@@ -58,14 +80,16 @@ static int64_t stamp_floor(struct ws_stream *st)
  * range (no manifest, no watermark: the next call ships it); otherwise
  * the call fails. 0, TAIL_DONE (shed: *out filled) or the error.
  */
-static int put_inline_manifest(struct ws_stream *st, struct tail *t, const struct iovec *iov,
-			       struct ws_outcome *out)
+int put_inline_manifest(struct ws_stream *st, struct tail *t, const struct iovec *iov, bool slot,
+			struct ws_outcome *out)
 {
 	const enum ws_policy policy = st->call.locked && st->policy == WS_POLICY_BLOCK ? WS_POLICY_THROTTLE
 									       : st->policy;
 	uint32_t backoff = WS_PIPE_BACKOFF_MIN_MS;
 	for (;;) {
 		int rc = ws_store_putv(st->sink->store, t->mkey, iov, 1, WS_PUT_CREATE, NULL, NULL);
+		if (rc == WS_EPRECOND && slot)
+			return rc; /* the slot is read back (put_slot) */
 		if (rc == WS_EPRECOND)
 			rc = ws_store_created_same(st->sink->store, t->mkey, iov, 1);
 		if (rc == 0)
@@ -147,7 +171,7 @@ static bool carry_wanted(struct ws_stream *st, const struct tail *t, uint64_t se
 /* The carried manifest the watermark names, stored under its own key (the
  * key names its content: any earlier store of it wrote the same bytes),
  * so that the manifest written now can link to it. */
-static int store_carried(struct ws_stream *st)
+int store_carried(struct ws_stream *st)
 {
 	struct iovec iov = { st->carry.buf.data, st->carry.buf.len };
 	int rc;
@@ -259,6 +283,17 @@ int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome 
 	m.end_cksum[0] = t->last ? sc->cur.commit_cksum[0] : sc->seed[0];
 	m.end_cksum[1] = t->last ? sc->cur.commit_cksum[1] : sc->seed[1];
 	m.db_pages = t->db_pages;
+	if (st->slots) {
+		/* A slot of our lane (version 4); its durable_ms is the
+		 * watermark's time_ms of the legacy path, never before time_ms. */
+		uint64_t mono;
+		WS_ASSERT(st->mark.lane != 0 && !st->mark.wm.carried_len);
+		m.lane = st->mark.lane;
+		m.durable_ms = durable_time(st, t, &mono);
+		if (m.durable_ms < m.time_ms)
+			m.durable_ms = m.time_ms;
+		t->durable_ms = m.durable_ms;
+	}
 	if (st->mark.have && t->kind != WS_MANIFEST_REBASE) {
 		snprintf(m.prev_key, sizeof(m.prev_key), "%s", st->mark.wm.manifest_key);
 		memcpy(m.prev_sha, st->mark.wm.manifest_sha, WS_SHA256_LEN);
@@ -334,14 +369,31 @@ int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome 
 	t->mlen = st->work->scratch.len;
 	ws_sha256(st->work->scratch.data, st->work->scratch.len, t->msha);
 	ws_hex(t->msha, 8, shahex);
-	if (snprintf(t->mkey, sizeof(t->mkey), "%s/m%016" PRIx64 "-%s", sc->prefix, m.wm_seq, shahex) >=
-	    (int)sizeof(t->mkey)) {
+	if (st->slots ? ws_key_slot(t->mkey, sizeof(t->mkey), st->tenant, st->epoch, st->pg, m.lane, m.wm_seq) != 0
+		      : snprintf(t->mkey, sizeof(t->mkey), "%s/m%016" PRIx64 "-%s", sc->prefix, m.wm_seq, shahex) >=
+				(int)sizeof(t->mkey)) {
 		rc = ws_fail(WS_ETOOBIG, "tenant %s: manifest key too long", st->tenant);
 		goto out;
 	}
 	/* Carried: the watermark is this manifest's one write (step 8). */
-	t->carried = carry_wanted(st, t, m.wm_seq, t->mlen);
-	if (t->carried) {
+	t->carried = !st->slots && carry_wanted(st, t, m.wm_seq, t->mlen);
+	if (st->slots) {
+		/* The tail's one write, created once: it acknowledges, and
+		 * (with no fencing read made) fences too. */
+		rc = WS_FAULT("stream.before_slot_put");
+		if (rc) {
+			rc = ws_fail(rc, "tenant %s: injected fault before the slot's create", st->tenant);
+			goto out;
+		}
+		struct iovec iov = { st->work->scratch.data, st->work->scratch.len };
+		lane_out(st);
+		rc = put_slot(st, t, &iov, m.inline_iovcnt != 0, out);
+		lane_in(st);
+		if (rc)
+			goto out;
+		st->call.report.puts++;
+		st->call.report.bytes += iov.iov_len;
+	} else if (t->carried) {
 		ws_buf_reset(&st->carry.next);
 		rc = ws_buf_append(&st->carry.next, st->work->scratch.data, st->work->scratch.len);
 		if (rc)
@@ -358,7 +410,7 @@ int step_write_manifest(struct ws_stream *st, struct tail *t, struct ws_outcome 
 		/* Encoded whole (an inline batch copied out of its slot): the
 		 * shard's next tail may read while this write waits. */
 		lane_out(st);
-		rc = m.inline_iovcnt ? put_inline_manifest(st, t, &iov, out) : put_immutable(st, t->mkey, &iov, 1);
+		rc = m.inline_iovcnt ? put_inline_manifest(st, t, &iov, false, out) : put_immutable(st, t->mkey, &iov, 1);
 		lane_in(st);
 		if (rc)
 			goto out;
@@ -406,6 +458,63 @@ static void key_wait(struct ws_stream *st)
 }
 
 /*
+ * What step 8 wrote (the watermark nw, or with slots the slot it names)
+ * is acknowledged: the stream's state follows it, and the read mark is
+ * handed over.
+ */
+static void landed(struct ws_stream *st, struct tail *t, struct ws_fmt_watermark *nw, const struct ws_etag *etag,
+		   uint64_t nw_mono)
+{
+	const struct ws_etag new_etag = *etag;
+	t->prev = st->mark.wm;
+	t->had = st->mark.have;
+	/* The manifest this watermark carries stays in hand, this stream's to
+	 * merge into while the watermark there is this write: the next tail
+	 * may fence with its own swap on this write's etag (step_fence).
+	 * Parking drops it; a fencing read brings it back (refresh_wm). */
+	carry_drop(st);
+	if (t->carried) {
+		st->carry.buf = st->carry.next;
+		ws_buf_init(&st->carry.next, WS_WM_BYTES_MAX);
+	} else {
+		ws_buf_free(&st->carry.next);
+	}
+	st->carry.own = t->carried;
+	st->call.report.carried = t->carried;
+	nw->carried = NULL;
+	st->mark.wm = *nw;
+	st->mark.etag = new_etag;
+	st->mark.have = true;
+	st->mark.own_seq = nw->seq;
+	memcpy(st->mark.own_msha, nw->manifest_sha, WS_SHA256_LEN);
+	st->mark.own_mono_ms = nw_mono;
+	/* No etag known (the store gave none, even to a HEAD): re-read it
+	 * before the next swap rather than send one that cannot match. */
+	st->mark.loaded = st->slots || new_etag.s[0] != '\0';
+	st->mark.wrote_last = !st->slots && st->mark.loaded;
+	/* continuous: no frame past this watermark can have been
+	 * checkpointed away unshipped, so a new generation continues it
+	 * (NEXT_GEN). A read mark held since our last watermark, or a REBASE
+	 * (its snapshot under this mark, the WAL checked unmoved), proves it.
+	 * A CONTINUE on a fresh mark (after a park, a restart, a takeover)
+	 * does not by itself: the mark may be 0 over a WAL whose frames past
+	 * the watermark were backfilled and never shipped, and mark 0 does not
+	 * hold a restart off. Only when the call shipped all it scanned with
+	 * the WAL unmoved after the scan did that generation end no later than
+	 * what shipped (while mark 0 is held nothing more can be backfilled,
+	 * and a restart needs everything backfilled). Otherwise the shipped
+	 * prefix is acknowledged, and a new generation re-bases. */
+	bool proven = st->txn.continuous || t->kind != WS_MANIFEST_CONTINUE ||
+		      (!t->unproven && st->at.frames_shed == 0 && !st->at.early_stop);
+	/* After a partial ship (shed, or stopped at the work bound) the old
+	 * mark stays: frames between what shipped and it must not be
+	 * checkpointed away. */
+	if (!t->locked && st->at.frames_shed == 0 && !st->at.early_stop)
+		handover_read(st);
+	st->txn.continuous = proven;
+}
+
+/*
  * 8. The watermark, last, by compare-and-swap on the one we fenced with: it
  * names only what is now durable. Then keep a read mark without a gap: from
  * here on a new generation is provably the continuation of what we shipped.
@@ -426,23 +535,9 @@ int step_write_watermark(struct ws_stream *st, struct tail *t, struct ws_outcome
 	/* A manifest merged into the carried one takes its place, and its
 	 * sequence: consecutive manifests still differ by exactly 1. */
 	nw.seq = (st->mark.have ? st->mark.wm.seq : 0) + (t->merged ? 0 : 1);
-	/* The time as of which everything the source had committed is durable
-	 * (its age is the RPO): when this call began, if it ships all it
-	 * found; a partial ship (shed, or stopped at the work bound) leaves
-	 * commits behind whose age is unknown, so the time stays where the
-	 * last complete ship put it (from when the stream opened if none). */
-	bool complete = st->at.frames_shed == 0 && !st->at.early_stop && !t->unproven;
+	/* When everything committed was durable (the RPO's start). */
 	uint64_t nw_mono;
-	if (complete) {
-		nw.time_ms = st->call.wall_ms;
-		nw_mono = st->call.mono_ms;
-	} else if (st->mark.have) {
-		nw.time_ms = st->mark.wm.time_ms;
-		nw_mono = st->mark.wm.seq == st->mark.own_seq ? st->mark.own_mono_ms : 0;
-	} else {
-		nw.time_ms = st->opened_ms;
-		nw_mono = 0;
-	}
+	nw.time_ms = durable_time(st, t, &nw_mono);
 	nw.gen = t->sc.gen;
 	nw.last_frame = t->last;
 	nw.end_cksum[0] = t->last ? t->sc.cur.commit_cksum[0] : t->sc.seed[0];
@@ -450,6 +545,22 @@ int step_write_watermark(struct ws_stream *st, struct tail *t, struct ws_outcome
 	snprintf(nw.manifest_key, sizeof(nw.manifest_key), "%s", t->mkey);
 	memcpy(nw.manifest_sha, t->msha, WS_SHA256_LEN);
 	nw.manifest_length = t->mlen;
+	if (st->slots) {
+		/* The slot was this tail's write (step 7); the watermark is a
+		 * hint, written now and then (maybe_hint). */
+		rc = WS_FAULT("stream.after_slot_put");
+		if (rc) {
+			/* Created, and not reported: as a create whose answer was lost. */
+			st->mark.pend_seq = nw.seq;
+			memcpy(st->mark.pend_msha, nw.manifest_sha, WS_SHA256_LEN);
+			st->mark.pend_mono_ms = nw_mono;
+			st->mark.loaded = false;
+			return ws_fail(rc, "tenant %s: injected fault after the slot was created", st->tenant);
+		}
+		landed(st, t, &nw, &new_etag, nw_mono);
+		maybe_hint(st, t);
+		return 0;
+	}
 	if (t->carried) {
 		nw.carried = st->carry.next.data;
 		nw.carried_len = st->carry.next.len;
@@ -552,52 +663,7 @@ int step_write_watermark(struct ws_stream *st, struct tail *t, struct ws_outcome
 	if (rc)
 		return ws_fail(rc, "tenant %s: injected fault after watermark write", st->tenant);
 
-	t->prev = st->mark.wm;
-	t->had = st->mark.have;
-	/* The manifest this watermark carries stays in hand, this stream's to
-	 * merge into while the watermark there is this write: the next tail
-	 * may fence with its own swap on this write's etag (step_fence).
-	 * Parking drops it; a fencing read brings it back (refresh_wm). */
-	carry_drop(st);
-	if (t->carried) {
-		st->carry.buf = st->carry.next;
-		ws_buf_init(&st->carry.next, WS_WM_BYTES_MAX);
-	} else {
-		ws_buf_free(&st->carry.next);
-	}
-	st->carry.own = t->carried;
-	st->call.report.carried = t->carried;
-	nw.carried = NULL;
-	st->mark.wm = nw;
-	st->mark.etag = new_etag;
-	st->mark.have = true;
-	st->mark.own_seq = nw.seq;
-	memcpy(st->mark.own_msha, nw.manifest_sha, WS_SHA256_LEN);
-	st->mark.own_mono_ms = nw_mono;
-	/* No etag known (the store gave none, even to a HEAD): re-read it
-	 * before the next swap rather than send one that cannot match. */
-	st->mark.loaded = new_etag.s[0] != '\0';
-	st->mark.wrote_last = st->mark.loaded;
-	/* continuous: no frame past this watermark can have been
-	 * checkpointed away unshipped, so a new generation continues it
-	 * (NEXT_GEN). A read mark held since our last watermark, or a REBASE
-	 * (its snapshot under this mark, the WAL checked unmoved), proves it.
-	 * A CONTINUE on a fresh mark (after a park, a restart, a takeover)
-	 * does not by itself: the mark may be 0 over a WAL whose frames past
-	 * the watermark were backfilled and never shipped, and mark 0 does not
-	 * hold a restart off. Only when the call shipped all it scanned with
-	 * the WAL unmoved after the scan did that generation end no later than
-	 * what shipped (while mark 0 is held nothing more can be backfilled,
-	 * and a restart needs everything backfilled). Otherwise the shipped
-	 * prefix is acknowledged, and a new generation re-bases. */
-	bool proven = st->txn.continuous || t->kind != WS_MANIFEST_CONTINUE ||
-		      (!t->unproven && st->at.frames_shed == 0 && !st->at.early_stop);
-	/* After a partial ship (shed, or stopped at the work bound) the old
-	 * mark stays: frames between what shipped and it must not be
-	 * checkpointed away. */
-	if (!t->locked && st->at.frames_shed == 0 && !st->at.early_stop)
-		handover_read(st);
-	st->txn.continuous = proven;
+	landed(st, t, &nw, &new_etag, nw_mono);
 	return 0;
 }
 

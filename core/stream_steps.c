@@ -102,7 +102,7 @@ static int step_decide_continuity(struct ws_stream *st, struct tail *t, struct w
 	 * re-reading it (unless just read) so the outcome names the current
 	 * owner. A takeover after our last read is found by the fencing read
 	 * that comes before any upload; an idle stale owner makes no request. */
-	if (st->mark.have && fenced_by(st, &st->mark.wm)) {
+	if (mark_fenced(st)) {
 		if (!t->fresh && (rc = refresh_wm(st)) != 0)
 			return rc;
 		return done_fenced(st, out);
@@ -204,6 +204,11 @@ static int step_fence(struct ws_stream *st, struct tail *t, struct ws_outcome *o
 {
 	int rc;
 	WS_ASSERT(st->at.part_count == 0); /* nothing uploaded before the fencing read */
+	if (st->slots) {
+		if ((rc = slot_fence(st, t, out)) != 0)
+			return rc;
+		goto decided;
+	}
 	if (fence_by_cas(st, t)) {
 		/* What step 2 decided from is our own last write: it stands
 		 * until the swap (or the read before an upload) finds otherwise. */
@@ -283,8 +288,10 @@ static int step_scan(struct ws_stream *st, struct tail *t, struct ws_outcome *ou
 	if (st->tail_ms && t->kind != WS_MANIFEST_REBASE) {
 		uint64_t at = ws_mono_ms() + st->tail_ms;
 		/* One watermark write per key_ms: reading on is free until the
-		 * tail must be ready for the next one. */
-		const uint64_t key_at = ws_adapt_key_due(0, st->mark.sent_mono_ms, st->key_ms, st->lead_ms);
+		 * tail must be ready for the next one (with slots, no
+		 * watermark write per tail: none to be ready for). */
+		const uint64_t key_at =
+			st->slots ? 0 : ws_adapt_key_due(0, st->mark.sent_mono_ms, st->key_ms, st->lead_ms);
 		st->at.tail_stop_ms = key_at > at ? key_at : at;
 	}
 	if (st->ev_tap)
@@ -580,10 +587,10 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 	use_work(st, st->work);
 	/* Known to be fenced: answer from a fresh read of the watermark, with
 	 * no read transaction taken. */
-	if (st->mark.have && fenced_by(st, &st->mark.wm)) {
+	if (mark_fenced(st)) {
 		if ((rc = refresh_wm(st)) != 0)
 			return rc;
-		if (st->mark.have && fenced_by(st, &st->mark.wm)) {
+		if (mark_fenced(st)) {
 			release_reads(st);
 			fill_fenced(st, out);
 			return 0;
@@ -633,8 +640,9 @@ int ws_stream_tail_frames(struct ws_stream *st, struct ws_outcome *out)
 		if (rc != TAIL_RETRY)
 			break;
 		if (attempt == TAIL_ATTEMPTS) {
-			rc = ws_fail(-EAGAIN, "tenant %s: the WAL restarted under %u re-bases in a row; nothing "
-				     "acknowledged", st->tenant, attempt);
+			rc = ws_fail(-EAGAIN, "tenant %s: the call started over %u times in a row (the WAL restarted "
+				     "under a re-base%s); nothing acknowledged", st->tenant, attempt,
+				     st->slots ? ", or the head moved while our lane was opened" : "");
 			break;
 		}
 	}

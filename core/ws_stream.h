@@ -41,6 +41,9 @@ void ws_stream_set_tail_bound(struct ws_stream *st, uint32_t tail_ms, uint32_t k
 void ws_stream_set_key_wait(struct ws_stream *st, bool wait, uint32_t lead_ms, const uint32_t *stop);
 /* When the stream's last watermark write went out (mono ms; 0: none yet). */
 uint64_t ws_stream_wm_sent_ms(const struct ws_stream *st);
+/* Whether the stream writes manifest slots (docs/SLOTS.md): asked for and
+ * the store's conditional writes fence. */
+bool ws_stream_slots(const struct ws_stream *st);
 /* drain: the next calls ship everything committed or fail, never shed, even
  * under the shed policy (a full ring is waited for, as under block, and an
  * upload that runs out of retries is an error): the final drain and a

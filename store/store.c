@@ -464,7 +464,8 @@ bool ws_store_pressed(struct ws_store *s)
 bool ws_store_cas_fences(const struct ws_store *s)
 {
 	const enum ws_store_kind k = ws_store_kind(s);
-	return k == WS_STORE_FILE || (k == WS_STORE_S3 && !s->conditions_off);
+	return k == WS_STORE_FILE || (k == WS_STORE_S3 && !s->conditions_off) ||
+	       (k == WS_STORE_OTHER && s && s->forwards_conditions);
 }
 
 enum ws_store_kind ws_store_kind(const struct ws_store *s)

@@ -234,8 +234,9 @@ struct ws_fmt_watermark {
 	/* Version 4 (manifest slots, docs/FORMAT.md "Watermark"): the lane its
 	 * writer (epoch, pointer_generation) opened, never 0; the manifest
 	 * named is a hint (a slot at or behind the head), seq 0 and key ""
-	 * when the lane has no slot yet. 0: versions 1..3. No released
-	 * walship writes version 4 yet; every reader refuses a tenant whose
+	 * when the lane has no slot yet. 0: versions 1..3. Written with
+	 * slots = on (core/stream_slots.c); restore and verify read it
+	 * (core/slots.c), every other reader refuses a tenant whose
 	 * watermark is version 4 (core/chain.c ws_wm_slots_refuse). */
 	uint64_t lane;
 };
@@ -252,7 +253,7 @@ int ws_fmt_watermark_decode(const uint8_t *obj, size_t len, struct ws_fmt_waterm
  * framing; nothing else checked), or 0. */
 uint32_t ws_fmt_watermark_peek_version(const uint8_t *obj, size_t len);
 
-/* ---- manifest slots (docs/FORMAT.md "Close record"; not written yet) --- */
+/* ---- manifest slots (docs/FORMAT.md "Close record"; core/stream_slots.c) --- */
 
 /*
  * Whether a token (epoch, pointer generation) fences another: either is

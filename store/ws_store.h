@@ -218,6 +218,10 @@ struct ws_store {
 	/* The store does not enforce create-once and compare-and-swap (s3
 	 * conditional_writes=off): a refused write cannot fence an owner. */
 	bool conditions_off;
+	/* A store of another kind in front of one whose conditional writes
+	 * fence, passing every put's mode and etag on unchanged (a test's
+	 * throttle store, when asked): ws_store_cas_fences holds for it. */
+	bool forwards_conditions;
 	/* Monotonic ms at which the handle's last write went out: its call
 	 * (ws_store_putv), or on s3 its last attempt, sent after any wait for
 	 * the pacer or a retry's backoff. Written by the thread using the

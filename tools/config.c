@@ -173,7 +173,7 @@ enum shard_key {
 	SK_CORE, SK_RING_BYTES, SK_BATCH_BYTES_MAX, SK_BATCH_FRAMES_MAX, SK_BATCH_AGE_MS_MAX, SK_POLICY,
 	SK_UPLOADS_IN_FLIGHT, SK_RETRY_ATTEMPTS_MAX, SK_RETRY_DEADLINE_MS, SK_SQPOLL, SK_ADAPTIVE,
 	SK_THROTTLE_AGE_MS_MAX, SK_KEY_WRITE_INTERVAL_MS, SK_TAIL_MS_MAX, SK_INLINE_BATCH_BYTES_MAX, SK_CARRY_IN_WATERMARK,
-	SK_STALL_WARN_MS, SK_COMPRESSION, SK_COMPRESSION_LEVEL, SK_KEY_FILE, SK_TAILS_IN_FLIGHT, SK_COUNT,
+	SK_STALL_WARN_MS, SK_COMPRESSION, SK_COMPRESSION_LEVEL, SK_KEY_FILE, SK_TAILS_IN_FLIGHT, SK_SLOTS, SK_HINT_SLOTS, SK_COUNT,
 };
 
 enum key_kind { K_CORE, K_SIZE, K_U32, K_POLICY, K_BOOL, K_CARRY, K_CODEC, K_KEY_FILE };
@@ -204,6 +204,8 @@ static const struct {
 	[SK_COMPRESSION_LEVEL] = { "compression_level", K_U32, 1, 19 },
 	[SK_KEY_FILE] = { "key_file", K_KEY_FILE, 0, 0 },
 	[SK_TAILS_IN_FLIGHT] = { "tails_in_flight", K_U32, 1, WS_TAILS_IN_FLIGHT_MAX },
+	[SK_SLOTS] = { "slots", K_BOOL, 0, 0 },
+	[SK_HINT_SLOTS] = { "hint_slots", K_U32, 1, WS_HINT_SLOTS_MAX },
 };
 
 enum engine_key { EK_SINK, EK_SHARDS, EK_METRICS_ADDR, EK_EPOCH, EK_PG, EK_WAL_CKPT, EK_DRAIN_MS_MAX, EK_COUNT };
@@ -586,6 +588,8 @@ static int set_shard_key(struct ws_cli_config_parse *p, struct shard_sec *sec, c
 			sec->v.seal.level = (int)v;
 		else if (k == SK_TAILS_IN_FLIGHT)
 			sec->v.tails_in_flight = (uint32_t)v;
+		else if (k == SK_HINT_SLOTS)
+			sec->v.hint_slots = (uint32_t)v;
 		else
 			sec->v.retry_deadline_ms = (uint32_t)v;
 		break;
@@ -608,7 +612,9 @@ static int set_shard_key(struct ws_cli_config_parse *p, struct shard_sec *sec, c
 		sec->v.seal.key_file = sec->key_file;
 		break;
 	case K_BOOL:
-		if (parse_bool(value, k == SK_ADAPTIVE ? &sec->v.adaptive : &sec->v.sqpoll))
+		if (parse_bool(value, k == SK_ADAPTIVE ? &sec->v.adaptive
+				      : k == SK_SLOTS	 ? &sec->v.slots
+							 : &sec->v.sqpoll))
 			return fail_at(p, line, "[%s] %s: '%s' is not on, off, true, false, yes, no, 1 or 0", where,
 				       key, value);
 		break;
@@ -1248,6 +1254,8 @@ int ws_cli_config_finish(struct ws_cli_config *c, const struct ws_cli_overrides 
 			if (set[SK_COMPRESSION_LEVEL]) s->seal.level = sec->v.seal.level;
 			if (set[SK_KEY_FILE]) s->seal.key_file = sec->v.seal.key_file;
 			if (set[SK_TAILS_IN_FLIGHT]) s->tails_in_flight = sec->v.tails_in_flight;
+			if (set[SK_SLOTS]) s->slots = sec->v.slots;
+			if (set[SK_HINT_SLOTS]) s->hint_slots = sec->v.hint_slots;
 		}
 		if (!o->sink_only && check_core(c, i, s->core, p->shard[i].key_line[SK_CORE]))
 			return WS_CLI_EXIT_USAGE;

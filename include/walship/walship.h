@@ -230,6 +230,10 @@ int ws_sink_set_fetch_parallelism(struct ws_sink *sink, unsigned n) WS_MUST_CHEC
 #define WS_READ_FORCE_PREAD (1u << 0) /* pread(2), never io_uring (operators, tests) */
 #define WS_READ_SQPOLL (1u << 1)      /* ask io_uring for a kernel submission-polling thread */
 
+/* hint_slots at most (ws_stream_config). */
+#define WS_HINT_SLOTS_MAX 1024u
+#define WS_HINT_SLOTS_DEFAULT 32u
+
 struct ws_stream_config {
 	const char *tenant;          /* [A-Za-z0-9._-], 1..WS_TENANT_MAX-1 bytes */
 	const char *db_path;         /* the SQLite database; its WAL is db_path + "-wal" */
@@ -258,6 +262,17 @@ struct ws_stream_config {
 	 * A carried manifest, merges included, is at most a bound drawn per
 	 * tenant and sequence between 1/2 and 3/2 of inline_batch_bytes_max. */
 	enum ws_carry carry;
+	/*
+	 * Manifest slots (docs/SLOTS.md, stage 1: restore and verify read
+	 * such a tenant, checkpoint, retention, follow, ls and forget refuse
+	 * it): each tail is acknowledged by one create-once manifest slot, and
+	 * the watermark becomes a lane opener and a hint written at most once
+	 * per hint_slots tails (0 = 32; 1..WS_HINT_SLOTS_MAX). Effective only
+	 * on a store whose conditional writes fence (ws_store_cas_fences);
+	 * elsewhere one log line and the watermark per tail.
+	 */
+	bool slots;
+	uint32_t hint_slots;
 	/* Compression and encryption of batches and snapshot parts; all zero:
 	 * neither (version 1 objects). A key file's keys join the sink's. */
 	struct ws_seal_config seal;
@@ -320,6 +335,8 @@ struct ws_shard_config {
 				        * 0 = batch_age_ms_max / 2 */
 	uint64_t inline_batch_bytes_max; /* as ws_stream_config's: 0 = 1 MiB, UINT64_MAX = never */
 	enum ws_carry carry;            /* as ws_stream_config's: 0 = PRESSED */
+	bool slots;                     /* as ws_stream_config's (docs/SLOTS.md; stage 1, off by default) */
+	uint32_t hint_slots;            /* as ws_stream_config's: 0 = 32 */
 	/* A tenant with no acknowledged tail this long (its tails deferred,
 	 * failing, or a Shed) logs a warning naming it, how many tails were
 	 * deferred, the store's last answer and its RPO, again at most

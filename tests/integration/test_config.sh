@@ -321,6 +321,11 @@ inline_batch_bytes_max|2GiB|inline_batch_bytes_max: '2GiB'
 carry_in_watermark|yes|carry_in_watermark: 'yes' is not pressed, always or never
 carry_in_watermark|Always|carry_in_watermark: 'Always'
 carry_in_watermark|throttled|carry_in_watermark: 'throttled'
+slots|auto|slots: 'auto' is not on, off
+slots|2|slots: '2'
+hint_slots|0|hint_slots: '0' must be an integer 1..1024
+hint_slots|1025|hint_slots: '1025' must be an integer 1..1024
+hint_slots|thirty|hint_slots: 'thirty'
 sqpoll|2|sqpoll: '2'
 EOF
 while IFS='|' read -r key value regex; do
@@ -562,6 +567,32 @@ ws restore --sink "file://$CSINK" --tenant carry -o r.carry.db
 check "... restores equal to its source" eval '[ "$rc" = 0 ] && same_dump carry.db r.carry.db'
 ws verify --sink "file://$CSINK"
 check "... verify passes" [ "$rc" = 0 ]
+
+# slots = on (stage 1): two runs ship in slots (the second adopting the
+# lane the first opened), restore and verify read them, ls refuses the
+# tenant, and a run with slots = off refuses it too.
+SSINK="$ROOT/slotsink"
+newdb slot.db
+sq slot.db "INSERT INTO t(v) VALUES ('s 1');"
+printf '[engine]\nsink = file://%s\nslots = on\nhint_slots = 2\n' "$SSINK" >slots.ini
+ws replicate --config slots.ini --once slot=slot.db
+check "slots = on: first run exits 0" [ "$rc" = 0 ]
+sq slot.db "INSERT INTO t(v) VALUES ('s 2');"
+ws replicate --config slots.ini --once --json slot=slot.db
+check "slots = on: second run streamed" eval '[ "$rc" = 0 ] && [ "$(jget out slot outcome)" = streamed ]'
+nlanes=$(find "$SSINK/slot" -type d -name 'l*' | wc -l)
+check "... one lane, adopted by the second run (no close, no second lane)" [ "$nlanes" = 1 ]
+rm -f r.slot.db
+ws restore --sink "file://$SSINK" --tenant slot -o r.slot.db
+check "... restores equal to its source" eval '[ "$rc" = 0 ] && same_dump slot.db r.slot.db'
+ws verify --sink "file://$SSINK"
+check "... verify passes" [ "$rc" = 0 ]
+ws ls --sink "file://$SSINK"
+check "... ls refuses the tenant (stage 1)" eval '[ "$rc" != 0 ] && grep -q "uses manifest slots" err'
+sq slot.db "INSERT INTO t(v) VALUES ('s 3');"
+sed -i 's/^slots = .*/slots = off/' slots.ini
+ws replicate --config slots.ini --once slot=slot.db
+check "slots = off over a slot tenant: refused" eval '[ "$rc" != 0 ] && grep -q "uses manifest slots" err'
 
 # A config holding only [s3] and shard tuning, tenants and sink from the
 # command line; sizes in every accepted form.

@@ -243,10 +243,14 @@ static void seen_reset(void)
 	pthread_mutex_unlock(&seen.mu);
 }
 
+/* The next shard_cfg's slots (docs/SLOTS.md; off but in the slot twins). */
+static bool engine_slots;
+
 static struct ws_shard_config shard_cfg(enum ws_policy p, uint64_t ring, uint64_t batch)
 {
 	struct ws_shard_config c;
 	ws_shard_config_default(&c);
+	c.slots = engine_slots;
 	c.policy = p;
 	c.ring_bytes = ring;
 	c.batch_bytes_max = batch;
@@ -2825,20 +2829,34 @@ static unsigned sink_objects(const struct wt_env *env, const char *tenant)
  * while b and c are acknowledged meanwhile. Its next tail is Fenced (a pure
  * read), and from then on it leaves no object in the sink; b and c ship on.
  */
-static void test_lanes_takeover_in_flight(void **state)
+static void takeover_in_flight(bool slots)
 {
 	struct lanes_fix f;
+	engine_slots = slots;
 	struct ws_shard_config sc = shard_cfg(WS_POLICY_BLOCK, 4u << 20, 1u << 20);
+	engine_slots = false;
 	struct wt_gate g = WT_GATE_INIT;
-	struct ws_stream_config cfg = { .tenant = "a", .epoch = 5, .pointer_generation = 1 };
+	struct ws_stream_config cfg = { .tenant = "a", .epoch = 5, .pointer_generation = 1, .slots = slots };
 	struct ws_outcome o;
 	int err = 0;
-	(void)state;
 
-	lanes_fix_init(&f, "engine_lanes_takeover", &sc);
+	lanes_fix_init(&f, slots ? "engine_lanes_takeover_slots" : "engine_lanes_takeover", &sc);
 	cfg.db_path = f.env.db;
+	if (slots) {
+		/* Shipped in a lane (a directory l<lane> under the tenant's epoch). */
+		char cmd[8192];
+		unsigned lanes = 0;
+		snprintf(cmd, sizeof(cmd), "find '%s/a' -type d -name 'l*' | wc -l", f.env.sink_dir);
+		FILE *p = popen(cmd, "r");
+		assert_non_null(p);
+		assert_int_equal(fscanf(p, "%u", &lanes), 1);
+		pclose(p);
+		assert_int_equal(lanes, 1);
+	}
 	const unsigned a_acked = lane_acked(0);
-	assert_int_equal(ws_fault_add("engine.lane_store_wait", 2, WS_FAULT_PAUSE, wt_gate_wait, &g), 0);
+	/* The manifest's write (the second wait: the fencing read's first);
+	 * with slots the slot's create, the tail's one request. */
+	assert_int_equal(ws_fault_add("engine.lane_store_wait", slots ? 1 : 2, WS_FAULT_PAUSE, wt_gate_wait, &g), 0);
 	wt_write_txn(f.w[0], 3, 100);
 	wt_gate_until_paused(&g);
 	struct ws_stream *st = ws_stream_open(f.env.sink, &cfg, &err);
@@ -2860,8 +2878,13 @@ static void test_lanes_takeover_in_flight(void **state)
 	ws_fault_disarm();
 	pthread_mutex_lock(&seen.mu);
 	assert_int_equal(lseen[0].acked, a_acked); /* the lost race acknowledged nothing */
-	assert_int_equal(lseen[0].errors, 1);
-	assert_int_equal(seen.last_err, WS_ELOSTRACE);
+	if (slots) {
+		/* Its create, refused by the close record, was its only write: Fenced. */
+		assert_int_equal(lseen[0].errors, 0);
+	} else {
+		assert_int_equal(lseen[0].errors, 1);
+		assert_int_equal(seen.last_err, WS_ELOSTRACE);
+	}
 	pthread_mutex_unlock(&seen.mu);
 	/* Fenced: more commits leave nothing of the old owner in the sink. */
 	const unsigned objs = sink_objects(&f.env, "a");
@@ -2879,6 +2902,20 @@ static void test_lanes_takeover_in_flight(void **state)
 	restore_equals(f.env.sink, "a", f.env.w, f.env.out_dir);
 	restore_equals(f.env.sink, "b", f.w[1], f.env.out_dir);
 	lanes_fix_free(&f);
+}
+
+static void test_lanes_takeover_in_flight(void **state)
+{
+	(void)state;
+	takeover_in_flight(false);
+}
+
+/* The same with manifest slots (docs/SLOTS.md 3.3): a's small tail's one
+ * write is its slot, whose create the new owner's close record refuses. */
+static void test_lanes_takeover_in_flight_slots(void **state)
+{
+	(void)state;
+	takeover_in_flight(true);
 }
 
 /*
@@ -3037,6 +3074,7 @@ int main(void)
 		cmocka_unit_test(test_lanes_paused_write_others_ship),
 		cmocka_unit_test(test_lanes_paused_key_wait),
 		cmocka_unit_test(test_lanes_takeover_in_flight),
+		cmocka_unit_test(test_lanes_takeover_in_flight_slots),
 		cmocka_unit_test(test_lanes_shed_in_flight),
 		cmocka_unit_test(test_lanes_cannot_start),
 		cmocka_unit_test(test_carried_tenants_two_shards),

@@ -60,6 +60,7 @@ static struct ws_stream *open_epoch(struct wt_env *e, uint64_t epoch, uint32_t b
 	int err = -1;
 	memset(&c, 0, sizeof(c));
 	c.carry = WS_CARRY_ALWAYS;
+	c.slots = false; /* the watermark per tail, fenced by its CAS (docs/SLOTS.md 3.3) */
 	c.tenant = TENANT;
 	c.db_path = e->db;
 	c.epoch = epoch;
@@ -83,38 +84,6 @@ static void restore_is(struct wt_env *e, uint64_t want, int line)
 	int rc = ws_verify(e->sink, TENANT, NULL, NULL);
 	if (rc)
 		fail_msg("line %d: verify: %s (%s)", line, ws_strerror(rc), ws_errmsg());
-}
-
-/* Everything the sink holds for the tenant: every key with its size, and
- * the watermark's bytes (a malloc'd string to compare). */
-static char *sink_state(struct wt_env *e)
-{
-	struct ws_store *s = e->sink->store;
-	char *out = NULL, *tok = NULL, wmkey[WS_KEY_MAX];
-	size_t len = 0;
-	FILE *f = open_memstream(&out, &len);
-	assert_non_null(f);
-	for (;;) {
-		struct ws_list_page p;
-		memset(&p, 0, sizeof(p));
-		assert_int_equal(ws_store_list(s, TENANT "/", tok, 1000, &p), 0);
-		for (size_t i = 0; i < p.count; i++)
-			fprintf(f, "%s %" PRIu64 "\n", p.keys[i], p.sizes[i]);
-		free(tok);
-		tok = p.truncated ? strdup(p.next_token) : NULL;
-		ws_list_page_free(&p);
-		if (!tok)
-			break;
-	}
-	assert_int_equal(ws_key_watermark(wmkey, sizeof(wmkey), TENANT), 0);
-	struct ws_buf b;
-	ws_buf_init(&b, 256u << 20);
-	assert_int_equal(ws_store_get(s, wmkey, 0, UINT64_MAX, &b, NULL), 0);
-	for (size_t i = 0; i < b.len; i++)
-		fprintf(f, "%02x", b.data[i]);
-	ws_buf_free(&b);
-	fclose(f);
-	return out;
 }
 
 static void state_unchanged(const char *before, char *after, int line)
@@ -181,7 +150,7 @@ static void test_takeover_between_tails(void **state)
 	wt_tail_ok(st2, &o);
 	assert_int_equal(o.kind, WS_OUTCOME_STREAMED);
 	const uint64_t h2 = wt_content_hash(e.w, NULL);
-	char *taken = sink_state(&e);
+	char *taken = wt_tenant_state(e.sink, TENANT);
 	/* The stale owner's next tail: its one write is refused. */
 	wt_write_txn(e.w, 3, 300);
 	struct ws_store_stats a = e.sink->store->stats;
@@ -191,12 +160,12 @@ static void test_takeover_between_tails(void **state)
 	assert_int_equal(o.u.fenced.current_epoch, 2);
 	assert_int_equal(o.u.fenced.our_epoch, 1);
 	assert_true(b.precond_failed > a.precond_failed); /* it was the swap that fenced */
-	state_unchanged(taken, sink_state(&e), __LINE__);
+	state_unchanged(taken, wt_tenant_state(e.sink, TENANT), __LINE__);
 	restore_is(&e, h2, __LINE__);
 	/* And stays fenced, with a read. */
 	wt_tail_ok(st1, &o);
 	assert_int_equal(o.kind, WS_OUTCOME_FENCED);
-	state_unchanged(taken, sink_state(&e), __LINE__);
+	state_unchanged(taken, wt_tenant_state(e.sink, TENANT), __LINE__);
 	free(taken);
 	/* The new owner goes on from its own state. */
 	wt_tail_ok(st2, &o);
@@ -228,7 +197,7 @@ static void take_over_now(const char *site, void *arg)
 	if (rc)
 		fail_msg("site %s: the new owner's tail: %s (%s)", site, ws_strerror(rc), ws_errmsg());
 	c->h2 = wt_content_hash(c->e->w, NULL);
-	c->taken = sink_state(c->e);
+	c->taken = wt_tenant_state(c->e->sink, TENANT);
 	c->fired++;
 }
 
@@ -257,7 +226,7 @@ static void paused_takeover(const char *site, unsigned how, int rows, uint32_t b
 	if (o.kind != WS_OUTCOME_FENCED)
 		fail_msg("site %s, mutation %u: %s; Fenced expected", site, how, ws_outcome_name(o.kind));
 	assert_int_equal(o.u.fenced.current_epoch, 2);
-	state_unchanged(c.taken, sink_state(&e), __LINE__);
+	state_unchanged(c.taken, wt_tenant_state(e.sink, TENANT), __LINE__);
 	restore_is(&e, c.h2, __LINE__);
 	free(c.taken);
 	/* The new owner ships the rest. */
@@ -427,17 +396,8 @@ static void test_own_etag_refused(void **state)
 #ifdef FENCE_CAS_S3
 static int setup_bucket(void **state)
 {
-	char url[1024];
-	int err = 0;
 	(void)state;
-	snprintf(g_bucket, sizeof(g_bucket), "ws-fcas-%ld-%lld", (long)getpid(), (long long)time(NULL));
-	snprintf(url, sizeof(url), "s3://%s?endpoint=%s", g_bucket, getenv("WS_S3_ENDPOINT"));
-	struct ws_store *s = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
-	if (!s)
-		return -1;
-	err = ws_store_s3_create_bucket(s);
-	ws_store_close(s);
-	return err ? -1 : 0;
+	return wt_s3_fresh_bucket("fcas", g_bucket, sizeof(g_bucket));
 }
 #endif
 

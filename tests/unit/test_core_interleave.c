@@ -48,12 +48,15 @@
 /* When the watermark carries the manifest (the default, PRESSED, never does
  * against a file sink: it never holds writes back). */
 static enum ws_carry carry_mode = WS_CARRY_PRESSED;
+/* Manifest slots (docs/SLOTS.md): the site tests run both ways. */
+static bool slots_mode;
 
 static struct ws_stream_config cfg_for(const struct wt_env *e, uint64_t epoch)
 {
 	struct ws_stream_config c;
 	memset(&c, 0, sizeof(c));
 	c.carry = carry_mode;
+	c.slots = slots_mode;
 	c.tenant = TENANT;
 	c.db_path = e->db;
 	c.epoch = epoch;
@@ -953,6 +956,25 @@ static void test_every_site_paused_under_writer(void **state)
 		for (unsigned how = 0; how < WT_MUTATIONS; how++)
 			paused_under_writer(site, 1, how, 200, 150, false); /* not every site is on this path */
 	}
+}
+
+/* The same with manifest slots (SLOTS.md 3.2 item 9): a tail with batches
+ * (its fencing read of our lane's next slot) and a small one (its slot the
+ * one write), each site paused under every mutation. */
+static void test_every_site_paused_under_writer_slots(void **state)
+{
+	(void)state;
+	slots_mode = true;
+	for (unsigned i = 0; i < ws_fault_site_count(); i++) {
+		const char *site = ws_fault_site_name(i);
+		if (!is_stream_site(site))
+			continue;
+		for (unsigned how = 0; how < WT_MUTATIONS; how++) {
+			paused_under_writer(site, 1, how, 200, 150, false);
+			paused_mid(site, 1, how, 200, 5, 5, false);
+		}
+	}
+	slots_mode = false;
 }
 
 /*
@@ -2251,9 +2273,8 @@ static void test_restore_paused_opening_sealed(void **state)
 	restore_paused_at("replay.prefetch_open", true);
 }
 
-static void test_every_site_failed(void **state)
+static void every_site_failed(void)
 {
-	(void)state;
 	for (unsigned i = 0; i < ws_fault_site_count(); i++) {
 		const char *site = ws_fault_site_name(i);
 		struct wt_env e;
@@ -2290,6 +2311,21 @@ static void test_every_site_failed(void **state)
 		ws_stream_close(st);
 		wt_env_free(&e);
 	}
+}
+
+static void test_every_site_failed(void **state)
+{
+	(void)state;
+	every_site_failed();
+}
+
+/* The same with manifest slots (SLOTS.md 3.2 item 9). */
+static void test_every_site_failed_slots(void **state)
+{
+	(void)state;
+	slots_mode = true;
+	every_site_failed();
+	slots_mode = false;
 }
 
 /* ---- the registry ------------------------------------------------------ */
@@ -2438,6 +2474,8 @@ int main(void)
 		cmocka_unit_test(test_verify_during_retention),
 		cmocka_unit_test(test_every_site_failed),
 		cmocka_unit_test(test_every_site_paused_under_writer),
+		cmocka_unit_test(test_every_site_paused_under_writer_slots),
+		cmocka_unit_test(test_every_site_failed_slots),
 		cmocka_unit_test(test_inline_tail_paused_under_writer),
 		cmocka_unit_test(test_carried_manifest_tails),
 		cmocka_unit_test(test_carried_time_inside_merged_span),

@@ -307,24 +307,11 @@ static void tenant_free(struct tenant *t)
 
 /* ---- checks ------------------------------------------------------------ */
 
-struct problems {
-	unsigned n;
-	char first[2048];
-};
-
-static void problem(const char *tenant, const char *key, int err, const char *detail, void *arg)
-{
-	struct problems *p = arg;
-	(void)tenant, (void)err;
-	if (p->n++ == 0)
-		snprintf(p->first, sizeof(p->first), "%s: %s", key ? key : "-", detail);
-}
-
 /* Restore-latest, every --frame and verify agree with the record (states
  * 0..upto). */
 static void check_all(struct tenant *t, int upto, const char *what)
 {
-	struct problems pb = { 0 };
+	struct wt_problems pb = { 0 };
 	uint64_t h = wt_restore_hash(&t->e, TENANT, NULL, NULL);
 	if (h != t->r[upto].hash)
 		fail_msg("%s: restore-latest is not state %d, the head", what, upto);
@@ -334,7 +321,7 @@ static void check_all(struct tenant *t, int upto, const char *what)
 		if (wt_restore_hash(&t->e, TENANT, &o, NULL) != t->r[i].hash)
 			fail_msg("%s: restore --frame %llu is not state %d", what, (unsigned long long)o.frame, i);
 	}
-	if (ws_verify(t->e.sink, TENANT, problem, &pb) != 0 || pb.n)
+	if (ws_verify(t->e.sink, TENANT, wt_problem, &pb) != 0 || pb.n)
 		fail_msg("%s: verify: %u problems, first %s (%s)", what, pb.n, pb.first, ws_errmsg());
 }
 
@@ -342,7 +329,7 @@ static void check_all(struct tenant *t, int upto, const char *what)
  * reports the same. */
 static void refused(struct tenant *t, const char *key, const char *key2, const char *what)
 {
-	struct problems pb = { 0 };
+	struct wt_problems pb = { 0 };
 	char *out = wt_out_path(&t->e);
 	int rc = ws_restore(t->e.sink, TENANT, NULL, out);
 	if (rc == 0)
@@ -353,7 +340,7 @@ static void refused(struct tenant *t, const char *key, const char *key2, const c
 	if (access(out, F_OK) == 0)
 		fail_msg("%s: restore wrote %s", what, out);
 	free(out);
-	rc = ws_verify(t->e.sink, TENANT, problem, &pb);
+	rc = ws_verify(t->e.sink, TENANT, wt_problem, &pb);
 	if (rc == 0 || pb.n == 0)
 		fail_msg("%s: verify passed what restore refuses", what);
 	if (!strstr(pb.first, key) || (key2 && !strstr(pb.first, key2)))
@@ -458,7 +445,7 @@ static void test_slot_lane_opened_empty(void **state)
 {
 	struct tenant t;
 	struct ws_head h;
-	struct problems pb = { 0 };
+	struct wt_problems pb = { 0 };
 	char *out;
 	(void)state;
 	memset(&t, 0, sizeof(t));
@@ -471,7 +458,7 @@ static void test_slot_lane_opened_empty(void **state)
 	assert_int_equal(ws_restore(t.e.sink, TENANT, NULL, out), WS_ENOTFOUND);
 	assert_non_null(strstr(ws_errmsg(), "nothing was shipped"));
 	assert_int_equal(access(out, F_OK), -1);
-	assert_int_equal(ws_verify(t.e.sink, TENANT, problem, &pb), 0);
+	assert_int_equal(ws_verify(t.e.sink, TENANT, wt_problem, &pb), 0);
 	assert_int_equal(pb.n, 0);
 	free(out);
 	tenant_free(&t);

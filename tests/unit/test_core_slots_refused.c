@@ -245,21 +245,6 @@ static void problem_cb(const char *tenant, const char *key, int err, const char 
 		snprintf(s->err, sizeof(s->err), "%s", detail);
 }
 
-static int no_image(void *arg, uint64_t tx, const uint8_t *img, uint64_t pages, uint32_t ps)
-{
-	(void)arg, (void)tx, (void)img, (void)pages, (void)ps;
-	fail_msg("a follower was handed an image of a slot tenant");
-	return -1;
-}
-
-static int no_apply(void *arg, uint64_t tx, const uint32_t *pgno, const uint8_t *pages, uint32_t n, uint32_t ps,
-		    uint32_t dbp)
-{
-	(void)arg, (void)tx, (void)pgno, (void)pages, (void)n, (void)ps, (void)dbp;
-	fail_msg("a follower was handed a transaction of a slot tenant");
-	return -1;
-}
-
 /*
  * ls, checkpoint, retention, forget, a follower and the shipper's own tail
  * each refuse the tenant, saying it uses manifest slots, and leave the sink
@@ -277,7 +262,7 @@ static void test_slot_tenant_refused(void **state)
 	struct ws_forget_report fr;
 	struct ws_checkpoint_info ci;
 	struct ws_follow_config fc;
-	struct ws_follow_ops ops = { no_image, no_apply };
+	struct ws_follow_ops ops = { wt_follow_no_image, wt_follow_no_apply };
 	struct ws_follow *f = NULL;
 	struct ws_stream *st;
 	struct ws_outcome o;

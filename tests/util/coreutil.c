@@ -1,11 +1,16 @@
 #include "coreutil.h"
+#include "core_internal.h"
+#include "sink.h"
+#include "ws_store.h"
 #include "ws_clock.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 void wt_env_init(struct wt_env *e, const char *tag, unsigned page_size)
@@ -229,4 +234,72 @@ void wt_sink_put(const struct wt_env *e, const char *key, const void *data, size
 	unlink(p);
 	assert_int_equal(wt_write_file(p, data, len), 0);
 	free(p);
+}
+
+char *wt_tenant_state(struct ws_sink *sink, const char *tenant)
+{
+	struct ws_store *s = sink->store;
+	char *out = NULL, *tok = NULL, prefix[WS_KEY_MAX], wmkey[WS_KEY_MAX];
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	assert_non_null(f);
+	snprintf(prefix, sizeof(prefix), "%s/", tenant);
+	for (;;) {
+		struct ws_list_page p;
+		memset(&p, 0, sizeof(p));
+		assert_int_equal(ws_store_list(s, prefix, tok, 1000, &p), 0);
+		for (size_t i = 0; i < p.count; i++)
+			fprintf(f, "%s %" PRIu64 "\n", p.keys[i], p.sizes[i]);
+		free(tok);
+		tok = p.truncated ? strdup(p.next_token) : NULL;
+		ws_list_page_free(&p);
+		if (!tok)
+			break;
+	}
+	assert_int_equal(ws_key_watermark(wmkey, sizeof(wmkey), tenant), 0);
+	struct ws_buf b;
+	ws_buf_init(&b, 256u << 20);
+	assert_int_equal(ws_store_get(s, wmkey, 0, UINT64_MAX, &b, NULL), 0);
+	for (size_t i = 0; i < b.len; i++)
+		fprintf(f, "%02x", b.data[i]);
+	ws_buf_free(&b);
+	fclose(f);
+	return out;
+}
+
+int wt_s3_fresh_bucket(const char *tag, char *bucket, size_t cap)
+{
+	char url[1024];
+	int err = 0;
+	snprintf(bucket, cap, "ws-%s-%ld-%lld", tag, (long)getpid(), (long long)time(NULL));
+	snprintf(url, sizeof(url), "s3://%s?endpoint=%s", bucket, getenv("WS_S3_ENDPOINT"));
+	struct ws_store *s = ws_store_open_flags(url, WS_STORE_EXISTING, &err);
+	if (!s)
+		return -1;
+	err = ws_store_s3_create_bucket(s);
+	ws_store_close(s);
+	return err ? -1 : 0;
+}
+
+void wt_problem(const char *tenant, const char *key, int err, const char *detail, void *arg)
+{
+	struct wt_problems *p = arg;
+	(void)tenant, (void)err;
+	if (p->n++ == 0)
+		snprintf(p->first, sizeof(p->first), "%s: %s", key ? key : "-", detail);
+}
+
+int wt_follow_no_image(void *arg, uint64_t tx, const uint8_t *img, uint64_t pages, uint32_t ps)
+{
+	(void)arg, (void)tx, (void)img, (void)pages, (void)ps;
+	fail_msg("a follower was handed an image it must not get");
+	return -1;
+}
+
+int wt_follow_no_apply(void *arg, uint64_t tx, const uint32_t *pgno, const uint8_t *pages, uint32_t n, uint32_t ps,
+		       uint32_t dbp)
+{
+	(void)arg, (void)tx, (void)pgno, (void)pages, (void)n, (void)ps, (void)dbp;
+	fail_msg("a follower was handed a transaction it must not get");
+	return -1;
 }

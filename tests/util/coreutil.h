@@ -45,6 +45,28 @@ uint64_t wt_restore_hash(struct wt_env *e, const char *tenant, const struct ws_r
  * may be hard links), as another writer or a damaged store would leave it. */
 void wt_sink_put(const struct wt_env *e, const char *key, const void *data, size_t len);
 
+/* A ws_verify problem callback (arg: struct wt_problems): counts them and
+ * keeps the first as "key: detail". */
+struct wt_problems {
+	unsigned n;
+	char first[2048];
+};
+void wt_problem(const char *tenant, const char *key, int err, const char *detail, void *arg);
+
+/* Follower callbacks (struct ws_follow_ops) for a follower that must be
+ * handed nothing: each fails the test. */
+int wt_follow_no_image(void *arg, uint64_t tx, const uint8_t *img, uint64_t pages, uint32_t ps);
+int wt_follow_no_apply(void *arg, uint64_t tx, const uint32_t *pgno, const uint8_t *pages, uint32_t n, uint32_t ps,
+		       uint32_t dbp);
+
+/* Create a fresh bucket on the S3 test server ($WS_S3_ENDPOINT), named
+ * ws-<tag>-<pid>-<time> into bucket: 0, or -1 (a cmocka group setup's answer). */
+int wt_s3_fresh_bucket(const char *tag, char *bucket, size_t cap);
+
+/* Every key under tenant/ in sink's store, with its size, then the
+ * watermark's bytes in hex: one string to compare (free it). */
+char *wt_tenant_state(struct ws_sink *sink, const char *tenant);
+
 /*
  * A real SQLite writer that changes the database at a paused site, and the
  * record of every state the source committed (content hashes, in order).

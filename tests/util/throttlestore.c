@@ -22,6 +22,7 @@ struct tstore {
 	char log_suffix[32];            /* log puts whose key ends so ("" = none) */
 	char lost_suffix[32];           /* wt_throttle_lost_reply */
 	unsigned lost_n;
+	int lost_rc;                    /* what a lost reply answers (WS_EPRECOND unless set) */
 	uint64_t log_ms[WT_THROTTLE_LOG_MAX];
 	size_t nlog;
 };
@@ -90,6 +91,9 @@ static int t_put(struct ws_store *s, const char *key, const struct iovec *iov, i
 			lost = true;
 		}
 		pthread_mutex_unlock(&t->mu);
+		if (lost && t->lost_rc != WS_EPRECOND)
+			return ws_fail(t->lost_rc, "throttle store: PUT %s: landed, reply lost (%s)", key,
+				       ws_strerror(t->lost_rc));
 		if (lost)
 			return ws_fail(WS_EPRECOND, "throttle store: PUT %s: landed, reply lost; the retry was refused "
 				       "(412)", key);
@@ -208,5 +212,21 @@ void wt_throttle_lost_reply(struct ws_store *s, const char *suffix, unsigned n)
 	pthread_mutex_lock(&t->mu);
 	snprintf(t->lost_suffix, sizeof(t->lost_suffix), "%s", suffix ? suffix : "");
 	t->lost_n = n;
+	t->lost_rc = WS_EPRECOND;
 	pthread_mutex_unlock(&t->mu);
+}
+
+void wt_throttle_lost_reply_rc(struct ws_store *s, const char *suffix, unsigned n, int rc)
+{
+	struct tstore *t = (struct tstore *)s;
+	wt_throttle_lost_reply(s, suffix, n);
+	pthread_mutex_lock(&t->mu);
+	t->lost_rc = rc;
+	pthread_mutex_unlock(&t->mu);
+}
+
+void wt_throttle_forward_conditions(struct ws_store *s)
+{
+	struct tstore *t = (struct tstore *)s;
+	s->forwards_conditions = ws_store_cas_fences(t->inner);
 }

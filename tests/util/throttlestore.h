@@ -36,6 +36,13 @@ uint64_t wt_throttle_count(struct ws_store *s); /* attempts throttled so far */
  * failing too). The file store never loses a reply.
  */
 void wt_throttle_lost_reply(struct ws_store *s, const char *suffix, unsigned n);
+/* The same, answered rc instead (-EIO, say: an ambiguous failure, whose
+ * write the caller must read back to know it landed). */
+void wt_throttle_lost_reply_rc(struct ws_store *s, const char *suffix, unsigned n, int rc);
+/* Report the real store's conditions as this store's (ws_store_cas_fences):
+ * every put goes to it with its mode and etag unchanged, so a refused
+ * create or swap fences as it would there (manifest slots need it). */
+void wt_throttle_forward_conditions(struct ws_store *s);
 /*
  * Record the monotonic time (ws_mono_ms) at which each put whose key ends
  * with `suffix` and that went through was sent (its call, or its last
