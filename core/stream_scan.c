@@ -546,12 +546,40 @@ static int snap_object(struct ws_stream *st, uint32_t idx, struct ws_fmt_snap *s
 			    ws_pipe_seal_buf(st->pipe, idx), st->pipe->seal_slot_bytes, stored);
 }
 
+/*
+ * Part first..first+count-1, its pages hashed into s: when the earlier
+ * image (st->reuse) has a part of exactly these pages whose version 1
+ * header is the one these pages make, its ref is this part's and nothing
+ * is uploaded (snap_reuse.c). Never for a sealed stream: its parts carry
+ * a fresh nonce, so no header names their pages alone.
+ */
+static bool reuse_part(struct ws_stream *st, const struct ws_fmt_snap *s, uint64_t first, size_t count)
+{
+	uint8_t hdr[WS_OBJ_HDR_MAX];
+	uint64_t xxh;
+	const struct ws_fmt_objref *old;
+	if (!st->reuse.have || ws_seal_on(&st->seal))
+		return false;
+	old = ws_snap_prev_find(&st->reuse, first, count);
+	if (!old)
+		return false;
+	const size_t hdr_len = ws_fmt_snap_encode_hdr(s, hdr);
+	if (!ws_fmt_obj_hdr_hash(hdr, hdr_len, &xxh) || xxh != old->xxh ||
+	    old->length != hdr_len + ws_fmt_snap_plain_len(s))
+		return false;
+	/* room_snap was made for this index by the caller. */
+	st->call.snaps[st->at.snap_count++] = *old;
+	st->at.snap_reused++;
+	return true;
+}
+
 /* Upload the raw database file as snapshot parts (REBASE); db_pages at the cut. */
 int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pages)
 {
 	const uint32_t ps = sc->gen.page_size;
-	const size_t per_part = st->pipe->ring.slot_bytes / ps;
-	uint64_t file_bytes, file_pages, pages;
+	const size_t slot_pages = st->pipe->ring.slot_bytes / ps;
+	uint64_t file_bytes, file_pages, pages, reused_bytes = 0;
+	size_t per_part;
 	int rc0;
 	/* The image is exact only under the read mark the scan was made under. */
 	WS_ASSERT(st->txn.held >= 0);
@@ -560,6 +588,7 @@ int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pag
 		return rc0;
 	file_pages = file_bytes / ps;
 	pages = file_pages < db_pages ? file_pages : db_pages;
+	per_part = ws_snap_grid_pages(pages, ps, (uint32_t)slot_pages, MAX_SNAPS);
 
 	for (uint64_t p = 0; p < pages;) {
 		size_t n = per_part;
@@ -601,6 +630,12 @@ int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pag
 		s.first_page = (uint32_t)(p + 1);
 		s.page_count = (uint32_t)n;
 		s.payload_xxh = ws_xxh64(buf, n * ps);
+		if (reuse_part(st, &s, p + 1, n)) {
+			/* The slot is taken again for the next part. */
+			reused_bytes += (uint64_t)n * ps;
+			p += n;
+			continue;
+		}
 		rc = snap_object(st, idx, &s, buf, hdr, &hdr_len, &stored);
 		if (rc)
 			return ws_fail_wrap(rc, "tenant %s: seal snapshot part of pages %" PRIu64 "+%zu", st->tenant,
@@ -628,6 +663,10 @@ int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pag
 			return rc;
 		p += n;
 	}
+	if (st->reuse.have)
+		ws_info("tenant %s: re-base names %u of %u parts (%" PRIu64 " of %" PRIu64 " bytes) of the image of %s "
+			"again", st->tenant, st->at.snap_reused, st->at.snap_count, reused_bytes, pages * ps,
+			st->reuse.base.key);
 	return 0;
 }
 
@@ -724,6 +763,7 @@ void name_parts(struct ws_stream *st)
 		st->call.snaps[pt->ref] = pt->res.ref;
 		snaps++;
 	}
-	WS_ASSERT(snaps == st->at.snap_count); /* every snapshot part named, once */
+	/* every snapshot part named, once: uploaded, or the earlier image's */
+	WS_ASSERT(snaps + st->at.snap_reused == st->at.snap_count);
 }
 
