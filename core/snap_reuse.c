@@ -6,10 +6,12 @@
  * watermark names, and deletes a REBASE manifest before its parts, with a
  * read of the watermark between (so the base still stored after the new
  * watermark is written proves its parts are kept: ws_snap_prev_still).
- * A part is the same when its version 1 header, encoded from the pages
- * read now, hashes to the header hash its ref records: that hash covers
- * the page size, page range and the pages' XXH3-64. Sealed parts (a fresh
- * nonce each) are never matched: a sealed stream uploads every part.
+ * A part is the same when the header the re-base would upload, made from
+ * the pages read now, hashes to the header hash its ref records (and the
+ * lengths agree): that hash covers the page size, page range and the
+ * pages' XXH3-64, and for a compressed part the codec and stored length.
+ * Encrypted parts (a fresh nonce each) never match: an encrypting stream
+ * uploads every part.
  */
 #include "snap_reuse.h"
 

@@ -547,25 +547,21 @@ static int snap_object(struct ws_stream *st, uint32_t idx, struct ws_fmt_snap *s
 }
 
 /*
- * Part first..first+count-1, its pages hashed into s: when the earlier
- * image (st->reuse) has a part of exactly these pages whose version 1
- * header is the one these pages make, its ref is this part's and nothing
- * is uploaded (snap_reuse.c). Never for a sealed stream: its parts carry
- * a fresh nonce, so no header names their pages alone.
+ * The part of pages first..first+count-1, its header hdr as this re-base
+ * would upload it: when the earlier image (st->reuse) has a part of
+ * exactly these pages whose header hashes as this one and whose length is
+ * this one's, its ref is this part's and nothing is uploaded
+ * (snap_reuse.c). A version 1 header, and a version 2 one compressed
+ * without a cipher (zstd makes the same bytes of the same pages at the same
+ * level), name the pages alone; an encrypted part carries a fresh nonce and
+ * never matches, so an encrypting stream loads no earlier image.
  */
-static bool reuse_part(struct ws_stream *st, const struct ws_fmt_snap *s, uint64_t first, size_t count)
+static bool reuse_part(struct ws_stream *st, uint64_t first, size_t count, const uint8_t *hdr, size_t hdr_len,
+		       size_t stored)
 {
-	uint8_t hdr[WS_OBJ_HDR_MAX];
+	const struct ws_fmt_objref *old = ws_snap_prev_find(&st->reuse, first, count);
 	uint64_t xxh;
-	const struct ws_fmt_objref *old;
-	if (!st->reuse.have || ws_seal_on(&st->seal))
-		return false;
-	old = ws_snap_prev_find(&st->reuse, first, count);
-	if (!old)
-		return false;
-	const size_t hdr_len = ws_fmt_snap_encode_hdr(s, hdr);
-	if (!ws_fmt_obj_hdr_hash(hdr, hdr_len, &xxh) || xxh != old->xxh ||
-	    old->length != hdr_len + ws_fmt_snap_plain_len(s))
+	if (!old || !ws_fmt_obj_hdr_hash(hdr, hdr_len, &xxh) || xxh != old->xxh || old->length != hdr_len + stored)
 		return false;
 	/* room_snap was made for this index by the caller. */
 	st->call.snaps[st->at.snap_count++] = *old;
@@ -630,16 +626,16 @@ int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pag
 		s.first_page = (uint32_t)(p + 1);
 		s.page_count = (uint32_t)n;
 		s.payload_xxh = ws_xxh64(buf, n * ps);
-		if (reuse_part(st, &s, p + 1, n)) {
+		rc = snap_object(st, idx, &s, buf, hdr, &hdr_len, &stored);
+		if (rc)
+			return ws_fail_wrap(rc, "tenant %s: seal snapshot part of pages %" PRIu64 "+%zu", st->tenant,
+					    p + 1, n);
+		if (reuse_part(st, p + 1, n, hdr, hdr_len, stored)) {
 			/* The slot is taken again for the next part. */
 			reused_bytes += (uint64_t)n * ps;
 			p += n;
 			continue;
 		}
-		rc = snap_object(st, idx, &s, buf, hdr, &hdr_len, &stored);
-		if (rc)
-			return ws_fail_wrap(rc, "tenant %s: seal snapshot part of pages %" PRIu64 "+%zu", st->tenant,
-					    p + 1, n);
 		memset(&part, 0, sizeof(part));
 		ref = &part.res.ref;
 		ref->first = p + 1;

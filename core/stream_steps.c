@@ -337,7 +337,7 @@ static int step_snapshot(struct ws_stream *st, struct tail *t)
 	/* The earlier image whose unchanged parts it names (snap_reuse.h):
 	 * the base of the chain the watermark it replaces names. */
 	ws_snap_prev_free(&st->reuse);
-	if (st->mark.have && !st->rebase_next && !ws_seal_on(&st->seal)) {
+	if (st->mark.have && !st->rebase_next && !st->seal.key) {
 		rc = ws_snap_prev_load(st->sink->store, st->tenant, &st->mark.wm, &st->reuse);
 		if (rc)
 			return ws_fail_wrap(rc, "tenant %s: read the image before the re-base", st->tenant);

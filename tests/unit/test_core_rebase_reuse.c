@@ -18,6 +18,7 @@
 #endif
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,8 @@ struct point {
 struct rr {
 	struct wt_env e;
 	struct ws_stream *st;
+	struct ws_seal_config seal; /* the stream's (none by default) */
+	char *key_file;             /* seal.key_file's, in e.dir */
 	struct point p[POINTS_MAX];
 	unsigned n;
 };
@@ -66,6 +69,7 @@ static void open_stream(struct rr *h)
 	c.epoch = 1;
 	c.pointer_generation = 1;
 	c.batch_bytes_max = SLOT_BYTES;
+	c.seal = h->seal;
 	c.wal_checkpoint_bytes = UINT64_MAX; /* frame numbers stay the WAL's size */
 	h->st = ws_stream_open(h->e.sink, &c, &err);
 	if (!h->st)
@@ -120,10 +124,26 @@ static void rebase_down(struct rr *h, enum wt_rebase_how how)
 }
 
 /* 300 rows of 3000 bytes: about 300 pages, ~19 parts of 16 pages. */
+static void rr_init_sealed(struct rr *h, const char *tag, enum ws_codec codec, const char *key_hex);
+
 static void rr_init_base(struct rr *h, const char *tag)
 {
+	rr_init_sealed(h, tag, WS_CODEC_NONE, NULL);
+}
+
+/* key_hex: the stream encrypts under that key (a key file in e.dir). */
+static void rr_init_sealed(struct rr *h, const char *tag, enum ws_codec codec, const char *key_hex)
+{
 	memset(h, 0, sizeof(*h));
+	h->seal.codec = codec;
 	wt_env_init(&h->e, tag, 0);
+	if (key_hex) {
+		char text[80];
+		h->key_file = wt_path(h->e.dir, "keys");
+		snprintf(text, sizeof(text), "%s\n", key_hex);
+		assert_int_equal(wt_write_file(h->key_file, text, strlen(text)), 0);
+		h->seal.key_file = h->key_file;
+	}
 	wt_write_txn(h->e.w, 300, 3000);
 	/* In the file, not the WAL: the first image holds the pages (an image
 	 * is the file as read, which its frames overlay). */
@@ -150,6 +170,7 @@ static void rr_free(struct rr *h)
 	if (h->st)
 		close_stream(h);
 	wt_env_free(&h->e);
+	free(h->key_file);
 }
 
 /* The live chain's base: its parts, and how many of them an earlier
@@ -250,6 +271,31 @@ static void test_rebase_names_unchanged_parts(void **state)
 	rr_free(&h);
 }
 
+/*
+ * Sealed parts: compressed without a cipher, the same pages make the same
+ * object (zstd at one level), so a re-base names them again; encrypted,
+ * each sealing draws a fresh nonce and nothing is named again. Both
+ * restore every state.
+ */
+static void test_sealed_parts(void **state)
+{
+	static const char key_hex[] = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+	(void)state;
+	for (int enc = 0; enc < 2; enc++) {
+		struct rr h;
+		uint32_t parts, reused;
+		rr_init_sealed(&h, enc ? "reuse_sealed_enc" : "reuse_sealed_zstd", WS_CODEC_ZSTD, enc ? key_hex : NULL);
+		rebase_down(&h, WT_CLOSE_LAST_CONNECTION);
+		ship(&h, 2, WS_OUTCOME_RESTARTED);
+		live_base_parts(&h, &parts, &reused);
+		if (enc ? reused != 0 : reused + 6 < parts)
+			fail_msg("%s: %u of %u parts named again", enc ? "encrypted" : "zstd", reused, parts);
+		check_points(&h, 0);
+		assert_int_equal(ws_verify(h.e.sink, TENANT, NULL, NULL), 0);
+		rr_free(&h);
+	}
+}
+
 #ifdef WS_FAULTS
 /*
  * Each new site paused while the writer commits and checkpoints under it
@@ -323,6 +369,70 @@ static void retention_in_pause(const char *site, void *arg)
 {
 	(void)site;
 	ckpt_and_retention(arg);
+}
+
+struct ret_thread {
+	struct ws_sink *sink;
+	int rc;
+	char msg[512];
+};
+
+static void *retention_thread(void *arg)
+{
+	struct ret_thread *r = arg;
+	struct ws_retention_report rep;
+	r->rc = ws_retention_run(r->sink, false, NULL, NULL, &rep);
+	snprintf(r->msg, sizeof(r->msg), "%s", r->rc ? ws_errmsg() : "");
+	return NULL;
+}
+
+/*
+ * A retention run that read the watermark before a re-base wrote its own,
+ * then deletes the earlier image the re-base names parts of: paused before
+ * its first delete (that image's manifest: the oldest of the chain behind
+ * the cut), the re-base goes through whole (the manifest is still there
+ * when it looks), and the run, let go, reads the watermark again between
+ * that manifest and its parts: the parts the new base names stay.
+ */
+static void test_retention_reads_again_before_parts(void **state)
+{
+	struct rr h;
+	struct wt_gate gate = WT_GATE_INIT;
+	struct ret_thread r;
+	struct ws_checkpoint_info ci;
+	struct ws_outcome o;
+	pthread_t th;
+	uint32_t parts, reused;
+	int rc;
+	(void)state;
+
+	rr_init(&h, "reuse_ret_race");
+	ship(&h, 2, WS_OUTCOME_STREAMED);
+	rc = ws_checkpoint_take(h.e.sink, NULL, &ci);
+	if (rc)
+		fail_msg("checkpoint: %s (%s)", ws_strerror(rc), ws_errmsg());
+	rebase_down(&h, WT_CLOSE_LAST_CONNECTION);
+	memset(&r, 0, sizeof(r));
+	r.sink = h.e.sink;
+	assert_int_equal(ws_fault_add("retention.before_delete", 1, WS_FAULT_PAUSE, wt_gate_wait, &gate), 0);
+	assert_int_equal(pthread_create(&th, NULL, retention_thread, &r), 0);
+	wt_gate_until_paused(&gate);
+	wt_write_txn(h.e.w, 2, 300);
+	wt_tail_ok(h.st, &o);
+	assert_int_equal(o.kind, WS_OUTCOME_RESTARTED);
+	record(&h);
+	live_base_parts(&h, &parts, &reused);
+	assert_true(reused > 0);
+	wt_gate_open(&gate);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	ws_fault_disarm();
+	if (r.rc)
+		fail_msg("retention: %s (%s)", ws_strerror(r.rc), r.msg);
+	if (wt_restore_hash(&h.e, TENANT, NULL, NULL) != wt_content_hash(h.e.w, NULL))
+		fail_msg("the re-base's state does not restore after retention");
+	check_points(&h, h.n - 1);
+	assert_int_equal(ws_verify(h.e.sink, TENANT, NULL, NULL), 0);
+	rr_free(&h);
 }
 
 /*
@@ -404,6 +514,50 @@ static void test_retention_between_reuse_and_restore(void **state)
 	rr_free(&h);
 }
 #endif
+
+/*
+ * A chain after the checkpoint's cut that is no longer live names parts of
+ * the image behind the cut: retention keeps them (it follows the links
+ * re-bases record back to the cut), so every state of that chain still
+ * restores. The image behind the cut is the first chain's base; the
+ * second chain names its parts again; the third uploads every part
+ * (compressed: no earlier part of the uncompressed image matches).
+ */
+static void test_retention_keeps_chains_after_the_cut(void **state)
+{
+	struct rr h;
+	struct ws_retention_report rep;
+	struct ws_checkpoint_info ci;
+	uint32_t parts, reused;
+	unsigned second;
+	int rc;
+	(void)state;
+
+	rr_init(&h, "reuse_links");
+	ship(&h, 2, WS_OUTCOME_STREAMED);
+	rc = ws_checkpoint_take(h.e.sink, NULL, &ci);
+	if (rc)
+		fail_msg("checkpoint: %s (%s)", ws_strerror(rc), ws_errmsg());
+	ship(&h, 2, WS_OUTCOME_STREAMED);
+	rebase_down(&h, WT_CLOSE_LAST_CONNECTION);
+	second = h.n;
+	ship(&h, 2, WS_OUTCOME_RESTARTED);
+	live_base_parts(&h, &parts, &reused);
+	assert_true(reused > 0);
+	ship(&h, 2, WS_OUTCOME_STREAMED);
+	h.seal.codec = WS_CODEC_ZSTD;
+	rebase_down(&h, WT_CLOSE_LAST_CONNECTION);
+	ship(&h, 2, WS_OUTCOME_RESTARTED);
+	live_base_parts(&h, &parts, &reused);
+	assert_int_equal(reused, 0);
+	rc = ws_retention_run(h.e.sink, false, NULL, NULL, &rep);
+	if (rc)
+		fail_msg("retention: %s (%s)", ws_strerror(rc), ws_errmsg());
+	assert_true(rep.deleted > 0); /* the first chain behind the cut */
+	check_points(&h, second);
+	assert_int_equal(ws_verify(h.e.sink, TENANT, NULL, NULL), 0);
+	rr_free(&h);
+}
 
 /*
  * Forged references in a re-base's manifest: a part of another tenant, a
@@ -517,9 +671,12 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rebase_names_unchanged_parts),
+		cmocka_unit_test(test_sealed_parts),
+		cmocka_unit_test(test_retention_keeps_chains_after_the_cut),
 #ifdef WS_FAULTS
 		cmocka_unit_test(test_reuse_sites_paused),
 		cmocka_unit_test(test_retention_between_reuse_and_restore),
+		cmocka_unit_test(test_retention_reads_again_before_parts),
 #endif
 		cmocka_unit_test(test_forged_references),
 	};
