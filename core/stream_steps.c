@@ -357,9 +357,9 @@ static int step_snapshot(struct ws_stream *st, struct tail *t)
  * written: that image's manifest still stored proves no retention run has
  * begun deleting its parts, and one that does reads this watermark first
  * and keeps what it names (docs/CHECKPOINTS.md "Retention"). Gone, the
- * parts may be too: the call fails, acknowledging nothing, and the next
- * call re-bases uploading every part (nothing of this re-base is then
- * named by a later state).
+ * parts may be too: the call starts over at once and re-bases uploading
+ * every part (TAIL_RETRY), so the state it acknowledges names only parts
+ * it uploaded; a read that fails leaves the next call to do that.
  */
 static int step_reuse_check(struct ws_stream *st, struct tail *t)
 {
@@ -376,13 +376,16 @@ static int step_reuse_check(struct ws_stream *st, struct tail *t)
 		return ws_fail(rc, "tenant %s: injected fault before the earlier image is read again", st->tenant);
 	}
 	rc = ws_snap_prev_still(st->sink->store, &st->reuse);
-	if (rc != 0) {
+	if (rc > 0) {
 		st->rebase_next = true;
-		rc = rc > 0 ? ws_fail(WS_EINCOMPLETE, "tenant %s: the re-base names %u parts of the image of %s, which "
-				      "retention removed meanwhile; nothing acknowledged, the next call re-bases "
-				      "uploading every part", st->tenant, st->at.snap_reused, st->reuse.base.key)
-			    : ws_fail_wrap(rc, "tenant %s: read %s again after the re-base (nothing acknowledged, the "
-					   "next call re-bases uploading every part)", st->tenant, st->reuse.base.key);
+		ws_warn("tenant %s: the re-base named %u parts of the image of %s, which retention removed "
+			"meanwhile: re-basing again, uploading every part", st->tenant, st->at.snap_reused,
+			st->reuse.base.key);
+		rc = TAIL_RETRY;
+	} else if (rc < 0) {
+		st->rebase_next = true;
+		rc = ws_fail_wrap(rc, "tenant %s: read %s again after the re-base (nothing acknowledged; the next "
+				  "call re-bases uploading every part)", st->tenant, st->reuse.base.key);
 	}
 	ws_snap_prev_free(&st->reuse);
 	return rc;
