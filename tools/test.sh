@@ -98,7 +98,7 @@ CTEST_JOBS="${WS_CTEST_JOBS:-3}"
 #   - install (cmake --install; nothing of walship's code runs differently).
 # This keeps the section about 4 minutes shorter (CI-B: 840 s of ASan ctest).
 ASAN_EXCLUDE="${WS_ASAN_EXCLUDE:-integ_test_s3_adapt|integ_test_s3_refusals|integ_test_checkpoint_s3|integ_test_checkpoint_safety|integ_test_checkpoint_large|integ_test_exactness|integ_test_restore_paused|integ_test_restore_parallel|integ_test_restore_parallel_s3|integ_test_s3_multipart|integ_test_install}"
-TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io|test_net|test_core_stream|test_core_ring|test_core_engine|test_core_events|test_core_replica|test_core_seal|integ_test_restore_parallel$}"
+TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io|test_net|test_core_stream|test_core_ring|test_core_engine|test_core_events|test_core_replica|test_core_seal|test_core_rebase_reuse|integ_test_restore_parallel$}"
 BENCH_MB="${WS_BENCH_MB:-8}"
 FUZZ_SECONDS="${WS_FUZZ_SECONDS:-5}"
 START=$(date +%s)
