@@ -1,11 +1,13 @@
 #include "coreutil.h"
 #include "ws_clock.h"
+#include "ws_store.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 void wt_env_init(struct wt_env *e, const char *tag, unsigned page_size)
@@ -151,6 +153,20 @@ void wt_point_check(struct wt_env *e, const char *tenant, const char *label, uin
 		fail_msg("%s: restore --frame %s:%llu refused: %s", label, gen, (unsigned long long)frame, ws_errmsg());
 	if (got != hash)
 		fail_msg("%s: restore --frame %s:%llu gave another state", label, gen, (unsigned long long)frame);
+}
+
+int wt_s3_new_bucket(const char *prefix, char *url, size_t len)
+{
+	char bucket[64];
+	int err = 0;
+	struct ws_store *s;
+	snprintf(bucket, sizeof(bucket), "%s-%ld-%lld", prefix, (long)getpid(), (long long)time(NULL));
+	snprintf(url, len, "s3://%s?endpoint=%s", bucket, getenv("WS_S3_ENDPOINT"));
+	if (!(s = ws_store_open_flags(url, WS_STORE_EXISTING, &err)))
+		return -1;
+	err = ws_store_s3_create_bucket(s);
+	ws_store_close(s);
+	return err ? -1 : 0;
 }
 
 void wt_rebase_while_down(struct wt_env *e, enum wt_rebase_how how)

@@ -48,6 +48,9 @@ int wt_try_restore(struct wt_env *e, const char *tenant, const struct ws_restore
  * failure names label. */
 void wt_point_check(struct wt_env *e, const char *tenant, const char *label, uint64_t hash, int64_t time_ms,
 		    const char *gen, uint64_t frame);
+/* A fresh bucket on the S3 fixture (WS_S3_ENDPOINT), named from prefix,
+ * the pid and the time; url gets its s3:// URL. 0, or -1. */
+int wt_s3_new_bucket(const char *prefix, char *url, size_t len);
 /* What an application does while walship is down that makes the next
  * tail re-base: its last connection closes (SQLite checkpoints and deletes
  * the WAL), a TRUNCATE checkpoint restarts the WAL, or the database file is
