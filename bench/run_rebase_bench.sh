@@ -24,6 +24,9 @@
 #     put_bytes / the database's size;
 #   - puts: how many objects it wrote (requests);
 #   - wall_s: its wall time;
+#   - restore_s: the wall time of `walship restore` of the latest state
+#     (the re-base's) by the same build, whose rows are then compared with
+#     the source's (a digest of every row);
 # with the pages that differ between the kept copy and the changed file,
 # and first_puts: the objects of the first run (a re-base with nothing to
 # name again). Prints each repetition, then medians (min..max) and the
@@ -76,7 +79,7 @@ WB=$BASE_BUILD/tools/walship
 
 echo "rebase bench: --mb $MB --changed-kb $CHKB --reps $REPS, file:// sink; this build: $W; baseline: $WB"
 echo "load before: $(uptime | sed 's/.*load average/load average/')"
-echo "rep,build,db_bytes,changed_pages,first_puts,put_bytes,puts,put_ratio,wall_s" >"$CSV"
+echo "rep,build,db_bytes,changed_pages,first_puts,put_bytes,puts,put_ratio,wall_s,restore_s" >"$CSV"
 
 # sink_since DIR MARK: "bytes objects" of the files written after MARK
 # (lock files left out).
@@ -86,7 +89,7 @@ sink_since() {
 
 # one REP NAME BIN: both runs of one build on a copy of the repetition's database.
 one() {
-	local rep=$1 name=$2 bin=$3 d=$WORK/rep/$2 t0 first second pb pn changed size line
+	local rep=$1 name=$2 bin=$3 d=$WORK/rep/$2 t0 first second pb pn changed size line rs
 	rm -rf "$d"
 	mkdir -p "$d"
 	cp "$WORK/rep/orig.db" "$d/db"
@@ -105,11 +108,17 @@ one() {
 	grep -Eq '"outcome": ?"restarted"' "$d/second.log" ||
 		die "$name: the second run did not re-base: $(head -c 400 "$d/second.log")"
 	read -r pb pn <<<"$(sink_since "$d/sink" "$d/mark")"
+	t0=$(now)
+	"$bin" restore --sink "file://$d/sink" --tenant t -o "$d/restored.db" >"$d/restore.log" 2>&1 ||
+		die "$name: restore failed: $(tail -3 "$d/restore.log")"
+	rs=$(since "$t0")
+	[ "$(python3 "$WORK/rows.py" "$d/restored.db")" = "$(python3 "$WORK/rows.py" "$d/db")" ] ||
+		die "$name: the restored rows differ from the source's"
 	changed=$(python3 "$WORK/diff.py" "$d/before.db" "$d/db")
 	size=$(stat -c %s "$d/db")
-	line="$rep,$name,$size,$changed,$first,$pb,$pn,$(python3 -c "print('%.4f' % ($pb / $size))"),$second"
+	line="$rep,$name,$size,$changed,$first,$pb,$pn,$(python3 -c "print('%.4f' % ($pb / $size))"),$second,$rs"
 	echo "$line" >>"$CSV"
-	echo "rep $rep $name: db_bytes,changed_pages,first_puts,put_bytes,puts,put_ratio,wall_s = ${line#*,*,}"
+	echo "rep $rep $name: db_bytes,changed_pages,first_puts,put_bytes,puts,put_ratio,wall_s,restore_s = ${line#*,*,}"
 	rm -rf "$d"
 }
 
@@ -136,6 +145,15 @@ ids = rnd.sample(range(1, rows + 1), kb // 4)
 with con:
     con.executemany("UPDATE t SET v = ? WHERE id = ?", ((rnd.randbytes(3900), i) for i in ids))
 con.close()
+EOF
+cat >"$WORK/rows.py" <<'EOF'
+import hashlib, sqlite3, sys
+con = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True)
+h = hashlib.sha256()
+for i, v in con.execute("SELECT id, v FROM t ORDER BY id"):
+    h.update(str(i).encode())
+    h.update(v)
+print(h.hexdigest())
 EOF
 cat >"$WORK/diff.py" <<'EOF'
 import sys
@@ -173,9 +191,11 @@ print("database bytes: " + med([float(x["db_bytes"]) for x in rows], "%.0f"))
 print("changed pages: " + med([float(x["changed_pages"]) for x in rows], "%.0f"))
 for b in ("reuse", "baseline"):
     r = [x for x in rows if x["build"] == b]
-    print("%s: re-base put bytes / database %s; objects written %s; wall s %s; first run's objects %s" % (
+    print("%s: re-base put bytes / database %s; objects written %s; wall s %s; first run's objects %s; "
+          "restore s %s" % (
         b, med([float(x["put_ratio"]) for x in r], "%.4f"), med([float(x["puts"]) for x in r], "%.0f"),
-        med([float(x["wall_s"]) for x in r], "%.2f"), med([float(x["first_puts"]) for x in r], "%.0f")))
+        med([float(x["wall_s"]) for x in r], "%.2f"), med([float(x["first_puts"]) for x in r], "%.0f"),
+        med([float(x["restore_s"]) for x in r], "%.2f")))
 pairs = {}
 for x in rows:
     pairs.setdefault(x["rep"], {})[x["build"]] = x
