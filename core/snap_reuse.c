@@ -41,12 +41,19 @@ int ws_snap_prev_load(struct ws_store *s, const char *tenant, const struct ws_fm
 	if (wm->manifest_key[0] == '\0' || wm->carried_len != 0)
 		return 0;
 	rc = ws_chain_load_since(s, tenant, wm, NULL, floor, &c, NULL);
-	if (rc) {
+	if (rc == WS_ENOTFOUND || rc == WS_EINCOMPLETE) {
 		/* Nothing to name again: the re-base uploads every part. */
-		ws_info("tenant %s: no earlier image to reuse parts of (%s): the re-base uploads every part", tenant,
-			ws_strerror(rc));
-		return rc == WS_ENOTFOUND || rc == WS_EINCOMPLETE || rc == WS_ECORRUPT || rc == WS_EFORMAT ? 0 : rc;
+		ws_info("tenant %s: the chain of %s does not reach its base (%s): the re-base uploads every part",
+			tenant, wm->manifest_key, ws_errmsg());
+		return 0;
 	}
+	if (rc == WS_ECORRUPT || rc == WS_EFORMAT) {
+		ws_warn("tenant %s: the chain of %s is damaged (%s): the re-base uploads every part", tenant,
+			wm->manifest_key, ws_errmsg());
+		return 0;
+	}
+	if (rc)
+		return rc;
 	const struct ws_fmt_manifest *b = &c.m[0];
 	if (b->kind != WS_MANIFEST_REBASE || b->snap_count == 0) {
 		ws_info("tenant %s: the chain of %s does not reach its base (cut by retention, or more than %u "
