@@ -96,6 +96,8 @@
 	X("checkpoint.abort.before_delete", "checkpoint: abort, before deleting the attempt's objects")     \
 	X("retention.before_delete", "retention: before a delete batch")                                    \
 	X("retention.after_delete", "retention: after a delete batch")                                      \
+	X("retention.before_parts_delete", "retention: a manifest naming snapshot parts is deleted, the "  \
+	  "watermark not yet read again before its parts")                                               \
 	X("retention.before_unreachable_list", "retention: a tenant's watermark is at or past the cut, its " \
 	  "keys not yet listed for manifests no walk reaches and uploads no manifest names")               \
 	X("replay.prefetch", "restore, verify: the fetching thread chose a window of objects, not yet read")  \
@@ -126,6 +128,10 @@
 	X("stream.after_scan", "tail: the WAL scan is done, before the snapshot")                           \
 	X("stream.before_snapshot_put", "tail: before a snapshot part is published")                        \
 	X("stream.after_snapshot", "tail: the snapshot is read, before the WAL header is checked again")    \
+	X("stream.reuse_loaded", "tail: a re-base read the earlier image whose parts it may name, before "  \
+	  "the database file is read")                                                                    \
+	X("stream.before_reuse_check", "tail: a re-base naming earlier parts wrote its watermark, before "  \
+	  "the earlier image's manifest is read again")                                                   \
 	X("stream.before_manifest_put", "tail: everything uploaded, before the manifest")                   \
 	X("stream.before_watermark_put", "tail: manifest durable, before the watermark CAS")                \
 	X("stream.key_wait", "tail: manifest durable, the shard's read lock let go, before a watermark "   \

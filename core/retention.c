@@ -178,6 +178,52 @@ static int keyset_add_chain(struct keyset *ks, const struct ws_chain *c)
 	return rc;
 }
 
+/* How many chains back through REBASE links the keep set follows. */
+#define KEEP_LINKS_MAX 4096u
+
+/*
+ * The chains before the live one that restore reaches through the links
+ * re-bases record (docs/FORMAT.md "Manifest", REBASE), back to the one the
+ * cut is in: history after the cut, kept whole. A re-base names parts of
+ * the image before it (core/snap_reuse.c), so such a chain may name parts
+ * keyed at or behind the cut's sequence: every deletion spares them. A
+ * link to a manifest that is gone ends the walk (history a run removed).
+ */
+static int keep_links(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, struct keyset *ks,
+		      const struct ws_fmt_manifest *base, bool stopped)
+{
+	struct ws_chain_stop cut, link;
+	uint32_t kind = base->kind;
+	uint64_t seq = base->wm_seq;
+	int rc = 0;
+
+	ws_ckread_cut_of(t, &cut);
+	snprintf(link.key, sizeof(link.key), "%s", base->prev_key);
+	memcpy(link.sha, base->prev_sha, WS_SHA256_LEN);
+	link.length = base->prev_length;
+	for (unsigned n = 0; !rc && !stopped && kind == WS_MANIFEST_REBASE && link.key[0] && n < KEEP_LINKS_MAX;
+	     n++) {
+		struct ws_chain c;
+		/* The link names sequence seq - 1: behind the cut, it is history
+		 * this run may delete (and the cut's chain was added already). */
+		if (ks->cut_seq && seq - 1 < ks->cut_seq)
+			break;
+		rc = ws_chain_load_from(x->s, t->tenant, &link, &cut, WS_CHAIN_UPTO_MISSING, &c, &stopped);
+		if (rc == WS_EINCOMPLETE || rc == WS_ENOTFOUND)
+			return 0;
+		if (rc)
+			return ws_fail_wrap(rc, "retention: tenant %s: the chain before a re-base (%s)", t->tenant, link.key);
+		rc = keyset_add_chain(ks, &c);
+		kind = c.m[0].kind;
+		seq = c.m[0].wm_seq;
+		snprintf(link.key, sizeof(link.key), "%s", c.m[0].prev_key);
+		memcpy(link.sha, c.m[0].prev_sha, WS_SHA256_LEN);
+		link.length = c.m[0].prev_length;
+		ws_chain_free(&c);
+	}
+	return rc;
+}
+
 /*
  * What must stay for tenant t: every object of the live chain (from the
  * watermark back to the protected cut, or to its REBASE base when it no
@@ -215,6 +261,8 @@ static int keep_refresh_kept(struct ret_ctx *x, const struct ws_ckpt_tenant_entr
 	if ((rc = ws_chain_load_stop(x->s, t->tenant, &wm, &cut, &c, &stopped)) != 0)
 		return ws_fail_wrap(rc, "retention: tenant %s: live chain", t->tenant);
 	rc = keyset_add_chain(ks, &c);
+	if (!rc)
+		rc = keep_links(x, t, ks, &c.m[0], stopped);
 	ws_chain_free(&c);
 	if (rc)
 		return rc;
@@ -263,6 +311,15 @@ static int keep_set(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, str
 	return rc;
 }
 
+/* Between a manifest naming snapshot parts and its parts' delete. */
+static int parts_refresh(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, struct keyset *keep)
+{
+	int rc = WS_FAULT("retention.before_parts_delete");
+	if (rc)
+		return ws_fail(rc, "fault retention.before_parts_delete at %s", t->tenant);
+	return keep_refresh(x, t, keep);
+}
+
 /*
  * Delete the chain from head back (manifests and the batches and snapshot
  * parts they name), oldest first, each manifest before its objects, sparing
@@ -302,6 +359,12 @@ static int sweep_chain(struct ret_ctx *x, const struct ws_ckpt_tenant_entry *t, 
 			break;
 		if (!keyset_has(keep, c.keys[i]))
 			rc = ret_delete(x, c.keys[i]);
+		/* A re-base may be naming these parts again (core/snap_reuse.c):
+		 * it checks, after its watermark is written, that this manifest
+		 * is still stored, so the watermark is read again after the
+		 * manifest's delete and before its parts'. */
+		if (!rc && m->snap_count && !x->dry)
+			rc = parts_refresh(x, t, keep);
 		for (uint32_t k = 0; k < m->snap_count && !rc; k++)
 			if (!keyset_has(keep, m->snaps[k].key))
 				rc = ret_delete(x, m->snaps[k].key);
@@ -439,6 +502,17 @@ static int sweep_unreachable(struct ret_ctx *x, const struct ws_ckpt_tenant_entr
 		if (foreign)
 			ws_warn("retention: tenant %s: manifest %s names object %s, which is not under %s/ (foreign "
 				"object): it is left alone", t->tenant, keys[i], foreign, t->tenant);
+		/* A manifest naming snapshot parts goes before them, the
+		 * watermark read again between (as in sweep_chain). */
+		if (!rc && m.snap_count && !keyset_has(keep, keys[i])) {
+			rc = ret_delete(x, keys[i]);
+			if (!rc && !x->dry)
+				rc = parts_refresh(x, t, keep);
+			if (!rc && shipped_anew(keep)) {
+				ws_fmt_manifest_free(&m);
+				break;
+			}
+		}
 		for (uint32_t k = 0; k < m.snap_count && !rc; k++)
 			if (!keyset_has(keep, m.snaps[k].key) && ws_key_in_tenant(t->tenant, m.snaps[k].key) &&
 			    (rc = ret_delete(x, m.snaps[k].key)) == 0)
@@ -447,7 +521,7 @@ static int sweep_unreachable(struct ret_ctx *x, const struct ws_ckpt_tenant_entr
 			if (!ws_fmt_objref_inline(&m.batches[k]) && !keyset_has(keep, m.batches[k].key) &&
 			    ws_key_in_tenant(t->tenant, m.batches[k].key) && (rc = ret_delete(x, m.batches[k].key)) == 0)
 				rc = keyset_add(&done, m.batches[k].key);
-		if (!rc && !keyset_has(keep, keys[i]))
+		if (!rc && !m.snap_count && !keyset_has(keep, keys[i]))
 			rc = ret_delete(x, keys[i]);
 		ws_fmt_manifest_free(&m);
 	}

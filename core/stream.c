@@ -309,6 +309,7 @@ void ws_stream_close(struct ws_stream *st)
 	}
 	carry_drop(st);
 	ws_buf_free(&st->carry.next);
+	ws_snap_prev_free(&st->reuse);
 	free(st->db_path);
 	free(st->wal_path);
 	ws_keyring_free(&st->seal_keys);

@@ -56,6 +56,7 @@
 #include "outcome.h"
 #include "pipe.h"
 #include "sink.h"
+#include "snap_reuse.h"
 #include "ws_assert.h"
 #include "ws_clock.h"
 #include "ws_fault.h"
@@ -183,6 +184,7 @@ struct ws_stream_call_state {
  * re-base): reset as a whole before each. */
 struct ws_stream_attempt {
 	uint32_t batch_count, snap_count, part_count;
+	uint32_t snap_reused;        /* snapshot refs naming the earlier image's parts (no ws_part) */
 	uint32_t part_base;          /* ring index of parts[0] in this call */
 	uint64_t high_water;         /* the most the ring held for it */
 	char upload_why_key[WS_KEY_MAX]; /* this attempt's first failed upload with a detail kept (pipe.h why) */
@@ -285,6 +287,12 @@ struct ws_stream {
 	struct ws_stream_attempt at;
 	struct ws_stream_carry carry;
 	struct ws_stream_ahead ahead;
+	/* A re-base's earlier image (snap_reuse.h), from its snapshot until
+	 * its watermark is written; rebase_next: the last re-base named parts
+	 * retention may have removed, so the next call re-bases uploading
+	 * every part. */
+	struct ws_snap_prev reuse;
+	bool rebase_next;
 };
 
 /* ---- the scan --------------------------------------------------------- */

@@ -546,12 +546,36 @@ static int snap_object(struct ws_stream *st, uint32_t idx, struct ws_fmt_snap *s
 			    ws_pipe_seal_buf(st->pipe, idx), st->pipe->seal_slot_bytes, stored);
 }
 
+/*
+ * The part of pages first..first+count-1, its header hdr as this re-base
+ * would upload it: when the earlier image (st->reuse) has a part of
+ * exactly these pages whose header hashes as this one and whose length is
+ * this one's, its ref is this part's and nothing is uploaded
+ * (snap_reuse.c). A version 1 header, and a version 2 one compressed
+ * without a cipher (zstd makes the same bytes of the same pages at the same
+ * level), name the pages alone; an encrypted part carries a fresh nonce and
+ * never matches, so an encrypting stream loads no earlier image.
+ */
+static bool reuse_part(struct ws_stream *st, uint64_t first, size_t count, const uint8_t *hdr, size_t hdr_len,
+		       size_t stored)
+{
+	const struct ws_fmt_objref *old = ws_snap_prev_find(&st->reuse, first, count);
+	uint64_t xxh;
+	if (!old || !ws_fmt_obj_hdr_hash(hdr, hdr_len, &xxh) || xxh != old->xxh || old->length != hdr_len + stored)
+		return false;
+	/* room_snap was made for this index by the caller. */
+	st->call.snaps[st->at.snap_count++] = *old;
+	st->at.snap_reused++;
+	return true;
+}
+
 /* Upload the raw database file as snapshot parts (REBASE); db_pages at the cut. */
 int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pages)
 {
 	const uint32_t ps = sc->gen.page_size;
-	const size_t per_part = st->pipe->ring.slot_bytes / ps;
-	uint64_t file_bytes, file_pages, pages;
+	const size_t slot_pages = st->pipe->ring.slot_bytes / ps;
+	uint64_t file_bytes, file_pages, pages, reused_bytes = 0;
+	size_t per_part;
 	int rc0;
 	/* The image is exact only under the read mark the scan was made under. */
 	WS_ASSERT(st->txn.held >= 0);
@@ -560,6 +584,7 @@ int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pag
 		return rc0;
 	file_pages = file_bytes / ps;
 	pages = file_pages < db_pages ? file_pages : db_pages;
+	per_part = ws_snap_grid_pages(pages, ps, (uint32_t)slot_pages, MAX_SNAPS);
 
 	for (uint64_t p = 0; p < pages;) {
 		size_t n = per_part;
@@ -605,6 +630,12 @@ int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pag
 		if (rc)
 			return ws_fail_wrap(rc, "tenant %s: seal snapshot part of pages %" PRIu64 "+%zu", st->tenant,
 					    p + 1, n);
+		if (reuse_part(st, p + 1, n, hdr, hdr_len, stored)) {
+			/* The slot is taken again for the next part. */
+			reused_bytes += (uint64_t)n * ps;
+			p += n;
+			continue;
+		}
 		memset(&part, 0, sizeof(part));
 		ref = &part.res.ref;
 		ref->first = p + 1;
@@ -628,6 +659,10 @@ int upload_snapshot(struct ws_stream *st, const struct scan *sc, uint32_t db_pag
 			return rc;
 		p += n;
 	}
+	if (st->reuse.have)
+		ws_info("tenant %s: re-base names %u of %u parts (%" PRIu64 " of %" PRIu64 " bytes) of the image of %s "
+			"again", st->tenant, st->at.snap_reused, st->at.snap_count, reused_bytes, pages * ps,
+			st->reuse.base.key);
 	return 0;
 }
 
@@ -724,6 +759,7 @@ void name_parts(struct ws_stream *st)
 		st->call.snaps[pt->ref] = pt->res.ref;
 		snaps++;
 	}
-	WS_ASSERT(snaps == st->at.snap_count); /* every snapshot part named, once */
+	/* every snapshot part named, once: uploaded, or the earlier image's */
+	WS_ASSERT(snaps + st->at.snap_reused == st->at.snap_count);
 }
 

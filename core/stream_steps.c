@@ -110,8 +110,8 @@ static int step_decide_continuity(struct ws_stream *st, struct tail *t, struct w
 	/* With no WAL on either side, only the held read mark proves the
 	 * database file unchanged: without it, writes may have come and been
 	 * checkpointed away (a TRUNCATE, or the last connection closing). */
-	bool same_gen = st->mark.have && st->mark.wm.version >= 2 && ws_fmt_gen_equal(&st->mark.wm.gen, &sc->gen) &&
-			(sc->gen.wal_magic != 0 || st->txn.continuous);
+	bool same_gen = !st->rebase_next && st->mark.have && st->mark.wm.version >= 2 &&
+			ws_fmt_gen_equal(&st->mark.wm.gen, &sc->gen) && (sc->gen.wal_magic != 0 || st->txn.continuous);
 	if (same_gen && sc->gen.wal_magic != 0 && st->mark.wm.last_frame > 0) {
 		/* Prove the live WAL still holds the frame we stopped at. */
 		uint8_t *buf = ws_reader_buf(st->io.reader) + st->io.small_off;
@@ -130,7 +130,8 @@ static int step_decide_continuity(struct ws_stream *st, struct tail *t, struct w
 		t->kind = WS_MANIFEST_CONTINUE;
 		if (sc->gen.wal_magic != 0 && st->mark.wm.last_frame > 0)
 			ws_wal_cursor_resume(&sc->cur, &t->wh, st->mark.wm.last_frame + 1, st->mark.wm.end_cksum);
-	} else if (st->mark.have && st->txn.continuous && !ws_fmt_gen_equal(&st->mark.wm.gen, &sc->gen)) {
+	} else if (!st->rebase_next && st->mark.have && st->txn.continuous &&
+		   !ws_fmt_gen_equal(&st->mark.wm.gen, &sc->gen)) {
 		/* A different generation is all the handover proves; the same
 		 * salts with different frames would be a WAL we cannot explain. */
 		t->kind = WS_MANIFEST_NEXT_GEN;
@@ -340,12 +341,61 @@ static int step_snapshot(struct ws_stream *st, struct tail *t)
 	int rc;
 	if (t->kind != WS_MANIFEST_REBASE)
 		return 0;
+	/* The earlier image whose unchanged parts it names (snap_reuse.h):
+	 * the base of the chain the watermark it replaces names. */
+	ws_snap_prev_free(&st->reuse);
+	if (st->mark.have && !st->rebase_next && !st->seal.key) {
+		rc = ws_snap_prev_load(st->sink->store, st->tenant, &st->mark.wm, &st->reuse);
+		if (rc)
+			return ws_fail_wrap(rc, "tenant %s: read the image before the re-base", st->tenant);
+		if ((rc = WS_FAULT("stream.reuse_loaded")) != 0)
+			return ws_fail(rc, "tenant %s: injected fault after the earlier image was read", st->tenant);
+	}
 	rc = upload_snapshot(st, &t->sc, t->db_pages);
 	if (rc)
 		return rc;
 	if ((rc = WS_FAULT("stream.after_snapshot")) != 0)
 		return ws_fail(rc, "tenant %s: injected fault after the snapshot", st->tenant);
 	return 0;
+}
+
+/*
+ * 9. A re-base that named parts of the earlier image, its watermark
+ * written: that image's manifest still stored proves no retention run has
+ * begun deleting its parts, and one that does reads this watermark first
+ * and keeps what it names (docs/CHECKPOINTS.md "Retention"). Gone, the
+ * parts may be too: the call starts over at once and re-bases uploading
+ * every part (TAIL_RETRY), so the state it acknowledges names only parts
+ * it uploaded; a read that fails leaves the next call to do that.
+ */
+static int step_reuse_check(struct ws_stream *st, struct tail *t)
+{
+	int rc;
+	if (t->kind != WS_MANIFEST_REBASE)
+		return 0;
+	st->rebase_next = false;
+	if (st->at.snap_reused == 0) {
+		ws_snap_prev_free(&st->reuse);
+		return 0;
+	}
+	if ((rc = WS_FAULT("stream.before_reuse_check")) != 0) {
+		st->rebase_next = true;
+		return ws_fail(rc, "tenant %s: injected fault before the earlier image is read again", st->tenant);
+	}
+	rc = ws_snap_prev_still(st->sink->store, &st->reuse);
+	if (rc > 0) {
+		st->rebase_next = true;
+		ws_warn("tenant %s: the re-base named %u parts of the image of %s, which retention removed "
+			"meanwhile: re-basing again, uploading every part", st->tenant, st->at.snap_reused,
+			st->reuse.base.key);
+		rc = TAIL_RETRY;
+	} else if (rc < 0) {
+		st->rebase_next = true;
+		rc = ws_fail_wrap(rc, "tenant %s: read %s again after the re-base (nothing acknowledged; the next "
+				  "call re-bases uploading every part)", st->tenant, st->reuse.base.key);
+	}
+	ws_snap_prev_free(&st->reuse);
+	return rc;
 }
 
 /* The outcome of a call that shed its range (nothing acknowledged). */
@@ -460,7 +510,8 @@ static int tail_inner(struct ws_stream *st, struct ws_outcome *out, bool locked)
 	if ((rc = step_read_generation(st, &t)) != 0 || (rc = step_decide_continuity(st, &t, out)) != 0 ||
 	    (rc = step_fence(st, &t, out)) != 0 || (rc = step_scan(st, &t, out)) != 0 ||
 	    (rc = step_snapshot(st, &t)) != 0 || (rc = step_settle(st, &t, out)) != 0 ||
-	    (rc = step_write_manifest(st, &t, out)) != 0 || (rc = step_write_watermark(st, &t, out)) != 0) {
+	    (rc = step_write_manifest(st, &t, out)) != 0 || (rc = step_write_watermark(st, &t, out)) != 0 ||
+	    (rc = step_reuse_check(st, &t)) != 0) {
 		call_range(st, &t);
 		return rc == TAIL_DONE ? 0 : rc;
 	}

@@ -13,9 +13,10 @@
 #                    the scripts of the CLI's own code (ASAN_EXCLUDE below; the
 #                    engine's many-tenant test at 300 tenants there; 1,000 in build-ci)
 #   4. build-tsan    TSan (-DWS_SANITIZE=thread -DWS_WERROR=ON), the concurrent tests
-#                    (ctest -R 'test_store|test_io|test_net|test_core_stream|test_core_ring|
-#                    test_core_engine|test_core_seal|integ_test_restore_parallel$': the
-#                    restore's fetching thread); the engine's many-tenant test at 300 tenants there)
+#                    (TSAN_TESTS below: the store, io, net, stream, slot writer, ring,
+#                    engine, events, replica, seal and re-base reuse tests, and
+#                    integ_test_restore_parallel$: the restore's fetching thread);
+#                    the engine's many-tenant test at 300 tenants there)
 #   5. bench smoke   bench_e2e, bench_engine, bench_checkpoint and bench_events at a tiny
 #                    size, bench_wal briefly, bench/run_cli_bench.sh
 #                    --tiny (replicate --once vs write+fsync+rename) and
@@ -98,7 +99,7 @@ CTEST_JOBS="${WS_CTEST_JOBS:-3}"
 #   - install (cmake --install; nothing of walship's code runs differently).
 # This keeps the section about 4 minutes shorter (CI-B: 840 s of ASan ctest).
 ASAN_EXCLUDE="${WS_ASAN_EXCLUDE:-integ_test_s3_adapt|integ_test_s3_refusals|integ_test_checkpoint_s3|integ_test_checkpoint_safety|integ_test_checkpoint_large|integ_test_exactness|integ_test_restore_paused|integ_test_restore_parallel|integ_test_restore_parallel_s3|integ_test_s3_multipart|integ_test_install}"
-TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io|test_net|test_core_stream|test_core_slots_writer$|test_core_ring|test_core_engine|test_core_events|test_core_replica|test_core_seal|integ_test_restore_parallel$}"
+TSAN_TESTS="${WS_TSAN_TESTS:-test_store|test_io|test_net|test_core_stream|test_core_slots_writer$|test_core_ring|test_core_engine|test_core_events|test_core_replica|test_core_seal|test_core_rebase_reuse$|integ_test_restore_parallel$}"
 BENCH_MB="${WS_BENCH_MB:-8}"
 FUZZ_SECONDS="${WS_FUZZ_SECONDS:-5}"
 START=$(date +%s)

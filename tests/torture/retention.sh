@@ -7,7 +7,10 @@
 # re-bases forced while replicate is down (TRUNCATE checkpoints, the
 # writers' last connection closing and taking the WAL with it, a file
 # replaced), and kill -9 of replicate, checkpoint or retention at random
-# moments. Afterwards (the writers stopped, replicate shipped the rest):
+# moments. Each database starts with about 200 pages that rarely change
+# and replicate cuts a re-base into parts of 16 pages (batch_bytes_max
+# 128 KiB), so re-bases name parts of the image before them again
+# (core/snap_reuse.c) while checkpoints and retention run and are killed. Afterwards (the writers stopped, replicate shipped the rest):
 #   - verify passes;
 #   - every tenant's latest state restores exactly (the source's rows);
 #   - every point in time sampled during the run (every 0.7 s) restores
@@ -68,7 +71,11 @@ trap 'stop_all' EXIT
 
 sq() { sqlite3 -batch -bail -cmd ".timeout 10000" "$@"; }
 for t in $TENANTS; do
-	sq "$t.db" "PRAGMA journal_mode=WAL; CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT NOT NULL);" >/dev/null
+	sq "$t.db" "PRAGMA journal_mode=WAL; CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT NOT NULL);
+		CREATE TABLE ballast(id INTEGER PRIMARY KEY, v BLOB NOT NULL);
+		WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200)
+		INSERT INTO ballast SELECT i, randomblob(3000) FROM n;
+		PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
 done
 
 # ---- the load -----------------------------------------------------------------------------
@@ -111,8 +118,8 @@ for t in $TENANTS; do args+=("$t=$t.db"); done
 # Every other run (at random) has its watermarks carry their manifests
 # (carry_in_watermark = always): merged, stored, found carried by the next
 # run, cut by checkpoints, under kill -9.
-printf '[engine]\ncarry_in_watermark = always\n' >carry.ini
-printf '[engine]\ncarry_in_watermark = never\n' >nocarry.ini
+printf '[engine]\ncarry_in_watermark = always\nbatch_bytes_max = 128KiB\n' >carry.ini
+printf '[engine]\ncarry_in_watermark = never\nbatch_bytes_max = 128KiB\n' >nocarry.ini
 replicator() {
 	local cfg
 	while [ ! -e stop ]; do
@@ -144,7 +151,10 @@ checkpointer() {
 		"$BIN" checkpoint --sink "$URL" >>checkpoint.out 2>>checkpoint.err &
 		echo $! >checkpoint.pid
 		if wait $!; then echo ok >>checkpoint.ok; fi
-		sleep 1
+		# Now and then a stretch without checkpoints: two re-bases with
+		# no cut between them, the second naming parts of the first (a cut
+		# past a chain's base lets retention remove that image).
+		if [ $((RANDOM % 3)) = 0 ]; then sleep 5; else sleep 1; fi
 	done
 }
 
@@ -219,6 +229,45 @@ pids=()
 "$BIN" verify --sink "$URL" >verify.out 2>verify.err || fail "verify: $(cat verify.out verify.err)"
 
 # ---- checks -------------------------------------------------------------------------------
+# The re-bases stored at the end of the load that name parts of an earlier
+# image (a part keyed with another sequence than its manifest's;
+# docs/FORMAT.md "Manifest", "Keys"): retention has removed those behind
+# its cut by then.
+reused=$(python3 - "$SINK" <<'EOF'
+import os, re, struct, sys
+def s(b, o):
+    n = struct.unpack_from("<H", b, o)[0]
+    return b[o + 2:o + 2 + n].decode(), o + 2 + n
+rebases = named = 0
+for root, _, files in os.walk(sys.argv[1]):
+    for f in files:
+        if not re.fullmatch(r"m[0-9a-f]{16}-[0-9a-f]{16}", f):
+            continue
+        b = open(os.path.join(root, f), "rb").read()
+        if b[:8] != b"WSMANIF1":
+            continue
+        _, o = s(b, 16)
+        seq = struct.unpack_from("<Q", b, o + 16)[0]
+        o += 32 + 20
+        kind = struct.unpack_from("<I", b, o)[0]
+        o += 4 + 24 + 16 + 4
+        _, o = s(b, o)
+        o += 32 + 8
+        snaps = struct.unpack_from("<I", b, o)[0]
+        o += 8
+        if kind != 2 or snaps == 0:
+            continue
+        rebases += 1
+        again = 0
+        for _ in range(snaps):
+            key, o = s(b, o)
+            o += 32
+            m = re.search(r"/s[0-9a-f]{16}-([0-9a-f]{16})/", key)
+            again += bool(m and int(m.group(1), 16) != seq)
+        named += again > 0
+print("%d of %d" % (named, rebases))
+EOF
+)
 restores=0
 for t in $TENANTS; do
 	"$BIN" restore --sink "$URL" --tenant "$t" -o "latest-$t.db" 2>restore.err ||
@@ -341,6 +390,7 @@ kills=$(wc -l <kills 2>/dev/null || echo 0)
 echo "torture: ${SECONDS_RUN} s, tenants: $TENANTS"
 echo "torture: checkpoints committed: $committed, retention runs completed: $rets, kills: $kills ($(sort kills 2>/dev/null | uniq -c | tr -s ' ' | tr '\n' ',' ))"
 echo "torture: replicate runs: $(wc -l <replicate.cfgs), of which with carried manifests: $(grep -c '^carry' replicate.cfgs || true)"
+echo "torture: re-bases stored at the end of the load that name parts of the image before them: $reused"
 echo "torture: orphans before the last checkpoint and retention: $leaked ($(sed -n 's/^orphan \([^ ]*\) .*/\1/p' orphans-before.out | sort | uniq -c | tr -s ' ' | tr '\n' ',')); after: 0; directories left empty or holding only lock files (by kills): $emptydirs"
 echo "torture: restores checked: $restores latest, $points points in time (of $(($(wc -l <samples) * $(echo $TENANTS | wc -w))) sampled; the others before retention's cut), $ckpts by checkpoint; verify ok; files replaced: $(wc -l <replaced 2>/dev/null || echo 0)"
 [ "$committed" -ge 1 ] || fail "no checkpoint committed during the load"

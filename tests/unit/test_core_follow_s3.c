@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "coreutil.h"
 #include "folreplica.h"
 #include "walship.h"
 #include "ws_store.h"
@@ -23,17 +24,8 @@ static char g_url[1024];
 
 static int setup_bucket(void **state)
 {
-	char bucket[64];
-	int err = 0;
-	struct ws_store *s;
 	(void)state;
-	snprintf(bucket, sizeof(bucket), "ws-fol-%ld-%lld", (long)getpid(), (long long)time(NULL));
-	snprintf(g_url, sizeof(g_url), "s3://%s?endpoint=%s", bucket, getenv("WS_S3_ENDPOINT"));
-	if (!(s = ws_store_open_flags(g_url, WS_STORE_EXISTING, &err)))
-		return -1;
-	err = ws_store_s3_create_bucket(s);
-	ws_store_close(s);
-	return err ? -1 : 0;
+	return wt_s3_new_bucket("ws-fol", g_url, sizeof(g_url));
 }
 
 static void test_s3_engine_writer(void **state)

@@ -50,11 +50,6 @@ struct hist {
 	bool rebased;       /* the next tail must re-base (RESTARTED) */
 };
 
-static uint32_t be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 static void open_stream(struct hist *h)
 {
 	struct ws_stream_config c;
@@ -81,9 +76,6 @@ static void ship(struct hist *h, int rows)
 {
 	struct ws_outcome o;
 	struct point *p;
-	struct stat sb;
-	size_t len = 0;
-	uint8_t *w;
 
 	assert_true(h->n < POINTS_MAX);
 	wt_write_txn(h->e.w, rows, 300);
@@ -96,48 +88,18 @@ static void ship(struct hist *h, int rows)
 	p->acked_ms = ws_wall_ms();
 	p->hash = wt_content_hash(h->e.w, NULL);
 	p->chain = h->chains - 1;
-	w = wt_read_file(h->e.wal, &len);
-	assert_non_null(w);
-	assert_true(len >= 32);
-	snprintf(p->gen, sizeof(p->gen), "g%08x-%08x%08x", be32(w + 12), be32(w + 16), be32(w + 20));
-	free(w);
-	assert_int_equal(stat(h->e.wal, &sb), 0);
-	p->frame = ((uint64_t)sb.st_size - 32) / (24u + h->e.page_size);
+	assert_true(wt_wal_pos(&h->e, p->gen, &p->frame));
 	/* The next commit comes strictly after this acknowledgement. */
 	wt_sleep_ms(3);
 }
 
-enum rebase_how { CLOSE_LAST_CONNECTION, WAL_RESTART, FILE_REPLACED };
-
 /* With walship down, make the history re-base; the stream opens again. */
-static void rebase(struct hist *h, enum rebase_how how)
+static void rebase(struct hist *h, enum wt_rebase_how how)
 {
-	char *tmp;
 	close_stream(h);
-	switch (how) {
-	case CLOSE_LAST_CONNECTION:
-		/* The last connection closing checkpoints and deletes the WAL. */
-		sqlite3_close(h->e.w);
-		assert_int_equal(access(h->e.wal, F_OK), -1);
-		h->e.w = wt_writer_open(h->e.db, 0);
-		break;
-	case WAL_RESTART:
+	if (how == WT_WAL_RESTART)
 		wt_write_txn(h->e.w, 2, 300);
-		wt_exec(h->e.w, "PRAGMA wal_checkpoint(TRUNCATE)");
-		break;
-	case FILE_REPLACED:
-		tmp = wt_path(h->e.dir, "new.db");
-		{
-			char sql[600];
-			snprintf(sql, sizeof(sql), "VACUUM INTO '%s'", tmp);
-			wt_exec(h->e.w, sql);
-		}
-		sqlite3_close(h->e.w);
-		assert_int_equal(rename(tmp, h->e.db), 0);
-		free(tmp);
-		h->e.w = wt_writer_open(h->e.db, 0);
-		break;
-	}
+	wt_rebase_while_down(&h->e, how);
 	h->chains++;
 	h->rebased = true;
 	open_stream(h);
@@ -161,42 +123,16 @@ static void hist_free(struct hist *h)
 /* Restore with o; rc the result, hash the state when 0. */
 static int try_restore(struct hist *h, const struct ws_restore_opts *o, uint64_t *hash)
 {
-	char name[64], *out;
-	int rc;
-	snprintf(name, sizeof(name), "t%u.db", h->e.restores++);
-	out = wt_path(h->e.out_dir, name);
-	rc = ws_restore(h->e.sink, TENANT, o, out);
-	if (rc == 0) {
-		*hash = wt_file_hash(out, NULL);
-		unlink(out);
-	}
-	free(out);
-	return rc;
+	return wt_try_restore(&h->e, TENANT, o, hash);
 }
 
 /* Every recorded point, by time and by GENERATION:frame, gives its state. */
 static void check_every_point(struct hist *h, unsigned from)
 {
 	for (unsigned i = from; i < h->n; i++) {
-		struct ws_restore_opts o = { 0 };
-		uint64_t got = 0;
-		int rc;
-		o.time_ms = h->p[i].acked_ms;
-		rc = try_restore(h, &o, &got);
-		if (rc)
-			fail_msg("point %u (chain %u): restore --time refused: %s", i, h->p[i].chain, ws_errmsg());
-		if (got != h->p[i].hash)
-			fail_msg("point %u (chain %u): restore --time gave another state", i, h->p[i].chain);
-		memset(&o, 0, sizeof(o));
-		o.frame = h->p[i].frame;
-		o.generation = h->p[i].gen;
-		rc = try_restore(h, &o, &got);
-		if (rc)
-			fail_msg("point %u (chain %u): restore --frame %s:%" PRIu64 " refused: %s", i, h->p[i].chain,
-				 h->p[i].gen, h->p[i].frame, ws_errmsg());
-		if (got != h->p[i].hash)
-			fail_msg("point %u (chain %u): restore --frame %s:%" PRIu64 " gave another state", i,
-				 h->p[i].chain, h->p[i].gen, h->p[i].frame);
+		char label[64];
+		snprintf(label, sizeof(label), "point %u (chain %u)", i, h->p[i].chain);
+		wt_point_check(&h->e, TENANT, label, h->p[i].hash, h->p[i].acked_ms, h->p[i].gen, h->p[i].frame);
 	}
 }
 
@@ -232,13 +168,13 @@ static void build_three_rebases(struct hist *h)
 {
 	for (int i = 0; i < 3; i++)
 		ship(h, 3 + i);
-	rebase(h, CLOSE_LAST_CONNECTION);
+	rebase(h, WT_CLOSE_LAST_CONNECTION);
 	for (int i = 0; i < 3; i++)
 		ship(h, 2 + i);
-	rebase(h, WAL_RESTART);
+	rebase(h, WT_WAL_RESTART);
 	for (int i = 0; i < 2; i++)
 		ship(h, 4);
-	rebase(h, FILE_REPLACED);
+	rebase(h, WT_FILE_REPLACED);
 	for (int i = 0; i < 3; i++)
 		ship(h, 3);
 }
@@ -395,7 +331,7 @@ static void test_missing_or_damaged_link(void **state)
 	hist_init(&h, "hist_link");
 	ship(&h, 3);
 	ship(&h, 3);
-	rebase(&h, CLOSE_LAST_CONNECTION);
+	rebase(&h, WT_CLOSE_LAST_CONNECTION);
 	ship(&h, 3);
 	live_base(&h, base, link);
 	assert_true(link[0] != '\0');
@@ -453,7 +389,7 @@ static void test_retention_ends_the_walk(void **state)
 	hist_init(&h, "hist_retention");
 	ship(&h, 3);
 	ship(&h, 3);
-	rebase(&h, WAL_RESTART);
+	rebase(&h, WT_WAL_RESTART);
 	ship(&h, 3);
 	ship(&h, 3);
 	cut_point = h.n - 1;
@@ -461,7 +397,7 @@ static void test_retention_ends_the_walk(void **state)
 	assert_int_equal(ws_checkpoint_take(h.e.sink, NULL, &info), 0);
 	assert_true(info.committed);
 	ship(&h, 3);
-	rebase(&h, CLOSE_LAST_CONNECTION);
+	rebase(&h, WT_CLOSE_LAST_CONNECTION);
 	ship(&h, 3);
 	ship(&h, 3);
 	memset(&rep, 0, sizeof(rep));

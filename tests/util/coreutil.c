@@ -3,6 +3,7 @@
 #include "sink.h"
 #include "ws_store.h"
 #include "ws_clock.h"
+#include "ws_store.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -123,6 +124,98 @@ uint64_t wt_restore_hash(struct wt_env *e, const char *tenant, const struct ws_r
 	unlink(out);
 	free(out);
 	return h;
+}
+
+int wt_try_restore(struct wt_env *e, const char *tenant, const struct ws_restore_opts *o, uint64_t *hash)
+{
+	char *out = wt_out_path(e);
+	int rc = ws_restore(e->sink, tenant, o, out);
+	if (rc == 0) {
+		*hash = wt_file_hash(out, NULL);
+		unlink(out);
+	}
+	free(out);
+	return rc;
+}
+
+void wt_point_check(struct wt_env *e, const char *tenant, const char *label, uint64_t hash, int64_t time_ms,
+		    const char *gen, uint64_t frame)
+{
+	struct ws_restore_opts o = { 0 };
+	uint64_t got = 0;
+	o.time_ms = time_ms;
+	if (wt_try_restore(e, tenant, &o, &got))
+		fail_msg("%s: restore --time refused: %s", label, ws_errmsg());
+	if (got != hash)
+		fail_msg("%s: restore --time gave another state", label);
+	if (!gen || !gen[0])
+		return;
+	memset(&o, 0, sizeof(o));
+	o.frame = frame;
+	o.generation = gen;
+	if (wt_try_restore(e, tenant, &o, &got))
+		fail_msg("%s: restore --frame %s:%llu refused: %s", label, gen, (unsigned long long)frame, ws_errmsg());
+	if (got != hash)
+		fail_msg("%s: restore --frame %s:%llu gave another state", label, gen, (unsigned long long)frame);
+}
+
+int wt_s3_new_bucket(const char *prefix, char *url, size_t len)
+{
+	char bucket[64];
+	int err = 0;
+	struct ws_store *s;
+	snprintf(bucket, sizeof(bucket), "%s-%ld-%lld", prefix, (long)getpid(), (long long)time(NULL));
+	snprintf(url, len, "s3://%s?endpoint=%s", bucket, getenv("WS_S3_ENDPOINT"));
+	if (!(s = ws_store_open_flags(url, WS_STORE_EXISTING, &err)))
+		return -1;
+	err = ws_store_s3_create_bucket(s);
+	ws_store_close(s);
+	return err ? -1 : 0;
+}
+
+void wt_rebase_while_down(struct wt_env *e, enum wt_rebase_how how)
+{
+	char *tmp, sql[600];
+	switch (how) {
+	case WT_CLOSE_LAST_CONNECTION:
+		/* The last connection closing checkpoints and deletes the WAL. */
+		sqlite3_close(e->w);
+		assert_int_equal(access(e->wal, F_OK), -1);
+		e->w = wt_writer_open(e->db, 0);
+		break;
+	case WT_WAL_RESTART:
+		wt_exec(e->w, "PRAGMA wal_checkpoint(TRUNCATE)");
+		break;
+	case WT_FILE_REPLACED:
+		tmp = wt_path(e->dir, "new.db");
+		snprintf(sql, sizeof(sql), "VACUUM INTO '%s'", tmp);
+		wt_exec(e->w, sql);
+		sqlite3_close(e->w);
+		assert_int_equal(rename(tmp, e->db), 0);
+		free(tmp);
+		e->w = wt_writer_open(e->db, 0);
+		break;
+	}
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+bool wt_wal_pos(const struct wt_env *e, char gen[32], uint64_t *frame)
+{
+	struct stat sb;
+	size_t len = 0;
+	uint8_t *w = wt_read_file(e->wal, &len);
+	bool have = w && len >= 32;
+	if (have) {
+		snprintf(gen, 32, "g%08x-%08x%08x", be32(w + 12), be32(w + 16), be32(w + 20));
+		assert_int_equal(stat(e->wal, &sb), 0);
+		*frame = ((uint64_t)sb.st_size - 32) / (24u + e->page_size);
+	}
+	free(w);
+	return have;
 }
 
 void wt_mutator_init(struct wt_mutator *m, struct wt_env *e, unsigned how)

@@ -40,6 +40,27 @@ char *wt_out_path(struct wt_env *e);
  * that must succeed; returns its content hash (the file is removed). */
 uint64_t wt_restore_hash(struct wt_env *e, const char *tenant, const struct ws_restore_opts *o, int64_t *rows);
 
+/* Restore tenant with o into a fresh file of out_dir: its result, and the
+ * state's content hash when 0 (the file is removed). */
+int wt_try_restore(struct wt_env *e, const char *tenant, const struct ws_restore_opts *o, uint64_t *hash);
+/* The state acknowledged at time_ms (and, with a generation, at frame of
+ * it) restores to hash, by restore --time and --frame GENERATION:N; a
+ * failure names label. */
+void wt_point_check(struct wt_env *e, const char *tenant, const char *label, uint64_t hash, int64_t time_ms,
+		    const char *gen, uint64_t frame);
+/* A fresh bucket on the S3 fixture (WS_S3_ENDPOINT), named from prefix,
+ * the pid and the time; url gets its s3:// URL. 0, or -1. */
+int wt_s3_new_bucket(const char *prefix, char *url, size_t len);
+/* What an application does while walship is down that makes the next
+ * tail re-base: its last connection closes (SQLite checkpoints and deletes
+ * the WAL), a TRUNCATE checkpoint restarts the WAL, or the database file is
+ * replaced by a copy of itself (VACUUM INTO, renamed over it). */
+enum wt_rebase_how { WT_CLOSE_LAST_CONNECTION, WT_WAL_RESTART, WT_FILE_REPLACED };
+void wt_rebase_while_down(struct wt_env *e, enum wt_rebase_how how);
+/* The live WAL's generation (as restore --frame GENERATION:N names it) and
+ * its last frame, from its header and size; false when there is no WAL. */
+bool wt_wal_pos(const struct wt_env *e, char gen[32], uint64_t *frame);
+
 /* Write an object straight into e's file:// sink at key (its directories
  * made; a file there replaced, never modified in place: published objects
  * may be hard links), as another writer or a damaged store would leave it. */
