@@ -254,7 +254,7 @@ live() {
 	s0=$(python3 "$REPORT" haproxy-stat "$ADMIN")
 	t0=$(now)
 	if [ "$tool" != litestream ]; then
-		printf '[engine]\nwal_checkpoint_bytes = off\n%b%b' "$([ "$tool" != walship-slots ] || echo 'slots = on\n')" \
+		printf '[engine]\nwal_checkpoint_bytes = off\n%b%b' "$([ "$tool" != walship-slots ] || printf '%s' 'slots = on\n')" \
 			"${WS_PEER_WALSHIP_CONF:+$WS_PEER_WALSHIP_CONF\n}" >"$d/walship.conf"
 		/usr/bin/time -f '%U %S' -o "$d/time" "$(bin "$tool")" replicate --quiet --config "$d/walship.conf" --shards 1 \
 			--interval-ms 100 --sink "$(cat "$d/url")" "${pairs[@]}" >"$d/ship.log" 2>&1 &
