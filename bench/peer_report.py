@@ -7,7 +7,13 @@
         far each tenant's replica reaches in its WAL, and appends a line
         `tenant time position` to OBS each time a position grows. TOOL
         walship: GET <tenant>/wm, position = 32 + last_frame * (24 +
-        page_size). TOOL litestream: ListObjectsV2 of
+        page_size); a version 4 watermark (manifest slots) names only a
+        hint: the head is found by GETting the slot after it
+        (<tenant>/e<E>-p<P>/l<lane:016x>/m<seq+1:016x>, in the hint slot's
+        lane, or the watermark's) until one is absent, a close record
+        (WSCLOSE1) moving on in its closer's lane at the same sequence,
+        and the head found is kept per tenant, so that a round costs one
+        GET per tenant when nothing was shipped. TOOL litestream: ListObjectsV2 of
         <tenant>/generations/ (only keys after the last one seen), then each
         new WAL segment <index>_<offset>.wal.lz4 fetched once and its LZ4
         frame's decompressed length added to its offset. Stops once DONE
@@ -166,22 +172,108 @@ def wm_position(body):
     return (ckseq, s1, s2), (32 + last * (24 + page) if last else 0)
 
 
+SLOT_KEY = re.compile(r"^(.+)/e([0-9]+)-p([0-9]+)/l([0-9a-f]{16})/m([0-9a-f]{16})$")
+
+
+def slot_key(tenant, epoch, pg, lane, seq):
+    return "%s/e%d-p%d/l%016x/m%016x" % (tenant, epoch, pg, lane, seq)
+
+
+def wm_hint(body):
+    """A version 4 watermark's (epoch, pointer generation, lane, hint seq,
+    hint key, generation, WAL end offset); None for versions 1..3."""
+    version = struct.unpack_from("<I", body, 8)[0]
+    if version != 4:
+        return None
+    tlen = struct.unpack_from("<H", body, 16)[0]
+    p = 18 + tlen
+    epoch, pg, seq = struct.unpack_from("<3Q", body, p)
+    gen, pos = wm_position(body)
+    p += 32 + 20 + 8 + 8
+    klen = struct.unpack_from("<H", body, p)[0]
+    key = body[p + 2:p + 2 + klen].decode()
+    p += 2 + klen + 32 + 8
+    lane = struct.unpack_from("<Q", body, p)[0]
+    return epoch, pg, lane, seq, key, gen, pos
+
+
+def slot_manifest(body):
+    """(generation, WAL end offset) of a version 4 manifest (a slot)."""
+    if body[:8] != b"WSMANIF1" or struct.unpack_from("<I", body, 8)[0] != 4:
+        raise ValueError("not a version 4 manifest")
+    tlen = struct.unpack_from("<H", body, 16)[0]
+    p = 18 + tlen + 32
+    magic, ckseq, s1, s2, page = struct.unpack_from("<5I", body, p)
+    last = struct.unpack_from("<Q", body, p + 20 + 4 + 8)[0]
+    return (ckseq, s1, s2), (32 + last * (24 + page) if last else 0)
+
+
+def slot_close(body):
+    """(closer epoch, closer pointer generation, closer lane, seq) of a close
+    record; closer lane 0 when removed."""
+    tlen = struct.unpack_from("<H", body, 16)[0]
+    p = 18 + tlen
+    _, _, _, seq, cep, cpg, clane = struct.unpack_from("<7Q", body, p)
+    return cep, cpg, clane, seq
+
+
+def slot_head(s3, bucket, t, body=None):
+    """(generation, WAL end offset) of the head of a tenant whose watermark
+    is version 4: from the watermark's hint (body, its bytes) or else the
+    head found before (t.slot), the next slot until one is absent."""
+    if body is not None:
+        epoch, pg, lane, seq, key, gen, pos = wm_hint(body)
+        m = SLOT_KEY.match(key)
+        if m and m.group(1) == t.name:  # the hint's own lane
+            epoch, pg, lane = int(m.group(2)), int(m.group(3)), int(m.group(4), 16)
+        t.slot = (epoch, pg, lane, seq, gen, pos)
+    epoch, pg, lane, seq, gen, pos = t.slot
+    while True:
+        key = slot_key(t.name, epoch, pg, lane, seq + 1)
+        st, slot = s3.get(bucket, key)
+        if st == 404:
+            break
+        if st != 200:
+            raise RuntimeError("GET %s: HTTP %d" % (key, st))
+        if slot[:8] == b"WSCLOSE1":
+            cep, cpg, clane, cseq = slot_close(slot)
+            if clane == 0 or cseq != seq + 1:
+                raise RuntimeError("%s: a close by removal or at another sequence" % key)
+            epoch, pg, lane = cep, cpg, clane  # the closer's lane, the same sequence
+            t.slot = (epoch, pg, lane, seq, gen, pos)
+            continue
+        gen, pos = slot_manifest(slot)
+        seq += 1
+        t.slot = (epoch, pg, lane, seq, gen, pos)
+    return gen, pos
+
+
 LS_WAL = re.compile(r"/generations/([0-9a-f]+)/wal/([0-9a-f]+)_([0-9a-f]+)\.wal\.lz4$")
 
 
 class Tenant:
     def __init__(self, name):
         self.name, self.pos, self.gen, self.after, self.broken = name, 0, None, "", None
+        self.slot = None  # walship with slots: the head found, (epoch, pg, lane, seq, generation, position)
 
 
 def observe(s3, bucket, tool, t):
     if tool == "walship":
-        st, body = s3.get(bucket, t.name + "/wm")
-        if st == 404:
-            return 0
-        if st != 200:
-            raise RuntimeError("GET %s/wm: HTTP %d" % (t.name, st))
-        gen, pos = wm_position(body)
+        if t.slot is not None:
+            # Slots: on from the head found before (one GET when nothing
+            # new); the watermark is not read again: the bench's one owner
+            # keeps its lane, and a lane left is closed (followed here).
+            gen, pos = slot_head(s3, bucket, t)
+        else:
+            st, body = s3.get(bucket, t.name + "/wm")
+            if st == 404:
+                return 0
+            if st != 200:
+                raise RuntimeError("GET %s/wm: HTTP %d" % (t.name, st))
+            if wm_hint(body) is not None:
+                gen, pos = slot_head(s3, bucket, t, body)
+            else:
+                gen, pos = wm_position(body)
         if pos == 0:  # before the first commit: the WAL has no header, no generation yet
             return 0
         if t.gen is None:
@@ -422,6 +514,12 @@ def value(r, key):
         return None
 
 
+# The further walship runs beside the default one: (tool, its JSON keys'
+# stem, its ratio to walship's label, whether walship is the numerator).
+EXTRAS = (("walship-base", "base", "walship/walship-base", True),  # run_peer_bench.sh --baseline: a second build
+          ("walship-slots", "slots", "walship-slots/walship", False))  # --walship-slots: slots = on
+
+
 def summary(csv_path, json_path):
     rows = [r for r in load(csv_path) if r["ok"] == 1]
     res = {}
@@ -429,16 +527,15 @@ def summary(csv_path, json_path):
     for r in rows:
         if r["scenario"] not in scenarios:
             scenarios.append(r["scenario"])
-    # walship-base: a second walship build run beside (run_peer_bench.sh --baseline).
-    base = any(r["tool"] == "walship-base" for r in rows)
-    tools = ("walship", "walship-base", "litestream") if base else ("walship", "litestream")
+    extras = [x for x in EXTRAS if any(r["tool"] == x[0] for r in rows)]
+    tools = ("walship",) + tuple(x[0] for x in extras) + ("litestream",)
 
     def ratio(per, a, b):
         return spread([v / per[b][rep] for rep, v in per[a].items() if v is not None and per[b].get(rep)])
 
     print("\n%-14s %-40s %-28s %s%-28s %s%s" % (
-        "scenario", "figure", "walship", "%-28s " % "walship-base" if base else "", "litestream",
-        "ratio walship/litestream (same rep)", "   walship-base/litestream   walship/walship-base" if base else ""))
+        "scenario", "figure", "walship", "".join("%-28s " % x[0] for x in extras), "litestream",
+        "ratio walship/litestream (same rep)", "".join("   %-27s %-27s" % (x[0] + "/litestream", x[2]) for x in extras)))
     for sc in scenarios:
         rs = [r for r in rows if r["scenario"] == sc]
         res[sc] = {}
@@ -451,21 +548,23 @@ def summary(csv_path, json_path):
             ratios = ratio(per, "walship", "litestream")
             res[sc][key] = {"walship": w, "litestream": ls, "ratio": ratios}
             lsnote = fmt(ls, f) if ls else "walship only"
-            more = ""
-            if base:
-                wb = spread(per["walship-base"].values())
-                rb = ratio(per, "walship-base", "litestream")
-                rwb = ratio(per, "walship", "walship-base")
-                res[sc][key].update({"walship-base": wb, "ratio_base": rb, "ratio_walship_base": rwb})
-                more = "   %-27s %s" % (fmt(rb, "%.2f"), fmt(rwb, "%.2f"))
-            print("%-14s %-40s %-28s %s%-28s %s%s" % (sc, label, fmt(w, f), "%-28s " % fmt(wb, f) if base else "",
-                                                   lsnote, fmt(ratios, "%.2f"), more))
+            cols, more = "", ""
+            for tool, stem, _, walship_over in extras:
+                wx = spread(per[tool].values())
+                rx = ratio(per, tool, "litestream")
+                rw = ratio(per, "walship", tool) if walship_over else ratio(per, tool, "walship")
+                res[sc][key].update({tool: wx, "ratio_" + stem: rx,
+                                     ("ratio_walship_" + stem) if walship_over else ("ratio_%s_walship" % stem): rw})
+                cols += "%-28s " % fmt(wx, f)
+                more += "   %-27s %-27s" % (fmt(rx, "%.2f"), fmt(rw, "%.2f"))
+            print("%-14s %-40s %-28s %s%-28s %s%s" % (sc, label, fmt(w, f), cols, lsnote, fmt(ratios, "%.2f"), more))
         polls = {tool: spread([float(r["poll_ms"]) for r in rs if r["tool"] == tool and r.get("poll_ms", "-") != "-"])
                  for tool in tools}
-        if polls["walship"] or polls["litestream"]:
+        if any(polls.values()):
             res[sc]["poll_round_ms"] = polls
-            print("%-14s %-40s %-28s %-28s" % (sc, "RPO resolution: poll round ms", fmt(polls["walship"], "%.0f"),
-                                              fmt(polls["litestream"], "%.0f")))
+            print("%-14s %-40s %-28s %s%-28s" % (sc, "RPO resolution: poll round ms", fmt(polls["walship"], "%.0f"),
+                                                "".join("%-28s " % fmt(polls[x[0]], "%.0f") for x in extras),
+                                                fmt(polls["litestream"], "%.0f")))
     with open(json_path, "w") as out:
         json.dump(res, out, indent=1)
 

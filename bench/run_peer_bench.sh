@@ -6,7 +6,7 @@
 #   bench/run_peer_bench.sh [--tiny] [--reps N] [--s3] [--out DIR] [--build DIR]
 #                           [--litestream BIN] [--seconds S] [--throttle-tenants "1 4 20 100"]
 #                           [--alone-reps N] [--scenarios "live-1 live-100 restore start"]
-#                           [--breakdown] [--baseline DIR]
+#                           [--breakdown] [--baseline DIR] [--walship-slots]
 #
 # The store is a radosgw (tests/s3/radosgw.sh) behind the haproxy of
 # tests/s3/throttle.sh: each tool writes through the proxy, and the
@@ -88,13 +88,20 @@
 #                 a third tool, walship-base, in every live run (the order
 #                 of the tools rotated every repetition): the figures of
 #                 a change and of its baseline from the same repetitions
+#   --walship-slots  walship also runs with manifest slots (`slots = on` in
+#                 [engine], docs/SLOTS.md stage 1) as a further tool,
+#                 walship-slots (the same binary), in every live run (the
+#                 order of the tools rotated every repetition); the poller
+#                 finds its head by probing slots forward from the
+#                 watermark's hint (bench/peer_report.py). The walship rows
+#                 stay the default (slots off)
 # Exit status non-zero only when a run failed or a restore differed from
 # its source; figures are reported, never compared with a target.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD="" OUT="" TINY=0 REPS=7 S3=0 LS="" SECONDS_LIVE="" THR_TENANTS="1 4 20 100" THR_SET=0 ALONE_REPS=0
-SCENARIOS="live-1 live-100 restore start" BREAKDOWN=0 BASELINE=""
+SCENARIOS="live-1 live-100 restore start" BREAKDOWN=0 BASELINE="" SLOTS=0
 die() { echo "run_peer_bench.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -114,7 +121,8 @@ while [ $# -gt 0 ]; do
 		SCENARIOS=$2; shift 2 ;;
 	--breakdown) BREAKDOWN=1; shift ;;
 	--baseline) BASELINE=${2:-}; [ -x "$BASELINE/tools/walship" ] || die "--baseline: no $BASELINE/tools/walship"; shift 2 ;;
-	-h|--help) sed -n '2,90p' "$0"; exit 0 ;;
+	--walship-slots) SLOTS=1; shift ;;
+	-h|--help) sed -n '2,97p' "$0"; exit 0 ;;
 	*) die "unknown argument '$1'" ;;
 	esac
 done
@@ -130,6 +138,7 @@ LSVER=""
 [ -n "$LS" ] && LSVER=$("$LS" version 2>/dev/null || echo unknown)
 TOOLS=(walship)
 [ -z "$BASELINE" ] || TOOLS+=(walship-base)
+[ "$SLOTS" = 0 ] || TOOLS+=(walship-slots)
 [ -n "$LS" ] && TOOLS+=(litestream)
 # bin TOOL: the walship binary TOOL runs.
 bin() { if [ "$1" = walship-base ]; then echo "$BASELINE/tools/walship"; else echo "$W"; fi; }
@@ -245,7 +254,8 @@ live() {
 	s0=$(python3 "$REPORT" haproxy-stat "$ADMIN")
 	t0=$(now)
 	if [ "$tool" != litestream ]; then
-		printf '[engine]\nwal_checkpoint_bytes = off\n%b' "${WS_PEER_WALSHIP_CONF:+$WS_PEER_WALSHIP_CONF\n}" >"$d/walship.conf"
+		printf '[engine]\nwal_checkpoint_bytes = off\n%b%b' "$([ "$tool" != walship-slots ] || printf '%s' 'slots = on\n')" \
+			"${WS_PEER_WALSHIP_CONF:+$WS_PEER_WALSHIP_CONF\n}" >"$d/walship.conf"
 		/usr/bin/time -f '%U %S' -o "$d/time" "$(bin "$tool")" replicate --quiet --config "$d/walship.conf" --shards 1 \
 			--interval-ms 100 --sink "$(cat "$d/url")" "${pairs[@]}" >"$d/ship.log" 2>&1 &
 	else
