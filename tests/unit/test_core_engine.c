@@ -1271,6 +1271,7 @@ struct stop_remove {
 	struct ws_engine *e;
 	pthread_t stop_th, remove_th;
 	int stop_rc, remove_rc;
+	int started; /* both threads created (__atomic: the pause sets it last) */
 };
 
 static void *remove_thread(void *arg)
@@ -1296,6 +1297,7 @@ static void stop_then_remove(const char *site, void *arg)
 	assert_int_equal(pthread_create(&x->stop_th, NULL, stop_thread2, x), 0);
 	wt_sleep_ms(1000); /* STOP is queued */
 	assert_int_equal(pthread_create(&x->remove_th, NULL, remove_thread, x), 0);
+	__atomic_store_n(&x->started, 1, __ATOMIC_RELEASE);
 	wt_sleep_ms(1000); /* and the REMOVE behind it */
 }
 
@@ -1316,9 +1318,12 @@ static void test_remove_behind_stop_keeps_tenant(void **state)
 	flush_ok(x.e);
 	assert_int_equal(ws_fault_arm_pause("stream.before_wal_header", 1, stop_then_remove, &x), 0);
 	wt_write_txn(env.w, 5, 100); /* a due tail reaches the pause */
-	for (int i = 0; i < 500 && !x.stop_th; i++)
+	/* Both threads exist before either is joined: the stop can end
+	 * before the pause creates the remove's thread (seen under TSan on a
+	 * loaded machine: a join of a thread not yet created). */
+	for (int i = 0; i < 1000 && !__atomic_load_n(&x.started, __ATOMIC_ACQUIRE); i++)
 		wt_sleep_ms(10);
-	assert_true(x.stop_th != 0);
+	assert_true(__atomic_load_n(&x.started, __ATOMIC_ACQUIRE));
 	pthread_join(x.stop_th, NULL);
 	pthread_join(x.remove_th, NULL);
 	ws_fault_disarm();
